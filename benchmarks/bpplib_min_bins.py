@@ -1,0 +1,118 @@
+"""Run ``optplan.solvers.binpacking.min_bins`` on BPPLIB families and summarise the results.
+
+Example::
+
+    python benchmarks/bpplib_min_bins.py --families Falkenauer_U Hard28 --time-limit 10
+
+Families are matched against the ``subset`` and ``family`` columns of ``instance_index.csv``
+(case-insensitive, spaces and underscores are the same).  Per family it prints the number of
+instances proven optimal, the number whose value equals the known optimum, and the median and
+maximum wall-clock seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from optplan.solvers.binpacking import min_bins
+
+DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "bpplib"
+
+
+@dataclass(frozen=True)
+class Instance:
+    name: str
+    group: str
+    path: Path
+    known_lb: int
+    known_ub: int
+
+
+def _norm(name: str) -> str:
+    return name.strip().lower().replace(" ", "_")
+
+
+def read_instance(path: Path) -> tuple[list[int], int]:
+    """BPPLIB format: n, capacity, then one weight per line."""
+    numbers = [int(tok) for tok in path.read_text().split()]
+    n, capacity = numbers[0], numbers[1]
+    weights = numbers[2 : 2 + n]
+    if len(weights) != n:
+        raise ValueError(f"{path}: expected {n} weights, found {len(weights)}")
+    return weights, capacity
+
+
+def load_index(data_dir: Path, families: list[str]) -> dict[str, list[Instance]]:
+    wanted = {_norm(f): f for f in families}
+    out: dict[str, list[Instance]] = {f: [] for f in families}
+    with (data_dir / "instance_index.csv").open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            for key in (_norm(row["subset"]), _norm(row["family"])):
+                if key in wanted:
+                    out[wanted[key]].append(
+                        Instance(
+                            name=row["instance"],
+                            group=wanted[key],
+                            path=data_dir / row["path"],
+                            known_lb=int(row["lb"]),
+                            known_ub=int(row["ub"]),
+                        )
+                    )
+                    break
+    for group in out.values():
+        group.sort(key=lambda inst: inst.name)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="the bpplib folder")
+    parser.add_argument("--families", nargs="+", default=["Falkenauer_U", "Hard28"])
+    parser.add_argument("--time-limit", type=float, default=10.0, help="seconds per instance")
+    parser.add_argument("--limit", type=int, default=0, help="at most N instances per family (0: all)")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--verbose", "-v", action="store_true", help="one line per instance")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+
+    index = load_index(args.data_dir, args.families)
+    for family, instances in index.items():
+        if args.limit > 0:
+            instances = instances[: args.limit]
+        if not instances:
+            print(f"{family}: no instances found under {args.data_dir}")
+            continue
+        proven = matched = 0
+        seconds: list[float] = []
+        for inst in instances:
+            weights, capacity = read_instance(inst.path)
+            t0 = time.monotonic()
+            res = min_bins(weights, [capacity] * len(weights), time_limit=args.time_limit, workers=args.workers)
+            dt = time.monotonic() - t0
+            seconds.append(dt)
+            proven += res.proven
+            ok = inst.known_lb == inst.known_ub == res.value
+            matched += ok
+            if args.verbose:
+                print(
+                    f"  {inst.name}: value={res.value} lb={res.lower_bound} proven={res.proven} "
+                    f"known={inst.known_lb}/{inst.known_ub} {dt:.2f}s",
+                    flush=True,
+                )
+        print(
+            f"{family}: proven {proven}/{len(instances)}, matched known optimum {matched}/{len(instances)}, "
+            f"median {statistics.median(seconds):.2f}s, max {max(seconds):.2f}s",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

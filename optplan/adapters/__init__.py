@@ -1,0 +1,1 @@
+"""Adapters: the only code that knows Kubernetes' file and API shapes."""

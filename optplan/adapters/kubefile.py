@@ -1,0 +1,396 @@
+"""Read cluster snapshots in Kubernetes' own shape (``kubectl get ... -o yaml|json``).
+
+A file holds a ``kind: List`` (or any ``*List``) with ``items``, a single object, or a multi-document
+YAML stream. Several files are merged. Every problem is an InputError naming file, object and field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from optplan.errors import InputError
+from optplan.models.quantity import format_milli, to_milli
+from optplan.models.repack import RepackRun, RepackRunSpec
+from optplan.models.selectors import LabelSelector, NodeSelectorTerm, Taint, Toleration
+from optplan.models.snapshot import (
+    NetworkTopology,
+    Node,
+    OwnerReference,
+    Pod,
+    PodDisruptionBudget,
+    PodGroup,
+    Resources,
+    Snapshot,
+)
+
+try:  # the C loader is many times faster on large snapshots
+    _Loader: Any = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover
+    _Loader = yaml.SafeLoader
+
+
+@dataclass
+class LoadedInput:
+    snapshot: Snapshot
+    runs: dict[str, RepackRun] = field(default_factory=dict)
+
+
+@dataclass
+class _Raw:
+    file: str
+    obj: dict[str, Any]
+
+    @property
+    def kind(self) -> str:
+        return str(self.obj.get("kind", ""))
+
+    @property
+    def group(self) -> str:
+        return str(self.obj.get("apiVersion", "")).split("/")[0] if "/" in str(
+            self.obj.get("apiVersion", "")) else ""
+
+    def ident(self) -> str:
+        meta = self.obj.get("metadata") or {}
+        name = meta.get("name", "?") if isinstance(meta, dict) else "?"
+        ns = meta.get("namespace") if isinstance(meta, dict) else None
+        return f"{self.kind}/{ns}/{name}" if ns else f"{self.kind}/{name}"
+
+    def error(self, field_path: str, message: str) -> InputError:
+        return InputError(message, file=self.file, obj=self.ident(), field=field_path)
+
+
+# ---- reading files ---------------------------------------------------------------------------
+
+def read_documents(path: str | Path) -> list[dict[str, Any]]:
+    """Every Kubernetes object in one file, with List kinds expanded."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"cannot read file ({e.strerror or e})", file=str(path)) from None
+    except UnicodeDecodeError:
+        raise InputError("file is not UTF-8 text", file=str(path)) from None
+    docs: list[Any]
+    try:
+        if p.suffix.lower() == ".json":
+            docs = [json.loads(text)]
+        else:
+            docs = list(yaml.load_all(text, Loader=_Loader))
+    except json.JSONDecodeError as e:
+        raise InputError(f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}",
+                         file=str(path)) from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise InputError(f"malformed YAML{where}: {problem}", file=str(path)) from None
+    out: list[dict[str, Any]] = []
+    for i, doc in enumerate(docs):
+        out.extend(_expand(doc, str(path), f"document {i + 1}"))
+    return out
+
+
+def _expand(doc: Any, file: str, where: str) -> Iterator[dict[str, Any]]:
+    if doc is None:
+        return
+    if not isinstance(doc, dict):
+        raise InputError(f"{where} is not a Kubernetes object (a mapping)", file=file)
+    kind = doc.get("kind")
+    if isinstance(kind, str) and kind.endswith("List") and "items" in doc:
+        items = doc.get("items") or []
+        if not isinstance(items, list):
+            raise InputError("items is not a list", file=file, obj=kind, field="items")
+        for j, item in enumerate(items):
+            yield from _expand(item, file, f"{where} item {j + 1}")
+        return
+    if not isinstance(kind, str) or not kind:
+        raise InputError(f"{where} has no kind", file=file, field="kind")
+    yield doc
+
+
+# ---- typed field access ------------------------------------------------------------------------
+
+def _get(raw: _Raw, obj: Mapping[str, Any], path: str, default: Any = None, *, required: bool = False,
+         types: type | tuple[type, ...] | None = None, prefix: str = "") -> Any:
+    cur: Any = obj
+    for part in path.split("."):
+        if not isinstance(cur, Mapping) or part not in cur or cur[part] is None:
+            if required:
+                raise raw.error(prefix + path, "required field is missing")
+            return default
+        cur = cur[part]
+    if types is not None and not isinstance(cur, types):
+        names = types.__name__ if isinstance(types, type) else " or ".join(t.__name__ for t in types)
+        raise raw.error(prefix + path, f"expected {_article(names)}, got {type(cur).__name__}")
+    return cur
+
+
+def _article(name: str) -> str:
+    return {"dict": "a mapping", "list": "a list", "str": "a string", "int": "an integer",
+            "bool": "a boolean"}.get(name, name)
+
+
+def _str_map(raw: _Raw, obj: Mapping[str, Any], path: str) -> dict[str, str]:
+    m = _get(raw, obj, path, {}, types=dict)
+    return {str(k): "" if v is None else str(v) for k, v in m.items()}
+
+
+def _resources(raw: _Raw, m: Any, path: str) -> Resources:
+    if m is None:
+        return {}
+    if not isinstance(m, dict):
+        raise raw.error(path, "expected a mapping of resource quantities")
+    out: Resources = {}
+    for name, value in m.items():
+        try:
+            milli = to_milli(value)
+        except ValueError:
+            raise raw.error(f"{path}.{name}", f"unparseable quantity {value!r}") from None
+        if milli < 0:
+            raise raw.error(f"{path}.{name}", f"negative quantity {value!r}")
+        out[str(name)] = milli
+    return out
+
+
+def _model(raw: _Raw, cls: type[Any], data: Any, path: str) -> Any:
+    try:
+        return cls.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        full = f"{path}.{loc}" if loc else path
+        msg = err["msg"].removeprefix("Value error, ")
+        raise raw.error(full, msg) from None
+
+
+def _owners(raw: _Raw) -> tuple[OwnerReference, ...]:
+    refs = _get(raw, raw.obj, "metadata.ownerReferences", [], types=list)
+    out = []
+    for i, r in enumerate(refs):
+        p = f"metadata.ownerReferences[{i}]"
+        if not isinstance(r, dict):
+            raise raw.error(p, "expected a mapping")
+        out.append(OwnerReference(
+            api_version=str(_get(raw, r, "apiVersion", required=True, prefix=p + ".")),
+            kind=str(_get(raw, r, "kind", required=True, prefix=p + ".")),
+            name=str(_get(raw, r, "name", required=True, prefix=p + ".")),
+            uid=str(r.get("uid") or ""), controller=bool(r.get("controller", False))))
+    return tuple(out)
+
+
+def _name(raw: _Raw) -> str:
+    name = _get(raw, raw.obj, "metadata.name", required=True, types=str)
+    if not name:
+        raise raw.error("metadata.name", "required field is empty")
+    return str(name)
+
+
+# ---- object parsers ----------------------------------------------------------------------------
+
+def parse_node(raw: _Raw) -> Node:
+    obj = raw.obj
+    taints = []
+    for i, t in enumerate(_get(raw, obj, "spec.taints", [], types=list)):
+        taints.append(_model(raw, Taint, t, f"spec.taints[{i}]"))
+    alloc = _get(raw, obj, "status.allocatable", required=True, types=dict)
+    return Node(
+        name=_name(raw), labels=_str_map(raw, obj, "metadata.labels"), taints=tuple(taints),
+        unschedulable=bool(_get(raw, obj, "spec.unschedulable", False)),
+        allocatable=_resources(raw, alloc, "status.allocatable"))
+
+
+def _container_requests(raw: _Raw, spec: Mapping[str, Any], key: str, prefix: str) -> list[tuple[Resources, bool]]:
+    out = []
+    for i, c in enumerate(_get(raw, spec, key, [], types=list, prefix=prefix)):
+        p = f"{prefix}{key}[{i}]"
+        if not isinstance(c, dict):
+            raise raw.error(p, "expected a mapping")
+        req = _resources(raw, _get(raw, c, "resources.requests", None, prefix=p + "."), f"{p}.resources.requests")
+        sidecar = c.get("restartPolicy") == "Always"
+        out.append((req, sidecar))
+    return out
+
+
+def effective_requests(raw: _Raw, spec: Mapping[str, Any], prefix: str = "spec.") -> Resources:
+    """max(sum of containers (+ sidecars), max of init containers (+ sidecars started before)),
+    plus pod overhead: Kubernetes' own rule."""
+    total: Resources = {}
+    for req, _ in _container_requests(raw, spec, "containers", prefix):
+        for r, v in req.items():
+            total[r] = total.get(r, 0) + v
+    sidecars: Resources = {}
+    init_peak: Resources = {}
+    for req, sidecar in _container_requests(raw, spec, "initContainers", prefix):
+        if sidecar:
+            for r, v in req.items():
+                sidecars[r] = sidecars.get(r, 0) + v
+            for r, v in sidecars.items():
+                init_peak[r] = max(init_peak.get(r, 0), v)
+        else:
+            for r in set(req) | set(sidecars):
+                init_peak[r] = max(init_peak.get(r, 0), req.get(r, 0) + sidecars.get(r, 0))
+    for r, v in sidecars.items():
+        total[r] = total.get(r, 0) + v
+    out = dict(total)
+    for r, v in init_peak.items():
+        out[r] = max(out.get(r, 0), v)
+    for r, v in _resources(raw, _get(raw, spec, "overhead", None, prefix=prefix), prefix + "overhead").items():
+        out[r] = out.get(r, 0) + v
+    return {r: v for r, v in sorted(out.items()) if v > 0}
+
+
+def parse_node_affinity(raw: _Raw, spec: Mapping[str, Any], prefix: str = "spec.") -> tuple[NodeSelectorTerm, ...] | None:
+    path = "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    req = _get(raw, spec, path, None, types=dict, prefix=prefix)
+    if req is None:
+        return None
+    terms = _get(raw, req, "nodeSelectorTerms", [], types=list, prefix=f"{prefix}{path}.")
+    return tuple(_model(raw, NodeSelectorTerm, t, f"{prefix}{path}.nodeSelectorTerms[{i}]")
+                 for i, t in enumerate(terms))
+
+
+def parse_pod(raw: _Raw) -> Pod:
+    obj = raw.obj
+    spec = _get(raw, obj, "spec", {}, types=dict)
+    tolerations = tuple(_model(raw, Toleration, t, f"spec.tolerations[{i}]")
+                        for i, t in enumerate(_get(raw, spec, "tolerations", [], types=list, prefix="spec.")))
+    priority = _get(raw, spec, "priority", None, types=int, prefix="spec.")
+    node_name = _get(raw, spec, "nodeName", None, types=str, prefix="spec.") or None
+    return Pod(
+        namespace=str(_get(raw, obj, "metadata.namespace", "default")), name=_name(raw),
+        uid=str(_get(raw, obj, "metadata.uid", "")),
+        labels=_str_map(raw, obj, "metadata.labels"), annotations=_str_map(raw, obj, "metadata.annotations"),
+        owner_references=_owners(raw), creation_timestamp=str(_get(raw, obj, "metadata.creationTimestamp", "")),
+        node_name=node_name, scheduler_name=str(_get(raw, spec, "schedulerName", "default-scheduler")),
+        node_selector=_str_map(raw, spec, "nodeSelector"), tolerations=tolerations, priority=priority,
+        required_node_affinity=parse_node_affinity(raw, spec), requests=effective_requests(raw, spec),
+        phase=str(_get(raw, obj, "status.phase", "Pending")))
+
+
+def parse_pod_group(raw: _Raw) -> PodGroup:
+    obj = raw.obj
+    min_member = _get(raw, obj, "spec.minMember", 1, types=int)
+    if min_member < 0:
+        raise raw.error("spec.minMember", f"must not be negative, got {min_member}")
+    nt = _get(raw, obj, "spec.networkTopology", None, types=dict)
+    topo = _model(raw, NetworkTopology, {"mode": nt.get("mode", "hard"),
+                                         "highest_tier_allowed": nt.get("highestTierAllowed")},
+                  "spec.networkTopology") if nt is not None else None
+    return PodGroup(
+        namespace=str(_get(raw, obj, "metadata.namespace", "default")), name=_name(raw),
+        labels=_str_map(raw, obj, "metadata.labels"), owner_references=_owners(raw), min_member=min_member,
+        queue=str(_get(raw, obj, "spec.queue", "default")), network_topology=topo)
+
+
+def parse_pdb(raw: _Raw) -> PodDisruptionBudget:
+    obj = raw.obj
+    sel = _get(raw, obj, "spec.selector", None, types=dict)
+    allowed = _get(raw, obj, "status.disruptionsAllowed", 0, types=int)
+    if allowed < 0:
+        raise raw.error("status.disruptionsAllowed", f"must not be negative, got {allowed}")
+    return PodDisruptionBudget(
+        namespace=str(_get(raw, obj, "metadata.namespace", "default")), name=_name(raw),
+        selector=_model(raw, LabelSelector, sel, "spec.selector") if sel is not None else None,
+        disruptions_allowed=allowed)
+
+
+def parse_repack_run(raw: _Raw) -> RepackRun:
+    obj = raw.obj
+    spec = _get(raw, obj, "spec", required=True, types=dict)
+    goals = spec.get("goals")
+    if isinstance(goals, list):
+        for i, g in enumerate(goals):
+            if not isinstance(g, dict) or not g.get("resource"):
+                raise raw.error(f"spec.goals[{i}].resource", "goal names no resource")
+    return RepackRun(name=_name(raw), labels=_str_map(raw, obj, "metadata.labels"),
+                     spec=_model(raw, RepackRunSpec, spec, "spec"), raw=obj)
+
+
+_PARSERS: dict[tuple[str, str], Any] = {
+    ("", "Node"): parse_node,
+    ("", "Pod"): parse_pod,
+    ("scheduling.volcano.sh", "PodGroup"): parse_pod_group,
+    ("policy", "PodDisruptionBudget"): parse_pdb,
+    ("repack.volcano.sh", "RepackRun"): parse_repack_run,
+}
+
+
+# ---- assembling a snapshot -------------------------------------------------------------------
+
+def load_files(paths: Sequence[str | Path]) -> LoadedInput:
+    """Read and merge snapshot files; check identities and cross-references."""
+    raws: list[_Raw] = []
+    for path in paths:
+        raws.extend(_Raw(str(path), doc) for doc in read_documents(path))
+    return build(raws)
+
+
+def load_objects(objects: Iterable[Mapping[str, Any]], source: str = "<objects>") -> LoadedInput:
+    """The same as load_files for objects already in memory (the API adapter uses this)."""
+    return build([_Raw(source, dict(o)) for o in objects])
+
+
+def build(raws: Sequence[_Raw]) -> LoadedInput:
+    nodes: dict[str, Node] = {}
+    pods: dict[str, Pod] = {}
+    groups: dict[str, PodGroup] = {}
+    pdbs: dict[str, PodDisruptionBudget] = {}
+    runs: dict[str, RepackRun] = {}
+    origin: dict[tuple[str, str], _Raw] = {}
+    pod_raw: dict[str, _Raw] = {}
+    for raw in raws:
+        parser = _PARSERS.get((raw.group, raw.kind))
+        if parser is None:
+            continue  # kinds the planners do not use are skipped
+        parsed = parser(raw)
+        key = parsed.key if hasattr(parsed, "key") else parsed.name
+        table: dict[str, Any] = {"Node": nodes, "Pod": pods, "PodGroup": groups,
+                                 "PodDisruptionBudget": pdbs, "RepackRun": runs}[raw.kind]
+        ident = (raw.kind, key)
+        if key in table:
+            first = origin[ident]
+            raise raw.error("metadata.name", f"duplicate object: also defined in {first.file}")
+        origin[ident] = raw
+        table[key] = parsed
+        if raw.kind == "Pod":
+            pod_raw[key] = raw
+    warnings: list[str] = []
+    for key, pod in sorted(pods.items()):
+        if pod.occupying and pod.node_name not in nodes:
+            raise pod_raw[key].error("spec.nodeName", f"bound to node {pod.node_name!r}, which is not in the snapshot")
+    kept = {k: p for k, p in pods.items() if not p.node_name or p.node_name in nodes}
+    used: dict[str, Resources] = {}
+    for pod in kept.values():
+        if pod.occupying and pod.node_name is not None:
+            acc = used.setdefault(pod.node_name, {"pods": 0})
+            acc["pods"] += 1000
+            for r, v in pod.requests.items():
+                acc[r] = acc.get(r, 0) + v
+    for name in sorted(used):
+        node = nodes[name]
+        for r, v in sorted(used[name].items()):
+            if r == "pods" and "pods" not in node.allocatable:
+                continue
+            cap = node.allocatable.get(r, 0)
+            if v > cap:
+                warnings.append(f"node {name} is over-committed on {r}: pods request {format_milli(v)}, "
+                                f"allocatable {format_milli(cap)}")
+    snap = Snapshot(nodes=dict(sorted(nodes.items())), pods=dict(sorted(kept.items())),
+                    pod_groups=dict(sorted(groups.items())), pdbs=dict(sorted(pdbs.items())),
+                    warnings=tuple(warnings))
+    return LoadedInput(snapshot=snap, runs=dict(sorted(runs.items())))
+
+
+def load_run_file(path: str | Path) -> RepackRun:
+    """A file holding exactly one RepackRun (other objects are ignored)."""
+    loaded = load_files([path])
+    if len(loaded.runs) != 1:
+        raise InputError(f"expected exactly one RepackRun, found {len(loaded.runs)}", file=str(path))
+    return next(iter(loaded.runs.values()))

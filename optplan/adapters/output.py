@@ -1,0 +1,56 @@
+"""Write objects the way kubectl prints them: YAML (default) or JSON, deterministic to the byte."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+from optplan.models.repack import API_VERSION, KIND, RepackRun, RepackRunStatus
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style, no aliases, long strings kept on one line."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data)
+
+
+_Dumper.add_representer(str, _str_representer)
+
+
+def to_yaml(obj: Any) -> str:
+    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True,
+                     width=1 << 16)
+
+
+def to_json(obj: Any) -> str:
+    return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+
+
+def dump(obj: Any, fmt: str) -> str:
+    return to_json(obj) if fmt == "json" else to_yaml(obj)
+
+
+def status_dict(status: RepackRunStatus) -> dict[str, Any]:
+    out: dict[str, Any] = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return out
+
+
+def repack_run_document(run: RepackRun, status: RepackRunStatus) -> dict[str, Any]:
+    """The RepackRun object as read (apiVersion, kind, metadata, spec) with our status."""
+    raw = run.raw
+    meta = raw.get("metadata") or {"name": run.name}
+    keep = {k: meta[k] for k in ("name", "labels", "annotations", "uid", "resourceVersion") if k in meta}
+    return {
+        "apiVersion": raw.get("apiVersion", API_VERSION),
+        "kind": raw.get("kind", KIND),
+        "metadata": keep,
+        "spec": raw.get("spec", {}),
+        "status": status_dict(status),
+    }

@@ -1,0 +1,190 @@
+"""The optplan command line: parse, call, print. Bad input exits 2 with one line; bugs exit 1."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from optplan import __version__
+from optplan.adapters.kubefile import LoadedInput, load_files, load_run_file
+from optplan.adapters.output import dump, repack_run_document
+from optplan.errors import InputError, OptplanError, PlanInvalidError
+from optplan.models.repack import RepackRun
+from optplan.solvers.base import PlanOptions, planner_names
+from optplan.solvers.frag import FragReport, fragmentation, round_half_up
+from optplan.solvers.repack import RepackOutcome, plan_repack
+from optplan.solvers.rules import Weights
+
+log = logging.getLogger("optplan")
+
+
+def _float_list(text: str) -> Weights:
+    try:
+        parts = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"weights must be five numbers separated by commas: {text!r}") from None
+    if len(parts) != 5 or any(p < 0 for p in parts):
+        raise argparse.ArgumentTypeError("weights must be five non-negative numbers: affected PodGroups, "
+                                         "below minAvailable, affected cards, moved cards, moved pods")
+    return Weights(*parts)
+
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="optplan", description=__doc__)
+    ap.add_argument("--version", action="version", version=f"optplan {__version__}")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser, formats: Sequence[str], default: str) -> None:
+        p.add_argument("snapshots", nargs="+", metavar="SNAPSHOT", help="kubectl get -o yaml|json output files")
+        p.add_argument("-o", "--output", choices=formats, default=default, help=f"output format (default {default})")
+        p.add_argument("--time-limit", type=_positive, default=10.0, metavar="SECONDS",
+                       help="time limit for each exact computation (default 10)")
+        p.add_argument("-v", "--verbose", action="count", default=0, help="log progress to stderr")
+
+    p = sub.add_parser("frag", help="measure fragmentation of a target resource")
+    common(p, ("table", "yaml", "json"), "table")
+    p.add_argument("--resource", required=True, metavar="R", help="target resource, e.g. nvidia.com/gpu")
+
+    p = sub.add_parser("repack", help="plan a RepackRun (DryRun) and print it with its status")
+    common(p, ("yaml", "json", "table"), "yaml")
+    p.add_argument("--run", metavar="RUN", help="a file holding the RepackRun, or the name of one inside the snapshots")
+    p.add_argument("--solver", choices=planner_names(), default="greedy")
+    p.add_argument("--weights", type=_float_list, default=Weights(), metavar="W1,W2,W3,W4,W5",
+                   help="weights of affected PodGroups, below minAvailable, affected cards, moved cards, "
+                        "moved pods (default 1.0,0.8,0.6,0.3,0.1)")
+    p.add_argument("--workers", type=int, default=1, help="solver worker threads (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="solver random seed (default 0)")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    level = logging.WARNING if args.verbose == 0 else logging.INFO if args.verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        text = _dispatch(args)
+    except InputError as e:
+        print(f"optplan: error: {e}", file=sys.stderr)
+        return 2
+    except PlanInvalidError as e:
+        print(f"optplan: internal error (a bug, please report it): {e}", file=sys.stderr)
+        return 1
+    except OptplanError as e:
+        print(f"optplan: error: {e}", file=sys.stderr)
+        return 2
+    sys.stdout.write(text)
+    return 0
+
+
+def _dispatch(args: argparse.Namespace) -> str:
+    loaded = load_files(args.snapshots)
+    for w in loaded.snapshot.warnings:
+        log.warning("%s", w)
+    if args.command == "frag":
+        return _frag(args, loaded)
+    return _repack(args, loaded)
+
+
+# ---- frag ----------------------------------------------------------------------------------------
+
+def frag_dict(f: FragReport) -> dict[str, Any]:
+    return {"resource": f.resource, "providers": f.providers, "occupied": f.occupied,
+            "theoreticalMinimum": f.theoretical_min, "theoreticalMinimumProven": f.proven,
+            "theoreticalMinimumUpperBound": f.upper_bound, "fragPercent": round_half_up(f.percent()),
+            "fragPercentExact": str(f.percent())}
+
+
+def _frag(args: argparse.Namespace, loaded: LoadedInput) -> str:
+    f = fragmentation(loaded.snapshot, args.resource, time_limit=args.time_limit)
+    if args.output != "table":
+        return dump(frag_dict(f), args.output)
+    proven = "proven" if f.proven else f"best lower bound; a packing into {f.upper_bound} nodes is known"
+    return (f"resource            {f.resource}\n"
+            f"providers           {f.providers}\n"
+            f"occupied            {f.occupied}\n"
+            f"theoretical minimum {f.theoretical_min} ({proven})\n"
+            f"fragmentation       {round_half_up(f.percent())}%  "
+            f"(({f.occupied} - {f.theoretical_min}) / {f.providers})\n")
+
+
+# ---- repack --------------------------------------------------------------------------------------
+
+def _pick_run(args: argparse.Namespace, loaded: LoadedInput) -> RepackRun:
+    if args.run is not None:
+        if Path(args.run).is_file():
+            return load_run_file(args.run)
+        if args.run in loaded.runs:
+            return loaded.runs[args.run]
+        raise InputError(f"no RepackRun named {args.run!r} in the snapshots, and no such file",
+                         field="--run")
+    if len(loaded.runs) == 1:
+        return next(iter(loaded.runs.values()))
+    if not loaded.runs:
+        raise InputError("no RepackRun given: pass --run RUN.yaml or include one in a snapshot", field="--run")
+    raise InputError(f"several RepackRuns in the snapshots ({', '.join(loaded.runs)}): pick one with --run NAME",
+                     field="--run")
+
+
+def _repack(args: argparse.Namespace, loaded: LoadedInput) -> str:
+    run = _pick_run(args, loaded)
+    options = PlanOptions(time_limit=args.time_limit, workers=args.workers, seed=args.seed)
+    out = plan_repack(loaded.snapshot, run, solver=args.solver, options=options, weights=args.weights)
+    if args.output == "table":
+        return repack_table(out)
+    return dump(repack_run_document(run, out.status), args.output)
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n" for r in rows)
+
+
+def repack_table(out: RepackOutcome) -> str:
+    s = out.status.plan.summary
+    f = out.frag
+    rec = out.result.record
+    d = out.status.plan.disruption
+    proven = "proven" if f.proven else "lower bound"
+    lines = [
+        f"RepackRun {out.run.name}: {out.run.spec.mode}, resource {out.run.spec.resource}",
+        f"Outcome:       {out.reason} — {out.status.conditions[0].message}",
+        f"Fragmentation: {s.frag_before_percent}% -> {s.frag_after_percent}%  (providers {f.providers}, "
+        f"occupied {s.occupied_nodes_before} -> {s.occupied_nodes_after}, theoretical minimum "
+        f"{f.theoretical_min} {proven})",
+        f"Scope:         {s.resolved_scope.pod_group_count} PodGroups, {s.resolved_scope.node_count} nodes may be vacated",
+        f"Freed nodes:   {s.freed_node_count}" + (f" ({', '.join(out.status.plan.freed_nodes)})"
+                                                  if 0 < s.freed_node_count <= 12 else ""),
+        f"Disruption:    {d.affected_pod_groups} PodGroups affected, {d.pod_groups_below_min_available} below "
+        f"minAvailable, {d.affected_cards} cards affected, {d.moved_cards} cards moved, {d.moved_pods} pods moved",
+        f"Solver:        {rec.name} ({rec.status}, {rec.wall_seconds}s)",
+    ]
+    text = "\n".join(lines) + "\n"
+    if out.status.plan.moves:
+        rows = [["NAMESPACE", "PODGROUP", "OWNER", "POD", "FROM", "TO", "CARDS"]]
+        for mv in out.status.plan.moves:
+            owner = f"{mv.owner.kind}/{mv.owner.name}" if mv.owner else "-"
+            for p in mv.pods:
+                rows.append([mv.namespace, mv.pod_group_name, owner, p.name, p.from_node, p.to_node, str(p.cards)])
+        text += "\nMoves:\n" + _table(rows)
+    if out.result.rejections:
+        rows = [["REASON", "NODES"]] + [[k, str(v)] for k, v in out.result.rejections.items()]
+        text += "\nOccupied nodes not vacated:\n" + _table(rows)
+    return text
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

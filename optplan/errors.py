@@ -1,0 +1,38 @@
+"""One root exception; the CLI maps InputError to exit status 2 and everything else to 1."""
+
+from __future__ import annotations
+
+
+class OptplanError(Exception):
+    """Root of every error optplan raises on purpose."""
+
+
+class InputError(OptplanError):
+    """Bad input: names the file, the object and the field, in one line."""
+
+    def __init__(self, message: str, *, file: str | None = None, obj: str | None = None,
+                 field: str | None = None) -> None:
+        self.file = file
+        self.obj = obj
+        self.field = field
+        self.reason = message
+        super().__init__(self._line())
+
+    def _line(self) -> str:
+        parts = [p for p in (self.file, self.obj, self.field) if p]
+        where = ": ".join(parts)
+        return f"{where}: {self.reason}" if where else self.reason
+
+    def located(self, *, file: str | None = None, obj: str | None = None) -> InputError:
+        """The same error with missing location parts filled in."""
+        return InputError(self.reason, file=self.file or file, obj=self.obj or obj, field=self.field)
+
+
+class PlanInvalidError(OptplanError):
+    """A planner produced a plan that breaks a rule: always a bug, never the user's fault."""
+
+    def __init__(self, violations: list[str]) -> None:
+        self.violations = violations
+        head = "; ".join(violations[:5])
+        more = f" (+{len(violations) - 5} more)" if len(violations) > 5 else ""
+        super().__init__(f"plan failed validation: {head}{more}")

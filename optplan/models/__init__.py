@@ -1,0 +1,1 @@
+"""Domain models: snapshot objects, RepackRun spec and status, plans."""

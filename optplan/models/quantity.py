@@ -1,0 +1,67 @@
+"""Kubernetes resource quantities, parsed exactly.
+
+Every amount in optplan is an ``int`` in milli-units (``"500m"`` cpu is 500, ``"1"`` GPU is 1000,
+``"64Gi"`` memory is 64 * 2**30 * 1000). Python ints are unbounded, so nothing overflows, and
+integers keep every comparison exact. Like Kubernetes, a value finer than a milli-unit is rounded
+up to the next milli-unit.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+MILLI = 1000
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 10**3), "": Fraction(1),
+    "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12),
+    "P": Fraction(10**15), "E": Fraction(10**18),
+}
+_RE = re.compile(
+    r"^(?P<sign>[+-]?)(?P<num>(?:\d+\.?\d*|\.\d+))"
+    r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?\d+)|(?P<dec>[numkMGTPE])?)$"
+)
+
+
+def parse_quantity(value: object) -> Fraction:
+    """Parse a Kubernetes quantity (``"500m"``, ``"64Gi"``, ``"1e3"``, ``8``) into an exact Fraction.
+
+    Raises ValueError with a short reason when the text is not a quantity.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"not a quantity: {value!r}")
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"not a quantity: {value!r}")
+        return Fraction(str(value))
+    if not isinstance(value, str):
+        raise ValueError(f"not a quantity: {value!r}")
+    text = value.strip()
+    m = _RE.match(text)
+    if not m:
+        raise ValueError(f"not a quantity: {value!r}")
+    number = Fraction(m.group("num"))
+    if m.group("sign") == "-":
+        number = -number
+    if m.group("bin"):
+        return number * _BINARY[m.group("bin")]
+    if m.group("exp"):
+        return number * Fraction(10) ** int(m.group("exp")[1:])
+    return number * _DECIMAL[m.group("dec") or ""]
+
+
+def to_milli(value: object) -> int:
+    """Parse a quantity into integer milli-units, rounding up like Kubernetes' MilliValue."""
+    q = parse_quantity(value) * MILLI
+    return -((-q.numerator) // q.denominator)
+
+
+def format_milli(milli: int) -> int | str:
+    """Whole units as an int (``3``), anything finer as a quantity string (``"1500m"``)."""
+    if milli % MILLI == 0:
+        return milli // MILLI
+    return f"{milli}m"

@@ -1,0 +1,187 @@
+"""RepackRun (repack.volcano.sh/v1alpha1): the spec as the seed writes it, the status we emit,
+and the solver-independent plan that every planner returns."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, field_validator
+
+from optplan.models.quantity import to_milli
+from optplan.models.selectors import KubeModel, ScopeSet
+
+Quantity = Annotated[int, BeforeValidator(to_milli)]
+"""A Kubernetes quantity, held as integer milli-units."""
+
+API_VERSION = "repack.volcano.sh/v1alpha1"
+KIND = "RepackRun"
+
+
+class Goal(KubeModel):
+    resource: str = Field(min_length=1)
+    min_frag_improvement_percent: int | float | None = None
+
+    @field_validator("min_frag_improvement_percent")
+    @classmethod
+    def _in_range(cls, v: int | float | None) -> int | float | None:
+        if v is not None and not 0 <= v <= 100:
+            raise ValueError(f"must be within 0..100, got {v}")
+        return v
+
+    @property
+    def min_improvement(self) -> Fraction:
+        """Exact threshold in percentage points (absent means 0)."""
+        v = self.min_frag_improvement_percent
+        return Fraction(0) if v is None else Fraction(str(v))
+
+
+class Scope(KubeModel):
+    pod_groups: ScopeSet = Field(default_factory=ScopeSet)
+    nodes: ScopeSet = Field(default_factory=ScopeSet)
+
+
+class MaxPerRun(KubeModel):
+    pod_groups: int | None = Field(default=None, ge=0)
+    resources: dict[str, Quantity] = Field(default_factory=dict)
+
+    @field_validator("resources")
+    @classmethod
+    def _non_negative(cls, v: dict[str, int]) -> dict[str, int]:
+        for name, amount in v.items():
+            if amount < 0:
+                raise ValueError(f"budget for {name} is negative")
+        return v
+
+
+class Eviction(KubeModel):
+    grace_period_seconds: int | None = Field(default=None, ge=0)
+
+
+class RepackRunSpec(KubeModel):
+    mode: Literal["DryRun", "Execute"] = "DryRun"
+    goals: tuple[Goal, ...] = Field(min_length=1, max_length=1)
+    scope: Scope = Field(default_factory=Scope)
+    max_per_run: MaxPerRun = Field(default_factory=MaxPerRun)
+    eviction: Eviction | None = None
+    ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
+
+    @property
+    def goal(self) -> Goal:
+        return self.goals[0]
+
+    @property
+    def resource(self) -> str:
+        return self.goals[0].resource
+
+
+class RepackRun(KubeModel):
+    """A RepackRun as read; ``raw`` keeps the object so that output echoes it unchanged."""
+
+    name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    spec: RepackRunSpec
+    raw: dict[str, Any] = Field(default_factory=dict, repr=False)
+
+
+# ---- the plan every planner returns (solver-independent) ----------------------------------------
+
+class PodMove(KubeModel):
+    pod: str  # namespace/name
+    from_node: str
+    to_node: str
+
+
+class RepackPlan(KubeModel):
+    """Which nodes are vacated and where each moved pod goes. Sorted, so equal plans compare equal."""
+
+    moves: tuple[PodMove, ...] = ()
+    freed_nodes: tuple[str, ...] = ()
+
+    @classmethod
+    def build(cls, moves: list[PodMove], freed: list[str]) -> RepackPlan:
+        return cls(moves=tuple(sorted(moves, key=lambda m: m.pod)), freed_nodes=tuple(sorted(freed)))
+
+
+class SolverRecord(KubeModel):
+    """How the plan was found: status OPTIMAL | FEASIBLE | FALLBACK (and HEURISTIC for greedy)."""
+
+    name: str
+    status: str
+    freed_nodes_bound: int | None = None
+    objective: float | None = None
+    best_bound: float | None = None
+    gap_percent: float | None = None
+    wall_seconds: float | None = None
+
+
+# ---- the status we emit ---------------------------------------------------------------------------
+
+class Condition(KubeModel):
+    type: str
+    status: str
+    reason: str
+    message: str
+
+
+class ResolvedScope(KubeModel):
+    pod_group_count: int
+    node_count: int
+
+
+class Summary(KubeModel):
+    frag_before_percent: int
+    frag_after_percent: int
+    freed_node_count: int
+    moved_card_count: int | str
+    resolved_scope: ResolvedScope
+    provider_node_count: int
+    occupied_nodes_before: int
+    occupied_nodes_after: int
+    theoretical_min_nodes: int
+    theoretical_min_proven: bool
+
+
+class Owner(KubeModel):
+    api_version: str
+    kind: str
+    name: str
+
+
+class PodMoveOut(KubeModel):
+    name: str
+    from_node: str
+    to_node: str
+    cards: int | str
+
+
+class MoveOut(KubeModel):
+    namespace: str
+    pod_group_name: str
+    owner: Owner | None = None
+    cards: int | str
+    pods: tuple[PodMoveOut, ...]
+
+
+class DisruptionOut(KubeModel):
+    """The five seed dimensions of the whole plan (raw, not normalised)."""
+
+    affected_pod_groups: int
+    pod_groups_below_min_available: int
+    affected_cards: int | str
+    moved_cards: int | str
+    moved_pods: int
+
+
+class PlanOut(KubeModel):
+    summary: Summary
+    moves: tuple[MoveOut, ...] = ()
+    freed_nodes: tuple[str, ...] = ()
+    disruption: DisruptionOut
+    solver: SolverRecord
+
+
+class RepackRunStatus(KubeModel):
+    phase: str
+    conditions: tuple[Condition, ...]
+    plan: PlanOut

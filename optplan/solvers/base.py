@@ -1,0 +1,56 @@
+"""One planner interface: ``plan(problem, options) -> PlanResult``, and a registry of planners by
+name whose heavy backends are imported only when asked for."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from optplan.models.repack import RepackPlan, SolverRecord
+from optplan.solvers.rules import Disruption, RepackProblem
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """Solver configuration is data: limits, workers and seed (weights live on the problem)."""
+
+    time_limit: float = 30.0
+    workers: int = 1
+    seed: int = 0
+
+
+@dataclass
+class PlanResult:
+    plan: RepackPlan
+    record: SolverRecord
+    disruption: Disruption
+    rejections: dict[str, int] = field(default_factory=dict)
+    """Why vacate candidates were not chosen: reason -> count of nodes (explanations for people)."""
+
+
+class Planner(Protocol):
+    name: str
+
+    def plan(self, problem: RepackProblem, options: PlanOptions) -> PlanResult: ...
+
+
+_REGISTRY: dict[str, str] = {
+    "greedy": "optplan.solvers.greedy:GreedyPlanner",
+}
+
+
+def planner_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_planner(name: str) -> Planner:
+    """The planner registered under ``name``; its module is imported on first use."""
+    try:
+        target = _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown solver {name!r}; choose from {', '.join(planner_names())}") from None
+    module, _, attr = target.partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    planner: Planner = cls()
+    return planner

@@ -1,0 +1,70 @@
+"""The fragmentation metric of seed 000 (碎片率计算), with an exact theoretical minimum.
+
+frag(R) = (occupied − theoretical minimum) / providers × 100, over the whole cluster.
+The theoretical minimum is the least number of providers whose allocatable[R] holds every occupying
+pod's R request, each pod whole on one node: a bin-packing problem with heterogeneous bins, solved
+exactly by ``binpacking.min_bins``. When it cannot be proven within the time limit, the best proven
+lower bound is used and ``proven`` is False.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+from optplan.models.snapshot import Snapshot
+from optplan.solvers.binpacking import min_bins
+
+
+@dataclass(frozen=True)
+class FragReport:
+    resource: str
+    providers: int
+    occupied: int
+    theoretical_min: int
+    """The proven minimum, or the best proven lower bound when ``proven`` is False."""
+    proven: bool
+    upper_bound: int
+
+    def percent(self, occupied: int | None = None) -> Fraction:
+        """Exact frag% for the current occupied count, or for another one (after a plan)."""
+        occ = self.occupied if occupied is None else occupied
+        if self.providers == 0:
+            return Fraction(0)
+        return Fraction(max(occ - self.theoretical_min, 0) * 100, self.providers)
+
+
+def round_half_up(x: Fraction) -> int:
+    return math.floor(x + Fraction(1, 2))
+
+
+def fragmentation(snapshot: Snapshot, resource: str, *, time_limit: float = 10.0, workers: int = 1) -> FragReport:
+    providers = snapshot.providers(resource)
+    capacities = [n.allocatable[resource] for n in providers]
+    occupied = 0
+    items: list[int] = []
+    for node in providers:
+        reqs = [p.request(resource) for p in snapshot.pods_by_node.get(node.name, ()) if p.request(resource) > 0]
+        if reqs:
+            occupied += 1
+            items.extend(reqs)
+    # Pods that request R on nodes that do not provide it (an over-committed snapshot) still need a node.
+    for name, pods in snapshot.pods_by_node.items():
+        if not snapshot.nodes[name].provides(resource):
+            items.extend(p.request(resource) for p in pods if p.request(resource) > 0)
+    if not items:
+        return FragReport(resource, len(providers), occupied, 0, True, 0)
+    largest = max(capacities, default=0)
+    # A request larger than every provider cannot be packed; it keeps a node of its own.
+    oversized = [i for i in items if i > largest]
+    fitting = [i for i in items if i <= largest]
+    caps = sorted(capacities, reverse=True)[len(oversized):]
+    if fitting and caps:
+        res = min_bins(fitting, caps, time_limit=time_limit, workers=workers)
+        lb, ub, proven = res.lower_bound, res.value, res.proven
+    else:
+        lb = ub = 0
+        proven = True
+    n = len(oversized)
+    return FragReport(resource, len(providers), occupied, lb + n, proven, ub + n)

@@ -1,0 +1,365 @@
+"""The greedy incremental planner, exactly as seed 000 describes it (动态选择腾空目标).
+
+Each round evaluates every remaining vacate candidate against the simulated state: its R-requesting
+pods are placed one by one (largest request first, then by name), each on the first receiver in the
+seed's order that passes every predicate and fits. Feasible candidates that respect the budgets and
+PDBs are scored over the five disruption dimensions of the plan-so-far-plus-candidate, min-max
+normalised over the round's feasible candidates and weighted; the lowest score wins (ties: larger
+freed capacity, then node name). Its moves are committed and the next round starts.
+
+Receiver order (接收节点的填充): (1) nodes that will stay occupied (not a vacate candidate, or already
+a receiver) first; (2) then candidates with a higher future vacate cost — the weighted disruption of
+vacating that node alone, from the snapshot; (3) then least R left after the move; (4) then name.
+
+Speed: placements are cached per candidate and recomputed only when a committed round could change
+them — when a receiver the candidate used changed, or when a changed receiver now fits one of its
+pods ahead of the receiver it had chosen. Every other receiver keeps its capacity and its rank, so a
+cached placement replays identically; the result equals a full re-evaluation every round.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from optplan.models.repack import PodMove, RepackPlan, SolverRecord
+from optplan.models.snapshot import Pod
+from optplan.solvers.base import PlanOptions, PlanResult
+from optplan.solvers.oracle import Capacity, constraint_signature, pod_demand, static_reason
+from optplan.solvers.rules import Disruption, RepackProblem
+
+log = logging.getLogger(__name__)
+
+_NO_LIMIT = np.int64(2**62)
+_INF = np.int64(2**62)
+
+
+@dataclass
+class _Candidate:
+    index: int  # receiver index of the node (every candidate is an occupied provider)
+    node: str
+    pods: list[Pod]  # largest R first, then by name
+    rows: range  # its rows in the per-pod arrays
+    gain: int  # allocatable R freed
+    groups: Counter[str]  # moved pods per PodGroup if vacated
+    group_cards: Counter[str]
+
+
+class GreedyPlanner:
+    name = "greedy"
+
+    def plan(self, problem: RepackProblem, options: PlanOptions) -> PlanResult:
+        t0 = time.perf_counter()
+        state = _Greedy(problem)
+        moves, freed = state.run()
+        plan = RepackPlan.build(moves, freed)
+        moved = [problem.snapshot.pods[m.pod] for m in plan.moves]
+        wall = time.perf_counter() - t0
+        log.info("greedy: freed %d nodes, moved %d pods in %.3fs (%d rounds, %d evaluations)",
+                 len(freed), len(moves), wall, state.rounds, state.evaluations)
+        record = SolverRecord(name=self.name, status="HEURISTIC", wall_seconds=round(wall, 3))
+        return PlanResult(plan=plan, record=record, disruption=problem.disruption(moved),
+                          rejections=state.rejections())
+
+
+class _Greedy:
+    def __init__(self, problem: RepackProblem) -> None:
+        self.p = problem
+        snap = problem.snapshot
+        R = problem.resource
+        self.R = R
+        # Receivers: occupied providers (an R-idle provider never receives), indexed in name order.
+        self.names = list(problem.occupied)
+        self.index = {n: i for i, n in enumerate(self.names)}
+        U = len(self.names)
+        cand_names = problem.candidates
+        # Resources that matter for fit: everything a movable pod requests, plus pods.
+        res: set[str] = {"pods"}
+        for c in cand_names:
+            for pod in problem.r_pods[c]:
+                res.update(pod.requests)
+        self.res = sorted(res)
+        self.ri = {r: i for i, r in enumerate(self.res)}
+        cap = Capacity(snap)
+        free = np.zeros((len(self.res), U), dtype=np.int64)
+        for u, name in enumerate(self.names):
+            node = snap.nodes[name]
+            for r, i in self.ri.items():
+                if r == "pods" and "pods" not in node.allocatable:
+                    free[i, u] = _NO_LIMIT
+                else:
+                    free[i, u] = cap.free[name].get(r, 0)
+        self.free = free
+        self.iR = self.ri[R]
+        # Tiers: 0 = will stay occupied; 1 + rank of (−future vacate cost) for candidates.
+        w = problem.weights
+        fcost = {c: problem.disruption(problem.r_pods[c]).weighted(w) for c in cand_names}
+        distinct = sorted({-v for v in fcost.values()})
+        rank = {v: i + 1 for i, v in enumerate(distinct)}
+        self.tier = np.zeros(U, dtype=np.int64)
+        for c, v in fcost.items():
+            self.tier[self.index[c]] = rank[-v]
+        self.active = np.ones(U, dtype=bool)  # still a receiver (not vacated)
+        # Static predicates per constraint signature, over receivers.
+        self.sig_of: dict[str, int] = {}
+        sig_ids: dict[tuple[object, ...], int] = {}
+        static_rows: list[np.ndarray] = []
+        for c in cand_names:
+            for pod in problem.r_pods[c]:
+                sig = constraint_signature(pod)
+                if sig not in sig_ids:
+                    sig_ids[sig] = len(static_rows)
+                    static_rows.append(np.array(
+                        [static_reason(pod, snap.nodes[n]) is None for n in self.names], dtype=bool))
+                self.sig_of[pod.key] = sig_ids[sig]
+        self.static = np.array(static_rows, dtype=bool).reshape(len(static_rows), U)
+        # Candidates and their per-pod rows.
+        self.cands: list[_Candidate] = []
+        row = 0
+        for c in cand_names:
+            pods = problem.r_pods[c]
+            groups: Counter[str] = Counter()
+            cards: Counter[str] = Counter()
+            for pod in pods:
+                gk = pod.group_key or ""
+                groups[gk] += 1
+                cards[gk] += problem.request(pod)
+            self.cands.append(_Candidate(self.index[c], c, pods, range(row, row + len(pods)),
+                                         snap.nodes[c].allocatable[R], groups, cards))
+            row += len(pods)
+        C = len(self.cands)
+        nrows = row
+        self.row_cand = np.zeros(nrows, dtype=np.int64)
+        self.row_sig = np.zeros(nrows, dtype=np.int64)
+        self.row_dem = np.zeros((len(self.res), nrows), dtype=np.int64)
+        for ci, cand in enumerate(self.cands):
+            for k, pod in zip(cand.rows, cand.pods, strict=True):
+                self.row_cand[k] = ci
+                self.row_sig[k] = self.sig_of[pod.key]
+                for r, v in pod_demand(pod).items():
+                    self.row_dem[self.ri[r], k] = v
+        # Cached evaluation per row: chosen receiver and its key (tier, R left, index).
+        self.ch_u = np.full(nrows, -1, dtype=np.int64)
+        self.ch_tier = np.full(nrows, _INF, dtype=np.int64)
+        self.ch_left = np.full(nrows, _INF, dtype=np.int64)
+        self.evaluated = np.zeros(nrows, dtype=bool)
+        self.placeable = np.zeros(C, dtype=bool)
+        self.alive = np.ones(C, dtype=bool)  # still a vacate candidate
+        self.dirty = np.ones(C, dtype=bool)
+        self.cand_of_u = {cand.index: ci for ci, cand in enumerate(self.cands)}
+        # Plan-so-far accounting.
+        self.moved_in_group: Counter[str] = Counter()
+        self.cards_in_group: Counter[str] = Counter()
+        self.totals = np.zeros(5, dtype=np.int64)  # the five dimensions of the plan so far
+        self.delta = np.zeros((C, 5), dtype=np.int64)  # what each candidate would add to them
+        self.delta_dirty = np.ones(C, dtype=bool)
+        self.cands_of_group: dict[str, list[int]] = defaultdict(list)
+        for ci, cand in enumerate(self.cands):
+            for gk in cand.groups:
+                self.cands_of_group[gk].append(ci)
+        # Budgets: podGroups, and every resource named in maxPerRun.resources.
+        mpr = problem.run.spec.max_per_run
+        self.budget_groups = mpr.pod_groups
+        self.budget_res = dict(sorted(mpr.resources.items()))
+        self.cand_res = np.array([[sum(p.request(r) for p in cand.pods) for r in self.budget_res]
+                                  for cand in self.cands], dtype=np.int64).reshape(C, len(self.budget_res))
+        self.used_res = np.zeros(len(self.budget_res), dtype=np.int64)
+        # PDBs: pods each candidate would take from each budget.
+        self.pdb_left = {k: pdb.disruptions_allowed for k, pdb in problem.snapshot.pdbs.items()}
+        self.cand_pdb: list[Counter[str]] = []
+        for cand in self.cands:
+            use: Counter[str] = Counter()
+            for pod in cand.pods:
+                for k in problem.pdb_cover.get(pod.key, ()):
+                    use[k] += 1
+            self.cand_pdb.append(use)
+        self.gain = np.array([c.gain for c in self.cands], dtype=np.int64)
+        self.moves: list[PodMove] = []
+        self.freed: list[str] = []
+        self.received: set[int] = set()
+        self.rounds = 0
+        self.evaluations = 0
+        self.final_reasons: dict[int, str] = {}
+
+    # ---- placement simulation ----------------------------------------------------------------
+
+    def _evaluate(self, ci: int) -> None:
+        """Place the candidate's pods one by one on the current state; cache rows and keys."""
+        self.evaluations += 1
+        cand = self.cands[ci]
+        free = self.free
+        touched: list[tuple[int, np.ndarray]] = []
+        ok = True
+        rows = cand.rows
+        self.evaluated[rows.start:rows.stop] = False
+        self.ch_u[rows.start:rows.stop] = -1
+        self.ch_tier[rows.start:rows.stop] = _INF
+        self.ch_left[rows.start:rows.stop] = _INF
+        for k in rows:
+            self.evaluated[k] = True
+            dem = self.row_dem[:, k]
+            need = dem > 0
+            mask = self.static[self.row_sig[k]] & self.active
+            mask[cand.index] = False
+            if need.any():
+                mask &= (free[need] >= dem[need, None]).all(axis=0)
+            if not mask.any():
+                ok = False
+                break
+            tier = np.where(mask, self.tier, _INF)
+            m2 = mask & (tier == tier.min())
+            fr = np.where(m2, free[self.iR], _INF)
+            u = int(np.argmax(m2 & (fr == fr.min())))
+            self.ch_u[k] = u
+            self.ch_tier[k] = self.tier[u]
+            self.ch_left[k] = free[self.iR, u] - dem[self.iR]
+            free[:, u] -= dem
+            touched.append((u, dem))
+        for u, dem in touched:
+            free[:, u] += dem
+        self.placeable[ci] = ok
+        self.dirty[ci] = False
+
+    def _mark_dirty(self, changed: list[int], removed: int) -> None:
+        """Candidates whose cached placement may differ after receivers ``changed`` lost capacity
+        (and moved to tier 0) and receiver ``removed`` left the receiver set."""
+        ev = self.evaluated & self.alive[self.row_cand]
+        hit = ev & np.isin(self.ch_u, [*changed, removed])
+        # Rows that ran out of receivers are left with an infinite key: any fitting receiver hits.
+        for u in changed:
+            if not self.active[u]:
+                continue
+            fits = self.static[self.row_sig, u] & (self.row_cand != self.cand_of_u.get(u, -1))
+            need = self.row_dem > 0
+            fits &= ((self.free[:, u][:, None] >= self.row_dem) | ~need).all(axis=0)
+            left = self.free[self.iR, u] - self.row_dem[self.iR]
+            tu = self.tier[u]
+            ahead = (tu < self.ch_tier) | (
+                (tu == self.ch_tier) & ((left < self.ch_left) | ((left == self.ch_left) & (u < self.ch_u))))
+            hit |= ev & fits & ahead
+        if hit.any():
+            self.dirty[np.unique(self.row_cand[hit])] = True
+
+    # ---- disruption of plan-so-far-plus-candidate ---------------------------------------------
+
+    def _delta(self, ci: int) -> None:
+        """What vacating the candidate adds to the five dimensions of the plan so far."""
+        cand = self.cands[ci]
+        affected = breached = aff_cards = moved_cards = moved_pods = 0
+        for gk, n in cand.groups.items():
+            gang = self.p.gangs.get(gk)
+            before = self.moved_in_group[gk]
+            cards_before = self.cards_in_group[gk]
+            safe = gang.safe if gang is not None else 0
+            footprint = gang.footprint if gang is not None else 0
+            if before == 0:
+                affected += 1
+            was = before > safe
+            now = before + n > safe
+            if now and not was:
+                breached += 1
+                aff_cards += footprint - cards_before
+            elif not now:
+                aff_cards += cand.group_cards[gk]
+            moved_cards += cand.group_cards[gk]
+            moved_pods += n
+        self.delta[ci] = (affected, breached, aff_cards, moved_cards, moved_pods)
+        self.delta_dirty[ci] = False
+
+    # ---- rounds ------------------------------------------------------------------------------
+
+    def _budget_reason(self, ci: int) -> str | None:
+        if self.delta_dirty[ci]:
+            self._delta(ci)
+        d = self.totals + self.delta[ci]
+        if self.budget_groups is not None and d[0] > self.budget_groups:
+            return "budget-podGroups"
+        if len(self.budget_res) and (self.used_res + self.cand_res[ci] > np.array(
+                list(self.budget_res.values()), dtype=np.int64)).any():
+            return "budget-resources"
+        for k, n in self.cand_pdb[ci].items():
+            if n > self.pdb_left[k]:
+                return "pdb-disruptions-allowed"
+        return None
+
+    def run(self) -> tuple[list[PodMove], list[str]]:
+        weights = np.array(self.p.weights.as_tuple(), dtype=np.float64)
+        while True:
+            self.rounds += 1
+            alive = np.flatnonzero(self.alive)
+            feasible: list[int] = []
+            for ci in alive:
+                ci = int(ci)
+                if self._budget_reason(ci) is not None:
+                    continue  # budgets only tighten: no need to simulate placement
+                if self.dirty[ci]:
+                    self._evaluate(ci)
+                if self.placeable[ci]:
+                    feasible.append(ci)
+            if not feasible:
+                break
+            f = np.array(feasible, dtype=np.int64)
+            d = (self.totals + self.delta[f]).astype(np.float64)
+            lo, hi = d.min(axis=0), d.max(axis=0)
+            span = np.where(hi > lo, hi - lo, 1.0)
+            score = np.round(((d - lo) / span) @ weights, 9)
+            order = np.lexsort((f, -self.gain[f], score))
+            self._commit(int(f[order[0]]))
+        self._record_reasons()
+        return self.moves, self.freed
+
+    def _commit(self, ci: int) -> None:
+        cand = self.cands[ci]
+        if self.dirty[ci]:
+            self._evaluate(ci)
+        changed: list[int] = []
+        for k, pod in zip(cand.rows, cand.pods, strict=True):
+            u = int(self.ch_u[k])
+            self.free[:, u] -= self.row_dem[:, k]
+            self.moves.append(PodMove(pod=pod.key, from_node=cand.node, to_node=self.names[u]))
+            if u not in changed:
+                changed.append(u)
+        self.freed.append(cand.node)
+        self.active[cand.index] = False
+        self.alive[ci] = False
+        for u in changed:
+            self.tier[u] = 0  # a receiver will stay occupied
+            self.received.add(u)
+            other = self.cand_of_u.get(u)
+            if other is not None:
+                self.alive[other] = False  # a node that receives is never vacated later
+        self.totals = self.totals + self.delta[ci]
+        for gk, n in cand.groups.items():
+            self.moved_in_group[gk] += n
+            self.cards_in_group[gk] += cand.group_cards[gk]
+            for other in self.cands_of_group[gk]:
+                self.delta_dirty[other] = True
+        self.used_res += self.cand_res[ci]
+        for k, n in self.cand_pdb[ci].items():
+            self.pdb_left[k] -= n
+        self._mark_dirty(changed, cand.index)
+
+    def _record_reasons(self) -> None:
+        for ci, cand in enumerate(self.cands):
+            if cand.node in self.freed:
+                continue
+            if cand.index in self.received:
+                self.final_reasons[ci] = "kept-as-receiver"
+            elif not self.alive[ci]:
+                self.final_reasons[ci] = "kept-as-receiver"
+            else:
+                reason = self._budget_reason(ci)
+                if reason is None:
+                    if self.dirty[ci]:
+                        self._evaluate(ci)
+                    reason = "no-feasible-receiver" if not self.placeable[ci] else "not-chosen"
+                self.final_reasons[ci] = reason
+
+    def rejections(self) -> dict[str, int]:
+        counts: Counter[str] = Counter(self.final_reasons.values())
+        counts.update(self.p.node_block.values())
+        return dict(sorted(counts.items()))

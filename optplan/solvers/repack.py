@@ -1,0 +1,114 @@
+"""Plan a RepackRun end to end: measure, plan, validate, and build the status the seed shows."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from optplan.models.quantity import format_milli
+from optplan.models.repack import (
+    Condition,
+    DisruptionOut,
+    MoveOut,
+    Owner,
+    PlanOut,
+    PodMoveOut,
+    RepackRun,
+    RepackRunStatus,
+    ResolvedScope,
+    Summary,
+)
+from optplan.models.snapshot import Snapshot
+from optplan.solvers.base import PlanOptions, PlanResult, get_planner
+from optplan.solvers.frag import FragReport, fragmentation, round_half_up
+from optplan.solvers.rules import RepackProblem, Weights
+from optplan.solvers.validate import validate_plan
+
+NO_FRAGMENTATION = "NoFragmentation"
+RECOMMENDED = "RepackRecommended"
+INSUFFICIENT = "InsufficientImprovement"
+
+
+@dataclass
+class RepackOutcome:
+    run: RepackRun
+    status: RepackRunStatus
+    result: PlanResult
+    frag: FragReport
+    reason: str
+
+
+def plan_repack(snapshot: Snapshot, run: RepackRun, *, solver: str = "greedy",
+                options: PlanOptions | None = None, weights: Weights | None = None) -> RepackOutcome:
+    """Measure fragmentation, plan with ``solver``, validate, and build the RepackRun status.
+
+    Raises PlanInvalidError if the planner's plan breaks a rule (a bug, never bad input).
+    """
+    options = options or PlanOptions()
+    problem = RepackProblem(snapshot, run, weights or Weights())
+    frag = fragmentation(snapshot, problem.resource, time_limit=options.time_limit, workers=options.workers)
+    result = get_planner(solver).plan(problem, options)
+    reason, message = outcome(problem, frag, len(result.plan.freed_nodes))
+    status = build_status(problem, result, frag, reason, message)
+    validate_plan(snapshot, run, result.plan, claimed=result.disruption, status=status, frag=frag,
+                  weights=problem.weights)
+    return RepackOutcome(run=run, status=status, result=result, frag=frag, reason=reason)
+
+
+def outcome(problem: RepackProblem, frag: FragReport, freed: int) -> tuple[str, str]:
+    """The seed's three outcomes, decided in exact arithmetic."""
+    before = frag.percent()
+    if before == 0:
+        return NO_FRAGMENTATION, f"{problem.resource} is packed as tightly as possible"
+    improvement = before - frag.percent(frag.occupied - freed)
+    need = problem.run.spec.goal.min_improvement
+    pts = f"{float(improvement):.2f}".rstrip("0").rstrip(".")
+    if freed >= 1 and improvement >= need:
+        return RECOMMENDED, (f"freeing {freed} node(s) improves fragmentation by {pts} points "
+                             f"(required {need})")
+    if freed == 0:
+        return INSUFFICIENT, "no node can be freed within scope, budgets and scheduling constraints"
+    return INSUFFICIENT, f"best plan improves fragmentation by {pts} points, below the required {need}"
+
+
+def build_status(problem: RepackProblem, result: PlanResult, frag: FragReport, reason: str,
+                 message: str) -> RepackRunStatus:
+    snap = problem.snapshot
+    plan = result.plan
+    by_group: dict[tuple[str, str], list[PodMoveOut]] = defaultdict(list)
+    cards: dict[tuple[str, str], int] = defaultdict(int)
+    for m in plan.moves:
+        pod = snap.pods[m.pod]
+        key = (pod.namespace, pod.group_name or "")
+        req = problem.request(pod)
+        by_group[key].append(PodMoveOut(name=pod.name, from_node=m.from_node, to_node=m.to_node,
+                                        cards=format_milli(req)))
+        cards[key] += req
+    moves = []
+    for (ns, group), pods in sorted(by_group.items()):
+        pg = snap.pod_groups.get(f"{ns}/{group}")
+        ref = pg.owner if pg is not None else None
+        owner = Owner(api_version=ref.api_version, kind=ref.kind, name=ref.name) if ref is not None else None
+        moves.append(MoveOut(namespace=ns, pod_group_name=group, owner=owner,
+                             cards=format_milli(cards[(ns, group)]),
+                             pods=tuple(sorted(pods, key=lambda p: p.name))))
+    n_freed = len(plan.freed_nodes)
+    d = result.disruption
+    summary = Summary(
+        frag_before_percent=round_half_up(frag.percent()),
+        frag_after_percent=round_half_up(frag.percent(frag.occupied - n_freed)),
+        freed_node_count=n_freed, moved_card_count=format_milli(d.moved_cards),
+        resolved_scope=ResolvedScope(pod_group_count=problem.resolved_pod_group_count,
+                                     node_count=problem.resolved_node_count),
+        provider_node_count=frag.providers, occupied_nodes_before=frag.occupied,
+        occupied_nodes_after=frag.occupied - n_freed, theoretical_min_nodes=frag.theoretical_min,
+        theoretical_min_proven=frag.proven)
+    disruption = DisruptionOut(affected_pod_groups=d.affected_pod_groups,
+                               pod_groups_below_min_available=d.below_min_available,
+                               affected_cards=format_milli(d.affected_cards),
+                               moved_cards=format_milli(d.moved_cards), moved_pods=d.moved_pods)
+    return RepackRunStatus(
+        phase="Succeeded",
+        conditions=(Condition(type="Complete", status="True", reason=reason, message=message),),
+        plan=PlanOut(summary=summary, moves=tuple(moves), freed_nodes=plan.freed_nodes,
+                     disruption=disruption, solver=result.record))

@@ -1,0 +1,204 @@
+"""The Repack rules every planner and the validator share: scope, movability, vacate candidates,
+gang accounting and the five disruption dimensions of the seed.
+
+Nothing here chooses anything; planners decide, and ``validate`` re-checks with these same rules.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from optplan.models.repack import RepackRun
+from optplan.models.snapshot import Pod, Snapshot
+
+VOLCANO = "volcano"
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Weights of the five seed dimensions (seed 000, 多维中断影响评分)."""
+
+    affected_pod_groups: float = 1.0
+    below_min_available: float = 0.8
+    affected_cards: float = 0.6
+    moved_cards: float = 0.3
+    moved_pods: float = 0.1
+
+    def as_tuple(self) -> tuple[float, float, float, float, float]:
+        return (self.affected_pod_groups, self.below_min_available, self.affected_cards,
+                self.moved_cards, self.moved_pods)
+
+
+DIMENSIONS = ("affectedPodGroups", "podGroupsBelowMinAvailable", "affectedCards", "movedCards", "movedPods")
+
+
+@dataclass(frozen=True, order=True)
+class Disruption:
+    """The five dimensions for a whole plan; card amounts in milli-units of the target resource."""
+
+    affected_pod_groups: int = 0
+    below_min_available: int = 0
+    affected_cards: int = 0
+    moved_cards: int = 0
+    moved_pods: int = 0
+
+    def as_tuple(self) -> tuple[int, int, int, int, int]:
+        return (self.affected_pod_groups, self.below_min_available, self.affected_cards,
+                self.moved_cards, self.moved_pods)
+
+    def weighted(self, w: Weights, milli: int = 1000) -> float:
+        """Raw weighted sum with cards counted in whole units (used for reports, not for ranking)."""
+        v = self.as_tuple()
+        return sum(wi * (vi / milli if i in (2, 3) else vi) for i, (wi, vi) in enumerate(zip(w.as_tuple(), v,
+                                                                                             strict=True)))
+
+
+@dataclass(frozen=True)
+class Gang:
+    """Gang facts of one PodGroup, read from the snapshot."""
+
+    key: str
+    running: int
+    min_member: int
+    footprint: int  # target resource held by all its occupying pods (milli)
+
+    @property
+    def safe(self) -> int:
+        """Pods that can move without taking the group below minMember."""
+        return max(self.running - self.min_member, 0)
+
+
+@dataclass
+class RepackProblem:
+    """A snapshot and a RepackRun, resolved into the facts every planner needs."""
+
+    snapshot: Snapshot
+    run: RepackRun
+    weights: Weights = field(default_factory=Weights)
+
+    @property
+    def resource(self) -> str:
+        return self.run.spec.resource
+
+    def request(self, pod: Pod) -> int:
+        return pod.request(self.resource)
+
+    @cached_property
+    def providers(self) -> list[str]:
+        return [n.name for n in self.snapshot.providers(self.resource)]
+
+    @cached_property
+    def r_pods(self) -> dict[str, list[Pod]]:
+        """Occupying pods that request R, per provider, largest request first, then by name."""
+        out: dict[str, list[Pod]] = {}
+        for name in self.providers:
+            pods = [p for p in self.snapshot.pods_by_node.get(name, ()) if self.request(p) > 0]
+            out[name] = sorted(pods, key=lambda p: (-self.request(p), p.key))
+        return out
+
+    @cached_property
+    def occupied(self) -> list[str]:
+        return [n for n in self.providers if self.r_pods[n]]
+
+    @cached_property
+    def idle_providers(self) -> frozenset[str]:
+        return frozenset(n for n in self.providers if not self.r_pods[n])
+
+    def node_in_scope(self, name: str) -> bool:
+        node = self.snapshot.nodes[name]
+        return self.run.spec.scope.nodes.admits(name, node.labels)
+
+    @cached_property
+    def pod_groups_in_scope(self) -> frozenset[str]:
+        scope = self.run.spec.scope.pod_groups
+        return frozenset(k for k, g in self.snapshot.pod_groups.items() if scope.admits(k, g.labels))
+
+    def pod_block(self, pod: Pod) -> str | None:
+        """Why an R-requesting pod cannot move, or None when it is movable."""
+        if pod.phase != "Running":
+            return "pod-not-running"
+        if pod.scheduler_name != VOLCANO:
+            return "pod-not-scheduled-by-volcano"
+        gk = pod.group_key
+        if gk is None or gk not in self.snapshot.pod_groups:
+            return "pod-without-podgroup"
+        if gk not in self.pod_groups_in_scope:
+            return "podgroup-out-of-scope"
+        return None
+
+    @cached_property
+    def node_block(self) -> dict[str, str]:
+        """For each occupied provider that cannot be vacated, the reason."""
+        out: dict[str, str] = {}
+        for name in self.occupied:
+            if not self.node_in_scope(name):
+                out[name] = "node-out-of-scope"
+                continue
+            for pod in self.r_pods[name]:
+                reason = self.pod_block(pod)
+                if reason is not None:
+                    out[name] = reason
+                    break
+        return out
+
+    @cached_property
+    def candidates(self) -> list[str]:
+        """Occupied providers in node scope whose R-requesting pods are all movable."""
+        return [n for n in self.occupied if n not in self.node_block]
+
+    @cached_property
+    def gangs(self) -> dict[str, Gang]:
+        out: dict[str, Gang] = {}
+        for key, group in self.snapshot.pod_groups.items():
+            pods = self.snapshot.pods_by_group.get(key, [])
+            out[key] = Gang(key=key, running=sum(1 for p in pods if p.phase == "Running"),
+                            min_member=group.min_member, footprint=sum(self.request(p) for p in pods))
+        return out
+
+    @cached_property
+    def pdb_cover(self) -> dict[str, list[str]]:
+        """PDB keys covering each pod that requests R on an occupied provider."""
+        out: dict[str, list[str]] = defaultdict(list)
+        pdbs = list(self.snapshot.pdbs.values())
+        if not pdbs:
+            return {}
+        for name in self.occupied:
+            for pod in self.r_pods[name]:
+                for pdb in pdbs:
+                    if pdb.covers(pod):
+                        out[pod.key].append(pdb.key)
+        return dict(out)
+
+    @cached_property
+    def resolved_pod_group_count(self) -> int:
+        return len(self.pod_groups_in_scope)
+
+    @cached_property
+    def resolved_node_count(self) -> int:
+        """Providers of R that scope.nodes admits as vacate targets."""
+        return sum(1 for n in self.providers if self.node_in_scope(n))
+
+    def disruption(self, moved: Iterable[Pod]) -> Disruption:
+        """The five seed dimensions for a set of moved pods (the whole plan)."""
+        count: dict[str, int] = defaultdict(int)
+        cards: dict[str, int] = defaultdict(int)
+        pods = 0
+        for pod in moved:
+            gk = pod.group_key or f"<none>/{pod.key}"
+            count[gk] += 1
+            cards[gk] += self.request(pod)
+            pods += 1
+        breached = 0
+        affected = 0
+        for gk, n in count.items():
+            gang = self.gangs.get(gk)
+            if gang is not None and n > gang.safe:
+                breached += 1
+                affected += gang.footprint
+            else:
+                affected += cards[gk]
+        return Disruption(affected_pod_groups=len(count), below_min_available=breached,
+                          affected_cards=affected, moved_cards=sum(cards.values()), moved_pods=pods)
