@@ -68,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "moved pods (default 1.0,0.8,0.6,0.3,0.1)")
     p.add_argument("--workers", type=int, default=1, help="solver worker threads (default 1)")
     p.add_argument("--seed", type=int, default=0, help="solver random seed (default 0)")
+    p.add_argument("--timings", action="store_true",
+                   help="record status.plan.solver.wallSeconds (output then differs from run to run)")
     return ap
 
 
@@ -145,7 +147,7 @@ def _repack(args: argparse.Namespace, loaded: LoadedInput) -> str:
     out = plan_repack(loaded.snapshot, run, solver=args.solver, options=options, weights=args.weights)
     if args.output == "table":
         return repack_table(out)
-    return dump(repack_run_document(run, out.status), args.output)
+    return dump(repack_run_document(run, out.status, timings=args.timings), args.output)
 
 
 def _table(rows: list[list[str]]) -> str:

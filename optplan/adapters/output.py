@@ -37,12 +37,16 @@ def dump(obj: Any, fmt: str) -> str:
     return to_json(obj) if fmt == "json" else to_yaml(obj)
 
 
-def status_dict(status: RepackRunStatus) -> dict[str, Any]:
+def status_dict(status: RepackRunStatus, *, timings: bool = False) -> dict[str, Any]:
+    """The status as the CRD spells it. Wall-clock fields only with ``timings``, so that the same
+    input gives the same bytes."""
     out: dict[str, Any] = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if not timings:
+        out["plan"]["solver"].pop("wallSeconds", None)
     return out
 
 
-def repack_run_document(run: RepackRun, status: RepackRunStatus) -> dict[str, Any]:
+def repack_run_document(run: RepackRun, status: RepackRunStatus, *, timings: bool = False) -> dict[str, Any]:
     """The RepackRun object as read (apiVersion, kind, metadata, spec) with our status."""
     raw = run.raw
     meta = raw.get("metadata") or {"name": run.name}
@@ -52,5 +56,5 @@ def repack_run_document(run: RepackRun, status: RepackRunStatus) -> dict[str, An
         "kind": raw.get("kind", KIND),
         "metadata": keep,
         "spec": raw.get("spec", {}),
-        "status": status_dict(status),
+        "status": status_dict(status, timings=timings),
     }

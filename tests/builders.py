@@ -1,0 +1,98 @@
+"""Small builders for inline snapshots: a 3-node cluster written in a test says more than a fixture."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from optplan.adapters.kubefile import LoadedInput, load_objects
+from optplan.models.repack import RepackRun
+
+GPU = "nvidia.com/gpu"
+
+
+def node(name: str, gpu: int | str = 8, *, cpu: str = "96", memory: str = "768Gi", pods: str | None = "110",
+         labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
+         unschedulable: bool = False, resource: str = GPU, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    alloc: dict[str, Any] = {"cpu": cpu, "memory": memory}
+    if pods is not None:
+        alloc["pods"] = pods
+    if gpu not in (0, "0"):
+        alloc[resource] = str(gpu)
+    alloc.update(extra or {})
+    spec: dict[str, Any] = {}
+    if taints:
+        spec["taints"] = taints
+    if unschedulable:
+        spec["unschedulable"] = True
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels or {}},
+            "spec": spec, "status": {"allocatable": alloc}}
+
+
+def pod(name: str, node_name: str | None, gpu: int | str = 1, *, group: str | None = "pg", ns: str = "default",
+        cpu: str = "1", memory: str = "1Gi", phase: str = "Running", scheduler: str = "volcano",
+        labels: dict[str, str] | None = None, node_selector: dict[str, str] | None = None,
+        tolerations: list[dict[str, Any]] | None = None, affinity_terms: list[dict[str, Any]] | None = None,
+        resource: str = GPU, priority: int | None = None, extra_requests: dict[str, str] | None = None,
+        ) -> dict[str, Any]:
+    requests: dict[str, Any] = {"cpu": cpu, "memory": memory}
+    if gpu not in (0, "0"):
+        requests[resource] = str(gpu)
+    requests.update(extra_requests or {})
+    spec: dict[str, Any] = {"schedulerName": scheduler,
+                            "containers": [{"name": "main", "resources": {"requests": requests}}]}
+    if node_name is not None:
+        spec["nodeName"] = node_name
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if affinity_terms is not None:
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": affinity_terms}}}
+    if priority is not None:
+        spec["priority"] = priority
+    meta: dict[str, Any] = {"name": name, "namespace": ns, "labels": labels or {}}
+    if group is not None:
+        meta["annotations"] = {"scheduling.k8s.io/group-name": group}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+
+def podgroup(name: str, min_member: int = 1, *, ns: str = "default", labels: dict[str, str] | None = None,
+             owner: tuple[str, str, str] | None = ("batch.volcano.sh/v1alpha1", "Job", "job"),
+             network_topology: dict[str, Any] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": ns, "labels": labels or {}}
+    if owner is not None:
+        meta["ownerReferences"] = [{"apiVersion": owner[0], "kind": owner[1], "name": owner[2], "controller": True}]
+    spec: dict[str, Any] = {"minMember": min_member, "queue": "default"}
+    if network_topology is not None:
+        spec["networkTopology"] = network_topology
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": meta, "spec": spec}
+
+
+def pdb(name: str, match_labels: dict[str, str], allowed: int, *, ns: str = "default") -> dict[str, Any]:
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": ns},
+            "spec": {"selector": {"matchLabels": match_labels}}, "status": {"disruptionsAllowed": allowed}}
+
+
+def repack_run(name: str = "run", resource: str = GPU, *, min_improvement: float | None = None,
+               scope: dict[str, Any] | None = None, max_per_run: dict[str, Any] | None = None) -> dict[str, Any]:
+    goal: dict[str, Any] = {"resource": resource}
+    if min_improvement is not None:
+        goal["minFragImprovementPercent"] = min_improvement
+    spec: dict[str, Any] = {"mode": "DryRun", "goals": [goal]}
+    if scope is not None:
+        spec["scope"] = scope
+    if max_per_run is not None:
+        spec["maxPerRun"] = max_per_run
+    return {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": {"name": name},
+            "spec": spec}
+
+
+def load(*objects: dict[str, Any]) -> LoadedInput:
+    return load_objects(objects)
+
+
+def load_with_run(*objects: dict[str, Any]) -> tuple[LoadedInput, RepackRun]:
+    loaded = load_objects(objects)
+    assert len(loaded.runs) == 1, "exactly one RepackRun expected"
+    return loaded, next(iter(loaded.runs.values()))
