@@ -167,7 +167,8 @@ def repack_table(out: RepackOutcome) -> str:
         f"Fragmentation: {s.frag_before_percent}% -> {s.frag_after_percent}%  (providers {f.providers}, "
         f"occupied {s.occupied_nodes_before} -> {s.occupied_nodes_after}, theoretical minimum "
         f"{f.theoretical_min} {proven})",
-        f"Scope:         {s.resolved_scope.pod_group_count} PodGroups, {s.resolved_scope.node_count} nodes may be vacated",
+        f"Scope:         {s.resolved_scope.pod_group_count} PodGroups, "
+        f"{s.resolved_scope.node_count} nodes may be vacated",
         f"Freed nodes:   {s.freed_node_count}" + (f" ({', '.join(out.status.plan.freed_nodes)})"
                                                   if 0 < s.freed_node_count <= 12 else ""),
         f"Disruption:    {d.affected_pod_groups} PodGroups affected, {d.pod_groups_below_min_available} below "

@@ -74,12 +74,11 @@ def reference_greedy(p: RepackProblem) -> RepackPlan:
         lo = [min(f[1][i] for f in feasible) for i in range(5)]
         hi = [max(f[1][i] for f in feasible) for i in range(5)]
         wt = w.as_tuple()
-
-        def score(f: Any) -> tuple[float, int, str]:
+        keyed = []
+        for f in feasible:
             s = sum(wt[i] * ((f[1][i] - lo[i]) / (hi[i] - lo[i]) if hi[i] > lo[i] else 0.0) for i in range(5))
-            return (round(s, 9), -snap.nodes[f[0]].allocatable[p.resource], f[0])
-
-        c, _, placement = min(feasible, key=score)
+            keyed.append(((round(s, 9), -snap.nodes[f[0]].allocatable[p.resource], f[0]), f))
+        c, _, placement = min(keyed, key=lambda kf: kf[0])[1]
         for pod_, r in placement:
             cap.remove(pod_, c)
             cap.add(pod_, r)
@@ -105,7 +104,8 @@ def random_cluster(seed: int, n_nodes: int = 14) -> RepackProblem:
     sizes = {f"n{i:02d}": rng.choice([4, 8, 8, 16]) for i in range(n_nodes)}
     for name, size in sizes.items():
         pool = rng.choice(["x", "y"])
-        taints = [{"key": "dedicated", "value": "y", "effect": "NoSchedule"}] if pool == "y" and rng.random() < .5 else None
+        tainted = pool == "y" and rng.random() < 0.5
+        taints = [{"key": "dedicated", "value": "y", "effect": "NoSchedule"}] if tainted else None
         objs.append(node(name, size, labels={"pool": pool}, taints=taints, cpu=str(size * 4),
                          unschedulable=rng.random() < 0.05))
     free = dict(sizes)

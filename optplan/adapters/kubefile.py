@@ -246,7 +246,8 @@ def effective_requests(raw: _Raw, spec: Mapping[str, Any], prefix: str = "spec."
     return {r: v for r, v in sorted(out.items()) if v > 0}
 
 
-def parse_node_affinity(raw: _Raw, spec: Mapping[str, Any], prefix: str = "spec.") -> tuple[NodeSelectorTerm, ...] | None:
+def parse_node_affinity(raw: _Raw, spec: Mapping[str, Any],
+                        prefix: str = "spec.") -> tuple[NodeSelectorTerm, ...] | None:
     path = "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
     req = _get(raw, spec, path, None, types=dict, prefix=prefix)
     if req is None:
@@ -350,9 +351,10 @@ def build(raws: Sequence[_Raw]) -> LoadedInput:
         if parser is None:
             continue  # kinds the planners do not use are skipped
         parsed = parser(raw)
-        key = parsed.key if hasattr(parsed, "key") else parsed.name
-        table: dict[str, Any] = {"Node": nodes, "Pod": pods, "PodGroup": groups,
-                                 "PodDisruptionBudget": pdbs, "RepackRun": runs}[raw.kind]
+        key: str = parsed.key if hasattr(parsed, "key") else parsed.name
+        tables: dict[str, dict[str, Any]] = {"Node": nodes, "Pod": pods, "PodGroup": groups,
+                                             "PodDisruptionBudget": pdbs, "RepackRun": runs}
+        table = tables[raw.kind]
         ident = (raw.kind, key)
         if key in table:
             first = origin[ident]

@@ -30,7 +30,7 @@ from optplan.models.repack import PodMove, RepackPlan, SolverRecord
 from optplan.models.snapshot import Pod
 from optplan.solvers.base import PlanOptions, PlanResult
 from optplan.solvers.oracle import Capacity, constraint_signature, pod_demand, static_reason
-from optplan.solvers.rules import Disruption, RepackProblem
+from optplan.solvers.rules import RepackProblem
 
 log = logging.getLogger(__name__)
 
@@ -174,8 +174,8 @@ class _Greedy:
         for cand in self.cands:
             use: Counter[str] = Counter()
             for pod in cand.pods:
-                for k in problem.pdb_cover.get(pod.key, ()):
-                    use[k] += 1
+                for pdb_key in problem.pdb_cover.get(pod.key, ()):
+                    use[pdb_key] += 1
             self.cand_pdb.append(use)
         self.gain = np.array([c.gain for c in self.cands], dtype=np.int64)
         self.moves: list[PodMove] = []
@@ -292,14 +292,13 @@ class _Greedy:
             self.rounds += 1
             alive = np.flatnonzero(self.alive)
             feasible: list[int] = []
-            for ci in alive:
-                ci = int(ci)
-                if self._budget_reason(ci) is not None:
+            for c in alive.tolist():
+                if self._budget_reason(c) is not None:
                     continue  # budgets only tighten: no need to simulate placement
-                if self.dirty[ci]:
-                    self._evaluate(ci)
-                if self.placeable[ci]:
-                    feasible.append(ci)
+                if self.dirty[c]:
+                    self._evaluate(c)
+                if self.placeable[c]:
+                    feasible.append(c)
             if not feasible:
                 break
             f = np.array(feasible, dtype=np.int64)
@@ -339,17 +338,15 @@ class _Greedy:
             for other in self.cands_of_group[gk]:
                 self.delta_dirty[other] = True
         self.used_res += self.cand_res[ci]
-        for k, n in self.cand_pdb[ci].items():
-            self.pdb_left[k] -= n
+        for pdb_key, n in self.cand_pdb[ci].items():
+            self.pdb_left[pdb_key] -= n
         self._mark_dirty(changed, cand.index)
 
     def _record_reasons(self) -> None:
         for ci, cand in enumerate(self.cands):
             if cand.node in self.freed:
                 continue
-            if cand.index in self.received:
-                self.final_reasons[ci] = "kept-as-receiver"
-            elif not self.alive[ci]:
+            if cand.index in self.received or not self.alive[ci]:
                 self.final_reasons[ci] = "kept-as-receiver"
             else:
                 reason = self._budget_reason(ci)
