@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Literal
 
@@ -47,6 +48,17 @@ class LabelSelector(KubeModel):
         return True
 
 
+_INT64 = re.compile(r"[+-]?[0-9]+")
+
+
+def _parse_int64(text: str) -> int | None:
+    """strconv.ParseInt(text, 10, 64): optional sign, ASCII digits only, within int64; else None."""
+    if not _INT64.fullmatch(text):
+        return None
+    v = int(text)
+    return v if -(2**63) <= v < 2**63 else None
+
+
 class NodeSelectorRequirement(KubeModel):
     key: str
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
@@ -66,9 +78,8 @@ class NodeSelectorRequirement(KubeModel):
         # Gt / Lt: both sides must parse as integers, exactly one value.
         if value is None or len(self.values) != 1:
             return False
-        try:
-            left, right = int(value), int(self.values[0])
-        except ValueError:
+        left, right = _parse_int64(value), _parse_int64(self.values[0])
+        if left is None or right is None:
             return False
         return left > right if self.operator == "Gt" else left < right
 

@@ -37,6 +37,9 @@ class Planner(Protocol):
 
 _REGISTRY: dict[str, str] = {
     "greedy": "optplan.solvers.greedy:GreedyPlanner",
+    "cpsat": "optplan.solvers.cpsat:CpSatPlanner",
+    "milp": "optplan.solvers.milp:MilpPlanner",
+    "auto": "optplan.solvers.auto:AutoPlanner",
 }
 
 

@@ -47,6 +47,7 @@ def plan_repack(snapshot: Snapshot, run: RepackRun, *, solver: str = "greedy",
     options = options or PlanOptions()
     problem = RepackProblem(snapshot, run, weights or Weights())
     frag = fragmentation(snapshot, problem.resource, time_limit=options.time_limit, workers=options.workers)
+    problem.freed_upper = frag.occupied - frag.theoretical_min
     result = get_planner(solver).plan(problem, options)
     reason, message = outcome(problem, frag, len(result.plan.freed_nodes))
     status = build_status(problem, result, frag, reason, message)

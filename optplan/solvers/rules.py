@@ -6,12 +6,12 @@ Nothing here chooses anything; planners decide, and ``validate`` re-checks with 
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from optplan.models.repack import RepackRun
+from optplan.models.repack import RepackPlan, RepackRun
 from optplan.models.snapshot import Pod, Snapshot
 
 VOLCANO = "volcano"
@@ -78,6 +78,8 @@ class RepackProblem:
     snapshot: Snapshot
     run: RepackRun
     weights: Weights = field(default_factory=Weights)
+    freed_upper: int | None = None
+    """An upper bound on freed nodes when known: occupied − the theoretical minimum's lower bound."""
 
     @property
     def resource(self) -> str:
@@ -202,3 +204,15 @@ class RepackProblem:
                 affected += cards[gk]
         return Disruption(affected_pod_groups=len(count), below_min_available=breached,
                           affected_cards=affected, moved_cards=sum(cards.values()), moved_pods=pods)
+
+
+def explain(problem: RepackProblem, plan: RepackPlan) -> dict[str, int]:
+    """Why occupied nodes were not vacated, for plans that do not carry the greedy's reasons."""
+    counts: Counter[str] = Counter(problem.node_block.values())
+    receivers = {m.to_node for m in plan.moves}
+    freed = set(plan.freed_nodes)
+    for c in problem.candidates:
+        if c in freed:
+            continue
+        counts["kept-as-receiver" if c in receivers else "not-vacated"] += 1
+    return dict(sorted(counts.items()))

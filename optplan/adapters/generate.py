@@ -1,0 +1,699 @@
+"""Seeded synthetic cluster snapshots, in Kubernetes' own shape (as ``kubectl get -o yaml`` prints).
+
+``generate(GenConfig(...))`` returns plain dicts: Nodes, Pods, PodGroups (scheduling.volcano.sh/v1beta1),
+PodDisruptionBudgets (policy/v1) and one RepackRun (repack.volcano.sh/v1alpha1), sorted by kind
+(Node, PodGroup, PodDisruptionBudget, Pod, RepackRun), namespace and name. The same config gives the
+same objects; names are zero-padded (``node-0001``) so that sorted order is natural.
+
+Distributions (every draw comes from ``random.Random`` streams derived from ``seed``; one stream per
+concern, so changing e.g. ``pdb_share`` does not move a single pod):
+
+- Nodes: ``node-<i>``; cards drawn uniformly from ``cards_per_node``; allocatable cpu and memory are
+  ``cards × node_cpu_per_card`` and ``cards × node_memory_per_card``, ``pods: 110``. Pools are
+  contiguous blocks of nearly equal size, label ``optplan.io/pool=pool-<i>``; with ``tainted_pools``
+  every pool but pool-0 carries the taint ``optplan.io/pool=pool-<i>:NoSchedule``.
+- Workloads are drawn until their cards reach ``round(occupancy × total cards)``: a pool (weighted by
+  its cards), a kind, a pod size from ``pod_sizes`` (only sizes that fit the pool's largest node;
+  the last workload is shrunk to the remainder), a gang size from ``gang_sizes``. Kinds: with
+  probability ``non_volcano_share`` a Deployment (default-scheduler, no PodGroup); otherwise with
+  probability ``serving_share`` a Kthena ModelServing of 1–3 ServingGroups (one PodGroup each,
+  ``<ms>-<ordinal>``, ``minMember`` = all pods of the group, as Kthena's default gang policy does);
+  otherwise a VCJob (PodGroup ``<job>-<jobUID>``, ``minMember = max(1, ceil(min_member_ratio ×
+  size))``, computed exactly). All pods of a workload request the same cards, ``cards × cpu_per_card``
+  cpu and ``cards × memory_per_card`` memory.
+- Placement (spread, as a churned cluster looks): workloads are placed largest pod first, each pod on a
+  uniformly random node of its pool with room for every resource; a workload that does not fit is
+  dropped whole and replaced by fresh draws until the target is met or 200 draws in a row fail. No
+  resource is ever over-committed. Every GPU pod has ``nodeSelector optplan.io/pool`` (and the
+  toleration of its pool's taint), so moves stay in the pool.
+- ``daemonset_pods``: one kube-proxy pod per node (100m cpu, 128Mi, tolerates everything).
+- ``cpu_pressure``: after GPU placement, each node gets cpu-only pods (default-scheduler) of 1, 2, 4
+  or 8 cpus (2Mi of memory per millicore) totalling ``cpu_pressure × U(0.5, 1.5)`` of its cpu,
+  capped by what is free. With the default 8 of 12 cpus per card, receivers start to run out of
+  cpu for GPU moves at a pressure of about 1/3.
+- Per workload: ``repack.volcano.sh/protected=true`` with probability ``protected_share`` (copied to
+  its PodGroups). Per PodGroup: a PDB with probability ``pdb_share``, selecting the group's pods,
+  ``disruptionsAllowed`` uniform in ``0..size − minMember``. Per GPU pod: phase Pending (still
+  bound, so it occupies but cannot move) with probability ``pending_share``, else Running.
+- The RepackRun (DryRun) targets ``resource``, excludes ``repack.volcano.sh/protected=true``
+  PodGroups and carries ``minFragImprovementPercent`` / ``maxPerRun`` when set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime, timedelta
+from fractions import Fraction
+from typing import Any
+
+from optplan.errors import InputError
+from optplan.models.quantity import to_milli
+
+POOL_LABEL = "optplan.io/pool"
+PROTECTED_LABEL = "repack.volcano.sh/protected"
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+JOB_API = "batch.volcano.sh/v1alpha1"
+SERVING_API = "workload.serving.volcano.sh/v1alpha1"
+NAMESPACES = ("team-a", "team-b", "team-c", "team-d")
+MAX_PODS = 110
+_EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
+_KIND_ORDER = {"Node": 0, "PodGroup": 1, "PodDisruptionBudget": 2, "Pod": 3, "RepackRun": 4}
+_GI = 2**30
+_MI = 2**20
+_DEFAULT_TOLERATIONS = (
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+     "tolerationSeconds": 300},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+     "tolerationSeconds": 300},
+)
+_REFILL_FAILURES = 200
+_UUID_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
+_UUID_SET = (0x4000 << 64) | (0x8000 << 48)
+
+
+@dataclass(frozen=True)
+class GenConfig:
+    """What to generate; see the module docstring for the distributions."""
+
+    nodes: int = 100
+    cards_per_node: tuple[int, ...] = (8,)
+    resource: str = "nvidia.com/gpu"
+    pools: int = 2
+    tainted_pools: bool = True
+    occupancy: float = 0.6
+    pod_sizes: tuple[tuple[int, float], ...] = ((1, 0.5), (2, 0.2), (4, 0.2), (8, 0.1))
+    gang_sizes: tuple[tuple[int, float], ...] = ((1, 0.5), (2, 0.2), (4, 0.2), (8, 0.1))
+    min_member_ratio: float = 0.75
+    cpu_per_card: str = "8"
+    memory_per_card: str = "64Gi"
+    node_cpu_per_card: str = "12"
+    node_memory_per_card: str = "128Gi"
+    cpu_pressure: float = 0.0
+    daemonset_pods: bool = True
+    protected_share: float = 0.1
+    pdb_share: float = 0.0
+    pending_share: float = 0.0
+    non_volcano_share: float = 0.02
+    serving_share: float = 0.2
+    seed: int = 0
+    min_improvement: int | None = None
+    max_pod_groups: int | None = None
+    max_cards: int | None = None
+
+    def __post_init__(self) -> None:
+        def bad(name: str, message: str) -> InputError:
+            return InputError(message, field=name)
+
+        if self.nodes < 1:
+            raise bad("nodes", "must be at least 1")
+        if not self.cards_per_node or any(c < 1 for c in self.cards_per_node):
+            raise bad("cards_per_node", "must list positive card counts")
+        if not self.resource:
+            raise bad("resource", "must not be empty")
+        if not 1 <= self.pools <= self.nodes:
+            raise bad("pools", f"must be within 1..nodes ({self.nodes})")
+        for name in ("occupancy", "min_member_ratio", "cpu_pressure", "protected_share", "pdb_share",
+                     "pending_share", "non_volcano_share", "serving_share"):
+            v = getattr(self, name)
+            if not 0 <= v <= 1:
+                raise bad(name, f"must be within 0..1, got {v}")
+        for name in ("pod_sizes", "gang_sizes"):
+            dist = getattr(self, name)
+            if not dist or any(n < 1 or w < 0 for n, w in dist) or sum(w for _, w in dist) <= 0:
+                raise bad(name, "must be (size >= 1, weight >= 0) pairs with a positive total weight")
+        for name in ("cpu_per_card", "memory_per_card", "node_cpu_per_card", "node_memory_per_card"):
+            try:
+                ok = to_milli(getattr(self, name)) >= 0
+            except ValueError:
+                ok = False
+            if not ok:
+                raise bad(name, f"not a non-negative quantity: {getattr(self, name)!r}")
+        if self.min_improvement is not None and not 0 <= self.min_improvement <= 100:
+            raise bad("min_improvement", "must be within 0..100")
+        for name in ("max_pod_groups", "max_cards"):
+            v = getattr(self, name)
+            if v is not None and v < 0:
+                raise bad(name, "must not be negative")
+
+
+# ---- small helpers ----------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=64)
+def _milli(quantity: str) -> int:
+    return to_milli(quantity)
+
+
+def _uid(rng: random.Random) -> str:
+    """A random (version 4) UUID from the stream."""
+    h = f"{(rng.getrandbits(128) & _UUID_CLEAR) | _UUID_SET:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _cpu(milli: int) -> str:
+    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
+
+
+def _memory(milli: int) -> str:
+    """Bytes (held in milli-units) with the largest exact binary suffix."""
+    if milli % 1000:
+        return f"{milli}m"
+    units = milli // 1000
+    for suffix, scale in (("Ti", 2**40), ("Gi", _GI), ("Mi", _MI), ("Ki", 2**10)):
+        if units >= scale and units % scale == 0:
+            return f"{units // scale}{suffix}"
+    return str(units)
+
+
+def _weighted(rng: random.Random, dist: Sequence[tuple[int, float]]) -> int:
+    values = [v for v, _ in dist]
+    weights = [w for _, w in dist]
+    return rng.choices(values, weights=weights)[0]
+
+
+def _stamp(seconds: int) -> str:
+    return (_EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_STAMP0 = _stamp(0)
+
+
+class _IndexSet:
+    """A set of ints with O(1) add, remove and uniform random choice (deterministic order)."""
+
+    __slots__ = ("items", "pos")
+
+    def __init__(self, items: Sequence[int] = ()) -> None:
+        self.items: list[int] = list(items)
+        self.pos: dict[int, int] = {x: i for i, x in enumerate(self.items)}
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __contains__(self, x: int) -> bool:
+        return x in self.pos
+
+    def add(self, x: int) -> None:
+        if x not in self.pos:
+            self.pos[x] = len(self.items)
+            self.items.append(x)
+
+    def discard(self, x: int) -> None:
+        i = self.pos.pop(x, None)
+        if i is None:
+            return
+        last = self.items.pop()
+        if i < len(self.items):
+            self.items[i] = last
+            self.pos[last] = i
+
+    def choice(self, rng: random.Random) -> int:
+        return self.items[rng.randrange(len(self.items))]
+
+
+# ---- the cluster being filled -----------------------------------------------------------------
+
+@dataclass
+class _Workload:
+    index: int
+    kind: str  # "job" | "serving" | "deployment"
+    pool: int
+    cards: int  # per pod
+    groups: list[int]  # pods per PodGroup (one entry for a job or a deployment)
+    placed: list[list[int]] = field(default_factory=list)  # node index per pod, per group
+
+    @property
+    def total_cards(self) -> int:
+        return self.cards * sum(self.groups)
+
+
+class _Cluster:
+    """Free resources per node and, per (pool, pod size), the nodes that still have the cards."""
+
+    def __init__(self, cfg: GenConfig, cards: list[int], pool_of: list[int], sizes: Sequence[int]) -> None:
+        self.cards = cards
+        self.pool_of = pool_of
+        self.cpu_card = _milli(cfg.cpu_per_card)
+        self.mem_card = _milli(cfg.memory_per_card)
+        self.free_cards = list(cards)
+        self.free_cpu = [c * _milli(cfg.node_cpu_per_card) for c in cards]
+        self.free_mem = [c * _milli(cfg.node_memory_per_card) for c in cards]
+        self.free_pods = [MAX_PODS] * len(cards)
+        self.sizes = sorted(set(sizes))
+        self.buckets: dict[tuple[int, int], _IndexSet] = {}
+        for pool in range(cfg.pools):
+            members = [i for i, p in enumerate(pool_of) if p == pool]
+            for s in self.sizes:
+                self.buckets[pool, s] = _IndexSet(i for i in members if cards[i] >= s)
+
+    def take(self, i: int, cpu: int, mem: int, cards: int = 0) -> None:
+        self.free_cards[i] -= cards
+        self.free_cpu[i] -= cpu
+        self.free_mem[i] -= mem
+        self.free_pods[i] -= 1
+        if cards:
+            for s in self.sizes:
+                if s > self.free_cards[i]:
+                    self.buckets[self.pool_of[i], s].discard(i)
+
+    def give(self, i: int, cpu: int, mem: int, cards: int) -> None:
+        self.free_cards[i] += cards
+        self.free_cpu[i] += cpu
+        self.free_mem[i] += mem
+        self.free_pods[i] += 1
+        for s in self.sizes:
+            if s <= self.free_cards[i]:
+                self.buckets[self.pool_of[i], s].add(i)
+
+    def place_pod(self, rng: random.Random, pool: int, cards: int) -> int:
+        """A uniformly random node of the pool where the pod fits; -1 when there is none."""
+        bucket = self.buckets.get((pool, cards))
+        cpu, mem = cards * self.cpu_card, cards * self.mem_card
+        while bucket:
+            i = bucket.choice(rng)
+            if self.free_cpu[i] >= cpu and self.free_mem[i] >= mem and self.free_pods[i] >= 1:
+                self.take(i, cpu, mem, cards)
+                return i
+            bucket.discard(i)  # cards fit but cpu, memory or pod slots do not; they only shrink here
+        return -1
+
+    def place(self, rng: random.Random, w: _Workload) -> bool:
+        """All pods of the workload, or none."""
+        done: list[int] = []
+        for _ in range(sum(w.groups)):
+            i = self.place_pod(rng, w.pool, w.cards)
+            if i < 0:
+                for j in done:
+                    self.give(j, w.cards * self.cpu_card, w.cards * self.mem_card, w.cards)
+                return False
+            done.append(i)
+        w.placed = []
+        at = 0
+        for n in w.groups:
+            w.placed.append(done[at:at + n])
+            at += n
+        return True
+
+
+# ---- generation -------------------------------------------------------------------------------
+
+def generate(cfg: GenConfig) -> list[dict[str, Any]]:
+    """A synthetic snapshot plus one RepackRun, deterministic for ``cfg`` (including its seed)."""
+    streams = {k: random.Random(f"{cfg.seed}/{k}") for k in
+               ("nodes", "workloads", "place", "attrs", "uids", "cpu")}
+    n = cfg.nodes
+    width = max(4, len(str(n)))
+    node_names = [f"node-{i + 1:0{width}d}" for i in range(n)]
+    cards = [streams["nodes"].choice(cfg.cards_per_node) for _ in range(n)]
+    pool_of = [i * cfg.pools // n for i in range(n)]
+    pool_cards = [0] * cfg.pools
+    pool_max = [0] * cfg.pools
+    for c, p in zip(cards, pool_of, strict=True):
+        pool_cards[p] += c
+        pool_max[p] = max(pool_max[p], c)
+    cluster = _Cluster(cfg, cards, pool_of, [s for s, _ in cfg.pod_sizes])
+
+    objs: list[dict[str, Any]] = [_node(cfg, name, c, pool_of[i]) for i, (name, c) in
+                                  enumerate(zip(node_names, cards, strict=True))]
+    if cfg.daemonset_pods:
+        ds_uid = _uid(streams["uids"])
+        for i, name in enumerate(node_names):
+            cluster.take(i, 100, 128 * _MI * 1000)
+            objs.append(_daemon_pod(i, name, width, ds_uid, streams["uids"]))
+
+    target = round(cfg.occupancy * sum(cards))
+    draw = _Drawer(cfg, streams["workloads"], pool_cards, pool_max)
+    planned: list[_Workload] = []
+    remaining = target
+    while remaining > 0:
+        w = draw.workload(remaining)
+        if w is None:
+            break
+        planned.append(w)
+        remaining -= w.total_cards
+    placed: list[_Workload] = []
+    rng = streams["place"]
+    for w in sorted(planned, key=lambda w: (-w.cards, -w.total_cards, w.index)):
+        if cluster.place(rng, w):
+            placed.append(w)
+    deficit = target - sum(w.total_cards for w in placed)
+    failures = 0
+    while deficit > 0 and failures < _REFILL_FAILURES:
+        w = draw.workload(deficit)
+        if w is None:
+            break
+        if cluster.place(rng, w):
+            placed.append(w)
+            deficit -= w.total_cards
+            failures = 0
+        else:
+            failures += 1
+
+    for w in sorted(placed, key=lambda w: w.index):
+        objs.extend(_workload_objects(cfg, w, node_names, streams["attrs"], streams["uids"]))
+    if cfg.cpu_pressure > 0:
+        objs.extend(_cpu_pods(cfg, cluster, node_names, width, streams["cpu"], streams["uids"]))
+    objs.append(_repack_run(cfg))
+    objs.sort(key=lambda o: (_KIND_ORDER[o["kind"]], o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+    return objs
+
+
+class _Drawer:
+    """Draws workloads (kind, pool, pod size, gang size) from the configured distributions."""
+
+    def __init__(self, cfg: GenConfig, rng: random.Random, pool_cards: list[int], pool_max: list[int]) -> None:
+        self.cfg = cfg
+        self.rng = rng
+        self.pool_cards = pool_cards
+        self.pool_max = pool_max
+        self.count = 0
+
+    def workload(self, limit: int) -> _Workload | None:
+        """The next workload, shrunk so that its cards do not exceed ``limit``; None if none fits."""
+        cfg, rng = self.cfg, self.rng
+        pool = rng.choices(range(cfg.pools), weights=self.pool_cards)[0]
+        r = rng.random()
+        kind = "deployment" if r < cfg.non_volcano_share else (
+            "serving" if rng.random() < cfg.serving_share else "job")
+        sizes = [(s, w) for s, w in cfg.pod_sizes if s <= min(self.pool_max[pool], limit) and w > 0]
+        if not sizes:
+            return None
+        size = _weighted(rng, sizes)
+        gang = min(_weighted(rng, cfg.gang_sizes), limit // size)
+        groups = [gang]
+        if kind == "serving":
+            replicas = min(rng.randint(1, 3), limit // (size * gang))
+            groups = [gang] * replicas
+        self.count += 1
+        return _Workload(self.count, kind, pool, size, groups)
+
+
+def _node(cfg: GenConfig, name: str, cards: int, pool: int) -> dict[str, Any]:
+    alloc = {
+        "cpu": _cpu(cards * _milli(cfg.node_cpu_per_card)),
+        "memory": _memory(cards * _milli(cfg.node_memory_per_card)),
+        "pods": str(MAX_PODS),
+        cfg.resource: str(cards),
+    }
+    spec: dict[str, Any] = {}
+    if cfg.tainted_pools and pool > 0:
+        spec["taints"] = [{"key": POOL_LABEL, "value": f"pool-{pool}", "effect": "NoSchedule"}]
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {
+            "kubernetes.io/arch": "amd64", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+            "node.kubernetes.io/instance-type": f"gpu-{cards}x", POOL_LABEL: f"pool-{pool}"}},
+        "spec": spec,
+        "status": {"allocatable": alloc, "capacity": dict(alloc)},
+    }
+
+
+def _pod(name: str, namespace: str, uid: str, node: str, requests: dict[str, str], *, phase: str = "Running",
+         scheduler: str = "default-scheduler", labels: dict[str, str] | None = None,
+         annotations: dict[str, str] | None = None, owner: dict[str, Any] | None = None,
+         created: str = "", node_selector: dict[str, str] | None = None,
+         tolerations: Sequence[dict[str, Any]] = (), affinity: dict[str, Any] | None = None,
+         limits: dict[str, str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid,
+                            "creationTimestamp": created or _STAMP0}
+    if labels:
+        meta["labels"] = labels
+    if annotations:
+        meta["annotations"] = annotations
+    if owner is not None:
+        meta["ownerReferences"] = [owner]
+    resources: dict[str, Any] = {"requests": requests}
+    if limits:
+        resources["limits"] = limits
+    spec: dict[str, Any] = {
+        "containers": [{"name": "main", "image": "registry.example/workload:1", "resources": resources}],
+        "nodeName": node, "restartPolicy": "Always" if owner is None or owner["kind"] != "Job" else "Never",
+        "schedulerName": scheduler,
+    }
+    if affinity is not None:
+        spec["affinity"] = affinity
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    spec["tolerations"] = [*tolerations, *_DEFAULT_TOLERATIONS]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+
+def _daemon_pod(i: int, node: str, width: int, ds_uid: str, uids: random.Random) -> dict[str, Any]:
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
+    owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "kube-proxy", "uid": ds_uid,
+             "controller": True, "blockOwnerDeletion": True}
+    return _pod(f"kube-proxy-{i + 1:0{width}d}", "kube-system", _uid(uids), node,
+                {"cpu": "100m", "memory": "128Mi"}, labels={"k8s-app": "kube-proxy"}, owner=owner,
+                tolerations=({"operator": "Exists"},), affinity=affinity)
+
+
+def _workload_objects(cfg: GenConfig, w: _Workload, node_names: list[str], rng: random.Random,
+                      uids: random.Random) -> list[dict[str, Any]]:
+    """The PodGroups, PDBs and pods of one placed workload."""
+    ns = NAMESPACES[w.index % len(NAMESPACES)]
+    created = _stamp(w.index * 37)
+    pool = f"pool-{w.pool}"
+    selector = {POOL_LABEL: pool}
+    tolerations = ([{"key": POOL_LABEL, "operator": "Equal", "value": pool, "effect": "NoSchedule"}]
+                   if cfg.tainted_pools and w.pool > 0 else [])
+    requests = {"cpu": _cpu(w.cards * _milli(cfg.cpu_per_card)),
+                "memory": _memory(w.cards * _milli(cfg.memory_per_card)), cfg.resource: str(w.cards)}
+    limits = {cfg.resource: str(w.cards)}
+    protected = rng.random() < cfg.protected_share
+    labels = {"workload-type": "inference" if w.kind == "serving" else "training",
+              PROTECTED_LABEL: "true" if protected else "false"}
+    owner_uid = _uid(uids)
+    out: list[dict[str, Any]] = []
+
+    def pods(names: list[str], nodes: list[int], owner: dict[str, Any], scheduler: str,
+             pod_labels: dict[str, str], annotations: dict[str, str]) -> int:
+        running = 0
+        for name, i in zip(names, nodes, strict=True):
+            phase = "Pending" if rng.random() < cfg.pending_share else "Running"
+            running += phase == "Running"
+            out.append(_pod(name, ns, _uid(uids), node_names[i], requests, phase=phase, scheduler=scheduler,
+                            labels=pod_labels, annotations=annotations, owner=owner, created=created,
+                            node_selector=selector, tolerations=tolerations, limits=limits))
+        return running
+
+    if w.kind == "deployment":
+        name = f"svc-{w.index:06d}"
+        rs = f"{name}-{rng.getrandbits(32):08x}"
+        owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs, "uid": owner_uid,
+                 "controller": True, "blockOwnerDeletion": True}
+        names = [f"{rs}-{k:02d}" for k in range(len(w.placed[0]))]
+        pods(names, w.placed[0], owner, "default-scheduler", {"app": name}, {})
+        return out
+
+    if w.kind == "job":
+        name = f"job-{w.index:06d}"
+        owner = {"apiVersion": JOB_API, "kind": "Job", "name": name, "uid": owner_uid, "controller": True,
+                 "blockOwnerDeletion": True}
+        pg = f"{name}-{owner_uid}"
+        size = w.groups[0]
+        min_member = max(1, math.ceil(Fraction(str(cfg.min_member_ratio)) * size))
+        pod_labels = {"volcano.sh/job-name": name, "volcano.sh/job-namespace": ns,
+                      "volcano.sh/queue-name": "default", "volcano.sh/task-spec": "worker"}
+        annotations = {GROUP_ANNOTATION: pg, "volcano.sh/job-name": name, "volcano.sh/queue-name": "default",
+                       "volcano.sh/task-spec": "worker"}
+        names = [f"{name}-worker-{k}" for k in range(size)]
+        running = pods(names, w.placed[0], owner, "volcano", pod_labels, annotations)
+        out.append(_pod_group(pg, ns, labels, owner, min_member, running, created, _uid(uids)))
+        if rng.random() < cfg.pdb_share:
+            out.append(_pdb(f"{pg}-pdb", ns, {"volcano.sh/job-name": name}, size, min_member, running, rng))
+        return out
+
+    name = f"serve-{w.index:06d}"
+    owner = {"apiVersion": SERVING_API, "kind": "ModelServing", "name": name, "uid": owner_uid,
+             "controller": True, "blockOwnerDeletion": True}
+    for ordinal, nodes in enumerate(w.placed):
+        pg = f"{name}-{ordinal}"
+        size = len(nodes)
+        group_labels = {**labels, "modelserving.volcano.sh/name": name, "modelserving.volcano.sh/group-name": pg}
+        pod_labels = {"modelserving.volcano.sh/name": name, "modelserving.volcano.sh/group-name": pg,
+                      "modelserving.volcano.sh/role": "inference"}
+        names = [f"{pg}-inference-0-{k}" for k in range(size)]  # k = 0 is the entry pod, the rest workers
+        running = pods(names, nodes, owner, "volcano", pod_labels, {GROUP_ANNOTATION: pg})
+        out.append(_pod_group(pg, ns, group_labels, owner, size, running, created, _uid(uids)))
+        if rng.random() < cfg.pdb_share:
+            out.append(_pdb(f"{pg}-pdb", ns, {"modelserving.volcano.sh/group-name": pg}, size, size, running, rng))
+    return out
+
+
+def _pod_group(name: str, ns: str, labels: dict[str, str], owner: dict[str, Any], min_member: int,
+               running: int, created: str, uid: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": ns, "uid": uid, "creationTimestamp": created,
+                     "labels": dict(labels), "ownerReferences": [owner]},
+        "spec": {"minMember": min_member, "queue": "default"},
+        "status": {"phase": "Running", "running": running},
+    }
+
+
+def _pdb(name: str, ns: str, match: dict[str, str], size: int, min_member: int, running: int,
+         rng: random.Random) -> dict[str, Any]:
+    allowed = rng.randint(0, max(0, size - min_member))
+    return {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"minAvailable": size - allowed, "selector": {"matchLabels": match}},
+        "status": {"currentHealthy": running, "desiredHealthy": size - allowed, "disruptionsAllowed": allowed,
+                   "expectedPods": size},
+    }
+
+
+def _cpu_pods(cfg: GenConfig, cluster: _Cluster, node_names: list[str], width: int, rng: random.Random,
+              uids: random.Random) -> list[dict[str, Any]]:
+    """cpu-only pods that take about ``cpu_pressure`` of each node's cpu (never more than is free)."""
+    out: list[dict[str, Any]] = []
+    node_cpu = _milli(cfg.node_cpu_per_card)
+    for i, node in enumerate(node_names):
+        budget = min(int(cfg.cpu_pressure * cluster.cards[i] * node_cpu * rng.uniform(0.5, 1.5)),
+                     cluster.free_cpu[i])
+        k = 0
+        while budget >= 100 and cluster.free_pods[i] > 0:
+            cpu = min(rng.choice((1000, 2000, 4000, 8000)), budget) // 100 * 100
+            mem = cpu * 2 * _MI * 1000
+            if mem > cluster.free_mem[i]:
+                break
+            cluster.take(i, cpu, mem)
+            budget -= cpu
+            k += 1
+            out.append(_pod(f"cpu-load-{i + 1:0{width}d}-{k:02d}", "services", _uid(uids), node,
+                            {"cpu": _cpu(cpu), "memory": _memory(mem)}, labels={"app": "cpu-load"}))
+    return out
+
+
+def _repack_run(cfg: GenConfig) -> dict[str, Any]:
+    goal: dict[str, Any] = {"resource": cfg.resource}
+    if cfg.min_improvement is not None:
+        goal["minFragImprovementPercent"] = cfg.min_improvement
+    spec: dict[str, Any] = {
+        "mode": "DryRun", "goals": [goal],
+        "scope": {"podGroups": {"exclude": {"selector": {"matchLabels": {PROTECTED_LABEL: "true"}}}}},
+    }
+    budget: dict[str, Any] = {}
+    if cfg.max_pod_groups is not None:
+        budget["podGroups"] = cfg.max_pod_groups
+    if cfg.max_cards is not None:
+        budget["resources"] = {cfg.resource: str(cfg.max_cards)}
+    if budget:
+        spec["maxPerRun"] = budget
+    return {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun",
+            "metadata": {"name": f"synthetic-{cfg.seed}"}, "spec": spec}
+
+
+# ---- command-line flags -----------------------------------------------------------------------
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        out = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers separated by commas: {text!r}") from None
+    if not out or any(v < 1 for v in out):
+        raise argparse.ArgumentTypeError(f"expected positive integers: {text!r}")
+    return out
+
+
+def _dist(text: str) -> tuple[tuple[int, float], ...]:
+    out = []
+    for part in text.split(","):
+        size, sep, weight = part.partition(":")
+        try:
+            pair = (int(size), float(weight) if sep else 1.0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected SIZE:WEIGHT pairs separated by commas: {text!r}") from None
+        if pair[0] < 1 or not pair[1] >= 0:
+            raise argparse.ArgumentTypeError(f"sizes must be >= 1 and weights >= 0: {text!r}")
+        out.append(pair)
+    return tuple(out)
+
+
+def _share(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= v <= 1:
+        raise argparse.ArgumentTypeError(f"must be within 0..1: {text!r}")
+    return v
+
+
+def _non_negative(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
+    return v
+
+
+def _positive(text: str) -> int:
+    v = _non_negative(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return v
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+_FLAG_HELP: dict[str, tuple[Callable[[str], Any] | None, str, str]] = {
+    "nodes": (_positive, "N", "provider nodes"),
+    "cards_per_node": (_int_list, "C[,C...]", "node sizes in cards, drawn uniformly"),
+    "resource": (str, "R", "target resource"),
+    "pools": (_positive, "N", "node pools (label optplan.io/pool)"),
+    "occupancy": (_share, "F", "fraction of cards requested by pods"),
+    "pod_sizes": (_dist, "S:W,...", "cards per pod and their weights"),
+    "gang_sizes": (_dist, "S:W,...", "pods per PodGroup and their weights"),
+    "min_member_ratio": (_share, "F", "VCJob minMember = max(1, ceil(F × size))"),
+    "cpu_per_card": (str, "Q", "cpu request per card of a GPU pod"),
+    "memory_per_card": (str, "Q", "memory request per card of a GPU pod"),
+    "node_cpu_per_card": (str, "Q", "node allocatable cpu per card"),
+    "node_memory_per_card": (str, "Q", "node allocatable memory per card"),
+    "cpu_pressure": (_share, "F", "share of node cpu taken by extra cpu-only pods"),
+    "protected_share": (_share, "F", "share of workloads labelled repack.volcano.sh/protected=true"),
+    "pdb_share": (_share, "F", "share of PodGroups with a PodDisruptionBudget"),
+    "pending_share": (_share, "F", "share of GPU pods bound but Pending (unmovable)"),
+    "non_volcano_share": (_share, "F", "share of workloads run by default-scheduler without a PodGroup"),
+    "serving_share": (_share, "F", "share of Volcano workloads that are Kthena ModelServings"),
+    "seed": (int, "N", "random seed"),
+    "min_improvement": (_non_negative, "PCT", "RepackRun goals[0].minFragImprovementPercent"),
+    "max_pod_groups": (_non_negative, "N", "RepackRun maxPerRun.podGroups"),
+    "max_cards": (_non_negative, "N", "RepackRun maxPerRun.resources[R]"),
+}
+_BOOL_FLAGS = {"tainted_pools": "taint every pool but pool-0", "daemonset_pods": "one kube-proxy pod per node"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Flags for every GenConfig field (defaults come from GenConfig), plus a required -o/--output FILE."""
+    defaults = GenConfig()
+    for f in fields(GenConfig):
+        default = getattr(defaults, f.name)
+        if f.name in _BOOL_FLAGS:
+            p.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction, default=None,
+                           help=f"{_BOOL_FLAGS[f.name]} (default {'yes' if default else 'no'})")
+            continue
+        conv, metavar, text = _FLAG_HELP[f.name]
+        shown = (",".join(f"{a}:{b:g}" for a, b in default) if f.name.endswith("_sizes")
+                 else ",".join(map(str, default)) if isinstance(default, tuple) else default)
+        p.add_argument(_flag(f.name), type=conv, default=None, metavar=metavar,
+                       help=f"{text} (default {shown if shown is not None else 'unset'})")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="write the snapshot (a List) here")
+
+
+def config_from_args(ns: argparse.Namespace) -> GenConfig:
+    """The GenConfig for parsed flags; a flag left out keeps GenConfig's default."""
+    given = {f.name: getattr(ns, f.name) for f in fields(GenConfig) if getattr(ns, f.name, None) is not None}
+    try:
+        return GenConfig(**given)
+    except InputError as e:
+        raise InputError(e.reason, field=_flag(e.field) if e.field else None) from None

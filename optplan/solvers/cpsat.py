@@ -1,0 +1,259 @@
+"""The exact Repack planner on OR-Tools CP-SAT (see ``repack_model`` for the decisions).
+
+Lexicographic objective, solved in two phases: (1) maximise freed nodes, bounded above by
+occupied − theoretical minimum; (2) with freed nodes fixed at the phase-1 value, minimise the
+integer-scaled weighted disruption. The greedy plan, when given, is the hint of both phases.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from optplan.models.repack import RepackPlan, SolverRecord
+from optplan.solvers.base import PlanOptions, PlanResult
+from optplan.solvers.repack_model import ModelData, build_data, decode, hint_counts, scaled_cost
+from optplan.solvers.rules import RepackProblem, explain
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Vars:
+    """The model's variables, keyed by domain tuples."""
+
+    vacate: dict[str, Any]  # vacate[node]
+    send: dict[tuple[int, str], Any]  # send[class, receiver]: pods of the class sent there
+    affected: dict[str, Any]  # affected[group]
+    breach: dict[str, Any]  # breach[group]
+    affected_cards: dict[str, Any]  # affected_cards[group], card units
+
+    def freed(self) -> Any:
+        return sum(self.vacate.values())
+
+
+def build(data: ModelData) -> tuple[cp_model.CpModel, Vars]:
+    m = cp_model.CpModel()
+    vacate = {c: m.new_bool_var(f"vacate[{c}]") for c in data.candidates}
+    send = {(k.key, r): m.new_int_var(0, k.count, f"send[{k.key}->{r}]") for k in data.classes for r in k.receivers}
+    v = Vars(vacate, send, {}, {}, {})
+    add_assignment(m, data, v)
+    add_capacity(m, data, v)
+    add_gang(m, data, v)
+    add_budgets(m, data, v)
+    m.add(v.freed() <= data.freed_upper)
+    return m, v
+
+
+def add_assignment(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
+    """Every pod of a vacated node goes somewhere; pods of other nodes stay."""
+    for k in data.classes:
+        m.add(sum(v.send[k.key, r] for r in k.receivers) == k.count * v.vacate[k.node])
+
+
+def add_capacity(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
+    """Fit on every resource of every receiver; a vacated receiver receives nothing."""
+    incoming: dict[str, list[tuple[int, Any]]] = {r: [] for r in data.receivers}
+    for k in data.classes:
+        for r in k.receivers:
+            incoming[r].append((k.key, v.send[k.key, r]))
+    for r, arcs in incoming.items():
+        if not arcs:
+            continue
+        for res, free in sorted(data.free[r].items()):
+            terms = [data.classes[kk].demand.get(res, 0) * x for kk, x in arcs if data.classes[kk].demand.get(res, 0)]
+            if terms:
+                m.add(sum(terms) <= max(free, 0))
+        if r in v.vacate:
+            total = sum(data.classes[kk].count for kk, _ in arcs)
+            m.add(sum(x for _, x in arcs) <= total * (1 - v.vacate[r]))
+
+
+def add_gang(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
+    """affected, breach and affected cards per PodGroup (minimisation keeps them tight)."""
+    for g, by_node in data.group_moved_by.items():
+        gang = data.problem.gangs[g]
+        moved = sum(n * v.vacate[c] for c, n in by_node.items())
+        cards = sum(data.cards(n) * v.vacate[c] for c, n in data.group_cards_by[g].items())
+        total = sum(by_node.values())
+        a = m.new_bool_var(f"affected[{g}]")
+        m.add(moved <= total * a)
+        v.affected[g] = a
+        b = m.new_bool_var(f"breach[{g}]")
+        if total > gang.safe:
+            m.add(moved <= gang.safe + (total - gang.safe) * b)
+        else:
+            m.add(b == 0)
+        v.breach[g] = b
+        footprint = data.cards(gang.footprint)
+        ac = m.new_int_var(0, max(footprint, data.cards(sum(data.group_cards_by[g].values()))), f"affected_cards[{g}]")
+        m.add(ac >= cards)
+        m.add(ac >= footprint * b)
+        v.affected_cards[g] = ac
+
+
+def add_budgets(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
+    """maxPerRun.podGroups, maxPerRun.resources and PodDisruptionBudgets, all hard."""
+    p = data.problem
+    mpr = p.run.spec.max_per_run
+    if mpr.pod_groups is not None:
+        m.add(sum(v.affected.values()) <= mpr.pod_groups)
+    for res, budget in sorted(mpr.resources.items()):
+        use = {c: sum(q.request(res) for q in p.r_pods[c]) for c in data.candidates}
+        terms = [n * v.vacate[c] for c, n in use.items() if n]
+        if terms:
+            m.add(sum(terms) <= budget)
+    pdb_use: dict[str, dict[str, int]] = {}
+    for c in data.candidates:
+        for q in p.r_pods[c]:
+            for key in p.pdb_cover.get(q.key, ()):
+                pdb_use.setdefault(key, {}).setdefault(c, 0)
+                pdb_use[key][c] += 1
+    for key, by_node in sorted(pdb_use.items()):
+        m.add(sum(n * v.vacate[c] for c, n in by_node.items()) <= p.snapshot.pdbs[key].disruptions_allowed)
+
+
+def cost_expr(data: ModelData, v: Vars) -> Any:
+    w = data.weights_int
+    moved_cards = sum(data.cards(k.cards) * k.count * v.vacate[k.node] for k in data.classes)
+    moved_pods = sum(k.count * v.vacate[k.node] for k in data.classes)
+    return (w[0] * sum(v.affected.values()) + w[1] * sum(v.breach.values()) + w[2] * sum(v.affected_cards.values())
+            + w[3] * moved_cards + w[4] * moved_pods)
+
+
+def add_hint(data: ModelData, v: Vars, m: cp_model.CpModel, plan: RepackPlan) -> None:
+    counts = hint_counts(data, plan)
+    freed = set(plan.freed_nodes)
+    for c, x in v.vacate.items():
+        m.add_hint(x, int(c in freed))
+    for key, x in v.send.items():
+        m.add_hint(x, counts.get(key, 0))
+
+
+class _Progress(cp_model.CpSolverSolutionCallback):
+    def __init__(self, phase: str, t0: float) -> None:
+        super().__init__()
+        self.phase = phase
+        self.t0 = t0
+
+    def on_solution_callback(self) -> None:
+        log.info("cpsat %s: incumbent at %.2fs objective %s bound %s", self.phase, time.perf_counter() - self.t0,
+                 self.objective_value, self.best_objective_bound)
+
+
+def _solver(options: PlanOptions, limit: float) -> cp_model.CpSolver:
+    s = cp_model.CpSolver()
+    s.parameters.max_time_in_seconds = max(limit, 0.05)
+    s.parameters.num_workers = options.workers
+    s.parameters.random_seed = options.seed
+    if options.workers == 1:
+        s.parameters.interleave_search = True
+    return s
+
+
+def _extract(data: ModelData, v: Vars, s: cp_model.CpSolver) -> RepackPlan:
+    vacated = [c for c, x in v.vacate.items() if s.value(x)]
+    sends = {key: int(s.value(x)) for key, x in v.send.items() if s.value(x)}
+    return decode(data, vacated, sends)
+
+
+@dataclass
+class ExactOutcome:
+    plan: RepackPlan | None
+    status: str  # OPTIMAL | FEASIBLE | NONE
+    freed_bound: int
+    objective: int | None
+    bound: int | None
+    data: ModelData
+    size: tuple[int, int]  # variables, constraints of the phase-2 model
+
+
+def solve(problem: RepackProblem, options: PlanOptions, hint: RepackPlan | None = None, *,
+          freed_upper: int | None = None, max_receivers: int | None = None) -> ExactOutcome:
+    t0 = time.perf_counter()
+    deadline = t0 + options.time_limit
+    if freed_upper is None:
+        freed_upper = problem.freed_upper
+    data = build_data(problem, freed_upper=freed_upper, max_receivers=max_receivers,
+                      keep=_keep(problem, hint) if max_receivers is not None else None)
+    if not data.candidates:
+        return ExactOutcome(RepackPlan(), "OPTIMAL", 0, 0, 0, data, (0, 0))
+    # Phase 1: most freed nodes.
+    m, v = build(data)
+    if hint is not None:
+        add_hint(data, v, m, hint)
+    m.maximize(v.freed())
+    s = _solver(options, (deadline - time.perf_counter()) * 0.5)
+    st = s.solve(m, _Progress("freed", t0))
+    log.info("cpsat phase 1 (freed): %s objective %s bound %s in %.2fs", s.status_name(st),
+             s.objective_value if st in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None,
+             s.best_objective_bound, s.wall_time)
+    if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return ExactOutcome(None, "NONE", data.freed_upper, None, None, data, _size(m))
+    freed = round(s.objective_value)
+    freed_bound = freed if st == cp_model.OPTIMAL else min(data.freed_upper, math.floor(s.best_objective_bound + 1e-6))
+    best = _extract(data, v, s)
+    phase1_optimal = st == cp_model.OPTIMAL
+    # Phase 2: least disruption among plans that free that many nodes.
+    m2, v2 = build(data)
+    m2.add(v2.freed() == freed)
+    cost = cost_expr(data, v2)
+    m2.minimize(cost)
+    add_hint(data, v2, m2, hint if hint is not None and len(hint.freed_nodes) == freed else best)
+    s2 = _solver(options, deadline - time.perf_counter())
+    st2 = s2.solve(m2, _Progress("cost", t0))
+    log.info("cpsat phase 2 (cost): %s objective %s bound %s in %.2fs", s2.status_name(st2),
+             s2.objective_value if st2 in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None,
+             s2.best_objective_bound, s2.wall_time)
+    if st2 in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        best = _extract(data, v2, s2)
+        objective, bound = round(s2.objective_value), math.ceil(s2.best_objective_bound - 1e-6)
+        optimal = phase1_optimal and st2 == cp_model.OPTIMAL and not data.pruned
+    else:
+        objective, bound = scaled_cost(data, best), 0
+        optimal = False
+    return ExactOutcome(best, "OPTIMAL" if optimal else "FEASIBLE", freed_bound, objective, bound, data, _size(m2))
+
+
+def _keep(problem: RepackProblem, hint: RepackPlan | None) -> dict[int, set[str]] | None:
+    if hint is None:
+        return None
+    data = build_data(problem)
+    out: dict[int, set[str]] = {}
+    for (k, r), _n in hint_counts(data, hint).items():
+        out.setdefault(k, set()).add(r)
+    return out
+
+
+def _size(m: cp_model.CpModel) -> tuple[int, int]:
+    proto = m.proto
+    return len(proto.variables), len(proto.constraints)
+
+
+def gap_percent(objective: int | None, bound: int | None) -> float | None:
+    if objective is None or bound is None:
+        return None
+    if objective == 0:
+        return 0.0
+    return round(100.0 * abs(objective - bound) / abs(objective), 3)
+
+
+class CpSatPlanner:
+    name = "cpsat"
+
+    def plan(self, problem: RepackProblem, options: PlanOptions) -> PlanResult:
+        t0 = time.perf_counter()
+        out = solve(problem, options)
+        wall = round(time.perf_counter() - t0, 3)
+        plan = out.plan if out.plan is not None else RepackPlan()
+        record = SolverRecord(name=self.name, status=out.status if out.plan is not None else "FALLBACK",
+                              freed_nodes_bound=out.freed_bound, objective=out.objective, best_bound=out.bound,
+                              gap_percent=gap_percent(out.objective, out.bound), wall_seconds=wall)
+        moved = [problem.snapshot.pods[mv.pod] for mv in plan.moves]
+        return PlanResult(plan=plan, record=record, disruption=problem.disruption(moved),
+                          rejections=explain(problem, plan))

@@ -1,0 +1,182 @@
+"""The MILP twin of the CP-SAT model, in PuLP: the same decisions, constraints and two-phase
+lexicographic objective (see ``repack_model``). Solved by HiGHS when highspy is installed, else by
+CBC (bundled with PuLP). Used to cross-check CP-SAT and in the benchmark."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pulp
+
+from optplan.models.repack import RepackPlan, SolverRecord
+from optplan.solvers.base import PlanOptions, PlanResult
+from optplan.solvers.repack_model import ModelData, build_data, decode
+from optplan.solvers.rules import RepackProblem
+
+log = logging.getLogger(__name__)
+
+
+def _backend(options: PlanOptions, limit: float) -> Any:
+    limit = max(limit, 0.1)
+    try:
+        import highspy  # noqa: F401
+
+        solver = pulp.HiGHS(msg=False, timeLimit=limit, threads=options.workers, random_seed=options.seed)
+        if solver.available():
+            return solver
+    except (ImportError, TypeError):  # pragma: no cover - depends on the installation
+        pass
+    return pulp.PULP_CBC_CMD(msg=False, timeLimit=limit, threads=options.workers,
+                             options=[f"randomSeed {options.seed + 1}"])
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """HiGHS prints a banner on the C-level stdout even with msg=False; keep our stdout clean."""
+    sys.stdout.flush()
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # pytest capture and other fakes
+        yield
+        return
+    saved = os.dup(fd)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), fd)
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, fd)
+        os.close(saved)
+
+
+def build(data: ModelData, name: str) -> tuple[pulp.LpProblem, dict[str, Any]]:
+    prob = pulp.LpProblem(name, pulp.LpMaximize)
+    vacate = {c: pulp.LpVariable(f"vacate_{i}", cat="Binary") for i, c in enumerate(data.candidates)}
+    send = {(k.key, r): pulp.LpVariable(f"send_{k.key}_{j}", lowBound=0, upBound=k.count, cat="Integer")
+            for k in data.classes for j, r in enumerate(k.receivers)}
+    # assignment
+    for k in data.classes:
+        prob += pulp.lpSum(send[k.key, r] for r in k.receivers) == k.count * vacate[k.node]
+    # capacity
+    incoming: dict[str, list[tuple[int, Any]]] = {r: [] for r in data.receivers}
+    for k in data.classes:
+        for r in k.receivers:
+            incoming[r].append((k.key, send[k.key, r]))
+    for r, arcs in incoming.items():
+        if not arcs:
+            continue
+        for res, free in sorted(data.free[r].items()):
+            terms = [data.classes[kk].demand.get(res, 0) * x for kk, x in arcs if data.classes[kk].demand.get(res, 0)]
+            if terms:
+                prob += pulp.lpSum(terms) <= max(free, 0)
+        if r in vacate:
+            total = sum(data.classes[kk].count for kk, _ in arcs)
+            prob += pulp.lpSum(x for _, x in arcs) <= total * (1 - vacate[r])
+    # gang
+    affected, breach, acards = {}, {}, {}
+    for i, (g, by_node) in enumerate(data.group_moved_by.items()):
+        gang = data.problem.gangs[g]
+        moved = pulp.lpSum(n * vacate[c] for c, n in by_node.items())
+        cards = pulp.lpSum(data.cards(n) * vacate[c] for c, n in data.group_cards_by[g].items())
+        total = sum(by_node.values())
+        affected[g] = pulp.LpVariable(f"affected_{i}", cat="Binary")
+        prob += moved <= total * affected[g]
+        breach[g] = pulp.LpVariable(f"breach_{i}", cat="Binary")
+        if total > gang.safe:
+            prob += moved <= gang.safe + (total - gang.safe) * breach[g]
+        else:
+            prob += breach[g] == 0
+        acards[g] = pulp.LpVariable(f"affected_cards_{i}", lowBound=0)
+        prob += acards[g] >= cards
+        prob += acards[g] >= data.cards(gang.footprint) * breach[g]
+    # budgets and PDBs
+    p = data.problem
+    mpr = p.run.spec.max_per_run
+    if mpr.pod_groups is not None:
+        prob += pulp.lpSum(affected.values()) <= mpr.pod_groups
+    for res, budget in sorted(mpr.resources.items()):
+        prob += pulp.lpSum(sum(q.request(res) for q in p.r_pods[c]) * vacate[c] for c in data.candidates) <= budget
+    pdb_use: dict[str, dict[str, int]] = {}
+    for c in data.candidates:
+        for q in p.r_pods[c]:
+            for key in p.pdb_cover.get(q.key, ()):
+                pdb_use.setdefault(key, {}).setdefault(c, 0)
+                pdb_use[key][c] += 1
+    for key, by_node in sorted(pdb_use.items()):
+        prob += pulp.lpSum(n * vacate[c] for c, n in by_node.items()) <= p.snapshot.pdbs[key].disruptions_allowed
+    freed = pulp.lpSum(vacate.values())
+    prob += freed <= data.freed_upper
+    w = data.weights_int
+    cost = (w[0] * pulp.lpSum(affected.values()) + w[1] * pulp.lpSum(breach.values())
+            + w[2] * pulp.lpSum(acards.values())
+            + w[3] * pulp.lpSum(data.cards(k.cards) * k.count * vacate[k.node] for k in data.classes)
+            + w[4] * pulp.lpSum(k.count * vacate[k.node] for k in data.classes))
+    return prob, {"vacate": vacate, "send": send, "freed": freed, "cost": cost}
+
+
+def _status(prob: pulp.LpProblem) -> str:
+    """OPTIMAL only when the solver proved it; PuLP's 'Optimal' alone does not say a limit cut it."""
+    if prob.sol_status == pulp.LpSolutionOptimal and prob.status == pulp.LpStatusOptimal:
+        return "OPTIMAL"
+    if prob.sol_status in (pulp.LpSolutionIntegerFeasible, pulp.LpSolutionOptimal):
+        return "FEASIBLE"
+    return "NONE"
+
+
+def solve(problem: RepackProblem, options: PlanOptions) -> tuple[RepackPlan | None, str, int | None]:
+    t0 = time.perf_counter()
+    deadline = t0 + options.time_limit
+    data = build_data(problem, freed_upper=problem.freed_upper)
+    if not data.candidates:
+        return RepackPlan(), "OPTIMAL", 0
+    prob, v = build(data, "repack_freed")
+    prob.setObjective(v["freed"])
+    prob.sense = pulp.LpMaximize
+    with _quiet():
+        prob.solve(_backend(options, (deadline - time.perf_counter()) * 0.5))
+    st1 = _status(prob)
+    log.info("milp phase 1 (freed): %s objective %s", st1, pulp.value(prob.objective))
+    if st1 == "NONE":
+        return None, "NONE", None
+    freed = round(pulp.value(v["freed"]))
+    prob2, v2 = build(data, "repack_cost")
+    prob2 += v2["freed"] == freed
+    prob2.setObjective(v2["cost"])
+    prob2.sense = pulp.LpMinimize
+    with _quiet():
+        prob2.solve(_backend(options, deadline - time.perf_counter()))
+    st2 = _status(prob2)
+    log.info("milp phase 2 (cost): %s objective %s", st2, pulp.value(prob2.objective))
+    use = (prob2, v2) if st2 != "NONE" else (prob, v)
+    vacated = [c for c, x in use[1]["vacate"].items() if (x.value() or 0) > 0.5]
+    sends = {key: round(x.value() or 0) for key, x in use[1]["send"].items() if (x.value() or 0) > 0.5}
+    plan = decode(data, vacated, sends)
+    cost = round(pulp.value(v2["cost"])) if st2 != "NONE" else None
+    status = "OPTIMAL" if st1 == "OPTIMAL" and st2 == "OPTIMAL" else "FEASIBLE"
+    return plan, status, cost
+
+
+class MilpPlanner:
+    name = "milp"
+
+    def plan(self, problem: RepackProblem, options: PlanOptions) -> PlanResult:
+        t0 = time.perf_counter()
+        plan, status, cost = solve(problem, options)
+        wall = round(time.perf_counter() - t0, 3)
+        if plan is None:
+            plan, status = RepackPlan(), "FALLBACK"
+        record = SolverRecord(name=self.name, status=status, objective=cost,
+                              freed_nodes_bound=len(plan.freed_nodes) if status == "OPTIMAL" else None,
+                              wall_seconds=wall)
+        moved = [problem.snapshot.pods[m.pod] for m in plan.moves]
+        return PlanResult(plan=plan, record=record, disruption=problem.disruption(moved))
+
+
+__all__ = ["MilpPlanner"]

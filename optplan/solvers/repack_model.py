@@ -1,0 +1,191 @@
+"""The exact Repack model's data, shared by the CP-SAT model and its MILP twin.
+
+Decisions (both solvers build exactly these):
+- ``vacate[c]``: candidate node c is vacated (all its R-requesting pods move, it receives nothing);
+- ``send[k, r]``: how many pods of pod class k go to receiver r. A pod class is a set of
+  interchangeable pods on one candidate node (same requests, same constraint signature, same
+  PodGroup), so a node with eight identical workers has one class of count 8, not eight pods;
+- per PodGroup: ``affected[g]`` (some pod moves), ``breach[g]`` (more than max(running − minMember, 0)
+  move) and ``affected_cards[g]`` = max(moved cards, breach × whole R footprint).
+
+Receivers of a class are pruned before building: the receiver must be an occupied provider other
+than the class's node, pass the static predicates, and hold at least one pod of the class on every
+resource. With ``max_receivers`` set, each class keeps only that many receivers (best fit first, and
+always the receivers the greedy hint uses); the model is then a restriction and its optimum is
+reported as FEASIBLE, not OPTIMAL, unless nothing was cut.
+
+Integer objective. Costs use the seed's weights w1..w5 (affected PodGroups, below minAvailable,
+affected cards, moved cards, moved pods). Each weight is read as an exact decimal and multiplied by
+the least common denominator D; card amounts are counted in units of ``card_unit`` (the gcd of all
+R requests, in milli-units). The scaled objective is
+    D·(w1·A + w2·B + w5·P)·U + D·(w3·AC + w4·MC)
+with U = 1000 / card_unit milli-to-unit factor folded in, which is the real weighted cost times the
+positive constant D·U: so it orders plans exactly as the real cost does, with no rounding.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from optplan.models.repack import PodMove, RepackPlan
+from optplan.models.snapshot import Pod
+from optplan.solvers.oracle import Capacity, constraint_signature, pod_demand, static_reason
+from optplan.solvers.rules import RepackProblem, Weights
+
+
+@dataclass
+class PodClass:
+    key: int
+    node: str  # the candidate node the pods are on
+    group: str  # PodGroup key
+    pods: list[Pod]  # sorted by name
+    demand: dict[str, int]  # per pod, milli-units, including the pod slot
+    cards: int  # R per pod, milli
+    receivers: list[str] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.pods)
+
+
+@dataclass
+class ModelData:
+    problem: RepackProblem
+    candidates: list[str]
+    classes: list[PodClass]
+    classes_of: dict[str, list[PodClass]]  # per candidate node
+    receivers: list[str]  # every node that may receive something
+    free: dict[str, dict[str, int]]  # per receiver, free milli-units per resource ("pods" absent = no limit)
+    group_moved_by: dict[str, dict[str, int]]  # group -> candidate -> pods that move with it
+    group_cards_by: dict[str, dict[str, int]]  # group -> candidate -> cards (milli) that move with it
+    card_unit: int
+    weights_int: tuple[int, int, int, int, int]
+    pruned: bool  # some receivers were cut: optimum is for the restricted model
+    freed_upper: int  # occupied − theoretical minimum lower bound, or the candidate count
+
+    def cards(self, milli: int) -> int:
+        return milli // self.card_unit
+
+    def group_of_card_costs(self) -> dict[str, int]:
+        """R footprint of each PodGroup, in card units."""
+        return {g: self.cards(self.problem.gangs[g].footprint) for g in self.group_moved_by}
+
+
+def integer_weights(w: Weights, card_unit: int) -> tuple[int, int, int, int, int]:
+    """Weights scaled to integers: counts are multiplied by 1000/card_unit so that card terms
+    (counted in card units) and count terms share one exact scale."""
+    fr = [Fraction(str(x)) for x in w.as_tuple()]
+    denom = math.lcm(*(f.denominator for f in fr))
+    per_unit = Fraction(1000, card_unit)  # card units per whole card
+    scaled = [f * denom for f in fr]
+    counts = [scaled[0] * per_unit, scaled[1] * per_unit, scaled[4] * per_unit]
+    # Make every term an integer: multiply by the denominator of per_unit if needed.
+    extra = math.lcm(*(x.denominator for x in [*counts, scaled[2], scaled[3]]))
+    a, b, p = (int(x * extra) for x in counts)
+    return (a, b, int(scaled[2] * extra), int(scaled[3] * extra), p)
+
+
+def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
+               keep: dict[int, set[str]] | None = None, freed_upper: int | None = None) -> ModelData:
+    snap = problem.snapshot
+    cap = Capacity(snap)
+    cands = list(problem.candidates)
+    receivers_all = list(problem.occupied)
+    # Pod classes per candidate node.
+    classes: list[PodClass] = []
+    classes_of: dict[str, list[PodClass]] = {}
+    for c in cands:
+        buckets: dict[tuple[object, ...], list[Pod]] = defaultdict(list)
+        for pod in problem.r_pods[c]:
+            sig = (tuple(sorted(pod.requests.items())), constraint_signature(pod), pod.group_key)
+            buckets[sig].append(pod)
+        mine = []
+        for sig in sorted(buckets, key=lambda s: min(p.key for p in buckets[s])):
+            pods = sorted(buckets[sig], key=lambda p: p.key)
+            k = PodClass(len(classes), c, pods[0].group_key or "", pods, pod_demand(pods[0]),
+                         problem.request(pods[0]))
+            classes.append(k)
+            mine.append(k)
+        classes_of[c] = mine
+    # Static predicates per (signature, receiver), cached.
+    static_ok: dict[tuple[tuple[object, ...], str], bool] = {}
+    pruned = False
+    for k in classes:
+        sig = constraint_signature(k.pods[0])
+        fits = []
+        for r in receivers_all:
+            if r == k.node:
+                continue
+            key = (sig, r)
+            if key not in static_ok:
+                static_ok[key] = static_reason(k.pods[0], snap.nodes[r]) is None
+            if not static_ok[key]:
+                continue
+            if cap.fit_reason(k.pods[0], r) is not None:
+                continue
+            fits.append(r)
+        if max_receivers is not None and len(fits) > max_receivers:
+            must = (keep or {}).get(k.key, set())
+            stay = set(problem.occupied) - set(problem.candidates)
+            fits.sort(key=lambda r: (r not in must, r not in stay, cap.free[r].get(problem.resource, 0), r))
+            fits = sorted(fits[:max_receivers] + [r for r in fits[max_receivers:] if r in must])
+            pruned = True
+        k.receivers = fits
+    used_receivers = sorted({r for k in classes for r in k.receivers})
+    free = {r: {res: v for res, v in cap.free[r].items()
+                if res != "pods" or "pods" in snap.nodes[r].allocatable} for r in used_receivers}
+    moved_by: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    cards_by: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for k in classes:
+        moved_by[k.group][k.node] += k.count
+        cards_by[k.group][k.node] += k.count * k.cards
+    unit = 0
+    for k in classes:
+        unit = math.gcd(unit, k.cards)
+    for g in moved_by:
+        unit = math.gcd(unit, problem.gangs[g].footprint)
+    unit = unit or 1000
+    upper = len(cands) if freed_upper is None else min(len(cands), freed_upper)
+    return ModelData(problem=problem, candidates=cands, classes=classes, classes_of=classes_of,
+                     receivers=used_receivers, free=free,
+                     group_moved_by={g: dict(v) for g, v in sorted(moved_by.items())},
+                     group_cards_by={g: dict(v) for g, v in sorted(cards_by.items())},
+                     card_unit=unit, weights_int=integer_weights(problem.weights, unit), pruned=pruned,
+                     freed_upper=upper)
+
+
+def hint_counts(data: ModelData, plan: RepackPlan) -> dict[tuple[int, str], int]:
+    """A plan as class -> receiver counts (for hints and for fixing a plan in tests)."""
+    class_of: dict[str, int] = {}
+    for k in data.classes:
+        for p in k.pods:
+            class_of[p.key] = k.key
+    out: dict[tuple[int, str], int] = defaultdict(int)
+    for m in plan.moves:
+        out[(class_of[m.pod], m.to_node)] += 1
+    return dict(out)
+
+
+def decode(data: ModelData, vacated: list[str], sends: dict[tuple[int, str], int]) -> RepackPlan:
+    """Counts back to pods: within a class, pods (by name) fill receivers in name order."""
+    moves: list[PodMove] = []
+    for c in sorted(vacated):
+        for k in data.classes_of[c]:
+            targets = sorted((r, n) for (kk, r), n in sends.items() if kk == k.key and n > 0)
+            it = iter(k.pods)
+            for r, n in targets:
+                for _ in range(n):
+                    pod = next(it)
+                    moves.append(PodMove(pod=pod.key, from_node=c, to_node=r))
+    return RepackPlan.build(moves, vacated)
+
+
+def scaled_cost(data: ModelData, plan: RepackPlan) -> int:
+    """The integer objective of a plan (for comparisons and tests)."""
+    d = data.problem.disruption(data.problem.snapshot.pods[m.pod] for m in plan.moves)
+    w = data.weights_int
+    return (w[0] * d.affected_pod_groups + w[1] * d.below_min_available
+            + w[2] * data.cards(d.affected_cards) + w[3] * data.cards(d.moved_cards) + w[4] * d.moved_pods)
