@@ -27,9 +27,9 @@ concern, so changing e.g. ``pdb_share`` does not move a single pod):
   resource is ever over-committed. Every GPU pod has ``nodeSelector optplan.io/pool`` (and the
   toleration of its pool's taint), so moves stay in the pool.
 - ``daemonset_pods``: one kube-proxy pod per node (100m cpu, 128Mi, tolerates everything).
-- ``cpu_pressure``: after GPU placement, each node gets cpu-only pods (default-scheduler) of 1, 2, 4
-  or 8 cpus (2Mi of memory per millicore) totalling ``cpu_pressure × U(0.5, 1.5)`` of its cpu,
-  capped by what is free. With the default 8 of 12 cpus per card, receivers start to run out of
+- ``cpu_pressure``: after GPU placement, each node gets cpu-only pods (default-scheduler, pinned to
+  its pool) of 1, 2, 4 or 8 cpus (2Mi of memory per millicore) totalling ``cpu_pressure ×
+  U(0.5, 1.5)`` of its cpu, capped by what is free. With the default 8 of 12 cpus per card, receivers start to run out of
   cpu for GPU moves at a pressure of about 1/3.
 - Per workload: ``repack.volcano.sh/protected=true`` with probability ``protected_share`` (copied to
   its PodGroups). Per PodGroup: a PDB with probability ``pdb_share``, selecting the group's pods,
@@ -42,10 +42,13 @@ concern, so changing e.g. ``pdb_share`` does not move a single pod):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import gc
+import itertools
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
@@ -187,7 +190,7 @@ class _IndexSet:
 
     __slots__ = ("items", "pos")
 
-    def __init__(self, items: Sequence[int] = ()) -> None:
+    def __init__(self, items: Iterable[int] = ()) -> None:
         self.items: list[int] = list(items)
         self.pos: dict[int, int] = {x: i for i, x in enumerate(self.items)}
 
@@ -301,8 +304,25 @@ class _Cluster:
 
 # ---- generation -------------------------------------------------------------------------------
 
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Tens of thousands of acyclic dicts: the cyclic collector only costs time here."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def generate(cfg: GenConfig) -> list[dict[str, Any]]:
     """A synthetic snapshot plus one RepackRun, deterministic for ``cfg`` (including its seed)."""
+    with _gc_paused():
+        return _generate(cfg)
+
+
+def _generate(cfg: GenConfig) -> list[dict[str, Any]]:
     streams = {k: random.Random(f"{cfg.seed}/{k}") for k in
                ("nodes", "workloads", "place", "attrs", "uids", "cpu")}
     n = cfg.nodes
@@ -368,14 +388,17 @@ class _Drawer:
     def __init__(self, cfg: GenConfig, rng: random.Random, pool_cards: list[int], pool_max: list[int]) -> None:
         self.cfg = cfg
         self.rng = rng
-        self.pool_cards = pool_cards
+        self.pools = range(cfg.pools)
+        self.pool_cum = list(itertools.accumulate(pool_cards))
+        self.gang_sizes = [s for s, _ in cfg.gang_sizes]
+        self.gang_cum = list(itertools.accumulate(w for _, w in cfg.gang_sizes))
         self.pool_max = pool_max
         self.count = 0
 
     def workload(self, limit: int) -> _Workload | None:
         """The next workload, shrunk so that its cards do not exceed ``limit``; None if none fits."""
         cfg, rng = self.cfg, self.rng
-        pool = rng.choices(range(cfg.pools), weights=self.pool_cards)[0]
+        pool = rng.choices(self.pools, cum_weights=self.pool_cum)[0]
         r = rng.random()
         kind = "deployment" if r < cfg.non_volcano_share else (
             "serving" if rng.random() < cfg.serving_share else "job")
@@ -383,7 +406,7 @@ class _Drawer:
         if not sizes:
             return None
         size = _weighted(rng, sizes)
-        gang = min(_weighted(rng, cfg.gang_sizes), limit // size)
+        gang = min(rng.choices(self.gang_sizes, cum_weights=self.gang_cum)[0], limit // size)
         groups = [gang]
         if kind == "serving":
             replicas = min(rng.randint(1, 3), limit // (size * gang))
@@ -452,6 +475,12 @@ def _daemon_pod(i: int, node: str, width: int, ds_uid: str, uids: random.Random)
                 tolerations=({"operator": "Exists"},), affinity=affinity)
 
 
+def _pool_tolerations(cfg: GenConfig, pool: int) -> list[dict[str, Any]]:
+    if cfg.tainted_pools and pool > 0:
+        return [{"key": POOL_LABEL, "operator": "Equal", "value": f"pool-{pool}", "effect": "NoSchedule"}]
+    return []
+
+
 def _workload_objects(cfg: GenConfig, w: _Workload, node_names: list[str], rng: random.Random,
                       uids: random.Random) -> list[dict[str, Any]]:
     """The PodGroups, PDBs and pods of one placed workload."""
@@ -459,8 +488,7 @@ def _workload_objects(cfg: GenConfig, w: _Workload, node_names: list[str], rng: 
     created = _stamp(w.index * 37)
     pool = f"pool-{w.pool}"
     selector = {POOL_LABEL: pool}
-    tolerations = ([{"key": POOL_LABEL, "operator": "Equal", "value": pool, "effect": "NoSchedule"}]
-                   if cfg.tainted_pools and w.pool > 0 else [])
+    tolerations = _pool_tolerations(cfg, w.pool)
     requests = {"cpu": _cpu(w.cards * _milli(cfg.cpu_per_card)),
                 "memory": _memory(w.cards * _milli(cfg.memory_per_card)), cfg.resource: str(w.cards)}
     limits = {cfg.resource: str(w.cards)}
@@ -483,7 +511,7 @@ def _workload_objects(cfg: GenConfig, w: _Workload, node_names: list[str], rng: 
 
     if w.kind == "deployment":
         name = f"svc-{w.index:06d}"
-        rs = f"{name}-{rng.getrandbits(32):08x}"
+        rs = f"{name}-{uids.getrandbits(32):08x}"
         owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs, "uid": owner_uid,
                  "controller": True, "blockOwnerDeletion": True}
         names = [f"{rs}-{k:02d}" for k in range(len(w.placed[0]))]
@@ -554,6 +582,7 @@ def _cpu_pods(cfg: GenConfig, cluster: _Cluster, node_names: list[str], width: i
     out: list[dict[str, Any]] = []
     node_cpu = _milli(cfg.node_cpu_per_card)
     for i, node in enumerate(node_names):
+        pool = cluster.pool_of[i]
         budget = min(int(cfg.cpu_pressure * cluster.cards[i] * node_cpu * rng.uniform(0.5, 1.5)),
                      cluster.free_cpu[i])
         k = 0
@@ -566,7 +595,8 @@ def _cpu_pods(cfg: GenConfig, cluster: _Cluster, node_names: list[str], width: i
             budget -= cpu
             k += 1
             out.append(_pod(f"cpu-load-{i + 1:0{width}d}-{k:02d}", "services", _uid(uids), node,
-                            {"cpu": _cpu(cpu), "memory": _memory(mem)}, labels={"app": "cpu-load"}))
+                            {"cpu": _cpu(cpu), "memory": _memory(mem)}, labels={"app": "cpu-load"},
+                            node_selector={POOL_LABEL: f"pool-{pool}"}, tolerations=_pool_tolerations(cfg, pool)))
     return out
 
 
@@ -646,7 +676,7 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-_FLAG_HELP: dict[str, tuple[Callable[[str], Any] | None, str, str]] = {
+_FLAG_HELP: dict[str, tuple[Callable[[str], Any], str, str]] = {
     "nodes": (_positive, "N", "provider nodes"),
     "cards_per_node": (_int_list, "C[,C...]", "node sizes in cards, drawn uniformly"),
     "resource": (str, "R", "target resource"),

@@ -151,8 +151,9 @@ def _solver(options: PlanOptions, limit: float) -> cp_model.CpSolver:
     s.parameters.max_time_in_seconds = max(limit, 0.05)
     s.parameters.num_workers = options.workers
     s.parameters.random_seed = options.seed
-    if options.workers == 1:
-        s.parameters.interleave_search = True
+    # The LP relaxation is what proves "no more nodes can be freed": full linearization makes
+    # single-worker proofs on 14-node clusters go from seconds to tenths (measured).
+    s.parameters.linearization_level = 2
     return s
 
 

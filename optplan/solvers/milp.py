@@ -58,8 +58,8 @@ def _quiet() -> Iterator[None]:
 
 def build(data: ModelData, name: str) -> tuple[pulp.LpProblem, dict[str, Any]]:
     prob = pulp.LpProblem(name, pulp.LpMaximize)
-    vacate = {c: pulp.LpVariable(f"vacate_{i}", cat="Binary") for i, c in enumerate(data.candidates)}
-    send = {(k.key, r): pulp.LpVariable(f"send_{k.key}_{j}", lowBound=0, upBound=k.count, cat="Integer")
+    vacate = {c: prob.add_variable(f"vacate_{i}", cat="Binary") for i, c in enumerate(data.candidates)}
+    send = {(k.key, r): prob.add_variable(f"send_{k.key}_{j}", lowBound=0, upBound=k.count, cat="Integer")
             for k in data.classes for j, r in enumerate(k.receivers)}
     # assignment
     for k in data.classes:
@@ -86,14 +86,14 @@ def build(data: ModelData, name: str) -> tuple[pulp.LpProblem, dict[str, Any]]:
         moved = pulp.lpSum(n * vacate[c] for c, n in by_node.items())
         cards = pulp.lpSum(data.cards(n) * vacate[c] for c, n in data.group_cards_by[g].items())
         total = sum(by_node.values())
-        affected[g] = pulp.LpVariable(f"affected_{i}", cat="Binary")
+        affected[g] = prob.add_variable(f"affected_{i}", cat="Binary")
         prob += moved <= total * affected[g]
-        breach[g] = pulp.LpVariable(f"breach_{i}", cat="Binary")
+        breach[g] = prob.add_variable(f"breach_{i}", cat="Binary")
         if total > gang.safe:
             prob += moved <= gang.safe + (total - gang.safe) * breach[g]
         else:
             prob += breach[g] == 0
-        acards[g] = pulp.LpVariable(f"affected_cards_{i}", lowBound=0)
+        acards[g] = prob.add_variable(f"affected_cards_{i}", lowBound=0)
         prob += acards[g] >= cards
         prob += acards[g] >= data.cards(gang.footprint) * breach[g]
     # budgets and PDBs
