@@ -48,28 +48,40 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"optplan {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
 
-    def common(p: argparse.ArgumentParser, formats: Sequence[str], default: str) -> None:
+    def common(p: argparse.ArgumentParser, formats: Sequence[str], default: str, limit: float) -> None:
         p.add_argument("snapshots", nargs="+", metavar="SNAPSHOT", help="kubectl get -o yaml|json output files")
         p.add_argument("-o", "--output", choices=formats, default=default, help=f"output format (default {default})")
-        p.add_argument("--time-limit", type=_positive, default=10.0, metavar="SECONDS",
-                       help="time limit for each exact computation (default 10)")
-        p.add_argument("-v", "--verbose", action="count", default=0, help="log progress to stderr")
+        p.add_argument("--time-limit", type=_positive, default=limit, metavar="SECONDS",
+                       help=f"time limit of each exact computation (default {limit:g})")
+        p.add_argument("-v", "--verbose", action="count", default=0,
+                       help="log progress to stderr (incumbents with time, objective and bound)")
+
+    def planning(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--run", metavar="RUN",
+                       help="a file holding the RepackRun, or the name of one inside the snapshots")
+        p.add_argument("--weights", type=_float_list, default=Weights(), metavar="W1,W2,W3,W4,W5",
+                       help="weights of affected PodGroups, below minAvailable, affected cards, moved cards, "
+                            "moved pods (default 1.0,0.8,0.6,0.3,0.1)")
+        p.add_argument("--workers", type=int, default=1, help="solver worker threads (default 1)")
+        p.add_argument("--seed", type=int, default=0, help="solver random seed (default 0)")
 
     p = sub.add_parser("frag", help="measure fragmentation of a target resource")
-    common(p, ("table", "yaml", "json"), "table")
+    common(p, ("table", "yaml", "json"), "table", 10.0)
     p.add_argument("--resource", required=True, metavar="R", help="target resource, e.g. nvidia.com/gpu")
 
     p = sub.add_parser("repack", help="plan a RepackRun (DryRun) and print it with its status")
-    common(p, ("yaml", "json", "table"), "yaml")
-    p.add_argument("--run", metavar="RUN", help="a file holding the RepackRun, or the name of one inside the snapshots")
-    p.add_argument("--solver", choices=planner_names(), default="greedy")
-    p.add_argument("--weights", type=_float_list, default=Weights(), metavar="W1,W2,W3,W4,W5",
-                   help="weights of affected PodGroups, below minAvailable, affected cards, moved cards, "
-                        "moved pods (default 1.0,0.8,0.6,0.3,0.1)")
-    p.add_argument("--workers", type=int, default=1, help="solver worker threads (default 1)")
-    p.add_argument("--seed", type=int, default=0, help="solver random seed (default 0)")
+    common(p, ("yaml", "json", "table"), "yaml", 30.0)
+    planning(p)
+    p.add_argument("--solver", choices=planner_names(), default="auto",
+                   help="auto (default): greedy, then CP-SAT hinted with it, the better plan wins")
     p.add_argument("--timings", action="store_true",
                    help="record status.plan.solver.wallSeconds (output then differs from run to run)")
+
+    p = sub.add_parser("compare", help="plan with the greedy and the exact solver and print them side by side")
+    common(p, ("table", "yaml", "json"), "table", 30.0)
+    planning(p)
+    p.add_argument("--solvers", default="greedy,cpsat", metavar="LIST",
+                   help=f"comma-separated solvers to compare (default greedy,cpsat; from {', '.join(planner_names())})")
     return ap
 
 
@@ -98,6 +110,8 @@ def _dispatch(args: argparse.Namespace) -> str:
         log.warning("%s", w)
     if args.command == "frag":
         return _frag(args, loaded)
+    if args.command == "compare":
+        return _compare(args, loaded)
     return _repack(args, loaded)
 
 
@@ -191,3 +205,40 @@ def repack_table(out: RepackOutcome) -> str:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+# ---- compare -------------------------------------------------------------------------------------
+
+def _compare(args: argparse.Namespace, loaded: LoadedInput) -> str:
+    names = [n.strip() for n in args.solvers.split(",") if n.strip()]
+    unknown = [n for n in names if n not in planner_names()]
+    if unknown or not names:
+        raise InputError(f"unknown solver(s) {', '.join(unknown) or '(none)'}; choose from "
+                         f"{', '.join(planner_names())}", field="--solvers")
+    run = _pick_run(args, loaded)
+    options = PlanOptions(time_limit=args.time_limit, workers=args.workers, seed=args.seed)
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        out = plan_repack(loaded.snapshot, run, solver=name, options=options, weights=args.weights)
+        s = out.status.plan.summary
+        d = out.result.disruption
+        rec = out.result.record
+        rows.append({
+            "solver": name, "status": rec.status, "reason": out.reason, "freedNodes": s.freed_node_count,
+            "freedNodesBound": rec.freed_nodes_bound, "fragAfterPercent": s.frag_after_percent,
+            "affectedPodGroups": d.affected_pod_groups, "podGroupsBelowMinAvailable": d.below_min_available,
+            "affectedCards": out.status.plan.disruption.affected_cards,
+            "movedCards": out.status.plan.disruption.moved_cards, "movedPods": d.moved_pods,
+            "weightedCost": round(d.weighted(args.weights), 4), "gapPercent": rec.gap_percent,
+            "wallSeconds": rec.wall_seconds})
+    if args.output != "table":
+        return dump({"run": run.name, "fragBeforePercent": round_half_up(out.frag.percent()), "plans": rows},
+                    args.output)
+    header = ["", *[r["solver"] for r in rows]]
+    fields = [("status", "status"), ("outcome", "reason"), ("freed nodes", "freedNodes"),
+              ("freed bound", "freedNodesBound"), ("frag after %", "fragAfterPercent"),
+              ("affected PodGroups", "affectedPodGroups"), ("below minAvailable", "podGroupsBelowMinAvailable"),
+              ("affected cards", "affectedCards"), ("moved cards", "movedCards"), ("moved pods", "movedPods"),
+              ("weighted cost", "weightedCost"), ("gap %", "gapPercent"), ("time s", "wallSeconds")]
+    table = [header] + [[label, *["-" if r[key] is None else str(r[key]) for r in rows]] for label, key in fields]
+    return (f"RepackRun {run.name}: fragmentation before {round_half_up(out.frag.percent())}%\n" + _table(table))

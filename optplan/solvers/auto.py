@@ -1,4 +1,5 @@
-"""auto: the greedy first, then CP-SAT hinted with the greedy plan; the better plan wins.
+"""auto: the greedy first, then CP-SAT hinted with the greedy plan; the better plan wins, and on a
+tie the greedy's (its receivers follow the seed's order).
 
 "Better" is the exact model's lexicographic order: more freed nodes, then lower scaled disruption.
 When CP-SAT finds nothing within the time left, the greedy plan is returned as FALLBACK.
@@ -53,14 +54,16 @@ class AutoPlanner:
         e_key = (-len(out.plan.freed_nodes), scaled_cost(out.data, out.plan))
         log.info("auto: greedy freed %d cost %d; cpsat freed %d cost %d (%s)", -g_key[0], g_key[1], -e_key[0],
                  e_key[1], out.status)
-        if e_key <= g_key:
+        if e_key < g_key:
             moved = [problem.snapshot.pods[m.pod] for m in out.plan.moves]
             record = SolverRecord(name=self.name, status=out.status, freed_nodes_bound=out.freed_bound,
                                   objective=e_key[1], best_bound=out.bound, gap_percent=gap, wall_seconds=wall)
             return PlanResult(plan=out.plan, record=record, disruption=problem.disruption(moved),
                               rejections=explain(problem, out.plan))
-        record = SolverRecord(name=self.name, status="FEASIBLE", freed_nodes_bound=out.freed_bound,
-                              objective=g_key[1], best_bound=out.bound, gap_percent=cpsat.gap_percent(g_key[1],
-                                                                                                    out.bound),
-                              wall_seconds=wall)
+        # The greedy plan is as good (ties keep the greedy's seed-ordered receivers): when CP-SAT
+        # proved its own equal plan optimal, the greedy plan is optimal too.
+        status = out.status if e_key == g_key else "FEASIBLE"
+        record = SolverRecord(name=self.name, status=status, freed_nodes_bound=out.freed_bound,
+                              objective=g_key[1], best_bound=out.bound,
+                              gap_percent=cpsat.gap_percent(g_key[1], out.bound), wall_seconds=wall)
         return replace(greedy, record=record)
