@@ -107,7 +107,7 @@ class Taint(KubeModel):
 
 class Toleration(KubeModel):
     key: str = ""
-    operator: Literal["Equal", "Exists"] = "Equal"
+    operator: Literal["Equal", "Exists", ""] = "Equal"  # "" means Equal, as in Kubernetes
     value: str = ""
     effect: str = ""  # empty tolerates every effect
 

@@ -78,7 +78,7 @@ class _Greedy:
         U = len(self.names)
         cand_names = problem.candidates
         # Resources that matter for fit: everything a movable pod requests, plus pods.
-        res: set[str] = {"pods"}
+        res: set[str] = {"pods", R}
         for c in cand_names:
             for pod in problem.r_pods[c]:
                 res.update(pod.requests)
