@@ -7,6 +7,7 @@ YAML stream. Several files are merged. Every problem is an InputError naming fil
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from optplan.models.snapshot import (
     Resources,
     Snapshot,
 )
+from optplan.models.topology import HyperNode, HyperNodeMember
 
 try:  # the C loader is many times faster on large snapshots
     _Loader: Any = yaml.CSafeLoader
@@ -302,6 +304,39 @@ def parse_pdb(raw: _Raw) -> PodDisruptionBudget:
         disruptions_allowed=allowed)
 
 
+def parse_hyper_node(raw: _Raw) -> HyperNode:
+    obj = raw.obj
+    tier = _get(raw, obj, "spec.tier", required=True, types=int)
+    members = []
+    for i, m in enumerate(_get(raw, obj, "spec.members", [], types=list)):
+        p = f"spec.members[{i}]"
+        if not isinstance(m, dict):
+            raise raw.error(p, "expected a mapping")
+        mtype = _get(raw, m, "type", required=True, types=str, prefix=p + ".")
+        if mtype not in ("Node", "HyperNode"):
+            raise raw.error(p + ".type", f"must be Node or HyperNode, got {mtype!r}")
+        sel = _get(raw, m, "selector", required=True, types=dict, prefix=p + ".")
+        kinds = [k for k in ("exactMatch", "regexMatch", "labelMatch") if sel.get(k) is not None]
+        if len(kinds) != 1:
+            raise raw.error(p + ".selector", "needs exactly one of exactMatch, regexMatch, labelMatch")
+        if mtype == "HyperNode" and kinds[0] != "exactMatch":
+            raise raw.error(p + ".selector", "a HyperNode member is selected by exactMatch only")
+        if kinds[0] == "exactMatch":
+            name = _get(raw, sel, "exactMatch.name", required=True, types=str, prefix=p + ".selector.")
+            members.append(HyperNodeMember(type=mtype, exact_name=name))
+        elif kinds[0] == "regexMatch":
+            pattern = _get(raw, sel, "regexMatch.pattern", required=True, types=str, prefix=p + ".selector.")
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise raw.error(p + ".selector.regexMatch.pattern", f"invalid regular expression: {e}") from None
+            members.append(HyperNodeMember(type=mtype, regex=pattern))
+        else:
+            labels = _model(raw, LabelSelector, sel["labelMatch"], p + ".selector.labelMatch")
+            members.append(HyperNodeMember(type=mtype, labels=labels))
+    return HyperNode(name=_name(raw), tier=tier, members=tuple(members))
+
+
 def parse_repack_run(raw: _Raw) -> RepackRun:
     obj = raw.obj
     spec = _get(raw, obj, "spec", required=True, types=dict)
@@ -320,6 +355,7 @@ _PARSERS: dict[tuple[str, str], Any] = {
     ("scheduling.volcano.sh", "PodGroup"): parse_pod_group,
     ("policy", "PodDisruptionBudget"): parse_pdb,
     ("repack.volcano.sh", "RepackRun"): parse_repack_run,
+    ("topology.volcano.sh", "HyperNode"): parse_hyper_node,
 }
 
 
@@ -344,6 +380,7 @@ def build(raws: Sequence[_Raw]) -> LoadedInput:
     groups: dict[str, PodGroup] = {}
     pdbs: dict[str, PodDisruptionBudget] = {}
     runs: dict[str, RepackRun] = {}
+    hyper: dict[str, HyperNode] = {}
     origin: dict[tuple[str, str], _Raw] = {}
     pod_raw: dict[str, _Raw] = {}
     for raw in raws:
@@ -353,7 +390,7 @@ def build(raws: Sequence[_Raw]) -> LoadedInput:
         parsed = parser(raw)
         key: str = parsed.key if hasattr(parsed, "key") else parsed.name
         tables: dict[str, dict[str, Any]] = {"Node": nodes, "Pod": pods, "PodGroup": groups,
-                                             "PodDisruptionBudget": pdbs, "RepackRun": runs}
+                                             "PodDisruptionBudget": pdbs, "RepackRun": runs, "HyperNode": hyper}
         table = tables[raw.kind]
         ident = (raw.kind, key)
         if key in table:
@@ -386,7 +423,7 @@ def build(raws: Sequence[_Raw]) -> LoadedInput:
                                 f"allocatable {format_milli(cap)}")
     snap = Snapshot(nodes=dict(sorted(nodes.items())), pods=dict(sorted(kept.items())),
                     pod_groups=dict(sorted(groups.items())), pdbs=dict(sorted(pdbs.items())),
-                    warnings=tuple(warnings))
+                    hyper_nodes=dict(sorted(hyper.items())), warnings=tuple(warnings))
     return LoadedInput(snapshot=snap, runs=dict(sorted(runs.items())))
 
 

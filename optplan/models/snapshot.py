@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -136,7 +136,15 @@ class Snapshot(BaseModel):
     pods: dict[str, Pod] = Field(default_factory=dict)
     pod_groups: dict[str, PodGroup] = Field(default_factory=dict)
     pdbs: dict[str, PodDisruptionBudget] = Field(default_factory=dict)
+    hyper_nodes: dict[str, Any] = Field(default_factory=dict)
+    """HyperNode name -> ``topology.HyperNode`` (typed loosely here to keep the import one-way)."""
     warnings: tuple[str, ...] = ()
+
+    @cached_property
+    def topology(self) -> Any:
+        from optplan.models.topology import Topology
+
+        return Topology(self.hyper_nodes, self.nodes)
 
     @cached_property
     def pods_by_node(self) -> dict[str, list[Pod]]:

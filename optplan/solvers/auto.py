@@ -55,10 +55,9 @@ class AutoPlanner:
         log.info("auto: greedy freed %d cost %d; cpsat freed %d cost %d (%s)", -g_key[0], g_key[1], -e_key[0],
                  e_key[1], out.status)
         if e_key < g_key:
-            moved = [problem.snapshot.pods[m.pod] for m in out.plan.moves]
             record = SolverRecord(name=self.name, status=out.status, freed_nodes_bound=out.freed_bound,
                                   objective=e_key[1], best_bound=out.bound, gap_percent=gap, wall_seconds=wall)
-            return PlanResult(plan=out.plan, record=record, disruption=problem.disruption(moved),
+            return PlanResult(plan=out.plan, record=record, disruption=problem.plan_disruption(out.plan),
                               rejections=explain(problem, out.plan))
         # The greedy plan is as good (ties keep the greedy's seed-ordered receivers): when CP-SAT
         # proved its own equal plan optimal, the greedy plan is optimal too.

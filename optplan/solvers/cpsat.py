@@ -32,6 +32,7 @@ class Vars:
     affected: dict[str, Any]  # affected[group]
     breach: dict[str, Any]  # breach[group]
     affected_cards: dict[str, Any]  # affected_cards[group], card units
+    widening: dict[str, Any]  # widening[group]: tiers a soft-topology group widens
 
     def freed(self) -> Any:
         return sum(self.vacate.values())
@@ -41,11 +42,12 @@ def build(data: ModelData) -> tuple[cp_model.CpModel, Vars]:
     m = cp_model.CpModel()
     vacate = {c: m.new_bool_var(f"vacate[{c}]") for c in data.candidates}
     send = {(k.key, r): m.new_int_var(0, k.count, f"send[{k.key}->{r}]") for k in data.classes for r in k.receivers}
-    v = Vars(vacate, send, {}, {}, {})
+    v = Vars(vacate, send, {}, {}, {}, {})
     add_assignment(m, data, v)
     add_capacity(m, data, v)
     add_gang(m, data, v)
     add_budgets(m, data, v)
+    add_topology(m, data, v)
     m.add(v.freed() <= data.freed_upper)
     return m, v
 
@@ -118,12 +120,41 @@ def add_budgets(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
         m.add(sum(n * v.vacate[c] for c, n in by_node.items()) <= p.snapshot.pdbs[key].disruptions_allowed)
 
 
+def add_topology(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
+    """Each topology PodGroup ends inside exactly one region (a HyperNode of allowed tier; for soft
+    groups any HyperNode or the root). Pods that stay pin the region; pods that move go inside it.
+    Soft groups pay for every tier the region sits above their tier in the snapshot."""
+    p = data.problem
+    topo = p.snapshot.topology
+    for g, regions in data.topo_regions.items():
+        region = {h: m.new_bool_var(f"region[{g}@{h}]") for h in regions}
+        m.add_exactly_one(region.values())
+        for n in data.topo_stay_nodes[g]:
+            for h, y in region.items():
+                if n not in topo.region_nodes(h):
+                    m.add_implication(y, v.vacate[n])  # the region excludes n: n's pods must leave
+        for k in data.classes:
+            if k.group != g:
+                continue
+            for r in k.receivers:
+                inside = [y for h, y in region.items() if r in topo.region_nodes(h)]
+                if inside:
+                    m.add(v.send[k.key, r] <= k.count * sum(inside))
+                else:
+                    m.add(v.send[k.key, r] == 0)
+        if g in p.soft_topology:
+            before = topo.lowest_tier(set(p.group_nodes(g)))
+            w = m.new_int_var(0, topo.top_tier, f"widening[{g}]")
+            m.add(w >= sum(topo.tier(h) * y for h, y in region.items()) - before)
+            v.widening[g] = w
+
+
 def cost_expr(data: ModelData, v: Vars) -> Any:
     w = data.weights_int
     moved_cards = sum(data.cards(k.cards) * k.count * v.vacate[k.node] for k in data.classes)
     moved_pods = sum(k.count * v.vacate[k.node] for k in data.classes)
     return (w[0] * sum(v.affected.values()) + w[1] * sum(v.breach.values()) + w[2] * sum(v.affected_cards.values())
-            + w[3] * moved_cards + w[4] * moved_pods)
+            + w[3] * moved_cards + w[4] * moved_pods + w[5] * sum(v.widening.values()))
 
 
 def add_hint(data: ModelData, v: Vars, m: cp_model.CpModel, plan: RepackPlan) -> None:
@@ -255,6 +286,5 @@ class CpSatPlanner:
         record = SolverRecord(name=self.name, status=out.status if out.plan is not None else "FALLBACK",
                               freed_nodes_bound=out.freed_bound, objective=out.objective, best_bound=out.bound,
                               gap_percent=gap_percent(out.objective, out.bound), wall_seconds=wall)
-        moved = [problem.snapshot.pods[mv.pod] for mv in plan.moves]
-        return PlanResult(plan=plan, record=record, disruption=problem.disruption(moved),
+        return PlanResult(plan=plan, record=record, disruption=problem.plan_disruption(plan),
                           rejections=explain(problem, plan))

@@ -57,12 +57,11 @@ class GreedyPlanner:
         state = _Greedy(problem)
         moves, freed = state.run()
         plan = RepackPlan.build(moves, freed)
-        moved = [problem.snapshot.pods[m.pod] for m in plan.moves]
         wall = time.perf_counter() - t0
         log.info("greedy: freed %d nodes, moved %d pods in %.3fs (%d rounds, %d evaluations)",
                  len(freed), len(moves), wall, state.rounds, state.evaluations)
         record = SolverRecord(name=self.name, status="HEURISTIC", wall_seconds=round(wall, 3))
-        return PlanResult(plan=plan, record=record, disruption=problem.disruption(moved),
+        return PlanResult(plan=plan, record=record, disruption=problem.plan_disruption(plan),
                           rejections=state.rejections())
 
 
@@ -154,8 +153,8 @@ class _Greedy:
         # Plan-so-far accounting.
         self.moved_in_group: Counter[str] = Counter()
         self.cards_in_group: Counter[str] = Counter()
-        self.totals = np.zeros(5, dtype=np.int64)  # the five dimensions of the plan so far
-        self.delta = np.zeros((C, 5), dtype=np.int64)  # what each candidate would add to them
+        self.totals = np.zeros(6, dtype=np.int64)  # the six dimensions of the plan so far
+        self.delta = np.zeros((C, 6), dtype=np.int64)  # what each candidate would add to them
         self.delta_dirty = np.ones(C, dtype=bool)
         self.cands_of_group: dict[str, list[int]] = defaultdict(list)
         for ci, cand in enumerate(self.cands):
@@ -178,6 +177,17 @@ class _Greedy:
                     use[pdb_key] += 1
             self.cand_pdb.append(use)
         self.gain = np.array([c.gain for c in self.cands], dtype=np.int64)
+        # Network topology: current nodes of each topology PodGroup's pods, and HyperNode masks.
+        self.topo = problem.snapshot.topology
+        self.positions: dict[str, Counter[str]] = {
+            g: Counter(problem.group_nodes(g)) for g in problem.topology_groups}
+        self.region_mask = {h: np.array([n in self.topo.region_nodes(h) for n in self.names], dtype=bool)
+                            for h in self.topo.regions(None)} if problem.topology_groups else {}
+        self.cands_of_topo_group: dict[str, list[int]] = defaultdict(list)
+        for ci, cand in enumerate(self.cands):
+            for gk in cand.groups:
+                if gk in problem.topology_groups:
+                    self.cands_of_topo_group[gk].append(ci)
         self.moves: list[PodMove] = []
         self.freed: list[str] = []
         self.received: set[int] = set()
@@ -199,7 +209,13 @@ class _Greedy:
         self.ch_u[rows.start:rows.stop] = -1
         self.ch_tier[rows.start:rows.stop] = _INF
         self.ch_left[rows.start:rows.stop] = _INF
-        for k in rows:
+        topo_groups = [g for g in cand.groups if g in self.positions]
+        placed: dict[str, Counter[str]] = {}
+        if topo_groups:
+            for g in topo_groups:
+                placed[g] = Counter(self.positions[g])
+                placed[g][cand.node] -= cand.groups[g]  # every pod of g on the candidate moves
+        for k, pod in zip(rows, cand.pods, strict=True):
             self.evaluated[k] = True
             dem = self.row_dem[:, k]
             need = dem > 0
@@ -207,6 +223,9 @@ class _Greedy:
             mask[cand.index] = False
             if need.any():
                 mask &= (free[need] >= dem[need, None]).all(axis=0)
+            gk = pod.group_key or ""
+            if gk in self.p.hard_topology:
+                mask &= self._hard_mask(gk, placed[gk])
             if not mask.any():
                 ok = False
                 break
@@ -219,10 +238,28 @@ class _Greedy:
             self.ch_left[k] = free[self.iR, u] - dem[self.iR]
             free[:, u] -= dem
             touched.append((u, dem))
+            if gk in placed:
+                placed[gk][self.names[u]] += 1
         for u, dem in touched:
             free[:, u] += dem
         self.placeable[ci] = ok
         self.dirty[ci] = False
+        widen = 0
+        if ok:
+            for g in topo_groups:
+                if g in self.p.soft_topology:
+                    widen += (self.p.widening(g, +placed[g]) - self.p.widening(g, +self.positions[g]))
+        self.delta[ci, 5] = widen
+
+    def _hard_mask(self, group: str, placed: Counter[str]) -> np.ndarray:
+        """Receivers that keep a hard-topology PodGroup inside one allowed HyperNode."""
+        nodes = {n for n, c in placed.items() if c > 0}
+        limit = self.p.hard_topology[group]
+        regions = self.topo.enclosing(nodes, limit) if nodes else self.topo.regions(limit)
+        mask = np.zeros(len(self.names), dtype=bool)
+        for h in regions:
+            mask |= self.region_mask[h]
+        return mask
 
     def _mark_dirty(self, changed: list[int], removed: int) -> None:
         """Candidates whose cached placement may differ after receivers ``changed`` lost capacity
@@ -267,7 +304,7 @@ class _Greedy:
                 aff_cards += cand.group_cards[gk]
             moved_cards += cand.group_cards[gk]
             moved_pods += n
-        self.delta[ci] = (affected, breached, aff_cards, moved_cards, moved_pods)
+        self.delta[ci, :5] = (affected, breached, aff_cards, moved_cards, moved_pods)
         self.delta_dirty[ci] = False
 
     # ---- rounds ------------------------------------------------------------------------------
@@ -332,6 +369,14 @@ class _Greedy:
             if other is not None:
                 self.alive[other] = False  # a node that receives is never vacated later
         self.totals = self.totals + self.delta[ci]
+        for k, pod in zip(cand.rows, cand.pods, strict=True):
+            gk = pod.group_key or ""
+            if gk in self.positions:
+                self.positions[gk][cand.node] -= 1
+                self.positions[gk][self.names[int(self.ch_u[k])]] += 1
+        for gk in cand.groups:
+            for other in self.cands_of_topo_group.get(gk, ()):
+                self.dirty[other] = True  # its topology region or widening may have changed
         for gk, n in cand.groups.items():
             self.moved_in_group[gk] += n
             self.cards_in_group[gk] += cand.group_cards[gk]

@@ -111,13 +111,34 @@ def build(data: ModelData, name: str) -> tuple[pulp.LpProblem, dict[str, Any]]:
                 pdb_use[key][c] += 1
     for key, by_node in sorted(pdb_use.items()):
         prob += pulp.lpSum(n * vacate[c] for c, n in by_node.items()) <= p.snapshot.pdbs[key].disruptions_allowed
+    # network topology: one region per topology PodGroup (see cpsat.add_topology)
+    topo = p.snapshot.topology
+    widening = {}
+    for i, (g, regions) in enumerate(data.topo_regions.items()):
+        region = {h: prob.add_variable(f"region_{i}_{j}", cat="Binary") for j, h in enumerate(regions)}
+        prob += pulp.lpSum(region.values()) == 1
+        for n in data.topo_stay_nodes[g]:
+            for h, y in region.items():
+                if n not in topo.region_nodes(h):
+                    prob += y <= vacate[n]
+        for k in data.classes:
+            if k.group != g:
+                continue
+            for r in k.receivers:
+                prob += send[k.key, r] <= k.count * pulp.lpSum(y for h, y in region.items()
+                                                               if r in topo.region_nodes(h))
+        if g in p.soft_topology:
+            before = topo.lowest_tier(set(p.group_nodes(g)))
+            widening[g] = prob.add_variable(f"widening_{i}", lowBound=0)
+            prob += widening[g] >= pulp.lpSum(topo.tier(h) * y for h, y in region.items()) - before
     freed = pulp.lpSum(vacate.values())
     prob += freed <= data.freed_upper
     w = data.weights_int
     cost = (w[0] * pulp.lpSum(affected.values()) + w[1] * pulp.lpSum(breach.values())
             + w[2] * pulp.lpSum(acards.values())
             + w[3] * pulp.lpSum(data.cards(k.cards) * k.count * vacate[k.node] for k in data.classes)
-            + w[4] * pulp.lpSum(k.count * vacate[k.node] for k in data.classes))
+            + w[4] * pulp.lpSum(k.count * vacate[k.node] for k in data.classes)
+            + w[5] * pulp.lpSum(widening.values()))
     return prob, {"vacate": vacate, "send": send, "freed": freed, "cost": cost}
 
 
@@ -175,8 +196,7 @@ class MilpPlanner:
         record = SolverRecord(name=self.name, status=status, objective=cost,
                               freed_nodes_bound=len(plan.freed_nodes) if status == "OPTIMAL" else None,
                               wall_seconds=wall)
-        moved = [problem.snapshot.pods[m.pod] for m in plan.moves]
-        return PlanResult(plan=plan, record=record, disruption=problem.disruption(moved))
+        return PlanResult(plan=plan, record=record, disruption=problem.plan_disruption(plan))
 
 
 __all__ = ["MilpPlanner"]

@@ -62,9 +62,13 @@ class ModelData:
     group_moved_by: dict[str, dict[str, int]]  # group -> candidate -> pods that move with it
     group_cards_by: dict[str, dict[str, int]]  # group -> candidate -> cards (milli) that move with it
     card_unit: int
-    weights_int: tuple[int, int, int, int, int]
+    weights_int: tuple[int, int, int, int, int, int]
     pruned: bool  # some receivers were cut: optimum is for the restricted model
     freed_upper: int  # occupied − theoretical minimum lower bound, or the candidate count
+    topo_regions: dict[str, list[str]] = field(default_factory=dict)
+    """Topology PodGroup with movable pods -> HyperNodes (and, for soft, the root) it may end up in."""
+    topo_stay_nodes: dict[str, list[str]] = field(default_factory=dict)
+    """Topology PodGroup -> candidate nodes holding its pods (they stay unless the node is vacated)."""
 
     def cards(self, milli: int) -> int:
         return milli // self.card_unit
@@ -74,18 +78,18 @@ class ModelData:
         return {g: self.cards(self.problem.gangs[g].footprint) for g in self.group_moved_by}
 
 
-def integer_weights(w: Weights, card_unit: int) -> tuple[int, int, int, int, int]:
+def integer_weights(w: Weights, card_unit: int) -> tuple[int, int, int, int, int, int]:
     """Weights scaled to integers: counts are multiplied by 1000/card_unit so that card terms
     (counted in card units) and count terms share one exact scale."""
     fr = [Fraction(str(x)) for x in w.as_tuple()]
     denom = math.lcm(*(f.denominator for f in fr))
     per_unit = Fraction(1000, card_unit)  # card units per whole card
     scaled = [f * denom for f in fr]
-    counts = [scaled[0] * per_unit, scaled[1] * per_unit, scaled[4] * per_unit]
+    counts = [scaled[0] * per_unit, scaled[1] * per_unit, scaled[4] * per_unit, scaled[5] * per_unit]
     # Make every term an integer: multiply by the denominator of per_unit if needed.
     extra = math.lcm(*(x.denominator for x in [*counts, scaled[2], scaled[3]]))
-    a, b, p = (int(x * extra) for x in counts)
-    return (a, b, int(scaled[2] * extra), int(scaled[3] * extra), p)
+    a, b, p, t = (int(x * extra) for x in counts)
+    return (a, b, int(scaled[2] * extra), int(scaled[3] * extra), p, t)
 
 
 def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
@@ -100,8 +104,7 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
     for c in cands:
         buckets: dict[tuple[object, ...], list[Pod]] = defaultdict(list)
         for pod in problem.r_pods[c]:
-            sig = (tuple(sorted(pod.requests.items())), constraint_signature(pod), pod.group_key)
-            buckets[sig].append(pod)
+            buckets[(tuple(sorted(pod.requests.items())), constraint_signature(pod), pod.group_key)].append(pod)
         mine = []
         for sig in sorted(buckets, key=lambda s: min(p.key for p in buckets[s])):
             pods = sorted(buckets[sig], key=lambda p: p.key)
@@ -114,12 +117,12 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
     static_ok: dict[tuple[tuple[object, ...], str], bool] = {}
     pruned = False
     for k in classes:
-        sig = constraint_signature(k.pods[0])
+        csig = constraint_signature(k.pods[0])
         fits = []
         for r in receivers_all:
             if r == k.node:
                 continue
-            key = (sig, r)
+            key = (csig, r)
             if key not in static_ok:
                 static_ok[key] = static_reason(k.pods[0], snap.nodes[r]) is None
             if not static_ok[key]:
@@ -149,12 +152,24 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
         unit = math.gcd(unit, problem.gangs[g].footprint)
     unit = unit or 1000
     upper = len(cands) if freed_upper is None else min(len(cands), freed_upper)
+    topo_regions: dict[str, list[str]] = {}
+    topo_stay: dict[str, list[str]] = {}
+    cand_set = set(cands)
+    topo = snap.topology
+    for g, (mode, limit) in sorted(problem.topology_groups.items()):
+        if g not in moved_by:
+            continue
+        nodes = set(problem.group_nodes(g))
+        fixed = {n for n in nodes if n not in cand_set}
+        regions = topo.regions(limit if mode == "hard" else None)
+        topo_regions[g] = [h for h in regions if fixed <= topo.region_nodes(h)]
+        topo_stay[g] = sorted(nodes & cand_set)
     return ModelData(problem=problem, candidates=cands, classes=classes, classes_of=classes_of,
                      receivers=used_receivers, free=free,
                      group_moved_by={g: dict(v) for g, v in sorted(moved_by.items())},
                      group_cards_by={g: dict(v) for g, v in sorted(cards_by.items())},
                      card_unit=unit, weights_int=integer_weights(problem.weights, unit), pruned=pruned,
-                     freed_upper=upper)
+                     freed_upper=upper, topo_regions=topo_regions, topo_stay_nodes=topo_stay)
 
 
 def hint_counts(data: ModelData, plan: RepackPlan) -> dict[tuple[int, str], int]:
@@ -185,7 +200,8 @@ def decode(data: ModelData, vacated: list[str], sends: dict[tuple[int, str], int
 
 def scaled_cost(data: ModelData, plan: RepackPlan) -> int:
     """The integer objective of a plan (for comparisons and tests)."""
-    d = data.problem.disruption(data.problem.snapshot.pods[m.pod] for m in plan.moves)
+    d = data.problem.plan_disruption(plan)
     w = data.weights_int
     return (w[0] * d.affected_pod_groups + w[1] * d.below_min_available
-            + w[2] * data.cards(d.affected_cards) + w[3] * data.cards(d.moved_cards) + w[4] * d.moved_pods)
+            + w[2] * data.cards(d.affected_cards) + w[3] * data.cards(d.moved_cards) + w[4] * d.moved_pods
+            + w[5] * d.topology_widening)

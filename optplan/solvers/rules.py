@@ -26,34 +26,39 @@ class Weights:
     affected_cards: float = 0.6
     moved_cards: float = 0.3
     moved_pods: float = 0.1
+    topology_widening: float = 0.5
+    """Beyond the seed: per tier that a soft-topology PodGroup's enclosing HyperNode widens."""
 
-    def as_tuple(self) -> tuple[float, float, float, float, float]:
+    def as_tuple(self) -> tuple[float, float, float, float, float, float]:
         return (self.affected_pod_groups, self.below_min_available, self.affected_cards,
-                self.moved_cards, self.moved_pods)
+                self.moved_cards, self.moved_pods, self.topology_widening)
 
 
-DIMENSIONS = ("affectedPodGroups", "podGroupsBelowMinAvailable", "affectedCards", "movedCards", "movedPods")
+DIMENSIONS = ("affectedPodGroups", "podGroupsBelowMinAvailable", "affectedCards", "movedCards", "movedPods",
+              "topologyWidening")
 
 
 @dataclass(frozen=True, order=True)
 class Disruption:
-    """The five dimensions for a whole plan; card amounts in milli-units of the target resource."""
+    """The five seed dimensions for a whole plan (card amounts in milli-units of the target resource),
+    and the tiers by which soft-topology PodGroups widen (0 without HyperNodes)."""
 
     affected_pod_groups: int = 0
     below_min_available: int = 0
     affected_cards: int = 0
     moved_cards: int = 0
     moved_pods: int = 0
+    topology_widening: int = 0
 
-    def as_tuple(self) -> tuple[int, int, int, int, int]:
+    def as_tuple(self) -> tuple[int, int, int, int, int, int]:
         return (self.affected_pod_groups, self.below_min_available, self.affected_cards,
-                self.moved_cards, self.moved_pods)
+                self.moved_cards, self.moved_pods, self.topology_widening)
 
     def weighted(self, w: Weights, milli: int = 1000) -> float:
         """Raw weighted sum with cards counted in whole units (used for reports, not for ranking)."""
         v = self.as_tuple()
-        return sum(wi * (vi / milli if i in (2, 3) else vi) for i, (wi, vi) in enumerate(zip(w.as_tuple(), v,
-                                                                                             strict=True)))
+        return sum(wi * (vi / milli if i in (2, 3) else vi)
+                   for i, (wi, vi) in enumerate(zip(w.as_tuple(), v, strict=True)))
 
 
 @dataclass(frozen=True)
@@ -129,7 +134,45 @@ class RepackProblem:
             return "pod-without-podgroup"
         if gk not in self.pod_groups_in_scope:
             return "podgroup-out-of-scope"
+        if gk in self.hard_topology and not self.hard_topology_holds(gk, self.group_nodes(gk)):
+            return "podgroup-topology-unsatisfied"
         return None
+
+    # ---- network topology (HyperNodes) -------------------------------------------------------
+
+    @cached_property
+    def topology_groups(self) -> dict[str, tuple[str, int | None]]:
+        """PodGroup -> (mode, highestTierAllowed) for groups with networkTopology, when the snapshot
+        has HyperNodes (without HyperNodes no topology rule applies)."""
+        if not self.snapshot.hyper_nodes:
+            return {}
+        out: dict[str, tuple[str, int | None]] = {}
+        for k, g in self.snapshot.pod_groups.items():
+            nt = g.network_topology
+            if nt is not None:
+                out[k] = (nt.mode, nt.highest_tier_allowed)
+        return out
+
+    @cached_property
+    def hard_topology(self) -> dict[str, int | None]:
+        return {k: t for k, (mode, t) in self.topology_groups.items() if mode == "hard"}
+
+    @cached_property
+    def soft_topology(self) -> frozenset[str]:
+        return frozenset(k for k, (mode, _) in self.topology_groups.items() if mode == "soft")
+
+    def group_nodes(self, group: str) -> list[str]:
+        """Nodes of the PodGroup's occupying pods in the snapshot (with repeats)."""
+        return [p.node_name for p in self.snapshot.pods_by_group.get(group, []) if p.node_name is not None]
+
+    def hard_topology_holds(self, group: str, nodes: Iterable[str]) -> bool:
+        """Some HyperNode of tier ≤ highestTierAllowed encloses every node."""
+        return bool(self.snapshot.topology.enclosing(set(nodes), self.hard_topology[group]))
+
+    def widening(self, group: str, nodes_after: Iterable[str]) -> int:
+        """Tiers by which a soft PodGroup's lowest enclosing tier grows after the plan (never < 0)."""
+        topo = self.snapshot.topology
+        return max(topo.lowest_tier(set(nodes_after)) - topo.lowest_tier(set(self.group_nodes(group))), 0)
 
     @cached_property
     def node_block(self) -> dict[str, str]:
@@ -183,11 +226,13 @@ class RepackProblem:
         """Providers of R that scope.nodes admits as vacate targets."""
         return sum(1 for n in self.providers if self.node_in_scope(n))
 
-    def disruption(self, moved: Iterable[Pod]) -> Disruption:
-        """The five seed dimensions for a set of moved pods (the whole plan)."""
+    def disruption(self, moved: Iterable[Pod], dest: dict[str, str] | None = None) -> Disruption:
+        """The five seed dimensions for a set of moved pods (the whole plan); with ``dest`` (pod key ->
+        receiver), also the topology widening of soft-topology PodGroups."""
         count: dict[str, int] = defaultdict(int)
         cards: dict[str, int] = defaultdict(int)
         pods = 0
+        moved = list(moved)
         for pod in moved:
             gk = pod.group_key or f"<none>/{pod.key}"
             count[gk] += 1
@@ -202,8 +247,19 @@ class RepackProblem:
                 affected += gang.footprint
             else:
                 affected += cards[gk]
+        widening = 0
+        if dest is not None and self.soft_topology:
+            for gk in sorted(set(count) & self.soft_topology):
+                after = [dest.get(p.key, p.node_name) or "" for p in self.snapshot.pods_by_group.get(gk, [])]
+                widening += self.widening(gk, after)
         return Disruption(affected_pod_groups=len(count), below_min_available=breached,
-                          affected_cards=affected, moved_cards=sum(cards.values()), moved_pods=pods)
+                          affected_cards=affected, moved_cards=sum(cards.values()), moved_pods=pods,
+                          topology_widening=widening)
+
+    def plan_disruption(self, plan: RepackPlan) -> Disruption:
+        """The disruption of a plan, topology widening included."""
+        return self.disruption((self.snapshot.pods[m.pod] for m in plan.moves),
+                               {m.pod: m.to_node for m in plan.moves})
 
 
 def explain(problem: RepackProblem, plan: RepackPlan) -> dict[str, int]:

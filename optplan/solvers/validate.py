@@ -105,8 +105,15 @@ def plan_violations(problem: RepackProblem, plan: RepackPlan, *, claimed: Disrup
     for k, n in sorted(pdb_use.items()):
         if n > snap.pdbs[k].disruptions_allowed:
             out.append(f"PodDisruptionBudget {k} allows {snap.pdbs[k].disruptions_allowed} disruptions, plan moves {n}")
+    # Network topology: hard PodGroups stay inside one HyperNode of allowed tier.
+    dest = {m.pod: m.to_node for m in plan.moves}
+    for gk in sorted(g for g in groups if g is not None):
+        if gk in problem.hard_topology:
+            after = [dest.get(p.key, p.node_name) or "" for p in snap.pods_by_group.get(gk, [])]
+            if not problem.hard_topology_holds(gk, after):
+                out.append(f"PodGroup {gk} leaves every HyperNode of tier <= {problem.hard_topology[gk]}")
     # Gang accounting and the claimed cost.
-    actual = problem.disruption(moved)
+    actual = problem.disruption(moved, dest)
     if claimed is not None and claimed != actual:
         out.append(f"claimed disruption {claimed.as_tuple()} differs from recomputed {actual.as_tuple()}")
     if status is not None and frag is not None:
