@@ -10,7 +10,10 @@ import yaml
 from optplan.models.repack import API_VERSION, KIND, RepackRun, RepackRunStatus
 
 
-class _Dumper(yaml.SafeDumper):
+_Base: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # the C emitter is ~3x faster, same bytes
+
+
+class _Dumper(_Base):  # type: ignore[misc,valid-type]
     """Block style, no aliases, long strings kept on one line."""
 
     def ignore_aliases(self, data: Any) -> bool:

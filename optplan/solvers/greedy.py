@@ -141,6 +141,11 @@ class _Greedy:
                 self.row_sig[k] = self.sig_of[pod.key]
                 for r, v in pod_demand(pod).items():
                     self.row_dem[self.ri[r], k] = v
+        self.row_need = [np.flatnonzero(self.row_dem[:, k] > 0) for k in range(nrows)]
+        # One sortable key per receiver, tier * 2**40 + free R, while both fit in an int64.
+        self.rkey_exact = bool(U == 0 or (int(np.abs(free[self.iR]).max()) < 2**39
+                                          and int(self.tier.max()) < 2**22))
+        self.rkey = self.tier * np.int64(2**40) + free[self.iR] if self.rkey_exact else self.tier.copy()
         # Cached evaluation per row: chosen receiver and its key (tier, R left, index).
         self.ch_u = np.full(nrows, -1, dtype=np.int64)
         self.ch_tier = np.full(nrows, _INF, dtype=np.int64)
@@ -215,33 +220,32 @@ class _Greedy:
             for g in topo_groups:
                 placed[g] = Counter(self.positions[g])
                 placed[g][cand.node] -= cand.groups[g]  # every pod of g on the candidate moves
+        iR = self.iR
         for k, pod in zip(rows, cand.pods, strict=True):
             self.evaluated[k] = True
             dem = self.row_dem[:, k]
-            need = dem > 0
             mask = self.static[self.row_sig[k]] & self.active
             mask[cand.index] = False
-            if need.any():
-                mask &= (free[need] >= dem[need, None]).all(axis=0)
+            for i in self.row_need[k]:
+                mask &= free[i] >= dem[i]
             gk = pod.group_key or ""
             if gk in self.p.hard_topology:
                 mask &= self._hard_mask(gk, placed[gk])
             if not mask.any():
                 ok = False
                 break
-            tier = np.where(mask, self.tier, _INF)
-            m2 = mask & (tier == tier.min())
-            fr = np.where(m2, free[self.iR], _INF)
-            u = int(np.argmax(m2 & (fr == fr.min())))
+            u = self._best(mask)
             self.ch_u[k] = u
             self.ch_tier[k] = self.tier[u]
-            self.ch_left[k] = free[self.iR, u] - dem[self.iR]
+            self.ch_left[k] = free[iR, u] - dem[iR]
             free[:, u] -= dem
+            self.rkey[u] -= dem[iR]
             touched.append((u, dem))
             if gk in placed:
                 placed[gk][self.names[u]] += 1
         for u, dem in touched:
             free[:, u] += dem
+            self.rkey[u] += dem[iR]
         self.placeable[ci] = ok
         self.dirty[ci] = False
         widen = 0
@@ -250,6 +254,16 @@ class _Greedy:
                 if g in self.p.soft_topology:
                     widen += (self.p.widening(g, +placed[g]) - self.p.widening(g, +self.positions[g]))
         self.delta[ci, 5] = widen
+
+    def _best(self, mask: np.ndarray) -> int:
+        """The first receiver in the seed's order among ``mask``: lowest tier, then least R left
+        (the same order as least free R), then name (index order)."""
+        if self.rkey_exact:
+            return int(np.argmin(np.where(mask, self.rkey, _INF)))
+        tier = np.where(mask, self.tier, _INF)
+        m2 = mask & (tier == tier.min())
+        fr = np.where(m2, self.free[self.iR], _INF)
+        return int(np.argmax(m2 & (fr == fr.min())))
 
     def _hard_mask(self, group: str, placed: Counter[str]) -> np.ndarray:
         """Receivers that keep a hard-topology PodGroup inside one allowed HyperNode."""
@@ -356,6 +370,7 @@ class _Greedy:
         for k, pod in zip(cand.rows, cand.pods, strict=True):
             u = int(self.ch_u[k])
             self.free[:, u] -= self.row_dem[:, k]
+            self.rkey[u] -= self.row_dem[self.iR, k]
             self.moves.append(PodMove(pod=pod.key, from_node=cand.node, to_node=self.names[u]))
             if u not in changed:
                 changed.append(u)
@@ -364,6 +379,8 @@ class _Greedy:
         self.alive[ci] = False
         for u in changed:
             self.tier[u] = 0  # a receiver will stay occupied
+            if self.rkey_exact:
+                self.rkey[u] = self.free[self.iR, u]
             self.received.add(u)
             other = self.cand_of_u.get(u)
             if other is not None:

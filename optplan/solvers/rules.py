@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from optplan.models.repack import RepackPlan, RepackRun
-from optplan.models.snapshot import Pod, Snapshot
+from optplan.models.snapshot import Pod, PodDisruptionBudget, Snapshot
 
 VOLCANO = "volcano"
 
@@ -207,12 +207,14 @@ class RepackProblem:
     def pdb_cover(self) -> dict[str, list[str]]:
         """PDB keys covering each pod that requests R on an occupied provider."""
         out: dict[str, list[str]] = defaultdict(list)
-        pdbs = list(self.snapshot.pdbs.values())
-        if not pdbs:
+        by_ns: dict[str, list[PodDisruptionBudget]] = defaultdict(list)
+        for pdb in self.snapshot.pdbs.values():
+            by_ns[pdb.namespace].append(pdb)
+        if not by_ns:
             return {}
         for name in self.occupied:
             for pod in self.r_pods[name]:
-                for pdb in pdbs:
+                for pdb in by_ns.get(pod.namespace, ()):
                     if pdb.covers(pod):
                         out[pod.key].append(pdb.key)
         return dict(out)
