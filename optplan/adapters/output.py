@@ -13,7 +13,7 @@ from optplan.models.repack import API_VERSION, KIND, RepackRun, RepackRunStatus
 _Base: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # the C emitter is ~3x faster, same bytes
 
 
-class _Dumper(_Base):  # type: ignore[misc,valid-type]
+class _Dumper(_Base):
     """Block style, no aliases, long strings kept on one line."""
 
     def ignore_aliases(self, data: Any) -> bool:
