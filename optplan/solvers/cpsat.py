@@ -84,9 +84,12 @@ def add_gang(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
         cards = sum(data.cards(n) * v.vacate[c] for c, n in data.group_cards_by[g].items())
         total = sum(by_node.values())
         a = m.new_bool_var(f"affected[{g}]")
-        m.add(moved <= total * a)
-        v.affected[g] = a
         b = m.new_bool_var(f"breach[{g}]")
+        for c, n in by_node.items():  # disaggregated: far tighter LP than moved <= total * a alone
+            m.add_implication(v.vacate[c], a)
+            if n > gang.safe:
+                m.add_implication(v.vacate[c], b)
+        v.affected[g] = a
         if total > gang.safe:
             m.add(moved <= gang.safe + (total - gang.safe) * b)
         else:

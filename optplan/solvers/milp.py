@@ -87,8 +87,11 @@ def build(data: ModelData, name: str) -> tuple[pulp.LpProblem, dict[str, Any]]:
         cards = pulp.lpSum(data.cards(n) * vacate[c] for c, n in data.group_cards_by[g].items())
         total = sum(by_node.values())
         affected[g] = prob.add_variable(f"affected_{i}", cat="Binary")
-        prob += moved <= total * affected[g]
         breach[g] = prob.add_variable(f"breach_{i}", cat="Binary")
+        for c, n in by_node.items():  # disaggregated, as in the CP-SAT model
+            prob += vacate[c] <= affected[g]
+            if n > gang.safe:
+                prob += vacate[c] <= breach[g]
         if total > gang.safe:
             prob += moved <= gang.safe + (total - gang.safe) * breach[g]
         else:
