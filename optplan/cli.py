@@ -146,13 +146,14 @@ def _pick_run(args: argparse.Namespace, loaded: LoadedInput) -> RepackRun:
         if args.run in loaded.runs:
             return loaded.runs[args.run]
         raise InputError(f"no RepackRun named {args.run!r} in the snapshots, and no such file",
-                         field="--run")
+                         file=", ".join(args.snapshots), obj=f"RepackRun/{args.run}", field="--run")
     if len(loaded.runs) == 1:
         return next(iter(loaded.runs.values()))
     if not loaded.runs:
-        raise InputError("no RepackRun given: pass --run RUN.yaml or include one in a snapshot", field="--run")
+        raise InputError("no RepackRun given: pass --run RUN.yaml or include one in a snapshot",
+                         file=", ".join(args.snapshots), obj="RepackRun", field="--run")
     raise InputError(f"several RepackRuns in the snapshots ({', '.join(loaded.runs)}): pick one with --run NAME",
-                     field="--run")
+                     file=", ".join(args.snapshots), obj="RepackRun", field="--run")
 
 
 def _repack(args: argparse.Namespace, loaded: LoadedInput) -> str:

@@ -20,7 +20,8 @@ concern, so changing e.g. ``pdb_share`` does not move a single pod):
   ``<ms>-<ordinal>``, ``minMember`` = all pods of the group, as Kthena's default gang policy does);
   otherwise a VCJob (PodGroup ``<job>-<jobUID>``, ``minMember = max(1, ceil(min_member_ratio ×
   size))``, computed exactly). All pods of a workload request the same cards, ``cards × cpu_per_card``
-  cpu and ``cards × memory_per_card`` memory.
+  cpu and ``cards × memory_per_card`` memory. Workloads go round-robin to namespaces team-a..team-d
+  and are named ``job-<n>``, ``serve-<n>``, ``svc-<n>`` in draw order.
 - Placement (spread, as a churned cluster looks): workloads are placed largest pod first, each pod on a
   uniformly random node of its pool with room for every resource; a workload that does not fit is
   dropped whole and replaced by fresh draws until the target is met or 200 draws in a row fail. No
@@ -29,8 +30,8 @@ concern, so changing e.g. ``pdb_share`` does not move a single pod):
 - ``daemonset_pods``: one kube-proxy pod per node (100m cpu, 128Mi, tolerates everything).
 - ``cpu_pressure``: after GPU placement, each node gets cpu-only pods (default-scheduler, pinned to
   its pool) of 1, 2, 4 or 8 cpus (2Mi of memory per millicore) totalling ``cpu_pressure ×
-  U(0.5, 1.5)`` of its cpu, capped by what is free. With the default 8 of 12 cpus per card, receivers start to run out of
-  cpu for GPU moves at a pressure of about 1/3.
+  U(0.5, 1.5)`` of its cpu, capped by what is free. With the default 8 of 12 cpus per card,
+  receivers start to run out of cpu for GPU moves at a pressure of about 1/3.
 - Per workload: ``repack.volcano.sh/protected=true`` with probability ``protected_share`` (copied to
   its PodGroups). Per PodGroup: a PDB with probability ``pdb_share``, selecting the group's pods,
   ``disruptionsAllowed`` uniform in ``0..size − minMember``. Per GPU pod: phase Pending (still
@@ -129,6 +130,8 @@ class GenConfig:
             dist = getattr(self, name)
             if not dist or any(n < 1 or w < 0 for n, w in dist) or sum(w for _, w in dist) <= 0:
                 raise bad(name, "must be (size >= 1, weight >= 0) pairs with a positive total weight")
+        if min(s for s, w in self.pod_sizes if w > 0) > max(self.cards_per_node):
+            raise bad("pod_sizes", f"no pod size fits a node of at most {max(self.cards_per_node)} cards")
         for name in ("cpu_per_card", "memory_per_card", "node_cpu_per_card", "node_memory_per_card"):
             try:
                 ok = to_milli(getattr(self, name)) >= 0
@@ -378,14 +381,20 @@ def _generate(cfg: GenConfig) -> list[dict[str, Any]]:
     if cfg.cpu_pressure > 0:
         objs.extend(_cpu_pods(cfg, cluster, node_names, width, streams["cpu"], streams["uids"]))
     objs.append(_repack_run(cfg))
-    objs.sort(key=lambda o: (_KIND_ORDER[o["kind"]], o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+    objs.sort(key=_sort_key)
     return objs
+
+
+def _sort_key(obj: dict[str, Any]) -> tuple[int, str, str]:
+    meta = obj["metadata"]
+    return _KIND_ORDER[obj["kind"]], meta.get("namespace", ""), meta["name"]
 
 
 class _Drawer:
     """Draws workloads (kind, pool, pod size, gang size) from the configured distributions."""
 
-    def __init__(self, cfg: GenConfig, rng: random.Random, pool_cards: list[int], pool_max: list[int]) -> None:
+    def __init__(self, cfg: GenConfig, rng: random.Random, pool_cards: list[int],
+                 pool_max: list[int]) -> None:
         self.cfg = cfg
         self.rng = rng
         self.pools = range(cfg.pools)
@@ -542,14 +551,16 @@ def _workload_objects(cfg: GenConfig, w: _Workload, node_names: list[str], rng: 
     for ordinal, nodes in enumerate(w.placed):
         pg = f"{name}-{ordinal}"
         size = len(nodes)
-        group_labels = {**labels, "modelserving.volcano.sh/name": name, "modelserving.volcano.sh/group-name": pg}
+        group_labels = {**labels, "modelserving.volcano.sh/name": name,
+                        "modelserving.volcano.sh/group-name": pg}
         pod_labels = {"modelserving.volcano.sh/name": name, "modelserving.volcano.sh/group-name": pg,
                       "modelserving.volcano.sh/role": "inference"}
         names = [f"{pg}-inference-0-{k}" for k in range(size)]  # k = 0 is the entry pod, the rest workers
         running = pods(names, nodes, owner, "volcano", pod_labels, {GROUP_ANNOTATION: pg})
         out.append(_pod_group(pg, ns, group_labels, owner, size, running, created, _uid(uids)))
         if rng.random() < cfg.pdb_share:
-            out.append(_pdb(f"{pg}-pdb", ns, {"modelserving.volcano.sh/group-name": pg}, size, size, running, rng))
+            match = {"modelserving.volcano.sh/group-name": pg}
+            out.append(_pdb(f"{pg}-pdb", ns, match, size, size, running, rng))
     return out
 
 
@@ -596,7 +607,8 @@ def _cpu_pods(cfg: GenConfig, cluster: _Cluster, node_names: list[str], width: i
             k += 1
             out.append(_pod(f"cpu-load-{i + 1:0{width}d}-{k:02d}", "services", _uid(uids), node,
                             {"cpu": _cpu(cpu), "memory": _memory(mem)}, labels={"app": "cpu-load"},
-                            node_selector={POOL_LABEL: f"pool-{pool}"}, tolerations=_pool_tolerations(cfg, pool)))
+                            node_selector={POOL_LABEL: f"pool-{pool}"},
+                            tolerations=_pool_tolerations(cfg, pool)))
     return out
 
 
@@ -638,7 +650,8 @@ def _dist(text: str) -> tuple[tuple[int, float], ...]:
         try:
             pair = (int(size), float(weight) if sep else 1.0)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected SIZE:WEIGHT pairs separated by commas: {text!r}") from None
+            raise argparse.ArgumentTypeError(
+                f"expected SIZE:WEIGHT pairs separated by commas: {text!r}") from None
         if pair[0] < 1 or not pair[1] >= 0:
             raise argparse.ArgumentTypeError(f"sizes must be >= 1 and weights >= 0: {text!r}")
         out.append(pair)
@@ -700,7 +713,8 @@ _FLAG_HELP: dict[str, tuple[Callable[[str], Any], str, str]] = {
     "max_pod_groups": (_non_negative, "N", "RepackRun maxPerRun.podGroups"),
     "max_cards": (_non_negative, "N", "RepackRun maxPerRun.resources[R]"),
 }
-_BOOL_FLAGS = {"tainted_pools": "taint every pool but pool-0", "daemonset_pods": "one kube-proxy pod per node"}
+_BOOL_FLAGS = {"tainted_pools": "taint every pool but pool-0",
+               "daemonset_pods": "one kube-proxy pod per node"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

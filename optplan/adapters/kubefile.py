@@ -17,7 +17,7 @@ import yaml
 from pydantic import ValidationError
 
 from optplan.errors import InputError
-from optplan.models.quantity import format_milli, to_milli
+from optplan.models.quantity import MAX_MILLI, format_milli, to_milli
 from optplan.models.repack import RepackRun, RepackRunSpec
 from optplan.models.selectors import LabelSelector, NodeSelectorTerm, Taint, Toleration
 from optplan.models.snapshot import (
@@ -103,17 +103,22 @@ def _expand(doc: Any, file: str, where: str) -> Iterator[dict[str, Any]]:
     if doc is None:
         return
     if not isinstance(doc, dict):
-        raise InputError(f"{where} is not a Kubernetes object (a mapping)", file=file)
+        raise InputError(f"not a Kubernetes object (a mapping), got {type(doc).__name__}", file=file, obj=where)
     kind = doc.get("kind")
     if isinstance(kind, str) and kind.endswith("List") and "items" in doc:
         items = doc.get("items") or []
         if not isinstance(items, list):
-            raise InputError("items is not a list", file=file, obj=kind, field="items")
+            raise InputError(f"expected a list, got {type(items).__name__}", file=file, obj=f"{where} ({kind})",
+                             field="items")
         for j, item in enumerate(items):
             yield from _expand(item, file, f"{where} item {j + 1}")
         return
     if not isinstance(kind, str) or not kind:
-        raise InputError(f"{where} has no kind", file=file, field="kind")
+        meta = doc.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        obj = f"{where} (metadata.name {name})" if isinstance(name, str) and name else where
+        raise InputError("required field is missing" if kind is None else "expected a non-empty string",
+                         file=file, obj=obj, field="kind")
     yield doc
 
 
@@ -122,21 +127,26 @@ def _expand(doc: Any, file: str, where: str) -> Iterator[dict[str, Any]]:
 def _get(raw: _Raw, obj: Mapping[str, Any], path: str, default: Any = None, *, required: bool = False,
          types: type | tuple[type, ...] | None = None, prefix: str = "") -> Any:
     cur: Any = obj
+    walked: list[str] = []
     for part in path.split("."):
-        if not isinstance(cur, Mapping) or part not in cur or cur[part] is None:
+        if walked and not isinstance(cur, Mapping):  # present but not an object: say so, never skip it
+            raise raw.error(prefix + ".".join(walked), f"expected a mapping, got {type(cur).__name__}")
+        if part not in cur or cur[part] is None:
             if required:
                 raise raw.error(prefix + path, "required field is missing")
             return default
         cur = cur[part]
-    if types is not None and not isinstance(cur, types):
-        names = types.__name__ if isinstance(types, type) else " or ".join(t.__name__ for t in types)
+        walked.append(part)
+    wanted = (types,) if isinstance(types, type) else types
+    if wanted is not None and (not isinstance(cur, wanted) or (isinstance(cur, bool) and bool not in wanted)):
+        names = " or ".join(t.__name__ for t in wanted)
         raise raw.error(prefix + path, f"expected {_article(names)}, got {type(cur).__name__}")
     return cur
 
 
 def _article(name: str) -> str:
     return {"dict": "a mapping", "list": "a list", "str": "a string", "int": "an integer",
-            "bool": "a boolean"}.get(name, name)
+            "bool": "a boolean", "int or float": "a number"}.get(name, name)
 
 
 def _str_map(raw: _Raw, obj: Mapping[str, Any], path: str) -> dict[str, str]:
@@ -157,6 +167,8 @@ def _resources(raw: _Raw, m: Any, path: str) -> Resources:
             raise raw.error(f"{path}.{name}", f"unparseable quantity {value!r}") from None
         if milli < 0:
             raise raw.error(f"{path}.{name}", f"negative quantity {value!r}")
+        if milli > MAX_MILLI:
+            raise raw.error(f"{path}.{name}", f"quantity {value!r} is too large (over 2^63-1 milli-units)")
         out[str(name)] = milli
     return out
 
@@ -165,11 +177,27 @@ def _model(raw: _Raw, cls: type[Any], data: Any, path: str) -> Any:
     try:
         return cls.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        full = f"{path}.{loc}" if loc else path
-        msg = err["msg"].removeprefix("Value error, ")
-        raise raw.error(full, msg) from None
+        errors = e.errors()
+        full = path + _loc_path(data, errors[0]["loc"], missing=errors[0]["type"] == "missing")
+        msgs = [err["msg"].removeprefix("Value error, ") for err in errors
+                if path + _loc_path(data, err["loc"], missing=err["type"] == "missing") == full]
+        raise raw.error(full, "; ".join(dict.fromkeys(msgs))) from None
+
+
+def _loc_path(data: Any, loc: Sequence[int | str], *, missing: bool) -> str:
+    """A pydantic error location as a field path (``.goals[0].resource``). Parts past the offending
+    value (the member tags of a union such as ``int | float``) are dropped."""
+    out = ""
+    cur = data
+    for i, part in enumerate(loc):
+        last_missing = missing and i == len(loc) - 1
+        if isinstance(part, int) and isinstance(cur, list | tuple) and 0 <= part < len(cur):
+            out, cur = f"{out}[{part}]", cur[part]
+        elif isinstance(part, str) and isinstance(cur, Mapping) and (part in cur or last_missing):
+            out, cur = f"{out}.{part}", cur.get(part)
+        else:
+            break
+    return out
 
 
 def _owners(raw: _Raw) -> tuple[OwnerReference, ...]:
@@ -283,8 +311,8 @@ def parse_pod_group(raw: _Raw) -> PodGroup:
     if min_member < 0:
         raise raw.error("spec.minMember", f"must not be negative, got {min_member}")
     nt = _get(raw, obj, "spec.networkTopology", None, types=dict)
-    topo = _model(raw, NetworkTopology, {"mode": nt.get("mode", "hard"),
-                                         "highest_tier_allowed": nt.get("highestTierAllowed")},
+    tier = _get(raw, obj, "spec.networkTopology.highestTierAllowed", None, types=int)
+    topo = _model(raw, NetworkTopology, {"mode": nt.get("mode", "hard"), "highest_tier_allowed": tier},
                   "spec.networkTopology") if nt is not None else None
     return PodGroup(
         namespace=str(_get(raw, obj, "metadata.namespace", "default")), name=_name(raw),
@@ -345,6 +373,9 @@ def parse_repack_run(raw: _Raw) -> RepackRun:
         for i, g in enumerate(goals):
             if not isinstance(g, dict) or not g.get("resource"):
                 raise raw.error(f"spec.goals[{i}].resource", "goal names no resource")
+            _get(raw, g, "minFragImprovementPercent", types=(int, float), prefix=f"spec.goals[{i}].")
+    for path in ("maxPerRun.podGroups", "eviction.gracePeriodSeconds", "ttlSecondsAfterFinished"):
+        _get(raw, spec, path, types=int, prefix="spec.")  # numbers as the CRD types them: no "3", no true
     return RepackRun(name=_name(raw), labels=_str_map(raw, obj, "metadata.labels"),
                      spec=_model(raw, RepackRunSpec, spec, "spec"), raw=obj)
 

@@ -9,7 +9,6 @@ import yaml
 
 from optplan.models.repack import API_VERSION, KIND, RepackRun, RepackRunStatus
 
-
 _Base: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # the C emitter is ~3x faster, same bytes
 
 

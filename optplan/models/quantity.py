@@ -12,6 +12,9 @@ import re
 from fractions import Fraction
 
 MILLI = 1000
+MAX_EXPONENT = 100
+MAX_MILLI = 2**63 - 1
+"""Largest amount the planners accept: their arrays and CP-SAT models hold int64."""
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -50,7 +53,10 @@ def parse_quantity(value: object) -> Fraction:
     if m.group("bin"):
         return number * _BINARY[m.group("bin")]
     if m.group("exp"):
-        return number * Fraction(10) ** int(m.group("exp")[1:])
+        exp = int(m.group("exp")[1:])
+        if abs(exp) > MAX_EXPONENT:  # 10**exp would take unbounded time and memory
+            raise ValueError(f"exponent out of range (|e| > {MAX_EXPONENT}): {value!r}")
+        return number * Fraction(10) ** exp
     return number * _DECIMAL[m.group("dec") or ""]
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator
 
-from optplan.models.quantity import to_milli
+from optplan.models.quantity import MAX_MILLI, to_milli
 from optplan.models.selectors import KubeModel, ScopeSet
 
 Quantity = Annotated[int, BeforeValidator(to_milli)]
@@ -51,6 +51,8 @@ class MaxPerRun(KubeModel):
         for name, amount in v.items():
             if amount < 0:
                 raise ValueError(f"budget for {name} is negative")
+            if amount > MAX_MILLI:
+                raise ValueError(f"budget for {name} is too large (over 2^63-1 milli-units)")
         return v
 
 

@@ -4,31 +4,39 @@ Used for the fragmentation metric "least number of nodes that can hold every pod
 pod whole on one node".  Every bin may be used once; the objective is the number of bins used.
 
 Because only the *count* of bins matters, some optimal packing always uses the ``k`` largest bins
-(swap a used bin for an unused bigger one and its contents still fit).  The solver therefore
-works on the capacities sorted in descending order and looks for the shortest feasible prefix.
+(swap a used bin for an unused bigger one and its contents still fit).  The solver therefore works
+on the capacities sorted in descending order, and every heuristic opens bins in that order.
 
-Pipeline: validation -> lower bounds -> first-fit / best-fit decreasing upper bounds -> CP-SAT
-only when the bounds do not meet.
+Pipeline: validation -> division by the gcd of the sizes -> lower bounds -> heuristics
+(first-fit / best-fit decreasing, then subset-sum "minimum bin slack" fills) -> CP-SAT only when
+the bounds do not meet.  CP-SAT gets an arc-flow model (Valerio de Carvalho, extended to several
+capacity types) when its graph is small, else an assignment model over aggregated sizes.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 import operator
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import SupportsIndex, cast
 
 from ortools.sat.python import cp_model
 
-__all__ = ["BinPackingResult", "lower_bound", "min_bins"]
+__all__ = ["BinPackingResult", "min_bins"]
 
 logger = logging.getLogger(__name__)
 
 # A packing: for every bin used (a prefix of the capacities sorted descending), size -> count.
-_Packing = list[dict[int, int]]
+_Packing = list[Counter[int]]
+
+_MAX_ARCS = 150_000  # larger arc-flow graphs fall back to the assignment model
+_MAX_DP_WORK = 4_000_000_000  # bit operations allowed for the subset-sum heuristics
 
 
 @dataclass(frozen=True)
@@ -54,35 +62,47 @@ def min_bins(
     Items of size 0 and bins of capacity 0 are ignored.  Raises ``ValueError`` on negative or
     non-integer input, when some item fits no bin, or when no packing of all items exists.
     Raises ``TimeoutError`` in the rare case where the heuristics found no packing and CP-SAT could
-    neither find one nor prove there is none within ``time_limit``.
+    neither find one nor prove that none exists within ``time_limit``.
     """
     start = time.monotonic()
     sizes = _count_items(items)
     caps = _sorted_capacities(capacities)
     if not sizes:
         return BinPackingResult(0, 0, True)
+    n_items = sum(sizes.values())
     if not caps:
-        raise ValueError(f"infeasible: {sum(sizes.values())} item(s) but no bin of positive capacity")
+        raise ValueError(f"infeasible: {n_items} item(s) but no bin of positive capacity")
     largest_item = max(sizes)
     if largest_item > caps[0]:
-        raise ValueError(
-            f"infeasible: an item of size {largest_item} fits no bin (largest capacity {caps[0]})"
-        )
+        raise ValueError(f"infeasible: an item of size {largest_item} fits no bin (largest capacity {caps[0]})")
     total = sum(s * c for s, c in sizes.items())
     if total > sum(caps):
         raise ValueError(f"infeasible: total item size {total} exceeds total capacity {sum(caps)}")
 
-    lb = lower_bound(sizes, caps)
+    # Only multiples of g can be packed: divide sizes by g and round capacities down.
+    g = math.gcd(*sizes)
+    if g > 1:
+        sizes = Counter({s // g: c for s, c in sizes.items()})
+        caps = [c // g for c in caps if c >= g]
+
+    lb = _lower_bound(sizes, caps)
     if lb > len(caps):
         raise ValueError(f"infeasible: at least {lb} bins are needed but only {len(caps)} exist")
 
     best: _Packing | None = None
-    for heuristic in (_first_fit_decreasing, _best_fit_decreasing):
+    heuristics: list[Callable[[Counter[int], list[int]], _Packing | None]] = [
+        _first_fit_decreasing,
+        _best_fit_decreasing,
+    ]
+    if _dp_affordable(sizes, caps, lb):
+        heuristics += [_fill_with_largest, _fill_max]
+    for heuristic in heuristics:
         packing = heuristic(sizes, caps)
         if packing is not None and (best is None or len(packing) < len(best)):
             best = packing
-    if best is not None and len(best) == lb:
-        return BinPackingResult(lb, lb, True)
+        if best is not None and len(best) == lb:
+            logger.debug("bin packing closed by bounds: %d bins, %d items", lb, n_items)
+            return BinPackingResult(lb, lb, True)
 
     remaining = max(0.0, time_limit - (time.monotonic() - start))
     return _solve_cp_sat(sizes, caps, lb, best, time_limit=remaining, workers=workers, seed=seed)
@@ -111,7 +131,7 @@ def _as_int(x: object, what: str) -> int:
     if isinstance(x, bool):
         raise ValueError(f"{what} must be an int, got {x!r}")
     try:
-        value = operator.index(x)  # type: ignore[call-overload]
+        value = operator.index(cast("SupportsIndex", x))
     except TypeError:
         raise ValueError(f"{what} must be an int, got {x!r}") from None
     if value < 0:
@@ -119,37 +139,64 @@ def _as_int(x: object, what: str) -> int:
     return value
 
 
+def _capacity_types(caps_desc: Sequence[int]) -> list[tuple[int, int]]:
+    """(capacity, count) pairs, capacities descending."""
+    return sorted(Counter(caps_desc).items(), reverse=True)
+
+
 # --------------------------------------------------------------------------------------------
 # Lower bounds
 
 
-def lower_bound(sizes: Counter[int], caps_desc: Sequence[int]) -> int:
-    """Best of the cheap lower bounds on the number of bins.
+def _lower_bound(sizes: Counter[int], caps_desc: Sequence[int]) -> int:
+    """Best of the cheap lower bounds; all are valid for heterogeneous capacities.
 
-    ``sizes`` maps item size -> count (positive sizes); ``caps_desc`` are the capacities sorted
-    descending.  All bounds are valid for heterogeneous capacities:
+    With ``C`` the largest capacity and ``u_K`` the Martello-Toth dual feasible function
+    (``x > C-K -> C``, ``x < K -> 0``, else ``x``; superadditive, so a bin of capacity ``c`` holds
+    items of ``u_K`` total at most ``u_K(c)``), for every ``K`` in ``{0} + sizes <= C/2``:
 
-    * generalised L1 / dual-feasible-function bound: for the Martello-Toth function ``u_K``
-      (relative to the largest capacity ``C``), the fewest largest bins whose ``u_K(capacity)``
-      sum reaches the ``u_K`` sum of the items (``K = 0`` is the plain L1: fewest largest bins
-      whose capacities reach the total size);
-    * Martello-Toth L2 on the relaxation where every bin has capacity ``C`` (for identical
-      bins this is exactly L2);
-    * items larger than ``C / 2`` pairwise conflict, so each needs its own bin.
+    * the fewest largest bins whose ``u_K(capacity)`` sum reaches the ``u_K`` sum of the items
+      (``K = 0`` is the generalised L1: fewest largest bins whose capacities reach the total);
+    * Martello-Toth L2 on the relaxation where every bin has capacity ``C`` (exactly L2 when the
+      bins are identical).  With ``K = 0`` it counts the items larger than ``C / 2``, which
+      pairwise conflict and each need their own bin.
+
+    Returns ``len(caps_desc) + 1`` when even all bins cannot reach a bound (infeasible).
     """
-    if not sizes:
-        return 0
     cmax = caps_desc[0]
     ordered = sorted(sizes.items())
-    ks = [0, *sorted({s for s, _ in ordered if 2 * s <= cmax})]
-    best = sum(c for s, c in ordered if 2 * s > cmax)
-    for k in ks:
-        best = max(best, _dff_bound(ordered, caps_desc, cmax, k), _mt_l2(ordered, cmax, k))
+    keys = [s for s, _ in ordered]
+    cnt_prefix = [0]
+    sum_prefix = [0]
+    for s, c in ordered:
+        cnt_prefix.append(cnt_prefix[-1] + c)
+        sum_prefix.append(sum_prefix[-1] + s * c)
+
+    def count_sum(lo: int, hi: int) -> tuple[int, int]:
+        """Number and total size of items with lo <= size <= hi."""
+        i = bisect.bisect_left(keys, lo)
+        j = bisect.bisect_right(keys, hi)
+        if j <= i:
+            return 0, 0
+        return cnt_prefix[j] - cnt_prefix[i], sum_prefix[j] - sum_prefix[i]
+
+    types = _capacity_types(caps_desc)
+    half = cmax // 2  # sizes <= half are "small": 2 * s <= cmax
+    best = 0
+    for k in [0, *(s for s in keys if s <= half)]:
+        n1, _ = count_sum(cmax - k + 1, cmax)
+        # Dual feasible function bound.
+        _, mid_sum = count_sum(max(k, 1), cmax - k)
+        best = max(best, _fewest_bins(n1 * cmax + mid_sum, types, partial(_u, cmax=cmax, k=k)))
+        # Martello-Toth L2.
+        n2, sum2 = count_sum(half + 1, cmax - k)
+        _, sum3 = count_sum(max(k, 1), half)
+        free = n2 * cmax - sum2
+        best = max(best, n1 + n2 + max(0, -(-(sum3 - free) // cmax)))
     return best
 
 
 def _u(x: int, cmax: int, k: int) -> int:
-    """Martello-Toth dual feasible function ``u_K`` (scaled to ``cmax``, superadditive)."""
     if x > cmax - k:
         return cmax
     if x < k:
@@ -157,37 +204,30 @@ def _u(x: int, cmax: int, k: int) -> int:
     return x
 
 
-def _dff_bound(ordered: list[tuple[int, int]], caps_desc: Sequence[int], cmax: int, k: int) -> int:
-    need = sum(c * _u(s, cmax, k) for s, c in ordered)
+def _fewest_bins(need: int, types: list[tuple[int, int]], value: Callable[[int], int]) -> int:
+    """Fewest bins (largest first) whose ``value(capacity)`` sum reaches ``need``."""
+    used = 0
     acc = 0
-    for i, cap in enumerate(caps_desc):
+    for cap, count in types:
         if acc >= need:
-            return i
-        acc += _u(cap, cmax, k)
-    return len(caps_desc) if acc >= need else len(caps_desc) + 1
-
-
-def _mt_l2(ordered: list[tuple[int, int]], cap: int, k: int) -> int:
-    """Martello-Toth L2 for capacity ``cap`` and parameter ``k`` (0 <= k <= cap / 2)."""
-    n1 = n2 = sum2 = sum3 = 0
-    for s, c in ordered:
-        if s > cap - k:
-            n1 += c
-        elif 2 * s > cap:
-            n2 += c
-            sum2 += s * c
-        elif s >= k:
-            sum3 += s * c
-    free = n2 * cap - sum2
-    extra = max(0, -(-(sum3 - free) // cap))
-    return n1 + n2 + extra
+            break
+        v = value(cap)
+        if v <= 0:
+            break
+        take = min(count, -(-(need - acc) // v))
+        acc += take * v
+        used += take
+    if acc >= need:
+        return used
+    return sum(count for _, count in types) + 1
 
 
 # --------------------------------------------------------------------------------------------
-# Upper bounds (heuristics); both open bins in descending capacity order.
+# Upper bounds (heuristics).  All open bins in descending capacity order and return None when they
+# run out of bins.
 
 
-def _first_fit_decreasing(sizes: Counter[int], caps_desc: Sequence[int]) -> _Packing | None:
+def _first_fit_decreasing(sizes: Counter[int], caps_desc: list[int]) -> _Packing | None:
     rooms: list[int] = []
     packing: _Packing = []
     for size in sorted(sizes, reverse=True):
@@ -197,45 +237,113 @@ def _first_fit_decreasing(sizes: Counter[int], caps_desc: Sequence[int]) -> _Pac
             if room >= size:
                 put = min(left, room // size)
                 rooms[b] -= put * size
-                packing[b][size] = packing[b].get(size, 0) + put
+                packing[b][size] += put
                 left -= put
                 if left == 0:
                     break
         while left > 0:
-            if len(rooms) == len(caps_desc):
+            if len(rooms) == len(caps_desc) or caps_desc[len(rooms)] < size:
                 return None
             cap = caps_desc[len(rooms)]
             put = min(left, cap // size)
             rooms.append(cap - put * size)
-            packing.append({size: put} if put else {})
+            packing.append(Counter({size: put}))
             left -= put
     return packing
 
 
-def _best_fit_decreasing(sizes: Counter[int], caps_desc: Sequence[int]) -> _Packing | None:
-    rooms: list[int] = []
+def _best_fit_decreasing(sizes: Counter[int], caps_desc: list[int]) -> _Packing | None:
+    open_rooms: list[tuple[int, int]] = []  # (room, bin), sorted
     packing: _Packing = []
     for size in sorted(sizes, reverse=True):
         left = sizes[size]
         while left > 0:
-            # Tightest open bin that still takes one item; it then takes as many as fit.
-            best_b = -1
-            for b, room in enumerate(rooms):
-                if room >= size and (best_b < 0 or room < rooms[best_b]):
-                    best_b = b
-            if best_b < 0:
-                if len(rooms) == len(caps_desc):
+            # The tightest open bin that takes one item then takes as many as fit.
+            i = bisect.bisect_left(open_rooms, (size, -1))
+            if i < len(open_rooms):
+                room, b = open_rooms.pop(i)
+            else:
+                b = len(packing)
+                if b == len(caps_desc) or caps_desc[b] < size:
                     return None
-                rooms.append(caps_desc[len(rooms)])
-                packing.append({})
-                best_b = len(rooms) - 1
-            put = min(left, rooms[best_b] // size)
-            if put == 0:  # a freshly opened bin too small for this item
-                return None
-            rooms[best_b] -= put * size
-            packing[best_b][size] = packing[best_b].get(size, 0) + put
+                room = caps_desc[b]
+                packing.append(Counter())
+            put = min(left, room // size)
+            packing[b][size] += put
             left -= put
+            bisect.insort(open_rooms, (room - put * size, b))
     return packing
+
+
+def _dp_affordable(sizes: Counter[int], caps_desc: list[int], lb: int) -> bool:
+    pieces = sum(max(1, c.bit_length()) for c in sizes.values())
+    return lb * pieces * caps_desc[0] <= _MAX_DP_WORK
+
+
+def _fill_with_largest(sizes: Counter[int], caps_desc: list[int]) -> _Packing | None:
+    """Each bin gets the largest remaining item plus a best subset-sum fill (MBS-like)."""
+    return _fill_bins(sizes, caps_desc, force_largest=True)
+
+
+def _fill_max(sizes: Counter[int], caps_desc: list[int]) -> _Packing | None:
+    """Each bin gets a subset of the remaining items of largest total size."""
+    return _fill_bins(sizes, caps_desc, force_largest=False)
+
+
+def _fill_bins(sizes: Counter[int], caps_desc: list[int], *, force_largest: bool) -> _Packing | None:
+    left = Counter(sizes)
+    packing: _Packing = []
+    for cap in caps_desc:
+        if not left:
+            break
+        content: Counter[int] = Counter()
+        room = cap
+        if force_largest:
+            s = max(left)
+            if s > cap:
+                return None
+            content[s] = 1
+            room -= s
+            left[s] -= 1
+            if left[s] == 0:
+                del left[s]
+        extra = _subset_sum(left, room)
+        content.update(extra)
+        if not content:
+            return None
+        left.subtract(extra)
+        left = +left  # drop zero counts
+        packing.append(content)
+    return None if left else packing
+
+
+def _subset_sum(avail: Counter[int], room: int) -> Counter[int]:
+    """A multiset drawn from ``avail`` with the largest total <= ``room`` (bitset DP)."""
+    pieces: list[tuple[int, int]] = []  # (size, copies), binary splitting of the counts
+    for s in sorted(avail, reverse=True):
+        m = min(avail[s], room // s)
+        k = 1
+        while m > 0:
+            take = min(k, m)
+            pieces.append((s, take))
+            m -= take
+            k *= 2
+    mask = (1 << (room + 1)) - 1
+    reach = 1
+    history = [reach]
+    for s, k in pieces:
+        reach = (reach | (reach << (s * k))) & mask
+        history.append(reach)
+    target = reach.bit_length() - 1
+    chosen: Counter[int] = Counter()
+    for i in range(len(pieces), 0, -1):
+        if target == 0:
+            break
+        if not (history[i - 1] >> target) & 1:
+            s, k = pieces[i - 1]
+            chosen[s] += k
+            target -= s * k
+    return chosen
 
 
 # --------------------------------------------------------------------------------------------
@@ -253,46 +361,21 @@ def _solve_cp_sat(
     seed: int,
 ) -> BinPackingResult:
     ub = len(heuristic) if heuristic is not None else None
-    n_bins = ub if ub is not None else len(caps_desc)
-    caps = caps_desc[:n_bins]
-    size_list = sorted(sizes, reverse=True)
-
-    model = cp_model.CpModel()
-    used = [model.new_bool_var(f"used_{b}") for b in range(n_bins)]
-    n: list[dict[int, cp_model.IntVar]] = []
-    for b, cap in enumerate(caps):
-        row = {
-            s: model.new_int_var(0, min(sizes[s], cap // s), f"n_{s}_{b}") for s in size_list if s <= cap
-        }
-        n.append(row)
-    loads = [sum(s * v for s, v in row.items()) for row in n]
-
-    for b, cap in enumerate(caps):
-        if n[b]:
-            model.add(loads[b] <= cap * used[b])
-        else:
-            model.add(used[b] == 0)
-    for s in size_list:
-        model.add(sum(n[b][s] for b in range(n_bins) if s in n[b]) == sizes[s])
-
-    # Some optimum uses a prefix of the bins sorted by capacity; within a capacity type the bins
-    # are interchangeable, so order them by load too.
-    for b in range(min(lb, n_bins)):
-        model.add(used[b] == 1)
-    for b in range(n_bins - 1):
-        model.add_implication(used[b + 1], used[b])
-        if caps[b] == caps[b + 1]:
-            model.add(loads[b] >= loads[b + 1])
-    model.add(sum(used) >= lb)
-    model.minimize(sum(used))
-
-    if heuristic is not None:
-        for b, content in enumerate(_canonical(heuristic, caps)):
-            model.add_hint(used[b], True)
-            for s, var in n[b].items():
-                model.add_hint(var, content.get(s, 0))
-
     solver = cp_model.CpSolver()
+    graph = _arc_flow_graph(sizes, caps_desc[0], _MAX_ARCS)
+    if graph is not None:
+        # Look for a packing strictly better than the heuristic one: infeasible proves ``ub``.
+        # (A hint with the heuristic packing was tried: it slows CP-SAT down on this model.)
+        n_bins = ub - 1 if ub is not None else len(caps_desc)
+        model = _arc_flow_model(sizes, caps_desc[:n_bins], lb, graph)
+        desc = f"arc-flow, {len(graph)} arcs"
+        solver.parameters.linearization_level = 2
+        infeasible_proves_ub = True
+    else:
+        n_bins = ub if ub is not None else len(caps_desc)
+        model = _assignment_model(sizes, caps_desc[:n_bins], lb, heuristic)
+        desc = "assignment"
+        infeasible_proves_ub = False
     solver.parameters.max_time_in_seconds = max(time_limit, 0.01)
     solver.parameters.num_workers = max(1, workers)
     solver.parameters.random_seed = seed
@@ -301,17 +384,23 @@ def _solve_cp_sat(
     status = solver.solve(model)
     elapsed = time.monotonic() - t0
 
-    has_solution = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-    value = round(solver.objective_value) if has_solution else ub
+    value = ub
+    bound: int | None = lb
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        value = round(solver.objective_value)
+        if ub is not None:
+            value = min(value, ub)
     if status == cp_model.OPTIMAL:
         bound = value
     elif status == cp_model.INFEASIBLE:
-        bound = None
+        bound = ub if infeasible_proves_ub else None
     else:
         raw = solver.best_objective_bound
-        bound = max(lb, math.ceil(raw - 1e-6)) if math.isfinite(raw) else lb
+        if math.isfinite(raw):
+            bound = max(lb, math.ceil(raw - 1e-6))
     logger.info(
-        "CP-SAT bin packing: status=%s value=%s bound=%s seconds=%.3f items=%d sizes=%d bins=%d",
+        "CP-SAT bin packing (%s): status=%s value=%s bound=%s seconds=%.3f items=%d sizes=%d bins<=%d",
+        desc,
         solver.status_name(status),
         value,
         bound,
@@ -321,20 +410,118 @@ def _solve_cp_sat(
         n_bins,
     )
 
-    if status == cp_model.INFEASIBLE:
-        if ub is not None:  # the heuristic packing satisfies the model: cannot happen
-            raise RuntimeError("CP-SAT reported a feasible bin packing model infeasible")
-        raise ValueError(f"infeasible: the {len(caps_desc)} bins cannot hold all items")
     if value is None:
+        if status == cp_model.INFEASIBLE:
+            raise ValueError(f"infeasible: the {len(caps_desc)} bins cannot hold all items")
         raise TimeoutError(
             f"no packing found and infeasibility not proven within {time_limit:.1f}s "
             f"({len(caps_desc)} bins, lower bound {lb})"
         )
-    if ub is not None:
-        value = min(value, ub)
-    assert bound is not None
+    if bound is None:  # the heuristic packing satisfies the model: cannot happen
+        raise RuntimeError("CP-SAT reported a feasible bin packing model infeasible")
     bound = min(bound, value)
     return BinPackingResult(value, bound, value == bound)
+
+
+def _arc_flow_graph(sizes: Counter[int], cmax: int, max_arcs: int) -> set[tuple[int, int]] | None:
+    """Item arcs ``(tail, size)`` of the arc-flow graph: items enter a bin by decreasing size, at
+    most ``min(count, cmax // size)`` of each.  None when it would exceed ``max_arcs``."""
+    nodes = {0}
+    arcs: set[tuple[int, int]] = set()
+    for s in sorted(sizes, reverse=True):
+        reps = min(sizes[s], cmax // s)
+        heads: list[int] = []
+        for d in nodes:
+            cur = d
+            for _ in range(reps):
+                if cur + s > cmax:
+                    break
+                arcs.add((cur, s))
+                cur += s
+                heads.append(cur)
+            if len(arcs) > max_arcs:
+                return None
+        nodes.update(heads)
+    return arcs
+
+
+def _arc_flow_model(
+    sizes: Counter[int],
+    caps: list[int],
+    lb: int,
+    arcs: set[tuple[int, int]],
+) -> cp_model.CpModel:
+    """Every used bin is a path 0 -> (its capacity) -> sink; item arcs (d, d+s), loss arcs between
+    consecutive nodes, one sink arc per capacity type bounded by the number of such bins."""
+    n_bins = len(caps)
+    types = _capacity_types(caps)
+    nodes = sorted({0} | {d + s for d, s in arcs} | {c for c, _ in types})
+    model = cp_model.CpModel()
+    x = {a: model.new_int_var(0, min(sizes[a[1]], n_bins), f"x_{a[0]}_{a[1]}") for a in sorted(arcs)}
+    loss = {nodes[i]: model.new_int_var(0, n_bins, f"loss_{nodes[i]}") for i in range(len(nodes) - 1)}
+    sink = {c: model.new_int_var(0, k, f"sink_{c}") for c, k in types}
+    z = model.new_int_var(min(lb, n_bins), n_bins, "bins")
+
+    inflow: dict[int, list[cp_model.IntVar]] = {v: [] for v in nodes}
+    outflow: dict[int, list[cp_model.IntVar]] = {v: [] for v in nodes}
+    by_size: dict[int, list[cp_model.IntVar]] = {s: [] for s in sizes}
+    for (d, s), var in x.items():
+        outflow[d].append(var)
+        inflow[d + s].append(var)
+        by_size[s].append(var)
+    for i in range(len(nodes) - 1):
+        outflow[nodes[i]].append(loss[nodes[i]])
+        inflow[nodes[i + 1]].append(loss[nodes[i]])
+    for c, var in sink.items():
+        outflow[c].append(var)
+    for v in nodes:
+        if v == 0:
+            model.add(sum(outflow[v]) == z)
+        else:
+            model.add(sum(inflow[v]) == sum(outflow[v]))
+    for s, count in sizes.items():
+        model.add(sum(by_size[s]) >= count)
+    model.add(sum(sink.values()) == z)
+    model.minimize(z)
+    return model
+
+
+def _assignment_model(sizes: Counter[int], caps: list[int], lb: int, heuristic: _Packing | None) -> cp_model.CpModel:
+    """Bin-used booleans and per-(size, bin) counts over the first ``len(caps)`` bins."""
+    n_bins = len(caps)
+    size_list = sorted(sizes, reverse=True)
+    model = cp_model.CpModel()
+    used = [model.new_bool_var(f"used_{b}") for b in range(n_bins)]
+    n: list[dict[int, cp_model.IntVar]] = [
+        {s: model.new_int_var(0, min(sizes[s], cap // s), f"n_{s}_{b}") for s in size_list if s <= cap}
+        for b, cap in enumerate(caps)
+    ]
+    loads = [sum(s * v for s, v in row.items()) for row in n]
+    for b, cap in enumerate(caps):
+        if n[b]:
+            model.add(loads[b] <= cap * used[b])
+        else:
+            model.add(used[b] == 0)
+    for s in size_list:
+        model.add(sum(row[s] for row in n if s in row) == sizes[s])
+
+    # Some optimum uses a prefix of the bins sorted by capacity; within a capacity type the bins
+    # are interchangeable, so order them by load too.
+    for b in range(min(lb, n_bins)):
+        model.add(used[b] == 1)
+    for b in range(n_bins - 1):
+        model.add_implication(used[b + 1], used[b])
+        if caps[b] == caps[b + 1]:
+            model.add(loads[b] >= loads[b + 1])
+    model.add(sum(used) >= min(lb, n_bins))
+    model.minimize(sum(used))
+
+    if heuristic is not None:
+        for b, content in enumerate(_canonical(heuristic, caps)):
+            model.add_hint(used[b], True)
+            for s, var in n[b].items():
+                model.add_hint(var, content[s])
+    return model
 
 
 def _canonical(packing: _Packing, caps: Sequence[int]) -> _Packing:
@@ -345,8 +532,6 @@ def _canonical(packing: _Packing, caps: Sequence[int]) -> _Packing:
         end = start
         while end + 1 < len(out) and caps[end + 1] == caps[start]:
             end += 1
-        out[start : end + 1] = sorted(
-            out[start : end + 1], key=lambda content: -sum(s * c for s, c in content.items())
-        )
+        out[start : end + 1] = sorted(out[start : end + 1], key=lambda c: -sum(s * k for s, k in c.items()))
         start = end + 1
     return out

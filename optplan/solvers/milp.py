@@ -120,10 +120,10 @@ def build(data: ModelData, name: str) -> tuple[pulp.LpProblem, dict[str, Any]]:
     for i, (g, regions) in enumerate(data.topo_regions.items()):
         region = {h: prob.add_variable(f"region_{i}_{j}", cat="Binary") for j, h in enumerate(regions)}
         prob += pulp.lpSum(region.values()) == 1
-        for n in data.topo_stay_nodes[g]:
+        for stay in data.topo_stay_nodes[g]:
             for h, y in region.items():
-                if n not in topo.region_nodes(h):
-                    prob += y <= vacate[n]
+                if stay not in topo.region_nodes(h):
+                    prob += y <= vacate[stay]
         for k in data.classes:
             if k.group != g:
                 continue
