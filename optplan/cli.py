@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from optplan import __version__
+from optplan.adapters import generate as generate_mod
 from optplan.adapters.kubefile import LoadedInput, load_files, load_run_file
-from optplan.adapters.output import dump, repack_run_document
+from optplan.adapters.output import dump, repack_run_document, to_yaml
 from optplan.errors import InputError, OptplanError, PlanInvalidError
 from optplan.models.repack import RepackRun
 from optplan.solvers.base import PlanOptions, planner_names
@@ -82,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     planning(p)
     p.add_argument("--solvers", default="greedy,cpsat", metavar="LIST",
                    help=f"comma-separated solvers to compare (default greedy,cpsat; from {', '.join(planner_names())})")
+
+    p = sub.add_parser("generate", help="write a seeded synthetic cluster snapshot with a RepackRun")
+    generate_mod.add_arguments(p)
+    p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
     return ap
 
 
@@ -105,6 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> str:
+    if args.command == "generate":
+        return _generate(args)
     loaded = load_files(args.snapshots)
     for w in loaded.snapshot.warnings:
         log.warning("%s", w)
@@ -113,6 +123,28 @@ def _dispatch(args: argparse.Namespace) -> str:
     if args.command == "compare":
         return _compare(args, loaded)
     return _repack(args, loaded)
+
+
+# ---- generate ------------------------------------------------------------------------------------
+
+def _generate(args: argparse.Namespace) -> str:
+    cfg = generate_mod.config_from_args(args)
+    objs = generate_mod.generate(cfg)
+    write_atomic(args.output, to_yaml({"apiVersion": "v1", "kind": "List", "items": objs}))
+    kinds = Counter(o["kind"] for o in objs)
+    return (f"wrote {args.output}: " + ", ".join(f"{n} {k}s" for k, n in sorted(kinds.items())) + "\n")
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write the whole file or nothing: a temporary file in the same folder, then a rename."""
+    target = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent if str(target.parent) else ".")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except OSError as e:
+        raise InputError(f"cannot write file ({e.strerror or e})", file=path) from None
 
 
 # ---- frag ----------------------------------------------------------------------------------------
