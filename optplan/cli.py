@@ -48,7 +48,10 @@ def _positive(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="optplan", description=__doc__)
+    ap = argparse.ArgumentParser(
+        prog="optplan",
+        description="Optimization-based planning for Volcano-scheduled AI clusters: measure fragmentation, plan "
+                    "Repack (defragmentation) runs exactly, within scope, budgets and scheduling constraints.")
     ap.add_argument("--version", action="version", version=f"optplan {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
 
@@ -142,6 +145,9 @@ def write_atomic(path: str, text: str) -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent if str(target.parent) else ".")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, target)
     except OSError as e:
         raise InputError(f"cannot write file ({e.strerror or e})", file=path) from None
