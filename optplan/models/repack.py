@@ -111,8 +111,9 @@ class SolverRecord(KubeModel):
     name: str
     status: str
     freed_nodes_bound: int | None = None
-    objective: float | None = None
-    best_bound: float | None = None
+    objective: int | None = None
+    """The integer-scaled weighted disruption (see solvers/repack_model.py), not comparable across runs."""
+    best_bound: int | None = None
     gap_percent: float | None = None
     wall_seconds: float | None = None
 
@@ -173,6 +174,7 @@ class DisruptionOut(KubeModel):
     affected_cards: int | str
     moved_cards: int | str
     moved_pods: int
+    topology_widening: int = 0
 
 
 class PlanOut(KubeModel):

@@ -107,7 +107,8 @@ def build_status(problem: RepackProblem, result: PlanResult, frag: FragReport, r
     disruption = DisruptionOut(affected_pod_groups=d.affected_pod_groups,
                                pod_groups_below_min_available=d.below_min_available,
                                affected_cards=format_milli(d.affected_cards),
-                               moved_cards=format_milli(d.moved_cards), moved_pods=d.moved_pods)
+                               moved_cards=format_milli(d.moved_cards), moved_pods=d.moved_pods,
+                               topology_widening=d.topology_widening)
     return RepackRunStatus(
         phase="Succeeded",
         conditions=(Condition(type="Complete", status="True", reason=reason, message=message),),

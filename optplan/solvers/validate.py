@@ -141,8 +141,8 @@ def _summary_violations(problem: RepackProblem, plan: RepackPlan, status: Repack
     if per_move != len(plan.moves):
         out.append("plan.moves lists a different number of pods than the plan moves")
     d = status.plan.disruption
-    if (d.affected_pod_groups, d.pod_groups_below_min_available, d.moved_pods) != (
-            actual.affected_pod_groups, actual.below_min_available, actual.moved_pods):
+    if (d.affected_pod_groups, d.pod_groups_below_min_available, d.moved_pods, d.topology_widening) != (
+            actual.affected_pod_groups, actual.below_min_available, actual.moved_pods, actual.topology_widening):
         out.append("plan.disruption disagrees with the recomputed dimensions")
     return out
 
