@@ -30,6 +30,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+import numpy as np
+
 from optplan.models.repack import PodMove, RepackPlan
 from optplan.models.snapshot import Pod
 from optplan.solvers.oracle import Capacity, constraint_signature, pod_demand, static_reason
@@ -113,30 +115,42 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
             classes.append(k)
             mine.append(k)
         classes_of[c] = mine
-    # Static predicates per (signature, receiver), cached.
-    static_ok: dict[tuple[tuple[object, ...], str], bool] = {}
+    # Receivers per class, vectorised over all occupied providers: static predicates once per
+    # constraint signature, then fit on every resource the class requests.
+    U = len(receivers_all)
+    index = {r: i for i, r in enumerate(receivers_all)}
+    res = sorted({r for k in classes for r in k.demand})
+    free_m = np.zeros((len(res), U), dtype=object if _huge(cap, receivers_all, res) else np.int64)
+    for i, r in enumerate(res):
+        for u, n in enumerate(receivers_all):
+            limited = r != "pods" or "pods" in snap.nodes[n].allocatable
+            free_m[i, u] = cap.free[n].get(r, 0) if limited else 2**62
+    sig_ids: dict[tuple[object, ...], int] = {}
+    static_rows: list[np.ndarray] = []
+    stay = np.array([n not in set(problem.candidates) for n in receivers_all], dtype=bool)
+    names_rank = np.arange(U)
+    free_r = free_m[res.index(problem.resource)].astype(np.float64) if U else np.zeros(0)
     pruned = False
     for k in classes:
         csig = constraint_signature(k.pods[0])
-        fits = []
-        for r in receivers_all:
-            if r == k.node:
-                continue
-            key = (csig, r)
-            if key not in static_ok:
-                static_ok[key] = static_reason(k.pods[0], snap.nodes[r]) is None
-            if not static_ok[key]:
-                continue
-            if cap.fit_reason(k.pods[0], r) is not None:
-                continue
-            fits.append(r)
+        sid = sig_ids.get(csig)
+        if sid is None:
+            sid = sig_ids[csig] = len(static_rows)
+            static_rows.append(np.array([static_reason(k.pods[0], snap.nodes[n]) is None for n in receivers_all],
+                                        dtype=bool))
+        mask = static_rows[sid].copy()
+        mask[index[k.node]] = False
+        for r, v in k.demand.items():
+            if v > 0:
+                mask &= free_m[res.index(r)] >= v
+        fits = np.flatnonzero(mask)
         if max_receivers is not None and len(fits) > max_receivers:
-            must = (keep or {}).get(k.key, set())
-            stay = set(problem.occupied) - set(problem.candidates)
-            fits.sort(key=lambda r: (r not in must, r not in stay, cap.free[r].get(problem.resource, 0), r))
-            fits = sorted(fits[:max_receivers] + [r for r in fits[max_receivers:] if r in must])
+            must = np.array([receivers_all[u] in (keep or {}).get(k.key, set()) for u in fits], dtype=bool)
+            order = np.lexsort((names_rank[fits], free_r[fits], ~stay[fits], ~must))
+            chosen = set(order[:max_receivers].tolist()) | set(np.flatnonzero(must).tolist())
+            fits = fits[sorted(chosen)]
             pruned = True
-        k.receivers = fits
+        k.receivers = [receivers_all[u] for u in fits]
     used_receivers = sorted({r for k in classes for r in k.receivers})
     free = {r: {res: v for res, v in cap.free[r].items()
                 if res != "pods" or "pods" in snap.nodes[r].allocatable} for r in used_receivers}
@@ -170,6 +184,11 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
                      group_cards_by={g: dict(v) for g, v in sorted(cards_by.items())},
                      card_unit=unit, weights_int=integer_weights(problem.weights, unit), pruned=pruned,
                      freed_upper=upper, topo_regions=topo_regions, topo_stay_nodes=topo_stay)
+
+
+def _huge(cap: Capacity, nodes: list[str], res: list[str]) -> bool:
+    """Whether some free amount needs more than an int64 (then numpy holds Python ints)."""
+    return any(abs(cap.free[n].get(r, 0)) >= 2**62 for n in nodes for r in res)
 
 
 def hint_counts(data: ModelData, plan: RepackPlan) -> dict[tuple[int, str], int]:
