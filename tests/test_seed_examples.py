@@ -150,3 +150,12 @@ def test_theoretical_minimum_heterogeneous_nodes() -> None:
     f = fragmentation(loaded.snapshot, GPU)
     assert (f.providers, f.occupied, f.theoretical_min) == (4, 4, 2)
     assert f.percent() == 50
+
+
+def test_over_committed_snapshot_still_measures() -> None:
+    """Pods requesting more than the providers hold (a momentarily over-committed snapshot): the
+    metric does not fail; it falls back to the occupied count and says it is not proven."""
+    objs = [node("n0", 4), node("n1", 4), podgroup("pg"), pod("a", "n0", 4), pod("b", "n0", 3), pod("c", "n1", 4)]
+    loaded, _ = load_with_run(*objs, repack_run())
+    f = fragmentation(loaded.snapshot, GPU)
+    assert (f.occupied, f.theoretical_min, f.proven) == (2, 2, False)

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import SupportsIndex, cast
+from typing import Any, SupportsIndex, cast
 
 from ortools.sat.python import cp_model
 
@@ -360,47 +360,91 @@ def _solve_cp_sat(
     workers: int,
     seed: int,
 ) -> BinPackingResult:
+    deadline = time.monotonic() + time_limit
     ub = len(heuristic) if heuristic is not None else None
-    solver = cp_model.CpSolver()
     graph = _arc_flow_graph(sizes, caps_desc[0], _MAX_ARCS)
-    if graph is not None:
-        # Look for a packing strictly better than the heuristic one: infeasible proves ``ub``.
-        # (A hint with the heuristic packing was tried: it slows CP-SAT down on this model.)
-        n_bins = ub - 1 if ub is not None else len(caps_desc)
-        model = _arc_flow_model(sizes, caps_desc[:n_bins], lb, graph)
-        desc = f"arc-flow, {len(graph)} arcs"
-        solver.parameters.linearization_level = 2
-        infeasible_proves_ub = True
-    else:
+    if graph is None:
         n_bins = ub if ub is not None else len(caps_desc)
-        model = _assignment_model(sizes, caps_desc[:n_bins], lb, heuristic)
-        desc = "assignment"
-        infeasible_proves_ub = False
+        assignment = _assignment_model(sizes, caps_desc[:n_bins], lb, heuristic)
+        status, value, bound = _run(
+            assignment, "assignment", sizes, n_bins, lb, deadline - time.monotonic(), workers, seed
+        )
+        if status == cp_model.INFEASIBLE and ub is not None:  # the heuristic packing fits the model
+            raise RuntimeError("CP-SAT reported a feasible bin packing model infeasible")
+        return _result(status, value, bound, ub, lb, len(caps_desc), time_limit)
+
+    # Arc-flow: repeatedly look for a packing strictly better than the best known one, so that
+    # "infeasible" proves the best known one optimal.  The single-worker search has a heavy-tailed,
+    # seed-dependent running time on this model, so it runs in growing time slices with a new seed
+    # each (restarts); a slice is at least long enough for the root LP of a big graph.
+    # (Hinting the heuristic packing was tried too: it slows CP-SAT down here.)
+    desc = f"arc-flow, {len(graph)} arcs"
+    base_slice = max(1.0, len(graph) / 4000)
+    best_bound = lb
+    attempt = 0
+    model: cp_model.CpModel | None = None
+    while True:
+        n_bins = ub - 1 if ub is not None else len(caps_desc)
+        if n_bins < best_bound:  # ub is proven
+            break
+        if model is None:
+            model = _arc_flow_model(sizes, caps_desc[:n_bins], best_bound, graph)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        slice_ = base_slice * 2 ** (attempt // 2)
+        status, value, bound = _run(model, desc, sizes, n_bins, best_bound, min(slice_, left), workers, seed + attempt)
+        attempt += 1
+        if status == cp_model.INFEASIBLE:
+            best_bound = max(best_bound, n_bins + 1)
+            if ub is None:
+                raise ValueError(f"infeasible: the {len(caps_desc)} bins cannot hold all items")
+            break
+        best_bound = max(best_bound, bound)
+        if value is not None and (ub is None or value < ub):
+            ub = value
+            model = None  # rebuild with fewer bins
+        if status == cp_model.OPTIMAL:
+            break
+    return _result(cp_model.UNKNOWN, ub, best_bound, ub, lb, len(caps_desc), time_limit)
+
+
+def _run(
+    model: cp_model.CpModel,
+    desc: str,
+    sizes: Counter[int],
+    n_bins: int,
+    lb: int,
+    time_limit: float,
+    workers: int,
+    seed: int,
+) -> tuple[Any, int | None, int]:
+    """Solve once; returns (status, value or None, proven lower bound), logs one line."""
+    solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(time_limit, 0.01)
     solver.parameters.num_workers = max(1, workers)
     solver.parameters.random_seed = seed
     solver.parameters.log_search_progress = False
+    if desc.startswith("arc-flow"):
+        solver.parameters.linearization_level = 2  # full LP: the Gilmore-Gomory bound
     t0 = time.monotonic()
     status = solver.solve(model)
     elapsed = time.monotonic() - t0
-
-    value = ub
-    bound: int | None = lb
+    value: int | None = None
+    bound = lb
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         value = round(solver.objective_value)
-        if ub is not None:
-            value = min(value, ub)
     if status == cp_model.OPTIMAL:
+        assert value is not None
         bound = value
-    elif status == cp_model.INFEASIBLE:
-        bound = ub if infeasible_proves_ub else None
-    else:
+    elif status != cp_model.INFEASIBLE:
         raw = solver.best_objective_bound
         if math.isfinite(raw):
             bound = max(lb, math.ceil(raw - 1e-6))
     logger.info(
-        "CP-SAT bin packing (%s): status=%s value=%s bound=%s seconds=%.3f items=%d sizes=%d bins<=%d",
+        "CP-SAT bin packing (%s, seed %d): status=%s value=%s bound=%s seconds=%.3f items=%d sizes=%d bins<=%d",
         desc,
+        seed,
         solver.status_name(status),
         value,
         bound,
@@ -409,17 +453,21 @@ def _solve_cp_sat(
         len(sizes),
         n_bins,
     )
+    return status, value, bound
 
+
+def _result(
+    status: Any, value: int | None, bound: int, ub: int | None, lb: int, n_caps: int, time_limit: float
+) -> BinPackingResult:
+    if ub is not None and (value is None or value > ub):
+        value = ub
     if value is None:
         if status == cp_model.INFEASIBLE:
-            raise ValueError(f"infeasible: the {len(caps_desc)} bins cannot hold all items")
+            raise ValueError(f"infeasible: the {n_caps} bins cannot hold all items")
         raise TimeoutError(
-            f"no packing found and infeasibility not proven within {time_limit:.1f}s "
-            f"({len(caps_desc)} bins, lower bound {lb})"
+            f"no packing found and infeasibility not proven within {time_limit:.1f}s ({n_caps} bins, lower bound {lb})"
         )
-    if bound is None:  # the heuristic packing satisfies the model: cannot happen
-        raise RuntimeError("CP-SAT reported a feasible bin packing model infeasible")
-    bound = min(bound, value)
+    bound = min(max(bound, lb), value)
     return BinPackingResult(value, bound, value == bound)
 
 

@@ -33,6 +33,7 @@ class Vars:
     breach: dict[str, Any]  # breach[group]
     affected_cards: dict[str, Any]  # affected_cards[group], card units
     widening: dict[str, Any]  # widening[group]: tiers a soft-topology group widens
+    region: dict[str, dict[str, Any]]  # region[group][hypernode]: the group ends inside that region
 
     def freed(self) -> Any:
         return sum(self.vacate.values())
@@ -42,7 +43,7 @@ def build(data: ModelData) -> tuple[cp_model.CpModel, Vars]:
     m = cp_model.CpModel()
     vacate = {c: m.new_bool_var(f"vacate[{c}]") for c in data.candidates}
     send = {(k.key, r): m.new_int_var(0, k.count, f"send[{k.key}->{r}]") for k in data.classes for r in k.receivers}
-    v = Vars(vacate, send, {}, {}, {}, {})
+    v = Vars(vacate, send, {}, {}, {}, {}, {})
     add_assignment(m, data, v)
     add_capacity(m, data, v)
     add_gang(m, data, v)
@@ -131,6 +132,7 @@ def add_topology(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
     topo = p.snapshot.topology
     for g, regions in data.topo_regions.items():
         region = {h: m.new_bool_var(f"region[{g}@{h}]") for h in regions}
+        v.region[g] = region
         m.add_exactly_one(region.values())
         for n in data.topo_stay_nodes[g]:
             for h, y in region.items():
@@ -161,12 +163,31 @@ def cost_expr(data: ModelData, v: Vars) -> Any:
 
 
 def add_hint(data: ModelData, v: Vars, m: cp_model.CpModel, plan: RepackPlan) -> None:
+    """Hint every variable from a plan (a complete hint is a solution CP-SAT can use at once)."""
     counts = hint_counts(data, plan)
     freed = set(plan.freed_nodes)
     for c, x in v.vacate.items():
         m.add_hint(x, int(c in freed))
     for key, x in v.send.items():
         m.add_hint(x, counts.get(key, 0))
+    p = data.problem
+    for g, by_node in data.group_moved_by.items():
+        moved = sum(n for c, n in by_node.items() if c in freed)
+        cards = sum(data.cards(n) for c, n in data.group_cards_by[g].items() if c in freed)
+        breach = moved > p.gangs[g].safe
+        m.add_hint(v.affected[g], int(moved > 0))
+        m.add_hint(v.breach[g], int(breach))
+        m.add_hint(v.affected_cards[g], max(cards, data.cards(p.gangs[g].footprint) if breach else 0))
+    dest = {mv.pod: mv.to_node for mv in plan.moves}
+    topo = p.snapshot.topology
+    for g, regions in data.topo_regions.items():
+        after = {dest.get(q.key, q.node_name) or "" for q in p.snapshot.pods_by_group.get(g, [])}
+        inside = [h for h in regions if after <= topo.region_nodes(h)]
+        chosen = inside[0] if inside else None
+        for h in regions:
+            m.add_hint(v.region[g][h], int(h == chosen))
+        if g in v.widening and chosen is not None:
+            m.add_hint(v.widening[g], max(topo.tier(chosen) - topo.lowest_tier(set(p.group_nodes(g))), 0))
 
 
 class _Progress(cp_model.CpSolverSolutionCallback):
@@ -180,14 +201,24 @@ class _Progress(cp_model.CpSolverSolutionCallback):
                  self.objective_value, self.best_objective_bound)
 
 
-def _solver(options: PlanOptions, limit: float) -> cp_model.CpSolver:
+BIG_MODEL = 20_000
+"""Above this many send variables, presolve's probing and symmetry detection cost more than they
+bring (measured: 2,000 nodes spent the whole limit in presolve)."""
+
+
+def _solver(options: PlanOptions, limit: float, size: int = 0) -> cp_model.CpSolver:
     s = cp_model.CpSolver()
     s.parameters.max_time_in_seconds = max(limit, 0.05)
     s.parameters.num_workers = options.workers
     s.parameters.random_seed = options.seed
-    # The LP relaxation is what proves "no more nodes can be freed": full linearization makes
-    # single-worker proofs on 14-node clusters go from seconds to tenths (measured).
-    s.parameters.linearization_level = 2
+    if size > BIG_MODEL:
+        s.parameters.symmetry_level = 0
+        s.parameters.cp_model_probing_level = 0
+        s.parameters.linearization_level = 1
+    else:
+        # The LP relaxation is what proves "no more nodes can be freed": full linearization makes
+        # single-worker proofs on 14-node clusters go from seconds to tenths (measured).
+        s.parameters.linearization_level = 2
     return s
 
 
@@ -223,7 +254,7 @@ def solve(problem: RepackProblem, options: PlanOptions, hint: RepackPlan | None 
     if hint is not None:
         add_hint(data, v, m, hint)
     m.maximize(v.freed())
-    s = _solver(options, (deadline - time.perf_counter()) * 0.5)
+    s = _solver(options, (deadline - time.perf_counter()) * 0.5, len(v.send))
     st = s.solve(m, _Progress("freed", t0))
     log.info("cpsat phase 1 (freed): %s objective %s bound %s in %.2fs", s.status_name(st),
              s.objective_value if st in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None,
@@ -240,7 +271,7 @@ def solve(problem: RepackProblem, options: PlanOptions, hint: RepackPlan | None 
     cost = cost_expr(data, v2)
     m2.minimize(cost)
     add_hint(data, v2, m2, hint if hint is not None and len(hint.freed_nodes) == freed else best)
-    s2 = _solver(options, deadline - time.perf_counter())
+    s2 = _solver(options, deadline - time.perf_counter(), len(v2.send))
     st2 = s2.solve(m2, _Progress("cost", t0))
     log.info("cpsat phase 2 (cost): %s objective %s bound %s in %.2fs", s2.status_name(st2),
              s2.objective_value if st2 in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None,

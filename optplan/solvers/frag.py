@@ -9,12 +9,15 @@ lower bound is used and ``proven`` is False.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from fractions import Fraction
 
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.binpacking import min_bins
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -61,8 +64,15 @@ def fragmentation(snapshot: Snapshot, resource: str, *, time_limit: float = 10.0
     fitting = [i for i in items if i <= largest]
     caps = sorted(capacities, reverse=True)[len(oversized):]
     if fitting and caps:
-        res = min_bins(fitting, caps, time_limit=time_limit, workers=workers)
-        lb, ub, proven = res.lower_bound, res.value, res.proven
+        try:
+            res = min_bins(fitting, caps, time_limit=time_limit, workers=workers)
+            lb, ub, proven = res.lower_bound, res.value, res.proven
+        except (ValueError, TimeoutError) as e:
+            # An over-committed snapshot can hold more than the providers can pack: no packing
+            # exists, so the nodes in use are the only answer; say it is not proven.
+            log.warning("theoretical minimum of %s not computed (%s); using the occupied count", resource, e)
+            lb = ub = max(occupied - len(oversized), 0)
+            proven = False
     else:
         lb = ub = 0
         proven = True
