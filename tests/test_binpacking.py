@@ -225,3 +225,26 @@ def test_bpplib_known_optimum(relpath: str) -> None:
     lb, ub = _bpplib_bounds()[path.stem]
     assert lb == ub, "only instances with a known optimum are used"
     assert min_bins(weights, [capacity] * n, time_limit=10, workers=1) == proven(lb)
+
+
+@pytest.mark.parametrize("relpath", BPPLIB_CASES[:3], ids=lambda p: Path(p).stem)
+def test_bpplib_through_a_snapshot(relpath: str) -> None:
+    """Each item a pod alone on a node of the instance's capacity: the fragmentation metric's
+    theoretical minimum is the instance's known optimum."""
+    if not (BPPLIB / "Bounds.txt").is_file():
+        pytest.skip(f"BPPLIB data not found at {BPPLIB}")
+    from optplan.adapters.kubefile import load_objects
+    from optplan.solvers.frag import fragmentation
+    from tests.builders import node, pod, podgroup
+
+    path = BPPLIB / relpath
+    numbers = [int(tok) for tok in path.read_text().split()]
+    n, capacity, weights = numbers[0], numbers[1], numbers[2:]
+    res = "example.com/unit"
+    objs = [podgroup("pg")]
+    for i, w in enumerate(weights):
+        objs.append(node(f"n{i:04d}", capacity, resource=res, cpu="1000", memory="1Ti"))
+        objs.append(pod(f"p{i:04d}", f"n{i:04d}", w, resource=res, cpu="1", memory="1Mi"))
+    f = fragmentation(load_objects(objs).snapshot, res, time_limit=10)
+    lb, _ = _bpplib_bounds()[path.stem]
+    assert (f.providers, f.occupied, f.theoretical_min, f.proven) == (n, n, lb, True)
