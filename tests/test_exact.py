@@ -121,3 +121,14 @@ def test_auto_reports_bound_and_gap_through_the_status() -> None:
     assert rec.name == "auto" and rec.status == "OPTIMAL"
     assert rec.freed_nodes_bound == len(out.plan.freed_nodes)
     assert rec.objective == rec.best_bound and rec.gap_percent == 0.0
+
+
+def test_greedy_respects_its_time_limit_with_a_valid_plan() -> None:
+    """Out of time, the greedy returns the plan so far (every round commits a valid step) and says
+    which candidates it did not get to."""
+    p = _bounded(29)
+    full = get_planner("greedy").plan(p, OPTS)
+    cut = get_planner("greedy").plan(p, PlanOptions(time_limit=1e-9))
+    assert len(cut.plan.freed_nodes) < len(full.plan.freed_nodes)
+    assert plan_violations(p, cut.plan, claimed=cut.disruption) == []
+    assert cut.rejections.get("not-evaluated-time-limit", 0) > 0

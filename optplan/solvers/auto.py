@@ -16,11 +16,14 @@ from dataclasses import replace
 from optplan.models.repack import SolverRecord
 from optplan.solvers import cpsat
 from optplan.solvers.base import PlanOptions, PlanResult
-from optplan.solvers.greedy import GreedyPlanner
+from optplan.solvers.greedy import FastGreedyPlanner, GreedyPlanner
 from optplan.solvers.repack_model import scaled_cost
 from optplan.solvers.rules import RepackProblem, explain
 
 log = logging.getLogger(__name__)
+
+FAST_GREEDY_ABOVE = 1_500
+"""Above this many vacate candidates, auto starts from greedy-fast instead of the exact greedy."""
 
 MAX_ARCS = 150_000
 """Above this many (pod class, receiver) pairs, receivers per class are pruned."""
@@ -40,7 +43,9 @@ class AutoPlanner:
 
     def plan(self, problem: RepackProblem, options: PlanOptions) -> PlanResult:
         t0 = time.perf_counter()
-        greedy = GreedyPlanner().plan(problem, options)
+        # The greedy may use half the limit; on clusters where it needs more, its plan so far is kept.
+        first = FastGreedyPlanner() if len(problem.candidates) > FAST_GREEDY_ABOVE else GreedyPlanner()
+        greedy = first.plan(problem, replace(options, time_limit=options.time_limit / 2))
         left = options.time_limit - (time.perf_counter() - t0)
         out = cpsat.solve(problem, replace(options, time_limit=max(left, 0.5)), hint=greedy.plan,
                           max_receivers=receiver_cap(problem))
@@ -49,7 +54,7 @@ class AutoPlanner:
         if out.plan is None:
             record = SolverRecord(name=self.name, status="FALLBACK", freed_nodes_bound=out.freed_bound,
                                   wall_seconds=wall)
-            return replace(greedy, record=record)
+            return replace(greedy, record=record, stats=cpsat.model_stats(out))
         g_key = (-len(greedy.plan.freed_nodes), scaled_cost(out.data, greedy.plan))
         e_key = (-len(out.plan.freed_nodes), scaled_cost(out.data, out.plan))
         log.info("auto: greedy freed %d cost %d; cpsat freed %d cost %d (%s)", -g_key[0], g_key[1], -e_key[0],
@@ -58,11 +63,11 @@ class AutoPlanner:
             record = SolverRecord(name=self.name, status=out.status, freed_nodes_bound=out.freed_bound,
                                   objective=e_key[1], best_bound=out.bound, gap_percent=gap, wall_seconds=wall)
             return PlanResult(plan=out.plan, record=record, disruption=problem.plan_disruption(out.plan),
-                              rejections=explain(problem, out.plan))
+                              rejections=explain(problem, out.plan), stats=cpsat.model_stats(out))
         # The greedy plan is as good (ties keep the greedy's seed-ordered receivers): when CP-SAT
         # proved its own equal plan optimal, the greedy plan is optimal too.
         status = out.status if e_key == g_key else "FEASIBLE"
         record = SolverRecord(name=self.name, status=status, freed_nodes_bound=out.freed_bound,
                               objective=g_key[1], best_bound=out.bound,
                               gap_percent=cpsat.gap_percent(g_key[1], out.bound), wall_seconds=wall)
-        return replace(greedy, record=record)
+        return replace(greedy, record=record, stats=cpsat.model_stats(out))

@@ -27,6 +27,8 @@ class PlanResult:
     disruption: Disruption
     rejections: dict[str, int] = field(default_factory=dict)
     """Why vacate candidates were not chosen: reason -> count of nodes (explanations for people)."""
+    stats: dict[str, int] = field(default_factory=dict)
+    """Model size and search counters (variables, constraints, pod classes, ...) for benchmarks."""
 
 
 class Planner(Protocol):
@@ -37,6 +39,7 @@ class Planner(Protocol):
 
 _REGISTRY: dict[str, str] = {
     "greedy": "optplan.solvers.greedy:GreedyPlanner",
+    "greedy-fast": "optplan.solvers.greedy:FastGreedyPlanner",
     "cpsat": "optplan.solvers.cpsat:CpSatPlanner",
     "milp": "optplan.solvers.milp:MilpPlanner",
     "auto": "optplan.solvers.auto:AutoPlanner",

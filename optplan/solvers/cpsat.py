@@ -301,6 +301,13 @@ def _size(m: cp_model.CpModel) -> tuple[int, int]:
     return len(proto.variables), len(proto.constraints)
 
 
+def model_stats(out: ExactOutcome) -> dict[str, int]:
+    d = out.data
+    return {"variables": out.size[0], "constraints": out.size[1], "candidates": len(d.candidates),
+            "podClasses": len(d.classes), "receivers": len(d.receivers),
+            "sendVariables": sum(len(k.receivers) for k in d.classes), "receiversPruned": int(d.pruned)}
+
+
 def gap_percent(objective: int | None, bound: int | None) -> float | None:
     if objective is None or bound is None:
         return None
@@ -321,4 +328,4 @@ class CpSatPlanner:
                               freed_nodes_bound=out.freed_bound, objective=out.objective, best_bound=out.bound,
                               gap_percent=gap_percent(out.objective, out.bound), wall_seconds=wall)
         return PlanResult(plan=plan, record=record, disruption=problem.plan_disruption(plan),
-                          rejections=explain(problem, plan))
+                          rejections=explain(problem, plan), stats=model_stats(out))

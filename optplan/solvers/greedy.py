@@ -50,24 +50,48 @@ class _Candidate:
 
 
 class GreedyPlanner:
+    """The seed's greedy, exactly: every round re-evaluates every candidate whose placement may
+    have changed."""
+
     name = "greedy"
+    lazy = False
 
     def plan(self, problem: RepackProblem, options: PlanOptions) -> PlanResult:
         t0 = time.perf_counter()
-        state = _Greedy(problem)
-        moves, freed = state.run()
+        state = _Greedy(problem, lazy=self.lazy)
+        moves, freed = state.run(t0 + options.time_limit)
         plan = RepackPlan.build(moves, freed)
         wall = time.perf_counter() - t0
         log.info("greedy: freed %d nodes, moved %d pods in %.3fs (%d rounds, %d evaluations)",
                  len(freed), len(moves), wall, state.rounds, state.evaluations)
+        if state.truncated:
+            log.warning("greedy: time limit reached after %d rounds; the plan so far is returned", state.rounds)
         record = SolverRecord(name=self.name, status="HEURISTIC", wall_seconds=round(wall, 3))
         return PlanResult(plan=plan, record=record, disruption=problem.plan_disruption(plan),
                           rejections=state.rejections())
 
 
+class FastGreedyPlanner(GreedyPlanner):
+    """The seed's greedy with two shortcuts for large clusters, used by ``auto`` above
+    FAST_GREEDY_ABOVE candidates:
+
+    - a candidate whose old placement is still valid (its receivers kept room for what it put there)
+      stays feasible for the round's ranking without being re-simulated; it is re-simulated when
+      its turn to commit comes, and skipped if first-fit then fails;
+    - each round commits down its ranking, up to a twentieth of the feasible candidates, each one
+      re-simulated (and budget-checked) on the state the commits before it left. Scores are those
+      of the round's start, which is where this differs from the seed's one-commit rounds.
+
+    Every committed move is simulated exactly, and the plan is validated like any other."""
+
+    name = "greedy-fast"
+    lazy = True
+
+
 class _Greedy:
-    def __init__(self, problem: RepackProblem) -> None:
+    def __init__(self, problem: RepackProblem, lazy: bool = False) -> None:
         self.p = problem
+        self.lazy = lazy
         snap = problem.snapshot
         R = problem.resource
         self.R = R
@@ -154,6 +178,7 @@ class _Greedy:
         self.placeable = np.zeros(C, dtype=bool)
         self.alive = np.ones(C, dtype=bool)  # still a vacate candidate
         self.dirty = np.ones(C, dtype=bool)
+        self.stale = np.zeros(C, dtype=bool)  # lazy mode: a better receiver appeared, feasibility kept
         self.cand_of_u = {cand.index: ci for ci, cand in enumerate(self.cands)}
         # Plan-so-far accounting.
         self.moved_in_group: Counter[str] = Counter()
@@ -182,12 +207,15 @@ class _Greedy:
                     use[pdb_key] += 1
             self.cand_pdb.append(use)
         self.gain = np.array([c.gain for c in self.cands], dtype=np.int64)
+        self.has_pdb = np.array([bool(u) for u in self.cand_pdb], dtype=bool)
         # Network topology: current nodes of each topology PodGroup's pods, and HyperNode masks.
         self.topo = problem.snapshot.topology
         self.positions: dict[str, Counter[str]] = {
             g: Counter(problem.group_nodes(g)) for g in problem.topology_groups}
         self.region_mask = {h: np.array([n in self.topo.region_nodes(h) for n in self.names], dtype=bool)
                             for h in self.topo.regions(None)} if problem.topology_groups else {}
+        self.has_topo = np.array([any(g in problem.topology_groups for g in c.groups) for c in self.cands],
+                                 dtype=bool)
         self.cands_of_topo_group: dict[str, list[int]] = defaultdict(list)
         for ci, cand in enumerate(self.cands):
             for gk in cand.groups:
@@ -198,6 +226,7 @@ class _Greedy:
         self.received: set[int] = set()
         self.rounds = 0
         self.evaluations = 0
+        self.truncated = False
         self.final_reasons: dict[int, str] = {}
 
     # ---- placement simulation ----------------------------------------------------------------
@@ -248,6 +277,7 @@ class _Greedy:
             self.rkey[u] += dem[iR]
         self.placeable[ci] = ok
         self.dirty[ci] = False
+        self.stale[ci] = False
         widen = 0
         if ok:
             for g in topo_groups:
@@ -280,7 +310,28 @@ class _Greedy:
         (and moved to tier 0) and receiver ``removed`` left the receiver set."""
         ev = self.evaluated & self.alive[self.row_cand]
         hit = ev & np.isin(self.ch_u, [*changed, removed])
+        if self.lazy and hit.any():
+            # A placement that still fits where it was (the receiver kept enough room for what this
+            # candidate put there) stays valid: keep the candidate feasible, recheck when chosen.
+            gone = ev & (self.ch_u == removed)
+            short = np.zeros(len(self.cands), dtype=bool)
+            short[self.row_cand[gone]] = True
+            for u in changed:
+                rows = np.flatnonzero(ev & (self.ch_u == u))
+                if not len(rows):
+                    continue
+                put = np.zeros((len(self.res), len(self.cands)), dtype=np.int64)
+                np.add.at(put.T, self.row_cand[rows], self.row_dem[:, rows].T)
+                cands_u = np.unique(self.row_cand[rows])
+                over = (put[:, cands_u] > self.free[:, u][:, None]).any(axis=0)
+                short[cands_u[over]] = True
+            hit_c = np.zeros(len(self.cands), dtype=bool)
+            hit_c[self.row_cand[hit]] = True
+            soft = hit_c & ~short & self.placeable & ~self.has_topo & ~self.dirty
+            self.stale[soft] = True
+            hit &= ~soft[self.row_cand]
         # Rows that ran out of receivers are left with an infinite key: any fitting receiver hits.
+        ahead_hit = np.zeros_like(hit)
         for u in changed:
             if not self.active[u]:
                 continue
@@ -291,9 +342,19 @@ class _Greedy:
             tu = self.tier[u]
             ahead = (tu < self.ch_tier) | (
                 (tu == self.ch_tier) & ((left < self.ch_left) | ((left == self.ch_left) & (u < self.ch_u))))
-            hit |= ev & fits & ahead
+            ahead_hit |= ev & fits & ahead
         if hit.any():
             self.dirty[np.unique(self.row_cand[hit])] = True
+        if ahead_hit.any():
+            cands = np.unique(self.row_cand[ahead_hit])
+            if self.lazy:
+                # Nothing it used lost capacity: its old placement still stands, so it stays feasible
+                # for ranking; only its first-fit placement may differ, rechecked when chosen.
+                keep = self.placeable[cands] & ~self.has_topo[cands] & ~self.dirty[cands]
+                self.dirty[cands[~keep]] = True
+                self.stale[cands[keep]] = True
+            else:
+                self.dirty[cands] = True
 
     # ---- disruption of plan-so-far-plus-candidate ---------------------------------------------
 
@@ -323,6 +384,17 @@ class _Greedy:
 
     # ---- rounds ------------------------------------------------------------------------------
 
+    def _budget_ok(self, cands: np.ndarray, budget_res: np.ndarray) -> np.ndarray:
+        """Which of ``cands`` (fresh deltas) fit maxPerRun and the PDBs, vectorised."""
+        ok = np.ones(len(cands), dtype=bool)
+        if self.budget_groups is not None:
+            ok &= self.totals[0] + self.delta[cands, 0] <= self.budget_groups
+        if len(budget_res):
+            ok &= (self.used_res + self.cand_res[cands] <= budget_res).all(axis=1)
+        for j in np.flatnonzero(ok & self.has_pdb[cands]).tolist():
+            ok[j] = all(n <= self.pdb_left[k] for k, n in self.cand_pdb[int(cands[j])].items())
+        return ok
+
     def _budget_reason(self, ci: int) -> str | None:
         if self.delta_dirty[ci]:
             self._delta(ci)
@@ -337,29 +409,57 @@ class _Greedy:
                 return "pdb-disruptions-allowed"
         return None
 
-    def run(self) -> tuple[list[PodMove], list[str]]:
+    def run(self, deadline: float = float("inf")) -> tuple[list[PodMove], list[str]]:
+        """Rounds until no feasible candidate remains, or until ``deadline`` (perf_counter time):
+        every round commits a valid step, so the plan so far is always a valid plan."""
         weights = np.array(self.p.weights.as_tuple(), dtype=np.float64)
+        budget_res = np.array(list(self.budget_res.values()), dtype=np.int64)
         while True:
+            if time.perf_counter() > deadline:
+                self.truncated = True
+                break
             self.rounds += 1
             alive = np.flatnonzero(self.alive)
-            feasible: list[int] = []
-            for c in alive.tolist():
-                if self._budget_reason(c) is not None:
-                    continue  # budgets only tighten: no need to simulate placement
-                if self.dirty[c]:
-                    self._evaluate(c)
-                if self.placeable[c]:
-                    feasible.append(c)
-            if not feasible:
+            for c in alive[self.delta_dirty[alive]].tolist():
+                self._delta(c)
+            ok = self._budget_ok(alive, budget_res)
+            for c in alive[ok & self.dirty[alive]].tolist():
+                self._evaluate(c)
+            f = alive[ok & self.placeable[alive]]
+            if not len(f):
                 break
-            f = np.array(feasible, dtype=np.int64)
             d = (self.totals + self.delta[f]).astype(np.float64)
             lo, hi = d.min(axis=0), d.max(axis=0)
             span = np.where(hi > lo, hi - lo, 1.0)
             score = np.round(((d - lo) / span) @ weights, 9)
-            order = np.lexsort((f, -self.gain[f], score))
-            self._commit(int(f[order[0]]))
-        self._record_reasons()
+            ranked = f[np.lexsort((f, -self.gain[f], score))]
+            if not self.lazy:
+                self._commit(int(ranked[0]))
+                continue
+            # Fast mode: commit down the round's ranking, up to a twentieth of the feasible
+            # candidates, re-simulating each one on the state left by the commits before it.
+            batch = max(1, len(ranked) // 20)
+            done = 0
+            for c in ranked.tolist():
+                if done == batch:
+                    break
+                if not self.alive[c]:
+                    continue
+                if self.delta_dirty[c]:
+                    self._delta(c)
+                if not self._budget_ok(np.array([c]), budget_res)[0]:
+                    continue
+                if self.stale[c] or self.dirty[c]:
+                    self._evaluate(c)
+                if self.placeable[c]:
+                    self._commit(c)
+                    done += 1
+            if done == 0:
+                break
+        if self.truncated:
+            self.final_reasons = {ci: "not-evaluated-time-limit" for ci in np.flatnonzero(self.alive).tolist()}
+        else:
+            self._record_reasons()
         return self.moves, self.freed
 
     def _commit(self, ci: int) -> None:
