@@ -155,3 +155,24 @@ def test_some_random_clusters_free_nodes() -> None:
     """The family above is not trivial: most instances free something."""
     freed = [len(get_planner("greedy").plan(random_cluster(s), PlanOptions()).plan.freed_nodes) for s in range(40)]
     assert sum(1 for f in freed if f > 0) >= 20
+
+
+@pytest.mark.parametrize("seed", range(0, 40, 5))
+def test_fast_greedy_plans_are_valid_and_match_on_small_rounds(seed: int) -> None:
+    """With fewer than 20 feasible candidates a round commits one candidate, as the seed's greedy."""
+    p = random_cluster(seed)
+    fast = get_planner("greedy-fast").plan(p, PlanOptions())
+    assert plan_violations(p, fast.plan, claimed=fast.disruption) == []
+    assert fast.plan == get_planner("greedy").plan(p, PlanOptions()).plan
+
+
+def test_fast_greedy_stays_close_on_a_large_cluster() -> None:
+    from optplan.adapters.generate import GenConfig, generate
+    from optplan.adapters.kubefile import load_objects
+
+    loaded = load_objects(generate(GenConfig(nodes=300, occupancy=0.6, seed=3)))
+    p = RepackProblem(loaded.snapshot, next(iter(loaded.runs.values())))
+    exact = get_planner("greedy").plan(p, PlanOptions())
+    fast = get_planner("greedy-fast").plan(p, PlanOptions())
+    assert plan_violations(p, fast.plan, claimed=fast.disruption) == []
+    assert len(fast.plan.freed_nodes) >= 0.97 * len(exact.plan.freed_nodes)
