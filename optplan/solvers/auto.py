@@ -50,7 +50,8 @@ class AutoPlanner:
         out = cpsat.solve(problem, replace(options, time_limit=max(left, 0.5)), hint=greedy.plan,
                           max_receivers=receiver_cap(problem))
         wall = round(time.perf_counter() - t0, 3)
-        gap = cpsat.gap_percent(out.objective, out.bound)
+        gap = cpsat.gap_percent(out.objective, out.bound, len(out.plan.freed_nodes) if out.plan else None,
+                                out.freed_bound)
         if out.plan is None:
             record = SolverRecord(name=self.name, status="FALLBACK", freed_nodes_bound=out.freed_bound,
                                   wall_seconds=wall)
@@ -69,5 +70,6 @@ class AutoPlanner:
         status = out.status if e_key == g_key else "FEASIBLE"
         record = SolverRecord(name=self.name, status=status, freed_nodes_bound=out.freed_bound,
                               objective=g_key[1], best_bound=out.bound,
-                              gap_percent=cpsat.gap_percent(g_key[1], out.bound), wall_seconds=wall)
+                              gap_percent=cpsat.gap_percent(g_key[1], out.bound, -g_key[0], out.freed_bound),
+                              wall_seconds=wall)
         return replace(greedy, record=record, stats=cpsat.model_stats(out))

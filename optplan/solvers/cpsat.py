@@ -308,7 +308,12 @@ def model_stats(out: ExactOutcome) -> dict[str, int]:
             "sendVariables": sum(len(k.receivers) for k in d.classes), "receiversPruned": int(d.pruned)}
 
 
-def gap_percent(objective: int | None, bound: int | None) -> float | None:
+def gap_percent(objective: int | None, bound: int | None, freed: int | None = None,
+                freed_bound: int | None = None) -> float | None:
+    """The lexicographic gap: while more freed nodes are not ruled out, the gap in freed nodes
+    (freed_bound − freed) / freed_bound; once they are, the gap in the weighted disruption."""
+    if freed is not None and freed_bound is not None and freed < freed_bound:
+        return round(100.0 * (freed_bound - freed) / freed_bound, 3)
     if objective is None or bound is None:
         return None
     if objective == 0:
@@ -326,6 +331,7 @@ class CpSatPlanner:
         plan = out.plan if out.plan is not None else RepackPlan()
         record = SolverRecord(name=self.name, status=out.status if out.plan is not None else "FALLBACK",
                               freed_nodes_bound=out.freed_bound, objective=out.objective, best_bound=out.bound,
-                              gap_percent=gap_percent(out.objective, out.bound), wall_seconds=wall)
+                              gap_percent=gap_percent(out.objective, out.bound, len(plan.freed_nodes),
+                                                      out.freed_bound), wall_seconds=wall)
         return PlanResult(plan=plan, record=record, disruption=problem.plan_disruption(plan),
                           rejections=explain(problem, plan), stats=model_stats(out))
