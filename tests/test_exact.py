@@ -11,7 +11,7 @@ from optplan.solvers.base import PlanOptions, get_planner
 from optplan.solvers.frag import fragmentation
 from optplan.solvers.repack import plan_repack
 from optplan.solvers.repack_model import build_data, hint_counts, scaled_cost
-from optplan.solvers.rules import RepackProblem
+from optplan.solvers.rules import RepackProblem, Weights
 from optplan.solvers.validate import plan_violations
 from tests.builders import load_with_run, node, pod, podgroup, repack_run
 from tests.test_greedy_reference import random_cluster
@@ -132,3 +132,29 @@ def test_greedy_respects_its_time_limit_with_a_valid_plan() -> None:
     assert len(cut.plan.freed_nodes) < len(full.plan.freed_nodes)
     assert plan_violations(p, cut.plan, claimed=cut.disruption) == []
     assert cut.rejections.get("not-evaluated-time-limit", 0) > 0
+
+
+def test_shared_workload_trap() -> None:
+    """Equal freed nodes, lower disruption: the greedy's first pick is cheapest alone but not in a pair.
+
+    S (out of node scope) has 4 free cards, room for two of three candidates. P holds one 1-card pod
+    of workload p; Q and R each hold one 2-card pod of the same workload h (safe to move two). Round
+    one picks P (cheapest alone); round two adds Q: {P, Q} affects two workloads, cost 4.9. Vacating
+    Q and R affects only h: cost 4.8 (1.0 + 0.6·4 + 0.3·4 + 0.1·2), which the exact planner finds.
+    """
+    objs = [node("p", 1), node("q", 2), node("r", 2), node("s", 16),
+            podgroup("wp", 1), podgroup("wh", 2), podgroup("fill", 1, labels={"protected": "true"})]
+    objs += [pod("p0", "p", 1, group="wp"), pod("p1", "s", 1, group="wp")]
+    objs += [pod("h0", "q", 2, group="wh"), pod("h1", "r", 2, group="wh"), pod("h2", "s", 2, group="wh"),
+             pod("h3", "s", 2, group="wh")]
+    objs += [pod("fill", "s", 7, group="fill")]
+    objs.append(repack_run(scope={"podGroups": {"exclude": {"selector": {"matchLabels": {"protected": "true"}}}},
+                                  "nodes": {"exclude": {"names": ["s"]}}}))
+    loaded, run = load_with_run(*objs)
+    g = plan_repack(loaded.snapshot, run, solver="greedy")
+    e = plan_repack(loaded.snapshot, run, solver="auto", options=OPTS)
+    assert g.status.plan.freed_nodes == ("p", "q")
+    assert e.status.plan.freed_nodes == ("q", "r")
+    assert round(g.result.disruption.weighted(Weights()), 6) == 4.9
+    assert round(e.result.disruption.weighted(Weights()), 6) == 4.8
+    assert e.status.plan.solver.status == "OPTIMAL"
