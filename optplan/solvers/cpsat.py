@@ -17,7 +17,7 @@ from ortools.sat.python import cp_model
 
 from optplan.models.repack import RepackPlan, SolverRecord
 from optplan.solvers.base import PlanOptions, PlanResult
-from optplan.solvers.repack_model import ModelData, build_data, decode, hint_counts, scaled_cost
+from optplan.solvers.repack_model import ModelData, breach_pairs, build_data, decode, hint_counts, scaled_cost
 from optplan.solvers.rules import RepackProblem, explain
 
 log = logging.getLogger(__name__)
@@ -90,6 +90,8 @@ def add_gang(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
             m.add_implication(v.vacate[c], a)
             if n > gang.safe:
                 m.add_implication(v.vacate[c], b)
+        for c1, c2 in breach_pairs(by_node, gang.safe):  # two vacated nodes that together breach
+            m.add_bool_or([v.vacate[c1].Not(), v.vacate[c2].Not(), b])
         v.affected[g] = a
         if total > gang.safe:
             m.add(moved <= gang.safe + (total - gang.safe) * b)

@@ -16,7 +16,7 @@ import pulp
 
 from optplan.models.repack import RepackPlan, SolverRecord
 from optplan.solvers.base import PlanOptions, PlanResult
-from optplan.solvers.repack_model import ModelData, build_data, decode
+from optplan.solvers.repack_model import ModelData, breach_pairs, build_data, decode
 from optplan.solvers.rules import RepackProblem
 
 log = logging.getLogger(__name__)
@@ -92,6 +92,8 @@ def build(data: ModelData, name: str) -> tuple[pulp.LpProblem, dict[str, Any]]:
             prob += vacate[c] <= affected[g]
             if n > gang.safe:
                 prob += vacate[c] <= breach[g]
+        for c1, c2 in breach_pairs(by_node, gang.safe):
+            prob += vacate[c1] + vacate[c2] - 1 <= breach[g]
         if total > gang.safe:
             prob += moved <= gang.safe + (total - gang.safe) * breach[g]
         else:

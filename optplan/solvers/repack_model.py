@@ -191,6 +191,12 @@ def _huge(cap: Capacity, nodes: list[str], res: list[str]) -> bool:
     return any(abs(cap.free[n].get(r, 0)) >= 2**62 for n in nodes for r in res)
 
 
+def breach_pairs(by_node: dict[str, int], safe: int) -> list[tuple[str, str]]:
+    """Pairs of nodes, each within the safe count alone, whose pods together exceed it."""
+    small = sorted((c, n) for c, n in by_node.items() if n <= safe)
+    return [(c1, c2) for i, (c1, n1) in enumerate(small) for c2, n2 in small[i + 1:] if n1 + n2 > safe]
+
+
 def hint_counts(data: ModelData, plan: RepackPlan) -> dict[tuple[int, str], int]:
     """A plan as class -> receiver counts (for hints and for fixing a plan in tests)."""
     class_of: dict[str, int] = {}
