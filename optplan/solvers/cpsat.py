@@ -112,17 +112,10 @@ def add_budgets(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
     if mpr.pod_groups is not None:
         m.add(sum(v.affected.values()) <= mpr.pod_groups)
     for res, budget in sorted(mpr.resources.items()):
-        use = {c: sum(q.request(res) for q in p.r_pods[c]) for c in data.candidates}
-        terms = [n * v.vacate[c] for c, n in use.items() if n]
+        terms = [n * v.vacate[c] for c, n in data.budget_use[res].items()]
         if terms:
             m.add(sum(terms) <= budget)
-    pdb_use: dict[str, dict[str, int]] = {}
-    for c in data.candidates:
-        for q in p.r_pods[c]:
-            for key in p.pdb_cover.get(q.key, ()):
-                pdb_use.setdefault(key, {}).setdefault(c, 0)
-                pdb_use[key][c] += 1
-    for key, by_node in sorted(pdb_use.items()):
+    for key, by_node in data.pdb_use.items():
         m.add(sum(n * v.vacate[c] for c, n in by_node.items()) <= p.snapshot.pdbs[key].disruptions_allowed)
 
 

@@ -107,14 +107,8 @@ def build(data: ModelData, name: str) -> tuple[pulp.LpProblem, dict[str, Any]]:
     if mpr.pod_groups is not None:
         prob += pulp.lpSum(affected.values()) <= mpr.pod_groups
     for res, budget in sorted(mpr.resources.items()):
-        prob += pulp.lpSum(sum(q.request(res) for q in p.r_pods[c]) * vacate[c] for c in data.candidates) <= budget
-    pdb_use: dict[str, dict[str, int]] = {}
-    for c in data.candidates:
-        for q in p.r_pods[c]:
-            for key in p.pdb_cover.get(q.key, ()):
-                pdb_use.setdefault(key, {}).setdefault(c, 0)
-                pdb_use[key][c] += 1
-    for key, by_node in sorted(pdb_use.items()):
+        prob += pulp.lpSum(n * vacate[c] for c, n in data.budget_use[res].items()) <= budget
+    for key, by_node in data.pdb_use.items():
         prob += pulp.lpSum(n * vacate[c] for c, n in by_node.items()) <= p.snapshot.pdbs[key].disruptions_allowed
     # network topology: one region per topology PodGroup (see cpsat.add_topology)
     topo = p.snapshot.topology

@@ -71,6 +71,10 @@ class ModelData:
     """Topology PodGroup with movable pods -> HyperNodes (and, for soft, the root) it may end up in."""
     topo_stay_nodes: dict[str, list[str]] = field(default_factory=dict)
     """Topology PodGroup -> candidate nodes holding its pods (they stay unless the node is vacated)."""
+    budget_use: dict[str, dict[str, int]] = field(default_factory=dict)
+    """maxPerRun.resources name -> candidate -> amount (milli) that moves if it is vacated."""
+    pdb_use: dict[str, dict[str, int]] = field(default_factory=dict)
+    """PDB key -> candidate -> pods it covers that move if the candidate is vacated."""
 
     def cards(self, milli: int) -> int:
         return milli // self.card_unit
@@ -178,12 +182,20 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
         regions = topo.regions(limit if mode == "hard" else None)
         topo_regions[g] = [h for h in regions if fixed <= topo.region_nodes(h)]
         topo_stay[g] = sorted(nodes & cand_set)
+    budget_use = {res: {c: amt for c in cands if (amt := sum(q.request(res) for q in problem.r_pods[c]))}
+                  for res in sorted(problem.run.spec.max_per_run.resources)}
+    pdb_use: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for c in cands:
+        for q in problem.r_pods[c]:
+            for key in problem.pdb_cover.get(q.key, ()):
+                pdb_use[key][c] += 1
     return ModelData(problem=problem, candidates=cands, classes=classes, classes_of=classes_of,
                      receivers=used_receivers, free=free,
                      group_moved_by={g: dict(v) for g, v in sorted(moved_by.items())},
                      group_cards_by={g: dict(v) for g, v in sorted(cards_by.items())},
                      card_unit=unit, weights_int=integer_weights(problem.weights, unit), pruned=pruned,
-                     freed_upper=upper, topo_regions=topo_regions, topo_stay_nodes=topo_stay)
+                     freed_upper=upper, topo_regions=topo_regions, topo_stay_nodes=topo_stay,
+                     budget_use=budget_use, pdb_use={k: dict(v) for k, v in sorted(pdb_use.items())})
 
 
 def _huge(cap: Capacity, nodes: list[str], res: list[str]) -> bool:
