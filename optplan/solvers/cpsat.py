@@ -68,13 +68,14 @@ def add_capacity(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
     for r, arcs in incoming.items():
         if not arcs:
             continue
+        open_ = (1 - v.vacate[r]) if r in v.vacate else 1  # a vacated receiver has no room at all
         for res, free in sorted(data.free[r].items()):
             terms = [data.classes[kk].demand.get(res, 0) * x for kk, x in arcs if data.classes[kk].demand.get(res, 0)]
             if terms:
-                m.add(sum(terms) <= max(free, 0))
+                m.add(sum(terms) <= max(free, 0) * open_)
         if r in v.vacate:
-            total = sum(data.classes[kk].count for kk, _ in arcs)
-            m.add(sum(x for _, x in arcs) <= total * (1 - v.vacate[r]))
+            for kk, x in arcs:
+                m.add(x <= data.classes[kk].count * open_)
 
 
 def add_gang(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:

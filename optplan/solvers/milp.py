@@ -72,13 +72,14 @@ def build(data: ModelData, name: str) -> tuple[pulp.LpProblem, dict[str, Any]]:
     for r, arcs in incoming.items():
         if not arcs:
             continue
+        open_ = (1 - vacate[r]) if r in vacate else 1  # a vacated receiver has no room at all
         for res, free in sorted(data.free[r].items()):
             terms = [data.classes[kk].demand.get(res, 0) * x for kk, x in arcs if data.classes[kk].demand.get(res, 0)]
             if terms:
-                prob += pulp.lpSum(terms) <= max(free, 0)
+                prob += pulp.lpSum(terms) <= max(free, 0) * open_
         if r in vacate:
-            total = sum(data.classes[kk].count for kk, _ in arcs)
-            prob += pulp.lpSum(x for _, x in arcs) <= total * (1 - vacate[r])
+            for kk, x in arcs:
+                prob += x <= data.classes[kk].count * open_
     # gang
     affected, breach, acards = {}, {}, {}
     for i, (g, by_node) in enumerate(data.group_moved_by.items()):
