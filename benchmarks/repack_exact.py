@@ -32,10 +32,11 @@ from optplan.solvers.repack import plan_repack
 def machine() -> str:
     cpu = "?"
     try:
-        for line in open("/proc/cpuinfo", encoding="utf-8"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
     except OSError:
         pass
     return f"{os.cpu_count()} cpus, {cpu}, Python {platform.python_version()}"

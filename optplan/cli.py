@@ -96,10 +96,24 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Our own handler on the ``optplan`` logger, replaced on every call of main()."""
+
+
+def _log_to_stderr(level: int) -> None:
+    logger = logging.getLogger("optplan")
+    for h in [h for h in logger.handlers if isinstance(h, _StderrHandler)]:
+        logger.removeHandler(h)
+    handler = _StderrHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(level)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     level = logging.WARNING if args.verbose == 0 else logging.INFO if args.verbose == 1 else logging.DEBUG
-    logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
+    _log_to_stderr(level)
     try:
         text = _dispatch(args)
     except InputError as e:
