@@ -42,7 +42,8 @@ class Vars:
 def build(data: ModelData) -> tuple[cp_model.CpModel, Vars]:
     m = cp_model.CpModel()
     vacate = {c: m.new_bool_var(f"vacate[{c}]") for c in data.candidates}
-    send = {(k.key, r): m.new_int_var(0, k.count, f"send[{k.key}->{r}]") for k in data.classes for r in k.receivers}
+    send = {(k.key, r): m.new_int_var(0, data.arc_cap(k, r), f"send[{k.key}->{r}]")
+            for k in data.classes for r in k.receivers}
     v = Vars(vacate, send, {}, {}, {}, {}, {})
     add_assignment(m, data, v)
     add_capacity(m, data, v)
@@ -75,7 +76,7 @@ def add_capacity(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
                 m.add(sum(terms) <= max(free, 0) * open_)
         if r in v.vacate:
             for kk, x in arcs:
-                m.add(x <= data.classes[kk].count * open_)
+                m.add(x <= data.arc_cap(data.classes[kk], r) * open_)
 
 
 def add_gang(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:

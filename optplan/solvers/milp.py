@@ -59,7 +59,7 @@ def _quiet() -> Iterator[None]:
 def build(data: ModelData, name: str) -> tuple[pulp.LpProblem, dict[str, Any]]:
     prob = pulp.LpProblem(name, pulp.LpMaximize)
     vacate = {c: prob.add_variable(f"vacate_{i}", cat="Binary") for i, c in enumerate(data.candidates)}
-    send = {(k.key, r): prob.add_variable(f"send_{k.key}_{j}", lowBound=0, upBound=k.count, cat="Integer")
+    send = {(k.key, r): prob.add_variable(f"send_{k.key}_{j}", lowBound=0, upBound=data.arc_cap(k, r), cat="Integer")
             for k in data.classes for j, r in enumerate(k.receivers)}
     # assignment
     for k in data.classes:
@@ -79,7 +79,7 @@ def build(data: ModelData, name: str) -> tuple[pulp.LpProblem, dict[str, Any]]:
                 prob += pulp.lpSum(terms) <= max(free, 0) * open_
         if r in vacate:
             for kk, x in arcs:
-                prob += x <= data.classes[kk].count * open_
+                prob += x <= data.arc_cap(data.classes[kk], r) * open_
     # gang
     affected, breach, acards = {}, {}, {}
     for i, (g, by_node) in enumerate(data.group_moved_by.items()):

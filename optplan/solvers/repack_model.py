@@ -79,6 +79,13 @@ class ModelData:
     def cards(self, milli: int) -> int:
         return milli // self.card_unit
 
+    def arc_cap(self, k: PodClass, r: str) -> int:
+        """How many pods of class k fit on receiver r alone: a per-arc bound that keeps the LP
+        relaxation from splitting a pod over several receivers' leftovers."""
+        free = self.free[r]
+        fit = min((free.get(res, 0) // v for res, v in k.demand.items() if v > 0 and res in free), default=k.count)
+        return max(0, min(k.count, fit))
+
     def group_of_card_costs(self) -> dict[str, int]:
         """R footprint of each PodGroup, in card units."""
         return {g: self.cards(self.problem.gangs[g].footprint) for g in self.group_moved_by}
