@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from ortools.sat.python import cp_model
 
+from optplan.models.repack import RepackPlan
 from optplan.solvers import cpsat
 from optplan.solvers.base import PlanOptions, get_planner
 from optplan.solvers.frag import fragmentation
@@ -158,3 +159,35 @@ def test_shared_workload_trap() -> None:
     assert round(g.result.disruption.weighted(Weights()), 6) == 4.9
     assert round(e.result.disruption.weighted(Weights()), 6) == 4.8
     assert e.status.plan.solver.status == "OPTIMAL"
+
+
+def _topology_cluster(seed: int) -> RepackProblem:
+    from optplan.adapters.generate import GenConfig, generate
+    from optplan.adapters.kubefile import load_objects
+
+    cfg = GenConfig(nodes=24, occupancy=0.55, seed=seed, rack_size=3, racks_per_spine=2, topology_share=0.6,
+                    pdb_share=0.2, max_pod_groups=None if seed % 2 else 6)
+    loaded = load_objects(generate(cfg))
+    p = RepackProblem(loaded.snapshot, next(iter(loaded.runs.values())))
+    f = fragmentation(p.snapshot, p.resource)
+    p.freed_upper = f.occupied - f.theoretical_min
+    return p
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_topology_family_exact_and_twin_agree(seed: int) -> None:
+    """Generated clusters with racks and spines, hard and soft gangs, PDBs and budgets."""
+    p = _topology_cluster(seed)
+    assert p.topology_groups, "the family must exercise topology"
+    data = build_data(p)
+    g = get_planner("greedy").plan(p, OPTS)
+    c = get_planner("cpsat").plan(p, OPTS)
+    m = get_planner("milp").plan(p, OPTS)
+    for r in (g, c, m):
+        assert plan_violations(p, r.plan, claimed=r.disruption) == []
+    assert c.record.status == m.record.status == "OPTIMAL"
+    def key(plan: RepackPlan) -> tuple[int, int]:
+        return len(plan.freed_nodes), -scaled_cost(data, plan)
+
+    assert key(c.plan) == key(m.plan)
+    assert key(c.plan) >= key(g.plan)

@@ -66,7 +66,7 @@ SERVING_API = "workload.serving.volcano.sh/v1alpha1"
 NAMESPACES = ("team-a", "team-b", "team-c", "team-d")
 MAX_PODS = 110
 _EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
-_KIND_ORDER = {"Node": 0, "PodGroup": 1, "PodDisruptionBudget": 2, "Pod": 3, "RepackRun": 4}
+_KIND_ORDER = {"Node": 0, "HyperNode": 1, "PodGroup": 2, "PodDisruptionBudget": 3, "Pod": 4, "RepackRun": 5}
 _GI = 2**30
 _MI = 2**20
 _DEFAULT_TOLERATIONS = (
@@ -108,6 +108,11 @@ class GenConfig:
     min_improvement: int | None = None
     max_pod_groups: int | None = None
     max_cards: int | None = None
+    rack_size: int = 0
+    """Nodes per tier-1 HyperNode (consecutive names); 0 means no HyperNodes."""
+    racks_per_spine: int = 4
+    topology_share: float = 0.0
+    """Share of PodGroups given a networkTopology (half hard, half soft), when racks exist."""
 
     def __post_init__(self) -> None:
         def bad(name: str, message: str) -> InputError:
@@ -121,8 +126,10 @@ class GenConfig:
             raise bad("resource", "must not be empty")
         if not 1 <= self.pools <= self.nodes:
             raise bad("pools", f"must be within 1..nodes ({self.nodes})")
+        if self.rack_size < 0 or self.racks_per_spine < 1:
+            raise bad("rack_size", "rack_size must be >= 0 and racks_per_spine >= 1")
         for name in ("occupancy", "min_member_ratio", "cpu_pressure", "protected_share", "pdb_share",
-                     "pending_share", "non_volcano_share", "serving_share"):
+                     "pending_share", "non_volcano_share", "serving_share", "topology_share"):
             v = getattr(self, name)
             if not 0 <= v <= 1:
                 raise bad(name, f"must be within 0..1, got {v}")
@@ -381,8 +388,52 @@ def _generate(cfg: GenConfig) -> list[dict[str, Any]]:
     if cfg.cpu_pressure > 0:
         objs.extend(_cpu_pods(cfg, cluster, node_names, width, streams["cpu"], streams["uids"]))
     objs.append(_repack_run(cfg))
+    if cfg.rack_size > 0:
+        objs.extend(_topology(cfg, node_names, objs, random.Random(f"{cfg.seed}/topology")))
     objs.sort(key=_sort_key)
     return objs
+
+
+def _topology(cfg: GenConfig, node_names: list[str], objs: list[dict[str, Any]],
+              rng: random.Random) -> list[dict[str, Any]]:
+    """HyperNodes (racks of ``rack_size`` consecutive nodes at tier 1, spines of ``racks_per_spine``
+    racks at tier 2) and, on a share of PodGroups, a networkTopology: hard with the lowest tier that
+    encloses its pods today (so it holds), or soft. Mutates the PodGroups in ``objs``."""
+    racks = [node_names[i:i + cfg.rack_size] for i in range(0, len(node_names), cfg.rack_size)]
+    out: list[dict[str, Any]] = []
+    rack_of: dict[str, int] = {}
+    for r, members in enumerate(racks):
+        for n in members:
+            rack_of[n] = r
+        out.append({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+                    "metadata": {"name": f"rack-{r:03d}"},
+                    "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"exactMatch": {"name": n}}}
+                                                    for n in members]}})
+    for s in range(0, len(racks), cfg.racks_per_spine):
+        out.append({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+                    "metadata": {"name": f"spine-{s // cfg.racks_per_spine:03d}"},
+                    "spec": {"tier": 2, "members": [
+                        {"type": "HyperNode", "selector": {"exactMatch": {"name": f"rack-{r:03d}"}}}
+                        for r in range(s, min(s + cfg.racks_per_spine, len(racks)))]}})
+    nodes_of: dict[tuple[str, str], set[str]] = {}
+    for o in objs:
+        if o["kind"] == "Pod" and o["spec"].get("nodeName"):
+            g = (o["metadata"].get("annotations") or {}).get("scheduling.k8s.io/group-name")
+            if g:
+                nodes_of.setdefault((o["metadata"]["namespace"], g), set()).add(o["spec"]["nodeName"])
+    for o in sorted((o for o in objs if o["kind"] == "PodGroup"),
+                    key=lambda o: (o["metadata"]["namespace"], o["metadata"]["name"])):
+        if rng.random() >= cfg.topology_share:
+            continue
+        nodes = nodes_of.get((o["metadata"]["namespace"], o["metadata"]["name"]), set())
+        if rng.random() < 0.5:
+            tier = 1 if len({rack_of[n] for n in nodes}) <= 1 else (
+                2 if len({rack_of[n] // cfg.racks_per_spine for n in nodes}) <= 1 else None)
+            if tier is not None:
+                o["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": tier}
+                continue
+        o["spec"]["networkTopology"] = {"mode": "soft"}
+    return out
 
 
 def _sort_key(obj: dict[str, Any]) -> tuple[int, str, str]:
@@ -712,6 +763,9 @@ _FLAG_HELP: dict[str, tuple[Callable[[str], Any], str, str]] = {
     "min_improvement": (_non_negative, "PCT", "RepackRun goals[0].minFragImprovementPercent"),
     "max_pod_groups": (_non_negative, "N", "RepackRun maxPerRun.podGroups"),
     "max_cards": (_non_negative, "N", "RepackRun maxPerRun.resources[R]"),
+    "rack_size": (_non_negative, "N", "nodes per tier-1 HyperNode; 0 for none"),
+    "racks_per_spine": (_positive, "N", "tier-1 HyperNodes per tier-2 HyperNode"),
+    "topology_share": (_share, "F", "share of PodGroups with networkTopology (half hard, half soft)"),
 }
 _BOOL_FLAGS = {"tainted_pools": "taint every pool but pool-0",
                "daemonset_pods": "one kube-proxy pod per node"}

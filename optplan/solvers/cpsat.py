@@ -70,10 +70,9 @@ def add_capacity(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
         if not arcs:
             continue
         open_ = (1 - v.vacate[r]) if r in v.vacate else 1  # a vacated receiver has no room at all
-        for res, free in sorted(data.free[r].items()):
-            terms = [data.classes[kk].demand.get(res, 0) * x for kk, x in arcs if data.classes[kk].demand.get(res, 0)]
-            if terms:
-                m.add(sum(terms) <= max(free, 0) * open_)
+        sends = dict(arcs)
+        for _res, room, dem in data.capacity_rows(r):
+            m.add(sum(d * sends[kk] for kk, d in dem.items()) <= room * open_)
         if r in v.vacate:
             for kk, x in arcs:
                 m.add(x <= data.arc_cap(data.classes[kk], r) * open_)

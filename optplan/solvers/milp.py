@@ -73,10 +73,9 @@ def build(data: ModelData, name: str) -> tuple[pulp.LpProblem, dict[str, Any]]:
         if not arcs:
             continue
         open_ = (1 - vacate[r]) if r in vacate else 1  # a vacated receiver has no room at all
-        for res, free in sorted(data.free[r].items()):
-            terms = [data.classes[kk].demand.get(res, 0) * x for kk, x in arcs if data.classes[kk].demand.get(res, 0)]
-            if terms:
-                prob += pulp.lpSum(terms) <= max(free, 0) * open_
+        sends = dict(arcs)
+        for _res, room, dem in data.capacity_rows(r):
+            prob += pulp.lpSum(d * sends[kk] for kk, d in dem.items()) <= room * open_
         if r in vacate:
             for kk, x in arcs:
                 prob += x <= data.arc_cap(data.classes[kk], r) * open_

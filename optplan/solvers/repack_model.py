@@ -71,6 +71,10 @@ class ModelData:
     """Topology PodGroup with movable pods -> HyperNodes (and, for soft, the root) it may end up in."""
     topo_stay_nodes: dict[str, list[str]] = field(default_factory=dict)
     """Topology PodGroup -> candidate nodes holding its pods (they stay unless the node is vacated)."""
+    units: dict[str, int] = field(default_factory=dict)
+    """Per resource, the gcd of all class demands (milli-units)."""
+    classes_at: dict[str, list[PodClass]] = field(default_factory=dict)
+    """Receiver -> the classes that may send pods to it."""
     budget_use: dict[str, dict[str, int]] = field(default_factory=dict)
     """maxPerRun.resources name -> candidate -> amount (milli) that moves if it is vacated."""
     pdb_use: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -78,6 +82,20 @@ class ModelData:
 
     def cards(self, milli: int) -> int:
         return milli // self.card_unit
+
+    def capacity_rows(self, r: str) -> list[tuple[str, int, dict[int, int]]]:
+        """Capacity constraints of receiver r as (resource, room, class -> demand), each divided
+        by the gcd of the resource's demands (exact: every left side is a multiple of it). Memory
+        in milli-bytes would otherwise give coefficients near 10^14, which MILP solvers refuse."""
+        rows = []
+        for res, free in sorted(self.free[r].items()):
+            unit = self.units.get(res, 0)
+            if unit <= 0:
+                continue
+            dem = {k.key: k.demand[res] // unit for k in self.classes_at[r] if k.demand.get(res, 0) > 0}
+            if dem:
+                rows.append((res, max(free, 0) // unit, dem))
+        return rows
 
     def arc_cap(self, k: PodClass, r: str) -> int:
         """How many pods of class k fit on receiver r alone: a per-arc bound that keeps the LP
@@ -189,6 +207,15 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
         regions = topo.regions(limit if mode == "hard" else None)
         topo_regions[g] = [h for h in regions if fixed <= topo.region_nodes(h)]
         topo_stay[g] = sorted(nodes & cand_set)
+    units: dict[str, int] = {}
+    for k in classes:
+        for res_name, amount in k.demand.items():
+            if amount > 0:
+                units[res_name] = math.gcd(units.get(res_name, 0), amount)
+    classes_at: dict[str, list[PodClass]] = defaultdict(list)
+    for k in classes:
+        for r in k.receivers:
+            classes_at[r].append(k)
     budget_use = {res: {c: amt for c in cands if (amt := sum(q.request(res) for q in problem.r_pods[c]))}
                   for res in sorted(problem.run.spec.max_per_run.resources)}
     pdb_use: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -202,7 +229,8 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
                      group_cards_by={g: dict(v) for g, v in sorted(cards_by.items())},
                      card_unit=unit, weights_int=integer_weights(problem.weights, unit), pruned=pruned,
                      freed_upper=upper, topo_regions=topo_regions, topo_stay_nodes=topo_stay,
-                     budget_use=budget_use, pdb_use={k: dict(v) for k, v in sorted(pdb_use.items())})
+                     units=units, classes_at=dict(classes_at), budget_use=budget_use,
+                     pdb_use={k: dict(v) for k, v in sorted(pdb_use.items())})
 
 
 def _huge(cap: Capacity, nodes: list[str], res: list[str]) -> bool:
