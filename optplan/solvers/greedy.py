@@ -2,10 +2,12 @@
 
 Each round evaluates every remaining vacate candidate against the simulated state: its R-requesting
 pods are placed one by one (largest request first, then by name), each on the first receiver in the
-seed's order that passes every predicate and fits. Feasible candidates that respect the budgets and
-PDBs are scored over the five disruption dimensions of the plan-so-far-plus-candidate, min-max
-normalised over the round's feasible candidates and weighted; the lowest score wins (ties: larger
-freed capacity, then node name). Its moves are committed and the next round starts.
+seed's order that passes every predicate and fits (and, for a hard-topology PodGroup, keeps it inside
+one HyperNode of allowed tier). Feasible candidates that respect the budgets and PDBs are scored over
+the five disruption dimensions of the plan-so-far-plus-candidate (plus the tiers soft-topology
+PodGroups widen, zero without HyperNodes), min-max normalised over the round's feasible candidates and
+weighted; the lowest score wins (ties: larger freed capacity, then node name). Its moves are committed
+and the next round starts; the planner stops when no feasible candidate remains or its time is up.
 
 Receiver order (接收节点的填充): (1) nodes that will stay occupied (not a vacate candidate, or already
 a receiver) first; (2) then candidates with a higher future vacate cost — the weighted disruption of
