@@ -20,6 +20,7 @@ from optplan.errors import InputError, OptplanError, PlanInvalidError
 from optplan.models.repack import RepackRun
 from optplan.solvers.base import PlanOptions, planner_names
 from optplan.solvers.frag import FragReport, fragmentation, round_half_up
+from optplan.solvers.queues import QueueReport, SpotReport, format_amount, queue_report, spot_capacity
 from optplan.solvers.repack import RepackOutcome, plan_repack
 from optplan.solvers.rules import Weights
 
@@ -90,6 +91,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--solvers", default="greedy,cpsat", metavar="LIST",
                    help=f"comma-separated solvers to compare (default greedy,cpsat; from {', '.join(planner_names())})")
 
+    def report(p: argparse.ArgumentParser) -> None:
+        p.add_argument("snapshots", nargs="+", metavar="SNAPSHOT", help="kubectl get -o yaml|json output files")
+        p.add_argument("-o", "--output", choices=("table", "yaml", "json"), default="table",
+                       help="output format (default table)")
+        p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
+
+    p = sub.add_parser("queues", help="the queue tree: quotas, realCapability, allocation, admission violations")
+    report(p)
+    p.add_argument("--flat", action="store_true",
+                   help="account as the capacity plugin without enableHierarchy (default: with it)")
+
+    p = sub.add_parser("spot-capacity", help="each tenant's spot queue capability by seed 002's formula")
+    report(p)
+    p.add_argument("--resource", default="nvidia.com/gpu", metavar="R",
+                   help="the resource shared out (default nvidia.com/gpu); cpu and memory follow it")
+
     p = sub.add_parser("generate", help="write a seeded synthetic cluster snapshot with a RepackRun")
     generate_mod.add_arguments(p)
     p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
@@ -139,6 +156,10 @@ def _dispatch(args: argparse.Namespace) -> str:
         return _frag(args, loaded)
     if args.command == "compare":
         return _compare(args, loaded)
+    if args.command == "queues":
+        return _queues(args, loaded)
+    if args.command == "spot-capacity":
+        return _spot_capacity(args, loaded)
     return _repack(args, loaded)
 
 
@@ -295,3 +316,120 @@ def _compare(args: argparse.Namespace, loaded: LoadedInput) -> str:
               ("weighted cost", "weightedCost"), ("gap %", "gapPercent"), ("time s", "wallSeconds")]
     table = [header] + [[label, *["-" if r[key] is None else str(r[key]) for r in rows]] for label, key in fields]
     return (f"RepackRun {run.name}: fragmentation before {round_half_up(out.frag.percent())}%\n" + _table(table))
+
+
+# ---- queues --------------------------------------------------------------------------------------
+
+def _amounts(m: dict[str, int], resources: Sequence[str] | None = None) -> dict[str, int | str]:
+    keys = sorted(m) if resources is None else [r for r in resources if r in m]
+    return {r: format_amount(r, m[r]) for r in keys}
+
+
+def queue_report_dict(rep: QueueReport) -> dict[str, Any]:
+    shown = rep.resources
+    queues = []
+    for a in rep.accounts.values():
+        queues.append({
+            "name": a.name, "parent": a.parent, "depth": a.depth, "leaf": a.leaf, "implicit": a.implicit,
+            "state": a.state, "open": a.open, "reclaimable": a.reclaimable, "weight": a.weight,
+            "guarantee": _amounts(a.guarantee), "deserved": _amounts(a.deserved), "capability": _amounts(a.capability),
+            "realCapability": _amounts(a.real_capability, shown),
+            "effectiveDeserved": _amounts(a.effective_deserved, shown),
+            "allocated": _amounts(a.allocated, shown), "overDeserved": list(a.over_deserved)})
+    return {"hierarchy": rep.hierarchical, "clusterTotal": _amounts(rep.cluster_total), "queues": queues,
+            "violations": [{"queue": v.queue, "resource": v.resource, "rule": v.rule, "message": v.message}
+                           for v in rep.violations],
+            "unaccountedPods": [{"pod": p, "reason": why} for p, why in rep.unaccounted]}
+
+
+def _queues(args: argparse.Namespace, loaded: LoadedInput) -> str:
+    rep = queue_report(loaded.snapshot, hierarchical=not args.flat)
+    if args.output != "table":
+        return dump(queue_report_dict(rep), args.output)
+    return queue_table(rep)
+
+
+def queue_table(rep: QueueReport) -> str:
+    def amt(r: str, m: dict[str, int], absent: str = "0") -> str:
+        return str(format_amount(r, m[r])) if r in m else absent
+
+    total = ", ".join(f"{r} {amt(r, rep.cluster_total)}" for r in rep.cluster_total) or "(no nodes)"
+    text = (f"Queues (capacity plugin, hierarchy {'on' if rep.hierarchical else 'off'}); "
+            f"cluster total: {total}\n\n")
+    rows = [["QUEUE", "STATE", "RESOURCE", "GUARANTEE", "DESERVED", "CAPABILITY", "REALCAPABILITY", "ALLOCATED",
+             "OVER"]]
+    for a in rep.accounts.values():
+        for i, r in enumerate(rep.resources):
+            eff = amt(r, a.effective_deserved)
+            if r in a.deserved and a.deserved[r] != a.effective_deserved.get(r):
+                eff += f" (written {amt(r, a.deserved)})"
+            state = a.state if a.open or a.state != "Open" else "Open (parent closed)"
+            name = "  " * a.depth + a.name + (" *" if a.implicit else "")
+            rows.append([name if i == 0 else "", state if i == 0 else "", r, amt(r, a.guarantee), eff,
+                         amt(r, a.capability, "-"), amt(r, a.real_capability), amt(r, a.allocated),
+                         "yes" if r in a.over_deserved else ""])
+    text += _table(rows)
+    if any(a.implicit for a in rep.accounts.values()):
+        text += "* not in the snapshot: Volcano always has it\n"
+    if rep.violations:
+        vrows = [["QUEUE", "RESOURCE", "RULE", "MESSAGE"]]
+        vrows += [[v.queue, v.resource or "-", v.rule, v.message] for v in rep.violations]
+        text += f"\nViolations ({len(rep.violations)}):\n" + _table(vrows)
+    else:
+        text += "\nNo admission violations.\n"
+    if rep.unaccounted:
+        prows = [["POD", "WHY"]] + [[p, why] for p, why in rep.unaccounted[:20]]
+        more = " (first 20 shown)" if len(rep.unaccounted) > 20 else ""
+        text += f"\nRunning pods counted in no queue ({len(rep.unaccounted)}){more}:\n" + _table(prows)
+    return text
+
+
+def spot_report_dict(rep: SpotReport) -> dict[str, Any]:
+    r = rep.resource
+    return {
+        "resource": r,
+        "formula": "capability(spot_i) = idle * subscription_i / total subscription (seed 002 §4.3), "
+                   "rounded down; cpu and memory in the cluster's ratio to the resource",
+        "clusterTotal": format_amount(r, rep.cluster_total.get(r, 0)),
+        "subscriptionDeserved": format_amount(r, rep.subscription_total),
+        "paygAllocated": format_amount(r, rep.payg_allocated), "idle": format_amount(r, rep.idle),
+        "tenants": [{
+            "tenant": t.tenant, "subscriptionQueues": list(t.subscription_queues),
+            "subscription": format_amount(r, t.subscription), "paygQueues": list(t.payg_queues),
+            "paygAllocated": format_amount(r, t.payg_allocated), "spotQueue": t.spot_queue,
+            "capability": _amounts(t.capability), "current": _amounts(t.current), "changed": t.changed}
+            for t in rep.tenants],
+        "queues": [{"queue": q.queue, "tenant": q.tenant, "billingType": q.billing, "source": q.source}
+                   for q in rep.queues]}
+
+
+def _spot_capacity(args: argparse.Namespace, loaded: LoadedInput) -> str:
+    rep = spot_capacity(loaded.snapshot, args.resource)
+    if args.output != "table":
+        return dump(spot_report_dict(rep), args.output)
+    return spot_table(rep)
+
+
+def spot_table(rep: SpotReport) -> str:
+    r = rep.resource
+
+    def amt(res: str, v: int) -> str:
+        return str(format_amount(res, v))
+
+    text = (f"Spot capability of {r} (seed 002 §4.3): idle x subscription_i / total subscription, rounded down\n"
+            f"idle = cluster {amt(r, rep.cluster_total.get(r, 0))} - subscription deserved "
+            f"{amt(r, rep.subscription_total)} - pay-as-you-go allocated {amt(r, rep.payg_allocated)} = "
+            f"{amt(r, rep.idle)}\n\n")
+    if not rep.tenants:
+        return text + "No subscription, pay-as-you-go or spot queues found (see optplan/solvers/queues.py).\n"
+    resources = sorted({res for t in rep.tenants for res in t.capability}, key=lambda x: (x != r, x))
+    rows = [["TENANT", "SUBSCRIPTION", "PAYG ALLOCATED", "SPOT QUEUE", *[res.upper() for res in resources]]]
+    for t in rep.tenants:
+        cells = []
+        for res in resources:
+            cell = amt(res, t.capability[res]) if res in t.capability else "-"
+            if t.spot_queue is not None and t.current.get(res) != t.capability.get(res):
+                cell += f" (now {amt(res, t.current[res]) if res in t.current else 'unset'})"
+            cells.append(cell)
+        rows.append([t.tenant, amt(r, t.subscription), amt(r, t.payg_allocated), t.spot_queue or "-", *cells])
+    return text + _table(rows)

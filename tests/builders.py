@@ -96,3 +96,71 @@ def load_with_run(*objects: dict[str, Any]) -> tuple[LoadedInput, RepackRun]:
     loaded = load_objects(objects)
     assert len(loaded.runs) == 1, "exactly one RepackRun expected"
     return loaded, next(iter(loaded.runs.values()))
+
+
+# ---- queues, PriorityClasses, VCJobs (the queue placement issue) --------------------------------
+
+def queue(name: str, parent: str | None = None, *, guarantee: dict[str, Any] | None = None,
+          deserved: dict[str, Any] | None = None, capability: dict[str, Any] | None = None,
+          labels: dict[str, str] | None = None, state: str | None = None, reclaimable: bool | None = None,
+          weight: int | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if parent is not None:
+        spec["parent"] = parent
+    if guarantee is not None:
+        spec["guarantee"] = {"resource": guarantee}
+    if deserved is not None:
+        spec["deserved"] = deserved
+    if capability is not None:
+        spec["capability"] = capability
+    if reclaimable is not None:
+        spec["reclaimable"] = reclaimable
+    if weight is not None:
+        spec["weight"] = weight
+    obj: dict[str, Any] = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                           "metadata": {"name": name, "labels": labels or {}}, "spec": spec}
+    if state is not None:
+        obj["status"] = {"state": state}
+    return obj
+
+
+def podgroup_in(queue_name: str, name: str, min_member: int = 1, *, ns: str = "default") -> dict[str, Any]:
+    pg = podgroup(name, min_member, ns=ns)
+    pg["spec"]["queue"] = queue_name
+    return pg
+
+
+def priority_class(name: str, value: int, policy: str | None = None) -> dict[str, Any]:
+    obj: dict[str, Any] = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+                           "value": value}
+    if policy is not None:
+        obj["preemptionPolicy"] = policy
+    return obj
+
+
+def job_task(name: str, replicas: int, gpu: int | str = 1, *, cpu: str = "1", memory: str = "1Gi",
+             min_available: int | None = None, template_spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "main", "resources": {"requests": {
+        GPU: str(gpu), "cpu": cpu, "memory": memory}}}]}
+    spec.update(template_spec or {})
+    task: dict[str, Any] = {"name": name, "replicas": replicas, "template": {"spec": spec}}
+    if min_available is not None:
+        task["minAvailable"] = min_available
+    return task
+
+
+def vcjob(name: str, queue_name: str | None = "default", tasks: list[dict[str, Any]] | None = None, *,
+          ns: str = "default", min_available: int | None = None, priority_class_name: str | None = None,
+          network_topology: dict[str, Any] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"schedulerName": "volcano",
+                            "tasks": tasks if tasks is not None else [job_task("worker", 1)]}
+    if queue_name is not None:
+        spec["queue"] = queue_name
+    if min_available is not None:
+        spec["minAvailable"] = min_available
+    if priority_class_name is not None:
+        spec["priorityClassName"] = priority_class_name
+    if network_topology is not None:
+        spec["networkTopology"] = network_topology
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name, "namespace": ns},
+            "spec": spec}

@@ -18,6 +18,16 @@ from pydantic import ValidationError
 
 from optplan.errors import InputError
 from optplan.models.quantity import MAX_MILLI, format_milli, to_milli
+from optplan.models.queues import (
+    PREEMPTION_POLICIES,
+    QUEUE_STATES,
+    JobNetworkTopology,
+    JobTask,
+    PodTemplate,
+    PriorityClass,
+    Queue,
+    VCJob,
+)
 from optplan.models.repack import RepackRun, RepackRunSpec
 from optplan.models.selectors import LabelSelector, NodeSelectorTerm, Taint, Toleration
 from optplan.models.snapshot import (
@@ -380,6 +390,108 @@ def parse_repack_run(raw: _Raw) -> RepackRun:
                      spec=_model(raw, RepackRunSpec, spec, "spec"), raw=obj)
 
 
+def _non_negative(raw: _Raw, obj: Mapping[str, Any], path: str, default: int | None, *,
+                  prefix: str = "") -> int | None:
+    value = _get(raw, obj, path, default, types=int, prefix=prefix)
+    if value is not None and value < 0:
+        raise raw.error(prefix + path, f"must not be negative, got {value}")
+    return value
+
+
+def parse_queue(raw: _Raw) -> Queue:
+    obj = raw.obj
+    spec = _get(raw, obj, "spec", {}, types=dict)
+    p = "spec."
+    parent = _get(raw, spec, "parent", None, types=str, prefix=p) or None
+    quotas = {f: _resources(raw, _get(raw, spec, f, None, types=dict, prefix=p), p + f)
+              for f in ("guarantee.resource", "deserved", "capability")}
+    weight = _non_negative(raw, spec, "weight", 1, prefix=p) or 1  # Volcano's webhook turns 0 into 1
+    state = _get(raw, obj, "status.state", None, types=str) or "Open"
+    if state not in QUEUE_STATES:
+        raise raw.error("status.state", f"must be one of {', '.join(QUEUE_STATES)}, got {state!r}")
+    return Queue(
+        name=_name(raw), labels=_str_map(raw, obj, "metadata.labels"),
+        annotations=_str_map(raw, obj, "metadata.annotations"), parent=parent,
+        guarantee=quotas["guarantee.resource"], deserved=quotas["deserved"], capability=quotas["capability"],
+        reclaimable=_get(raw, spec, "reclaimable", True, types=bool, prefix=p), weight=weight, state=state)
+
+
+def parse_priority_class(raw: _Raw) -> PriorityClass:
+    obj = raw.obj
+    value = _get(raw, obj, "value", required=True, types=int)
+    policy = _get(raw, obj, "preemptionPolicy", None, types=str) or "PreemptLowerPriority"
+    if policy not in PREEMPTION_POLICIES:
+        raise raw.error("preemptionPolicy", f"must be one of {', '.join(PREEMPTION_POLICIES)}, got {policy!r}")
+    return PriorityClass(name=_name(raw), value=value, preemption_policy=policy,
+                         global_default=_get(raw, obj, "globalDefault", False, types=bool))
+
+
+def _pod_template(raw: _Raw, template: Mapping[str, Any], prefix: str) -> PodTemplate:
+    labels = _get(raw, template, "metadata.labels", {}, types=dict, prefix=prefix)
+    spec = _get(raw, template, "spec", {}, types=dict, prefix=prefix)
+    p = prefix + "spec."
+    tolerations = tuple(_model(raw, Toleration, t, f"{p}tolerations[{i}]")
+                        for i, t in enumerate(_get(raw, spec, "tolerations", [], types=list, prefix=p)))
+    selector = _get(raw, spec, "nodeSelector", {}, types=dict, prefix=p)
+    return PodTemplate(
+        labels={str(k): "" if v is None else str(v) for k, v in labels.items()},
+        requests=effective_requests(raw, spec, prefix=p),
+        node_selector={str(k): "" if v is None else str(v) for k, v in selector.items()},
+        tolerations=tolerations, required_node_affinity=parse_node_affinity(raw, spec, prefix=p),
+        priority_class_name=_get(raw, spec, "priorityClassName", None, types=str, prefix=p) or None,
+        scheduler_name=_get(raw, spec, "schedulerName", None, types=str, prefix=p) or None)
+
+
+def _job_task(raw: _Raw, task: Any, index: int) -> JobTask:
+    prefix = f"spec.tasks[{index}]."
+    if not isinstance(task, dict):
+        raise raw.error(prefix[:-1], "expected a mapping")
+    name = _get(raw, task, "name", None, types=str, prefix=prefix) or f"default{index}"  # Volcano's default
+    replicas = _non_negative(raw, task, "replicas", 0, prefix=prefix) or 0
+    min_available = _non_negative(raw, task, "minAvailable", None, prefix=prefix)
+    if min_available is not None and min_available > replicas:
+        raise raw.error(prefix + "minAvailable", f"{min_available} is greater than replicas {replicas}")
+    template = _get(raw, task, "template", {}, types=dict, prefix=prefix)
+    return JobTask(name=name, replicas=replicas, min_available=min_available,
+                   template=_pod_template(raw, template, prefix + "template."))
+
+
+def parse_vcjob(raw: _Raw) -> VCJob:
+    obj = raw.obj
+    spec = _get(raw, obj, "spec", required=True, types=dict)
+    p = "spec."
+    raw_tasks = _get(raw, spec, "tasks", None, types=list, prefix=p)
+    if not raw_tasks:
+        raise raw.error("spec.tasks", "a job needs at least one task")
+    tasks = [_job_task(raw, t, i) for i, t in enumerate(raw_tasks)]
+    seen: set[str] = set()
+    for i, t in enumerate(tasks):
+        if t.name in seen:
+            raise raw.error(f"spec.tasks[{i}].name", f"duplicate task name {t.name!r}")
+        seen.add(t.name)
+    total = sum(t.replicas for t in tasks)
+    min_available = _non_negative(raw, spec, "minAvailable", 0, prefix=p) or 0
+    if min_available > total:
+        raise raw.error("spec.minAvailable", f"{min_available} is greater than the tasks' replicas ({total})")
+    if min_available == 0:  # Volcano's webhook default
+        min_available = sum(t.replicas if t.min_available is None else t.min_available for t in tasks)
+    nt = _get(raw, spec, "networkTopology", None, types=dict, prefix=p)
+    topo = None
+    if nt is not None:
+        tier = _non_negative(raw, nt, "highestTierAllowed", None, prefix=p + "networkTopology.")
+        mode = _get(raw, nt, "mode", "hard", types=str, prefix=p + "networkTopology.")
+        topo = _model(raw, JobNetworkTopology, {"mode": mode, "highest_tier_allowed": tier}, "spec.networkTopology")
+    return VCJob(
+        namespace=str(_get(raw, obj, "metadata.namespace", "default")), name=_name(raw),
+        uid=str(_get(raw, obj, "metadata.uid", "")), labels=_str_map(raw, obj, "metadata.labels"),
+        annotations=_str_map(raw, obj, "metadata.annotations"),
+        creation_timestamp=str(_get(raw, obj, "metadata.creationTimestamp", "")),
+        queue=_get(raw, spec, "queue", None, types=str, prefix=p) or "default", min_available=min_available,
+        priority_class_name=_get(raw, spec, "priorityClassName", None, types=str, prefix=p) or None,
+        network_topology=topo, tasks=tuple(tasks),
+        phase=str(_get(raw, obj, "status.state.phase", "", types=str)))
+
+
 _PARSERS: dict[tuple[str, str], Any] = {
     ("", "Node"): parse_node,
     ("", "Pod"): parse_pod,
@@ -387,6 +499,9 @@ _PARSERS: dict[tuple[str, str], Any] = {
     ("policy", "PodDisruptionBudget"): parse_pdb,
     ("repack.volcano.sh", "RepackRun"): parse_repack_run,
     ("topology.volcano.sh", "HyperNode"): parse_hyper_node,
+    ("scheduling.volcano.sh", "Queue"): parse_queue,
+    ("scheduling.k8s.io", "PriorityClass"): parse_priority_class,
+    ("batch.volcano.sh", "Job"): parse_vcjob,
 }
 
 
@@ -412,6 +527,9 @@ def build(raws: Sequence[_Raw]) -> LoadedInput:
     pdbs: dict[str, PodDisruptionBudget] = {}
     runs: dict[str, RepackRun] = {}
     hyper: dict[str, HyperNode] = {}
+    queues: dict[str, Queue] = {}
+    priority_classes: dict[str, PriorityClass] = {}
+    jobs: dict[str, VCJob] = {}
     origin: dict[tuple[str, str], _Raw] = {}
     pod_raw: dict[str, _Raw] = {}
     for raw in raws:
@@ -421,7 +539,8 @@ def build(raws: Sequence[_Raw]) -> LoadedInput:
         parsed = parser(raw)
         key: str = parsed.key if hasattr(parsed, "key") else parsed.name
         tables: dict[str, dict[str, Any]] = {"Node": nodes, "Pod": pods, "PodGroup": groups,
-                                             "PodDisruptionBudget": pdbs, "RepackRun": runs, "HyperNode": hyper}
+                                             "PodDisruptionBudget": pdbs, "RepackRun": runs, "HyperNode": hyper,
+                                             "Queue": queues, "PriorityClass": priority_classes, "Job": jobs}
         table = tables[raw.kind]
         ident = (raw.kind, key)
         if key in table:
@@ -454,7 +573,9 @@ def build(raws: Sequence[_Raw]) -> LoadedInput:
                                 f"allocatable {format_milli(cap)}")
     snap = Snapshot(nodes=dict(sorted(nodes.items())), pods=dict(sorted(kept.items())),
                     pod_groups=dict(sorted(groups.items())), pdbs=dict(sorted(pdbs.items())),
-                    hyper_nodes=dict(sorted(hyper.items())), warnings=tuple(warnings))
+                    hyper_nodes=dict(sorted(hyper.items())), queues=dict(sorted(queues.items())),
+                    priority_classes=dict(sorted(priority_classes.items())), jobs=dict(sorted(jobs.items())),
+                    warnings=tuple(warnings))
     return LoadedInput(snapshot=snap, runs=dict(sorted(runs.items())))
 
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from optplan.models.queues import PriorityClass, Queue, VCJob
 from optplan.models.selectors import LabelSelector, NodeSelectorTerm, Taint, Toleration
 
 Resources = dict[str, int]
@@ -138,6 +139,12 @@ class Snapshot(BaseModel):
     pdbs: dict[str, PodDisruptionBudget] = Field(default_factory=dict)
     hyper_nodes: dict[str, Any] = Field(default_factory=dict)
     """HyperNode name -> ``topology.HyperNode`` (typed loosely here to keep the import one-way)."""
+    queues: dict[str, Queue] = Field(default_factory=dict)
+    """Queue name -> Queue, as read (``queues.QueueTree`` adds the implicit root and default)."""
+    priority_classes: dict[str, PriorityClass] = Field(default_factory=dict)
+    """PriorityClass name -> PriorityClass."""
+    jobs: dict[str, VCJob] = Field(default_factory=dict)
+    """namespace/name -> VCJob (pending work)."""
     warnings: tuple[str, ...] = ()
 
     @cached_property
