@@ -309,6 +309,7 @@ def parse_pod(raw: _Raw) -> Pod:
         uid=str(_get(raw, obj, "metadata.uid", "")),
         labels=_str_map(raw, obj, "metadata.labels"), annotations=_str_map(raw, obj, "metadata.annotations"),
         owner_references=_owners(raw), creation_timestamp=str(_get(raw, obj, "metadata.creationTimestamp", "")),
+        start_time=str(_get(raw, obj, "status.startTime", "")),
         node_name=node_name, scheduler_name=str(_get(raw, spec, "schedulerName", "default-scheduler")),
         node_selector=_str_map(raw, spec, "nodeSelector"), tolerations=tolerations, priority=priority,
         required_node_affinity=parse_node_affinity(raw, spec), requests=effective_requests(raw, spec),

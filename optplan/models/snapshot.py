@@ -53,6 +53,8 @@ class Pod(Model):
     annotations: dict[str, str] = Field(default_factory=dict)
     owner_references: tuple[OwnerReference, ...] = ()
     creation_timestamp: str = ""
+    start_time: str = ""
+    """status.startTime (RFC 3339), empty when the pod has not started."""
     node_name: str | None = None
     scheduler_name: str = "default-scheduler"
     node_selector: dict[str, str] = Field(default_factory=dict)
