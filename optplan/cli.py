@@ -14,12 +14,14 @@ from typing import Any
 
 from optplan import __version__
 from optplan.adapters import generate as generate_mod
+from optplan.adapters import place_cli
 from optplan.adapters.kubefile import LoadedInput, load_files, load_run_file
 from optplan.adapters.output import dump, repack_run_document, to_yaml
 from optplan.errors import InputError, OptplanError, PlanInvalidError
 from optplan.models.repack import RepackRun
 from optplan.solvers.base import PlanOptions, planner_names
 from optplan.solvers.frag import FragReport, fragmentation, round_half_up
+from optplan.solvers.placement import place_jobs
 from optplan.solvers.queues import QueueReport, SpotReport, format_amount, queue_report, spot_capacity
 from optplan.solvers.repack import RepackOutcome, plan_repack
 from optplan.solvers.rules import Weights
@@ -107,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resource", default="nvidia.com/gpu", metavar="R",
                    help="the resource shared out (default nvidia.com/gpu); cpu and memory follow it")
 
+    p = sub.add_parser("place", help="place pending VCJobs: gang, predicates, queue capability, network topology")
+    place_cli.add_arguments(p)
+
     p = sub.add_parser("generate", help="write a seeded synthetic cluster snapshot with a RepackRun")
     generate_mod.add_arguments(p)
     p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
@@ -156,6 +161,8 @@ def _dispatch(args: argparse.Namespace) -> str:
         return _frag(args, loaded)
     if args.command == "compare":
         return _compare(args, loaded)
+    if args.command == "place":
+        return place_cli.run(args, loaded, place_jobs)
     if args.command == "queues":
         return _queues(args, loaded)
     if args.command == "spot-capacity":

@@ -1,0 +1,119 @@
+"""``optplan place SNAPSHOT... --job JOB.yaml [--job ...] [--solver greedy|cpsat|auto] [--time-limit S]
+[-o yaml|json|table]``: the arguments, the jobs to place, and the three output formats.
+
+Jobs are the ``--job`` files' VCJobs and the snapshot's pending VCJobs (no status, Pending or Inqueue);
+a ``--job`` VCJob replaces a snapshot VCJob of the same namespace/name. The planner is passed in by the
+CLI (adapters do not import solvers: the layers contract), as ``place(snapshot, jobs, solver=...,
+time_limit=..., workers=..., seed=..., weights=...)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Protocol
+
+from optplan.adapters.kubefile import LoadedInput, load_files
+from optplan.adapters.output import dump
+from optplan.errors import InputError
+from optplan.models.placement import BinpackWeights, PlacementPlan
+from optplan.models.queues import VCJob
+from optplan.models.snapshot import Snapshot
+
+PENDING_PHASES = frozenset({"", "Pending", "Inqueue"})
+"""VCJob phases whose pods are still to be placed (``""``: no status, as in a job file)."""
+SOLVERS = ("greedy", "cpsat", "auto")
+
+
+class Placer(Protocol):
+    def __call__(self, snap: Snapshot, jobs: Sequence[VCJob], *, solver: str, time_limit: float, workers: int,
+                 seed: int, weights: BinpackWeights | None) -> PlacementPlan: ...
+
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return v
+
+
+def parse_binpack(text: str) -> BinpackWeights:
+    """``weight=10,cpu=5,memory=2,nvidia.com/gpu=10``: Volcano's binpack arguments (others default to 1)."""
+    fields: dict[str, int] = {}
+    extra: dict[str, int] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        name, sep, value = part.partition("=")
+        try:
+            w = int(value)
+        except ValueError:
+            w = -1
+        if not sep or not name or w < 0:
+            raise argparse.ArgumentTypeError(f"expected NAME=WEIGHT with a non-negative integer weight, got {part!r}")
+        if name in ("weight", "cpu", "memory"):
+            fields[name] = w
+        else:
+            extra[name] = w
+    return BinpackWeights(**fields, resources=extra)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("snapshots", nargs="+", metavar="SNAPSHOT", help="kubectl get -o yaml|json output files")
+    p.add_argument("--job", action="append", default=[], metavar="JOB.yaml",
+                   help="a file of VCJobs to place (repeatable); the snapshot's pending VCJobs are placed too")
+    p.add_argument("--solver", choices=SOLVERS, default="auto",
+                   help="greedy (Volcano's allocate), cpsat (exact, lexicographic), auto (default: both, the "
+                        "better plan wins)")
+    p.add_argument("--time-limit", type=_positive, default=10.0, metavar="SECONDS",
+                   help="time limit of the exact solver (default 10)")
+    p.add_argument("--binpack", type=parse_binpack, default=BinpackWeights(), metavar="W",
+                   help="binpack plugin weights, e.g. weight=10,cpu=5,memory=2,nvidia.com/gpu=10 "
+                        "(default: Volcano's, all 1)")
+    p.add_argument("--workers", type=int, default=1, help="solver worker threads (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="solver random seed (default 0)")
+    p.add_argument("--timings", action="store_true", help="record solver.wallSeconds")
+    p.add_argument("-o", "--output", choices=("yaml", "json", "table"), default="yaml",
+                   help="output format (default yaml)")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="log progress to stderr")
+
+
+def jobs_to_place(snapshot: Snapshot, job_files: Sequence[str]) -> list[VCJob]:
+    jobs = {k: j for k, j in snapshot.jobs.items() if j.phase in PENDING_PHASES}
+    if job_files:
+        jobs.update(load_files(job_files).snapshot.jobs)
+    if not jobs:
+        raise InputError("no VCJob to place: pass --job JOB.yaml or include a pending VCJob in a snapshot",
+                         field="--job")
+    return [jobs[k] for k in sorted(jobs)]
+
+
+def run(args: argparse.Namespace, loaded: LoadedInput, place: Placer) -> str:
+    jobs = jobs_to_place(loaded.snapshot, args.job)
+    plan = place(loaded.snapshot, jobs, solver=args.solver, time_limit=args.time_limit, workers=args.workers,
+                 seed=args.seed, weights=args.binpack)
+    if args.output == "table":
+        return placement_table(plan)
+    return dump(plan.to_dict(timings=args.timings), args.output)
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n" for r in rows)
+
+
+def placement_table(plan: PlacementPlan) -> str:
+    rec = plan.solver
+    admitted = sum(j.admitted for j in plan.jobs)
+    text = f"Placement: {admitted} of {len(plan.jobs)} jobs admitted (solver {rec.name}, {rec.status})\n\n"
+    rows = [["NAMESPACE", "JOB", "QUEUE", "ADMITTED", "HYPERNODE", "TIER", "PODS", "REASON"]]
+    for j in plan.jobs:
+        rows.append([j.namespace, j.name, j.queue, "yes" if j.admitted else "no", j.hyper_node or "-",
+                     "-" if j.tier is None else str(j.tier), str(len(j.bindings)), j.reason])
+    text += _table(rows)
+    bound = [(j, b) for j in plan.jobs for b in j.bindings]
+    if bound:
+        brows = [["NAMESPACE", "POD", "NODE"]] + [[j.namespace, b.pod_name(j.name), b.node] for j, b in bound]
+        text += "\nBindings:\n" + _table(brows)
+    return text

@@ -1,0 +1,631 @@
+"""Queue placement: where would Volcano put the pods of pending VCJobs, and can an exact model do better?
+
+**Pod facts.** Each replica of a VCJob task becomes a ``snapshot.Pod`` with ``node_name`` None, named
+``<job>-<task>-<index>`` as Volcano's job controller names it, with the template's requests,
+nodeSelector, required node affinity and tolerations, so the feasibility oracle (``oracle``) applies
+as is.
+
+**Gang.** A job is admitted when at least ``minAvailable`` of its pods are placed and, when the job's
+minAvailable is not below the sum of its tasks' minimums (a task's ``minAvailable``, else its
+replicas), every task has its minimum too: Volcano's ``JobInfo.CheckTaskReady``. Replicas beyond
+that are placed when they fit. A job that is not admitted places nothing (Volcano's Statement is
+discarded).
+
+**Queues.** For the job's queue and every ancestor, ``allocated + request ≤ realCapability`` on every
+requested resource (the capacity plugin with hierarchy, ``queues.account_queues``), checked per pod as
+it is placed. The queue must exist, be a leaf and be Open.
+
+**Topology.** ``mode: hard``: every pod inside one HyperNode of tier ≤ ``highestTierAllowed`` (none
+written: any tier, still one HyperNode). ``mode: soft``: the same search over every HyperNode, then
+the virtual root (the whole cluster). No ``networkTopology``: the whole cluster, ``hyperNode`` and
+``tier`` null.
+
+**Greedy** (Volcano's allocate action): jobs in Volcano's order (higher PriorityClass value, then
+earlier creationTimestamp — a job without one was just submitted and comes last among equals — then
+namespace/name). For each job, candidate regions grouped by tier ascending; each region is dry-run
+with the whole gang in a Statement (tentative allocations, undone); the lowest tier with any success
+wins, then the region with the best HyperNode binpack score (Volcano's formula over the HyperNode's
+summed resources after the dry run), then the name. Within a dry run each pod goes to the node with
+the highest binpack score (``binpack_score``, Volcano's formula with ``BinpackWeights``), ties to the
+first node by name (Volcano picks at random among equals). Pods are tried task by task, each task's
+required replicas first, then the rest; a pod that fits nowhere is skipped, and the job is admitted
+when the gang is ready.
+
+**Exact** (``placement_cpsat``): lexicographic — most priority-weighted jobs admitted (weight
+``max(priority, 0) + 1``), then lowest tier sum, then most replicas beyond the minimum, then fewest
+newly occupied nodes, then best static binpack. ``plan_key`` computes that order for any plan, so
+``auto`` keeps the better of the greedy and CP-SAT plans (the greedy's on a tie).
+
+Every plan passes ``validate_placement`` (an independent re-check) before ``plan_placement`` returns it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from itertools import groupby
+
+from optplan.errors import PlanInvalidError
+from optplan.models.placement import Binding, BinpackWeights, JobPlacement, PlacementPlan
+from optplan.models.quantity import format_milli
+from optplan.models.queues import ROOT as ROOT_QUEUE
+from optplan.models.queues import QueueTree, VCJob
+from optplan.models.repack import SolverRecord
+from optplan.models.snapshot import GROUP_NAME_ANNOTATION, Pod, Resources, Snapshot
+from optplan.solvers.base import PlanOptions
+from optplan.solvers.oracle import Capacity, constraint_signature, static_reason
+from optplan.solvers.queues import account_queues
+
+log = logging.getLogger(__name__)
+
+SOLVERS = ("greedy", "cpsat", "auto")
+BINPACK_SCALE = 100
+"""Static binpack scores (0..100 × weight) are summed as integers after multiplying by this."""
+
+
+# ---- pod facts, priorities, gang minimums -------------------------------------------------------
+
+def job_priority(job: VCJob, snap: Snapshot) -> int:
+    """The value of the job's PriorityClass; the globalDefault class's when it names none; else 0.
+    An unknown class counts as 0 (Kubernetes would refuse the pods)."""
+    if job.priority_class_name is not None:
+        pc = snap.priority_classes.get(job.priority_class_name)
+        return pc.value if pc is not None else 0
+    defaults = sorted((pc for pc in snap.priority_classes.values() if pc.global_default), key=lambda p: p.name)
+    return defaults[0].value if defaults else 0
+
+
+def admission_weight(priority: int) -> int:
+    """What admitting a job is worth in the exact objective: positive, growing with priority."""
+    return max(priority, 0) + 1
+
+
+def job_order(jobs: Iterable[VCJob], snap: Snapshot) -> list[VCJob]:
+    """Volcano's job order: higher priority, earlier creation (none = now, last), namespace/name."""
+    return sorted(jobs, key=lambda j: (-job_priority(j, snap), j.creation_timestamp == "", j.creation_timestamp,
+                                       j.namespace, j.name))
+
+
+def job_pods(job: VCJob) -> dict[str, list[Pod]]:
+    """Task name -> the pods Volcano would create for it, by replica index."""
+    out: dict[str, list[Pod]] = {}
+    for t in job.tasks:
+        tpl = t.template
+        out[t.name] = [
+            Pod(namespace=job.namespace, name=f"{job.name}-{t.name}-{i}", labels=dict(tpl.labels),
+                annotations={GROUP_NAME_ANNOTATION: job.name}, node_name=None,
+                scheduler_name=tpl.scheduler_name or "volcano", node_selector=dict(tpl.node_selector),
+                tolerations=tpl.tolerations, required_node_affinity=tpl.required_node_affinity,
+                requests={r: v for r, v in tpl.requests.items() if v > 0}, phase="Pending")
+            for i in range(t.replicas)]
+    return out
+
+
+def task_minima(job: VCJob) -> dict[str, int]:
+    """Per-task minimums Volcano's gang plugin enforces (empty when only the job's minAvailable counts)."""
+    minima = {t.name: t.replicas if t.min_available is None else t.min_available for t in job.tasks}
+    if job.min_available < sum(minima.values()):
+        return {}
+    return minima
+
+
+def gang_shortfall(job: VCJob, placed: Counter[str]) -> str | None:
+    """Why the placed counts per task do not make the gang ready, or None when they do."""
+    total = sum(placed.values())
+    if total < job.min_available:
+        return f"{total} of minAvailable {job.min_available} pods placed"
+    for task, need in task_minima(job).items():
+        if placed[task] < need:
+            return f"task {task}: {placed[task]} of its minimum {need} pods placed"
+    return None
+
+
+@dataclass(frozen=True)
+class Region:
+    """Where a job's pods may go: a HyperNode, the virtual root (soft jobs) or anywhere (no topology)."""
+
+    hyper_node: str | None
+    tier: int | None
+    nodes: frozenset[str]
+
+    @property
+    def label(self) -> str:
+        if self.hyper_node is not None:
+            return f"HyperNode {self.hyper_node} (tier {self.tier})"
+        return "the whole cluster" if self.tier is None else f"the whole cluster (virtual root, tier {self.tier})"
+
+
+def job_regions(job: VCJob, snap: Snapshot) -> list[Region]:
+    """Candidate regions, lowest tier first, then by name; the whole cluster last for soft jobs."""
+    topo = snap.topology
+    nt = job.network_topology
+    if nt is None:
+        return [Region(None, None, frozenset(snap.nodes))]
+    limit = nt.highest_tier_allowed if nt.mode == "hard" else None
+    out = [Region(h, topo.hyper_nodes[h].tier, topo.members[h]) for h in topo.regions(limit) if h in topo.hyper_nodes]
+    if nt.mode == "soft":
+        out.append(Region(None, topo.top_tier, frozenset(snap.nodes)))
+    return out
+
+
+# ---- binpack ------------------------------------------------------------------------------------
+
+def binpack_score(requests: Resources, allocatable: Resources, free: Resources, weights: BinpackWeights) -> Fraction:
+    """Volcano's binpack node score for a task: for each requested resource with a weight, w ×
+    (used + request) / allocatable (a node without the resource adds 0 but its weight counts; any
+    resource over allocatable makes the score 0); divided by the weights' sum, × 100 × binpack.weight."""
+    table = weights.of()
+    score = Fraction(0)
+    wsum = 0
+    for r, req in sorted(requests.items()):
+        w = table.get(r)
+        if req <= 0 or w is None:
+            continue
+        alloc = allocatable.get(r, 0)
+        wsum += w
+        if alloc <= 0 or w == 0:
+            continue
+        used = alloc - free.get(r, 0)
+        if used + req > alloc:
+            return Fraction(0)
+        score += Fraction(w * (used + req), alloc)
+    if wsum:
+        score /= wsum
+    return score * 100 * weights.weight
+
+
+# ---- shared state: node capacity and queue accounting -------------------------------------------
+
+class QueueState:
+    """realCapability (fixed) and allocated (growing) per queue, with hierarchy."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.tree = QueueTree(snap.queues)
+        accounts = account_queues(snap, hierarchical=True)
+        self.real: dict[str, Resources] = {q: dict(a.real_capability) for q, a in accounts.items()}
+        self.allocated: dict[str, dict[str, int]] = {q: dict(a.allocated) for q, a in accounts.items()}
+
+    def chain(self, queue: str) -> tuple[str, ...]:
+        return (queue, *self.tree.ancestors(queue))
+
+    def admission_reason(self, queue: str) -> str | None:
+        if queue not in self.tree.queues:
+            return f"queue {queue} does not exist"
+        if queue == ROOT_QUEUE or not self.tree.is_leaf(queue):
+            return f"queue {queue} is not a leaf queue"
+        if not self.tree.is_open(queue):
+            return f"queue {queue} is not Open"
+        return None
+
+    def fit_reason(self, queue: str, requests: Resources) -> str | None:
+        for q in self.chain(queue):
+            for r, v in sorted(requests.items()):
+                have = self.allocated[q].get(r, 0)
+                cap = self.real[q].get(r, 0)
+                if v > 0 and have + v > cap:
+                    return (f"queue {q}: {r} allocated {format_milli(have)} + request {format_milli(v)} > "
+                            f"realCapability {format_milli(cap)}")
+        return None
+
+    def add(self, queue: str, requests: Resources, sign: int = 1) -> None:
+        for q in self.chain(queue):
+            acc = self.allocated[q]
+            for r, v in requests.items():
+                acc[r] = acc.get(r, 0) + sign * v
+
+
+@dataclass
+class Context:
+    """Everything the planners share: the snapshot, the jobs in Volcano's order and their facts."""
+
+    snapshot: Snapshot
+    jobs: list[VCJob]
+    weights: BinpackWeights
+    pods: dict[str, dict[str, list[Pod]]] = field(default_factory=dict)
+    """job key -> task -> pods by index."""
+    priority: dict[str, int] = field(default_factory=dict)
+    regions: dict[str, list[Region]] = field(default_factory=dict)
+    free: dict[str, Resources] = field(default_factory=dict)
+    """node -> free resources in the snapshot (before any placement)."""
+
+    @classmethod
+    def build(cls, snap: Snapshot, jobs: Sequence[VCJob], weights: BinpackWeights) -> Context:
+        keys = [j.key for j in jobs]
+        dup = [k for k, n in Counter(keys).items() if n > 1]
+        if dup:
+            raise ValueError(f"job {dup[0]} is given twice")
+        ordered = job_order(jobs, snap)
+        return cls(snapshot=snap, jobs=ordered, weights=weights, pods={j.key: job_pods(j) for j in ordered},
+                   priority={j.key: job_priority(j, snap) for j in ordered},
+                   regions={j.key: job_regions(j, snap) for j in ordered}, free=Capacity(snap).free)
+
+    def static_binpack(self, requests: Resources, node: str) -> int:
+        """The pod's binpack score on the node with the snapshot's usage, as an integer (exact objective)."""
+        score = binpack_score(requests, self.snapshot.nodes[node].allocatable, self.free[node], self.weights)
+        return math.floor(score * BINPACK_SCALE)
+
+
+class State:
+    """Free capacity per node and queue allocations, changed only through a Statement."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.snapshot = snap
+        self.cap = Capacity(snap)
+        self.queues = QueueState(snap)
+
+
+class Statement:
+    """Volcano's Statement: tentative allocations that are committed or discarded (undone)."""
+
+    def __init__(self, state: State) -> None:
+        self.state = state
+        self.ops: list[tuple[Pod, str, str]] = []
+
+    def allocate(self, pod: Pod, node: str, queue: str) -> None:
+        self.state.cap.add(pod, node)
+        self.state.queues.add(queue, pod.requests)
+        self.ops.append((pod, node, queue))
+
+    def discard(self) -> None:
+        for pod, node, queue in reversed(self.ops):
+            self.state.cap.remove(pod, node)
+            self.state.queues.add(queue, pod.requests, -1)
+        self.ops.clear()
+
+
+# ---- the greedy (Volcano's allocate) -------------------------------------------------------------
+
+class _Greedy:
+    def __init__(self, ctx: Context, state: State) -> None:
+        self.ctx = ctx
+        self.state = state
+        self._static: dict[tuple[tuple[object, ...], str], str | None] = {}
+
+    def static(self, pod: Pod, node: str) -> str | None:
+        key = (constraint_signature(pod), node)
+        if key not in self._static:
+            self._static[key] = static_reason(pod, self.ctx.snapshot.nodes[node])
+        return self._static[key]
+
+    def best_node(self, pod: Pod, nodes: list[str], queue: str) -> tuple[str | None, str]:
+        """The highest-scoring feasible node, or None and why none is feasible."""
+        qr = self.state.queues.fit_reason(queue, pod.requests)
+        if qr is not None:
+            return None, qr
+        best: str | None = None
+        best_score = Fraction(-1)
+        why: Counter[str] = Counter()
+        for n in nodes:
+            reason = self.static(pod, n) or self.state.cap.fit_reason(pod, n)
+            if reason is not None:
+                why[reason] += 1
+                continue
+            node = self.ctx.snapshot.nodes[n]
+            score = binpack_score(pod.requests, node.allocatable, self.state.cap.free[n], self.ctx.weights)
+            if score > best_score:
+                best, best_score = n, score
+        if best is not None:
+            return best, ""
+        detail = ", ".join(f"{c} {r}" for r, c in sorted(why.items(), key=lambda x: (-x[1], x[0])))
+        return None, f"0/{len(nodes)} nodes fit" + (f" ({detail})" if detail else "")
+
+    def dry_run(self, job: VCJob, region: Region, stmt: Statement) -> tuple[list[Binding], str | None]:
+        """Place the gang inside the region; the bindings, and why the gang is not ready (None: ready)."""
+        nodes = sorted(region.nodes)
+        pods = self.ctx.pods[job.key]
+        minima = task_minima(job)
+        order = [(t.name, i) for t in job.tasks for i in range(minima.get(t.name, 0))]
+        order += [(t.name, i) for t in job.tasks for i in range(minima.get(t.name, 0), t.replicas)]
+        placed: Counter[str] = Counter()
+        bindings: list[Binding] = []
+        first_failure: str | None = None
+        failures = 0
+        slack = job.replicas - job.min_available
+        for task, i in order:
+            pod = pods[task][i]
+            node, why = self.best_node(pod, nodes, job.queue)
+            if node is None:
+                failures += 1
+                if first_failure is None:
+                    first_failure = f"task {task} replica {i}: {why}"
+                if i < minima.get(task, 0) or failures > slack:
+                    break  # the gang cannot become ready any more
+                continue
+            stmt.allocate(pod, node, job.queue)
+            placed[task] += 1
+            bindings.append(Binding(task=task, index=i, node=node))
+        short = gang_shortfall(job, placed)
+        if short is None:
+            return sorted(bindings, key=lambda b: (_task_pos(job, b.task), b.index)), None
+        return bindings, f"{short}; {first_failure}" if first_failure else short
+
+    def region_score(self, job: VCJob, region: Region) -> Fraction:
+        """Volcano's binpack formula over the HyperNode's summed resources, usage as it stands (the dry
+        run applied): Σ w_r × used_r / allocatable_r over the job's requested resources, / Σ w, × 100 × weight."""
+        alloc: dict[str, int] = defaultdict(int)
+        free: dict[str, int] = defaultdict(int)
+        for n in region.nodes:
+            for r, v in self.ctx.snapshot.nodes[n].allocatable.items():
+                alloc[r] += v
+                free[r] += self.state.cap.free[n].get(r, 0)
+        table = self.ctx.weights.of()
+        score = Fraction(0)
+        wsum = 0
+        for r in sorted(r for r, v in job.total_requests().items() if v > 0 and r in table):
+            w = table[r]
+            wsum += w
+            if alloc[r] > 0 and w > 0:
+                score += Fraction(w * (alloc[r] - free[r]), alloc[r])
+        return (score / wsum if wsum else score) * 100 * self.ctx.weights.weight
+
+    def place(self, job: VCJob) -> JobPlacement:
+        base = {"namespace": job.namespace, "name": job.name, "queue": job.queue}
+        topo = job.network_topology is not None
+        why = self.state.queues.admission_reason(job.queue)
+        if why is not None:
+            return JobPlacement(**base, admitted=False, reason=why)
+        regions = self.ctx.regions[job.key]
+        if not regions:
+            nt = job.network_topology
+            limit = f" of tier <= {nt.highest_tier_allowed}" if nt and nt.highest_tier_allowed is not None else ""
+            return JobPlacement(**base, admitted=False, reason=f"no HyperNode{limit} exists (networkTopology hard)")
+        failures: list[str] = []
+        for _tier, group in groupby(regions, key=lambda rg: rg.tier):
+            found: list[tuple[Fraction, str, Region, list[Binding]]] = []
+            for region in group:
+                stmt = Statement(self.state)
+                bindings, short = self.dry_run(job, region, stmt)
+                if short is None:
+                    score = self.region_score(job, region) if topo else Fraction(0)
+                    found.append((score, region.hyper_node or "", region, bindings))
+                else:
+                    failures.append(f"{region.label}: {short}" if topo else short)
+                stmt.discard()
+            if found:
+                found.sort(key=lambda f: (-f[0], f[1]))
+                _score, _name, region, bindings = found[0]
+                stmt = Statement(self.state)
+                pods = self.ctx.pods[job.key]
+                for b in bindings:
+                    stmt.allocate(pods[b.task][b.index], b.node, job.queue)
+                where = f" in {region.label}" if topo else ""
+                extra = len(bindings) - job.min_available
+                reason = f"{len(bindings)} of {job.replicas} pods placed{where}" + (
+                    f" ({extra} beyond minAvailable {job.min_available})" if extra > 0 else "")
+                return JobPlacement(**base, admitted=True, reason=reason, hyper_node=region.hyper_node,
+                                    tier=region.tier, bindings=tuple(bindings))
+        if not topo:
+            return JobPlacement(**base, admitted=False, reason=f"gang not ready: {failures[0]}")
+        widest = regions[-1].tier  # the widest region tried says most about why nothing fits
+        head = next(f for r, f in zip(regions, failures, strict=True) if r.tier == widest)
+        more = f" (and {len(failures) - 1} more regions)" if len(failures) > 1 else ""
+        return JobPlacement(**base, admitted=False,
+                            reason=f"no region fits the gang (minAvailable {job.min_available}): {head}{more}")
+
+
+def _task_pos(job: VCJob, task: str) -> int:
+    return next(i for i, t in enumerate(job.tasks) if t.name == task)
+
+
+def greedy_place(ctx: Context) -> PlacementPlan:
+    t0 = time.perf_counter()
+    state = State(ctx.snapshot)
+    g = _Greedy(ctx, state)
+    out = [g.place(job) for job in ctx.jobs]
+    wall = round(time.perf_counter() - t0, 3)
+    plan = PlacementPlan(jobs=tuple(out), solver=SolverRecord(name="greedy", status="HEURISTIC", wall_seconds=wall))
+    log.info("placement greedy: %d of %d jobs admitted in %.3fs", sum(j.admitted for j in out), len(out), wall)
+    return plan
+
+
+def explain_rejections(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
+    """Reasons for the jobs a plan does not admit, found by the greedy on the plan's final state; a job
+    the greedy can still place is placed (a plan not proven optimal may leave room)."""
+    state = State(ctx.snapshot)
+    for jp in plan.jobs:
+        if jp.admitted:
+            stmt = Statement(state)
+            pods = ctx.pods[jp.key]
+            for b in jp.bindings:
+                stmt.allocate(pods[b.task][b.index], b.node, jp.queue)
+    g = _Greedy(ctx, state)
+    by_key = {j.key: j for j in ctx.jobs}
+    out = []
+    for jp in plan.jobs:
+        out.append(jp if jp.admitted else g.place(by_key[jp.key]))
+    return plan.model_copy(update={"jobs": tuple(out)})
+
+
+# ---- the exact objective, for any plan ------------------------------------------------------------
+
+@dataclass(frozen=True, order=True)
+class PlanKey:
+    """Lower is better: (−weighted admissions, tier sum, −extra replicas, newly occupied nodes, −binpack)."""
+
+    neg_admitted: int
+    tiers: int
+    neg_extras: int
+    opened: int
+    neg_binpack: int
+
+
+def plan_key(ctx: Context, plan: PlacementPlan) -> PlanKey:
+    by_key = {j.key: j for j in ctx.jobs}
+    admitted = tiers = extras = binpack = 0
+    receiving: set[str] = set()
+    for jp in plan.jobs:
+        if not jp.admitted:
+            continue
+        job = by_key[jp.key]
+        admitted += admission_weight(ctx.priority[jp.key])
+        tiers += jp.tier or 0
+        extras += len(jp.bindings) - job.min_available
+        pods = ctx.pods[jp.key]
+        for b in jp.bindings:
+            receiving.add(b.node)
+            binpack += ctx.static_binpack(pods[b.task][b.index].requests, b.node)
+    occupied = set(ctx.snapshot.pods_by_node)
+    return PlanKey(-admitted, tiers, -extras, len(receiving - occupied), -binpack)
+
+
+# ---- validation (independent of the search) -------------------------------------------------------
+
+def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPlan) -> list[str]:
+    """Every rule the plan breaks, as short sentences; empty when valid. Shares only the oracle, the
+    queue accounting and the pod facts with the planners."""
+    out: list[str] = []
+    given = {j.key: j for j in jobs}
+    listed = [jp.key for jp in plan.jobs]
+    for k, n in Counter(listed).items():
+        if n > 1:
+            out.append(f"job {k} is listed {n} times")
+    for k in sorted(set(given) - set(listed)):
+        out.append(f"job {k} is missing from the plan")
+    cap = Capacity(snap)
+    tree = QueueTree(snap.queues)
+    accounts = account_queues(snap, hierarchical=True)
+    allocated = {q: dict(a.allocated) for q, a in accounts.items()}
+    touched: dict[str, set[str]] = defaultdict(set)  # queue -> resources new pods charged to it
+    static_cache: dict[tuple[tuple[object, ...], str], str | None] = {}
+    for jp in plan.jobs:
+        job = given.get(jp.key)
+        if job is None:
+            out.append(f"job {jp.key} is not one of the jobs to place")
+            continue
+        if jp.queue != job.queue:
+            out.append(f"job {jp.key}: queue {jp.queue} but the job names {job.queue}")
+        if jp.victims:
+            out.append(f"job {jp.key}: victims are not supported yet")
+        if not jp.admitted:
+            if jp.bindings:
+                out.append(f"job {jp.key} is not admitted but has bindings")
+            if not jp.reason:
+                out.append(f"job {jp.key} is not admitted and gives no reason")
+            continue
+        if job.queue not in tree.queues:
+            out.append(f"job {jp.key}: queue {job.queue} does not exist")
+            continue
+        if not tree.is_leaf(job.queue) or job.queue == ROOT_QUEUE:
+            out.append(f"job {jp.key}: queue {job.queue} is not a leaf queue")
+        if not tree.is_open(job.queue):
+            out.append(f"job {jp.key}: queue {job.queue} is not Open")
+        pods = job_pods(job)
+        placed: Counter[str] = Counter()
+        seen: set[tuple[str, int]] = set()
+        nodes: set[str] = set()
+        for b in jp.bindings:
+            where = f"job {jp.key} pod {b.pod_name(job.name)}"
+            if b.task not in pods or not 0 <= b.index < len(pods[b.task]):
+                out.append(f"{where}: no such task replica")
+                continue
+            if (b.task, b.index) in seen:
+                out.append(f"{where} is bound twice")
+                continue
+            seen.add((b.task, b.index))
+            if b.node not in snap.nodes:
+                out.append(f"{where}: unknown node {b.node}")
+                continue
+            pod = pods[b.task][b.index]
+            key = (constraint_signature(pod), b.node)
+            if key not in static_cache:
+                static_cache[key] = static_reason(pod, snap.nodes[b.node])
+            reason = static_cache[key] or cap.fit_reason(pod, b.node)
+            if reason is not None:
+                out.append(f"{where} on {b.node}: {reason}")
+            cap.add(pod, b.node)
+            placed[b.task] += 1
+            nodes.add(b.node)
+            for q in (job.queue, *tree.ancestors(job.queue)):
+                for r, v in pod.requests.items():
+                    allocated[q][r] = allocated[q].get(r, 0) + v
+                    touched[q].add(r)
+        short = gang_shortfall(job, placed)
+        if short is not None:
+            out.append(f"job {jp.key} is admitted but the gang is not ready: {short}")
+        out.extend(_topology_violations(jp, job, nodes, snap))
+    for q in sorted(touched):
+        real = accounts[q].real_capability
+        for r in sorted(touched[q]):
+            if allocated[q].get(r, 0) > real.get(r, 0):
+                out.append(f"queue {q}: {r} allocated {format_milli(allocated[q][r])} > realCapability "
+                           f"{format_milli(real.get(r, 0))} after placement")
+    return out
+
+
+def _topology_violations(jp: JobPlacement, job: VCJob, nodes: set[str], snap: Snapshot) -> list[str]:
+    t = snap.topology
+    nt = job.network_topology
+    if nt is None:
+        if jp.hyper_node is not None or jp.tier is not None:
+            return [f"job {jp.key} has no network topology but names hyperNode/tier"]
+        return []
+    if jp.hyper_node is None:
+        if nt.mode == "hard":
+            return [f"job {jp.key}: hard network topology but no hyperNode"]
+        if jp.tier != t.top_tier:
+            return [f"job {jp.key}: spread over the cluster, tier must be {t.top_tier} (virtual root)"]
+        return []
+    if jp.hyper_node not in t.hyper_nodes:
+        return [f"job {jp.key}: unknown HyperNode {jp.hyper_node}"]
+    out = []
+    tier = t.hyper_nodes[jp.hyper_node].tier
+    if jp.tier != tier:
+        out.append(f"job {jp.key}: tier {jp.tier} but HyperNode {jp.hyper_node} has tier {tier}")
+    if nt.mode == "hard" and nt.highest_tier_allowed is not None and tier > nt.highest_tier_allowed:
+        out.append(f"job {jp.key}: HyperNode {jp.hyper_node} tier {tier} > highestTierAllowed "
+                   f"{nt.highest_tier_allowed}")
+    outside = sorted(nodes - t.members[jp.hyper_node])
+    if outside:
+        out.append(f"job {jp.key}: nodes {', '.join(outside[:3])} are outside HyperNode {jp.hyper_node}")
+    return out
+
+
+def validate_placement(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPlan) -> None:
+    """Raise PlanInvalidError when the plan breaks any rule."""
+    violations = placement_violations(snap, jobs, plan)
+    if violations:
+        raise PlanInvalidError(violations)
+
+
+# ---- entry point -----------------------------------------------------------------------------------
+
+def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
+                   options: PlanOptions | None = None, weights: BinpackWeights | None = None) -> PlacementPlan:
+    """Place the jobs with the named solver (greedy | cpsat | auto); the plan is validated first."""
+    if solver not in SOLVERS:
+        raise ValueError(f"unknown solver {solver!r}; choose from {', '.join(SOLVERS)}")
+    options = options or PlanOptions()
+    ctx = Context.build(snap, jobs, weights or BinpackWeights())
+    t0 = time.perf_counter()
+    if solver == "greedy":
+        plan = greedy_place(ctx)
+    else:
+        from optplan.solvers import placement_cpsat  # heavy backend, imported when asked for
+
+        greedy = greedy_place(ctx)
+        exact = placement_cpsat.solve(ctx, options, hint=greedy)
+        g_key, e_key = plan_key(ctx, greedy), plan_key(ctx, exact)
+        log.info("placement auto: greedy %s, cpsat %s (%s)", g_key, e_key, exact.solver.status)
+        if solver == "cpsat":
+            plan = exact
+        elif e_key < g_key:
+            plan = exact.model_copy(update={"solver": exact.solver.model_copy(update={"name": "auto"})})
+        else:  # a tie keeps the greedy's plan (Volcano's own choices); optimal when CP-SAT proved its equal
+            status = exact.solver.status if e_key == g_key else "FEASIBLE"
+            plan = greedy.model_copy(update={"solver": exact.solver.model_copy(update={"name": "auto",
+                                                                                     "status": status})})
+    wall = round(time.perf_counter() - t0, 3)
+    plan = plan.model_copy(update={"solver": plan.solver.model_copy(update={"wall_seconds": wall})})
+    validate_placement(snap, ctx.jobs, plan)
+    return plan
+
+
+def place_jobs(snap: Snapshot, jobs: Sequence[VCJob], *, solver: str = "auto", time_limit: float = 10.0,
+               workers: int = 1, seed: int = 0, weights: BinpackWeights | None = None) -> PlacementPlan:
+    """``plan_placement`` with the options spelled out (what the CLI adapter calls)."""
+    return plan_placement(snap, jobs, solver, PlanOptions(time_limit=time_limit, workers=workers, seed=seed), weights)
