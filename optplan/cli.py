@@ -14,7 +14,7 @@ from typing import Any
 
 from optplan import __version__
 from optplan.adapters import generate as generate_mod
-from optplan.adapters import place_cli
+from optplan.adapters import place_cli, spot_cli
 from optplan.adapters.kubefile import LoadedInput, load_files, load_run_file
 from optplan.adapters.output import dump, repack_run_document, to_yaml
 from optplan.errors import InputError, OptplanError, PlanInvalidError
@@ -25,6 +25,7 @@ from optplan.solvers.placement import place_jobs
 from optplan.solvers.queues import QueueReport, SpotReport, format_amount, queue_report, spot_capacity
 from optplan.solvers.repack import RepackOutcome, plan_repack
 from optplan.solvers.rules import Weights
+from optplan.solvers.spot import reclaim_spot
 
 log = logging.getLogger("optplan")
 
@@ -112,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("place", help="place pending VCJobs: gang, predicates, queue capability, network topology")
     place_cli.add_arguments(p)
 
+    p = sub.add_parser("reclaim-spot", help="choose spot jobs to delete so that N units are freed (seed 002 §6.5)")
+    spot_cli.add_arguments(p)
+
     p = sub.add_parser("generate", help="write a seeded synthetic cluster snapshot with a RepackRun")
     generate_mod.add_arguments(p)
     p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
@@ -163,6 +167,8 @@ def _dispatch(args: argparse.Namespace) -> str:
         return _compare(args, loaded)
     if args.command == "place":
         return place_cli.run(args, loaded, place_jobs)
+    if args.command == "reclaim-spot":
+        return spot_cli.run(args, loaded, reclaim_spot)
     if args.command == "queues":
         return _queues(args, loaded)
     if args.command == "spot-capacity":

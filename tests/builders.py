@@ -164,3 +164,51 @@ def vcjob(name: str, queue_name: str | None = "default", tasks: list[dict[str, A
         spec["networkTopology"] = network_topology
     return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name, "namespace": ns},
             "spec": spec}
+
+
+# ---- HyperNodes (network topology) -------------------------------------------------------------
+
+def hypernode(name: str, tier: int, members: list[str], kind: str = "Node") -> dict[str, Any]:
+    """A HyperNode whose members are all of one type, each chosen by exactMatch."""
+    return {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name},
+            "spec": {"tier": tier, "members": [{"type": kind, "selector": {"exactMatch": {"name": m}}}
+                                               for m in members]}}
+
+
+def seed_fabric() -> list[dict[str, Any]]:
+    """Seed 002 §8.2: s0..s3 (tier 1, two nodes each), s4 = s0+s1 and s5 = s2+s3 (tier 2), s6 (tier 3)."""
+    return [hypernode("s0", 1, ["n0", "n1"]), hypernode("s1", 1, ["n2", "n3"]), hypernode("s2", 1, ["n4", "n5"]),
+            hypernode("s3", 1, ["n6", "n7"]), hypernode("s4", 2, ["s0", "s1"], "HyperNode"),
+            hypernode("s5", 2, ["s2", "s3"], "HyperNode"), hypernode("s6", 3, ["s4", "s5"], "HyperNode")]
+
+
+# ---- spot jobs (seed 002 §6.5, §6.6) --------------------------------------------------------------
+
+def spot_job(name: str, placements: list[tuple[str, int | str]], price: str | None = "0.1", *,
+             started: str | None = "2025-06-01T11:00:00Z", ns: str = "default", billing: str | None = "spot",
+             on: str = "job", resource: str = GPU) -> list[dict[str, Any]]:
+    """A running VCJob with one pod per (node, amount of ``resource``), its PodGroup (owned by the job)
+    and the pods (``status.startTime`` = ``started``).
+
+    ``on`` says where ``platform.io/billing-type`` (= ``billing``) and ``platform.io/spot-price`` sit:
+    "job": on the VCJob, the label copied to the PodGroup as Volcano does; "podgroup": the label on the
+    PodGroup only, the price on the pods; "pod": both on the pods, and no VCJob object."""
+    label = {"platform.io/billing-type": billing} if billing is not None else {}
+    price_ann = {"platform.io/spot-price": price} if price is not None else {}
+    objs: list[dict[str, Any]] = []
+    if on == "job":
+        job = vcjob(name, "default", [job_task("worker", len(placements))], ns=ns)
+        job["metadata"].update(labels=dict(label), annotations=dict(price_ann))
+        job["status"] = {"state": {"phase": "Running"}}
+        objs.append(job)
+    objs.append(podgroup(f"{name}-pg", len(placements), ns=ns, labels=dict(label) if on != "pod" else {},
+                         owner=("batch.volcano.sh/v1alpha1", "Job", name)))
+    for i, (node_name, amount) in enumerate(placements):
+        p = pod(f"{name}-{i}", node_name, amount, group=f"{name}-pg", ns=ns, resource=resource,
+                labels=dict(label) if on == "pod" else {})
+        if on != "job":
+            p["metadata"]["annotations"].update(price_ann)
+        if started is not None:
+            p["status"]["startTime"] = started
+        objs.append(p)
+    return objs

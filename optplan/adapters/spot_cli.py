@@ -1,0 +1,270 @@
+"""``optplan reclaim-spot``: arguments, and the output for people (a table) or programs (json/yaml).
+
+The planning itself is ``optplan.solvers.spot.reclaim_spot``. The layers contract keeps adapters and
+solvers independent of each other, so the CLI hands the planner in (``run(args, loaded, reclaim_spot)``)
+and this module reads the result through the small structural types below.
+
+The json/yaml document, keys in this order::
+
+    {"needed", "resource", "selected": "greedy"|"optimal",
+     "greedy":     {"freed", "cost", "victims": [{"namespace", "name", "units", "price"}], "status", "reason"},
+     "optimal":    {... the same ...},
+     "wholeNodes": {... the same, plus "freedNodes": [...]}}
+
+Amounts are whole units as integers (``12``), finer ones as quantities (``"1500m"``); ``price`` is the
+annotation's value as a number; ``cost`` is price × units × hours run, rounded to 6 decimals; victims are
+in the seed's victim order (the order to Delete them in); ``reason`` is null unless ``freed < needed``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from decimal import ROUND_HALF_UP, Decimal
+from fractions import Fraction
+from typing import Any, Protocol
+
+from optplan.adapters.kubefile import LoadedInput
+from optplan.adapters.output import dump
+from optplan.errors import InputError
+from optplan.models.quantity import format_milli, to_milli
+from optplan.models.snapshot import Snapshot
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RESOURCE = "nvidia.com/gpu"
+
+
+# ---- what this module reads from the planner's result (optplan.solvers.spot) ----------------------
+
+class Victim(Protocol):
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def units(self) -> int: ...
+    @property
+    def price(self) -> Fraction: ...
+    @property
+    def runtime_seconds(self) -> int: ...
+    @property
+    def nodes(self) -> Sequence[str]: ...
+    @property
+    def cost(self) -> Fraction: ...
+
+
+class Plan(Protocol):
+    @property
+    def mode(self) -> str: ...
+    @property
+    def victims(self) -> Sequence[Victim]: ...
+    @property
+    def freed(self) -> int: ...
+    @property
+    def cost(self) -> Fraction: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def freed_nodes(self) -> Sequence[str]: ...
+    @property
+    def released(self) -> int: ...
+
+
+class Reclaim(Protocol):
+    @property
+    def needed(self) -> int: ...
+    @property
+    def resource(self) -> str: ...
+    @property
+    def now(self) -> datetime: ...
+    @property
+    def jobs(self) -> Sequence[Victim]: ...
+    @property
+    def greedy(self) -> Plan: ...
+    @property
+    def optimal(self) -> Plan: ...
+    @property
+    def whole_nodes(self) -> Plan: ...
+    @property
+    def warnings(self) -> Sequence[str]: ...
+    @property
+    def selected(self) -> str: ...
+    @property
+    def spot_units(self) -> int: ...
+
+
+class Reclaimer(Protocol):
+    """The signature of ``optplan.solvers.spot.reclaim_spot``."""
+
+    def __call__(self, snapshot: Snapshot, needed: int, resource: str = ..., now: datetime | str | None = ..., *,
+                 time_limit: float = ..., workers: int = ..., seed: int = ...) -> Reclaim: ...
+
+
+# ---- arguments ------------------------------------------------------------------------------------
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return v
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Every argument of ``reclaim-spot`` (snapshots, output and verbosity included)."""
+    p.add_argument("snapshots", nargs="+", metavar="SNAPSHOT", help="kubectl get -o yaml|json output files")
+    p.add_argument("--gpus", required=True, metavar="N",
+                   help="units of the resource to free (a quantity: 12, or 1500m for a finer resource)")
+    p.add_argument("--resource", default=DEFAULT_RESOURCE, metavar="R",
+                   help=f"the resource to free (default {DEFAULT_RESOURCE})")
+    p.add_argument("--now", metavar="RFC3339",
+                   help="the clock for running times, e.g. 2025-06-01T12:00:00Z (default: the current time; "
+                        "fix it for reproducible output)")
+    p.add_argument("-o", "--output", choices=("table", "yaml", "json"), default="table",
+                   help="output format (default table)")
+    p.add_argument("--time-limit", type=_positive, default=10.0, metavar="SECONDS",
+                   help="time limit of each exact plan (optimal, wholeNodes; default 10)")
+    p.add_argument("--workers", type=int, default=1, help="solver worker threads (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="solver random seed (default 0)")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
+
+
+def needed_milli(value: object) -> int:
+    """``--gpus`` as milli-units; InputError when missing or not a quantity (the planner refuses negatives)."""
+    if value is None:
+        raise InputError("required: how many units to free", field="--gpus")
+    try:
+        return to_milli(value)
+    except ValueError as e:
+        raise InputError(str(e), field="--gpus") from None
+
+
+def run(args: argparse.Namespace, loaded: LoadedInput, reclaim: Reclaimer) -> str:
+    """Plan with ``reclaim`` (``optplan.solvers.spot.reclaim_spot``) and render as ``args.output`` asks."""
+    workers = getattr(args, "workers", 1)
+    if workers < 1:
+        raise InputError(f"must be at least 1, got {workers}", field="--workers")
+    rep = reclaim(loaded.snapshot, needed_milli(getattr(args, "gpus", None)),
+                  getattr(args, "resource", DEFAULT_RESOURCE), getattr(args, "now", None),
+                  time_limit=getattr(args, "time_limit", 10.0), workers=workers, seed=getattr(args, "seed", 0))
+    for w in rep.warnings:
+        log.warning("%s", w)
+    fmt = getattr(args, "output", "table")
+    if fmt == "table":
+        return reclaim_table(rep)
+    return dump(reclaim_dict(rep), fmt)
+
+
+# ---- json / yaml ----------------------------------------------------------------------------------
+
+def _amount(milli: int) -> int | str:
+    return format_milli(milli)
+
+
+def _number(x: Fraction) -> float:
+    return round(float(x), 6)
+
+
+def plan_dict(plan: Plan, *, nodes: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "freed": _amount(plan.freed), "cost": _number(plan.cost),
+        "victims": [{"namespace": v.namespace, "name": v.name, "units": _amount(v.units), "price": _number(v.price)}
+                    for v in plan.victims]}
+    if nodes:
+        out["freedNodes"] = list(plan.freed_nodes)
+    out["status"] = plan.status
+    out["reason"] = plan.reason
+    return out
+
+
+def reclaim_dict(rep: Reclaim) -> dict[str, Any]:
+    return {"needed": _amount(rep.needed), "resource": rep.resource, "selected": rep.selected,
+            "greedy": plan_dict(rep.greedy), "optimal": plan_dict(rep.optimal),
+            "wholeNodes": plan_dict(rep.whole_nodes, nodes=True)}
+
+
+# ---- the table ------------------------------------------------------------------------------------
+
+def _dec(x: Fraction) -> str:
+    """A cost for people: at most 6 decimals, no trailing zeros."""
+    d = (Decimal(x.numerator) / Decimal(x.denominator)).quantize(Decimal("0.000001"), rounding=ROUND_HALF_UP)
+    text = format(d, "f").rstrip("0").rstrip(".")
+    return "0" if text in ("", "-0") else text
+
+
+def _duration(seconds: int) -> str:
+    d, rest = divmod(seconds, 86400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    if d:
+        return f"{d}d{h:02d}h"
+    if h:
+        return f"{h}h{m:02d}m"
+    if m:
+        return f"{m}m{s:02d}s" if s else f"{m}m"
+    return f"{s}s"
+
+
+def _rows(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n" for r in rows)
+
+
+def _compare(name: str, plan: Plan, base_name: str, base: Plan, r: str) -> str:
+    diff = plan.cost - base.cost
+    if diff == 0:
+        cost = f"costs the same as {base_name} ({_dec(plan.cost)})"
+    else:
+        pct = f" ({'+' if diff > 0 else '-'}{_dec(abs(diff) * 100 / base.cost)}%)" if base.cost else ""
+        cost = f"costs {_dec(abs(diff))} {'more' if diff > 0 else 'less'} than {base_name}{pct}"
+    freed = f"frees {format_milli(plan.freed)} {r} ({base_name} {format_milli(base.freed)})"
+    if plan.freed_nodes:
+        freed += f" on {len(plan.freed_nodes)} whole node{'s' if len(plan.freed_nodes) != 1 else ''}"
+    return f"{name} {cost} and {freed}"
+
+
+def reclaim_table(rep: Reclaim) -> str:
+    r = rep.resource
+    plans = [("greedy", rep.greedy), ("optimal", rep.optimal), ("wholeNodes", rep.whole_nodes)]
+    text = (f"Spot reclaim: {format_milli(rep.needed)} {r} needed, running times at {rep.now.isoformat()}\n"
+            f"{len(rep.jobs)} spot job{'s' if len(rep.jobs) != 1 else ''} hold {format_milli(rep.spot_units)} {r}; "
+            f"cost = price x units x hours run (the work lost)\n\n")
+    rows = [["PLAN", "STATUS", "FREED", "COST", "VICTIMS"]]
+    for name, p in plans:
+        label = name + (" *" if name == rep.selected else "")
+        rows.append([label, p.status, str(format_milli(p.freed)), _dec(p.cost),
+                     ", ".join(v.key for v in p.victims) or "-"])
+    text += _rows(rows)
+    text += f"* selected ({'the exact plan' if rep.selected == 'optimal' else 'no exact plan was found'})\n"
+    if rep.whole_nodes.freed_nodes:
+        w = rep.whole_nodes
+        text += (f"wholeNodes empties: {', '.join(w.freed_nodes)} (allocatable {format_milli(w.freed)} {r}; "
+                 f"its victims hold {format_milli(w.released)})\n")
+    for name, p in plans:
+        if p.reason:
+            text += f"{name}: {p.reason}\n"
+    text += "\nDifference:\n"
+    if rep.optimal.victims or rep.optimal.status in ("OPTIMAL", "FEASIBLE"):
+        text += "  " + _compare("optimal", rep.optimal, "greedy", rep.greedy, r) + "\n"
+    if rep.whole_nodes.victims or rep.whole_nodes.status in ("OPTIMAL", "FEASIBLE"):
+        text += "  " + _compare("wholeNodes", rep.whole_nodes, "optimal", rep.optimal, r) + "\n"
+    if not rep.jobs:
+        return text + f"\nNo spot job holds {r}.\n"
+    chosen = {name: {v.key for v in p.victims} for name, p in plans}
+    jrows = [["NAMESPACE", "JOB", "PRICE", "UNITS", "NODES", "RUNNING", "COST", "GREEDY", "OPTIMAL", "WHOLENODES"]]
+    for j in rep.jobs:
+        marks = ["x" if j.key in chosen[name] else "" for name, _ in plans]
+        jrows.append([j.namespace, j.name, _dec(j.price), str(format_milli(j.units)), str(len(j.nodes)),
+                      _duration(j.runtime_seconds), _dec(j.cost), *marks])
+    text += ("\nSpot jobs in victim order (price, single-node first, fewer units, shorter running time):\n"
+             + _rows(jrows))
+    return text
