@@ -215,9 +215,10 @@ def _solver(options: PlanOptions, limit: float, size: int = 0, phase: int = 1) -
         # The LP relaxation is what proves "no more nodes can be freed": full linearization makes
         # single-worker proofs on 14-node clusters go from seconds to tenths (measured).
         s.parameters.linearization_level = 2
-        if phase == 2 and options.workers == 1:
+        if phase == 2 and options.workers == 1 and limit >= 8:
             # For the disruption, one worker interleaving its strategies (LNS among them) finds far
-            # better plans in the same time (200 nodes, 8 s: 3,265 against 3,602).
+            # better plans given time (200 nodes, 8 s: 3,265 against 3,602; 15 s: 3,248 against
+            # 3,517), but worse with ~4 s (3,841 against 3,421), so only with 8 s or more.
             s.parameters.interleave_search = True
     return s
 
