@@ -312,6 +312,7 @@ def parse_pod(raw: _Raw) -> Pod:
         start_time=str(_get(raw, obj, "status.startTime", "")),
         node_name=node_name, scheduler_name=str(_get(raw, spec, "schedulerName", "default-scheduler")),
         node_selector=_str_map(raw, spec, "nodeSelector"), tolerations=tolerations, priority=priority,
+        priority_class_name=_get(raw, spec, "priorityClassName", None, types=str, prefix="spec.") or None,
         required_node_affinity=parse_node_affinity(raw, spec), requests=effective_requests(raw, spec),
         phase=str(_get(raw, obj, "status.phase", "Pending")))
 
@@ -328,7 +329,8 @@ def parse_pod_group(raw: _Raw) -> PodGroup:
     return PodGroup(
         namespace=str(_get(raw, obj, "metadata.namespace", "default")), name=_name(raw),
         labels=_str_map(raw, obj, "metadata.labels"), owner_references=_owners(raw), min_member=min_member,
-        queue=str(_get(raw, obj, "spec.queue", "default")), network_topology=topo)
+        queue=str(_get(raw, obj, "spec.queue", "default")), network_topology=topo,
+        priority_class_name=_get(raw, obj, "spec.priorityClassName", None, types=str) or None)
 
 
 def parse_pdb(raw: _Raw) -> PodDisruptionBudget:

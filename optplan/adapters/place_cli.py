@@ -1,10 +1,11 @@
 """``optplan place SNAPSHOT... --job JOB.yaml [--job ...] [--solver greedy|cpsat|auto] [--time-limit S]
-[-o yaml|json|table]``: the arguments, the jobs to place, and the three output formats.
+[--now RFC3339] [-o yaml|json|table]``: the arguments, the jobs to place, and the three output formats.
 
 Jobs are the ``--job`` files' VCJobs and the snapshot's pending VCJobs (no status, Pending or Inqueue);
 a ``--job`` VCJob replaces a snapshot VCJob of the same namespace/name. The planner is passed in by the
 CLI (adapters do not import solvers: the layers contract), as ``place(snapshot, jobs, solver=...,
-time_limit=..., workers=..., seed=..., weights=...)``.
+time_limit=..., workers=..., seed=..., weights=..., now=...)``; ``--now`` (RFC 3339) fixes the time victims
+are priced at (how long each has run), so that outputs are reproducible.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ SOLVERS = ("greedy", "cpsat", "auto")
 
 class Placer(Protocol):
     def __call__(self, snap: Snapshot, jobs: Sequence[VCJob], *, solver: str, time_limit: float, workers: int,
-                 seed: int, weights: BinpackWeights | None) -> PlacementPlan: ...
+                 seed: int, weights: BinpackWeights | None, now: str | None) -> PlacementPlan: ...
 
 
 def _positive(text: str) -> float:
@@ -73,6 +74,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default: Volcano's, all 1)")
     p.add_argument("--workers", type=int, default=1, help="solver worker threads (default 1)")
     p.add_argument("--seed", type=int, default=0, help="solver random seed (default 0)")
+    p.add_argument("--now", default=None, metavar="RFC3339",
+                   help="the time victims are priced at (newer pods are cheaper), e.g. 2025-06-01T12:00:00Z "
+                        "(default: the current time)")
     p.add_argument("--timings", action="store_true", help="record solver.wallSeconds")
     p.add_argument("-o", "--output", choices=("yaml", "json", "table"), default="yaml",
                    help="output format (default yaml)")
@@ -92,7 +96,7 @@ def jobs_to_place(snapshot: Snapshot, job_files: Sequence[str]) -> list[VCJob]:
 def run(args: argparse.Namespace, loaded: LoadedInput, place: Placer) -> str:
     jobs = jobs_to_place(loaded.snapshot, args.job)
     plan = place(loaded.snapshot, jobs, solver=args.solver, time_limit=args.time_limit, workers=args.workers,
-                 seed=args.seed, weights=args.binpack)
+                 seed=args.seed, weights=args.binpack, now=args.now)
     if args.output == "table":
         return placement_table(plan)
     return dump(plan.to_dict(timings=args.timings), args.output)
@@ -116,4 +120,10 @@ def placement_table(plan: PlacementPlan) -> str:
     if bound:
         brows = [["NAMESPACE", "POD", "NODE"]] + [[j.namespace, b.pod_name(j.name), b.node] for j, b in bound]
         text += "\nBindings:\n" + _table(brows)
+    victims = [(j, v, "chosen") for j in plan.jobs for v in j.victims]
+    victims += [(j, v, "greedy") for j in plan.jobs for v in j.greedy_victims or ()]
+    if victims:
+        vrows = [["JOB", "VICTIM", "NODE", "REASON", "SET"]]
+        vrows += [[j.key, f"{v.namespace}/{v.name}", v.node, v.reason, s] for j, v, s in victims]
+        text += "\nVictims (SET greedy: the greedy's choice where the optimal one differs):\n" + _table(vrows)
     return text

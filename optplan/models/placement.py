@@ -5,7 +5,9 @@ network topology constraint)::
 
     {"jobs": [{"namespace", "name", "queue", "admitted", "reason", "hyperNode", "tier",
                "bindings": [{"task", "index", "node"}],
-               "victims": [{"namespace", "name", "node", "reason": "preempt" | "reclaim"}]}],
+               "victims": [{"namespace", "name", "node", "reason": "preempt" | "reclaim"}],
+               "greedyVictims": [...]  # only when the optimal victims differ from the greedy's
+              }],
      "solver": {...as in Repack...}}
 
 ``task`` is the VCJob task name and ``index`` the replica index: the pod Volcano's job controller
@@ -53,6 +55,9 @@ class JobPlacement(KubeModel):
     tier: int | None = None
     bindings: tuple[Binding, ...] = ()
     victims: tuple[Victim, ...] = ()
+    greedy_victims: tuple[Victim, ...] | None = None
+    """Only when the exact model's victims differ from the greedy's (Volcano's) set: the greedy's, for
+    comparison; absent from the wire shape otherwise."""
 
     @property
     def key(self) -> str:
@@ -75,6 +80,9 @@ class PlacementPlan(KubeModel):
         """The wire shape: every job field present (nulls kept), solver fields only when set;
         ``wallSeconds`` only with ``timings`` so that the same input gives the same bytes."""
         jobs = [j.model_dump(mode="json", by_alias=True) for j in self.jobs]
+        for j in jobs:
+            if j["greedyVictims"] is None:
+                del j["greedyVictims"]
         solver = self.solver.model_dump(mode="json", by_alias=True, exclude_none=True)
         if not timings:
             solver.pop("wallSeconds", None)

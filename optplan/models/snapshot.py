@@ -60,6 +60,8 @@ class Pod(Model):
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
     priority: int | None = None
+    """spec.priority (set by admission from the PriorityClass)."""
+    priority_class_name: str | None = None
     required_node_affinity: tuple[NodeSelectorTerm, ...] | None = None
     """ORed terms of requiredDuringSchedulingIgnoredDuringExecution; None when absent."""
     requests: Resources = Field(default_factory=dict)
@@ -101,6 +103,8 @@ class PodGroup(Model):
     min_member: int = 1
     queue: str = "default"
     network_topology: NetworkTopology | None = None
+    priority_class_name: str | None = None
+    """spec.priorityClassName: the job priority Volcano orders victims by."""
 
     @property
     def key(self) -> str:

@@ -47,11 +47,12 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from fractions import Fraction
 from itertools import groupby
 
 from optplan.errors import PlanInvalidError
-from optplan.models.placement import Binding, BinpackWeights, JobPlacement, PlacementPlan
+from optplan.models.placement import Binding, BinpackWeights, JobPlacement, PlacementPlan, Victim
 from optplan.models.quantity import format_milli
 from optplan.models.queues import ROOT as ROOT_QUEUE
 from optplan.models.queues import QueueTree, VCJob
@@ -59,7 +60,17 @@ from optplan.models.repack import SolverRecord
 from optplan.models.snapshot import GROUP_NAME_ANNOTATION, Pod, Resources, Snapshot
 from optplan.solvers.base import PlanOptions
 from optplan.solvers.oracle import Capacity, constraint_signature, static_reason
-from optplan.solvers.queues import account_queues
+from optplan.solvers.queues import QueueAccount, account_queues
+from optplan.solvers.victims import (
+    REASONS,
+    Candidate,
+    Catalogue,
+    Reason,
+    floor_queues,
+    over_deserved,
+    preemption_never,
+    statically_allowed,
+)
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +200,8 @@ class QueueState:
         accounts = account_queues(snap, hierarchical=True)
         self.real: dict[str, Resources] = {q: dict(a.real_capability) for q, a in accounts.items()}
         self.allocated: dict[str, dict[str, int]] = {q: dict(a.allocated) for q, a in accounts.items()}
+        self.deserved: dict[str, Resources] = {q: dict(a.effective_deserved) for q, a in accounts.items()}
+        self.reclaimable: dict[str, bool] = {q: a.reclaimable for q, a in accounts.items()}
 
     def chain(self, queue: str) -> tuple[str, ...]:
         return (queue, *self.tree.ancestors(queue))
@@ -251,39 +264,151 @@ class Context:
 
 
 class State:
-    """Free capacity per node and queue allocations, changed only through a Statement."""
+    """Free capacity per node, queue allocations and evictions, changed only through a Statement."""
 
     def __init__(self, snap: Snapshot) -> None:
         self.snapshot = snap
         self.cap = Capacity(snap)
         self.queues = QueueState(snap)
+        self.evicted: dict[str, str] = {}
+        """pod key -> node, for every victim so far."""
+        self.taken: Counter[str] = Counter()
+        """PodGroup key -> pods evicted from it so far."""
 
 
 class Statement:
-    """Volcano's Statement: tentative allocations that are committed or discarded (undone)."""
+    """Volcano's Statement: tentative allocations and evictions that are committed or discarded (undone)."""
 
     def __init__(self, state: State) -> None:
         self.state = state
-        self.ops: list[tuple[Pod, str, str]] = []
+        self.ops: list[tuple[Pod, str, str, str | None]] = []
+        """(pod, node, queue, PodGroup): an allocation when the PodGroup is None, else an eviction."""
 
     def allocate(self, pod: Pod, node: str, queue: str) -> None:
         self.state.cap.add(pod, node)
         self.state.queues.add(queue, pod.requests)
-        self.ops.append((pod, node, queue))
+        self.ops.append((pod, node, queue, None))
+
+    def evict(self, pod: Pod, node: str, queue: str, group: str) -> None:
+        self.state.cap.remove(pod, node)
+        self.state.queues.add(queue, pod.requests, -1)
+        self.state.evicted[pod.key] = node
+        self.state.taken[group] += 1
+        self.ops.append((pod, node, queue, group))
+
+    def evictions(self) -> list[tuple[Pod, str]]:
+        return [(pod, node) for pod, node, _q, group in self.ops if group is not None]
+
+    def mark(self) -> int:
+        return len(self.ops)
+
+    def rollback(self, mark: int) -> None:
+        """Undo every operation after ``mark``."""
+        while len(self.ops) > mark:
+            pod, node, queue, group = self.ops.pop()
+            if group is None:
+                self.state.cap.remove(pod, node)
+                self.state.queues.add(queue, pod.requests, -1)
+            else:
+                self.state.cap.add(pod, node)
+                self.state.queues.add(queue, pod.requests)
+                del self.state.evicted[pod.key]
+                self.state.taken[group] -= 1
 
     def discard(self) -> None:
-        for pod, node, queue in reversed(self.ops):
-            self.state.cap.remove(pod, node)
-            self.state.queues.add(queue, pod.requests, -1)
-        self.ops.clear()
+        self.rollback(0)
+
+
+# ---- victims: the rules for one job and one action ------------------------------------------------
+
+@dataclass
+class Rules:
+    """What one job may evict by one action, fixed when the action starts (``victims`` module docstring)."""
+
+    reason: Reason
+    job: VCJob
+    needs: frozenset[str]
+    eligible: dict[str, Candidate]
+    """Candidates allowed by the static rules, not evicted yet."""
+    floors: dict[str, dict[str, int]]
+    """Reclaim: queue -> resource -> the least allocation evictions may leave."""
+    floor_chain: dict[str, tuple[str, ...]]
+    """Reclaim: victim queue -> the queues whose floors its evictions touch."""
+    start: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Reclaim: floor queue -> its allocation when the action starts."""
+
+
+@dataclass
+class VictimChoice:
+    """A job placed with victims: bindings, victims (in eviction order), the region, the victims' cost."""
+
+    bindings: list[Binding]
+    victims: list[Candidate]
+    region: Region
+    cost: int
+
+
+def job_needs(job: VCJob) -> frozenset[str]:
+    return frozenset(r for r, v in job.total_requests().items() if v > 0)
+
+
+def job_rules(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: Reason) -> tuple[Rules | None, str]:
+    """The rules for this job and action, or None and why the action has nothing to offer."""
+    snap = ctx.snapshot
+    qs = state.queues
+    if preemption_never(snap, job.priority_class_name):
+        return None, "preemptionPolicy Never: no victims"
+    needs = job_needs(job)
+    if reason == "reclaim":
+        own, des = qs.allocated[job.queue], qs.deserved[job.queue]
+        if not any(own.get(r, 0) < des.get(r, 0) for r in needs):
+            return None, f"queue {job.queue} is not below its deserved on a resource the job needs"
+    over = {q: over_deserved(qs.allocated[q], qs.deserved[q], needs) for q in qs.allocated}
+    priority = ctx.priority[job.key]
+    eligible = {k: c for k, c in cat.candidates.items() if k not in state.evicted
+                and statically_allowed(c, reason, job.queue, priority, qs.reclaimable.get(c.queue, True),
+                                       over.get(c.queue, set()), needs) is None}
+    floors: dict[str, dict[str, int]] = {}
+    chains: dict[str, tuple[str, ...]] = {}
+    if reason == "reclaim":
+        mine = qs.chain(job.queue)
+        for q in sorted({c.queue for c in eligible.values()}):
+            chains[q] = floor_queues(qs.chain(q), mine)
+            for f in chains[q]:
+                floors[f] = {r: min(qs.deserved[f].get(r, 0), qs.allocated[f].get(r, 0)) for r in sorted(needs)}
+    if not eligible:
+        scope = f"in queue {job.queue} of lower priority" if reason == "preempt" else \
+            "in a reclaimable queue above its deserved"
+        return None, f"no running pod {scope} may be evicted"
+    start = {q: dict(qs.allocated[q]) for q in floors}
+    return Rules(reason=reason, job=job, needs=needs, eligible=eligible, floors=floors, floor_chain=chains,
+                 start=start), ""
+
+
+def apply_choice(ctx: Context, state: State, job: VCJob, choice: VictimChoice) -> None:
+    """Commit a choice: evictions first, then the job's pods."""
+    stmt = Statement(state)
+    for c in choice.victims:
+        stmt.evict(c.pod, c.node, c.queue, c.group)
+    pods = ctx.pods[job.key]
+    for b in choice.bindings:
+        stmt.allocate(pods[b.task][b.index], b.node, job.queue)
+
+
+def gang_order(job: VCJob) -> list[tuple[str, int]]:
+    """Each task's required replicas first, then the rest (the order a dry run tries pods in)."""
+    minima = task_minima(job)
+    order = [(t.name, i) for t in job.tasks for i in range(minima.get(t.name, 0))]
+    return order + [(t.name, i) for t in job.tasks for i in range(minima.get(t.name, 0), t.replicas)]
 
 
 # ---- the greedy (Volcano's allocate) -------------------------------------------------------------
 
 class _Greedy:
-    def __init__(self, ctx: Context, state: State) -> None:
+    def __init__(self, ctx: Context, state: State, cat: Catalogue | None = None) -> None:
         self.ctx = ctx
         self.state = state
+        self.cat = cat if cat is not None else Catalogue(snapshot=ctx.snapshot, now=datetime.now())
         self._static: dict[tuple[tuple[object, ...], str], str | None] = {}
 
     def static(self, pod: Pod, node: str) -> str | None:
@@ -319,8 +444,7 @@ class _Greedy:
         nodes = sorted(region.nodes)
         pods = self.ctx.pods[job.key]
         minima = task_minima(job)
-        order = [(t.name, i) for t in job.tasks for i in range(minima.get(t.name, 0))]
-        order += [(t.name, i) for t in job.tasks for i in range(minima.get(t.name, 0), t.replicas)]
+        order = gang_order(job)
         placed: Counter[str] = Counter()
         bindings: list[Binding] = []
         first_failure: str | None = None
@@ -407,6 +531,106 @@ class _Greedy:
         return JobPlacement(**base, admitted=False,
                             reason=f"no region fits the gang (minAvailable {job.min_available}): {head}{more}")
 
+    # ---- victims (Volcano's preempt and reclaim actions) -------------------------------------------
+
+    def unit(self, c: Candidate, rules: Rules) -> list[Candidate] | None:
+        """What evicting ``c`` takes: the pod alone while its gang keeps minMember, else the rest of its
+        PodGroup (every occupying pod, all of them eligible), else None."""
+        group = self.cat.groups[c.group]
+        if self.state.taken[c.group] + 1 <= group.slack:
+            return [c]
+        rest = [k for k in group.occupying if k not in self.state.evicted]
+        if any(k not in rules.eligible for k in rest):
+            return None
+        return sorted((rules.eligible[k] for k in rest), key=Candidate.order_key)
+
+    def floors_hold(self, unit: list[Candidate], rules: Rules) -> bool:
+        """Reclaim: evicting the unit keeps every floor queue at or above its floor."""
+        if not rules.floors:
+            return True
+        drop: dict[tuple[str, str], int] = defaultdict(int)
+        for c in unit:
+            for q in rules.floor_chain.get(c.queue, ()):
+                for r in rules.needs:
+                    drop[q, r] += c.pod.requests.get(r, 0)
+        alloc = self.state.queues.allocated
+        return all(alloc[q].get(r, 0) - d >= rules.floors[q][r] for (q, r), d in drop.items())
+
+    def fits(self, pod: Pod, node: str, queue: str) -> bool:
+        cap, queues = self.state.cap, self.state.queues
+        return cap.fit_reason(pod, node) is None and queues.fit_reason(queue, pod.requests) is None
+
+    def could_fit(self, pod: Pod, node: str, victims: list[Candidate]) -> bool:
+        """Volcano's check before evicting on a node: would all its victims together make room?"""
+        free = self.state.cap.free[node]
+        for r, v in pod.requests.items():
+            if v > 0 and free.get(r, 0) + sum(c.pod.requests.get(r, 0) for c in victims) < v:
+                return False
+        return True
+
+    def victim_dry_run(self, job: VCJob, region: Region, stmt: Statement,
+                       rules: Rules) -> tuple[list[Binding], str | None]:
+        """Place the gang's minimum inside the region, evicting where a pod does not fit: on the first
+        node (by name) whose victims would make room, one by one in victim order until it fits."""
+        nodes = sorted(region.nodes)
+        pods = self.ctx.pods[job.key]
+        placed: Counter[str] = Counter()
+        bindings: list[Binding] = []
+        why: str | None = None
+        for task, i in gang_order(job):
+            if gang_shortfall(job, placed) is None:
+                break
+            pod = pods[task][i]
+            node, why = self.best_node(pod, nodes, job.queue)
+            if node is None:
+                node = self.evict_for(pod, nodes, job.queue, stmt, rules)
+            if node is None:
+                continue
+            stmt.allocate(pod, node, job.queue)
+            placed[task] += 1
+            bindings.append(Binding(task=task, index=i, node=node))
+        short = gang_shortfall(job, placed)
+        if short is None:
+            return sorted(bindings, key=lambda b: (_task_pos(job, b.task), b.index)), None
+        return bindings, f"{short}; {why}" if why else short
+
+    def evict_for(self, pod: Pod, nodes: list[str], queue: str, stmt: Statement, rules: Rules) -> str | None:
+        for n in nodes:
+            if self.static(pod, n) is not None:
+                continue
+            victims = [c for c in self.cat.by_node.get(n, []) if c.key in rules.eligible
+                       and c.key not in self.state.evicted]
+            if not victims or not self.could_fit(pod, n, victims):
+                continue
+            mark = stmt.mark()
+            for c in victims:
+                if c.key in self.state.evicted:
+                    continue  # gone with its whole PodGroup
+                unit = self.unit(c, rules)
+                if unit is None or not self.floors_hold(unit, rules):
+                    continue
+                for u in unit:
+                    stmt.evict(u.pod, u.node, u.queue, u.group)
+                if self.fits(pod, n, queue):
+                    return n
+            stmt.rollback(mark)
+        return None
+
+    def with_victims(self, job: VCJob, rules: Rules) -> tuple[VictimChoice | None, str]:
+        """The greedy's victims for the job (state unchanged): regions in order, the first that works."""
+        first: str | None = None
+        for region in self.ctx.regions[job.key]:
+            stmt = Statement(self.state)
+            bindings, short = self.victim_dry_run(job, region, stmt, rules)
+            evicted = [rules.eligible[p.key] for p, _n in stmt.evictions()]
+            stmt.discard()
+            if short is None:
+                return VictimChoice(bindings=bindings, victims=evicted, region=region,
+                                    cost=sum(c.cost for c in evicted)), ""
+            if first is None:
+                first = f"{region.label}: {short}" if job.network_topology is not None else short
+        return None, first or "no region"
+
 
 def _task_pos(job: VCJob, task: str) -> int:
     return next(i for i, t in enumerate(job.tasks) if t.name == task)
@@ -438,6 +662,75 @@ def explain_rejections(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
     out = []
     for jp in plan.jobs:
         out.append(jp if jp.admitted else g.place(by_key[jp.key]))
+    return plan.model_copy(update={"jobs": tuple(out)})
+
+
+# ---- victims pass (Volcano's preempt, then reclaim, after allocate) -------------------------------
+
+def _victims(choice: VictimChoice, reason: Reason) -> tuple[Victim, ...]:
+    return tuple(Victim(namespace=c.pod.namespace, name=c.pod.name, node=c.node, reason=reason)
+                 for c in sorted(choice.victims, key=lambda c: c.key))
+
+
+def plan_victims(ctx: Context, plan: PlacementPlan, mode: str, options: PlanOptions, now: datetime) -> PlacementPlan:
+    """For each job the plan does not admit, in job order: preempt, then reclaim. ``mode`` "greedy"
+    takes the greedy's victims (Volcano's); "cpsat" the least-cost victims (``victims_cpsat``), keeping
+    the greedy's set in ``greedyVictims`` when it differs. Evicted pods free their nodes and their
+    queues' allocations for the jobs that follow."""
+    if all(jp.admitted for jp in plan.jobs):
+        return plan
+    by_key = {j.key: j for j in ctx.jobs}
+    state = State(ctx.snapshot)
+    for jp in plan.jobs:
+        if jp.admitted:
+            apply_choice(ctx, state, by_key[jp.key], VictimChoice(
+                bindings=list(jp.bindings), victims=[], region=Region(None, None, frozenset()), cost=0))
+    cat = Catalogue.build(ctx.snapshot, now, set(state.queues.tree.queues))
+    g = _Greedy(ctx, state, cat)
+    out: list[JobPlacement] = []
+    for jp in plan.jobs:
+        job = by_key[jp.key]
+        if jp.admitted or state.queues.admission_reason(job.queue) is not None or not ctx.regions[job.key]:
+            out.append(jp)
+            continue
+        notes: list[str] = []
+        placed: JobPlacement | None = None
+        for reason in REASONS:
+            rules, why = job_rules(ctx, state, cat, job, reason)
+            if rules is None:
+                notes.append(f"{reason}: {why}")
+                continue
+            greedy, gwhy = g.with_victims(job, rules)
+            chosen = greedy
+            if mode == "cpsat":
+                from optplan.solvers import victims_cpsat  # heavy backend, imported when asked for
+
+                exact = victims_cpsat.solve_job(ctx, state, cat, rules, options, hint=greedy)
+                if exact is not None and (greedy is None or exact.cost < greedy.cost):
+                    chosen = exact
+            if chosen is None:
+                notes.append(f"{reason}: {gwhy}")
+                continue
+            apply_choice(ctx, state, job, chosen)
+            victims = _victims(chosen, reason)
+            greedy_set = _victims(greedy, reason) if greedy is not None else None
+            differs = greedy_set is not None and greedy_set != victims
+            r = chosen.region
+            where = f" in {r.label}" if job.network_topology is not None else ""
+            text = (f"{len(chosen.bindings)} of {job.replicas} pods placed{where} after {reason}ing "
+                    f"{len(victims)} pods (victim cost {chosen.cost})")
+            if differs and greedy is not None:
+                text += f"; the greedy would evict {len(greedy.victims)} pods (cost {greedy.cost})"
+            elif mode == "cpsat" and greedy is None:
+                text += "; the greedy found no victim set"
+            placed = JobPlacement(namespace=job.namespace, name=job.name, queue=job.queue, admitted=True,
+                                  reason=text, hyper_node=r.hyper_node, tier=r.tier, bindings=tuple(chosen.bindings),
+                                  victims=victims, greedy_victims=greedy_set if differs else None)
+            log.info("placement victims: %s %s %d pods, cost %d", job.key, reason, len(victims), chosen.cost)
+            break
+        if placed is None:
+            placed = jp.model_copy(update={"reason": f"{jp.reason}; no victims ({'; '.join(notes)})"})
+        out.append(placed)
     return plan.model_copy(update={"jobs": tuple(out)})
 
 
@@ -491,17 +784,21 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
     accounts = account_queues(snap, hierarchical=True)
     allocated = {q: dict(a.allocated) for q, a in accounts.items()}
     touched: dict[str, set[str]] = defaultdict(set)  # queue -> resources new pods charged to it
+    cat = Catalogue.build(snap, datetime.now(UTC), set(tree.queues))  # the time only prices victims
+    taken: Counter[str] = Counter()  # PodGroup -> pods evicted so far
+    evicted: set[str] = set()
     static_cache: dict[tuple[tuple[object, ...], str], str | None] = {}
-    for jp in plan.jobs:
+    # Volcano's actions: allocate places every job it can, then preempt and reclaim evict for the rest
+    for jp in sorted(plan.jobs, key=lambda j: bool(j.victims)):
         job = given.get(jp.key)
         if job is None:
             out.append(f"job {jp.key} is not one of the jobs to place")
             continue
         if jp.queue != job.queue:
             out.append(f"job {jp.key}: queue {jp.queue} but the job names {job.queue}")
-        if jp.victims:
-            out.append(f"job {jp.key}: victims are not supported yet")
         if not jp.admitted:
+            if jp.victims:
+                out.append(f"job {jp.key} is not admitted but has victims")
             if jp.bindings:
                 out.append(f"job {jp.key} is not admitted but has bindings")
             if not jp.reason:
@@ -514,6 +811,17 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
             out.append(f"job {jp.key}: queue {job.queue} is not a leaf queue")
         if not tree.is_open(job.queue):
             out.append(f"job {jp.key}: queue {job.queue} is not Open")
+        if jp.victims:
+            out.extend(_victim_violations(snap, job, jp, cat, tree, accounts, allocated, taken, evicted))
+            for vic in jp.victims:
+                p = snap.pods.get(f"{vic.namespace}/{vic.name}")
+                c = cat.candidates.get(f"{vic.namespace}/{vic.name}")
+                if p is not None and p.node_name is not None and p.occupying:
+                    cap.remove(p, p.node_name)
+                    if c is not None:
+                        for q in (c.queue, *tree.ancestors(c.queue)):
+                            for r, x in p.requests.items():
+                                allocated[q][r] = allocated[q].get(r, 0) - x
         pods = job_pods(job)
         placed: Counter[str] = Counter()
         seen: set[tuple[str, int]] = set()
@@ -548,12 +856,81 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
         if short is not None:
             out.append(f"job {jp.key} is admitted but the gang is not ready: {short}")
         out.extend(_topology_violations(jp, job, nodes, snap))
-    for q in sorted(touched):
-        real = accounts[q].real_capability
-        for r in sorted(touched[q]):
-            if allocated[q].get(r, 0) > real.get(r, 0):
-                out.append(f"queue {q}: {r} allocated {format_milli(allocated[q][r])} > realCapability "
-                           f"{format_milli(real.get(r, 0))} after placement")
+        for q in (job.queue, *tree.ancestors(job.queue)):  # after each job: evictions may not excuse it later
+            real = accounts[q].real_capability
+            for r in sorted(touched[q]):
+                msg = (f"queue {q}: {r} allocated {format_milli(allocated[q].get(r, 0))} > realCapability "
+                       f"{format_milli(real.get(r, 0))} after placement")
+                if allocated[q].get(r, 0) > real.get(r, 0) and msg not in out:
+                    out.append(msg)
+    return out
+
+
+def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalogue, tree: QueueTree,
+                       accounts: dict[str, QueueAccount], allocated: dict[str, dict[str, int]],
+                       taken: Counter[str], evicted: set[str]) -> list[str]:
+    """The victims of one job against the rules (``victims``): allowed pods, the action's queue rules,
+    the gang of every victim PodGroup over the plan so far, and the reclaim floors. Updates ``taken``
+    and ``evicted``; the caller frees the victims' capacity and allocations."""
+    out: list[str] = []
+    who = f"job {jp.key}"
+    if preemption_never(snap, job.priority_class_name):
+        out.append(f"{who}: its PriorityClass has preemptionPolicy Never but it evicts pods")
+    needs = job_needs(job)
+    priority = job_priority(job, snap)
+    deserved = {q: a.effective_deserved for q, a in accounts.items()}
+    before = {q: dict(a) for q, a in allocated.items()}
+    mine = (job.queue, *tree.ancestors(job.queue))
+    reasons = {v.reason for v in jp.victims}
+    if len(reasons) > 1:
+        out.append(f"{who}: victims of both preempt and reclaim (one action places a job)")
+    if "reclaim" in reasons and not any(before[job.queue].get(r, 0) < deserved[job.queue].get(r, 0) for r in needs):
+        out.append(f"{who}: reclaims but queue {job.queue} is not below its deserved on a resource the job needs")
+    drop: dict[tuple[str, str], int] = defaultdict(int)
+    floor_touch: set[str] = set()
+    mine_taken: Counter[str] = Counter()
+    for v in jp.victims:
+        key = f"{v.namespace}/{v.name}"
+        where = f"{who} victim {key}"
+        pod = snap.pods.get(key)
+        if pod is None:
+            out.append(f"{where}: no such pod")
+            continue
+        if key in evicted:
+            out.append(f"{where}: evicted twice")
+            continue
+        c = cat.candidates.get(key)
+        if c is None:
+            why = cat.protected.get(key) or "not a running pod of a PodGroup in a known queue"
+            out.append(f"{where}: may not be a victim ({why})")
+            continue
+        if v.node != c.node:
+            out.append(f"{where}: runs on {c.node}, not {v.node}")
+        over = over_deserved(before[c.queue], deserved[c.queue], needs)
+        why2 = statically_allowed(c, v.reason, job.queue, priority, accounts[c.queue].reclaimable, over, needs)
+        if why2 is not None:
+            out.append(f"{where} ({v.reason}): {why2}")
+        evicted.add(key)
+        taken[c.group] += 1
+        mine_taken[c.group] += 1
+        if v.reason == "reclaim":
+            chain = (c.queue, *tree.ancestors(c.queue))
+            for q in floor_queues(chain, mine):
+                floor_touch.add(q)
+                for r in needs:
+                    drop[q, r] += pod.requests.get(r, 0)
+    for gk in sorted(mine_taken):
+        g = cat.groups[gk]
+        if taken[gk] > g.slack and not all(k in evicted for k in g.occupying):
+            out.append(f"{who}: takes {taken[gk]} pods of PodGroup {gk} (ready {g.ready}, minMember "
+                       f"{g.min_member}) without taking all of it")
+    for q in sorted(floor_touch):
+        for r in sorted(needs):
+            floor = min(deserved[q].get(r, 0), before[q].get(r, 0))
+            left = before[q].get(r, 0) - drop[q, r]
+            if left < floor:
+                out.append(f"{who}: reclaim leaves queue {q} with {r} {format_milli(left)} < "
+                           f"{format_milli(floor)} (deserved {format_milli(deserved[q].get(r, 0))})")
     return out
 
 
@@ -595,15 +972,21 @@ def validate_placement(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPla
 # ---- entry point -----------------------------------------------------------------------------------
 
 def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
-                   options: PlanOptions | None = None, weights: BinpackWeights | None = None) -> PlacementPlan:
-    """Place the jobs with the named solver (greedy | cpsat | auto); the plan is validated first."""
+                   options: PlanOptions | None = None, weights: BinpackWeights | None = None,
+                   now: datetime | str | None = None) -> PlacementPlan:
+    """Place the jobs with the named solver (greedy | cpsat | auto), then find victims for the jobs that
+    do not fit (greedy: Volcano's; cpsat and auto: the least cost); the plan is validated first. ``now``
+    (RFC 3339, default the current time) prices victims by how long they have run."""
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; choose from {', '.join(SOLVERS)}")
+    from optplan.solvers.spot import parse_now  # the shared --now parser (spot imports OR-Tools)
+
+    at = parse_now(now)
     options = options or PlanOptions()
     ctx = Context.build(snap, jobs, weights or BinpackWeights())
     t0 = time.perf_counter()
     if solver == "greedy":
-        plan = greedy_place(ctx)
+        plan = plan_victims(ctx, greedy_place(ctx), "greedy", options, at)
     else:
         from optplan.solvers import placement_cpsat  # heavy backend, imported when asked for
 
@@ -619,6 +1002,7 @@ def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
             status = exact.solver.status if e_key == g_key else "FEASIBLE"
             plan = greedy.model_copy(update={"solver": exact.solver.model_copy(update={"name": "auto",
                                                                                      "status": status})})
+        plan = plan_victims(ctx, plan, "cpsat", options, at)
     wall = round(time.perf_counter() - t0, 3)
     plan = plan.model_copy(update={"solver": plan.solver.model_copy(update={"wall_seconds": wall})})
     validate_placement(snap, ctx.jobs, plan)
@@ -626,6 +1010,8 @@ def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
 
 
 def place_jobs(snap: Snapshot, jobs: Sequence[VCJob], *, solver: str = "auto", time_limit: float = 10.0,
-               workers: int = 1, seed: int = 0, weights: BinpackWeights | None = None) -> PlacementPlan:
+               workers: int = 1, seed: int = 0, weights: BinpackWeights | None = None,
+               now: datetime | str | None = None) -> PlacementPlan:
     """``plan_placement`` with the options spelled out (what the CLI adapter calls)."""
-    return plan_placement(snap, jobs, solver, PlanOptions(time_limit=time_limit, workers=workers, seed=seed), weights)
+    return plan_placement(snap, jobs, solver, PlanOptions(time_limit=time_limit, workers=workers, seed=seed), weights,
+                          now)

@@ -1,0 +1,333 @@
+"""Victims for a job that does not fit (``optplan place``, issue section 4): preempt and reclaim rules as
+holds/broken pairs, seed 002 §6's team-a examples, the greedy against the least-cost model, the
+validator and determinism with ``--now``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import pytest
+
+from optplan.adapters import place_cli
+from optplan.adapters.kubefile import load_objects
+from optplan.models.placement import JobPlacement, PlacementPlan, Victim
+from optplan.models.repack import SolverRecord
+from optplan.solvers.base import PlanOptions
+from optplan.solvers.placement import place_jobs, placement_violations, plan_placement
+from tests.builders import GPU, job_task, node, pod, podgroup_in, priority_class, queue, vcjob
+
+OPTS = PlanOptions(time_limit=5, workers=1, seed=0)
+NOW = "2025-06-01T12:00:00Z"
+CLASSES = [priority_class("critical-job", 1000), priority_class("large-job", 800), priority_class("normal-job", 100),
+           priority_class("debug-job", 50, "Never"), priority_class("spot-job", 50)]
+
+
+def running(name: str, queue_name: str, placements: list[tuple[str, int]], pc: str | None = "normal-job", *,
+            started: str = "2025-06-01T10:00:00Z", min_member: int | None = None, ns: str = "default",
+            labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """A running job: its PodGroup in the queue and one Running pod per (node, GPUs)."""
+    pg = podgroup_in(queue_name, name, len(placements) if min_member is None else min_member, ns=ns)
+    if pc is not None:
+        pg["spec"]["priorityClassName"] = pc
+    objs = [pg]
+    for i, (n, g) in enumerate(placements):
+        p = pod(f"{name}-{i}", n, g, group=name, ns=ns, labels=labels)
+        p["status"]["startTime"] = started
+        if pc is not None:
+            p["spec"]["priorityClassName"] = pc
+        p["metadata"]["annotations"].update(annotations or {})
+        objs.append(p)
+    return objs
+
+
+def pending(name: str, queue_name: str, replicas: int, gpu: int, pc: str = "large-job") -> dict[str, Any]:
+    return vcjob(name, queue_name, [job_task("w", replicas, gpu)], priority_class_name=pc)
+
+
+def plan(solver: str, *objs: dict[str, Any], now: str = NOW) -> PlacementPlan:
+    s = load_objects(list(objs)).snapshot
+    return plan_placement(s, list(s.jobs.values()), solver, OPTS, now=now)
+
+
+def victims(jp: JobPlacement) -> list[str]:
+    return sorted(v.name for v in jp.victims)
+
+
+SOLVERS = ("greedy", "cpsat", "auto")
+
+
+# ---- preempt: same queue, strictly lower job priority -------------------------------------------
+
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize(("victim_class", "victim_queue", "evicted"), [
+    ("normal-job", "q", True),  # holds: same queue, 100 < 800
+    ("large-job", "q", False),  # broken: equal priority
+    ("normal-job", "other", False),  # broken: another queue (and no reclaim: it is not above deserved)
+])
+def test_preempt_takes_lower_priority_pods_of_the_same_queue(solver: str, victim_class: str, victim_queue: str,
+                                                             evicted: bool) -> None:
+    objs = [*CLASSES, node("a", 8), queue("q"), queue("other", deserved={GPU: 8}),
+            *running("v", victim_queue, [("a", 8)], victim_class), pending("big", "q", 1, 8)]
+    jp = plan(solver, *objs).job("default/big")
+    assert jp.admitted is evicted
+    if evicted:
+        assert [(v.name, v.node, v.reason) for v in jp.victims] == [("v-0", "a", "preempt")]
+        assert jp.bindings[0].node == "a"
+    else:
+        assert jp.victims == () and "no victims" in jp.reason
+
+
+@pytest.mark.parametrize(("kw", "protected"), [
+    ({}, False),
+    ({"ns": "kube-system"}, True),
+    ({"pc": "system-cluster-critical"}, True),
+    ({"pc": "system-node-critical"}, True),
+    ({"labels": {"volcano.sh/preemptable": "false"}}, True),
+    ({"annotations": {"volcano.sh/preemptable": "false"}}, True),
+    ({"labels": {"volcano.sh/preemptable": "true"}}, False),
+])
+def test_protected_pods_are_never_victims(kw: dict[str, Any], protected: bool) -> None:
+    system = [priority_class("system-cluster-critical", 2_000_000_000),
+              priority_class("system-node-critical", 2_000_001_000)]
+    kw = {"pc": "normal-job", **kw}
+    objs = [*CLASSES, *system, node("a", 8), queue("q"), *running("v", "q", [("a", 8)], kw.pop("pc"), **kw),
+            pending("big", "q", 1, 8)]
+    for solver in ("greedy", "cpsat"):
+        jp = plan(solver, *objs).job("default/big")
+        # system classes are above the preemptor anyway; the rule protects them even from higher ones
+        assert jp.admitted is not protected
+
+
+@pytest.mark.parametrize(("policy", "admitted"), [("PreemptLowerPriority", True), ("Never", False)])
+def test_preemption_policy_never_preempts_nothing(policy: str, admitted: bool) -> None:
+    objs = [*CLASSES, priority_class("p", 500, policy), node("a", 8), queue("q"),
+            *running("v", "q", [("a", 8)], "debug-job"), pending("big", "q", 1, 8, pc="p")]
+    for solver in SOLVERS:
+        jp = plan(solver, *objs).job("default/big")
+        assert jp.admitted is admitted
+        if not admitted:
+            assert "preemptionPolicy Never" in jp.reason
+
+
+# ---- victim order: lower job priority first, then newer (LIFO) ------------------------------------
+
+def test_greedy_evicts_lower_priority_first_then_the_newest() -> None:
+    objs = [*CLASSES, node("a", 8), queue("q"),
+            *running("p100-new", "q", [("a", 2)], "normal-job", started="2025-06-01T11:59:00Z"),
+            *running("p50-old", "q", [("a", 2)], "spot-job", started="2025-05-01T00:00:00Z"),
+            *running("p50-new", "q", [("a", 2)], "spot-job", started="2025-06-01T11:00:00Z"),
+            *running("p50-mid", "q", [("a", 2)], "spot-job", started="2025-05-20T00:00:00Z"),
+            pending("big", "q", 1, 4)]
+    jp = plan("greedy", *objs).job("default/big")
+    assert victims(jp) == ["p50-mid-0", "p50-new-0"]  # just enough: two of the three P50s, newest first
+
+
+# ---- gang of victims: at most ready − minMember, unless all of it -----------------------------------
+
+@pytest.mark.parametrize("solver", ("greedy", "cpsat"))
+@pytest.mark.parametrize(("replicas", "expected"), [
+    (1, ["v-0"]),  # holds: one of 3 with minMember 2 (the greedy tries nodes by name: a first)
+    (2, ["v-0", "v-1", "v-2"]),  # two would break the gang: all of it goes
+])
+def test_victim_gang_keeps_min_member_or_goes_whole(solver: str, replicas: int, expected: list[str]) -> None:
+    objs = [*CLASSES, *(node(n, 8) for n in "abc"), queue("q"),
+            *running("v", "q", [("a", 8), ("b", 8), ("c", 8)], min_member=2), pending("big", "q", replicas, 8)]
+    jp = plan(solver, *objs).job("default/big")
+    assert jp.admitted
+    assert len(victims(jp)) == len(expected)
+    if solver == "greedy":
+        assert victims(jp) == expected
+
+
+def test_victim_gang_cannot_go_whole_when_one_pod_is_protected() -> None:
+    objs = [*CLASSES, *(node(n, 8) for n in "abc"), queue("q"),
+            *running("v", "q", [("a", 8), ("b", 8)], min_member=2), pending("big", "q", 2, 8)]
+    objs[-2]["metadata"]["labels"]["volcano.sh/preemptable"] = "false"  # v-1
+    for solver in ("greedy", "cpsat"):
+        assert not plan(solver, *objs).job("default/big").admitted
+
+
+# ---- reclaim: other queues above deserved, reclaimable, never below deserved ------------------------
+
+def team_queues(reclaimable: bool = True, b_deserved: int = 10, a_deserved: int = 20) -> list[dict[str, Any]]:
+    return [queue("tenant-alpha-fixed", deserved={GPU: 40}, capability={GPU: 40}),
+            queue("team-a", "tenant-alpha-fixed", deserved={GPU: a_deserved}, capability={GPU: 40},
+                  reclaimable=reclaimable),
+            queue("team-b", "tenant-alpha-fixed", deserved={GPU: b_deserved}, capability={GPU: 40}),
+            queue("team-c", "tenant-alpha-fixed", deserved={GPU: 10}, capability={GPU: 40})]
+
+
+def seed_reclaim(**kw: Any) -> list[dict[str, Any]]:
+    """Seed 002 §6.2 on 4 nodes of 8 GPUs. The seed's team-a tasks add up to 30 GPUs, not the 25 it
+    states, and its answer (kill D and E, team-a down to 19) breaks its own floor ("never below
+    deserved 20"). Here team-a runs 25 (A 8, B 8 at P100; D 4, E 2, F 3 at P50; E started last, then F),
+    team-b 5 of its deserved 10, and a kube-system pod takes the last 2 GPUs: nothing is free."""
+    return [*CLASSES, *(node(f"n{i}", 8) for i in range(4)), *team_queues(**kw),
+            *running("task-a", "team-a", [("n0", 8)], started="2025-06-01T08:00:00Z"),
+            *running("task-b", "team-a", [("n1", 8)], started="2025-06-01T09:00:00Z"),
+            *running("task-d", "team-a", [("n2", 4)], "spot-job", started="2025-06-01T10:00:00Z"),
+            *running("task-e", "team-a", [("n2", 2)], "spot-job", started="2025-06-01T11:30:00Z"),
+            *running("task-f", "team-a", [("n3", 3)], "spot-job", started="2025-06-01T11:00:00Z"),
+            *running("b1", "team-b", [("n2", 2)]), *running("b2", "team-b", [("n3", 3)]),
+            pod("coredns", "n3", 2, group=None, ns="kube-system"),
+            vcjob("team-b-new", "team-b", [job_task("w", 5, 1)], priority_class_name="normal-job")]
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_seed_team_b_reclaims_five_gpus_from_team_a_down_to_its_deserved(solver: str) -> None:
+    jp = plan(solver, *seed_reclaim()).job("default/team-b-new")
+    assert jp.admitted and {v.reason for v in jp.victims} == {"reclaim"}
+    # D + E (6 GPUs, the seed's answer) would leave team-a at 19 < 20: E + F free exactly 5
+    assert victims(jp) == ["task-e-0", "task-f-0"]
+    assert jp.greedy_victims is None
+
+
+@pytest.mark.parametrize(("kw", "why"), [
+    ({"reclaimable": False}, "not reclaimable"),
+    ({"b_deserved": 5}, "not below its deserved"),  # team-b at its deserved already
+])
+def test_reclaim_needs_a_reclaimable_victim_queue_and_a_reclaimer_below_deserved(kw: dict[str, Any],
+                                                                                  why: str) -> None:
+    jp = plan("greedy", *seed_reclaim(**kw)).job("default/team-b-new")
+    assert not jp.admitted
+    if kw.get("b_deserved"):
+        assert why in jp.reason
+
+
+@pytest.mark.parametrize("solver", ("greedy", "cpsat"))
+@pytest.mark.parametrize(("a_deserved", "admitted"), [(20, False), (17, True)])
+def test_reclaim_never_takes_a_queue_below_deserved(solver: str, a_deserved: int, admitted: bool) -> None:
+    # team-a runs 25 in 8-GPU pods (and one of 1): taking an 8 leaves 17, below a deserved of 20 (broken)
+    # but at a deserved of 17 (holds); the 1-GPU pod alone frees too little on n3.
+    objs = [*CLASSES, *(node(f"n{i}", 8) for i in range(4)), *team_queues(a_deserved=a_deserved),
+            *running("a1", "team-a", [("n0", 8)]), *running("a2", "team-a", [("n1", 8)]),
+            *running("a3", "team-a", [("n2", 8)]), *running("a4", "team-a", [("n3", 1)]),
+            *running("b1", "team-b", [("n3", 7)]),
+            vcjob("team-b-new", "team-b", [job_task("w", 1, 2)], priority_class_name="normal-job")]
+    jp = plan(solver, *objs, now=NOW).job("default/team-b-new")
+    assert jp.admitted is admitted
+    if admitted:
+        assert len(jp.victims) == 1 and jp.victims[0].reason == "reclaim"
+
+
+def test_validator_rejects_the_seeds_own_reclaim_answer() -> None:
+    s = load_objects(seed_reclaim()).snapshot
+    jobs = list(s.jobs.values())
+    good = plan_placement(s, jobs, "greedy", OPTS, now=NOW)
+    jp = good.job("default/team-b-new")
+    assert placement_violations(s, jobs, good) == []
+    seed_answer = (Victim(namespace="default", name="task-d-0", node="n2", reason="reclaim"),
+                   Victim(namespace="default", name="task-e-0", node="n2", reason="reclaim"))
+    bad = good.model_copy(update={"jobs": (jp.model_copy(update={"victims": seed_answer}),)})
+    out = placement_violations(s, jobs, bad)
+    assert any("reclaim leaves queue team-a" in v for v in out)  # 19 < deserved 20
+    assert any("insufficient" in v for v in out)  # and the pods on n3 no longer fit
+
+
+# ---- seed §6.1: the big job preempts team-a's tasks ------------------------------------------------
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_seed_team_a_large_job_preempts_p50_then_p100(solver: str) -> None:
+    # The seed's victims free 8+8+8+4+2 = 30 GPUs, not the 34 it states; with 2 GPUs free (32 in all)
+    # the 32-GPU job needs all five, which is what is tested. It must not touch team-b's pod.
+    objs = [*CLASSES, *(node(f"n{i}", 8) for i in range(5)), *team_queues(),
+            *running("task-a", "team-a", [("n0", 8)], started="2025-06-01T08:00:00Z"),
+            *running("task-b", "team-a", [("n1", 8)], started="2025-06-01T09:00:00Z"),
+            *running("task-c", "team-a", [("n2", 8)], started="2025-06-01T10:00:00Z"),
+            *running("task-d", "team-a", [("n3", 4)], "debug-job", started="2025-06-01T11:00:00Z"),
+            *running("task-e", "team-a", [("n3", 2)], "debug-job", started="2025-06-01T11:30:00Z"),
+            *running("other", "team-b", [("n4", 8)], "debug-job"),
+            pending("large", "team-a", 4, 8)]
+    jp = plan(solver, *objs).job("default/large")
+    assert jp.admitted and {v.reason for v in jp.victims} == {"preempt"}
+    assert victims(jp) == ["task-a-0", "task-b-0", "task-c-0", "task-d-0", "task-e-0"]
+    assert sorted(b.node for b in jp.bindings) == ["n0", "n1", "n2", "n3"]
+
+
+# ---- the greedy over-evicts; the least-cost model does not ------------------------------------------
+
+def over_eviction() -> list[dict[str, Any]]:
+    """Job: 2 pods of 4 GPUs. Node a: x (P50, newest) + y (P100); node b: z (P50, 8 GPUs). Volcano tries
+    a first: x, then y for the second pod (two pods, one of them P100). Evicting z alone does."""
+    return [*CLASSES, node("a", 8), node("b", 8), queue("q"),
+            *running("x", "q", [("a", 4)], "spot-job", started="2025-06-01T11:50:00Z"),
+            *running("y", "q", [("a", 4)], "normal-job", started="2025-06-01T11:55:00Z"),
+            *running("z", "q", [("b", 8)], "spot-job", started="2025-06-01T08:00:00Z"),
+            pending("big", "q", 2, 4)]
+
+
+def test_greedy_over_evicts_where_the_exact_model_takes_one_pod() -> None:
+    g = plan("greedy", *over_eviction()).job("default/big")
+    assert victims(g) == ["x-0", "y-0"] and g.greedy_victims is None
+    a = plan("auto", *over_eviction()).job("default/big")
+    assert victims(a) == ["z-0"] and sorted(b.node for b in a.bindings) == ["b", "b"]
+    assert a.greedy_victims is not None and sorted(v.name for v in a.greedy_victims) == ["x-0", "y-0"]
+    assert "the greedy would evict 2 pods" in a.reason
+
+
+def test_freed_capacity_must_be_where_the_gang_goes() -> None:
+    # 4 GPUs could be freed in total on two nodes (2 + 2) but the 4-GPU pod needs them on one node.
+    objs = [*CLASSES, node("a", 4), node("b", 4), queue("q"),
+            *running("x", "q", [("a", 2)], "spot-job"), *running("y", "q", [("b", 2)], "spot-job"),
+            pod("keep-a", "a", 2, group=None), pod("keep-b", "b", 2, group=None), pending("big", "q", 1, 4)]
+    for solver in SOLVERS:
+        jp = plan(solver, *objs).job("default/big")
+        assert not jp.admitted and jp.victims == ()
+
+
+# ---- validator ----------------------------------------------------------------------------------------
+
+def test_validator_rechecks_victims() -> None:
+    objs = [*CLASSES, node("a", 8), node("b", 8), queue("q"), queue("other", deserved={GPU: 16}),
+            *running("low", "q", [("a", 8)], "spot-job"), *running("same", "q", [("b", 8)], "large-job"),
+            *running("elsewhere", "other", [("b", 0)], "spot-job"), pending("big", "q", 1, 8)]
+    s = load_objects(objs).snapshot
+    jobs = list(s.jobs.values())
+    good = plan_placement(s, jobs, "greedy", OPTS, now=NOW)
+    jp = good.job("default/big")
+    assert [v.name for v in jp.victims] == ["low-0"] and placement_violations(s, jobs, good) == []
+
+    def check(*vs: tuple[str, str, str], admitted: bool = True) -> list[str]:
+        victims_ = tuple(Victim(namespace="default", name=n, node=nd, reason=r) for n, nd, r in vs)  # type: ignore[arg-type]
+        j = jp.model_copy(update={"victims": victims_, "admitted": admitted,
+                                  "bindings": jp.bindings if admitted else ()})
+        return placement_violations(s, jobs, PlacementPlan(jobs=(j,), solver=SolverRecord(name="h", status="H")))
+
+    assert any("is not below the preemptor" in v for v in check(("low-0", "a", "preempt"), ("same-0", "b", "preempt")))
+    assert any("runs on a, not b" in v for v in check(("low-0", "b", "preempt")))
+    assert any("not the preemptor's" in v for v in check(("low-0", "a", "preempt"), ("elsewhere-0", "b", "preempt")))
+    assert any("no such pod" in v for v in check(("ghost", "a", "preempt")))
+    assert any("not admitted but has victims" in v for v in check(("low-0", "a", "preempt"), admitted=False))
+    assert any("insufficient" in v for v in check())  # no victims: the node is full
+
+
+# ---- output and determinism -----------------------------------------------------------------------
+
+def _cli(tmp_path: Any, *argv: str) -> str:
+    import yaml
+
+    f = tmp_path / "snap.yaml"
+    f.write_text(yaml.safe_dump_all(over_eviction()))
+    p = argparse.ArgumentParser()
+    place_cli.add_arguments(p)
+    args = p.parse_args([str(f), *argv])
+    from optplan.adapters.kubefile import load_files
+
+    return place_cli.run(args, load_files(args.snapshots), place_jobs)
+
+
+def test_output_shape_table_and_determinism_with_now(tmp_path: Any) -> None:
+    a = _cli(tmp_path, "-o", "json", "--now", NOW, "--solver", "auto")
+    assert a == _cli(tmp_path, "-o", "json", "--now", NOW, "--solver", "auto")
+    job = json.loads(a)["jobs"][0]
+    assert list(job) == ["namespace", "name", "queue", "admitted", "reason", "hyperNode", "tier", "bindings",
+                         "victims", "greedyVictims"]
+    assert job["victims"] == [{"namespace": "default", "name": "z-0", "node": "b", "reason": "preempt"}]
+    g = json.loads(_cli(tmp_path, "-o", "json", "--now", NOW, "--solver", "greedy"))["jobs"][0]
+    assert "greedyVictims" not in g
+    later = json.loads(_cli(tmp_path, "-o", "json", "--now", "2025-06-02T12:00:00Z", "--solver", "auto"))["jobs"][0]
+    assert later["reason"] != job["reason"]  # victims priced by how long they have run at --now
+    table = _cli(tmp_path, "-o", "table", "--now", NOW)
+    assert "Victims" in table and "default/z-0" in table and "greedy" in table
