@@ -66,6 +66,9 @@ class Topology:
                 if m.type == "HyperNode":
                     if m.exact_name is not None:
                         acc |= resolve(m.exact_name, (*seen, name))
+                elif m.exact_name is not None:
+                    if m.exact_name in self._nodes:
+                        acc.add(m.exact_name)
                 else:
                     acc |= {n for n in self.node_names if m.matches_node(self._nodes[n])}
             out[name] = frozenset(acc)

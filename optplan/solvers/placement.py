@@ -410,6 +410,7 @@ class _Greedy:
         self.state = state
         self.cat = cat if cat is not None else Catalogue(snapshot=ctx.snapshot, now=datetime.now())
         self._static: dict[tuple[tuple[object, ...], str], str | None] = {}
+        self._scores: dict[tuple[object, ...], Fraction] = {}
 
     def static(self, pod: Pod, node: str) -> str | None:
         key = (constraint_signature(pod), node)
@@ -425,13 +426,18 @@ class _Greedy:
         best: str | None = None
         best_score = Fraction(-1)
         why: Counter[str] = Counter()
+        req_key = tuple(sorted(pod.requests.items()))
         for n in nodes:
             reason = self.static(pod, n) or self.state.cap.fit_reason(pod, n)
             if reason is not None:
                 why[reason] += 1
                 continue
-            node = self.ctx.snapshot.nodes[n]
-            score = binpack_score(pod.requests, node.allocatable, self.state.cap.free[n], self.ctx.weights)
+            free = self.state.cap.free[n]
+            key = (n, req_key, tuple(free.get(r, 0) for r, _ in req_key))
+            score = self._scores.get(key)
+            if score is None:  # exact Fractions are slow: a node's score only changes with its free room
+                score = binpack_score(pod.requests, self.ctx.snapshot.nodes[n].allocatable, free, self.ctx.weights)
+                self._scores[key] = score
             if score > best_score:
                 best, best_score = n, score
         if best is not None:
