@@ -15,6 +15,7 @@ from typing import Any
 from optplan import __version__
 from optplan.adapters import generate as generate_mod
 from optplan.adapters import place_cli, spot_cli
+from optplan.adapters.args import positive_float
 from optplan.adapters.kubefile import LoadedInput, load_files, load_run_file
 from optplan.adapters.output import dump, repack_run_document, to_yaml
 from optplan.errors import InputError, OptplanError, PlanInvalidError
@@ -41,15 +42,6 @@ def _float_list(text: str) -> Weights:
     return Weights(*parts)
 
 
-def _positive(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return v
-
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
@@ -62,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     def common(p: argparse.ArgumentParser, formats: Sequence[str], default: str, limit: float) -> None:
         p.add_argument("snapshots", nargs="+", metavar="SNAPSHOT", help="kubectl get -o yaml|json output files")
         p.add_argument("-o", "--output", choices=formats, default=default, help=f"output format (default {default})")
-        p.add_argument("--time-limit", type=_positive, default=limit, metavar="SECONDS",
+        p.add_argument("--time-limit", type=positive_float, default=limit, metavar="SECONDS",
                        help=f"time limit of each exact computation (default {limit:g})")
         p.add_argument("-v", "--verbose", action="count", default=0,
                        help="log progress to stderr (incumbents with time, objective and bound)")

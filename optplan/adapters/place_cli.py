@@ -14,6 +14,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Protocol
 
+from optplan.adapters.args import positive_float
 from optplan.adapters.kubefile import LoadedInput, load_files
 from optplan.adapters.output import dump
 from optplan.errors import InputError
@@ -30,15 +31,6 @@ class Placer(Protocol):
     def __call__(self, snap: Snapshot, jobs: Sequence[VCJob], *, solver: str, time_limit: float, workers: int,
                  seed: int, weights: BinpackWeights | None, now: str | None) -> PlacementPlan: ...
 
-
-def _positive(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return v
 
 
 def parse_binpack(text: str) -> BinpackWeights:
@@ -67,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--solver", choices=SOLVERS, default="auto",
                    help="greedy (Volcano's allocate), cpsat (exact, lexicographic), auto (default: both, the "
                         "better plan wins)")
-    p.add_argument("--time-limit", type=_positive, default=10.0, metavar="SECONDS",
+    p.add_argument("--time-limit", type=positive_float, default=10.0, metavar="SECONDS",
                    help="time limit of the exact solver (default 10)")
     p.add_argument("--binpack", type=parse_binpack, default=BinpackWeights(), metavar="W",
                    help="binpack plugin weights, e.g. weight=10,cpu=5,memory=2,nvidia.com/gpu=10 "

@@ -26,6 +26,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 from typing import Any, Protocol
 
+from optplan.adapters.args import positive_float
 from optplan.adapters.kubefile import LoadedInput
 from optplan.adapters.output import dump
 from optplan.errors import InputError
@@ -109,15 +110,6 @@ class Reclaimer(Protocol):
 
 # ---- arguments ------------------------------------------------------------------------------------
 
-def _positive(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return v
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Every argument of ``reclaim-spot`` (snapshots, output and verbosity included)."""
@@ -131,7 +123,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "fix it for reproducible output)")
     p.add_argument("-o", "--output", choices=("table", "yaml", "json"), default="table",
                    help="output format (default table)")
-    p.add_argument("--time-limit", type=_positive, default=10.0, metavar="SECONDS",
+    p.add_argument("--time-limit", type=positive_float, default=10.0, metavar="SECONDS",
                    help="time limit of each exact plan (optimal, wholeNodes; default 10)")
     p.add_argument("--workers", type=int, default=1, help="solver worker threads (default 1)")
     p.add_argument("--seed", type=int, default=0, help="solver random seed (default 0)")
