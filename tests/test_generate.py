@@ -280,3 +280,56 @@ def test_output_flag_is_required_and_values_are_checked() -> None:
         assert e.value.code == 2
     with pytest.raises(InputError, match="--pools"):
         config_from_args(parse("-o", "x", "--nodes", "2", "--pools", "3"))
+
+
+# ---- queues, PriorityClasses and pending jobs --------------------------------------------------
+
+FAMILY = GenConfig(nodes=24, seed=5, rack_size=4, racks_per_spine=2, topology_share=0.5, queues=4,
+                   priority_classes=True, pending_jobs=6, occupancy=0.7)
+
+
+def test_new_options_at_their_defaults_change_nothing() -> None:
+    base = GenConfig(nodes=24, seed=5, rack_size=4, racks_per_spine=2, topology_share=0.5, occupancy=0.7)
+    assert dump(base) == dump(GenConfig(nodes=24, seed=5, rack_size=4, racks_per_spine=2, topology_share=0.5,
+                                        occupancy=0.7, queues=0, priority_classes=False, pending_jobs=0))
+    objs = generate(FAMILY)
+    assert dump(FAMILY) == dump(GenConfig(**{f: getattr(FAMILY, f) for f in FAMILY.__dataclass_fields__}))
+    placed = {o["metadata"]["name"]: o["spec"].get("nodeName") for o in objs if o["kind"] == "Pod"}
+    assert placed == {o["metadata"]["name"]: o["spec"].get("nodeName") for o in generate(base) if o["kind"] == "Pod"}
+
+
+def test_queues_priorities_and_pending_jobs_load_and_validate() -> None:
+    from optplan.solvers.queues import validate_queues
+
+    loaded = load(FAMILY)
+    snap = loaded.snapshot
+    assert snap.warnings == ()
+    assert validate_queues(snap) == []
+    leaves = {q.name for q in snap.queues.values() if q.parent is not None}
+    assert len(leaves) == 4 and {q.parent for q in snap.queues.values() if q.parent} == {"tenant-a", "tenant-b"}
+    assert [q.reclaimable for q in snap.queues.values()].count(False) == 1
+    assert {pg.queue for pg in snap.pod_groups.values()} <= leaves
+    assert {pc.name: pc.value for pc in snap.priority_classes.values()} == {"high": 1000, "normal": 100, "low": 10}
+    assert all(pg.priority_class_name in snap.priority_classes for pg in snap.pod_groups.values())
+    jobs = sorted(snap.jobs.values(), key=lambda j: j.creation_timestamp)
+    assert [j.name for j in jobs] == [f"pending-{k:04d}" for k in range(1, 7)]
+    for j in jobs:
+        assert j.queue in leaves and j.priority_class_name in snap.priority_classes
+        assert 1 <= len(j.tasks) <= 2 and 1 <= j.min_available <= j.replicas
+        assert {t.request(GPU) // 1000 for t in j.tasks} <= {1, 2, 4, 8}
+        nt = j.network_topology
+        assert nt is None or nt.mode == "soft" or nt.highest_tier_allowed in (1, 2)
+    assert any(j.network_topology is not None for j in jobs)
+
+
+def test_pending_jobs_without_queues_go_to_default_and_flags_parse() -> None:
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    cfg = config_from_args(p.parse_args(["-o", "x", "--nodes", "8", "--pending-jobs", "3", "--queues", "0",
+                                         "--priority-classes"]))
+    assert (cfg.pending_jobs, cfg.queues, cfg.priority_classes) == (3, 0, True)
+    snap = load(cfg).snapshot
+    assert [j.queue for j in snap.jobs.values()] == ["default"] * 3
+    assert all(j.network_topology is None for j in snap.jobs.values())
+    with pytest.raises(InputError):
+        GenConfig(queues=-1)

@@ -1,8 +1,10 @@
 """Seeded synthetic cluster snapshots, in Kubernetes' own shape (as ``kubectl get -o yaml`` prints).
 
 ``generate(GenConfig(...))`` returns plain dicts: Nodes, Pods, PodGroups (scheduling.volcano.sh/v1beta1),
-PodDisruptionBudgets (policy/v1) and one RepackRun (repack.volcano.sh/v1alpha1), sorted by kind
-(Node, PodGroup, PodDisruptionBudget, Pod, RepackRun), namespace and name. The same config gives the
+PodDisruptionBudgets (policy/v1) and one RepackRun (repack.volcano.sh/v1alpha1), and when asked for
+HyperNodes, Queues, PriorityClasses and pending VCJobs (batch.volcano.sh/v1alpha1 Job), sorted by kind
+(PriorityClass, Queue, Node, HyperNode, PodGroup, PodDisruptionBudget, Pod, Job, RepackRun), namespace
+and name. The same config gives the
 same objects; names are zero-padded (``node-0001``) so that sorted order is natural.
 
 Distributions (every draw comes from ``random.Random`` streams derived from ``seed``; one stream per
@@ -36,6 +38,9 @@ concern, so changing e.g. ``pdb_share`` does not move a single pod):
   its PodGroups). Per PodGroup: a PDB with probability ``pdb_share``, selecting the group's pods,
   ``disruptionsAllowed`` uniform in ``0..size − minMember``. Per GPU pod: phase Pending (still
   bound, so it occupies but cannot move) with probability ``pending_share``, else Running.
+- ``queues`` (stream ``<seed>/queues``), ``priority_classes`` (``<seed>/priorities``) and ``pending_jobs``
+  (``<seed>/jobs``) draw from streams of their own and only add objects or fields, so at their
+  defaults the output is what it was without them: see ``_queues``, ``_priorities``, ``_pending_jobs``.
 - The RepackRun (DryRun) targets ``resource``, excludes ``repack.volcano.sh/protected=true``
   PodGroups and carries ``minFragImprovementPercent`` / ``maxPerRun`` when set.
 """
@@ -66,7 +71,14 @@ SERVING_API = "workload.serving.volcano.sh/v1alpha1"
 NAMESPACES = ("team-a", "team-b", "team-c", "team-d")
 MAX_PODS = 110
 _EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
-_KIND_ORDER = {"Node": 0, "HyperNode": 1, "PodGroup": 2, "PodDisruptionBudget": 3, "Pod": 4, "RepackRun": 5}
+_KIND_ORDER = {"PriorityClass": 0, "Queue": 1, "Node": 2, "HyperNode": 3, "PodGroup": 4, "PodDisruptionBudget": 5,
+               "Pod": 6, "Job": 7, "RepackRun": 8}
+QUEUE_API = "scheduling.volcano.sh/v1beta1"
+PRIORITY_CLASSES = (("high", 1000, 0.2), ("normal", 100, 0.5), ("low", 10, 0.3))
+"""(name, value, share of workloads and pending jobs) with ``priority_classes``."""
+JOB_GPU_SIZES = (1, 2, 4, 8)
+_PENDING_START = 10_000_000
+"""Seconds after the epoch of the first pending job: after every generated workload."""
 _GI = 2**30
 _MI = 2**20
 _DEFAULT_TOLERATIONS = (
@@ -112,7 +124,13 @@ class GenConfig:
     """Nodes per tier-1 HyperNode (consecutive names); 0 means no HyperNodes."""
     racks_per_spine: int = 4
     topology_share: float = 0.0
-    """Share of PodGroups given a networkTopology (half hard, half soft), when racks exist."""
+    """Share of PodGroups (and pending jobs) given a networkTopology (half hard, half soft), when racks exist."""
+    queues: int = 0
+    """Leaf team queues under one (a single leaf) or two tenant parents; 0 keeps every PodGroup in ``default``."""
+    priority_classes: bool = False
+    """Emit PriorityClasses high/normal/low and give every workload and pending job one."""
+    pending_jobs: int = 0
+    """Pending VCJobs (not yet placed) to emit."""
 
     def __post_init__(self) -> None:
         def bad(name: str, message: str) -> InputError:
@@ -148,7 +166,7 @@ class GenConfig:
                 raise bad(name, f"not a non-negative quantity: {getattr(self, name)!r}")
         if self.min_improvement is not None and not 0 <= self.min_improvement <= 100:
             raise bad("min_improvement", "must be within 0..100")
-        for name in ("max_pod_groups", "max_cards"):
+        for name in ("max_pod_groups", "max_cards", "queues", "pending_jobs"):
             v = getattr(self, name)
             if v is not None and v < 0:
                 raise bad(name, "must not be negative")
@@ -390,6 +408,15 @@ def _generate(cfg: GenConfig) -> list[dict[str, Any]]:
     objs.append(_repack_run(cfg))
     if cfg.rack_size > 0:
         objs.extend(_topology(cfg, node_names, objs, random.Random(f"{cfg.seed}/topology")))
+    leaves: list[str] = []
+    if cfg.queues > 0:
+        queue_objs = _queues(cfg, cards, objs, random.Random(f"{cfg.seed}/queues"))
+        leaves = [q["metadata"]["name"] for q in queue_objs if "parent" in q["spec"]]
+        objs.extend(queue_objs)
+    if cfg.priority_classes:
+        objs.extend(_priorities(objs, random.Random(f"{cfg.seed}/priorities")))
+    if cfg.pending_jobs > 0:
+        objs.extend(_pending_jobs(cfg, pool_max, leaves, random.Random(f"{cfg.seed}/jobs")))
     objs.sort(key=_sort_key)
     return objs
 
@@ -433,6 +460,169 @@ def _topology(cfg: GenConfig, node_names: list[str], objs: list[dict[str, Any]],
                 o["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": tier}
                 continue
         o["spec"]["networkTopology"] = {"mode": "soft"}
+    return out
+
+
+def _owner_uid(obj: dict[str, Any]) -> str | None:
+    owners = obj["metadata"].get("ownerReferences") or []
+    return str(owners[0]["uid"]) if owners and owners[0]["kind"] != "DaemonSet" else None
+
+
+def _queues(cfg: GenConfig, cards: list[int], objs: list[dict[str, Any]], rng: random.Random) -> list[dict[str, Any]]:
+    """Tenant parents (two when there are at least two leaves) and ``cfg.queues`` leaf team queues; every
+    workload's PodGroups (and its pods' queue label) go to one leaf, drawn with skewed weights so that
+    some teams run above their deserved share. Quotas per resource (GPU cards, whole cpus, GiB):
+    deserved splits the cluster among parents and each parent's among its leaves (floors, so sums never
+    exceed the parent); capability is the cluster on parents and ``max(2 × deserved, allocated)`` capped by
+    the cluster on leaves; the first leaf and its parent have a guarantee of a quarter of the leaf's
+    deserved; the last leaf is ``reclaimable: false``. Mutates the PodGroups and pods in ``objs``."""
+    n_parents = 1 if cfg.queues == 1 else 2
+    parents = [f"tenant-{'ab'[p]}" for p in range(n_parents)]
+    leaf_parent = [i * n_parents // cfg.queues for i in range(cfg.queues)]
+    leaves = [f"{parents[leaf_parent[i]]}-team-{i:02d}" for i in range(cfg.queues)]
+    units = {cfg.resource: 1000, "cpu": 1000, "memory": _GI * 1000}
+    totals = {cfg.resource: sum(cards) * 1000, "cpu": sum(cards) * _milli(cfg.node_cpu_per_card),
+              "memory": sum(cards) * _milli(cfg.node_memory_per_card)}
+    weights = [rng.uniform(0.25, 2.0) for _ in leaves]
+    leaf_of: dict[str, int] = {}
+    for o in sorted((o for o in objs if o["kind"] == "PodGroup"),
+                    key=lambda o: (o["metadata"]["namespace"], o["metadata"]["name"])):
+        owner = _owner_uid(o)
+        key = owner if owner is not None else f"{o['metadata']['namespace']}/{o['metadata']['name']}"
+        if key not in leaf_of:
+            leaf_of[key] = rng.choices(range(len(leaves)), weights=weights)[0]
+        o["spec"]["queue"] = leaves[leaf_of[key]]
+    allocated = [dict.fromkeys(units, 0) for _ in leaves]
+    for o in objs:
+        if o["kind"] != "Pod":
+            continue
+        owner = _owner_uid(o)
+        if owner is None or owner not in leaf_of:
+            continue
+        leaf = leaf_of[owner]
+        for where in ("labels", "annotations"):
+            m = o["metadata"].get(where) or {}
+            if "volcano.sh/queue-name" in m:
+                m["volcano.sh/queue-name"] = leaves[leaf]
+        if o["spec"].get("nodeName") and o["status"]["phase"] not in ("Succeeded", "Failed"):
+            requests = o["spec"]["containers"][0]["resources"]["requests"]
+            for r in units:
+                allocated[leaf][r] += _milli(requests.get(r, "0"))
+    out: list[dict[str, Any]] = []
+    fmt = {cfg.resource: lambda u: str(u), "cpu": lambda u: _cpu(u * 1000),
+           "memory": lambda u: _memory(u * units["memory"])}
+
+    def amounts(per: dict[str, int]) -> dict[str, str]:
+        return {r: fmt[r](per[r]) for r in units}
+
+    total_u = {r: totals[r] // units[r] for r in units}
+    parent_deserved = [{r: total_u[r] * leaf_parent.count(p) // cfg.queues for r in units} for p in range(n_parents)]
+    leaf_deserved: list[dict[str, int]] = []
+    for i in range(cfg.queues):
+        p = leaf_parent[i]
+        leaf_deserved.append({r: parent_deserved[p][r] // leaf_parent.count(p) for r in units})
+    guarantee = {r: leaf_deserved[0][r] // 4 for r in units}
+
+    def queue(name: str, level: str, parent: str | None, deserved: dict[str, int], capability: dict[str, int],
+              guaranteed: bool, reclaimable: bool) -> dict[str, Any]:
+        spec: dict[str, Any] = {}
+        if parent is not None:
+            spec["parent"] = parent
+        if guaranteed:
+            spec["guarantee"] = {"resource": amounts(guarantee)}
+        spec.update({"deserved": amounts(deserved), "capability": amounts(capability), "reclaimable": reclaimable,
+                     "weight": 1})
+        return {"apiVersion": QUEUE_API, "kind": "Queue",
+                "metadata": {"name": name, "labels": {"optplan.io/queue-level": level}},
+                "spec": spec, "status": {"state": "Open"}}
+
+    for p, name in enumerate(parents):
+        out.append(queue(name, "tenant", None, parent_deserved[p], total_u, p == 0, True))
+    for i, name in enumerate(leaves):
+        cap = {r: min(total_u[r], max(2 * leaf_deserved[i][r], -(-allocated[i][r] // units[r]))) for r in units}
+        out.append(queue(name, "team", parents[leaf_parent[i]], leaf_deserved[i], cap, i == 0,
+                         i != len(leaves) - 1 or len(leaves) == 1))
+    return out
+
+
+def _priority_class(name: str, value: int) -> dict[str, Any]:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+            "value": value, "preemptionPolicy": "PreemptLowerPriority", "globalDefault": False,
+            "description": f"optplan synthetic {name} priority"}
+
+
+def _draw_class(rng: random.Random) -> tuple[str, int]:
+    name, value, _ = rng.choices(PRIORITY_CLASSES, weights=[w for _, _, w in PRIORITY_CLASSES])[0]
+    return name, value
+
+
+def _priorities(objs: list[dict[str, Any]], rng: random.Random) -> list[dict[str, Any]]:
+    """The PriorityClasses; every workload (by owner) draws one: its PodGroups get
+    ``priorityClassName``, its pods ``priorityClassName`` and ``priority`` (as admission sets them).
+    Mutates ``objs``."""
+    class_of: dict[str, tuple[str, int]] = {}
+    for o in objs:  # in generation order, so the first sight of each owner is deterministic
+        if o["kind"] not in ("Pod", "PodGroup"):
+            continue
+        owner = _owner_uid(o)
+        if owner is None:
+            continue
+        if owner not in class_of:
+            class_of[owner] = _draw_class(rng)
+        name, value = class_of[owner]
+        o["spec"]["priorityClassName"] = name
+        if o["kind"] == "Pod":
+            o["spec"]["priority"] = value
+    return [_priority_class(name, value) for name, value, _ in PRIORITY_CLASSES]
+
+
+def _pending_jobs(cfg: GenConfig, pool_max: list[int], leaves: list[str], rng: random.Random) -> list[dict[str, Any]]:
+    """``cfg.pending_jobs`` pending VCJobs ``pending-<n>`` (namespaces round-robin, one minute apart):
+    one or two tasks (``master`` with one replica, or ``worker`` alone) of 1–4 replicas requesting
+    1/2/4/8 cards (only sizes that fit the pool's largest node) per pod, pinned to a random pool;
+    ``minAvailable`` between half and all the replicas; a leaf queue (``default`` without queues); a
+    PriorityClass with ``priority_classes``; with racks, on ``topology_share`` of them a networkTopology,
+    half hard (tier 1 or 2), half soft. Every draw is made whatever the options, so that toggling
+    one option does not change the others' draws."""
+    out: list[dict[str, Any]] = []
+    for k in range(cfg.pending_jobs):
+        ns = NAMESPACES[k % len(NAMESPACES)]
+        name = f"pending-{k + 1:04d}"
+        pool = rng.randrange(cfg.pools)
+        sizes = [s for s in JOB_GPU_SIZES if s <= pool_max[pool]] or [pool_max[pool]]
+        two = rng.random() < 0.5
+        gpu = rng.choice(sizes)
+        workers = rng.randint(1, 4)
+        shape = [("master", 1, gpu), ("worker", workers, gpu)] if two else [("worker", workers, gpu)]
+        total = sum(n for _, n, _ in shape)
+        min_available = rng.randint(max(1, math.ceil(total / 2)), total)
+        queue = rng.choice(leaves) if leaves else "default"
+        class_name, _ = _draw_class(rng)
+        topo_draw, hard_draw, tier = rng.random(), rng.random(), rng.choice((1, 2))
+        uid = _uid(rng)
+        tasks = []
+        for task, replicas, cards in shape:
+            requests = {"cpu": _cpu(cards * _milli(cfg.cpu_per_card)),
+                        "memory": _memory(cards * _milli(cfg.memory_per_card)), cfg.resource: str(cards)}
+            tasks.append({"name": task, "replicas": replicas, "template": {
+                "metadata": {"labels": {"volcano.sh/task-spec": task}},
+                "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
+                         "nodeSelector": {POOL_LABEL: f"pool-{pool}"},
+                         "tolerations": _pool_tolerations(cfg, pool),
+                         "containers": [{"name": "main", "image": "registry.example/workload:1", "resources": {
+                             "requests": requests, "limits": {cfg.resource: str(cards)}}}]}}})
+        spec: dict[str, Any] = {"schedulerName": "volcano", "queue": queue, "minAvailable": min_available}
+        if cfg.priority_classes:
+            spec["priorityClassName"] = class_name
+        if cfg.rack_size > 0 and topo_draw < cfg.topology_share:
+            spec["networkTopology"] = ({"mode": "hard", "highestTierAllowed": tier} if hard_draw < 0.5
+                                       else {"mode": "soft"})
+        spec["tasks"] = tasks
+        out.append({"apiVersion": JOB_API, "kind": "Job",
+                    "metadata": {"name": name, "namespace": ns, "uid": uid,
+                                 "creationTimestamp": _stamp(_PENDING_START + 60 * k),
+                                 "labels": {"workload-type": "training"}},
+                    "spec": spec, "status": {"state": {"phase": "Pending"}}})
     return out
 
 
@@ -765,10 +955,13 @@ _FLAG_HELP: dict[str, tuple[Callable[[str], Any], str, str]] = {
     "max_cards": (_non_negative, "N", "RepackRun maxPerRun.resources[R]"),
     "rack_size": (_non_negative, "N", "nodes per tier-1 HyperNode; 0 for none"),
     "racks_per_spine": (_positive, "N", "tier-1 HyperNodes per tier-2 HyperNode"),
-    "topology_share": (_share, "F", "share of PodGroups with networkTopology (half hard, half soft)"),
+    "topology_share": (_share, "F", "share of PodGroups and pending jobs with networkTopology (half hard, half soft)"),
+    "queues": (_non_negative, "N", "leaf team queues under tenant parents; 0 keeps PodGroups in default"),
+    "pending_jobs": (_non_negative, "N", "pending VCJobs to emit"),
 }
 _BOOL_FLAGS = {"tainted_pools": "taint every pool but pool-0",
-               "daemonset_pods": "one kube-proxy pod per node"}
+               "daemonset_pods": "one kube-proxy pod per node",
+               "priority_classes": "PriorityClasses high/normal/low on workloads and pending jobs"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -58,6 +58,9 @@ class JobPlacement(KubeModel):
     greedy_victims: tuple[Victim, ...] | None = None
     """Only when the exact model's victims differ from the greedy's (Volcano's) set: the greedy's, for
     comparison; absent from the wire shape otherwise."""
+    after_evictions: bool = Field(default=False, exclude=True)
+    """Placed by the preempt/reclaim pass, after the evictions of jobs before it (not on the wire):
+    the validator replays jobs in this order."""
 
     @property
     def key(self) -> str:

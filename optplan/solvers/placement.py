@@ -731,7 +731,8 @@ def plan_victims(ctx: Context, plan: PlacementPlan, mode: str, options: PlanOpti
                 text += "; the greedy found no victim set"
             placed = JobPlacement(namespace=job.namespace, name=job.name, queue=job.queue, admitted=True,
                                   reason=text, hyper_node=r.hyper_node, tier=r.tier, bindings=tuple(chosen.bindings),
-                                  victims=victims, greedy_victims=greedy_set if differs else None)
+                                  victims=victims, greedy_victims=greedy_set if differs else None,
+                                  after_evictions=True)
             log.info("placement victims: %s %s %d pods, cost %d", job.key, reason, len(victims), chosen.cost)
             break
         if placed is None:
@@ -795,7 +796,7 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
     evicted: set[str] = set()
     static_cache: dict[tuple[tuple[object, ...], str], str | None] = {}
     # Volcano's actions: allocate places every job it can, then preempt and reclaim evict for the rest
-    for jp in sorted(plan.jobs, key=lambda j: bool(j.victims)):
+    for jp in sorted(plan.jobs, key=lambda j: j.after_evictions or bool(j.victims)):
         job = given.get(jp.key)
         if job is None:
             out.append(f"job {jp.key} is not one of the jobs to place")
@@ -998,17 +999,21 @@ def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
 
         greedy = greedy_place(ctx)
         exact = placement_cpsat.solve(ctx, options, hint=greedy)
-        g_key, e_key = plan_key(ctx, greedy), plan_key(ctx, exact)
-        log.info("placement auto: greedy %s, cpsat %s (%s)", g_key, e_key, exact.solver.status)
         if solver == "cpsat":
-            plan = exact
-        elif e_key < g_key:
-            plan = exact.model_copy(update={"solver": exact.solver.model_copy(update={"name": "auto"})})
-        else:  # a tie keeps the greedy's plan (Volcano's own choices); optimal when CP-SAT proved its equal
-            status = exact.solver.status if e_key == g_key else "FEASIBLE"
-            plan = greedy.model_copy(update={"solver": exact.solver.model_copy(update={"name": "auto",
-                                                                                     "status": status})})
-        plan = plan_victims(ctx, plan, "cpsat", options, at)
+            plan = plan_victims(ctx, exact, "cpsat", options, at)
+        else:
+            # The exact model places without victims, so both placements go through the victim pass
+            # and are compared after it: a job the greedy admits by preempting may otherwise be lost.
+            g_full = plan_victims(ctx, greedy, "cpsat", options, at)
+            e_full = plan_victims(ctx, exact, "cpsat", options, at)
+            g_key, e_key = plan_key(ctx, g_full), plan_key(ctx, e_full)
+            log.info("placement auto: greedy %s, cpsat %s (%s)", g_key, e_key, exact.solver.status)
+            if e_key < g_key:
+                plan = e_full.model_copy(update={"solver": exact.solver.model_copy(update={"name": "auto"})})
+            else:  # a tie keeps the greedy's plan (Volcano's own choices); optimal when CP-SAT proved its equal
+                status = exact.solver.status if e_key == g_key else "FEASIBLE"
+                plan = g_full.model_copy(update={"solver": exact.solver.model_copy(update={"name": "auto",
+                                                                                         "status": status})})
     wall = round(time.perf_counter() - t0, 3)
     plan = plan.model_copy(update={"solver": plan.solver.model_copy(update={"wall_seconds": wall})})
     validate_placement(snap, ctx.jobs, plan)
