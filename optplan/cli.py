@@ -14,6 +14,7 @@ from typing import Any
 
 from optplan import __version__
 from optplan.adapters import generate as generate_mod
+from optplan.adapters import openb as openb_mod
 from optplan.adapters import place_cli, spot_cli
 from optplan.adapters.args import positive_float
 from optplan.adapters.kubefile import LoadedInput, load_files, load_run_file
@@ -108,6 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reclaim-spot", help="choose spot jobs to delete so that N units are freed (seed 002 §6.5)")
     spot_cli.add_arguments(p)
 
+    imp = sub.add_parser("import", help="turn a public trace into a snapshot with a RepackRun")
+    isub = imp.add_subparsers(dest="source", required=True)
+    p = isub.add_parser("openb", help="Alibaba openb GPU trace (node and pod CSVs) -> snapshot")
+    openb_mod.add_arguments(p)
+
     p = sub.add_parser("generate", help="write a seeded synthetic cluster snapshot with a RepackRun")
     generate_mod.add_arguments(p)
     p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
@@ -148,6 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> str:
+    if args.command == "import":
+        return openb_mod.run(args)
     if args.command == "generate":
         return _generate(args)
     loaded = load_files(args.snapshots)

@@ -1,0 +1,509 @@
+"""Import the Alibaba "openb" GPU trace (cluster-trace-gpu-v2023) as a Repack snapshot.
+
+``import_openb(nodes_csv, pods_csv, ImportConfig(...))`` returns plain dicts in Kubernetes' own shape
+(Nodes, PodGroups, Pods, one RepackRun; sorted like ``generate``: kind, namespace, name) and a stats dict.
+It reads the two CSV files it is given and nothing else.
+
+Input files (header row required, columns in any order, extra columns ignored):
+
+- nodes: ``sn,cpu_milli,memory_mib,gpu,model``. Each row becomes a Node named ``sn`` with allocatable
+  ``cpu`` (``cpu_milli``), ``memory`` (``memory_mib`` MiB), ``pods: 110`` and, when ``gpu`` > 0,
+  ``nvidia.com/gpu``; the GPU model is the label ``nvidia.com/gpu.product`` (as NVIDIA's GPU feature
+  discovery sets it; omitted when ``model`` is empty).
+- pods: ``name,cpu_milli,memory_mib,num_gpu,gpu_milli`` and optionally ``gpu_spec`` (empty: any model, or
+  models separated by ``|``) and ``creation_time`` (seconds; absent means 0). ``qos``, ``pod_phase`` and
+  the other times are ignored: every imported pod is Running.
+
+What is kept. Only whole-GPU pods (``num_gpu`` >= 1 and ``gpu_milli`` = 1000). Fractional-GPU pods
+(``gpu_milli`` < 1000: a share of one card) are left out, because Repack moves whole ``nvidia.com/gpu``
+requests and a shared card is not a Kubernetes-schedulable unit; cpu-only pods (``num_gpu`` = 0) are
+left out too. Both are counted in the stats.
+
+Placement (deterministic, no randomness). Pods are replayed in trace order (``creation_time``, then
+``name``) onto the node with the highest Kubernetes LeastAllocated score among the nodes where the pod
+fits (cpu, memory, GPUs and pod slots free, and, when ``gpu_spec`` names models, a node of one of those
+models): per resource r in cpu, memory, nvidia.com/gpu, ``(allocatable − requested − pod) × 100 //
+allocatable`` (kube-scheduler's integer arithmetic), averaged with equal weights (integer division by 3);
+ties go to the first node by name. A pod that fits nowhere is skipped and counted. Replay stops as soon
+as the GPUs taken reach ``ceil(fill × total GPUs / 100)`` (the last pod may overshoot by less than its
+own size). The whole-GPU pods of a trace may request fewer GPUs than the target (the default openb trace
+requests 4,355 of 6,212), so the trace is replayed again, pass after pass, up to ``max_passes``; the
+pods of pass k >= 2 are named ``<name>-r<k>`` and created ``k − 1`` trace spans later. Replay also stops
+after a pass that placed nothing.
+
+Departures (stream ``<seed>/departures``): ``round_half_up(departures × placed)`` pods, drawn uniformly
+without replacement among the placed ones, are removed. This leaves the scattered free cards that a
+churned cluster shows.
+
+Gangs (stream ``<seed>/gangs``). The surviving pods, in trace order, are cut into runs of consecutive pods
+of the same shape (cpu, memory, GPUs, allowed models). Each run is split, front to back, into PodGroups
+whose sizes are drawn from ``gang_sizes`` (default 1: 70%, 2: 15%, 4: 10%, 8: 5%); the last PodGroup of
+a run is cut to what is left. So single pods are PodGroups of their own, and multi-pod gangs hold pods of
+one shape. ``minMember = max(1, ceil(min_member_ratio × size))`` (default ratio 0.75: 1, 2, 3, 6 for
+sizes 1, 2, 4, 8), computed exactly. Each PodGroup is owned by a VCJob ``job-<n>`` (n in trace order of
+its first pod), named ``job-<n>-<job uid>`` as Volcano names them, queue ``default``; every pod is in
+namespace ``openb``, ``schedulerName: volcano``, owned by its VCJob, and keeps its trace name. Pods whose
+``gpu_spec`` names models get a required node affinity ``nvidia.com/gpu.product In [...]``.
+
+UIDs come from stream ``<seed>/uids``. The RepackRun ``openb-<seed>`` (DryRun) targets ``nvidia.com/gpu``.
+The same files and config give the same objects.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import random
+import re
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from optplan.adapters.generate import (
+    GROUP_ANNOTATION,
+    JOB_API,
+    MAX_PODS,
+    _cpu,
+    _dist,
+    _gc_paused,
+    _memory,
+    _pod,
+    _pod_group,
+    _share,
+    _sort_key,
+    _stamp,
+    _uid,
+)
+from optplan.adapters.output import to_yaml
+from optplan.errors import InputError
+
+RESOURCE = "nvidia.com/gpu"
+MODEL_LABEL = "nvidia.com/gpu.product"
+NAMESPACE = "openb"
+SOURCE_LABEL = "optplan.io/source"
+NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+_MI_MILLI = 2**20 * 1000
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_NAME_ROOM = 240
+"""Longest trace name accepted: room is kept for the ``-r<k>`` suffix of later passes."""
+
+
+@dataclass(frozen=True)
+class ImportConfig:
+    """How to turn the trace into a snapshot; see the module docstring."""
+
+    fill: float = 90.0
+    """Percent of the cluster's GPUs to take by replaying the trace (0..100)."""
+    departures: float = 0.0
+    """Share (0..1) of the placed pods that then depart."""
+    seed: int = 0
+    gang_sizes: tuple[tuple[int, float], ...] = ((1, 0.7), (2, 0.15), (4, 0.1), (8, 0.05))
+    """PodGroup sizes (pods) and their weights."""
+    min_member_ratio: float = 0.75
+    """minMember = max(1, ceil(ratio × size))."""
+    max_passes: int = 20
+    """Replays of the trace at most, to reach ``fill``."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.fill <= 100:
+            raise InputError(f"must be within 0..100, got {self.fill}", field="fill")
+        for name in ("departures", "min_member_ratio"):
+            v = getattr(self, name)
+            if not 0 <= v <= 1:
+                raise InputError(f"must be within 0..1, got {v}", field=name)
+        dist = self.gang_sizes
+        if not dist or any(n < 1 or not w >= 0 for n, w in dist) or sum(w for _, w in dist) <= 0:
+            raise InputError("must be (size >= 1, weight >= 0) pairs with a positive total weight",
+                             field="gang_sizes")
+        if self.max_passes < 1:
+            raise InputError(f"must be at least 1, got {self.max_passes}", field="max_passes")
+
+
+# ---- reading the CSV files ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _NodeRow:
+    name: str
+    cpu: int  # milli
+    memory: int  # MiB
+    gpu: int
+    model: str
+
+
+@dataclass(frozen=True)
+class _PodRow:
+    name: str
+    cpu: int  # milli
+    memory: int  # MiB
+    gpu: int
+    gpu_milli: int
+    models: tuple[str, ...]  # allowed GPU models; () = any
+    created: int
+
+
+def _rows(path: str, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+    """(line number, row) for every record; InputError naming file, line and column on a bad one."""
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            reader = csv.DictReader(f)
+            header = reader.fieldnames
+            if header is None:
+                raise InputError("file is empty (expected a header row)", file=path)
+            for col in required:
+                if col not in header:
+                    raise InputError(f"required column is missing (header: {','.join(header)})", file=path,
+                                     obj="line 1", field=col)
+            if len(set(header)) != len(header):
+                raise InputError("a column name appears twice in the header", file=path, obj="line 1")
+            for row in reader:
+                line = reader.line_num
+                if None in row:
+                    raise InputError(f"more fields than the header's {len(header)}", file=path, obj=f"line {line}")
+                for col in header:
+                    if row[col] is None:
+                        raise InputError(f"fewer fields than the header's {len(header)}", file=path,
+                                         obj=f"line {line}", field=col)
+                yield line, row
+    except OSError as e:
+        raise InputError(f"cannot read file ({e.strerror or e})", file=path) from None
+    except UnicodeDecodeError:
+        raise InputError("file is not UTF-8 text", file=path) from None
+    except csv.Error as e:
+        raise InputError(f"malformed CSV: {e}", file=path) from None
+
+
+def _int(path: str, line: int, row: dict[str, str], col: str, *, minimum: int = 0, default: int | None = None) -> int:
+    text = row.get(col)
+    if text is None and default is not None:
+        return default
+    try:
+        v = int(str(text).strip())
+    except ValueError:
+        raise InputError(f"expected an integer, got {text!r}", file=path, obj=f"line {line}", field=col) from None
+    if v < minimum:
+        raise InputError(f"must be at least {minimum}, got {v}", file=path, obj=f"line {line}", field=col)
+    return v
+
+
+def _name(path: str, line: int, row: dict[str, str], col: str, seen: set[str]) -> str:
+    name = row[col].strip()
+    if len(name) > _NAME_ROOM or not _NAME.match(name):
+        raise InputError(f"not a Kubernetes object name (lower-case DNS-1123, at most {_NAME_ROOM}): {name!r}",
+                         file=path, obj=f"line {line}", field=col)
+    if name in seen:
+        raise InputError(f"duplicate name {name!r}", file=path, obj=f"line {line}", field=col)
+    seen.add(name)
+    return name
+
+
+def read_nodes(path: str) -> list[_NodeRow]:
+    out: list[_NodeRow] = []
+    seen: set[str] = set()
+    for line, row in _rows(path, NODE_COLUMNS):
+        out.append(_NodeRow(_name(path, line, row, "sn", seen), _int(path, line, row, "cpu_milli"),
+                            _int(path, line, row, "memory_mib"), _int(path, line, row, "gpu"),
+                            row["model"].strip()))
+    if not out:
+        raise InputError("no nodes (only a header)", file=path)
+    return sorted(out, key=lambda n: n.name)
+
+
+def read_pods(path: str) -> list[_PodRow]:
+    """Every pod of the trace, in trace order (creation_time, then name)."""
+    out: list[_PodRow] = []
+    seen: set[str] = set()
+    for line, row in _rows(path, POD_COLUMNS):
+        name = _name(path, line, row, "name", seen)
+        gpu_milli = _int(path, line, row, "gpu_milli")
+        if gpu_milli > 1000:
+            raise InputError(f"must be within 0..1000, got {gpu_milli}", file=path, obj=f"line {line}",
+                             field="gpu_milli")
+        spec = (row.get("gpu_spec") or "").strip()
+        models = tuple(sorted({m.strip() for m in spec.split("|") if m.strip()}))
+        out.append(_PodRow(name, _int(path, line, row, "cpu_milli"), _int(path, line, row, "memory_mib"),
+                           _int(path, line, row, "num_gpu"), gpu_milli, models,
+                           _int(path, line, row, "creation_time", default=0)))
+    out.sort(key=lambda p: (p.created, p.name))
+    return out
+
+
+# ---- placement ---------------------------------------------------------------------------------
+
+class _Nodes:
+    """Free resources per node (sorted by name) and kube-scheduler's LeastAllocated score, vectorised."""
+
+    def __init__(self, nodes: list[_NodeRow]) -> None:
+        self.cap = np.array([[n.cpu, n.memory, n.gpu] for n in nodes], dtype=np.int64).reshape(len(nodes), 3)
+        self.div = np.maximum(self.cap, 1)
+        self.used = np.zeros_like(self.cap)
+        self.pods = np.zeros(len(nodes), dtype=np.int64)
+        self.models = [n.model for n in nodes]
+        self._allowed: dict[tuple[str, ...], np.ndarray[Any, Any]] = {}
+
+    def allowed(self, models: tuple[str, ...]) -> np.ndarray[Any, Any]:
+        mask = self._allowed.get(models)
+        if mask is None:
+            mask = np.array([not models or m in models for m in self.models], dtype=bool)
+            self._allowed[models] = mask
+        return mask
+
+    def place(self, pod: _PodRow) -> int:
+        """The node index chosen for the pod (and take its resources), or -1 when it fits nowhere."""
+        req = np.array([pod.cpu, pod.memory, pod.gpu], dtype=np.int64)
+        left = self.cap - self.used - req
+        fits = self.allowed(pod.models) & (left >= 0).all(axis=1) & (self.pods < MAX_PODS)
+        if not fits.any():
+            return -1
+        score = (left * 100 // self.div).sum(axis=1) // 3
+        i = int(np.argmax(np.where(fits, score, -1)))  # the first maximum: ties go to the first name
+        self.used[i] += req
+        self.pods[i] += 1
+        return i
+
+    def remove(self, i: int, pod: _PodRow) -> None:
+        self.used[i] -= np.array([pod.cpu, pod.memory, pod.gpu], dtype=np.int64)
+        self.pods[i] -= 1
+
+
+@dataclass(frozen=True)
+class _Placed:
+    pod: _PodRow
+    name: str
+    node: int
+    created: int
+
+
+def _replay(cfg: ImportConfig, nodes: _Nodes, pods: list[_PodRow], total_gpus: int) -> tuple[list[_Placed], int, int]:
+    """Placed pods in trace order, the number skipped and the number of passes made."""
+    target = math.ceil(Fraction(str(cfg.fill)) * total_gpus / 100)
+    span = (max((p.created for p in pods), default=0) + 1)
+    placed: list[_Placed] = []
+    taken = skipped = passes = 0
+    while taken < target and pods and passes < cfg.max_passes:
+        passes += 1
+        before = len(placed)
+        for p in pods:
+            i = nodes.place(p)
+            if i < 0:
+                skipped += 1
+                continue
+            name = p.name if passes == 1 else f"{p.name}-r{passes}"
+            placed.append(_Placed(p, name, i, p.created + (passes - 1) * span))
+            taken += p.gpu
+            if taken >= target:
+                break
+        if len(placed) == before:
+            break
+    return placed, skipped, passes
+
+
+def _depart(cfg: ImportConfig, nodes: _Nodes, placed: list[_Placed]) -> tuple[list[_Placed], int]:
+    n = math.floor(Fraction(str(cfg.departures)) * len(placed) + Fraction(1, 2))
+    gone = set(random.Random(f"{cfg.seed}/departures").sample(range(len(placed)), n))
+    for k in sorted(gone):
+        nodes.remove(placed[k].node, placed[k].pod)
+    return [p for k, p in enumerate(placed) if k not in gone], n
+
+
+def _gangs(cfg: ImportConfig, pods: list[_Placed]) -> list[list[_Placed]]:
+    rng = random.Random(f"{cfg.seed}/gangs")
+    sizes = [s for s, _ in cfg.gang_sizes]
+    weights = [w for _, w in cfg.gang_sizes]
+    out: list[list[_Placed]] = []
+    k = 0
+    while k < len(pods):
+        shape = _shape(pods[k].pod)
+        end = k + 1
+        while end < len(pods) and _shape(pods[end].pod) == shape:
+            end += 1
+        while k < end:
+            size = min(rng.choices(sizes, weights=weights)[0], end - k)
+            out.append(pods[k:k + size])
+            k += size
+    return out
+
+
+def _shape(p: _PodRow) -> tuple[int, int, int, tuple[str, ...]]:
+    return p.cpu, p.memory, p.gpu, p.models
+
+
+# ---- objects -----------------------------------------------------------------------------------
+
+def _node(n: _NodeRow) -> dict[str, Any]:
+    alloc: dict[str, str] = {"cpu": _cpu(n.cpu), "memory": _memory(n.memory * _MI_MILLI), "pods": str(MAX_PODS)}
+    if n.gpu > 0:
+        alloc[RESOURCE] = str(n.gpu)
+    labels = {"kubernetes.io/arch": "amd64", "kubernetes.io/hostname": n.name, "kubernetes.io/os": "linux",
+              SOURCE_LABEL: "openb"}
+    if n.model:
+        labels[MODEL_LABEL] = n.model
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": n.name, "labels": labels}, "spec": {},
+            "status": {"allocatable": alloc, "capacity": dict(alloc)}}
+
+
+def _affinity(models: tuple[str, ...]) -> dict[str, Any] | None:
+    if not models:
+        return None
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": MODEL_LABEL, "operator": "In", "values": list(models)}]}]}}}
+
+
+def _gang_objects(cfg: ImportConfig, index: int, width: int, gang: list[_Placed], node_names: list[str],
+                  uids: random.Random) -> list[dict[str, Any]]:
+    job = f"job-{index:0{width}d}"
+    job_uid = _uid(uids)
+    owner = {"apiVersion": JOB_API, "kind": "Job", "name": job, "uid": job_uid, "controller": True,
+             "blockOwnerDeletion": True}
+    pg = f"{job}-{job_uid}"
+    size = len(gang)
+    min_member = max(1, math.ceil(Fraction(str(cfg.min_member_ratio)) * size))
+    labels = {"volcano.sh/job-name": job, "volcano.sh/job-namespace": NAMESPACE,
+              "volcano.sh/queue-name": "default", "volcano.sh/task-spec": "worker"}
+    annotations = {GROUP_ANNOTATION: pg, "volcano.sh/job-name": job, "volcano.sh/queue-name": "default",
+                   "volcano.sh/task-spec": "worker"}
+    first = gang[0].pod
+    requests = {"cpu": _cpu(first.cpu), "memory": _memory(first.memory * _MI_MILLI), RESOURCE: str(first.gpu)}
+    limits = {RESOURCE: str(first.gpu)}
+    affinity = _affinity(first.models)
+    out = [_pod(p.name, NAMESPACE, _uid(uids), node_names[p.node], requests, scheduler="volcano", labels=labels,
+                annotations=annotations, owner=owner, created=_stamp(p.created), affinity=affinity, limits=limits)
+           for p in gang]
+    out.append(_pod_group(pg, NAMESPACE, {SOURCE_LABEL: "openb"}, owner, min_member, size, _stamp(gang[0].created),
+                          _uid(uids)))
+    return out
+
+
+def _repack_run(cfg: ImportConfig) -> dict[str, Any]:
+    return {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun",
+            "metadata": {"name": f"openb-{cfg.seed}"},
+            "spec": {"mode": "DryRun", "goals": [{"resource": RESOURCE}]}}
+
+
+def import_openb(nodes_csv: str, pods_csv: str, cfg: ImportConfig) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The snapshot's objects (sorted, deterministic) and stats; InputError on a bad file."""
+    node_rows = read_nodes(str(nodes_csv))
+    trace = read_pods(str(pods_csv))
+    whole = [p for p in trace if p.gpu >= 1 and p.gpu_milli == 1000]
+    fractional = sum(1 for p in trace if p.gpu >= 1 and p.gpu_milli < 1000)
+    total_gpus = sum(n.gpu for n in node_rows)
+    with _gc_paused():
+        nodes = _Nodes(node_rows)
+        placed, skipped, passes = _replay(cfg, nodes, whole, total_gpus)
+        taken_at_fill = sum(p.pod.gpu for p in placed)
+        kept, departed = _depart(cfg, nodes, placed)
+        gangs = _gangs(cfg, kept)
+        node_names = [n.name for n in node_rows]
+        uids = random.Random(f"{cfg.seed}/uids")
+        width = max(5, len(str(len(gangs))))
+        objs = [_node(n) for n in node_rows]
+        for k, gang in enumerate(gangs):
+            objs.extend(_gang_objects(cfg, k + 1, width, gang, node_names, uids))
+        objs.append(_repack_run(cfg))
+        objs.sort(key=_sort_key)
+    taken = taken_at_fill - sum(p.pod.gpu for p in placed) + sum(p.pod.gpu for p in kept)
+
+    def pct(x: int) -> float:
+        return round(100 * x / total_gpus, 2) if total_gpus else 0.0
+
+    stats: dict[str, Any] = {
+        "nodes": len(node_rows), "gpus": total_gpus, "trace_pods": len(trace), "whole_gpu_pods": len(whole),
+        "fractional_left_out": fractional, "cpu_only_left_out": sum(1 for p in trace if p.gpu == 0),
+        "passes": passes, "placed": len(placed), "skipped": skipped, "departed": departed, "pods": len(kept),
+        "pod_groups": len(gangs), "gangs": sum(1 for g in gangs if len(g) > 1),
+        "gpus_taken_at_fill": taken_at_fill, "fill_reached_percent": pct(taken_at_fill),
+        "gpus_taken": taken, "fill_percent": pct(taken),
+    }
+    return objs, stats
+
+
+# ---- command line ------------------------------------------------------------------------------
+
+def _percent(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= v <= 100:
+        raise argparse.ArgumentTypeError(f"must be within 0..100: {text!r}")
+    return v
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return v
+
+
+_FLAGS = {"fill": "--fill", "departures": "--departures", "seed": "--seed", "gang_sizes": "--gang-sizes",
+          "min_member_ratio": "--min-member-ratio", "max_passes": "--max-passes"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Flags of ``optplan import openb`` (defaults come from ImportConfig), with -o/--output and -v."""
+    d = ImportConfig()
+    p.add_argument("--nodes", required=True, metavar="NODES.csv", help="node list: sn,cpu_milli,memory_mib,gpu,model")
+    p.add_argument("--pods", required=True, metavar="PODS.csv",
+                   help="pod list: name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec][,creation_time]")
+    p.add_argument("--fill", type=_percent, required=True, metavar="P",
+                   help="replay whole-GPU pods until P%% of the GPUs are taken")
+    p.add_argument("--departures", type=_share, default=d.departures, metavar="D",
+                   help=f"share of the placed pods that then depart, seeded (default {d.departures:g})")
+    p.add_argument("--seed", type=int, default=d.seed, metavar="S", help=f"random seed (default {d.seed})")
+    p.add_argument("--gang-sizes", type=_dist, default=d.gang_sizes, metavar="S:W,...",
+                   help="pods per PodGroup and their weights (default "
+                        + ",".join(f"{s}:{w:g}" for s, w in d.gang_sizes) + ")")
+    p.add_argument("--min-member-ratio", type=_share, default=d.min_member_ratio, metavar="F",
+                   help=f"minMember = max(1, ceil(F × size)) (default {d.min_member_ratio:g})")
+    p.add_argument("--max-passes", type=_positive, default=d.max_passes, metavar="N",
+                   help=f"replays of the trace at most, to reach the fill (default {d.max_passes})")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="write the snapshot (a List) here")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
+
+
+def config_from_args(ns: argparse.Namespace) -> ImportConfig:
+    try:
+        return ImportConfig(fill=ns.fill, departures=ns.departures, seed=ns.seed, gang_sizes=tuple(ns.gang_sizes),
+                            min_member_ratio=ns.min_member_ratio, max_passes=ns.max_passes)
+    except InputError as e:
+        raise InputError(e.reason, field=_FLAGS.get(e.field or "", e.field)) from None
+
+
+def _write_atomic(path: str, text: str) -> None:
+    """The whole file or nothing: a temporary file in the same folder, then a rename."""
+    target = Path(path)
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent if str(target.parent) else ".")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, target)
+    except OSError as e:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+        raise InputError(f"cannot write file ({e.strerror or e})", file=path) from None
+
+
+def run(args: argparse.Namespace) -> str:
+    """Import, write ``args.output`` atomically, and return a one-line summary."""
+    cfg = config_from_args(args)
+    objs, s = import_openb(args.nodes, args.pods, cfg)
+    _write_atomic(args.output, to_yaml({"apiVersion": "v1", "kind": "List", "items": objs}))
+    return (f"wrote {args.output}: {s['nodes']} nodes ({s['gpus']} GPUs), {s['pods']} pods in {s['pod_groups']} "
+            f"PodGroups ({s['gangs']} gangs); fill {s['fill_reached_percent']:g}% in {s['passes']} pass(es), "
+            f"{s['skipped']} skipped, {s['departed']} departed, now {s['fill_percent']:g}%; "
+            f"{s['fractional_left_out']} fractional-GPU and {s['cpu_only_left_out']} cpu-only pods left out\n")
