@@ -15,7 +15,7 @@ from typing import Any
 from optplan import __version__
 from optplan.adapters import generate as generate_mod
 from optplan.adapters import openb as openb_mod
-from optplan.adapters import place_cli, spot_cli
+from optplan.adapters import place_cli, render, spot_cli
 from optplan.adapters.args import positive_float
 from optplan.adapters.kubefile import LoadedInput, load_files, load_run_file
 from optplan.adapters.output import dump, repack_run_document, to_yaml
@@ -109,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reclaim-spot", help="choose spot jobs to delete so that N units are freed (seed 002 §6.5)")
     spot_cli.add_arguments(p)
 
+    p = sub.add_parser("render", help="draw the cluster's nodes before and after a plan as a PNG")
+    render.add_arguments(p)
+
     imp = sub.add_parser("import", help="turn a public trace into a snapshot with a RepackRun")
     isub = imp.add_subparsers(dest="source", required=True)
     p = isub.add_parser("openb", help="Alibaba openb GPU trace (node and pod CSVs) -> snapshot")
@@ -167,6 +170,8 @@ def _dispatch(args: argparse.Namespace) -> str:
         return _compare(args, loaded)
     if args.command == "place":
         return place_cli.run(args, loaded, place_jobs)
+    if args.command == "render":
+        return render.run(args, loaded)
     if args.command == "reclaim-spot":
         return spot_cli.run(args, loaded, reclaim_spot)
     if args.command == "queues":
