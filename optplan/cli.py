@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
-import tempfile
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from optplan import __version__
@@ -17,8 +14,8 @@ from optplan.adapters import generate as generate_mod
 from optplan.adapters import openb as openb_mod
 from optplan.adapters import place_cli, render, spot_cli
 from optplan.adapters.args import positive_float
-from optplan.adapters.kubefile import LoadedInput, load_files, load_run_file
-from optplan.adapters.output import dump, repack_run_document, to_yaml
+from optplan.adapters.kubefile import LoadedInput, load_files, pick_run
+from optplan.adapters.output import dump, repack_run_document, to_yaml, write_atomic
 from optplan.errors import InputError, OptplanError, PlanInvalidError
 from optplan.models.repack import RepackRun
 from optplan.solvers.base import PlanOptions, planner_names
@@ -191,21 +188,6 @@ def _generate(args: argparse.Namespace) -> str:
     return (f"wrote {args.output}: " + ", ".join(f"{n} {k}s" for k, n in sorted(kinds.items())) + "\n")
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Write the whole file or nothing: a temporary file in the same folder, then a rename."""
-    target = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent if str(target.parent) else ".")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except OSError as e:
-        raise InputError(f"cannot write file ({e.strerror or e})", file=path) from None
-
-
 # ---- frag ----------------------------------------------------------------------------------------
 
 def frag_dict(f: FragReport) -> dict[str, Any]:
@@ -231,20 +213,9 @@ def _frag(args: argparse.Namespace, loaded: LoadedInput) -> str:
 # ---- repack --------------------------------------------------------------------------------------
 
 def _pick_run(args: argparse.Namespace, loaded: LoadedInput) -> RepackRun:
-    if args.run is not None:
-        if Path(args.run).is_file():
-            return load_run_file(args.run)
-        if args.run in loaded.runs:
-            return loaded.runs[args.run]
-        raise InputError(f"no RepackRun named {args.run!r} in the snapshots, and no such file",
-                         file=", ".join(args.snapshots), obj=f"RepackRun/{args.run}", field="--run")
-    if len(loaded.runs) == 1:
-        return next(iter(loaded.runs.values()))
-    if not loaded.runs:
-        raise InputError("no RepackRun given: pass --run RUN.yaml or include one in a snapshot",
-                         file=", ".join(args.snapshots), obj="RepackRun", field="--run")
-    raise InputError(f"several RepackRuns in the snapshots ({', '.join(loaded.runs)}): pick one with --run NAME",
-                     file=", ".join(args.snapshots), obj="RepackRun", field="--run")
+    run = pick_run(loaded, args.run, args.snapshots)
+    assert run is not None  # required=True raises instead
+    return run
 
 
 def _repack(args: argparse.Namespace, loaded: LoadedInput) -> str:

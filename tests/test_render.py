@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from optplan.adapters import render
-from optplan.adapters.kubefile import load_files
+from optplan.adapters.kubefile import load_files, load_run_file
 from optplan.cli import main
 from optplan.errors import InputError
 
@@ -63,7 +63,7 @@ def test_before_and_after_match_the_status(tmp_path: Path, greedy_run: Path) -> 
     pod_moves = [p for mv in status["moves"] for p in mv["pods"]]
     out = tmp_path / "cluster.png"
     loaded = load_files([SYNTH])
-    run = render.load_run_file(str(greedy_run))
+    run = load_run_file(str(greedy_run))
     summary = render.render_cluster(loaded.snapshot, run, "nvidia.com/gpu", str(out))
     assert summary["after"] is True
     assert summary["nodes"] == status["summary"]["providerNodeCount"] == 40
@@ -77,7 +77,7 @@ def test_before_and_after_match_the_status(tmp_path: Path, greedy_run: Path) -> 
 
 def test_after_grid_frees_the_freed_nodes(greedy_run: Path) -> None:
     loaded = load_files([SYNTH])
-    run = render.load_run_file(str(greedy_run))
+    run = load_run_file(str(greedy_run))
     view = render.read_status(run)
     assert view is not None and view.freed_nodes
     used = {n: sum(p.request("nvidia.com/gpu") for p in loaded.snapshot.pods_by_node.get(n, ()))
@@ -102,7 +102,7 @@ def test_many_moves_are_listed_not_drawn(tmp_path: Path, greedy_run: Path) -> No
     big.write_text(yaml.safe_dump(doc), encoding="utf-8")
     line, _ = _run([SYNTH, "--run", str(big), "-o", str(tmp_path / "big.png")])
     assert "listed" in line
-    run = render.load_run_file(str(big))
+    run = load_run_file(str(big))
     summary = render.render_cluster(load_files([SYNTH]).snapshot, run, "nvidia.com/gpu", str(tmp_path / "b2.png"))
     assert summary["movesDrawn"] == 0 and summary["movesListed"] == render.MAX_LISTED
     assert summary["moves"] > render.MAX_ARROWS

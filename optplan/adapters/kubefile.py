@@ -588,3 +588,26 @@ def load_run_file(path: str | Path) -> RepackRun:
     if len(loaded.runs) != 1:
         raise InputError(f"expected exactly one RepackRun, found {len(loaded.runs)}", file=str(path))
     return next(iter(loaded.runs.values()))
+
+
+def pick_run(loaded: LoadedInput, run: str | None, sources: Sequence[str], *,
+             required: bool = True) -> RepackRun | None:
+    """``--run``: a file holding a RepackRun, or the name of one inside the snapshots; without it the
+    only RepackRun in the snapshots. With ``required`` False, no (or no unique) run gives None."""
+    where = ", ".join(sources)
+    if run is not None:
+        if Path(run).is_file():
+            return load_run_file(run)
+        if run in loaded.runs:
+            return loaded.runs[run]
+        raise InputError(f"no RepackRun named {run!r} in the snapshots, and no such file",
+                         file=where, obj=f"RepackRun/{run}", field="--run")
+    if len(loaded.runs) == 1:
+        return next(iter(loaded.runs.values()))
+    if not required:
+        return None
+    if not loaded.runs:
+        raise InputError("no RepackRun given: pass --run RUN.yaml or include one in a snapshot",
+                         file=where, obj="RepackRun", field="--run")
+    raise InputError(f"several RepackRuns in the snapshots ({', '.join(loaded.runs)}): pick one with --run NAME",
+                     file=where, obj="RepackRun", field="--run")

@@ -54,14 +54,11 @@ from __future__ import annotations
 import argparse
 import csv
 import math
-import os
 import random
 import re
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -81,7 +78,7 @@ from optplan.adapters.generate import (
     _stamp,
     _uid,
 )
-from optplan.adapters.output import to_yaml
+from optplan.adapters.output import to_yaml, write_atomic
 from optplan.errors import InputError
 
 RESOURCE = "nvidia.com/gpu"
@@ -480,29 +477,11 @@ def config_from_args(ns: argparse.Namespace) -> ImportConfig:
         raise InputError(e.reason, field=_FLAGS.get(e.field or "", e.field)) from None
 
 
-def _write_atomic(path: str, text: str) -> None:
-    """The whole file or nothing: a temporary file in the same folder, then a rename."""
-    target = Path(path)
-    tmp: str | None = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent if str(target.parent) else ".")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except OSError as e:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
-        raise InputError(f"cannot write file ({e.strerror or e})", file=path) from None
-
-
 def run(args: argparse.Namespace) -> str:
     """Import, write ``args.output`` atomically, and return a one-line summary."""
     cfg = config_from_args(args)
     objs, s = import_openb(args.nodes, args.pods, cfg)
-    _write_atomic(args.output, to_yaml({"apiVersion": "v1", "kind": "List", "items": objs}))
+    write_atomic(args.output, to_yaml({"apiVersion": "v1", "kind": "List", "items": objs}))
     return (f"wrote {args.output}: {s['nodes']} nodes ({s['gpus']} GPUs), {s['pods']} pods in {s['pod_groups']} "
             f"PodGroups ({s['gangs']} gangs); fill {s['fill_reached_percent']:g}% in {s['passes']} pass(es), "
             f"{s['skipped']} skipped, {s['departed']} departed, now {s['fill_percent']:g}%; "

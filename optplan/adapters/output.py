@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import yaml
 
+from optplan.errors import InputError
 from optplan.models.repack import API_VERSION, KIND, RepackRun, RepackRunStatus
 
 _Base: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # the C emitter is ~3x faster, same bytes
@@ -60,3 +64,24 @@ def repack_run_document(run: RepackRun, status: RepackRunStatus, *, timings: boo
         "spec": raw.get("spec", {}),
         "status": status_dict(status, timings=timings),
     }
+
+
+def write_atomic(path: str, data: str | bytes) -> None:
+    """The whole file or nothing: a temporary file in the same folder, then a rename (permissions as
+    the umask gives a new file). An unwritable path is an InputError naming the file."""
+    target = Path(path)
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent if str(target.parent) else ".")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, target)
+        tmp = None
+    except OSError as e:
+        raise InputError(f"cannot write file ({e.strerror or e})", file=path) from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)

@@ -14,15 +14,14 @@ Software metadata in the PNG: the same input gives the same bytes. The file is w
 from __future__ import annotations
 
 import argparse
+import io
 import math
-import os
-import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from optplan.adapters.kubefile import LoadedInput, load_run_file
+from optplan.adapters.kubefile import LoadedInput, pick_run
+from optplan.adapters.output import write_atomic
 from optplan.errors import InputError
 from optplan.models.quantity import MILLI, to_milli
 from optplan.models.repack import RepackRun
@@ -267,22 +266,9 @@ def render_cluster(snapshot: Snapshot, run: RepackRun | None, resource: str, pat
 
 
 def _save_atomic(fig: Any, path: str) -> None:
-    target = Path(path)
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent if str(target.parent) else ".")
-        with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, format="png", dpi=DPI, metadata={"Software": None})
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-        tmp = None
-    except OSError as e:
-        raise InputError(f"cannot write file ({e.strerror or e})", file=path) from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
+    write_atomic(path, buf.getvalue())
 
 
 # ---- the command line ---------------------------------------------------------------------------
@@ -298,22 +284,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
 
 
-def pick_run(args: argparse.Namespace, loaded: LoadedInput) -> RepackRun | None:
-    """``--run`` as a file or a name in the snapshots; without it the only run in the snapshots, if any."""
-    if args.run is not None:
-        if Path(args.run).is_file():
-            return load_run_file(args.run)
-        if args.run in loaded.runs:
-            return loaded.runs[args.run]
-        raise InputError(f"no RepackRun named {args.run!r} in the snapshots, and no such file",
-                         file=", ".join(args.snapshots), obj=f"RepackRun/{args.run}", field="--run")
-    if len(loaded.runs) == 1:
-        return next(iter(loaded.runs.values()))
-    return None
-
-
 def run(args: argparse.Namespace, loaded: LoadedInput) -> str:
-    repack_run = pick_run(args, loaded)
+    repack_run = pick_run(loaded, args.run, args.snapshots, required=False)
     resource = args.resource or (repack_run.spec.resource if repack_run is not None else DEFAULT_RESOURCE)
     out = render_cluster(loaded.snapshot, repack_run, resource, args.output)
     if not out["after"]:
