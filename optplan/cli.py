@@ -17,14 +17,17 @@ from optplan.adapters.args import positive_float
 from optplan.adapters.kubefile import LoadedInput, load_files, pick_run
 from optplan.adapters.output import dump, repack_run_document, to_yaml, write_atomic
 from optplan.errors import InputError, OptplanError, PlanInvalidError
+from optplan.models.quantity import format_milli
 from optplan.models.repack import RepackRun
 from optplan.solvers.base import PlanOptions, planner_names
+from optplan.solvers.baselines import BASELINES
 from optplan.solvers.frag import FragReport, fragmentation, round_half_up
 from optplan.solvers.placement import place_jobs
 from optplan.solvers.queues import QueueReport, SpotReport, format_amount, queue_report, spot_capacity
 from optplan.solvers.repack import RepackOutcome, plan_repack
-from optplan.solvers.rules import Weights
+from optplan.solvers.rules import RepackProblem, Weights
 from optplan.solvers.spot import reclaim_spot
+from optplan.solvers.validate import plan_violations
 
 log = logging.getLogger("optplan")
 
@@ -274,15 +277,21 @@ if __name__ == "__main__":  # pragma: no cover
 
 def _compare(args: argparse.Namespace, loaded: LoadedInput) -> str:
     names = [n.strip() for n in args.solvers.split(",") if n.strip()]
-    unknown = [n for n in names if n not in planner_names()]
+    known = [*planner_names(), *BASELINES]
+    unknown = [n for n in names if n not in known]
     if unknown or not names:
         raise InputError(f"unknown solver(s) {', '.join(unknown) or '(none)'}; choose from "
-                         f"{', '.join(planner_names())}", field="--solvers")
+                         f"{', '.join(known)}", field="--solvers")
     run = _pick_run(args, loaded)
     options = PlanOptions(time_limit=args.time_limit, workers=args.workers, seed=args.seed)
     rows: list[dict[str, Any]] = []
+    frag: FragReport | None = None
     for name in names:
+        if name in BASELINES:
+            rows.append(_baseline_row(name, loaded, run, options, args.weights))
+            continue
         out = plan_repack(loaded.snapshot, run, solver=name, options=options, weights=args.weights)
+        frag = out.frag
         s = out.status.plan.summary
         d = out.result.disruption
         rec = out.result.record
@@ -293,18 +302,44 @@ def _compare(args: argparse.Namespace, loaded: LoadedInput) -> str:
             "affectedCards": out.status.plan.disruption.affected_cards,
             "movedCards": out.status.plan.disruption.moved_cards, "movedPods": d.moved_pods,
             "weightedCost": round(d.weighted(args.weights), 4), "gapPercent": rec.gap_percent,
-            "wallSeconds": rec.wall_seconds})
+            "violations": 0, "wallSeconds": rec.wall_seconds})
+    if frag is None:
+        frag = fragmentation(loaded.snapshot, run.spec.resource, time_limit=args.time_limit)
+    for row in rows:
+        if row["fragAfterPercent"] is None:
+            row["fragAfterPercent"] = round_half_up(frag.percent(frag.occupied - row["freedNodes"]))
     if args.output != "table":
-        return dump({"run": run.name, "fragBeforePercent": round_half_up(out.frag.percent()), "plans": rows},
+        return dump({"run": run.name, "fragBeforePercent": round_half_up(frag.percent()), "plans": rows},
                     args.output)
     header = ["", *[r["solver"] for r in rows]]
     fields = [("status", "status"), ("outcome", "reason"), ("freed nodes", "freedNodes"),
               ("freed bound", "freedNodesBound"), ("frag after %", "fragAfterPercent"),
               ("affected PodGroups", "affectedPodGroups"), ("below minAvailable", "podGroupsBelowMinAvailable"),
               ("affected cards", "affectedCards"), ("moved cards", "movedCards"), ("moved pods", "movedPods"),
-              ("weighted cost", "weightedCost"), ("gap %", "gapPercent"), ("time s", "wallSeconds")]
+              ("weighted cost", "weightedCost"), ("gap %", "gapPercent"), ("rule violations", "violations"),
+              ("time s", "wallSeconds")]
     table = [header] + [[label, *["-" if r[key] is None else str(r[key]) for r in rows]] for label, key in fields]
-    return (f"RepackRun {run.name}: fragmentation before {round_half_up(out.frag.percent())}%\n" + _table(table))
+    text = f"RepackRun {run.name}: fragmentation before {round_half_up(frag.percent())}%\n" + _table(table)
+    broken = [r for r in rows if r["violations"]]
+    for r in broken:
+        text += f"\n{r['solver']} breaks optplan's rules {r['violations']} time(s), e.g. {r['example']}"
+    return text + ("\n" if broken else "")
+
+
+def _baseline_row(name: str, loaded: LoadedInput, run: RepackRun, options: PlanOptions,
+                  weights: Weights) -> dict[str, Any]:
+    """A peer's plan, validated and reported (never printed as a RepackRun: it may break the rules)."""
+    problem = RepackProblem(loaded.snapshot, run, weights)
+    result = BASELINES[name](problem, options)
+    violations = plan_violations(problem, result.plan)
+    d = result.disruption
+    return {"solver": name, "status": result.record.status, "reason": "-",
+            "freedNodes": len(result.plan.freed_nodes), "freedNodesBound": None, "fragAfterPercent": None,
+            "affectedPodGroups": d.affected_pod_groups, "podGroupsBelowMinAvailable": d.below_min_available,
+            "affectedCards": format_milli(d.affected_cards), "movedCards": format_milli(d.moved_cards),
+            "movedPods": d.moved_pods, "weightedCost": round(d.weighted(weights), 4), "gapPercent": None,
+            "violations": len(violations), "example": violations[0] if violations else None,
+            "wallSeconds": result.record.wall_seconds}
 
 
 # ---- queues --------------------------------------------------------------------------------------

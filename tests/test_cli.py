@@ -67,3 +67,15 @@ def test_every_solver_plans_the_seed_example(solver: str, capsys: pytest.Capture
     status = json.loads(capsys.readouterr().out)["status"]
     assert status["plan"]["freedNodes"] == ["ascend-node-01"]
     assert status["plan"]["solver"]["name"] == solver
+
+
+def test_compare_reports_peer_baselines_and_their_rule_breaks(capsys: pytest.CaptureFixture[str]) -> None:
+    """Peers are compared side by side; a peer plan that breaks optplan's rules is reported, not printed
+    as a RepackRun (here the budget of 6 PodGroups and the protected workloads)."""
+    assert main(["compare", "instances/synthetic-40.yaml", "-o", "json", "--time-limit", "10",
+                 "--solvers", "greedy,karpenter,cluster-autoscaler,descheduler"]) == 0
+    plans = {p["solver"]: p for p in json.loads(capsys.readouterr().out)["plans"]}
+    assert plans["greedy"]["violations"] == 0
+    assert plans["cluster-autoscaler"]["violations"] > 0 and plans["cluster-autoscaler"]["example"]
+    for name in ("karpenter", "cluster-autoscaler", "descheduler"):
+        assert plans[name]["status"] == "BASELINE" and plans[name]["fragAfterPercent"] is not None

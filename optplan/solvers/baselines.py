@@ -395,3 +395,11 @@ def descheduler_high_node_utilization(problem: RepackProblem, options: PlanOptio
     stats = {"sources": len(sources), "evicted": len(evicted), "unplaced": len(evicted) - len(moves),
              "returned_home": sum(home.values()), "pdb_skipped": pdb_skipped}
     return _result(problem, "descheduler", t0, moves, freed, stats)
+
+
+BASELINES = {
+    "karpenter": karpenter_multi_node,
+    "cluster-autoscaler": cluster_autoscaler_scale_down,
+    "descheduler": descheduler_high_node_utilization,
+}
+"""The peers by name, for ``optplan compare --solvers``."""
