@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from optplan import __version__
+from optplan import __version__, bench
 from optplan.adapters import generate as generate_mod
 from optplan.adapters import openb as openb_mod
 from optplan.adapters import place_cli, render, spot_cli
@@ -117,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = isub.add_parser("openb", help="Alibaba openb GPU trace (node and pod CSVs) -> snapshot")
     openb_mod.add_arguments(p)
 
+    p = sub.add_parser("bench", help="run the benchmark suite and write a Markdown report with plots")
+    bench.add_arguments(p)
+
     p = sub.add_parser("generate", help="write a seeded synthetic cluster snapshot with a RepackRun")
     generate_mod.add_arguments(p)
     p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
@@ -157,6 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> str:
+    if args.command == "bench":
+        return bench.run(args)
     if args.command == "import":
         return openb_mod.run(args)
     if args.command == "generate":
