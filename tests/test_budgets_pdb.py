@@ -124,3 +124,18 @@ def test_pdb_ignores_pods_that_do_not_move() -> None:
     out = plan(node("n1", 8), pod("a", "n1", 1), pod("daemon", "n1", 0, labels=APP, scheduler="default-scheduler"),
                podgroup("pg"), pdb("svc", APP, 0))
     assert freed(out) == ("n1",)
+
+
+def test_budgets_bound_the_freed_nodes_the_exact_solver_reports() -> None:
+    """The freed-node bound honours maxPerRun: 4 cards cannot vacate more than the cheapest nodes
+    that fit in 4 cards, and one PodGroup cannot vacate more nodes than it spans."""
+    from optplan.solvers.rules import RepackProblem
+    from tests.builders import load_with_run, node, pod, podgroup, repack_run
+
+    objs = [node(f"n{i}") for i in range(6)] + [podgroup("a"), podgroup("b")]
+    objs += [pod(f"a{i}", f"n{i}", 1, group="a") for i in range(3)]
+    objs += [pod(f"b{i}", f"n{i + 3}", 2, group="b") for i in range(3)]
+    for budget, expected in (({"resources": {"nvidia.com/gpu": 4}}, 3), ({"podGroups": 1}, 3),
+                             ({"resources": {"nvidia.com/gpu": 0}}, 0)):
+        loaded, run = load_with_run(*objs, repack_run(max_per_run=budget))
+        assert RepackProblem(loaded.snapshot, run).budget_freed_upper() == expected

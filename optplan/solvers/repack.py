@@ -49,7 +49,7 @@ def plan_repack(snapshot: Snapshot, run: RepackRun, *, solver: str = "greedy",
     t0 = time.perf_counter()
     problem = RepackProblem(snapshot, run, weights or Weights())
     frag = fragmentation(snapshot, problem.resource, time_limit=options.time_limit / 3, workers=options.workers)
-    problem.freed_upper = frag.occupied - frag.theoretical_min
+    problem.freed_upper = min(frag.occupied - frag.theoretical_min, problem.budget_freed_upper())
     # The metric's time comes out of the planner's budget; a tenth is kept for status and validation.
     left = max(options.time_limit * 0.9 - (time.perf_counter() - t0), min(1.0, options.time_limit))
     result = get_planner(solver).plan(problem, replace(options, time_limit=left))

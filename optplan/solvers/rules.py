@@ -219,6 +219,30 @@ class RepackProblem:
                         out[pod.key].append(pdb.key)
         return dict(out)
 
+    def budget_freed_upper(self) -> int:
+        """At most how many candidates the budgets let one plan vacate (a valid, cheap bound):
+        maxPerRun.resources — the cheapest candidates first until the budget runs out; maxPerRun.podGroups
+        — every vacated node moves some PodGroup, so at most the candidates of the P PodGroups that
+        appear on most candidates."""
+        bound = len(self.candidates)
+        mpr = self.run.spec.max_per_run
+        for res, budget in mpr.resources.items():
+            use = sorted(sum(p.request(res) for p in self.r_pods[c]) for c in self.candidates)
+            total = count = 0
+            for u in use:
+                if total + u > budget:
+                    break
+                total += u
+                count += 1
+            bound = min(bound, count)
+        if mpr.pod_groups is not None:
+            on: dict[str, int] = defaultdict(int)
+            for c in self.candidates:
+                for g in {p.group_key or "" for p in self.r_pods[c]}:
+                    on[g] += 1
+            bound = min(bound, sum(sorted(on.values(), reverse=True)[: mpr.pod_groups]))
+        return bound
+
     @cached_property
     def resolved_pod_group_count(self) -> int:
         return len(self.pod_groups_in_scope)
