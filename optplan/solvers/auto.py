@@ -51,8 +51,10 @@ class AutoPlanner:
         # greedy-fast first (cheap at any size), then, below FAST_GREEDY_ABOVE candidates, the seed's
         # greedy too; the better plan (ties: the seed's) is CP-SAT's hint and the fallback. Together
         # they may use half the limit; a greedy cut by it keeps its plan so far.
-        greedy = FastGreedyPlanner().plan(problem, replace(options, time_limit=options.time_limit / 4))
-        if len(problem.candidates) <= FAST_GREEDY_ABOVE:
+        small = len(problem.candidates) <= FAST_GREEDY_ABOVE
+        fast_share = 4 if small else 2  # alone, greedy-fast may use all of the greedy's half
+        greedy = FastGreedyPlanner().plan(problem, replace(options, time_limit=options.time_limit / fast_share))
+        if small:
             left = options.time_limit / 2 - (time.perf_counter() - t0)
             seed_greedy = GreedyPlanner().plan(problem, replace(options, time_limit=max(left, 0.1)))
             if _key(problem, seed_greedy) <= _key(problem, greedy):
