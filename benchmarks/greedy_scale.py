@@ -32,6 +32,7 @@ from typing import Any
 
 from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import load_objects
+from optplan.bench import machine as bench_machine
 from optplan.solvers.base import PlanOptions, get_planner
 from optplan.solvers.frag import fragmentation
 from optplan.solvers.repack import plan_repack
@@ -54,21 +55,10 @@ class _GreedyLog(logging.Handler):
 
 
 def machine() -> dict[str, Any]:
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        usable = os.cpu_count() or 0
-    return {"nproc": usable, "cpu_count": os.cpu_count(), "cpu_model": model or platform.processor(),
-            "python": platform.python_version(), "implementation": platform.python_implementation(),
-            "platform": platform.platform()}
+    """optplan bench's machine facts, plus what this script also prints."""
+    base = bench_machine()
+    return {"nproc": base["cpus"], "cpu_count": os.cpu_count(), "cpu_model": base["cpu"], "python": base["python"],
+            "implementation": platform.python_implementation(), "platform": platform.platform()}
 
 
 class _Clock:

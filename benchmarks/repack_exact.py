@@ -17,29 +17,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import time
 from typing import Any
 
 from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import load_objects
+from optplan.bench import machine as bench_machine
 from optplan.solvers.base import PlanOptions
 from optplan.solvers.repack import plan_repack
 
 
 def machine() -> str:
-    cpu = "?"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} cpus, {cpu}, Python {platform.python_version()}"
+    m = bench_machine()
+    return f"{m['cpus']} cpus, {m['cpu']}, Python {m['python']}"
 
 
 def run_one(nodes: int, solver: str, limit: float, occupancy: float, seed: int, workers: int) -> dict[str, Any]:
