@@ -469,10 +469,7 @@ class _Greedy:
             stmt.allocate(pod, node, job.queue)
             placed[task] += 1
             bindings.append(Binding(task=task, index=i, node=node))
-        short = gang_shortfall(job, placed)
-        if short is None:
-            return sorted(bindings, key=lambda b: (_task_pos(job, b.task), b.index)), None
-        return bindings, f"{short}; {first_failure}" if first_failure else short
+        return _gang_result(job, placed, bindings, first_failure)
 
     def region_score(self, job: VCJob, region: Region) -> Fraction:
         """Volcano's binpack formula over the HyperNode's summed resources, usage as it stands (the dry
@@ -595,10 +592,7 @@ class _Greedy:
             stmt.allocate(pod, node, job.queue)
             placed[task] += 1
             bindings.append(Binding(task=task, index=i, node=node))
-        short = gang_shortfall(job, placed)
-        if short is None:
-            return sorted(bindings, key=lambda b: (_task_pos(job, b.task), b.index)), None
-        return bindings, f"{short}; {why}" if why else short
+        return _gang_result(job, placed, bindings, why)
 
     def evict_for(self, pod: Pod, nodes: list[str], queue: str, stmt: Statement, rules: Rules) -> str | None:
         for n in nodes:
@@ -977,6 +971,15 @@ def validate_placement(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPla
 
 
 # ---- entry point -----------------------------------------------------------------------------------
+
+def _gang_result(job: VCJob, placed: Counter[str], bindings: list[Binding],
+                 why: str | None) -> tuple[list[Binding], str | None]:
+    """A dry run's outcome: the bindings in task order when the gang is ready, else why it is not."""
+    short = gang_shortfall(job, placed)
+    if short is None:
+        return sorted(bindings, key=lambda b: (_task_pos(job, b.task), b.index)), None
+    return bindings, f"{short}; {why}" if why else short
+
 
 def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
                    options: PlanOptions | None = None, weights: BinpackWeights | None = None,
