@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from optplan import __version__, bench
+from optplan import __version__, api, bench, serve
 from optplan.adapters import generate as generate_mod
+from optplan.adapters import kube, place_cli, render, spot_cli
 from optplan.adapters import openb as openb_mod
-from optplan.adapters import place_cli, render, spot_cli
-from optplan.adapters.args import positive_float
-from optplan.adapters.kubefile import LoadedInput, load_files, pick_run
-from optplan.adapters.output import dump, repack_run_document, to_yaml, write_atomic
+from optplan.adapters.args import add_snapshot_source, positive_float
+from optplan.adapters.kubefile import LoadedInput, load_files, load_objects, pick_run
+from optplan.adapters.output import dump, repack_run_document, status_dict, to_yaml, write_atomic
 from optplan.errors import InputError, OptplanError, PlanInvalidError
 from optplan.models.quantity import format_milli
 from optplan.models.repack import RepackRun
@@ -53,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser, formats: Sequence[str], default: str, limit: float) -> None:
-        p.add_argument("snapshots", nargs="+", metavar="SNAPSHOT", help="kubectl get -o yaml|json output files")
+        add_snapshot_source(p)
         p.add_argument("-o", "--output", choices=formats, default=default, help=f"output format (default {default})")
         p.add_argument("--time-limit", type=positive_float, default=limit, metavar="SECONDS",
                        help=f"time limit of each exact computation (default {limit:g})")
@@ -80,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto (default): greedy, then CP-SAT hinted with it, the better plan wins")
     p.add_argument("--timings", action="store_true",
                    help="record status.plan.solver.wallSeconds (output then differs from run to run)")
+    p.add_argument("--write-status", action="store_true",
+                   help="live cluster only: patch the DryRun RepackRun's status subresource with the plan, "
+                        "refused (409) if the run changed since it was read")
 
     p = sub.add_parser("compare", help="plan with the greedy and the exact solver and print them side by side")
     common(p, ("table", "yaml", "json"), "table", 30.0)
@@ -88,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"comma-separated solvers to compare (default greedy,cpsat; from {', '.join(planner_names())})")
 
     def report(p: argparse.ArgumentParser) -> None:
-        p.add_argument("snapshots", nargs="+", metavar="SNAPSHOT", help="kubectl get -o yaml|json output files")
+        add_snapshot_source(p)
         p.add_argument("-o", "--output", choices=("table", "yaml", "json"), default="table",
                        help="output format (default table)")
         p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
@@ -119,6 +124,40 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="run the benchmark suite and write a Markdown report with plots")
     bench.add_arguments(p)
+
+    p = sub.add_parser("snapshot", help="read a live cluster through the kubernetes client into a snapshot file")
+    p.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default $KUBECONFIG, ~/.kube/config, "
+                                                          "or the in-cluster service account in a pod)")
+    p.add_argument("--context", metavar="NAME", help="kubeconfig context (default the current one)")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.yaml", help="write the snapshot here")
+    p.add_argument("--page-size", type=int, default=500, metavar="N", help="objects per list request (default 500)")
+    p.add_argument("--timeout", type=positive_float, default=30.0, metavar="SECONDS",
+                   help="timeout of each API request (default 30)")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
+
+    p = sub.add_parser("nominate", help="Execute: the node to write into a replacement pod's nominatedNodeName")
+    add_snapshot_source(p)
+    p.add_argument("--run", metavar="RUN", help="the Execute RepackRun (file or name; default the only one)")
+    p.add_argument("--victim", required=True, metavar="POD",
+                   help="the evicted pod, NAME or NAMESPACE/NAME, as in status.relocations (or status.plan.moves)")
+    p.add_argument("--replacement", metavar="POD", help="the replacement pod (default: the victim's name, as a "
+                                                         "VCJob or StatefulSet recreates it)")
+    p.add_argument("-o", "--output", choices=("yaml", "json", "table"), default="yaml", help="default yaml")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
+
+    p = sub.add_parser("verify", help="Execute: status.result, the final condition and actualNodeName after moves")
+    add_snapshot_source(p)
+    p.add_argument("--run", metavar="RUN", help="the Execute RepackRun (file or name; default the only one)")
+    p.add_argument("--time-limit", type=positive_float, default=10.0, metavar="SECONDS",
+                   help="time limit of the theoretical minimum (default 10)")
+    p.add_argument("--write-status", action="store_true",
+                   help="live cluster only: patch phase, conditions, result and relocations into the run's status")
+    p.add_argument("-o", "--output", choices=("yaml", "json", "table"), default="yaml", help="default yaml")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
+
+    p = sub.add_parser("serve", help="plan, place, nominate and verify over HTTP/JSON for a controller "
+                                     "(binds 127.0.0.1; OpenAPI at /openapi.json)")
+    serve.add_arguments(p)
 
     p = sub.add_parser("generate", help="write a seeded synthetic cluster snapshot with a RepackRun")
     generate_mod.add_arguments(p)
@@ -166,7 +205,11 @@ def _dispatch(args: argparse.Namespace) -> str:
         return openb_mod.run(args)
     if args.command == "generate":
         return _generate(args)
-    loaded = load_files(args.snapshots)
+    if args.command == "snapshot":
+        return _snapshot(args)
+    if args.command == "serve":
+        return serve.run(args)
+    loaded = _load(args)
     for w in loaded.snapshot.warnings:
         log.warning("%s", w)
     if args.command == "frag":
@@ -183,7 +226,62 @@ def _dispatch(args: argparse.Namespace) -> str:
         return _queues(args, loaded)
     if args.command == "spot-capacity":
         return _spot_capacity(args, loaded)
+    if args.command == "nominate":
+        return _nominate(args, loaded)
+    if args.command == "verify":
+        return _verify(args, loaded)
     return _repack(args, loaded)
+
+
+# ---- where the snapshot comes from -----------------------------------------------------------------
+
+def _live(args: argparse.Namespace) -> bool:
+    return not args.snapshots
+
+
+def _load(args: argparse.Namespace) -> LoadedInput:
+    """SNAPSHOT files, or the live cluster when none are given."""
+    if args.snapshots:
+        if args.kubeconfig or args.context:
+            raise InputError("give SNAPSHOT files or --kubeconfig/--context, not both", field="--kubeconfig")
+        return load_files(args.snapshots)
+    if not (args.kubeconfig or args.context or os.environ.get("KUBERNETES_SERVICE_HOST")
+            or os.environ.get("KUBECONFIG")):
+        raise InputError("no snapshot: pass SNAPSHOT files, or --kubeconfig/--context to read a live cluster",
+                         field="SNAPSHOT")
+    with kube.connect(args.kubeconfig, args.context) as client:
+        source = f"cluster {client.host}"
+        objects = client.snapshot_objects()
+    args.snapshots = []
+    args.source = source
+    log.info("read %d objects from %s", len(objects), source)
+    return load_objects(objects, source)
+
+
+def _snapshot(args: argparse.Namespace) -> str:
+    with kube.connect(args.kubeconfig, args.context, timeout=args.timeout, page_size=args.page_size) as client:
+        objects = client.snapshot_objects()
+        host = client.host
+    kube.write_snapshot(objects, args.output)
+    kinds = Counter(str(o.get("kind")) for o in objects)
+    listed = ", ".join(f"{n} {k}s" for k, n in sorted(kinds.items())) or "no objects"
+    return f"wrote {args.output} from {host}: {listed}\n"
+
+
+def _write_status(args: argparse.Namespace, run: RepackRun, status: dict[str, Any]) -> None:
+    if not _live(args):
+        raise InputError("--write-status needs a live cluster (--kubeconfig/--context), not SNAPSHOT files",
+                         field="--write-status")
+    if args.run is not None and Path(args.run).is_file():
+        raise InputError("--write-status needs the run by name from the cluster, not a file", field="--run")
+    version = str((run.raw.get("metadata") or {}).get("resourceVersion") or "")
+    if not version:
+        raise InputError("the run has no metadata.resourceVersion to guard the write", obj=f"RepackRun/{run.name}",
+                         field="metadata.resourceVersion")
+    with kube.connect(args.kubeconfig, args.context) as client:
+        written = client.patch_repack_run_status(run.name, status, version)
+    new = (written.get("metadata") or {}).get("resourceVersion")
+    log.warning("wrote status of RepackRun %s (resourceVersion %s -> %s)", run.name, version, new)
 
 
 # ---- generate ------------------------------------------------------------------------------------
@@ -221,15 +319,20 @@ def _frag(args: argparse.Namespace, loaded: LoadedInput) -> str:
 # ---- repack --------------------------------------------------------------------------------------
 
 def _pick_run(args: argparse.Namespace, loaded: LoadedInput) -> RepackRun:
-    run = pick_run(loaded, args.run, args.snapshots)
+    run = pick_run(loaded, args.run, args.snapshots or [getattr(args, "source", "cluster")])
     assert run is not None  # required=True raises instead
     return run
 
 
 def _repack(args: argparse.Namespace, loaded: LoadedInput) -> str:
     run = _pick_run(args, loaded)
+    if args.write_status and run.spec.mode != "DryRun":
+        raise InputError("optplan writes DryRun plans only; an Execute run's status belongs to its controller",
+                         obj=f"RepackRun/{run.name}", field="spec.mode")
     options = PlanOptions(time_limit=args.time_limit, workers=args.workers, seed=args.seed)
     out = plan_repack(loaded.snapshot, run, solver=args.solver, options=options, weights=args.weights)
+    if args.write_status:
+        _write_status(args, run, status_dict(out.status))
     if args.output == "table":
         return repack_table(out)
     return dump(repack_run_document(run, out.status, timings=args.timings), args.output)
@@ -276,6 +379,54 @@ def repack_table(out: RepackOutcome) -> str:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+# ---- Execute-time calls ------------------------------------------------------------------------
+
+def _cluster(args: argparse.Namespace, loaded: LoadedInput) -> api.Cluster:
+    return api.Cluster(snapshot=loaded.snapshot, runs=loaded.runs,
+                       source=", ".join(args.snapshots) or getattr(args, "source", "cluster"))
+
+
+def _nominate(args: argparse.Namespace, loaded: LoadedInput) -> str:
+    run = _pick_run(args, loaded)
+    n = api.nominate(_cluster(args, loaded), run, args.victim, args.replacement)
+    if args.output == "table":
+        return (f"nominatedNodeName: {n.node_name or '(none)'}\n"
+                f"planned node:      {n.planned_node_name or '-'}\n"
+                f"feasible nodes:    {n.feasible_node_count}\n"
+                f"reason:            {n.reason}\n")
+    return dump(n.model_dump(by_alias=True, exclude_none=True, mode="json"), args.output)
+
+
+def verification_status(v: Any) -> dict[str, Any]:
+    """The status fields verify fills, as the run's status subresource spells them."""
+    d: dict[str, Any] = v.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return {k: d[k] for k in ("phase", "conditions", "result", "relocations")}
+
+
+def _verify(args: argparse.Namespace, loaded: LoadedInput) -> str:
+    run = _pick_run(args, loaded)
+    v = api.verify(_cluster(args, loaded), run, time_limit=args.time_limit)
+    if args.write_status:
+        _write_status(args, run, verification_status(v))
+    if args.output != "table":
+        d = verification_status(v)
+        d["freedNodes"] = list(v.freed_nodes)
+        d["stillOccupied"] = {k: list(h) for k, h in v.still_occupied.items()}
+        return dump(d, args.output)
+    c = v.conditions[0]
+    r = v.result
+    text = (f"RepackRun {run.name}: {v.phase} — {c.reason}\n{c.message}\n\n"
+            f"frag after {r.frag_after_percent}%, freed {r.freed_node_count} node(s), moved {r.moved_card_count} "
+            f"{run.spec.resource}, metrics verified: {'yes' if r.metrics_verified else 'no'}\n")
+    rows = [["VICTIM", "PLANNED", "SELECTED", "ACTUAL", "REPLACEMENT", "NEW PODGROUP"]]
+    for rel in v.relocations:
+        pl = rel.placement
+        rows.append([rel.key, rel.planned_node_name or "-", (pl.selected_node_name if pl else None) or "-",
+                     (pl.actual_node_name if pl else None) or "-", (pl.replacement_pod_name if pl else None) or "-",
+                     rel.replacement_pod_group_name or "-"])
+    return text + "\n" + _table(rows)
 
 
 # ---- compare -------------------------------------------------------------------------------------

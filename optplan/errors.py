@@ -36,3 +36,11 @@ class PlanInvalidError(OptplanError):
         head = "; ".join(violations[:5])
         more = f" (+{len(violations) - 5} more)" if len(violations) > 5 else ""
         super().__init__(f"plan failed validation: {head}{more}")
+
+
+class KubeError(OptplanError):
+    """The Kubernetes API refused or failed a request: one line naming the verb and the resource."""
+
+
+class ConflictError(KubeError):
+    """An object changed on the server since it was read (HTTP 409): re-read and re-plan."""

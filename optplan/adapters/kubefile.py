@@ -311,6 +311,7 @@ def parse_pod(raw: _Raw) -> Pod:
         owner_references=_owners(raw), creation_timestamp=str(_get(raw, obj, "metadata.creationTimestamp", "")),
         start_time=str(_get(raw, obj, "status.startTime", "")),
         node_name=node_name, scheduler_name=str(_get(raw, spec, "schedulerName", "default-scheduler")),
+        nominated_node_name=_get(raw, obj, "status.nominatedNodeName", None, types=str) or None,
         node_selector=_str_map(raw, spec, "nodeSelector"), tolerations=tolerations, priority=priority,
         priority_class_name=_get(raw, spec, "priorityClassName", None, types=str, prefix="spec.") or None,
         required_node_affinity=parse_node_affinity(raw, spec), requests=effective_requests(raw, spec),

@@ -14,7 +14,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Protocol
 
-from optplan.adapters.args import positive_float
+from optplan.adapters.args import add_snapshot_source, positive_float
 from optplan.adapters.kubefile import LoadedInput, load_files
 from optplan.adapters.output import dump
 from optplan.errors import InputError
@@ -53,7 +53,7 @@ def parse_binpack(text: str) -> BinpackWeights:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("snapshots", nargs="+", metavar="SNAPSHOT", help="kubectl get -o yaml|json output files")
+    add_snapshot_source(p)
     p.add_argument("--job", action="append", default=[], metavar="JOB.yaml",
                    help="a file of VCJobs to place (repeatable); the snapshot's pending VCJobs are placed too")
     p.add_argument("--solver", choices=SOLVERS, default="auto",

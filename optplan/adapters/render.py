@@ -20,6 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from optplan.adapters.args import add_snapshot_source
 from optplan.adapters.kubefile import LoadedInput, pick_run
 from optplan.adapters.output import write_atomic
 from optplan.errors import InputError
@@ -274,7 +275,7 @@ def _save_atomic(fig: Any, path: str) -> None:
 # ---- the command line ---------------------------------------------------------------------------
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("snapshots", nargs="+", metavar="SNAPSHOT", help="kubectl get -o yaml|json output files")
+    add_snapshot_source(p)
     p.add_argument("--run", metavar="RUN",
                    help="a RepackRun with status (what `optplan repack` prints), in a file or by name inside the "
                         "snapshots (default: the only one there, if any); without a status only 'before' is drawn")

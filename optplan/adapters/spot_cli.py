@@ -26,7 +26,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 from typing import Any, Protocol
 
-from optplan.adapters.args import positive_float
+from optplan.adapters.args import add_snapshot_source, positive_float
 from optplan.adapters.kubefile import LoadedInput
 from optplan.adapters.output import dump
 from optplan.errors import InputError
@@ -113,7 +113,7 @@ class Reclaimer(Protocol):
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Every argument of ``reclaim-spot`` (snapshots, output and verbosity included)."""
-    p.add_argument("snapshots", nargs="+", metavar="SNAPSHOT", help="kubectl get -o yaml|json output files")
+    add_snapshot_source(p)
     p.add_argument("--gpus", required=True, metavar="N",
                    help="units of the resource to free (a quantity: 12, or 1500m for a finer resource)")
     p.add_argument("--resource", default=DEFAULT_RESOURCE, metavar="R",

@@ -56,6 +56,8 @@ class Pod(Model):
     start_time: str = ""
     """status.startTime (RFC 3339), empty when the pod has not started."""
     node_name: str | None = None
+    nominated_node_name: str | None = None
+    """status.nominatedNodeName: where the scheduler (or Repack's Execute) suggests the pod goes."""
     scheduler_name: str = "default-scheduler"
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()

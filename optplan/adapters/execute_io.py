@@ -1,0 +1,34 @@
+"""Read the Execute-time parts of a RepackRun (``status.plan``, ``status.relocations``) and relocation
+objects, with errors that name the file, the object and the field."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from optplan.adapters.kubefile import _model, _Raw
+from optplan.errors import InputError
+from optplan.models.execute import ExecuteStatus, Relocation
+from optplan.models.repack import RepackRun
+
+
+def execute_status(run: RepackRun, source: str = "<run>") -> ExecuteStatus:
+    """The run's status as an ExecuteStatus (empty when the run has no status yet)."""
+    status = run.raw.get("status")
+    if status is None:
+        return ExecuteStatus()
+    raw = _Raw(source, run.raw)
+    if not isinstance(status, dict):
+        raise raw.error("status", f"expected a mapping, got {type(status).__name__}")
+    parsed: ExecuteStatus = _model(raw, ExecuteStatus, status, "status")
+    return parsed
+
+
+def relocation(data: Any, source: str = "<request>", where: str = "relocation") -> Relocation:
+    """One ``status.relocations[]`` item."""
+    if not isinstance(data, Mapping):
+        raise InputError(f"expected a mapping, got {type(data).__name__}", file=source, field=where)
+    raw = _Raw(source, {"kind": "Relocation", "metadata": {"name": data.get("victimPodName", "?"),
+                                                           "namespace": data.get("namespace")}})
+    parsed: Relocation = _model(raw, Relocation, dict(data), where)
+    return parsed

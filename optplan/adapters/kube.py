@@ -1,0 +1,322 @@
+"""Live cluster snapshots through the official ``kubernetes`` client (the only module importing it).
+
+Every list goes through the generic request path and keeps the server's JSON as is: the objects are
+exactly what ``kubectl get -o json`` shows, so a written snapshot plans the same as the live cluster.
+Lists are paged; 429 and 5xx are retried with backoff; a custom resource whose CRD is not installed
+reads as none. Secrets and ConfigMaps are never read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import urllib3
+import yaml
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from optplan.adapters.output import to_yaml, write_atomic
+from optplan.errors import ConflictError, InputError, KubeError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One kind the planners read, listed across all namespaces."""
+
+    group: str  # "" for the core API
+    version: str
+    plural: str
+    kind: str
+    optional: bool = False  # a custom resource: a 404 (CRD not installed) means none
+    field_selector: str | None = None
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def path(self) -> str:
+        return f"/apis/{self.group}/{self.version}/{self.plural}" if self.group else f"/api/v1/{self.plural}"
+
+    @property
+    def name(self) -> str:
+        """As RBAC and kubectl spell it: ``poddisruptionbudgets.policy``."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+RESOURCES: tuple[Resource, ...] = (
+    Resource("", "v1", "nodes", "Node"),
+    Resource("", "v1", "pods", "Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed"),
+    Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget"),
+    Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass"),
+    Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", optional=True),
+    Resource("scheduling.volcano.sh", "v1beta1", "queues", "Queue", optional=True),
+    Resource("topology.volcano.sh", "v1alpha1", "hypernodes", "HyperNode", optional=True),
+    Resource("batch.volcano.sh", "v1alpha1", "jobs", "Job", optional=True),
+    Resource("workload.serving.volcano.sh", "v1alpha1", "modelservings", "ModelServing", optional=True),
+    Resource("repack.volcano.sh", "v1alpha1", "repackruns", "RepackRun", optional=True),
+)
+REPACK_RUNS = RESOURCES[-1]
+
+_RETRYABLE = frozenset({429, 500, 502, 503, 504})
+
+
+@dataclass
+class _Response:
+    status: int
+    body: Any  # the decoded JSON, or None
+    text: str
+    retry_after: float | None
+
+    def message(self) -> str:
+        """The server's reason in one line: a Status' message, else the start of the body."""
+        msg = self.body.get("message") if isinstance(self.body, dict) else None
+        text = msg if isinstance(msg, str) and msg else self.text[:200] or "(no message)"
+        return " ".join(text.split())
+
+
+class KubeClient:
+    """Reads snapshots and writes RepackRun status through a private ``ApiClient``."""
+
+    def __init__(self, api: k8s.ApiClient, *, timeout: float = 30.0, page_size: int = 500, attempts: int = 5,
+                 backoff: float = 0.5, max_delay: float = 30.0) -> None:
+        self.api = api
+        self.timeout = timeout
+        self.page_size = page_size
+        self.attempts = max(1, attempts)
+        self.backoff = backoff
+        self.max_delay = max_delay
+        self._missing: set[str] = set()  # optional resources already reported absent
+
+    @property
+    def host(self) -> str:
+        return str(self.api.configuration.host)
+
+    def close(self) -> None:
+        self.api.close()
+
+    def __enter__(self) -> KubeClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- reading ----------------------------------------------------------------------------
+
+    def snapshot_objects(self) -> list[dict[str, Any]]:
+        """Every object the planners use, kind by kind, each kind sorted by (namespace, name)."""
+        out: list[dict[str, Any]] = []
+        for res in RESOURCES:
+            out.extend(self.list_objects(res))
+        return out
+
+    def list_objects(self, res: Resource) -> list[dict[str, Any]]:
+        """All objects of one resource, page by page. An expired continue token restarts the list once."""
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        restarted = False
+        while True:
+            query: list[tuple[str, str]] = [("limit", str(self.page_size))]
+            if res.field_selector:
+                query.append(("fieldSelector", res.field_selector))
+            if token:
+                query.append(("continue", token))
+            resp = self._request("GET", res.path, query=query, verb="list", what=f"{res.name} at the cluster scope")
+            if resp.status == 410 and token and not restarted:
+                log.info("%s: the continue token expired; listing again from the start", res.name)
+                items, token, restarted = [], None, True
+                continue
+            if resp.status == 404 and res.optional and not token:
+                if res.name not in self._missing:
+                    self._missing.add(res.name)
+                    log.warning("%s: the API server does not serve %s (CRD not installed?); reading none",
+                                res.name, res.api_version)
+                return []
+            page = self._ok(resp, "list", f"{res.name} at the cluster scope")
+            items.extend(i for i in page.get("items") or [] if isinstance(i, dict))
+            token = (page.get("metadata") or {}).get("continue") or None
+            if token is None:
+                break
+        cleaned = [_clean(res, item) for item in items]
+        return sorted(cleaned, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"].get("name", "")))
+
+    def get_repack_run(self, name: str) -> dict[str, Any]:
+        what = f'{REPACK_RUNS.name} "{name}"'
+        resp = self._request("GET", f"{REPACK_RUNS.path}/{quote(name, safe='')}", verb="get", what=what)
+        if resp.status == 404:
+            raise KubeError(f"not found: no RepackRun named {name!r} (404): {resp.message()}")
+        return _clean(REPACK_RUNS, self._ok(resp, "get", what))
+
+    # ---- writing ----------------------------------------------------------------------------
+
+    def patch_repack_run_status(self, name: str, status: Mapping[str, Any], resource_version: str) -> dict[str, Any]:
+        """Merge-patch ``status`` on the status subresource, on condition that the run is still at
+        ``resource_version`` (the version the plan was computed from): else ConflictError."""
+        what = f'{REPACK_RUNS.name} "{name}" status'
+        body = {"metadata": {"resourceVersion": resource_version}, "status": dict(status)}
+        resp = self._request("PATCH", f"{REPACK_RUNS.path}/{quote(name, safe='')}/status", body=body,
+                             content_type="application/merge-patch+json", verb="patch", what=what,
+                             retry_server_errors=False)
+        if resp.status == 409:
+            raise ConflictError(f"RepackRun {name!r} changed since resourceVersion {resource_version} was read "
+                                f"(409 Conflict): read it again and re-plan")
+        if resp.status == 404:
+            raise KubeError(f"not found: no RepackRun named {name!r} (404): {resp.message()}")
+        return _clean(REPACK_RUNS, self._ok(resp, "patch", what))
+
+    # ---- one request, with retries ----------------------------------------------------------
+
+    def _request(self, method: str, path: str, *, verb: str, what: str, query: Sequence[tuple[str, str]] = (),
+                 body: Any = None, content_type: str | None = None, retry_server_errors: bool = True) -> _Response:
+        """Send a request; 429 (and 5xx unless ``retry_server_errors`` is off: a write that failed after
+        it was applied would come back as a false conflict) are retried with exponential backoff,
+        or after the server's Retry-After."""
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        for attempt in range(1, self.attempts + 1):
+            resp = self._send(method, path, list(query), headers, body, verb=verb, what=what)
+            retry = resp.status == 429 or (retry_server_errors and resp.status in _RETRYABLE)
+            if not retry:
+                return resp
+            if attempt == self.attempts:
+                raise KubeError(f"cannot {verb} {what}: the API server answered {resp.status} "
+                                f"{self.attempts} times: {resp.message()}")
+            delay = resp.retry_after if resp.retry_after is not None else self.backoff * 2 ** (attempt - 1)
+            delay = min(delay, self.max_delay)
+            log.info("%s %s: HTTP %d, retry %d/%d in %.1fs", method, path, resp.status, attempt,
+                     self.attempts - 1, delay)
+            time.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _send(self, method: str, path: str, query: list[tuple[str, str]], headers: dict[str, str], body: Any,
+              *, verb: str, what: str) -> _Response:
+        _, url, header_params, body_out, _ = self.api.param_serialize(
+            method=method, resource_path=path, query_params=query or None, header_params=dict(headers), body=body,
+            auth_settings=["BearerToken"])
+        try:
+            raw = self.api.call_api(method, url, header_params=header_params, body=body_out,
+                                    _request_timeout=self.timeout)
+            data: bytes = raw.read()
+        except urllib3.exceptions.HTTPError as e:
+            reason = e.reason if isinstance(e, urllib3.exceptions.MaxRetryError) and e.reason else e
+            why = (f"timed out after {self.timeout:g} s" if isinstance(reason, urllib3.exceptions.TimeoutError)
+                   else str(reason).split("): ", 1)[-1])  # without urllib3's "HTTPConnection(host=...): "
+            raise KubeError(f"cannot {verb} {what}: no answer from {self.host} ({' '.join(why.split())})") from None
+        except k8s.ApiException as e:  # TLS failures surface here
+            raise KubeError(f"cannot {verb} {what}: {' '.join(str(e.reason).split())}") from None
+        text = data.decode("utf-8", errors="replace")
+        try:
+            decoded = json.loads(text) if text else None
+        except ValueError:
+            decoded = None
+        return _Response(raw.status, decoded, text, _retry_after(raw.headers.get("Retry-After")))
+
+    @staticmethod
+    def _ok(resp: _Response, verb: str, what: str) -> dict[str, Any]:
+        """The decoded body of a successful answer; any other status is a one-line KubeError."""
+        if resp.status == 403:
+            raise KubeError(f"forbidden: cannot {verb} {what} (403): {resp.message()}")
+        if resp.status == 401:
+            raise KubeError(f"unauthorized: cannot {verb} {what} (401): check the kubeconfig's credentials")
+        if not 200 <= resp.status <= 299:
+            raise KubeError(f"cannot {verb} {what} ({resp.status}): {resp.message()}")
+        if not isinstance(resp.body, dict):
+            raise KubeError(f"cannot {verb} {what}: the API server's answer is not a JSON object")
+        return resp.body
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None  # an HTTP date: the API server sends seconds, fall back to our backoff
+
+
+def _clean(res: Resource, item: Mapping[str, Any]) -> dict[str, Any]:
+    """A list item as kubectl prints it: apiVersion and kind first, no managedFields."""
+    meta = {k: v for k, v in (item.get("metadata") or {}).items() if k != "managedFields"}
+    rest = {k: v for k, v in item.items() if k not in ("apiVersion", "kind", "metadata")}
+    return {"apiVersion": res.api_version, "kind": res.kind, "metadata": meta, **rest}
+
+
+# ---- connecting ------------------------------------------------------------------------------
+
+def connect(kubeconfig: str | None = None, context: str | None = None, *, timeout: float = 30.0,
+            page_size: int = 500, attempts: int = 5, backoff: float = 0.5) -> KubeClient:
+    """A client for the cluster of ``context`` in ``kubeconfig``. With neither: the in-cluster service
+    account when running in a pod, else ``$KUBECONFIG`` or ``~/.kube/config``. Configuration problems
+    are InputErrors naming the file and field."""
+    cfg = k8s.Configuration()  # private: the client's global default is left alone
+    if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        try:
+            k8s_config.load_incluster_config(client_configuration=cfg)
+        except k8s_config.ConfigException as e:
+            raise InputError(f"in-cluster configuration: {e}", field="KUBERNETES_SERVICE_HOST") from None
+    else:
+        _load_kubeconfig(cfg, kubeconfig, context)
+    # urllib3 may reconnect; answers (429 with Retry-After included) and read timeouts are ours to handle
+    cfg.retries = urllib3.Retry(total=2, read=0, redirect=0, status=0, respect_retry_after_header=False)
+    api = k8s.ApiClient(cfg)
+    api.user_agent = "optplan"
+    return KubeClient(api, timeout=timeout, page_size=page_size, attempts=attempts, backoff=backoff)
+
+
+def _load_kubeconfig(cfg: k8s.Configuration, kubeconfig: str | None, context: str | None) -> None:
+    path = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+    files = [os.path.expanduser(p) for p in path.split(os.pathsep) if p]
+    if not any(os.path.isfile(f) for f in files):
+        field = "--kubeconfig" if kubeconfig else "KUBECONFIG" if os.environ.get("KUBECONFIG") else None
+        raise InputError("kubeconfig file not found", file=path, field=field)
+    try:
+        names, current = _contexts(files)
+        wanted = context or current
+        if not wanted:
+            raise InputError("no current-context set: pass --context", file=path, field="current-context")
+        if wanted not in names:
+            known = ", ".join(names) or "none"
+            raise InputError(f"no context named {wanted!r} (contexts: {known})", file=path,
+                             field="--context" if context else "current-context")
+        k8s_config.load_kube_config(config_file=path, context=wanted, client_configuration=cfg,
+                                    persist_config=False)
+    except InputError:
+        raise
+    except yaml.YAMLError as e:
+        raise InputError(f"malformed kubeconfig: {' '.join(str(e).split())}", file=path) from None
+    except (k8s_config.ConfigException, OSError, KeyError, TypeError, AttributeError, ValueError) as e:
+        raise InputError(f"invalid kubeconfig: {' '.join(str(e).split()) or type(e).__name__}", file=path) from None
+
+
+def _contexts(files: Sequence[str]) -> tuple[list[str], str | None]:
+    """The context names of the kubeconfig files, and the current context (the first file setting it wins,
+    as for kubectl)."""
+    names: list[str] = []
+    current: str | None = None
+    for f in files:
+        if not os.path.isfile(f):
+            continue
+        with open(f, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+        if not isinstance(data, dict):
+            raise InputError("not a kubeconfig (expected a mapping)", file=f)
+        names.extend(str(c["name"]) for c in data.get("contexts") or [] if isinstance(c, dict) and c.get("name"))
+        current = current or data.get("current-context") or None
+    return names, current
+
+
+# ---- writing a snapshot file -------------------------------------------------------------------
+
+def write_snapshot(objects: Sequence[Mapping[str, Any]], path: str | Path) -> None:
+    """A ``kind: List`` in YAML, the format the planners read: planning the file plans the live cluster."""
+    doc = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": [dict(o) for o in objects]}
+    write_atomic(str(path), to_yaml(doc))

@@ -1,0 +1,233 @@
+"""optplan's public Python API: what a controller imports.
+
+Stable names (everything else in the package may change between versions):
+
+- ``load_snapshot(*paths)``, ``snapshot_from_objects(objects)``, ``read_cluster(kubeconfig, context)``
+  give a ``Cluster`` (the snapshot and the RepackRuns in it);
+- ``plan_repack(cluster, run)`` plans a RepackRun (DryRun or the planning step of an Execute) and returns
+  the status to write, validated;
+- ``place_jobs(cluster, jobs)`` places pending VCJobs under queues and network topology;
+- ``nominate(cluster, run, relocation, replacement)`` and ``verify(cluster_after, run)`` are the two calls
+  an Execute needs while and after it moves pods.
+
+Every error is an ``OptplanError``: ``InputError`` for bad input (names file, object and field),
+``KubeError`` / ``ConflictError`` for the API server, ``PlanInvalidError`` for a bug (a plan that broke
+a rule; never returned, always raised). Nothing here writes to a cluster unless asked by name
+(``write_status``). Results are deterministic for the same input and options (one worker by default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from optplan.adapters import kube
+from optplan.adapters.execute_io import execute_status
+from optplan.adapters.execute_io import relocation as parse_relocation
+from optplan.adapters.kubefile import LoadedInput, load_files, load_objects
+from optplan.adapters.output import repack_run_document, status_dict
+from optplan.errors import ConflictError, InputError, KubeError, OptplanError, PlanInvalidError
+from optplan.models.execute import Nomination, Relocation, Verification
+from optplan.models.placement import BinpackWeights, PlacementPlan
+from optplan.models.queues import VCJob
+from optplan.models.repack import RepackRun
+from optplan.models.snapshot import Snapshot
+from optplan.solvers import execute as execute_mod
+from optplan.solvers import placement as placement_mod
+from optplan.solvers.base import PlanOptions
+from optplan.solvers.repack import RepackOutcome
+from optplan.solvers.repack import plan_repack as _plan_repack
+from optplan.solvers.rules import Weights
+
+__all__ = [
+    "Cluster",
+    "ConflictError",
+    "InputError",
+    "KubeError",
+    "Nomination",
+    "OptplanError",
+    "PlacementResult",
+    "PlanInvalidError",
+    "Relocation",
+    "RepackResult",
+    "Verification",
+    "Weights",
+    "load_snapshot",
+    "nominate",
+    "place_jobs",
+    "plan_repack",
+    "read_cluster",
+    "snapshot_from_objects",
+    "verify",
+    "write_status",
+]
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """One cluster at one moment: the snapshot the planners read and the RepackRuns found with it."""
+
+    snapshot: Snapshot
+    runs: dict[str, RepackRun] = field(default_factory=dict)
+    source: str = "<objects>"
+
+    @classmethod
+    def _of(cls, loaded: LoadedInput, source: str) -> Cluster:
+        return cls(snapshot=loaded.snapshot, runs=loaded.runs, source=source)
+
+
+def load_snapshot(*paths: str | Path) -> Cluster:
+    """Read snapshot files (``kubectl get -o yaml|json`` output; lists, multi-document streams)."""
+    return Cluster._of(load_files(list(paths)), ", ".join(str(p) for p in paths))
+
+
+def snapshot_from_objects(objects: Sequence[Mapping[str, Any]], source: str = "<objects>") -> Cluster:
+    """The same for objects already in memory, shaped as the API server returns them."""
+    for i, obj in enumerate(objects):
+        if not isinstance(obj, Mapping):
+            raise InputError(f"expected an object (a mapping), got {type(obj).__name__}", file=source,
+                             field=f"objects[{i}]")
+    return Cluster._of(load_objects(objects, source), source)
+
+
+def read_cluster(kubeconfig: str | None = None, context: str | None = None, *, timeout: float = 30.0) -> Cluster:
+    """A live snapshot through the official client (in-cluster config when running in a pod)."""
+    with kube.connect(kubeconfig, context, timeout=timeout) as client:
+        objects = client.snapshot_objects()
+        source = f"cluster {client.host}"
+    return snapshot_from_objects(objects, source=source)
+
+
+def _run(cluster: Cluster, run: RepackRun | Mapping[str, Any] | str | None) -> RepackRun:
+    if isinstance(run, RepackRun):
+        return run
+    if isinstance(run, Mapping):
+        loaded = load_objects([run], "<run>")
+        if len(loaded.runs) != 1:
+            raise InputError("expected a RepackRun object (apiVersion repack.volcano.sh/v1alpha1)", file="<run>")
+        return next(iter(loaded.runs.values()))
+    if run is None:
+        if len(cluster.runs) == 1:
+            return next(iter(cluster.runs.values()))
+        raise InputError(f"{len(cluster.runs)} RepackRuns in the snapshot: name one", file=cluster.source,
+                         obj="RepackRun", field="run")
+    if run not in cluster.runs:
+        raise InputError(f"no RepackRun named {run!r}", file=cluster.source, obj=f"RepackRun/{run}", field="run")
+    return cluster.runs[run]
+
+
+@dataclass(frozen=True)
+class RepackResult:
+    """A planned RepackRun: ``status`` is the ``status`` subresource as JSON (camelCase), ``document``
+    the whole object as ``optplan repack -o yaml`` prints it; ``outcome`` holds the typed pieces."""
+
+    run: RepackRun
+    reason: str
+    status: dict[str, Any]
+    document: dict[str, Any]
+    outcome: RepackOutcome
+
+    @property
+    def freed_nodes(self) -> tuple[str, ...]:
+        return self.outcome.status.plan.freed_nodes
+
+
+def plan_repack(cluster: Cluster, run: RepackRun | Mapping[str, Any] | str | None = None, *,
+                solver: str = "auto", time_limit: float = 30.0, workers: int = 1, seed: int = 0,
+                weights: Weights | None = None, timings: bool = False) -> RepackResult:
+    """Plan ``run`` on the cluster: measure fragmentation, choose nodes to vacate and where each moved pod
+    goes, validate the plan independently and build the status the seed shows."""
+    r = _run(cluster, run)
+    options = PlanOptions(time_limit=time_limit, workers=workers, seed=seed)
+    try:
+        out = _plan_repack(cluster.snapshot, r, solver=solver, options=options, weights=weights)
+    except ValueError as e:  # an unknown solver name
+        raise InputError(str(e), field="solver") from None
+    return RepackResult(run=r, reason=out.reason, status=status_dict(out.status, timings=timings),
+                        document=repack_run_document(r, out.status, timings=timings), outcome=out)
+
+
+@dataclass(frozen=True)
+class PlacementResult:
+    """Placed jobs: ``document`` has the shape of ``optplan place -o json``."""
+
+    plan: PlacementPlan
+    document: dict[str, Any]
+
+
+def place_jobs(cluster: Cluster, jobs: Sequence[VCJob | Mapping[str, Any]] | None = None, *, solver: str = "auto",
+               time_limit: float = 10.0, workers: int = 1, seed: int = 0, weights: BinpackWeights | None = None,
+               now: str | None = None, timings: bool = False) -> PlacementResult:
+    """Place VCJobs (objects or dicts); without ``jobs``, the snapshot's pending VCJobs."""
+    if jobs is None:
+        chosen = [j for _, j in sorted(cluster.snapshot.jobs.items()) if j.phase in ("", "Pending", "Inqueue")]
+    else:
+        dicts = [j for j in jobs if isinstance(j, Mapping)]
+        parsed = load_objects(dicts, "<jobs>").snapshot.jobs if dicts else {}
+        chosen = [j for j in jobs if isinstance(j, VCJob)] + [parsed[k] for k in sorted(parsed)]
+    if not chosen:
+        raise InputError("no VCJob to place", file=cluster.source, field="jobs")
+    if solver not in ("greedy", "cpsat", "auto"):
+        raise InputError(f"unknown solver {solver!r}; choose from greedy, cpsat, auto", field="solver")
+    plan = placement_mod.place_jobs(cluster.snapshot, chosen, solver=solver, time_limit=time_limit,
+                                    workers=workers, seed=seed, weights=weights, now=now)
+    return PlacementResult(plan=plan, document=plan.to_dict(timings=timings))
+
+
+def nominate(cluster: Cluster, run: RepackRun | Mapping[str, Any] | str | None,
+             relocation: Relocation | Mapping[str, Any] | str, replacement: str | None = None) -> Nomination:
+    """The node to write into the replacement pod's ``status.nominatedNodeName`` (or none).
+
+    ``relocation`` is the run's ``status.relocations[]`` item of the evicted pod (its
+    ``plannedNodeName``), or the victim's ``name`` / ``namespace/name`` to look it up in the run's
+    relocations, then in its ``status.plan.moves``; ``replacement`` the replacement pod, ``name`` (in the
+    relocation's namespace) or ``namespace/name`` (default: the victim's name, as a VCJob or a StatefulSet
+    recreates it), which must be in the snapshot."""
+    r = _run(cluster, run)
+    status = execute_status(r, cluster.source)
+    if isinstance(relocation, str):
+        rel = _find_relocation(cluster, r, relocation)
+    else:
+        rel = relocation if isinstance(relocation, Relocation) else parse_relocation(relocation)
+    name = replacement or rel.victim_pod_name
+    key = name if "/" in name else f"{rel.namespace}/{name}"
+    if key not in cluster.snapshot.pods:
+        raise InputError("the replacement pod is not in the snapshot", file=cluster.source, obj=f"Pod/{key}",
+                         field="replacement")
+    return execute_mod.nominate(cluster.snapshot, r, status, key, rel.planned_node_name)
+
+
+def _find_relocation(cluster: Cluster, run: RepackRun, victim: str) -> Relocation:
+    status = execute_status(run, cluster.source)
+    ns, _, name = victim.rpartition("/")
+    for rel in status.relocations:
+        if rel.victim_pod_name == name and (not ns or rel.namespace == ns):
+            return rel
+    for g in status.plan.moves:
+        for p in g.pods:
+            if p.name == name and (not ns or g.namespace == ns):
+                return Relocation(namespace=g.namespace, victim_pod_name=p.name, planned_node_name=p.to_node)
+    raise InputError(f"pod {victim} is neither in status.relocations nor in status.plan.moves",
+                     file=cluster.source, obj=f"RepackRun/{run.name}", field="status.relocations")
+
+
+def verify(cluster_after: Cluster, run: RepackRun | Mapping[str, Any] | str | None = None, *,
+           time_limit: float = 10.0) -> Verification:
+    """``status.result``, the final condition and ``relocations[].placement.actualNodeName`` of an Execute
+    run, measured on the snapshot after execution."""
+    r = _run(cluster_after, run)
+    status = execute_status(r, cluster_after.source)
+    if not status.plan.freed_nodes and not status.plan.moves and not status.relocations:
+        raise InputError("the run has no plan to verify (status.plan.freedNodes and moves are empty)",
+                         file=cluster_after.source, obj=f"RepackRun/{r.name}", field="status.plan")
+    return execute_mod.verify(cluster_after.snapshot, r, status, time_limit=time_limit)
+
+
+def write_status(run_name: str, status: Mapping[str, Any], resource_version: str, *,
+                 kubeconfig: str | None = None, context: str | None = None) -> dict[str, Any]:
+    """Patch the RepackRun's status subresource, failing with ConflictError when the object changed
+    since ``resource_version`` (someone else wrote: re-plan on the fresh state)."""
+    with kube.connect(kubeconfig, context) as client:
+        return client.patch_repack_run_status(run_name, dict(status), resource_version)

@@ -1,0 +1,186 @@
+"""The command line against a live cluster: `optplan snapshot`, planning with --kubeconfig/--context instead
+of files, --write-status with its resourceVersion guard, and the Execute-time commands. The cluster is
+the fake API server of tests/fakekube.py, spoken to over real HTTP by the real kubernetes client."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from optplan.cli import main
+from tests.builders import node, pod, podgroup, repack_run
+from tests.fakekube import FakeKube
+from tests.test_execute import execute_run, with_uid
+
+RUNS = "/apis/repack.volcano.sh/v1alpha1/repackruns"
+
+
+def seed_objects() -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for doc in yaml.safe_load_all(Path("instances/seed-dryrun.yaml").read_text()):
+        items.extend(doc["items"] if doc.get("kind") == "List" else [doc])
+    return items
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def kubeconfig(fake_kube: FakeKube, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    return str(fake_kube.write_kubeconfig(tmp_path / "kubeconfig"))
+
+
+def test_a_dump_plans_like_the_live_cluster(fake_kube: FakeKube, kubeconfig: str, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    fake_kube.add(*seed_objects())
+    snap = tmp_path / "snap.yaml"
+    code, out, _ = run_cli(capsys, "snapshot", "--kubeconfig", kubeconfig, "-o", str(snap))
+    assert code == 0 and out.startswith(f"wrote {snap} from http://127.0.0.1:")
+    assert "3 Nodes" in out and "1 RepackRuns" in out
+    code, offline, _ = run_cli(capsys, "repack", str(snap), "--solver", "greedy", "-o", "json")
+    assert code == 0
+    code, live, _ = run_cli(capsys, "repack", "--kubeconfig", kubeconfig, "--solver", "greedy", "-o", "json")
+    assert code == 0
+    assert live == offline
+    status = json.loads(live)["status"]
+    assert status["plan"]["freedNodes"] == ["ascend-node-01"]
+    assert not any("secrets" in p or "configmaps" in p for p in fake_kube.paths())
+
+
+def test_every_reporting_command_reads_the_live_cluster(fake_kube: FakeKube, kubeconfig: str,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    fake_kube.add(*seed_objects())
+    for argv in (["frag", "--resource", "huawei.com/ascend-1980"], ["queues"], ["compare", "--solvers", "greedy"]):
+        code, out, err = run_cli(capsys, *argv, "--kubeconfig", kubeconfig)
+        assert code == 0, err
+        assert out
+
+
+def test_write_status_patches_the_run_at_the_version_read(fake_kube: FakeKube, kubeconfig: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    fake_kube.add(*seed_objects())
+    code, _, err = run_cli(capsys, "repack", "--kubeconfig", kubeconfig, "--run", "ascend-guarded-dryrun",
+                           "--solver", "greedy", "--write-status")
+    assert code == 0, err
+    assert "wrote status of RepackRun ascend-guarded-dryrun" in err
+    stored = fake_kube.get("repack.volcano.sh/v1alpha1", "RepackRun", "ascend-guarded-dryrun")
+    assert stored["status"]["plan"]["freedNodes"] == ["ascend-node-01"]
+    assert stored["status"]["conditions"][0]["reason"] == "RepackRecommended"
+    patches = [r for r in fake_kube.requests if r.method == "PATCH"]
+    assert [r.path for r in patches] == [f"{RUNS}/ascend-guarded-dryrun/status"]
+
+
+def test_write_status_refuses_to_overwrite_a_concurrent_writer(fake_kube: FakeKube, kubeconfig: str,
+                                                               capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_kube.add(*seed_objects())
+    from optplan.adapters import kube
+
+    real = kube.KubeClient.snapshot_objects
+
+    def read_then_someone_writes(self: kube.KubeClient) -> list[dict[str, Any]]:
+        objs = real(self)
+        other = fake_kube.get("repack.volcano.sh/v1alpha1", "RepackRun", "ascend-guarded-dryrun")
+        other["status"] = {"phase": "Running", "conditions": []}
+        fake_kube.add(other)  # another controller writes between our read and our patch
+        return objs
+
+    monkeypatch.setattr(kube.KubeClient, "snapshot_objects", read_then_someone_writes)
+    code, out, err = run_cli(capsys, "repack", "--kubeconfig", kubeconfig, "--solver", "greedy", "--write-status")
+    assert code == 2 and out == ""
+    assert "changed since resourceVersion" in err and len(err.strip().splitlines()) == 1
+    stored = fake_kube.get("repack.volcano.sh/v1alpha1", "RepackRun", "ascend-guarded-dryrun")
+    assert stored["status"] == {"phase": "Running", "conditions": []}
+
+
+def test_write_status_needs_a_live_dryrun(fake_kube: FakeKube, kubeconfig: str, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "repack", "instances/seed-dryrun.yaml", "--write-status")
+    assert code == 2 and "--write-status needs a live cluster" in err
+    run = repack_run("exec")
+    run["spec"]["mode"] = "Execute"
+    fake_kube.add(node("n1"), run)
+    code, _, err = run_cli(capsys, "repack", "--kubeconfig", kubeconfig, "--write-status")
+    assert code == 2 and "spec.mode: optplan writes DryRun plans only" in err
+
+
+def test_files_and_kubeconfig_together_or_neither_are_refused(kubeconfig: str,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "repack", "instances/seed-dryrun.yaml", "--kubeconfig", kubeconfig)
+    assert code == 2 and "not both" in err
+    code, _, err = run_cli(capsys, "repack")
+    assert code == 2 and "no snapshot: pass SNAPSHOT files, or --kubeconfig/--context" in err
+
+
+def test_api_errors_are_one_line_with_exit_2(fake_kube: FakeKube, kubeconfig: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    fake_kube.forbid("/api/v1/nodes")
+    code, out, err = run_cli(capsys, "frag", "--kubeconfig", kubeconfig, "--resource", "nvidia.com/gpu")
+    assert code == 2 and out == ""
+    assert err.startswith("optplan: error: forbidden: cannot list nodes") and err.count("\n") == 1
+
+
+def test_snapshot_writes_nothing_when_the_read_fails(fake_kube: FakeKube, kubeconfig: str, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    fake_kube.forbid("/apis/policy/v1/poddisruptionbudgets")
+    out_file = tmp_path / "snap.yaml"
+    code, _, err = run_cli(capsys, "snapshot", "--kubeconfig", kubeconfig, "-o", str(out_file))
+    assert code == 2 and "poddisruptionbudgets.policy" in err
+    assert not out_file.exists()
+
+
+# ---- Execute-time commands -------------------------------------------------------------------------
+
+def execute_cluster(tmp_path: Path, replacement_on: str | None) -> Path:
+    objs = [node("n1"), node("n2"), node("n3"), podgroup("pg-a", 1), podgroup("pg-b", 1),
+            pod("b-0", "n2", 6, group="pg-b"),
+            with_uid(pod("job-a-worker-0", replacement_on, 2, group="pg-a",
+                         phase="Running" if replacement_on else "Pending"), "uid-new"),
+            execute_run()]
+    path = tmp_path / "live.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objs}))
+    return path
+
+
+def test_nominate_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    snap = execute_cluster(tmp_path, None)
+    code, out, err = run_cli(capsys, "nominate", str(snap), "--victim", "job-a-worker-0", "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["nodeName"] == "n2"
+    code, out, _ = run_cli(capsys, "nominate", str(snap), "--victim", "default/nobody")
+    assert code == 2
+
+
+def test_verify_command_and_its_status_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    snap = execute_cluster(tmp_path, "n3")
+    code, out, err = run_cli(capsys, "verify", str(snap), "-o", "json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["conditions"][0]["reason"] == "ExecutionCompletedWithAlternativePlacement"
+    # n2 holds 6 cards and n3 the replacement's 2: one 8-card node would do, so 1 of 3 providers is waste.
+    assert d["result"] == {"fragAfterPercent": 33, "freedNodeCount": 1, "metricsVerified": True,
+                           "movedCardCount": 2}
+    assert d["relocations"][0]["placement"]["actualNodeName"] == "n3"
+    code, out, _ = run_cli(capsys, "verify", str(snap), "-o", "table")
+    assert "ExecutionCompletedWithAlternativePlacement" in out and "default/job-a-worker-0" in out
+
+
+def test_verify_write_status(fake_kube: FakeKube, kubeconfig: str, tmp_path: Path,
+                             capsys: pytest.CaptureFixture[str]) -> None:
+    snap = yaml.safe_load(execute_cluster(tmp_path, "n2").read_text())
+    fake_kube.add(*snap["items"])
+    code, _, err = run_cli(capsys, "verify", "--kubeconfig", kubeconfig, "--write-status")
+    assert code == 0, err
+    stored = fake_kube.get("repack.volcano.sh/v1alpha1", "RepackRun", "exec-1")
+    assert stored["status"]["conditions"][0]["reason"] == "ExecutionCompleted"
+    assert stored["status"]["result"]["freedNodeCount"] == 1
+    assert stored["status"]["plan"]["freedNodes"] == ["n1"]  # the merge patch keeps the plan
