@@ -371,6 +371,15 @@ def repack_table(out: RepackOutcome) -> str:
             for p in mv.pods:
                 rows.append([mv.namespace, mv.pod_group_name, owner, p.name, p.from_node, p.to_node, str(p.cards)])
         text += "\nMoves:\n" + _table(rows)
+        widened = [mv for mv in out.status.plan.moves if mv.footprint is not None]
+        if widened:
+            rows = [["NAMESPACE", "PODGROUP", "RESTART POLICY", "PODS RESTARTED", "CARDS", "RESTARTED WITHOUT MOVING"]]
+            for mv in widened:
+                fp = mv.footprint
+                assert fp is not None
+                names = ", ".join(fp.pod_names[:4]) + (f" (+{len(fp.pod_names) - 4})" if len(fp.pod_names) > 4 else "")
+                rows.append([mv.namespace, mv.pod_group_name, fp.policy, str(fp.pods), str(fp.cards), names])
+            text += "\nRestart policies widen the disruption:\n" + _table(rows)
     if out.result.rejections:
         rows = [["REASON", "NODES"]] + [[k, str(v)] for k, v in out.result.rejections.items()]
         text += "\nOccupied nodes not vacated:\n" + _table(rows)

@@ -23,6 +23,7 @@ from optplan.models.queues import (
     QUEUE_STATES,
     JobNetworkTopology,
     JobTask,
+    LifecyclePolicy,
     PodTemplate,
     PriorityClass,
     Queue,
@@ -31,6 +32,7 @@ from optplan.models.queues import (
 from optplan.models.repack import RepackRun, RepackRunSpec
 from optplan.models.selectors import LabelSelector, NodeSelectorTerm, Taint, Toleration
 from optplan.models.snapshot import (
+    ModelServing,
     NetworkTopology,
     Node,
     OwnerReference,
@@ -457,7 +459,26 @@ def _job_task(raw: _Raw, task: Any, index: int) -> JobTask:
         raise raw.error(prefix + "minAvailable", f"{min_available} is greater than replicas {replicas}")
     template = _get(raw, task, "template", {}, types=dict, prefix=prefix)
     return JobTask(name=name, replicas=replicas, min_available=min_available,
-                   template=_pod_template(raw, template, prefix + "template."))
+                   template=_pod_template(raw, template, prefix + "template."),
+                   policies=_policies(raw, task, prefix))
+
+
+def _policies(raw: _Raw, owner: Mapping[str, Any], prefix: str) -> tuple[LifecyclePolicy, ...]:
+    """``policies`` of a VCJob or a task: ``event`` / ``events`` and ``action`` (exitCode, timeout and
+    any other field are not read)."""
+    out = []
+    for i, item in enumerate(_get(raw, owner, "policies", [], types=list, prefix=prefix)):
+        p = f"{prefix}policies[{i}]"
+        if not isinstance(item, dict):
+            raise raw.error(p, f"expected a mapping, got {type(item).__name__}")
+        event = _get(raw, item, "event", None, types=str, prefix=p + ".")
+        events = _get(raw, item, "events", [], types=list, prefix=p + ".")
+        for j, e in enumerate(events):
+            if not isinstance(e, str):
+                raise raw.error(f"{p}.events[{j}]", f"expected a string, got {type(e).__name__}")
+        action = _get(raw, item, "action", "", types=str, prefix=p + ".")
+        out.append(LifecyclePolicy(events=(*events, *((event,) if event else ())), action=action))
+    return tuple(out)
 
 
 def parse_vcjob(raw: _Raw) -> VCJob:
@@ -492,8 +513,17 @@ def parse_vcjob(raw: _Raw) -> VCJob:
         creation_timestamp=str(_get(raw, obj, "metadata.creationTimestamp", "")),
         queue=_get(raw, spec, "queue", None, types=str, prefix=p) or "default", min_available=min_available,
         priority_class_name=_get(raw, spec, "priorityClassName", None, types=str, prefix=p) or None,
-        network_topology=topo, tasks=tuple(tasks),
+        network_topology=topo, tasks=tuple(tasks), policies=_policies(raw, spec, p),
         phase=str(_get(raw, obj, "status.state.phase", "", types=str)))
+
+
+def parse_model_serving(raw: _Raw) -> ModelServing:
+    obj = raw.obj
+    spec = _get(raw, obj, "spec", {}, types=dict)
+    return ModelServing(
+        namespace=str(_get(raw, obj, "metadata.namespace", "default")), name=_name(raw),
+        labels=_str_map(raw, obj, "metadata.labels"),
+        recovery_policy=_get(raw, spec, "recoveryPolicy", None, types=str, prefix="spec.") or None)
 
 
 _PARSERS: dict[tuple[str, str], Any] = {
@@ -506,6 +536,8 @@ _PARSERS: dict[tuple[str, str], Any] = {
     ("scheduling.volcano.sh", "Queue"): parse_queue,
     ("scheduling.k8s.io", "PriorityClass"): parse_priority_class,
     ("batch.volcano.sh", "Job"): parse_vcjob,
+    ("workload.serving.volcano.sh", "ModelServing"): parse_model_serving,
+    ("workload.volcano.sh", "ModelServing"): parse_model_serving,
 }
 
 
@@ -534,6 +566,7 @@ def build(raws: Sequence[_Raw]) -> LoadedInput:
     queues: dict[str, Queue] = {}
     priority_classes: dict[str, PriorityClass] = {}
     jobs: dict[str, VCJob] = {}
+    servings: dict[str, ModelServing] = {}
     origin: dict[tuple[str, str], _Raw] = {}
     pod_raw: dict[str, _Raw] = {}
     for raw in raws:
@@ -544,7 +577,8 @@ def build(raws: Sequence[_Raw]) -> LoadedInput:
         key: str = parsed.key if hasattr(parsed, "key") else parsed.name
         tables: dict[str, dict[str, Any]] = {"Node": nodes, "Pod": pods, "PodGroup": groups,
                                              "PodDisruptionBudget": pdbs, "RepackRun": runs, "HyperNode": hyper,
-                                             "Queue": queues, "PriorityClass": priority_classes, "Job": jobs}
+                                             "Queue": queues, "PriorityClass": priority_classes, "Job": jobs,
+                                             "ModelServing": servings}
         table = tables[raw.kind]
         ident = (raw.kind, key)
         if key in table:
@@ -579,7 +613,7 @@ def build(raws: Sequence[_Raw]) -> LoadedInput:
                     pod_groups=dict(sorted(groups.items())), pdbs=dict(sorted(pdbs.items())),
                     hyper_nodes=dict(sorted(hyper.items())), queues=dict(sorted(queues.items())),
                     priority_classes=dict(sorted(priority_classes.items())), jobs=dict(sorted(jobs.items())),
-                    warnings=tuple(warnings))
+                    model_servings=dict(sorted(servings.items())), warnings=tuple(warnings))
     return LoadedInput(snapshot=snap, runs=dict(sorted(runs.items())))
 
 

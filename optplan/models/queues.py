@@ -31,6 +31,9 @@ Resources = dict[str, int]
 ROOT = "root"
 DEFAULT = "default"
 QUEUE_STATES = ("Open", "Closed", "Closing", "Unknown")
+POD_EVICTED = "PodEvicted"
+ANY_EVENT = "*"
+"""Volcano's ``AnyEvent``: a policy on it matches every event."""
 PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
 
 
@@ -102,6 +105,19 @@ class PodTemplate(_Model):
     scheduler_name: str | None = None
 
 
+class LifecyclePolicy(_Model):
+    """One entry of a VCJob's (or a task's) ``policies``: the events it reacts to (``event`` and
+    ``events`` merged, as Volcano's controller reads them) and its action (RestartJob, RestartTask,
+    AbortJob, ...; kept as written). A policy on ``exitCode`` alone has no events and matches none."""
+
+    events: tuple[str, ...] = ()
+    action: str = ""
+
+    def matches(self, event: str) -> bool:
+        """The event is listed, or the policy reacts to any event (``*``)."""
+        return event in self.events or ANY_EVENT in self.events
+
+
 class JobTask(_Model):
     """``spec.tasks[]`` of a VCJob: ``replicas`` pods built from ``template``."""
 
@@ -110,6 +126,8 @@ class JobTask(_Model):
     min_available: int | None = None
     """Task-level minAvailable; Volcano defaults it to replicas."""
     template: PodTemplate = Field(default_factory=PodTemplate)
+    policies: tuple[LifecyclePolicy, ...] = ()
+    """``spec.tasks[].policies``: for this task's pods they come before the job's."""
 
     def request(self, resource: str) -> int:
         return self.template.requests.get(resource, 0)
@@ -130,12 +148,29 @@ class VCJob(_Model):
     priority_class_name: str | None = None
     network_topology: JobNetworkTopology | None = None
     tasks: tuple[JobTask, ...] = ()
+    policies: tuple[LifecyclePolicy, ...] = ()
+    """``spec.policies``: lifecycle policies of the whole job."""
     phase: str = ""
     """``status.state.phase`` when present (Pending, Running, ...)."""
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def action_on(self, event: str, task: str | None = None) -> str | None:
+        """The action Volcano's job controller takes when a pod of ``task`` sees ``event``: the first
+        matching policy of that task, else the first matching policy of the job; None when none matches
+        (the controller then only syncs the job)."""
+        for t in self.tasks:
+            if task is not None and t.name == task:
+                for policy in t.policies:
+                    if policy.matches(event):
+                        return policy.action
+                break
+        for policy in self.policies:
+            if policy.matches(event):
+                return policy.action
+        return None
 
     @property
     def replicas(self) -> int:

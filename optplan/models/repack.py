@@ -158,12 +158,28 @@ class PodMoveOut(KubeModel):
     cards: int | str
 
 
+class Footprint(KubeModel):
+    """What the workload's restart policy restarts in one PodGroup when the plan moves some of its pods
+    (seed 000, 工作负载驱逐与重建机制): present only when that is more than the moved pods."""
+
+    policy: str
+    """RestartJob | RestartTask (a VCJob's PodEvicted policy) | ServingGroupRecreate | RoleRecreate (a
+    ModelServing's recoveryPolicy)."""
+    pods: int
+    """Pods that restart, the moved ones included."""
+    cards: int | str
+    """Units of the target resource those pods hold."""
+    pod_names: tuple[str, ...] = ()
+    """Pods that restart although the plan does not move them, sorted."""
+
+
 class MoveOut(KubeModel):
     namespace: str
     pod_group_name: str
     owner: Owner | None = None
     cards: int | str
     pods: tuple[PodMoveOut, ...]
+    footprint: Footprint | None = None
 
 
 class DisruptionOut(KubeModel):

@@ -136,6 +136,21 @@ class PodDisruptionBudget(Model):
         return pod.namespace == self.namespace and self.selector is not None and self.selector.matches(pod.labels)
 
 
+class ModelServing(Model):
+    """A Kthena ModelServing (``workload.serving.volcano.sh/v1alpha1``): what eviction recovery needs.
+    Each of its ServingGroups has one PodGroup."""
+
+    namespace: str
+    name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    recovery_policy: str | None = None
+    """``spec.recoveryPolicy`` as written (ServingGroupRecreate, RoleRecreate, None); None when absent."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
 class Snapshot(BaseModel):
     """Nodes, pods, PodGroups and PDBs of one cluster at one moment. Names are unique per kind."""
 
@@ -152,7 +167,9 @@ class Snapshot(BaseModel):
     priority_classes: dict[str, PriorityClass] = Field(default_factory=dict)
     """PriorityClass name -> PriorityClass."""
     jobs: dict[str, VCJob] = Field(default_factory=dict)
-    """namespace/name -> VCJob (pending work)."""
+    """namespace/name -> VCJob (pending work; running ones also tell Repack their restart policies)."""
+    model_servings: dict[str, ModelServing] = Field(default_factory=dict)
+    """namespace/name -> ModelServing (their recovery policy widens what an eviction restarts)."""
     warnings: tuple[str, ...] = ()
 
     @cached_property

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ortools.sat.python import cp_model
@@ -34,6 +34,7 @@ class Vars:
     affected_cards: dict[str, Any]  # affected_cards[group], card units
     widening: dict[str, Any]  # widening[group]: tiers a soft-topology group widens
     region: dict[str, dict[str, Any]]  # region[group][hypernode]: the group ends inside that region
+    restarted: dict[str, Any] = field(default_factory=dict)  # restarted[unit]: a task restart unit restarts
 
     def freed(self) -> Any:
         return sum(self.vacate.values())
@@ -79,30 +80,40 @@ def add_capacity(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
 
 
 def add_gang(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
-    """affected, breach and affected cards per PodGroup (minimisation keeps them tight)."""
+    """affected, breach and affected cards per PodGroup, restart units counted (minimisation keeps
+    them tight)."""
     for g, by_node in data.group_moved_by.items():
         gang = data.problem.gangs[g]
-        moved = sum(n * v.vacate[c] for c, n in by_node.items())
-        cards = sum(data.cards(n) * v.vacate[c] for c, n in data.group_cards_by[g].items())
-        total = sum(by_node.values())
+        rs = data.restart[g]
+        for u, unit in rs.units.items():
+            x = v.restarted[u] = m.new_bool_var(f"restarted[{u}]")
+            for c in unit.nodes:
+                m.add_implication(v.vacate[c], x)
+        restarted = (sum(n * v.vacate[c] for c, (n, _) in rs.singles.items())
+                     + sum(unit.running * v.restarted[u] for u, unit in rs.units.items()))
+        cards = (sum(data.cards(k) * v.vacate[c] for c, (_, k) in rs.singles.items())
+                 + sum(data.cards(unit.cards) * v.restarted[u] for u, unit in rs.units.items()))
+        total = sum(n for n, _ in rs.singles.values()) + sum(unit.running for unit in rs.units.values())
         a = m.new_bool_var(f"affected[{g}]")
         b = m.new_bool_var(f"breach[{g}]")
-        for c, n in by_node.items():  # disaggregated: far tighter LP than moved <= total * a alone
+        for c in by_node:  # disaggregated: far tighter LP than restarted <= total * b alone
             m.add_implication(v.vacate[c], a)
-            if n > gang.safe:
+            if len(rs.alone[c]) > gang.safe:  # alone it breaches (a whole-group unit always does)
                 m.add_implication(v.vacate[c], b)
-        for c1, c2 in breach_pairs(by_node, gang.safe):  # two vacated nodes that together breach
+        for c1, c2 in breach_pairs(rs.alone, gang.safe):  # two vacated nodes that together breach
             m.add_bool_or([v.vacate[c1].Not(), v.vacate[c2].Not(), b])
         v.affected[g] = a
         if total > gang.safe:
-            m.add(moved <= gang.safe + (total - gang.safe) * b)
-        else:
+            m.add(restarted <= gang.safe + (total - gang.safe) * b)
+        elif not any(len(s) > gang.safe for s in rs.alone.values()):
             m.add(b == 0)
         v.breach[g] = b
         footprint = data.cards(gang.footprint)
         ac = m.new_int_var(0, max(footprint, data.cards(sum(data.group_cards_by[g].values()))), f"affected_cards[{g}]")
         m.add(ac >= cards)
         m.add(ac >= footprint * b)
+        for c in rs.wide:  # the whole group restarts, breach or not
+            m.add(ac >= footprint * v.vacate[c])
         v.affected_cards[g] = ac
 
 
@@ -167,13 +178,17 @@ def add_hint(data: ModelData, v: Vars, m: cp_model.CpModel, plan: RepackPlan) ->
     for key, x in v.send.items():
         m.add_hint(x, counts.get(key, 0))
     p = data.problem
+    restarted = p.restarted(p.snapshot.pods[mv.pod] for mv in plan.moves)
     for g, by_node in data.group_moved_by.items():
         moved = sum(n for c, n in by_node.items() if c in freed)
-        cards = sum(data.cards(n) for c, n in data.group_cards_by[g].items() if c in freed)
-        breach = moved > p.gangs[g].safe
+        r = restarted.get(g)
+        running, cards = (r.running, r.cards) if r is not None else (0, 0)
+        breach = running > p.gangs[g].safe
         m.add_hint(v.affected[g], int(moved > 0))
         m.add_hint(v.breach[g], int(breach))
-        m.add_hint(v.affected_cards[g], max(cards, data.cards(p.gangs[g].footprint) if breach else 0))
+        m.add_hint(v.affected_cards[g], data.cards(p.gangs[g].footprint if breach else cards))
+        for u, unit in data.restart[g].units.items():
+            m.add_hint(v.restarted[u], int(any(c in freed for c in unit.nodes)))
     dest = {mv.pod: mv.to_node for mv in plan.moves}
     topo = p.snapshot.topology
     for g, regions in data.topo_regions.items():

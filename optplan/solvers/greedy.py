@@ -4,10 +4,11 @@ Each round evaluates every remaining vacate candidate against the simulated stat
 pods are placed one by one (largest request first, then by name), each on the first receiver in the
 seed's order that passes every predicate and fits (and, for a hard-topology PodGroup, keeps it inside
 one HyperNode of allowed tier). Feasible candidates that respect the budgets and PDBs are scored over
-the five disruption dimensions of the plan-so-far-plus-candidate (plus the tiers soft-topology
-PodGroups widen, zero without HyperNodes), min-max normalised over the round's feasible candidates and
-weighted; the lowest score wins (ties: larger freed capacity, then node name). Its moves are committed
-and the next round starts; the planner stops when no feasible candidate remains or its time is up.
+the five disruption dimensions of the plan-so-far-plus-candidate (restart units counted, see ``rules``;
+plus the tiers soft-topology PodGroups widen, zero without HyperNodes), min-max normalised over the
+round's feasible candidates and weighted; the lowest score wins (ties: larger freed capacity, then node
+name). Its moves are committed and the next round starts; the planner stops when no feasible candidate
+remains or its time is up.
 
 Receiver order (接收节点的填充): (1) nodes that will stay occupied (not a vacate candidate, or already
 a receiver) first; (2) then candidates with a higher future vacate cost — the weighted disruption of
@@ -49,6 +50,9 @@ class _Candidate:
     gain: int  # allocatable R freed
     groups: Counter[str]  # moved pods per PodGroup if vacated
     group_cards: Counter[str]
+    restart: dict[str, tuple[frozenset[str], int, int]]
+    """Per PodGroup, what vacating it restarts: (keys of its pods' restart units that are not the
+    default, Running pods in default units, their R cards)."""
 
 
 class GreedyPlanner:
@@ -142,19 +146,34 @@ class _Greedy:
                         [static_reason(pod, snap.nodes[n]) is None for n in self.names], dtype=bool))
                 self.sig_of[pod.key] = sig_ids[sig]
         self.static = np.array(static_rows, dtype=bool).reshape(len(static_rows), U)
-        # Candidates and their per-pod rows.
+        # Candidates and their per-pod rows; restart units wider than one pod: key -> (Running, R cards).
         self.cands: list[_Candidate] = []
+        self.unit_size: dict[str, tuple[int, int]] = {}
+        self.whole_units: set[str] = set()
         row = 0
         for c in cand_names:
             pods = problem.r_pods[c]
             groups: Counter[str] = Counter()
             cards: Counter[str] = Counter()
+            units: dict[str, set[str]] = defaultdict(set)
+            singles: Counter[str] = Counter()
+            single_cards: Counter[str] = Counter()
             for pod in pods:
                 gk = pod.group_key or ""
                 groups[gk] += 1
                 cards[gk] += problem.request(pod)
+                unit = problem.restart_unit(pod)
+                if unit.policy is None:
+                    singles[gk] += unit.running
+                    single_cards[gk] += unit.cards
+                else:
+                    units[gk].add(unit.key)
+                    self.unit_size[unit.key] = (unit.running, unit.cards)
+                    if unit.whole_group:
+                        self.whole_units.add(unit.key)
+            restart = {gk: (frozenset(units[gk]), singles[gk], single_cards[gk]) for gk in groups}
             self.cands.append(_Candidate(self.index[c], c, pods, range(row, row + len(pods)),
-                                         snap.nodes[c].allocatable[R], groups, cards))
+                                         snap.nodes[c].allocatable[R], groups, cards, restart))
             row += len(pods)
         C = len(self.cands)
         nrows = row
@@ -184,7 +203,9 @@ class _Greedy:
         self.cand_of_u = {cand.index: ci for ci, cand in enumerate(self.cands)}
         # Plan-so-far accounting.
         self.moved_in_group: Counter[str] = Counter()
-        self.cards_in_group: Counter[str] = Counter()
+        self.units_in_group: dict[str, frozenset[str]] = defaultdict(frozenset)  # wide units restarted
+        self.singles_in_group: Counter[str] = Counter()  # Running pods restarted in default units
+        self.single_cards_in_group: Counter[str] = Counter()
         self.totals = np.zeros(6, dtype=np.int64)  # the six dimensions of the plan so far
         self.delta = np.zeros((C, 6), dtype=np.int64)  # what each candidate would add to them
         self.delta_dirty = np.ones(C, dtype=bool)
@@ -360,25 +381,36 @@ class _Greedy:
 
     # ---- disruption of plan-so-far-plus-candidate ---------------------------------------------
 
+    def _restarted(self, units: frozenset[str], singles: int, single_cards: int) -> tuple[int, int]:
+        """Running pods and R cards that restart in a PodGroup (see ``rules``): a whole-group unit
+        covers everything; other units are disjoint."""
+        if not units:
+            return singles, single_cards
+        for u in units:
+            if u in self.whole_units:
+                return self.unit_size[u]
+        return (singles + sum(self.unit_size[u][0] for u in units),
+                single_cards + sum(self.unit_size[u][1] for u in units))
+
     def _delta(self, ci: int) -> None:
         """What vacating the candidate adds to the five dimensions of the plan so far."""
         cand = self.cands[ci]
         affected = breached = aff_cards = moved_cards = moved_pods = 0
         for gk, n in cand.groups.items():
             gang = self.p.gangs.get(gk)
-            before = self.moved_in_group[gk]
-            cards_before = self.cards_in_group[gk]
-            safe = gang.safe if gang is not None else 0
-            footprint = gang.footprint if gang is not None else 0
-            if before == 0:
+            if self.moved_in_group[gk] == 0:
                 affected += 1
-            was = before > safe
-            now = before + n > safe
-            if now and not was:
-                breached += 1
-                aff_cards += footprint - cards_before
-            elif not now:
-                aff_cards += cand.group_cards[gk]
+            units = self.units_in_group[gk]
+            singles, single_cards = self.singles_in_group[gk], self.single_cards_in_group[gk]
+            c_units, c_singles, c_cards = cand.restart[gk]
+            run_b, cards_b = self._restarted(units, singles, single_cards)
+            run_a, cards_a = self._restarted(units | c_units, singles + c_singles, single_cards + c_cards)
+            if gang is None:
+                aff_cards += cards_a - cards_b
+            else:
+                was, now = run_b > gang.safe, run_a > gang.safe  # restarts only grow: never was and not now
+                breached += int(now and not was)
+                aff_cards += (gang.footprint if now else cards_a) - (gang.footprint if was else cards_b)
             moved_cards += cand.group_cards[gk]
             moved_pods += n
         self.delta[ci, :5] = (affected, breached, aff_cards, moved_cards, moved_pods)
@@ -498,7 +530,11 @@ class _Greedy:
                 self.dirty[other] = True  # its topology region or widening may have changed
         for gk, n in cand.groups.items():
             self.moved_in_group[gk] += n
-            self.cards_in_group[gk] += cand.group_cards[gk]
+            c_units, c_singles, c_cards = cand.restart[gk]
+            if c_units:
+                self.units_in_group[gk] = self.units_in_group[gk] | c_units
+            self.singles_in_group[gk] += c_singles
+            self.single_cards_in_group[gk] += c_cards
             for other in self.cands_of_group[gk]:
                 self.delta_dirty[other] = True
         self.used_res += self.cand_res[ci]

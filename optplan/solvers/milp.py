@@ -79,28 +79,37 @@ def build(data: ModelData, name: str) -> tuple[pulp.LpProblem, dict[str, Any]]:
         if r in vacate:
             for kk, x in arcs:
                 prob += x <= data.arc_cap(data.classes[kk], r) * open_
-    # gang
-    affected, breach, acards = {}, {}, {}
+    # gang, restart units counted (see cpsat.add_gang)
+    affected, breach, acards, restarted_unit = {}, {}, {}, {}
     for i, (g, by_node) in enumerate(data.group_moved_by.items()):
         gang = data.problem.gangs[g]
-        moved = pulp.lpSum(n * vacate[c] for c, n in by_node.items())
-        cards = pulp.lpSum(data.cards(n) * vacate[c] for c, n in data.group_cards_by[g].items())
-        total = sum(by_node.values())
+        rs = data.restart[g]
+        for j, (u, unit) in enumerate(rs.units.items()):
+            x = restarted_unit[u] = prob.add_variable(f"restarted_{i}_{j}", cat="Binary")
+            for c in unit.nodes:
+                prob += vacate[c] <= x
+        restarted = (pulp.lpSum(n * vacate[c] for c, (n, _) in rs.singles.items())
+                     + pulp.lpSum(unit.running * restarted_unit[u] for u, unit in rs.units.items()))
+        cards = (pulp.lpSum(data.cards(k) * vacate[c] for c, (_, k) in rs.singles.items())
+                 + pulp.lpSum(data.cards(unit.cards) * restarted_unit[u] for u, unit in rs.units.items()))
+        total = sum(n for n, _ in rs.singles.values()) + sum(unit.running for unit in rs.units.values())
         affected[g] = prob.add_variable(f"affected_{i}", cat="Binary")
         breach[g] = prob.add_variable(f"breach_{i}", cat="Binary")
-        for c, n in by_node.items():  # disaggregated, as in the CP-SAT model
+        for c in by_node:  # disaggregated, as in the CP-SAT model
             prob += vacate[c] <= affected[g]
-            if n > gang.safe:
+            if len(rs.alone[c]) > gang.safe:
                 prob += vacate[c] <= breach[g]
-        for c1, c2 in breach_pairs(by_node, gang.safe):
+        for c1, c2 in breach_pairs(rs.alone, gang.safe):
             prob += vacate[c1] + vacate[c2] - 1 <= breach[g]
         if total > gang.safe:
-            prob += moved <= gang.safe + (total - gang.safe) * breach[g]
-        else:
+            prob += restarted <= gang.safe + (total - gang.safe) * breach[g]
+        elif not any(len(s) > gang.safe for s in rs.alone.values()):
             prob += breach[g] == 0
         acards[g] = prob.add_variable(f"affected_cards_{i}", lowBound=0)
         prob += acards[g] >= cards
         prob += acards[g] >= data.cards(gang.footprint) * breach[g]
+        for c in rs.wide:
+            prob += acards[g] >= data.cards(gang.footprint) * vacate[c]
     # budgets and PDBs
     p = data.problem
     mpr = p.run.spec.max_per_run

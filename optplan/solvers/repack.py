@@ -10,6 +10,7 @@ from optplan.models.quantity import format_milli
 from optplan.models.repack import (
     Condition,
     DisruptionOut,
+    Footprint,
     MoveOut,
     Owner,
     PlanOut,
@@ -22,7 +23,7 @@ from optplan.models.repack import (
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.base import PlanOptions, PlanResult, get_planner
 from optplan.solvers.frag import FragReport, fragmentation, round_half_up
-from optplan.solvers.rules import RepackProblem, Weights
+from optplan.solvers.rules import RepackProblem, Restarted, Weights
 from optplan.solvers.validate import validate_plan
 
 NO_FRAGMENTATION = "NoFragmentation"
@@ -76,6 +77,14 @@ def outcome(problem: RepackProblem, frag: FragReport, freed: int) -> tuple[str, 
     return INSUFFICIENT, f"best plan improves fragmentation by {pts} points, below the required {need}"
 
 
+def footprint_out(problem: RepackProblem, restarted: Restarted | None, moved: set[str]) -> Footprint | None:
+    """A PodGroup's restart footprint when its restart policy restarts more than the moved pods."""
+    if restarted is None or restarted.policy is None or not restarted.pods - moved:
+        return None
+    return Footprint(policy=restarted.policy, pods=len(restarted.pods), cards=format_milli(restarted.cards),
+                     pod_names=tuple(sorted(problem.snapshot.pods[k].name for k in restarted.pods - moved)))
+
+
 def build_status(problem: RepackProblem, result: PlanResult, frag: FragReport, reason: str,
                  message: str) -> RepackRunStatus:
     snap = problem.snapshot
@@ -89,6 +98,7 @@ def build_status(problem: RepackProblem, result: PlanResult, frag: FragReport, r
         by_group[key].append(PodMoveOut(name=pod.name, from_node=m.from_node, to_node=m.to_node,
                                         cards=format_milli(req)))
         cards[key] += req
+    restarted = problem.restarted(snap.pods[m.pod] for m in plan.moves)
     moves = []
     for (ns, group), pods in sorted(by_group.items()):
         pg = snap.pod_groups.get(f"{ns}/{group}")
@@ -96,7 +106,9 @@ def build_status(problem: RepackProblem, result: PlanResult, frag: FragReport, r
         owner = Owner(api_version=ref.api_version, kind=ref.kind, name=ref.name) if ref is not None else None
         moves.append(MoveOut(namespace=ns, pod_group_name=group, owner=owner,
                              cards=format_milli(cards[(ns, group)]),
-                             pods=tuple(sorted(pods, key=lambda p: p.name))))
+                             pods=tuple(sorted(pods, key=lambda p: p.name)),
+                             footprint=footprint_out(problem, restarted.get(f"{ns}/{group}"),
+                                                     {f"{ns}/{p.name}" for p in pods})))
     n_freed = len(plan.freed_nodes)
     d = result.disruption
     summary = Summary(

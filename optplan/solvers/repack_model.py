@@ -6,7 +6,13 @@ Decisions (both solvers build exactly these):
   interchangeable pods on one candidate node (same requests, same constraint signature, same
   PodGroup), so a node with eight identical workers has one class of count 8, not eight pods;
 - per PodGroup: ``affected[g]`` (some pod moves), ``breach[g]`` (more than max(running − minMember, 0)
-  move) and ``affected_cards[g]`` = max(moved cards, breach × whole R footprint).
+  Running pods restart) and ``affected_cards[g]`` = max(restarted cards, breach × whole R footprint);
+- per restart unit wider than one pod and narrower than its PodGroup (a RestartTask task, see
+  ``rules``): ``restarted[u]`` ≥ vacate[c] for every candidate c holding one of its pods. Restarted
+  Running pods of g are then Σ |u|·restarted[u] + the default-unit pods that move, and restarted cards
+  likewise. A pod whose unit is the whole group (RestartJob, ServingGroupRecreate) restarts every pod
+  of g: vacating its node implies breach[g] when g has more Running pods than safe (minMember ≥ 1),
+  and affected_cards[g] ≥ the footprint. Without restart policies these are the seed's counts.
 
 Receivers of a class are pruned before building: the receiver must be an occupied provider other
 than the class's node, pass the static predicates, and hold at least one pod of the class on every
@@ -54,6 +60,27 @@ class PodClass:
 
 
 @dataclass
+class RestartUnitData:
+    nodes: list[str]  # candidates holding its pods
+    running: int  # its Running pods
+    cards: int  # its R (milli)
+
+
+@dataclass
+class GroupRestart:
+    """What vacating candidates restarts in one PodGroup (``rules``' restart units)."""
+
+    singles: dict[str, tuple[int, int]]
+    """Candidate -> (Running pods, R cards in milli) of its pods whose restart unit is the pod alone."""
+    units: dict[str, RestartUnitData]
+    """Restart units wider than one pod and narrower than the group (tasks), by key."""
+    wide: list[str]
+    """Candidates holding a pod whose restart unit is the whole group."""
+    alone: dict[str, frozenset[str]]
+    """Candidate -> the group's Running pods that restart when that candidate alone is vacated."""
+
+
+@dataclass
 class ModelData:
     problem: RepackProblem
     candidates: list[str]
@@ -79,6 +106,8 @@ class ModelData:
     """maxPerRun.resources name -> candidate -> amount (milli) that moves if it is vacated."""
     pdb_use: dict[str, dict[str, int]] = field(default_factory=dict)
     """PDB key -> candidate -> pods it covers that move if the candidate is vacated."""
+    restart: dict[str, GroupRestart] = field(default_factory=dict)
+    """PodGroup with movable pods -> what vacating candidates restarts in it."""
 
     def cards(self, milli: int) -> int:
         return milli // self.card_unit
@@ -188,11 +217,14 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
     for k in classes:
         moved_by[k.group][k.node] += k.count
         cards_by[k.group][k.node] += k.count * k.cards
+    restart = _restart_data(problem, classes)
     unit = 0
     for k in classes:
         unit = math.gcd(unit, k.cards)
     for g in moved_by:
         unit = math.gcd(unit, problem.gangs[g].footprint)
+        for ru in restart[g].units.values():
+            unit = math.gcd(unit, ru.cards)
     unit = unit or 1000
     upper = len(cands) if freed_upper is None else min(len(cands), freed_upper)
     topo_regions: dict[str, list[str]] = {}
@@ -230,7 +262,40 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
                      card_unit=unit, weights_int=integer_weights(problem.weights, unit), pruned=pruned,
                      freed_upper=upper, topo_regions=topo_regions, topo_stay_nodes=topo_stay,
                      units=units, classes_at=dict(classes_at), budget_use=budget_use,
-                     pdb_use={k: dict(v) for k, v in sorted(pdb_use.items())})
+                     pdb_use={k: dict(v) for k, v in sorted(pdb_use.items())}, restart=restart)
+
+
+def _restart_data(problem: RepackProblem, classes: list[PodClass]) -> dict[str, GroupRestart]:
+    snap = problem.snapshot
+    pods_at: dict[str, dict[str, list[Pod]]] = defaultdict(lambda: defaultdict(list))
+    for k in classes:
+        pods_at[k.group][k.node].extend(k.pods)
+    out: dict[str, GroupRestart] = {}
+    for g, by_node in sorted(pods_at.items()):
+        singles: dict[str, tuple[int, int]] = {}
+        units: dict[str, RestartUnitData] = {}
+        wide: list[str] = []
+        alone: dict[str, frozenset[str]] = {}
+        for c, pods in sorted(by_node.items()):
+            running = cards = 0
+            for pod in pods:
+                u = problem.restart_unit(pod)
+                if u.whole_group:
+                    if c not in wide:
+                        wide.append(c)
+                elif u.policy is None:
+                    running += u.running
+                    cards += u.cards
+                else:
+                    data = units.setdefault(u.key, RestartUnitData([], u.running, u.cards))
+                    if c not in data.nodes:
+                        data.nodes.append(c)
+            if running or cards:
+                singles[c] = (running, cards)
+            restarted = problem.restarted(pods)[g]
+            alone[c] = frozenset(q for q in restarted.pods if snap.pods[q].phase == "Running")
+        out[g] = GroupRestart(singles, dict(sorted(units.items())), wide, alone)
+    return out
 
 
 def _huge(cap: Capacity, nodes: list[str], res: list[str]) -> bool:
@@ -238,10 +303,11 @@ def _huge(cap: Capacity, nodes: list[str], res: list[str]) -> bool:
     return any(abs(cap.free[n].get(r, 0)) >= 2**62 for n in nodes for r in res)
 
 
-def breach_pairs(by_node: dict[str, int], safe: int) -> list[tuple[str, str]]:
-    """Pairs of nodes, each within the safe count alone, whose pods together exceed it."""
-    small = sorted((c, n) for c, n in by_node.items() if n <= safe)
-    return [(c1, c2) for i, (c1, n1) in enumerate(small) for c2, n2 in small[i + 1:] if n1 + n2 > safe]
+def breach_pairs(alone: dict[str, frozenset[str]], safe: int) -> list[tuple[str, str]]:
+    """Pairs of nodes, each within the safe count alone, that together restart more Running pods."""
+    small = sorted((c, s) for c, s in alone.items() if len(s) <= safe)
+    return [(c1, c2) for i, (c1, s1) in enumerate(small) for c2, s2 in small[i + 1:]
+            if len(s1) + len(s2) > safe and len(s1 | s2) > safe]
 
 
 def hint_counts(data: ModelData, plan: RepackPlan) -> dict[tuple[int, str], int]:

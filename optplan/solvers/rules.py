@@ -1,5 +1,28 @@
 """The Repack rules every planner and the validator share: scope, movability, vacate candidates,
-gang accounting and the five disruption dimensions of the seed.
+gang accounting, restart units and the five disruption dimensions of the seed.
+
+Restart units (seed 000, 工作负载驱逐与重建机制). Evicting one pod may make its workload's controller
+restart more pods than the plan moves. Every occupying pod p of a PodGroup g has a restart unit U(p),
+the pods that restart when p is evicted, all of them occupying pods of g:
+
+- by default {p};
+- a VCJob (named by g's controller ownerReference, kind Job of ``batch.volcano.sh``) whose first policy
+  matching ``PodEvicted`` (or ``*``) — the pod's task's ``policies`` first, then the job's — has action
+  ``RestartJob``: every pod of g; ``RestartTask``: the pods of g of p's task (task from the annotation
+  or label ``volcano.sh/task-spec``, else from the pod name ``<job>-<task>-<index>``; a pod whose task
+  cannot be told restarts every pod of g, the safe side);
+- a ModelServing (an ownerReference of kind ModelServing on g or on p, or p's label
+  ``modelserving.volcano.sh/name``) with ``spec.recoveryPolicy: ServingGroupRecreate``: every pod of g
+  (one PodGroup per ServingGroup); ``RoleRecreate`` — Kthena's default, also when the field is absent —:
+  the pods of g of p's role replica (same labels ``modelserving.volcano.sh/role`` and
+  ``modelserving.volcano.sh/role-id``; a pod without them restarts every pod of g, the safe side);
+  ``None``: the default. Workloads missing from the snapshot keep the default.
+
+For a plan, restarted(g) is the union of U(p) over the moved pods p of g. g is below minAvailable when
+more than safe(g) = max(running − minMember, 0) Running pods of restarted(g) restart; its affected
+cards are its whole R footprint then, else the R cards of restarted(g). Affected PodGroups, moved cards
+and moved pods count what the plan moves. Without restart policies restarted(g) is the moved pods, and
+these are the seed's definitions.
 
 Nothing here chooses anything; planners decide, and ``validate`` re-checks with these same rules.
 """
@@ -11,10 +34,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from optplan.models.queues import POD_EVICTED, VCJob
 from optplan.models.repack import RepackPlan, RepackRun
-from optplan.models.snapshot import Pod, PodDisruptionBudget, Snapshot
+from optplan.models.snapshot import ModelServing, Pod, PodDisruptionBudget, PodGroup, Snapshot
 
 VOLCANO = "volcano"
+RESTART_JOB = "RestartJob"
+RESTART_TASK = "RestartTask"
+SERVING_GROUP_RECREATE = "ServingGroupRecreate"
+ROLE_RECREATE = "RoleRecreate"
+ROLE_LABEL = "modelserving.volcano.sh/role"
+ROLE_ID_LABEL = "modelserving.volcano.sh/role-id"
+TASK_SPEC = "volcano.sh/task-spec"
+"""Annotation and label the Volcano job controller puts on each pod: its task's name."""
+MODEL_SERVING_LABEL = "modelserving.volcano.sh/name"
+VCJOB_API_GROUP = "batch.volcano.sh"
+MODEL_SERVING_API_GROUPS = ("workload.serving.volcano.sh", "workload.volcano.sh")
 
 
 @dataclass(frozen=True)
@@ -76,6 +111,37 @@ class Gang:
         return max(self.running - self.min_member, 0)
 
 
+@dataclass(frozen=True)
+class RestartUnit:
+    """The occupying pods of one PodGroup that restart when one of them is evicted (see the module)."""
+
+    key: str
+    """Identity: the pod's key for a default unit, ``<group>#task=<task>`` for a task, ``<group>#all``
+    for the whole group."""
+    group: str
+    policy: str | None
+    """RestartJob, RestartTask, ServingGroupRecreate or RoleRecreate; None for a default unit."""
+    pods: tuple[str, ...]
+    """Pod keys, sorted."""
+    running: int
+    """How many of them are Running."""
+    cards: int
+    """Target resource they hold (milli)."""
+    whole_group: bool = False
+
+
+@dataclass(frozen=True)
+class Restarted:
+    """What a set of moves restarts in one PodGroup: the union of the moved pods' restart units."""
+
+    group: str
+    policy: str | None
+    """The widest policy among the units (a whole-group one first); None when every unit is a default."""
+    pods: frozenset[str]
+    running: int
+    cards: int
+
+
 @dataclass
 class RepackProblem:
     """A snapshot and a RepackRun, resolved into the facts every planner needs."""
@@ -85,6 +151,9 @@ class RepackProblem:
     weights: Weights = field(default_factory=Weights)
     freed_upper: int | None = None
     """An upper bound on freed nodes when known: occupied − the theoretical minimum's lower bound."""
+    _restart_units: dict[str, RestartUnit] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """Pod key -> its restart unit when it is not the default (filled one PodGroup at a time)."""
+    _groups_with_units: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
 
     @property
     def resource(self) -> str:
@@ -252,9 +321,128 @@ class RepackProblem:
         """Providers of R that scope.nodes admits as vacate targets."""
         return sum(1 for n in self.providers if self.node_in_scope(n))
 
+    # ---- restart units (see the module docstring) ----------------------------------------------
+
+    @cached_property
+    def has_restart_policies(self) -> bool:
+        """Some workload in the snapshot may restart more than the evicted pod."""
+        snap = self.snapshot
+        for job in snap.jobs.values():
+            for policies in (job.policies, *(t.policies for t in job.tasks)):
+                if any(p.action in (RESTART_JOB, RESTART_TASK) for p in policies):
+                    return True
+        return any(self.recovery_policy(ms) != "None" for ms in snap.model_servings.values())
+
+    @staticmethod
+    def recovery_policy(ms: ModelServing) -> str:
+        """``spec.recoveryPolicy``, Kthena's default RoleRecreate when absent."""
+        return ms.recovery_policy or ROLE_RECREATE
+
+    def vcjob_of(self, group: PodGroup) -> VCJob | None:
+        """The VCJob named by the PodGroup's controller ownerReference, when it is in the snapshot."""
+        ref = group.owner
+        if ref is None or ref.kind != "Job" or ref.api_version.split("/")[0] != VCJOB_API_GROUP:
+            return None
+        return self.snapshot.jobs.get(f"{group.namespace}/{ref.name}")
+
+    def model_serving_of(self, group: PodGroup | None, pod: Pod) -> ModelServing | None:
+        """The ModelServing owning the PodGroup or the pod, or named by the pod's label, when it is in
+        the snapshot."""
+        names = [ref.name for refs in ((group.owner_references if group is not None else ()), pod.owner_references)
+                 for ref in refs if ref.kind == "ModelServing"
+                 and ref.api_version.split("/")[0] in MODEL_SERVING_API_GROUPS]
+        if pod.labels.get(MODEL_SERVING_LABEL):
+            names.append(pod.labels[MODEL_SERVING_LABEL])
+        for name in names:
+            ms = self.snapshot.model_servings.get(f"{pod.namespace}/{name}")
+            if ms is not None:
+                return ms
+        return None
+
+    @staticmethod
+    def task_of(pod: Pod, job: VCJob) -> str | None:
+        """The pod's task: ``volcano.sh/task-spec`` (annotation, then label), else ``<job>-<task>-<index>``."""
+        for source in (pod.annotations, pod.labels):
+            if source.get(TASK_SPEC):
+                return source[TASK_SPEC]
+        prefix = f"{job.name}-"
+        if pod.name.startswith(prefix):
+            task, sep, index = pod.name[len(prefix):].rpartition("-")
+            if sep and index.isdigit() and any(t.name == task for t in job.tasks):
+                return task
+        return None
+
+    def _unit(self, gk: str, key: str, policy: str | None, pods: list[Pod], whole: bool = False) -> RestartUnit:
+        return RestartUnit(key=key, group=gk, policy=policy, pods=tuple(sorted(p.key for p in pods)),
+                           running=sum(1 for p in pods if p.phase == "Running"),
+                           cards=sum(self.request(p) for p in pods), whole_group=whole)
+
+    def _fill_units(self, gk: str) -> None:
+        self._groups_with_units.add(gk)
+        group = self.snapshot.pod_groups.get(gk)
+        pods = self.snapshot.pods_by_group.get(gk, [])
+        job = self.vcjob_of(group) if group is not None else None
+        units = self._restart_units
+        if job is not None:
+            tasks = {p.key: self.task_of(p, job) for p in pods}
+            for p in pods:
+                task = tasks[p.key]
+                action = job.action_on(POD_EVICTED, task)
+                if action == RESTART_JOB or (action == RESTART_TASK and task is None):
+                    units[p.key] = self._unit(gk, f"{gk}#all", action, pods, whole=True)
+                elif action == RESTART_TASK:
+                    units[p.key] = self._unit(gk, f"{gk}#task={task}", action,
+                                              [q for q in pods if tasks[q.key] == task])
+            return
+        def role(q: Pod) -> tuple[str, str] | None:
+            r, i = q.labels.get(ROLE_LABEL), q.labels.get(ROLE_ID_LABEL)
+            return (r, i) if r is not None and i is not None else None
+
+        for p in pods:
+            ms = self.model_serving_of(group, p)
+            policy = self.recovery_policy(ms) if ms is not None else "None"
+            if policy == SERVING_GROUP_RECREATE or (policy == ROLE_RECREATE and role(p) is None):
+                units[p.key] = self._unit(gk, f"{gk}#all", policy, pods, whole=True)
+            elif policy == ROLE_RECREATE:
+                mine = role(p)
+                units[p.key] = self._unit(gk, f"{gk}#role={mine}", policy, [q for q in pods if role(q) == mine])
+
+    def restart_unit(self, pod: Pod) -> RestartUnit:
+        """The pods that restart when ``pod`` is evicted (itself by default)."""
+        gk = pod.group_key
+        if self.has_restart_policies and gk is not None and pod.occupying:
+            if gk not in self._groups_with_units:
+                self._fill_units(gk)
+            unit = self._restart_units.get(pod.key)
+            if unit is not None:
+                return unit
+        return RestartUnit(key=pod.key, group=gk or f"<none>/{pod.key}", policy=None, pods=(pod.key,),
+                           running=int(pod.phase == "Running"), cards=self.request(pod))
+
+    def restarted(self, moved: Iterable[Pod]) -> dict[str, Restarted]:
+        """Per PodGroup key (``<none>/<pod>`` for a pod without one), what the moves restart."""
+        units: dict[str, dict[str, RestartUnit]] = defaultdict(dict)
+        for pod in moved:
+            unit = self.restart_unit(pod)
+            units[unit.group][unit.key] = unit
+        out: dict[str, Restarted] = {}
+        for gk, us in units.items():
+            whole = [u for u in us.values() if u.whole_group]
+            if whole:
+                u = min(whole, key=lambda w: (w.policy == RESTART_TASK, w.policy or ""))
+                out[gk] = Restarted(gk, u.policy, frozenset(u.pods), u.running, u.cards)
+                continue
+            # Units short of the whole group are disjoint: a task's pods share one action.
+            policy = min((u.policy for u in us.values() if u.policy), default=None)  # one workload: one policy
+            out[gk] = Restarted(gk, policy, frozenset(k for u in us.values() for k in u.pods),
+                                sum(u.running for u in us.values()), sum(u.cards for u in us.values()))
+        return out
+
+    # ---- disruption ------------------------------------------------------------------------------
+
     def disruption(self, moved: Iterable[Pod], dest: dict[str, str] | None = None) -> Disruption:
-        """The five seed dimensions for a set of moved pods (the whole plan); with ``dest`` (pod key ->
-        receiver), also the topology widening of soft-topology PodGroups."""
+        """The five seed dimensions for a set of moved pods (the whole plan), restart units counted;
+        with ``dest`` (pod key -> receiver), also the topology widening of soft-topology PodGroups."""
         count: dict[str, int] = defaultdict(int)
         cards: dict[str, int] = defaultdict(int)
         pods = 0
@@ -266,13 +454,13 @@ class RepackProblem:
             pods += 1
         breached = 0
         affected = 0
-        for gk, n in count.items():
+        for gk, r in self.restarted(moved).items():
             gang = self.gangs.get(gk)
-            if gang is not None and n > gang.safe:
+            if gang is not None and r.running > gang.safe:
                 breached += 1
                 affected += gang.footprint
             else:
-                affected += cards[gk]
+                affected += r.cards
         widening = 0
         if dest is not None and self.soft_topology:
             for gk in sorted(set(count) & self.soft_topology):

@@ -1,8 +1,9 @@
 """validate_plan: a solver-independent re-check of every Repack rule.
 
 It rebuilds the simulated state from the snapshot alone, applies the plan's moves in order and
-checks scope, movability, receivers, predicates, cumulative fit, budgets, PDBs, gang accounting,
-freed nodes and (when given) the status summary arithmetic. It shares only the feasibility oracle
+checks scope, movability, receivers, predicates, cumulative fit, budgets, PDBs, gang accounting
+(restart units included), freed nodes and (when given) the status summary arithmetic and each
+PodGroup's restart footprint. It shares only the feasibility oracle
 and the rule definitions with the planners, never their search code.
 """
 
@@ -144,6 +145,29 @@ def _summary_violations(problem: RepackProblem, plan: RepackPlan, status: Repack
     if (d.affected_pod_groups, d.pod_groups_below_min_available, d.moved_pods, d.topology_widening) != (
             actual.affected_pod_groups, actual.below_min_available, actual.moved_pods, actual.topology_widening):
         out.append("plan.disruption disagrees with the recomputed dimensions")
+    out.extend(_footprint_violations(problem, plan, status))
+    return out
+
+
+def _footprint_violations(problem: RepackProblem, plan: RepackPlan, status: RepackRunStatus) -> list[str]:
+    """Each PodGroup's footprint lists exactly what its restart policy restarts beyond the moved pods."""
+    snap = problem.snapshot
+    restarted = problem.restarted(snap.pods[m.pod] for m in plan.moves if m.pod in snap.pods)
+    out = []
+    for mv in status.plan.moves:
+        gk = f"{mv.namespace}/{mv.pod_group_name}"
+        r = restarted.get(gk)
+        moved = {f"{mv.namespace}/{p.name}" for p in mv.pods}
+        extra = sorted(snap.pods[k].name for k in r.pods - moved) if r is not None else []
+        fp = mv.footprint
+        if not extra:
+            if fp is not None:
+                out.append(f"PodGroup {gk} lists a restart footprint, but its moves restart nothing else")
+        elif fp is None:
+            out.append(f"PodGroup {gk} restarts {', '.join(extra[:3])} beyond its moves, and its footprint is missing")
+        elif r is not None and (fp.policy, fp.pods, fp.cards, list(fp.pod_names)) != (
+                r.policy, len(r.pods), format_milli(r.cards), extra):
+            out.append(f"PodGroup {gk}: footprint disagrees with the recomputed restarts")
     return out
 
 
