@@ -6,10 +6,15 @@ Sections (each skipped with a note when its data is absent):
    three peer baselines (whose plans are validated against optplan's rules and their breaks counted).
 2. Theoretical minimum (``min_bins``) on BPPLIB families (``--data``/bpplib) against the known optima.
 3. Scaling on generated clusters: wall time of greedy-fast and auto, and the CP-SAT model size.
+4. Online placement on openb (``--data``/openb) in the FGD paper's setup (``solvers.online``): the
+   whole-GPU pod stream placed by greedy (Volcano binpack), best-fit, random and CP-SAT batches until
+   requests reach 130% of the GPUs; the paper's published allocation (``--data``/fgd-expected) is shown
+   beside, as a reference, not as our result.
 
 Output in ``--out``: ``report.md`` (Markdown tables and PNG links), the PNGs (matplotlib's Agg canvas,
-no pyplot, no timestamps) and ``results.json`` (every figure). Progress goes to stderr, one line per
-run, only when stderr is a terminal.
+no pyplot, no timestamps) and ``results.json`` (every figure). Progress goes to stderr: a bar per
+section with count/total, elapsed time and ETA, redrawn in place, when stderr is a terminal; otherwise
+(or with ``-v``) one log line per step, shown only with ``-v``.
 """
 
 from __future__ import annotations
@@ -19,30 +24,44 @@ import copy
 import csv
 import io
 import json
+import logging
 import os
 import platform
+import shutil
 import statistics
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import LoadedInput, load_objects
-from optplan.adapters.openb import RESOURCE, ImportConfig, import_openb
+from optplan.adapters.openb import RESOURCE, ImportConfig, import_openb, read_nodes, read_pods
 from optplan.adapters.output import write_atomic
 from optplan.errors import InputError
 from optplan.solvers.base import PlanOptions
 from optplan.solvers.baselines import BASELINES
 from optplan.solvers.binpacking import min_bins
 from optplan.solvers.frag import FragReport, round_half_up
+from optplan.solvers.online import POLICIES, OnlineConfig, OnlineResult, SimNode, SimPod, fgd_workload, simulate
 from optplan.solvers.repack import plan_repack
 from optplan.solvers.rules import Disruption, RepackProblem
 from optplan.solvers.validate import plan_violations
 
+log = logging.getLogger(__name__)
+
 MILP_MAX_CANDIDATES = 300
+SECTIONS = ("repack", "bpplib", "scaling", "placement")
+ARRIVALS_PERCENT = 130.0
+FGD_EXPECTED = Path("fgd-expected") / "analysis_allo_discrete.csv"
+FGD_WORKLOAD = "openb_pod_list_default"
+FGD_POLICIES = (("06-FGD", "FGD"), ("05-BestFit", "BestFit"), ("04-GpuPacking", "GpuPacking"),
+                ("02-DotProd", "DotProd"), ("01-Random", "Random"))
+"""The paper's policies shown as reference rows: their column name in the CSV, our label."""
+ARRIVAL_COST = {"cpsat-batch": 200, "greedy": 2}
+"""Rough cost of one arrival per policy, relative to best-fit's, for the placement bar's ETA."""
 OPENB_NODES = Path("openb") / "openb_node_list_gpu_node.csv"
 OPENB_PODS = Path("openb") / "openb_pod_list_default.csv"
 BPP_FAMILIES = (("Falkenauer U", "Falkenauer U"), ("Falkenauer T", "Falkenauer_T"), ("Schwerin 1", "Schwerin_1"),
@@ -72,6 +91,12 @@ class Suite:
     bpp_time: float
     scale_sizes: tuple[int, ...]
     scale_time_limit: float
+    online_seeds: tuple[int, ...] = (0,)
+    online_node_stride: int = 1
+    """Every k-th node of the openb node list (1: all 1,213)."""
+    online_batch_time: float = 0.2
+    """Seconds per CP-SAT solve of cpsat-batch."""
+    online_policies: tuple[str, ...] = POLICIES
 
 
 NO_BUDGET = Budget("none")
@@ -80,23 +105,28 @@ NO_BUDGET = Budget("none")
 def suite_for(quick: bool, tiny: bool = False, time_limit: float | None = None) -> Suite:
     if tiny:
         return Suite("tiny", (90.0,), (0.2,), (NO_BUDGET,), ("greedy-fast",), False, time_limit or 5.0,
-                     (("Falkenauer U", "Falkenauer U"),), 2, 2.0, (30, 60), time_limit or 2.0)
+                     (("Falkenauer U", "Falkenauer U"),), 2, 2.0, (30, 60), time_limit or 2.0,
+                     online_seeds=(0,), online_node_stride=8, online_batch_time=0.05)
     if quick:
         return Suite("quick", (90.0,), (0.2,), (NO_BUDGET, Budget("podGroups 10 / 64 cards", 10, 64)),
                      ("greedy-fast", "auto"), False, time_limit or 10.0,
-                     (BPP_FAMILIES[0], BPP_FAMILIES[4]), 5, 2.0, (100, 300, 1000), time_limit or 10.0)
+                     (BPP_FAMILIES[0], BPP_FAMILIES[4]), 5, 2.0, (100, 300, 1000), time_limit or 10.0,
+                     online_seeds=(0,), online_node_stride=4)
     return Suite("full", (80.0, 90.0), (0.1, 0.2),
                  (NO_BUDGET, Budget("podGroups 2 / 8 cards", 2, 8), Budget("podGroups 10 / 64 cards", 10, 64)),
                  ("greedy-fast", "greedy", "auto"), True, time_limit or 30.0, BPP_FAMILIES, 0, 5.0,
-                 (100, 300, 1000, 3000, 10000), time_limit or 30.0)
+                 (100, 300, 1000, 3000, 10000), time_limit or 30.0, online_seeds=(0, 1, 2, 3, 4))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", metavar="DIR", help="folder holding openb/ and bpplib/ (sections are skipped without)")
+    p.add_argument("--data", metavar="DIR",
+                   help="folder holding openb/, bpplib/ and fgd-expected/ (sections are skipped without)")
     p.add_argument("--quick", action="store_true", help="a smaller suite (about 2 minutes on 2 cores)")
     p.add_argument("--out", metavar="DIR", default="bench-out", help="output folder (default bench-out/)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="time limit of auto and milp (default 30, 10 with --quick)")
+    p.add_argument("--sections", default=",".join(SECTIONS), metavar="LIST",
+                   help=f"comma-separated sections to run (default all: {','.join(SECTIONS)})")
     p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
 
@@ -108,16 +138,22 @@ def run(args: argparse.Namespace) -> str:
     data = Path(args.data) if args.data else None
     if data is not None and not data.is_dir():
         raise InputError(f"not a folder: {data}", field="--data")
-    return run_suite(suite, data, Path(args.out))
+    sections = tuple(s.strip() for s in str(getattr(args, "sections", ",".join(SECTIONS))).split(",") if s.strip())
+    unknown = [s for s in sections if s not in SECTIONS]
+    if unknown or not sections:
+        raise InputError(f"unknown section {unknown[0]!r} (one of {', '.join(SECTIONS)})" if unknown
+                         else "no section named", field="--sections")
+    return run_suite(suite, data, Path(args.out), sections)
 
 
-def run_suite(suite: Suite, data: Path | None, out: Path) -> str:
+def run_suite(suite: Suite, data: Path | None, out: Path, sections: Sequence[str] = SECTIONS) -> str:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     results: dict[str, Any] = {"suite": suite.name, "machine": machine()}
-    results["repack"] = bench_repack(suite, data)
-    results["bpplib"] = bench_bpplib(suite, data)
-    results["scaling"] = bench_scaling(suite)
+    benches = {"repack": lambda: bench_repack(suite, data), "bpplib": lambda: bench_bpplib(suite, data),
+               "scaling": lambda: bench_scaling(suite), "placement": lambda: bench_placement(suite, data)}
+    for name in SECTIONS:
+        results[name] = benches[name]() if name in sections else {"skipped": "not among --sections"}
     results["wallSeconds"] = round(time.perf_counter() - t0, 1)
     pngs = write_plots(results, out)
     write_atomic(str(out / "results.json"), json.dumps(results, indent=2) + "\n")
@@ -126,9 +162,85 @@ def run_suite(suite: Suite, data: Path | None, out: Path) -> str:
             f"in {results['wallSeconds']} s\n")
 
 
-def _progress(msg: str) -> None:
-    if sys.stderr.isatty():
-        print(f"bench: {msg}", file=sys.stderr, flush=True)
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(seconds + 0.5), 60)
+    return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
+
+
+class Progress:
+    """One section's progress. On a terminal (without ``-v``): a bar on stderr with count/total, elapsed
+    time and ETA (elapsed × (1 − f) / f, f the share of the work done: count/total unless the caller
+    weighs it), redrawn in place with ``\r`` at most ten times a second. Otherwise nothing is drawn:
+    each ``start`` is one INFO log line, which ``-v`` shows."""
+
+    WIDTH = 24
+
+    def __init__(self, section: str, total: int, stream: TextIO | None = None) -> None:
+        self.section = section
+        self.total = max(total, 0)
+        self.stream = stream if stream is not None else sys.stderr
+        self.bar = self.stream.isatty() and not log.isEnabledFor(logging.INFO)
+        self.done = 0
+        self.fraction = 0.0
+        self.note = ""
+        self.detail = ""
+        self.t0 = time.monotonic()
+        self._last = -1.0
+        self._drawn = False
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self, note: str) -> None:
+        """Say what runs now."""
+        self.note = note
+        self.detail = ""
+        log.info("bench: %s: %s", self.section, note)
+        self._draw(force=True)
+
+    def advance(self, n: int = 1) -> None:
+        self.set(self.done + n)
+
+    def set(self, done: int, fraction: float | None = None, detail: str | None = None) -> None:
+        """``done`` of ``total``; ``fraction`` of the work when the steps weigh differently; ``detail``
+        follows the note (not logged)."""
+        self.done = min(max(done, 0), self.total)
+        share = fraction if fraction is not None else self.done / self.total if self.total else 1.0
+        self.fraction = min(max(share, 0.0), 1.0)
+        if detail is not None:
+            self.detail = detail
+        self._draw()
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self.t0
+        filled = int(self.WIDTH * self.fraction)
+        eta = _clock(elapsed * (1 - self.fraction) / self.fraction) if self.fraction > 0 else "?"
+        note = f"{self.note} {self.detail}" if self.detail else self.note
+        return (f"{self.section} [{'#' * filled}{'.' * (self.WIDTH - filled)}] {self.done}/{self.total} "
+                f"{_clock(elapsed)} elapsed, ETA {eta}  {note}")
+
+    def _draw(self, force: bool = False) -> None:
+        if not self.bar:
+            return
+        now = time.monotonic()
+        if not force and now - self._last < 0.1 and self.done < self.total:
+            return
+        self._last = now
+        cols = shutil.get_terminal_size((100, 24)).columns
+        self.stream.write("\r" + self.line()[: max(cols - 1, 20)] + "\x1b[K")
+        self.stream.flush()
+        self._drawn = True
+
+    def close(self) -> None:
+        if self._drawn:
+            self.note, self.detail = "done", ""
+            self._draw(force=True)
+            self.stream.write("\n")
+            self.stream.flush()
+            self._drawn = False
 
 
 def machine() -> dict[str, Any]:
@@ -207,39 +319,51 @@ def _baseline_row(name: str, loaded: LoadedInput, limit: float, frag: FragReport
 def bench_repack(suite: Suite, data: Path | None) -> dict[str, Any]:
     if data is None or not (data / OPENB_NODES).is_file() or not (data / OPENB_PODS).is_file():
         return {"skipped": f"no {OPENB_NODES} and {OPENB_PODS} under --data"}
-    scenarios = []
-    for fill in suite.fills:
-        for dep in suite.departures:
-            _progress(f"repack: importing openb fill {fill:g}% departures {dep:g}")
-            objs, stats = import_openb(str(data / OPENB_NODES), str(data / OPENB_PODS),
-                                       ImportConfig(fill=fill, departures=dep, seed=0))
-            for budget in suite.budgets:
-                loaded = load_objects(_with_budget(objs, budget), source="openb")
-                run = next(iter(loaded.runs.values()))
-                candidates = len(RepackProblem(loaded.snapshot, run).candidates)
-                name = f"fill {fill:g} / dep {dep:g} / {budget.label}"
-                rows: list[dict[str, Any]] = []
-                frag: FragReport | None = None
-                planners = list(suite.planners) + (["milp"] if suite.milp else [])
-                for planner in planners:
-                    if planner == "milp" and candidates > MILP_MAX_CANDIDATES:
-                        rows.append({"planner": "milp", "skipped": "too large"})
-                        continue
-                    _progress(f"repack: {name}: {planner}")
-                    # The greedy planners get a generous limit: they are timed, not cut.
-                    limit = max(suite.time_limit, 60.0) if planner.startswith("greedy") else suite.time_limit
-                    row, frag = _plan_row(planner, loaded, limit)
-                    rows.append(row)
-                assert frag is not None
-                for b in BASELINES:
-                    _progress(f"repack: {name}: {b}")
-                    rows.append(_baseline_row(b, loaded, suite.time_limit, frag))
-                scenarios.append({"name": name, "fill": fill, "departures": dep, "budget": budget.label,
-                                  "nodes": stats["nodes"], "pods": stats["pods"],
-                                  "fillPercent": stats["fill_percent"], "candidates": candidates,
-                                  "occupied": frag.occupied, "theoreticalMin": frag.theoretical_min,
-                                  "runs": rows})
+    scenarios: list[dict[str, Any]] = []
+    per_budget = len(suite.planners) + int(suite.milp) + len(BASELINES)
+    bar = Progress("repack", len(suite.fills) * len(suite.departures) * (1 + len(suite.budgets) * per_budget))
+    with bar:
+        for fill in suite.fills:
+            for dep in suite.departures:
+                _repack_scenarios(suite, data, fill, dep, bar, scenarios)
     return {"scenarios": scenarios}
+
+
+def _repack_scenarios(suite: Suite, data: Path, fill: float, dep: float, bar: Progress,
+                      scenarios: list[dict[str, Any]]) -> None:
+    bar.start(f"importing openb fill {fill:g}% departures {dep:g}")
+    objs, stats = import_openb(str(data / OPENB_NODES), str(data / OPENB_PODS),
+                               ImportConfig(fill=fill, departures=dep, seed=0))
+    bar.advance()
+    for budget in suite.budgets:
+        loaded = load_objects(_with_budget(objs, budget), source="openb")
+        run = next(iter(loaded.runs.values()))
+        candidates = len(RepackProblem(loaded.snapshot, run).candidates)
+        name = f"fill {fill:g} / dep {dep:g} / {budget.label}"
+        rows: list[dict[str, Any]] = []
+        frag: FragReport | None = None
+        planners = list(suite.planners) + (["milp"] if suite.milp else [])
+        for planner in planners:
+            if planner == "milp" and candidates > MILP_MAX_CANDIDATES:
+                rows.append({"planner": "milp", "skipped": "too large"})
+                bar.advance()
+                continue
+            bar.start(f"{name}: {planner}")
+            # The greedy planners get a generous limit: they are timed, not cut.
+            limit = max(suite.time_limit, 60.0) if planner.startswith("greedy") else suite.time_limit
+            row, frag = _plan_row(planner, loaded, limit)
+            rows.append(row)
+            bar.advance()
+        assert frag is not None
+        for b in BASELINES:
+            bar.start(f"{name}: {b}")
+            rows.append(_baseline_row(b, loaded, suite.time_limit, frag))
+            bar.advance()
+        scenarios.append({"name": name, "fill": fill, "departures": dep, "budget": budget.label,
+                          "nodes": stats["nodes"], "pods": stats["pods"],
+                          "fillPercent": stats["fill_percent"], "candidates": candidates,
+                          "occupied": frag.occupied, "theoreticalMin": frag.theoretical_min,
+                          "runs": rows})
 
 
 # ---- 2. BPPLIB ---------------------------------------------------------------------------------
@@ -278,45 +402,138 @@ def bench_bpplib(suite: Suite, data: Path | None) -> dict[str, Any]:
     if root is None or not (root / "instance_index.csv").is_file():
         return {"skipped": "no bpplib/instance_index.csv under --data"}
     families = []
-    for label, instances in _bpp_index(root, suite.bpp_families).items():
-        if suite.bpp_instances:
-            instances = instances[: suite.bpp_instances]
-        proven = matched = 0
-        seconds: list[float] = []
-        for k, inst in enumerate(instances):
-            _progress(f"bpplib: {label} {k + 1}/{len(instances)} {inst['name']}")
-            weights, capacity = _read_instance(inst["path"])
-            t0 = time.perf_counter()
-            res = min_bins(weights, [capacity] * len(weights), time_limit=suite.bpp_time)
-            seconds.append(time.perf_counter() - t0)
-            proven += res.proven
-            matched += inst["lb"] == inst["ub"] == res.value
-        families.append({"family": label, "instances": len(instances), "proven": proven, "matched": matched,
-                         "medianSeconds": round(statistics.median(seconds), 2) if seconds else None,
-                         "maxSeconds": round(max(seconds), 2) if seconds else None})
+    chosen = {label: instances[: suite.bpp_instances] if suite.bpp_instances else instances
+              for label, instances in _bpp_index(root, suite.bpp_families).items()}
+    with Progress("bpplib", sum(len(v) for v in chosen.values())) as bar:
+        for label, instances in chosen.items():
+            families.append(_bpp_family(suite, label, instances, bar))
     return {"timeLimit": suite.bpp_time, "families": families}
+
+
+def _bpp_family(suite: Suite, label: str, instances: list[dict[str, Any]], bar: Progress) -> dict[str, Any]:
+    proven = matched = 0
+    seconds: list[float] = []
+    for inst in instances:
+        bar.start(f"{label}: {inst['name']}")
+        weights, capacity = _read_instance(inst["path"])
+        t0 = time.perf_counter()
+        res = min_bins(weights, [capacity] * len(weights), time_limit=suite.bpp_time)
+        seconds.append(time.perf_counter() - t0)
+        proven += res.proven
+        matched += inst["lb"] == inst["ub"] == res.value
+        bar.advance()
+    return {"family": label, "instances": len(instances), "proven": proven, "matched": matched,
+            "medianSeconds": round(statistics.median(seconds), 2) if seconds else None,
+            "maxSeconds": round(max(seconds), 2) if seconds else None}
 
 
 # ---- 3. scaling --------------------------------------------------------------------------------
 
 def bench_scaling(suite: Suite) -> dict[str, Any]:
-    rows = []
-    for n in suite.scale_sizes:
-        loaded = load_objects(generate(GenConfig(nodes=n, occupancy=0.6, seed=1)), source="generate")
-        run = next(iter(loaded.runs.values()))
-        for planner in ("greedy-fast", "auto"):
-            _progress(f"scaling: {n} nodes: {planner}")
-            limit = max(suite.scale_time_limit, 60.0) if planner == "greedy-fast" else suite.scale_time_limit
-            t0 = time.perf_counter()
-            res = plan_repack(loaded.snapshot, run, solver=planner, options=PlanOptions(time_limit=limit))
-            wall = time.perf_counter() - t0
-            rec = res.result.record
-            rows.append({"nodes": n, "pods": len(loaded.snapshot.pods), "planner": planner,
-                         "freed": res.status.plan.summary.freed_node_count, "freedBound": rec.freed_nodes_bound,
-                         "status": rec.status, "gapPercent": rec.gap_percent, "wallSeconds": round(wall, 2),
-                         "variables": res.result.stats.get("variables"),
-                         "constraints": res.result.stats.get("constraints")})
+    rows: list[dict[str, Any]] = []
+    with Progress("scaling", 2 * len(suite.scale_sizes)) as bar:
+        for n in suite.scale_sizes:
+            bar.start(f"{n} nodes: generating")
+            loaded = load_objects(generate(GenConfig(nodes=n, occupancy=0.6, seed=1)), source="generate")
+            run = next(iter(loaded.runs.values()))
+            for planner in ("greedy-fast", "auto"):
+                bar.start(f"{n} nodes: {planner}")
+                limit = max(suite.scale_time_limit, 60.0) if planner == "greedy-fast" else suite.scale_time_limit
+                t0 = time.perf_counter()
+                res = plan_repack(loaded.snapshot, run, solver=planner, options=PlanOptions(time_limit=limit))
+                wall = time.perf_counter() - t0
+                rec = res.result.record
+                rows.append({"nodes": n, "pods": len(loaded.snapshot.pods), "planner": planner,
+                             "freed": res.status.plan.summary.freed_node_count, "freedBound": rec.freed_nodes_bound,
+                             "status": rec.status, "gapPercent": rec.gap_percent, "wallSeconds": round(wall, 2),
+                             "variables": res.result.stats.get("variables"),
+                             "constraints": res.result.stats.get("constraints")})
+                bar.advance()
     return {"occupancy": 0.6, "seed": 1, "timeLimit": suite.scale_time_limit, "runs": rows}
+
+
+# ---- 4. online placement -----------------------------------------------------------------------
+
+def fgd_published(path: Path, workload: str = FGD_WORKLOAD,
+                  tune: float = ARRIVALS_PERCENT / 100) -> list[dict[str, Any]]:
+    """The FGD paper's GPU allocation (%) at ``tune`` × capacity arrivals for one trace, per policy of
+    ``FGD_POLICIES``: mean, min and max over its seeds (column ``130`` of ``analysis_allo_discrete.csv``)."""
+    wanted = dict(FGD_POLICIES)
+    column = str(round(tune * 100))
+    values: dict[str, list[float]] = {}
+    with path.open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row.get("workload") == workload and row.get("sc_policy") in wanted and \
+                    float(row.get("tune") or "nan") == tune:
+                values.setdefault(row["sc_policy"], []).append(float(row[column]))
+    return [{"policy": label, "seeds": len(values[key]), "allocPercent": round(statistics.fmean(values[key]), 2),
+             "minPercent": min(values[key]), "maxPercent": max(values[key])}
+            for key, label in FGD_POLICIES if values.get(key)]
+
+
+def _policy_row(policy: str, runs: list[OnlineResult]) -> dict[str, Any]:
+    alloc = [r.alloc_percent for r in runs]
+    at_first = [100.0 * r.allocated_at_first_rejection / r.total_gpus for r in runs
+                if r.allocated_at_first_rejection is not None]
+    solves: dict[str, int] = {}
+    for r in runs:
+        for k, v in r.solves.items():
+            solves[k] = solves.get(k, 0) + v
+    return {"policy": policy, "seeds": len(runs), "allocPercent": round(statistics.fmean(alloc), 2),
+            "minPercent": round(min(alloc), 2), "maxPercent": round(max(alloc), 2),
+            "rejected": round(statistics.fmean(r.rejected for r in runs), 1),
+            "allocAtFirstRejectionPercent": round(statistics.fmean(at_first), 2) if at_first else None,
+            "wallSeconds": round(statistics.fmean(r.wall_seconds for r in runs), 2),
+            "totalWallSeconds": round(sum(r.wall_seconds for r in runs), 1), "solves": solves}
+
+
+def bench_placement(suite: Suite, data: Path | None) -> dict[str, Any]:
+    if data is None or not (data / OPENB_NODES).is_file() or not (data / OPENB_PODS).is_file():
+        return {"skipped": f"no {OPENB_NODES} and {OPENB_PODS} under --data"}
+    nodes = [SimNode(n.name, n.cpu, n.memory, n.gpu, n.model) for n in read_nodes(str(data / OPENB_NODES))]
+    nodes = nodes[:: suite.online_node_stride]
+    trace = [SimPod(p.name, p.cpu, p.memory, p.gpu, p.gpu_milli, p.models) for p in read_pods(str(data / OPENB_PODS))]
+    whole = [p for p in trace if p.gpu >= 1 and p.gpu_milli == 1000]
+    gpus = sum(n.gpu for n in nodes)
+    streams = {seed: fgd_workload(trace, gpus, ARRIVALS_PERCENT, seed) for seed in suite.online_seeds}
+    runs: dict[str, list[OnlineResult]] = {p: [] for p in suite.online_policies}
+    per_seed: list[dict[str, Any]] = []
+    work = sum(len(s) * ARRIVAL_COST.get(p, 1) for s in streams.values() for p in suite.online_policies)
+    done = 0
+    with Progress("placement", len(streams) * len(suite.online_policies)) as bar:
+        for seed, arrivals in streams.items():
+            for policy in suite.online_policies:
+                bar.start(f"seed {seed}: {policy}")
+                cost = ARRIVAL_COST.get(policy, 1)
+
+                def step(k: int, n: int = len(arrivals), before: int = done, cost: int = cost) -> None:
+                    bar.set(bar.done, (before + k * cost) / work, f"{k:,}/{n:,} arrivals")
+
+                res = simulate(nodes, arrivals, policy,
+                               OnlineConfig(seed=seed, batch_time_limit=suite.online_batch_time), progress=step)
+                done += len(arrivals) * cost
+                bar.set(bar.done + 1, done / work)
+                runs[policy].append(res)
+                per_seed.append({"policy": policy, "seed": seed, "arrivals": res.arrivals,
+                                 "requestedGpus": res.requested_gpus, "allocatedGpus": res.allocated_gpus,
+                                 "allocPercent": round(res.alloc_percent, 2), "rejected": res.rejected,
+                                 "firstRejection": res.first_rejection,
+                                 "allocatedAtFirstRejection": res.allocated_at_first_rejection,
+                                 "wallSeconds": res.wall_seconds, "solves": res.solves})
+    expected = data / FGD_EXPECTED
+    published: dict[str, Any]
+    if expected.is_file():
+        published = {"source": str(FGD_EXPECTED), "workload": FGD_WORKLOAD, "rows": fgd_published(expected)}
+    else:
+        published = {"skipped": f"no {FGD_EXPECTED} under --data"}
+    cfg = OnlineConfig()
+    return {"arrivalsPercent": ARRIVALS_PERCENT, "nodes": len(nodes), "gpus": gpus,
+            "nodeStride": suite.online_node_stride, "tracePods": len(whole), "traceGpus": sum(p.gpu for p in whole),
+            "seeds": list(suite.online_seeds),
+            "arrivals": round(statistics.fmean(len(s) for s in streams.values()), 1),
+            "batch": cfg.batch, "batchTimeLimit": suite.online_batch_time, "batchCandidates": cfg.batch_candidates,
+            "policies": [_policy_row(p, runs[p]) for p in suite.online_policies], "runs": per_seed,
+            "published": published}
 
 
 # ---- plots -------------------------------------------------------------------------------------
@@ -390,6 +607,40 @@ def _scaling_plot(rows: list[dict[str, Any]]) -> bytes:
         return _png(fig)
 
 
+def _placement_plot(pl: dict[str, Any]) -> bytes:
+    import matplotlib.style
+    from matplotlib.figure import Figure
+
+    ours = pl["policies"]
+    ref = pl["published"].get("rows", [])
+    with matplotlib.style.context("default"):
+        fig = Figure(figsize=(max(6.0, 0.9 * (len(ours) + len(ref)) + 2), 4.5), dpi=100)
+        ax = fig.add_subplot()
+        xs = list(range(len(ours)))
+        ys = [r["allocPercent"] for r in ours]
+        err = [[y - r["minPercent"] for y, r in zip(ys, ours, strict=True)],
+               [r["maxPercent"] - y for y, r in zip(ys, ours, strict=True)]]
+        ax.bar(xs, ys, yerr=err, capsize=3, color="C0", label=f"optplan, whole-GPU pods ({len(pl['seeds'])} seed(s))")
+        rx = [len(ours) + 1 + i for i in range(len(ref))]
+        ry = [r["allocPercent"] for r in ref]
+        if ref:
+            ax.bar(rx, ry, color="0.8", edgecolor="0.4", hatch="//",
+                   label="published, FGD paper (ATC'23), all pods: not our result")
+        tops = [r["maxPercent"] for r in ours] + ry
+        for x, y, top in zip(xs + rx, ys + ry, tops, strict=True):
+            ax.annotate(f"{y:.2f}", (x, top), ha="center", va="bottom", fontsize=7, xytext=(0, 2),
+                        textcoords="offset points")
+        ax.set_xticks(xs + rx)
+        ax.set_xticklabels([r["policy"] for r in ours] + [r["policy"] for r in ref], fontsize=8, rotation=20)
+        low = min([*ys, *ry, *(r["minPercent"] for r in ours)])
+        ax.set_ylim(max(0.0, low - 3.0), 100.5)
+        ax.set_ylabel(f"GPU allocation % at {pl['arrivalsPercent']:g}% arrivals")
+        ax.set_title(f"Online placement on openb ({pl['nodes']:,} nodes, {pl['gpus']:,} GPUs)")
+        ax.legend(fontsize=7, loc="upper right")
+        fig.tight_layout()
+        return _png(fig)
+
+
 def write_plots(results: dict[str, Any], out: Path) -> list[str]:
     pngs: list[str] = []
     scenarios = results["repack"].get("scenarios")
@@ -400,9 +651,12 @@ def write_plots(results: dict[str, Any], out: Path) -> list[str]:
                      _grouped_bars(scenarios, "wallSeconds", "wall seconds (log)", "Repack on openb: wall time",
                                    True))
         pngs += ["repack_freed.png", "repack_wall.png"]
-    if results["scaling"]["runs"]:
+    if results["scaling"].get("runs"):
         write_atomic(str(out / "scaling.png"), _scaling_plot(results["scaling"]["runs"]))
         pngs.append("scaling.png")
+    if results["placement"].get("policies"):
+        write_atomic(str(out / "placement.png"), _placement_plot(results["placement"]))
+        pngs.append("placement.png")
     return pngs
 
 
@@ -460,12 +714,61 @@ def report(results: dict[str, Any], pngs: list[str]) -> str:
                            f["maxSeconds"]] for f in bp["families"]]))
     sc = results["scaling"]
     parts.append("## 3. Scaling on generated clusters\n")
-    parts.append(f"`GenConfig(nodes=n, occupancy={sc['occupancy']}, seed={sc['seed']})`; auto's time limit "
-                 f"{sc['timeLimit']:g} s; wall time of the whole `plan_repack`.\n")
-    parts.append(_md(["nodes", "pods", "planner", "freed", "freed bound", "status", "gap %", "wall s",
-                      "variables", "constraints"],
-                     [[r["nodes"], r["pods"], r["planner"], r["freed"], r["freedBound"], r["status"],
-                       r["gapPercent"], r["wallSeconds"], r["variables"], r["constraints"]] for r in sc["runs"]]))
+    if "skipped" in sc:
+        parts.append(f"Skipped: {sc['skipped']}.\n")
+    else:
+        parts.append(f"`GenConfig(nodes=n, occupancy={sc['occupancy']}, seed={sc['seed']})`; auto's time limit "
+                     f"{sc['timeLimit']:g} s; wall time of the whole `plan_repack`.\n")
+        parts.append(_md(["nodes", "pods", "planner", "freed", "freed bound", "status", "gap %", "wall s",
+                          "variables", "constraints"],
+                         [[r["nodes"], r["pods"], r["planner"], r["freed"], r["freedBound"], r["status"],
+                           r["gapPercent"], r["wallSeconds"], r["variables"], r["constraints"]] for r in sc["runs"]]))
     if "scaling.png" in pngs:
         parts.append("![scaling.png](scaling.png)\n")
+    parts += _placement_report(results["placement"], pngs)
     return "\n".join(parts)
+
+
+def _placement_report(pl: dict[str, Any], pngs: list[str]) -> list[str]:
+    parts = [f"## 4. Online placement (openb, {ARRIVALS_PERCENT:g}% arrivals)\n"]
+    if "skipped" in pl:
+        return [*parts, f"Skipped: {pl['skipped']}.\n"]
+    cluster = f"{pl['nodes']:,} nodes, {pl['gpus']:,} GPUs"
+    if pl["nodeStride"] > 1:
+        cluster += (f" — every {pl['nodeStride']}th node of the openb node list, a reduced cluster for a short run; "
+                    "the full run takes all 1,213")
+    seeds = ("Seed " if len(pl["seeds"]) == 1 else "Seeds ") + ", ".join(str(s) for s in pl["seeds"])
+    parts.append(
+        f"Cluster: {cluster}. Workload: the default trace's {pl['tracePods']:,} whole-GPU pods ({pl['traceGpus']:,} "
+        f"GPUs; fractional-GPU and CPU-only pods left out) shuffled, then topped up by draws with replacement "
+        f"(or thinned) until the requests reach {pl['arrivalsPercent']:g}% of the cluster's GPUs, as the FGD "
+        f"simulator builds its workload ({pl['arrivals']:,.0f} arrivals on average); pods arrive one by one, none "
+        f"departs, a pod that fits nowhere (cpu, memory, GPUs, GPU model) is rejected and the stream goes on. "
+        f"{seeds}: one arrival sequence per seed, the same for every policy. `greedy` is Volcano's binpack "
+        f"(`binpack_score`, default weights: cpu 1, memory 1, GPUs unweighted), `best-fit` leaves the fewest free "
+        f"GPUs (ties: first node by name), `random` is uniform among the nodes that fit, `cpsat-batch` places "
+        f"{pl['batch']} arrivals per CP-SAT solve ({pl['batchTimeLimit']:g} s, one worker, at most "
+        f"{pl['batchCandidates']} candidate nodes plus its best-fit hint's). Every final state is re-checked "
+        "with the feasibility oracle. GPU allocation = allocated GPUs / cluster GPUs at the end; "
+        "`alloc % at 1st rejection` is the allocation when the first pod was turned away (cpsat-batch: after "
+        "its batch).\n")
+    parts.append(_md(["policy", "GPU alloc % (mean)", "min", "max", "rejected pods", "alloc % at 1st rejection",
+                      "wall s per run", "CP-SAT solves"],
+                     [[r["policy"], f"{r['allocPercent']:.2f}", f"{r['minPercent']:.2f}", f"{r['maxPercent']:.2f}",
+                       r["rejected"], r["allocAtFirstRejectionPercent"], r["wallSeconds"],
+                       ", ".join(f"{k} {v}" for k, v in sorted(r["solves"].items())) or None]
+                      for r in pl["policies"]]))
+    pub = pl["published"]
+    if "skipped" in pub:
+        parts.append(f"Published reference skipped: {pub['skipped']}.\n")
+    else:
+        parts.append(f"**Published (FGD paper, ATC'23), not our result** — `{pub['source']}`, trace "
+                     f"`{pub['workload']}`, the paper's simulator on all 1,213 nodes. Its workload also holds the "
+                     "fractional-GPU pods (GPU sharing) and the CPU-only pods, so these rows are a reference for "
+                     "the setting, not comparable one to one with the rows above.\n")
+        parts.append(_md(["policy (published)", "GPU alloc % (mean)", "min", "max", "seeds"],
+                         [[r["policy"], f"{r['allocPercent']:.2f}", f"{r['minPercent']:.2f}",
+                           f"{r['maxPercent']:.2f}", r["seeds"]] for r in pub["rows"]]))
+    if "placement.png" in pngs:
+        parts.append("![placement.png](placement.png)\n")
+    return parts

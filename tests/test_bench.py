@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 from pathlib import Path
+
+import pytest
 
 from optplan import bench
 from optplan.cli import build_parser
+from optplan.errors import InputError
+from optplan.solvers.online import POLICIES
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -22,7 +28,7 @@ def test_bench_tiny_writes_report_json_and_plots(tmp_path: Path) -> None:
     assert "report.md" in text
 
     results = json.loads((out / "results.json").read_text())
-    assert {"repack", "bpplib", "scaling", "machine", "suite"} <= set(results)
+    assert {"repack", "bpplib", "scaling", "placement", "machine", "suite"} <= set(results)
     assert results["suite"] == "tiny"
     runs = results["scaling"]["runs"]
     assert [(r["nodes"], r["planner"]) for r in runs] == [
@@ -57,16 +63,92 @@ def test_bench_tiny_writes_report_json_and_plots(tmp_path: Path) -> None:
     else:
         assert "skipped" in results["bpplib"]
 
+    pl = results["placement"]
+    assert "## 4. Online placement (openb, 130% arrivals)" in md
+    if openb.is_file():
+        assert pl["nodeStride"] == 8 and pl["nodes"] == 152 and pl["seeds"] == [0]
+        assert [r["policy"] for r in pl["policies"]] == list(POLICIES)
+        assert all(90.0 < r["allocPercent"] <= 100.0 for r in pl["policies"])
+        assert all(r["arrivals"] == pl["runs"][0]["arrivals"] for r in pl["runs"])  # one stream for all policies
+        assert pl["runs"][0]["requestedGpus"] <= 1.3 * pl["gpus"] < pl["runs"][0]["requestedGpus"] + 8
+        assert "| policy | GPU alloc % (mean) |" in md and "every 8th node" in md
+        assert (out / "placement.png").is_file() and "![placement.png](placement.png)" in md
+        if (DATA / bench.FGD_EXPECTED).is_file():
+            assert [r["policy"] for r in pl["published"]["rows"]] == ["FGD", "BestFit", "GpuPacking", "DotProd",
+                                                                     "Random"]
+            assert "**Published (FGD paper, ATC'23), not our result**" in md
+    else:
+        assert "skipped" in pl
+
 
 def test_bench_skips_sections_without_data(tmp_path: Path) -> None:
     suite = bench.Suite("t", (90.0,), (0.2,), (bench.NO_BUDGET,), ("greedy-fast",), False, 1.0,
                         (), 0, 1.0, (30,), 1.0)
     bench.run_suite(suite, tmp_path / "nodata", tmp_path / "o")
     results = json.loads((tmp_path / "o" / "results.json").read_text())
-    assert "skipped" in results["repack"] and "skipped" in results["bpplib"]
+    assert "skipped" in results["repack"] and "skipped" in results["bpplib"] and "skipped" in results["placement"]
     assert not (tmp_path / "o" / "repack_freed.png").exists()
+    assert not (tmp_path / "o" / "placement.png").exists()
     md = (tmp_path / "o" / "report.md").read_text()
-    assert md.count("Skipped:") == 2
+    assert md.count("Skipped:") == 3
+
+
+def test_sections_run_alone(tmp_path: Path) -> None:
+    args = build_parser().parse_args(["bench", "--tiny", "--sections", "placement", "--data", str(tmp_path),
+                                      "--out", str(tmp_path / "o")])
+    bench.run(args)
+    results = json.loads((tmp_path / "o" / "results.json").read_text())
+    for section in ("repack", "bpplib", "scaling"):
+        assert results[section] == {"skipped": "not among --sections"}
+    assert results["placement"]["skipped"].startswith("no openb/")
+    assert not (tmp_path / "o" / "scaling.png").exists()
+    args.sections = "placement,nope"
+    with pytest.raises(InputError, match="unknown section 'nope'"):
+        bench.run(args)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_a_bar_on_a_terminal_and_quiet_when_piped(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="optplan")
+    tty = _Terminal()
+    with bench.Progress("repack", 4, stream=tty) as bar:
+        assert "0/4" in bar.line() and "ETA ?" in bar.line()
+        bar.start("fill 90: auto")
+        bar.advance()
+        assert "[######..................] 1/4" in bar.line() and "ETA 0:" in bar.line()
+        bar.set(4)
+    out = tty.getvalue()
+    assert out.startswith("\r") and out.endswith("\n") and out.count("\n") == 1
+    assert "fill 90: auto" in out and "4/4" in out and "elapsed" in out
+    piped = io.StringIO()
+    with bench.Progress("repack", 4, stream=piped) as bar:
+        bar.start("fill 90: auto")
+        bar.advance(4)
+    assert piped.getvalue() == ""
+
+
+def test_progress_logs_one_line_per_step_with_verbose(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="optplan")
+    tty = _Terminal()
+    with bench.Progress("scaling", 2, stream=tty) as bar:
+        bar.start("100 nodes: auto")
+        bar.advance(2)
+    assert tty.getvalue() == ""  # -v: log lines instead of a bar
+    assert [r.getMessage() for r in caplog.records] == ["bench: scaling: 100 nodes: auto"]
+
+
+def test_fgd_published_rows_match_the_papers_summary() -> None:
+    path = DATA / bench.FGD_EXPECTED
+    if not path.is_file():
+        pytest.skip("no fgd-expected data")
+    rows = {r["policy"]: r for r in bench.fgd_published(path)}
+    assert {k: r["allocPercent"] for k, r in rows.items()} == {
+        "FGD": 95.39, "BestFit": 93.08, "GpuPacking": 92.00, "DotProd": 90.85, "Random": 87.47}
+    assert all(r["seeds"] == 10 and r["minPercent"] <= r["allocPercent"] <= r["maxPercent"] for r in rows.values())
 
 
 def test_budget_is_set_on_the_repack_run() -> None:
