@@ -5,7 +5,8 @@ Sections (each skipped with a note when its data is absent):
 1. Repack on openb snapshots (``--data``/openb): fills × departures × budgets, every planner and the
    three peer baselines (whose plans are validated against optplan's rules and their breaks counted).
 2. Theoretical minimum (``min_bins``) on BPPLIB families (``--data``/bpplib) against the known optima.
-3. Scaling on generated clusters: wall time of greedy-fast and auto, and the CP-SAT model size.
+3. Scaling on generated clusters: wall time of greedy-fast and auto, and the CP-SAT model size; on the
+   smallest sizes CP-SAT and its MILP twin alone, side by side.
 4. Online placement on openb (``--data``/openb) in the FGD paper's setup (``solvers.online``): the
    whole-GPU pod stream placed by greedy (Volcano binpack), best-fit, random and CP-SAT batches until
    requests reach 130% of the GPUs; the paper's published allocation (``--data``/fgd-expected) is shown
@@ -97,6 +98,8 @@ class Suite:
     online_batch_time: float = 0.2
     """Seconds per CP-SAT solve of cpsat-batch."""
     online_policies: tuple[str, ...] = POLICIES
+    twin_max_nodes: int = 0
+    """Scaling sizes up to this also run the CP-SAT model and its MILP twin side by side."""
 
 
 NO_BUDGET = Budget("none")
@@ -111,11 +114,12 @@ def suite_for(quick: bool, tiny: bool = False, time_limit: float | None = None) 
         return Suite("quick", (90.0,), (0.2,), (NO_BUDGET, Budget("podGroups 10 / 64 cards", 10, 64)),
                      ("greedy-fast", "auto"), False, time_limit or 10.0,
                      (BPP_FAMILIES[0], BPP_FAMILIES[4]), 5, 2.0, (100, 300, 1000), time_limit or 10.0,
-                     online_seeds=(0,), online_node_stride=4)
+                     online_seeds=(0,), online_node_stride=4, twin_max_nodes=100)
     return Suite("full", (80.0, 90.0), (0.1, 0.2),
                  (NO_BUDGET, Budget("podGroups 2 / 8 cards", 2, 8), Budget("podGroups 10 / 64 cards", 10, 64)),
                  ("greedy-fast", "greedy", "auto"), True, time_limit or 30.0, BPP_FAMILIES, 0, 5.0,
-                 (100, 300, 1000, 3000, 10000), time_limit or 30.0, online_seeds=(0, 1, 2, 3, 4))
+                 (100, 300, 1000, 3000, 10000), time_limit or 30.0, online_seeds=(0, 1, 2, 3, 4),
+                 twin_max_nodes=300)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -443,12 +447,15 @@ def _bpp_family(suite: Suite, label: str, instances: list[dict[str, Any]], bar: 
 
 def bench_scaling(suite: Suite) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
-    with Progress("scaling", 2 * len(suite.scale_sizes)) as bar:
+    def planners(n: int) -> tuple[str, ...]:
+        return ("greedy-fast", "auto", "cpsat", "milp") if n <= suite.twin_max_nodes else ("greedy-fast", "auto")
+
+    with Progress("scaling", sum(len(planners(n)) for n in suite.scale_sizes)) as bar:
         for n in suite.scale_sizes:
             bar.start(f"{n} nodes: generating")
             loaded = load_objects(generate(GenConfig(nodes=n, occupancy=0.6, seed=1)), source="generate")
             run = next(iter(loaded.runs.values()))
-            for planner in ("greedy-fast", "auto"):
+            for planner in planners(n):
                 bar.start(f"{n} nodes: {planner}")
                 limit = max(suite.scale_time_limit, 60.0) if planner == "greedy-fast" else suite.scale_time_limit
                 t0 = time.perf_counter()
@@ -458,6 +465,7 @@ def bench_scaling(suite: Suite) -> dict[str, Any]:
                 rows.append({"nodes": n, "pods": len(loaded.snapshot.pods), "planner": planner,
                              "freed": res.status.plan.summary.freed_node_count, "freedBound": rec.freed_nodes_bound,
                              "status": rec.status, "gapPercent": rec.gap_percent, "wallSeconds": round(wall, 2),
+                             "objective": rec.objective, "bestBound": rec.best_bound,
                              "variables": res.result.stats.get("variables"),
                              "constraints": res.result.stats.get("constraints")})
                 bar.advance()
@@ -736,11 +744,14 @@ def report(results: dict[str, Any], pngs: list[str]) -> str:
         parts.append(f"Skipped: {sc['skipped']}.\n")
     else:
         parts.append(f"`GenConfig(nodes=n, occupancy={sc['occupancy']}, seed={sc['seed']})`; auto's time limit "
-                     f"{sc['timeLimit']:g} s; wall time of the whole `plan_repack`.\n")
-        parts.append(_md(["nodes", "pods", "planner", "freed", "freed bound", "status", "gap %", "wall s",
-                          "variables", "constraints"],
+                     f"{sc['timeLimit']:g} s; wall time of the whole `plan_repack`. On the smallest sizes the CP-SAT "
+                     "model and its MILP twin (PuLP/HiGHS) also run alone: `objective` is the integer-scaled "
+                     "disruption of the freed-node optimum, the same scale for both.\n")
+        parts.append(_md(["nodes", "pods", "planner", "freed", "freed bound", "status", "objective", "best bound",
+                          "gap %", "wall s", "variables", "constraints"],
                          [[r["nodes"], r["pods"], r["planner"], r["freed"], r["freedBound"], r["status"],
-                           r["gapPercent"], r["wallSeconds"], r["variables"], r["constraints"]] for r in sc["runs"]]))
+                           r.get("objective"), r.get("bestBound"), r["gapPercent"], r["wallSeconds"], r["variables"],
+                           r["constraints"]] for r in sc["runs"]]))
     if "scaling.png" in pngs:
         parts.append("![scaling.png](scaling.png)\n")
     parts += _placement_report(results["placement"], pngs)
