@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import argparse
 import json
+from datetime import datetime
 from typing import Any
 
 import pytest
 
 from optplan.adapters import place_cli
 from optplan.adapters.kubefile import load_objects
-from optplan.models.placement import JobPlacement, PlacementPlan, Victim
+from optplan.models.placement import BinpackWeights, JobPlacement, PlacementPlan, Victim
 from optplan.models.repack import SolverRecord
 from optplan.solvers.base import PlanOptions
 from optplan.solvers.placement import place_jobs, placement_violations, plan_placement
+from optplan.solvers.victims import Catalogue
 from tests.builders import GPU, job_task, node, pod, podgroup_in, priority_class, queue, vcjob
 
 OPTS = PlanOptions(time_limit=5, workers=1, seed=0)
@@ -265,6 +267,88 @@ def test_greedy_over_evicts_where_the_exact_model_takes_one_pod() -> None:
     assert victims(a) == ["z-0"] and sorted(b.node for b in a.bindings) == ["b", "b"]
     assert a.greedy_victims is not None and sorted(v.name for v in a.greedy_victims) == ["x-0", "y-0"]
     assert "the greedy would evict 2 pods" in a.reason
+
+
+# ---- victims chosen jointly for all jobs (the exact model) ------------------------------------------
+
+def two_jobs_one_cheap_victim() -> list[dict[str, Any]]:
+    """Node a: x (P50, 8 GPUs, the newest: the cheapest victim; 32 CPUs, so Volcano's binpack scores a
+    first). Node b: y (P50, 4 GPUs, older) and k (4 GPUs, not preemptable). ``first`` (P1000) needs 4
+    GPUs, ``second`` (P800) a whole node. Job by job, ``first`` takes x (by Volcano's node order, and as
+    the cheapest victim alike) and ``second`` finds no node; jointly, ``first`` takes y on b and
+    ``second`` takes x on a."""
+    xa = running("x", "q", [("a", 8)], "spot-job", started="2025-06-01T11:50:00Z")
+    xa[1]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "32"
+    return [*CLASSES, node("a", 8), node("b", 8), queue("q"), *xa,
+            *running("y", "q", [("b", 4)], "spot-job", started="2025-05-01T00:00:00Z"),
+            *running("k", "q", [("b", 4)], "spot-job", labels={"volcano.sh/preemptable": "false"}),
+            pending("first", "q", 1, 4, pc="critical-job"), pending("second", "q", 1, 8)]
+
+
+def test_only_joint_victim_choice_admits_both_jobs() -> None:
+    s = load_objects(two_jobs_one_cheap_victim()).snapshot
+    cands = Catalogue.build(s, datetime.fromisoformat(NOW), {"q", "root", "default"}).candidates
+    assert cands["default/x-0"].cost < cands["default/y-0"].cost  # a per-job least-cost pass takes x too
+    g = plan("greedy", *two_jobs_one_cheap_victim())
+    assert victims(g.job("default/first")) == ["x-0"] and not g.job("default/second").admitted
+    for solver in ("cpsat", "auto"):
+        e = plan(solver, *two_jobs_one_cheap_victim())
+        first, second = e.job("default/first"), e.job("default/second")
+        assert first.admitted and victims(first) == ["y-0"] and [b.node for b in first.bindings] == ["b"]
+        assert second.admitted and victims(second) == ["x-0"] and [b.node for b in second.bindings] == ["a"]
+        # the greedy's set for first is shown next to the chosen one; second the greedy does not admit
+        assert [v.name for v in first.greedy_victims or ()] == ["x-0"]
+        assert "the greedy does not admit it" in second.reason and second.greedy_victims is None
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_room_freed_by_an_earlier_jobs_victims_is_used_by_a_job_that_may_not_preempt(solver: str) -> None:
+    """``first`` (P1000) evicts a whole 8-GPU node for 4 GPUs; ``second`` (preemptionPolicy Never) then
+    fits in the other 4 freed GPUs, without victims of its own."""
+    objs = [*CLASSES, node("a", 8), node("b", 8), queue("q"),
+            *running("v", "q", [("a", 8)], "normal-job"), *running("w", "q", [("b", 8)], "spot-job"),
+            pending("first", "q", 1, 4, pc="critical-job"), pending("second", "q", 1, 4, pc="debug-job")]
+    p = plan(solver, *objs)
+    first, second = p.job("default/first"), p.job("default/second")
+    assert first.admitted and len(first.victims) == 1
+    assert second.admitted and second.victims == ()
+    assert second.bindings[0].node == first.victims[0].node
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_a_node_over_committed_in_the_snapshot_binds_only_pods_placed_there(solver: str) -> None:
+    """Node a holds 10 GPUs of 8 (x, a possible victim, and an unmanaged pod); b is empty. The job goes to
+    b without victims: a's overdraft must not demand evictions when nothing is placed on a."""
+    objs = [*CLASSES, node("a", 8), node("b", 8), queue("q"), *running("x", "q", [("a", 6)], "spot-job"),
+            pod("extra", "a", 4, group=None), pending("small", "q", 1, 2)]
+    p = plan(solver, *objs)
+    jp = p.job("default/small")
+    assert jp.admitted and jp.victims == () and [b.node for b in jp.bindings] == ["b"]
+    assert p.solver.status in ("HEURISTIC", "OPTIMAL")
+
+
+# ---- Volcano's preempt node order -------------------------------------------------------------------
+
+@pytest.mark.parametrize(("weights", "expected"), [
+    # GPUs carry no binpack weight by default: b (two pods, more CPU and memory used) scores higher than
+    # a and is tried first, though a comes first by name
+    (None, ["p-0", "q-0"]),
+    # weighted GPUs: the 8-GPU pod overflows every node, all score 0, and the tie goes to the name: a
+    (BinpackWeights(resources={GPU: 10}), ["old-0"]),
+])
+def test_greedy_preempts_on_nodes_in_volcanos_score_order(weights: BinpackWeights | None,
+                                                          expected: list[str]) -> None:
+    objs = [*CLASSES, node("a", 8), node("b", 8), queue("q"),
+            *running("old", "q", [("a", 8)], "spot-job", started="2025-06-01T06:00:00Z"),
+            *running("p", "q", [("b", 4)], "spot-job"), *running("q", "q", [("b", 4)], "spot-job"),
+            pending("big", "q", 1, 8)]
+    s = load_objects(objs).snapshot
+    jobs = list(s.jobs.values())
+    g = plan_placement(s, jobs, "greedy", OPTS, weights, now=NOW).job("default/big")
+    assert victims(g) == expected and g.bindings[0].node == {"old-0": "a"}.get(expected[0], "b")
+    a = plan_placement(s, jobs, "auto", OPTS, weights, now=NOW).job("default/big")
+    assert victims(a) == ["old-0"]  # one pod costs less than two
+    assert (a.greedy_victims is None) == (expected == ["old-0"])
 
 
 def test_freed_capacity_must_be_where_the_gang_goes() -> None:

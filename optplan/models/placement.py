@@ -59,8 +59,8 @@ class JobPlacement(KubeModel):
     """Only when the exact model's victims differ from the greedy's (Volcano's) set: the greedy's, for
     comparison; absent from the wire shape otherwise."""
     after_evictions: bool = Field(default=False, exclude=True)
-    """Placed by the preempt/reclaim pass, after the evictions of jobs before it (not on the wire):
-    the validator replays jobs in this order."""
+    """Placed after the evictions of the jobs before it — by the greedy's preempt/reclaim pass, or as a
+    late job of the exact model — (not on the wire): the validator replays jobs in this order."""
 
     @property
     def key(self) -> str:

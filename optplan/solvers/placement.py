@@ -31,10 +31,40 @@ first node by name (Volcano picks at random among equals). Pods are tried task b
 required replicas first, then the rest; a pod that fits nowhere is skipped, and the job is admitted
 when the gang is ready.
 
-**Exact** (``placement_cpsat``): lexicographic — most priority-weighted jobs admitted (weight
-``max(priority, 0) + 1``), then lowest tier sum, then most replicas beyond the minimum, then fewest
-newly occupied nodes, then best static binpack. ``plan_key`` computes that order for any plan, so
-``auto`` keeps the better of the greedy and CP-SAT plans (the greedy's on a tie).
+**Greedy victims** (Volcano's preempt, then reclaim; rules in ``victims``). After allocate, each job
+it did not admit, in job order, on the state the jobs before it left (allocate's placements, and the
+earlier jobs' victims gone: their room and their queue allocation are free for the jobs that follow).
+A job that now fits without victims is placed there first (room an earlier job's victims freed beyond
+its own need), as Volcano's next allocate would, whatever its preemptionPolicy. Else preempt, then
+reclaim: regions in the order above, the first whose dry run readies the gang; in a dry run each pod,
+task by task, goes where it fits as in allocate, else to the first node, in the order below, whose
+victims would all together make room (Volcano's ``ValidateVictims``), evicting them one by one in
+victim order until the pod fits, the node's evictions undone when it still does not.
+
+*Node order for victims* (Volcano's ``preempt``: ``PredicateNodes``, ``PrioritizeNodes``,
+``SortNodes``): the region's nodes that pass the static predicates, by the pod's binpack score on each
+node highest first — ``binpack_score`` with the run's ``BinpackWeights``, on the node's free room as
+the dry run stands before this pod's evictions (so a node where a weighted resource would overflow
+scores 0, and resources without a weight, GPUs by default, do not count) — ties by node name. Where
+this departs from Volcano: (1) only the binpack plugin scores (Volcano adds every enabled nodeorder
+plugin: leastrequested, balancedresource, node affinity, ...); (2) ties go to the name, where Volcano
+keeps its node list's order (unspecified); (3) a pod evicted earlier in the dry run counts as free
+room, where Volcano still counts a releasing pod as used until it is gone (its score, not its
+fit: both use future idle room); (4) the same order serves reclaim, whose nodes Volcano walks in
+session order, unscored; (5) victims come from the job's region only (a topology job's pods stay in
+one HyperNode), where Volcano's preempt considers every node; (6) the evictions on a node that still
+leave the pod without room are undone, where Volcano keeps them in the statement.
+
+**Exact** (``placement_cpsat`` with ``victims_cpsat``): placements and victims of all jobs decided
+jointly — a running pod may be evicted only for an admitted job entitled to it that lands on its
+node (or takes its whole PodGroup), capacity per node is the free room plus what evictions there
+release, and the queue rules are checked on the state at each job's turn in the validator's replay.
+Lexicographic: most priority-weighted jobs admitted (weight ``max(priority, 0) + 1``), then least
+victim cost, then lowest tier sum, then most replicas beyond the minimum, then fewest newly occupied
+nodes, then best static binpack. The greedy's plan with its victims is a solution of that model and
+its hint, so the optimum is never worse. ``plan_key`` computes that order for any plan, so ``auto``
+keeps the better of the greedy and CP-SAT plans (the greedy's on a tie); the exact plan shows the
+greedy's victims of a job (``greedyVictims``) where they differ.
 
 Every plan passes ``validate_placement`` (an independent re-check) before ``plan_placement`` returns it.
 """
@@ -245,9 +275,13 @@ class Context:
     regions: dict[str, list[Region]] = field(default_factory=dict)
     free: dict[str, Resources] = field(default_factory=dict)
     """node -> free resources in the snapshot (before any placement)."""
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
+    """Prices victims by how long they have run (``--now``)."""
+    _catalogue: Catalogue | None = None
 
     @classmethod
-    def build(cls, snap: Snapshot, jobs: Sequence[VCJob], weights: BinpackWeights) -> Context:
+    def build(cls, snap: Snapshot, jobs: Sequence[VCJob], weights: BinpackWeights,
+              now: datetime | None = None) -> Context:
         keys = [j.key for j in jobs]
         dup = [k for k, n in Counter(keys).items() if n > 1]
         if dup:
@@ -255,7 +289,21 @@ class Context:
         ordered = job_order(jobs, snap)
         return cls(snapshot=snap, jobs=ordered, weights=weights, pods={j.key: job_pods(j) for j in ordered},
                    priority={j.key: job_priority(j, snap) for j in ordered},
-                   regions={j.key: job_regions(j, snap) for j in ordered}, free=Capacity(snap).free)
+                   regions={j.key: job_regions(j, snap) for j in ordered}, free=Capacity(snap).free,
+                   now=now or datetime.now(UTC))
+
+    @property
+    def catalogue(self) -> Catalogue:
+        """Every possible victim of the snapshot, priced at ``now`` (built once)."""
+        if self._catalogue is None:
+            self._catalogue = Catalogue.build(self.snapshot, self.now, set(QueueTree(self.snapshot.queues).queues))
+        return self._catalogue
+
+    def victim_cost(self, plan: PlacementPlan) -> int:
+        """Σ cost of the plan's victims (``victims`` module)."""
+        cands = self.catalogue.candidates
+        return sum(cands[k].cost for jp in plan.jobs for v in jp.victims
+                   if (k := f"{v.namespace}/{v.name}") in cands)
 
     def static_binpack(self, requests: Resources, node: str) -> int:
         """The pod's binpack score on the node with the snapshot's usage, as an integer (exact objective)."""
@@ -334,8 +382,6 @@ class Rules:
     """Reclaim: queue -> resource -> the least allocation evictions may leave."""
     floor_chain: dict[str, tuple[str, ...]]
     """Reclaim: victim queue -> the queues whose floors its evictions touch."""
-    start: dict[str, dict[str, int]] = field(default_factory=dict)
-    """Reclaim: floor queue -> its allocation when the action starts."""
 
 
 @dataclass
@@ -380,9 +426,7 @@ def job_rules(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: Re
         scope = f"in queue {job.queue} of lower priority" if reason == "preempt" else \
             "in a reclaimable queue above its deserved"
         return None, f"no running pod {scope} may be evicted"
-    start = {q: dict(qs.allocated[q]) for q in floors}
-    return Rules(reason=reason, job=job, needs=needs, eligible=eligible, floors=floors, floor_chain=chains,
-                 start=start), ""
+    return Rules(reason=reason, job=job, needs=needs, eligible=eligible, floors=floors, floor_chain=chains), ""
 
 
 def apply_choice(ctx: Context, state: State, job: VCJob, choice: VictimChoice) -> None:
@@ -426,18 +470,12 @@ class _Greedy:
         best: str | None = None
         best_score = Fraction(-1)
         why: Counter[str] = Counter()
-        req_key = tuple(sorted(pod.requests.items()))
         for n in nodes:
             reason = self.static(pod, n) or self.state.cap.fit_reason(pod, n)
             if reason is not None:
                 why[reason] += 1
                 continue
-            free = self.state.cap.free[n]
-            key = (n, req_key, tuple(free.get(r, 0) for r, _ in req_key))
-            score = self._scores.get(key)
-            if score is None:  # exact Fractions are slow: a node's score only changes with its free room
-                score = binpack_score(pod.requests, self.ctx.snapshot.nodes[n].allocatable, free, self.ctx.weights)
-                self._scores[key] = score
+            score = self.score(pod, n)
             if score > best_score:
                 best, best_score = n, score
         if best is not None:
@@ -574,7 +612,7 @@ class _Greedy:
     def victim_dry_run(self, job: VCJob, region: Region, stmt: Statement,
                        rules: Rules) -> tuple[list[Binding], str | None]:
         """Place the gang's minimum inside the region, evicting where a pod does not fit: on the first
-        node (by name) whose victims would make room, one by one in victim order until it fits."""
+        node in ``preempt_order`` whose victims would make room, one by one in victim order until it fits."""
         nodes = sorted(region.nodes)
         pods = self.ctx.pods[job.key]
         placed: Counter[str] = Counter()
@@ -594,10 +632,27 @@ class _Greedy:
             bindings.append(Binding(task=task, index=i, node=node))
         return _gang_result(job, placed, bindings, why)
 
+    def score(self, pod: Pod, node: str) -> Fraction:
+        """The pod's binpack score on the node as the simulation stands (cached by the node's free room)."""
+        free = self.state.cap.free[node]
+        req_key = tuple(sorted(pod.requests.items()))
+        key = (node, req_key, tuple(free.get(r, 0) for r, _ in req_key))
+        score = self._scores.get(key)
+        if score is None:  # exact Fractions are slow: a node's score only changes with its free room
+            score = binpack_score(pod.requests, self.ctx.snapshot.nodes[node].allocatable, free, self.ctx.weights)
+            self._scores[key] = score
+        return score
+
+    def preempt_order(self, pod: Pod, nodes: list[str]) -> list[str]:
+        """Volcano's preempt node order (``util.PrioritizeNodes`` then ``SortNodes``): the nodes that pass
+        the static predicates, by binpack score on the state before this pod's evictions, highest
+        first, ties by name (module docstring)."""
+        ok = [n for n in nodes if self.static(pod, n) is None]
+        scores = {n: self.score(pod, n) for n in ok}
+        return sorted(ok, key=lambda n: (-scores[n], n))
+
     def evict_for(self, pod: Pod, nodes: list[str], queue: str, stmt: Statement, rules: Rules) -> str | None:
-        for n in nodes:
-            if self.static(pod, n) is not None:
-                continue
+        for n in self.preempt_order(pod, nodes):
             victims = [c for c in self.cat.by_node.get(n, []) if c.key in rules.eligible
                        and c.key not in self.state.evicted]
             if not victims or not self.could_fit(pod, n, victims):
@@ -649,19 +704,28 @@ def greedy_place(ctx: Context) -> PlacementPlan:
 
 def explain_rejections(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
     """Reasons for the jobs a plan does not admit, found by the greedy on the plan's final state; a job
-    the greedy can still place is placed (a plan not proven optimal may leave room)."""
+    the greedy can still place is placed (a plan not proven optimal may leave room). That state counts
+    every placement but no room freed by victims, so such a job is replayed before the evictions and
+    changes nothing they rely on; a job in the queue of a reclaiming job keeps the plan's reason (its
+    pods would lift the queue that reclaim needs below its deserved)."""
     state = State(ctx.snapshot)
+    reclaimers: set[str] = set()
     for jp in plan.jobs:
         if jp.admitted:
             stmt = Statement(state)
             pods = ctx.pods[jp.key]
             for b in jp.bindings:
                 stmt.allocate(pods[b.task][b.index], b.node, jp.queue)
+            if any(v.reason == "reclaim" for v in jp.victims):
+                reclaimers.add(jp.queue)
     g = _Greedy(ctx, state)
     by_key = {j.key: j for j in ctx.jobs}
     out = []
     for jp in plan.jobs:
-        out.append(jp if jp.admitted else g.place(by_key[jp.key]))
+        if jp.admitted:
+            out.append(jp)
+            continue
+        out.append(jp if jp.queue in reclaimers else g.place(by_key[jp.key]))
     return plan.model_copy(update={"jobs": tuple(out)})
 
 
@@ -672,11 +736,19 @@ def _victims(choice: VictimChoice, reason: Reason) -> tuple[Victim, ...]:
                  for c in sorted(choice.victims, key=lambda c: c.key))
 
 
-def plan_victims(ctx: Context, plan: PlacementPlan, mode: str, options: PlanOptions, now: datetime) -> PlacementPlan:
-    """For each job the plan does not admit, in job order: preempt, then reclaim. ``mode`` "greedy"
-    takes the greedy's victims (Volcano's); "cpsat" the least-cost victims (``victims_cpsat``), keeping
-    the greedy's set in ``greedyVictims`` when it differs. Evicted pods free their nodes and their
-    queues' allocations for the jobs that follow."""
+def victim_text(job: VCJob, n_bindings: int, region_label: str | None, reason: Reason, victims: int,
+                cost: int) -> str:
+    where = f" in {region_label}" if region_label else ""
+    return (f"{n_bindings} of {job.replicas} pods placed{where} after {reason}ing {victims} pods "
+            f"(victim cost {cost})")
+
+
+def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
+    """Volcano's preempt, then reclaim, for each job the plan does not admit, in job order, on the state
+    the jobs before it left: the admitted jobs' pods placed, earlier victims gone. A job that now fits
+    without victims (room an earlier job's victims freed beyond its own need, or queue room they gave
+    back) is placed there first, as Volcano's next allocate would. Jobs placed by this pass are
+    replayed after the evictions (``after_evictions``)."""
     if all(jp.admitted for jp in plan.jobs):
         return plan
     by_key = {j.key: j for j in ctx.jobs}
@@ -685,7 +757,7 @@ def plan_victims(ctx: Context, plan: PlacementPlan, mode: str, options: PlanOpti
         if jp.admitted:
             apply_choice(ctx, state, by_key[jp.key], VictimChoice(
                 bindings=list(jp.bindings), victims=[], region=Region(None, None, frozenset()), cost=0))
-    cat = Catalogue.build(ctx.snapshot, now, set(state.queues.tree.queues))
+    cat = ctx.catalogue
     g = _Greedy(ctx, state, cat)
     out: list[JobPlacement] = []
     for jp in plan.jobs:
@@ -693,6 +765,12 @@ def plan_victims(ctx: Context, plan: PlacementPlan, mode: str, options: PlanOpti
         if jp.admitted or state.queues.admission_reason(job.queue) is not None or not ctx.regions[job.key]:
             out.append(jp)
             continue
+        if state.evicted:
+            freed = g.place(job)  # commits when admitted
+            if freed.admitted:
+                out.append(freed.model_copy(update={"reason": f"{freed.reason} (room freed by earlier victims)",
+                                                    "after_evictions": True}))
+                continue
         notes: list[str] = []
         placed: JobPlacement | None = None
         for reason in REASONS:
@@ -700,34 +778,18 @@ def plan_victims(ctx: Context, plan: PlacementPlan, mode: str, options: PlanOpti
             if rules is None:
                 notes.append(f"{reason}: {why}")
                 continue
-            greedy, gwhy = g.with_victims(job, rules)
-            chosen = greedy
-            if mode == "cpsat":
-                from optplan.solvers import victims_cpsat  # heavy backend, imported when asked for
-
-                exact = victims_cpsat.solve_job(ctx, state, cat, rules, options, hint=greedy)
-                if exact is not None and (greedy is None or exact.cost < greedy.cost):
-                    chosen = exact
+            chosen, gwhy = g.with_victims(job, rules)
             if chosen is None:
                 notes.append(f"{reason}: {gwhy}")
                 continue
             apply_choice(ctx, state, job, chosen)
-            victims = _victims(chosen, reason)
-            greedy_set = _victims(greedy, reason) if greedy is not None else None
-            differs = greedy_set is not None and greedy_set != victims
             r = chosen.region
-            where = f" in {r.label}" if job.network_topology is not None else ""
-            text = (f"{len(chosen.bindings)} of {job.replicas} pods placed{where} after {reason}ing "
-                    f"{len(victims)} pods (victim cost {chosen.cost})")
-            if differs and greedy is not None:
-                text += f"; the greedy would evict {len(greedy.victims)} pods (cost {greedy.cost})"
-            elif mode == "cpsat" and greedy is None:
-                text += "; the greedy found no victim set"
+            text = victim_text(job, len(chosen.bindings), r.label if job.network_topology is not None else None,
+                               reason, len(chosen.victims), chosen.cost)
             placed = JobPlacement(namespace=job.namespace, name=job.name, queue=job.queue, admitted=True,
                                   reason=text, hyper_node=r.hyper_node, tier=r.tier, bindings=tuple(chosen.bindings),
-                                  victims=victims, greedy_victims=greedy_set if differs else None,
-                                  after_evictions=True)
-            log.info("placement victims: %s %s %d pods, cost %d", job.key, reason, len(victims), chosen.cost)
+                                  victims=_victims(chosen, reason), after_evictions=True)
+            log.info("placement victims: %s %s %d pods, cost %d", job.key, reason, len(chosen.victims), chosen.cost)
             break
         if placed is None:
             placed = jp.model_copy(update={"reason": f"{jp.reason}; no victims ({'; '.join(notes)})"})
@@ -735,13 +797,47 @@ def plan_victims(ctx: Context, plan: PlacementPlan, mode: str, options: PlanOpti
     return plan.model_copy(update={"jobs": tuple(out)})
 
 
+def victim_notes(ctx: Context, plan: PlacementPlan, proven: bool) -> dict[str, str]:
+    """For the jobs a plan does not admit: why each action offers nothing on the plan's final state
+    (``job_rules``), or that victims exist but the plan (``proven``: optimal) does not use them."""
+    by_key = {j.key: j for j in ctx.jobs}
+    state = State(ctx.snapshot)
+    cands = ctx.catalogue.candidates
+    for jp in plan.jobs:
+        if not jp.admitted:
+            continue
+        stmt = Statement(state)
+        for v in jp.victims:
+            c = cands[f"{v.namespace}/{v.name}"]
+            stmt.evict(c.pod, c.node, c.queue, c.group)
+        pods = ctx.pods[jp.key]
+        for b in jp.bindings:
+            stmt.allocate(pods[b.task][b.index], b.node, jp.queue)
+    out: dict[str, str] = {}
+    for jp in plan.jobs:
+        job = by_key[jp.key]
+        if jp.admitted or state.queues.admission_reason(job.queue) is not None or not ctx.regions[job.key]:
+            continue
+        notes = []
+        for reason in REASONS:
+            rules, why = job_rules(ctx, state, ctx.catalogue, job, reason)
+            unused = ("no victim set admits it without losing admissions worth more" if proven else
+                      "no victim set found in the time limit admits it")
+            notes.append(f"{reason}: {why}" if rules is None else
+                         f"{reason}: {len(rules.eligible)} pods may be evicted, but {unused}")
+        out[jp.key] = "; ".join(notes)
+    return out
+
+
 # ---- the exact objective, for any plan ------------------------------------------------------------
 
 @dataclass(frozen=True, order=True)
 class PlanKey:
-    """Lower is better: (−weighted admissions, tier sum, −extra replicas, newly occupied nodes, −binpack)."""
+    """Lower is better: (−weighted admissions, victim cost, tier sum, −extra replicas, newly occupied
+    nodes, −binpack)."""
 
     neg_admitted: int
+    victim_cost: int
     tiers: int
     neg_extras: int
     opened: int
@@ -764,7 +860,7 @@ def plan_key(ctx: Context, plan: PlacementPlan) -> PlanKey:
             receiving.add(b.node)
             binpack += ctx.static_binpack(pods[b.task][b.index].requests, b.node)
     occupied = set(ctx.snapshot.pods_by_node)
-    return PlanKey(-admitted, tiers, -extras, len(receiving - occupied), -binpack)
+    return PlanKey(-admitted, ctx.victim_cost(plan), tiers, -extras, len(receiving - occupied), -binpack)
 
 
 # ---- validation (independent of the search) -------------------------------------------------------
@@ -984,38 +1080,35 @@ def _gang_result(job: VCJob, placed: Counter[str], bindings: list[Binding],
 def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
                    options: PlanOptions | None = None, weights: BinpackWeights | None = None,
                    now: datetime | str | None = None) -> PlacementPlan:
-    """Place the jobs with the named solver (greedy | cpsat | auto), then find victims for the jobs that
-    do not fit (greedy: Volcano's; cpsat and auto: the least cost); the plan is validated first. ``now``
+    """Place the jobs with the named solver (greedy | cpsat | auto); the plan is validated first.
+    greedy: Volcano's allocate, then its preempt and reclaim for the jobs that do not fit; cpsat: the
+    exact model, which chooses placements and victims jointly for all jobs (hinted with the greedy's
+    plan); auto: the exact plan when ``plan_key`` ranks it strictly better, else the greedy's. ``now``
     (RFC 3339, default the current time) prices victims by how long they have run."""
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; choose from {', '.join(SOLVERS)}")
     from optplan.solvers.spot import parse_now  # the shared --now parser (spot imports OR-Tools)
 
-    at = parse_now(now)
     options = options or PlanOptions()
-    ctx = Context.build(snap, jobs, weights or BinpackWeights())
+    ctx = Context.build(snap, jobs, weights or BinpackWeights(), parse_now(now))
     t0 = time.perf_counter()
+    greedy = plan_victims(ctx, greedy_place(ctx))
     if solver == "greedy":
-        plan = plan_victims(ctx, greedy_place(ctx), "greedy", options, at)
+        plan = greedy
     else:
         from optplan.solvers import placement_cpsat  # heavy backend, imported when asked for
 
-        greedy = greedy_place(ctx)
         exact = placement_cpsat.solve(ctx, options, hint=greedy)
         if solver == "cpsat":
-            plan = plan_victims(ctx, exact, "cpsat", options, at)
+            plan = exact
         else:
-            # The exact model places without victims, so both placements go through the victim pass
-            # and are compared after it: a job the greedy admits by preempting may otherwise be lost.
-            g_full = plan_victims(ctx, greedy, "cpsat", options, at)
-            e_full = plan_victims(ctx, exact, "cpsat", options, at)
-            g_key, e_key = plan_key(ctx, g_full), plan_key(ctx, e_full)
+            g_key, e_key = plan_key(ctx, greedy), plan_key(ctx, exact)
             log.info("placement auto: greedy %s, cpsat %s (%s)", g_key, e_key, exact.solver.status)
             if e_key < g_key:
-                plan = e_full.model_copy(update={"solver": exact.solver.model_copy(update={"name": "auto"})})
+                plan = exact.model_copy(update={"solver": exact.solver.model_copy(update={"name": "auto"})})
             else:  # a tie keeps the greedy's plan (Volcano's own choices); optimal when CP-SAT proved its equal
                 status = exact.solver.status if e_key == g_key else "FEASIBLE"
-                plan = g_full.model_copy(update={"solver": exact.solver.model_copy(update={"name": "auto",
+                plan = greedy.model_copy(update={"solver": exact.solver.model_copy(update={"name": "auto",
                                                                                          "status": status})})
     wall = round(time.perf_counter() - t0, 3)
     plan = plan.model_copy(update={"solver": plan.solver.model_copy(update={"wall_seconds": wall})})

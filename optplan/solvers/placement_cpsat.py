@@ -1,4 +1,4 @@
-"""The exact queue placement on OR-Tools CP-SAT.
+"""The exact queue placement on OR-Tools CP-SAT: placements and victims of all pending jobs at once.
 
 Decisions (integers only; pods of one task are identical, so they are counted, not named):
 
@@ -6,20 +6,30 @@ Decisions (integers only; pods of one task are identical, so they are counted, n
 - ``region[job, i]``: the job ends inside its i-th candidate region (``placement.job_regions``; only
   for jobs with a network topology: exactly one when admitted, none otherwise);
 - ``count[job, task, node]``: pods of the task on the node, only where the static predicates pass and
-  one pod fits the snapshot's free capacity;
-- ``opened[node]``: a node that holds no pod in the snapshot receives pods.
+  one pod fits the snapshot's free capacity plus what the node's possible victims hold;
+- ``opened[node]``: a node that holds no pod in the snapshot receives pods;
+- the victims (``victims_cpsat``): ``take[job, class]`` pods of a class of identical running pods the
+  job evicts, ``after[job]`` (the job is replayed after the evictions), ``early[job, task, node]``,
+  ``lands[job, node]``, ``finish[job, group]``, ``reclaims[job]``, ``amount[job, r]`` and
+  ``early_amount[job, r]``.
 
 Constraints: gang (minAvailable and Volcano's per-task minimums, nothing unless admitted), region
-membership, cumulative capacity per node on every requested resource and the pod count, queue
-capability (``allocated + Σ requests ≤ realCapability`` for the job's queue and every ancestor, on each
-resource the jobs request), opened nodes.
+membership, opened nodes; without possible victims, cumulative capacity per node on every requested
+resource and the pod count, and queue capability (``allocated + Σ requests ≤ realCapability`` for the
+job's queue and every ancestor, on each resource the jobs request); with victims, ``victims_cpsat``'s
+families replace capacity and queues where evictions may happen and add the preempt/reclaim rules.
 
 Objective, lexicographic, by sequential solves (each phase keeps the earlier objectives at the values
-found and is hinted with the previous solution): (1) maximise Σ admission weight (``max(priority, 0) +
-1``); (2) minimise the tier sum of admitted topology jobs (the virtual root counts one above the top
-tier); (3) maximise replicas placed beyond minAvailable; (4) minimise newly occupied nodes; (5)
-maximise the static binpack score (each pod's Volcano binpack score on its node with the snapshot's
-usage, × ``BINPACK_SCALE``, floored). The plan is OPTIMAL only when every phase is.
+found and is hinted with the previous solution, the first with the greedy's plan and its victims; a
+phase the plan in hand already meets at a bound no plan can pass — every job admitted, no victims,
+every replica of every job placed, no newly occupied node — is not solved; the time left is split
+among the phases by ``SHARE``):
+(1) maximise Σ admission weight (``max(priority, 0) + 1``); (2) minimise the victims' cost (``victims``
+module; skipped when nothing may be evicted); (3) minimise the tier sum of admitted topology jobs (the
+virtual root counts one above the top tier); (4) maximise replicas placed beyond minAvailable; (5)
+minimise newly occupied nodes; (6) maximise the static binpack score (each pod's Volcano binpack score
+on its node with the snapshot's usage, × ``BINPACK_SCALE``, floored). The plan is OPTIMAL only when
+every phase is.
 """
 
 from __future__ import annotations
@@ -27,15 +37,16 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ortools.sat.python import cp_model
 
-from optplan.models.placement import Binding, JobPlacement, PlacementPlan
+from optplan.models.placement import Binding, JobPlacement, PlacementPlan, Victim
 from optplan.models.queues import VCJob
 from optplan.models.repack import SolverRecord
 from optplan.models.snapshot import Pod
+from optplan.solvers import victims_cpsat
 from optplan.solvers.base import PlanOptions
 from optplan.solvers.oracle import POD_SLOT, constraint_signature, static_reason
 from optplan.solvers.placement import (
@@ -44,13 +55,17 @@ from optplan.solvers.placement import (
     admission_weight,
     explain_rejections,
     task_minima,
+    victim_notes,
+    victim_text,
 )
 
 log = logging.getLogger(__name__)
 
-PHASES = ("admitted", "tiers", "extras", "opened", "binpack")
-SENSE = (1, -1, 1, -1, 1)
+PHASES = ("admitted", "victims", "tiers", "extras", "opened", "binpack")
+SENSE = (1, -1, -1, 1, -1, 1)
 """+1 maximise, −1 minimise."""
+SHARE = (2, 4, 1, 1, 1, 1)
+"""How the time left is split among the phases still to solve."""
 
 
 def max_fit(pod: Pod, free: dict[str, int], limits_pods: bool) -> int:
@@ -69,19 +84,30 @@ class Vars:
     region: dict[tuple[str, int], Any]  # region[job, i]: the job ends in its i-th candidate region
     count: dict[tuple[str, str, str], Any]  # count[job, task, node]: pods of the task placed on the node
     opened: dict[str, Any]  # opened[node]: a node empty in the snapshot receives pods
+    ev: victims_cpsat.VictimVars = field(default_factory=victims_cpsat.VictimVars)
+    by_task: dict[tuple[str, str], list[Any]] = field(default_factory=dict)
+    """(job, task) -> its count variables (an index)."""
 
     def placed(self, job: str, task: str) -> Any:
-        return sum(x for (j, t, _n), x in self.count.items() if j == job and t == task)
+        return sum(self.by_task.get((job, task), []))
 
 
 @dataclass
 class Data:
     ctx: Context
+    queues: QueueState
+    """The snapshot's queue accounting (never changed)."""
     valid: list[VCJob]
-    """Jobs whose queue may take them (the others are never admitted)."""
+    """Jobs whose queue may take them (the others are never admitted), in Volcano's job order."""
     arcs: dict[tuple[str, str], dict[str, int]]
     """(job, task) -> candidate node -> upper bound of count."""
     limits_pods: dict[str, bool]
+    victims: victims_cpsat.VictimData
+    """Classes of possible victims and which job may take which (empty: the model has no victims)."""
+
+    @property
+    def jobs(self) -> dict[str, VCJob]:
+        return {j.key: j for j in self.ctx.jobs}
 
 
 def build_data(ctx: Context) -> Data:
@@ -89,30 +115,41 @@ def build_data(ctx: Context) -> Data:
     queues = QueueState(snap)
     valid = [j for j in ctx.jobs if queues.admission_reason(j.queue) is None]
     limits = {n: "pods" in node.allocatable for n, node in snap.nodes.items()}
-    arcs: dict[tuple[str, str], dict[str, int]] = {}
     static: dict[tuple[tuple[object, ...], str], str | None] = {}
+    feasible: dict[tuple[str, str], list[str]] = {}
     for job in valid:
         allowed = frozenset().union(*(r.nodes for r in ctx.regions[job.key])) if ctx.regions[job.key] else frozenset()
         for t in job.tasks:
             if t.replicas == 0:
                 continue
             pod = ctx.pods[job.key][t.name][0]
-            row: dict[str, int] = {}
+            row: list[str] = []
             for n in sorted(allowed):
                 key = (constraint_signature(pod), n)
                 if key not in static:
                     static[key] = static_reason(pod, snap.nodes[n])
-                if static[key] is not None:
-                    continue
-                ub = min(t.replicas, max_fit(pod, ctx.free[n], limits[n]))
+                if static[key] is None:
+                    row.append(n)
+            feasible[job.key, t.name] = row
+    vd = victims_cpsat.victim_data(ctx, queues, valid, feasible)
+    arcs: dict[tuple[str, str], dict[str, int]] = {}
+    for job in valid:
+        for t in job.tasks:
+            if (job.key, t.name) not in feasible:
+                continue
+            pod = ctx.pods[job.key][t.name][0]
+            arcs[job.key, t.name] = {}
+            for n in feasible[job.key, t.name]:
+                ub = min(t.replicas, max_fit(pod, vd.room(ctx, n), limits[n]))
                 if ub > 0:
-                    row[n] = ub
-            arcs[job.key, t.name] = row
-    return Data(ctx=ctx, valid=valid, arcs=arcs, limits_pods=limits)
+                    arcs[job.key, t.name][n] = ub
+    data = Data(ctx=ctx, queues=queues, valid=valid, arcs=arcs, limits_pods=limits, victims=vd)
+    vd.prune(data)
+    return data
 
 
 def build(data: Data) -> tuple[cp_model.CpModel, Vars, dict[str, Any]]:
-    """The model, its variables and the five objective expressions by phase name."""
+    """The model, its variables and the objective expressions by phase name."""
     m = cp_model.CpModel()
     v = Vars(admitted={}, region={}, count={}, opened={})
     for job in data.valid:
@@ -122,15 +159,25 @@ def build(data: Data) -> tuple[cp_model.CpModel, Vars, dict[str, Any]]:
                 v.region[job.key, i] = m.new_bool_var(f"region[{job.key}@{r.hyper_node or '<root>'}]")
     for (j, t), row in data.arcs.items():
         for n, ub in row.items():
-            v.count[j, t, n] = m.new_int_var(0, ub, f"count[{j}/{t}->{n}]")
+            v.count[j, t, n] = x = m.new_int_var(0, ub, f"count[{j}/{t}->{n}]")
+            v.by_task.setdefault((j, t), []).append(x)
     occupied = set(data.ctx.snapshot.pods_by_node)
     for n in sorted({n for (_j, _t, n) in v.count} - occupied):
         v.opened[n] = m.new_bool_var(f"opened[{n}]")
     add_gang(m, data, v)
     add_regions(m, data, v)
     add_capacity(m, data, v)
-    add_queues(m, data, v)
     add_opened(m, data, v)
+    if data.victims.pairs:
+        v.ev = victims_cpsat.add_variables(m, data, v)
+        victims_cpsat.add_capacity(m, data, v)
+        victims_cpsat.add_queues(m, data, v)
+        victims_cpsat.add_entitlement(m, data, v)
+        victims_cpsat.add_victim_gangs(m, data, v)
+        victims_cpsat.add_reclaim_rules(m, data, v)
+        victims_cpsat.add_region_cuts(m, data, v)
+    else:
+        add_queues(m, data, v)
     return m, v, objectives(data, v)
 
 
@@ -163,10 +210,12 @@ def add_regions(m: cp_model.CpModel, data: Data, v: Vars) -> None:
 
 
 def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
-    """Cumulative fit on every requested resource of every node, and the pod count."""
+    """Cumulative fit on every requested resource and the pod count, on the nodes where nothing may be
+    evicted (``victims_cpsat.add_capacity`` covers the others)."""
     by_node: dict[str, list[tuple[Pod, Any]]] = defaultdict(list)
     for (j, t, n), x in v.count.items():
-        by_node[n].append((data.ctx.pods[j][t][0], x))
+        if n not in data.victims.nodes:
+            by_node[n].append((data.ctx.pods[j][t][0], x))
     for n, terms in sorted(by_node.items()):
         free = data.ctx.free[n]
         for r in sorted({r for pod, _x in terms for r in pod.requests}):
@@ -176,8 +225,9 @@ def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
 
 
 def add_queues(m: cp_model.CpModel, data: Data, v: Vars) -> None:
-    """For every queue and every resource new pods charge to it: allocated + Σ requests ≤ realCapability."""
-    queues = QueueState(data.ctx.snapshot)
+    """Without victims: for every queue and every resource new pods charge to it, allocated + Σ requests
+    ≤ realCapability."""
+    queues = data.queues
     charged: dict[tuple[str, str], list[Any]] = defaultdict(list)
     jobs = {jb.key: jb for jb in data.valid}
     for (j, t, _n), x in v.count.items():
@@ -206,11 +256,12 @@ def objectives(data: Data, v: Vars) -> dict[str, Any]:
     extras = sum(v.count.values()) - sum(mins[k] * a for k, a in v.admitted.items())
     opened = sum(v.opened.values())
     binpack = sum(ctx.static_binpack(ctx.pods[j][t][0].requests, n) * x for (j, t, n), x in v.count.items())
-    return {"admitted": admitted, "tiers": tiers, "extras": extras, "opened": opened, "binpack": binpack}
+    return {"admitted": admitted, "victims": victims_cpsat.cost(data, v), "tiers": tiers, "extras": extras,
+            "opened": opened, "binpack": binpack}
 
 
 def add_hint(m: cp_model.CpModel, data: Data, v: Vars, plan: PlacementPlan) -> None:
-    """Hint every variable from a plan (the greedy's, or the previous phase's)."""
+    """Hint every variable from a plan (the greedy's with its victims, or the previous phase's)."""
     counts: dict[tuple[str, str, str], int] = defaultdict(int)
     chosen: dict[str, tuple[str | None, int | None]] = {}
     for jp in plan.jobs:
@@ -228,13 +279,17 @@ def add_hint(m: cp_model.CpModel, data: Data, v: Vars, plan: PlacementPlan) -> N
     receiving = {n for (_j, _t, n), c in counts.items() if c}
     for n, o in v.opened.items():
         m.add_hint(o, int(n in receiving))
+    if data.victims.pairs:
+        victims_cpsat.add_hint(m, data, v, plan, counts)
 
 
 def extract(data: Data, v: Vars, s: cp_model.CpSolver) -> PlacementPlan:
-    """Domain objects from a solution: replica indices handed out task by task, nodes by name."""
+    """Domain objects from a solution: replica indices handed out task by task, nodes by name; victims
+    handed out class by class in victim order."""
     ctx = data.ctx
     out: list[JobPlacement] = []
     valid = {j.key for j in data.valid}
+    taken = victims_cpsat.extract(data, v, s)
     for job in ctx.jobs:
         base = {"namespace": job.namespace, "name": job.name, "queue": job.queue}
         if job.key not in valid or not s.value(v.admitted[job.key]):
@@ -248,49 +303,118 @@ def extract(data: Data, v: Vars, s: cp_model.CpSolver) -> PlacementPlan:
                     bindings.append(Binding(task=t.name, index=i, node=n))
                     i += 1
         hyper, tier = None, None
-        where = ""
+        label = None
         if job.network_topology is not None:
             r = next(ctx.regions[job.key][i] for i in range(len(ctx.regions[job.key])) if s.value(v.region[job.key, i]))
             hyper, tier = r.hyper_node, r.tier
-            where = f" in {r.label}"
-        extra = len(bindings) - job.min_available
-        reason = f"{len(bindings)} of {job.replicas} pods placed{where}" + (
-            f" ({extra} beyond minAvailable {job.min_available})" if extra > 0 else "")
-        out.append(JobPlacement(**base, admitted=True, reason=reason, hyper_node=hyper, tier=tier,
-                                bindings=tuple(bindings)))
+            label = r.label
+        victims = taken.get(job.key, [])
+        after = job.key in v.ev.after and bool(s.value(v.ev.after[job.key]))
+        if victims:
+            reason = victims[0][1]
+            cost = sum(c.cost for c, _r in victims)
+            text = victim_text(job, len(bindings), label, reason, len(victims), cost)
+        else:
+            extra = len(bindings) - job.min_available
+            text = f"{len(bindings)} of {job.replicas} pods placed" + (f" in {label}" if label else "") + (
+                f" ({extra} beyond minAvailable {job.min_available})" if extra > 0 else "")
+        vs = tuple(Victim(namespace=c.pod.namespace, name=c.pod.name, node=c.node, reason=r)
+                   for c, r in sorted(victims, key=lambda cr: cr[0].key))
+        out.append(JobPlacement(**base, admitted=True, reason=text, hyper_node=hyper, tier=tier,
+                                bindings=tuple(bindings), victims=vs, after_evictions=after))
     return PlacementPlan(jobs=tuple(out), solver=SolverRecord(name="cpsat", status="FEASIBLE"))
 
 
-def _solver(options: PlanOptions, limit: float) -> cp_model.CpSolver:
+def compare_with_greedy(ctx: Context, plan: PlacementPlan, greedy: PlacementPlan) -> PlacementPlan:
+    """``greedyVictims`` (and a note in the reason) where the greedy admits the job with other victims."""
+    cands = ctx.catalogue.candidates
+    out: list[JobPlacement] = []
+    for jp in plan.jobs:
+        g = greedy.job(jp.key)
+        if not jp.admitted or (not jp.victims and not g.victims):
+            out.append(jp)
+            continue
+        if not g.admitted:
+            out.append(jp.model_copy(update={"reason": f"{jp.reason}; the greedy does not admit it"}))
+            continue
+        if sorted(x.model_dump_json() for x in g.victims) == sorted(x.model_dump_json() for x in jp.victims):
+            out.append(jp)
+            continue
+        cost = sum(cands[f"{x.namespace}/{x.name}"].cost for x in g.victims)
+        note = (f"the greedy would evict {len(g.victims)} pods (cost {cost})" if g.victims else
+                "the greedy places it without victims")
+        out.append(jp.model_copy(update={"reason": f"{jp.reason}; {note}", "greedy_victims": g.victims}))
+    return plan.model_copy(update={"jobs": tuple(out)})
+
+
+def _solver(options: PlanOptions, limit: float, victims: bool) -> cp_model.CpSolver:
     s = cp_model.CpSolver()
     s.parameters.max_time_in_seconds = max(limit, 0.05)
     s.parameters.num_workers = options.workers
     s.parameters.random_seed = options.seed
+    # OR-Tools 9.15's at-most-one/linear inclusion presolve can certify a wrong optimum
+    # (google/or-tools#5293); seen here too, on a joint model with probing off.
+    s.parameters.presolve_inclusion_work_limit = 0
+    if victims:
+        # The replay order's big-M links propagate poorly: the full LP relaxation (with the region cuts)
+        # bounds the victims' cost; presolve probing of the region/landing implications costs seconds
+        # at 2,000 nodes and gains little.
+        s.parameters.linearization_level = 2
+        s.parameters.cp_model_probing_level = 0
     return s
 
 
+def met_bounds(data: Data, plan: PlacementPlan) -> dict[str, int]:
+    """Phases whose objective the plan already meets at a bound no plan can pass: name -> value."""
+    ctx = data.ctx
+    weight = {j.key: admission_weight(ctx.priority[j.key]) for j in data.valid}
+    admitted = sum(weight.get(jp.key, 0) for jp in plan.jobs if jp.admitted)
+    occupied = set(ctx.snapshot.pods_by_node)
+    opened = len({b.node for jp in plan.jobs if jp.admitted for b in jp.bindings} - occupied)
+    extras = sum(len(jp.bindings) - jp_job.min_available for jp in plan.jobs
+                 if jp.admitted and (jp_job := data.jobs[jp.key]) is not None)
+    values = {"admitted": admitted, "victims": ctx.victim_cost(plan), "extras": extras, "opened": opened}
+    bounds = {"admitted": sum(weight.values()), "victims": 0, "opened": 0,
+              "extras": sum(j.replicas - j.min_available for j in data.valid)}
+    return {name: values[name] for name in bounds if values[name] == bounds[name]}
+
+
 def solve(ctx: Context, options: PlanOptions, hint: PlacementPlan | None = None) -> PlacementPlan:
-    """The lexicographic optimum by five sequential solves; falls back to the hint when CP-SAT finds
-    nothing in time (status FALLBACK)."""
+    """The lexicographic optimum by sequential solves; falls back to the hint (the greedy's plan, with
+    its victims) when CP-SAT finds nothing in time (status FALLBACK)."""
     t0 = time.perf_counter()
     deadline = t0 + options.time_limit
     data = build_data(ctx)
     m, v, objs = build(data)
+    phases = [(name, sense, share) for name, sense, share in zip(PHASES, SENSE, SHARE, strict=True)
+              if name != "victims" or data.victims.pairs]
+    log.info("placement cpsat model: %d count, %d take variables (%d victim classes), %d constraints",
+             len(v.count), len(v.ev.take), len(data.victims.classes), len(m.proto.constraints))
     best = hint
     optimal = True
     values: list[int] = []
     objective: int | None = None
     bound: int | None = None
-    for k, name in enumerate(PHASES):
+    for k, (name, sense, share) in enumerate(phases):
+        met = met_bounds(data, best) if best is not None else {}
+        if name in met:  # the plan in hand is optimal for this phase: no solve
+            value = met[name]
+            log.info("placement cpsat phase %d (%s): the plan in hand meets the bound %d", k + 1, name, value)
+            values.append(value)
+            if k == 0:
+                objective, bound = value, value
+            m.add(objs[name] >= value if sense > 0 else objs[name] <= value)
+            continue
         m.clear_objective()
         if best is not None:
             m.clear_hints()
             add_hint(m, data, v, best)
-        if SENSE[k] > 0:
+        if sense > 0:
             m.maximize(objs[name])
         else:
             m.minimize(objs[name])
-        s = _solver(options, (deadline - time.perf_counter()) / (len(PHASES) - k))
+        left = (deadline - time.perf_counter()) * share / sum(p[2] for p in phases[k:])
+        s = _solver(options, left, bool(data.victims.pairs))
         st = s.solve(m)
         ok = st in (cp_model.OPTIMAL, cp_model.FEASIBLE)
         log.info("placement cpsat phase %d (%s): %s objective %s bound %s in %.2fs", k + 1, name, s.status_name(st),
@@ -305,14 +429,21 @@ def solve(ctx: Context, options: PlanOptions, hint: PlacementPlan | None = None)
         if k == 0:
             objective, bound = value, round(s.best_objective_bound)
         # keep this level at the value found for the phases that follow
-        m.add(objs[name] >= value if SENSE[k] > 0 else objs[name] <= value)
+        m.add(objs[name] >= value if sense > 0 else objs[name] <= value)
     wall = round(time.perf_counter() - t0, 3)
     if best is None or not values:
         plan = hint if hint is not None else PlacementPlan(jobs=(), solver=SolverRecord(name="cpsat", status="NONE"))
         return plan.model_copy(update={"solver": SolverRecord(name="cpsat", status="FALLBACK", wall_seconds=wall)})
+    proven = optimal and len(values) == len(phases)
     best = explain_rejections(ctx, best)
+    notes = victim_notes(ctx, best, proven)
+    best = best.model_copy(update={"jobs": tuple(
+        jp.model_copy(update={"reason": f"{jp.reason}; no victims ({notes[jp.key]})"}) if jp.key in notes else jp
+        for jp in best.jobs)})
+    if hint is not None:
+        best = compare_with_greedy(ctx, best, hint)
     gap = None if objective is None or bound is None or objective == 0 else round(
         100.0 * abs(bound - objective) / abs(objective), 3)
-    record = SolverRecord(name="cpsat", status="OPTIMAL" if optimal and len(values) == len(PHASES) else "FEASIBLE",
+    record = SolverRecord(name="cpsat", status="OPTIMAL" if proven else "FEASIBLE",
                           objective=objective, best_bound=bound, gap_percent=gap, wall_seconds=wall)
     return best.model_copy(update={"solver": record})

@@ -1,201 +1,651 @@
-"""Least-cost victims for one job that does not fit, on OR-Tools CP-SAT.
+"""Victims inside the exact placement model (``placement_cpsat``): which running pods the admitted jobs
+evict, decided jointly with where every job goes.
 
-Called by ``placement.plan_victims`` for each job in Volcano's order, on the state the earlier jobs
-left (their pods placed, their victims gone), with the job's ``placement.Rules`` for one action
-(preempt or reclaim). Decisions:
+**What a plan means.** The validator (``placement.placement_violations``) replays a plan in Volcano's
+order: the jobs placed without evictions first (``after_evictions`` false), then the others in job
+order, each evicting its victims and then placing its pods on the state the jobs before it left. The
+model describes exactly that replay, so that every rule is checked on the state the validator (and the
+greedy, whose plans are replayed the same way) sees. ``after[job]`` says in which part a job is.
 
-- ``evict[pod]``: the candidate is evicted (only candidates the rules allow);
-- ``whole[group]``: every remaining occupying pod of the victim PodGroup goes (allowed only when all of
-  them are candidates);
-- ``count[task, node]``: pods of the task placed on the node (static predicates pass there);
-- ``region[i]``: the job ends in its i-th candidate region (topology jobs only).
+**Victim classes.** Candidates (``victims.Catalogue``) of one PodGroup on one node with equal requests
+and equal cost are identical to every rule, so they are counted, not named (``VictimClass``); the
+extraction hands pods out in victim order. A pair (job, class) exists only when the job is entitled to
+the class by the static rules (``victims.statically_allowed``; preempt: same queue, strictly lower job
+priority; reclaim: another, reclaimable queue that could be above deserved on a resource the job needs
+and the pod uses, and a job queue with a deserved share of a resource it needs; never for a
+``preemptionPolicy: Never`` job), and when the job can land on the class's node, or may take the whole
+PodGroup (all its occupying pods are candidates the job is entitled to, and the jobs entitled to it
+could use more than ``ready − minMember`` of its pods: each pod placed frees at most the group's pods
+on its own node). Nodes are the model's only place where victims matter; a node without a class keeps
+the plain capacity constraint.
 
-Constraints: the gang's minimum exactly (every task's minimum, ``minAvailable`` pods in all); per node
-and per resource the job requests, placed requests ≤ free + what evictions on *that node* free (and the
-pod count): freed capacity counts only where the gang goes; the job's queue and ancestors stay within
-realCapability (evictions in the chain free allocation); per victim PodGroup, evicted ≤ ready −
-minMember − already taken, unless ``whole``; reclaim floors per queue and resource.
+Decisions (``VictimVars``):
 
-Objective: minimise Σ cost × evict (``victims`` module: priority-weighted, newer pods cheaper), then the
-tier of the region, as one weighted sum. Hinted with the greedy's choice.
+- ``take[job, class]``: pods of the class the job evicts;
+- ``after[job]``: the job is replayed after the evictions (every job that evicts is);
+- ``early[job, task, node]``: the task's pods on the node when the job is replayed before, else 0 (only
+  on nodes with classes); ``amount[job, r]`` and ``early_amount[job, r]`` the same for the job's
+  requests, for the queues;
+- ``lands[job, node]``: the job has a pod on the node;
+- ``finish[job, group]``: the job evicts the rest of the victim PodGroup (its gang goes whole);
+- ``reclaims[job]``: the job's action is reclaim (else preempt: one action places a job);
+- ``used[node, r, job]``: a node's usage after the job's turn, where later jobs place or evict there;
+  ``places[job, node]`` on a node over-committed in the snapshot (only a pod placed there must fit);
+- auxiliary literals of the reclaim rules: ``below[job, r]``, ``over[job, queue, r]``,
+  ``some[job, queue, resources]``, ``drops[job, queue, r]``.
+
+Constraints (families, one function each):
+
+- capacity (``add_capacity``), on nodes with classes, per requested resource and the pod count: the
+  early pods fit the snapshot's free room; and after each job in job order, early pods + later pods of
+  the jobs so far − what their victims on the node release ≤ free: freed capacity counts only on the
+  node where it is freed, and only for the jobs replayed after it;
+- queues (``add_queues``): the early part within realCapability for every queue and resource new pods
+  charge; after each late job, its queue and ancestors within realCapability, evictions giving back
+  allocation to the victims' queues and their ancestors;
+- entitlement (``add_entitlement``): a victim is taken only by an admitted, late job that lands on its
+  node or takes its whole PodGroup, and by one action per job;
+- victim gangs (``add_victim_gangs``): per PodGroup, evicted ≤ ready − minMember, unless one job takes
+  the rest of it, the jobs before that one staying within ready − minMember;
+- region cuts (``add_region_cuts``, redundant): a job that ends in a region finds its gang's least
+  demand in the free room of the region's nodes plus what evictions there release;
+- reclaim (``add_reclaim_rules``), on the queue allocations at the job's turn (``Accounts.before``):
+  the job's queue below its deserved on a resource it needs; the victim's queue above its deserved on a
+  resource the job needs and the victim uses; the floors — for each victim queue and ancestor that is
+  not an ancestor of the job's queue, and each resource the job needs, the job's reclaim evictions
+  take at most ``max(0, allocated − deserved)``.
+
+Objective term (``cost``): Σ cost × take, the ``victims`` module's cost (priority-weighted, newer pods
+cheaper), minimised right after the admissions.
 """
 
 from __future__ import annotations
 
-import logging
 from collections import defaultdict
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from ortools.sat.python import cp_model
 
-from optplan.models.placement import Binding
-from optplan.solvers.base import PlanOptions
-from optplan.solvers.oracle import POD_SLOT, static_reason
-from optplan.solvers.placement import Context, Rules, State, VictimChoice, task_minima
-from optplan.solvers.placement_cpsat import max_fit
-from optplan.solvers.victims import Candidate, Catalogue
+from optplan.models.placement import PlacementPlan
+from optplan.models.queues import VCJob
+from optplan.solvers.oracle import POD_SLOT
+from optplan.solvers.placement import Context, QueueState, job_needs, task_minima
+from optplan.solvers.victims import Candidate, Reason, floor_queues, preemption_never, statically_allowed
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from optplan.solvers.placement_cpsat import Data, Vars
 
 
-def solve_job(ctx: Context, state: State, cat: Catalogue, rules: Rules, options: PlanOptions,
-              hint: VictimChoice | None = None) -> VictimChoice | None:
-    """The least-cost victims that let the job's gang fit, or None (infeasible or no solution in time)."""
-    job = rules.job
-    snap = ctx.snapshot
-    regions = ctx.regions[job.key]
-    if not regions:
-        return None
-    allowed = sorted(frozenset().union(*(r.nodes for r in regions)))
-    cands = sorted(rules.eligible.values(), key=Candidate.order_key)
-    on_node: dict[str, list[Candidate]] = defaultdict(list)
-    for c in cands:
-        on_node[c.node].append(c)
-    limits = {n: "pods" in snap.nodes[n].allocatable for n in allowed}
-    m = cp_model.CpModel()
-    # evict[pod key]: the candidate is evicted
-    evict = {c.key: m.new_bool_var(f"evict[{c.key}]") for c in cands}
-    # count[task, node]: pods of the task placed on the node
-    count: dict[tuple[str, str], Any] = {}
-    pods = ctx.pods[job.key]
-    for t in job.tasks:
-        if t.replicas == 0:
-            continue
-        pod = pods[t.name][0]
-        for n in allowed:
-            if static_reason(pod, snap.nodes[n]) is not None:
+@dataclass
+class VictimClass:
+    """Identical possible victims: running pods of one PodGroup on one node, equal requests and cost."""
+
+    name: str
+    node: str
+    group: str
+    queue: str
+    requests: dict[str, int]
+    cost: int
+    pods: tuple[Candidate, ...]
+    """In victim order: the extraction hands out the first ones."""
+
+    @property
+    def size(self) -> int:
+        return len(self.pods)
+
+    def releases(self, r: str) -> int:
+        """What one pod of the class gives back of ``r`` ("pods": one pod)."""
+        return 1 if r == "pods" else self.requests.get(r, 0)
+
+
+@dataclass
+class VictimData:
+    """Classes of possible victims and which job may take which."""
+
+    classes: dict[str, VictimClass] = field(default_factory=dict)
+    pairs: dict[tuple[str, str], Reason] = field(default_factory=dict)
+    """(job, class) -> the action by which the job may evict the class."""
+    finishers: dict[str, list[str]] = field(default_factory=dict)
+    """PodGroup -> the jobs (job order) that may evict all of it."""
+    class_of: dict[str, str] = field(default_factory=dict)
+    """Candidate pod key -> its class."""
+    freeable: dict[str, dict[str, int]] = field(default_factory=dict)
+    """node -> what the classes some job may take hold there (requests, and ``pods`` in milli-units)."""
+    nodes: set[str] = field(default_factory=set)
+    """Nodes with a class some job may take (after pruning)."""
+
+    def room(self, ctx: Context, node: str) -> dict[str, int]:
+        """The snapshot's free room plus everything the node's possible victims hold."""
+        free = dict(ctx.free[node])
+        for r, x in self.freeable.get(node, {}).items():
+            free[r] = free.get(r, 0) + x
+        return free
+
+    def prune(self, data: Data) -> None:
+        """Keep the pairs whose job can land on the class's node, then add the whole-PodGroup takes."""
+        cat = data.ctx.catalogue
+        lands: dict[str, set[str]] = defaultdict(set)
+        for (j, _t), row in data.arcs.items():
+            lands[j].update(row)
+        static = dict(self.pairs)
+        self.pairs = {(j, k): r for (j, k), r in static.items() if self.classes[k].node in lands[j]}
+        by_group: dict[str, list[str]] = defaultdict(list)
+        for k, c in self.classes.items():
+            by_group[c.group].append(k)
+        self.finishers = {}
+        replicas = {job.key: sum(t.replicas for t in job.tasks) for job in data.valid}
+        for g, ks in sorted(by_group.items()):
+            pods = {p.key for k in ks for p in self.classes[k].pods}
+            if pods != set(cat.groups[g].occupying):
+                continue  # some occupying pod is protected or not Running: the gang never goes whole
+            # each pod placed needs at most the group's pods on its own node: when all the jobs entitled
+            # to the group could not use more than ready − minMember of them, it never goes whole
+            per_node: dict[str, int] = defaultdict(int)
+            for k in ks:
+                per_node[self.classes[k].node] += self.classes[k].size
+            mine = set(ks)
+            users = {j for (j, k) in static if k in mine}
+            if sum(replicas[j] for j in users) * max(per_node.values()) <= cat.groups[g].slack:
                 continue
-            room = dict(state.cap.free[n])
-            for c in on_node.get(n, ()):
-                for r, v in c.pod.requests.items():
-                    room[r] = room.get(r, 0) + v
-                room["pods"] = room.get("pods", 0) + POD_SLOT
-            ub = min(t.replicas, max_fit(pod, room, limits[n]))
-            if ub > 0:
-                count[t.name, n] = m.new_int_var(0, ub, f"count[{t.name}->{n}]")
-    # region[i]: the job ends in its i-th candidate region
-    region: dict[int, Any] = {}
-    add_gang(m, rules, count, task_minima(job))
-    if job.network_topology is not None:
-        for i, rg in enumerate(regions):
-            region[i] = m.new_bool_var(f"region[{rg.hyper_node or '<root>'}]")
-        m.add_exactly_one(region.values())
-        for (_task, n), x in count.items():
-            inside = [region[i] for i, rg in enumerate(regions) if n in rg.nodes]
-            m.add(x <= rules.job.replicas * sum(inside))
-    add_capacity(m, ctx, state, rules, count, evict, on_node, limits)
-    add_queue(m, ctx, state, rules, count, evict, cands)
-    add_victim_gangs(m, state, cat, rules, evict, cands)
-    add_floors(m, rules, evict, cands)
-    top = max((rg.tier or 0 for rg in regions), default=0)
-    cost = sum(c.cost * evict[c.key] for c in cands)
-    m.minimize(cost * (top + 2) + sum((regions[i].tier or 0) * y for i, y in region.items()))
-    if hint is not None:
-        add_hint(m, hint, count, evict, region, regions)
-    s = cp_model.CpSolver()
-    s.parameters.max_time_in_seconds = max(options.time_limit, 0.05)
-    s.parameters.num_workers = options.workers
-    s.parameters.random_seed = options.seed
-    st = s.solve(m)
-    ok = st in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-    log.info("placement victims cpsat %s (%s): %s objective %s bound %s in %.2fs", job.key, rules.reason,
-             s.status_name(st), s.objective_value if ok else None, s.best_objective_bound if ok else None,
-             s.wall_time)
-    if not ok:
-        return None
-    chosen = [c for c in cands if s.value(evict[c.key])]
-    bindings: list[Binding] = []
+            for job in data.valid:
+                if not all((job.key, k) in static for k in ks):
+                    continue
+                if len({static[job.key, k] for k in ks}) > 1 or not any((job.key, k) in self.pairs for k in ks):
+                    continue
+                self.finishers.setdefault(g, []).append(job.key)
+                for k in ks:
+                    self.pairs[job.key, k] = static[job.key, k]
+        used = {k for (_j, k) in self.pairs}
+        self.classes = {k: c for k, c in self.classes.items() if k in used}
+        self.class_of = {p: k for p, k in self.class_of.items() if k in used}
+        self.nodes = {c.node for c in self.classes.values()}
+
+
+def _requests(job: VCJob, ctx: Context) -> dict[str, int]:
+    """Resource -> the most the job can request of it (every replica placed)."""
+    out: dict[str, int] = defaultdict(int)
     for t in job.tasks:
-        i = 0
-        for n in allowed:
-            x = count.get((t.name, n))
-            for _ in range(int(s.value(x)) if x is not None else 0):
-                bindings.append(Binding(task=t.name, index=i, node=n))
-                i += 1
-    where = next((regions[i] for i, y in region.items() if s.value(y)), regions[0])
-    return VictimChoice(bindings=bindings, victims=chosen, region=where, cost=sum(c.cost for c in chosen))
+        pods = ctx.pods[job.key][t.name]
+        if pods:
+            for r, x in pods[0].requests.items():
+                out[r] += x * t.replicas
+    return dict(out)
 
 
-def add_gang(m: cp_model.CpModel, rules: Rules, count: dict[tuple[str, str], Any], minima: dict[str, int]) -> None:
-    """The gang's minimum exactly: every task's minimum, ``minAvailable`` pods in all."""
-    job = rules.job
-    for t in job.tasks:
-        placed = sum(x for (task, _n), x in count.items() if task == t.name)
-        m.add(placed <= t.replicas)
-        if minima.get(t.name, 0) > 0:
-            m.add(placed >= minima[t.name])
-    m.add(sum(count.values()) == job.min_available)
+def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
+                feasible: dict[tuple[str, str], list[str]]) -> VictimData:
+    """Classes of the catalogue's candidates and the static (job, class) pairs, before pruning."""
+    snap = ctx.snapshot
+    cat = ctx.catalogue
+    vd = VictimData()
+    if not cat.candidates:
+        return vd
+    members: dict[tuple[str, str, tuple[tuple[str, int], ...], int], list[Candidate]] = defaultdict(list)
+    for node in sorted(cat.by_node):
+        for c in cat.by_node[node]:  # victim order
+            members[node, c.group, tuple(sorted(c.pod.requests.items())), c.cost].append(c)
+    seen: dict[tuple[str, str], int] = defaultdict(int)
+    for (node, group, reqs, cost), pods in members.items():
+        i = seen[node, group]
+        seen[node, group] += 1
+        name = f"{group}@{node}" + (f"#{i}" if i else "")
+        vd.classes[name] = VictimClass(name=name, node=node, group=group, queue=pods[0].queue, requests=dict(reqs),
+                                       cost=cost, pods=tuple(pods))
+        for p in pods:
+            vd.class_of[p.key] = name
+    most = {j.key: _requests(j, ctx) for j in valid}
+    potential: dict[str, dict[str, int]] = {q: dict(a) for q, a in queues.allocated.items()}
+    for job in valid:
+        for q in queues.chain(job.queue):
+            for r, x in most[job.key].items():
+                potential[q][r] = potential[q].get(r, 0) + x
+    could_be_over = {q: {r for r, x in a.items() if x > queues.deserved[q].get(r, 0)} for q, a in potential.items()}
+    reachable: dict[str, set[str]] = defaultdict(set)
+    for (j, _t), nodes in feasible.items():
+        reachable[j].update(nodes)
+    for job in valid:
+        if preemption_never(snap, job.priority_class_name):
+            continue
+        needs = job_needs(job)
+        prio = ctx.priority[job.key]
+        may_reclaim = any(queues.deserved[job.queue].get(r, 0) > 0 for r in needs)
+        for k, cls in vd.classes.items():
+            c = cls.pods[0]
+            for reason in ("preempt", "reclaim"):
+                if reason == "reclaim" and not may_reclaim:
+                    continue
+                why = statically_allowed(c, reason, job.queue, prio, queues.reclaimable.get(c.queue, True),
+                                         could_be_over.get(c.queue, set()), needs)
+                if why is None:
+                    vd.pairs[job.key, k] = reason
+                    break
+    takeable = {k for (_j, k) in vd.pairs}
+    for k in sorted(takeable):
+        cls = vd.classes[k]
+        room = vd.freeable.setdefault(cls.node, {})
+        for r, x in cls.requests.items():
+            room[r] = room.get(r, 0) + x * cls.size
+        room["pods"] = room.get("pods", 0) + POD_SLOT * cls.size
+    return vd
 
 
-def add_capacity(m: cp_model.CpModel, ctx: Context, state: State, rules: Rules, count: dict[tuple[str, str], Any],
-                 evict: dict[str, Any], on_node: dict[str, list[Candidate]], limits: dict[str, bool]) -> None:
-    """Per node: placed requests ≤ free + what the evictions on this node free (and the pod count)."""
-    pods = ctx.pods[rules.job.key]
-    by_node: dict[str, list[tuple[dict[str, int], Any]]] = defaultdict(list)
-    for (task, n), x in count.items():
-        by_node[n].append((pods[task][0].requests, x))
-    for n, terms in sorted(by_node.items()):
-        free = state.cap.free[n]
-        here = on_node.get(n, [])
-        for r in sorted({r for req, _x in terms for r, v in req.items() if v > 0}):
-            freed = sum(c.pod.requests.get(r, 0) * evict[c.key] for c in here)
-            m.add(sum(req.get(r, 0) * x for req, x in terms) <= free.get(r, 0) + freed)
-        if limits[n]:
-            freed_slots = sum(POD_SLOT * evict[c.key] for c in here)
-            m.add(sum(POD_SLOT * x for _req, x in terms) <= free.get("pods", 0) + freed_slots)
+@dataclass
+class VictimVars:
+    """The victim variables of the joint model, keyed by domain tuples (module docstring)."""
+
+    take: dict[tuple[str, str], Any] = field(default_factory=dict)  # take[job, class]
+    after: dict[str, Any] = field(default_factory=dict)  # after[job]: replayed after the evictions
+    early: dict[tuple[str, str, str], Any] = field(default_factory=dict)  # early[job, task, node]
+    amount: dict[tuple[str, str], Any] = field(default_factory=dict)  # amount[job, r]: placed requests
+    early_amount: dict[tuple[str, str], Any] = field(default_factory=dict)  # amount, or 0 when after
+    lands: dict[tuple[str, str], Any] = field(default_factory=dict)  # lands[job, node]
+    finish: dict[tuple[str, str], Any] = field(default_factory=dict)  # finish[job, group]
+    reclaims: dict[str, Any] = field(default_factory=dict)  # reclaims[job]: reclaim, else preempt
+    below: dict[tuple[str, str], Any] = field(default_factory=dict)  # below[job, r]: own queue < deserved
+    over: dict[tuple[str, str, str], Any] = field(default_factory=dict)  # over[job, queue, r]: > deserved
+    some: dict[tuple[str, str, tuple[str, ...]], Any] = field(default_factory=dict)  # takes from the queue
+    some_classes: dict[tuple[str, str, tuple[str, ...]], list[str]] = field(default_factory=dict)
+    """The classes behind each ``some`` literal."""
+    drops: dict[tuple[str, str, str], Any] = field(default_factory=dict)  # drops[job, floor queue, r] > 0
+    places: dict[tuple[str, str], Any] = field(default_factory=dict)  # places[job, node], over-committed nodes
 
 
-def add_queue(m: cp_model.CpModel, ctx: Context, state: State, rules: Rules, count: dict[tuple[str, str], Any],
-              evict: dict[str, Any], cands: list[Candidate]) -> None:
-    """The job's queue and ancestors: allocated + placed − evicted within the chain ≤ realCapability."""
-    qs = state.queues
-    pods = ctx.pods[rules.job.key]
-    chain = qs.chain(rules.job.queue)
-    for q in chain:
-        for r in sorted(rules.needs):
-            placed = sum(pods[task][0].requests.get(r, 0) * x for (task, _n), x in count.items())
-            freed = sum(c.pod.requests.get(r, 0) * evict[c.key] for c in cands if q in qs.chain(c.queue))
-            m.add(placed - freed <= qs.real[q].get(r, 0) - qs.allocated[q].get(r, 0))
+def add_variables(m: cp_model.CpModel, data: Data, v: Vars) -> VictimVars:
+    vd = data.victims
+    ev = VictimVars()
+    for (j, k) in sorted(vd.pairs):
+        ev.take[j, k] = m.new_int_var(0, vd.classes[k].size, f"take[{j}<-{k}]")
+    per_job: dict[str, list[tuple[str, Any]]] = defaultdict(list)
+    for (j, t, _n), x in v.count.items():
+        per_job[j].append((t, x))
+    for job in data.valid:
+        j = job.key
+        ev.after[j] = m.new_bool_var(f"after[{j}]")
+        m.add_implication(ev.after[j], v.admitted[j])
+        for r, most in sorted(_requests(job, data.ctx).items()):
+            terms = [data.ctx.pods[j][t][0].requests.get(r, 0) * x for t, x in per_job[j]]
+            ev.amount[j, r] = amt = m.new_int_var(0, most, f"amount[{j},{r}]")
+            m.add(amt == sum(terms))
+            ev.early_amount[j, r] = ea = m.new_int_var(0, most, f"early_amount[{j},{r}]")
+            _early(m, ea, amt, most, ev.after[j])
+    for (j, t, n), x in v.count.items():
+        if n in vd.nodes:
+            ub = data.arcs[j, t][n]
+            ev.early[j, t, n] = e = m.new_int_var(0, ub, f"early[{j}/{t}->{n}]")
+            _early(m, e, x, ub, ev.after[j])
+    counted = {(j, n) for (j, _t, n) in v.count}
+    for (j, k) in sorted(vd.pairs):
+        n = vd.classes[k].node
+        if (j, n) in counted and (j, n) not in ev.lands:
+            ev.lands[j, n] = m.new_bool_var(f"lands[{j}@{n}]")
+    for g, jobs in sorted(vd.finishers.items()):
+        for j in jobs:
+            ev.finish[j, g] = m.new_bool_var(f"finish[{j}<-{g}]")
+    for j in sorted({j for (j, _k), r in vd.pairs.items() if r == "reclaim"}):
+        ev.reclaims[j] = m.new_bool_var(f"reclaims[{j}]")
+    return ev
 
 
-def add_victim_gangs(m: cp_model.CpModel, state: State, cat: Catalogue, rules: Rules, evict: dict[str, Any],
-                     cands: list[Candidate]) -> None:
-    """Per victim PodGroup: taken so far + evicted ≤ ready − minMember, unless all of it goes."""
-    groups: dict[str, list[Candidate]] = defaultdict(list)
-    for c in cands:
-        groups[c.group].append(c)
-    for gk, members in sorted(groups.items()):
-        g = cat.groups[gk]
-        k = sum(evict[c.key] for c in members)
-        left = max(g.slack - state.taken[gk], 0)
-        rest = [p for p in g.occupying if p not in state.evicted]
-        if all(p in evict for p in rest):
-            whole = m.new_bool_var(f"whole[{gk}]")
-            for p in rest:
-                m.add_implication(whole, evict[p])
-            m.add(k <= left + len(rest) * whole)
-        else:
-            m.add(k <= left)
+def _early(m: cp_model.CpModel, early: Any, full: Any, ub: int, after: Any) -> None:
+    """early = full when the job is replayed before the evictions, else 0."""
+    m.add(early <= full)
+    m.add(early >= full - ub * after)
+    m.add(early <= ub - ub * after)
 
 
-def add_floors(m: cp_model.CpModel, rules: Rules, evict: dict[str, Any], cands: list[Candidate]) -> None:
-    """Reclaim: evictions leave every floor queue at or above its floor on each resource the job needs."""
-    for q, floor in sorted(rules.floors.items()):
-        from_q = [c for c in cands if q in rules.floor_chain.get(c.queue, ())]
-        for r, least in sorted(floor.items()):
-            drop = sum(c.pod.requests.get(r, 0) * evict[c.key] for c in from_q)
-            m.add(drop <= rules.start[q].get(r, 0) - least)
+def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
+    """On nodes with classes: the early pods fit the free room; after each job in job order, early pods
+    + late pods so far − what the victims so far release there ≤ free (every requested resource, and
+    the pod count). The running state is carried by ``used[node, r, step]`` variables so that the
+    constraints stay linear in the model's size."""
+    vd, ev = data.victims, v.ev
+    order = [job.key for job in data.valid]
+    pos = {j: i for i, j in enumerate(order)}
+    placing: dict[str, dict[str, list[tuple[dict[str, int], Any, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for (j, t, n), x in v.count.items():
+        if n in vd.nodes:
+            placing[n][j].append((data.ctx.pods[j][t][0].requests, x, ev.early[j, t, n]))
+    taking: dict[str, dict[str, list[tuple[VictimClass, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for (j, k), y in ev.take.items():
+        taking[vd.classes[k].node][j].append((vd.classes[k], y))
+    for n in sorted(placing):
+        free = data.ctx.free[n]
+        jobs = placing[n]
+        resources = sorted({r for terms in jobs.values() for req, _x, _e in terms for r, q in req.items() if q > 0})
+        if data.limits_pods[n]:
+            resources.append("pods")
+        steps = sorted(set(jobs) | set(taking[n]), key=pos.__getitem__)
+        for r in resources:
+            def need(req: dict[str, int], r: str = r) -> int:
+                return 1 if r == "pods" else req.get(r, 0)
+
+            limit = free.get("pods", 0) // POD_SLOT if r == "pods" else free.get(r, 0)
+            early_terms = [need(req) * e for terms in jobs.values() for req, _x, e in terms]
+            released = sum(cls.releases(r) * cls.size for terms in taking[n].values() for cls, _y in terms)
+            state: Any = sum(early_terms)
+            m.add(state <= max(limit, 0))  # an early pod needs room in the snapshot
+            last = max(pos[j] for j in jobs)
+            for j in steps:
+                change = [need(req) * (x - e) for req, x, e in jobs.get(j, [])]
+                change += [-cls.releases(r) * y for cls, y in taking[n].get(j, []) if cls.releases(r)]
+                if not change:
+                    continue
+                after = state + sum(change)
+                if j in jobs:  # a pod placed here must fit
+                    if limit >= 0:  # the state only grows by placements: checking every step is exact
+                        m.add(after <= limit)
+                    else:  # over-committed in the snapshot: only a job that places here must fit
+                        m.add(after <= limit).only_enforce_if(_places(m, ev, j, n, jobs[j], data))
+                if pos[j] >= last:
+                    break
+                state = m.new_int_var(-released, max(limit, 0) + released, f"used[{n},{r},{j}]")
+                m.add(state == after)
 
 
-def add_hint(m: cp_model.CpModel, hint: VictimChoice, count: dict[tuple[str, str], Any], evict: dict[str, Any],
-             region: dict[int, Any], regions: list[Any]) -> None:
-    taken = {c.key for c in hint.victims}
-    for k, x in evict.items():
-        m.add_hint(x, int(k in taken))
-    per: dict[tuple[str, str], int] = defaultdict(int)
-    for b in hint.bindings:
-        per[b.task, b.node] += 1
-    for key, x in count.items():
-        m.add_hint(x, per.get(key, 0))
-    for i, y in region.items():
-        m.add_hint(y, int(regions[i] == hint.region))
+def _places(m: cp_model.CpModel, ev: VictimVars, job: str, node: str, terms: list[tuple[dict[str, int], Any, Any]],
+            data: Data) -> Any:
+    """A literal true when the job places a pod on the node (made once per pair)."""
+    if (job, node) not in ev.places:
+        ev.places[job, node] = lit = m.new_bool_var(f"places[{job}@{node}]")
+        ub = sum(row.get(node, 0) for (j, _t), row in data.arcs.items() if j == job)
+        m.add(sum(x for _req, x, _e in terms) <= ub * lit)
+    return ev.places[job, node]
+
+
+class Accounts:
+    """Queue allocations at each job's turn in the replay, as linear expressions."""
+
+    def __init__(self, data: Data, v: Vars) -> None:
+        self.data = data
+        self.v = v
+        self.queues = data.queues
+        self.order = [job.key for job in data.valid]
+        self.chain = {job.key: set(self.queues.chain(job.queue)) for job in data.valid}
+        self.freed: dict[tuple[str, str, str], list[Any]] = defaultdict(list)
+        """(job, queue, r) -> what the job's victims give back to the queue."""
+        for (j, k), y in v.ev.take.items():
+            cls = data.victims.classes[k]
+            for q in self.queues.chain(cls.queue):
+                for r, x in cls.requests.items():
+                    if x:
+                        self.freed[j, q, r].append(x * y)
+
+    def early(self, j: str, q: str, r: str) -> Any:
+        return self.v.ev.early_amount[j, r] if q in self.chain[j] and (j, r) in self.v.ev.early_amount else 0
+
+    def late(self, j: str, q: str, r: str) -> Any:
+        """What the job's own turn changes: its late pods minus what its victims give back."""
+        ev = self.v.ev
+        placed = ev.amount[j, r] - ev.early_amount[j, r] if q in self.chain[j] and (j, r) in ev.amount else 0
+        return placed - sum(self.freed.get((j, q, r), []))
+
+    def start(self, q: str, r: str) -> Any:
+        """After the early jobs: the snapshot's allocation plus every early pod."""
+        return self.queues.allocated[q].get(r, 0) + sum(self.early(j, q, r) for j in self.order)
+
+    def before(self, j: str, q: str, r: str) -> Any:
+        """At the job's turn (before its evictions), when it is replayed after the evictions."""
+        i = self.order.index(j)
+        return self.start(q, r) + sum(self.late(jj, q, r) for jj in self.order[:i])
+
+
+def add_queues(m: cp_model.CpModel, data: Data, v: Vars) -> None:
+    """The early jobs within realCapability (allocated + Σ requests, every queue and resource they
+    charge); after each late job, its queue and ancestors within realCapability."""
+    acc = Accounts(data, v)
+    queues = data.queues
+    charged: set[tuple[str, str]] = set()
+    for (j, r) in v.ev.amount:
+        for q in acc.chain[j]:
+            charged.add((q, r))
+    for q, r in sorted(charged):
+        room = queues.real[q].get(r, 0) - queues.allocated[q].get(r, 0)
+        m.add(sum(acc.early(j, q, r) for j in acc.order) <= max(room, 0))
+    for j in acc.order:
+        for q in sorted(acc.chain[j]):
+            for r in sorted(r for (jj, r) in v.ev.amount if jj == j):
+                after_turn = acc.before(j, q, r) + acc.late(j, q, r)
+                m.add(after_turn <= queues.real[q].get(r, 0)).only_enforce_if(v.ev.after[j])
+
+
+def add_entitlement(m: cp_model.CpModel, data: Data, v: Vars) -> None:
+    """A class is taken only by an admitted late job that lands on its node or takes its whole PodGroup,
+    by the job's one action; landing means a pod there."""
+    vd, ev = data.victims, v.ev
+    for (j, k), y in ev.take.items():
+        cls = vd.classes[k]
+        ways = [x for x in (ev.lands.get((j, cls.node)), ev.finish.get((j, cls.group))) if x is not None]
+        m.add(y <= cls.size * sum(ways))
+        m.add(y <= cls.size * ev.after[j])
+        if j in ev.reclaims:
+            rec = ev.reclaims[j]
+            m.add(y <= cls.size * (rec if vd.pairs[j, k] == "reclaim" else 1 - rec))
+    at: dict[tuple[str, str], list[Any]] = defaultdict(list)
+    for (j, _t, n), x in v.count.items():
+        at[j, n].append(x)
+    for (j, n), lit in ev.lands.items():
+        m.add(sum(at[j, n]) >= 1).only_enforce_if(lit)
+
+
+def add_victim_gangs(m: cp_model.CpModel, data: Data, v: Vars) -> None:
+    """Per victim PodGroup: evicted ≤ ready − minMember, unless one job (``finish``) takes the rest of
+    it, the jobs before it staying within ready − minMember."""
+    vd, ev = data.victims, v.ev
+    cat = data.ctx.catalogue
+    order = [job.key for job in data.valid]
+    by_group: dict[str, list[tuple[str, str, Any]]] = defaultdict(list)
+    for (j, k), y in ev.take.items():
+        by_group[vd.classes[k].group].append((j, k, y))
+    for g, takes in sorted(by_group.items()):
+        group = cat.groups[g]
+        total = sum(y for _j, _k, y in takes)
+        fins = {j: ev.finish[j, g] for j in vd.finishers.get(g, [])}
+        if not fins:
+            m.add(total <= group.slack)
+            continue
+        m.add_at_most_one(fins.values())
+        m.add(total <= group.slack + (len(group.occupying) - group.slack) * sum(fins.values()))
+        classes = sorted({k for _j, k, _y in takes})
+        for j, fin in fins.items():
+            m.add_implication(fin, v.admitted[j])
+            upto = set(order[:order.index(j) + 1])
+            for k in classes:
+                m.add(sum(y for jj, kk, y in takes if kk == k and jj in upto) == vd.classes[k].size) \
+                    .only_enforce_if(fin)
+            before = upto - {j}
+            m.add(sum(y for jj, _k, y in takes if jj in before) <= group.slack).only_enforce_if(fin)
+            landing = [ev.lands[j, n] for n in sorted({vd.classes[k].node for k in classes}) if (j, n) in ev.lands]
+            m.add_bool_or(landing).only_enforce_if(fin)
+
+
+def add_reclaim_rules(m: cp_model.CpModel, data: Data, v: Vars) -> None:
+    """At the reclaiming job's turn: its queue below deserved on a resource it needs; each victim's
+    queue above deserved on a resource the job needs and the victim uses; the floors."""
+    vd, ev = data.victims, v.ev
+    if not ev.reclaims:
+        return
+    acc = Accounts(data, v)
+    queues = data.queues
+    jobs = {job.key: job for job in data.valid}
+    for j, rec in sorted(ev.reclaims.items()):
+        job = jobs[j]
+        needs = sorted(job_needs(job))
+        des = queues.deserved[job.queue]
+        lits = []
+        for r in needs:
+            if des.get(r, 0) > 0:
+                ev.below[j, r] = b = m.new_bool_var(f"below[{j},{r}]")
+                m.add(acc.before(j, job.queue, r) <= des[r] - 1).only_enforce_if(b)
+                lits.append(b)
+        m.add_bool_or(lits).only_enforce_if(rec)
+        # the victims' queues above deserved
+        groups: dict[tuple[str, tuple[str, ...]], list[tuple[str, Any]]] = defaultdict(list)
+        floors: dict[tuple[str, str], list[Any]] = defaultdict(list)
+        mine = queues.chain(job.queue)
+        for (jj, k), y in ev.take.items():
+            if jj != j or vd.pairs[jj, k] != "reclaim":
+                continue
+            cls = vd.classes[k]
+            rs = tuple(sorted(r for r in needs if cls.requests.get(r, 0) > 0))
+            groups[cls.queue, rs].append((k, y))
+            for f in floor_queues(queues.chain(cls.queue), mine):
+                for r in needs:
+                    if cls.requests.get(r, 0):
+                        floors[f, r].append(cls.requests[r] * y)
+        for (q, rs), ys in sorted(groups.items(), key=lambda kv: kv[0]):
+            ev.some[j, q, rs] = some = m.new_bool_var(f"some[{j}<-{q}]")
+            ev.some_classes[j, q, rs] = [k for k, _y in ys]
+            m.add(sum(y for _k, y in ys) <= sum(vd.classes[k].size for k, _y in ys) * some)
+            ors = []
+            for r in rs:
+                if (j, q, r) not in ev.over:
+                    ev.over[j, q, r] = o = m.new_bool_var(f"over[{j},{q},{r}]")
+                    m.add(acc.before(j, q, r) >= queues.deserved[q].get(r, 0) + 1).only_enforce_if(o)
+                ors.append(ev.over[j, q, r])
+            m.add_bool_or(ors).only_enforce_if(some)
+        for (f, r), terms in sorted(floors.items()):
+            big = sum(vd.classes[k].size * vd.classes[k].requests.get(r, 0) for (jj, k) in ev.take if jj == j)
+            ev.drops[j, f, r] = d = m.new_bool_var(f"drops[{j},{f},{r}]")
+            m.add(sum(terms) <= big * d)
+            m.add(sum(terms) <= acc.before(j, f, r) - queues.deserved[f].get(r, 0)).only_enforce_if(d)
+
+
+def min_demand(job: VCJob, ctx: Context) -> dict[str, int]:
+    """The least the admitted gang requests of each resource: every task's minimum, the rest of
+    minAvailable at the smallest request among the tasks."""
+    minima = task_minima(job)
+    tasks = [t for t in job.tasks if t.replicas > 0]
+    out: dict[str, int] = {}
+    for r in sorted({r for t in tasks for r in ctx.pods[job.key][t.name][0].requests}):
+        req = {t.name: ctx.pods[job.key][t.name][0].requests.get(r, 0) for t in tasks}
+        fixed = sum(minima.get(t, 0) * q for t, q in req.items())
+        rest = max(job.min_available - sum(minima.values()), 0)
+        out[r] = fixed + rest * min(req.values(), default=0)
+    return out
+
+
+def add_region_cuts(m: cp_model.CpModel, data: Data, v: Vars) -> None:
+    """Redundant, for the LP bound of the victims' cost: a job that ends in a region takes at least its
+    gang's least demand of each resource from the free room of the region's nodes it may use plus what
+    evictions there release (by any job)."""
+    vd, ev = data.victims, v.ev
+    ctx = data.ctx
+    takes: dict[str, list[tuple[VictimClass, Any]]] = defaultdict(list)
+    for (_j, k), y in ev.take.items():
+        takes[vd.classes[k].node].append((vd.classes[k], y))
+    for job in data.valid:
+        usable = {n for (j, _t), row in data.arcs.items() if j == job.key for n in row}
+        if not usable & vd.nodes:
+            continue
+        demand = min_demand(job, ctx)
+        regions = ctx.regions[job.key]
+        for i, region in enumerate(regions):
+            lit = v.region.get((job.key, i)) if job.network_topology is not None else v.admitted[job.key]
+            if lit is None:
+                continue
+            nodes = sorted(usable & region.nodes)
+            for r, d in sorted(demand.items()):
+                free = sum(max(ctx.free[n].get(r, 0), 0) for n in nodes)
+                if d <= free:
+                    continue
+                released = [cls.releases(r) * y for n in nodes for cls, y in takes.get(n, []) if cls.releases(r)]
+                m.add(sum(released) >= (d - free) * lit)
+
+
+def cost(data: Data, v: Vars) -> Any:
+    """Σ cost × take: the victims' cost."""
+    return sum(data.victims.classes[k].cost * y for (_j, k), y in v.ev.take.items())
+
+
+def add_hint(m: cp_model.CpModel, data: Data, v: Vars, plan: PlacementPlan,
+             counts: dict[tuple[str, str, str], int]) -> None:
+    """Hint the victim variables from a plan (its victims, replay order and the state at each turn)."""
+    vd, ev = data.victims, v.ev
+    queues = data.queues
+    cat = data.ctx.catalogue
+    admitted = {jp.key: jp for jp in plan.jobs if jp.admitted}
+    late = {k for k, jp in admitted.items() if jp.after_evictions or jp.victims}
+    taken: dict[tuple[str, str], int] = defaultdict(int)
+    reason: dict[str, str] = {}
+    for key, jp in admitted.items():
+        for vic in jp.victims:
+            cls = vd.class_of.get(f"{vic.namespace}/{vic.name}")
+            if cls is not None:
+                taken[key, cls] += 1
+            reason[key] = vic.reason
+    for pair, y in ev.take.items():
+        m.add_hint(y, taken.get(pair, 0))
+    for j, a in ev.after.items():
+        m.add_hint(a, int(j in late))
+    for (j, t, n), e in ev.early.items():
+        m.add_hint(e, 0 if j in late else counts.get((j, t, n), 0))
+    amounts: dict[tuple[str, str], int] = defaultdict(int)
+    for (j, t, _n), num in counts.items():
+        for r, amt in data.ctx.pods[j][t][0].requests.items():
+            amounts[j, r] += amt * num
+    for jr, a in ev.amount.items():
+        m.add_hint(a, amounts.get(jr, 0))
+    for (j, r), a in ev.early_amount.items():
+        m.add_hint(a, 0 if j in late else amounts.get((j, r), 0))
+    landed = {(j, n) for (j, _t, n), num in counts.items() if num}
+    for jn, lit in ev.lands.items():
+        m.add_hint(lit, int(jn in landed))
+    for j, lit in ev.reclaims.items():
+        m.add_hint(lit, int(reason.get(j) == "reclaim"))
+    # the replay: early jobs, then the late ones in job order, with the allocations at each turn
+    alloc = {q: dict(a) for q, a in queues.allocated.items()}
+    order = [jp for jp in plan.jobs if jp.key in admitted and jp.key not in late] + \
+        [jp for jp in plan.jobs if jp.key in late]
+    before: dict[str, dict[str, dict[str, int]]] = {}
+    so_far: dict[str, int] = defaultdict(int)
+    finisher: dict[str, str] = {}
+    for jp in order:
+        if jp.key in late:
+            before[jp.key] = {q: dict(a) for q, a in alloc.items()}
+        for vic in jp.victims:
+            c = cat.candidates.get(f"{vic.namespace}/{vic.name}")
+            if c is None:
+                continue
+            for q in queues.chain(c.queue):
+                for r, amt in c.pod.requests.items():
+                    alloc[q][r] = alloc[q].get(r, 0) - amt
+            so_far[c.group] += 1
+            if so_far[c.group] > cat.groups[c.group].slack:
+                finisher.setdefault(c.group, jp.key)
+        for b in jp.bindings:
+            for q in queues.chain(jp.queue):
+                for r, amt in data.ctx.pods[jp.key][b.task][b.index].requests.items():
+                    alloc[q][r] = alloc[q].get(r, 0) + amt
+    for (j, g), lit in ev.finish.items():
+        m.add_hint(lit, int(finisher.get(g) == j))
+    for (j, r), lit in ev.below.items():
+        job_queue = admitted[j].queue if j in admitted else None
+        m.add_hint(lit, int(j in before and job_queue is not None
+                            and before[j][job_queue].get(r, 0) < queues.deserved[job_queue].get(r, 0)))
+    for (j, q, r), lit in ev.over.items():
+        m.add_hint(lit, int(j in before and before[j][q].get(r, 0) > queues.deserved[q].get(r, 0)))
+    for sk, lit in ev.some.items():
+        m.add_hint(lit, int(any(taken.get((sk[0], k), 0) for k in ev.some_classes[sk])))
+    for (j, f, r), lit in ev.drops.items():
+        mine = queues.chain(admitted[j].queue) if j in admitted else ()
+        m.add_hint(lit, int(any(n and vd.classes[k].requests.get(r, 0) and vd.pairs.get((jj, k)) == "reclaim"
+                                and f in floor_queues(queues.chain(vd.classes[k].queue), mine)
+                                for (jj, k), n in taken.items() if jj == j)))
+
+
+def extract(data: Data, v: Vars, s: cp_model.CpSolver) -> dict[str, list[tuple[Candidate, Reason]]]:
+    """job -> its victims and their action: each class's pods handed out in victim order, jobs in order."""
+    vd = data.victims
+    out: dict[str, list[tuple[Candidate, Reason]]] = defaultdict(list)
+    handed: dict[str, int] = defaultdict(int)
+    for job in data.valid:
+        for (j, k), y in sorted(v.ev.take.items()):
+            if j != job.key:
+                continue
+            n = int(s.value(y))
+            if n:
+                cls = vd.classes[k]
+                out[j].extend((c, vd.pairs[j, k]) for c in cls.pods[handed[k]:handed[k] + n])
+                handed[k] += n
+    return dict(out)
