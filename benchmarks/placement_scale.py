@@ -17,6 +17,8 @@ record. The Queue placement issue's targets: greedy under 1 s, CP-SAT proven or 
 queue and started at seeded whole hours of the last three days (one start per node), the gang is
 high-priority (``train``, 1000), and the default ``--fill`` is 0.95, so that no spine has room for the
 gang: every solver must preempt, and the exact model chooses the victims jointly with the placement.
+Admitting the same gang as the greedy, the exact plan is no worse on either tier or victim cost: least
+cost alone would cross racks (tier 2) to evict less than the greedy's first workable rack (tier 1).
 """
 
 from __future__ import annotations

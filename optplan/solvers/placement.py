@@ -62,9 +62,13 @@ release, and the queue rules are checked on the state at each job's turn in the 
 Lexicographic: most priority-weighted jobs admitted (weight ``max(priority, 0) + 1``), then least
 victim cost, then lowest tier sum, then most replicas beyond the minimum, then fewest newly occupied
 nodes, then best static binpack. The greedy's plan with its victims is a solution of that model and
-its hint, so the optimum is never worse. ``plan_key`` computes that order for any plan, so ``auto``
-keeps the better of the greedy and CP-SAT plans (the greedy's on a tie); the exact plan shows the
-greedy's victims of a job (``greedyVictims``) where they differ.
+its hint, so the optimum is never worse. When the exact model admits no more weight than the greedy,
+it also keeps to the plans no worse than the greedy's on victim cost and on tier sum (the order alone
+could trade a higher tier for less cost), so its plan dominates the greedy's on both; when it admits
+more, the admissions differ and nothing is compared (``placement_cpsat``'s docstring, also for what
+OPTIMAL then means). ``plan_key`` computes that order for any plan, so ``auto`` keeps the better of
+the greedy and CP-SAT plans (the greedy's on a tie); the exact plan shows the greedy's victims of a
+job (``greedyVictims``) where they differ.
 
 Every plan passes ``validate_placement`` (an independent re-check) before ``plan_placement`` returns it.
 """
@@ -1082,9 +1086,10 @@ def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
                    now: datetime | str | None = None) -> PlacementPlan:
     """Place the jobs with the named solver (greedy | cpsat | auto); the plan is validated first.
     greedy: Volcano's allocate, then its preempt and reclaim for the jobs that do not fit; cpsat: the
-    exact model, which chooses placements and victims jointly for all jobs (hinted with the greedy's
-    plan); auto: the exact plan when ``plan_key`` ranks it strictly better, else the greedy's. ``now``
-    (RFC 3339, default the current time) prices victims by how long they have run."""
+    exact model, which chooses placements and victims jointly for all jobs, hinted with the greedy's
+    plan (always run first) and, when it admits the greedy's weight, no worse than it on victim cost
+    and on tier sum; auto: the exact plan when ``plan_key`` ranks it strictly better, else the greedy's.
+    ``now`` (RFC 3339, default the current time) prices victims by how long they have run."""
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; choose from {', '.join(SOLVERS)}")
     from optplan.solvers.spot import parse_now  # the shared --now parser (spot imports OR-Tools)
@@ -1098,7 +1103,7 @@ def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
     else:
         from optplan.solvers import placement_cpsat  # heavy backend, imported when asked for
 
-        exact = placement_cpsat.solve(ctx, options, hint=greedy)
+        exact = placement_cpsat.solve(ctx, options, greedy)
         if solver == "cpsat":
             plan = exact
         else:
