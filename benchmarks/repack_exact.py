@@ -6,11 +6,13 @@ Example::
     python benchmarks/repack_exact.py --sizes 200 --solvers greedy,cpsat,milp --repeat 3
     python benchmarks/repack_exact.py --json out.json
 
-Each size has its own time limit (``--limits``, default 10, 30, 60 s: the issue's targets). Clusters
-come from ``optplan generate`` (8-card nodes, two pools with taints, VCJob/ModelServing gangs,
-occupancy ``--occupancy``). Reported per run: freed nodes and the proven bound, the integer objective
-with its best bound and gap, whether the solver proved optimality, wall seconds of the whole
-``plan_repack`` (metric, planning and validation), and the CP-SAT model size.
+Each size has its own time limit: ``--limits`` in the order of ``--sizes``, else the issue's target
+for the size (10 s up to 200 nodes, 30 s up to 2,000, 60 s above). Clusters come from ``optplan
+generate`` (8-card nodes, two pools with taints, VCJob/ModelServing gangs, occupancy
+``--occupancy``). Reported per run: freed nodes and the proven bound, the integer objective with its
+best bound and gap, whether the solver proved optimality, wall seconds of the whole ``plan_repack``
+(metric, planning and validation), the CP-SAT model size (summed over its independent parts) and
+how many parts there were and were proven optimal.
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ def machine() -> str:
     return f"{m['cpus']} cpus, {m['cpu']}, Python {m['python']}"
 
 
+def target_limit(nodes: int) -> float:
+    """The Exact Repack issue's time limit for a cluster of this size."""
+    return 10.0 if nodes <= 200 else 30.0 if nodes <= 2000 else 60.0
+
+
 def run_one(nodes: int, solver: str, limit: float, occupancy: float, seed: int, workers: int) -> dict[str, Any]:
     objs = generate(GenConfig(nodes=nodes, occupancy=occupancy, seed=seed))
     loaded = load_objects(objs)
@@ -53,7 +60,7 @@ def run_one(nodes: int, solver: str, limit: float, occupancy: float, seed: int, 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="200,2000,10000", help="provider node counts (comma-separated)")
-    ap.add_argument("--limits", default="10,30,60", help="time limit per size, seconds (comma-separated)")
+    ap.add_argument("--limits", help="time limit per size, seconds (comma-separated; default: the issue's targets)")
     ap.add_argument("--solvers", default="greedy,auto", help="planners to run (greedy, cpsat, milp, auto)")
     ap.add_argument("--occupancy", type=float, default=0.6)
     ap.add_argument("--seed", type=int, default=1)
@@ -62,13 +69,14 @@ def main() -> None:
     ap.add_argument("--json", metavar="OUT", help="write every run as JSON")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
-    limits = [float(x) for x in args.limits.split(",")]
+    limits = [float(x) for x in args.limits.split(",")] if args.limits else [target_limit(n) for n in sizes]
     if len(limits) < len(sizes):
         limits += [limits[-1]] * (len(sizes) - len(limits))
     print(f"machine: {machine()}; workers {args.workers}; occupancy {args.occupancy}; seed {args.seed}")
     rows: list[dict[str, Any]] = []
     header = ("nodes", "solver", "limit", "freed", "freedBound", "status", "objective", "bestBound", "gapPercent",
-              "wallSeconds", "variables", "constraints", "sendVariables", "receiversPruned")
+              "wallSeconds", "variables", "constraints", "sendVariables", "receiversPruned", "components",
+              "componentsProven")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for n, limit in zip(sizes, limits, strict=False):

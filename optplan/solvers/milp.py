@@ -79,6 +79,8 @@ def build(data: ModelData, name: str) -> tuple[pulp.LpProblem, dict[str, Any]]:
         if r in vacate:
             for kk, x in arcs:
                 prob += x <= data.arc_cap(data.classes[kk], r) * open_
+    for _res, take, room in data.room_rows():  # redundant, as in the CP-SAT model
+        prob += pulp.lpSum(n * vacate[c] for c, n in take.items()) <= room
     # gang, restart units counted (see cpsat.add_gang)
     affected, breach, acards, restarted_unit = {}, {}, {}, {}
     for i, (g, by_node) in enumerate(data.group_moved_by.items()):
