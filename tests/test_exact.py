@@ -64,22 +64,28 @@ def test_exact_beats_greedy_on_a_good_share_of_the_family() -> None:
     assert better >= 8  # 17 of 40 when written
 
 
-@pytest.mark.parametrize("seed", range(0, 40, 4))
-def test_greedy_plan_is_feasible_in_the_exact_model(seed: int) -> None:
-    """Fix every variable to the greedy plan: the exact model must accept it."""
-    p = _bounded(seed)
-    g = get_planner("greedy").plan(p, OPTS).plan
+def price_in_exact_model(p: RepackProblem, plan: RepackPlan) -> int:
+    """Fix every variable of the exact model to ``plan``: the model must accept it (with every variable fixed,
+    feasible means optimal); returns the model's price of it, for comparison with ``scaled_cost``."""
     data = build_data(p, freed_upper=p.freed_upper)
     model, v = cpsat.build(data)
-    cpsat.add_hint(data, v, model, g)
+    cpsat.add_hint(data, v, model, plan)
     model.minimize(cpsat.cost_expr(data, v))
     solver = cp_model.CpSolver()
     solver.parameters.fix_variables_to_their_hinted_value = True
     solver.parameters.num_workers = 1
     solver.parameters.max_time_in_seconds = 10
-    status = solver.solve(model)
-    assert status == cp_model.OPTIMAL  # with every variable fixed, feasible means optimal
-    assert round(solver.objective_value) == scaled_cost(data, g)
+    assert solver.solve(model) == cp_model.OPTIMAL
+    return round(solver.objective_value)
+
+
+@pytest.mark.parametrize("seed", range(0, 40, 4))
+def test_greedy_plan_is_feasible_in_the_exact_model(seed: int) -> None:
+    """Fix every variable to the greedy plan: the exact model must accept it and price it as the rules do."""
+    p = _bounded(seed)
+    g = get_planner("greedy").plan(p, OPTS).plan
+    data = build_data(p, freed_upper=p.freed_upper)
+    assert price_in_exact_model(p, g) == scaled_cost(data, g)
     assert sum(hint_counts(data, g).values()) == len(g.moves)
 
 

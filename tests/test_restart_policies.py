@@ -12,13 +12,11 @@ from typing import Any
 
 import pytest
 import yaml
-from ortools.sat.python import cp_model
 
 from optplan.adapters.kubefile import load_files
 from optplan.adapters.output import repack_run_document
 from optplan.errors import InputError
 from optplan.models.repack import RepackPlan
-from optplan.solvers import cpsat
 from optplan.solvers.base import PlanOptions, get_planner
 from optplan.solvers.frag import fragmentation
 from optplan.solvers.repack import plan_repack
@@ -27,6 +25,7 @@ from optplan.solvers.rules import RepackProblem
 from optplan.solvers.validate import plan_violations
 from tests.builders import GPU, job_task, load_with_run, node, pod, podgroup, repack_run, vcjob
 from tests.test_crd_schema import ROOT_VALIDATOR, assert_valid, errors_of
+from tests.test_exact import price_in_exact_model
 from tests.test_greedy_reference import reference_greedy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -386,16 +385,7 @@ def test_greedy_plan_is_exact_in_the_exact_model(seed: int) -> None:
     """Every variable fixed to the greedy plan: the model accepts it and prices it as the rules do."""
     p = restart_cluster(seed)
     g = get_planner("greedy").plan(p, OPTS).plan
-    data = build_data(p, freed_upper=p.freed_upper)
-    model, v = cpsat.build(data)
-    cpsat.add_hint(data, v, model, g)
-    model.minimize(cpsat.cost_expr(data, v))
-    solver = cp_model.CpSolver()
-    solver.parameters.fix_variables_to_their_hinted_value = True
-    solver.parameters.num_workers = 1
-    solver.parameters.max_time_in_seconds = 10
-    assert solver.solve(model) == cp_model.OPTIMAL
-    assert round(solver.objective_value) == scaled_cost(data, g)
+    assert price_in_exact_model(p, g) == scaled_cost(build_data(p, freed_upper=p.freed_upper), g)
 
 
 # ---- input ---------------------------------------------------------------------------------------
