@@ -119,7 +119,7 @@ def suite_for(quick: bool, tiny: bool = False, time_limit: float | None = None) 
                  (NO_BUDGET, Budget("podGroups 2 / 8 cards", 2, 8), Budget("podGroups 10 / 64 cards", 10, 64)),
                  ("greedy-fast", "greedy", "auto"), True, time_limit or 30.0, BPP_FAMILIES, 0, 5.0,
                  (100, 300, 1000, 3000, 10000), time_limit or 30.0, online_seeds=(0, 1, 2, 3, 4),
-                 twin_max_nodes=300)
+                 twin_max_nodes=100)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
