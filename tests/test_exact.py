@@ -8,7 +8,7 @@ from ortools.sat.python import cp_model
 
 from optplan.models.repack import RepackPlan
 from optplan.solvers import cpsat
-from optplan.solvers.base import PlanOptions, get_planner
+from optplan.solvers.base import PlanOptions, PlanResult, get_planner
 from optplan.solvers.frag import fragmentation
 from optplan.solvers.repack import plan_repack
 from optplan.solvers.repack_model import build_data, hint_counts, scaled_cost
@@ -180,18 +180,24 @@ def _topology_cluster(seed: int) -> RepackProblem:
     return p
 
 
-@pytest.mark.parametrize("seed", range(8))
-def test_topology_family_exact_and_twin_agree(seed: int) -> None:
-    """Generated clusters with racks and spines, hard and soft gangs, PDBs and budgets."""
-    p = _topology_cluster(seed)
-    assert p.topology_groups, "the family must exercise topology"
-    data = build_data(p)
+def greedy_cpsat_milp(p: RepackProblem) -> tuple[PlanResult, PlanResult, PlanResult]:
+    """The three planners on one problem: every plan valid with its claimed disruption, both exact ones proven."""
     g = get_planner("greedy").plan(p, OPTS)
     c = get_planner("cpsat").plan(p, OPTS)
     m = get_planner("milp").plan(p, OPTS)
     for r in (g, c, m):
         assert plan_violations(p, r.plan, claimed=r.disruption) == []
     assert c.record.status == m.record.status == "OPTIMAL"
+    return g, c, m
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_topology_family_exact_and_twin_agree(seed: int) -> None:
+    """Generated clusters with racks and spines, hard and soft gangs, PDBs and budgets."""
+    p = _topology_cluster(seed)
+    assert p.topology_groups, "the family must exercise topology"
+    data = build_data(p)
+    g, c, m = greedy_cpsat_milp(p)
     def key(plan: RepackPlan) -> tuple[int, int]:
         return len(plan.freed_nodes), -scaled_cost(data, plan)
 

@@ -354,20 +354,11 @@ def test_cpsat_is_never_worse_than_the_greedy(seed: int) -> None:
 
 
 def test_greedy_plan_is_a_solution_of_the_exact_model() -> None:
-    from ortools.sat.python import cp_model
-
-    from optplan.solvers import placement_cpsat
+    from tests.test_placement_family import solve_fixed_to
 
     s, jobs = snap_jobs(*_random_instance(3))
     ctx = Context.build(s, jobs, BinpackWeights())
-    greedy = greedy_place(ctx)
-    data = placement_cpsat.build_data(ctx)
-    m, v, _objs = placement_cpsat.build(data)
-    placement_cpsat.add_hint(m, data, v, greedy)
-    solver = cp_model.CpSolver()
-    solver.parameters.fix_variables_to_their_hinted_value = True
-    solver.parameters.num_workers = 1
-    assert solver.solve(m) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    solve_fixed_to(ctx, greedy_place(ctx))
 
 
 # ---- validator -----------------------------------------------------------------------------------

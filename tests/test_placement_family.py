@@ -109,6 +109,18 @@ def least_cost_alone(snap: Snapshot) -> tuple[int, int, int]:
     return out[0], out[1], out[2]
 
 
+def solve_fixed_to(ctx: Context, plan: PlacementPlan) -> tuple[cp_model.CpSolver, Any]:
+    """The exact model with every variable fixed to ``plan``: it must accept the plan."""
+    data = placement_cpsat.build_data(ctx)
+    m, v, _objs = placement_cpsat.build(data)
+    placement_cpsat.add_hint(m, data, v, plan)
+    solver = cp_model.CpSolver()
+    solver.parameters.fix_variables_to_their_hinted_value = True
+    solver.parameters.num_workers = 1
+    assert solver.solve(m) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    return solver, v
+
+
 @pytest.mark.parametrize("solver", ["cpsat", "auto"])
 @pytest.mark.parametrize("seed", SEEDS)
 def test_optimal_is_never_worse_than_the_greedy_on_generated_families(seed: int, solver: str) -> None:
@@ -199,13 +211,7 @@ def test_the_greedys_plan_with_its_victims_is_a_solution_of_the_joint_model(seed
     snap = load_objects(generate(family(seed))).snapshot
     ctx = Context.build(snap, list(snap.jobs.values()), BinpackWeights(), datetime.fromisoformat(NOW))
     greedy = plan_victims(ctx, greedy_place(ctx))
-    data = placement_cpsat.build_data(ctx)
-    m, v, _objs = placement_cpsat.build(data)
-    placement_cpsat.add_hint(m, data, v, greedy)
-    solver = cp_model.CpSolver()
-    solver.parameters.fix_variables_to_their_hinted_value = True
-    solver.parameters.num_workers = 1
-    assert solver.solve(m) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    solver, v = solve_fixed_to(ctx, greedy)
     assert sum(y for y in (solver.value(x) for x in v.ev.take.values())) == sum(len(j.victims) for j in greedy.jobs)
 
 
