@@ -16,7 +16,7 @@ from optplan.adapters import generate as generate_mod
 from optplan.adapters import kube, place_cli, render, spot_cli
 from optplan.adapters import openb as openb_mod
 from optplan.adapters.args import add_snapshot_source, positive_float
-from optplan.adapters.kubefile import LoadedInput, load_files, load_objects, pick_run
+from optplan.adapters.kubefile import LoadedInput, load_files, pick_run
 from optplan.adapters.output import dump, repack_run_document, status_dict, to_yaml, write_atomic
 from optplan.errors import InputError, OptplanError, PlanInvalidError
 from optplan.models.quantity import format_milli
@@ -249,13 +249,12 @@ def _load(args: argparse.Namespace) -> LoadedInput:
             or os.environ.get("KUBECONFIG")):
         raise InputError("no snapshot: pass SNAPSHOT files, or --kubeconfig/--context to read a live cluster",
                          field="SNAPSHOT")
-    with kube.connect(args.kubeconfig, args.context) as client:
-        source = f"cluster {client.host}"
-        objects = client.snapshot_objects()
+    cluster = api.read_cluster(args.kubeconfig, args.context)
     args.snapshots = []
-    args.source = source
-    log.info("read %d objects from %s", len(objects), source)
-    return load_objects(objects, source)
+    args.source = cluster.source
+    log.info("read %d nodes and %d pods from %s", len(cluster.snapshot.nodes), len(cluster.snapshot.pods),
+             cluster.source)
+    return LoadedInput(snapshot=cluster.snapshot, runs=cluster.runs)
 
 
 def _snapshot(args: argparse.Namespace) -> str:

@@ -63,18 +63,6 @@ def test_parts_reach_the_optimum_of_the_whole(seed: int) -> None:
     assert parts.plan is not None and plan_violations(p, parts.plan) == []
 
 
-@pytest.mark.parametrize("seed", range(0, 40, 5))
-def test_parts_without_a_hint_match_the_milp_twin(seed: int) -> None:
-    """The twin solves the whole model in one piece."""
-    p = _bounded(seed)
-    data = build_data(p)
-    c = get_planner("cpsat").plan(p, OPTS)
-    m = get_planner("milp").plan(p, OPTS)
-    assert c.record.status == m.record.status == "OPTIMAL"
-    assert _key(data, c.plan) == _key(data, m.plan)
-    assert c.stats["components"] == c.stats["componentsProven"] >= 1
-
-
 def _unconstrained_optimum(p: RepackProblem, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
     with monkeypatch.context() as mp:
         mp.setattr(ModelData, "room_rows", lambda self: [])
