@@ -190,6 +190,9 @@ def greedy_cpsat_milp(p: RepackProblem) -> tuple[PlanResult, PlanResult, PlanRes
     for r in (g, c, m):
         assert plan_violations(p, r.plan, claimed=r.disruption) == []
     assert c.record.status == m.record.status == "OPTIMAL"
+    for r in (c, m):  # a proof closes both bounds on the plan itself
+        assert r.record.freed_nodes_bound == len(r.plan.freed_nodes)
+        assert r.record.best_bound == r.record.objective and r.record.gap_percent == 0.0
     return g, c, m
 
 

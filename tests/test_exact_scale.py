@@ -11,7 +11,7 @@ import pytest
 from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import load_objects
 from optplan.models.repack import RepackPlan
-from optplan.solvers import cpsat
+from optplan.solvers import cpsat, repack_model
 from optplan.solvers.base import PlanOptions, get_planner
 from optplan.solvers.frag import fragmentation
 from optplan.solvers.repack_model import ModelData, build_data, components, scaled_cost
@@ -95,6 +95,24 @@ def test_auto_says_how_many_parts_it_proved() -> None:
     out = get_planner("auto").plan(_generated(1), OPTS)
     assert out.record.status == "OPTIMAL" and out.record.gap_percent == 0.0
     assert out.stats["components"] == out.stats["componentsProven"] == 3
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "milp", "auto"])
+def test_a_pruned_model_claims_no_bound_of_its_own(solver: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With receivers pruned the model is a restriction: what a solver proves holds for it alone, so
+    the record keeps the global freed bound, no disruption bound and no proof, and the plan is valid."""
+    p = _generated(0)
+    whole = cpsat.solve(p, OPTS)
+    assert whole.status == "OPTIMAL" and not whole.data.pruned
+    monkeypatch.setattr(repack_model, "MAX_ARCS", 10)
+    monkeypatch.setattr(repack_model, "MIN_RECEIVERS", 1)
+    out = get_planner(solver).plan(p, OPTS)
+    assert out.stats["receiversPruned"] == 1
+    assert out.record.status == "FEASIBLE"
+    assert out.record.freed_nodes_bound == min(len(p.candidates), p.freed_upper) >= whole.freed_bound
+    assert out.record.best_bound is None
+    assert out.stats.get("componentsProven", 0) == 0
+    assert plan_violations(p, out.plan, claimed=out.disruption) == []
 
 
 # ---- what joins candidates into one part ------------------------------------------------------

@@ -17,7 +17,7 @@ from optplan.models.repack import SolverRecord
 from optplan.solvers import cpsat
 from optplan.solvers.base import PlanOptions, PlanResult
 from optplan.solvers.greedy import FastGreedyPlanner, GreedyPlanner
-from optplan.solvers.repack_model import scaled_cost
+from optplan.solvers.repack_model import receiver_cap, scaled_cost
 from optplan.solvers.rules import RepackProblem, explain
 
 log = logging.getLogger(__name__)
@@ -25,22 +25,10 @@ log = logging.getLogger(__name__)
 FAST_GREEDY_ABOVE = 1_500
 """Above this many vacate candidates, auto starts from greedy-fast instead of the exact greedy."""
 
-MAX_ARCS = 150_000
-"""Above this many (pod class, receiver) pairs, receivers per class are pruned."""
-
 
 def _key(problem: RepackProblem, result: PlanResult) -> tuple[int, float]:
     """More freed nodes, then less weighted disruption (the exact model's order, in real units)."""
     return (-len(result.plan.freed_nodes), round(result.disruption.weighted(problem.weights), 9))
-
-
-def receiver_cap(problem: RepackProblem) -> int | None:
-    classes = sum(len({(tuple(sorted(p.requests.items())), p.group_key) for p in problem.r_pods[c]})
-                  for c in problem.candidates)
-    arcs = classes * max(len(problem.occupied) - 1, 1)
-    if arcs <= MAX_ARCS:
-        return None
-    return max(8, MAX_ARCS // max(classes, 1))
 
 
 class AutoPlanner:

@@ -34,6 +34,7 @@ from optplan.solvers.repack_model import (
     merge_plans,
     plan_part,
     plan_receivers,
+    receiver_cap,
     restrict,
     scaled_cost,
 )
@@ -350,13 +351,16 @@ def solve(problem: RepackProblem, options: PlanOptions, hint: RepackPlan | None 
         return ExactOutcome(None, "NONE", data.freed_upper, None, None, data,
                             _sum(q.size for q in parts), len(parts), 0)
     plan = merge_plans([q.plan for q in parts])
-    freed_bound = min(data.freed_upper, sum(q.freed_bound for q in parts))
     proven = sum(q.proven for q in parts)
     optimal = proven == len(parts) and not data.pruned
+    if data.pruned:  # the bounds CP-SAT proved hold for the restricted model only
+        freed_bound, bound = data.freed_upper, None
+    else:
+        freed_bound, bound = min(data.freed_upper, sum(q.freed_bound for q in parts)), sum(q.bound for q in parts)
     if len(parts) > 1:
         log.info("cpsat: %d independent parts, %d proven optimal", len(parts), proven)
     return ExactOutcome(plan, "OPTIMAL" if optimal else "FEASIBLE", freed_bound, sum(q.objective for q in parts),
-                        sum(q.bound for q in parts), data, _sum(q.size for q in parts), len(parts), proven)
+                        bound, data, _sum(q.size for q in parts), len(parts), 0 if data.pruned else proven)
 
 
 def _part(data: ModelData, hint: RepackPlan | None) -> _Part:
@@ -468,7 +472,7 @@ class CpSatPlanner:
 
     def plan(self, problem: RepackProblem, options: PlanOptions) -> PlanResult:
         t0 = time.perf_counter()
-        out = solve(problem, options)
+        out = solve(problem, options, max_receivers=receiver_cap(problem))
         wall = round(time.perf_counter() - t0, 3)
         plan = out.plan if out.plan is not None else RepackPlan()
         record = SolverRecord(name=self.name, status=out.status if out.plan is not None else "FALLBACK",

@@ -6,33 +6,55 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import sys
 import time
+from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pulp
 
 from optplan.models.repack import RepackPlan, SolverRecord
 from optplan.solvers.base import PlanOptions, PlanResult
-from optplan.solvers.repack_model import ModelData, breach_pairs, build_data, decode
+from optplan.solvers.cpsat import gap_percent
+from optplan.solvers.repack_model import ModelData, breach_pairs, build_data, decode, receiver_cap, scaled_cost
 from optplan.solvers.rules import RepackProblem
 
 log = logging.getLogger(__name__)
 
 
-def _backend(options: PlanOptions, limit: float) -> Any:
+class _HiGHS(pulp.HiGHS):
+    """PuLP's HiGHS, started from the variables' current values when ``start`` is set (PuLP's own
+    HiGHS interface takes no warm start)."""
+
+    start = False
+
+    def callSolver(self, lp: pulp.LpProblem) -> None:
+        if self.start:
+            import highspy
+
+            sol = highspy.HighsSolution()
+            sol.col_value = [float(x.varValue or 0) for x in lp.variables()]
+            sol.value_valid = True
+            lp.solverModel.setSolution(sol)
+        lp.solverModel.run()
+
+
+def _backend(options: PlanOptions, limit: float, start: bool = False) -> Any:
     limit = max(limit, 0.1)
     try:
         import highspy  # noqa: F401
 
-        solver = pulp.HiGHS(msg=False, timeLimit=limit, threads=options.workers, random_seed=options.seed)
+        solver = _HiGHS(msg=False, timeLimit=limit, threads=options.workers, random_seed=options.seed)
         if solver.available():
+            solver.start = start
             return solver
     except (ImportError, TypeError):  # pragma: no cover - depends on the installation
         pass
-    return pulp.PULP_CBC_CMD(msg=False, timeLimit=limit, threads=options.workers,
+    return pulp.PULP_CBC_CMD(msg=False, timeLimit=limit, threads=options.workers, warmStart=start,
                              options=[f"randomSeed {options.seed + 1}"])
 
 
@@ -56,6 +78,21 @@ def _quiet() -> Iterator[None]:
         os.close(saved)
 
 
+Term = tuple[Any, float]
+
+
+def _row(prob: pulp.LpProblem, terms: list[Term], sense: int, rhs: float) -> None:
+    """Add Σ terms (sense) rhs without PuLP's operator overloading, which copies the expression at
+    every term (the openb model's 3 million arcs took six minutes that way)."""
+    expr: dict[Any, float] = {}
+    for x, coef in terms:
+        expr[x] = expr.get(x, 0) + coef
+    prob.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(expr), sense, rhs=rhs))
+
+
+LE, GE, EQ = pulp.LpConstraintLE, pulp.LpConstraintGE, pulp.LpConstraintEQ
+
+
 def build(data: ModelData, name: str) -> tuple[pulp.LpProblem, dict[str, Any]]:
     prob = pulp.LpProblem(name, pulp.LpMaximize)
     vacate = {c: prob.add_variable(f"vacate_{i}", cat="Binary") for i, c in enumerate(data.candidates)}
@@ -63,93 +100,100 @@ def build(data: ModelData, name: str) -> tuple[pulp.LpProblem, dict[str, Any]]:
             for k in data.classes for j, r in enumerate(k.receivers)}
     # assignment
     for k in data.classes:
-        prob += pulp.lpSum(send[k.key, r] for r in k.receivers) == k.count * vacate[k.node]
-    # capacity
-    incoming: dict[str, list[tuple[int, Any]]] = {r: [] for r in data.receivers}
-    for k in data.classes:
-        for r in k.receivers:
-            incoming[r].append((k.key, send[k.key, r]))
-    for r, arcs in incoming.items():
-        if not arcs:
+        _row(prob, [(send[k.key, r], 1) for r in k.receivers] + [(vacate[k.node], -k.count)], EQ, 0)
+    # capacity: Σ demand·send + room·vacate[r] ≤ room (a vacated receiver has no room at all)
+    for r in data.receivers:
+        if not data.classes_at.get(r):
             continue
-        open_ = (1 - vacate[r]) if r in vacate else 1  # a vacated receiver has no room at all
-        sends = dict(arcs)
+        shut = vacate.get(r)
         for _res, room, dem in data.capacity_rows(r):
-            prob += pulp.lpSum(d * sends[kk] for kk, d in dem.items()) <= room * open_
-        if r in vacate:
-            for kk, x in arcs:
-                prob += x <= data.arc_cap(data.classes[kk], r) * open_
+            terms: list[Term] = [(send[kk, r], d) for kk, d in dem.items()]
+            if shut is not None:
+                terms.append((shut, room))
+            _row(prob, terms, LE, room)
+        if shut is not None:
+            for k in data.classes_at[r]:
+                cap = data.arc_cap(k, r)
+                _row(prob, [(send[k.key, r], 1), (shut, cap)], LE, cap)
     for _res, take, room in data.room_rows():  # redundant, as in the CP-SAT model
-        prob += pulp.lpSum(n * vacate[c] for c, n in take.items()) <= room
+        _row(prob, [(vacate[c], n) for c, n in take.items()], LE, room)
     # gang, restart units counted (see cpsat.add_gang)
-    affected, breach, acards, restarted_unit = {}, {}, {}, {}
+    affected, breach, acards = {}, {}, {}
     for i, (g, by_node) in enumerate(data.group_moved_by.items()):
         gang = data.problem.gangs[g]
         rs = data.restart[g]
-        for j, (u, unit) in enumerate(rs.units.items()):
-            x = restarted_unit[u] = prob.add_variable(f"restarted_{i}_{j}", cat="Binary")
+        restarted: list[Term] = [(vacate[c], n) for c, (n, _) in rs.singles.items()]
+        cards: list[Term] = [(vacate[c], data.cards(k)) for c, (_, k) in rs.singles.items()]
+        for j, (_u, unit) in enumerate(rs.units.items()):
+            x = prob.add_variable(f"restarted_{i}_{j}", cat="Binary")
             for c in unit.nodes:
-                prob += vacate[c] <= x
-        restarted = (pulp.lpSum(n * vacate[c] for c, (n, _) in rs.singles.items())
-                     + pulp.lpSum(unit.running * restarted_unit[u] for u, unit in rs.units.items()))
-        cards = (pulp.lpSum(data.cards(k) * vacate[c] for c, (_, k) in rs.singles.items())
-                 + pulp.lpSum(data.cards(unit.cards) * restarted_unit[u] for u, unit in rs.units.items()))
+                _row(prob, [(vacate[c], 1), (x, -1)], LE, 0)
+            restarted.append((x, unit.running))
+            cards.append((x, data.cards(unit.cards)))
         total = sum(n for n, _ in rs.singles.values()) + sum(unit.running for unit in rs.units.values())
-        affected[g] = prob.add_variable(f"affected_{i}", cat="Binary")
-        breach[g] = prob.add_variable(f"breach_{i}", cat="Binary")
+        a = affected[g] = prob.add_variable(f"affected_{i}", cat="Binary")
+        b = breach[g] = prob.add_variable(f"breach_{i}", cat="Binary")
         for c in by_node:  # disaggregated, as in the CP-SAT model
-            prob += vacate[c] <= affected[g]
+            _row(prob, [(vacate[c], 1), (a, -1)], LE, 0)
             if len(rs.alone[c]) > gang.safe:
-                prob += vacate[c] <= breach[g]
+                _row(prob, [(vacate[c], 1), (b, -1)], LE, 0)
         for c1, c2 in breach_pairs(rs.alone, gang.safe):
-            prob += vacate[c1] + vacate[c2] - 1 <= breach[g]
+            _row(prob, [(vacate[c1], 1), (vacate[c2], 1), (b, -1)], LE, 1)
         if total > gang.safe:
-            prob += restarted <= gang.safe + (total - gang.safe) * breach[g]
+            _row(prob, [*restarted, (b, -(total - gang.safe))], LE, gang.safe)
         elif not any(len(s) > gang.safe for s in rs.alone.values()):
-            prob += breach[g] == 0
-        acards[g] = prob.add_variable(f"affected_cards_{i}", lowBound=0)
-        prob += acards[g] >= cards
-        prob += acards[g] >= data.cards(gang.footprint) * breach[g]
+            _row(prob, [(b, 1)], EQ, 0)
+        ac = acards[g] = prob.add_variable(f"affected_cards_{i}", lowBound=0)
+        _row(prob, [(ac, 1)] + [(x, -coef) for x, coef in cards], GE, 0)
+        footprint = data.cards(gang.footprint)
+        _row(prob, [(ac, 1), (b, -footprint)], GE, 0)
         for c in rs.wide:
-            prob += acards[g] >= data.cards(gang.footprint) * vacate[c]
+            _row(prob, [(ac, 1), (vacate[c], -footprint)], GE, 0)
     # budgets and PDBs
     p = data.problem
     mpr = p.run.spec.max_per_run
     if mpr.pod_groups is not None:
-        prob += pulp.lpSum(affected.values()) <= mpr.pod_groups
+        _row(prob, [(a, 1) for a in affected.values()], LE, mpr.pod_groups)
     for res, budget in sorted(mpr.resources.items()):
-        prob += pulp.lpSum(n * vacate[c] for c, n in data.budget_use[res].items()) <= budget
+        _row(prob, [(vacate[c], n) for c, n in data.budget_use[res].items()], LE, budget)
     for key, by_node in data.pdb_use.items():
-        prob += pulp.lpSum(n * vacate[c] for c, n in by_node.items()) <= p.snapshot.pdbs[key].disruptions_allowed
+        _row(prob, [(vacate[c], n) for c, n in by_node.items()], LE, p.snapshot.pdbs[key].disruptions_allowed)
     # network topology: one region per topology PodGroup (see cpsat.add_topology)
     topo = p.snapshot.topology
     widening = {}
     for i, (g, regions) in enumerate(data.topo_regions.items()):
         region = {h: prob.add_variable(f"region_{i}_{j}", cat="Binary") for j, h in enumerate(regions)}
-        prob += pulp.lpSum(region.values()) == 1
+        _row(prob, [(y, 1) for y in region.values()], EQ, 1)
         for stay in data.topo_stay_nodes[g]:
             for h, y in region.items():
                 if stay not in topo.region_nodes(h):
-                    prob += y <= vacate[stay]
+                    _row(prob, [(y, 1), (vacate[stay], -1)], LE, 0)
         for k in data.classes:
             if k.group != g:
                 continue
             for r in k.receivers:
-                prob += send[k.key, r] <= k.count * pulp.lpSum(y for h, y in region.items()
-                                                               if r in topo.region_nodes(h))
+                _row(prob, [(send[k.key, r], 1)] + [(y, -k.count) for h, y in region.items()
+                                                    if r in topo.region_nodes(h)], LE, 0)
         if g in p.soft_topology:
             before = topo.lowest_tier(set(p.group_nodes(g)))
-            widening[g] = prob.add_variable(f"widening_{i}", lowBound=0)
-            prob += widening[g] >= pulp.lpSum(topo.tier(h) * y for h, y in region.items()) - before
-    freed = pulp.lpSum(vacate.values())
-    prob += freed <= data.freed_upper
+            w = widening[g] = prob.add_variable(f"widening_{i}", lowBound=0)
+            _row(prob, [(w, 1)] + [(y, -topo.tier(h)) for h, y in region.items()], GE, -before)
+    freed = pulp.LpAffineExpression([(x, 1) for x in vacate.values()])
+    _row(prob, list(freed.items()), LE, data.freed_upper)
     w = data.weights_int
-    cost = (w[0] * pulp.lpSum(affected.values()) + w[1] * pulp.lpSum(breach.values())
-            + w[2] * pulp.lpSum(acards.values())
-            + w[3] * pulp.lpSum(data.cards(k.cards) * k.count * vacate[k.node] for k in data.classes)
-            + w[4] * pulp.lpSum(k.count * vacate[k.node] for k in data.classes)
-            + w[5] * pulp.lpSum(widening.values()))
-    return prob, {"vacate": vacate, "send": send, "freed": freed, "cost": cost}
+    cost: dict[Any, float] = defaultdict(float)
+    for x in affected.values():
+        cost[x] += w[0]
+    for x in breach.values():
+        cost[x] += w[1]
+    for x in acards.values():
+        cost[x] += w[2]
+    for k in data.classes:
+        cost[vacate[k.node]] += w[3] * data.cards(k.cards) * k.count + w[4] * k.count
+    for x in widening.values():
+        cost[x] += w[5]
+    return prob, {"vacate": vacate, "send": send, "freed": freed,
+                  "cost": pulp.LpAffineExpression([(x, c) for x, c in cost.items() if c])}
 
 
 def _status(prob: pulp.LpProblem) -> str:
@@ -161,37 +205,79 @@ def _status(prob: pulp.LpProblem) -> str:
     return "NONE"
 
 
-def solve(problem: RepackProblem, options: PlanOptions) -> tuple[RepackPlan | None, str, int | None]:
+@dataclass
+class MilpOutcome:
+    plan: RepackPlan | None
+    status: str  # OPTIMAL | FEASIBLE | NONE
+    freed_bound: int | None  # most freed nodes possible, as proven (None: unknown)
+    objective: int | None  # scaled disruption of the plan (phase 2)
+    bound: int | None  # least scaled disruption possible at that many freed nodes, as proven
+    data: ModelData
+    size: tuple[int, int] = (0, 0)  # variables, constraints
+
+
+def _dual_bound(prob: pulp.LpProblem) -> float | None:
+    """HiGHS's best bound on the objective as HiGHS minimises it (PuLP negates a maximisation)."""
+    model = getattr(prob, "solverModel", None)
+    try:
+        b = float(model.getInfo().mip_dual_bound)  # type: ignore[union-attr]
+    except (AttributeError, TypeError, ValueError):  # CBC, or no HiGHS model
+        return None
+    return b if math.isfinite(b) else None
+
+
+def solve(problem: RepackProblem, options: PlanOptions) -> MilpOutcome:
+    """Both phases on one model: phase 1 maximises freed nodes, phase 2 adds freed = that value and
+    minimises the scaled disruption, started from phase 1's solution. Receivers are pruned as for
+    CP-SAT (``receiver_cap``); the bounds of a pruned model are not reported, as they hold for the
+    restricted model only."""
     t0 = time.perf_counter()
     deadline = t0 + options.time_limit
-    data = build_data(problem, freed_upper=problem.freed_upper)
+    data = build_data(problem, freed_upper=problem.freed_upper, max_receivers=receiver_cap(problem))
     if not data.candidates:
-        return RepackPlan(), "OPTIMAL", 0
-    prob, v = build(data, "repack_freed")
+        return MilpOutcome(RepackPlan(), "OPTIMAL", 0, 0, 0, data)
+    prob, v = build(data, "repack")
+    size = (len(prob.variables()), prob.numConstraints())
     prob.setObjective(v["freed"])
     prob.sense = pulp.LpMaximize
     with _quiet():
         prob.solve(_backend(options, (deadline - time.perf_counter()) * 0.5))
     st1 = _status(prob)
-    log.info("milp phase 1 (freed): %s objective %s", st1, pulp.value(prob.objective))
+    b1 = _dual_bound(prob)
+    log.info("milp phase 1 (freed): %s objective %s bound %s", st1, pulp.value(prob.objective), b1)
     if st1 == "NONE":
-        return None, "NONE", None
+        return MilpOutcome(None, "NONE", None if data.pruned or b1 is None else math.floor(-b1 + 1e-6), None, None,
+                           data, size)
     freed = round(pulp.value(v["freed"]))
-    prob2, v2 = build(data, "repack_cost")
-    prob2 += v2["freed"] == freed
-    prob2.setObjective(v2["cost"])
-    prob2.sense = pulp.LpMinimize
+    if data.pruned:
+        freed_bound: int | None = data.freed_upper
+    elif st1 == "OPTIMAL":
+        freed_bound = freed
+    else:
+        freed_bound = data.freed_upper if b1 is None else max(freed, min(data.freed_upper, math.floor(-b1 + 1e-6)))
+    first = _values(v)
+    _row(prob, list(v["freed"].items()), EQ, freed)
+    prob.setObjective(v["cost"])
+    prob.sense = pulp.LpMinimize
     with _quiet():
-        prob2.solve(_backend(options, deadline - time.perf_counter()))
-    st2 = _status(prob2)
-    log.info("milp phase 2 (cost): %s objective %s", st2, pulp.value(prob2.objective))
-    use = (prob2, v2) if st2 != "NONE" else (prob, v)
-    vacated = [c for c, x in use[1]["vacate"].items() if (x.value() or 0) > 0.5]
-    sends = {key: round(x.value() or 0) for key, x in use[1]["send"].items() if (x.value() or 0) > 0.5}
+        prob.solve(_backend(options, deadline - time.perf_counter(), start=True))
+    st2 = _status(prob)
+    b2 = _dual_bound(prob)
+    log.info("milp phase 2 (cost): %s objective %s bound %s", st2, pulp.value(prob.objective), b2)
+    vacated, sends = _values(v) if st2 != "NONE" else first
     plan = decode(data, vacated, sends)
-    cost = round(pulp.value(v2["cost"])) if st2 != "NONE" else None
-    status = "OPTIMAL" if st1 == "OPTIMAL" and st2 == "OPTIMAL" else "FEASIBLE"
-    return plan, status, cost
+    cost = scaled_cost(data, plan)
+    bound = None
+    if not data.pruned and st1 == "OPTIMAL":
+        bound = cost if st2 == "OPTIMAL" else (math.ceil(b2 - 1e-6) if b2 is not None and st2 != "NONE" else None)
+    status = "OPTIMAL" if st1 == "OPTIMAL" and st2 == "OPTIMAL" and not data.pruned else "FEASIBLE"
+    return MilpOutcome(plan, status, freed_bound, cost, bound, data, size)
+
+
+def _values(v: dict[str, Any]) -> tuple[list[str], dict[tuple[int, str], int]]:
+    vacated = [c for c, x in v["vacate"].items() if (x.value() or 0) > 0.5]
+    sends = {key: round(x.value() or 0) for key, x in v["send"].items() if (x.value() or 0) > 0.5}
+    return vacated, sends
 
 
 class MilpPlanner:
@@ -199,14 +285,19 @@ class MilpPlanner:
 
     def plan(self, problem: RepackProblem, options: PlanOptions) -> PlanResult:
         t0 = time.perf_counter()
-        plan, status, cost = solve(problem, options)
+        out = solve(problem, options)
         wall = round(time.perf_counter() - t0, 3)
-        if plan is None:
-            plan, status = RepackPlan(), "FALLBACK"
-        record = SolverRecord(name=self.name, status=status, objective=cost,
-                              freed_nodes_bound=len(plan.freed_nodes) if status == "OPTIMAL" else None,
+        plan = out.plan if out.plan is not None else RepackPlan()
+        freed = len(plan.freed_nodes) if out.plan is not None else None
+        record = SolverRecord(name=self.name, status=out.status if out.plan is not None else "FALLBACK",
+                              objective=out.objective, freed_nodes_bound=out.freed_bound, best_bound=out.bound,
+                              gap_percent=gap_percent(out.objective, out.bound, freed, out.freed_bound),
                               wall_seconds=wall)
-        return PlanResult(plan=plan, record=record, disruption=problem.plan_disruption(plan))
+        d = out.data
+        stats = {"variables": out.size[0], "constraints": out.size[1], "candidates": len(d.candidates),
+                 "podClasses": len(d.classes), "receivers": len(d.receivers),
+                 "sendVariables": sum(len(k.receivers) for k in d.classes), "receiversPruned": int(d.pruned)}
+        return PlanResult(plan=plan, record=record, disruption=problem.plan_disruption(plan), stats=stats)
 
 
 __all__ = ["MilpPlanner"]

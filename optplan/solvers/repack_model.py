@@ -221,6 +221,24 @@ def plan_receivers(problem: RepackProblem, plan: RepackPlan) -> dict[int, set[st
     return dict(out)
 
 
+MAX_ARCS = 150_000
+"""Above this many (pod class, receiver) pairs, receivers per class are pruned."""
+MIN_RECEIVERS = 8
+"""Receivers a pod class keeps at least when pruned."""
+
+
+def receiver_cap(problem: RepackProblem) -> int | None:
+    """Receivers per pod class for ``build_data(max_receivers=...)``: None (all) while the model
+    has at most MAX_ARCS (pod class, receiver) pairs, else as many as keep it near that size (at
+    least MIN_RECEIVERS). Every exact planner (cpsat, milp, auto) applies it, so each solves the same model."""
+    classes = sum(len({(tuple(sorted(p.requests.items())), p.group_key) for p in problem.r_pods[c]})
+                  for c in problem.candidates)
+    arcs = classes * max(len(problem.occupied) - 1, 1)
+    if arcs <= MAX_ARCS:
+        return None
+    return max(MIN_RECEIVERS, MAX_ARCS // max(classes, 1))
+
+
 def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
                keep: dict[int, set[str]] | None = None, freed_upper: int | None = None) -> ModelData:
     snap = problem.snapshot
