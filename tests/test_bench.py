@@ -82,7 +82,7 @@ def test_bench_tiny_writes_report_json_and_plots(tmp_path: Path) -> None:
 
 
 def test_bench_skips_sections_without_data(tmp_path: Path) -> None:
-    suite = bench.Suite("t", (90.0,), (0.2,), (bench.NO_BUDGET,), ("greedy-fast",), False, 1.0,
+    suite = bench.Suite("t", (90.0,), (0.2,), (bench.NO_BUDGET,), ("greedy-fast",), 1.0,
                         (), 0, 1.0, (30,), 1.0)
     bench.run_suite(suite, tmp_path / "nodata", tmp_path / "o")
     results = json.loads((tmp_path / "o" / "results.json").read_text())

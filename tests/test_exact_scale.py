@@ -115,6 +115,37 @@ def test_a_pruned_model_claims_no_bound_of_its_own(solver: str, monkeypatch: pyt
     assert plan_violations(p, out.plan, claimed=out.disruption) == []
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_the_budget_relaxation_bounds_the_optimum(seed: int) -> None:
+    """CP-SAT's budget bound is never below the proven optimum, nor above the budget's count bound."""
+    cfg = GenConfig(nodes=24, pools=2, occupancy=0.55, seed=seed, pdb_share=0.4 if seed % 2 else 0.0,
+                    max_pod_groups=2 + seed)
+    loaded = load_objects(generate(cfg))
+    p = _bound(RepackProblem(loaded.snapshot, next(iter(loaded.runs.values()))))
+    data = build_data(p, freed_upper=p.freed_upper)
+    bound = cpsat.budget_bound(data, OPTS, 10)
+    best = cpsat.solve(p, OPTS)
+    assert best.status == "OPTIMAL" and best.plan is not None
+    assert len(best.plan.freed_nodes) <= (bound if bound is not None else -1) <= p.freed_upper
+
+
+def test_the_budget_relaxation_sees_podgroups_the_count_bound_does_not() -> None:
+    """One gang spread over four nodes, each node also running a pod of its own PodGroup: the count bound
+    lets a one-PodGroup budget free all four nodes (the gang is on four), but vacating any node
+    touches two PodGroups. auto reports the bound 0, proven, and moves nothing."""
+    objs: list[dict[str, Any]] = [node(f"n{i}", 8) for i in range(6)]
+    objs += [podgroup("gang", 1), *[podgroup(f"solo{i}") for i in range(4)]]
+    objs += [pod(f"g{i}", f"n{i}", 1, group="gang") for i in range(4)]
+    objs += [pod(f"s{i}", f"n{i}", 1, group=f"solo{i}") for i in range(4)]
+    objs += [pod("big4", "n4", 7, group="solo0"), pod("big5", "n5", 7, group="solo1")]
+    loaded, run = load_with_run(*objs, repack_run(max_per_run={"podGroups": 1}))
+    p = _bound(RepackProblem(loaded.snapshot, run))
+    assert p.budget_freed_upper() == 4 and p.freed_upper >= 1
+    assert cpsat.budget_bound(build_data(p, freed_upper=p.freed_upper), OPTS, 10) == 0
+    out = get_planner("auto").plan(p, OPTS)
+    assert out.record.freed_nodes_bound == 0 and out.record.status == "OPTIMAL" and not out.plan.freed_nodes
+
+
 # ---- what joins candidates into one part ------------------------------------------------------
 
 def _pooled(*extra: dict[str, Any], budget: dict[str, Any] | None = None, spanning: bool = False,
