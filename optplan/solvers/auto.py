@@ -1,6 +1,9 @@
 """auto: the greedy first, then CP-SAT hinted with the greedy plan; the better plan wins, and on a
 tie the greedy's (its receivers follow the seed's order).
 
+The greedy is greedy-fast, then (up to FAST_GREEDY_ABOVE candidates, and when its expected time fits
+in half the limit) the seed's greedy as well; the better of the two is the hint.
+
 "Better" is the exact model's lexicographic order: more freed nodes, then lower scaled disruption.
 When CP-SAT finds nothing within the time left, the greedy plan is returned as FALLBACK.
 Large instances restrict each pod class to its best receivers (the greedy's always kept), so the
@@ -14,16 +17,21 @@ import time
 from dataclasses import replace
 
 from optplan.models.repack import SolverRecord
-from optplan.solvers import cpsat
+from optplan.solvers import cpsat, lns
 from optplan.solvers.base import PlanOptions, PlanResult
 from optplan.solvers.greedy import FastGreedyPlanner, GreedyPlanner
-from optplan.solvers.repack_model import receiver_cap, scaled_cost
+from optplan.solvers.repack_model import ModelData, build_data, plan_receivers, receiver_cap, scaled_cost
 from optplan.solvers.rules import RepackProblem, explain
 
 log = logging.getLogger(__name__)
 
 FAST_GREEDY_ABOVE = 1_500
 """Above this many vacate candidates, auto starts from greedy-fast instead of the exact greedy."""
+
+
+SEED_GREEDY_COST = 20
+"""The seed's greedy takes about this many times greedy-fast's time (openb, 1,202 candidates: 26 s
+against 1.3 s); auto runs it only when that fits in its half of the limit."""
 
 
 def _key(problem: RepackProblem, result: PlanResult) -> tuple[int, float]:
@@ -42,14 +50,24 @@ class AutoPlanner:
         small = len(problem.candidates) <= FAST_GREEDY_ABOVE
         fast_share = 4 if small else 2  # alone, greedy-fast may use all of the greedy's half
         greedy = FastGreedyPlanner().plan(problem, replace(options, time_limit=options.time_limit / fast_share))
-        if small:
-            left = options.time_limit / 2 - (time.perf_counter() - t0)
+        fast_wall = time.perf_counter() - t0
+        left = options.time_limit / 2 - fast_wall
+        if small and SEED_GREEDY_COST * fast_wall > left:  # it would be cut: the time goes to CP-SAT instead
+            log.info("auto: the seed's greedy skipped (greedy-fast took %.2fs, %.2fs left)", fast_wall, left)
+        elif small:
             seed_greedy = GreedyPlanner().plan(problem, replace(options, time_limit=max(left, 0.1)))
             if _key(problem, seed_greedy) <= _key(problem, greedy):
                 greedy = seed_greedy
         left = options.time_limit - (time.perf_counter() - t0)
+        cap = receiver_cap(problem)
+        data = None
+        if cap is not None:
+            data = build_data(problem, freed_upper=problem.freed_upper, max_receivers=cap,
+                              keep=plan_receivers(problem, greedy.plan))
+            if lns.applicable(data):
+                return self._lns(problem, data, greedy, options, t0)
         out = cpsat.solve(problem, replace(options, time_limit=max(left, 0.5)), hint=greedy.plan,
-                          max_receivers=receiver_cap(problem))
+                          max_receivers=cap, data=data)
         wall = round(time.perf_counter() - t0, 3)
         gap = cpsat.gap_percent(out.objective, out.bound, len(out.plan.freed_nodes) if out.plan else None,
                                 out.freed_bound)
@@ -74,3 +92,23 @@ class AutoPlanner:
                               gap_percent=cpsat.gap_percent(g_key[1], out.bound, -g_key[0], out.freed_bound),
                               wall_seconds=wall)
         return replace(greedy, record=record, stats=cpsat.model_stats(out))
+
+    def _lns(self, problem: RepackProblem, data: ModelData, greedy: PlanResult, options: PlanOptions,
+             t0: float) -> PlanResult:
+        """Too large a model to solve whole, and no budget: LNS around the greedy plan (``lns``)."""
+        deadline = t0 + options.time_limit * (1 - cpsat.RESERVE)
+        plan, st = lns.improve(data, greedy.plan, options, deadline)
+        wall = round(time.perf_counter() - t0, 3)
+        cost = scaled_cost(data, plan)
+        freed = len(plan.freed_nodes)
+        status = "OPTIMAL" if freed == data.freed_upper == 0 else "FEASIBLE"
+        record = SolverRecord(name=self.name, status=status, freed_nodes_bound=data.freed_upper, objective=cost,
+                              gap_percent=cpsat.gap_percent(cost, None, freed, data.freed_upper), wall_seconds=wall)
+        stats = {"candidates": len(data.candidates), "podClasses": len(data.classes),
+                 "receivers": len(data.all_receivers), "lnsSteps": st.steps, "lnsImproved": st.improved}
+        log.info("auto: LNS from greedy freed %d to %d in %d steps (%d improved)", len(greedy.plan.freed_nodes),
+                 freed, st.steps, st.improved)
+        if plan is greedy.plan:
+            return replace(greedy, record=record, stats=stats)
+        return PlanResult(plan=plan, record=record, disruption=problem.plan_disruption(plan),
+                          rejections=explain(problem, plan), stats=stats)

@@ -118,6 +118,10 @@ class ModelData:
     """PDB key -> candidate -> pods it covers that move if the candidate is vacated."""
     restart: dict[str, GroupRestart] = field(default_factory=dict)
     """PodGroup with movable pods -> what vacating candidates restarts in it."""
+    admitted: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    """Pod class key -> indices into ``all_receivers`` of every receiver it may use (before pruning)."""
+    all_receivers: list[str] = field(default_factory=list, repr=False)
+    """Every occupied provider, the index space of ``admitted``."""
     _fit: dict[tuple[int, str], int] = field(default_factory=dict, repr=False)
     """(pod class shape, receiver) -> pods of that shape that fit on the receiver alone (a cache)."""
 
@@ -265,6 +269,7 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
     pruned = False
     admits: dict[tuple[int, tuple[tuple[str, int], ...]], np.ndarray] = {}  # (signature, demand) -> fits
     ranking: dict[tuple[int, tuple[tuple[str, int], ...]], tuple[list[int], set[int]]] = {}  # best first
+    admits_of: dict[int, np.ndarray] = {}  # class -> every receiver it may use, before pruning
     for k in classes:
         csig = constraint_signature(k.pods[0])
         sid = sig_ids.get(csig)
@@ -282,6 +287,7 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
             base = admits[akey] = np.flatnonzero(mask)
         own = index[k.node]
         fits = base[base != own]
+        admits_of[k.key] = fits
         if max_receivers is not None and len(fits) > max_receivers:
             # Keep the receivers the hint uses, then the best: nodes that are no candidate first
             # (they stay), then the least free R (best fit), then by name.
@@ -346,7 +352,8 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
                      card_unit=unit, weights_int=integer_weights(problem.weights, unit), pruned=pruned,
                      freed_upper=upper, topo_regions=topo_regions, topo_stay_nodes=topo_stay,
                      units=units, classes_at=dict(classes_at), budget_use=budget_use,
-                     pdb_use={k: dict(v) for k, v in sorted(pdb_use.items())}, restart=restart)
+                     pdb_use={k: dict(v) for k, v in sorted(pdb_use.items())}, restart=restart,
+                     admitted=admits_of, all_receivers=receivers_all)
 
 
 def components(data: ModelData) -> list[list[str]]:
@@ -398,7 +405,9 @@ def restrict(data: ModelData, part: list[str], freed_upper: int) -> ModelData:
     here: a candidate of another part shares nothing with this one, and a candidate in no part cannot
     be vacated at all, so it drops out of its PodGroup's counts and pins its topology regions."""
     cands = set(part)
-    classes = [replace(k, key=i) for i, k in enumerate(kk for kk in data.classes if kk.node in cands)]
+    kept = [kk for kk in data.classes if kk.node in cands]
+    classes = [replace(k, key=i) for i, k in enumerate(kept)]
+    admitted = {i: data.admitted[k.key] for i, k in enumerate(kept) if k.key in data.admitted}
     classes_of: dict[str, list[PodClass]] = {c: [] for c in part}
     classes_at: dict[str, list[PodClass]] = defaultdict(list)
     for k in classes:
@@ -434,7 +443,8 @@ def restrict(data: ModelData, part: list[str], freed_upper: int) -> ModelData:
         group_cards_by={g: mine(data.group_cards_by[g]) for g in groups},
         freed_upper=min(len(part), freed_upper), topo_regions=topo_regions, topo_stay_nodes=topo_stay,
         classes_at=dict(classes_at), budget_use={res: mine(use) for res, use in data.budget_use.items()},
-        pdb_use={key: m for key, by_node in data.pdb_use.items() if (m := mine(by_node))}, restart=restart)
+        pdb_use={key: m for key, by_node in data.pdb_use.items() if (m := mine(by_node))}, restart=restart,
+        admitted=admitted, _fit={})
 
 
 def _restart_data(problem: RepackProblem, classes: list[PodClass]) -> dict[str, GroupRestart]:

@@ -1,0 +1,203 @@
+"""Large-neighbourhood search around a plan, for Repack models too large to solve whole.
+
+Each step re-plans a neighbourhood N of candidate nodes exactly (CP-SAT, both phases, hinted with
+the plan's part in N) with everything outside N fixed as the plan has it:
+
+- N is one node the plan keeps (in turn, the cheapest to vacate first), a seeded sample of kept
+  nodes its pods may go to and of kept nodes about as cheap to vacate, every vacated node that
+  sends pods to one of those, and a seeded sample of the vacated nodes that send pods to other
+  nodes its pods may go to (to rearrange their room);
+- receivers outside N keep only the room the rest of the plan leaves them, nodes vacated outside N
+  receive nothing, and no node in N receives pods from outside N (so vacating it strands nothing);
+- each pod class in N may go to any node of N that admits it, and to the outside receivers that
+  admit it with the least room left that still holds one of its pods (best fit).
+
+The re-planned part replaces the plan's when the whole plan then frees more nodes, or as many with a
+lower scaled disruption, and breaks no rule (``plan_violations``); the neighbourhood's own costs
+may be off for PodGroups that span N and the rest, which is why the whole plan is priced again.
+Only without maxPerRun and PDBs (their use outside N is not carried into the neighbourhood).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections import defaultdict
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from optplan.models.repack import RepackPlan
+from optplan.solvers import cpsat
+from optplan.solvers.base import PlanOptions
+from optplan.solvers.oracle import Capacity
+from optplan.solvers.repack_model import ModelData, merge_plans, plan_part, restrict, scaled_cost
+from optplan.solvers.validate import plan_violations
+
+log = logging.getLogger(__name__)
+
+KEPT = 12
+"""Kept nodes per neighbourhood besides the one to vacate."""
+SENDERS = 24
+"""At most this many vacated nodes join a neighbourhood."""
+OUTSIDE_RECEIVERS = 12
+"""Receivers outside the neighbourhood per pod class (best fit)."""
+STALL_ROUNDS = 3
+"""Stop after this many rounds over the kept nodes without an improvement."""
+STEP_SECONDS = 1.0
+"""Time limit of one step's two phases."""
+
+
+@dataclass
+class LnsStats:
+    steps: int = 0
+    improved: int = 0
+    rejected: int = 0  # improvements that broke a rule of the whole plan
+
+
+def applicable(data: ModelData) -> bool:
+    mpr = data.problem.run.spec.max_per_run
+    return mpr.pod_groups is None and not mpr.resources and not data.pdb_use
+
+
+def improve(data: ModelData, plan: RepackPlan, options: PlanOptions, deadline: float) -> tuple[RepackPlan, LnsStats]:
+    """The best plan found from ``plan`` until ``deadline`` (a ``time.perf_counter`` value)."""
+    problem = data.problem
+    room = _Room(data)
+    rng = random.Random(options.seed)
+    stats = LnsStats()
+    best = (len(plan.freed_nodes), -scaled_cost(data, plan))
+    t0 = time.perf_counter()
+    turn = idle = 0
+    while time.perf_counter() + 0.2 < deadline:
+        freed = set(plan.freed_nodes)
+        kept = sorted((c for c in data.candidates if c not in freed),
+                      key=lambda c: (sum(k.cards * k.count for k in data.classes_of[c]), c))
+        if not kept or idle > STALL_ROUNDS * len(kept):  # nothing left to try, or every node tried in vain
+            break
+        idle += 1
+        senders_of: dict[str, set[str]] = defaultdict(set)
+        for m in plan.moves:
+            senders_of[m.to_node].add(m.from_node)
+        hood = _neighbourhood(data, kept[turn % len(kept)], kept, senders_of, rng)
+        turn += 1
+        if hood is None:
+            continue
+        sub = _sub_model(data, plan, hood, room)
+        stats.steps += 1
+        if sub is None:
+            continue
+        part = cpsat._part(sub, plan_part(plan, hood))
+        start = time.perf_counter()
+        step_end = min(deadline, start + STEP_SECONDS)
+        cpsat._phase1(part, options, start + (step_end - start) / 2, t0, stats.steps)
+        cpsat._phase2(part, options, step_end, t0, stats.steps)
+        rest = frozenset(c for c in data.candidates if c not in hood)
+        candidate = merge_plans([plan_part(plan, rest), part.plan])
+        key = (len(candidate.freed_nodes), -scaled_cost(data, candidate))
+        if key <= best:
+            continue
+        broken = plan_violations(problem, candidate)
+        if broken:  # the neighbourhood model missed a rule of the whole (never seen; kept as a guard)
+            stats.rejected += 1
+            log.warning("lns: a step broke a rule and was dropped: %s", broken[0])
+            continue
+        log.info("lns step %d: freed %d -> %d, cost %d -> %d", stats.steps, best[0], key[0], -best[1], -key[1])
+        plan, best = candidate, key
+        stats.improved += 1
+        idle = 0
+    return plan, stats
+
+
+def _neighbourhood(data: ModelData, seed_node: str, kept: list[str], senders_of: dict[str, set[str]],
+                   rng: random.Random) -> frozenset[str] | None:
+    """The node to vacate, kept nodes its pods may go to, every vacated node sending to those, and
+    vacated nodes sending to other nodes its pods may go to (their room may be rearranged)."""
+    targets = sorted({data.all_receivers[u] for k in data.classes_of[seed_node] for u in data.admitted.get(k.key, ())})
+    kept_set = set(kept)
+    near = [r for r in targets if r in kept_set and r != seed_node]
+    at = kept.index(seed_node)
+    alike = [c for c in kept[max(at - KEPT, 0): at + KEPT + 1] if c != seed_node]  # about as cheap to vacate
+    hood = {seed_node, *rng.sample(near, min(KEPT // 2, len(near)))}
+    hood |= set(rng.sample(alike, min(KEPT - len(hood) + 1, len(alike))))
+    senders = set(senders_of.get(seed_node, ()))
+    if len(senders) > SENDERS:
+        return None
+    for c in sorted(hood - {seed_node}):
+        more = senders_of.get(c, set()) - senders
+        if len(senders) + len(more) > SENDERS:
+            hood.discard(c)  # it would receive from outside the neighbourhood
+        else:
+            senders |= more
+    optional = sorted({s for r in targets if r not in hood for s in senders_of.get(r, ())} - senders)
+    senders |= set(rng.sample(optional, min(SENDERS - len(senders), len(optional))))
+    return frozenset(hood | senders)
+
+
+class _Room:
+    """Free room of every occupied provider as a matrix (resource × node, milli-units; a resource a
+    node does not limit is huge), and each pod's demand as a column."""
+
+    HUGE = 2**62
+
+    def __init__(self, data: ModelData) -> None:
+        snap = data.problem.snapshot
+        cap = Capacity(snap)
+        self.nodes = data.all_receivers
+        self.index = {r: i for i, r in enumerate(self.nodes)}
+        self.limits = {r: {res: v for res, v in cap.free[r].items()
+                           if res != "pods" or "pods" in snap.nodes[r].allocatable} for r in self.nodes}
+        self.res = sorted({res for k in data.classes for res in k.demand})
+        self.row = {res: i for i, res in enumerate(self.res)}
+        self.free = np.array([[min(self.limits[r].get(res, self.HUGE), self.HUGE) for r in self.nodes]
+                              for res in self.res], dtype=np.int64).reshape(len(self.res), len(self.nodes))
+        self.demand = {p.key: np.array([k.demand.get(res, 0) for res in self.res], dtype=np.int64)
+                       for k in data.classes for p in k.pods}
+
+    def after(self, moves: list[tuple[str, str]]) -> np.ndarray:
+        """Free room once the (pod, receiver) moves are made."""
+        free = self.free.copy()
+        for pod, to in moves:
+            free[:, self.index[to]] -= self.demand[pod]
+        return free
+
+    def limits_of(self, r: str, free: np.ndarray) -> dict[str, int]:
+        """Node r's free room as the model reads it: only the resources the node limits."""
+        i = self.index[r]
+        return {res: int(free[self.row[res], i]) if res in self.row else v for res, v in self.limits[r].items()}
+
+
+def _sub_model(data: ModelData, plan: RepackPlan, hood: frozenset[str], room: _Room) -> ModelData | None:
+    """The model of ``hood`` with the rest of ``plan`` fixed (see the module docstring)."""
+    vacated_outside = {c for c in plan.freed_nodes if c not in hood}
+    free = room.after([(m.pod, m.to_node) for m in plan.moves if m.from_node not in hood])
+    blocked = np.zeros(len(room.nodes), dtype=bool)
+    inside = np.zeros(len(room.nodes), dtype=bool)
+    blocked[[room.index[c] for c in vacated_outside if c in room.index]] = True
+    inside[[room.index[c] for c in hood if c in room.index]] = True
+    hint_to: dict[str, set[str]] = defaultdict(set)  # pod -> receiver the plan uses, inside the hood
+    for m in plan.moves:
+        if m.from_node in hood:
+            hint_to[m.pod].add(m.to_node)
+    r_row = room.row[data.problem.resource]
+    classes = []
+    for k in (kk for c in sorted(hood) for kk in data.classes_of[c]):
+        idx = data.admitted.get(k.key, np.zeros(0, dtype=np.int64))
+        idx = idx[~blocked[idx]]
+        near = idx[inside[idx]]
+        out = idx[~inside[idx]]
+        fits = np.ones(len(out), dtype=bool)
+        for res, v in k.demand.items():
+            if v > 0:
+                fits &= free[room.row[res], out] >= v
+        out = out[fits]
+        out = out[np.lexsort((out, free[r_row, out]))][:OUTSIDE_RECEIVERS]  # best fit, then by name
+        must = {r for p in k.pods for r in hint_to.get(p.key, ())}
+        receivers = sorted({room.nodes[u] for u in near} | {room.nodes[u] for u in out} | must)
+        classes.append(replace(k, receivers=receivers))
+    if not classes:
+        return None
+    used = {r for k in classes for r in k.receivers}
+    base = replace(data, classes=classes, free={r: room.limits_of(r, free) for r in used})
+    return restrict(base, sorted(hood), min(len(hood), data.freed_upper - len(vacated_outside)))

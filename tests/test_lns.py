@@ -1,0 +1,68 @@
+"""auto's large-neighbourhood search (``solvers.lns``), taken on small clusters by lowering the model
+size above which auto uses it. One worker, fixed seed."""
+
+from __future__ import annotations
+
+import pytest
+
+from optplan.adapters.generate import GenConfig, generate
+from optplan.adapters.kubefile import load_files, load_objects
+from optplan.solvers import lns, repack_model
+from optplan.solvers.base import PlanOptions, get_planner
+from optplan.solvers.frag import fragmentation
+from optplan.solvers.repack import plan_repack
+from optplan.solvers.repack_model import build_data, scaled_cost
+from optplan.solvers.rules import RepackProblem
+from optplan.solvers.validate import plan_violations
+
+OPTS = PlanOptions(time_limit=4, workers=1, seed=0)
+
+
+@pytest.fixture
+def big(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every model counts as too large to solve whole."""
+    monkeypatch.setattr(repack_model, "MAX_ARCS", 1)
+    monkeypatch.setattr(repack_model, "MIN_RECEIVERS", 1)
+
+
+def _problem(loaded: object) -> RepackProblem:
+    p = RepackProblem(loaded.snapshot, next(iter(loaded.runs.values())))  # type: ignore[attr-defined]
+    f = fragmentation(p.snapshot, p.resource)
+    p.freed_upper = min(f.occupied - f.theoretical_min, p.budget_freed_upper())
+    return p
+
+
+def test_lns_escapes_the_greedy_trap(big: None) -> None:
+    """The greedy frees one node of the trap; a neighbourhood around the node it keeps frees both."""
+    loaded = load_files(["instances/greedy-trap.yaml"])
+    run = next(iter(loaded.runs.values()))
+    greedy = plan_repack(loaded.snapshot, run, solver="greedy", options=OPTS)
+    auto = plan_repack(loaded.snapshot, run, solver="auto", options=OPTS)
+    assert len(greedy.result.plan.freed_nodes) == 1
+    assert len(auto.result.plan.freed_nodes) == 2  # plan_repack validated it
+    assert auto.result.stats["lnsImproved"] >= 1
+    assert auto.result.record.status == "FEASIBLE" and auto.result.record.freed_nodes_bound == 2
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_lns_never_loses_to_its_start_and_breaks_no_rule(seed: int, big: None) -> None:
+    cfg = GenConfig(nodes=40, pools=2, occupancy=0.55, seed=seed, rack_size=4 if seed % 2 else 0,
+                    racks_per_spine=2, topology_share=0.5)
+    p = _problem(load_objects(generate(cfg)))
+    data = build_data(p, freed_upper=p.freed_upper, max_receivers=1)
+    assert data.pruned and lns.applicable(data)
+    start = get_planner("greedy-fast").plan(p, OPTS).plan
+    import time
+
+    plan, stats = lns.improve(data, start, OPTS, time.perf_counter() + 3)
+    assert stats.steps > 0 and stats.rejected == 0
+    assert plan_violations(p, plan) == []
+    assert (len(plan.freed_nodes), -scaled_cost(data, plan)) >= (len(start.freed_nodes), -scaled_cost(data, start))
+
+
+def test_budgets_keep_auto_on_the_whole_model(big: None) -> None:
+    cfg = GenConfig(nodes=30, pools=2, occupancy=0.55, seed=1, max_pod_groups=3)
+    p = _problem(load_objects(generate(cfg)))
+    out = get_planner("auto").plan(p, OPTS)
+    assert "lnsSteps" not in out.stats and out.stats["receiversPruned"] == 1
+    assert plan_violations(p, out.plan) == []
