@@ -2,11 +2,12 @@
 
 Sections (each skipped with a note when its data is absent):
 
-1. Repack on openb snapshots (``--data``/openb): fills × departures × budgets, every planner and the
-   three peer baselines (whose plans are validated against optplan's rules and their breaks counted).
+1. Repack on openb snapshots (``--data``/openb): fills × departures × budgets, every planner (greedy,
+   cpsat and milp alone, auto) and the three peer baselines (whose plans are validated against
+   optplan's rules and their breaks counted).
 2. Theoretical minimum (``min_bins``) on BPPLIB families (``--data``/bpplib) against the known optima.
-3. Scaling on generated clusters: wall time of greedy-fast and auto, and the CP-SAT model size; on the
-   smallest sizes CP-SAT and its MILP twin alone, side by side.
+3. Scaling on generated clusters: wall time of greedy-fast and auto, and the model size (whole, or
+   auto's neighbourhoods); on the smallest sizes CP-SAT and its MILP twin alone, side by side.
 4. Online placement on openb (``--data``/openb) in the FGD paper's setup (``solvers.online``): the
    whole-GPU pod stream placed by greedy (Volcano binpack), best-fit, random and CP-SAT batches until
    requests reach 130% of the GPUs; the paper's published allocation (``--data``/fgd-expected) is shown
@@ -472,7 +473,11 @@ def bench_scaling(suite: Suite) -> dict[str, Any]:
                              "status": rec.status, "gapPercent": rec.gap_percent, "wallSeconds": round(wall, 2),
                              "objective": rec.objective, "bestBound": rec.best_bound,
                              "variables": res.result.stats.get("variables"),
-                             "constraints": res.result.stats.get("constraints")})
+                             "constraints": res.result.stats.get("constraints"),
+                             "sendVariables": res.result.stats.get("sendVariables"),
+                             "lnsSteps": res.result.stats.get("lnsSteps"),
+                             "lnsVariables": res.result.stats.get("lnsVariables"),
+                             "lnsConstraints": res.result.stats.get("lnsConstraints")})
                 bar.advance()
     return {"occupancy": 0.6, "seed": 1, "timeLimit": suite.scale_time_limit, "runs": rows}
 
@@ -620,13 +625,16 @@ def _scaling_plot(rows: list[dict[str, Any]]) -> bytes:
         ax1.set_ylabel("wall seconds (plan_repack)")
         ax1.set_title("Repack wall time")
         ax1.legend()
-        for key in ("variables", "constraints"):
-            pts = [(r["nodes"], r[key]) for r in rows if r["planner"] == "auto" and r[key]]
-            ax2.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=key)
+        labels = {"sendVariables": "(pod class, receiver) pairs", "variables": "CP-SAT variables, whole model",
+                  "lnsVariables": "CP-SAT variables, largest neighbourhood"}
+        for key, label in labels.items():
+            pts = [(r["nodes"], r[key]) for r in rows if r["planner"] == "auto" and r.get(key)]
+            if pts:
+                ax2.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
         ax2.set_xscale("log")
         ax2.set_yscale("log")
         ax2.set_xlabel("provider nodes")
-        ax2.set_title("CP-SAT model size (auto)")
+        ax2.set_title("Model size (auto)")
         ax2.legend()
         fig.tight_layout()
         return _png(fig)
@@ -768,12 +776,17 @@ def report(results: dict[str, Any], pngs: list[str]) -> str:
         parts.append(f"`GenConfig(nodes=n, occupancy={sc['occupancy']}, seed={sc['seed']})`; auto's time limit "
                      f"{sc['timeLimit']:g} s; wall time of the whole `plan_repack`. On the smallest sizes the CP-SAT "
                      "model and its MILP twin (PuLP/HiGHS) also run alone: `objective` is the integer-scaled "
-                     "disruption of the freed-node optimum, the same scale for both.\n")
+                     "disruption of the freed-node optimum, the same scale for both. `pairs`: (pod class, "
+                     "receiver) pairs of the whole model (pruned above " + f"{MAX_ARCS:,}" + "); `variables` and "
+                     "`constraints`: the CP-SAT model solved whole, or, where auto searched neighbourhoods "
+                     "(`LNS steps`), the largest neighbourhood's.\n")
         parts.append(_md(["nodes", "pods", "planner", "freed", "freed bound", "status", "objective", "best bound",
-                          "gap %", "wall s", "variables", "constraints"],
+                          "gap %", "wall s", "pairs", "variables", "constraints", "LNS steps"],
                          [[r["nodes"], r["pods"], r["planner"], r["freed"], r["freedBound"], r["status"],
-                           r.get("objective"), r.get("bestBound"), r["gapPercent"], r["wallSeconds"], r["variables"],
-                           r["constraints"]] for r in sc["runs"]]))
+                           r.get("objective"), r.get("bestBound"), r["gapPercent"], r["wallSeconds"],
+                           r.get("sendVariables"), r["variables"] or r.get("lnsVariables"),
+                           r["constraints"] or r.get("lnsConstraints"),
+                           r.get("lnsSteps")] for r in sc["runs"]]))
     if "scaling.png" in pngs:
         parts.append("![scaling.png](scaling.png)\n")
     parts += _placement_report(results["placement"], pngs)

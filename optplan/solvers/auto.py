@@ -105,7 +105,9 @@ class AutoPlanner:
         record = SolverRecord(name=self.name, status=status, freed_nodes_bound=data.freed_upper, objective=cost,
                               gap_percent=cpsat.gap_percent(cost, None, freed, data.freed_upper), wall_seconds=wall)
         stats = {"candidates": len(data.candidates), "podClasses": len(data.classes),
-                 "receivers": len(data.all_receivers), "lnsSteps": st.steps, "lnsImproved": st.improved}
+                 "receivers": len(data.receivers), "sendVariables": sum(len(k.receivers) for k in data.classes),
+                 "receiversPruned": int(data.pruned), "lnsSteps": st.steps, "lnsImproved": st.improved,
+                 "lnsVariables": st.variables, "lnsConstraints": st.constraints}
         log.info("auto: LNS from greedy freed %d to %d in %d steps (%d improved)", len(greedy.plan.freed_nodes),
                  freed, st.steps, st.improved)
         if plan is greedy.plan:

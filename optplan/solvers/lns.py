@@ -54,6 +54,8 @@ class LnsStats:
     steps: int = 0
     improved: int = 0
     rejected: int = 0  # improvements that broke a rule of the whole plan
+    variables: int = 0  # of the largest neighbourhood's CP-SAT model
+    constraints: int = 0
 
 
 def applicable(data: ModelData) -> bool:
@@ -93,6 +95,7 @@ def improve(data: ModelData, plan: RepackPlan, options: PlanOptions, deadline: f
         step_end = min(deadline, start + STEP_SECONDS)
         cpsat._phase1(part, options, start + (step_end - start) / 2, t0, stats.steps)
         cpsat._phase2(part, options, step_end, t0, stats.steps)
+        stats.variables, stats.constraints = max((stats.variables, stats.constraints), part.size)
         rest = frozenset(c for c in data.candidates if c not in hood)
         candidate = merge_plans([plan_part(plan, rest), part.plan])
         key = (len(candidate.freed_nodes), -scaled_cost(data, candidate))
