@@ -136,11 +136,13 @@ class RepackResult:
 
 def plan_repack(cluster: Cluster, run: RepackRun | Mapping[str, Any] | str | None = None, *,
                 solver: str = "auto", time_limit: float = 30.0, workers: int = 1, seed: int = 0,
-                weights: Weights | None = None, timings: bool = False) -> RepackResult:
+                weights: Weights | None = None, timings: bool = False, deterministic: bool = False) -> RepackResult:
     """Plan ``run`` on the cluster: measure fragmentation, choose nodes to vacate and where each moved pod
-    goes, validate the plan independently and build the status the seed shows."""
+    goes, validate the plan independently and build the status the seed shows. ``deterministic``: limits
+    count work instead of wall-clock seconds, so one input gives one plan on any machine (see
+    ``optplan.solvers.clock``)."""
     r = _run(cluster, run)
-    options = PlanOptions(time_limit=time_limit, workers=workers, seed=seed)
+    options = PlanOptions(time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic)
     try:
         out = _plan_repack(cluster.snapshot, r, solver=solver, options=options, weights=weights)
     except ValueError as e:  # an unknown solver name

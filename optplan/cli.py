@@ -70,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "moved pods (default 1.0,0.8,0.6,0.3,0.1)")
         p.add_argument("--workers", type=int, default=1, help="solver worker threads (default 1)")
         p.add_argument("--seed", type=int, default=0, help="solver random seed (default 0)")
+        p.add_argument("--deterministic", action="store_true",
+                       help="time limits count work (solver deterministic time, greedy evaluations), not wall "
+                            "seconds: the same input gives the same plan on any machine and under any load "
+                            "(a wall-clock cap of 3x the limit stays)")
 
     p = sub.add_parser("frag", help="measure fragmentation of a target resource")
     common(p, ("table", "yaml", "json"), "table", 10.0)
@@ -328,7 +332,8 @@ def _repack(args: argparse.Namespace, loaded: LoadedInput) -> str:
     if args.write_status and run.spec.mode != "DryRun":
         raise InputError("optplan writes DryRun plans only; an Execute run's status belongs to its controller",
                          obj=f"RepackRun/{run.name}", field="spec.mode")
-    options = PlanOptions(time_limit=args.time_limit, workers=args.workers, seed=args.seed)
+    options = PlanOptions(time_limit=args.time_limit, workers=args.workers, seed=args.seed,
+                          deterministic=args.deterministic)
     out = plan_repack(loaded.snapshot, run, solver=args.solver, options=options, weights=args.weights)
     if args.write_status:
         _write_status(args, run, status_dict(out.status))
@@ -447,7 +452,8 @@ def _compare(args: argparse.Namespace, loaded: LoadedInput) -> str:
         raise InputError(f"unknown solver(s) {', '.join(unknown) or '(none)'}; choose from "
                          f"{', '.join(known)}", field="--solvers")
     run = _pick_run(args, loaded)
-    options = PlanOptions(time_limit=args.time_limit, workers=args.workers, seed=args.seed)
+    options = PlanOptions(time_limit=args.time_limit, workers=args.workers, seed=args.seed,
+                          deterministic=args.deterministic)
     rows: list[dict[str, Any]] = []
     frag: FragReport | None = None
     for name in names:

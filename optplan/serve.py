@@ -3,7 +3,7 @@ language (Volcano's controllers are Go).
 
 Endpoints (JSON in, JSON out; bodies are deterministic: sorted keys, no spaces)::
 
-    POST /v1/repack/plan       objects, run?, solver?, timeLimitSeconds?, seed?, weights?
+    POST /v1/repack/plan       objects, run?, solver?, timeLimitSeconds?, seed?, weights?, deterministic?
                                -> {name, reason, status, resourceVersion}
     POST /v1/place             objects, jobs?, solver?, timeLimitSeconds?, seed?, now?  -> the placement
     POST /v1/execute/nominate  objects, run?, relocation, replacement                   -> the Nomination
@@ -334,13 +334,17 @@ def _timed(call: Callable[[], Any]) -> tuple[Any, float]:
 
 
 def repack_plan(req: Mapping[str, Any], config: ServeConfig, metrics: Metrics) -> Answer:
-    _only(req, ("objects", "run", "solver", "timeLimitSeconds", "seed", "weights"))
+    _only(req, ("objects", "run", "solver", "timeLimitSeconds", "seed", "weights", "deterministic"))
     solver = _choice(req, "solver", REPACK_SOLVERS)
     limit = _time_limit(req, config)
     seed, weights, run = _seed(req), _weights(req), _run_ref(req)
+    deterministic = req.get("deterministic", False)
+    if not isinstance(deterministic, bool):
+        raise _bad("deterministic", f"expected true or false, got {deterministic!r}")
     cluster = _cluster(req)
     res, dt = _timed(lambda: api.plan_repack(cluster, run, solver=solver, time_limit=limit,
-                                             workers=config.workers, seed=seed, weights=weights))
+                                             workers=config.workers, seed=seed, weights=weights,
+                                             deterministic=deterministic))
     result = cast(api.RepackResult, res)
     plan = result.status.get("plan", {})
     metrics.plan_moves.observe(sum(len(m.get("pods", ())) for m in plan.get("moves", ())))
@@ -459,7 +463,10 @@ def _request_schemas(config: ServeConfig) -> dict[str, Any]:
                     "properties": {k: {"type": "number", "minimum": 0} for k in WEIGHT_FIELDS}},
         "RepackPlanRequest": request({"objects": objects, "run": run,
                                       "solver": {"enum": list(REPACK_SOLVERS), "default": "auto"},
-                                      "timeLimitSeconds": limit, "seed": seed, "weights": _ref("Weights")},
+                                      "timeLimitSeconds": limit, "seed": seed, "weights": _ref("Weights"),
+                                      "deterministic": {"type": "boolean", "default": False,
+                                                        "description": "limits count work, not wall-clock "
+                                                        "seconds: one input, one plan, on any machine"}},
                                      ["objects"]),
         "RepackPlanResponse": {
             "type": "object", "required": ["name", "reason", "status", "resourceVersion"],

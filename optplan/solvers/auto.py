@@ -19,6 +19,7 @@ from dataclasses import replace
 from optplan.models.repack import SolverRecord
 from optplan.solvers import cpsat, lns
 from optplan.solvers.base import PlanOptions, PlanResult
+from optplan.solvers.clock import EVALS_PER_SECOND
 from optplan.solvers.greedy import FastGreedyPlanner, GreedyPlanner
 from optplan.solvers.repack_model import ModelData, build_data, plan_receivers, receiver_cap, scaled_cost
 from optplan.solvers.rules import RepackProblem, explain
@@ -27,11 +28,6 @@ log = logging.getLogger(__name__)
 
 FAST_GREEDY_ABOVE = 1_500
 """Above this many vacate candidates, auto starts from greedy-fast instead of the exact greedy."""
-
-
-SEED_GREEDY_COST = 20
-"""The seed's greedy takes about this many times greedy-fast's time (openb, 1,202 candidates: 26 s
-against 1.3 s); auto runs it only when that fits in its half of the limit."""
 
 
 def _key(problem: RepackProblem, result: PlanResult) -> tuple[int, float]:
@@ -44,28 +40,33 @@ class AutoPlanner:
 
     def plan(self, problem: RepackProblem, options: PlanOptions) -> PlanResult:
         t0 = time.perf_counter()
+        clock = options.timer()
+        options = replace(options, clock=clock)
+        start = clock.now()
         # greedy-fast first (cheap at any size), then, below FAST_GREEDY_ABOVE candidates, the seed's
         # greedy too; the better plan (ties: the seed's) is CP-SAT's hint and the fallback. Together
         # they may use half the limit; a greedy cut by it keeps its plan so far.
         small = len(problem.candidates) <= FAST_GREEDY_ABOVE
         fast_share = 4 if small else 2  # alone, greedy-fast may use all of the greedy's half
         greedy = FastGreedyPlanner().plan(problem, replace(options, time_limit=options.time_limit / fast_share))
-        fast_wall = time.perf_counter() - t0
-        left = options.time_limit / 2 - fast_wall
-        if small and SEED_GREEDY_COST * fast_wall > left:  # it would be cut: the time goes to CP-SAT instead
-            log.info("auto: the seed's greedy skipped (greedy-fast took %.2fs, %.2fs left)", fast_wall, left)
+        left = options.time_limit / 2 - (clock.now() - start)
+        # The seed's greedy evaluates about every candidate left in each of its rounds, a round per
+        # freed node: when that would not fit in the time left, the time goes to CP-SAT instead.
+        expected = len(greedy.plan.freed_nodes) * len(problem.candidates) / 2 / EVALS_PER_SECOND
+        if small and expected > left:
+            log.info("auto: the seed's greedy skipped (about %.1fs expected, %.1fs left)", expected, left)
         elif small:
             seed_greedy = GreedyPlanner().plan(problem, replace(options, time_limit=max(left, 0.1)))
             if _key(problem, seed_greedy) <= _key(problem, greedy):
                 greedy = seed_greedy
-        left = options.time_limit - (time.perf_counter() - t0)
+        left = options.time_limit - (clock.now() - start)
         cap = receiver_cap(problem)
         data = None
         if cap is not None:
             data = build_data(problem, freed_upper=problem.freed_upper, max_receivers=cap,
                               keep=plan_receivers(problem, greedy.plan))
             if lns.applicable(data):
-                return self._lns(problem, data, greedy, options, t0)
+                return self._lns(problem, data, greedy, options, t0, start)
         out = cpsat.solve(problem, replace(options, time_limit=max(left, 0.5)), hint=greedy.plan,
                           max_receivers=cap, data=data)
         wall = round(time.perf_counter() - t0, 3)
@@ -94,9 +95,9 @@ class AutoPlanner:
         return replace(greedy, record=record, stats=cpsat.model_stats(out))
 
     def _lns(self, problem: RepackProblem, data: ModelData, greedy: PlanResult, options: PlanOptions,
-             t0: float) -> PlanResult:
+             t0: float, start: float) -> PlanResult:
         """Too large a model to solve whole, and no budget: LNS around the greedy plan (``lns``)."""
-        deadline = t0 + options.time_limit * (1 - cpsat.RESERVE)
+        deadline = start + options.time_limit * (1 - cpsat.RESERVE)
         plan, st = lns.improve(data, greedy.plan, options, deadline)
         wall = round(time.perf_counter() - t0, 3)
         cost = scaled_cost(data, plan)

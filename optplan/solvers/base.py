@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from optplan.models.repack import RepackPlan, SolverRecord
+from optplan.solvers.clock import Clock
 from optplan.solvers.rules import Disruption, RepackProblem
 
 
@@ -18,6 +19,13 @@ class PlanOptions:
     time_limit: float = 30.0
     workers: int = 1
     seed: int = 0
+    deterministic: bool = False
+    """Limits count work, not wall-clock seconds (see ``clock``): one input, one plan, on any machine."""
+    clock: Clock | None = field(default=None, compare=False, repr=False)
+    """The clock of the run this planner is part of (``plan_repack`` sets it); None: a new one."""
+
+    def timer(self) -> Clock:
+        return self.clock if self.clock is not None else Clock(self.deterministic, self.time_limit)
 
 
 @dataclass

@@ -28,6 +28,8 @@ from typing import Any, SupportsIndex, cast
 
 from ortools.sat.python import cp_model
 
+from optplan.solvers.clock import Clock
+
 __all__ = ["BinPackingResult", "min_bins"]
 
 logger = logging.getLogger(__name__)
@@ -55,6 +57,7 @@ def min_bins(
     time_limit: float = 10.0,
     workers: int = 1,
     seed: int = 0,
+    clock: Clock | None = None,
 ) -> BinPackingResult:
     """Least number of bins (chosen among ``capacities``, one entry per available bin, each usable
     once) that hold every item whole.
@@ -62,9 +65,11 @@ def min_bins(
     Items of size 0 and bins of capacity 0 are ignored.  Raises ``ValueError`` on negative or
     non-integer input, when some item fits no bin, or when no packing of all items exists.
     Raises ``TimeoutError`` in the rare case where the heuristics found no packing and CP-SAT could
-    neither find one nor prove that none exists within ``time_limit``.
+    neither find one nor prove that none exists within ``time_limit`` (seconds of ``clock``: wall-clock
+    by default, see ``clock``).
     """
-    start = time.monotonic()
+    clock = clock or Clock()
+    start = clock.now()
     sizes = _count_items(items)
     caps = _sorted_capacities(capacities)
     if not sizes:
@@ -104,8 +109,8 @@ def min_bins(
             logger.debug("bin packing closed by bounds: %d bins, %d items", lb, n_items)
             return BinPackingResult(lb, lb, True)
 
-    remaining = max(0.0, time_limit - (time.monotonic() - start))
-    return _solve_cp_sat(sizes, caps, lb, best, time_limit=remaining, workers=workers, seed=seed)
+    remaining = max(0.0, time_limit - (clock.now() - start))
+    return _solve_cp_sat(sizes, caps, lb, best, time_limit=remaining, workers=workers, seed=seed, clock=clock)
 
 
 # --------------------------------------------------------------------------------------------
@@ -359,15 +364,16 @@ def _solve_cp_sat(
     time_limit: float,
     workers: int,
     seed: int,
+    clock: Clock,
 ) -> BinPackingResult:
-    deadline = time.monotonic() + time_limit
+    deadline = clock.now() + time_limit
     ub = len(heuristic) if heuristic is not None else None
     graph = _arc_flow_graph(sizes, caps_desc[0], _MAX_ARCS)
     if graph is None:
         n_bins = ub if ub is not None else len(caps_desc)
         assignment = _assignment_model(sizes, caps_desc[:n_bins], lb, heuristic)
         status, value, bound = _run(
-            assignment, "assignment", sizes, n_bins, lb, deadline - time.monotonic(), workers, seed
+            assignment, "assignment", sizes, n_bins, lb, clock.left(deadline), workers, seed, clock
         )
         if status == cp_model.INFEASIBLE and ub is not None:  # the heuristic packing fits the model
             raise RuntimeError("CP-SAT reported a feasible bin packing model infeasible")
@@ -389,11 +395,12 @@ def _solve_cp_sat(
             break
         if model is None:
             model = _arc_flow_model(sizes, caps_desc[:n_bins], best_bound, graph)
-        left = deadline - time.monotonic()
-        if left <= 0:
+        left = clock.left(deadline)
+        if left <= 0 or clock.capped():
             break
         slice_ = base_slice * 2 ** (attempt // 2)
-        status, value, bound = _run(model, desc, sizes, n_bins, best_bound, min(slice_, left), workers, seed + attempt)
+        status, value, bound = _run(model, desc, sizes, n_bins, best_bound, min(slice_, left), workers, seed + attempt,
+                                    clock)
         attempt += 1
         if status == cp_model.INFEASIBLE:
             best_bound = max(best_bound, n_bins + 1)
@@ -418,10 +425,11 @@ def _run(
     time_limit: float,
     workers: int,
     seed: int,
+    clock: Clock,
 ) -> tuple[Any, int | None, int]:
     """Solve once; returns (status, value or None, proven lower bound), logs one line."""
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(time_limit, 0.01)
+    clock.configure(solver, time_limit)
     solver.parameters.num_workers = max(1, workers)
     solver.parameters.random_seed = seed
     solver.parameters.log_search_progress = False
@@ -429,6 +437,7 @@ def _run(
         solver.parameters.linearization_level = 2  # full LP: the Gilmore-Gomory bound
     t0 = time.monotonic()
     status = solver.solve(model)
+    clock.solved(solver, len(model.proto.variables))
     elapsed = time.monotonic() - t0
     value: int | None = None
     bound = lb

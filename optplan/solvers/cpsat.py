@@ -17,13 +17,14 @@ import logging
 import math
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ortools.sat.python import cp_model
 
 from optplan.models.repack import RepackPlan, SolverRecord
 from optplan.solvers.base import PlanOptions, PlanResult
+from optplan.solvers.clock import WALL, Clock
 from optplan.solvers.oracle import Capacity
 from optplan.solvers.repack_model import (
     ModelData,
@@ -198,6 +199,7 @@ def budget_bound(data: ModelData, options: PlanOptions, limit: float) -> int | N
     m.maximize(sum(vacate.values()))
     s = _solver(options, limit)
     st = s.solve(m)
+    _clock(options).solved(s, len(m.proto.variables))
     log.info("cpsat budget bound: %s %s (bound %s) in %.2fs", s.status_name(st),
              s.objective_value if st in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None, s.best_objective_bound,
              s.wall_time)
@@ -300,9 +302,13 @@ BIG_MODEL = 20_000
 bring (measured: 2,000 nodes spent the whole limit in presolve)."""
 
 
+def _clock(options: PlanOptions) -> Clock:
+    return options.clock if options.clock is not None else WALL
+
+
 def _solver(options: PlanOptions, limit: float, size: int = 0, phase: int = 1) -> cp_model.CpSolver:
     s = cp_model.CpSolver()
-    s.parameters.max_time_in_seconds = max(limit, 0.05)
+    _clock(options).configure(s, limit)
     s.parameters.num_workers = options.workers
     s.parameters.random_seed = options.seed
     if size > BIG_MODEL:
@@ -385,8 +391,11 @@ def solve(problem: RepackProblem, options: PlanOptions, hint: RepackPlan | None 
     time by its size, and what a part leaves flows to the next. A part's freed nodes are bounded by
     the global bound ``freed_upper`` less what the other parts are known to free (their hint's or
     their solution's freed nodes), which is valid because the parts are independent."""
-    t0 = time.perf_counter()
-    deadline = t0 + options.time_limit * (1 - RESERVE)
+    clock = options.timer()
+    options = replace(options, clock=clock)
+    t0 = time.perf_counter()  # for the log lines
+    start = clock.now()
+    deadline = start + options.time_limit * (1 - RESERVE)
     if freed_upper is None:
         freed_upper = problem.freed_upper
     if data is None:  # else the caller built it with these arguments
@@ -404,14 +413,14 @@ def solve(problem: RepackProblem, options: PlanOptions, hint: RepackPlan | None 
         parts = [_part(data, hint)]
     parts.sort(key=lambda q: q.weight)  # small parts first: the time they leave goes to the larger
     # Phase 1: most freed nodes.
-    phase_end = t0 + (deadline - t0) * 0.5
+    phase_end = start + (deadline - start) * 0.5
     for i, q in enumerate(parts):
         upper = data.freed_upper - sum(o.known for o in parts if o is not q)
         q.data.freed_upper = min(q.data.freed_upper, max(upper, q.known))
-        _phase1(q, options, _share(parts, i, phase_end), t0, i)
+        _phase1(q, options, _share(parts, i, phase_end, clock), t0, i)
     # Phase 2: least disruption with the freed nodes of each part fixed.
     for i, q in enumerate(parts):
-        _phase2(q, options, _share(parts, i, deadline), t0, i)
+        _phase2(q, options, _share(parts, i, deadline, clock), t0, i)
     if parts and not any(q.found for q in parts):
         return ExactOutcome(None, "NONE", data.freed_upper, None, None, data,
                             _sum(q.size for q in parts), len(parts), 0)
@@ -434,9 +443,10 @@ def _part(data: ModelData, hint: RepackPlan | None) -> _Part:
     return _Part(data, mine, len(mine.freed_nodes) if mine is not None else 0)
 
 
-def _share(parts: list[_Part], i: int, end: float) -> float:
-    """When part i's time ends: the time left until ``end`` split by weight among parts i, i+1, ..."""
-    now = time.perf_counter()
+def _share(parts: list[_Part], i: int, end: float, clock: Clock) -> float:
+    """When part i's time ends: the time left until ``end`` split by weight among parts i, i+1, ...
+    (times of ``clock``)."""
+    now = clock.now()
     return now + (end - now) * parts[i].weight / max(sum(q.weight for q in parts[i:]), 1)
 
 
@@ -456,8 +466,9 @@ def _phase1(q: _Part, options: PlanOptions, until: float, t0: float, i: int) -> 
     if q.hint is not None:
         add_hint(data, v, m, q.hint)
     m.maximize(v.freed())
-    s = _solver(options, until - time.perf_counter(), len(v.send))
+    s = _solver(options, _clock(options).left(until), len(v.send))
     st = s.solve(m, _Progress(f"freed, part {i}", t0))
+    _clock(options).solved(s, len(m.proto.variables))
     q.size, q.model = _size(m), (m, v)
     log.info("cpsat phase 1 (freed), part %d: %s objective %s bound %s (hint %s, at most %d) in %.2fs", i,
              s.status_name(st), s.objective_value if st in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None,
@@ -479,17 +490,20 @@ def _phase2(q: _Part, options: PlanOptions, until: float, t0: float, i: int) -> 
     if freed == 0:  # nothing moves: no disruption
         q.bound, q.proven = 0, q.freed_proven
         return
+    built = 0
     if q.model is not None:  # the same model, with the freed nodes fixed and another objective
         (m, v), q.model = q.model, None
         m.clear_objective()
         m.clear_hints()
     else:
         m, v = build(data)
+        built = len(m.proto.variables)
     m.add(v.freed() == freed)
     m.minimize(cost_expr(data, v))
     add_hint(data, v, m, q.hint if q.hint is not None and len(q.hint.freed_nodes) == freed else q.plan)
-    s = _solver(options, until - time.perf_counter(), len(v.send), phase=2)
+    s = _solver(options, _clock(options).left(until), len(v.send), phase=2)
     st = s.solve(m, _Progress(f"cost, part {i}", t0))
+    _clock(options).solved(s, built)
     q.size = _size(m)
     log.info("cpsat phase 2 (cost), part %d: %s objective %s bound %s in %.2fs", i, s.status_name(st),
              s.objective_value if st in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None,

@@ -16,6 +16,7 @@ from fractions import Fraction
 
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.binpacking import min_bins
+from optplan.solvers.clock import Clock
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,8 @@ def round_half_up(x: Fraction) -> int:
     return math.floor(x + Fraction(1, 2))
 
 
-def fragmentation(snapshot: Snapshot, resource: str, *, time_limit: float = 10.0, workers: int = 1) -> FragReport:
+def fragmentation(snapshot: Snapshot, resource: str, *, time_limit: float = 10.0, workers: int = 1,
+                  clock: Clock | None = None) -> FragReport:
     providers = snapshot.providers(resource)
     capacities = [n.allocatable[resource] for n in providers]
     occupied = 0
@@ -65,7 +67,7 @@ def fragmentation(snapshot: Snapshot, resource: str, *, time_limit: float = 10.0
     caps = sorted(capacities, reverse=True)[len(oversized):]
     if fitting and caps:
         try:
-            res = min_bins(fitting, caps, time_limit=time_limit, workers=workers)
+            res = min_bins(fitting, caps, time_limit=time_limit, workers=workers, clock=clock)
             lb, ub, proven = res.lower_bound, res.value, res.proven
         except (ValueError, TimeoutError) as e:
             # An over-committed snapshot can hold more than the providers can pack: no packing

@@ -32,6 +32,7 @@ import numpy as np
 from optplan.models.repack import PodMove, RepackPlan, SolverRecord
 from optplan.models.snapshot import Pod
 from optplan.solvers.base import PlanOptions, PlanResult
+from optplan.solvers.clock import Clock
 from optplan.solvers.oracle import Capacity, constraint_signature, pod_demand, static_reason
 from optplan.solvers.rules import RepackProblem
 
@@ -64,8 +65,9 @@ class GreedyPlanner:
 
     def plan(self, problem: RepackProblem, options: PlanOptions) -> PlanResult:
         t0 = time.perf_counter()
+        clock = options.timer()
         state = _Greedy(problem, lazy=self.lazy)
-        moves, freed = state.run(t0 + options.time_limit)
+        moves, freed = state.run(clock, clock.now() + options.time_limit)
         plan = RepackPlan.build(moves, freed)
         wall = time.perf_counter() - t0
         log.info("greedy: freed %d nodes, moved %d pods in %.3fs (%d rounds, %d evaluations)",
@@ -443,13 +445,18 @@ class _Greedy:
                 return "pdb-disruptions-allowed"
         return None
 
-    def run(self, deadline: float = float("inf")) -> tuple[list[PodMove], list[str]]:
-        """Rounds until no feasible candidate remains, or until ``deadline`` (perf_counter time):
-        every round commits a valid step, so the plan so far is always a valid plan."""
+    def run(self, clock: Clock | None = None, deadline: float = float("inf")) -> tuple[list[PodMove], list[str]]:
+        """Rounds until no feasible candidate remains, or until ``deadline`` (a ``clock`` time; in
+        deterministic mode the clock counts evaluations): every round commits a valid step, so the
+        plan so far is always a valid plan."""
+        clock = clock or Clock()
+        charged = self.evaluations
         weights = np.array(self.p.weights.as_tuple(), dtype=np.float64)
         budget_res = np.array(list(self.budget_res.values()), dtype=np.int64)
         while True:
-            if time.perf_counter() > deadline:
+            clock.charge_evaluations(self.evaluations - charged)
+            charged = self.evaluations
+            if clock.over(deadline):
                 self.truncated = True
                 break
             self.rounds += 1

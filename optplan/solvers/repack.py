@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
@@ -22,6 +21,7 @@ from optplan.models.repack import (
 )
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.base import PlanOptions, PlanResult, get_planner
+from optplan.solvers.clock import Clock
 from optplan.solvers.frag import FragReport, fragmentation, round_half_up
 from optplan.solvers.rules import RepackProblem, Restarted, Weights
 from optplan.solvers.validate import validate_plan
@@ -47,12 +47,14 @@ def plan_repack(snapshot: Snapshot, run: RepackRun, *, solver: str = "greedy",
     Raises PlanInvalidError if the planner's plan breaks a rule (a bug, never bad input).
     """
     options = options or PlanOptions()
-    t0 = time.perf_counter()
+    clock = Clock(options.deterministic, options.time_limit)
+    options = replace(options, clock=clock)
     problem = RepackProblem(snapshot, run, weights or Weights())
-    frag = fragmentation(snapshot, problem.resource, time_limit=options.time_limit / 3, workers=options.workers)
+    frag = fragmentation(snapshot, problem.resource, time_limit=options.time_limit / 3, workers=options.workers,
+                         clock=clock)
     problem.freed_upper = min(frag.occupied - frag.theoretical_min, problem.budget_freed_upper())
     # The metric's time comes out of the planner's budget; a tenth is kept for status and validation.
-    left = max(options.time_limit * 0.9 - (time.perf_counter() - t0), min(1.0, options.time_limit))
+    left = max(options.time_limit * 0.9 - clock.now(), min(1.0, options.time_limit))
     result = get_planner(solver).plan(problem, replace(options, time_limit=left))
     reason, message = outcome(problem, frag, len(result.plan.freed_nodes))
     status = build_status(problem, result, frag, reason, message)
