@@ -65,8 +65,7 @@ class AutoPlanner:
         if cap is not None:
             data = build_data(problem, freed_upper=problem.freed_upper, max_receivers=cap,
                               keep=plan_receivers(problem, greedy.plan))
-            if lns.applicable(data):
-                return self._lns(problem, data, greedy, options, t0, start)
+            return self._lns(problem, data, greedy, options, t0, start)
         out = cpsat.solve(problem, replace(options, time_limit=max(left, 0.5)), hint=greedy.plan,
                           max_receivers=cap, data=data)
         wall = round(time.perf_counter() - t0, 3)
@@ -96,8 +95,9 @@ class AutoPlanner:
 
     def _lns(self, problem: RepackProblem, data: ModelData, greedy: PlanResult, options: PlanOptions,
              t0: float, start: float) -> PlanResult:
-        """Too large a model to solve whole, and no budget: LNS around the greedy plan (``lns``)."""
+        """Too large a model to solve whole: LNS around the greedy plan (``lns``)."""
         deadline = start + options.time_limit * (1 - cpsat.RESERVE)
+        cpsat.tighten(data, options, greedy.plan)
         plan, st = lns.improve(data, greedy.plan, options, deadline)
         wall = round(time.perf_counter() - t0, 3)
         cost = scaled_cost(data, plan)

@@ -147,14 +147,17 @@ def add_budgets(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
     """maxPerRun.podGroups, maxPerRun.resources and PodDisruptionBudgets, all hard."""
     p = data.problem
     mpr = p.run.spec.max_per_run
+    spent = data.spent
     if mpr.pod_groups is not None:
-        m.add(sum(v.affected.values()) <= mpr.pod_groups)
+        m.add(sum(x for g, x in v.affected.items() if g not in spent.pod_groups)
+              <= mpr.pod_groups - len(spent.pod_groups))
     for res, budget in sorted(mpr.resources.items()):
         terms = [n * v.vacate[c] for c, n in data.budget_use[res].items()]
         if terms:
-            m.add(sum(terms) <= budget)
+            m.add(sum(terms) <= budget - spent.resources.get(res, 0))
     for key, by_node in data.pdb_use.items():
-        m.add(sum(n * v.vacate[c] for c, n in by_node.items()) <= p.snapshot.pdbs[key].disruptions_allowed)
+        m.add(sum(n * v.vacate[c] for c, n in by_node.items())
+              <= p.snapshot.pdbs[key].disruptions_allowed - spent.pdbs.get(key, 0))
 
 
 def budget_bound(data: ModelData, options: PlanOptions, limit: float) -> int | None:
@@ -206,6 +209,14 @@ def budget_bound(data: ModelData, options: PlanOptions, limit: float) -> int | N
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None if st != cp_model.INFEASIBLE else 0
     return min(data.freed_upper, math.floor(s.best_objective_bound + 1e-6))
+
+
+def tighten(data: ModelData, options: PlanOptions, hint: RepackPlan | None) -> None:
+    """Lower ``data.freed_upper`` to ``budget_bound`` when budgets or PDBs bind."""
+    if _budgeted(data):
+        relaxed = budget_bound(data, options, min(BUDGET_BOUND_SECONDS, 0.05 * options.time_limit))
+        if relaxed is not None:
+            data.freed_upper = min(data.freed_upper, max(relaxed, len(hint.freed_nodes) if hint else 0))
 
 
 def _budgeted(data: ModelData) -> bool:
@@ -403,10 +414,7 @@ def solve(problem: RepackProblem, options: PlanOptions, hint: RepackPlan | None 
                           keep=_keep(problem, hint) if max_receivers is not None else None)
     if not data.candidates:
         return ExactOutcome(RepackPlan(), "OPTIMAL", 0, 0, 0, data, (0, 0), 0, 0)
-    if _budgeted(data):
-        relaxed = budget_bound(data, options, min(BUDGET_BOUND_SECONDS, 0.05 * options.time_limit))
-        if relaxed is not None:
-            data.freed_upper = min(data.freed_upper, max(relaxed, len(hint.freed_nodes) if hint else 0))
+    tighten(data, options, hint)
     if decompose:
         parts = [_part(restrict(data, nodes, data.freed_upper), hint) for nodes in components(data)]
     else:

@@ -12,10 +12,11 @@ the plan's part in N) with everything outside N fixed as the plan has it:
 - each pod class in N may go to any node of N that admits it, and to the outside receivers that
   admit it with the least room left that still holds one of its pods (best fit).
 
-The re-planned part replaces the plan's when the whole plan then frees more nodes, or as many with a
-lower scaled disruption, and breaks no rule (``plan_violations``); the neighbourhood's own costs
-may be off for PodGroups that span N and the rest, which is why the whole plan is priced again.
-Only without maxPerRun and PDBs (their use outside N is not carried into the neighbourhood).
+Budgets carry over: what the moves outside N use of maxPerRun (PodGroups they affect count once,
+there) and of the PDBs is taken off the neighbourhood's (``repack_model.Spent``). The re-planned
+part replaces the plan's when the whole plan then frees more nodes, or as many with a lower scaled
+disruption, and breaks no rule (``plan_violations``); the neighbourhood's own costs may be off for
+PodGroups that span N and the rest, which is why the whole plan is priced again.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from optplan.models.repack import RepackPlan
 from optplan.solvers import cpsat
 from optplan.solvers.base import PlanOptions
 from optplan.solvers.oracle import Capacity
-from optplan.solvers.repack_model import ModelData, merge_plans, plan_part, restrict, scaled_cost
+from optplan.solvers.repack_model import ModelData, Spent, merge_plans, plan_part, restrict, scaled_cost
 from optplan.solvers.validate import plan_violations
 
 log = logging.getLogger(__name__)
@@ -59,11 +60,6 @@ class LnsStats:
     rejected: int = 0  # improvements that broke a rule of the whole plan
     variables: int = 0  # of the largest neighbourhood's CP-SAT model
     constraints: int = 0
-
-
-def applicable(data: ModelData) -> bool:
-    mpr = data.problem.run.spec.max_per_run
-    return mpr.pod_groups is None and not mpr.resources and not data.pdb_use
 
 
 def improve(data: ModelData, plan: RepackPlan, options: PlanOptions, deadline: float) -> tuple[RepackPlan, LnsStats]:
@@ -208,5 +204,8 @@ def _sub_model(data: ModelData, plan: RepackPlan, hood: frozenset[str], room: _R
     if not classes:
         return None
     used = {r for k in classes for r in k.receivers}
-    base = replace(data, classes=classes, free={r: room.limits_of(r, free) for r in used})
+    spent = Spent(frozenset(g for g, by_node in data.group_moved_by.items() if not vacated_outside.isdisjoint(by_node)),
+                  {res: sum(n for c, n in use.items() if c in vacated_outside) for res, use in data.budget_use.items()},
+                  {key: sum(n for c, n in use.items() if c in vacated_outside) for key, use in data.pdb_use.items()})
+    base = replace(data, classes=classes, free={r: room.limits_of(r, free) for r in used}, spent=spent)
     return restrict(base, sorted(hood), min(len(hood), data.freed_upper - len(vacated_outside)))

@@ -152,12 +152,15 @@ def build(data: ModelData, name: str) -> tuple[pulp.LpProblem, dict[str, Any]]:
     # budgets and PDBs
     p = data.problem
     mpr = p.run.spec.max_per_run
+    spent = data.spent  # budgets used by moves fixed outside the model (see cpsat.add_budgets)
     if mpr.pod_groups is not None:
-        _row(prob, [(a, 1) for a in affected.values()], LE, mpr.pod_groups)
+        _row(prob, [(a, 1) for g, a in affected.items() if g not in spent.pod_groups], LE,
+             mpr.pod_groups - len(spent.pod_groups))
     for res, budget in sorted(mpr.resources.items()):
-        _row(prob, [(vacate[c], n) for c, n in data.budget_use[res].items()], LE, budget)
+        _row(prob, [(vacate[c], n) for c, n in data.budget_use[res].items()], LE, budget - spent.resources.get(res, 0))
     for key, by_node in data.pdb_use.items():
-        _row(prob, [(vacate[c], n) for c, n in by_node.items()], LE, p.snapshot.pdbs[key].disruptions_allowed)
+        _row(prob, [(vacate[c], n) for c, n in by_node.items()], LE,
+             p.snapshot.pdbs[key].disruptions_allowed - spent.pdbs.get(key, 0))
     # network topology: one region per topology PodGroup (see cpsat.add_topology)
     topo = p.snapshot.topology
     widening = {}

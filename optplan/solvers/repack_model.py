@@ -90,6 +90,17 @@ class GroupRestart:
     """Candidate -> the group's Running pods that restart when that candidate alone is vacated."""
 
 
+@dataclass(frozen=True)
+class Spent:
+    """Budgets already used by moves fixed outside the model (``lns``): PodGroups those moves affect
+    (they count once against maxPerRun.podGroups, there), maxPerRun.resources amounts and PDB
+    disruptions."""
+
+    pod_groups: frozenset[str] = frozenset()
+    resources: dict[str, int] = field(default_factory=dict)
+    pdbs: dict[str, int] = field(default_factory=dict)
+
+
 @dataclass
 class ModelData:
     problem: RepackProblem
@@ -118,6 +129,8 @@ class ModelData:
     """PDB key -> candidate -> pods it covers that move if the candidate is vacated."""
     restart: dict[str, GroupRestart] = field(default_factory=dict)
     """PodGroup with movable pods -> what vacating candidates restarts in it."""
+    spent: Spent = field(default_factory=Spent)
+    """What fixed moves outside the model already use of the budgets (none but in ``lns``)."""
     admitted: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     """Pod class key -> indices into ``all_receivers`` of every receiver it may use (before pruning)."""
     all_receivers: list[str] = field(default_factory=list, repr=False)
