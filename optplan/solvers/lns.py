@@ -12,7 +12,9 @@ the plan's part in N) with everything outside N fixed as the plan has it:
 - each pod class in N may go to any node of N that admits it, and to the outside receivers that
   admit it with the least room left that still holds one of its pods (best fit).
 
-Budgets carry over: what the moves outside N use of maxPerRun (PodGroups they affect count once,
+Under maxPerRun every other step takes instead two PodGroups' nodes whole (one of the widest, in
+turn, and one at random) with the vacated nodes, so that the plan can trade the PodGroups it spends
+its budget on. Budgets carry over: what the moves outside N use of maxPerRun (PodGroups they affect count once,
 there) and of the PDBs is taken off the neighbourhood's (``repack_model.Spent``). The re-planned
 part replaces the plan's when the whole plan then frees more nodes, or as many with a lower scaled
 disruption, and breaks no rule (``plan_violations``); the neighbourhood's own costs may be off for
@@ -73,6 +75,14 @@ def improve(data: ModelData, plan: RepackPlan, options: PlanOptions, deadline: f
     clock = options.timer()
     options = replace(options, clock=clock)
     turn = idle = 0
+    mpr = problem.run.spec.max_per_run
+    # Under maxPerRun, every other step takes two PodGroups' nodes whole (one of the widest first, in
+    # turn, one at random) with the vacated nodes: the plan may then trade the PodGroups it spends the
+    # budget on.
+    gangs: list[str] = []
+    if mpr.pod_groups is not None or mpr.resources:
+        gangs = sorted((g for g, by_node in data.group_moved_by.items() if len(by_node) > 1),
+                       key=lambda g: (-len(data.group_moved_by[g]), g))
     while clock.left(deadline) > 0.2 and not clock.capped():
         freed = set(plan.freed_nodes)
         kept = sorted((c for c in data.candidates if c not in freed),
@@ -83,7 +93,12 @@ def improve(data: ModelData, plan: RepackPlan, options: PlanOptions, deadline: f
         senders_of: dict[str, set[str]] = defaultdict(set)
         for m in plan.moves:
             senders_of[m.to_node].add(m.from_node)
-        hood = _neighbourhood(data, kept[turn % len(kept)], kept, senders_of, rng)
+        if gangs and turn % 2:
+            hood = _gang_neighbourhood(data, [gangs[(turn // 2) % len(gangs)], rng.choice(gangs)], freed,
+                                       senders_of, rng)
+        else:
+            hood = _neighbourhood(data, kept[(turn + 1) // 2 % len(kept) if gangs else turn % len(kept)], kept,
+                                  senders_of, rng)
         turn += 1
         if hood is None:
             continue
@@ -171,6 +186,24 @@ class _Room:
         """Node r's free room as the model reads it: only the resources the node limits."""
         i = self.index[r]
         return {res: int(free[self.row[res], i]) if res in self.row else v for res, v in self.limits[r].items()}
+
+
+def _gang_neighbourhood(data: ModelData, groups: list[str], freed: set[str], senders_of: dict[str, set[str]],
+                        rng: random.Random) -> frozenset[str] | None:
+    """The candidate nodes holding the PodGroups' pods, the vacated nodes, and the vacated nodes that
+    send to the kept ones among them (a kept node receiving from outside is left out)."""
+    nodes = sorted({c for g in groups for c in data.group_moved_by[g]})
+    if len(nodes) > 2 * KEPT:
+        nodes = sorted(rng.sample(nodes, 2 * KEPT))
+    vacated = sorted(freed)
+    hood = set(nodes) | set(vacated if len(vacated) <= SENDERS else rng.sample(vacated, SENDERS))
+    for c in sorted(hood - freed):
+        more = senders_of.get(c, set()) - hood
+        if len(hood) + len(more) > 2 * KEPT + SENDERS:
+            hood.discard(c)
+        else:
+            hood |= more
+    return frozenset(hood) if hood - freed else None
 
 
 def _sub_model(data: ModelData, plan: RepackPlan, hood: frozenset[str], room: _Room) -> ModelData | None:
