@@ -127,6 +127,7 @@ def test_the_budget_relaxation_bounds_the_optimum(seed: int) -> None:
     best = cpsat.solve(p, OPTS)
     assert best.status == "OPTIMAL" and best.plan is not None
     assert len(best.plan.freed_nodes) <= (bound if bound is not None else -1) <= p.freed_upper
+    assert len(data.relaxed) == bound  # the relaxation's solution, which guides auto's search
 
 
 def test_the_budget_relaxation_sees_podgroups_the_count_bound_does_not() -> None:

@@ -208,6 +208,7 @@ def budget_bound(data: ModelData, options: PlanOptions, limit: float) -> int | N
              s.wall_time)
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None if st != cp_model.INFEASIBLE else 0
+    data.relaxed = tuple(c for c, x in vacate.items() if s.value(x))
     return min(data.freed_upper, math.floor(s.best_objective_bound + 1e-6))
 
 

@@ -46,6 +46,9 @@ SENDERS = 24
 """At most this many vacated nodes join a neighbourhood."""
 OUTSIDE_RECEIVERS = 12
 """Receivers outside the neighbourhood per pod class (best fit)."""
+RELAXED_EVERY = 4
+"""Under budgets, every this many steps the neighbourhood is where the budget relaxation's solution
+vacates nodes (``ModelData.relaxed``), with the vacated nodes."""
 STALL_ROUNDS = 3
 """Stop after this many rounds over the kept nodes without an improvement."""
 STEP_SECONDS = 1.0
@@ -93,9 +96,11 @@ def improve(data: ModelData, plan: RepackPlan, options: PlanOptions, deadline: f
         senders_of: dict[str, set[str]] = defaultdict(set)
         for m in plan.moves:
             senders_of[m.to_node].add(m.from_node)
-        if gangs and turn % 2:
-            hood = _gang_neighbourhood(data, [gangs[(turn // 2) % len(gangs)], rng.choice(gangs)], freed,
-                                       senders_of, rng)
+        if data.relaxed and turn % RELAXED_EVERY == 0:  # where the budget relaxation vacates nodes
+            hood = _nodes_neighbourhood(data, list(data.relaxed), freed, senders_of, rng)
+        elif gangs and turn % 2:
+            hood = _nodes_neighbourhood(data, _group_nodes(data, [gangs[(turn // 2) % len(gangs)], rng.choice(gangs)]),
+                                        freed, senders_of, rng)
         else:
             hood = _neighbourhood(data, kept[(turn + 1) // 2 % len(kept) if gangs else turn % len(kept)], kept,
                                   senders_of, rng)
@@ -188,11 +193,15 @@ class _Room:
         return {res: int(free[self.row[res], i]) if res in self.row else v for res, v in self.limits[r].items()}
 
 
-def _gang_neighbourhood(data: ModelData, groups: list[str], freed: set[str], senders_of: dict[str, set[str]],
-                        rng: random.Random) -> frozenset[str] | None:
-    """The candidate nodes holding the PodGroups' pods, the vacated nodes, and the vacated nodes that
-    send to the kept ones among them (a kept node receiving from outside is left out)."""
-    nodes = sorted({c for g in groups for c in data.group_moved_by[g]})
+def _group_nodes(data: ModelData, groups: list[str]) -> list[str]:
+    return sorted({c for g in groups for c in data.group_moved_by[g]})
+
+
+def _nodes_neighbourhood(data: ModelData, nodes: list[str], freed: set[str], senders_of: dict[str, set[str]],
+                         rng: random.Random) -> frozenset[str] | None:
+    """Given candidate nodes (at most 2 × KEPT of them, sampled), the vacated nodes, and the vacated
+    nodes that send to the kept ones among them (a kept node receiving from outside is left out)."""
+    nodes = sorted(nodes)
     if len(nodes) > 2 * KEPT:
         nodes = sorted(rng.sample(nodes, 2 * KEPT))
     vacated = sorted(freed)

@@ -129,6 +129,8 @@ class ModelData:
     """PDB key -> candidate -> pods it covers that move if the candidate is vacated."""
     restart: dict[str, GroupRestart] = field(default_factory=dict)
     """PodGroup with movable pods -> what vacating candidates restarts in it."""
+    relaxed: tuple[str, ...] = ()
+    """Candidates the budget relaxation's best solution vacates (``cpsat.budget_bound``): a guide for ``lns``."""
     spent: Spent = field(default_factory=Spent)
     """What fixed moves outside the model already use of the budgets (none but in ``lns``)."""
     admitted: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
