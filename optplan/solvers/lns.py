@@ -12,9 +12,10 @@ the plan's part in N) with everything outside N fixed as the plan has it:
 - each pod class in N may go to any node of N that admits it, and to the outside receivers that
   admit it with the least room left that still holds one of its pods (best fit).
 
-Under maxPerRun every other step takes instead two PodGroups' nodes whole (one of the widest, in
-turn, and one at random) with the vacated nodes, so that the plan can trade the PodGroups it spends
-its budget on. Budgets carry over: what the moves outside N use of maxPerRun (PodGroups they affect count once,
+Under maxPerRun every fourth step takes instead the nodes the budget relaxation's solution vacates
+(``cpsat.budget_bound``) and every other step two PodGroups' nodes whole (one of the widest, in
+turn, and one at random), each with the vacated nodes, so that the plan can trade the PodGroups it
+spends its budget on. Budgets carry over: what the moves outside N use of maxPerRun (PodGroups they affect count once,
 there) and of the PDBs is taken off the neighbourhood's (``repack_model.Spent``). The re-planned
 part replaces the plan's when the whole plan then frees more nodes, or as many with a lower scaled
 disruption, and breaks no rule (``plan_violations``); the neighbourhood's own costs may be off for
