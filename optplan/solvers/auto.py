@@ -6,8 +6,10 @@ in half the limit) the seed's greedy as well; the better of the two is the hint.
 
 "Better" is the exact model's lexicographic order: more freed nodes, then lower scaled disruption.
 When CP-SAT finds nothing within the time left, the greedy plan is returned as FALLBACK.
-Large instances restrict each pod class to its best receivers (the greedy's always kept), so the
-model stays within a size CP-SAT handles in the time limit; the record then says FEASIBLE.
+Above MAX_ARCS (pod class, receiver) pairs the model is too large to solve whole: auto then runs a
+large-neighbourhood search around the greedy plan (``lns``) on a model whose pod classes keep their
+best receivers (the greedy's always); the record then says FEASIBLE, with the global freed bound
+(the budget relaxation's under maxPerRun or PDBs).
 """
 
 from __future__ import annotations
@@ -61,13 +63,11 @@ class AutoPlanner:
                 greedy = seed_greedy
         left = options.time_limit - (clock.now() - start)
         cap = receiver_cap(problem)
-        data = None
-        if cap is not None:
+        if cap is not None:  # too large to solve whole
             data = build_data(problem, freed_upper=problem.freed_upper, max_receivers=cap,
                               keep=plan_receivers(problem, greedy.plan))
             return self._lns(problem, data, greedy, options, t0, start)
-        out = cpsat.solve(problem, replace(options, time_limit=max(left, 0.5)), hint=greedy.plan,
-                          max_receivers=cap, data=data)
+        out = cpsat.solve(problem, replace(options, time_limit=max(left, 0.5)), hint=greedy.plan)
         wall = round(time.perf_counter() - t0, 3)
         gap = cpsat.gap_percent(out.objective, out.bound, len(out.plan.freed_nodes) if out.plan else None,
                                 out.freed_bound)

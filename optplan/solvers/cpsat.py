@@ -394,8 +394,7 @@ class _Part:
 
 
 def solve(problem: RepackProblem, options: PlanOptions, hint: RepackPlan | None = None, *,
-          freed_upper: int | None = None, max_receivers: int | None = None, decompose: bool = True,
-          data: ModelData | None = None) -> ExactOutcome:
+          freed_upper: int | None = None, max_receivers: int | None = None, decompose: bool = True) -> ExactOutcome:
     """Both phases, part by part when the model splits into independent parts (``decompose``).
 
     Phase 1 (most freed nodes) runs on every part, then phase 2 (least disruption with each part's
@@ -410,9 +409,8 @@ def solve(problem: RepackProblem, options: PlanOptions, hint: RepackPlan | None 
     deadline = start + options.time_limit * (1 - RESERVE)
     if freed_upper is None:
         freed_upper = problem.freed_upper
-    if data is None:  # else the caller built it with these arguments
-        data = build_data(problem, freed_upper=freed_upper, max_receivers=max_receivers,
-                          keep=_keep(problem, hint) if max_receivers is not None else None)
+    data = build_data(problem, freed_upper=freed_upper, max_receivers=max_receivers,
+                      keep=_keep(problem, hint) if max_receivers is not None else None)
     if not data.candidates:
         return ExactOutcome(RepackPlan(), "OPTIMAL", 0, 0, 0, data, (0, 0), 0, 0)
     tighten(data, options, hint)
