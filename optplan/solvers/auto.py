@@ -23,7 +23,14 @@ from optplan.solvers import cpsat, lns
 from optplan.solvers.base import PlanOptions, PlanResult
 from optplan.solvers.clock import EVALS_PER_SECOND
 from optplan.solvers.greedy import FastGreedyPlanner, GreedyPlanner
-from optplan.solvers.repack_model import ModelData, build_data, plan_receivers, receiver_cap, scaled_cost
+from optplan.solvers.repack_model import (
+    ModelData,
+    build_data,
+    data_stats,
+    plan_receivers,
+    receiver_cap,
+    scaled_cost,
+)
 from optplan.solvers.rules import RepackProblem, explain
 
 log = logging.getLogger(__name__)
@@ -105,9 +112,7 @@ class AutoPlanner:
         status = "OPTIMAL" if freed == data.freed_upper == 0 else "FEASIBLE"
         record = SolverRecord(name=self.name, status=status, freed_nodes_bound=data.freed_upper, objective=cost,
                               gap_percent=cpsat.gap_percent(cost, None, freed, data.freed_upper), wall_seconds=wall)
-        stats = {"candidates": len(data.candidates), "podClasses": len(data.classes),
-                 "receivers": len(data.receivers), "sendVariables": sum(len(k.receivers) for k in data.classes),
-                 "receiversPruned": int(data.pruned), "lnsSteps": st.steps, "lnsImproved": st.improved,
+        stats = {**data_stats(data), "lnsSteps": st.steps, "lnsImproved": st.improved,
                  "lnsVariables": st.variables, "lnsConstraints": st.constraints}
         log.info("auto: LNS from greedy freed %d to %d in %d steps (%d improved)", len(greedy.plan.freed_nodes),
                  freed, st.steps, st.improved)

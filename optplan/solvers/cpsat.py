@@ -31,6 +31,7 @@ from optplan.solvers.repack_model import (
     breach_pairs,
     build_data,
     components,
+    data_stats,
     decode,
     hint_counts,
     merge_plans,
@@ -533,10 +534,7 @@ def _size(m: cp_model.CpModel) -> tuple[int, int]:
 
 
 def model_stats(out: ExactOutcome) -> dict[str, int]:
-    d = out.data
-    return {"variables": out.size[0], "constraints": out.size[1], "candidates": len(d.candidates),
-            "podClasses": len(d.classes), "receivers": len(d.receivers),
-            "sendVariables": sum(len(k.receivers) for k in d.classes), "receiversPruned": int(d.pruned),
+    return {"variables": out.size[0], "constraints": out.size[1], **data_stats(out.data),
             "components": out.parts, "componentsProven": out.parts_proven}
 
 

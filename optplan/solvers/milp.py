@@ -20,7 +20,15 @@ import pulp
 from optplan.models.repack import RepackPlan, SolverRecord
 from optplan.solvers.base import PlanOptions, PlanResult
 from optplan.solvers.cpsat import gap_percent
-from optplan.solvers.repack_model import ModelData, breach_pairs, build_data, decode, receiver_cap, scaled_cost
+from optplan.solvers.repack_model import (
+    ModelData,
+    breach_pairs,
+    build_data,
+    data_stats,
+    decode,
+    receiver_cap,
+    scaled_cost,
+)
 from optplan.solvers.rules import RepackProblem
 
 log = logging.getLogger(__name__)
@@ -296,10 +304,7 @@ class MilpPlanner:
                               objective=out.objective, freed_nodes_bound=out.freed_bound, best_bound=out.bound,
                               gap_percent=gap_percent(out.objective, out.bound, freed, out.freed_bound),
                               wall_seconds=wall)
-        d = out.data
-        stats = {"variables": out.size[0], "constraints": out.size[1], "candidates": len(d.candidates),
-                 "podClasses": len(d.classes), "receivers": len(d.receivers),
-                 "sendVariables": sum(len(k.receivers) for k in d.classes), "receiversPruned": int(d.pruned)}
+        stats = {"variables": out.size[0], "constraints": out.size[1], **data_stats(out.data)}
         return PlanResult(plan=plan, record=record, disruption=problem.plan_disruption(plan), stats=stats)
 
 

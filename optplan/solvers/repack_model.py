@@ -371,6 +371,12 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
                      admitted=admits_of, all_receivers=receivers_all)
 
 
+def data_stats(data: ModelData) -> dict[str, int]:
+    """The model's size as the solver records report it (``PlanResult.stats``)."""
+    return {"candidates": len(data.candidates), "podClasses": len(data.classes), "receivers": len(data.receivers),
+            "sendVariables": sum(len(k.receivers) for k in data.classes), "receiversPruned": int(data.pruned)}
+
+
 def components(data: ModelData) -> list[list[str]]:
     """The model's independent parts: candidates that share no receiver, PodGroup, PDB or budget,
     each part as its sorted candidates, the largest part first. A candidate with a pod that no
