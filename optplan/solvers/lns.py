@@ -87,16 +87,12 @@ def improve(data: ModelData, plan: RepackPlan, options: PlanOptions, deadline: f
     if mpr.pod_groups is not None or mpr.resources:
         gangs = sorted((g for g, by_node in data.group_moved_by.items() if len(by_node) > 1),
                        key=lambda g: (-len(data.group_moved_by[g]), g))
+    load = {c: sum(k.cards * k.count for k in data.classes_of[c]) for c in data.candidates}
+    freed, kept, senders_of = _layout(data, plan, load)
     while clock.left(deadline) > 0.2 and not clock.capped():
-        freed = set(plan.freed_nodes)
-        kept = sorted((c for c in data.candidates if c not in freed),
-                      key=lambda c: (sum(k.cards * k.count for k in data.classes_of[c]), c))
         if not kept or idle > STALL_ROUNDS * len(kept):  # nothing left to try, or every node tried in vain
             break
         idle += 1
-        senders_of: dict[str, set[str]] = defaultdict(set)
-        for m in plan.moves:
-            senders_of[m.to_node].add(m.from_node)
         if data.relaxed and turn % RELAXED_EVERY == 0:  # where the budget relaxation vacates nodes
             hood = _nodes_neighbourhood(data, list(data.relaxed), freed, senders_of, rng)
         elif gangs and turn % 2:
@@ -131,9 +127,22 @@ def improve(data: ModelData, plan: RepackPlan, options: PlanOptions, deadline: f
             continue
         log.info("lns step %d: freed %d -> %d, cost %d -> %d", stats.steps, best[0], key[0], -best[1], -key[1])
         plan, best = candidate, key
+        freed, kept, senders_of = _layout(data, plan, load)
         stats.improved += 1
         idle = 0
     return plan, stats
+
+
+def _layout(data: ModelData, plan: RepackPlan,
+            load: dict[str, int]) -> tuple[set[str], list[str], dict[str, set[str]]]:
+    """A plan's vacated nodes, the nodes it keeps (least R first, then by name), and per receiver the
+    vacated nodes that send it pods."""
+    freed = set(plan.freed_nodes)
+    kept = sorted((c for c in data.candidates if c not in freed), key=lambda c: (load[c], c))
+    senders_of: dict[str, set[str]] = defaultdict(set)
+    for m in plan.moves:
+        senders_of[m.to_node].add(m.from_node)
+    return freed, kept, senders_of
 
 
 def _neighbourhood(data: ModelData, seed_node: str, kept: list[str], senders_of: dict[str, set[str]],
