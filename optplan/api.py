@@ -187,7 +187,7 @@ def nominate(cluster: Cluster, run: RepackRun | Mapping[str, Any] | str | None,
     relocations, then in its ``status.plan.moves``; ``replacement`` the replacement pod, ``name`` (in the
     relocation's namespace) or ``namespace/name`` (default: the victim's name, as a VCJob or a StatefulSet
     recreates it), which must be in the snapshot."""
-    r = _run(cluster, run)
+    r = _execute_run(cluster, run, "nominate")
     status = execute_status(r, cluster.source)
     if isinstance(relocation, str):
         rel = _find_relocation(cluster, r, relocation)
@@ -199,6 +199,16 @@ def nominate(cluster: Cluster, run: RepackRun | Mapping[str, Any] | str | None,
         raise InputError("the replacement pod is not in the snapshot", file=cluster.source, obj=f"Pod/{key}",
                          field="replacement")
     return execute_mod.nominate(cluster.snapshot, r, status, key, rel.planned_node_name)
+
+
+def _execute_run(cluster: Cluster, run: RepackRun | Mapping[str, Any] | str | None, call: str) -> RepackRun:
+    """The run, which must be an Execute run: a DryRun's plan is never carried out, so there is nothing
+    to nominate for or to verify."""
+    r = _run(cluster, run)
+    if r.spec.mode != "Execute":
+        raise InputError(f"{call} applies to Execute runs; this run is a {r.spec.mode} (set spec.mode: Execute)",
+                         file=cluster.source, obj=f"RepackRun/{r.name}", field="spec.mode")
+    return r
 
 
 def _find_relocation(cluster: Cluster, run: RepackRun, victim: str) -> Relocation:
@@ -219,7 +229,7 @@ def verify(cluster_after: Cluster, run: RepackRun | Mapping[str, Any] | str | No
            time_limit: float = 10.0) -> Verification:
     """``status.result``, the final condition and ``relocations[].placement.actualNodeName`` of an Execute
     run, measured on the snapshot after execution."""
-    r = _run(cluster_after, run)
+    r = _execute_run(cluster_after, run, "verify")
     status = execute_status(r, cluster_after.source)
     if not status.plan.freed_nodes and not status.plan.moves and not status.relocations:
         raise InputError("the run has no plan to verify (status.plan.freedNodes and moves are empty)",

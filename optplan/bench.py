@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from optplan.adapters.args import positive_float
 from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import LoadedInput, load_objects
 from optplan.adapters.openb import RESOURCE, ImportConfig, import_openb, read_nodes, read_pods
@@ -128,7 +129,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="folder holding openb/, bpplib/ and fgd-expected/ (sections are skipped without)")
     p.add_argument("--quick", action="store_true", help="a smaller suite (about 2 minutes on 2 cores)")
     p.add_argument("--out", metavar="DIR", default="bench-out", help="output folder (default bench-out/)")
-    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+    p.add_argument("--time-limit", type=positive_float, default=None, metavar="S",
                    help="time limit of the exact planners (cpsat, milp, auto) on openb and at scale "
                         "(default 20, 10 with --quick)")
     p.add_argument("--sections", default=",".join(SECTIONS), metavar="LIST",
@@ -142,7 +143,9 @@ def run(args: argparse.Namespace) -> str:
         raise InputError(f"must be positive, got {args.time_limit}", field="--time-limit")
     suite = suite_for(args.quick, getattr(args, "tiny", False), args.time_limit)
     data = Path(args.data) if args.data else None
-    if data is not None and not data.is_dir():
+    if data is not None and not data.exists():
+        log.warning("--data %s does not exist: the sections that need its data are skipped", data)
+    elif data is not None and not data.is_dir():
         raise InputError(f"not a folder: {data}", field="--data")
     sections = tuple(s.strip() for s in str(getattr(args, "sections", ",".join(SECTIONS))).split(",") if s.strip())
     unknown = [s for s in sections if s not in SECTIONS]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import sys
 from collections import Counter
@@ -15,10 +16,10 @@ from optplan import __version__, api, bench, serve
 from optplan.adapters import generate as generate_mod
 from optplan.adapters import kube, place_cli, render, spot_cli
 from optplan.adapters import openb as openb_mod
-from optplan.adapters.args import add_snapshot_source, positive_float
+from optplan.adapters.args import add_snapshot_source, int_in, positive_float
 from optplan.adapters.kubefile import LoadedInput, load_files, pick_run
-from optplan.adapters.output import dump, repack_run_document, status_dict, to_yaml, write_atomic
-from optplan.errors import InputError, OptplanError, PlanInvalidError
+from optplan.adapters.output import dump, repack_run_document, status_dict, table, to_yaml, write_atomic
+from optplan.errors import InputError, OptplanError, PlanInvalidError, printable
 from optplan.models.quantity import format_milli
 from optplan.models.repack import RepackRun
 from optplan.solvers.base import PlanOptions, planner_names
@@ -34,14 +35,18 @@ from optplan.solvers.validate import plan_violations
 log = logging.getLogger("optplan")
 
 
+MAX_WEIGHT = 1e6
+"""The largest disruption weight accepted: weights are relative, and the exact models scale them to integers."""
+
+
 def _float_list(text: str) -> Weights:
     try:
         parts = [float(x) for x in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"weights must be five numbers separated by commas: {text!r}") from None
-    if len(parts) != 5 or any(p < 0 for p in parts):
-        raise argparse.ArgumentTypeError("weights must be five non-negative numbers: affected PodGroups, "
-                                         "below minAvailable, affected cards, moved cards, moved pods")
+    if len(parts) != 5 or any(not math.isfinite(p) or p < 0 or p > MAX_WEIGHT for p in parts):
+        raise argparse.ArgumentTypeError(f"weights must be five finite numbers in [0, {MAX_WEIGHT:g}]: affected "
+                                         "PodGroups, below minAvailable, affected cards, moved cards, moved pods")
     return Weights(*parts)
 
 
@@ -68,8 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--weights", type=_float_list, default=Weights(), metavar="W1,W2,W3,W4,W5",
                        help="weights of affected PodGroups, below minAvailable, affected cards, moved cards, "
                             "moved pods (default 1.0,0.8,0.6,0.3,0.1)")
-        p.add_argument("--workers", type=int, default=1, help="solver worker threads (default 1)")
-        p.add_argument("--seed", type=int, default=0, help="solver random seed (default 0)")
+        p.add_argument("--workers", type=int_in(1, 64), default=1, help="solver worker threads, 1-64 (default 1)")
+        p.add_argument("--seed", type=int_in(0, 2**31 - 1), default=0, help="solver random seed (default 0)")
         p.add_argument("--deterministic", action="store_true",
                        help="time limits count work (solver deterministic time, greedy evaluations), not wall "
                             "seconds: the same input gives the same plan on any machine and under any load "
@@ -134,7 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                           "or the in-cluster service account in a pod)")
     p.add_argument("--context", metavar="NAME", help="kubeconfig context (default the current one)")
     p.add_argument("-o", "--output", required=True, metavar="FILE.yaml", help="write the snapshot here")
-    p.add_argument("--page-size", type=int, default=500, metavar="N", help="objects per list request (default 500)")
+    p.add_argument("--page-size", type=int_in(1, 100_000), default=500, metavar="N",
+                   help="objects per list request (default 500)")
     p.add_argument("--timeout", type=positive_float, default=30.0, metavar="SECONDS",
                    help="timeout of each API request (default 30)")
     p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
@@ -190,16 +196,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         text = _dispatch(args)
     except InputError as e:
-        print(f"optplan: error: {e}", file=sys.stderr)
+        print(f"optplan: error: {_one_line(str(e))}", file=sys.stderr)
         return 2
     except PlanInvalidError as e:
-        print(f"optplan: internal error (a bug, please report it): {e}", file=sys.stderr)
+        print(f"optplan: internal error (a bug, please report it): {_one_line(str(e))}", file=sys.stderr)
         return 1
     except OptplanError as e:
-        print(f"optplan: error: {e}", file=sys.stderr)
+        print(f"optplan: error: {_one_line(str(e))}", file=sys.stderr)
         return 2
-    sys.stdout.write(text)
+    except KeyboardInterrupt:
+        print("optplan: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug: one line by default, the traceback with -v
+        if args.verbose:
+            log.exception("internal error")
+        hint = "" if args.verbose else "; rerun with -v for the traceback"
+        print(f"optplan: internal error (a bug, please report it): {type(e).__name__}: "
+              f"{_one_line(str(e), 300)}{hint}", file=sys.stderr)
+        return 1
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `optplan ... | head`: the reader left; not an error worth a traceback
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
     return 0
+
+
+def _one_line(text: str, limit: int | None = None) -> str:
+    """A message as one printable line: control, line-break and bidi characters escaped, cut at ``limit``."""
+    out = printable(text)
+    return out if limit is None or len(out) <= limit else out[:limit] + "…"
 
 
 def _dispatch(args: argparse.Namespace) -> str:
@@ -342,11 +369,6 @@ def _repack(args: argparse.Namespace, loaded: LoadedInput) -> str:
     return dump(repack_run_document(run, out.status, timings=args.timings), args.output)
 
 
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n" for r in rows)
-
-
 def repack_table(out: RepackOutcome) -> str:
     s = out.status.plan.summary
     f = out.frag
@@ -374,7 +396,7 @@ def repack_table(out: RepackOutcome) -> str:
             owner = f"{mv.owner.kind}/{mv.owner.name}" if mv.owner else "-"
             for p in mv.pods:
                 rows.append([mv.namespace, mv.pod_group_name, owner, p.name, p.from_node, p.to_node, str(p.cards)])
-        text += "\nMoves:\n" + _table(rows)
+        text += "\nMoves:\n" + table(rows)
         widened = [mv for mv in out.status.plan.moves if mv.footprint is not None]
         if widened:
             rows = [["NAMESPACE", "PODGROUP", "RESTART POLICY", "PODS RESTARTED", "CARDS", "RESTARTED WITHOUT MOVING"]]
@@ -383,10 +405,10 @@ def repack_table(out: RepackOutcome) -> str:
                 assert fp is not None
                 names = ", ".join(fp.pod_names[:4]) + (f" (+{len(fp.pod_names) - 4})" if len(fp.pod_names) > 4 else "")
                 rows.append([mv.namespace, mv.pod_group_name, fp.policy, str(fp.pods), str(fp.cards), names])
-            text += "\nRestart policies widen the disruption:\n" + _table(rows)
+            text += "\nRestart policies widen the disruption:\n" + table(rows)
     if out.result.rejections:
         rows = [["REASON", "NODES"]] + [[k, str(v)] for k, v in out.result.rejections.items()]
-        text += "\nOccupied nodes not vacated:\n" + _table(rows)
+        text += "\nOccupied nodes not vacated:\n" + table(rows)
     return text
 
 
@@ -439,7 +461,7 @@ def _verify(args: argparse.Namespace, loaded: LoadedInput) -> str:
         rows.append([rel.key, rel.planned_node_name or "-", (pl.selected_node_name if pl else None) or "-",
                      (pl.actual_node_name if pl else None) or "-", (pl.replacement_pod_name if pl else None) or "-",
                      rel.replacement_pod_group_name or "-"])
-    return text + "\n" + _table(rows)
+    return text + "\n" + table(rows)
 
 
 # ---- compare -------------------------------------------------------------------------------------
@@ -488,8 +510,8 @@ def _compare(args: argparse.Namespace, loaded: LoadedInput) -> str:
               ("affected cards", "affectedCards"), ("moved cards", "movedCards"), ("moved pods", "movedPods"),
               ("weighted cost", "weightedCost"), ("gap %", "gapPercent"), ("rule violations", "violations"),
               ("time s", "wallSeconds")]
-    table = [header] + [[label, *["-" if r[key] is None else str(r[key]) for r in rows]] for label, key in fields]
-    text = f"RepackRun {run.name}: fragmentation before {round_half_up(frag.percent())}%\n" + _table(table)
+    grid = [header] + [[label, *["-" if r[key] is None else str(r[key]) for r in rows]] for label, key in fields]
+    text = f"RepackRun {run.name}: fragmentation before {round_half_up(frag.percent())}%\n" + table(grid)
     broken = [r for r in rows if r["violations"]]
     for r in broken:
         text += f"\n{r['solver']} breaks optplan's rules {r['violations']} time(s), e.g. {r['example']}"
@@ -562,19 +584,19 @@ def queue_table(rep: QueueReport) -> str:
             rows.append([name if i == 0 else "", state if i == 0 else "", r, amt(r, a.guarantee), eff,
                          amt(r, a.capability, "-"), amt(r, a.real_capability), amt(r, a.allocated),
                          "yes" if r in a.over_deserved else ""])
-    text += _table(rows)
+    text += table(rows)
     if any(a.implicit for a in rep.accounts.values()):
         text += "* not in the snapshot: Volcano always has it\n"
     if rep.violations:
         vrows = [["QUEUE", "RESOURCE", "RULE", "MESSAGE"]]
         vrows += [[v.queue, v.resource or "-", v.rule, v.message] for v in rep.violations]
-        text += f"\nViolations ({len(rep.violations)}):\n" + _table(vrows)
+        text += f"\nViolations ({len(rep.violations)}):\n" + table(vrows)
     else:
         text += "\nNo admission violations.\n"
     if rep.unaccounted:
         prows = [["POD", "WHY"]] + [[p, why] for p, why in rep.unaccounted[:20]]
         more = " (first 20 shown)" if len(rep.unaccounted) > 20 else ""
-        text += f"\nRunning pods counted in no queue ({len(rep.unaccounted)}){more}:\n" + _table(prows)
+        text += f"\nRunning pods counted in no queue ({len(rep.unaccounted)}){more}:\n" + table(prows)
     return text
 
 
@@ -626,4 +648,4 @@ def spot_table(rep: SpotReport) -> str:
                 cell += f" (now {amt(res, t.current[res]) if res in t.current else 'unset'})"
             cells.append(cell)
         rows.append([t.tenant, amt(r, t.subscription), amt(r, t.payg_allocated), t.spot_queue or "-", *cells])
-    return text + _table(rows)
+    return text + table(rows)

@@ -44,3 +44,25 @@ class KubeError(OptplanError):
 
 class ConflictError(KubeError):
     """An object changed on the server since it was read (HTTP 409): re-read and re-plan."""
+
+
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def printable(text: str) -> str:
+    """``text`` as one printable line: line breaks, other control characters (C0, DEL, C1, the Unicode
+    line and paragraph separators), bidi controls and lone surrogates escaped as ``\\n`` / ``\\xNN`` /
+    ``\\uNNNN``, so that a hostile name can neither split an error over lines nor reorder a terminal."""
+    if text.isprintable() and not any(c in _BIDI for c in text):
+        return text
+    out = []
+    for c in text:
+        o = ord(c)
+        if c in _ESCAPES:
+            out.append(_ESCAPES[c])
+        elif c in _BIDI or not c.isprintable() and c != " " or 0xD800 <= o <= 0xDFFF:
+            out.append(f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}")
+        else:
+            out.append(c)
+    return "".join(out)

@@ -6,6 +6,7 @@ used, n4 is entirely free. The VCJob controller recreated the pod under the same
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -213,8 +214,21 @@ def test_verify_uses_the_replacement_the_controller_recorded() -> None:
 
 def test_verify_needs_a_plan() -> None:
     run = repack_run("exec-1")
+    run["spec"]["mode"] = "Execute"
     with pytest.raises(InputError, match=r"status\.plan"):
         api.verify(api.snapshot_from_objects([node("n1"), run]), "exec-1")
+
+
+def test_nominate_and_verify_refuse_a_dry_run_naming_the_mode() -> None:
+    run = execute_run()
+    run["spec"]["mode"] = "DryRun"
+    c = api.snapshot_from_objects([node("n1"), node("n2"), podgroup("pg-a", 1), pod(VICTIM, "n2", 2, group="pg-a"),
+                                   run])
+    with pytest.raises(InputError, match=r"RepackRun/exec-1: spec\.mode: verify applies to Execute runs; this run "
+                                         r"is a DryRun"):
+        api.verify(c, "exec-1")
+    with pytest.raises(InputError, match=r"RepackRun/exec-1: spec\.mode: nominate applies to Execute runs"):
+        api.nominate(c, "exec-1", VICTIM)
 
 
 def test_verify_rejects_a_malformed_status_naming_the_field() -> None:
@@ -233,3 +247,17 @@ def test_verify_output_fits_the_crd_status_schema() -> None:
     doc = dict(c.runs["exec-1"].raw)
     doc["status"] = verification_status(v)  # what `optplan verify --write-status` patches in
     assert_valid(doc)
+
+
+def test_the_bundled_execute_example_nominates_and_verifies(capsys: pytest.CaptureFixture[str]) -> None:
+    from optplan.cli import main
+    assert main(["nominate", "instances/execute-demo.yaml", "--victim", "ascend-batch-training-worker-1",
+                 "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["nodeName"] == "ascend-node-03"
+    assert main(["verify", "instances/execute-demo.yaml", "-o", "json"]) == 0
+    during = json.loads(capsys.readouterr().out)
+    assert (during["phase"], during["conditions"][0]["reason"]) == ("Running", "ReplacementsPending")
+    assert main(["verify", "instances/execute-after.yaml", "-o", "json"]) == 0
+    after = json.loads(capsys.readouterr().out)
+    assert after["conditions"][0]["reason"] == "ExecutionCompleted"
+    assert after["freedNodes"] == ["ascend-node-01"] and after["result"]["metricsVerified"] is True

@@ -3,17 +3,36 @@
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Callable
+
+MAX_SECONDS = 7 * 86400.0
+"""The longest time limit accepted (a week): a limit must end."""
 
 
 def positive_float(text: str) -> float:
-    """A number > 0 (time limits); argparse reports anything else as a usage error."""
+    """A finite number in (0, a week] (time limits); argparse reports anything else as a usage error."""
     try:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not v > 0:  # also rejects nan
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    if not (v > 0 and math.isfinite(v)):  # also rejects nan
+        raise argparse.ArgumentTypeError(f"must be a positive finite number: {text!r}")
+    if v > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_SECONDS:g} seconds (a week): {text!r}")
     return v
+
+
+def int_in(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse type: a decimal integer (ASCII digits) in [lo, hi]."""
+    def parse(text: str) -> int:
+        t = text.strip()
+        value = int(t) if t.isascii() and t.lstrip("+-").isdigit() and len(t) <= 20 else None
+        if value is None or not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"expected an integer in [{lo}, {hi}], got {text!r}")
+        return value
+    parse.__name__ = "integer"  # argparse names the type in its message
+    return parse
 
 
 def add_snapshot_source(p: argparse.ArgumentParser) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from optplan.errors import InputError
+from optplan.errors import InputError, printable
 from optplan.models.repack import API_VERSION, KIND, RepackRun, RepackRunStatus
 
 _Base: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # the C emitter is ~3x faster, same bytes
@@ -64,6 +64,14 @@ def repack_run_document(run: RepackRun, status: RepackRunStatus, *, timings: boo
         "spec": raw.get("spec", {}),
         "status": status_dict(status, timings=timings),
     }
+
+
+def table(rows: list[list[str]]) -> str:
+    """Rows as aligned columns (kubectl's style), every cell one printable line: a name holding a line
+    break, a control or a bidi character cannot break the table or reorder what a terminal shows."""
+    cells = [[printable(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
+    return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n" for r in cells)
 
 
 def write_atomic(path: str, data: str | bytes) -> None:

@@ -14,9 +14,9 @@ import argparse
 from collections.abc import Sequence
 from typing import Protocol
 
-from optplan.adapters.args import add_snapshot_source, positive_float
+from optplan.adapters.args import add_snapshot_source, int_in, positive_float
 from optplan.adapters.kubefile import LoadedInput, load_files
-from optplan.adapters.output import dump
+from optplan.adapters.output import dump, table
 from optplan.errors import InputError
 from optplan.models.placement import BinpackWeights, PlacementPlan
 from optplan.models.queues import VCJob
@@ -64,8 +64,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--binpack", type=parse_binpack, default=BinpackWeights(), metavar="W",
                    help="binpack plugin weights, e.g. weight=10,cpu=5,memory=2,nvidia.com/gpu=10 "
                         "(default: Volcano's, all 1)")
-    p.add_argument("--workers", type=int, default=1, help="solver worker threads (default 1)")
-    p.add_argument("--seed", type=int, default=0, help="solver random seed (default 0)")
+    p.add_argument("--workers", type=int_in(1, 64), default=1, help="solver worker threads, 1-64 (default 1)")
+    p.add_argument("--seed", type=int_in(0, 2**31 - 1), default=0, help="solver random seed (default 0)")
     p.add_argument("--now", default=None, metavar="RFC3339",
                    help="the time victims are priced at (newer pods are cheaper), e.g. 2025-06-01T12:00:00Z "
                         "(default: the current time)")
@@ -94,11 +94,6 @@ def run(args: argparse.Namespace, loaded: LoadedInput, place: Placer) -> str:
     return dump(plan.to_dict(timings=args.timings), args.output)
 
 
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n" for r in rows)
-
-
 def placement_table(plan: PlacementPlan) -> str:
     rec = plan.solver
     admitted = sum(j.admitted for j in plan.jobs)
@@ -107,15 +102,15 @@ def placement_table(plan: PlacementPlan) -> str:
     for j in plan.jobs:
         rows.append([j.namespace, j.name, j.queue, "yes" if j.admitted else "no", j.hyper_node or "-",
                      "-" if j.tier is None else str(j.tier), str(len(j.bindings)), j.reason])
-    text += _table(rows)
+    text += table(rows)
     bound = [(j, b) for j in plan.jobs for b in j.bindings]
     if bound:
         brows = [["NAMESPACE", "POD", "NODE"]] + [[j.namespace, b.pod_name(j.name), b.node] for j, b in bound]
-        text += "\nBindings:\n" + _table(brows)
+        text += "\nBindings:\n" + table(brows)
     victims = [(j, v, "chosen") for j in plan.jobs for v in j.victims]
     victims += [(j, v, "greedy") for j in plan.jobs for v in j.greedy_victims or ()]
     if victims:
         vrows = [["JOB", "VICTIM", "NODE", "REASON", "SET"]]
         vrows += [[j.key, f"{v.namespace}/{v.name}", v.node, v.reason, s] for j, v, s in victims]
-        text += "\nVictims (SET greedy: the greedy's choice where the optimal one differs):\n" + _table(vrows)
+        text += "\nVictims (SET greedy: the greedy's choice where the optimal one differs):\n" + table(vrows)
     return text

@@ -26,9 +26,9 @@ from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 from typing import Any, Protocol
 
-from optplan.adapters.args import add_snapshot_source, positive_float
+from optplan.adapters.args import add_snapshot_source, int_in, positive_float
 from optplan.adapters.kubefile import LoadedInput
-from optplan.adapters.output import dump
+from optplan.adapters.output import dump, table
 from optplan.errors import InputError
 from optplan.models.quantity import format_milli, to_milli
 from optplan.models.snapshot import Snapshot
@@ -125,8 +125,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="output format (default table)")
     p.add_argument("--time-limit", type=positive_float, default=10.0, metavar="SECONDS",
                    help="time limit of each exact plan (optimal, wholeNodes; default 10)")
-    p.add_argument("--workers", type=int, default=1, help="solver worker threads (default 1)")
-    p.add_argument("--seed", type=int, default=0, help="solver random seed (default 0)")
+    p.add_argument("--workers", type=int_in(1, 64), default=1, help="solver worker threads, 1-64 (default 1)")
+    p.add_argument("--seed", type=int_in(0, 2**31 - 1), default=0, help="solver random seed (default 0)")
     p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
 
 
@@ -206,11 +206,6 @@ def _duration(seconds: int) -> str:
     return f"{s}s"
 
 
-def _rows(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n" for r in rows)
-
-
 def _compare(name: str, plan: Plan, base_name: str, base: Plan, r: str) -> str:
     diff = plan.cost - base.cost
     if diff == 0:
@@ -235,7 +230,7 @@ def reclaim_table(rep: Reclaim) -> str:
         label = name + (" *" if name == rep.selected else "")
         rows.append([label, p.status, str(format_milli(p.freed)), _dec(p.cost),
                      ", ".join(v.key for v in p.victims) or "-"])
-    text += _rows(rows)
+    text += table(rows)
     text += f"* selected ({'the exact plan' if rep.selected == 'optimal' else 'no exact plan was found'})\n"
     if rep.whole_nodes.freed_nodes:
         w = rep.whole_nodes
@@ -258,5 +253,5 @@ def reclaim_table(rep: Reclaim) -> str:
         jrows.append([j.namespace, j.name, _dec(j.price), str(format_milli(j.units)), str(len(j.nodes)),
                       _duration(j.runtime_seconds), _dec(j.cost), *marks])
     text += ("\nSpot jobs in victim order (price, single-node first, fewer units, shorter running time):\n"
-             + _rows(jrows))
+             + table(jrows))
     return text
