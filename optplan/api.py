@@ -36,7 +36,7 @@ from optplan.models.repack import RepackRun
 from optplan.models.snapshot import Snapshot
 from optplan.solvers import execute as execute_mod
 from optplan.solvers import placement as placement_mod
-from optplan.solvers.base import PlanOptions
+from optplan.solvers.base import PlanOptions, planner_names
 from optplan.solvers.repack import RepackOutcome
 from optplan.solvers.repack import plan_repack as _plan_repack
 from optplan.solvers.rules import Weights
@@ -143,10 +143,9 @@ def plan_repack(cluster: Cluster, run: RepackRun | Mapping[str, Any] | str | Non
     ``optplan.solvers.clock``)."""
     r = _run(cluster, run)
     options = PlanOptions(time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic)
-    try:
-        out = _plan_repack(cluster.snapshot, r, solver=solver, options=options, weights=weights)
-    except ValueError as e:  # an unknown solver name
-        raise InputError(str(e), field="solver") from None
+    if solver not in planner_names():
+        raise InputError(f"unknown solver {solver!r}; choose from {', '.join(planner_names())}", field="solver")
+    out = _plan_repack(cluster.snapshot, r, solver=solver, options=options, weights=weights)
     return RepackResult(run=r, reason=out.reason, status=status_dict(out.status, timings=timings),
                         document=repack_run_document(r, out.status, timings=timings), outcome=out)
 

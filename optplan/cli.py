@@ -330,7 +330,7 @@ def frag_dict(f: FragReport) -> dict[str, Any]:
     return {"resource": f.resource, "providers": f.providers, "occupied": f.occupied,
             "theoreticalMinimum": f.theoretical_min, "theoreticalMinimumProven": f.proven,
             "theoreticalMinimumUpperBound": f.upper_bound, "fragPercent": round_half_up(f.percent()),
-            "fragPercentExact": str(f.percent())}
+            "fragPercentExact": str(f.percent()), **({"warning": f.warning} if f.warning is not None else {})}
 
 
 def _frag(args: argparse.Namespace, loaded: LoadedInput) -> str:
@@ -338,12 +338,15 @@ def _frag(args: argparse.Namespace, loaded: LoadedInput) -> str:
     if args.output != "table":
         return dump(frag_dict(f), args.output)
     proven = "proven" if f.proven else f"best lower bound; a packing into {f.upper_bound} nodes is known"
-    return (f"resource            {f.resource}\n"
+    formula = f"(({f.occupied} - {f.theoretical_min}) / {f.providers})" if f.providers else "(no providers)"
+    text = (f"resource            {printable(f.resource)}\n"
             f"providers           {f.providers}\n"
             f"occupied            {f.occupied}\n"
             f"theoretical minimum {f.theoretical_min} ({proven})\n"
-            f"fragmentation       {round_half_up(f.percent())}%  "
-            f"(({f.occupied} - {f.theoretical_min}) / {f.providers})\n")
+            f"fragmentation       {round_half_up(f.percent())}%  {formula}\n")
+    if f.warning is not None:
+        text += f"warning             {printable(f.warning)}\n"
+    return text
 
 
 # ---- repack --------------------------------------------------------------------------------------

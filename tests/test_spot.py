@@ -391,7 +391,6 @@ def test_missing_gpus_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> No
     (["--gpus", "4", "--now", "2025-06-01"], "--now", "not an RFC 3339 time"),
     (["--gpus", "4", "--now", "2025-06-01T12:00:00"], "--now", "not an RFC 3339 time"),
     (["--gpus", "4", "--now", "2025-13-01T12:00:00Z"], "--now", "month"),
-    (["--gpus", "4", "--workers", "0"], "--workers", "at least 1"),
 ])
 def test_bad_flags_are_input_errors(argv: list[str], field: str, message: str) -> None:
     with pytest.raises(InputError, match=message) as e:

@@ -92,6 +92,10 @@ _UUID_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
 _UUID_SET = (0x4000 << 64) | (0x8000 << 48)
 
 
+MAX_NODES = 200_000
+"""The largest cluster generated (the bench's largest is 10,000 nodes)."""
+
+
 @dataclass(frozen=True)
 class GenConfig:
     """What to generate; see the module docstring for the distributions."""
@@ -136,8 +140,8 @@ class GenConfig:
         def bad(name: str, message: str) -> InputError:
             return InputError(message, field=name)
 
-        if self.nodes < 1:
-            raise bad("nodes", "must be at least 1")
+        if not 1 <= self.nodes <= MAX_NODES:
+            raise bad("nodes", f"must be within 1..{MAX_NODES:,}")
         if not self.cards_per_node or any(c < 1 for c in self.cards_per_node):
             raise bad("cards_per_node", "must list positive card counts")
         if not self.resource:

@@ -142,9 +142,7 @@ def needed_milli(value: object) -> int:
 
 def run(args: argparse.Namespace, loaded: LoadedInput, reclaim: Reclaimer) -> str:
     """Plan with ``reclaim`` (``optplan.solvers.spot.reclaim_spot``) and render as ``args.output`` asks."""
-    workers = getattr(args, "workers", 1)
-    if workers < 1:
-        raise InputError(f"must be at least 1, got {workers}", field="--workers")
+    workers = getattr(args, "workers", 1)  # 1..64: checked by the flag's type
     rep = reclaim(loaded.snapshot, needed_milli(getattr(args, "gpus", None)),
                   getattr(args, "resource", DEFAULT_RESOURCE), getattr(args, "now", None),
                   time_limit=getattr(args, "time_limit", 10.0), workers=workers, seed=getattr(args, "seed", 0))

@@ -16,6 +16,9 @@ Quantity = Annotated[int, BeforeValidator(to_milli)]
 
 API_VERSION = "repack.volcano.sh/v1alpha1"
 KIND = "RepackRun"
+DisruptionProtection = Literal["Honor", "Ignore"]
+HONOR: DisruptionProtection = "Honor"
+IGNORE: DisruptionProtection = "Ignore"
 
 
 class Goal(KubeModel):
@@ -67,6 +70,10 @@ class RepackRunSpec(KubeModel):
     max_per_run: MaxPerRun = Field(default_factory=MaxPerRun)
     eviction: Eviction | None = None
     ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
+    disruption_protection: DisruptionProtection = HONOR
+    """Honor (default): pods their owners protect from disruption (``karpenter.sh/do-not-disrupt: "true"``,
+    ``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"``, ``volcano.sh/preemptable: "false"``) are
+    never moved, so their nodes are not vacated; Ignore: those markers are not read."""
 
     @property
     def goal(self) -> Goal:

@@ -30,6 +30,7 @@ from optplan.solvers.repack_model import (
     plan_receivers,
     receiver_cap,
     scaled_cost,
+    stuck,
 )
 from optplan.solvers.rules import RepackProblem, explain
 
@@ -90,7 +91,8 @@ class AutoPlanner:
             record = SolverRecord(name=self.name, status=out.status, freed_nodes_bound=out.freed_bound,
                                   objective=e_key[1], best_bound=out.bound, gap_percent=gap, wall_seconds=wall)
             return PlanResult(plan=out.plan, record=record, disruption=problem.plan_disruption(out.plan),
-                              rejections=explain(problem, out.plan), stats=cpsat.model_stats(out))
+                              rejections=explain(problem, out.plan, stuck(out.data)),
+                              stats=cpsat.model_stats(out))
         # The greedy plan is as good (ties keep the greedy's seed-ordered receivers): when CP-SAT
         # proved its own equal plan optimal, the greedy plan is optimal too.
         status = out.status if e_key == g_key else "FEASIBLE"
@@ -119,4 +121,4 @@ class AutoPlanner:
         if plan is greedy.plan:
             return replace(greedy, record=record, stats=stats)
         return PlanResult(plan=plan, record=record, disruption=problem.plan_disruption(plan),
-                          rejections=explain(problem, plan), stats=stats)
+                          rejections=explain(problem, plan, stuck(data)), stats=stats)

@@ -72,11 +72,10 @@ from optplan.models.repack import PodMove, RepackPlan, SolverRecord
 from optplan.models.snapshot import Pod
 from optplan.solvers.base import PlanOptions, PlanResult
 from optplan.solvers.oracle import POD_SLOT, Capacity, constraint_signature, static_reason
-from optplan.solvers.rules import Disruption, RepackProblem
+from optplan.solvers.rules import DO_NOT_DISRUPT, Disruption, RepackProblem, disruption_protection
 
 STATUS = "BASELINE"
 DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
-DO_NOT_DISRUPT_ANNOTATION = "karpenter.sh/do-not-disrupt"
 KARPENTER_MAX_CANDIDATES = 100
 KARPENTER_TIMEOUT = 60.0
 CA_UTILISATION_THRESHOLD = 0.5
@@ -157,7 +156,7 @@ def karpenter_pod_cost(pod: Pod) -> float:
 def _karpenter_blocked(problem: RepackProblem, node: str) -> bool:
     blocking = [b for b in problem.snapshot.pdbs.values() if b.disruptions_allowed <= 0]
     for pod in problem.snapshot.pods_by_node.get(node, ()):
-        if pod.annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true":
+        if disruption_protection(pod, (DO_NOT_DISRUPT,)) is not None:  # Karpenter reads its own marker only
             return True
         if any(b.covers(pod) for b in blocking):
             return True

@@ -40,6 +40,7 @@ from optplan.solvers.repack_model import (
     receiver_cap,
     restrict,
     scaled_cost,
+    stuck,
 )
 from optplan.solvers.rules import RepackProblem, explain
 
@@ -564,4 +565,4 @@ class CpSatPlanner:
                               gap_percent=gap_percent(out.objective, out.bound, len(plan.freed_nodes),
                                                       out.freed_bound), wall_seconds=wall)
         return PlanResult(plan=plan, record=record, disruption=problem.plan_disruption(plan),
-                          rejections=explain(problem, plan), stats=model_stats(out))
+                          rejections=explain(problem, plan, stuck(out.data)), stats=model_stats(out))

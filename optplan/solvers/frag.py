@@ -1,6 +1,7 @@
 """The fragmentation metric of seed 000 (碎片率计算), with an exact theoretical minimum.
 
-frag(R) = (occupied − theoretical minimum) / providers × 100, over the whole cluster.
+frag(R) = (occupied − theoretical minimum) / providers × 100, over the whole cluster; 0 when no node
+provides R, and the report's ``warning`` says so.
 The theoretical minimum is the least number of providers whose allocatable[R] holds every occupying
 pod's R request, each pod whole on one node: a bin-packing problem with heterogeneous bins, solved
 exactly by ``binpacking.min_bins``. When it cannot be proven within the time limit, the best proven
@@ -30,6 +31,14 @@ class FragReport:
     """The proven minimum, or the best proven lower bound when ``proven`` is False."""
     proven: bool
     upper_bound: int
+
+    @property
+    def warning(self) -> str | None:
+        """What a reader must know before trusting the number: no node provides the resource, so the
+        0% measures nothing (a misspelt resource name, or a snapshot without those nodes)."""
+        if self.providers == 0:
+            return f"no node provides {self.resource}"
+        return None
 
     def percent(self, occupied: int | None = None) -> Fraction:
         """Exact frag% for the current occupied count, or for another one (after a plan)."""

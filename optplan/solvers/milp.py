@@ -28,8 +28,9 @@ from optplan.solvers.repack_model import (
     decode,
     receiver_cap,
     scaled_cost,
+    stuck,
 )
-from optplan.solvers.rules import RepackProblem
+from optplan.solvers.rules import RepackProblem, explain
 
 log = logging.getLogger(__name__)
 
@@ -305,7 +306,8 @@ class MilpPlanner:
                               gap_percent=gap_percent(out.objective, out.bound, freed, out.freed_bound),
                               wall_seconds=wall)
         stats = {"variables": out.size[0], "constraints": out.size[1], **data_stats(out.data)}
-        return PlanResult(plan=plan, record=record, disruption=problem.plan_disruption(plan), stats=stats)
+        return PlanResult(plan=plan, record=record, disruption=problem.plan_disruption(plan),
+                          rejections=explain(problem, plan, stuck(out.data)), stats=stats)
 
 
 __all__ = ["MilpPlanner"]

@@ -93,7 +93,7 @@ from optplan.models.queues import QueueTree, VCJob
 from optplan.models.repack import SolverRecord
 from optplan.models.snapshot import GROUP_NAME_ANNOTATION, Pod, Resources, Snapshot
 from optplan.solvers.base import PlanOptions
-from optplan.solvers.oracle import Capacity, constraint_signature, static_reason
+from optplan.solvers.oracle import POD_SLOT, Capacity, constraint_signature, static_reason
 from optplan.solvers.queues import QueueAccount, account_queues
 from optplan.solvers.victims import (
     REASONS,
@@ -149,6 +149,43 @@ def job_pods(job: VCJob) -> dict[str, list[Pod]]:
                 requests={r: v for r, v in tpl.requests.items() if v > 0}, phase="Pending")
             for i in range(t.replicas)]
     return out
+
+
+DEFAULT_MAX_PODS = 110
+"""kubelet's default maxPods: the pod slots ``clip_to_cluster`` counts for a node whose allocatable names
+no ``pods``."""
+
+
+def clip_to_cluster(jobs: Sequence[VCJob], snap: Snapshot) -> tuple[list[VCJob], dict[str, str]]:
+    """The jobs with each task's replicas cut to what the cluster's total capacity could ever hold (its
+    nodes' allocatable summed, every pod evicted; pod slots too), so that a job asking for two billion
+    replicas builds no more pods than could be placed. A job whose minimum exceeds that is unfit: its
+    tasks keep no replicas and the reason is returned with its key. A job within capacity is unchanged."""
+    totals: dict[str, int] = defaultdict(int)
+    slots = 0
+    for node in snap.nodes.values():
+        for r, v in node.allocatable.items():
+            totals[r] += v
+        slots += node.allocatable["pods"] // POD_SLOT if "pods" in node.allocatable else DEFAULT_MAX_PODS
+    out: list[VCJob] = []
+    unfit: dict[str, str] = {}
+    for job in jobs:
+        bound = {t.name: min([slots, *(totals[r] // v for r, v in t.template.requests.items() if v > 0)])
+                 for t in job.tasks}
+        if all(t.replicas <= bound[t.name] for t in job.tasks):
+            out.append(job)
+            continue
+        can = {t.name: min(t.replicas, bound[t.name]) for t in job.tasks}
+        short = [f"task {t}: minimum {need}" for t, need in task_minima(job).items() if need > can[t]]
+        if job.min_available > sum(can.values()):
+            short.insert(0, f"minAvailable {job.min_available}")
+        if short:
+            unfit[job.key] = (f"cannot fit the cluster: {short[0]}, but at most {sum(can.values())} of its "
+                              f"{job.replicas} pods fit the nodes' total capacity")
+            can = dict.fromkeys(can, 0)
+        tasks = tuple(t.model_copy(update={"replicas": can[t.name]}) for t in job.tasks)
+        out.append(job.model_copy(update={"tasks": tasks}))
+    return out, unfit
 
 
 def task_minima(job: VCJob) -> dict[str, int]:
@@ -281,6 +318,9 @@ class Context:
     """node -> free resources in the snapshot (before any placement)."""
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
     """Prices victims by how long they have run (``--now``)."""
+    unfit: dict[str, str] = field(default_factory=dict)
+    """job key -> why its minimum cannot fit the cluster's total capacity (``clip_to_cluster``): such a
+    job is rejected without a search, and none of its pods is built."""
     _catalogue: Catalogue | None = None
 
     @classmethod
@@ -290,11 +330,11 @@ class Context:
         dup = [k for k, n in Counter(keys).items() if n > 1]
         if dup:
             raise ValueError(f"job {dup[0]} is given twice")
-        ordered = job_order(jobs, snap)
+        ordered, unfit = clip_to_cluster(job_order(jobs, snap), snap)
         return cls(snapshot=snap, jobs=ordered, weights=weights, pods={j.key: job_pods(j) for j in ordered},
                    priority={j.key: job_priority(j, snap) for j in ordered},
                    regions={j.key: job_regions(j, snap) for j in ordered}, free=Capacity(snap).free,
-                   now=now or datetime.now(UTC))
+                   now=now or datetime.now(UTC), unfit=unfit)
 
     @property
     def catalogue(self) -> Catalogue:
@@ -534,6 +574,8 @@ class _Greedy:
 
     def place(self, job: VCJob) -> JobPlacement:
         base = {"namespace": job.namespace, "name": job.name, "queue": job.queue}
+        if job.key in self.ctx.unfit:
+            return JobPlacement(**base, admitted=False, reason=self.ctx.unfit[job.key])
         topo = job.network_topology is not None
         why = self.state.queues.admission_reason(job.queue)
         if why is not None:
@@ -766,7 +808,8 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
     out: list[JobPlacement] = []
     for jp in plan.jobs:
         job = by_key[jp.key]
-        if jp.admitted or state.queues.admission_reason(job.queue) is not None or not ctx.regions[job.key]:
+        if (jp.admitted or job.key in ctx.unfit or state.queues.admission_reason(job.queue) is not None
+                or not ctx.regions[job.key]):
             out.append(jp)
             continue
         if state.evicted:
@@ -820,7 +863,8 @@ def victim_notes(ctx: Context, plan: PlacementPlan, proven: bool) -> dict[str, s
     out: dict[str, str] = {}
     for jp in plan.jobs:
         job = by_key[jp.key]
-        if jp.admitted or state.queues.admission_reason(job.queue) is not None or not ctx.regions[job.key]:
+        if (jp.admitted or job.key in ctx.unfit or state.queues.admission_reason(job.queue) is not None
+                or not ctx.regions[job.key]):
             continue
         notes = []
         for reason in REASONS:

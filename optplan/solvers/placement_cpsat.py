@@ -133,7 +133,7 @@ class Data:
 def build_data(ctx: Context) -> Data:
     snap = ctx.snapshot
     queues = QueueState(snap)
-    valid = [j for j in ctx.jobs if queues.admission_reason(j.queue) is None]
+    valid = [j for j in ctx.jobs if queues.admission_reason(j.queue) is None and j.key not in ctx.unfit]
     limits = {n: "pods" in node.allocatable for n, node in snap.nodes.items()}
     static: dict[tuple[tuple[object, ...], str], str | None] = {}
     feasible: dict[tuple[str, str], list[str]] = {}

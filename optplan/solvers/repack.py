@@ -66,6 +66,8 @@ def plan_repack(snapshot: Snapshot, run: RepackRun, *, solver: str = "greedy",
 def outcome(problem: RepackProblem, frag: FragReport, freed: int) -> tuple[str, str]:
     """The seed's three outcomes, decided in exact arithmetic."""
     before = frag.percent()
+    if frag.warning is not None:
+        return NO_FRAGMENTATION, frag.warning
     if before == 0:
         return NO_FRAGMENTATION, f"{problem.resource} is packed as tightly as possible"
     improvement = before - frag.percent(frag.occupied - freed)

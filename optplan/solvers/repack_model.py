@@ -280,7 +280,9 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
     cand_set = set(cands)
     stay = np.array([n not in cand_set for n in receivers_all], dtype=bool)
     names_rank = np.arange(U)
-    free_r = free_m[res.index(problem.resource)].astype(np.float64) if U else np.zeros(0)
+    # Free R per occupied provider, for the best-fit ranking when receivers are pruned: read from the
+    # capacities, not from free_m, whose rows are the classes' resources (none without candidates).
+    free_r = np.array([float(cap.free[n].get(problem.resource, 0)) for n in receivers_all], dtype=np.float64)
     pruned = False
     admits: dict[tuple[int, tuple[tuple[str, int], ...]], np.ndarray] = {}  # (signature, demand) -> fits
     ranking: dict[tuple[int, tuple[tuple[str, int], ...]], tuple[list[int], set[int]]] = {}  # best first
@@ -377,6 +379,11 @@ def data_stats(data: ModelData) -> dict[str, int]:
             "sendVariables": sum(len(k.receivers) for k in data.classes), "receiversPruned": int(data.pruned)}
 
 
+def stuck(data: ModelData) -> list[str]:
+    """Candidates with a pod that no receiver admits: they cannot be vacated (``no-feasible-receiver``)."""
+    return [c for c in data.candidates if not all(k.receivers for k in data.classes_of[c])]
+
+
 def components(data: ModelData) -> list[list[str]]:
     """The model's independent parts: candidates that share no receiver, PodGroup, PDB or budget,
     each part as its sorted candidates, the largest part first. A candidate with a pod that no
@@ -389,7 +396,8 @@ def components(data: ModelData) -> list[list[str]]:
     the lexicographic optimum of the whole is the union of the parts' optima: most freed nodes is
     the sum of each part's most, and with every part at its most, the least disruption is the sum
     of each part's least."""
-    live = [c for c in data.candidates if all(k.receivers for k in data.classes_of[c])]
+    dead = set(stuck(data))
+    live = [c for c in data.candidates if c not in dead]
     mpr = data.problem.run.spec.max_per_run
     if mpr.pod_groups is not None or any(data.budget_use.get(res) for res in mpr.resources):
         return [sorted(live)] if live else []

@@ -24,6 +24,14 @@ cards are its whole R footprint then, else the R cards of restarted(g). Affected
 and moved pods count what the plan moves. Without restart policies restarted(g) is the moved pods, and
 these are the seed's definitions.
 
+Disruption protection. Owners protect pods from disruption with ``karpenter.sh/do-not-disrupt:
+"true"`` (annotation), ``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`` (annotation) and
+Volcano's ``volcano.sh/preemptable: "false"`` (annotation or label; Volcano never makes such a pod a
+victim of preempt or reclaim, and a Repack eviction is a disruption of the same kind); values are
+compared case-insensitively. Unless the run says ``spec.disruptionProtection: Ignore``, an R-requesting
+pod does not move when it, or a pod its eviction restarts (its restart unit), is protected: its node
+cannot be vacated (``pod-disruption-protected``). Pods without R never move, so they never block.
+
 Nothing here chooses anything; planners decide, and ``validate`` re-checks with these same rules.
 """
 
@@ -35,8 +43,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from optplan.models.queues import POD_EVICTED, VCJob
-from optplan.models.repack import RepackPlan, RepackRun
+from optplan.models.repack import IGNORE, RepackPlan, RepackRun
 from optplan.models.snapshot import ModelServing, Pod, PodDisruptionBudget, PodGroup, Snapshot
+from optplan.solvers.victims import PREEMPTABLE_KEY
 
 VOLCANO = "volcano"
 RESTART_JOB = "RestartJob"
@@ -50,6 +59,29 @@ TASK_SPEC = "volcano.sh/task-spec"
 MODEL_SERVING_LABEL = "modelserving.volcano.sh/name"
 VCJOB_API_GROUP = "batch.volcano.sh"
 MODEL_SERVING_API_GROUPS = ("workload.serving.volcano.sh", "workload.volcano.sh")
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+DISRUPTION_PROTECTED = "pod-disruption-protected"
+PROTECTION_MARKERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    (DO_NOT_DISRUPT, "true", ("annotation",)),
+    (SAFE_TO_EVICT, "false", ("annotation",)),
+    (PREEMPTABLE_KEY, "false", ("annotation", "label")),
+)
+"""(key, value that protects, where it is read) of each disruption-protection marker (see the module)."""
+
+
+def disruption_protection(pod: Pod, keys: Iterable[str] | None = None) -> str | None:
+    """The marker protecting ``pod`` from disruption, as ``annotation <key>: "<value>"``, or None;
+    ``keys`` limits the markers read (a peer baseline reads only its own)."""
+    wanted = None if keys is None else set(keys)
+    for key, value, wheres in PROTECTION_MARKERS:
+        if wanted is not None and key not in wanted:
+            continue
+        for where in wheres:
+            found = (pod.annotations if where == "annotation" else pod.labels).get(key)
+            if found is not None and found.lower() == value:
+                return f'{where} {key}: "{value}"'
+    return None
 
 
 @dataclass(frozen=True)
@@ -203,9 +235,19 @@ class RepackProblem:
             return "pod-without-podgroup"
         if gk not in self.pod_groups_in_scope:
             return "podgroup-out-of-scope"
+        if self.protected_pods and any(k in self.protected_pods for k in self.restart_unit(pod).pods):
+            return DISRUPTION_PROTECTED
         if gk in self.hard_topology and not self.hard_topology_holds(gk, self.group_nodes(gk)):
             return "podgroup-topology-unsatisfied"
         return None
+
+    @cached_property
+    def protected_pods(self) -> dict[str, str]:
+        """Occupying pods protected from disruption (pod key -> marker); empty when the run ignores
+        the markers (``spec.disruptionProtection: Ignore``)."""
+        if self.run.spec.disruption_protection == IGNORE:
+            return {}
+        return {p.key: why for p in self.snapshot.pods.values() if p.occupying and (why := disruption_protection(p))}
 
     # ---- network topology (HyperNodes) -------------------------------------------------------
 
@@ -476,13 +518,18 @@ class RepackProblem:
                                {m.pod: m.to_node for m in plan.moves})
 
 
-def explain(problem: RepackProblem, plan: RepackPlan) -> dict[str, int]:
-    """Why occupied nodes were not vacated, for plans that do not carry the greedy's reasons."""
+def explain(problem: RepackProblem, plan: RepackPlan, stuck: Iterable[str] = ()) -> dict[str, int]:
+    """Why occupied nodes were not vacated, for plans that do not carry the greedy's reasons;
+    ``stuck``: candidates with a pod that no receiver admits (``no-feasible-receiver``)."""
     counts: Counter[str] = Counter(problem.node_block.values())
     receivers = {m.to_node for m in plan.moves}
     freed = set(plan.freed_nodes)
+    no_receiver = set(stuck)
     for c in problem.candidates:
         if c in freed:
             continue
-        counts["kept-as-receiver" if c in receivers else "not-vacated"] += 1
+        if c in receivers:
+            counts["kept-as-receiver"] += 1
+        else:
+            counts["no-feasible-receiver" if c in no_receiver else "not-vacated"] += 1
     return dict(sorted(counts.items()))
