@@ -92,9 +92,11 @@ def snapshot_from_objects(objects: Sequence[Mapping[str, Any]], source: str = "<
     return Cluster._of(load_objects(objects, source), source)
 
 
-def read_cluster(kubeconfig: str | None = None, context: str | None = None, *, timeout: float = 30.0) -> Cluster:
-    """A live snapshot through the official client (in-cluster config when running in a pod)."""
-    with kube.connect(kubeconfig, context, timeout=timeout) as client:
+def read_cluster(kubeconfig: str | None = None, context: str | None = None, *, timeout: float = kube.REQUEST_TIMEOUT,
+                 deadline: float | None = kube.API_DEADLINE) -> Cluster:
+    """A live snapshot through the official client (in-cluster config when running in a pod). ``timeout``:
+    the total deadline of each API request; ``deadline``: of all of them together, retries included."""
+    with kube.connect(kubeconfig, context, timeout=timeout, deadline=deadline) as client:
         objects = client.snapshot_objects()
         source = f"cluster {client.host}"
     return snapshot_from_objects(objects, source=source)
@@ -237,8 +239,9 @@ def verify(cluster_after: Cluster, run: RepackRun | Mapping[str, Any] | str | No
 
 
 def write_status(run_name: str, status: Mapping[str, Any], resource_version: str, *,
-                 kubeconfig: str | None = None, context: str | None = None) -> dict[str, Any]:
+                 kubeconfig: str | None = None, context: str | None = None, timeout: float = kube.REQUEST_TIMEOUT,
+                 deadline: float | None = kube.API_DEADLINE) -> dict[str, Any]:
     """Patch the RepackRun's status subresource, failing with ConflictError when the object changed
     since ``resource_version`` (someone else wrote: re-plan on the fresh state)."""
-    with kube.connect(kubeconfig, context) as client:
+    with kube.connect(kubeconfig, context, timeout=timeout, deadline=deadline) as client:
         return client.patch_repack_run_status(run_name, dict(status), resource_version)

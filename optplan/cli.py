@@ -16,7 +16,7 @@ from optplan import __version__, api, bench, serve
 from optplan.adapters import generate as generate_mod
 from optplan.adapters import kube, place_cli, render, spot_cli
 from optplan.adapters import openb as openb_mod
-from optplan.adapters.args import add_snapshot_source, int_in, positive_float
+from optplan.adapters.args import add_live_cluster, add_snapshot_source, int_in, positive_float
 from optplan.adapters.kubefile import LoadedInput, load_files, pick_run
 from optplan.adapters.output import dump, repack_run_document, status_dict, table, to_yaml, write_atomic
 from optplan.errors import InputError, OptplanError, PlanInvalidError, printable
@@ -135,14 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_arguments(p)
 
     p = sub.add_parser("snapshot", help="read a live cluster through the kubernetes client into a snapshot file")
-    p.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default $KUBECONFIG, ~/.kube/config, "
-                                                          "or the in-cluster service account in a pod)")
-    p.add_argument("--context", metavar="NAME", help="kubeconfig context (default the current one)")
+    add_live_cluster(p, "live cluster", timeout_alias=True)
     p.add_argument("-o", "--output", required=True, metavar="FILE.yaml", help="write the snapshot here")
     p.add_argument("--page-size", type=int_in(1, 100_000), default=500, metavar="N",
                    help="objects per list request (default 500)")
-    p.add_argument("--timeout", type=positive_float, default=30.0, metavar="SECONDS",
-                   help="timeout of each API request (default 30)")
     p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
 
     p = sub.add_parser("nominate", help="Execute: the node to write into a replacement pod's nominatedNodeName")
@@ -280,7 +276,7 @@ def _load(args: argparse.Namespace) -> LoadedInput:
             or os.environ.get("KUBECONFIG")):
         raise InputError("no snapshot: pass SNAPSHOT files, or --kubeconfig/--context to read a live cluster",
                          field="SNAPSHOT")
-    cluster = api.read_cluster(args.kubeconfig, args.context)
+    cluster = api.read_cluster(args.kubeconfig, args.context, timeout=args.request_timeout, deadline=args.api_deadline)
     args.snapshots = []
     args.source = cluster.source
     log.info("read %d nodes and %d pods from %s", len(cluster.snapshot.nodes), len(cluster.snapshot.pods),
@@ -289,7 +285,8 @@ def _load(args: argparse.Namespace) -> LoadedInput:
 
 
 def _snapshot(args: argparse.Namespace) -> str:
-    with kube.connect(args.kubeconfig, args.context, timeout=args.timeout, page_size=args.page_size) as client:
+    with kube.connect(args.kubeconfig, args.context, timeout=args.request_timeout, deadline=args.api_deadline,
+                      page_size=args.page_size) as client:
         objects = client.snapshot_objects()
         host = client.host
     kube.write_snapshot(objects, args.output)
@@ -308,7 +305,8 @@ def _write_status(args: argparse.Namespace, run: RepackRun, status: dict[str, An
     if not version:
         raise InputError("the run has no metadata.resourceVersion to guard the write", obj=f"RepackRun/{run.name}",
                          field="metadata.resourceVersion")
-    with kube.connect(args.kubeconfig, args.context) as client:
+    with kube.connect(args.kubeconfig, args.context, timeout=args.request_timeout,
+                      deadline=args.api_deadline) as client:
         written = client.patch_repack_run_status(run.name, status, version)
     new = (written.get("metadata") or {}).get("resourceVersion")
     log.warning("wrote status of RepackRun %s (resourceVersion %s -> %s)", run.name, version, new)

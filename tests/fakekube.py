@@ -5,7 +5,9 @@ It serves list (cluster-wide and per namespace) with ``limit``/``continue`` pagi
 the status subresource with a ``metadata.resourceVersion`` precondition (409 when it differs). Every
 write bumps one server-wide resourceVersion, like etcd. Unknown resources (a CRD not installed) and
 objects answer a 404 ``Status``. Faults: a path answering a given status the next N times (or always),
-optionally only when a continue token is sent (410 Expired), with a Retry-After header.
+optionally only when a continue token is sent (410 Expired), with a Retry-After header; a path stalling
+before it answers; answers dripping out one byte at a time (the body, or headers and body); bodies
+padded to any size, announced with a Content-Length or streamed chunked without end; answers cut short.
 
 Not emulated: watch, discovery, create/update/delete over HTTP, label selectors, consistent snapshots
 across pages (a page reads the current state), authentication (the bearer token is recorded, not checked).
@@ -16,6 +18,9 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import shutil
+import ssl
+import subprocess
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -85,6 +90,15 @@ class _Fault:
     message: str | None
 
 
+@dataclass(frozen=True)
+class _Delivery:
+    drip: float | None = None  # seconds between bytes
+    drip_headers: bool = False  # the status line and headers drip too
+    padding: int | None = None  # bytes of JSON whitespace before the object
+    endless: bool = False  # chunked whitespace, never ending
+    cut: bool = False  # Content-Length promises more than is sent, then the connection closes
+
+
 class _HttpError(Exception):
     def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
@@ -96,18 +110,25 @@ class _HttpError(Exception):
 class FakeKube:
     """In-memory objects per resource type, served over HTTP on 127.0.0.1 (port chosen by the OS)."""
 
-    def __init__(self, *, crds: bool = True) -> None:
+    def __init__(self, *, crds: bool = True, tls: tuple[Path, Path] | None = None) -> None:
+        """``tls``: serve HTTPS with this (certificate, key) pair (``self_signed``)."""
         self._lock = threading.Lock()
         self._types: dict[tuple[str, str, str], ResourceType] = {}
         self._objects: dict[ResourceType, dict[tuple[str, str], dict[str, Any]]] = {}
         self._rv = 1000
         self._faults: dict[str, list[_Fault]] = {}
         self._stalls: dict[str, float] = {}
+        self._deliveries: dict[str, _Delivery] = {}
         self._stopping = threading.Event()
         self.requests: list[Request] = []
         for rt in BUILTIN + (VOLCANO if crds else ()):
             self.install(rt)
         self._server = _Server(("127.0.0.1", 0), _handler(self))
+        self.tls = tls
+        if tls is not None:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls)
+            self._server.socket = ctx.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.01,), name="fakekube",
                                         daemon=True)  # a short poll interval: stop() returns at once
 
@@ -116,7 +137,7 @@ class FakeKube:
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"{'https' if self.tls else 'http'}://{host!s}:{port}"
 
     def start(self) -> FakeKube:
         self._thread.start()
@@ -127,8 +148,9 @@ class FakeKube:
         self._server.shutdown()
         self._server.server_close()
 
-    def write_kubeconfig(self, path: Path, context: str = "fake") -> Path:
-        return write_kubeconfig(path, {context: self.url})
+    def write_kubeconfig(self, path: Path, context: str = "fake", *, trust: bool = True) -> Path:
+        """A kubeconfig for this server; over TLS it trusts the server's certificate unless ``trust`` is off."""
+        return write_kubeconfig(path, {context: self.url}, ca=self.tls[0] if self.tls and trust else None)
 
     # ---- state --------------------------------------------------------------------------------
 
@@ -182,6 +204,23 @@ class FakeKube:
         with self._lock:
             self._stalls[path] = seconds
 
+    def drip(self, path: str, interval: float, *, headers: bool = False) -> None:
+        """Answers to ``path`` go out one byte every ``interval`` seconds: the body (the headers at once),
+        or with ``headers`` the whole answer. No single read waits long; only a total deadline ends it."""
+        with self._lock:
+            self._deliveries[path] = _Delivery(drip=interval, drip_headers=headers)
+
+    def pad(self, path: str, nbytes: int | None) -> None:
+        """Answers to ``path`` start with ``nbytes`` of JSON whitespace, announced in Content-Length (the
+        padding is generated as it is sent); None: an endless chunked body that never announces a length."""
+        with self._lock:
+            self._deliveries[path] = _Delivery(padding=nbytes, endless=nbytes is None)
+
+    def cut(self, path: str) -> None:
+        """Answers to ``path`` announce 100 bytes more than they send, then the server hangs up."""
+        with self._lock:
+            self._deliveries[path] = _Delivery(cut=True)
+
     def forbid(self, path: str) -> None:
         self.fail(path, 403, times=None)
 
@@ -189,6 +228,10 @@ class FakeKube:
         return [r.path for r in self.requests if r.method == method]
 
     # ---- serving ------------------------------------------------------------------------------
+
+    def delivery(self, target: str) -> _Delivery:
+        with self._lock:
+            return self._deliveries.get(unquote(urlsplit(target).path), _Delivery())
 
     def handle(self, method: str, target: str, headers: dict[str, str], raw: bytes) -> tuple[int, dict[str, Any],
                                                                                             dict[str, str]]:
@@ -372,13 +415,44 @@ def _handler(fake: FakeKube) -> type[BaseHTTPRequestHandler]:
             headers = {k.lower(): v for k, v in self.headers.items()}
             status, body, extra = fake.handle(self.command, self.path, headers, raw)
             data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for k, v in extra.items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(data)
+            how = fake.delivery(self.path)
+            if how == _Delivery():
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in extra.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+                return
+            self.close_connection = True  # the client gives up mid-answer: no keep-alive
+            head = [f"HTTP/1.1 {status} {self.responses.get(status, ('',))[0]}", "Content-Type: application/json",
+                    *(f"{k}: {v}" for k, v in extra.items())]
+            if how.endless:
+                head.append("Transfer-Encoding: chunked")
+            else:
+                head.append(f"Content-Length: {len(data) + (how.padding or 0) + (100 if how.cut else 0)}")
+            self._write("\r\n".join([*head, "", ""]).encode(), how.drip if how.drip_headers else None)
+            if how.endless:
+                chunk = b"%x\r\n%s\r\n" % (1 << 16, b" " * (1 << 16))
+                while not fake._stopping.is_set():
+                    self.wfile.write(chunk)  # until the client hangs up (BrokenPipeError)
+                return
+            left = how.padding or 0
+            while left:
+                n = min(left, 1 << 16)
+                self._write(b" " * n, how.drip)
+                left -= n
+            self._write(data, how.drip)
+
+        def _write(self, data: bytes, drip: float | None) -> None:
+            if drip is None:
+                self.wfile.write(data)
+                return
+            for i in range(len(data)):
+                if fake._stopping.wait(drip if i else 0):
+                    return
+                self.wfile.write(data[i:i + 1])
 
         do_GET = do_PATCH = do_PUT = do_POST = do_DELETE = _any
 
@@ -389,11 +463,13 @@ def _handler(fake: FakeKube) -> type[BaseHTTPRequestHandler]:
 
 
 def write_kubeconfig(path: Path, servers: dict[str, str], current: str | None = None,
-                     token: str = "fake-token") -> Path:
-    """A kubeconfig with one context (and cluster) per entry of ``servers``; the first is current."""
+                     token: str = "fake-token", ca: Path | None = None) -> Path:
+    """A kubeconfig with one context (and cluster) per entry of ``servers``; the first is current.
+    ``ca``: the certificate authority every cluster trusts."""
+    trust = {"certificate-authority-data": base64.b64encode(ca.read_bytes()).decode()} if ca else {}
     config = {
         "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": n, "cluster": {"server": url}} for n, url in servers.items()],
+        "clusters": [{"name": n, "cluster": {"server": url, **trust}} for n, url in servers.items()],
         "users": [{"name": "tester", "user": {"token": token}}],
         "contexts": [{"name": n, "context": {"cluster": n, "user": "tester"}} for n in servers],
         "current-context": current or next(iter(servers)),
@@ -401,3 +477,14 @@ def write_kubeconfig(path: Path, servers: dict[str, str], current: str | None = 
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
     return path
 
+
+def self_signed(directory: Path) -> tuple[Path, Path] | None:
+    """A certificate for 127.0.0.1 and its key, made by the openssl command; None without it."""
+    cert, key = directory / "server.crt", directory / "server.key"
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        return None
+    done = subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                           "-nodes", "-days", "1", "-subj", "/CN=fakekube", "-addext", "subjectAltName=IP:127.0.0.1",
+                           "-keyout", str(key), "-out", str(cert)], capture_output=True, check=False, timeout=30)
+    return (cert, key) if done.returncode == 0 else None

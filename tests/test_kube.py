@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import random
+import re
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +17,7 @@ from optplan.adapters.kube import RESOURCES, KubeClient, connect, write_snapshot
 from optplan.adapters.kubefile import load_files, load_objects
 from optplan.errors import ConflictError, InputError, KubeError
 from tests.builders import hypernode, node, pdb, pod, podgroup, priority_class, queue, repack_run, vcjob
-from tests.fakekube import FakeKube, write_kubeconfig
+from tests.fakekube import FakeKube, self_signed, write_kubeconfig
 
 PODS = "/api/v1/pods"
 PDBS = "/apis/policy/v1/poddisruptionbudgets"
@@ -149,20 +151,162 @@ def test_an_expired_continue_token_restarts_the_list_once(fake_kube: FakeKube, t
             client.snapshot_objects()
 
 
-def test_an_unreachable_server_is_one_line(fake_kube: FakeKube, kube: KubeClient) -> None:
+def test_a_refused_connection_says_refused(fake_kube: FakeKube, kube: KubeClient) -> None:
     fake_kube.stop()
-    with pytest.raises(KubeError, match=r"^cannot list nodes at the cluster scope: no answer from http://127"):
+    with pytest.raises(KubeError, match=r"^cannot list nodes at the cluster scope: cannot reach the API server at "
+                                        r"http://127\.0\.0\.1:\d+: connection refused$"):
         kube.snapshot_objects()
 
 
-def test_a_silent_server_times_out(fake_kube: FakeKube, tmp_path: Path) -> None:
-    fake_kube.stall("/api/v1/nodes", 5)
-    with connect(str(fake_kube.write_kubeconfig(tmp_path / "kc")), timeout=0.1) as client:
+def test_a_dns_failure_says_dns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = socket.getaddrinfo
+
+    def resolve(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == "api.cluster.invalid":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    path = write_kubeconfig(tmp_path / "kc", {"lab": "https://api.cluster.invalid:6443"})
+    with connect(str(path)) as client, pytest.raises(
+            KubeError, match=r"^cannot list nodes at the cluster scope: cannot reach the API server at "
+                             r"https://api\.cluster\.invalid:6443: DNS lookup of api\.cluster\.invalid failed "
+                             r"\(name or service not known\)$"):
+        client.snapshot_objects()
+
+
+def test_a_tls_failure_says_tls(fake_kube: FakeKube, tmp_path: Path) -> None:
+    url = fake_kube.url.replace("http://", "https://")  # the fake speaks plain HTTP: the handshake fails
+    with connect(str(write_kubeconfig(tmp_path / "kc", {"tls": url}))) as client, pytest.raises(
+            KubeError, match=rf"^cannot list nodes at the cluster scope: TLS handshake with the API server at "
+                             rf"{re.escape(url)} failed: [a-z]"):
+        client.snapshot_objects()
+
+
+@pytest.fixture
+def tls_kube(tmp_path: Path) -> Iterator[FakeKube]:
+    """The fake API server over HTTPS, with a self-signed certificate for 127.0.0.1."""
+    pair = self_signed(tmp_path)
+    if pair is None:
+        pytest.skip("no openssl command to make a certificate")
+    server = FakeKube(tls=pair).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_over_tls_an_untrusted_certificate_says_tls(tls_kube: FakeKube, tmp_path: Path) -> None:
+    tls_kube.add(node("n0"))
+    with connect(str(tls_kube.write_kubeconfig(tmp_path / "trusted"))) as client:
+        assert names(client.snapshot_objects(), "Node") == ["/n0"]
+    with connect(str(tls_kube.write_kubeconfig(tmp_path / "untrusted", trust=False))) as client, pytest.raises(
+            KubeError, match=r"^cannot list nodes at the cluster scope: TLS handshake with the API server at "
+                             r"https://127\.0\.0\.1:\d+ failed: certificate verify failed: self.signed certificate$"):
+        client.snapshot_objects()
+
+
+def test_over_tls_a_trickle_hits_the_deadline(tls_kube: FakeKube, tmp_path: Path) -> None:
+    tls_kube.add(node("n0"))
+    tls_kube.drip("/api/v1/nodes", 0.1)
+    with connect(str(tls_kube.write_kubeconfig(tmp_path / "kc")), timeout=1.0) as client:
         started = time.monotonic()
-        with pytest.raises(KubeError, match=r"^cannot list nodes at the cluster scope: no answer from "
-                                            r"http://127\.0\.0\.1:\d+ \(timed out after 0\.1 s\)$"):
+        with pytest.raises(KubeError, match=r"^cannot list nodes at the cluster scope: the answer from the API server "
+                                            r"at https://\S+ did not complete within the 1 s request deadline"):
             client.snapshot_objects()
-    assert time.monotonic() - started < 1
+        assert 0.9 < time.monotonic() - started < 5
+
+
+def test_an_answer_cut_short_is_one_line(fake_kube: FakeKube, kube: KubeClient) -> None:
+    fake_kube.add(node("n0"))
+    fake_kube.cut("/api/v1/nodes")
+    with pytest.raises(KubeError, match=r"^cannot list nodes at the cluster scope: the API server at \S+ closed the "
+                                        r"connection before its answer was complete \(\d+ bytes received\)$"):
+        kube.snapshot_objects()
+
+
+# ---- deadlines and the size cap ------------------------------------------------------------------
+# Deadlines of ~1 s; elapsed times are checked with room for a loaded machine (the bound proves that the
+# deadline, not the server, ended the request: each server below would hold it 10 s or more).
+
+NODES = "/api/v1/nodes"
+
+
+@pytest.mark.parametrize("setup, expected", [
+    (lambda f: f.stall(NODES, 30),
+     r"no answer from the API server at \S+ within the 1 s request deadline \(--request-timeout\)"),
+    (lambda f: f.drip(NODES, 0.1, headers=True),  # each byte in time; the headers alone take 10 s
+     r"no answer from the API server at \S+ within the 1 s request deadline \(--request-timeout\)"),
+    (lambda f: f.drip(NODES, 0.1), r"the answer from the API server at \S+ did not complete within the 1 s request "
+                                   r"deadline \(--request-timeout\): \d+ bytes received"),
+    (lambda f: f.drip(NODES, 30), r"the answer from the API server at \S+ did not complete within the 1 s request "
+                                  r"deadline \(--request-timeout\): 1 byte received"),  # headers, then a stall
+], ids=["silent", "trickled-headers", "trickled-body", "stalled-body"])
+def test_every_request_has_a_total_deadline(fake_kube: FakeKube, tmp_path: Path, setup: Any, expected: str) -> None:
+    fake_kube.add(node("n0"))
+    setup(fake_kube)
+    with connect(str(fake_kube.write_kubeconfig(tmp_path / "kc")), timeout=1.0) as client:
+        started = time.monotonic()
+        with pytest.raises(KubeError) as e:
+            client.snapshot_objects()
+        elapsed = time.monotonic() - started
+    assert re.fullmatch(rf"cannot list nodes at the cluster scope: {expected}", str(e.value))
+    assert 0.9 < elapsed < 5
+
+
+def test_the_deadline_is_per_request(fake_kube: FakeKube, tmp_path: Path) -> None:
+    fake_kube.add(node("n0", pods="100"), *[pod(f"p{i}", "n0", 0) for i in range(4)])
+    fake_kube.stall(PODS, 0.5)  # 5 pages of 0.5 s: 2.5 s in all, each well inside 2 s
+    with connect(str(fake_kube.write_kubeconfig(tmp_path / "kc")), timeout=2.0, page_size=1) as client:
+        assert len(names(client.snapshot_objects(), "Pod")) == 4
+
+
+def test_the_command_deadline_bounds_requests_and_retries(fake_kube: FakeKube, tmp_path: Path) -> None:
+    fake_kube.add(*cluster())
+    kubeconfig = str(fake_kube.write_kubeconfig(tmp_path / "kc"))
+    fake_kube.stall(PODS, 30)
+    with connect(kubeconfig, timeout=30, deadline=1.0) as client:
+        started = time.monotonic()
+        with pytest.raises(KubeError, match=r"^cannot list pods at the cluster scope: no answer from the API server "
+                                            r"at \S+ within the 1 s deadline of the command's API requests "
+                                            r"\(--api-deadline\)$"):
+            client.snapshot_objects()
+        assert time.monotonic() - started < 5
+    fake_kube.stall(PODS, 0)
+    fake_kube.fail(PODS, 503, times=None, retry_after="20", message="etcd is down")
+    with connect(kubeconfig, deadline=10) as client:
+        started = time.monotonic()
+        with pytest.raises(KubeError, match=r"^cannot list pods at the cluster scope: the API server answered 503 "
+                                            r"\(etcd is down\) and a retry in 20 s would pass the 10 s deadline of "
+                                            r"the command's API requests \(--api-deadline\)$"):
+            client.snapshot_objects()
+        assert time.monotonic() - started < 5  # refused at once, not after sleeping
+    assert fake_kube.paths().count(PODS) == 2
+
+
+@pytest.mark.parametrize("padding, expected", [
+    (4 << 20, r"the API server announced 4 MiB, over the 1 MiB cap on one response \(lower --page-size\)"),
+    (None, r"the answer exceeds the 1 MiB cap on one response \(lower --page-size\)"),  # chunked, never ending
+], ids=["announced", "endless"])
+def test_a_response_over_the_size_cap_is_refused(fake_kube: FakeKube, tmp_path: Path, padding: int | None,
+                                                 expected: str) -> None:
+    fake_kube.add(node("n0"), pod("p0", "n0"))
+    fake_kube.pad(NODES, padding)
+    with connect(str(fake_kube.write_kubeconfig(tmp_path / "kc")), max_bytes=1 << 20, timeout=10) as client:
+        started = time.monotonic()
+        with pytest.raises(KubeError) as e:
+            client.snapshot_objects()
+        assert time.monotonic() - started < 5
+        assert re.fullmatch(rf"cannot list nodes at the cluster scope: {expected}", str(e.value))
+        # the connection holding the rest of the answer is dropped, not reused: the next list reads cleanly
+        assert names(client.list_objects(RESOURCES[1]), "Pod") == ["default/p0"]
+
+
+def test_a_padded_answer_under_the_cap_reads(fake_kube: FakeKube, tmp_path: Path) -> None:
+    fake_kube.add(node("n0"))
+    fake_kube.pad(NODES, (1 << 20) - 4096)
+    with connect(str(fake_kube.write_kubeconfig(tmp_path / "kc")), max_bytes=1 << 20) as client:
+        assert names(client.list_objects(RESOURCES[0]), "Node") == ["/n0"]
 
 
 def test_a_written_snapshot_plans_like_the_live_cluster(fake_kube: FakeKube, kube: KubeClient,

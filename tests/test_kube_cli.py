@@ -4,7 +4,10 @@ the fake API server of tests/fakekube.py, spoken to over real HTTP by the real k
 
 from __future__ import annotations
 
+import argparse
 import json
+import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +16,7 @@ import yaml
 
 from optplan.cli import main
 from tests.builders import node, pod, podgroup, repack_run
-from tests.fakekube import FakeKube
+from tests.fakekube import FakeKube, write_kubeconfig
 from tests.test_execute import execute_run, with_uid
 
 RUNS = "/apis/repack.volcano.sh/v1alpha1/repackruns"
@@ -136,6 +139,78 @@ def test_snapshot_writes_nothing_when_the_read_fails(fake_kube: FakeKube, kubeco
     code, _, err = run_cli(capsys, "snapshot", "--kubeconfig", kubeconfig, "-o", str(out_file))
     assert code == 2 and "poddisruptionbudgets.policy" in err
     assert not out_file.exists()
+
+
+# ---- deadlines, the size cap, connection failures --------------------------------------------------
+
+def test_every_live_command_takes_the_request_limits() -> None:
+    from optplan.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    live = {name: p for name, p in commands.items() if "--kubeconfig" in p._option_string_actions}
+    assert {"frag", "repack", "compare", "queues", "place", "snapshot", "nominate", "verify"} <= set(live)
+    for name, p in live.items():
+        assert {"--request-timeout", "--api-deadline"} <= set(p._option_string_actions), name
+    assert commands["snapshot"]._option_string_actions["--timeout"].dest == "request_timeout"  # the old name
+
+
+def test_a_trickling_server_hits_the_request_timeout(fake_kube: FakeKube, kubeconfig: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    fake_kube.add(*seed_objects())
+    fake_kube.drip("/api/v1/pods", 0.1)
+    started = time.monotonic()
+    code, out, err = run_cli(capsys, "frag", "--kubeconfig", kubeconfig, "--resource", "huawei.com/ascend-1980",
+                             "--request-timeout", "1")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("optplan: error: cannot list pods at the cluster scope: the answer from the API server at "
+                          "http://127.0.0.1:")
+    assert "did not complete within the 1 s request deadline (--request-timeout)" in err
+    assert time.monotonic() - started < 5
+
+
+def test_snapshot_keeps_its_timeout_flag(fake_kube: FakeKube, kubeconfig: str, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    fake_kube.drip("/api/v1/nodes", 0.1, headers=True)
+    out_file = tmp_path / "snap.yaml"
+    started = time.monotonic()
+    code, _, err = run_cli(capsys, "snapshot", "--kubeconfig", kubeconfig, "-o", str(out_file), "--timeout", "1")
+    assert code == 2 and err.count("\n") == 1
+    assert "cannot list nodes at the cluster scope: no answer from the API server at" in err
+    assert "within the 1 s request deadline" in err
+    assert time.monotonic() - started < 5 and not out_file.exists()
+
+
+def test_retries_stop_at_the_api_deadline(fake_kube: FakeKube, kubeconfig: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    fake_kube.fail("/api/v1/nodes", 429, times=None, retry_after="3")
+    started = time.monotonic()
+    code, _, err = run_cli(capsys, "queues", "--kubeconfig", kubeconfig, "--api-deadline", "2")
+    assert code == 2 and err.count("\n") == 1
+    assert "answered 429 (Too many requests, please try again later.) and a retry in 3 s would pass the 2 s " \
+           "deadline of the command's API requests (--api-deadline)" in err
+    assert time.monotonic() - started < 2
+
+
+def test_a_huge_answer_hits_the_size_cap(fake_kube: FakeKube, kubeconfig: str,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    fake_kube.pad("/api/v1/nodes", 200 << 20)  # announced, never generated in full: the client stops at once
+    code, out, err = run_cli(capsys, "queues", "--kubeconfig", kubeconfig)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("optplan: error: cannot list nodes at the cluster scope: the API server announced 200 MiB, "
+                          "over the 128 MiB cap on one response (lower --page-size)")
+
+
+def test_a_refused_connection_says_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    kubeconfig = write_kubeconfig(tmp_path / "kc", {"down": f"https://127.0.0.1:{port}"})
+    code, out, err = run_cli(capsys, "frag", "--kubeconfig", str(kubeconfig), "--resource", "nvidia.com/gpu")
+    assert code == 2 and out == ""
+    assert err == (f"optplan: error: cannot list nodes at the cluster scope: cannot reach the API server at "
+                   f"https://127.0.0.1:{port}: connection refused\n")
 
 
 # ---- Execute-time commands -------------------------------------------------------------------------

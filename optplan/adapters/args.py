@@ -6,6 +6,8 @@ import argparse
 import math
 from collections.abc import Callable
 
+from optplan.adapters.kube import API_DEADLINE, REQUEST_TIMEOUT
+
 MAX_SECONDS = 7 * 86400.0
 """The longest time limit accepted (a week): a limit must end."""
 
@@ -40,6 +42,22 @@ def add_snapshot_source(p: argparse.ArgumentParser) -> None:
     p.add_argument("snapshots", nargs="*", metavar="SNAPSHOT",
                    help="kubectl get -o yaml|json output files; none: read the live cluster (--kubeconfig, "
                         "--context, $KUBECONFIG, or the in-cluster service account when running in a pod)")
-    g = p.add_argument_group("live cluster (instead of SNAPSHOT files)")
-    g.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default $KUBECONFIG, ~/.kube/config)")
+    add_live_cluster(p)
+
+
+def add_live_cluster(p: argparse.ArgumentParser, title: str = "live cluster (instead of SNAPSHOT files)", *,
+                     timeout_alias: bool = False) -> None:
+    """``--kubeconfig``, ``--context`` and the limits of the API requests: ``args.request_timeout`` and
+    ``args.api_deadline`` are ``kube.connect``'s ``timeout`` and ``deadline``. ``timeout_alias``: also
+    accept ``--timeout`` (``optplan snapshot`` had it)."""
+    g = p.add_argument_group(title)
+    g.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default $KUBECONFIG, ~/.kube/config, "
+                                                          "or the in-cluster service account in a pod)")
     g.add_argument("--context", metavar="NAME", help="kubeconfig context (default the current one)")
+    names = ("--request-timeout", "--timeout") if timeout_alias else ("--request-timeout",)
+    g.add_argument(*names, dest="request_timeout", type=positive_float, default=REQUEST_TIMEOUT, metavar="SECONDS",
+                   help="total deadline of each API request, from connecting to the last byte of the answer "
+                        f"(default {REQUEST_TIMEOUT:g})")
+    g.add_argument("--api-deadline", type=positive_float, default=API_DEADLINE, metavar="SECONDS",
+                   help="deadline of all the command's API requests together, retries and their waits included "
+                        f"(default {API_DEADLINE:g})")

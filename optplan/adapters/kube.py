@@ -4,15 +4,28 @@ Every list goes through the generic request path and keeps the server's JSON as 
 exactly what ``kubectl get -o json`` shows, so a written snapshot plans the same as the live cluster.
 Lists are paged; 429 and 5xx are retried with backoff; a custom resource whose CRD is not installed
 reads as none. Secrets and ConfigMaps are never read.
+
+Limits: each request has a total deadline, connection to last byte (``timeout``), enforced by a watchdog
+that shuts the request's socket down, so a server trickling bytes cannot hold a command; all the requests
+of one client, retries and their waits included, share the client's deadline (``deadline``); a response
+body larger than ``max_bytes`` is refused. A DNS lookup is the exception: the system resolver bounds it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import http.client
 import json
 import logging
+import math
 import os
+import re
+import socket
+import ssl
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +83,15 @@ REPACK_RUNS = RESOURCES[-1]
 
 _RETRYABLE = frozenset({429, 500, 502, 503, 504})
 
+REQUEST_TIMEOUT = 30.0
+"""Default total deadline of one API request, from connecting to the last byte of the answer (seconds)."""
+API_DEADLINE = 600.0
+"""Default deadline of all the requests of one client (a command's read, or its write), retries included."""
+MAX_RESPONSE_BYTES = 128 * 2**20
+"""Default cap on one response body. A page is at most ``page_size`` objects (500): pods and nodes run
+2-50 KiB each, so a page of large ones is ~25 MiB; only a broken server or proxy sends more."""
+_CHUNK = 64 * 1024
+
 
 @dataclass
 class _Response:
@@ -88,15 +110,20 @@ class _Response:
 class KubeClient:
     """Reads snapshots and writes RepackRun status through a private ``ApiClient``."""
 
-    def __init__(self, api: k8s.ApiClient, *, timeout: float = 30.0, page_size: int = 500, attempts: int = 5,
-                 backoff: float = 0.5, max_delay: float = 30.0) -> None:
+    def __init__(self, api: k8s.ApiClient, *, timeout: float = REQUEST_TIMEOUT, deadline: float | None = API_DEADLINE,
+                 max_bytes: int = MAX_RESPONSE_BYTES, page_size: int = 500, attempts: int = 5, backoff: float = 0.5,
+                 max_delay: float = 30.0) -> None:
         self.api = api
-        self.timeout = timeout
+        self.timeout = timeout  # total deadline of each request
+        self.deadline = deadline  # of all requests together, from now; None: none
+        self._deadline_at = time.monotonic() + deadline if deadline is not None else math.inf
+        self.max_bytes = max_bytes
         self.page_size = page_size
         self.attempts = max(1, attempts)
         self.backoff = backoff
         self.max_delay = max_delay
         self._missing: set[str] = set()  # optional resources already reported absent
+        _watch_connections(api.rest_client.pool_manager)
 
     @property
     def host(self) -> str:
@@ -180,7 +207,7 @@ class KubeClient:
                  body: Any = None, content_type: str | None = None, retry_server_errors: bool = True) -> _Response:
         """Send a request; 429 (and 5xx unless ``retry_server_errors`` is off: a write that failed after
         it was applied would come back as a false conflict) are retried with exponential backoff,
-        or after the server's Retry-After."""
+        or after the server's Retry-After, as long as the client's deadline allows."""
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
@@ -194,33 +221,111 @@ class KubeClient:
                                 f"{self.attempts} times: {resp.message()}")
             delay = resp.retry_after if resp.retry_after is not None else self.backoff * 2 ** (attempt - 1)
             delay = min(delay, self.max_delay)
+            if time.monotonic() + delay >= self._deadline_at:
+                raise KubeError(f"cannot {verb} {what}: the API server answered {resp.status} ({resp.message()}) "
+                                f"and a retry in {delay:g} s would pass {self._deadline_name()}")
             log.info("%s %s: HTTP %d, retry %d/%d in %.1fs", method, path, resp.status, attempt,
                      self.attempts - 1, delay)
             time.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _budget(self) -> tuple[float, str]:
+        """The seconds the next request may take, and the deadline that sets them, in words."""
+        left = self._deadline_at - time.monotonic()
+        if left < self.timeout:
+            return left, self._deadline_name()
+        return self.timeout, f"the {self.timeout:g} s request deadline (--request-timeout)"
+
+    def _deadline_name(self) -> str:
+        return f"the {self.deadline:g} s deadline of the command's API requests (--api-deadline)"
+
     def _send(self, method: str, path: str, query: list[tuple[str, str]], headers: dict[str, str], body: Any,
               *, verb: str, what: str) -> _Response:
+        seconds, deadline = self._budget()
+        if seconds <= 0:
+            raise KubeError(f"cannot {verb} {what}: {deadline} has passed")
         _, url, header_params, body_out, _ = self.api.param_serialize(
             method=method, resource_path=path, query_params=query or None, header_params=dict(headers), body=body,
             auth_settings=["BearerToken"])
+        watch = _Watch(seconds)
         try:
-            raw = self.api.call_api(method, url, header_params=header_params, body=body_out,
-                                    _request_timeout=self.timeout)
-            data: bytes = raw.read()
-        except urllib3.exceptions.HTTPError as e:
-            reason = e.reason if isinstance(e, urllib3.exceptions.MaxRetryError) and e.reason else e
-            why = (f"timed out after {self.timeout:g} s" if isinstance(reason, urllib3.exceptions.TimeoutError)
-                   else str(reason).split("): ", 1)[-1])  # without urllib3's "HTTPConnection(host=...): "
-            raise KubeError(f"cannot {verb} {what}: no answer from {self.host} ({' '.join(why.split())})") from None
-        except k8s.ApiException as e:  # TLS failures surface here
-            raise KubeError(f"cannot {verb} {what}: {' '.join(str(e.reason).split())}") from None
+            with watch:
+                raw = self.api.call_api(method, url, header_params=header_params, body=body_out,
+                                        _request_timeout=seconds)  # socket timeouts: a second line of defence
+                watch.phase = "body"
+                data = self._read_body(raw.response, watch, verb=verb, what=what)
+        except (urllib3.exceptions.HTTPError, k8s.ApiException, OSError, http.client.HTTPException, _Expired) as e:
+            raise KubeError(f"cannot {verb} {what}: {self._failure(e, watch, deadline)}") from None
         text = data.decode("utf-8", errors="replace")
         try:
             decoded = json.loads(text) if text else None
         except ValueError:
             decoded = None
         return _Response(raw.status, decoded, text, _retry_after(raw.headers.get("Retry-After")))
+
+    def _read_body(self, resp: urllib3.BaseHTTPResponse, watch: _Watch, *, verb: str, what: str) -> bytes:
+        """The whole body, in chunks, refused beyond ``max_bytes`` (announced or received). The watch
+        ends a body that stalls or trickles."""
+        cap = f"the {_size(self.max_bytes)} cap on one response"
+        complete = False
+        try:
+            length = resp.headers.get("Content-Length", "")
+            if length.isdigit() and int(length) > self.max_bytes:
+                raise KubeError(f"cannot {verb} {what}: the API server announced {_size(int(length))}, over {cap} "
+                                f"(lower --page-size)")
+            chunks: list[bytes] = []
+            while chunk := resp.read1(_CHUNK):  # what has arrived, up to a chunk
+                watch.received += len(chunk)
+                if watch.received > self.max_bytes:
+                    raise KubeError(f"cannot {verb} {what}: the answer exceeds {cap} (lower --page-size)")
+                chunks.append(chunk)
+            complete = True
+            return b"".join(chunks)
+        finally:
+            if not complete:  # the connection holds unread bytes: close it, never reuse it
+                resp.close()
+                resp.release_conn()
+
+    def _failure(self, e: BaseException, watch: _Watch, deadline: str) -> str:
+        """Why a request failed, in words: a deadline (which one, and in which phase), a refused
+        connection, DNS, TLS, or a broken connection."""
+        chain = list(_causes(e))
+        timed_out = watch.expired or any(
+            isinstance(c, socket.timeout | urllib3.exceptions.TimeoutError)
+            and not isinstance(c, urllib3.exceptions.NewConnectionError) for c in chain)
+        server = f"the API server at {self.host}"
+        if timed_out:
+            if watch.phase == "connect":
+                return f"no connection to {server} within {deadline}"
+            if watch.phase == "answer":
+                return f"no answer from {server} within {deadline}"
+            return f"the answer from {server} did not complete within {deadline}: {_size(watch.received)} received"
+        for c in chain:
+            if isinstance(c, ConnectionRefusedError):
+                return f"cannot reach {server}: connection refused"
+        for c in chain:
+            if isinstance(c, socket.gaierror):
+                host = urllib3.util.parse_url(self.host).host or self.host
+                return f"cannot reach {server}: DNS lookup of {host} failed ({_lower(c.strerror or str(c))})"
+        for c in chain:
+            if isinstance(c, ssl.SSLError | ssl.CertificateError):
+                return f"TLS handshake with {server} failed: {_tls_reason(c)}"
+        for c in chain:
+            if isinstance(c, http.client.IncompleteRead):
+                return f"{server} closed the connection before its answer was complete ({_size(watch.received)} " \
+                       f"received)"
+            if isinstance(c, http.client.RemoteDisconnected):
+                return f"{server} closed the connection without answering"
+            if isinstance(c, ConnectionResetError):
+                return f"{server} reset the connection"
+        for c in chain:
+            if isinstance(c, ConnectionError | http.client.HTTPException):
+                return f"the connection to {server} broke: {_one_line(str(c)) or type(c).__name__}"
+        for c in chain:
+            if isinstance(c, OSError) and c.strerror:
+                return f"cannot reach {server}: {_lower(c.strerror)}"
+        reason = e.reason if isinstance(e, urllib3.exceptions.MaxRetryError) and e.reason else e
+        return f"no answer from {server} ({_one_line(str(reason).split('): ', 1)[-1])})"
 
     @staticmethod
     def _ok(resp: _Response, verb: str, what: str) -> dict[str, Any]:
@@ -234,6 +339,128 @@ class KubeClient:
         if not isinstance(resp.body, dict):
             raise KubeError(f"cannot {verb} {what}: the API server's answer is not a JSON object")
         return resp.body
+
+
+# ---- the deadline of one request ---------------------------------------------------------------
+
+class _Expired(Exception):
+    """A request's deadline passed; raised where a connection would be (re)opened after it."""
+
+
+_here = threading.local()  # .watch: the _Watch of the request this thread is sending
+
+
+class _Watch:
+    """One request's total deadline. A timer shuts the socket of the request's connection down when it
+    passes: a read blocked on it ends at once, however the server trickles. Connections report to the
+    watch of their thread as they connect and send (``_watch_connections``)."""
+
+    def __init__(self, seconds: float) -> None:
+        self._lock = threading.Lock()
+        self._conn: Any = None
+        self.expired = False
+        self.phase = "connect"  # then "answer" (request sent, waiting for the headers), then "body"
+        self.received = 0  # body bytes
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Watch:
+        _here.watch = self
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+        with self._lock:
+            self._conn = None  # back in the pool, or closed: never shut down later
+        _here.watch = None
+
+    def attach(self, conn: Any, phase: str) -> None:
+        with self._lock:
+            if self.expired:
+                raise _Expired()
+            self._conn = conn
+            self.phase = phase
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            sock = getattr(self._conn, "sock", None)
+            if sock is not None:  # socket.socket's own shutdown, on the descriptor: also under a TLS socket
+                with contextlib.suppress(OSError, TypeError):
+                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+class _Watched:
+    """Mixed into urllib3's connection classes: the connection reports to its thread's watch."""
+
+    def connect(self) -> None:
+        watch: _Watch | None = getattr(_here, "watch", None)
+        if watch is not None:
+            watch.attach(self, "connect")
+        super().connect()  # type: ignore[misc]
+        if watch is not None:
+            watch.attach(self, "answer")
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        watch: _Watch | None = getattr(_here, "watch", None)
+        if watch is not None:
+            watch.attach(self, "answer" if getattr(self, "sock", None) is not None else "connect")
+        super().request(*args, **kwargs)  # type: ignore[misc]
+
+
+@functools.cache
+def _watched_pool(pool_cls: type[Any]) -> type[Any]:
+    if issubclass(pool_cls.ConnectionCls, _Watched):
+        return pool_cls
+    conn_cls = type(f"Watched{pool_cls.ConnectionCls.__name__}", (_Watched, pool_cls.ConnectionCls), {})
+    return type(f"Watched{pool_cls.__name__}", (pool_cls,), {"ConnectionCls": conn_cls})
+
+
+def _watch_connections(pool_manager: urllib3.PoolManager) -> None:
+    """Make the pool manager's future connections report to their thread's watch (pools are made on
+    first use, from these classes; plain, proxy and SOCKS pools alike)."""
+    pool_manager.pool_classes_by_scheme = {
+        scheme: _watched_pool(cls) for scheme, cls in pool_manager.pool_classes_by_scheme.items()}
+    pool_manager.clear()  # pools made before, if any, from the plain classes
+
+
+def _causes(e: BaseException) -> Iterator[BaseException]:
+    """``e`` and what it wraps: urllib3's reasons and arguments, Python's causes and contexts."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [e]
+    while todo:
+        c = todo.pop(0)
+        if c is None or id(c) in seen:
+            continue
+        seen.add(id(c))
+        yield c
+        reason = getattr(c, "reason", None)  # urllib3's MaxRetryError; a str on ssl.SSLError
+        todo += [reason if isinstance(reason, BaseException) else None, c.__cause__, c.__context__]
+        todo += [a for a in c.args if isinstance(a, BaseException)]  # urllib3's ProtocolError, SSLError
+
+
+def _size(n: int) -> str:
+    return f"{round(n / 2**20, 1):g} MiB" if n >= 2**20 else "1 byte" if n == 1 else f"{n} bytes"
+
+
+def _tls_reason(e: BaseException) -> str:
+    """``certificate verify failed: self-signed certificate``, ``wrong version number``: OpenSSL's words
+    without its ``[SSL: CODE]`` tag and source line."""
+    text = str(e)
+    if isinstance(e, ssl.SSLError) and len(e.args) > 1:
+        text = str(e.args[1])
+    text = re.sub(r"^\[[A-Z_]+: [A-Z_]+\] ", "", text)
+    text = re.sub(r" \(_ssl\.c:\d+\)$", "", text)
+    return _one_line(text) or type(e).__name__
+
+
+def _lower(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -252,11 +479,13 @@ def _clean(res: Resource, item: Mapping[str, Any]) -> dict[str, Any]:
 
 # ---- connecting ------------------------------------------------------------------------------
 
-def connect(kubeconfig: str | None = None, context: str | None = None, *, timeout: float = 30.0,
-            page_size: int = 500, attempts: int = 5, backoff: float = 0.5) -> KubeClient:
+def connect(kubeconfig: str | None = None, context: str | None = None, *, timeout: float = REQUEST_TIMEOUT,
+            deadline: float | None = API_DEADLINE, max_bytes: int = MAX_RESPONSE_BYTES, page_size: int = 500,
+            attempts: int = 5, backoff: float = 0.5) -> KubeClient:
     """A client for the cluster of ``context`` in ``kubeconfig``. With neither: the in-cluster service
     account when running in a pod, else ``$KUBECONFIG`` or ``~/.kube/config``. Configuration problems
-    are InputErrors naming the file and field."""
+    are InputErrors naming the file and field. ``timeout`` is each request's total deadline, ``deadline``
+    that of all the client's requests (from now), ``max_bytes`` the cap on one response body."""
     cfg = k8s.Configuration()  # private: the client's global default is left alone
     if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
         try:
@@ -269,7 +498,8 @@ def connect(kubeconfig: str | None = None, context: str | None = None, *, timeou
     cfg.retries = urllib3.Retry(total=2, read=0, redirect=0, status=0, respect_retry_after_header=False)
     api = k8s.ApiClient(cfg)
     api.user_agent = "optplan"
-    return KubeClient(api, timeout=timeout, page_size=page_size, attempts=attempts, backoff=backoff)
+    return KubeClient(api, timeout=timeout, deadline=deadline, max_bytes=max_bytes, page_size=page_size,
+                      attempts=attempts, backoff=backoff)
 
 
 def _load_kubeconfig(cfg: k8s.Configuration, kubeconfig: str | None, context: str | None) -> None:

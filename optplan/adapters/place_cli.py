@@ -33,18 +33,22 @@ class Placer(Protocol):
 
 
 
+MAX_BINPACK_WEIGHT = 10_000
+"""Volcano's binpack weights are small integers (default 1); larger ones would only overflow the exact
+model's integer objective."""
+
+
 def parse_binpack(text: str) -> BinpackWeights:
     """``weight=10,cpu=5,memory=2,nvidia.com/gpu=10``: Volcano's binpack arguments (others default to 1)."""
     fields: dict[str, int] = {}
     extra: dict[str, int] = {}
     for part in (p.strip() for p in text.split(",") if p.strip()):
         name, sep, value = part.partition("=")
-        try:
-            w = int(value)
-        except ValueError:
-            w = -1
-        if not sep or not name or w < 0:
-            raise argparse.ArgumentTypeError(f"expected NAME=WEIGHT with a non-negative integer weight, got {part!r}")
+        v = value.strip()
+        w = int(v) if v.isascii() and v.isdigit() and len(v) <= 6 else -1
+        if not sep or not name or not 0 <= w <= MAX_BINPACK_WEIGHT:
+            raise argparse.ArgumentTypeError(f"expected NAME=WEIGHT with an integer weight in [0, "
+                                             f"{MAX_BINPACK_WEIGHT}], got {part!r}")
         if name in ("weight", "cpu", "memory"):
             fields[name] = w
         else:
