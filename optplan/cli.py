@@ -20,6 +20,7 @@ from optplan.adapters.args import add_live_cluster, add_snapshot_source, int_in,
 from optplan.adapters.kubefile import LoadedInput, load_files, pick_run
 from optplan.adapters.output import dump, repack_run_document, status_dict, table, to_yaml, write_atomic
 from optplan.errors import InputError, OptplanError, PlanInvalidError, printable
+from optplan.models.limits import MAX_WEIGHT, WEIGHT_DIGITS
 from optplan.models.quantity import format_milli
 from optplan.models.repack import RepackRun
 from optplan.solvers.base import PlanOptions, planner_names
@@ -35,10 +36,6 @@ from optplan.solvers.validate import plan_violations
 log = logging.getLogger("optplan")
 
 
-MAX_WEIGHT = 1e6
-"""The largest disruption weight accepted: weights are relative, and the exact models scale them to integers."""
-
-
 def _float_list(text: str) -> Weights:
     try:
         parts = [float(x) for x in text.split(",")]
@@ -47,7 +44,8 @@ def _float_list(text: str) -> Weights:
     if len(parts) != 5 or any(not math.isfinite(p) or p < 0 or p > MAX_WEIGHT for p in parts):
         raise argparse.ArgumentTypeError(f"weights must be five finite numbers in [0, {MAX_WEIGHT:g}]: affected "
                                          "PodGroups, below minAvailable, affected cards, moved cards, moved pods")
-    return Weights(*parts)
+    # rounded to the resolution the exact models use (0.0000001 reads as 0, as it would be planned)
+    return Weights(*(round(p, WEIGHT_DIGITS) for p in parts))
 
 
 
@@ -172,7 +170,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class _StderrHandler(logging.StreamHandler):
-    """Our own handler on the ``optplan`` logger, replaced on every call of main()."""
+    """Our own handler on the ``optplan`` logger, replaced on every call of main(); it writes to whatever
+    ``sys.stderr`` is when a record is emitted (a caller or a test may have swapped it since)."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
 
 
 def _log_to_stderr(level: int) -> None:

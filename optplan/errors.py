@@ -2,6 +2,42 @@
 
 from __future__ import annotations
 
+import re
+
+_UNSAFE = re.compile(r"[^\x20-\x7e]")
+
+
+def printable(text: object) -> str:
+    """``text`` with every character that could break a one-line message or reorder what a terminal
+    shows written as an escape: control characters (line breaks and tabs included), the Unicode line
+    and paragraph separators, bidi controls and other format characters (U+200E/F, U+202A-U+202E,
+    U+2066-U+2069, U+061C, U+FEFF ...), lone surrogates, unassigned and private-use code points, and
+    every space but the plain one. The rule is Python's ``str.isprintable``, the one ``repr`` uses,
+    so ``printable("a\\nb")`` is ``a\\nb`` written out as four characters. Printable text, Chinese
+    and other non-ASCII letters included, is returned as is."""
+    s = text if isinstance(text, str) else str(text)
+    if s.isascii() and s.isprintable():
+        return s
+    return _UNSAFE.sub(_escape, s)
+
+
+def _escape(m: re.Match[str]) -> str:
+    ch = m.group()
+    if ch.isprintable():
+        return ch
+    if ch == "\n":
+        return "\\n"
+    if ch == "\r":
+        return "\\r"
+    if ch == "\t":
+        return "\\t"
+    code = ord(ch)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
 
 class OptplanError(Exception):
     """Root of every error optplan raises on purpose."""
@@ -19,9 +55,11 @@ class InputError(OptplanError):
         super().__init__(self._line())
 
     def _line(self) -> str:
-        parts = [p for p in (self.file, self.obj, self.field) if p]
+        """One line whatever the parts hold: each is passed through ``printable``."""
+        parts = [printable(p) for p in (self.file, self.obj, self.field) if p]
         where = ": ".join(parts)
-        return f"{where}: {self.reason}" if where else self.reason
+        reason = printable(self.reason)
+        return f"{where}: {reason}" if where else reason
 
     def located(self, *, file: str | None = None, obj: str | None = None) -> InputError:
         """The same error with missing location parts filled in."""
@@ -45,24 +83,3 @@ class KubeError(OptplanError):
 class ConflictError(KubeError):
     """An object changed on the server since it was read (HTTP 409): re-read and re-plan."""
 
-
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
-def printable(text: str) -> str:
-    """``text`` as one printable line: line breaks, other control characters (C0, DEL, C1, the Unicode
-    line and paragraph separators), bidi controls and lone surrogates escaped as ``\\n`` / ``\\xNN`` /
-    ``\\uNNNN``, so that a hostile name can neither split an error over lines nor reorder a terminal."""
-    if text.isprintable() and not any(c in _BIDI for c in text):
-        return text
-    out = []
-    for c in text:
-        o = ord(c)
-        if c in _ESCAPES:
-            out.append(_ESCAPES[c])
-        elif c in _BIDI or not c.isprintable() and c != " " or 0xD800 <= o <= 0xDFFF:
-            out.append(f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}")
-        else:
-            out.append(c)
-    return "".join(out)

@@ -113,3 +113,12 @@ def test_bench_with_a_file_as_data_folder_is_an_input_error(tmp_path: Path,
     f.write_text("x")
     code, _, err = _run(capsys, "bench", "--tiny", "--data", str(f), "--out", str(tmp_path / "o"))
     assert code == 2 and "not a folder" in err
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "milp", "auto"])
+def test_extreme_weights_within_range_are_planned(capsys: pytest.CaptureFixture[str], solver: str) -> None:
+    # 1e6 beside a weight of 16 decimals needed a common denominator of 1e16: CP-SAT's int64 overflowed
+    code, out, err = _run(capsys, "repack", "instances/synthetic-40.yaml", "--solver", solver, "--time-limit", "5",
+                          "--weights", "1000000,0.1234567890123456,1,1,0.000001", "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["status"]["plan"]["summary"]["freedNodeCount"] >= 1

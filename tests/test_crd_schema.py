@@ -412,7 +412,9 @@ def _three_nodes(*, min_improvement: float | None = None, owner: bool = True,
     ]
 
 
-VGPU = "example.com/vgpu"
+# Not an extended resource (no domain), so a fractional request loads: it keeps the schema's quantity-string form
+# of cards tested. Extended resources (nvidia.com/gpu, ...) are whole numbers, as the API server says.
+VGPU = "vgpu"
 
 OUTCOMES: dict[str, tuple[list[dict[str, Any]], str]] = {
     "no-fragmentation": ([node("n1"), node("n2"), podgroup("pg"), pod("p", "n1"), repack_run()], "NoFragmentation"),

@@ -24,6 +24,15 @@ def _cluster(nodes: int, seed: int = 3) -> Any:
     return load_objects(generate(GenConfig(nodes=nodes, occupancy=0.6, seed=seed)))
 
 
+@pytest.fixture(autouse=True)
+def _uncapped(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wall-clock safety cap moved out of the way, so that a test measures the work counting alone:
+    with the cap at 3x the limit, a test machine itself 2-3x slower than the reference rates (a loaded
+    CI runner) hits it and the plan then depends on the machine. The cap's own test keeps it."""
+    if "wall_clock_cap" not in request.node.name:
+        monkeypatch.setattr(clock, "WALL_CAP", 1000.0)
+
+
 def _slow(monkeypatch: pytest.MonkeyPatch, factor: float) -> None:
     """The wall clock runs ``factor`` times faster: as if the machine were that much slower."""
     real = time.perf_counter
@@ -37,7 +46,7 @@ def test_the_greedy_cut_by_work_is_the_same_cut_at_any_speed(monkeypatch: pytest
     options = PlanOptions(time_limit=0.05, deterministic=True)  # about 600 evaluations
     whole = get_planner("greedy").plan(problem, PlanOptions(time_limit=60))
     cut = get_planner("greedy").plan(problem, options)
-    _slow(monkeypatch, 2.5)  # under the 3x wall-clock cap
+    _slow(monkeypatch, 2.5)
     slow = get_planner("greedy").plan(problem, options)
     assert 0 < len(cut.plan.freed_nodes) < len(whole.plan.freed_nodes)
     assert slow.plan == cut.plan
@@ -74,7 +83,7 @@ def test_the_wall_clock_cap_still_stops_a_deterministic_run(monkeypatch: pytest.
     monkeypatch.setattr(repack_model, "MIN_RECEIVERS", 1)
     loaded = _cluster(300)
     run = next(iter(loaded.runs.values()))
-    _slow(monkeypatch, 50.0)  # far beyond the cap
+    _slow(monkeypatch, 10.0)  # beyond the cap (the wall-clock cap of 12 s is reached after 1.2 s)
     t0 = time.monotonic()
     out = plan_repack(loaded.snapshot, run, solver="auto", options=DET)
     assert time.monotonic() - t0 < 30

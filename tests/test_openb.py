@@ -243,6 +243,12 @@ def test_bad_csv_names_file_line_and_column(tmp_path: Path) -> None:
     bad = write(tmp_path, "bad.csv", NODE_HEADER + "n-a,1,-5,1,G2\n")
     with pytest.raises(InputError, match="at least 0"):
         import_openb(bad, good_pods, cfg)
+    bad = write(tmp_path, "bad.csv", NODE_HEADER + "n-a,1,1,99999999999999999999,G2\n")
+    with pytest.raises(InputError, match="gpu: must be at most 2147483647"):
+        import_openb(bad, good_pods, cfg)
+    bad = write(tmp_path, "bad.csv", NODE_HEADER + "n-a,1,1,８,G2\n")
+    with pytest.raises(InputError, match="gpu: expected an integer"):
+        import_openb(bad, good_pods, cfg)
     for text in ("", NODE_HEADER):
         with pytest.raises(InputError):
             import_openb(write(tmp_path, "bad.csv", text), good_pods, cfg)

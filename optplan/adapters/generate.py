@@ -61,7 +61,7 @@ from fractions import Fraction
 from typing import Any
 
 from optplan.errors import InputError
-from optplan.models.quantity import to_milli
+from optplan.models.quantity import MAX_MILLI, to_milli
 
 POOL_LABEL = "optplan.io/pool"
 PROTECTED_LABEL = "repack.volcano.sh/protected"
@@ -519,7 +519,8 @@ def _queues(cfg: GenConfig, cards: list[int], objs: list[dict[str, Any]], rng: r
     def amounts(per: dict[str, int]) -> dict[str, str]:
         return {r: fmt[r](per[r]) for r in units}
 
-    total_u = {r: totals[r] // units[r] for r in units}
+    # a quota is one quantity: at most MAX_MILLI milli-units (memory: about 8 PiB, less than 10,000 large nodes)
+    total_u = {r: min(totals[r], MAX_MILLI) // units[r] for r in units}
     parent_deserved = [{r: total_u[r] * leaf_parent.count(p) // cfg.queues for r in units} for p in range(n_parents)]
     leaf_deserved: list[dict[str, int]] = []
     for i in range(cfg.queues):

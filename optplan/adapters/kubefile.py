@@ -8,16 +8,34 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import sys
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import re2
 import yaml
 from pydantic import ValidationError
 
-from optplan.errors import InputError
-from optplan.models.quantity import MAX_MILLI, format_milli, to_milli
+from optplan.errors import InputError, printable
+from optplan.models.limits import (
+    HIGHEST_USER_PRIORITY,
+    INT32_MAX,
+    MAX_ALIAS_EXPANSION,
+    MAX_HYPERNODE_DEPTH,
+    MAX_INPUT_BYTES,
+    MAX_LABEL_LENGTH,
+    MAX_LIST_NESTING,
+    MAX_NAME_LENGTH,
+    MAX_NESTING_DEPTH,
+    MAX_OBJECTS,
+    MAX_QUANTITY_MILLI,
+    MAX_QUEUE_DEPTH,
+    MAX_TOTAL_MILLI,
+    SYSTEM_PRIORITY_CLASSES,
+)
+from optplan.models.quantity import MILLI, format_milli, is_integer_resource, to_milli
 from optplan.models.queues import (
     PREEMPTION_POLICIES,
     QUEUE_STATES,
@@ -42,7 +60,7 @@ from optplan.models.snapshot import (
     Resources,
     Snapshot,
 )
-from optplan.models.topology import HyperNode, HyperNodeMember
+from optplan.models.topology import HyperNode, HyperNodeMember, node_pattern
 
 try:  # the C loader is many times faster on large snapshots
     _Loader: Any = yaml.CSafeLoader
@@ -82,56 +100,311 @@ class _Raw:
 
 # ---- reading files ---------------------------------------------------------------------------
 
-def read_documents(path: str | Path) -> list[dict[str, Any]]:
-    """Every Kubernetes object in one file, with List kinds expanded."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise InputError(f"cannot read file ({e.strerror or e})", file=str(path)) from None
-    except UnicodeDecodeError:
-        raise InputError("file is not UTF-8 text", file=str(path)) from None
-    docs: list[Any]
-    try:
-        if p.suffix.lower() == ".json":
-            docs = [json.loads(text)]
+STDIN = "-"
+"""The snapshot argument that reads standard input (once; YAML or JSON)."""
+STDIN_NAME = "<stdin>"
+SNAPSHOT_SUFFIXES = (".yaml", ".yml", ".json")
+"""The files a directory argument contributes, sorted by name (not recursive)."""
+
+
+@dataclass
+class ReadBudget:
+    """What the files of one command may still use (``limits``): bytes, objects, stdin once."""
+
+    bytes_left: int = -1
+    objects: int = 0
+    stdin_read: bool = False
+
+    def __post_init__(self) -> None:
+        if self.bytes_left < 0:
+            self.bytes_left = MAX_INPUT_BYTES
+
+
+def snapshot_paths(paths: Sequence[str | Path]) -> list[str]:
+    """The snapshot arguments with each directory replaced by its *.yaml, *.yml and *.json files."""
+    out: list[str] = []
+    for path in paths:
+        s = str(path)
+        if s != STDIN and Path(s).is_dir():
+            try:
+                files = sorted(str(f) for f in Path(s).iterdir()
+                               if f.suffix.lower() in SNAPSHOT_SUFFIXES and f.is_file())
+            except OSError as e:
+                raise InputError(f"cannot read directory ({e.strerror or e})", file=s) from None
+            if not files:
+                raise InputError("cannot read file (a directory without *.yaml, *.yml or *.json files)", file=s)
+            out.extend(files)
         else:
-            docs = list(yaml.load_all(text, Loader=_Loader))
+            out.append(s)
+    return out
+
+
+def read_documents(path: str | Path, budget: ReadBudget | None = None) -> list[dict[str, Any]]:
+    """Every Kubernetes object in one file (``-``: standard input), with List kinds expanded."""
+    budget = budget or ReadBudget()
+    name = STDIN_NAME if str(path) == STDIN else str(path)
+    text = _read_text(str(path), name, budget)
+    if str(path) == STDIN:
+        as_json = text.lstrip()[:1] in ("{", "[")
+    else:
+        as_json = Path(path).suffix.lower() == ".json"
+    docs = _parse(text, name, as_json)
+    del text
+    out: list[dict[str, Any]] = []
+    for i, doc in enumerate(docs):
+        out.extend(_expand(doc, name, f"document {i + 1}", budget))
+    return out
+
+
+def _read_text(path: str, name: str, budget: ReadBudget) -> str:
+    limit = budget.bytes_left
+    try:
+        if path == STDIN:
+            if budget.stdin_read:
+                raise InputError("standard input ('-') is given more than once", file=name)
+            budget.stdin_read = True
+            stream: Any = getattr(sys.stdin, "buffer", sys.stdin)
+            data = stream.read(limit + 1)
+            if isinstance(data, str):
+                data = data.encode("utf-8", "surrogatepass")
+        else:
+            with open(path, "rb") as f:
+                data = f.read(limit + 1)
+    except OSError as e:
+        raise InputError(f"cannot read file ({e.strerror or e})", file=name) from None
+    if len(data) > limit:
+        size = f"{MAX_INPUT_BYTES // 2**20} MiB" if MAX_INPUT_BYTES >= 2**20 else f"{MAX_INPUT_BYTES} bytes"
+        raise InputError(f"the snapshot input is larger than {size} in all (limit MAX_INPUT_BYTES)", file=name)
+    budget.bytes_left -= len(data)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError("file is not UTF-8 text", file=name) from None
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _parse(text: str, name: str, as_json: bool) -> list[Any]:
+    try:
+        if as_json:
+            docs = [json.loads(text)]
+            _check_tree(docs[0], name, strings=_SURROGATE_ESCAPE.search(text) is not None)
+            return docs
+        return _yaml_documents(text, name)
     except json.JSONDecodeError as e:
-        raise InputError(f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}",
-                         file=str(path)) from None
+        raise InputError(f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}", file=name) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise InputError(f"malformed YAML{where}: {problem}", file=str(path)) from None
+        if "nesting depth" in problem:
+            problem += f" (limit MAX_NESTING_DEPTH {MAX_NESTING_DEPTH})"
+        raise InputError(f"malformed YAML{where}: {problem}", file=name) from None
+    except RecursionError:
+        raise InputError(f"nested deeper than {MAX_NESTING_DEPTH} levels (limit MAX_NESTING_DEPTH)",
+                         file=name) from None
+    except ValueError as e:  # an integer beyond Python's digit limit (sys.get_int_max_str_digits), a bad date
+        raise InputError(f"value out of range ({str(e).split(';')[0]})", file=name) from None
+
+
+def _check_tree(root: Any, name: str, *, strings: bool) -> None:
+    """A parsed JSON document within MAX_NESTING_DEPTH; with ``strings``, no lone surrogate in a string."""
+    stack = [(root, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            items: Iterable[Any] = value.values()
+            if strings:
+                for k in value:
+                    _check_string(k, name)
+        elif isinstance(value, list):
+            items = value
+        else:
+            if strings and isinstance(value, str):
+                _check_string(value, name)
+            continue
+        if depth > MAX_NESTING_DEPTH:
+            raise InputError(f"nested deeper than {MAX_NESTING_DEPTH} levels (limit MAX_NESTING_DEPTH)", file=name)
+        for v in items:
+            if strings or isinstance(v, dict | list):
+                stack.append((v, depth + 1))
+
+
+def _check_string(s: str, name: str) -> None:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(f"a string holds a lone surrogate ({printable(s[:40])})", file=name) from None
+
+
+# YAML, built straight from the parser's events: no node graph of the whole file in memory (kubectl writes
+# one List document), aliases counted against MAX_ALIAS_EXPANSION, nesting against MAX_NESTING_DEPTH.
+# Scalars are resolved and constructed by the safe loader's own rules, so the values are the same as
+# yaml.safe_load's.
+_MAP_TAGS = (None, "!", "tag:yaml.org,2002:map")
+_SEQ_TAGS = (None, "!", "tag:yaml.org,2002:seq")
+_STR_TAG = "tag:yaml.org,2002:str"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_NO_KEY = object()
+_MERGE = object()
+
+
+class _Frame:
+    __slots__ = ("anchor", "container", "key", "merges", "size")
+
+    def __init__(self, container: dict[Any, Any] | list[Any], anchor: str | None) -> None:
+        self.container = container
+        self.anchor = anchor
+        self.key: Any = _NO_KEY
+        self.size = 1
+        self.merges: list[dict[Any, Any]] = []
+
+
+def _yaml_documents(text: str, name: str) -> list[Any]:
+    loader = _Loader(text)
+    try:
+        return _build_yaml(loader, name)
+    finally:
+        loader.dispose()
+
+
+def _build_yaml(loader: Any, name: str) -> list[Any]:
+    constructors = loader.yaml_constructors
+    implicit = loader.yaml_implicit_resolvers
+    docs: list[Any] = []
+    anchors: dict[str, Any] = {}
+    sizes: dict[str, int] = {}
+    expanded = 0
+    stack: list[_Frame] = []
+    root: Any = None
+
+    def fail(problem: str, ev: Any) -> yaml.MarkedYAMLError:
+        return yaml.MarkedYAMLError(None, None, problem, ev.start_mark)
+
+    def add(value: Any, size: int, ev: Any) -> None:
+        nonlocal root
+        if not stack:
+            root = value
+            return
+        top = stack[-1]
+        top.size += size
+        c = top.container
+        if isinstance(c, list):
+            c.append(value)
+        elif top.key is _NO_KEY:
+            if isinstance(value, dict | list):
+                raise fail("found unhashable key", ev)
+            top.key = value
+        elif top.key is _MERGE:
+            sources = [value] if isinstance(value, dict) else list(reversed(value)) if isinstance(value, list) else []
+            if not sources or not all(isinstance(s, dict) for s in sources):
+                raise fail("expected a mapping or list of mappings for merging", ev)
+            top.merges.extend(sources)
+            top.key = _NO_KEY
+        else:
+            c[top.key] = value
+            top.key = _NO_KEY
+
+    while True:
+        ev = loader.get_event()
+        kind = type(ev)
+        if kind is yaml.ScalarEvent:
+            tag = ev.tag
+            value: Any = ev.value
+            if tag is None or tag == "!":
+                tag = _STR_TAG
+                if ev.implicit[0]:
+                    for t, rx in implicit.get(value[:1], ()):
+                        if rx.match(value):
+                            tag = t
+                            break
+            if tag == _MERGE_TAG and stack and isinstance(stack[-1].container, dict) and stack[-1].key is _NO_KEY:
+                stack[-1].key = _MERGE
+                stack[-1].size += 1
+                continue
+            if tag != _STR_TAG:
+                ctor = constructors.get(tag) or constructors[None]
+                value = ctor(loader, yaml.ScalarNode(tag, value, ev.start_mark, ev.end_mark, ev.style))
+            if ev.anchor is not None:
+                anchors[ev.anchor] = value
+                sizes[ev.anchor] = 1
+            add(value, 1, ev)
+        elif kind is yaml.AliasEvent:
+            if ev.anchor not in anchors:
+                raise fail(f"found undefined alias {ev.anchor!r}", ev)
+            expanded += sizes.get(ev.anchor, 1)
+            if expanded > MAX_ALIAS_EXPANSION:
+                raise InputError(f"YAML aliases stand for more than {MAX_ALIAS_EXPANSION} values "
+                                 f"(limit MAX_ALIAS_EXPANSION) at line {ev.start_mark.line + 1}", file=name)
+            add(anchors[ev.anchor], sizes.get(ev.anchor, 1), ev)
+        elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
+            is_map = kind is yaml.MappingStartEvent
+            if ev.tag not in (_MAP_TAGS if is_map else _SEQ_TAGS):
+                raise fail(f"unsupported tag {ev.tag!r}", ev)
+            if len(stack) >= MAX_NESTING_DEPTH:
+                raise InputError(f"nested deeper than {MAX_NESTING_DEPTH} levels (limit MAX_NESTING_DEPTH) "
+                                 f"at line {ev.start_mark.line + 1}", file=name)
+            frame = _Frame({} if is_map else [], ev.anchor)
+            if ev.anchor is not None:
+                anchors[ev.anchor] = frame.container
+                sizes[ev.anchor] = 1  # an alias inside its own anchor counts one
+            stack.append(frame)
+        elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
+            frame = stack.pop()
+            container = frame.container
+            if frame.merges and isinstance(container, dict):
+                merged: dict[Any, Any] = {}
+                for source in frame.merges:
+                    merged.update(source)
+                merged.update(container)
+                container.clear()
+                container.update(merged)
+            if frame.anchor is not None:
+                sizes[frame.anchor] = frame.size
+            add(container, frame.size, ev)
+        elif kind is yaml.DocumentEndEvent:
+            docs.append(root)
+            root = None
+            anchors.clear()
+            sizes.clear()
+        elif kind is yaml.StreamEndEvent or ev is None:
+            return docs
+
+
+def _expand(doc: Any, file: str, where: str, budget: ReadBudget) -> list[dict[str, Any]]:
+    """The objects of one document: itself, or the items of a List (Lists nest up to MAX_LIST_NESTING)."""
     out: list[dict[str, Any]] = []
-    for i, doc in enumerate(docs):
-        out.extend(_expand(doc, str(path), f"document {i + 1}"))
+    todo: list[tuple[Any, str, int]] = [(doc, where, 0)]
+    while todo:
+        obj, at, depth = todo.pop()
+        if obj is None:
+            continue
+        if not isinstance(obj, dict):
+            raise InputError(f"not a Kubernetes object (a mapping), got {type(obj).__name__}", file=file, obj=at)
+        kind = obj.get("kind")
+        if isinstance(kind, str) and kind.endswith("List") and "items" in obj:
+            items = obj.get("items") or []
+            if not isinstance(items, list):
+                raise InputError(f"expected a list, got {type(items).__name__}", file=file, obj=f"{at} ({kind})",
+                                 field="items")
+            if depth >= MAX_LIST_NESTING:
+                raise InputError(f"Lists nested deeper than {MAX_LIST_NESTING} (limit MAX_LIST_NESTING)",
+                                 file=file, obj=f"{at} ({kind})", field="items")
+            todo.extend((item, f"{at} item {j + 1}", depth + 1) for j, item in reversed(list(enumerate(items))))
+            continue
+        if not isinstance(kind, str) or not kind:
+            meta = obj.get("metadata")
+            name = meta.get("name") if isinstance(meta, dict) else None
+            label = f"{at} (metadata.name {name})" if isinstance(name, str) and name else at
+            raise InputError("required field is missing" if kind is None else "expected a non-empty string",
+                             file=file, obj=label, field="kind")
+        budget.objects += 1
+        if budget.objects > MAX_OBJECTS:
+            raise InputError(f"more than {MAX_OBJECTS} objects in the snapshot files (limit MAX_OBJECTS)",
+                             file=file, obj=at)
+        out.append(obj)
     return out
-
-
-def _expand(doc: Any, file: str, where: str) -> Iterator[dict[str, Any]]:
-    if doc is None:
-        return
-    if not isinstance(doc, dict):
-        raise InputError(f"not a Kubernetes object (a mapping), got {type(doc).__name__}", file=file, obj=where)
-    kind = doc.get("kind")
-    if isinstance(kind, str) and kind.endswith("List") and "items" in doc:
-        items = doc.get("items") or []
-        if not isinstance(items, list):
-            raise InputError(f"expected a list, got {type(items).__name__}", file=file, obj=f"{where} ({kind})",
-                             field="items")
-        for j, item in enumerate(items):
-            yield from _expand(item, file, f"{where} item {j + 1}")
-        return
-    if not isinstance(kind, str) or not kind:
-        meta = doc.get("metadata")
-        name = meta.get("name") if isinstance(meta, dict) else None
-        obj = f"{where} (metadata.name {name})" if isinstance(name, str) and name else where
-        raise InputError("required field is missing" if kind is None else "expected a non-empty string",
-                         file=file, obj=obj, field="kind")
-    yield doc
 
 
 # ---- typed field access ------------------------------------------------------------------------
@@ -161,9 +434,26 @@ def _article(name: str) -> str:
             "bool": "a boolean", "int or float": "a number"}.get(name, name)
 
 
-def _str_map(raw: _Raw, obj: Mapping[str, Any], path: str) -> dict[str, str]:
-    m = _get(raw, obj, path, {}, types=dict)
-    return {str(k): "" if v is None else str(v) for k, v in m.items()}
+def _str_map(raw: _Raw, obj: Mapping[str, Any], path: str, *, prefix: str = "") -> dict[str, str]:
+    """A map of strings (labels, annotations, nodeSelector): ``true`` or ``1`` is not read as a string."""
+    m = _get(raw, obj, path, {}, types=dict, prefix=prefix)
+    for k, v in m.items():
+        if not isinstance(k, str):
+            raise raw.error(f"{prefix}{path}", f"keys must be strings, got {type(k).__name__} {k!r}")
+        if v is not None and not isinstance(v, str):
+            raise raw.error(f"{prefix}{path}.{k}", f"expected a string, got {type(v).__name__}")
+    return {k: "" if v is None else v for k, v in m.items()}
+
+
+def _int(raw: _Raw, obj: Mapping[str, Any], path: str, default: int | None, *, low: int = 0,
+         high: int = INT32_MAX, prefix: str = "") -> int | None:
+    """An integer field (never a string, a float or a boolean) within low..high (int32 by default)."""
+    value = _get(raw, obj, path, default, types=int, prefix=prefix)
+    if value is not None and not low <= value <= high:
+        if value < 0 <= low:
+            raise raw.error(prefix + path, f"must not be negative, got {value}")
+        raise raw.error(prefix + path, f"must be within {low}..{high}, got {value}")
+    return value
 
 
 def _resources(raw: _Raw, m: Any, path: str) -> Resources:
@@ -179,8 +469,11 @@ def _resources(raw: _Raw, m: Any, path: str) -> Resources:
             raise raw.error(f"{path}.{name}", f"unparseable quantity {value!r}") from None
         if milli < 0:
             raise raw.error(f"{path}.{name}", f"negative quantity {value!r}")
-        if milli > MAX_MILLI:
+        if milli > MAX_QUANTITY_MILLI:
             raise raw.error(f"{path}.{name}", f"quantity {value!r} is too large (over 2^63-1 milli-units)")
+        if milli % MILLI and is_integer_resource(str(name)):
+            raise raw.error(f"{path}.{name}", f"must be a whole number ({name} is counted in whole units), "
+                                              f"got {value!r}")
         out[str(name)] = milli
     return out
 
@@ -223,15 +516,33 @@ def _owners(raw: _Raw) -> tuple[OwnerReference, ...]:
             api_version=str(_get(raw, r, "apiVersion", required=True, prefix=p + ".")),
             kind=str(_get(raw, r, "kind", required=True, prefix=p + ".")),
             name=str(_get(raw, r, "name", required=True, prefix=p + ".")),
-            uid=str(r.get("uid") or ""), controller=bool(r.get("controller", False))))
+            uid=str(r.get("uid") or ""),
+            controller=_get(raw, r, "controller", False, types=bool, prefix=p + ".")))
     return tuple(out)
 
 
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
 def _name(raw: _Raw) -> str:
+    """metadata.name, a DNS-1123 subdomain as the API server requires of every kind read here."""
     name = _get(raw, raw.obj, "metadata.name", required=True, types=str)
     if not name:
         raise raw.error("metadata.name", "required field is empty")
+    if len(name) > MAX_NAME_LENGTH or not _DNS_SUBDOMAIN.fullmatch(name):
+        raise raw.error("metadata.name", f"invalid name {name!r}: must be a DNS-1123 subdomain (lower-case "
+                                         f"letters, digits, '-' and '.', at most {MAX_NAME_LENGTH} characters)")
     return str(name)
+
+
+def _namespace(raw: _Raw) -> str:
+    """metadata.namespace (``default`` when absent), a DNS-1123 label."""
+    ns = _get(raw, raw.obj, "metadata.namespace", None, types=str) or "default"
+    if len(ns) > MAX_LABEL_LENGTH or not _DNS_LABEL.fullmatch(ns):
+        raise raw.error("metadata.namespace", f"invalid namespace {ns!r}: must be a DNS-1123 label (lower-case "
+                                              f"letters, digits and '-', at most {MAX_LABEL_LENGTH} characters)")
+    return str(ns)
 
 
 # ---- object parsers ----------------------------------------------------------------------------
@@ -244,7 +555,7 @@ def parse_node(raw: _Raw) -> Node:
     alloc = _get(raw, obj, "status.allocatable", required=True, types=dict)
     return Node(
         name=_name(raw), labels=_str_map(raw, obj, "metadata.labels"), taints=tuple(taints),
-        unschedulable=bool(_get(raw, obj, "spec.unschedulable", False)),
+        unschedulable=_get(raw, obj, "spec.unschedulable", False, types=bool),
         allocatable=_resources(raw, alloc, "status.allocatable"))
 
 
@@ -285,6 +596,9 @@ def effective_requests(raw: _Raw, spec: Mapping[str, Any], prefix: str = "spec."
         out[r] = max(out.get(r, 0), v)
     for r, v in _resources(raw, _get(raw, spec, "overhead", None, prefix=prefix), prefix + "overhead").items():
         out[r] = out.get(r, 0) + v
+    for r, v in out.items():
+        if v > MAX_QUANTITY_MILLI:
+            raise raw.error(prefix + "containers", f"the containers request over 2^63-1 milli-units of {r} together")
     return {r: v for r, v in sorted(out.items()) if v > 0}
 
 
@@ -304,17 +618,17 @@ def parse_pod(raw: _Raw) -> Pod:
     spec = _get(raw, obj, "spec", {}, types=dict)
     tolerations = tuple(_model(raw, Toleration, t, f"spec.tolerations[{i}]")
                         for i, t in enumerate(_get(raw, spec, "tolerations", [], types=list, prefix="spec.")))
-    priority = _get(raw, spec, "priority", None, types=int, prefix="spec.")
+    priority = _int(raw, spec, "priority", None, low=-(2**31), prefix="spec.")
     node_name = _get(raw, spec, "nodeName", None, types=str, prefix="spec.") or None
     return Pod(
-        namespace=str(_get(raw, obj, "metadata.namespace", "default")), name=_name(raw),
+        namespace=_namespace(raw), name=_name(raw),
         uid=str(_get(raw, obj, "metadata.uid", "")),
         labels=_str_map(raw, obj, "metadata.labels"), annotations=_str_map(raw, obj, "metadata.annotations"),
         owner_references=_owners(raw), creation_timestamp=str(_get(raw, obj, "metadata.creationTimestamp", "")),
         start_time=str(_get(raw, obj, "status.startTime", "")),
         node_name=node_name, scheduler_name=str(_get(raw, spec, "schedulerName", "default-scheduler")),
         nominated_node_name=_get(raw, obj, "status.nominatedNodeName", None, types=str) or None,
-        node_selector=_str_map(raw, spec, "nodeSelector"), tolerations=tolerations, priority=priority,
+        node_selector=_str_map(raw, spec, "nodeSelector", prefix="spec."), tolerations=tolerations, priority=priority,
         priority_class_name=_get(raw, spec, "priorityClassName", None, types=str, prefix="spec.") or None,
         required_node_affinity=parse_node_affinity(raw, spec), requests=effective_requests(raw, spec),
         phase=str(_get(raw, obj, "status.phase", "Pending")))
@@ -322,35 +636,32 @@ def parse_pod(raw: _Raw) -> Pod:
 
 def parse_pod_group(raw: _Raw) -> PodGroup:
     obj = raw.obj
-    min_member = _get(raw, obj, "spec.minMember", 1, types=int)
-    if min_member < 0:
-        raise raw.error("spec.minMember", f"must not be negative, got {min_member}")
+    min_member = _int(raw, obj, "spec.minMember", 1)
     nt = _get(raw, obj, "spec.networkTopology", None, types=dict)
-    tier = _get(raw, obj, "spec.networkTopology.highestTierAllowed", None, types=int)
+    tier = _int(raw, obj, "spec.networkTopology.highestTierAllowed", None)
     topo = _model(raw, NetworkTopology, {"mode": nt.get("mode", "hard"), "highest_tier_allowed": tier},
                   "spec.networkTopology") if nt is not None else None
     return PodGroup(
-        namespace=str(_get(raw, obj, "metadata.namespace", "default")), name=_name(raw),
+        namespace=_namespace(raw), name=_name(raw),
         labels=_str_map(raw, obj, "metadata.labels"), owner_references=_owners(raw), min_member=min_member,
-        queue=str(_get(raw, obj, "spec.queue", "default")), network_topology=topo,
+        queue=_get(raw, obj, "spec.queue", None, types=str) or "default", network_topology=topo,
         priority_class_name=_get(raw, obj, "spec.priorityClassName", None, types=str) or None)
 
 
 def parse_pdb(raw: _Raw) -> PodDisruptionBudget:
     obj = raw.obj
     sel = _get(raw, obj, "spec.selector", None, types=dict)
-    allowed = _get(raw, obj, "status.disruptionsAllowed", 0, types=int)
-    if allowed < 0:
-        raise raw.error("status.disruptionsAllowed", f"must not be negative, got {allowed}")
+    allowed = _int(raw, obj, "status.disruptionsAllowed", 0)
     return PodDisruptionBudget(
-        namespace=str(_get(raw, obj, "metadata.namespace", "default")), name=_name(raw),
+        namespace=_namespace(raw), name=_name(raw),
         selector=_model(raw, LabelSelector, sel, "spec.selector") if sel is not None else None,
         disruptions_allowed=allowed)
 
 
 def parse_hyper_node(raw: _Raw) -> HyperNode:
     obj = raw.obj
-    tier = _get(raw, obj, "spec.tier", required=True, types=int)
+    _get(raw, obj, "spec.tier", required=True)
+    tier = _int(raw, obj, "spec.tier", None)
     members = []
     for i, m in enumerate(_get(raw, obj, "spec.members", [], types=list)):
         p = f"spec.members[{i}]"
@@ -371,9 +682,11 @@ def parse_hyper_node(raw: _Raw) -> HyperNode:
         elif kinds[0] == "regexMatch":
             pattern = _get(raw, sel, "regexMatch.pattern", required=True, types=str, prefix=p + ".selector.")
             try:
-                re.compile(pattern)
-            except re.error as e:
-                raise raw.error(p + ".selector.regexMatch.pattern", f"invalid regular expression: {e}") from None
+                node_pattern(pattern)
+            except re2.error as e:
+                reason = e.args[0].decode(errors="replace") if e.args and isinstance(e.args[0], bytes) else str(e)
+                raise raw.error(p + ".selector.regexMatch.pattern",
+                                f"invalid regular expression (RE2 syntax, as Go's): {reason}") from None
             members.append(HyperNodeMember(type=mtype, regex=pattern))
         else:
             labels = _model(raw, LabelSelector, sel["labelMatch"], p + ".selector.labelMatch")
@@ -390,18 +703,24 @@ def parse_repack_run(raw: _Raw) -> RepackRun:
             if not isinstance(g, dict) or not g.get("resource"):
                 raise raw.error(f"spec.goals[{i}].resource", "goal names no resource")
             _get(raw, g, "minFragImprovementPercent", types=(int, float), prefix=f"spec.goals[{i}].")
-    for path in ("maxPerRun.podGroups", "eviction.gracePeriodSeconds", "ttlSecondsAfterFinished"):
-        _get(raw, spec, path, types=int, prefix="spec.")  # numbers as the CRD types them: no "3", no true
+    # numbers as the CRD types them (no "3", no true, no 2.0), within Kubernetes' ranges
+    _int(raw, spec, "maxPerRun.podGroups", None, prefix="spec.")
+    _int(raw, spec, "eviction.gracePeriodSeconds", None, high=2**63 - 1, prefix="spec.")
+    _int(raw, spec, "ttlSecondsAfterFinished", None, prefix="spec.")
+    budget = _get(raw, spec, "maxPerRun.resources", None, types=dict, prefix="spec.")
+    if budget is not None:
+        for r, amount in _resources(raw, budget, "spec.maxPerRun.resources").items():
+            if amount > MAX_TOTAL_MILLI:
+                raise raw.error(f"spec.maxPerRun.resources.{r}", f"budget {format_milli(amount)} is too large "
+                                                                 f"(over 2^62 milli-units, limit MAX_TOTAL_MILLI)")
     return RepackRun(name=_name(raw), labels=_str_map(raw, obj, "metadata.labels"),
                      spec=_model(raw, RepackRunSpec, spec, "spec"), raw=obj)
 
 
 def _non_negative(raw: _Raw, obj: Mapping[str, Any], path: str, default: int | None, *,
                   prefix: str = "") -> int | None:
-    value = _get(raw, obj, path, default, types=int, prefix=prefix)
-    if value is not None and value < 0:
-        raise raw.error(prefix + path, f"must not be negative, got {value}")
-    return value
+    """An int32 field that may not be negative (replicas, minAvailable, weight, tiers)."""
+    return _int(raw, obj, path, default, prefix=prefix)
 
 
 def parse_queue(raw: _Raw) -> Queue:
@@ -412,6 +731,7 @@ def parse_queue(raw: _Raw) -> Queue:
     quotas = {f: _resources(raw, _get(raw, spec, f, None, types=dict, prefix=p), p + f)
               for f in ("guarantee.resource", "deserved", "capability")}
     weight = _non_negative(raw, spec, "weight", 1, prefix=p) or 1  # Volcano's webhook turns 0 into 1
+    priority = _int(raw, spec, "priority", None, low=-(2**31), prefix=p) or 0  # int32 when written
     state = _get(raw, obj, "status.state", None, types=str) or "Open"
     if state not in QUEUE_STATES:
         raise raw.error("status.state", f"must be one of {', '.join(QUEUE_STATES)}, got {state!r}")
@@ -419,30 +739,38 @@ def parse_queue(raw: _Raw) -> Queue:
         name=_name(raw), labels=_str_map(raw, obj, "metadata.labels"),
         annotations=_str_map(raw, obj, "metadata.annotations"), parent=parent,
         guarantee=quotas["guarantee.resource"], deserved=quotas["deserved"], capability=quotas["capability"],
-        reclaimable=_get(raw, spec, "reclaimable", True, types=bool, prefix=p), weight=weight, state=state)
+        reclaimable=_get(raw, spec, "reclaimable", True, types=bool, prefix=p), weight=weight, priority=priority,
+        state=state)
 
 
 def parse_priority_class(raw: _Raw) -> PriorityClass:
     obj = raw.obj
-    value = _get(raw, obj, "value", required=True, types=int)
+    _get(raw, obj, "value", required=True)
+    value = _int(raw, obj, "value", None, low=-(2**31))
+    name = _name(raw)
+    if name.startswith("system-"):
+        if SYSTEM_PRIORITY_CLASSES.get(name) != value:
+            known = ", ".join(f"{k} ({v})" for k, v in SYSTEM_PRIORITY_CLASSES.items())
+            raise raw.error("metadata.name", f"names starting with 'system-' are reserved for {known}")
+    elif value is not None and value > HIGHEST_USER_PRIORITY:
+        raise raw.error("value", f"must be at most {HIGHEST_USER_PRIORITY} (the highest user-defined priority), "
+                                 f"got {value}")
     policy = _get(raw, obj, "preemptionPolicy", None, types=str) or "PreemptLowerPriority"
     if policy not in PREEMPTION_POLICIES:
         raise raw.error("preemptionPolicy", f"must be one of {', '.join(PREEMPTION_POLICIES)}, got {policy!r}")
-    return PriorityClass(name=_name(raw), value=value, preemption_policy=policy,
+    return PriorityClass(name=name, value=value, preemption_policy=policy,
                          global_default=_get(raw, obj, "globalDefault", False, types=bool))
 
 
 def _pod_template(raw: _Raw, template: Mapping[str, Any], prefix: str) -> PodTemplate:
-    labels = _get(raw, template, "metadata.labels", {}, types=dict, prefix=prefix)
+    labels = _str_map(raw, template, "metadata.labels", prefix=prefix)
     spec = _get(raw, template, "spec", {}, types=dict, prefix=prefix)
     p = prefix + "spec."
     tolerations = tuple(_model(raw, Toleration, t, f"{p}tolerations[{i}]")
                         for i, t in enumerate(_get(raw, spec, "tolerations", [], types=list, prefix=p)))
-    selector = _get(raw, spec, "nodeSelector", {}, types=dict, prefix=p)
+    selector = _str_map(raw, spec, "nodeSelector", prefix=p)
     return PodTemplate(
-        labels={str(k): "" if v is None else str(v) for k, v in labels.items()},
-        requests=effective_requests(raw, spec, prefix=p),
-        node_selector={str(k): "" if v is None else str(v) for k, v in selector.items()},
+        labels=labels, requests=effective_requests(raw, spec, prefix=p), node_selector=selector,
         tolerations=tolerations, required_node_affinity=parse_node_affinity(raw, spec, prefix=p),
         priority_class_name=_get(raw, spec, "priorityClassName", None, types=str, prefix=p) or None,
         scheduler_name=_get(raw, spec, "schedulerName", None, types=str, prefix=p) or None)
@@ -495,6 +823,8 @@ def parse_vcjob(raw: _Raw) -> VCJob:
             raise raw.error(f"spec.tasks[{i}].name", f"duplicate task name {t.name!r}")
         seen.add(t.name)
     total = sum(t.replicas for t in tasks)
+    if total > INT32_MAX:
+        raise raw.error("spec.tasks", f"the tasks' replicas add up to {total}, over {INT32_MAX} (int32)")
     min_available = _non_negative(raw, spec, "minAvailable", 0, prefix=p) or 0
     if min_available > total:
         raise raw.error("spec.minAvailable", f"{min_available} is greater than the tasks' replicas ({total})")
@@ -507,7 +837,7 @@ def parse_vcjob(raw: _Raw) -> VCJob:
         mode = _get(raw, nt, "mode", "hard", types=str, prefix=p + "networkTopology.")
         topo = _model(raw, JobNetworkTopology, {"mode": mode, "highest_tier_allowed": tier}, "spec.networkTopology")
     return VCJob(
-        namespace=str(_get(raw, obj, "metadata.namespace", "default")), name=_name(raw),
+        namespace=_namespace(raw), name=_name(raw),
         uid=str(_get(raw, obj, "metadata.uid", "")), labels=_str_map(raw, obj, "metadata.labels"),
         annotations=_str_map(raw, obj, "metadata.annotations"),
         creation_timestamp=str(_get(raw, obj, "metadata.creationTimestamp", "")),
@@ -521,7 +851,7 @@ def parse_model_serving(raw: _Raw) -> ModelServing:
     obj = raw.obj
     spec = _get(raw, obj, "spec", {}, types=dict)
     return ModelServing(
-        namespace=str(_get(raw, obj, "metadata.namespace", "default")), name=_name(raw),
+        namespace=_namespace(raw), name=_name(raw),
         labels=_str_map(raw, obj, "metadata.labels"),
         recovery_policy=_get(raw, spec, "recoveryPolicy", None, types=str, prefix="spec.") or None)
 
@@ -544,10 +874,14 @@ _PARSERS: dict[tuple[str, str], Any] = {
 # ---- assembling a snapshot -------------------------------------------------------------------
 
 def load_files(paths: Sequence[str | Path]) -> LoadedInput:
-    """Read and merge snapshot files; check identities and cross-references."""
+    """Read and merge snapshot files; check identities and cross-references. A path may be ``-``
+    (standard input, read once, YAML or JSON) or a directory (its *.yaml, *.yml and *.json files,
+    sorted by name, not recursive). The files together stay within ``limits``."""
+    budget = ReadBudget()
     raws: list[_Raw] = []
-    for path in paths:
-        raws.extend(_Raw(str(path), doc) for doc in read_documents(path))
+    for path in snapshot_paths(paths):
+        name = STDIN_NAME if path == STDIN else path
+        raws.extend(_Raw(name, doc) for doc in read_documents(path, budget))
     return build(raws)
 
 
@@ -594,12 +928,15 @@ def build(raws: Sequence[_Raw]) -> LoadedInput:
             raise pod_raw[key].error("spec.nodeName", f"bound to node {pod.node_name!r}, which is not in the snapshot")
     kept = {k: p for k, p in pods.items() if not p.node_name or p.node_name in nodes}
     used: dict[str, Resources] = {}
-    for pod in kept.values():
+    for key, pod in kept.items():
         if pod.occupying and pod.node_name is not None:
             acc = used.setdefault(pod.node_name, {"pods": 0})
             acc["pods"] += 1000
             for r, v in pod.requests.items():
                 acc[r] = acc.get(r, 0) + v
+                if acc[r] > MAX_TOTAL_MILLI:
+                    raise pod_raw[key].error("spec.nodeName", f"the pods bound to node {pod.node_name} request "
+                                                              f"over 2^62 milli-units of {r} (limit MAX_TOTAL_MILLI)")
     for name in sorted(used):
         node = nodes[name]
         for r, v in sorted(used[name].items()):
@@ -609,12 +946,73 @@ def build(raws: Sequence[_Raw]) -> LoadedInput:
             if v > cap:
                 warnings.append(f"node {name} is over-committed on {r}: pods request {format_milli(v)}, "
                                 f"allocatable {format_milli(cap)}")
+    _check_queue_depth(queues, origin)
+    _check_hyper_node_depth(hyper, origin)
     snap = Snapshot(nodes=dict(sorted(nodes.items())), pods=dict(sorted(kept.items())),
                     pod_groups=dict(sorted(groups.items())), pdbs=dict(sorted(pdbs.items())),
                     hyper_nodes=dict(sorted(hyper.items())), queues=dict(sorted(queues.items())),
                     priority_classes=dict(sorted(priority_classes.items())), jobs=dict(sorted(jobs.items())),
                     model_servings=dict(sorted(servings.items())), warnings=tuple(warnings))
     return LoadedInput(snapshot=snap, runs=dict(sorted(runs.items())))
+
+
+def _check_queue_depth(queues: Mapping[str, Queue], origin: Mapping[tuple[str, str], _Raw]) -> None:
+    """Every ``spec.parent`` chain reaches ``root``, a missing queue or a cycle (``QueueTree`` reports
+    those) within MAX_QUEUE_DEPTH steps."""
+    for name in sorted(queues):
+        cur: str | None = name
+        seen: set[str] = set()
+        for _ in range(MAX_QUEUE_DEPTH + 1):
+            if cur is None or cur not in queues or cur in seen:
+                break
+            seen.add(cur)
+            cur = queues[cur].parent_name
+        else:
+            raise origin["Queue", name].error("spec.parent", f"the queue hierarchy above it is deeper than "
+                                                             f"{MAX_QUEUE_DEPTH} levels (limit MAX_QUEUE_DEPTH)")
+
+
+def _check_hyper_node_depth(hyper: Mapping[str, HyperNode], origin: Mapping[tuple[str, str], _Raw]) -> None:
+    """HyperNodes nest (through HyperNode members) at most MAX_HYPERNODE_DEPTH deep; a cycle is left
+    to ``Topology``, which resolves it without looping."""
+    height: dict[str, int] = {}
+    for top in sorted(hyper):
+        stack: list[tuple[str, bool]] = [(top, False)]
+        active: set[str] = set()
+        while stack:
+            name, done = stack.pop()
+            if done:
+                active.discard(name)
+                kids = [m.exact_name for m in hyper[name].members
+                        if m.type == "HyperNode" and m.exact_name is not None and m.exact_name in hyper]
+                height[name] = 1 + max((height.get(k, 0) for k in kids if k not in active), default=0)
+                if height[name] > MAX_HYPERNODE_DEPTH:
+                    raise origin["HyperNode", name].error("spec.members", f"HyperNodes nest deeper than "
+                                                          f"{MAX_HYPERNODE_DEPTH} levels below it "
+                                                          f"(limit MAX_HYPERNODE_DEPTH)")
+                continue
+            if name in height or name in active:
+                continue
+            active.add(name)
+            stack.append((name, True))
+            for m in hyper[name].members:
+                child = m.exact_name
+                if m.type == "HyperNode" and child is not None and child in hyper and child not in height:
+                    stack.append((child, False))
+
+
+def check_run_totals(snapshot: Snapshot, run: RepackRun, source: str) -> None:
+    """The sums the repack planners hold in int64, for the resources the run names (its goal and its
+    budgets): all pods' requests and all nodes' allocatable within MAX_TOTAL_MILLI."""
+    names = {run.spec.resource, *run.spec.max_per_run.resources}
+    for r in sorted(names):
+        for what, total in (("the pods request", sum(p.requests.get(r, 0) for p in snapshot.pods.values())),
+                            ("the nodes' allocatable holds",
+                             sum(n.allocatable.get(r, 0) for n in snapshot.nodes.values()))):
+            if total > MAX_TOTAL_MILLI:
+                raise InputError(f"{what} over 2^62 milli-units of {r} in all (limit MAX_TOTAL_MILLI), more "
+                                 "than the repack planners can add up", file=source, obj=f"RepackRun/{run.name}",
+                                 field="spec.goals[0].resource")
 
 
 def load_run_file(path: str | Path) -> RepackRun:
@@ -630,6 +1028,13 @@ def pick_run(loaded: LoadedInput, run: str | None, sources: Sequence[str], *,
     """``--run``: a file holding a RepackRun, or the name of one inside the snapshots; without it the
     only RepackRun in the snapshots. With ``required`` False, no (or no unique) run gives None."""
     where = ", ".join(sources)
+    picked = _pick_run(loaded, run, where, required=required)
+    if picked is not None:
+        check_run_totals(loaded.snapshot, picked, where)
+    return picked
+
+
+def _pick_run(loaded: LoadedInput, run: str | None, where: str, *, required: bool) -> RepackRun | None:
     if run is not None:
         if Path(run).is_file():
             return load_run_file(run)

@@ -177,16 +177,22 @@ def _rows(path: str, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str,
         raise InputError(f"malformed CSV: {e}", file=path) from None
 
 
+_MAX_INT = 2**31 - 1
+"""Largest count in the trace's columns (cpu milli, memory MiB, GPUs, GPU milli): an int32."""
+
+
 def _int(path: str, line: int, row: dict[str, str], col: str, *, minimum: int = 0, default: int | None = None) -> int:
     text = row.get(col)
     if text is None and default is not None:
         return default
-    try:
-        v = int(str(text).strip())
-    except ValueError:
-        raise InputError(f"expected an integer, got {text!r}", file=path, obj=f"line {line}", field=col) from None
+    t = str(text).strip()
+    if not (t.isascii() and t.lstrip("+-").isdigit()):  # int() also takes "１２" and "1_0"
+        raise InputError(f"expected an integer, got {text!r}", file=path, obj=f"line {line}", field=col)
+    v = int(t) if len(t) <= 20 else _MAX_INT + 1
     if v < minimum:
         raise InputError(f"must be at least {minimum}, got {v}", file=path, obj=f"line {line}", field=col)
+    if v > _MAX_INT:
+        raise InputError(f"must be at most {_MAX_INT}, got {t[:24]}", file=path, obj=f"line {line}", field=col)
     return v
 
 

@@ -11,10 +11,13 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
+from optplan.models.limits import MAX_QUANTITY_MILLI
+
 MILLI = 1000
 MAX_EXPONENT = 100
-MAX_MILLI = 2**63 - 1
-"""Largest amount the planners accept: their arrays and CP-SAT models hold int64."""
+MAX_MILLI = MAX_QUANTITY_MILLI
+"""Largest amount the planners accept (``limits.MAX_QUANTITY_MILLI``): their arrays and CP-SAT models
+hold int64, and sums of such amounts must fit too."""
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -22,10 +25,14 @@ _DECIMAL = {
     "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12),
     "P": Fraction(10**15), "E": Fraction(10**18),
 }
-_RE = re.compile(
-    r"^(?P<sign>[+-]?)(?P<num>(?:\d+\.?\d*|\.\d+))"
-    r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?\d+)|(?P<dec>[numkMGTPE])?)$"
+_RE = re.compile(  # ASCII digits only: int() and Fraction() would also take "１２" or "١٢"
+    r"(?P<sign>[+-]?)(?P<num>(?:[0-9]+\.?[0-9]*|\.[0-9]+))"
+    r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?[0-9]+)|(?P<dec>[numkMGTPE])?)"
 )
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_INTEGER_RESOURCES = frozenset({"pods"})
+"""Native resources Kubernetes counts in whole units (of those a node or a pod can name)."""
 
 
 def parse_quantity(value: object) -> Fraction:
@@ -43,8 +50,8 @@ def parse_quantity(value: object) -> Fraction:
         return Fraction(str(value))
     if not isinstance(value, str):
         raise ValueError(f"not a quantity: {value!r}")
-    text = value.strip()
-    m = _RE.match(text)
+    text = value.strip(" \t")
+    m = _RE.fullmatch(text)
     if not m:
         raise ValueError(f"not a quantity: {value!r}")
     number = Fraction(m.group("num"))
@@ -71,3 +78,19 @@ def format_milli(milli: int) -> int | str:
     if milli % MILLI == 0:
         return milli // MILLI
     return f"{milli}m"
+
+
+def is_extended_resource(name: str) -> bool:
+    """Kubernetes' ``IsExtendedResourceName``: a name with a domain outside ``kubernetes.io``
+    (``nvidia.com/gpu``, ``huawei.com/ascend-1980``), not starting with ``requests.``, that is a
+    qualified name once ``requests.`` is put in front."""
+    if "/" not in name or "kubernetes.io/" in name or name.startswith("requests."):
+        return False
+    prefix, _, rest = f"requests.{name}".partition("/")
+    return (len(prefix) <= 253 and _DNS_SUBDOMAIN.fullmatch(prefix) is not None and len(rest) <= 63
+            and _QUALIFIED_NAME.fullmatch(rest) is not None)
+
+
+def is_integer_resource(name: str) -> bool:
+    """Kubernetes' ``IsIntegerResourceName``: amounts must be whole units (``pods``, extended resources)."""
+    return name in _INTEGER_RESOURCES or is_extended_resource(name)

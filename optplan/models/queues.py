@@ -42,7 +42,8 @@ class _Model(BaseModel):
 
 
 class Queue(_Model):
-    """``spec.{parent, guarantee.resource, deserved, capability, reclaimable, weight}``, ``status.state``."""
+    """``spec.{parent, guarantee.resource, deserved, capability, reclaimable, weight, priority}``,
+    ``status.state``."""
 
     name: str
     labels: dict[str, str] = Field(default_factory=dict)
@@ -55,6 +56,8 @@ class Queue(_Model):
     """Hard cap per resource; a resource not named is unlimited."""
     reclaimable: bool = True
     weight: int = 1
+    priority: int = 0
+    """``spec.priority``: allocate visits queues of higher priority first (the capacity plugin's QueueOrderFn)."""
     state: Literal["Open", "Closed", "Closing", "Unknown"] = "Open"
     implicit: bool = False
     """Not in the snapshot: added because Volcano always has it (``root``, ``default``)."""

@@ -8,15 +8,25 @@ all of these nodes, and what is the lowest tier that encloses them.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Literal
 
+import re2
 from pydantic import BaseModel, ConfigDict, Field
 
 from optplan.models.selectors import LabelSelector
 from optplan.models.snapshot import Node
+
+
+@cache
+def node_pattern(pattern: str) -> re2._Regexp:
+    """A HyperNode ``regexMatch.pattern`` compiled by RE2, the engine (and syntax) of Go's regexp that Volcano
+    uses: matching takes time linear in the name, so no pattern can hang a command (Python's ``re``
+    backtracks: ``(a|a)*b`` takes exponential time); raises ``re2.error`` on a pattern Go would refuse."""
+    options = re2.Options()
+    options.log_errors = False  # the error is raised, not also logged on stderr
+    return re2.compile(pattern, options=options)
 
 
 class HyperNodeMember(BaseModel):
@@ -31,7 +41,7 @@ class HyperNodeMember(BaseModel):
         if self.exact_name is not None:
             return node.name == self.exact_name
         if self.regex is not None:
-            return re.fullmatch(self.regex, node.name) is not None
+            return node_pattern(self.regex).fullmatch(node.name) is not None
         return self.labels is not None and self.labels.matches(node.labels)
 
 

@@ -47,6 +47,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from optplan.models.limits import WEIGHT_DIGITS
 from optplan.models.repack import PodMove, RepackPlan
 from optplan.models.snapshot import Pod
 from optplan.solvers.oracle import Capacity, constraint_signature, pod_demand, static_reason
@@ -197,7 +198,9 @@ class ModelData:
 def integer_weights(w: Weights, card_unit: int) -> tuple[int, int, int, int, int, int]:
     """Weights scaled to integers: counts are multiplied by 1000/card_unit so that card terms
     (counted in card units) and count terms share one exact scale."""
-    fr = [Fraction(str(x)) for x in w.as_tuple()]
+    # each weight rounded to WEIGHT_RESOLUTION: 1e6 next to 0.1234567890123456 would otherwise need a
+    # common denominator of 1e16 and overflow CP-SAT's int64 coefficients
+    fr = [Fraction(round(x * 10**WEIGHT_DIGITS), 10**WEIGHT_DIGITS) for x in w.as_tuple()]
     denom = math.lcm(*(f.denominator for f in fr))
     per_unit = Fraction(1000, card_unit)  # card units per whole card
     scaled = [f * denom for f in fr]
