@@ -163,9 +163,10 @@ class PlacementResult:
 def place_jobs(cluster: Cluster, jobs: Sequence[VCJob | Mapping[str, Any]] | None = None, *, solver: str = "auto",
                time_limit: float = 10.0, workers: int = 1, seed: int = 0, weights: BinpackWeights | None = None,
                now: str | None = None, timings: bool = False) -> PlacementResult:
-    """Place VCJobs (objects or dicts); without ``jobs``, the snapshot's pending VCJobs."""
+    """Place VCJobs (objects or dicts); without ``jobs``, the snapshot's VCJobs with pods to place: pending
+    ones, and running ones with replicas that do not run (they join their running gang)."""
     if jobs is None:
-        chosen = [j for _, j in sorted(cluster.snapshot.jobs.items()) if j.phase in ("", "Pending", "Inqueue")]
+        chosen = placement_mod.jobs_to_place(cluster.snapshot)
     else:
         dicts = [j for j in jobs if isinstance(j, Mapping)]
         parsed = load_objects(dicts, "<jobs>").snapshot.jobs if dicts else {}

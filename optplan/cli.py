@@ -26,7 +26,7 @@ from optplan.models.repack import RepackRun
 from optplan.solvers.base import PlanOptions, planner_names
 from optplan.solvers.baselines import BASELINES
 from optplan.solvers.frag import FragReport, fragmentation, round_half_up
-from optplan.solvers.placement import place_jobs
+from optplan.solvers.placement import jobs_to_place, place_jobs
 from optplan.solvers.queues import QueueReport, SpotReport, format_amount, queue_report, spot_capacity
 from optplan.solvers.repack import RepackOutcome, plan_repack
 from optplan.solvers.rules import RepackProblem, Weights
@@ -251,7 +251,7 @@ def _dispatch(args: argparse.Namespace) -> str:
     if args.command == "compare":
         return _compare(args, loaded)
     if args.command == "place":
-        return place_cli.run(args, loaded, place_jobs)
+        return place_cli.run(args, loaded, place_jobs, jobs_to_place)
     if args.command == "render":
         return render.run(args, loaded)
     if args.command == "reclaim-spot":

@@ -11,7 +11,7 @@ are priced at (how long each has run), so that outputs are reproducible.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from optplan.adapters.args import add_snapshot_source, int_in, positive_float
@@ -79,8 +79,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="count", default=0, help="log progress to stderr")
 
 
-def jobs_to_place(snapshot: Snapshot, job_files: Sequence[str]) -> list[VCJob]:
-    jobs = {k: j for k, j in snapshot.jobs.items() if j.phase in PENDING_PHASES}
+def jobs_to_place(snapshot: Snapshot, job_files: Sequence[str],
+                  waiting: Callable[[Snapshot], list[VCJob]] | None = None) -> list[VCJob]:
+    """The ``--job`` files' VCJobs and the snapshot's VCJobs with pods to place (``waiting``: the
+    planner's rule; without it, the jobs in a pending phase)."""
+    pending = waiting(snapshot) if waiting is not None else [
+        j for _, j in sorted(snapshot.jobs.items()) if j.phase in PENDING_PHASES]
+    jobs = {j.key: j for j in pending}
     if job_files:
         jobs.update(load_files(job_files).snapshot.jobs)
     if not jobs:
@@ -89,10 +94,17 @@ def jobs_to_place(snapshot: Snapshot, job_files: Sequence[str]) -> list[VCJob]:
     return [jobs[k] for k in sorted(jobs)]
 
 
-def run(args: argparse.Namespace, loaded: LoadedInput, place: Placer) -> str:
-    jobs = jobs_to_place(loaded.snapshot, args.job)
-    plan = place(loaded.snapshot, jobs, solver=args.solver, time_limit=args.time_limit, workers=args.workers,
-                 seed=args.seed, weights=args.binpack, now=args.now)
+def run(args: argparse.Namespace, loaded: LoadedInput, place: Placer,
+        waiting: Callable[[Snapshot], list[VCJob]] | None = None) -> str:
+    jobs = jobs_to_place(loaded.snapshot, args.job, waiting)
+    try:
+        plan = place(loaded.snapshot, jobs, solver=args.solver, time_limit=args.time_limit, workers=args.workers,
+                     seed=args.seed, weights=args.binpack, now=args.now)
+    except InputError as e:  # the planner names the object and field; the files are known here
+        if e.file is not None:
+            raise
+        sources = [*getattr(args, "snapshots", []), *args.job]
+        raise InputError(e.reason, file=", ".join(sources) or "the live cluster", obj=e.obj, field=e.field) from None
     if args.output == "table":
         return placement_table(plan)
     return dump(plan.to_dict(timings=args.timings), args.output)

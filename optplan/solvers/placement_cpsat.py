@@ -13,7 +13,8 @@ Decisions (integers only; pods of one task are identical, so they are counted, n
   ``lands[job, node]``, ``finish[job, group]``, ``reclaims[job]``, ``amount[job, r]`` and
   ``early_amount[job, r]``.
 
-Constraints: gang (minAvailable and Volcano's per-task minimums, nothing unless admitted), region
+Constraints: gang (minAvailable and Volcano's per-task minimums with the running pods, at least one pod,
+nothing unless admitted), region
 membership, opened nodes; without possible victims, cumulative capacity per node on every requested
 resource and the pod count, and queue capability (``allocated + Σ requests ≤ realCapability`` for the
 job's queue and every ancestor, on each resource the jobs request); with victims, ``victims_cpsat``'s
@@ -28,7 +29,12 @@ among the phases by ``SHARE``):
 module; skipped when nothing may be evicted); (3) minimise the tier sum of admitted topology jobs (the
 virtual root counts one above the top tier); (4) maximise replicas placed beyond minAvailable; (5)
 minimise newly occupied nodes; (6) maximise the static binpack score (each pod's Volcano binpack score
-on its node with the snapshot's usage, × ``BINPACK_SCALE``, floored).
+on its node with the snapshot's usage, × ``BINPACK_SCALE``, floored); (7) only among plans equal on all
+of these, Volcano's order: maximise Σ ``placement.order_weights`` of the admitted jobs (earlier first
+turn in the greedy's allocate, more weight; this phase gets only the time the others leave).
+
+Running gangs: ``count`` covers a job's pending replicas only; the gang constraints ask for what they
+must add to the running pods (``Context.need``), and an admitted job places at least one pod.
 
 Against the greedy (``solve``; the greedy's plan, with its victims, is computed first when not given).
 Phase (1) never ends below the greedy's weight (a solve cut short below it keeps the greedy's plan,
@@ -72,20 +78,22 @@ from optplan.solvers.placement import (
     admission_weight,
     explain_rejections,
     greedy_place,
+    order_weights,
+    placed_reason,
     plan_key,
     plan_victims,
-    task_minima,
     victim_notes,
     victim_text,
 )
 
 log = logging.getLogger(__name__)
 
-PHASES = ("admitted", "victims", "tiers", "extras", "opened", "binpack")
-SENSE = (1, -1, -1, 1, -1, 1)
+PHASES = ("admitted", "victims", "tiers", "extras", "opened", "binpack", "order")
+SENSE = (1, -1, -1, 1, -1, 1, 1)
 """+1 maximise, −1 minimise."""
-SHARE = (2, 4, 1, 1, 1, 1)
-"""How the time left is split among the phases still to solve."""
+SHARE = (2, 4, 1, 1, 1, 1, 0)
+"""How the time left is split among the phases still to solve; the order phase (0) only gets what the
+others leave."""
 
 
 def max_fit(pod: Pod, free: dict[str, int], limits_pods: bool) -> int:
@@ -140,7 +148,7 @@ def build_data(ctx: Context) -> Data:
     for job in valid:
         allowed = frozenset().union(*(r.nodes for r in ctx.regions[job.key])) if ctx.regions[job.key] else frozenset()
         for t in job.tasks:
-            if t.replicas == 0:
+            if not ctx.pending(job, t.name):
                 continue
             pod = ctx.pods[job.key][t.name][0]
             row: list[str] = []
@@ -159,8 +167,9 @@ def build_data(ctx: Context) -> Data:
                 continue
             pod = ctx.pods[job.key][t.name][0]
             arcs[job.key, t.name] = {}
+            pending = len(ctx.pending(job, t.name))
             for n in feasible[job.key, t.name]:
-                ub = min(t.replicas, max_fit(pod, vd.room(ctx, n), limits[n]))
+                ub = min(pending, max_fit(pod, vd.room(ctx, n), limits[n]))
                 if ub > 0:
                     arcs[job.key, t.name][n] = ub
     data = Data(ctx=ctx, queues=queues, valid=valid, arcs=arcs, limits_pods=limits, victims=vd)
@@ -202,18 +211,20 @@ def build(data: Data) -> tuple[cp_model.CpModel, Vars, dict[str, Any]]:
 
 
 def add_gang(m: cp_model.CpModel, data: Data, v: Vars) -> None:
-    """Nothing placed unless admitted; an admitted job meets minAvailable and its tasks' minimums."""
+    """Nothing placed unless admitted; an admitted job meets minAvailable and its tasks' minimums with
+    its running pods (``Context.need``), and places at least one pod (Volcano keeps no allocation
+    without an operation: a running gang already ready is admitted only when a pending pod fits)."""
     for job in data.valid:
         a = v.admitted[job.key]
-        minima = task_minima(job)
+        minima, need = data.ctx.need(job)
         total = []
         for t in job.tasks:
             placed = v.placed(job.key, t.name)
             total.append(placed)
-            m.add(placed <= t.replicas * a)
+            m.add(placed <= len(data.ctx.pending(job, t.name)) * a)
             if minima.get(t.name, 0) > 0:
                 m.add(placed >= minima[t.name] * a)
-        m.add(sum(total) >= job.min_available * a)
+        m.add(sum(total) >= max(need, 1) * a)
 
 
 def add_regions(m: cp_model.CpModel, data: Data, v: Vars) -> None:
@@ -272,12 +283,14 @@ def objectives(data: Data, v: Vars) -> dict[str, Any]:
     ctx = data.ctx
     admitted = sum(admission_weight(ctx.priority[k]) * a for k, a in v.admitted.items())
     tiers = sum((ctx.regions[j][i].tier or 0) * y for (j, i), y in v.region.items())
-    mins = {job.key: job.min_available for job in data.valid}
+    mins = {job.key: ctx.need(job)[1] for job in data.valid}
     extras = sum(v.count.values()) - sum(mins[k] * a for k, a in v.admitted.items())
     opened = sum(v.opened.values())
     binpack = sum(ctx.static_binpack(ctx.pods[j][t][0].requests, n) * x for (j, t, n), x in v.count.items())
+    weights = order_weights(ctx)
+    order = sum(weights[k] * a for k, a in v.admitted.items())
     return {"admitted": admitted, "victims": victims_cpsat.cost(data, v), "tiers": tiers, "extras": extras,
-            "opened": opened, "binpack": binpack}
+            "opened": opened, "binpack": binpack, "order": order}
 
 
 def add_hint(m: cp_model.CpModel, data: Data, v: Vars, plan: PlacementPlan) -> None:
@@ -317,11 +330,10 @@ def extract(data: Data, v: Vars, s: cp_model.CpSolver) -> PlacementPlan:
             continue
         bindings: list[Binding] = []
         for t in job.tasks:
-            i = 0
+            free = iter(ctx.pending(job, t.name))  # a running gang's pending replicas, by index
             for n in sorted(data.arcs.get((job.key, t.name), {})):
                 for _ in range(int(s.value(v.count[job.key, t.name, n]))):
-                    bindings.append(Binding(task=t.name, index=i, node=n))
-                    i += 1
+                    bindings.append(Binding(task=t.name, index=next(free), node=n))
         hyper, tier = None, None
         label = None
         if job.network_topology is not None:
@@ -335,9 +347,7 @@ def extract(data: Data, v: Vars, s: cp_model.CpSolver) -> PlacementPlan:
             cost = sum(c.cost for c, _r in victims)
             text = victim_text(job, len(bindings), label, reason, len(victims), cost)
         else:
-            extra = len(bindings) - job.min_available
-            text = f"{len(bindings)} of {job.replicas} pods placed" + (f" in {label}" if label else "") + (
-                f" ({extra} beyond minAvailable {job.min_available})" if extra > 0 else "")
+            text = placed_reason(ctx, job, len(bindings), f" in {label}" if label else "")
         vs = tuple(Victim(namespace=c.pod.namespace, name=c.pod.name, node=c.node, reason=r)
                    for c, r in sorted(victims, key=lambda cr: cr[0].key))
         out.append(JobPlacement(**base, admitted=True, reason=text, hyper_node=hyper, tier=tier,
@@ -391,11 +401,14 @@ def met_bounds(data: Data, plan: PlacementPlan) -> dict[str, int]:
     admitted = sum(weight.get(jp.key, 0) for jp in plan.jobs if jp.admitted)
     occupied = set(ctx.snapshot.pods_by_node)
     opened = len({b.node for jp in plan.jobs if jp.admitted for b in jp.bindings} - occupied)
-    extras = sum(len(jp.bindings) - jp_job.min_available for jp in plan.jobs
-                 if jp.admitted and (jp_job := data.jobs[jp.key]) is not None)
-    values = {"admitted": admitted, "victims": ctx.victim_cost(plan), "extras": extras, "opened": opened}
+    extras = sum(len(jp.bindings) - ctx.need(data.jobs[jp.key])[1] for jp in plan.jobs if jp.admitted)
+    order = order_weights(ctx)
+    values = {"admitted": admitted, "victims": ctx.victim_cost(plan), "extras": extras, "opened": opened,
+              "order": sum(order[jp.key] for jp in plan.jobs if jp.admitted)}
+    pending = {j.key: sum(len(ctx.pending(j, t.name)) for t in j.tasks) for j in data.valid}
     bounds = {"admitted": sum(weight.values()), "victims": 0, "opened": 0,
-              "extras": sum(j.replicas - j.min_available for j in data.valid)}
+              "extras": sum(pending[j.key] - ctx.need(j)[1] for j in data.valid),
+              "order": sum(order[j.key] for j in data.valid)}
     return {name: values[name] for name in bounds if values[name] == bounds[name]}
 
 
@@ -443,7 +456,8 @@ def solve(ctx: Context, options: PlanOptions, greedy: PlacementPlan | None = Non
                 m.maximize(objs[name])
             else:
                 m.minimize(objs[name])
-            left = (deadline - time.perf_counter()) * share / sum(p[2] for p in phases[k:])
+            rest = sum(p[2] for p in phases[k:])
+            left = (deadline - time.perf_counter()) * (share / rest if rest else 1)
             s = _solver(options, left, bool(data.victims.pairs))
             st = s.solve(m)
             ok = st in (cp_model.OPTIMAL, cp_model.FEASIBLE)

@@ -33,7 +33,13 @@ refuse, each violation naming the queue and, where it concerns one, the resource
 - deserved (effective) = ``max(guarantee, min(deserved, realCapability))`` per resource, deserved
   absent = 0. With hierarchy, ``root``'s guarantee and deserved are its children's sums (Volcano sets
   them so).
-- over deserved: the resources where allocated > effective deserved (the reclaim baseline).
+- listed dimensions (``deserved_listed``): the resources the effective deserved names, as the capacity
+  plugin's ``helpers.Max(deserved, guarantee)`` leaves them: every resource written in ``deserved`` or
+  ``guarantee`` (an explicit 0 included), except that cpu and memory count only when positive (Volcano
+  keeps them as plain numbers, and ``GreaterPartlyWithRelevantDimensions`` skips them when below its
+  ``minResource``); ``pods`` never (``IsIgnoredScalarResource``).
+- over deserved: the listed resources where allocated > effective deserved (the reclaim baseline). A
+  resource deserved does not list is neither under nor over it.
 
 **Spot capability** (``spot_capacity``), seed 002 §4.3/§4.5, for the target resource R (GPUs):
 
@@ -66,6 +72,8 @@ from optplan.models.quantity import MILLI, format_milli
 from optplan.models.queues import ROOT, QueueTree
 from optplan.models.snapshot import Resources, Snapshot
 
+NUMERIC_DIMS = ("cpu", "memory")
+"""Resources Volcano keeps as plain numbers (always present, 0 when not written), not scalar maps."""
 MAX_DEPTH = 5
 """Volcano's webhook default (``--max-queue-depth``)."""
 
@@ -228,7 +236,9 @@ class QueueAccount:
     """deserved clamped into [guarantee, realCapability]."""
     allocated: Resources
     over_deserved: tuple[str, ...]
-    """Resources on which allocated > effective deserved."""
+    """Listed resources on which allocated > effective deserved."""
+    deserved_listed: frozenset[str] = frozenset()
+    """The resources the effective deserved names (module docstring): only these are compared with it."""
 
     def headroom(self, resource: str) -> int:
         """What may still be allocated here before realCapability (ancestors not included)."""
@@ -339,12 +349,14 @@ def queue_report(snap: Snapshot, *, hierarchical: bool = True) -> QueueReport:
         q = tree.queues[name]
         g, d, rc = guarantee[name], deserved[name], real[name]
         eff = {r: max(g.get(r, 0), min(d.get(r, 0), rc[r])) for r in universe}
+        listed = frozenset(r for r in set(g) | set(d) if r != "pods" and (r not in NUMERIC_DIMS or eff[r] > 0))
         alloc = {r: allocated[name].get(r, 0) for r in universe}
         accounts[name] = QueueAccount(
             name=name, parent=tree.parent(name), depth=tree.depth(name), leaf=tree.is_leaf(name),
             implicit=q.implicit, state=q.state, open=tree.is_open(name), reclaimable=q.reclaimable, weight=q.weight,
             guarantee=g, deserved=d, capability=dict(q.capability), real_capability=rc, effective_deserved=eff,
-            allocated=alloc, over_deserved=tuple(r for r in universe if alloc[r] > eff[r]))
+            allocated=alloc, over_deserved=tuple(r for r in universe if r in listed and alloc[r] > eff[r]),
+            deserved_listed=listed)
     return QueueReport(hierarchical=hierarchical, cluster_total=total, resources=shown, accounts=accounts,
                        violations=validate_queues(snap, tree), unaccounted=tuple(sorted(unaccounted)))
 

@@ -19,15 +19,33 @@ newer first (LIFO: ``status.startTime``, else ``creationTimestamp``; a pod with 
 started at ``now``), then UID, then namespace/name.
 
 **Preempt**: victims in the preemptor's queue whose job priority is strictly lower. **Reclaim**: victims
-in other queues that are ``reclaimable`` (not false) and, before the job's evictions, above their
-(effective) deserved on a resource the job requests and the victim uses; the reclaimer's queue must
-be below its deserved on a resource it requests. A preemptor whose PriorityClass has
-``preemptionPolicy: Never`` evicts nothing (neither action).
+in other, ``reclaimable`` (not false) queues, by the capacity plugin's rules below. A preemptor pod
+whose own PriorityClass (the task's template's, else the job's) has ``preemptionPolicy: Never``
+evicts nothing (neither action); the job's other tasks still may (``never_tasks``).
 
-**Floors** (reclaim): for the victim's queue and each of its ancestors that is not also an ancestor of
-the reclaimer's queue (sibling teams under one parent leave the parent alone), and every resource r the
-job requests, evictions never take allocated r below ``min(deserved r, allocated r before the job)``:
-never below deserved, and never lower at all where the queue already is below.
+**Reclaim, as Volcano's capacity plugin decides it** (pkg/scheduler/plugins/capacity/capacity.go; the
+comparisons of pkg/scheduler/api/resource_info.go). Deserved is the queue's effective one
+(``queues.account_queues``) and only the dimensions it lists are compared with it
+(``QueueAccount.deserved_listed``); a dimension it does not list is neither under nor over. A request's
+dimensions are the resources it asks a positive amount of (``pods`` aside).
+
+- *The reclaimer* (``reclaimer_blocked``, the plugin's ``AddPreemptiveFn``), for each pod of the job in
+  turn, its queue's allocation counting the job's pods placed before it: ``allocated + request`` stays
+  ≤ realCapability on every requested dimension and ≤ deserved on at least one
+  (``LessEqualPartlyWithDimensionZeroFiltered``: an unlisted dimension reads 0, so it never qualifies).
+  Being under deserved before the request is not enough.
+- *A victim* (``victim_blocked``, the plugin's ``AddReclaimableFn``), in victim order, with the victims
+  already taken from its queue subtracted (``allocated`` below): (1) ``allocated − its request ≥
+  guarantee`` on every dimension the guarantee names (``checkGuaranteeConstraint``): the floor is
+  guarantee, not deserved; (2) its request shares no dimension with a positive deserved
+  (``isImmediateVictim``), or ``allocated > deserved`` on a listed dimension of its request
+  (``checkDeservedExceedance``, ``GreaterPartlyWithRelevantDimensions``). It must also share a
+  dimension with the reclaimer pod's request (``shouldSkipReclaimee``; ``statically_allowed`` with the
+  job's). Only the victim's own queue is checked (the plugin's ancestor checks are off by default:
+  ``ancestorReclaimLevel`` 0).
+- Victims come only from the node the reclaimer pod is tried on (``actions/reclaim``), as in preempt.
+- Order matters only through (2): a set of victims taken from one queue is valid when some order takes
+  each (``reclaim_order``, peeling from the last: the check only gets harder as victims are taken).
 
 **Gang of victims**: at most ``ready − minMember`` pods of one PodGroup over the whole plan, unless
 every occupying pod of it is taken. ``ready`` = occupying pods (bound, not terminal) + Succeeded pods.
@@ -39,10 +57,14 @@ newer pods cheaper, integers.
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from optplan.models.quantity import format_milli
+from optplan.models.queues import VCJob
 from optplan.models.snapshot import Pod, Snapshot
 
 Reason = Literal["preempt", "reclaim"]
@@ -213,16 +235,22 @@ def preemption_never(snap: Snapshot, class_name: str | None) -> bool:
     return pc is not None and pc.preemption_policy == "Never"
 
 
-def over_deserved(allocated: dict[str, int], deserved: dict[str, int],
-                  resources: set[str] | frozenset[str]) -> set[str]:
-    """Resources among ``resources`` where allocated > deserved."""
-    return {r for r in resources if allocated.get(r, 0) > deserved.get(r, 0)}
+def never_tasks(snap: Snapshot, job: VCJob) -> frozenset[str]:
+    """The job's tasks whose pods neither preempt nor reclaim: each task's own PriorityClass (the pod
+    template's ``priorityClassName``, else the job's, else the globalDefault) says ``preemptionPolicy:
+    Never`` (Volcano checks the preemptor pod's policy in preempt and in reclaim)."""
+    return frozenset(t.name for t in job.tasks if preemption_never(snap, job.task_priority_class(t)))
+
+
+def dims(requests: Mapping[str, int]) -> frozenset[str]:
+    """The resources a request asks a positive amount of (``pods`` aside: Volcano ignores it)."""
+    return frozenset(r for r, v in requests.items() if v > 0 and r != "pods")
 
 
 def statically_allowed(c: Candidate, reason: Reason, queue: str, priority: int, reclaimable: bool,
-                       over: set[str], needs: set[str] | frozenset[str]) -> str | None:
-    """Why the candidate cannot be a victim of this job by this action (gang and floors aside), or None.
-    ``over``: resources the victim's queue is above deserved on, before the job's evictions."""
+                       needs: set[str] | frozenset[str]) -> str | None:
+    """Why the candidate can never be a victim of this job by this action, whatever the queues hold
+    (gang aside), or None. ``needs``: the dimensions of the preemptor's request."""
     if reason == "preempt":
         if c.queue != queue:
             return f"queue {c.queue}, not the preemptor's {queue}"
@@ -233,13 +261,87 @@ def statically_allowed(c: Candidate, reason: Reason, queue: str, priority: int, 
         return f"queue {c.queue} is the reclaimer's own"
     if not reclaimable:
         return f"queue {c.queue} is not reclaimable"
-    uses = {r for r, v in c.pod.requests.items() if v > 0}
-    if not over & needs & uses:
-        return f"queue {c.queue} is not above deserved on a resource the job needs and the pod uses"
+    if not dims(c.pod.requests) & needs:
+        return "it requests no resource the reclaimer requests"
     return None
 
 
-def floor_queues(victim_chain: tuple[str, ...], reclaimer_chain: tuple[str, ...]) -> tuple[str, ...]:
-    """The victim's queue and its ancestors that are not ancestors of the reclaimer's queue."""
-    shared = set(reclaimer_chain)
-    return tuple(q for q in victim_chain if q not in shared)
+def _amount(x: int) -> str:
+    return str(format_milli(x))
+
+
+def reclaimer_blocked(queue: str, allocated: Mapping[str, int], request: Mapping[str, int],
+                      deserved: Mapping[str, int], real: Mapping[str, int]) -> str | None:
+    """Volcano's PreemptiveFn for one reclaimer pod: why its queue may not reclaim for it, or None.
+    ``allocated``: the queue's allocation now; ``deserved``: effective (0 where not listed)."""
+    need = sorted(dims(request))
+    for r in need:
+        future = allocated.get(r, 0) + request[r]
+        if future > real.get(r, 0):
+            return (f"queue {queue}: {r} allocated {_amount(allocated.get(r, 0))} + request {_amount(request[r])} "
+                    f"> realCapability {_amount(real.get(r, 0))}")
+    if any(allocated.get(r, 0) + request[r] <= deserved.get(r, 0) for r in need):
+        return None
+    parts = ", ".join(f"{r} {_amount(allocated.get(r, 0))} + {_amount(request[r])} > "
+                      f"{_amount(deserved.get(r, 0))}" for r in need)
+    return f"queue {queue} is not under its deserved with the request ({parts})"
+
+
+def guarantee_blocks(queue: str, allocated: Mapping[str, int], request: Mapping[str, int],
+                     guarantee: Mapping[str, int]) -> str | None:
+    """Rule (1): why evicting ``request`` would take the queue below its guarantee, or None."""
+    for r, g in sorted(guarantee.items()):
+        left = allocated.get(r, 0) - request.get(r, 0)
+        if r != "pods" and left < g:
+            return (f"guarantee protects queue {queue} ({r} {_amount(allocated.get(r, 0))} - "
+                    f"{_amount(request.get(r, 0))} < guarantee {_amount(g)})")
+    return None
+
+
+def not_over_deserved(queue: str, allocated: Mapping[str, int], request: Mapping[str, int],
+                      deserved: Mapping[str, int], listed: frozenset[str]) -> str | None:
+    """Rule (2): why the pod's queue is not above its deserved for it, or None (also None for an
+    immediate victim: its request shares no dimension with a positive deserved)."""
+    need = sorted(dims(request))
+    if not any(deserved.get(r, 0) > 0 for r in need):
+        return None
+    if any(r in listed and allocated.get(r, 0) > deserved.get(r, 0) for r in need):
+        return None
+    parts = ", ".join(f"{r} {_amount(allocated.get(r, 0))} <= {_amount(deserved.get(r, 0))}" if r in listed
+                      else f"{r} not in deserved" for r in need)
+    return f"queue {queue} is not above its deserved ({parts})"
+
+
+def victim_blocked(queue: str, allocated: Mapping[str, int], request: Mapping[str, int],
+                   deserved: Mapping[str, int], listed: frozenset[str], guarantee: Mapping[str, int]) -> str | None:
+    """Volcano's ReclaimableFn for one reclaimee: why it may not be taken, or None. ``allocated``: its
+    queue's allocation with the victims already taken from it subtracted."""
+    return (guarantee_blocks(queue, allocated, request, guarantee)
+            or not_over_deserved(queue, allocated, request, deserved, listed))
+
+
+def reclaim_order(queue: str, allocated: Mapping[str, int], pods: Sequence[tuple[str, Mapping[str, int]]],
+                  deserved: Mapping[str, int], listed: frozenset[str],
+                  guarantee: Mapping[str, int]) -> tuple[list[str] | None, str]:
+    """An order in which ``victim_blocked`` lets every pod (key, requests) go from the queue, else None
+    and why. Peels from the last: a pod may go last when it passes with all the others taken; taking
+    more only makes the check harder, so any pod that may go last keeps the rest orderable."""
+    left = list(pods)
+    order: list[str] = []
+    while left:
+        total: dict[str, int] = defaultdict(int)
+        for _k, req in left:
+            for r, x in req.items():
+                total[r] += x
+        why = ""
+        for i, (k, req) in enumerate(left):
+            others = {r: allocated.get(r, 0) - total.get(r, 0) + req.get(r, 0) for r in set(allocated) | set(total)}
+            blocked = victim_blocked(queue, others, req, deserved, listed, guarantee)
+            if blocked is None:
+                order.append(k)
+                del left[i]
+                break
+            why = why or f"{k}: {blocked}"
+        else:
+            return None, why
+    return order[::-1], ""

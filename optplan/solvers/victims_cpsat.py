@@ -11,8 +11,9 @@ greedy, whose plans are replayed the same way) sees. ``after[job]`` says in whic
 and equal cost are identical to every rule, so they are counted, not named (``VictimClass``); the
 extraction hands pods out in victim order. A pair (job, class) exists only when the job is entitled to
 the class by the static rules (``victims.statically_allowed``; preempt: same queue, strictly lower job
-priority; reclaim: another, reclaimable queue that could be above deserved on a resource the job needs
-and the pod uses, and a job queue with a deserved share of a resource it needs; never for a
+priority; reclaim: another, reclaimable queue, a pod that requests a resource the job requests and
+that is an immediate victim or whose queue could be above deserved on a listed dimension of its
+request, and a job queue with a positive deserved on a resource it requests; never for a
 ``preemptionPolicy: Never`` job), and when the job can land on the class's node, or may take the whole
 PodGroup (all its occupying pods are candidates the job is entitled to, and the jobs entitled to it
 could use more than ``ready − minMember`` of its pods: each pod placed frees at most the group's pods
@@ -31,8 +32,8 @@ Decisions (``VictimVars``):
 - ``reclaims[job]``: the job's action is reclaim (else preempt: one action places a job);
 - ``used[node, r, job]``: a node's usage after the job's turn, where later jobs place or evict there;
   ``places[job, node]`` on a node over-committed in the snapshot (only a pod placed there must fit);
-- auxiliary literals of the reclaim rules: ``below[job, r]``, ``over[job, queue, r]``,
-  ``some[job, queue, resources]``, ``drops[job, queue, r]``.
+- auxiliary literals of the reclaim rules: ``under[job, r]``, ``has[job, task]``, ``some[job, queue]``,
+  ``left[job, queue, r]``, ``last[job, queue, class]``, ``other[job, class]``, ``over[job, class, r, mode]``.
 
 Constraints (families, one function each):
 
@@ -49,11 +50,11 @@ Constraints (families, one function each):
   the rest of it, the jobs before that one staying within ready − minMember;
 - region cuts (``add_region_cuts``, redundant): a job that ends in a region finds its gang's least
   demand in the free room of the region's nodes plus what evictions there release;
-- reclaim (``add_reclaim_rules``), on the queue allocations at the job's turn (``Accounts.before``):
-  the job's queue below its deserved on a resource it needs; the victim's queue above its deserved on a
-  resource the job needs and the victim uses; the floors — for each victim queue and ancestor that is
-  not an ancestor of the job's queue, and each resource the job needs, the job's reclaim evictions
-  take at most ``max(0, allocated − deserved)``.
+- reclaim (``add_reclaim_rules``), the capacity plugin's rules (``victims``) on the queue allocations
+  at the job's turn (``Accounts.before``): each placed task's requested dimensions include one where
+  the job's queue + the job's amount ≤ deserved; per victim queue, its allocation after the job's
+  victims ≥ guarantee, and a designated last pod such that every pod passes rule (2) in an order
+  ending with it.
 
 Objective term (``cost``): Σ cost × take, the ``victims`` module's cost (priority-weighted, newer pods
 cheaper), minimised right after the admissions.
@@ -62,6 +63,7 @@ cheaper), minimised right after the admissions.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -70,8 +72,14 @@ from ortools.sat.python import cp_model
 from optplan.models.placement import PlacementPlan
 from optplan.models.queues import VCJob
 from optplan.solvers.oracle import POD_SLOT
-from optplan.solvers.placement import Context, QueueState, job_needs, task_minima
-from optplan.solvers.victims import Candidate, Reason, floor_queues, preemption_never, statically_allowed
+from optplan.solvers.placement import Context, QueueState, job_needs
+from optplan.solvers.victims import (
+    Candidate,
+    Reason,
+    dims,
+    not_over_deserved,
+    statically_allowed,
+)
 
 if TYPE_CHECKING:
     from optplan.solvers.placement_cpsat import Data, Vars
@@ -162,6 +170,14 @@ class VictimData:
         self.nodes = {c.node for c in self.classes.values()}
 
 
+def _may_be_over(c: Candidate, queues: QueueState, could_be_over: dict[str, set[str]]) -> bool:
+    """Rule (2) can pass for the pod at some turn: an immediate victim, or its queue could be above
+    deserved on a listed dimension of its request."""
+    des = queues.deserved[c.queue]
+    need = dims(c.pod.requests)
+    return not any(des.get(r, 0) > 0 for r in need) or bool(need & could_be_over.get(c.queue, set()))
+
+
 def _requests(job: VCJob, ctx: Context) -> dict[str, int]:
     """Resource -> the most the job can request of it (every replica placed)."""
     out: dict[str, int] = defaultdict(int)
@@ -176,7 +192,6 @@ def _requests(job: VCJob, ctx: Context) -> dict[str, int]:
 def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
                 feasible: dict[tuple[str, str], list[str]]) -> VictimData:
     """Classes of the catalogue's candidates and the static (job, class) pairs, before pruning."""
-    snap = ctx.snapshot
     cat = ctx.catalogue
     vd = VictimData()
     if not cat.candidates:
@@ -200,12 +215,13 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
         for q in queues.chain(job.queue):
             for r, x in most[job.key].items():
                 potential[q][r] = potential[q].get(r, 0) + x
-    could_be_over = {q: {r for r, x in a.items() if x > queues.deserved[q].get(r, 0)} for q, a in potential.items()}
+    could_be_over = {q: {r for r, x in a.items() if r in queues.listed[q] and x > queues.deserved[q].get(r, 0)}
+                     for q, a in potential.items()}
     reachable: dict[str, set[str]] = defaultdict(set)
     for (j, _t), nodes in feasible.items():
         reachable[j].update(nodes)
     for job in valid:
-        if preemption_never(snap, job.priority_class_name):
+        if not ctx.preempting(job):  # every task with pending pods is preemptionPolicy Never
             continue
         needs = job_needs(job)
         prio = ctx.priority[job.key]
@@ -215,8 +231,9 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
             for reason in ("preempt", "reclaim"):
                 if reason == "reclaim" and not may_reclaim:
                     continue
-                why = statically_allowed(c, reason, job.queue, prio, queues.reclaimable.get(c.queue, True),
-                                         could_be_over.get(c.queue, set()), needs)
+                why = statically_allowed(c, reason, job.queue, prio, queues.reclaimable.get(c.queue, True), needs)
+                if why is None and reason == "reclaim" and not _may_be_over(c, queues, could_be_over):
+                    why = "its queue is never above deserved for it"
                 if why is None:
                     vd.pairs[job.key, k] = reason
                     break
@@ -242,12 +259,14 @@ class VictimVars:
     lands: dict[tuple[str, str], Any] = field(default_factory=dict)  # lands[job, node]
     finish: dict[tuple[str, str], Any] = field(default_factory=dict)  # finish[job, group]
     reclaims: dict[str, Any] = field(default_factory=dict)  # reclaims[job]: reclaim, else preempt
-    below: dict[tuple[str, str], Any] = field(default_factory=dict)  # below[job, r]: own queue < deserved
-    over: dict[tuple[str, str, str], Any] = field(default_factory=dict)  # over[job, queue, r]: > deserved
-    some: dict[tuple[str, str, tuple[str, ...]], Any] = field(default_factory=dict)  # takes from the queue
-    some_classes: dict[tuple[str, str, tuple[str, ...]], list[str]] = field(default_factory=dict)
-    """The classes behind each ``some`` literal."""
-    drops: dict[tuple[str, str, str], Any] = field(default_factory=dict)  # drops[job, floor queue, r] > 0
+    under: dict[tuple[str, str], Any] = field(default_factory=dict)  # under[job, r]: own queue + job ≤ deserved
+    has: dict[tuple[str, str], Any] = field(default_factory=dict)  # has[job, task]: a pod of the task placed
+    some: dict[tuple[str, str], Any] = field(default_factory=dict)  # some[job, queue]: reclaims from the queue
+    left: dict[tuple[str, str, str], Any] = field(default_factory=dict)  # left[job, queue, r]: after its victims
+    last: dict[tuple[str, str, str], Any] = field(default_factory=dict)  # last[job, queue, class]: taken last
+    other: dict[tuple[str, str], Any] = field(default_factory=dict)  # other[job, class]: a pod taken not last
+    over: dict[tuple[str, str, str, str], Any] = field(default_factory=dict)
+    """over[job, class, r, "last"|"other"]: the class's queue stays above deserved on r for such a pod."""
     places: dict[tuple[str, str], Any] = field(default_factory=dict)  # places[job, node], over-committed nodes
 
 
@@ -422,10 +441,14 @@ def add_entitlement(m: cp_model.CpModel, data: Data, v: Vars) -> None:
             rec = ev.reclaims[j]
             m.add(y <= cls.size * (rec if vd.pairs[j, k] == "reclaim" else 1 - rec))
     at: dict[tuple[str, str], list[Any]] = defaultdict(list)
-    for (j, _t, n), x in v.count.items():
-        at[j, n].append(x)
+    for (j, t, n), x in v.count.items():
+        if t not in data.ctx.never[j]:  # a preemptionPolicy Never pod evicts nothing
+            at[j, n].append(x)
     for (j, n), lit in ev.lands.items():
-        m.add(sum(at[j, n]) >= 1).only_enforce_if(lit)
+        if at[j, n]:
+            m.add(sum(at[j, n]) >= 1).only_enforce_if(lit)
+        else:
+            m.add(lit == 0)
 
 
 def add_victim_gangs(m: cp_model.CpModel, data: Data, v: Vars) -> None:
@@ -460,67 +483,105 @@ def add_victim_gangs(m: cp_model.CpModel, data: Data, v: Vars) -> None:
 
 
 def add_reclaim_rules(m: cp_model.CpModel, data: Data, v: Vars) -> None:
-    """At the reclaiming job's turn: its queue below deserved on a resource it needs; each victim's
-    queue above deserved on a resource the job needs and the victim uses; the floors."""
+    """The capacity plugin's reclaim rules (``victims``) at the reclaiming job's turn (``Accounts.before``):
+
+    - the reclaimer: every task with a pod placed finds one of its requested dimensions where ``before +
+      the job's amount ≤ deserved`` (Volcano checks each pod with the job's pods before it; the whole
+      amount is the last pod's, so this is exact when the tasks request the same dimensions, stricter
+      otherwise);
+    - per victim queue, on ``left`` (its allocation after the job's victims): ``left ≥ guarantee`` on every
+      guaranteed dimension; one pod designated ``last`` passes rule (2) with all the others taken
+      (``left + its request > deserved`` on a listed dimension of its request), every other pod with all
+      but itself and the last taken (``left + its request + the last's > deserved``); immediate victims
+      pass. Any order ending with the last then takes each pod, so the set is one ``reclaim_order``
+      accepts; where one dimension decides, such a last exists exactly when an order does.
+    """
     vd, ev = data.victims, v.ev
     if not ev.reclaims:
         return
     acc = Accounts(data, v)
     queues = data.queues
     jobs = {job.key: job for job in data.valid}
+    counts: dict[tuple[str, str], list[Any]] = defaultdict(list)
+    for (j, task_name, _n), x in v.count.items():
+        counts[j, task_name].append(x)
     for j, rec in sorted(ev.reclaims.items()):
         job = jobs[j]
-        needs = sorted(job_needs(job))
         des = queues.deserved[job.queue]
-        lits = []
-        for r in needs:
-            if des.get(r, 0) > 0:
-                ev.below[j, r] = b = m.new_bool_var(f"below[{j},{r}]")
-                m.add(acc.before(j, job.queue, r) <= des[r] - 1).only_enforce_if(b)
-                lits.append(b)
-        m.add_bool_or(lits).only_enforce_if(rec)
-        # the victims' queues above deserved
-        groups: dict[tuple[str, tuple[str, ...]], list[tuple[str, Any]]] = defaultdict(list)
-        floors: dict[tuple[str, str], list[Any]] = defaultdict(list)
-        mine = queues.chain(job.queue)
-        for (jj, k), y in ev.take.items():
-            if jj != j or vd.pairs[jj, k] != "reclaim":
+        for r in sorted(job_needs(job)):
+            if des.get(r, 0) > 0 and (j, r) in ev.amount:
+                ev.under[j, r] = u = m.new_bool_var(f"under[{j},{r}]")
+                m.add(acc.before(j, job.queue, r) + ev.amount[j, r] <= des[r]).only_enforce_if(u)
+        for t in job.tasks:
+            pods = data.ctx.pods[j].get(t.name) or []
+            xs = counts.get((j, t.name), [])
+            if not pods or not xs:
                 continue
-            cls = vd.classes[k]
-            rs = tuple(sorted(r for r in needs if cls.requests.get(r, 0) > 0))
-            groups[cls.queue, rs].append((k, y))
-            for f in floor_queues(queues.chain(cls.queue), mine):
-                for r in needs:
-                    if cls.requests.get(r, 0):
-                        floors[f, r].append(cls.requests[r] * y)
-        for (q, rs), ys in sorted(groups.items(), key=lambda kv: kv[0]):
-            ev.some[j, q, rs] = some = m.new_bool_var(f"some[{j}<-{q}]")
-            ev.some_classes[j, q, rs] = [k for k, _y in ys]
-            m.add(sum(y for _k, y in ys) <= sum(vd.classes[k].size for k, _y in ys) * some)
+            lits = [ev.under[j, r] for r in sorted(dims(pods[0].requests)) if (j, r) in ev.under]
+            if not lits:
+                m.add(sum(xs) == 0).only_enforce_if(rec)
+                continue
+            ev.has[j, t.name] = h = m.new_bool_var(f"has[{j}/{t.name}]")
+            m.add(sum(xs) <= t.replicas * h)
+            m.add_bool_or(lits).only_enforce_if([rec, h])
+        by_queue: dict[str, list[str]] = defaultdict(list)
+        for (jj, k) in ev.take:
+            if jj == j and vd.pairs[jj, k] == "reclaim":
+                by_queue[vd.classes[k].queue].append(k)
+        for q, ks in sorted(by_queue.items()):
+            _victim_queue(m, data, v, acc, j, q, sorted(ks))
+
+
+def _victim_queue(m: cp_model.CpModel, data: Data, v: Vars, acc: Accounts, j: str, q: str, ks: list[str]) -> None:
+    """Guarantee and rule (2) for the pods job ``j`` reclaims from queue ``q`` (``add_reclaim_rules``)."""
+    vd, ev = data.victims, v.ev
+    queues = data.queues
+    des, listed, guarantee = queues.deserved[q], queues.listed[q], queues.guarantee[q]
+    ys = {k: ev.take[j, k] for k in ks}
+    ev.some[j, q] = some = m.new_bool_var(f"some[{j}<-{q}]")
+    m.add(sum(ys.values()) <= sum(vd.classes[k].size for k in ks) * some)
+    resources = sorted({r for k in ks for r in dims(vd.classes[k].requests) if r in listed} |
+                       {r for r, g in guarantee.items() if g > 0 and r != "pods"})
+    joining = [job for job in data.valid if q in acc.chain[job.key]]  # jobs whose pods count in q
+    for r in resources:
+        ub = max(queues.allocated[q].get(r, 0), 0) + sum(_requests(job, data.ctx).get(r, 0) for job in joining)
+        ev.left[j, q, r] = lv = m.new_int_var(0, ub, f"left[{j},{q},{r}]")
+        m.add(lv == acc.before(j, q, r) - sum(vd.classes[k].requests.get(r, 0) * y for k, y in ys.items()))
+        if guarantee.get(r, 0) > 0:
+            m.add(lv >= guarantee[r]).only_enforce_if(some)
+    lasts = {k: m.new_bool_var(f"last[{j},{q},{k}]") for k in ks}
+    for k, lit in lasts.items():
+        ev.last[j, q, k] = lit
+        m.add(ys[k] >= 1).only_enforce_if(lit)
+    m.add(sum(lasts.values()) == some)
+    for k in ks:
+        cls = vd.classes[k]
+        need = dims(cls.requests)
+        if not any(des.get(r, 0) > 0 for r in need):
+            continue  # an immediate victim
+        witnesses = sorted(r for r in need if r in listed)
+        ev.other[j, k] = oth = m.new_bool_var(f"other[{j},{k}]")
+        m.add(ys[k] - lasts[k] <= cls.size * oth)
+        for mode, lit in (("last", lasts[k]), ("other", oth)):
             ors = []
-            for r in rs:
-                if (j, q, r) not in ev.over:
-                    ev.over[j, q, r] = o = m.new_bool_var(f"over[{j},{q},{r}]")
-                    m.add(acc.before(j, q, r) >= queues.deserved[q].get(r, 0) + 1).only_enforce_if(o)
-                ors.append(ev.over[j, q, r])
-            m.add_bool_or(ors).only_enforce_if(some)
-        for (f, r), terms in sorted(floors.items()):
-            big = sum(vd.classes[k].size * vd.classes[k].requests.get(r, 0) for (jj, k) in ev.take if jj == j)
-            ev.drops[j, f, r] = d = m.new_bool_var(f"drops[{j},{f},{r}]")
-            m.add(sum(terms) <= big * d)
-            m.add(sum(terms) <= acc.before(j, f, r) - queues.deserved[f].get(r, 0)).only_enforce_if(d)
+            for r in witnesses:
+                ev.over[j, k, r, mode] = o = m.new_bool_var(f"over[{j},{k},{r},{mode}]")
+                extra = sum(vd.classes[kk].requests.get(r, 0) * lasts[kk] for kk in ks) if mode == "other" else 0
+                m.add(ev.left[j, q, r] + cls.requests.get(r, 0) + extra >= des.get(r, 0) + 1).only_enforce_if(o)
+                ors.append(o)
+            m.add_bool_or(ors).only_enforce_if(lit)
 
 
 def min_demand(job: VCJob, ctx: Context) -> dict[str, int]:
     """The least the admitted gang requests of each resource: every task's minimum, the rest of
     minAvailable at the smallest request among the tasks."""
-    minima = task_minima(job)
+    minima, need = ctx.need(job)  # a running gang's pending pods need less
     tasks = [t for t in job.tasks if t.replicas > 0]
     out: dict[str, int] = {}
     for r in sorted({r for t in tasks for r in ctx.pods[job.key][t.name][0].requests}):
         req = {t.name: ctx.pods[job.key][t.name][0].requests.get(r, 0) for t in tasks}
         fixed = sum(minima.get(t, 0) * q for t, q in req.items())
-        rest = max(job.min_available - sum(minima.values()), 0)
+        rest = max(need - sum(minima.values()), 0)
         out[r] = fixed + rest * min(req.values(), default=0)
     return out
 
@@ -619,19 +680,66 @@ def add_hint(m: cp_model.CpModel, data: Data, v: Vars, plan: PlacementPlan,
                     alloc[q][r] = alloc[q].get(r, 0) + amt
     for (j, g), lit in ev.finish.items():
         m.add_hint(lit, int(finisher.get(g) == j))
-    for (j, r), lit in ev.below.items():
-        job_queue = admitted[j].queue if j in admitted else None
-        m.add_hint(lit, int(j in before and job_queue is not None
-                            and before[j][job_queue].get(r, 0) < queues.deserved[job_queue].get(r, 0)))
-    for (j, q, r), lit in ev.over.items():
-        m.add_hint(lit, int(j in before and before[j][q].get(r, 0) > queues.deserved[q].get(r, 0)))
-    for sk, lit in ev.some.items():
-        m.add_hint(lit, int(any(taken.get((sk[0], k), 0) for k in ev.some_classes[sk])))
-    for (j, f, r), lit in ev.drops.items():
-        mine = queues.chain(admitted[j].queue) if j in admitted else ()
-        m.add_hint(lit, int(any(n and vd.classes[k].requests.get(r, 0) and vd.pairs.get((jj, k)) == "reclaim"
-                                and f in floor_queues(queues.chain(vd.classes[k].queue), mine)
-                                for (jj, k), n in taken.items() if jj == j)))
+    _hint_reclaim(m, data, v, before, taken, amounts, counts)
+
+
+def _hint_reclaim(m: cp_model.CpModel, data: Data, v: Vars, before: dict[str, dict[str, dict[str, int]]],
+                  taken: dict[tuple[str, str], int], amounts: dict[tuple[str, str], int],
+                  counts: dict[tuple[str, str, str], int]) -> None:
+    """Hint the reclaim literals (``add_reclaim_rules``) from a plan's replay: the state at each late
+    job's turn (``before``), its takes and its amounts; the designated last pod of each victim queue is
+    the first class that meets the rule."""
+    vd, ev = data.victims, v.ev
+    queues = data.queues
+    jobs = {job.key: job for job in data.valid}
+    for (j, r), lit in ev.under.items():
+        q = jobs[j].queue
+        m.add_hint(lit, int(j in before and before[j][q].get(r, 0) + amounts.get((j, r), 0)
+                            <= queues.deserved[q].get(r, 0)))
+    placed = {(j, t) for (j, t, _n), num in counts.items() if num}
+    for jt, lit in ev.has.items():
+        m.add_hint(lit, int(jt in placed))
+    for (j, q), lit in ev.some.items():
+        m.add_hint(lit, int(any(n for (jj, k), n in taken.items() if jj == j and vd.classes.get(k) is not None
+                                and vd.classes[k].queue == q and vd.pairs.get((jj, k)) == "reclaim")))
+    left: dict[tuple[str, str, str], int] = {}
+    for (j, q, r), lv in ev.left.items():
+        if j in before:
+            left[j, q, r] = before[j][q].get(r, 0) - sum(vd.classes[k].requests.get(r, 0) * n
+                                                         for (jj, k), n in taken.items()
+                                                         if jj == j and k in vd.classes and vd.classes[k].queue == q)
+            m.add_hint(lv, left[j, q, r])
+    by_jq: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for (j, q, k) in ev.last:
+        by_jq[j, q].append(k)
+    for (j, q), ks in sorted(by_jq.items()):
+        des, listed = queues.deserved[q], queues.listed[q]
+        mine = [k for k in ks if taken.get((j, k), 0)]
+        after = {r: x for (jj, qq, r), x in left.items() if (jj, qq) == (j, q)}
+
+        def passes(k: str, extra: Mapping[str, int]) -> bool:
+            return _rule2(vd.classes[k].requests, after, extra, des, listed)  # noqa: B023 (used in this turn)
+
+        chosen = next((k for k in mine if passes(k, {}) and all(
+            passes(o, vd.classes[k].requests) for o in mine if o != k or taken[j, k] > 1)), mine[0] if mine else None)
+        for k in ks:
+            m.add_hint(ev.last[j, q, k], int(k == chosen))
+            last_req = vd.classes[chosen].requests if chosen is not None else {}
+            if (j, k) in ev.other:
+                m.add_hint(ev.other[j, k], int(taken.get((j, k), 0) - int(k == chosen) >= 1))
+            for mode, extra in (("last", {}), ("other", last_req)):
+                for r in sorted(dims(vd.classes[k].requests)):
+                    if (j, k, r, mode) in ev.over:
+                        m.add_hint(ev.over[j, k, r, mode], int(
+                            left.get((j, q, r), 0) + vd.classes[k].requests.get(r, 0) + extra.get(r, 0)
+                            > des.get(r, 0)))
+
+
+def _rule2(request: Mapping[str, int], left: Mapping[str, int], extra: Mapping[str, int], des: Mapping[str, int],
+           listed: frozenset[str]) -> bool:
+    """Rule (2) (``victims.not_over_deserved``) for a pod with ``left + extra`` allocated besides it."""
+    alloc = {r: left.get(r, 0) + request.get(r, 0) + extra.get(r, 0) for r in set(left) | set(request) | set(extra)}
+    return not_over_deserved("", alloc, request, des, listed) is None
 
 
 def extract(data: Data, v: Vars, s: cp_model.CpSolver) -> dict[str, list[tuple[Candidate, Reason]]]:
