@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from optplan.adapters import place_cli
 from optplan.adapters.kubefile import load_files
+from optplan.cli import place as place_cli
 from optplan.errors import InputError, PlanInvalidError
 from optplan.models.placement import Binding, BinpackWeights, JobPlacement, PlacementPlan
 from optplan.models.queues import VCJob
@@ -26,7 +26,6 @@ from optplan.solvers.placement import (
     Context,
     binpack_score,
     greedy_place,
-    place_jobs,
     placement_violations,
     plan_key,
     plan_placement,
@@ -402,7 +401,7 @@ def _cli(*argv: str) -> str:
     p = argparse.ArgumentParser()
     place_cli.add_arguments(p)
     args = p.parse_args(list(argv))
-    return place_cli.run(args, load_files(args.snapshots), place_jobs)
+    return place_cli.run(args, load_files(args.snapshots))
 
 
 DEMO = str(ROOT_DIR / "instances" / "place-demo.yaml")
@@ -433,7 +432,9 @@ def test_cli_reads_pending_snapshot_jobs_and_needs_some(tmp_path: Path) -> None:
     running["status"] = {"state": {"phase": "Running"}}
     snap_file.write_text(yaml.safe_dump_all([node("a"), pending, running]))
     doc = json.loads(_cli(str(snap_file), "-o", "json", "--solver", "greedy"))
-    assert [j["name"] for j in doc["jobs"]] == ["p"]
+    # r is Running but none of its replicas runs: the planner's rule (solvers.placement.jobs_to_place, which
+    # `optplan place` has always used) places its replica too
+    assert [j["name"] for j in doc["jobs"]] == ["p", "r"]
     empty = tmp_path / "e.yaml"
     empty.write_text(yaml.safe_dump(node("a")))
     with pytest.raises(InputError):

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from optplan.adapters import spot_cli
 from optplan.adapters.kubefile import LoadedInput, load_files
+from optplan.cli import spot as spot_cli
 from optplan.errors import InputError
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.spot import (
@@ -58,7 +58,7 @@ def cli(loaded: LoadedInput | None, *argv: str) -> str:
     ap = argparse.ArgumentParser(prog="optplan reclaim-spot")
     spot_cli.add_arguments(ap)
     args = ap.parse_args(list(argv) if loaded is None else ["inline", *argv])
-    return spot_cli.run(args, load_files(args.snapshots) if loaded is None else loaded, reclaim_spot)
+    return spot_cli.run(args, load_files(args.snapshots) if loaded is None else loaded)
 
 
 # ---- the seed's example (§6.5) --------------------------------------------------------------------
@@ -381,7 +381,7 @@ def test_missing_gpus_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> No
         cli(seed_cluster(), "--now", NOW)
     assert e.value.code == 2 and "--gpus" in capsys.readouterr().err
     with pytest.raises(InputError, match="--gpus"):
-        spot_cli.run(argparse.Namespace(snapshots=["x"], gpus=None), seed_cluster(), reclaim_spot)
+        spot_cli.run(argparse.Namespace(snapshots=["x"], gpus=None), seed_cluster())
 
 
 @pytest.mark.parametrize(("argv", "field", "message"), [

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from optplan.adapters import place_cli
 from optplan.adapters.kubefile import load_objects
+from optplan.cli import place as place_cli
 from optplan.models.placement import BinpackWeights, JobPlacement, PlacementPlan, Victim
 from optplan.models.repack import SolverRecord
 from optplan.solvers.base import PlanOptions
-from optplan.solvers.placement import place_jobs, placement_violations, plan_placement
+from optplan.solvers.placement import placement_violations, plan_placement
 from optplan.solvers.victims import Catalogue
 from tests.builders import GPU, job_task, node, pod, podgroup_in, priority_class, queue, vcjob
 
@@ -411,7 +411,7 @@ def _cli(tmp_path: Any, *argv: str) -> str:
     args = p.parse_args([str(f), *argv])
     from optplan.adapters.kubefile import load_files
 
-    return place_cli.run(args, load_files(args.snapshots), place_jobs)
+    return place_cli.run(args, load_files(args.snapshots))
 
 
 def test_output_shape_table_and_determinism_with_now(tmp_path: Any) -> None:

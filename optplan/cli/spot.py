@@ -1,8 +1,6 @@
 """``optplan reclaim-spot``: arguments, and the output for people (a table) or programs (json/yaml).
 
-The planning itself is ``optplan.solvers.spot.reclaim_spot``. The layers contract keeps adapters and
-solvers independent of each other, so the CLI hands the planner in (``run(args, loaded, reclaim_spot)``)
-and this module reads the result through the small structural types below.
+The planning itself is ``optplan.solvers.spot.reclaim_spot``.
 
 The json/yaml document, keys in this order::
 
@@ -20,92 +18,20 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Sequence
-from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
-from typing import Any, Protocol
+from typing import Any
 
 from optplan.adapters.args import add_snapshot_source, int_in, positive_float
 from optplan.adapters.kubefile import LoadedInput
 from optplan.adapters.output import dump, table
 from optplan.errors import InputError
 from optplan.models.quantity import format_milli, to_milli
-from optplan.models.snapshot import Snapshot
+from optplan.solvers.spot import ReclaimPlan, SpotReclaim, reclaim_spot
 
 log = logging.getLogger(__name__)
 
 DEFAULT_RESOURCE = "nvidia.com/gpu"
-
-
-# ---- what this module reads from the planner's result (optplan.solvers.spot) ----------------------
-
-class Victim(Protocol):
-    @property
-    def namespace(self) -> str: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def key(self) -> str: ...
-    @property
-    def units(self) -> int: ...
-    @property
-    def price(self) -> Fraction: ...
-    @property
-    def runtime_seconds(self) -> int: ...
-    @property
-    def nodes(self) -> Sequence[str]: ...
-    @property
-    def cost(self) -> Fraction: ...
-
-
-class Plan(Protocol):
-    @property
-    def mode(self) -> str: ...
-    @property
-    def victims(self) -> Sequence[Victim]: ...
-    @property
-    def freed(self) -> int: ...
-    @property
-    def cost(self) -> Fraction: ...
-    @property
-    def status(self) -> str: ...
-    @property
-    def reason(self) -> str | None: ...
-    @property
-    def freed_nodes(self) -> Sequence[str]: ...
-    @property
-    def released(self) -> int: ...
-
-
-class Reclaim(Protocol):
-    @property
-    def needed(self) -> int: ...
-    @property
-    def resource(self) -> str: ...
-    @property
-    def now(self) -> datetime: ...
-    @property
-    def jobs(self) -> Sequence[Victim]: ...
-    @property
-    def greedy(self) -> Plan: ...
-    @property
-    def optimal(self) -> Plan: ...
-    @property
-    def whole_nodes(self) -> Plan: ...
-    @property
-    def warnings(self) -> Sequence[str]: ...
-    @property
-    def selected(self) -> str: ...
-    @property
-    def spot_units(self) -> int: ...
-
-
-class Reclaimer(Protocol):
-    """The signature of ``optplan.solvers.spot.reclaim_spot``."""
-
-    def __call__(self, snapshot: Snapshot, needed: int, resource: str = ..., now: datetime | str | None = ..., *,
-                 time_limit: float = ..., workers: int = ..., seed: int = ...) -> Reclaim: ...
 
 
 # ---- arguments ------------------------------------------------------------------------------------
@@ -140,12 +66,12 @@ def needed_milli(value: object) -> int:
         raise InputError(str(e), field="--gpus") from None
 
 
-def run(args: argparse.Namespace, loaded: LoadedInput, reclaim: Reclaimer) -> str:
-    """Plan with ``reclaim`` (``optplan.solvers.spot.reclaim_spot``) and render as ``args.output`` asks."""
+def run(args: argparse.Namespace, loaded: LoadedInput) -> str:
+    """Plan with ``optplan.solvers.spot.reclaim_spot`` and render as ``args.output`` asks."""
     workers = getattr(args, "workers", 1)  # 1..64: checked by the flag's type
-    rep = reclaim(loaded.snapshot, needed_milli(getattr(args, "gpus", None)),
-                  getattr(args, "resource", DEFAULT_RESOURCE), getattr(args, "now", None),
-                  time_limit=getattr(args, "time_limit", 10.0), workers=workers, seed=getattr(args, "seed", 0))
+    rep = reclaim_spot(loaded.snapshot, needed_milli(getattr(args, "gpus", None)),
+                      getattr(args, "resource", DEFAULT_RESOURCE), getattr(args, "now", None),
+                      time_limit=getattr(args, "time_limit", 10.0), workers=workers, seed=getattr(args, "seed", 0))
     for w in rep.warnings:
         log.warning("%s", w)
     fmt = getattr(args, "output", "table")
@@ -164,7 +90,7 @@ def _number(x: Fraction) -> float:
     return round(float(x), 6)
 
 
-def plan_dict(plan: Plan, *, nodes: bool = False) -> dict[str, Any]:
+def plan_dict(plan: ReclaimPlan, *, nodes: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {
         "freed": _amount(plan.freed), "cost": _number(plan.cost),
         "victims": [{"namespace": v.namespace, "name": v.name, "units": _amount(v.units), "price": _number(v.price)}
@@ -176,7 +102,7 @@ def plan_dict(plan: Plan, *, nodes: bool = False) -> dict[str, Any]:
     return out
 
 
-def reclaim_dict(rep: Reclaim) -> dict[str, Any]:
+def reclaim_dict(rep: SpotReclaim) -> dict[str, Any]:
     return {"needed": _amount(rep.needed), "resource": rep.resource, "selected": rep.selected,
             "greedy": plan_dict(rep.greedy), "optimal": plan_dict(rep.optimal),
             "wholeNodes": plan_dict(rep.whole_nodes, nodes=True)}
@@ -204,7 +130,7 @@ def _duration(seconds: int) -> str:
     return f"{s}s"
 
 
-def _compare(name: str, plan: Plan, base_name: str, base: Plan, r: str) -> str:
+def _compare(name: str, plan: ReclaimPlan, base_name: str, base: ReclaimPlan, r: str) -> str:
     diff = plan.cost - base.cost
     if diff == 0:
         cost = f"costs the same as {base_name} ({_dec(plan.cost)})"
@@ -217,7 +143,7 @@ def _compare(name: str, plan: Plan, base_name: str, base: Plan, r: str) -> str:
     return f"{name} {cost} and {freed}"
 
 
-def reclaim_table(rep: Reclaim) -> str:
+def reclaim_table(rep: SpotReclaim) -> str:
     r = rep.resource
     plans = [("greedy", rep.greedy), ("optimal", rep.optimal), ("wholeNodes", rep.whole_nodes)]
     text = (f"Spot reclaim: {format_milli(rep.needed)} {r} needed, running times at {rep.now.isoformat()}\n"

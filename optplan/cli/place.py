@@ -1,18 +1,17 @@
 """``optplan place SNAPSHOT... --job JOB.yaml [--job ...] [--solver greedy|cpsat|auto] [--time-limit S]
 [--now RFC3339] [-o yaml|json|table]``: the arguments, the jobs to place, and the three output formats.
 
-Jobs are the ``--job`` files' VCJobs and the snapshot's pending VCJobs (no status, Pending or Inqueue);
-a ``--job`` VCJob replaces a snapshot VCJob of the same namespace/name. The planner is passed in by the
-CLI (adapters do not import solvers: the layers contract), as ``place(snapshot, jobs, solver=...,
-time_limit=..., workers=..., seed=..., weights=..., now=...)``; ``--now`` (RFC 3339) fixes the time victims
+Jobs are the ``--job`` files' VCJobs and the snapshot's VCJobs with pods to place (waiting, or
+running with a replica that does not run);
+a ``--job`` VCJob replaces a snapshot VCJob of the same namespace/name. The planner is
+``optplan.solvers.placement.place_jobs``; ``--now`` (RFC 3339) fixes the time victims
 are priced at (how long each has run), so that outputs are reproducible.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Sequence
 
 from optplan.adapters.args import add_snapshot_source, int_in, positive_float
 from optplan.adapters.kubefile import LoadedInput, load_files
@@ -21,17 +20,10 @@ from optplan.errors import InputError
 from optplan.models.placement import BinpackWeights, PlacementPlan
 from optplan.models.queues import VCJob
 from optplan.models.snapshot import Snapshot
+from optplan.solvers.placement import jobs_to_place as waiting_jobs
+from optplan.solvers.placement import place_jobs
 
-PENDING_PHASES = frozenset({"", "Pending", "Inqueue"})
-"""VCJob phases whose pods are still to be placed (``""``: no status, as in a job file)."""
 SOLVERS = ("greedy", "cpsat", "auto")
-
-
-class Placer(Protocol):
-    def __call__(self, snap: Snapshot, jobs: Sequence[VCJob], *, solver: str, time_limit: float, workers: int,
-                 seed: int, weights: BinpackWeights | None, now: str | None) -> PlacementPlan: ...
-
-
 
 MAX_BINPACK_WEIGHT = 10_000
 """Volcano's binpack weights are small integers (default 1); larger ones would only overflow the exact
@@ -79,13 +71,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="count", default=0, help="log progress to stderr")
 
 
-def jobs_to_place(snapshot: Snapshot, job_files: Sequence[str],
-                  waiting: Callable[[Snapshot], list[VCJob]] | None = None) -> list[VCJob]:
-    """The ``--job`` files' VCJobs and the snapshot's VCJobs with pods to place (``waiting``: the
-    planner's rule; without it, the jobs in a pending phase)."""
-    pending = waiting(snapshot) if waiting is not None else [
-        j for _, j in sorted(snapshot.jobs.items()) if j.phase in PENDING_PHASES]
-    jobs = {j.key: j for j in pending}
+def jobs_to_place(snapshot: Snapshot, job_files: Sequence[str]) -> list[VCJob]:
+    """The ``--job`` files' VCJobs and the snapshot's VCJobs with pods to place (the planner's rule:
+    ``optplan.solvers.placement.jobs_to_place``)."""
+    jobs = {j.key: j for j in waiting_jobs(snapshot)}
     if job_files:
         jobs.update(load_files(job_files).snapshot.jobs)
     if not jobs:
@@ -94,11 +83,10 @@ def jobs_to_place(snapshot: Snapshot, job_files: Sequence[str],
     return [jobs[k] for k in sorted(jobs)]
 
 
-def run(args: argparse.Namespace, loaded: LoadedInput, place: Placer,
-        waiting: Callable[[Snapshot], list[VCJob]] | None = None) -> str:
-    jobs = jobs_to_place(loaded.snapshot, args.job, waiting)
+def run(args: argparse.Namespace, loaded: LoadedInput) -> str:
+    jobs = jobs_to_place(loaded.snapshot, args.job)
     try:
-        plan = place(loaded.snapshot, jobs, solver=args.solver, time_limit=args.time_limit, workers=args.workers,
+        plan = place_jobs(loaded.snapshot, jobs, solver=args.solver, time_limit=args.time_limit, workers=args.workers,
                      seed=args.seed, weights=args.binpack, now=args.now)
     except InputError as e:  # the planner names the object and field; the files are known here
         if e.file is not None:

@@ -1,0 +1,126 @@
+"""``optplan queues`` and ``spot-capacity``: the queue tree's accounts and each tenant's spot capability."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from optplan.adapters.kubefile import LoadedInput
+from optplan.adapters.output import dump, table
+from optplan.solvers.queues import QueueReport, SpotReport, format_amount, queue_report, spot_capacity
+
+
+def _amounts(m: dict[str, int], resources: Sequence[str] | None = None) -> dict[str, int | str]:
+    keys = sorted(m) if resources is None else [r for r in resources if r in m]
+    return {r: format_amount(r, m[r]) for r in keys}
+
+
+def queue_report_dict(rep: QueueReport) -> dict[str, Any]:
+    shown = rep.resources
+    queues = []
+    for a in rep.accounts.values():
+        queues.append({
+            "name": a.name, "parent": a.parent, "depth": a.depth, "leaf": a.leaf, "implicit": a.implicit,
+            "state": a.state, "open": a.open, "reclaimable": a.reclaimable, "weight": a.weight,
+            "guarantee": _amounts(a.guarantee), "deserved": _amounts(a.deserved), "capability": _amounts(a.capability),
+            "realCapability": _amounts(a.real_capability, shown),
+            "effectiveDeserved": _amounts(a.effective_deserved, shown),
+            "allocated": _amounts(a.allocated, shown), "overDeserved": list(a.over_deserved)})
+    return {"hierarchy": rep.hierarchical, "clusterTotal": _amounts(rep.cluster_total), "queues": queues,
+            "violations": [{"queue": v.queue, "resource": v.resource, "rule": v.rule, "message": v.message}
+                           for v in rep.violations],
+            "unaccountedPods": [{"pod": p, "reason": why} for p, why in rep.unaccounted]}
+
+
+def queues(args: argparse.Namespace, loaded: LoadedInput) -> str:
+    rep = queue_report(loaded.snapshot, hierarchical=not args.flat)
+    if args.output != "table":
+        return dump(queue_report_dict(rep), args.output)
+    return queue_table(rep)
+
+
+def queue_table(rep: QueueReport) -> str:
+    def amt(r: str, m: dict[str, int], absent: str = "0") -> str:
+        return str(format_amount(r, m[r])) if r in m else absent
+
+    total = ", ".join(f"{r} {amt(r, rep.cluster_total)}" for r in rep.cluster_total) or "(no nodes)"
+    text = (f"Queues (capacity plugin, hierarchy {'on' if rep.hierarchical else 'off'}); "
+            f"cluster total: {total}\n\n")
+    rows = [["QUEUE", "STATE", "RESOURCE", "GUARANTEE", "DESERVED", "CAPABILITY", "REALCAPABILITY", "ALLOCATED",
+             "OVER"]]
+    for a in rep.accounts.values():
+        for i, r in enumerate(rep.resources):
+            eff = amt(r, a.effective_deserved)
+            if r in a.deserved and a.deserved[r] != a.effective_deserved.get(r):
+                eff += f" (written {amt(r, a.deserved)})"
+            state = a.state if a.open or a.state != "Open" else "Open (parent closed)"
+            name = "  " * a.depth + a.name + (" *" if a.implicit else "")
+            rows.append([name if i == 0 else "", state if i == 0 else "", r, amt(r, a.guarantee), eff,
+                         amt(r, a.capability, "-"), amt(r, a.real_capability), amt(r, a.allocated),
+                         "yes" if r in a.over_deserved else ""])
+    text += table(rows)
+    if any(a.implicit for a in rep.accounts.values()):
+        text += "* not in the snapshot: Volcano always has it\n"
+    if rep.violations:
+        vrows = [["QUEUE", "RESOURCE", "RULE", "MESSAGE"]]
+        vrows += [[v.queue, v.resource or "-", v.rule, v.message] for v in rep.violations]
+        text += f"\nViolations ({len(rep.violations)}):\n" + table(vrows)
+    else:
+        text += "\nNo admission violations.\n"
+    if rep.unaccounted:
+        prows = [["POD", "WHY"]] + [[p, why] for p, why in rep.unaccounted[:20]]
+        more = " (first 20 shown)" if len(rep.unaccounted) > 20 else ""
+        text += f"\nRunning pods counted in no queue ({len(rep.unaccounted)}){more}:\n" + table(prows)
+    return text
+
+
+def spot_report_dict(rep: SpotReport) -> dict[str, Any]:
+    r = rep.resource
+    return {
+        "resource": r,
+        "formula": "capability(spot_i) = idle * subscription_i / total subscription (seed 002 §4.3), "
+                   "rounded down; cpu and memory in the cluster's ratio to the resource",
+        "clusterTotal": format_amount(r, rep.cluster_total.get(r, 0)),
+        "subscriptionDeserved": format_amount(r, rep.subscription_total),
+        "paygAllocated": format_amount(r, rep.payg_allocated), "idle": format_amount(r, rep.idle),
+        "tenants": [{
+            "tenant": t.tenant, "subscriptionQueues": list(t.subscription_queues),
+            "subscription": format_amount(r, t.subscription), "paygQueues": list(t.payg_queues),
+            "paygAllocated": format_amount(r, t.payg_allocated), "spotQueue": t.spot_queue,
+            "capability": _amounts(t.capability), "current": _amounts(t.current), "changed": t.changed}
+            for t in rep.tenants],
+        "queues": [{"queue": q.queue, "tenant": q.tenant, "billingType": q.billing, "source": q.source}
+                   for q in rep.queues]}
+
+
+def spot_capacity_report(args: argparse.Namespace, loaded: LoadedInput) -> str:
+    rep = spot_capacity(loaded.snapshot, args.resource)
+    if args.output != "table":
+        return dump(spot_report_dict(rep), args.output)
+    return spot_table(rep)
+
+
+def spot_table(rep: SpotReport) -> str:
+    r = rep.resource
+
+    def amt(res: str, v: int) -> str:
+        return str(format_amount(res, v))
+
+    text = (f"Spot capability of {r} (seed 002 §4.3): idle x subscription_i / total subscription, rounded down\n"
+            f"idle = cluster {amt(r, rep.cluster_total.get(r, 0))} - subscription deserved "
+            f"{amt(r, rep.subscription_total)} - pay-as-you-go allocated {amt(r, rep.payg_allocated)} = "
+            f"{amt(r, rep.idle)}\n\n")
+    if not rep.tenants:
+        return text + "No subscription, pay-as-you-go or spot queues found (see optplan/solvers/queues.py).\n"
+    resources = sorted({res for t in rep.tenants for res in t.capability}, key=lambda x: (x != r, x))
+    rows = [["TENANT", "SUBSCRIPTION", "PAYG ALLOCATED", "SPOT QUEUE", *[res.upper() for res in resources]]]
+    for t in rep.tenants:
+        cells = []
+        for res in resources:
+            cell = amt(res, t.capability[res]) if res in t.capability else "-"
+            if t.spot_queue is not None and t.current.get(res) != t.capability.get(res):
+                cell += f" (now {amt(res, t.current[res]) if res in t.current else 'unset'})"
+            cells.append(cell)
+        rows.append([t.tenant, amt(r, t.subscription), amt(r, t.payg_allocated), t.spot_queue or "-", *cells])
+    return text + table(rows)

@@ -1,0 +1,192 @@
+"""``optplan repack``, ``compare`` and ``frag``: plan a RepackRun, compare planners and peers, measure
+fragmentation."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from optplan.adapters.kubefile import LoadedInput
+from optplan.adapters.output import dump, repack_run_document, status_dict, table
+from optplan.cli.sources import pick_run_arg, write_status
+from optplan.errors import InputError, printable
+from optplan.models.limits import MAX_WEIGHT, WEIGHT_DIGITS
+from optplan.models.quantity import format_milli
+from optplan.models.repack import RepackRun
+from optplan.solvers.base import PlanOptions, planner_names
+from optplan.solvers.baselines import BASELINES
+from optplan.solvers.frag import FragReport, fragmentation, round_half_up
+from optplan.solvers.repack import RepackOutcome, plan_repack
+from optplan.solvers.rules import RepackProblem, Weights
+from optplan.solvers.validate import plan_violations
+
+
+def parse_weights(text: str) -> Weights:
+    try:
+        parts = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"weights must be five numbers separated by commas: {text!r}") from None
+    if len(parts) != 5 or any(not math.isfinite(p) or p < 0 or p > MAX_WEIGHT for p in parts):
+        raise argparse.ArgumentTypeError(f"weights must be five finite numbers in [0, {MAX_WEIGHT:g}]: affected "
+                                         "PodGroups, below minAvailable, affected cards, moved cards, moved pods")
+    # rounded to the resolution the exact models use (0.0000001 reads as 0, as it would be planned)
+    return Weights(*(round(p, WEIGHT_DIGITS) for p in parts))
+
+
+
+# ---- frag ----------------------------------------------------------------------------------------
+
+def frag_dict(f: FragReport) -> dict[str, Any]:
+    return {"resource": f.resource, "providers": f.providers, "occupied": f.occupied,
+            "theoreticalMinimum": f.theoretical_min, "theoreticalMinimumProven": f.proven,
+            "theoreticalMinimumUpperBound": f.upper_bound, "fragPercent": round_half_up(f.percent()),
+            "fragPercentExact": str(f.percent()), **({"warning": f.warning} if f.warning is not None else {})}
+
+
+def frag(args: argparse.Namespace, loaded: LoadedInput) -> str:
+    f = fragmentation(loaded.snapshot, args.resource, time_limit=args.time_limit)
+    if args.output != "table":
+        return dump(frag_dict(f), args.output)
+    proven = "proven" if f.proven else f"best lower bound; a packing into {f.upper_bound} nodes is known"
+    formula = f"(({f.occupied} - {f.theoretical_min}) / {f.providers})" if f.providers else "(no providers)"
+    text = (f"resource            {printable(f.resource)}\n"
+            f"providers           {f.providers}\n"
+            f"occupied            {f.occupied}\n"
+            f"theoretical minimum {f.theoretical_min} ({proven})\n"
+            f"fragmentation       {round_half_up(f.percent())}%  {formula}\n")
+    if f.warning is not None:
+        text += f"warning             {printable(f.warning)}\n"
+    return text
+
+
+
+# ---- repack --------------------------------------------------------------------------------------
+def repack(args: argparse.Namespace, loaded: LoadedInput) -> str:
+    run = pick_run_arg(args, loaded)
+    if args.write_status and run.spec.mode != "DryRun":
+        raise InputError("optplan writes DryRun plans only; an Execute run's status belongs to its controller",
+                         obj=f"RepackRun/{run.name}", field="spec.mode")
+    options = PlanOptions(time_limit=args.time_limit, workers=args.workers, seed=args.seed,
+                          deterministic=args.deterministic)
+    out = plan_repack(loaded.snapshot, run, solver=args.solver, options=options, weights=args.weights)
+    if args.write_status:
+        write_status(args, run, status_dict(out.status))
+    if args.output == "table":
+        return repack_table(out)
+    return dump(repack_run_document(run, out.status, timings=args.timings), args.output)
+
+
+def repack_table(out: RepackOutcome) -> str:
+    s = out.status.plan.summary
+    f = out.frag
+    rec = out.result.record
+    d = out.status.plan.disruption
+    proven = "proven" if f.proven else "lower bound"
+    lines = [
+        f"RepackRun {out.run.name}: {out.run.spec.mode}, resource {out.run.spec.resource}",
+        f"Outcome:       {out.reason} — {out.status.conditions[0].message}",
+        f"Fragmentation: {s.frag_before_percent}% -> {s.frag_after_percent}%  (providers {f.providers}, "
+        f"occupied {s.occupied_nodes_before} -> {s.occupied_nodes_after}, theoretical minimum "
+        f"{f.theoretical_min} {proven})",
+        f"Scope:         {s.resolved_scope.pod_group_count} PodGroups, "
+        f"{s.resolved_scope.node_count} nodes may be vacated",
+        f"Freed nodes:   {s.freed_node_count}" + (f" ({', '.join(out.status.plan.freed_nodes)})"
+                                                  if 0 < s.freed_node_count <= 12 else ""),
+        f"Disruption:    {d.affected_pod_groups} PodGroups affected, {d.pod_groups_below_min_available} below "
+        f"minAvailable, {d.affected_cards} cards affected, {d.moved_cards} cards moved, {d.moved_pods} pods moved",
+        f"Solver:        {rec.name} ({rec.status}, {rec.wall_seconds}s)",
+    ]
+    text = "\n".join(lines) + "\n"
+    if out.status.plan.moves:
+        rows = [["NAMESPACE", "PODGROUP", "OWNER", "POD", "FROM", "TO", "CARDS"]]
+        for mv in out.status.plan.moves:
+            owner = f"{mv.owner.kind}/{mv.owner.name}" if mv.owner else "-"
+            for p in mv.pods:
+                rows.append([mv.namespace, mv.pod_group_name, owner, p.name, p.from_node, p.to_node, str(p.cards)])
+        text += "\nMoves:\n" + table(rows)
+        widened = [mv for mv in out.status.plan.moves if mv.footprint is not None]
+        if widened:
+            rows = [["NAMESPACE", "PODGROUP", "RESTART POLICY", "PODS RESTARTED", "CARDS", "RESTARTED WITHOUT MOVING"]]
+            for mv in widened:
+                fp = mv.footprint
+                assert fp is not None
+                names = ", ".join(fp.pod_names[:4]) + (f" (+{len(fp.pod_names) - 4})" if len(fp.pod_names) > 4 else "")
+                rows.append([mv.namespace, mv.pod_group_name, fp.policy, str(fp.pods), str(fp.cards), names])
+            text += "\nRestart policies widen the disruption:\n" + table(rows)
+    if out.result.rejections:
+        rows = [["REASON", "NODES"]] + [[k, str(v)] for k, v in out.result.rejections.items()]
+        text += "\nOccupied nodes not vacated:\n" + table(rows)
+    return text
+
+
+
+# ---- compare -------------------------------------------------------------------------------------
+
+def compare(args: argparse.Namespace, loaded: LoadedInput) -> str:
+    names = [n.strip() for n in args.solvers.split(",") if n.strip()]
+    known = [*planner_names(), *BASELINES]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise InputError(f"unknown solver(s) {', '.join(unknown) or '(none)'}; choose from "
+                         f"{', '.join(known)}", field="--solvers")
+    run = pick_run_arg(args, loaded)
+    options = PlanOptions(time_limit=args.time_limit, workers=args.workers, seed=args.seed,
+                          deterministic=args.deterministic)
+    rows: list[dict[str, Any]] = []
+    frag: FragReport | None = None
+    for name in names:
+        if name in BASELINES:
+            rows.append(_baseline_row(name, loaded, run, options, args.weights))
+            continue
+        out = plan_repack(loaded.snapshot, run, solver=name, options=options, weights=args.weights)
+        frag = out.frag
+        s = out.status.plan.summary
+        d = out.result.disruption
+        rec = out.result.record
+        rows.append({
+            "solver": name, "status": rec.status, "reason": out.reason, "freedNodes": s.freed_node_count,
+            "freedNodesBound": rec.freed_nodes_bound, "fragAfterPercent": s.frag_after_percent,
+            "affectedPodGroups": d.affected_pod_groups, "podGroupsBelowMinAvailable": d.below_min_available,
+            "affectedCards": out.status.plan.disruption.affected_cards,
+            "movedCards": out.status.plan.disruption.moved_cards, "movedPods": d.moved_pods,
+            "weightedCost": round(d.weighted(args.weights), 4), "gapPercent": rec.gap_percent,
+            "violations": 0, "wallSeconds": rec.wall_seconds})
+    if frag is None:
+        frag = fragmentation(loaded.snapshot, run.spec.resource, time_limit=args.time_limit)
+    for row in rows:
+        if row["fragAfterPercent"] is None:
+            row["fragAfterPercent"] = round_half_up(frag.percent(frag.occupied - row["freedNodes"]))
+    if args.output != "table":
+        return dump({"run": run.name, "fragBeforePercent": round_half_up(frag.percent()), "plans": rows},
+                    args.output)
+    header = ["", *[r["solver"] for r in rows]]
+    fields = [("status", "status"), ("outcome", "reason"), ("freed nodes", "freedNodes"),
+              ("freed bound", "freedNodesBound"), ("frag after %", "fragAfterPercent"),
+              ("affected PodGroups", "affectedPodGroups"), ("below minAvailable", "podGroupsBelowMinAvailable"),
+              ("affected cards", "affectedCards"), ("moved cards", "movedCards"), ("moved pods", "movedPods"),
+              ("weighted cost", "weightedCost"), ("gap %", "gapPercent"), ("rule violations", "violations"),
+              ("time s", "wallSeconds")]
+    grid = [header] + [[label, *["-" if r[key] is None else str(r[key]) for r in rows]] for label, key in fields]
+    text = f"RepackRun {run.name}: fragmentation before {round_half_up(frag.percent())}%\n" + table(grid)
+    broken = [r for r in rows if r["violations"]]
+    for r in broken:
+        text += f"\n{r['solver']} breaks optplan's rules {r['violations']} time(s), e.g. {r['example']}"
+    return text + ("\n" if broken else "")
+
+
+def _baseline_row(name: str, loaded: LoadedInput, run: RepackRun, options: PlanOptions,
+                  weights: Weights) -> dict[str, Any]:
+    """A peer's plan, validated and reported (never printed as a RepackRun: it may break the rules)."""
+    problem = RepackProblem(loaded.snapshot, run, weights)
+    result = BASELINES[name](problem, options)
+    violations = plan_violations(problem, result.plan)
+    d = result.disruption
+    return {"solver": name, "status": result.record.status, "reason": "-",
+            "freedNodes": len(result.plan.freed_nodes), "freedNodesBound": None, "fragAfterPercent": None,
+            "affectedPodGroups": d.affected_pod_groups, "podGroupsBelowMinAvailable": d.below_min_available,
+            "affectedCards": format_milli(d.affected_cards), "movedCards": format_milli(d.moved_cards),
+            "movedPods": d.moved_pods, "weightedCost": round(d.weighted(weights), 4), "gapPercent": None,
+            "violations": len(violations), "example": violations[0] if violations else None,
+            "wallSeconds": result.record.wall_seconds}
+
