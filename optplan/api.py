@@ -36,6 +36,7 @@ from optplan.models.repack import RepackRun
 from optplan.models.snapshot import Snapshot
 from optplan.solvers import execute as execute_mod
 from optplan.solvers import placement as placement_mod
+from optplan.solvers import registry
 from optplan.solvers.base import PlanOptions, planner_names
 from optplan.solvers.repack import RepackOutcome
 from optplan.solvers.repack import plan_repack as _plan_repack
@@ -146,7 +147,7 @@ def plan_repack(cluster: Cluster, run: RepackRun | Mapping[str, Any] | str | Non
     r = _run(cluster, run)
     options = PlanOptions(time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic)
     if solver not in planner_names():
-        raise InputError(f"unknown solver {solver!r}; choose from {', '.join(planner_names())}", field="solver")
+        raise InputError(registry.unknown_message(solver, planner_names()), field="solver")
     out = _plan_repack(cluster.snapshot, r, solver=solver, options=options, weights=weights)
     return RepackResult(run=r, reason=out.reason, status=status_dict(out.status, timings=timings),
                         document=repack_run_document(r, out.status, timings=timings), outcome=out)
@@ -173,8 +174,8 @@ def place_jobs(cluster: Cluster, jobs: Sequence[VCJob | Mapping[str, Any]] | Non
         chosen = [j for j in jobs if isinstance(j, VCJob)] + [parsed[k] for k in sorted(parsed)]
     if not chosen:
         raise InputError("no VCJob to place", file=cluster.source, field="jobs")
-    if solver not in ("greedy", "cpsat", "auto"):
-        raise InputError(f"unknown solver {solver!r}; choose from greedy, cpsat, auto", field="solver")
+    if solver not in registry.names("placement"):
+        raise InputError(registry.unknown_message(solver, registry.names("placement")), field="solver")
     plan = placement_mod.place_jobs(cluster.snapshot, chosen, solver=solver, time_limit=time_limit,
                                     workers=workers, seed=seed, weights=weights, now=now)
     return PlacementResult(plan=plan, document=plan.to_dict(timings=timings))

@@ -74,6 +74,7 @@ from optplan.models.execute import Nomination, Relocation, Verification
 from optplan.models.limits import MAX_WEIGHT, WEIGHT_DIGITS, WEIGHT_RESOLUTION
 from optplan.models.placement import PlacementPlan
 from optplan.models.repack import RepackRunStatus
+from optplan.solvers import registry
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +106,9 @@ before the connection closes, so that the client reads the answer instead of a c
 REQUEST = "request"
 """The ``file`` part of errors about the request body's own fields."""
 
-REPACK_SOLVERS = ("auto", "greedy", "cpsat", "milp", "greedy-fast")
-PLACE_SOLVERS = ("auto", "greedy", "cpsat")
+REPACK_SOLVERS = registry.default_first("repack")
+PLACE_SOLVERS = registry.default_first("placement")
+"""The planners a request may name (``optplan.solvers.registry``), the default first."""
 MAX_SEED = 2**31 - 1
 WEIGHT_FIELDS = {  # request key (the status' disruption dimension) -> Weights field
     "affectedPodGroups": "affected_pod_groups",
@@ -544,7 +546,7 @@ def _request_schemas(config: ServeConfig) -> dict[str, Any]:
                     "description": "Weights of the disruption dimensions (defaults 1.0, 0.8, 0.6, 0.3, 0.1, 0.5)",
                     "properties": dict.fromkeys(WEIGHT_FIELDS, weight)},
         "RepackPlanRequest": request({"objects": objects, "run": run,
-                                      "solver": {"enum": list(REPACK_SOLVERS), "default": "auto"},
+                                      "solver": {"enum": list(REPACK_SOLVERS), "default": registry.DEFAULT},
                                       "timeLimitSeconds": limit, "seed": seed, "weights": _ref("Weights"),
                                       "deterministic": {"type": "boolean", "default": False,
                                                         "description": "limits count work, not wall-clock "
@@ -563,7 +565,7 @@ def _request_schemas(config: ServeConfig) -> dict[str, Any]:
         "PlaceRequest": request({"objects": objects,
                                  "jobs": {"type": "array", "items": _ref("KubeObject"), "description":
                                           "VCJobs to place; without it, the pending VCJobs in objects"},
-                                 "solver": {"enum": list(PLACE_SOLVERS), "default": "auto"},
+                                 "solver": {"enum": list(PLACE_SOLVERS), "default": registry.DEFAULT},
                                  "timeLimitSeconds": limit, "seed": seed,
                                  "now": {"type": "string", "format": "date-time", "description":
                                          "RFC 3339 time victims are priced at (reproducible outputs)"}},

@@ -23,6 +23,7 @@ from optplan.adapters.args import add_live_cluster, add_snapshot_source, int_in,
 from optplan.cli import execute, place, queues, repack, sources, spot
 from optplan.cli.execute import verification_status
 from optplan.errors import InputError, OptplanError, PlanInvalidError, printable
+from optplan.solvers import registry
 from optplan.solvers.base import planner_names
 from optplan.solvers.rules import Weights
 
@@ -66,8 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("repack", help="plan a RepackRun (DryRun) and print it with its status")
     common(p, ("yaml", "json", "table"), "yaml", 30.0)
     planning(p)
-    p.add_argument("--solver", choices=planner_names(), default="auto",
-                   help="auto (default): greedy, then CP-SAT hinted with it, the better plan wins")
+    p.add_argument("--solver", choices=planner_names(), default=registry.DEFAULT, help=registry.HELP["repack"])
     p.add_argument("--timings", action="store_true",
                    help="record status.plan.solver.wallSeconds (output then differs from run to run)")
     p.add_argument("--write-status", action="store_true",

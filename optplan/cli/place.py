@@ -20,10 +20,9 @@ from optplan.errors import InputError
 from optplan.models.placement import BinpackWeights, PlacementPlan
 from optplan.models.queues import VCJob
 from optplan.models.snapshot import Snapshot
+from optplan.solvers import registry
 from optplan.solvers.placement import jobs_to_place as waiting_jobs
 from optplan.solvers.placement import place_jobs
-
-SOLVERS = ("greedy", "cpsat", "auto")
 
 MAX_BINPACK_WEIGHT = 10_000
 """Volcano's binpack weights are small integers (default 1); larger ones would only overflow the exact
@@ -52,9 +51,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_snapshot_source(p)
     p.add_argument("--job", action="append", default=[], metavar="JOB.yaml",
                    help="a file of VCJobs to place (repeatable); the snapshot's pending VCJobs are placed too")
-    p.add_argument("--solver", choices=SOLVERS, default="auto",
-                   help="greedy (Volcano's allocate), cpsat (exact, lexicographic), auto (default: both, the "
-                        "better plan wins)")
+    p.add_argument("--solver", choices=registry.names("placement"), default=registry.DEFAULT,
+                   help=registry.HELP["placement"])
     p.add_argument("--time-limit", type=positive_float, default=10.0, metavar="SECONDS",
                    help="time limit of the exact solver (default 10)")
     p.add_argument("--binpack", type=parse_binpack, default=BinpackWeights(), metavar="W",

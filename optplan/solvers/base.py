@@ -1,13 +1,13 @@
-"""One planner interface: ``plan(problem, options) -> PlanResult``, and a registry of planners by
-name whose heavy backends are imported only when asked for."""
+"""One planner interface: ``plan(problem, options) -> PlanResult``, and the Repack planners by name
+(``optplan.solvers.registry``, whose heavy backends are imported only when asked for)."""
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from optplan.models.repack import RepackPlan, SolverRecord
+from optplan.solvers import registry
 from optplan.solvers.clock import Clock
 from optplan.solvers.rules import Disruption, RepackProblem
 
@@ -45,26 +45,14 @@ class Planner(Protocol):
     def plan(self, problem: RepackProblem, options: PlanOptions) -> PlanResult: ...
 
 
-_REGISTRY: dict[str, str] = {
-    "greedy": "optplan.solvers.greedy:GreedyPlanner",
-    "greedy-fast": "optplan.solvers.greedy:FastGreedyPlanner",
-    "cpsat": "optplan.solvers.cpsat:CpSatPlanner",
-    "milp": "optplan.solvers.milp:MilpPlanner",
-    "auto": "optplan.solvers.auto:AutoPlanner",
-}
-
-
 def planner_names() -> list[str]:
-    return sorted(_REGISTRY)
+    """The Repack planners' names, sorted (the registry is ``optplan.solvers.registry``)."""
+    return sorted(registry.names("repack"))
 
 
 def get_planner(name: str) -> Planner:
-    """The planner registered under ``name``; its module is imported on first use."""
-    try:
-        target = _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown solver {name!r}; choose from {', '.join(planner_names())}") from None
-    module, _, attr = target.partition(":")
-    cls = getattr(importlib.import_module(module), attr)
-    planner: Planner = cls()
+    """The Repack planner registered under ``name``; its module is imported on first use."""
+    if name not in registry.names("repack"):
+        raise ValueError(registry.unknown_message(name, planner_names()))
+    planner: Planner = registry.load("repack", name)()
     return planner

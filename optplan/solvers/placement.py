@@ -121,6 +121,7 @@ from optplan.models.queues import ROOT as ROOT_QUEUE
 from optplan.models.queues import JobTask, QueueTree, VCJob
 from optplan.models.repack import SolverRecord
 from optplan.models.snapshot import GROUP_NAME_ANNOTATION, Pod, Resources, Snapshot
+from optplan.solvers import registry
 from optplan.solvers.base import PlanOptions
 from optplan.solvers.oracle import POD_SLOT, Capacity, constraint_signature, static_reason
 from optplan.solvers.queues import QueueAccount, account_queues
@@ -139,7 +140,7 @@ from optplan.solvers.victims import (
 
 log = logging.getLogger(__name__)
 
-SOLVERS = ("greedy", "cpsat", "auto")
+SOLVERS = registry.names("placement")
 BINPACK_SCALE = 100
 """Static binpack scores (0..100 × weight) are summed as integers after multiplying by this."""
 
@@ -1627,7 +1628,7 @@ def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
     and on tier sum; auto: the exact plan when ``plan_key`` ranks it strictly better, else the greedy's.
     ``now`` (RFC 3339, default the current time) prices victims by how long they have run."""
     if solver not in SOLVERS:
-        raise ValueError(f"unknown solver {solver!r}; choose from {', '.join(SOLVERS)}")
+        raise ValueError(registry.unknown_message(solver, SOLVERS))
     from optplan.solvers.spot import parse_now  # the shared --now parser (spot imports OR-Tools)
 
     check_inputs(snap, jobs)
@@ -1638,9 +1639,7 @@ def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
     if solver == "greedy":
         plan = greedy
     else:
-        from optplan.solvers import placement_cpsat  # heavy backend, imported when asked for
-
-        exact = placement_cpsat.solve(ctx, options, greedy)
+        exact = registry.load("placement", "cpsat")(ctx, options, greedy)  # heavy backend, imported when asked for
         if solver == "cpsat":
             plan = exact
         else:

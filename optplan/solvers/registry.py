@@ -1,0 +1,83 @@
+"""Every named planner, keyed by (family, name): the one list the CLI (choices and help), the plan server
+(validation and its OpenAPI enums), the Python API and the planners' own dispatch read.
+
+A planner's code is named as ``"module:attribute"`` and imported only when asked for (``load``), so that
+reading the names costs no OR-Tools, MILP or numpy import. Families:
+
+- ``repack``: ``plan(problem, options) -> PlanResult`` planner classes (``optplan.solvers.base.Planner``);
+- ``placement``: queue placement of pending VCJobs with preempt/reclaim victims; ``greedy`` is Volcano's
+  allocate (always run first), ``cpsat`` the exact model hinted with it, ``auto`` the better of the two
+  (no code of its own: ``optplan.solvers.place`` composes it).
+
+To add a planner: one ``Entry`` here (the order is the order users see), and the class or function it names.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Entry:
+    family: str
+    name: str
+    target: str | None
+    """``module:attribute`` of the planner's code; None for a composite (``auto`` of placement)."""
+
+
+DEFAULT = "auto"
+"""Every family's default planner."""
+
+_ENTRIES: tuple[Entry, ...] = (
+    Entry("repack", "greedy", "optplan.solvers.greedy:GreedyPlanner"),
+    Entry("repack", "cpsat", "optplan.solvers.cpsat:CpSatPlanner"),
+    Entry("repack", "milp", "optplan.solvers.milp:MilpPlanner"),
+    Entry("repack", "greedy-fast", "optplan.solvers.greedy:FastGreedyPlanner"),
+    Entry("repack", "auto", "optplan.solvers.auto:AutoPlanner"),
+    Entry("placement", "greedy", "optplan.solvers.placement:greedy_place"),
+    Entry("placement", "cpsat", "optplan.solvers.placement_cpsat:solve"),
+    Entry("placement", "auto", None),
+)
+
+HELP = {
+    "repack": "auto (default): greedy, then CP-SAT hinted with it, the better plan wins",
+    "placement": "greedy (Volcano's allocate), cpsat (exact, lexicographic), auto (default: both, the better "
+                 "plan wins)",
+}
+"""The ``--solver`` help of each family's command."""
+
+
+def families() -> tuple[str, ...]:
+    return tuple(dict.fromkeys(e.family for e in _ENTRIES))
+
+
+def names(family: str) -> tuple[str, ...]:
+    """The family's planner names in registration order."""
+    return tuple(e.name for e in _ENTRIES if e.family == family)
+
+
+def default_first(family: str) -> tuple[str, ...]:
+    """The names with the default first (the plan server's order: its first choice is the default)."""
+    return (DEFAULT, *(n for n in names(family) if n != DEFAULT))
+
+
+def unknown_message(name: object, choices: tuple[str, ...] | list[str]) -> str:
+    return f"unknown solver {name!r}; choose from {', '.join(choices)}"
+
+
+def entry(family: str, name: str) -> Entry:
+    for e in _ENTRIES:
+        if e.family == family and e.name == name:
+            return e
+    raise ValueError(unknown_message(name, names(family)))
+
+
+def load(family: str, name: str) -> Any:
+    """The class or function registered under (family, name); its module is imported on first use."""
+    target = entry(family, name).target
+    if target is None:
+        raise ValueError(f"{family} planner {name!r} is composed by its family's dispatch, not loaded")
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
