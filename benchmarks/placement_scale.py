@@ -32,7 +32,7 @@ from typing import Any
 from optplan.adapters.kubefile import load_objects
 from optplan.models.queues import QueueTree
 from optplan.solvers.base import PlanOptions
-from optplan.solvers.placement import plan_placement
+from optplan.solvers.place import plan_placement
 from optplan.solvers.spot import parse_time
 from optplan.solvers.victims import Catalogue
 

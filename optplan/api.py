@@ -35,6 +35,7 @@ from optplan.models.queues import VCJob
 from optplan.models.repack import RepackRun
 from optplan.models.snapshot import Snapshot
 from optplan.solvers import execute as execute_mod
+from optplan.solvers import place as place_mod
 from optplan.solvers import placement as placement_mod
 from optplan.solvers import registry
 from optplan.solvers.base import PlanOptions, planner_names
@@ -176,7 +177,7 @@ def place_jobs(cluster: Cluster, jobs: Sequence[VCJob | Mapping[str, Any]] | Non
         raise InputError("no VCJob to place", file=cluster.source, field="jobs")
     if solver not in registry.names("placement"):
         raise InputError(registry.unknown_message(solver, registry.names("placement")), field="solver")
-    plan = placement_mod.place_jobs(cluster.snapshot, chosen, solver=solver, time_limit=time_limit,
+    plan = place_mod.place_jobs(cluster.snapshot, chosen, solver=solver, time_limit=time_limit,
                                     workers=workers, seed=seed, weights=weights, now=now)
     return PlacementResult(plan=plan, document=plan.to_dict(timings=timings))
 

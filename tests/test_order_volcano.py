@@ -16,7 +16,8 @@ import pytest
 
 from optplan.models.placement import PlacementPlan
 from optplan.solvers.base import PlanOptions
-from optplan.solvers.placement import placement_violations, plan_placement
+from optplan.solvers.place import plan_placement
+from optplan.solvers.placement import placement_violations
 from tests.builders import job_task, load, node, pod, podgroup_in, priority_class, queue, vcjob
 
 OPTS = PlanOptions(time_limit=5, workers=1, seed=0)

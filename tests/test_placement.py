@@ -22,13 +22,13 @@ from optplan.models.queues import VCJob
 from optplan.models.repack import SolverRecord
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.base import PlanOptions
+from optplan.solvers.place import plan_placement
 from optplan.solvers.placement import (
     Context,
     binpack_score,
     greedy_place,
     placement_violations,
     plan_key,
-    plan_placement,
     validate_placement,
 )
 from tests.builders import (

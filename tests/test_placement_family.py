@@ -31,13 +31,13 @@ from optplan.models.queues import QueueTree
 from optplan.models.snapshot import Snapshot
 from optplan.solvers import placement_cpsat
 from optplan.solvers.base import PlanOptions
+from optplan.solvers.place import plan_placement
 from optplan.solvers.placement import (
     Context,
     admission_weight,
     greedy_place,
     job_priority,
     placement_violations,
-    plan_placement,
     plan_victims,
 )
 from optplan.solvers.victims import Catalogue

@@ -21,7 +21,8 @@ from optplan.cli import main
 from optplan.errors import InputError
 from optplan.models.placement import Binding, PlacementPlan, Victim
 from optplan.solvers.base import PlanOptions
-from optplan.solvers.placement import placement_violations, plan_placement
+from optplan.solvers.place import plan_placement
+from optplan.solvers.placement import placement_violations
 from tests.builders import GPU, job_task, node, pod, podgroup_in, priority_class, queue, vcjob
 
 OPTS = PlanOptions(time_limit=5, workers=1, seed=0)

@@ -16,7 +16,8 @@ from optplan.cli import place as place_cli
 from optplan.models.placement import BinpackWeights, JobPlacement, PlacementPlan, Victim
 from optplan.models.repack import SolverRecord
 from optplan.solvers.base import PlanOptions
-from optplan.solvers.placement import placement_violations, plan_placement
+from optplan.solvers.place import plan_placement
+from optplan.solvers.placement import placement_violations
 from optplan.solvers.victims import Catalogue
 from tests.builders import GPU, job_task, node, pod, podgroup_in, priority_class, queue, vcjob
 

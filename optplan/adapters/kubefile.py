@@ -50,6 +50,8 @@ from optplan.models.queues import (
 from optplan.models.repack import RepackRun, RepackRunSpec
 from optplan.models.selectors import LabelSelector, NodeSelectorTerm, Taint, Toleration
 from optplan.models.snapshot import (
+    HyperNode,
+    HyperNodeMember,
     ModelServing,
     NetworkTopology,
     Node,
@@ -59,8 +61,8 @@ from optplan.models.snapshot import (
     PodGroup,
     Resources,
     Snapshot,
+    node_pattern,
 )
-from optplan.models.topology import HyperNode, HyperNodeMember, node_pattern
 
 try:  # the C loader is many times faster on large snapshots
     _Loader: Any = yaml.CSafeLoader

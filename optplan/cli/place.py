@@ -4,7 +4,7 @@
 Jobs are the ``--job`` files' VCJobs and the snapshot's VCJobs with pods to place (waiting, or
 running with a replica that does not run);
 a ``--job`` VCJob replaces a snapshot VCJob of the same namespace/name. The planner is
-``optplan.solvers.placement.place_jobs``; ``--now`` (RFC 3339) fixes the time victims
+``optplan.solvers.place.place_jobs``; ``--now`` (RFC 3339) fixes the time victims
 are priced at (how long each has run), so that outputs are reproducible.
 """
 
@@ -21,8 +21,8 @@ from optplan.models.placement import BinpackWeights, PlacementPlan
 from optplan.models.queues import VCJob
 from optplan.models.snapshot import Snapshot
 from optplan.solvers import registry
+from optplan.solvers.place import place_jobs
 from optplan.solvers.placement import jobs_to_place as waiting_jobs
-from optplan.solvers.placement import place_jobs
 
 MAX_BINPACK_WEIGHT = 10_000
 """Volcano's binpack weights are small integers (default 1); larger ones would only overflow the exact

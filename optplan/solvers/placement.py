@@ -97,6 +97,8 @@ better of the greedy and CP-SAT plans (the greedy's on a tie); the exact plan sh
 of a job (``greedyVictims``) where they differ.
 
 Every plan passes ``validate_placement`` (an independent re-check) before ``plan_placement`` returns it.
+The dispatch by solver name (``plan_placement``, ``place_jobs``) is ``optplan.solvers.place``, so that
+this greedy module never imports the exact one.
 """
 
 from __future__ import annotations
@@ -121,8 +123,6 @@ from optplan.models.queues import ROOT as ROOT_QUEUE
 from optplan.models.queues import JobTask, QueueTree, VCJob
 from optplan.models.repack import SolverRecord
 from optplan.models.snapshot import GROUP_NAME_ANNOTATION, Pod, Resources, Snapshot
-from optplan.solvers import registry
-from optplan.solvers.base import PlanOptions
 from optplan.solvers.oracle import POD_SLOT, Capacity, constraint_signature, static_reason
 from optplan.solvers.queues import QueueAccount, account_queues
 from optplan.solvers.victims import (
@@ -140,7 +140,6 @@ from optplan.solvers.victims import (
 
 log = logging.getLogger(__name__)
 
-SOLVERS = registry.names("placement")
 BINPACK_SCALE = 100
 """Static binpack scores (0..100 × weight) are summed as integers after multiplying by this."""
 
@@ -1616,50 +1615,3 @@ def check_inputs(snap: Snapshot, jobs: Sequence[VCJob]) -> None:
             if cls is not None and cls not in known:
                 raise InputError(f"PriorityClass {cls!r} does not exist (Kubernetes refuses pods that name a "
                                  "missing class): add it to the snapshot", obj=f"VCJob/{job.key}", field=where)
-
-
-def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
-                   options: PlanOptions | None = None, weights: BinpackWeights | None = None,
-                   now: datetime | str | None = None) -> PlacementPlan:
-    """Place the jobs with the named solver (greedy | cpsat | auto); the plan is validated first.
-    greedy: Volcano's allocate, then its preempt and reclaim for the jobs that do not fit; cpsat: the
-    exact model, which chooses placements and victims jointly for all jobs, hinted with the greedy's
-    plan (always run first) and, when it admits the greedy's weight, no worse than it on victim cost
-    and on tier sum; auto: the exact plan when ``plan_key`` ranks it strictly better, else the greedy's.
-    ``now`` (RFC 3339, default the current time) prices victims by how long they have run."""
-    if solver not in SOLVERS:
-        raise ValueError(registry.unknown_message(solver, SOLVERS))
-    from optplan.solvers.spot import parse_now  # the shared --now parser (spot imports OR-Tools)
-
-    check_inputs(snap, jobs)
-    options = options or PlanOptions()
-    ctx = Context.build(snap, jobs, weights or BinpackWeights(), parse_now(now))
-    t0 = time.perf_counter()
-    greedy = plan_victims(ctx, greedy_place(ctx))
-    if solver == "greedy":
-        plan = greedy
-    else:
-        exact = registry.load("placement", "cpsat")(ctx, options, greedy)  # heavy backend, imported when asked for
-        if solver == "cpsat":
-            plan = exact
-        else:
-            g_key, e_key = plan_key(ctx, greedy), plan_key(ctx, exact)
-            log.info("placement auto: greedy %s, cpsat %s (%s)", g_key, e_key, exact.solver.status)
-            if e_key < g_key:
-                plan = exact.model_copy(update={"solver": exact.solver.model_copy(update={"name": "auto"})})
-            else:  # a tie keeps the greedy's plan (Volcano's own choices); optimal when CP-SAT proved its equal
-                status = exact.solver.status if e_key == g_key else "FEASIBLE"
-                plan = greedy.model_copy(update={"solver": exact.solver.model_copy(update={"name": "auto",
-                                                                                         "status": status})})
-    wall = round(time.perf_counter() - t0, 3)
-    plan = plan.model_copy(update={"solver": plan.solver.model_copy(update={"wall_seconds": wall})})
-    validate_placement(snap, ctx.jobs, plan)
-    return plan
-
-
-def place_jobs(snap: Snapshot, jobs: Sequence[VCJob], *, solver: str = "auto", time_limit: float = 10.0,
-               workers: int = 1, seed: int = 0, weights: BinpackWeights | None = None,
-               now: datetime | str | None = None) -> PlacementPlan:
-    """``plan_placement`` with the options spelled out (what the CLI adapter calls)."""
-    return plan_placement(snap, jobs, solver, PlanOptions(time_limit=time_limit, workers=workers, seed=seed), weights,
-                          now)
