@@ -23,6 +23,7 @@ from optplan.models.placement import Binding, PlacementPlan, Victim
 from optplan.solvers.base import PlanOptions
 from optplan.solvers.place import plan_placement
 from optplan.solvers.placement import placement_violations
+from optplan.solvers.queues import validate_queues
 from tests.builders import GPU, job_task, node, pod, podgroup_in, priority_class, queue, vcjob
 
 OPTS = PlanOptions(time_limit=5, workers=1, seed=0)
@@ -257,12 +258,22 @@ def test_a_missing_priority_class_is_an_input_error_for_the_library_too() -> Non
         plan_placement(s, list(s.jobs.values()), "greedy", OPTS, now=NOW)
 
 
-def test_deserved_naming_a_resource_no_node_has_warns_and_reclaim_still_works() -> None:
-    # Volcano runs with it (no webhook checks resource names); the resource never decides a reclaim.
+def test_deserved_naming_a_resource_no_node_has_is_refused_for_placement(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # Volcano runs with it (no webhook checks resource names), but it is almost always a misspelt name, and the
+    # resource it stands for is then unlisted (neither under nor over), which changes reclaim: `place` refuses it
+    # naming the queue and the field; `optplan queues` (the audit) lists it among the admission violations.
     case = CASES["deserved-without-cpu/holds"]
     objs = [o if o["kind"] != "Queue" or o["metadata"]["name"] != "team-a" else
             queue("team-a", deserved={GPU: 4, "example.com/fpga": 2}) for o in case.objects]
     s = load_objects([*CLASSES, *objs]).snapshot
-    assert any("Queue/team-a: spec.deserved.example.com/fpga: no node has example.com/fpga" in w for w in s.warnings)
-    jp = plan_placement(s, list(s.jobs.values()), "auto", OPTS, now=NOW).job("default/new")
-    assert jp.admitted and [x.name for x in jp.victims] == ["a-0"]
+    assert [(v.queue, v.resource, v.rule) for v in validate_queues(s)] == [
+        ("team-a", "example.com/fpga", "deserved-resource")]
+    with pytest.raises(InputError, match=r"no node has example\.com/fpga") as e:
+        plan_placement(s, list(s.jobs.values()), "auto", OPTS, now=NOW)
+    assert (e.value.obj, e.value.field) == ("Queue/team-a", "spec.deserved.example.com/fpga")
+    line = _error_line(capsys, _write(tmp_path, [*CLASSES, *objs]))
+    assert "snap.yaml" in line and "Queue/team-a: spec.deserved.example.com/fpga: no node has" in line
+    # without the misspelt line the same job reclaims as before
+    s = load_objects([*CLASSES, *case.objects]).snapshot
+    assert plan_placement(s, list(s.jobs.values()), "greedy", OPTS, now=NOW).job("default/new").admitted

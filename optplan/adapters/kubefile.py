@@ -948,7 +948,6 @@ def build(raws: Sequence[_Raw]) -> LoadedInput:
             if v > cap:
                 warnings.append(f"node {name} is over-committed on {r}: pods request {format_milli(v)}, "
                                 f"allocatable {format_milli(cap)}")
-    warnings.extend(_unheld_deserved(queues, nodes, origin))
     _check_queue_depth(queues, origin)
     _check_hyper_node_depth(hyper, origin)
     snap = Snapshot(nodes=dict(sorted(nodes.items())), pods=dict(sorted(kept.items())),
@@ -957,23 +956,6 @@ def build(raws: Sequence[_Raw]) -> LoadedInput:
                     priority_classes=dict(sorted(priority_classes.items())), jobs=dict(sorted(jobs.items())),
                     model_servings=dict(sorted(servings.items())), warnings=tuple(warnings))
     return LoadedInput(snapshot=snap, runs=dict(sorted(runs.items())))
-
-
-def _unheld_deserved(queues: Mapping[str, Queue], nodes: Mapping[str, Node],
-                     origin: Mapping[tuple[str, str], _Raw]) -> list[str]:
-    """A warning per Queue whose deserved names a resource no node has (only when nodes are given).
-    Volcano runs with it (no webhook checks resource names): no pod can run on that resource, so it
-    never decides a reclaim; the accounting clamps it to realCapability, 0."""
-    if not nodes:
-        return []
-    held = {r for n in nodes.values() for r, v in n.allocatable.items() if v > 0}
-    out = []
-    for name in sorted(queues):
-        for r, v in sorted(queues[name].deserved.items()):
-            if v > 0 and r != "pods" and r not in held:
-                out.append(f"{origin['Queue', name].file}: Queue/{name}: spec.deserved.{r}: no node has {r}; "
-                           f"Volcano runs with it and it decides no reclaim")
-    return out
 
 
 def _check_queue_depth(queues: Mapping[str, Queue], origin: Mapping[tuple[str, str], _Raw]) -> None:

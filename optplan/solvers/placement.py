@@ -124,7 +124,7 @@ from optplan.models.queues import JobTask, QueueTree, VCJob
 from optplan.models.repack import SolverRecord
 from optplan.models.snapshot import GROUP_NAME_ANNOTATION, Pod, Resources, Snapshot
 from optplan.solvers.oracle import POD_SLOT, Capacity, constraint_signature, static_reason
-from optplan.solvers.queues import QueueAccount, account_queues
+from optplan.solvers.queues import QueueAccount, account_queues, unheld_deserved
 from optplan.solvers.victims import (
     REASONS,
     Candidate,
@@ -1595,8 +1595,9 @@ def _gang_result(job: VCJob, placed: Counter[str], bindings: list[Binding], why:
 def check_inputs(snap: Snapshot, jobs: Sequence[VCJob]) -> None:
     """Input Volcano cannot schedule with, as an InputError naming the object and field (the CLI adds
     the file): a cycle in the queues' parents (the capacity plugin with hierarchy refuses the whole
-    session: ``updateAncestors``), a PriorityClass a job to place names that does not exist (Kubernetes'
-    Priority admission refuses such pods, so the job never runs)."""
+    session: ``updateAncestors``), a ``deserved`` naming a resource no node has (``queues.unheld_deserved``),
+    a PriorityClass a job to place names that does not exist (Kubernetes' Priority admission refuses such
+    pods, so the job never runs)."""
     tree = QueueTree(snap.queues)
     for name in sorted(tree.broken):
         if "cycle" in tree.broken[name]:
@@ -1606,6 +1607,9 @@ def check_inputs(snap: Snapshot, jobs: Sequence[VCJob]) -> None:
                 cur = snap.queues[cur].parent_name
             raise InputError(f"the parent chain {' -> '.join([*chain, name])} is a cycle: Volcano's capacity "
                              "plugin (hierarchy) then schedules nothing", obj=f"Queue/{name}", field="spec.parent")
+    for v in unheld_deserved(snap, tree)[:1]:  # any queue: it may reclaim or be reclaimed from
+        raise InputError(f"no node has {v.resource}: {v.message.split(': ', 1)[1]}; fix or remove it",
+                         obj=f"Queue/{v.queue}", field=f"spec.deserved.{v.resource}")
     known = set(snap.priority_classes) | set(SYSTEM_PRIORITY_CLASSES)
     for job in jobs:
         fields = [(job.priority_class_name, "spec.priorityClassName")]

@@ -112,10 +112,26 @@ class QueueViolation:
     message: str
 
 
+def unheld_deserved(snap: Snapshot, tree: QueueTree) -> list[QueueViolation]:
+    """A queue's ``deserved`` naming a resource no node has (only when the snapshot has nodes). Volcano's
+    webhook does not check resource names, so it runs with it, but it is almost always a misspelt name:
+    the resource it stands for is then unlisted in deserved (neither under nor over), which changes what
+    may be reclaimed. ``optplan queues`` reports it; ``optplan place`` refuses it."""
+    if not snap.nodes:
+        return []
+    held = {r for n in snap.nodes.values() for r, v in n.allocatable.items() if v > 0}
+    return [QueueViolation(name, r, "deserved-resource", f"deserved names {r}, which no node has (a misspelt "
+                           "resource name?): the capacity plugin compares nothing on it and leaves the resource it "
+                           "stands for unlisted, which changes what may be reclaimed")
+            for name in sorted(tree.queues) for r, v in sorted(tree.queues[name].deserved.items())
+            if v > 0 and r != "pods" and r not in held]
+
+
 def validate_queues(snap: Snapshot, tree: QueueTree | None = None) -> list[QueueViolation]:
     """Every admission rule a queue, PodGroup or pending VCJob of the snapshot breaks, sorted."""
     tree = tree or QueueTree(snap.queues)
     out: list[QueueViolation] = []
+    out.extend(unheld_deserved(snap, tree))
     for name in tree.preorder():
         out.extend(_quota_order(tree, name))
         out.extend(_capability_vs_ancestor(tree, name))
