@@ -33,7 +33,8 @@ from typing import Any
 from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import load_objects
 from optplan.bench import machine as bench_machine
-from optplan.solvers.base import PlanOptions, get_planner
+from optplan.solvers.base import get_planner
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.frag import fragmentation
 from optplan.solvers.repack import plan_repack
 from optplan.solvers.rules import RepackProblem

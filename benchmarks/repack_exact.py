@@ -27,7 +27,7 @@ from typing import Any
 from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import load_objects
 from optplan.bench import machine as bench_machine
-from optplan.solvers.base import PlanOptions
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack import plan_repack
 
 

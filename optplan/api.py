@@ -37,8 +37,9 @@ from optplan.models.snapshot import Snapshot
 from optplan.solvers import execute as execute_mod
 from optplan.solvers import place as place_mod
 from optplan.solvers import placement as placement_mod
-from optplan.solvers import registry
-from optplan.solvers.base import PlanOptions, planner_names
+from optplan.solvers.base import planner_names
+from optplan.solvers.core import registry
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack import RepackOutcome
 from optplan.solvers.repack import plan_repack as _plan_repack
 from optplan.solvers.rules import Weights
@@ -144,7 +145,7 @@ def plan_repack(cluster: Cluster, run: RepackRun | Mapping[str, Any] | str | Non
     """Plan ``run`` on the cluster: measure fragmentation, choose nodes to vacate and where each moved pod
     goes, validate the plan independently and build the status the seed shows. ``deterministic``: limits
     count work instead of wall-clock seconds, so one input gives one plan on any machine (see
-    ``optplan.solvers.clock``)."""
+    ``optplan.solvers.core.clock``)."""
     r = _run(cluster, run)
     options = PlanOptions(time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic)
     if solver not in planner_names():

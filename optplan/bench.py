@@ -44,9 +44,9 @@ from optplan.adapters.kubefile import LoadedInput, load_objects
 from optplan.adapters.openb import RESOURCE, ImportConfig, import_openb, read_nodes, read_pods
 from optplan.adapters.output import write_atomic
 from optplan.errors import InputError
-from optplan.solvers.base import PlanOptions
 from optplan.solvers.baselines import BASELINES
 from optplan.solvers.binpacking import min_bins
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.frag import FragReport, round_half_up
 from optplan.solvers.online import POLICIES, OnlineConfig, OnlineResult, SimNode, SimPod, fgd_workload, simulate
 from optplan.solvers.repack import plan_repack

@@ -74,7 +74,7 @@ from optplan.models.execute import Nomination, Relocation, Verification
 from optplan.models.limits import MAX_WEIGHT, WEIGHT_DIGITS, WEIGHT_RESOLUTION
 from optplan.models.placement import PlacementPlan
 from optplan.models.repack import RepackRunStatus
-from optplan.solvers import registry
+from optplan.solvers.core import registry
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ REQUEST = "request"
 
 REPACK_SOLVERS = registry.default_first("repack")
 PLACE_SOLVERS = registry.default_first("placement")
-"""The planners a request may name (``optplan.solvers.registry``), the default first."""
+"""The planners a request may name (``optplan.solvers.core.registry``), the default first."""
 MAX_SEED = 2**31 - 1
 WEIGHT_FIELDS = {  # request key (the status' disruption dimension) -> Weights field
     "affectedPodGroups": "affected_pod_groups",

@@ -12,8 +12,9 @@ import pytest
 
 from optplan import api
 from optplan.solvers import repack_model
-from optplan.solvers.base import PlanOptions, planner_names
+from optplan.solvers.base import planner_names
 from optplan.solvers.baselines import BASELINES
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack import INSUFFICIENT, NO_FRAGMENTATION, RepackOutcome, plan_repack
 from optplan.solvers.rules import RepackProblem
 from optplan.solvers.validate import plan_violations

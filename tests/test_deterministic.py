@@ -12,8 +12,10 @@ from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import load_objects
 from optplan.adapters.output import status_dict
 from optplan.cli import main
-from optplan.solvers import clock, repack_model
-from optplan.solvers.base import PlanOptions, get_planner
+from optplan.solvers import repack_model
+from optplan.solvers.base import get_planner
+from optplan.solvers.core import clock
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack import plan_repack
 from optplan.solvers.rules import RepackProblem
 

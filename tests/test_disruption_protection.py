@@ -13,8 +13,9 @@ import pytest
 from optplan.adapters.kubefile import load_objects
 from optplan.errors import InputError
 from optplan.models.repack import PodMove, RepackPlan
-from optplan.solvers.base import PlanOptions, planner_names
+from optplan.solvers.base import planner_names
 from optplan.solvers.baselines import karpenter_multi_node
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack import INSUFFICIENT, RECOMMENDED, RepackOutcome, plan_repack
 from optplan.solvers.rules import DO_NOT_DISRUPT, SAFE_TO_EVICT, RepackProblem
 from optplan.solvers.validate import plan_violations

@@ -8,7 +8,8 @@ from ortools.sat.python import cp_model
 
 from optplan.models.repack import RepackPlan
 from optplan.solvers import cpsat
-from optplan.solvers.base import PlanOptions, PlanResult, get_planner
+from optplan.solvers.base import PlanResult, get_planner
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.frag import fragmentation
 from optplan.solvers.repack import plan_repack
 from optplan.solvers.repack_model import build_data, hint_counts, scaled_cost

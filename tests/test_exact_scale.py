@@ -12,7 +12,8 @@ from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import load_objects
 from optplan.models.repack import RepackPlan
 from optplan.solvers import cpsat, repack_model
-from optplan.solvers.base import PlanOptions, get_planner
+from optplan.solvers.base import get_planner
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.frag import fragmentation
 from optplan.solvers.repack_model import ModelData, build_data, components, scaled_cost
 from optplan.solvers.rules import RepackProblem

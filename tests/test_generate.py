@@ -22,7 +22,7 @@ from optplan.adapters.kubefile import LoadedInput, load_objects
 from optplan.adapters.output import to_yaml
 from optplan.errors import InputError
 from optplan.models.snapshot import Pod, Snapshot
-from optplan.solvers.oracle import Capacity, static_reason
+from optplan.solvers.core.oracle import Capacity, static_reason
 from optplan.solvers.repack import INSUFFICIENT, NO_FRAGMENTATION, RECOMMENDED, plan_repack
 from optplan.solvers.rules import RepackProblem
 
@@ -299,7 +299,7 @@ def test_new_options_at_their_defaults_change_nothing() -> None:
 
 
 def test_queues_priorities_and_pending_jobs_load_and_validate() -> None:
-    from optplan.solvers.queues import validate_queues
+    from optplan.solvers.quota.queues import validate_queues
 
     loaded = load(FAMILY)
     snap = loaded.snapshot

@@ -8,7 +8,8 @@ import pytest
 from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import load_files, load_objects
 from optplan.solvers import lns, repack_model
-from optplan.solvers.base import PlanOptions, get_planner
+from optplan.solvers.base import get_planner
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.frag import fragmentation
 from optplan.solvers.repack import plan_repack
 from optplan.solvers.repack_model import build_data, scaled_cost

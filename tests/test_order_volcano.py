@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from optplan.models.placement import PlacementPlan
-from optplan.solvers.base import PlanOptions
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.place import plan_placement
 from optplan.solvers.placement import placement_violations
 from tests.builders import job_task, load, node, pod, podgroup_in, priority_class, queue, vcjob

@@ -21,7 +21,7 @@ from optplan.models.placement import Binding, BinpackWeights, JobPlacement, Plac
 from optplan.models.queues import VCJob
 from optplan.models.repack import SolverRecord
 from optplan.models.snapshot import Snapshot
-from optplan.solvers.base import PlanOptions
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.place import plan_placement
 from optplan.solvers.placement import (
     Context,

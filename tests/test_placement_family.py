@@ -30,7 +30,7 @@ from optplan.models.placement import BinpackWeights, PlacementPlan
 from optplan.models.queues import QueueTree
 from optplan.models.snapshot import Snapshot
 from optplan.solvers import placement_cpsat
-from optplan.solvers.base import PlanOptions
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.place import plan_placement
 from optplan.solvers.placement import (
     Context,

@@ -14,7 +14,7 @@ from optplan.cli import main
 from optplan.errors import InputError
 from optplan.models.queues import DEFAULT, ROOT, QueueTree
 from optplan.models.snapshot import Snapshot
-from optplan.solvers.queues import (
+from optplan.solvers.quota.queues import (
     QueueViolation,
     account_queues,
     classify_queues,

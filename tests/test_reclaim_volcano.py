@@ -20,10 +20,10 @@ from optplan.adapters.kubefile import load_objects
 from optplan.cli import main
 from optplan.errors import InputError
 from optplan.models.placement import Binding, PlacementPlan, Victim
-from optplan.solvers.base import PlanOptions
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.place import plan_placement
 from optplan.solvers.placement import placement_violations
-from optplan.solvers.queues import validate_queues
+from optplan.solvers.quota.queues import validate_queues
 from tests.builders import GPU, job_task, node, pod, podgroup_in, priority_class, queue, vcjob
 
 OPTS = PlanOptions(time_limit=5, workers=1, seed=0)

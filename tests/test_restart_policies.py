@@ -17,7 +17,8 @@ from optplan.adapters.kubefile import load_files
 from optplan.adapters.output import repack_run_document
 from optplan.errors import InputError
 from optplan.models.repack import RepackPlan
-from optplan.solvers.base import PlanOptions, get_planner
+from optplan.solvers.base import get_planner
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.frag import fragmentation
 from optplan.solvers.repack import plan_repack
 from optplan.solvers.repack_model import build_data, scaled_cost

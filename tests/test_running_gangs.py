@@ -17,7 +17,7 @@ import yaml
 from optplan import api
 from optplan.cli import main
 from optplan.models.placement import Binding, PlacementPlan
-from optplan.solvers.base import PlanOptions
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.place import plan_placement
 from optplan.solvers.placement import placement_violations
 from tests.builders import job_task, load, node, pod, podgroup, seed_fabric, vcjob

@@ -20,7 +20,7 @@ from optplan.adapters.kubefile import LoadedInput, load_files
 from optplan.cli import spot as spot_cli
 from optplan.errors import InputError
 from optplan.models.snapshot import Snapshot
-from optplan.solvers.spot import (
+from optplan.solvers.quota.spot import (
     SpotJob,
     SpotReclaim,
     job_names,

@@ -9,7 +9,7 @@ import pytest
 
 from optplan.errors import InputError
 from optplan.models.repack import PodMove, RepackPlan
-from optplan.solvers.base import PlanOptions
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack import plan_repack
 from optplan.solvers.rules import RepackProblem
 from optplan.solvers.validate import plan_violations

@@ -15,7 +15,7 @@ from optplan.adapters.kubefile import load_objects
 from optplan.cli import place as place_cli
 from optplan.models.placement import BinpackWeights, JobPlacement, PlacementPlan, Victim
 from optplan.models.repack import SolverRecord
-from optplan.solvers.base import PlanOptions
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.place import plan_placement
 from optplan.solvers.placement import placement_violations
 from optplan.solvers.victims import Catalogue

@@ -20,7 +20,7 @@ from optplan.errors import InputError
 from optplan.models.placement import BinpackWeights, PlacementPlan
 from optplan.models.queues import VCJob
 from optplan.models.snapshot import Snapshot
-from optplan.solvers import registry
+from optplan.solvers.core import registry
 from optplan.solvers.place import place_jobs
 from optplan.solvers.placement import jobs_to_place as waiting_jobs
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from optplan.adapters.kubefile import LoadedInput
 from optplan.adapters.output import dump, table
-from optplan.solvers.queues import QueueReport, SpotReport, format_amount, queue_report, spot_capacity
+from optplan.solvers.quota.queues import QueueReport, SpotReport, format_amount, queue_report, spot_capacity
 
 
 def _amounts(m: dict[str, int], resources: Sequence[str] | None = None) -> dict[str, int | str]:
@@ -112,7 +112,7 @@ def spot_table(rep: SpotReport) -> str:
             f"{amt(r, rep.subscription_total)} - pay-as-you-go allocated {amt(r, rep.payg_allocated)} = "
             f"{amt(r, rep.idle)}\n\n")
     if not rep.tenants:
-        return text + "No subscription, pay-as-you-go or spot queues found (see optplan/solvers/queues.py).\n"
+        return text + "No subscription, pay-as-you-go or spot queues found (see optplan/solvers/quota/queues.py).\n"
     resources = sorted({res for t in rep.tenants for res in t.capability}, key=lambda x: (x != r, x))
     rows = [["TENANT", "SUBSCRIPTION", "PAYG ALLOCATED", "SPOT QUEUE", *[res.upper() for res in resources]]]
     for t in rep.tenants:

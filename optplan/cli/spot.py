@@ -1,6 +1,6 @@
 """``optplan reclaim-spot``: arguments, and the output for people (a table) or programs (json/yaml).
 
-The planning itself is ``optplan.solvers.spot.reclaim_spot``.
+The planning itself is ``optplan.solvers.quota.spot.reclaim_spot``.
 
 The json/yaml document, keys in this order::
 
@@ -27,7 +27,7 @@ from optplan.adapters.kubefile import LoadedInput
 from optplan.adapters.output import dump, table
 from optplan.errors import InputError
 from optplan.models.quantity import format_milli, to_milli
-from optplan.solvers.spot import ReclaimPlan, SpotReclaim, reclaim_spot
+from optplan.solvers.quota.spot import ReclaimPlan, SpotReclaim, reclaim_spot
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def needed_milli(value: object) -> int:
 
 
 def run(args: argparse.Namespace, loaded: LoadedInput) -> str:
-    """Plan with ``optplan.solvers.spot.reclaim_spot`` and render as ``args.output`` asks."""
+    """Plan with ``optplan.solvers.quota.spot.reclaim_spot`` and render as ``args.output`` asks."""
     workers = getattr(args, "workers", 1)  # 1..64: checked by the flag's type
     rep = reclaim_spot(loaded.snapshot, needed_milli(getattr(args, "gpus", None)),
                       getattr(args, "resource", DEFAULT_RESOURCE), getattr(args, "now", None),

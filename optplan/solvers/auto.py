@@ -20,8 +20,9 @@ from dataclasses import replace
 
 from optplan.models.repack import SolverRecord
 from optplan.solvers import cpsat, lns
-from optplan.solvers.base import PlanOptions, PlanResult
-from optplan.solvers.clock import EVALS_PER_SECOND
+from optplan.solvers.base import PlanResult
+from optplan.solvers.core.clock import EVALS_PER_SECOND
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.greedy import FastGreedyPlanner, GreedyPlanner
 from optplan.solvers.repack_model import (
     ModelData,

@@ -1,5 +1,5 @@
 """One planner interface: ``plan(problem, options) -> PlanResult``, and the Repack planners by name
-(``optplan.solvers.registry``, whose heavy backends are imported only when asked for)."""
+(``optplan.solvers.core.registry``, whose heavy backends are imported only when asked for)."""
 
 from __future__ import annotations
 
@@ -7,25 +7,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from optplan.models.repack import RepackPlan, SolverRecord
-from optplan.solvers import registry
-from optplan.solvers.clock import Clock
+from optplan.solvers.core import registry
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.rules import Disruption, RepackProblem
-
-
-@dataclass(frozen=True)
-class PlanOptions:
-    """Solver configuration is data: limits, workers and seed (weights live on the problem)."""
-
-    time_limit: float = 30.0
-    workers: int = 1
-    seed: int = 0
-    deterministic: bool = False
-    """Limits count work, not wall-clock seconds (see ``clock``): one input, one plan, on any machine."""
-    clock: Clock | None = field(default=None, compare=False, repr=False)
-    """The clock of the run this planner is part of (``plan_repack`` sets it); None: a new one."""
-
-    def timer(self) -> Clock:
-        return self.clock if self.clock is not None else Clock(self.deterministic, self.time_limit)
 
 
 @dataclass
@@ -46,7 +30,7 @@ class Planner(Protocol):
 
 
 def planner_names() -> list[str]:
-    """The Repack planners' names, sorted (the registry is ``optplan.solvers.registry``)."""
+    """The Repack planners' names, sorted (the registry is ``optplan.solvers.core.registry``)."""
     return sorted(registry.names("repack"))
 
 

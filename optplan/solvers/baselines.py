@@ -7,7 +7,7 @@ algorithm, not optplan's rules, so its plan may break them (scope, gangs, budget
 nodes that are not vacated). The benchmark reports those breaks with
 ``optplan.solvers.validate.plan_violations``; nothing here raises for them. Capacity and the static
 predicates (NodeUnschedulable, nodeSelector, required node affinity, taints) always come from the
-feasibility oracle (``optplan.solvers.oracle``), so every move fits where it lands.
+feasibility oracle (``optplan.solvers.core.oracle``), so every move fits where it lands.
 
 Common approximations (all three):
 
@@ -70,8 +70,9 @@ from collections.abc import Iterable
 
 from optplan.models.repack import PodMove, RepackPlan, SolverRecord
 from optplan.models.snapshot import Pod
-from optplan.solvers.base import PlanOptions, PlanResult
-from optplan.solvers.oracle import POD_SLOT, Capacity, constraint_signature, static_reason
+from optplan.solvers.base import PlanResult
+from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.core.oracle import POD_SLOT, Capacity, constraint_signature, static_reason
 from optplan.solvers.rules import DO_NOT_DISRUPT, Disruption, RepackProblem, disruption_protection
 
 STATUS = "BASELINE"

@@ -28,7 +28,7 @@ from typing import Any, SupportsIndex, cast
 
 from ortools.sat.python import cp_model
 
-from optplan.solvers.clock import Clock
+from optplan.solvers.core.clock import Clock
 
 __all__ = ["BinPackingResult", "min_bins"]
 

@@ -23,9 +23,10 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from optplan.models.repack import RepackPlan, SolverRecord
-from optplan.solvers.base import PlanOptions, PlanResult
-from optplan.solvers.clock import WALL, Clock
-from optplan.solvers.oracle import Capacity
+from optplan.solvers.base import PlanResult
+from optplan.solvers.core.clock import WALL, Clock
+from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.core.oracle import Capacity
 from optplan.solvers.repack_model import (
     ModelData,
     breach_pairs,

@@ -42,8 +42,8 @@ from optplan.models.execute import (
 from optplan.models.quantity import format_milli, to_milli
 from optplan.models.repack import Condition, RepackRun
 from optplan.models.snapshot import Pod, Snapshot
+from optplan.solvers.core.oracle import Capacity, static_reason
 from optplan.solvers.frag import fragmentation, round_half_up
-from optplan.solvers.oracle import Capacity, static_reason
 from optplan.solvers.rules import RepackProblem
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from fractions import Fraction
 
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.binpacking import min_bins
-from optplan.solvers.clock import Clock
+from optplan.solvers.core.clock import Clock
 
 log = logging.getLogger(__name__)
 

@@ -34,8 +34,8 @@ import numpy as np
 
 from optplan.models.repack import RepackPlan
 from optplan.solvers import cpsat
-from optplan.solvers.base import PlanOptions
-from optplan.solvers.oracle import Capacity
+from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.core.oracle import Capacity
 from optplan.solvers.repack_model import ModelData, Spent, merge_plans, plan_part, restrict, scaled_cost
 from optplan.solvers.validate import plan_violations
 

@@ -18,7 +18,8 @@ from typing import Any
 import pulp
 
 from optplan.models.repack import RepackPlan, SolverRecord
-from optplan.solvers.base import PlanOptions, PlanResult
+from optplan.solvers.base import PlanResult
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.cpsat import gap_percent
 from optplan.solvers.repack_model import (
     ModelData,

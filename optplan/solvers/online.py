@@ -64,7 +64,7 @@ from optplan.errors import InputError, PlanInvalidError
 from optplan.models.placement import BinpackWeights
 from optplan.models.selectors import NodeSelectorRequirement, NodeSelectorTerm
 from optplan.models.snapshot import Node, Pod, Resources, Snapshot
-from optplan.solvers.oracle import Capacity, static_reason
+from optplan.solvers.core.oracle import Capacity, static_reason
 from optplan.solvers.placement import binpack_score
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""The placement family's entry: ``plan_placement`` runs the planner named in ``optplan.solvers.registry``
+"""The placement family's entry: ``plan_placement`` runs the planner named in ``optplan.solvers.core.registry``
 (greedy | cpsat | auto) and validates its plan. The greedy and the rules are ``optplan.solvers.placement``,
 the exact model ``optplan.solvers.placement_cpsat`` (imported only when asked for); keeping the dispatch
 here keeps the imports one way: place -> placement_cpsat -> victims_cpsat -> placement.
@@ -14,16 +14,9 @@ from datetime import datetime
 from optplan.models.placement import BinpackWeights, PlacementPlan
 from optplan.models.queues import VCJob
 from optplan.models.snapshot import Snapshot
-from optplan.solvers import registry
-from optplan.solvers.base import PlanOptions
-from optplan.solvers.placement import (
-    Context,
-    check_inputs,
-    greedy_place,
-    plan_key,
-    plan_victims,
-    validate_placement,
-)
+from optplan.solvers.core import registry
+from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.placement import Context, check_inputs, greedy_place, plan_key, plan_victims, validate_placement
 
 log = logging.getLogger("optplan.solvers.placement")
 
@@ -39,7 +32,7 @@ def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
     ``now`` (RFC 3339, default the current time) prices victims by how long they have run."""
     if solver not in registry.names("placement"):
         raise ValueError(registry.unknown_message(solver, registry.names("placement")))
-    from optplan.solvers.spot import parse_now  # the shared --now parser (spot imports OR-Tools)
+    from optplan.solvers.quota.spot import parse_now  # the shared --now parser (spot imports OR-Tools)
 
     check_inputs(snap, jobs)
     options = options or PlanOptions()

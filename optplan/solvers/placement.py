@@ -123,8 +123,8 @@ from optplan.models.queues import ROOT as ROOT_QUEUE
 from optplan.models.queues import JobTask, QueueTree, VCJob
 from optplan.models.repack import SolverRecord
 from optplan.models.snapshot import GROUP_NAME_ANNOTATION, Pod, Resources, Snapshot
-from optplan.solvers.oracle import POD_SLOT, Capacity, constraint_signature, static_reason
-from optplan.solvers.queues import QueueAccount, account_queues, unheld_deserved
+from optplan.solvers.core.oracle import POD_SLOT, Capacity, constraint_signature, static_reason
+from optplan.solvers.quota.queues import QueueAccount, account_queues, unheld_deserved
 from optplan.solvers.victims import (
     REASONS,
     Candidate,

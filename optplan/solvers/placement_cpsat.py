@@ -69,8 +69,8 @@ from optplan.models.queues import VCJob
 from optplan.models.repack import SolverRecord
 from optplan.models.snapshot import Pod
 from optplan.solvers import victims_cpsat
-from optplan.solvers.base import PlanOptions
-from optplan.solvers.oracle import POD_SLOT, constraint_signature, static_reason
+from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.core.oracle import POD_SLOT, constraint_signature, static_reason
 from optplan.solvers.placement import (
     Context,
     PlanKey,

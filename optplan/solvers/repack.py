@@ -20,8 +20,9 @@ from optplan.models.repack import (
     Summary,
 )
 from optplan.models.snapshot import Snapshot
-from optplan.solvers.base import PlanOptions, PlanResult, get_planner
-from optplan.solvers.clock import Clock
+from optplan.solvers.base import PlanResult, get_planner
+from optplan.solvers.core.clock import Clock
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.frag import FragReport, fragmentation, round_half_up
 from optplan.solvers.rules import RepackProblem, Restarted, Weights
 from optplan.solvers.validate import validate_plan

@@ -50,7 +50,7 @@ import numpy as np
 from optplan.models.limits import WEIGHT_DIGITS
 from optplan.models.repack import PodMove, RepackPlan
 from optplan.models.snapshot import Pod
-from optplan.solvers.oracle import Capacity, constraint_signature, pod_demand, static_reason
+from optplan.solvers.core.oracle import Capacity, constraint_signature, pod_demand, static_reason
 from optplan.solvers.rules import RepackProblem, Weights
 
 

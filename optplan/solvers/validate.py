@@ -15,8 +15,8 @@ from optplan.errors import PlanInvalidError
 from optplan.models.quantity import format_milli
 from optplan.models.repack import RepackPlan, RepackRun, RepackRunStatus
 from optplan.models.snapshot import Snapshot
+from optplan.solvers.core.oracle import Capacity, static_reason
 from optplan.solvers.frag import FragReport, round_half_up
-from optplan.solvers.oracle import Capacity, static_reason
 from optplan.solvers.rules import Disruption, RepackProblem, Weights
 
 

@@ -79,7 +79,7 @@ AGE_SPAN = 7 * 24 * 60
 
 
 def _time(text: str) -> datetime | None:
-    from optplan.solvers.spot import parse_time  # spot imports OR-Tools; only its parser is needed here
+    from optplan.solvers.quota.spot import parse_time  # spot imports OR-Tools; only its parser is needed here
 
     try:
         return parse_time(text) if text else None

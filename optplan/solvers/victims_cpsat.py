@@ -71,15 +71,9 @@ from ortools.sat.python import cp_model
 
 from optplan.models.placement import PlacementPlan
 from optplan.models.queues import VCJob
-from optplan.solvers.oracle import POD_SLOT
+from optplan.solvers.core.oracle import POD_SLOT
 from optplan.solvers.placement import Context, QueueState, job_needs
-from optplan.solvers.victims import (
-    Candidate,
-    Reason,
-    dims,
-    not_over_deserved,
-    statically_allowed,
-)
+from optplan.solvers.victims import Candidate, Reason, dims, not_over_deserved, statically_allowed
 
 if TYPE_CHECKING:
     from optplan.solvers.placement_cpsat import Data, Vars

@@ -73,7 +73,7 @@ from ortools.sat.python import cp_model
 from optplan.errors import InputError, PlanInvalidError
 from optplan.models.quantity import MILLI, format_milli
 from optplan.models.snapshot import Pod, Snapshot
-from optplan.solvers.queues import BILLING_LABEL
+from optplan.solvers.quota.queues import BILLING_LABEL
 
 log = logging.getLogger(__name__)
 

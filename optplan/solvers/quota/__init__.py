@@ -1,0 +1,1 @@
+"""Queue quotas: Volcano queue accounting and admission checks (queues), spot reclaim (spot)."""
