@@ -32,9 +32,9 @@ from typing import Any
 from optplan.adapters.kubefile import load_objects
 from optplan.models.queues import QueueTree
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.place import plan_placement
+from optplan.solvers.placement.place import plan_placement
+from optplan.solvers.placement.victims import Catalogue
 from optplan.solvers.quota.spot import parse_time
-from optplan.solvers.victims import Catalogue
 
 NOW = "2026-01-04T00:00:00Z"
 

@@ -8,7 +8,7 @@ Sections (each skipped with a note when its data is absent):
 2. Theoretical minimum (``min_bins``) on BPPLIB families (``--data``/bpplib) against the known optima.
 3. Scaling on generated clusters: wall time of greedy-fast and auto, and the model size (whole, or
    auto's neighbourhoods); on the smallest sizes CP-SAT and its MILP twin alone, side by side.
-4. Online placement on openb (``--data``/openb) in the FGD paper's setup (``solvers.online``): the
+4. Online placement on openb (``--data``/openb) in the FGD paper's setup (``solvers.sim.online``): the
    whole-GPU pod stream placed by greedy (Volcano binpack), best-fit, random and CP-SAT batches until
    requests reach 130% of the GPUs; the paper's published allocation (``--data``/fgd-expected) is shown
    beside, as a reference, not as our result.
@@ -48,10 +48,10 @@ from optplan.solvers.baselines import BASELINES
 from optplan.solvers.binpacking import min_bins
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.frag import FragReport, round_half_up
-from optplan.solvers.online import POLICIES, OnlineConfig, OnlineResult, SimNode, SimPod, fgd_workload, simulate
 from optplan.solvers.repack import plan_repack
 from optplan.solvers.repack_model import MAX_ARCS
 from optplan.solvers.rules import Disruption, RepackProblem
+from optplan.solvers.sim.online import POLICIES, OnlineConfig, OnlineResult, SimNode, SimPod, fgd_workload, simulate
 from optplan.solvers.validate import plan_violations
 
 log = logging.getLogger(__name__)

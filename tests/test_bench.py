@@ -12,7 +12,7 @@ import pytest
 from optplan import bench
 from optplan.cli import build_parser
 from optplan.errors import InputError
-from optplan.solvers.online import POLICIES
+from optplan.solvers.sim.online import POLICIES
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 

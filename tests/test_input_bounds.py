@@ -411,7 +411,7 @@ def test_object_count_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str],
 
 def test_two_billion_replicas_are_not_built(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from optplan.adapters.kubefile import load_objects
-    from optplan.solvers.place import place_jobs
+    from optplan.solvers.placement.place import place_jobs
 
     huge = _vcjob(replicas=2_000_000_000, min_available=1)
     unfit = _vcjob(replicas=2_000_000_000, min_available=2_000_000_000)

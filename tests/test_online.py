@@ -1,4 +1,4 @@
-"""Online placement (``solvers.online``): small clusters written inline whose answers are known."""
+"""Online placement (``solvers.sim.online``): small clusters written inline whose answers are known."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 
 from optplan.errors import InputError, PlanInvalidError
 from optplan.models.placement import BinpackWeights
-from optplan.solvers import online
-from optplan.solvers.online import POLICIES, OnlineConfig, SimNode, SimPod, fgd_workload, simulate, verify
-from optplan.solvers.placement import binpack_score
+from optplan.solvers.placement.volcano import binpack_score
+from optplan.solvers.sim import online
+from optplan.solvers.sim.online import POLICIES, OnlineConfig, SimNode, SimPod, fgd_workload, simulate, verify
 
 GB = 1024  # MiB
 

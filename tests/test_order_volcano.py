@@ -16,8 +16,8 @@ import pytest
 
 from optplan.models.placement import PlacementPlan
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.place import plan_placement
-from optplan.solvers.placement import placement_violations
+from optplan.solvers.placement.place import plan_placement
+from optplan.solvers.placement.volcano import placement_violations
 from tests.builders import job_task, load, node, pod, podgroup_in, priority_class, queue, vcjob
 
 OPTS = PlanOptions(time_limit=5, workers=1, seed=0)

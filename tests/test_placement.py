@@ -22,8 +22,8 @@ from optplan.models.queues import VCJob
 from optplan.models.repack import SolverRecord
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.place import plan_placement
-from optplan.solvers.placement import (
+from optplan.solvers.placement.place import plan_placement
+from optplan.solvers.placement.volcano import (
     Context,
     binpack_score,
     greedy_place,
@@ -432,7 +432,7 @@ def test_cli_reads_pending_snapshot_jobs_and_needs_some(tmp_path: Path) -> None:
     running["status"] = {"state": {"phase": "Running"}}
     snap_file.write_text(yaml.safe_dump_all([node("a"), pending, running]))
     doc = json.loads(_cli(str(snap_file), "-o", "json", "--solver", "greedy"))
-    # r is Running but none of its replicas runs: the planner's rule (solvers.placement.jobs_to_place, which
+    # r is Running but none of its replicas runs: the planner's rule (solvers.placement.volcano.jobs_to_place, which
     # `optplan place` has always used) places its replica too
     assert [j["name"] for j in doc["jobs"]] == ["p", "r"]
     empty = tmp_path / "e.yaml"

@@ -29,10 +29,11 @@ from optplan.adapters.kubefile import load_objects
 from optplan.models.placement import BinpackWeights, PlacementPlan
 from optplan.models.queues import QueueTree
 from optplan.models.snapshot import Snapshot
-from optplan.solvers import placement_cpsat
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.place import plan_placement
-from optplan.solvers.placement import (
+from optplan.solvers.placement import cpsat as placement_cpsat
+from optplan.solvers.placement.place import plan_placement
+from optplan.solvers.placement.victims import Catalogue
+from optplan.solvers.placement.volcano import (
     Context,
     admission_weight,
     greedy_place,
@@ -40,7 +41,6 @@ from optplan.solvers.placement import (
     placement_violations,
     plan_victims,
 )
-from optplan.solvers.victims import Catalogue
 from tests.builders import hypernode, job_task, node, queue, vcjob
 from tests.test_victims import CLASSES, running
 

@@ -1,5 +1,5 @@
 """Reclaim exactly as Volcano's capacity plugin decides it (issue 12 §1; SPEC.md "preempt and reclaim";
-the rules in ``optplan.solvers.victims``), table-driven: each case lists the nodes, the running pods with
+the rules in ``optplan.solvers.placement.victims``), table-driven: each case lists the nodes, the running pods with
 their queues and PodGroups, the queues, and the pending job, then the outcome every solver must reach
 (admitted or not, the victims as a set of ns/pod, the reason's fragment). Cases come in holds/broken
 pairs, one pair per rule; each broken case also carries a hand-built plan that breaks the rule and that
@@ -21,8 +21,8 @@ from optplan.cli import main
 from optplan.errors import InputError
 from optplan.models.placement import Binding, PlacementPlan, Victim
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.place import plan_placement
-from optplan.solvers.placement import placement_violations
+from optplan.solvers.placement.place import plan_placement
+from optplan.solvers.placement.volcano import placement_violations
 from optplan.solvers.quota.queues import validate_queues
 from tests.builders import GPU, job_task, node, pod, podgroup_in, priority_class, queue, vcjob
 

@@ -45,7 +45,7 @@ from functools import cached_property
 from optplan.models.queues import POD_EVICTED, VCJob
 from optplan.models.repack import IGNORE, RepackPlan, RepackRun
 from optplan.models.snapshot import ModelServing, Pod, PodDisruptionBudget, PodGroup, Snapshot
-from optplan.solvers.victims import PREEMPTABLE_KEY
+from optplan.solvers.placement.victims import PREEMPTABLE_KEY
 
 VOLCANO = "volcano"
 RESTART_JOB = "RestartJob"

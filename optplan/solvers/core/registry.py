@@ -7,7 +7,7 @@ reading the names costs no OR-Tools, MILP or numpy import. Families:
 - ``repack``: ``plan(problem, options) -> PlanResult`` planner classes (``optplan.solvers.base.Planner``);
 - ``placement``: queue placement of pending VCJobs with preempt/reclaim victims; ``greedy`` is Volcano's
   allocate (always run first), ``cpsat`` the exact model hinted with it, ``auto`` the better of the two
-  (no code of its own: ``optplan.solvers.place`` composes it).
+  (no code of its own: ``optplan.solvers.placement.place`` composes it).
 
 To add a planner: one ``Entry`` here (the order is the order users see), and the class or function it names.
 """
@@ -36,8 +36,8 @@ _ENTRIES: tuple[Entry, ...] = (
     Entry("repack", "milp", "optplan.solvers.milp:MilpPlanner"),
     Entry("repack", "greedy-fast", "optplan.solvers.greedy:FastGreedyPlanner"),
     Entry("repack", "auto", "optplan.solvers.auto:AutoPlanner"),
-    Entry("placement", "greedy", "optplan.solvers.placement:greedy_place"),
-    Entry("placement", "cpsat", "optplan.solvers.placement_cpsat:solve"),
+    Entry("placement", "greedy", "optplan.solvers.placement.volcano:greedy_place"),
+    Entry("placement", "cpsat", "optplan.solvers.placement.cpsat:solve"),
     Entry("placement", "auto", None),
 )
 

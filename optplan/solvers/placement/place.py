@@ -1,7 +1,7 @@
 """The placement family's entry: ``plan_placement`` runs the planner named in ``optplan.solvers.core.registry``
-(greedy | cpsat | auto) and validates its plan. The greedy and the rules are ``optplan.solvers.placement``,
-the exact model ``optplan.solvers.placement_cpsat`` (imported only when asked for); keeping the dispatch
-here keeps the imports one way: place -> placement_cpsat -> victims_cpsat -> placement.
+(greedy | cpsat | auto) and validates its plan. The greedy and the rules are ``optplan.solvers.placement.volcano``,
+the exact model ``optplan.solvers.placement.cpsat`` (imported only when asked for); keeping the dispatch
+here keeps the imports one way: place -> cpsat -> victims_cpsat -> volcano.
 """
 
 from __future__ import annotations
@@ -16,9 +16,16 @@ from optplan.models.queues import VCJob
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core import registry
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.placement import Context, check_inputs, greedy_place, plan_key, plan_victims, validate_placement
+from optplan.solvers.placement.volcano import (
+    Context,
+    check_inputs,
+    greedy_place,
+    plan_key,
+    plan_victims,
+    validate_placement,
+)
 
-log = logging.getLogger("optplan.solvers.placement")
+log = logging.getLogger("optplan.solvers.placement.volcano")
 
 
 def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",

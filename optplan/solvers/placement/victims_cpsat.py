@@ -1,4 +1,4 @@
-"""Victims inside the exact placement model (``placement_cpsat``): which running pods the admitted jobs
+"""Victims inside the exact placement model (``cpsat``): which running pods the admitted jobs
 evict, decided jointly with where every job goes.
 
 **What a plan means.** The validator (``placement.placement_violations``) replays a plan in Volcano's
@@ -72,11 +72,11 @@ from ortools.sat.python import cp_model
 from optplan.models.placement import PlacementPlan
 from optplan.models.queues import VCJob
 from optplan.solvers.core.oracle import POD_SLOT
-from optplan.solvers.placement import Context, QueueState, job_needs
-from optplan.solvers.victims import Candidate, Reason, dims, not_over_deserved, statically_allowed
+from optplan.solvers.placement.victims import Candidate, Reason, dims, not_over_deserved, statically_allowed
+from optplan.solvers.placement.volcano import Context, QueueState, job_needs
 
 if TYPE_CHECKING:
-    from optplan.solvers.placement_cpsat import Data, Vars
+    from optplan.solvers.placement.cpsat import Data, Vars
 
 
 @dataclass

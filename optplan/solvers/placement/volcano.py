@@ -80,7 +80,7 @@ session order, unscored; (5) victims come from the job's region only (a topology
 one HyperNode), where Volcano's preempt considers every node; (6) the evictions on a node that still
 leave the pod without room are undone, where Volcano keeps them in the statement.
 
-**Exact** (``placement_cpsat`` with ``victims_cpsat``): placements and victims of all jobs decided
+**Exact** (``cpsat`` with ``victims_cpsat``): placements and victims of all jobs decided
 jointly — a running pod may be evicted only for an admitted job entitled to it that lands on its
 node (or takes its whole PodGroup), capacity per node is the free room plus what evictions there
 release, and the queue rules are checked on the state at each job's turn in the validator's replay.
@@ -91,13 +91,13 @@ order of the greedy's first turns, ``order_weights``). The greedy's plan with it
 of that model and its hint, so the optimum is never worse. When the exact model admits no more weight
 than the greedy, it also keeps to the plans no worse than the greedy's on victim cost and on tier sum
 (the order alone could trade a higher tier for less cost), so its plan dominates the greedy's on both;
-when it admits more, the admissions differ and nothing is compared (``placement_cpsat``'s docstring,
+when it admits more, the admissions differ and nothing is compared (``cpsat``'s docstring,
 also for what OPTIMAL then means). ``plan_key`` computes that order for any plan, so ``auto`` keeps the
 better of the greedy and CP-SAT plans (the greedy's on a tie); the exact plan shows the greedy's victims
 of a job (``greedyVictims``) where they differ.
 
 Every plan passes ``validate_placement`` (an independent re-check) before ``plan_placement`` returns it.
-The dispatch by solver name (``plan_placement``, ``place_jobs``) is ``optplan.solvers.place``, so that
+The dispatch by solver name (``plan_placement``, ``place_jobs``) is ``optplan.solvers.placement.place``, so that
 this greedy module never imports the exact one.
 """
 
@@ -124,8 +124,7 @@ from optplan.models.queues import JobTask, QueueTree, VCJob
 from optplan.models.repack import SolverRecord
 from optplan.models.snapshot import GROUP_NAME_ANNOTATION, Pod, Resources, Snapshot
 from optplan.solvers.core.oracle import POD_SLOT, Capacity, constraint_signature, static_reason
-from optplan.solvers.quota.queues import QueueAccount, account_queues, unheld_deserved
-from optplan.solvers.victims import (
+from optplan.solvers.placement.victims import (
     REASONS,
     Candidate,
     Catalogue,
@@ -137,6 +136,7 @@ from optplan.solvers.victims import (
     statically_allowed,
     victim_blocked,
 )
+from optplan.solvers.quota.queues import QueueAccount, account_queues, unheld_deserved
 
 log = logging.getLogger(__name__)
 

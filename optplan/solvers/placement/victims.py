@@ -1,6 +1,6 @@
 """Victims for a job that does not fit: Volcano's preempt (same queue) and reclaim (other queues).
 
-Facts and rules only, shared by the greedy (``placement``), the exact model (``victims_cpsat``) and the
+Facts and rules only, shared by the greedy (``volcano``), the exact model (``victims_cpsat``) and the
 validator (``placement_violations``), so that "may this pod be a victim" means one thing everywhere.
 
 **Who can be a victim** (``Catalogue``): a pod in phase Running on a node, in a PodGroup of the snapshot

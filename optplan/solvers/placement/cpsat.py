@@ -68,10 +68,10 @@ from optplan.models.placement import Binding, JobPlacement, PlacementPlan, Victi
 from optplan.models.queues import VCJob
 from optplan.models.repack import SolverRecord
 from optplan.models.snapshot import Pod
-from optplan.solvers import victims_cpsat
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import POD_SLOT, constraint_signature, static_reason
-from optplan.solvers.placement import (
+from optplan.solvers.placement import victims_cpsat
+from optplan.solvers.placement.volcano import (
     Context,
     PlanKey,
     QueueState,
