@@ -1,4 +1,4 @@
-"""Run ``optplan.solvers.binpacking.min_bins`` on BPPLIB families and summarise the results.
+"""Run ``optplan.solvers.repack.binpacking.min_bins`` on BPPLIB families and summarise the results.
 
 Example::
 
@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from optplan.solvers.binpacking import min_bins
+from optplan.solvers.repack.binpacking import min_bins
 
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "bpplib"
 

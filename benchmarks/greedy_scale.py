@@ -33,11 +33,11 @@ from typing import Any
 from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import load_objects
 from optplan.bench import machine as bench_machine
-from optplan.solvers.base import get_planner
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.frag import fragmentation
-from optplan.solvers.repack import plan_repack
-from optplan.solvers.rules import RepackProblem
+from optplan.solvers.repack.base import get_planner
+from optplan.solvers.repack.frag import fragmentation
+from optplan.solvers.repack.rules import RepackProblem
+from optplan.solvers.repack.run import plan_repack
 
 POD_SIZES = ((1, 0.9), (2, 0.07), (4, 0.03))
 GANG_SIZES = ((1, 0.4), (2, 0.3), (4, 0.2), (8, 0.1))
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
                     pod_sizes=POD_SIZES, gang_sizes=GANG_SIZES, cpu_pressure=args.cpu_pressure,
                     pdb_share=args.pdb_share, seed=args.seed)
     handler = _GreedyLog()
-    greedy_logger = logging.getLogger("optplan.solvers.greedy")
+    greedy_logger = logging.getLogger("optplan.solvers.repack.greedy")
     greedy_logger.addHandler(handler)
     greedy_logger.setLevel(logging.INFO)
     info = machine()

@@ -28,7 +28,7 @@ from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import load_objects
 from optplan.bench import machine as bench_machine
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.repack import plan_repack
+from optplan.solvers.repack.run import plan_repack
 
 
 def machine() -> str:

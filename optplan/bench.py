@@ -44,15 +44,15 @@ from optplan.adapters.kubefile import LoadedInput, load_objects
 from optplan.adapters.openb import RESOURCE, ImportConfig, import_openb, read_nodes, read_pods
 from optplan.adapters.output import write_atomic
 from optplan.errors import InputError
-from optplan.solvers.baselines import BASELINES
-from optplan.solvers.binpacking import min_bins
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.frag import FragReport, round_half_up
-from optplan.solvers.repack import plan_repack
-from optplan.solvers.repack_model import MAX_ARCS
-from optplan.solvers.rules import Disruption, RepackProblem
+from optplan.solvers.repack.baselines import BASELINES
+from optplan.solvers.repack.binpacking import min_bins
+from optplan.solvers.repack.frag import FragReport, round_half_up
+from optplan.solvers.repack.model import MAX_ARCS
+from optplan.solvers.repack.rules import Disruption, RepackProblem
+from optplan.solvers.repack.run import plan_repack
+from optplan.solvers.repack.validate import plan_violations
 from optplan.solvers.sim.online import POLICIES, OnlineConfig, OnlineResult, SimNode, SimPod, fgd_workload, simulate
-from optplan.solvers.validate import plan_violations
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Tests for optplan.solvers.binpacking.min_bins."""
+"""Tests for optplan.solvers.repack.binpacking.min_bins."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from optplan.solvers import binpacking
-from optplan.solvers.binpacking import BinPackingResult, min_bins
+from optplan.solvers.repack import binpacking
+from optplan.solvers.repack.binpacking import BinPackingResult, min_bins
 
 BPPLIB = Path(__file__).resolve().parents[2] / "shared" / "data" / "bpplib"
 
@@ -234,7 +234,7 @@ def test_bpplib_through_a_snapshot(relpath: str) -> None:
     if not (BPPLIB / "Bounds.txt").is_file():
         pytest.skip(f"BPPLIB data not found at {BPPLIB}")
     from optplan.adapters.kubefile import load_objects
-    from optplan.solvers.frag import fragmentation
+    from optplan.solvers.repack.frag import fragmentation
     from tests.builders import node, pod, podgroup
 
     path = BPPLIB / relpath

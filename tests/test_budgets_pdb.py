@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from optplan.solvers.repack import RepackOutcome, plan_repack
+from optplan.solvers.repack.run import RepackOutcome, plan_repack
 from tests.builders import load_with_run, node, pdb, pod, podgroup, repack_run
 
 
@@ -129,7 +129,7 @@ def test_pdb_ignores_pods_that_do_not_move() -> None:
 def test_budgets_bound_the_freed_nodes_the_exact_solver_reports() -> None:
     """The freed-node bound honours maxPerRun: 4 cards cannot vacate more than the cheapest nodes
     that fit in 4 cards, and one PodGroup cannot vacate more nodes than it spans."""
-    from optplan.solvers.rules import RepackProblem
+    from optplan.solvers.repack.rules import RepackProblem
     from tests.builders import load_with_run, node, pod, podgroup, repack_run
 
     objs = [node(f"n{i}") for i in range(6)] + [podgroup("a"), podgroup("b")]

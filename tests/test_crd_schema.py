@@ -28,7 +28,7 @@ from optplan.adapters.kubefile import load_objects
 from optplan.adapters.output import repack_run_document
 from optplan.cli import main
 from optplan.models.repack import API_VERSION, KIND, RepackRunSpec, RepackRunStatus
-from optplan.solvers.repack import plan_repack
+from optplan.solvers.repack.run import plan_repack
 from tests.builders import load_with_run, node, pod, podgroup, repack_run
 
 ROOT = Path(__file__).resolve().parent.parent

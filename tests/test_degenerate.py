@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from optplan import api
-from optplan.solvers import repack_model
-from optplan.solvers.base import planner_names
-from optplan.solvers.baselines import BASELINES
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.repack import INSUFFICIENT, NO_FRAGMENTATION, RepackOutcome, plan_repack
-from optplan.solvers.rules import RepackProblem
-from optplan.solvers.validate import plan_violations
+from optplan.solvers.repack import model as repack_model
+from optplan.solvers.repack.base import planner_names
+from optplan.solvers.repack.baselines import BASELINES
+from optplan.solvers.repack.rules import RepackProblem
+from optplan.solvers.repack.run import INSUFFICIENT, NO_FRAGMENTATION, RepackOutcome, plan_repack
+from optplan.solvers.repack.validate import plan_violations
 from tests.builders import load_with_run, node, pod, podgroup, repack_run
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,12 +12,12 @@ from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import load_objects
 from optplan.adapters.output import status_dict
 from optplan.cli import main
-from optplan.solvers import repack_model
-from optplan.solvers.base import get_planner
 from optplan.solvers.core import clock
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.repack import plan_repack
-from optplan.solvers.rules import RepackProblem
+from optplan.solvers.repack import model as repack_model
+from optplan.solvers.repack.base import get_planner
+from optplan.solvers.repack.rules import RepackProblem
+from optplan.solvers.repack.run import plan_repack
 
 DET = PlanOptions(time_limit=4.0, workers=1, seed=0, deterministic=True)
 

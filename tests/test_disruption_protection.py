@@ -13,13 +13,13 @@ import pytest
 from optplan.adapters.kubefile import load_objects
 from optplan.errors import InputError
 from optplan.models.repack import PodMove, RepackPlan
-from optplan.solvers.base import planner_names
-from optplan.solvers.baselines import karpenter_multi_node
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.placement.victims import PREEMPTABLE_KEY
-from optplan.solvers.repack import INSUFFICIENT, RECOMMENDED, RepackOutcome, plan_repack
-from optplan.solvers.rules import DO_NOT_DISRUPT, SAFE_TO_EVICT, RepackProblem
-from optplan.solvers.validate import plan_violations
+from optplan.solvers.repack.base import planner_names
+from optplan.solvers.repack.baselines import karpenter_multi_node
+from optplan.solvers.repack.rules import DO_NOT_DISRUPT, SAFE_TO_EVICT, RepackProblem
+from optplan.solvers.repack.run import INSUFFICIENT, RECOMMENDED, RepackOutcome, plan_repack
+from optplan.solvers.repack.validate import plan_violations
 from tests.builders import job_task, load_with_run, node, pod, podgroup, repack_run
 from tests.test_crd_schema import ROOT_VALIDATOR, errors_of
 from tests.test_restart_policies import EVICTED_RESTART_JOB, running_job, task_pod

@@ -7,14 +7,14 @@ import pytest
 from ortools.sat.python import cp_model
 
 from optplan.models.repack import RepackPlan
-from optplan.solvers import cpsat
-from optplan.solvers.base import PlanResult, get_planner
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.frag import fragmentation
-from optplan.solvers.repack import plan_repack
-from optplan.solvers.repack_model import build_data, hint_counts, scaled_cost
-from optplan.solvers.rules import RepackProblem, Weights
-from optplan.solvers.validate import plan_violations
+from optplan.solvers.repack import cpsat
+from optplan.solvers.repack.base import PlanResult, get_planner
+from optplan.solvers.repack.frag import fragmentation
+from optplan.solvers.repack.model import build_data, hint_counts, scaled_cost
+from optplan.solvers.repack.rules import RepackProblem, Weights
+from optplan.solvers.repack.run import plan_repack
+from optplan.solvers.repack.validate import plan_violations
 from tests.builders import load_with_run, node, pod, podgroup, repack_run
 from tests.test_greedy_reference import random_cluster
 

@@ -23,8 +23,8 @@ from optplan.adapters.output import to_yaml
 from optplan.errors import InputError
 from optplan.models.snapshot import Pod, Snapshot
 from optplan.solvers.core.oracle import Capacity, static_reason
-from optplan.solvers.repack import INSUFFICIENT, NO_FRAGMENTATION, RECOMMENDED, plan_repack
-from optplan.solvers.rules import RepackProblem
+from optplan.solvers.repack.rules import RepackProblem
+from optplan.solvers.repack.run import INSUFFICIENT, NO_FRAGMENTATION, RECOMMENDED, plan_repack
 
 GPU = "nvidia.com/gpu"
 

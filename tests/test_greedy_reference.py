@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from optplan.models.repack import RepackPlan
-from optplan.solvers.base import get_planner
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import Capacity, static_reason
-from optplan.solvers.rules import RepackProblem
-from optplan.solvers.validate import plan_violations
+from optplan.solvers.repack.base import get_planner
+from optplan.solvers.repack.rules import RepackProblem
+from optplan.solvers.repack.validate import plan_violations
 from tests.builders import GPU, load_with_run, node, pod, podgroup, repack_run
 
 

@@ -1,4 +1,4 @@
-"""auto's large-neighbourhood search (``solvers.lns``), taken on small clusters by lowering the model
+"""auto's large-neighbourhood search (``solvers.repack.lns``), taken on small clusters by lowering the model
 size above which auto uses it. One worker, fixed seed."""
 
 from __future__ import annotations
@@ -7,14 +7,15 @@ import pytest
 
 from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import load_files, load_objects
-from optplan.solvers import lns, repack_model
-from optplan.solvers.base import get_planner
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.frag import fragmentation
-from optplan.solvers.repack import plan_repack
-from optplan.solvers.repack_model import build_data, scaled_cost
-from optplan.solvers.rules import RepackProblem
-from optplan.solvers.validate import plan_violations
+from optplan.solvers.repack import lns
+from optplan.solvers.repack import model as repack_model
+from optplan.solvers.repack.base import get_planner
+from optplan.solvers.repack.frag import fragmentation
+from optplan.solvers.repack.model import build_data, scaled_cost
+from optplan.solvers.repack.rules import RepackProblem
+from optplan.solvers.repack.run import plan_repack
+from optplan.solvers.repack.validate import plan_violations
 
 OPTS = PlanOptions(time_limit=4, workers=1, seed=0)
 

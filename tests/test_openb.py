@@ -14,8 +14,8 @@ import yaml
 from optplan.adapters.kubefile import load_files, load_objects
 from optplan.adapters.openb import MODEL_LABEL, ImportConfig, add_arguments, import_openb, run
 from optplan.errors import InputError
-from optplan.solvers.frag import fragmentation
-from optplan.solvers.repack import plan_repack
+from optplan.solvers.repack.frag import fragmentation
+from optplan.solvers.repack.run import plan_repack
 
 GPU = "nvidia.com/gpu"
 NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model\n"

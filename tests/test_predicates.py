@@ -12,7 +12,7 @@ import pytest
 from optplan.models.selectors import NodeSelectorTerm, Taint, Toleration
 from optplan.models.snapshot import Node, Pod
 from optplan.solvers.core.oracle import Capacity, static_reason
-from optplan.solvers.repack import INSUFFICIENT, RECOMMENDED, RepackOutcome, plan_repack
+from optplan.solvers.repack.run import INSUFFICIENT, RECOMMENDED, RepackOutcome, plan_repack
 from tests.builders import load, load_with_run, node, pod, podgroup, repack_run
 
 # ---- static_reason ---------------------------------------------------------------------------

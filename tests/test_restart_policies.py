@@ -17,13 +17,13 @@ from optplan.adapters.kubefile import load_files
 from optplan.adapters.output import repack_run_document
 from optplan.errors import InputError
 from optplan.models.repack import RepackPlan
-from optplan.solvers.base import get_planner
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.frag import fragmentation
-from optplan.solvers.repack import plan_repack
-from optplan.solvers.repack_model import build_data, scaled_cost
-from optplan.solvers.rules import RepackProblem
-from optplan.solvers.validate import plan_violations
+from optplan.solvers.repack.base import get_planner
+from optplan.solvers.repack.frag import fragmentation
+from optplan.solvers.repack.model import build_data, scaled_cost
+from optplan.solvers.repack.rules import RepackProblem
+from optplan.solvers.repack.run import plan_repack
+from optplan.solvers.repack.validate import plan_violations
 from tests.builders import GPU, job_task, load_with_run, node, pod, podgroup, repack_run, vcjob
 from tests.test_crd_schema import ROOT_VALIDATOR, assert_valid, errors_of
 from tests.test_exact import greedy_cpsat_milp, price_in_exact_model

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from optplan.solvers.repack import RepackOutcome, plan_repack
+from optplan.solvers.repack.run import RepackOutcome, plan_repack
 from tests.builders import load_with_run, node, pod, podgroup, repack_run
 
 FOREIGN = "pod-not-scheduled-by-volcano"

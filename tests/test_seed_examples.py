@@ -5,9 +5,9 @@ from __future__ import annotations
 from fractions import Fraction
 
 from optplan.cli import main
-from optplan.solvers.frag import FragReport, fragmentation
-from optplan.solvers.repack import plan_repack
-from optplan.solvers.rules import RepackProblem, Weights
+from optplan.solvers.repack.frag import FragReport, fragmentation
+from optplan.solvers.repack.rules import RepackProblem, Weights
+from optplan.solvers.repack.run import plan_repack
 from tests.builders import GPU, load_with_run, node, pod, podgroup, repack_run
 
 

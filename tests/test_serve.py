@@ -34,7 +34,7 @@ from optplan.serve import (
     make_server,
     run,
 )
-from optplan.solvers.base import planner_names
+from optplan.solvers.repack.base import planner_names
 from tests.builders import node, pod, podgroup, repack_run
 
 ROOT = Path(__file__).resolve().parents[1]

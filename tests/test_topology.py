@@ -10,9 +10,9 @@ import pytest
 from optplan.errors import InputError
 from optplan.models.repack import PodMove, RepackPlan
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.repack import plan_repack
-from optplan.solvers.rules import RepackProblem
-from optplan.solvers.validate import plan_violations
+from optplan.solvers.repack.rules import RepackProblem
+from optplan.solvers.repack.run import plan_repack
+from optplan.solvers.repack.validate import plan_violations
 from tests.builders import load, load_with_run, node, pod, podgroup, repack_run
 
 OPTS = PlanOptions(time_limit=10)

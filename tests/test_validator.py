@@ -10,9 +10,9 @@ import pytest
 
 from optplan.errors import PlanInvalidError
 from optplan.models.repack import PodMove, RepackPlan
-from optplan.solvers.repack import plan_repack
-from optplan.solvers.rules import Disruption, RepackProblem
-from optplan.solvers.validate import plan_violations, validate_plan
+from optplan.solvers.repack.rules import Disruption, RepackProblem
+from optplan.solvers.repack.run import plan_repack
+from optplan.solvers.repack.validate import plan_violations, validate_plan
 from tests.builders import load_with_run, node, pdb, pod, podgroup, repack_run
 
 APP = {"app": "svc"}

@@ -23,9 +23,9 @@ from optplan.adapters.args import add_live_cluster, add_snapshot_source, int_in,
 from optplan.cli import execute, place, queues, repack, sources, spot
 from optplan.cli.execute import verification_status
 from optplan.errors import InputError, OptplanError, PlanInvalidError, printable
-from optplan.solvers.base import planner_names
 from optplan.solvers.core import registry
-from optplan.solvers.rules import Weights
+from optplan.solvers.repack.base import planner_names
+from optplan.solvers.repack.rules import Weights
 
 __all__ = ["build_parser", "main", "verification_status"]
 

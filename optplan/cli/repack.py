@@ -14,13 +14,13 @@ from optplan.errors import InputError, printable
 from optplan.models.limits import MAX_WEIGHT, WEIGHT_DIGITS
 from optplan.models.quantity import format_milli
 from optplan.models.repack import RepackRun
-from optplan.solvers.base import planner_names
-from optplan.solvers.baselines import BASELINES
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.frag import FragReport, fragmentation, round_half_up
-from optplan.solvers.repack import RepackOutcome, plan_repack
-from optplan.solvers.rules import RepackProblem, Weights
-from optplan.solvers.validate import plan_violations
+from optplan.solvers.repack.base import planner_names
+from optplan.solvers.repack.baselines import BASELINES
+from optplan.solvers.repack.frag import FragReport, fragmentation, round_half_up
+from optplan.solvers.repack.rules import RepackProblem, Weights
+from optplan.solvers.repack.run import RepackOutcome, plan_repack
+from optplan.solvers.repack.validate import plan_violations
 
 
 def parse_weights(text: str) -> Weights:

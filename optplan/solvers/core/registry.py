@@ -4,7 +4,7 @@
 A planner's code is named as ``"module:attribute"`` and imported only when asked for (``load``), so that
 reading the names costs no OR-Tools, MILP or numpy import. Families:
 
-- ``repack``: ``plan(problem, options) -> PlanResult`` planner classes (``optplan.solvers.base.Planner``);
+- ``repack``: ``plan(problem, options) -> PlanResult`` planner classes (``optplan.solvers.repack.base.Planner``);
 - ``placement``: queue placement of pending VCJobs with preempt/reclaim victims; ``greedy`` is Volcano's
   allocate (always run first), ``cpsat`` the exact model hinted with it, ``auto`` the better of the two
   (no code of its own: ``optplan.solvers.placement.place`` composes it).
@@ -31,11 +31,11 @@ DEFAULT = "auto"
 """Every family's default planner."""
 
 _ENTRIES: tuple[Entry, ...] = (
-    Entry("repack", "greedy", "optplan.solvers.greedy:GreedyPlanner"),
-    Entry("repack", "cpsat", "optplan.solvers.cpsat:CpSatPlanner"),
-    Entry("repack", "milp", "optplan.solvers.milp:MilpPlanner"),
-    Entry("repack", "greedy-fast", "optplan.solvers.greedy:FastGreedyPlanner"),
-    Entry("repack", "auto", "optplan.solvers.auto:AutoPlanner"),
+    Entry("repack", "greedy", "optplan.solvers.repack.greedy:GreedyPlanner"),
+    Entry("repack", "cpsat", "optplan.solvers.repack.cpsat:CpSatPlanner"),
+    Entry("repack", "milp", "optplan.solvers.repack.milp:MilpPlanner"),
+    Entry("repack", "greedy-fast", "optplan.solvers.repack.greedy:FastGreedyPlanner"),
+    Entry("repack", "auto", "optplan.solvers.repack.auto:AutoPlanner"),
     Entry("placement", "greedy", "optplan.solvers.placement.volcano:greedy_place"),
     Entry("placement", "cpsat", "optplan.solvers.placement.cpsat:solve"),
     Entry("placement", "auto", None),

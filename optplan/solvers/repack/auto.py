@@ -19,12 +19,12 @@ import time
 from dataclasses import replace
 
 from optplan.models.repack import SolverRecord
-from optplan.solvers import cpsat, lns
-from optplan.solvers.base import PlanResult
 from optplan.solvers.core.clock import EVALS_PER_SECOND
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.greedy import FastGreedyPlanner, GreedyPlanner
-from optplan.solvers.repack_model import (
+from optplan.solvers.repack import cpsat, lns
+from optplan.solvers.repack.base import PlanResult
+from optplan.solvers.repack.greedy import FastGreedyPlanner, GreedyPlanner
+from optplan.solvers.repack.model import (
     ModelData,
     build_data,
     data_stats,
@@ -33,7 +33,7 @@ from optplan.solvers.repack_model import (
     scaled_cost,
     stuck,
 )
-from optplan.solvers.rules import RepackProblem, explain
+from optplan.solvers.repack.rules import RepackProblem, explain
 
 log = logging.getLogger(__name__)
 

@@ -33,11 +33,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from optplan.models.repack import RepackPlan
-from optplan.solvers import cpsat
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import Capacity
-from optplan.solvers.repack_model import ModelData, Spent, merge_plans, plan_part, restrict, scaled_cost
-from optplan.solvers.validate import plan_violations
+from optplan.solvers.repack import cpsat
+from optplan.solvers.repack.model import ModelData, Spent, merge_plans, plan_part, restrict, scaled_cost
+from optplan.solvers.repack.validate import plan_violations
 
 log = logging.getLogger(__name__)
 

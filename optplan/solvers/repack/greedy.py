@@ -31,11 +31,11 @@ import numpy as np
 
 from optplan.models.repack import PodMove, RepackPlan, SolverRecord
 from optplan.models.snapshot import Pod
-from optplan.solvers.base import PlanResult
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import Capacity, constraint_signature, pod_demand, static_reason
-from optplan.solvers.rules import RepackProblem
+from optplan.solvers.repack.base import PlanResult
+from optplan.solvers.repack.rules import RepackProblem
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from optplan.models.quantity import format_milli
 from optplan.models.repack import RepackPlan, RepackRun, RepackRunStatus
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core.oracle import Capacity, static_reason
-from optplan.solvers.frag import FragReport, round_half_up
-from optplan.solvers.rules import Disruption, RepackProblem, Weights
+from optplan.solvers.repack.frag import FragReport, round_half_up
+from optplan.solvers.repack.rules import Disruption, RepackProblem, Weights
 
 
 def plan_violations(problem: RepackProblem, plan: RepackPlan, *, claimed: Disruption | None = None,

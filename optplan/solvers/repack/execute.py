@@ -43,8 +43,8 @@ from optplan.models.quantity import format_milli, to_milli
 from optplan.models.repack import Condition, RepackRun
 from optplan.models.snapshot import Pod, Snapshot
 from optplan.solvers.core.oracle import Capacity, static_reason
-from optplan.solvers.frag import fragmentation, round_half_up
-from optplan.solvers.rules import RepackProblem
+from optplan.solvers.repack.frag import fragmentation, round_half_up
+from optplan.solvers.repack.rules import RepackProblem
 
 log = logging.getLogger(__name__)
 

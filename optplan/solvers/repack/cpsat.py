@@ -1,4 +1,4 @@
-"""The exact Repack planner on OR-Tools CP-SAT (see ``repack_model`` for the decisions).
+"""The exact Repack planner on OR-Tools CP-SAT (see ``model`` for the decisions).
 
 Lexicographic objective, solved in two phases: (1) maximise freed nodes, bounded above by
 occupied − theoretical minimum; (2) with freed nodes fixed at the phase-1 value, minimise the
@@ -23,11 +23,11 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from optplan.models.repack import RepackPlan, SolverRecord
-from optplan.solvers.base import PlanResult
 from optplan.solvers.core.clock import WALL, Clock
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import Capacity
-from optplan.solvers.repack_model import (
+from optplan.solvers.repack.base import PlanResult
+from optplan.solvers.repack.model import (
     ModelData,
     breach_pairs,
     build_data,
@@ -43,7 +43,7 @@ from optplan.solvers.repack_model import (
     scaled_cost,
     stuck,
 )
-from optplan.solvers.rules import RepackProblem, explain
+from optplan.solvers.repack.rules import RepackProblem, explain
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """The MILP twin of the CP-SAT model, in PuLP: the same decisions, constraints and two-phase
-lexicographic objective (see ``repack_model``). Solved by HiGHS when highspy is installed, else by
+lexicographic objective (see ``model``). Solved by HiGHS when highspy is installed, else by
 CBC (bundled with PuLP). Used to cross-check CP-SAT and in the benchmark."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Any
 import pulp
 
 from optplan.models.repack import RepackPlan, SolverRecord
-from optplan.solvers.base import PlanResult
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.cpsat import gap_percent
-from optplan.solvers.repack_model import (
+from optplan.solvers.repack.base import PlanResult
+from optplan.solvers.repack.cpsat import gap_percent
+from optplan.solvers.repack.model import (
     ModelData,
     breach_pairs,
     build_data,
@@ -31,7 +31,7 @@ from optplan.solvers.repack_model import (
     scaled_cost,
     stuck,
 )
-from optplan.solvers.rules import RepackProblem, explain
+from optplan.solvers.repack.rules import RepackProblem, explain
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from these descriptions, never copy code)") — no project's code was consulted 
 They are plain functions, deliberately *not* in the planner registry: a baseline follows its own
 algorithm, not optplan's rules, so its plan may break them (scope, gangs, budgets, PDBs, moves off
 nodes that are not vacated). The benchmark reports those breaks with
-``optplan.solvers.validate.plan_violations``; nothing here raises for them. Capacity and the static
+``optplan.solvers.repack.validate.plan_violations``; nothing here raises for them. Capacity and the static
 predicates (NodeUnschedulable, nodeSelector, required node affinity, taints) always come from the
 feasibility oracle (``optplan.solvers.core.oracle``), so every move fits where it lands.
 
@@ -70,10 +70,10 @@ from collections.abc import Iterable
 
 from optplan.models.repack import PodMove, RepackPlan, SolverRecord
 from optplan.models.snapshot import Pod
-from optplan.solvers.base import PlanResult
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import POD_SLOT, Capacity, constraint_signature, static_reason
-from optplan.solvers.rules import DO_NOT_DISRUPT, Disruption, RepackProblem, disruption_protection
+from optplan.solvers.repack.base import PlanResult
+from optplan.solvers.repack.rules import DO_NOT_DISRUPT, Disruption, RepackProblem, disruption_protection
 
 STATUS = "BASELINE"
 DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"

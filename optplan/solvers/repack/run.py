@@ -20,12 +20,12 @@ from optplan.models.repack import (
     Summary,
 )
 from optplan.models.snapshot import Snapshot
-from optplan.solvers.base import PlanResult, get_planner
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.frag import FragReport, fragmentation, round_half_up
-from optplan.solvers.rules import RepackProblem, Restarted, Weights
-from optplan.solvers.validate import validate_plan
+from optplan.solvers.repack.base import PlanResult, get_planner
+from optplan.solvers.repack.frag import FragReport, fragmentation, round_half_up
+from optplan.solvers.repack.rules import RepackProblem, Restarted, Weights
+from optplan.solvers.repack.validate import validate_plan
 
 NO_FRAGMENTATION = "NoFragmentation"
 RECOMMENDED = "RepackRecommended"

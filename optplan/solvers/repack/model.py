@@ -51,7 +51,7 @@ from optplan.models.limits import WEIGHT_DIGITS
 from optplan.models.repack import PodMove, RepackPlan
 from optplan.models.snapshot import Pod
 from optplan.solvers.core.oracle import Capacity, constraint_signature, pod_demand, static_reason
-from optplan.solvers.rules import RepackProblem, Weights
+from optplan.solvers.repack.rules import RepackProblem, Weights
 
 
 @dataclass

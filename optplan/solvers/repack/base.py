@@ -9,7 +9,7 @@ from typing import Protocol
 from optplan.models.repack import RepackPlan, SolverRecord
 from optplan.solvers.core import registry
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.rules import Disruption, RepackProblem
+from optplan.solvers.repack.rules import Disruption, RepackProblem
 
 
 @dataclass

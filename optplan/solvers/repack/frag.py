@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from optplan.models.snapshot import Snapshot
-from optplan.solvers.binpacking import min_bins
 from optplan.solvers.core.clock import Clock
+from optplan.solvers.repack.binpacking import min_bins
 
 log = logging.getLogger(__name__)
 
