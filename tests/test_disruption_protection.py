@@ -14,7 +14,7 @@ from optplan.adapters.kubefile import load_objects
 from optplan.errors import InputError
 from optplan.models.repack import PodMove, RepackPlan
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.placement.victims import PREEMPTABLE_KEY
+from optplan.solvers.core.protection import PREEMPTABLE_KEY
 from optplan.solvers.repack.base import planner_names
 from optplan.solvers.repack.baselines import karpenter_multi_node
 from optplan.solvers.repack.rules import DO_NOT_DISRUPT, SAFE_TO_EVICT, RepackProblem

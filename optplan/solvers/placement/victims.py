@@ -66,6 +66,7 @@ from typing import Literal
 from optplan.models.quantity import format_milli
 from optplan.models.queues import VCJob
 from optplan.models.snapshot import Pod, Snapshot
+from optplan.solvers.core.protection import PREEMPTABLE_KEY, disruption_protection
 
 Reason = Literal["preempt", "reclaim"]
 REASONS: tuple[Reason, ...] = ("preempt", "reclaim")
@@ -73,7 +74,6 @@ PROTECTED_NAMESPACES = frozenset({"kube-system"})
 PROTECTED_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 SYSTEM_PRIORITY = 2_000_000_000
 """system-cluster-critical's value; system-node-critical's is higher."""
-PREEMPTABLE_KEY = "volcano.sh/preemptable"
 AGE_SPAN = 7 * 24 * 60
 """Minutes: running longer than a week costs the same as a week."""
 
@@ -95,10 +95,7 @@ def protected_reason(pod: Pod) -> str | None:
         return f"PriorityClass {pod.priority_class_name} is protected"
     if pod.priority is not None and pod.priority >= SYSTEM_PRIORITY:
         return f"system priority {pod.priority} is protected"
-    for where, m in (("label", pod.labels), ("annotation", pod.annotations)):
-        if m.get(PREEMPTABLE_KEY, "").lower() == "false":
-            return f'{where} {PREEMPTABLE_KEY}: "false"'
-    return None
+    return disruption_protection(pod, (PREEMPTABLE_KEY,))
 
 
 @dataclass(frozen=True)

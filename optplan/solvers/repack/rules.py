@@ -45,7 +45,13 @@ from functools import cached_property
 from optplan.models.queues import POD_EVICTED, VCJob
 from optplan.models.repack import IGNORE, RepackPlan, RepackRun
 from optplan.models.snapshot import ModelServing, Pod, PodDisruptionBudget, PodGroup, Snapshot
-from optplan.solvers.placement.victims import PREEMPTABLE_KEY
+from optplan.solvers.core.protection import (  # noqa: F401  (re-exported for the Repack planners)
+    DO_NOT_DISRUPT,
+    PREEMPTABLE_KEY,
+    PROTECTION_MARKERS,
+    SAFE_TO_EVICT,
+    disruption_protection,
+)
 
 VOLCANO = "volcano"
 RESTART_JOB = "RestartJob"
@@ -59,29 +65,7 @@ TASK_SPEC = "volcano.sh/task-spec"
 MODEL_SERVING_LABEL = "modelserving.volcano.sh/name"
 VCJOB_API_GROUP = "batch.volcano.sh"
 MODEL_SERVING_API_GROUPS = ("workload.serving.volcano.sh", "workload.volcano.sh")
-DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
-SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 DISRUPTION_PROTECTED = "pod-disruption-protected"
-PROTECTION_MARKERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    (DO_NOT_DISRUPT, "true", ("annotation",)),
-    (SAFE_TO_EVICT, "false", ("annotation",)),
-    (PREEMPTABLE_KEY, "false", ("annotation", "label")),
-)
-"""(key, value that protects, where it is read) of each disruption-protection marker (see the module)."""
-
-
-def disruption_protection(pod: Pod, keys: Iterable[str] | None = None) -> str | None:
-    """The marker protecting ``pod`` from disruption, as ``annotation <key>: "<value>"``, or None;
-    ``keys`` limits the markers read (a peer baseline reads only its own)."""
-    wanted = None if keys is None else set(keys)
-    for key, value, wheres in PROTECTION_MARKERS:
-        if wanted is not None and key not in wanted:
-            continue
-        for where in wheres:
-            found = (pod.annotations if where == "annotation" else pod.labels).get(key)
-            if found is not None and found.lower() == value:
-                return f'{where} {key}: "{value}"'
-    return None
 
 
 @dataclass(frozen=True)
