@@ -19,20 +19,7 @@ from optplan.cli import main
 from optplan.errors import InputError, printable
 from optplan.models import limits
 from tests.builders import GPU, node, pod, podgroup, repack_run
-
-Content = str | list[dict[str, Any]]
-
-
-def base() -> list[dict[str, Any]]:
-    """Two nodes, one movable pod, one RepackRun: valid on its own."""
-    return [node("n1"), node("n2"), podgroup("pg"), pod("p1", "n1"), repack_run()]
-
-
-def write(tmp_path: Path, name: str, content: Content) -> str:
-    path = tmp_path / name
-    text = content if isinstance(content, str) else yaml.safe_dump_all(content, sort_keys=False)
-    path.write_text(text, encoding="utf-8")
-    return str(path)
+from tests.test_input_errors import base, write
 
 
 def error_line(capsys: pytest.CaptureFixture[str], *args: str) -> str:

@@ -16,9 +16,7 @@ import pytest
 
 from optplan.models.placement import PlacementPlan
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.placement.place import plan_placement
-from optplan.solvers.placement.volcano import placement_violations
-from tests.builders import job_task, load, node, pod, podgroup_in, priority_class, queue, vcjob
+from tests.builders import job_task, load, node, place_validated, pod, podgroup_in, priority_class, queue, vcjob
 
 OPTS = PlanOptions(time_limit=5, workers=1, seed=0)
 NOW = "2025-06-01T12:00:00Z"
@@ -144,10 +142,7 @@ CASES = [
 
 
 def run(case: Case, solver: str) -> PlacementPlan:
-    snap = load(*case.objects).snapshot
-    jobs = list(snap.jobs.values())
-    plan = plan_placement(snap, jobs, solver, OPTS, now=NOW)
-    assert placement_violations(snap, jobs, plan) == []
+    plan: PlacementPlan = place_validated(case.objects, solver, OPTS, NOW)
     return plan
 
 

@@ -20,7 +20,7 @@ from optplan.models.placement import Binding, PlacementPlan
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.placement.place import plan_placement
 from optplan.solvers.placement.volcano import placement_violations
-from tests.builders import job_task, load, node, pod, podgroup, seed_fabric, vcjob
+from tests.builders import job_task, load, node, place_validated, pod, podgroup, seed_fabric, vcjob
 
 OPTS = PlanOptions(time_limit=5, workers=1, seed=0)
 NOW = "2025-06-01T12:00:00Z"
@@ -112,10 +112,7 @@ CASES = [
 
 
 def run(case: Case, solver: str) -> PlacementPlan:
-    snap = load(*case.objects).snapshot
-    jobs = list(snap.jobs.values())
-    plan = plan_placement(snap, jobs, solver, OPTS, now=NOW)
-    assert placement_violations(snap, jobs, plan) == []
+    plan: PlacementPlan = place_validated(case.objects, solver, OPTS, NOW)
     return plan
 
 

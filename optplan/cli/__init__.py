@@ -12,7 +12,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from optplan import __version__, bench, serve
@@ -20,6 +20,7 @@ from optplan.adapters import generate as generate_mod
 from optplan.adapters import openb as openb_mod
 from optplan.adapters import render
 from optplan.adapters.args import add_live_cluster, add_snapshot_source, int_in, positive_float
+from optplan.adapters.kubefile import LoadedInput
 from optplan.cli import execute, place, queues, repack, sources, spot
 from optplan.cli.execute import verification_status
 from optplan.errors import InputError, OptplanError, PlanInvalidError, printable
@@ -227,22 +228,8 @@ def _dispatch(args: argparse.Namespace) -> str:
     loaded = sources.load(args)
     for w in loaded.snapshot.warnings:
         log.warning("%s", w)
-    if args.command == "frag":
-        return repack.frag(args, loaded)
-    if args.command == "compare":
-        return repack.compare(args, loaded)
-    if args.command == "place":
-        return place.run(args, loaded)
-    if args.command == "render":
-        return render.run(args, loaded)
-    if args.command == "reclaim-spot":
-        return spot.run(args, loaded)
-    if args.command == "queues":
-        return queues.queues(args, loaded)
-    if args.command == "spot-capacity":
-        return queues.spot_capacity_report(args, loaded)
-    if args.command == "nominate":
-        return execute.nominate(args, loaded)
-    if args.command == "verify":
-        return execute.verify(args, loaded)
-    return repack.repack(args, loaded)
+    commands: dict[str, Callable[[argparse.Namespace, LoadedInput], str]] = {
+        "frag": repack.frag, "compare": repack.compare, "place": place.run, "render": render.run,
+        "reclaim-spot": spot.run, "queues": queues.queues, "spot-capacity": queues.spot_capacity_report,
+        "nominate": execute.nominate, "verify": execute.verify}
+    return commands.get(args.command, repack.repack)(args, loaded)
