@@ -8,12 +8,19 @@ count) does, and is checked against a ``Capacity`` that planners update as they 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
 
 from optplan.models.snapshot import Node, Pod, Resources, Snapshot
 
 POD_SLOT = 1000
 """One pod, in milli-units of the ``pods`` resource."""
+
+NO_POD_LIMIT = 2**62
+"""The room, in the ``pods`` resource, of a node whose allocatable has no ``pods`` entry (no limit).
+Large enough that no sum of pod slots reaches it, small enough that int64 arithmetic on it is safe."""
 
 
 def static_reason(pod: Pod, node: Node) -> str | None:
@@ -39,6 +46,51 @@ def constraint_signature(pod: Pod) -> tuple[object, ...]:
         pod.required_node_affinity,
         tuple(sorted(pod.tolerations, key=lambda t: (t.key, t.operator, t.value, t.effect))),
     )
+
+
+class Predicates:
+    """The static predicates of a snapshot, evaluated once per (constraint signature, node): every
+    planner, baseline and validator asks through one table instead of keeping a cache of its own."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.nodes = snapshot.nodes
+        self._reason: dict[tuple[tuple[object, ...], str], str | None] = {}
+        self._masks: dict[tuple[tuple[object, ...], int], np.ndarray[Any, Any]] = {}
+        self._node_lists: dict[int, tuple[str, ...]] = {}
+
+    def reason(self, pod: Pod, node: str) -> str | None:
+        """Why the pod cannot run on the node regardless of capacity (``static_reason``), or None."""
+        key = (constraint_signature(pod), node)
+        if key not in self._reason:
+            self._reason[key] = static_reason(pod, self.nodes[node])
+        return self._reason[key]
+
+    def ok(self, pod: Pod, node: str) -> bool:
+        return self.reason(pod, node) is None
+
+    def mask(self, pod: Pod, nodes: Sequence[str]) -> np.ndarray[Any, Any]:
+        """A read-only boolean row over ``nodes``: True where the static predicates admit the pod. Rows
+        are cached per (signature, node list); pass the same list object to reuse them."""
+        listed = self._node_lists.setdefault(id(nodes), tuple(nodes))
+        if listed != tuple(nodes):  # a list object reused with other contents: forget its rows
+            self._masks = {k: v for k, v in self._masks.items() if k[1] != id(nodes)}
+            listed = self._node_lists[id(nodes)] = tuple(nodes)
+        key = (constraint_signature(pod), id(nodes))
+        row = self._masks.get(key)
+        if row is None:
+            row = np.fromiter((self.reason(pod, n) is None for n in listed), dtype=bool, count=len(listed))
+            row.flags.writeable = False
+            self._masks[key] = row
+        return row
+
+
+def max_fit(pod: Pod, free: Mapping[str, int], limits_pods: bool) -> int:
+    """How many copies of the pod fit in ``free`` (every requested resource, and the pod count when the
+    node limits it)."""
+    n = min((free.get(r, 0) // v for r, v in pod.requests.items() if v > 0), default=1 << 30)
+    if limits_pods:
+        n = min(n, free.get("pods", 0) // POD_SLOT)
+    return max(n, 0)
 
 
 def pod_demand(pod: Pod) -> Resources:
@@ -81,6 +133,25 @@ class Capacity:
 
     def remove(self, pod: Pod, node: str) -> None:
         self._apply(node, pod, +1)
+
+    def limits_pods(self, node: str) -> bool:
+        """Whether the node has a pod-count limit (``pods`` in its allocatable)."""
+        return self._limits_pods[node]
+
+    def room(self, node: str, resource: str) -> int:
+        """Free ``resource`` on the node; ``NO_POD_LIMIT`` for ``pods`` on a node without a limit."""
+        if resource == "pods" and not self._limits_pods[node]:
+            return NO_POD_LIMIT
+        return self.free[node].get(resource, 0)
+
+    def room_matrix(self, nodes: Sequence[str], resources: Sequence[str], *, exact: bool = False
+                    ) -> np.ndarray[Any, Any]:
+        """Free room as a [resource, node] matrix (``room`` per cell). int64, or Python ints
+        (``dtype=object``) with ``exact`` for quantities whose sums could overflow int64."""
+        out = np.zeros((len(resources), len(nodes)), dtype=object if exact else np.int64)
+        for i, r in enumerate(resources):
+            out[i] = [self.room(n, r) for n in nodes]
+        return out
 
     def over(self, node: str, resources: Iterable[str]) -> list[str]:
         """Resources among ``resources`` on which the node is over-committed now."""
