@@ -32,7 +32,7 @@ from optplan.errors import ConflictError, InputError, KubeError, OptplanError, P
 from optplan.models.execute import Nomination, Relocation, Verification
 from optplan.models.placement import BinpackWeights, PlacementPlan
 from optplan.models.queues import VCJob
-from optplan.models.repack import RepackRun
+from optplan.models.repack import RepackRun, Weights
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core import registry
 from optplan.solvers.core.options import PlanOptions
@@ -40,7 +40,6 @@ from optplan.solvers.placement import place as place_mod
 from optplan.solvers.placement import volcano as placement_mod
 from optplan.solvers.repack import execute as execute_mod
 from optplan.solvers.repack.base import planner_names
-from optplan.solvers.repack.rules import Weights
 from optplan.solvers.repack.run import RepackOutcome
 from optplan.solvers.repack.run import plan_repack as _plan_repack
 

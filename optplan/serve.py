@@ -73,7 +73,7 @@ from optplan.errors import InputError, OptplanError
 from optplan.models.execute import Nomination, Relocation, Verification
 from optplan.models.limits import MAX_WEIGHT, WEIGHT_DIGITS, WEIGHT_RESOLUTION
 from optplan.models.placement import PlacementPlan
-from optplan.models.repack import RepackRunStatus
+from optplan.models.repack import DIMENSIONS, RepackRunStatus
 from optplan.solvers.core import registry
 
 log = logging.getLogger(__name__)
@@ -110,14 +110,8 @@ REPACK_SOLVERS = registry.default_first("repack")
 PLACE_SOLVERS = registry.default_first("placement")
 """The planners a request may name (``optplan.solvers.core.registry``), the default first."""
 MAX_SEED = 2**31 - 1
-WEIGHT_FIELDS = {  # request key (the status' disruption dimension) -> Weights field
-    "affectedPodGroups": "affected_pod_groups",
-    "podGroupsBelowMinAvailable": "below_min_available",
-    "affectedCards": "affected_cards",
-    "movedCards": "moved_cards",
-    "movedPods": "moved_pods",
-    "topologyWidening": "topology_widening",
-}
+WEIGHT_FIELDS = {d.key: d.field for d in DIMENSIONS}
+"""Request key (the status' disruption dimension) -> ``Weights`` field, from the one table (``DIMENSIONS``)."""
 SOLVER_STATUSES = ("OPTIMAL", "FEASIBLE", "FALLBACK", "HEURISTIC")
 
 JSON = "application/json"
@@ -543,8 +537,11 @@ def _request_schemas(config: ServeConfig) -> dict[str, Any]:
                                       "kind": {"type": "string", "minLength": 1},
                                       "metadata": {"type": "object"}}},
         "Weights": {"type": "object", "additionalProperties": False,
-                    "description": "Weights of the disruption dimensions (defaults 1.0, 0.8, 0.6, 0.3, 0.1, 0.5)",
-                    "properties": dict.fromkeys(WEIGHT_FIELDS, weight)},
+                    "description": "Weights of the disruption dimensions (defaults "
+                                   f"{', '.join(str(d.default) for d in DIMENSIONS)})",
+                    "properties": {d.key: {**weight, "default": d.default,
+                                           "description": f"{d.help}; {weight['description']}"}
+                                   for d in DIMENSIONS}},
         "RepackPlanRequest": request({"objects": objects, "run": run,
                                       "solver": {"enum": list(REPACK_SOLVERS), "default": registry.DEFAULT},
                                       "timeLimitSeconds": limit, "seed": seed, "weights": _ref("Weights"),

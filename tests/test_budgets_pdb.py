@@ -139,3 +139,31 @@ def test_budgets_bound_the_freed_nodes_the_exact_solver_reports() -> None:
                              ({"resources": {"nvidia.com/gpu": 0}}, 0)):
         loaded, run = load_with_run(*objs, repack_run(max_per_run=budget))
         assert RepackProblem(loaded.snapshot, run).budget_freed_upper() == expected
+
+
+# ---- one definition: the PDBs covering a pod (rules), read by the validator's check and every planner ----
+
+@pytest.mark.parametrize(("budget", "covered"), [
+    (pdb("svc", APP, 0), {"default/a", "default/b"}),
+    (pdb("svc", APP, 0, ns="other"), set()),
+    (pdb("svc", {"app": "other"}, 0), set()),
+    (pdb("all", {}, 0), {"default/a", "default/b", "default/c"}),
+])
+def test_one_definition_of_the_pdbs_covering_a_pod(budget: dict[str, Any], covered: set[str]) -> None:
+    from optplan.models.repack import PodMove, RepackPlan
+    from optplan.solvers.repack import checks
+    from optplan.solvers.repack.rules import RepackProblem
+
+    loaded, run = load_with_run(node("n0", 16), node("n1", 8), node("n2", 8), pod("a", "n1", 1, labels=APP),
+                                pod("b", "n2", 1, labels=APP), pod("c", "n2", 1), podgroup("pg"), budget, repack_run())
+    problem = RepackProblem(loaded.snapshot, run)
+    pods = loaded.snapshot.pods
+    key = f"{budget['metadata']['namespace']}/{budget['metadata']['name']}"
+    assert {k for k, p in pods.items() if problem.pdbs_covering(p) == [key]} == covered
+    assert problem.pdb_cover == {k: [key] for k in sorted(covered)}
+    assert problem.pdb_use(pods.values()) == ({key: len(covered)} if covered else {})
+    both = RepackPlan.build([PodMove(pod=k, from_node=pods[k].node_name or "", to_node="n0")
+                             for k in ("default/a", "default/b", "default/c")], ["n1", "n2"])
+    refused = [v.message for v in checks.check_pdbs(problem, both)]
+    assert refused == ([f"PodDisruptionBudget {key} allows 0 disruptions, plan moves {len(covered)}"] if covered
+                       else [])

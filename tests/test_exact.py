@@ -3,15 +3,20 @@ the greedy misses. One worker, fixed seed, short limits."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+
 import pytest
 from ortools.sat.python import cp_model
 
-from optplan.models.repack import RepackPlan
+from optplan.adapters.kubefile import load_files
+from optplan.models.repack import DIMENSIONS, RepackPlan
+from optplan.solvers.core.exact import STRICT_ENV, ExactModelError, Score, better
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack import cpsat
 from optplan.solvers.repack.base import PlanResult, get_planner
 from optplan.solvers.repack.frag import fragmentation
-from optplan.solvers.repack.model import build_data, hint_counts, scaled_cost
+from optplan.solvers.repack.model import ModelData, build_data, hint_counts, scaled_cost
 from optplan.solvers.repack.rules import RepackProblem, Weights
 from optplan.solvers.repack.run import plan_repack
 from optplan.solvers.repack.validate import plan_violations
@@ -209,3 +214,117 @@ def test_topology_family_exact_and_twin_agree(seed: int) -> None:
 
     assert key(c.plan) == key(m.plan)
     assert key(c.plan) >= key(g.plan)
+
+
+# ---- a model that refuses its valid hint is a bug (core.exact.model_bug) --------------------------------
+
+
+def _broken_build(kind: str) -> Callable[[ModelData], tuple[cp_model.CpModel, cpsat.Vars]]:
+    """``cpsat.build`` with a deliberate bug: ``infeasible`` forbids vacating any node while demanding one
+    freed; ``invalid`` adds a constraint on a variable the model does not have."""
+    real = cpsat.build
+
+    def build(data: ModelData) -> tuple[cp_model.CpModel, cpsat.Vars]:
+        m, v = real(data)
+        if kind == "infeasible":
+            m.add(v.freed() >= 1)
+            m.add(v.freed() <= 0)
+        else:
+            bad = m.proto.constraints.add()
+            bad.linear.vars.append(len(m.proto.variables) + 7)
+            bad.linear.coeffs.append(1)
+            bad.linear.domain.extend([0, 1])
+        return m, v
+    return build
+
+
+def _trap_problem() -> RepackProblem:
+    loaded = load_files(["instances/greedy-trap.yaml"])
+    p = RepackProblem(loaded.snapshot, next(iter(loaded.runs.values())))
+    p.freed_upper = fragmentation(p.snapshot, p.resource, time_limit=5).occupied
+    return p
+
+
+@pytest.mark.parametrize(("kind", "status"), [("infeasible", "INFEASIBLE"), ("invalid", "MODEL_INVALID")])
+def test_a_model_refusing_its_valid_hint_raises_in_strict_mode(kind: str, status: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(STRICT_ENV, "1")
+    monkeypatch.setattr(cpsat, "build", _broken_build(kind))
+    with pytest.raises(ExactModelError, match=status):
+        get_planner("auto").plan(_trap_problem(), OPTS)
+
+
+@pytest.mark.parametrize(("kind", "status"), [("infeasible", "INFEASIBLE"), ("invalid", "MODEL_INVALID")])
+def test_a_model_refusing_its_valid_hint_returns_the_greedy_plan_with_an_error(
+        kind: str, status: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Users get the greedy's valid plan as FALLBACK, and an error line that names the solve, the status and
+    the model's own validation message (what a bug report needs); a timeout would say nothing of the kind."""
+    p = _trap_problem()
+    greedy = get_planner("greedy").plan(p, OPTS)
+    monkeypatch.delenv(STRICT_ENV)
+    monkeypatch.setattr(cpsat, "build", _broken_build(kind))
+    with caplog.at_level(logging.ERROR, logger="optplan"):
+        out = get_planner("auto").plan(p, OPTS)
+    assert out.record.status == "FALLBACK"
+    assert out.plan == greedy.plan and plan_violations(p, out.plan) == []
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and status in errors[0] and "model validation" in errors[0]
+    if kind == "invalid":
+        assert "no error" not in errors[0]  # CP-SAT's own words on what is wrong
+    else:
+        assert "no error" in errors[0]
+    # cpsat alone has no greedy to fall back on: it returns no plan, as FALLBACK; an invalid model is a bug
+    # even unhinted, an infeasible one only when hinted (cpsat alone hints nothing in its first phase)
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="optplan"):
+        alone = get_planner("cpsat").plan(p, OPTS)
+    assert alone.record.status == "FALLBACK" and alone.plan.freed_nodes == ()
+    assert any(status in r.getMessage() for r in caplog.records if r.levelno == logging.ERROR) == (kind == "invalid")
+
+
+def test_an_infeasible_model_with_an_invalid_hint_is_no_bug(monkeypatch: pytest.MonkeyPatch,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    """INFEASIBLE is a bug only when the hint is a valid plan: hinted with a plan that breaks a rule (a pod
+    sent to a node it does not fit), the refusal is the model doing its job, reported as no plan found."""
+    p = _trap_problem()
+    good = get_planner("greedy").plan(p, OPTS).plan
+    bad = RepackPlan.build([m.model_copy(update={"to_node": m.from_node}) if i == 0 else m
+                            for i, m in enumerate(good.moves)], list(good.freed_nodes))
+    assert plan_violations(p, bad)
+    monkeypatch.setattr(cpsat, "build", _broken_build("infeasible"))
+    with caplog.at_level(logging.ERROR, logger="optplan"):
+        out = cpsat.solve(p, OPTS, hint=bad, decompose=False)
+    assert not out.refused
+    assert not [r for r in caplog.records if r.levelno == logging.ERROR]
+
+
+# ---- one objective, by dimension name; one better() ----------------------------------------------------
+
+
+@pytest.mark.parametrize(("a", "b", "expected"), [
+    (Score(2, 90), Score(1, 0), True),  # more freed nodes win at any cost
+    (Score(1, 0), Score(2, 90), False),
+    (Score(2, 3), Score(2, 4), True),  # as many, cheaper
+    (Score(2, 4), Score(2, 3), False),
+    (Score(2, 4), Score(2, 4), False),  # a tie keeps the incumbent (the greedy's plan)
+])
+def test_better_ranks_freed_nodes_then_cost_and_ties_keep_the_incumbent(a: Score, b: Score, expected: bool) -> None:
+    assert better(a, b) is expected
+
+
+def test_each_weight_prices_its_own_dimension() -> None:
+    """The soft families' penalty terms cover every dimension, keyed by name: with one dimension weighted
+    alone, the exact model prices a plan by that dimension only, as the rules count it."""
+    base = _topology_cluster(1)
+    plan = get_planner("greedy").plan(base, OPTS).plan
+    d = base.plan_disruption(plan)
+    assert all(d.as_tuple())  # the plan has some of every dimension
+    _, v = cpsat.build(build_data(base, freed_upper=base.freed_upper))
+    assert set(v.penalties) == {dim.key for dim in DIMENSIONS}
+    for dim in DIMENSIONS:
+        p = RepackProblem(base.snapshot, base.run, Weights(**{x.field: float(x is dim) for x in DIMENSIONS}))
+        p.freed_upper = base.freed_upper
+        data = build_data(p, freed_upper=p.freed_upper)
+        value = data.cards(getattr(d, dim.field)) if dim.cards else getattr(d, dim.field)
+        assert price_in_exact_model(p, plan) == scaled_cost(data, plan) == data.weights_int[dim.key] * value > 0
+        assert [k for k, w in data.weights_int.items() if w] == [dim.key]

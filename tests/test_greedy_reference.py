@@ -7,15 +7,19 @@ import random
 from collections import Counter
 from typing import Any
 
+import numpy as np
 import pytest
 
-from optplan.models.repack import RepackPlan
+from optplan.models.repack import PodMove, RepackPlan
+from optplan.models.results import Disruption
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import Capacity, static_reason
+from optplan.solvers.repack import checks
 from optplan.solvers.repack.base import get_planner
+from optplan.solvers.repack.greedy import _Greedy
 from optplan.solvers.repack.rules import RepackProblem
 from optplan.solvers.repack.validate import plan_violations
-from tests.builders import GPU, load_with_run, node, pod, podgroup, repack_run
+from tests.builders import GPU, load_with_run, node, pod, podgroup, repack_run, vcjob
 
 
 def reference_greedy(p: RepackProblem) -> RepackPlan:
@@ -94,8 +98,6 @@ def reference_greedy(p: RepackProblem) -> RepackPlan:
         alive.remove(c)
         receivers.discard(c)
         freed.append(c)
-    from optplan.models.repack import PodMove
-
     return RepackPlan.build([PodMove(pod=k, from_node=a, to_node=b) for k, a, b in moves], freed)
 
 
@@ -177,3 +179,97 @@ def test_fast_greedy_stays_close_on_a_large_cluster() -> None:
     fast = get_planner("greedy-fast").plan(p, PlanOptions())
     assert plan_violations(p, fast.plan, claimed=fast.disruption) == []
     assert len(fast.plan.freed_nodes) >= 0.97 * len(exact.plan.freed_nodes)
+
+
+# ---- the greedy's incremental bookkeeping against the checks (``checks``) --------------------------------
+
+def _with_workloads(objs: list[dict[str, Any]], rng: random.Random) -> list[dict[str, Any]]:
+    """The generated cluster plus the VCJobs and ModelServings its PodGroups name, each with a random
+    restart policy, so that restart units wider than one pod occur."""
+    owners = {(o["metadata"]["namespace"], ref["kind"], ref["name"])
+              for o in objs if o["kind"] == "PodGroup" for ref in o["metadata"].get("ownerReferences", ())}
+    extra: list[dict[str, Any]] = []
+    for ns, kind, name in sorted(owners):
+        if kind == "Job":
+            job = vcjob(name, ns=ns)
+            action = rng.choice([None, "RestartJob", "RestartTask"])
+            if action is not None:
+                job["spec"]["policies"] = [{"event": "PodEvicted", "action": action}]
+            extra.append(job)
+        elif kind == "ModelServing":
+            policy = rng.choice([None, "ServingGroupRecreate", "RoleRecreate", "None"])
+            extra.append({"apiVersion": "workload.serving.volcano.sh/v1alpha1", "kind": "ModelServing",
+                          "metadata": {"name": name, "namespace": ns},
+                          "spec": {"replicas": 1, **({"recoveryPolicy": policy} if policy else {})}})
+    return [*objs, *extra]
+
+
+def generated_problem(seed: int) -> RepackProblem:
+    from optplan.adapters.generate import GenConfig, generate
+    from optplan.adapters.kubefile import load_objects
+
+    rng = random.Random(seed)
+    cfg = GenConfig(nodes=rng.choice([12, 24, 40]), seed=seed, occupancy=rng.choice([0.3, 0.5]),
+                    pdb_share=rng.choice([0.0, 0.4]), cpu_pressure=rng.choice([0.0, 0.3]),
+                    rack_size=rng.choice([0, 4]), topology_share=rng.choice([0.0, 0.6]),
+                    max_pod_groups=rng.choice([None, 4]), max_cards=rng.choice([None, 12]), serving_share=0.4)
+    loaded = load_objects(_with_workloads(generate(cfg), rng))
+    return RepackProblem(loaded.snapshot, next(iter(loaded.runs.values())))
+
+
+class _Checked(_Greedy):
+    """The greedy, checked before every commit: for every live candidate its budget verdict is the
+    budget and PDB checks' on plan-so-far-plus-candidate; the chosen one's placement passes every check,
+    and the plan so far plus its delta is the disruption ``rules`` recomputes."""
+
+    steps = 0
+
+    def _plan(self, extra: list[PodMove], node: str | None) -> RepackPlan:
+        freed = [*self.led.freed, *([node] if node else [])]
+        return RepackPlan(moves=(*self.led.moves, *extra), freed_nodes=tuple(freed))
+
+    def _commit(self, ci: int) -> None:
+        p = self.p
+        for other in np.flatnonzero(self.alive).tolist():
+            cand = self.ct.cands[other]
+            plan = self._plan([PodMove(pod=q.key, from_node=cand.node, to_node=cand.node) for q in cand.pods],
+                              cand.node)
+            budgets, pdbs = checks.check_budgets(p, plan), checks.check_pdbs(p, plan)
+            reason = self.budget_reason(other)
+            assert (reason is None) == (not budgets and not pdbs), (reason, budgets, pdbs)
+            if reason == "pdb-disruptions-allowed":
+                assert pdbs and not budgets
+        moves = self.placement(ci)
+        assert moves is not None
+        plan = self._plan(moves, self.ct.cands[ci].node)
+        assert [v.message for check in checks.CHECKS for v in check(p, plan)] == []
+        assert p.plan_disruption(plan) == Disruption(*(int(x) for x in self.led.totals + self.delta[ci]))
+        super()._commit(ci)
+        self.steps += 1
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["greedy", "greedy-fast"])
+@pytest.mark.parametrize("seed", range(10))
+def test_greedy_bookkeeping_agrees_with_the_checks(seed: int, lazy: bool) -> None:
+    p = generated_problem(seed)
+    g = _Checked(p, lazy=lazy)
+    moves, freed = g.run()
+    plan = RepackPlan(moves=tuple(moves), freed_nodes=tuple(freed))
+    assert [v.message for check in checks.CHECKS for v in check(p, plan)] == []
+    assert p.plan_disruption(plan) == Disruption(*(int(x) for x in g.led.totals))
+    assert g.steps == len(freed)
+
+
+def test_the_generated_family_exercises_the_bookkeeping() -> None:
+    """Not trivial: the problems above free nodes, hit budgets and PDBs, and restart more than they move."""
+    seen: Counter[str] = Counter()
+    for seed in range(10):
+        p = generated_problem(seed)
+        res = get_planner("greedy").plan(p, PlanOptions())
+        seen["freed"] += bool(res.plan.freed_nodes)
+        seen.update(k for k in res.rejections if k.startswith(("budget", "pdb")))
+        moved = {m.pod for m in res.plan.moves}
+        restarted = p.restarted(p.snapshot.pods[k] for k in moved)
+        seen["wider restarts"] += any(r.pods - moved for r in restarted.values())
+    assert seen["freed"] >= 8 and seen["wider restarts"] >= 2, seen
+    assert seen["pdb-disruptions-allowed"] + seen["budget-podGroups"] + seen["budget-resources"] >= 3, seen

@@ -3,16 +3,21 @@ size above which auto uses it. One worker, fixed seed."""
 
 from __future__ import annotations
 
+import logging
+from dataclasses import replace
+
 import pytest
+from ortools.sat.python import cp_model
 
 from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import load_files, load_objects
+from optplan.solvers.core.exact import STRICT_ENV, ExactModelError
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.repack import lns
+from optplan.solvers.repack import cpsat, lns
 from optplan.solvers.repack import model as repack_model
 from optplan.solvers.repack.base import get_planner
 from optplan.solvers.repack.frag import fragmentation
-from optplan.solvers.repack.model import build_data, scaled_cost
+from optplan.solvers.repack.model import ModelData, build_data, scaled_cost
 from optplan.solvers.repack.rules import RepackProblem
 from optplan.solvers.repack.run import plan_repack
 from optplan.solvers.repack.validate import plan_violations
@@ -72,3 +77,26 @@ def test_lns_keeps_to_the_budgets(seed: int, big: None) -> None:
     assert plan_violations(p, out.plan, claimed=out.disruption) == []
     assert out.disruption.affected_pod_groups <= 4 and out.disruption.moved_cards <= 12_000
     assert out.record.freed_nodes_bound is not None and out.record.freed_nodes_bound <= p.freed_upper
+
+
+def test_a_neighbourhood_model_refusing_its_valid_hint_is_a_bug(big: None, monkeypatch: pytest.MonkeyPatch,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    """A neighbourhood's model that calls the plan's own part INFEASIBLE is broken: strict (tests) raises;
+    otherwise the step is dropped with an error line, and the plan stays the greedy's, valid."""
+    loaded = load_files(["instances/greedy-trap.yaml"])
+    p = _problem(loaded)
+    real = cpsat.build
+
+    def broken(data: ModelData) -> tuple[cp_model.CpModel, cpsat.Vars]:
+        m, v = real(data)
+        m.add(v.freed() >= len(data.candidates) + 1)  # more nodes than there are: a deliberate bug
+        return m, v
+
+    monkeypatch.setattr(cpsat, "build", broken)
+    with pytest.raises(ExactModelError, match="INFEASIBLE"):
+        get_planner("auto").plan(p, OPTS)
+    monkeypatch.delenv(STRICT_ENV)
+    out = get_planner("auto").plan(p, replace(OPTS, time_limit=1))
+    assert out.stats["lnsImproved"] == 0 and len(out.plan.freed_nodes) == 1  # the greedy's (LNS frees 2)
+    assert plan_violations(p, out.plan) == []
+    assert any("INFEASIBLE" in r.getMessage() for r in caplog.records if r.levelno == logging.ERROR)

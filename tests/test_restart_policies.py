@@ -21,7 +21,7 @@ from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack.base import get_planner
 from optplan.solvers.repack.frag import fragmentation
 from optplan.solvers.repack.model import build_data, scaled_cost
-from optplan.solvers.repack.rules import RepackProblem
+from optplan.solvers.repack.rules import Gang, RepackProblem, RestartUnit, gang_impact, restart_total
 from optplan.solvers.repack.run import plan_repack
 from optplan.solvers.repack.validate import plan_violations
 from tests.builders import GPU, job_task, load_with_run, node, pod, podgroup, repack_run, vcjob
@@ -490,3 +490,30 @@ def test_validator_rechecks_the_footprints(instance_outcome: Any) -> None:
     wrong = out.status.model_copy(update={"plan": out.status.plan.model_copy(update={
         "moves": (moves[0].model_copy(update={"footprint": fp.model_copy(update={"pods": 9})}), *moves[1:])})})
     assert any("footprint disagrees" in v for v in plan_violations(problem, plan, status=wrong, frag=frag))
+
+
+# ---- the restart accounting, written once (rules.restart_total, rules.gang_impact) -------------------------
+
+def _ru(key: str, running: int, cards: int, whole: bool = False) -> RestartUnit:
+    return RestartUnit(key=key, group="default/g", policy="RestartTask", pods=(key,), running=running, cards=cards,
+                       whole_group=whole)
+
+
+@pytest.mark.parametrize(("units", "defaults", "expected"), [
+    ([], (0, 0), (0, 0)),
+    ([], (2, 3000), (2, 3000)),  # default units only: the greedy's running sums
+    ([_ru("t1", 2, 4000), _ru("t2", 1, 2000)], (1, 1000), (4, 7000)),  # tasks are disjoint: they add up
+    ([_ru("t1", 2, 4000), _ru("all", 5, 12000, whole=True)], (1, 1000), (5, 12000)),  # the whole group covers all
+])
+def test_restart_total(units: list[RestartUnit], defaults: tuple[int, int], expected: tuple[int, int]) -> None:
+    assert restart_total(units, *defaults) == expected
+
+
+@pytest.mark.parametrize(("gang", "restarted", "expected"), [
+    (Gang("default/g", running=4, min_member=2, footprint=8000), (2, 4000), (False, 4000)),  # safe = 2
+    (Gang("default/g", running=4, min_member=2, footprint=8000), (3, 6000), (True, 8000)),  # the whole footprint
+    (Gang("default/g", running=4, min_member=0, footprint=8000), (4, 8000), (False, 8000)),
+    (None, (1, 1000), (False, 1000)),  # a pod without a PodGroup never breaches
+])
+def test_gang_impact(gang: Gang | None, restarted: tuple[int, int], expected: tuple[bool, int]) -> None:
+    assert gang_impact(gang, *restarted) == expected

@@ -24,9 +24,9 @@ from optplan.adapters.kubefile import LoadedInput
 from optplan.cli import execute, place, queues, repack, sources, spot
 from optplan.cli.execute import verification_status
 from optplan.errors import InputError, OptplanError, PlanInvalidError, printable
+from optplan.models.repack import Weights
 from optplan.solvers.core import registry
 from optplan.solvers.repack.base import planner_names
-from optplan.solvers.repack.rules import Weights
 
 __all__ = ["build_parser", "main", "verification_status"]
 
@@ -51,9 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     def planning(p: argparse.ArgumentParser) -> None:
         p.add_argument("--run", metavar="RUN",
                        help="a file holding the RepackRun, or the name of one inside the snapshots")
-        p.add_argument("--weights", type=repack.parse_weights, default=Weights(), metavar="W1,W2,W3,W4,W5",
-                       help="weights of affected PodGroups, below minAvailable, affected cards, moved cards, "
-                            "moved pods (default 1.0,0.8,0.6,0.3,0.1)")
+        p.add_argument("--weights", type=repack.parse_weights, default=Weights(), metavar=repack.WEIGHTS_METAVAR,
+                       help=repack.weights_help())
         p.add_argument("--workers", type=int_in(1, 64), default=1, help="solver worker threads, 1-64 (default 1)")
         p.add_argument("--seed", type=int_in(0, 2**31 - 1), default=0, help="solver random seed (default 0)")
         p.add_argument("--deterministic", action="store_true",

@@ -13,24 +13,37 @@ from optplan.cli.sources import pick_run_arg, write_status
 from optplan.errors import InputError, printable
 from optplan.models.limits import MAX_WEIGHT, WEIGHT_DIGITS
 from optplan.models.quantity import format_milli
-from optplan.models.repack import RepackRun
+from optplan.models.repack import DIMENSIONS, RepackRun, Weights
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack.base import planner_names
 from optplan.solvers.repack.baselines import BASELINES
 from optplan.solvers.repack.frag import FragReport, fragmentation, round_half_up
-from optplan.solvers.repack.rules import RepackProblem, Weights
+from optplan.solvers.repack.rules import RepackProblem
 from optplan.solvers.repack.run import RepackOutcome, plan_repack
 from optplan.solvers.repack.validate import plan_violations
 
+WEIGHTS_METAVAR = ",".join(f"W{i}" for i in range(1, len(DIMENSIONS) + 1))
+SEED_WEIGHTS = 5
+"""``--weights`` may stop after the seed's five dimensions (seed 000); the rest keep their defaults."""
+
+
+def weights_help() -> str:
+    """``--weights``' help, from the one table of dimensions and defaults (``DIMENSIONS``)."""
+    return (f"weights of {', '.join(d.key for d in DIMENSIONS)} (default "
+            f"{','.join(str(d.default) for d in DIMENSIONS)}; the first {SEED_WEIGHTS}, the seed's, suffice)")
+
 
 def parse_weights(text: str) -> Weights:
+    """``--weights``: one number per dimension in ``DIMENSIONS``' order; the seed's five suffice."""
+    counts = f"{SEED_WEIGHTS} or {len(DIMENSIONS)}"
     try:
         parts = [float(x) for x in text.split(",")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"weights must be five numbers separated by commas: {text!r}") from None
-    if len(parts) != 5 or any(not math.isfinite(p) or p < 0 or p > MAX_WEIGHT for p in parts):
-        raise argparse.ArgumentTypeError(f"weights must be five finite numbers in [0, {MAX_WEIGHT:g}]: affected "
-                                         "PodGroups, below minAvailable, affected cards, moved cards, moved pods")
+        raise argparse.ArgumentTypeError(f"weights must be {counts} numbers separated by commas: {text!r}") from None
+    if not SEED_WEIGHTS <= len(parts) <= len(DIMENSIONS) or any(
+            not math.isfinite(p) or p < 0 or p > MAX_WEIGHT for p in parts):
+        raise argparse.ArgumentTypeError(f"weights must be {counts} finite numbers in [0, {MAX_WEIGHT:g}]: "
+                                         f"{', '.join(d.key for d in DIMENSIONS)}")
     # rounded to the resolution the exact models use (0.0000001 reads as 0, as it would be planned)
     return Weights(*(round(p, WEIGHT_DIGITS) for p in parts))
 

@@ -3,6 +3,7 @@ and the solver-independent plan that every planner returns."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Annotated, Any, Literal
 
@@ -198,6 +199,57 @@ class DisruptionOut(KubeModel):
     moved_cards: int | str
     moved_pods: int
     topology_widening: int = 0
+
+
+# ---- the disruption dimensions and their weights (written once) ----------------------------------
+
+@dataclass(frozen=True)
+class Dimension:
+    """One disruption dimension: the seed's five (seed 000, 多维中断影响评分) and topology widening."""
+
+    key: str
+    """camelCase: the status' ``disruption`` field and the plan server's ``weights`` key."""
+    field: str
+    """snake_case: the ``Weights`` field (and the planners' ``Disruption`` field)."""
+    default: float
+    """Its default weight."""
+    help: str
+    """What one unit of it is, for people (CLI help, the plan server's OpenAPI schema)."""
+    cards: bool = False
+    """Counted in cards of the target resource (milli-units inside the planners)."""
+
+
+DIMENSIONS: tuple[Dimension, ...] = (
+    Dimension("affectedPodGroups", "affected_pod_groups", 1.0, "PodGroups with a restarted pod"),
+    Dimension("podGroupsBelowMinAvailable", "below_min_available", 0.8,
+              "PodGroups whose restarts take them below minAvailable"),
+    Dimension("affectedCards", "affected_cards", 0.6,
+              "cards of the restarted pods (all of a PodGroup's cards when it goes below minAvailable)", cards=True),
+    Dimension("movedCards", "moved_cards", 0.3, "cards of the moved pods", cards=True),
+    Dimension("movedPods", "moved_pods", 0.1, "moved pods"),
+    Dimension("topologyWidening", "topology_widening", 0.5,
+              "tiers by which a soft-topology PodGroup's enclosing HyperNode widens"),
+)
+"""The disruption dimensions in their one order (``Weights``' fields, ``--weights W1,...,W6``), with their
+default weights: the CLI's help, the plan server's schema and the planners all read this table."""
+
+_DEFAULT = {d.field: d.default for d in DIMENSIONS}
+
+
+@dataclass(frozen=True)
+class Weights:
+    """A weight per disruption dimension, in ``DIMENSIONS``' order; defaults from that table."""
+
+    affected_pod_groups: float = _DEFAULT["affected_pod_groups"]
+    below_min_available: float = _DEFAULT["below_min_available"]
+    affected_cards: float = _DEFAULT["affected_cards"]
+    moved_cards: float = _DEFAULT["moved_cards"]
+    moved_pods: float = _DEFAULT["moved_pods"]
+    topology_widening: float = _DEFAULT["topology_widening"]
+
+    def as_tuple(self) -> tuple[float, float, float, float, float, float]:
+        return (self.affected_pod_groups, self.below_min_available, self.affected_cards,
+                self.moved_cards, self.moved_pods, self.topology_widening)
 
 
 class PlanOut(KubeModel):

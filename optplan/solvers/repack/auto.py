@@ -4,8 +4,11 @@ tie the greedy's (its receivers follow the seed's order).
 The greedy is greedy-fast, then (up to FAST_GREEDY_ABOVE candidates, and when its expected time fits
 in half the limit) the seed's greedy as well; the better of the two is the hint.
 
-"Better" is the exact model's lexicographic order: more freed nodes, then lower scaled disruption.
-When CP-SAT finds nothing within the time left, the greedy plan is returned as FALLBACK.
+"Better" is ``exact.better``, the exact model's lexicographic order on integers: more freed nodes,
+then lower scaled disruption; a tie keeps the incumbent (the seed's greedy over greedy-fast, the
+greedy's plan over CP-SAT's).
+When CP-SAT finds nothing within the time left, or refuses its model although the greedy plan is a
+valid hint (a bug, logged at error level: ``exact.model_bug``), the greedy plan is returned as FALLBACK.
 Above MAX_ARCS (pod class, receiver) pairs the model is too large to solve whole: auto then runs a
 large-neighbourhood search around the greedy plan (``lns``) on a model whose pod classes keep their
 best receivers (the greedy's always); the record then says FEASIBLE, with the global freed bound
@@ -20,6 +23,7 @@ from dataclasses import replace
 
 from optplan.models.repack import SolverRecord
 from optplan.solvers.core.clock import EVALS_PER_SECOND
+from optplan.solvers.core.exact import better, exact_record, gap_percent
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack import cpsat, lns
 from optplan.solvers.repack.base import PlanResult
@@ -28,7 +32,9 @@ from optplan.solvers.repack.model import (
     ModelData,
     build_data,
     data_stats,
+    exact_score,
     plan_receivers,
+    plan_score,
     receiver_cap,
     scaled_cost,
     stuck,
@@ -39,11 +45,6 @@ log = logging.getLogger(__name__)
 
 FAST_GREEDY_ABOVE = 1_500
 """Above this many vacate candidates, auto starts from greedy-fast instead of the exact greedy."""
-
-
-def _key(problem: RepackProblem, result: PlanResult) -> tuple[int, float]:
-    """More freed nodes, then less weighted disruption (the exact model's order, in real units)."""
-    return (-len(result.plan.freed_nodes), round(result.disruption.weighted(problem.weights), 9))
 
 
 class AutoPlanner:
@@ -68,7 +69,8 @@ class AutoPlanner:
             log.info("auto: the seed's greedy skipped (about %.1fs expected, %.1fs left)", expected, left)
         elif small:
             seed_greedy = GreedyPlanner().plan(problem, replace(options, time_limit=max(left, 0.1)))
-            if _key(problem, seed_greedy) <= _key(problem, greedy):
+            if not better(exact_score(problem, greedy.plan, greedy.disruption),
+                          exact_score(problem, seed_greedy.plan, seed_greedy.disruption)):
                 greedy = seed_greedy
         left = options.time_limit - (clock.now() - start)
         cap = receiver_cap(problem)
@@ -78,29 +80,26 @@ class AutoPlanner:
             return self._lns(problem, data, greedy, options, t0, start)
         out = cpsat.solve(problem, replace(options, time_limit=max(left, 0.5)), hint=greedy.plan)
         wall = round(time.perf_counter() - t0, 3)
-        gap = cpsat.gap_percent(out.objective, out.bound, len(out.plan.freed_nodes) if out.plan else None,
-                                out.freed_bound)
         if out.plan is None:
             record = SolverRecord(name=self.name, status="FALLBACK", freed_nodes_bound=out.freed_bound,
                                   wall_seconds=wall)
             return replace(greedy, record=record, stats=cpsat.model_stats(out))
-        g_key = (-len(greedy.plan.freed_nodes), scaled_cost(out.data, greedy.plan))
-        e_key = (-len(out.plan.freed_nodes), scaled_cost(out.data, out.plan))
-        log.info("auto: greedy freed %d cost %d; cpsat freed %d cost %d (%s)", -g_key[0], g_key[1], -e_key[0],
-                 e_key[1], out.status)
-        if e_key < g_key:
+        g, e = plan_score(out.data, greedy.plan), plan_score(out.data, out.plan)
+        log.info("auto: greedy freed %d cost %d; cpsat freed %d cost %d (%s)", g.freed, g.cost, e.freed, e.cost,
+                 out.status)
+        if better(e, g):
+            # the gap is CP-SAT's own (its objective may price slack above the plan's cost when cut short)
             record = SolverRecord(name=self.name, status=out.status, freed_nodes_bound=out.freed_bound,
-                                  objective=e_key[1], best_bound=out.bound, gap_percent=gap, wall_seconds=wall)
+                                  objective=e.cost, best_bound=out.bound, wall_seconds=wall,
+                                  gap_percent=gap_percent(out.objective, out.bound, e.freed, out.freed_bound))
             return PlanResult(plan=out.plan, record=record, disruption=problem.plan_disruption(out.plan),
                               rejections=explain(problem, out.plan, stuck(out.data)),
                               stats=cpsat.model_stats(out))
         # The greedy plan is as good (ties keep the greedy's seed-ordered receivers): when CP-SAT
         # proved its own equal plan optimal, the greedy plan is optimal too.
-        status = out.status if e_key == g_key else "FEASIBLE"
-        record = SolverRecord(name=self.name, status=status, freed_nodes_bound=out.freed_bound,
-                              objective=g_key[1], best_bound=out.bound,
-                              gap_percent=cpsat.gap_percent(g_key[1], out.bound, -g_key[0], out.freed_bound),
-                              wall_seconds=wall)
+        status = out.status if e == g else "FEASIBLE"
+        record = exact_record(self.name, status, freed=g.freed, freed_bound=out.freed_bound, objective=g.cost,
+                              bound=out.bound, wall=wall)
         return replace(greedy, record=record, stats=cpsat.model_stats(out))
 
     def _lns(self, problem: RepackProblem, data: ModelData, greedy: PlanResult, options: PlanOptions,
@@ -113,8 +112,8 @@ class AutoPlanner:
         cost = scaled_cost(data, plan)
         freed = len(plan.freed_nodes)
         status = "OPTIMAL" if freed == data.freed_upper == 0 else "FEASIBLE"
-        record = SolverRecord(name=self.name, status=status, freed_nodes_bound=data.freed_upper, objective=cost,
-                              gap_percent=cpsat.gap_percent(cost, None, freed, data.freed_upper), wall_seconds=wall)
+        record = exact_record(self.name, status, freed=freed, freed_bound=data.freed_upper, objective=cost, bound=None,
+                              wall=wall)
         stats = {**data_stats(data), "lnsSteps": st.steps, "lnsImproved": st.improved,
                  "lnsVariables": st.variables, "lnsConstraints": st.constraints}
         log.info("auto: LNS from greedy freed %d to %d in %d steps (%d improved)", len(greedy.plan.freed_nodes),

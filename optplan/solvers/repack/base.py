@@ -3,24 +3,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Protocol
 
-from optplan.models.repack import RepackPlan, SolverRecord
+from optplan.models.results import PlanResult  # the planners' result (also imported from here)
 from optplan.solvers.core import registry
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.repack.rules import Disruption, RepackProblem
-
-
-@dataclass
-class PlanResult:
-    plan: RepackPlan
-    record: SolverRecord
-    disruption: Disruption
-    rejections: dict[str, int] = field(default_factory=dict)
-    """Why vacate candidates were not chosen: reason -> count of nodes (explanations for people)."""
-    stats: dict[str, int] = field(default_factory=dict)
-    """Model size and search counters (variables, constraints, pod classes, ...) for benchmarks."""
+from optplan.solvers.repack.rules import RepackProblem
 
 
 class Planner(Protocol):

@@ -69,11 +69,11 @@ from collections import Counter
 from collections.abc import Iterable
 
 from optplan.models.repack import PodMove, RepackPlan, SolverRecord
+from optplan.models.results import Disruption, PlanResult
 from optplan.models.snapshot import Pod
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.core.oracle import POD_SLOT, Capacity, constraint_signature, static_reason
-from optplan.solvers.repack.base import PlanResult
-from optplan.solvers.repack.rules import DO_NOT_DISRUPT, Disruption, RepackProblem, disruption_protection
+from optplan.solvers.core.oracle import POD_SLOT, Capacity, Predicates
+from optplan.solvers.repack.rules import DO_NOT_DISRUPT, RepackProblem, disruption_protection
 
 STATUS = "BASELINE"
 DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
@@ -86,22 +86,6 @@ DESCHEDULER_THRESHOLD = 0.5
 
 
 # ---- shared helpers ---------------------------------------------------------------------------
-
-class _Static:
-    """Static predicates from the oracle, cached per (constraint signature, node)."""
-
-    def __init__(self, problem: RepackProblem) -> None:
-        self.nodes = problem.snapshot.nodes
-        self._cache: dict[tuple[tuple[object, ...], str], bool] = {}
-
-    def ok(self, pod: Pod, node: str) -> bool:
-        key = (constraint_signature(pod), node)
-        hit = self._cache.get(key)
-        if hit is None:
-            hit = static_reason(pod, self.nodes[node]) is None
-            self._cache[key] = hit
-        return hit
-
 
 def _clone(cap: Capacity) -> Capacity:
     out = copy.copy(cap)
@@ -134,10 +118,6 @@ def _result(problem: RepackProblem, name: str, t0: float, moves: list[PodMove], 
     return PlanResult(plan=plan, record=record, disruption=_lenient_disruption(problem, plan), stats=stats)
 
 
-def _pdb_keys(problem: RepackProblem, pod: Pod) -> list[str]:
-    return [k for k, b in problem.snapshot.pdbs.items() if b.covers(pod)]
-
-
 # ---- Karpenter multi-node consolidation -------------------------------------------------------
 
 def _clamp(v: float, lo: float, hi: float) -> float:
@@ -155,16 +135,16 @@ def karpenter_pod_cost(pod: Pod) -> float:
 
 
 def _karpenter_blocked(problem: RepackProblem, node: str) -> bool:
-    blocking = [b for b in problem.snapshot.pdbs.values() if b.disruptions_allowed <= 0]
+    pdbs = problem.snapshot.pdbs
     for pod in problem.snapshot.pods_by_node.get(node, ()):
         if disruption_protection(pod, (DO_NOT_DISRUPT,)) is not None:  # Karpenter reads its own marker only
             return True
-        if any(b.covers(pod) for b in blocking):
+        if any(pdbs[k].disruptions_allowed <= 0 for k in problem.pdbs_covering(pod)):
             return True
     return False
 
 
-def _ffd(problem: RepackProblem, base: Capacity, static: _Static, pods: list[Pod],
+def _ffd(problem: RepackProblem, base: Capacity, static: Predicates, pods: list[Pod],
          receivers: list[str]) -> list[tuple[Pod, str]] | None:
     """First-fit decreasing (cpu, then memory) of ``pods`` over ``receivers``; None if one does not fit."""
     cap = _clone(base)
@@ -193,7 +173,7 @@ def karpenter_multi_node(problem: RepackProblem, options: PlanOptions) -> PlanRe
     candidates.sort(key=lambda n: (cost[n], n))
     candidates = candidates[:min(KARPENTER_MAX_CANDIDATES, len(candidates))]
     base = Capacity(problem.snapshot)
-    static = _Static(problem)
+    static = Predicates(problem.snapshot)
     best: list[tuple[Pod, str]] = []
     best_k = 0
     lo, hi = 1, len(candidates)
@@ -227,7 +207,7 @@ def cluster_autoscaler_scale_down(problem: RepackProblem, options: PlanOptions) 
     deadline = t0 + options.time_limit
     snap = problem.snapshot
     cap = Capacity(snap)
-    static = _Static(problem)
+    static = Predicates(snap)
     on: dict[str, list[Pod]] = {n: list(problem.r_pods[n]) for n in problem.providers}
     r_used = {n: sum(problem.request(p) for p in pods) for n, pods in on.items()}
     loc: dict[str, str] = {}  # pod key -> current node, for pods that moved
@@ -246,7 +226,7 @@ def cluster_autoscaler_scale_down(problem: RepackProblem, options: PlanOptions) 
         need: Counter[str] = Counter()
         for pod in on[node]:
             if pod.key not in pdb_of:
-                pdb_of[pod.key] = _pdb_keys(problem, pod)
+                pdb_of[pod.key] = problem.pdbs_covering(pod)
             need.update(pdb_of[pod.key])
         if any(n > pdb_left[k] for k, n in need.items()):
             return None
@@ -317,7 +297,6 @@ def cluster_autoscaler_scale_down(problem: RepackProblem, options: PlanOptions) 
 # ---- descheduler HighNodeUtilization ---------------------------------------------------------
 
 _POOLED = ("cpu", "memory", "pods")
-_UNLIMITED = 2**40
 
 
 def _priority(pod: Pod) -> int:
@@ -336,10 +315,8 @@ def descheduler_high_node_utilization(problem: RepackProblem, options: PlanOptio
     source_set = set(sources)
     cap = Capacity(snap)
     resources = (R, *_POOLED)
-    unlimited_pods = {n for n in problem.providers if "pods" not in snap.nodes[n].allocatable}
-    pool = {r: sum(_UNLIMITED if r == "pods" and n in unlimited_pods else max(cap.free[n].get(r, 0), 0)
-                   for n in problem.providers if n not in source_set)
-            for r in resources}
+    # A node without a pod limit pools NO_POD_LIMIT pods (``Capacity.room``): the pool never runs out of them.
+    pool = {r: sum(max(cap.room(n, r), 0) for n in problem.providers if n not in source_set) for r in resources}
     pdb_left = {k: b.disruptions_allowed for k, b in snap.pdbs.items()}
     evicted: list[Pod] = []
     pdb_skipped = 0
@@ -348,7 +325,7 @@ def descheduler_high_node_utilization(problem: RepackProblem, options: PlanOptio
         for pod in pods:
             if any(pool[r] <= 0 for r in resources):
                 break
-            keys = _pdb_keys(problem, pod)
+            keys = problem.pdbs_covering(pod)
             if any(pdb_left[k] <= 0 for k in keys):
                 pdb_skipped += 1
                 continue
@@ -363,7 +340,7 @@ def descheduler_high_node_utilization(problem: RepackProblem, options: PlanOptio
         assert pod.node_name is not None
         cap.remove(pod, pod.node_name)
         r_used[pod.node_name] -= problem.request(pod)
-    static = _Static(problem)
+    static = Predicates(snap)
     order = sorted(range(len(evicted)), key=lambda i: (-_priority(evicted[i]), i))
     moves: list[PodMove] = []
     unplaced: set[str] = set()

@@ -4,6 +4,15 @@ Lexicographic objective, solved in two phases: (1) maximise freed nodes, bounded
 occupied − theoretical minimum; (2) with freed nodes fixed at the phase-1 value, minimise the
 integer-scaled weighted disruption. The greedy plan, when given, is the hint of both phases.
 
+One function per constraint family (``add_<family>``). The hard ones (capacity, budgets) only add
+constraints; the soft ones (moves, gang, topology) also return their penalty terms keyed by
+disruption dimension (``Penalties``, as OR-Tools' shift_scheduling_sat.py does), and ``cost_expr``
+builds the objective once from them and the integer weights, by dimension name.
+
+CP-SAT answering INFEASIBLE or MODEL_INVALID although the solve was hinted with a valid plan is a
+bug in the model, not a timeout: ``exact.model_bug`` reports it (an error, raised in strict mode)
+and the solve returns no plan, so that ``auto`` returns the greedy's plan as FALLBACK.
+
 The model is first split into independent parts (``repack_model.components``: typically one per
 node pool) and both phases run part by part: the optimum of the whole is the union of the parts'
 optima, and proofs on a part are far cheaper than on the whole (200 nodes, two pools: proven in
@@ -22,8 +31,9 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from optplan.models.repack import RepackPlan, SolverRecord
+from optplan.models.repack import RepackPlan
 from optplan.solvers.core.clock import WALL, Clock
+from optplan.solvers.core.exact import exact_record, model_bug
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import Capacity
 from optplan.solvers.repack.base import PlanResult
@@ -42,10 +52,17 @@ from optplan.solvers.repack.model import (
     restrict,
     scaled_cost,
     stuck,
+    weigh,
 )
-from optplan.solvers.repack.rules import RepackProblem, explain
+from optplan.solvers.repack.rules import RepackProblem, explain, gang_impact
+from optplan.solvers.repack.validate import plan_violations
 
 log = logging.getLogger(__name__)
+
+
+Penalties = dict[str, list[tuple[Any, int]]]
+"""Dimension key (``DIMENSIONS``) -> penalty terms (variable, units of that dimension): what a soft
+family costs; ``cost_expr`` weighs them."""
 
 
 @dataclass
@@ -61,6 +78,7 @@ class Vars:
     region: dict[str, dict[str, Any]]  # region[group][hypernode]: the group ends inside that region
     restarted: dict[str, Any] = field(default_factory=dict)  # restarted[unit]: a task restart unit restarts
     cap: dict[tuple[int, str], int] = field(default_factory=dict)  # cap[class, receiver]: send's upper bound
+    penalties: Penalties = field(default_factory=dict)  # the soft families' terms, by dimension
 
     def freed(self) -> Any:
         return cp_model.LinearExpr.sum(list(self.vacate.values()))
@@ -72,19 +90,28 @@ def build(data: ModelData) -> tuple[cp_model.CpModel, Vars]:
     cap = {(k.key, r): data.arc_cap(k, r) for k in data.classes for r in k.receivers}
     send = {(kk, r): m.new_int_var(0, n, f"send[{kk}->{r}]") for (kk, r), n in cap.items()}
     v = Vars(vacate, send, {}, {}, {}, {}, {}, cap=cap)
-    add_assignment(m, data, v)
+    penalize(v, add_moves(m, data, v))
     add_capacity(m, data, v)
-    add_gang(m, data, v)
+    penalize(v, add_gang(m, data, v))
     add_budgets(m, data, v)
-    add_topology(m, data, v)
+    penalize(v, add_topology(m, data, v))
     m.add(v.freed() <= data.freed_upper)
     return m, v
 
 
-def add_assignment(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
-    """Every pod of a vacated node goes somewhere; pods of other nodes stay."""
+def penalize(v: Vars, terms: Penalties) -> None:
+    """Keep a soft family's penalty terms for the objective."""
+    for key, ts in terms.items():
+        v.penalties.setdefault(key, []).extend(ts)
+
+
+def add_moves(m: cp_model.CpModel, data: ModelData, v: Vars) -> Penalties:
+    """Every pod of a vacated node goes somewhere; pods of other nodes stay. Costs the moved pods and
+    their cards (constants per vacated node)."""
     for k in data.classes:
         m.add(cp_model.LinearExpr.sum([v.send[k.key, r] for r in k.receivers]) == k.count * v.vacate[k.node])
+    return {"movedCards": [(v.vacate[k.node], data.cards(k.cards) * k.count) for k in data.classes],
+            "movedPods": [(v.vacate[k.node], k.count) for k in data.classes]}
 
 
 def add_capacity(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
@@ -108,9 +135,9 @@ def add_capacity(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
         m.add(cp_model.LinearExpr.weighted_sum([v.vacate[c] for c in take], list(take.values())) <= room)
 
 
-def add_gang(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
+def add_gang(m: cp_model.CpModel, data: ModelData, v: Vars) -> Penalties:
     """affected, breach and affected cards per PodGroup, restart units counted (minimisation keeps
-    them tight)."""
+    them tight). Costs each affected PodGroup, each one below minAvailable, and the affected cards."""
     for g, by_node in data.group_moved_by.items():
         gang = data.problem.gangs[g]
         rs = data.restart[g]
@@ -144,6 +171,9 @@ def add_gang(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
         for c in rs.wide:  # the whole group restarts, breach or not
             m.add(ac >= footprint * v.vacate[c])
         v.affected_cards[g] = ac
+    return {"affectedPodGroups": [(a, 1) for a in v.affected.values()],
+            "podGroupsBelowMinAvailable": [(b, 1) for b in v.breach.values()],
+            "affectedCards": [(ac, 1) for ac in v.affected_cards.values()]}
 
 
 def add_budgets(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
@@ -228,10 +258,10 @@ def _budgeted(data: ModelData) -> bool:
     return mpr.pod_groups is not None or bool(mpr.resources) or bool(data.pdb_use)
 
 
-def add_topology(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
+def add_topology(m: cp_model.CpModel, data: ModelData, v: Vars) -> Penalties:
     """Each topology PodGroup ends inside exactly one region (a HyperNode of allowed tier; for soft
     groups any HyperNode or the root). Pods that stay pin the region; pods that move go inside it.
-    Soft groups pay for every tier the region sits above their tier in the snapshot."""
+    Soft groups cost every tier the region sits above their tier in the snapshot."""
     p = data.problem
     topo = p.snapshot.topology
     for g, regions in data.topo_regions.items():
@@ -256,16 +286,13 @@ def add_topology(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
             w = m.new_int_var(0, topo.top_tier, f"widening[{g}]")
             m.add(w >= sum(topo.tier(h) * y for h, y in region.items()) - before)
             v.widening[g] = w
+    return {"topologyWidening": [(w, 1) for w in v.widening.values()]}
 
 
 def cost_expr(data: ModelData, v: Vars) -> Any:
-    w = data.weights_int
-    per_node: dict[str, int] = defaultdict(int)  # moved cards and pods are constants per vacated node
-    for k in data.classes:
-        per_node[k.node] += w[3] * data.cards(k.cards) * k.count + w[4] * k.count
-    terms = [(x, w[0]) for x in v.affected.values()] + [(x, w[1]) for x in v.breach.values()]
-    terms += [(x, w[2]) for x in v.affected_cards.values()] + [(x, w[5]) for x in v.widening.values()]
-    terms += [(v.vacate[c], n) for c, n in per_node.items() if n]
+    """The scaled weighted disruption: every soft family's penalty terms times its dimension's integer
+    weight (``ModelData.weights_int``), by name."""
+    terms = weigh(data.weights_int, v.penalties)
     return cp_model.LinearExpr.weighted_sum([x for x, _ in terms], [n for _, n in terms])
 
 
@@ -283,10 +310,10 @@ def add_hint(data: ModelData, v: Vars, m: cp_model.CpModel, plan: RepackPlan) ->
         moved = sum(n for c, n in by_node.items() if c in freed)
         r = restarted.get(g)
         running, cards = (r.running, r.cards) if r is not None else (0, 0)
-        breach = running > p.gangs[g].safe
+        breach, hit = gang_impact(p.gangs[g], running, cards)
         m.add_hint(v.affected[g], int(moved > 0))
         m.add_hint(v.breach[g], int(breach))
-        m.add_hint(v.affected_cards[g], data.cards(p.gangs[g].footprint if breach else cards))
+        m.add_hint(v.affected_cards[g], data.cards(hit))
         for u, unit in data.restart[g].units.items():
             m.add_hint(v.restarted[u], int(any(c in freed for c in unit.nodes)))
     dest = {mv.pod: mv.to_node for mv in plan.moves}
@@ -364,6 +391,7 @@ class ExactOutcome:
     size: tuple[int, int]  # variables, constraints of the phase-2 models (summed over the parts)
     parts: int = 1  # independent parts solved (see ``repack_model.components``)
     parts_proven: int = 0  # of which both phases were proven optimal
+    refused: bool = False  # CP-SAT refused a model with a valid hint (a bug, ``exact.model_bug``): no plan
 
 
 BUDGET_BOUND_SECONDS = 2.0
@@ -389,6 +417,8 @@ class _Part:
     proven: bool = False
     size: tuple[int, int] = (0, 0)
     model: tuple[cp_model.CpModel, Vars] | None = None  # phase 1's, which phase 2 extends
+    whole: RepackPlan | None = None  # the caller's whole plan, of which ``hint`` is the part here
+    refused: bool = False  # CP-SAT refused this part's model although it has a solution (a bug)
 
     @property
     def weight(self) -> int:
@@ -418,9 +448,9 @@ def solve(problem: RepackProblem, options: PlanOptions, hint: RepackPlan | None 
         return ExactOutcome(RepackPlan(), "OPTIMAL", 0, 0, 0, data, (0, 0), 0, 0)
     tighten(data, options, hint)
     if decompose:
-        parts = [_part(restrict(data, nodes, data.freed_upper), hint) for nodes in components(data)]
+        parts = [_part(restrict(data, nodes, data.freed_upper), hint, hint) for nodes in components(data)]
     else:
-        parts = [_part(data, hint)]
+        parts = [_part(data, hint, hint)]
     parts.sort(key=lambda q: q.weight)  # small parts first: the time they leave goes to the larger
     # Phase 1: most freed nodes.
     phase_end = start + (deadline - start) * 0.5
@@ -431,9 +461,9 @@ def solve(problem: RepackProblem, options: PlanOptions, hint: RepackPlan | None 
     # Phase 2: least disruption with the freed nodes of each part fixed.
     for i, q in enumerate(parts):
         _phase2(q, options, _share(parts, i, deadline, clock), t0, i)
-    if parts and not any(q.found for q in parts):
+    if parts and (not any(q.found for q in parts) or any(q.refused for q in parts)):
         return ExactOutcome(None, "NONE", data.freed_upper, None, None, data,
-                            _sum(q.size for q in parts), len(parts), 0)
+                            _sum(q.size for q in parts), len(parts), 0, any(q.refused for q in parts))
     plan = merge_plans([q.plan for q in parts])
     proven = sum(q.proven for q in parts)
     optimal = proven == len(parts) and not data.pruned
@@ -447,10 +477,29 @@ def solve(problem: RepackProblem, options: PlanOptions, hint: RepackPlan | None 
                         bound, data, _sum(q.size for q in parts), len(parts), 0 if data.pruned else proven)
 
 
-def _part(data: ModelData, hint: RepackPlan | None) -> _Part:
+def _part(data: ModelData, hint: RepackPlan | None, whole: RepackPlan | None = None) -> _Part:
+    """The part of ``data``, hinted with ``hint``'s moves and freed nodes there; ``whole``: the valid plan
+    that ``hint`` is (a part of), when the caller has one (it tells a refused model from a bad hint)."""
     nodes = frozenset(data.candidates)
     mine = plan_part(hint, nodes) if hint is not None else None
-    return _Part(data, mine, len(mine.freed_nodes) if mine is not None else 0)
+    return _Part(data, mine, len(mine.freed_nodes) if mine is not None else 0, whole=whole)
+
+
+def _refused(q: _Part, st: Any, m: cp_model.CpModel, what: str, hint: RepackPlan | None) -> bool:
+    """Whether CP-SAT refused a model that has a solution, which only a bug in the model explains:
+    MODEL_INVALID, or INFEASIBLE although every variable was hinted from a valid plan (CP-SAT's own
+    solution of this model, or the caller's plan when the validator accepts the whole plan it is part
+    of). Reports it (``exact.model_bug``: an error, raised in strict mode) and marks the part."""
+    if st == cp_model.MODEL_INVALID:
+        status = "MODEL_INVALID"
+    elif st == cp_model.INFEASIBLE and hint is not None and (
+            hint is not q.hint or (q.whole is not None and not plan_violations(q.data.problem, q.whole))):
+        status = "INFEASIBLE"
+    else:
+        return False
+    q.refused = True
+    model_bug(what, status, m.validate())
+    return True
 
 
 def _share(parts: list[_Part], i: int, end: float, clock: Clock) -> float:
@@ -483,6 +532,8 @@ def _phase1(q: _Part, options: PlanOptions, until: float, t0: float, i: int) -> 
     log.info("cpsat phase 1 (freed), part %d: %s objective %s bound %s (hint %s, at most %d) in %.2fs", i,
              s.status_name(st), s.objective_value if st in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None,
              s.best_objective_bound, q.known if q.hint is not None else None, data.freed_upper, s.wall_time)
+    if _refused(q, st, m, f"cpsat phase 1 (freed), part {i}", q.hint):
+        return
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE) and round(s.objective_value) >= q.known:
         q.plan, q.found, q.known = _extract(data, v, s), True, round(s.objective_value)
         q.freed_proven = st == cp_model.OPTIMAL
@@ -495,6 +546,8 @@ def _phase1(q: _Part, options: PlanOptions, until: float, t0: float, i: int) -> 
 
 def _phase2(q: _Part, options: PlanOptions, until: float, t0: float, i: int) -> None:
     data = q.data
+    if q.refused:  # phase 1 found the model broken: nothing it says can be trusted
+        return
     freed = len(q.plan.freed_nodes)
     q.objective = scaled_cost(data, q.plan)
     if freed == 0:  # nothing moves: no disruption
@@ -510,7 +563,8 @@ def _phase2(q: _Part, options: PlanOptions, until: float, t0: float, i: int) -> 
         built = len(m.proto.variables)
     m.add(v.freed() == freed)
     m.minimize(cost_expr(data, v))
-    add_hint(data, v, m, q.hint if q.hint is not None and len(q.hint.freed_nodes) == freed else q.plan)
+    hint = q.hint if q.hint is not None and len(q.hint.freed_nodes) == freed else q.plan
+    add_hint(data, v, m, hint)
     s = _solver(options, _clock(options).left(until), len(v.send), phase=2)
     st = s.solve(m, _Progress(f"cost, part {i}", t0))
     _clock(options).solved(s, built)
@@ -518,6 +572,8 @@ def _phase2(q: _Part, options: PlanOptions, until: float, t0: float, i: int) -> 
     log.info("cpsat phase 2 (cost), part %d: %s objective %s bound %s in %.2fs", i, s.status_name(st),
              s.objective_value if st in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None,
              s.best_objective_bound, s.wall_time)
+    if _refused(q, st, m, f"cpsat phase 2 (cost), part {i}", hint):
+        return
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         q.plan = _extract(data, v, s)
         q.objective, q.bound = round(s.objective_value), math.ceil(s.best_objective_bound - 1e-6)
@@ -540,19 +596,6 @@ def model_stats(out: ExactOutcome) -> dict[str, int]:
             "components": out.parts, "componentsProven": out.parts_proven}
 
 
-def gap_percent(objective: int | None, bound: int | None, freed: int | None = None,
-                freed_bound: int | None = None) -> float | None:
-    """The lexicographic gap: while more freed nodes are not ruled out, the gap in freed nodes
-    (freed_bound − freed) / freed_bound; once they are, the gap in the weighted disruption."""
-    if freed is not None and freed_bound is not None and freed < freed_bound:
-        return round(100.0 * (freed_bound - freed) / freed_bound, 3)
-    if objective is None or bound is None:
-        return None
-    if objective == 0:
-        return 0.0
-    return round(100.0 * abs(objective - bound) / abs(objective), 3)
-
-
 class CpSatPlanner:
     name = "cpsat"
 
@@ -561,9 +604,8 @@ class CpSatPlanner:
         out = solve(problem, options, max_receivers=receiver_cap(problem))
         wall = round(time.perf_counter() - t0, 3)
         plan = out.plan if out.plan is not None else RepackPlan()
-        record = SolverRecord(name=self.name, status=out.status if out.plan is not None else "FALLBACK",
-                              freed_nodes_bound=out.freed_bound, objective=out.objective, best_bound=out.bound,
-                              gap_percent=gap_percent(out.objective, out.bound, len(plan.freed_nodes),
-                                                      out.freed_bound), wall_seconds=wall)
+        record = exact_record(self.name, out.status if out.plan is not None else "FALLBACK",
+                              freed=len(plan.freed_nodes), freed_bound=out.freed_bound, objective=out.objective,
+                              bound=out.bound, wall=wall)
         return PlanResult(plan=plan, record=record, disruption=problem.plan_disruption(plan),
                           rejections=explain(problem, plan, stuck(out.data)), stats=model_stats(out))

@@ -42,7 +42,7 @@ from optplan.models.execute import (
 from optplan.models.quantity import format_milli, to_milli
 from optplan.models.repack import Condition, RepackRun
 from optplan.models.snapshot import Pod, Snapshot
-from optplan.solvers.core.oracle import Capacity, static_reason
+from optplan.solvers.core.oracle import Capacity, Predicates
 from optplan.solvers.repack.frag import fragmentation, round_half_up
 from optplan.solvers.repack.rules import RepackProblem
 
@@ -74,6 +74,7 @@ def nominate(snapshot: Snapshot, run: RepackRun, status: ExecuteStatus, replacem
     problem = RepackProblem(snapshot, run)
     resource = problem.resource
     cap = Capacity(snapshot)
+    predicates = Predicates(snapshot)
     for other in snapshot.pods.values():  # nominated pods hold capacity where they were nominated
         n = other.nominated_node_name
         if other.key != pod.key and not other.occupying and other.phase not in ("Succeeded", "Failed") \
@@ -84,10 +85,9 @@ def nominate(snapshot: Snapshot, run: RepackRun, status: ExecuteStatus, replacem
     group_nodes = sorted(set(problem.group_nodes(group)) | _nominated_nodes(snapshot, group, pod)) if group else []
 
     def reason_on(node_name: str) -> str | None:
-        node = snapshot.nodes.get(node_name)
-        if node is None:
+        if node_name not in snapshot.nodes:
             return "not in the snapshot"
-        why = static_reason(pod, node) or cap.fit_reason(pod, node_name)
+        why = predicates.reason(pod, node_name) or cap.fit_reason(pod, node_name)
         if why is not None:
             return why
         if group is not None and group in problem.hard_topology and not problem.hard_topology_holds(

@@ -11,45 +11,16 @@ lower bound is used and ``proven`` is False.
 from __future__ import annotations
 
 import logging
-import math
-from dataclasses import dataclass
-from fractions import Fraction
 
+from optplan.models.results import FragReport, round_half_up
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.repack.binpacking import min_bins
 
+__all__ = ["FragReport", "fragmentation", "round_half_up"]
+"""The report and its rounding are pure data in ``optplan.models.results``, re-exported here."""
+
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class FragReport:
-    resource: str
-    providers: int
-    occupied: int
-    theoretical_min: int
-    """The proven minimum, or the best proven lower bound when ``proven`` is False."""
-    proven: bool
-    upper_bound: int
-
-    @property
-    def warning(self) -> str | None:
-        """What a reader must know before trusting the number: no node provides the resource, so the
-        0% measures nothing (a misspelt resource name, or a snapshot without those nodes)."""
-        if self.providers == 0:
-            return f"no node provides {self.resource}"
-        return None
-
-    def percent(self, occupied: int | None = None) -> Fraction:
-        """Exact frag% for the current occupied count, or for another one (after a plan)."""
-        occ = self.occupied if occupied is None else occupied
-        if self.providers == 0:
-            return Fraction(0)
-        return Fraction(max(occ - self.theoretical_min, 0) * 100, self.providers)
-
-
-def round_half_up(x: Fraction) -> int:
-    return math.floor(x + Fraction(1, 2))
 
 
 def fragmentation(snapshot: Snapshot, resource: str, *, time_limit: float = 10.0, workers: int = 1,

@@ -18,6 +18,15 @@ Speed: placements are cached per candidate and recomputed only when a committed 
 them — when a receiver the candidate used changed, or when a changed receiver now fits one of its
 pods ahead of the receiver it had chosen. Every other receiver keeps its capacity and its rank, so a
 cached placement replays identically; the result equals a full re-evaluation every round.
+
+Layout: ``receiver_table`` (receiver columns: room from the oracle's ``Capacity.room_matrix``, tiers,
+the sortable receiver key) and ``candidate_table`` (one row per candidate pod: demand, static predicates
+from ``Predicates.mask``, restart units, budget and PDB use) are built once; the ``Ledger`` is the plan
+so far; ``_Greedy`` holds the per-row placement cache, simulates placements (``_evaluate``), keeps the
+disruption, budget and PDB accounting incrementally (``_delta``, ``_budget_ok``: the restart and breach
+arithmetic is ``rules.restart_total`` and ``rules.gang_impact``, the budgets and PDBs
+``RepackProblem.budget_use`` and ``pdb_use``), and ``run`` is the move loop. The tests hold this
+bookkeeping against ``checks`` after every step.
 """
 
 from __future__ import annotations
@@ -25,22 +34,72 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from optplan.models.repack import PodMove, RepackPlan, SolverRecord
+from optplan.models.results import PlanResult
 from optplan.models.snapshot import Pod
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.core.oracle import Capacity, constraint_signature, pod_demand, static_reason
-from optplan.solvers.repack.base import PlanResult
-from optplan.solvers.repack.rules import RepackProblem
+from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, Predicates, constraint_signature, pod_demand
+from optplan.solvers.repack.rules import RepackProblem, RestartUnit, gang_impact, restart_total
 
 log = logging.getLogger(__name__)
 
-_NO_LIMIT = np.int64(2**62)
-_INF = np.int64(2**62)
+_INF = np.int64(NO_POD_LIMIT)
+"""A key no receiver reaches: the cached key of a row with no receiver yet."""
+
+
+# ---- the greedy's tables, built once per problem ----------------------------------------------------
+
+@dataclass
+class ReceiverTable:
+    """Every occupied provider as a receiver column, in name order (an R-idle provider never receives)."""
+
+    names: list[str]
+    index: dict[str, int]
+    resources: list[str]
+    """Resources that matter for fit: everything a movable pod requests, plus pods."""
+    row: dict[str, int]
+    """Resource -> its row in ``free``."""
+    free: np.ndarray
+    """[resource, receiver] room, updated by commits (``Capacity.room_matrix``: ``NO_POD_LIMIT`` pods on
+    a node without a pod limit)."""
+    iR: int
+    """The row of the target resource R."""
+    tier: np.ndarray
+    """0 = will stay occupied; 1 + rank of (−future vacate cost) for a candidate."""
+    active: np.ndarray
+    """Still a receiver (not vacated)."""
+    key_exact: bool
+    key: np.ndarray
+    """One sortable key per receiver, tier * 2**40 + free R, while both fit in an int64 (``key_exact``);
+    else the tier alone."""
+
+
+def receiver_table(problem: RepackProblem) -> ReceiverTable:
+    names = list(problem.occupied)
+    resources: set[str] = {"pods", problem.resource}
+    for c in problem.candidates:
+        for pod in problem.r_pods[c]:
+            resources.update(pod.requests)
+    res = sorted(resources)
+    row = {r: i for i, r in enumerate(res)}
+    free = Capacity(problem.snapshot).room_matrix(names, res)
+    index = {n: i for i, n in enumerate(names)}
+    # Receiver order (module docstring): a candidate with a higher future vacate cost receives first.
+    fcost = {c: problem.disruption(problem.r_pods[c]).weighted(problem.weights) for c in problem.candidates}
+    rank = {v: i + 1 for i, v in enumerate(sorted({-v for v in fcost.values()}))}
+    tier = np.zeros(len(names), dtype=np.int64)
+    for c, v in fcost.items():
+        tier[index[c]] = rank[-v]
+    iR = row[problem.resource]
+    exact = bool(not names or (int(np.abs(free[iR]).max()) < 2**39 and int(tier.max()) < 2**22))
+    key = tier * np.int64(2**40) + free[iR] if exact else tier.copy()
+    return ReceiverTable(names=names, index=index, resources=res, row=row, free=free, iR=iR, tier=tier,
+                         active=np.ones(len(names), dtype=bool), key_exact=exact, key=key)
 
 
 @dataclass
@@ -56,6 +115,135 @@ class _Candidate:
     """Per PodGroup, what vacating it restarts: (keys of its pods' restart units that are not the
     default, Running pods in default units, their R cards)."""
 
+
+@dataclass
+class CandidateTable:
+    """The vacate candidates and their pods, one row per pod (largest R first, then by name, candidate
+    after candidate), with what vacating each one takes from budgets and PDBs."""
+
+    cands: list[_Candidate]
+    of_receiver: dict[int, int]
+    """Receiver index -> the candidate on that node."""
+    static: np.ndarray
+    """[constraint signature, receiver]: the static predicates (``Predicates.mask``)."""
+    row_cand: np.ndarray
+    row_sig: np.ndarray
+    row_dem: np.ndarray
+    """[resource, row]: the pod's demand (requests plus one pod slot), in ``ReceiverTable.resources``."""
+    row_need: list[np.ndarray]
+    """Per row, the resources it demands."""
+    units: dict[str, RestartUnit]
+    """Restart units that are not the default, by key."""
+    gain: np.ndarray
+    budget_res: dict[str, int]
+    """maxPerRun.resources, by name."""
+    budget_use: np.ndarray
+    """[candidate, budget resource]: what vacating it takes (``RepackProblem.budget_use``)."""
+    pdb_use: list[Counter[str]]
+    """Per candidate, PDB key -> the pods it covers (``RepackProblem.pdb_use``)."""
+    has_pdb: np.ndarray
+    has_topo: np.ndarray
+    """Some PodGroup of the candidate has a networkTopology."""
+    of_group: dict[str, list[int]]
+    of_topo_group: dict[str, list[int]]
+
+
+def candidate_table(problem: RepackProblem, rx: ReceiverTable, predicates: Predicates) -> CandidateTable:
+    snap = problem.snapshot
+    R = problem.resource
+    cands: list[_Candidate] = []
+    units_by_key: dict[str, RestartUnit] = {}
+    row = 0
+    for c in problem.candidates:
+        pods = problem.r_pods[c]
+        groups: Counter[str] = Counter()
+        cards: Counter[str] = Counter()
+        units: dict[str, set[str]] = defaultdict(set)
+        singles: Counter[str] = Counter()
+        single_cards: Counter[str] = Counter()
+        for pod in pods:
+            gk = pod.group_key or ""
+            groups[gk] += 1
+            cards[gk] += problem.request(pod)
+            unit = problem.restart_unit(pod)
+            if unit.policy is None:
+                singles[gk] += unit.running
+                single_cards[gk] += unit.cards
+            else:
+                units[gk].add(unit.key)
+                units_by_key[unit.key] = unit
+        restart = {gk: (frozenset(units[gk]), singles[gk], single_cards[gk]) for gk in groups}
+        cands.append(_Candidate(rx.index[c], c, pods, range(row, row + len(pods)), snap.nodes[c].allocatable[R],
+                                groups, cards, restart))
+        row += len(pods)
+    # Static predicates per constraint signature, over receivers.
+    sig_ids: dict[tuple[object, ...], int] = {}
+    static_rows: list[np.ndarray] = []
+    row_cand = np.zeros(row, dtype=np.int64)
+    row_sig = np.zeros(row, dtype=np.int64)
+    row_dem = np.zeros((len(rx.resources), row), dtype=np.int64)
+    for ci, cand in enumerate(cands):
+        for k, pod in zip(cand.rows, cand.pods, strict=True):
+            sig = constraint_signature(pod)
+            if sig not in sig_ids:
+                sig_ids[sig] = len(static_rows)
+                static_rows.append(predicates.mask(pod, rx.names))
+            row_cand[k] = ci
+            row_sig[k] = sig_ids[sig]
+            for r, v in pod_demand(pod).items():
+                row_dem[rx.row[r], k] = v
+    C = len(cands)
+    budget_res = dict(sorted(problem.run.spec.max_per_run.resources.items()))
+    budget_use = np.array([list(problem.budget_use(cand.pods).values()) for cand in cands],
+                          dtype=np.int64).reshape(C, len(budget_res))
+    pdb_use = [problem.pdb_use(cand.pods) for cand in cands]
+    of_group: dict[str, list[int]] = defaultdict(list)
+    of_topo_group: dict[str, list[int]] = defaultdict(list)
+    for ci, cand in enumerate(cands):
+        for gk in cand.groups:
+            of_group[gk].append(ci)
+            if gk in problem.topology_groups:
+                of_topo_group[gk].append(ci)
+    return CandidateTable(
+        cands=cands, of_receiver={cand.index: ci for ci, cand in enumerate(cands)},
+        static=np.array(static_rows, dtype=bool).reshape(len(static_rows), len(rx.names)),
+        row_cand=row_cand, row_sig=row_sig, row_dem=row_dem,
+        row_need=[np.flatnonzero(row_dem[:, k] > 0) for k in range(row)], units=units_by_key,
+        gain=np.array([c.gain for c in cands], dtype=np.int64), budget_res=budget_res, budget_use=budget_use,
+        pdb_use=pdb_use, has_pdb=np.array([bool(u) for u in pdb_use], dtype=bool),
+        has_topo=np.array([any(g in problem.topology_groups for g in c.groups) for c in cands], dtype=bool),
+        of_group=of_group, of_topo_group=of_topo_group)
+
+
+@dataclass
+class Ledger:
+    """The plan so far, as the dimensions, budgets, PDBs and topology read it (the incremental
+    versions of ``checks``' families, tested against them)."""
+
+    totals: np.ndarray = field(default_factory=lambda: np.zeros(6, dtype=np.int64))
+    """The six dimensions of the plan so far."""
+    moved_in_group: Counter[str] = field(default_factory=Counter)
+    units_in_group: dict[str, frozenset[str]] = field(default_factory=lambda: defaultdict(frozenset))
+    """Restart units that are not the default, restarted so far, per PodGroup."""
+    singles_in_group: Counter[str] = field(default_factory=Counter)
+    """Running pods restarted in default units, per PodGroup."""
+    single_cards_in_group: Counter[str] = field(default_factory=Counter)
+    used_res: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    pdb_left: dict[str, int] = field(default_factory=dict)
+    positions: dict[str, Counter[str]] = field(default_factory=dict)
+    """Current nodes of each topology PodGroup's pods."""
+    moves: list[PodMove] = field(default_factory=list)
+    freed: list[str] = field(default_factory=list)
+    received: set[int] = field(default_factory=set)
+
+
+def ledger(problem: RepackProblem, ct: CandidateTable) -> Ledger:
+    return Ledger(used_res=np.zeros(len(ct.budget_res), dtype=np.int64),
+                  pdb_left={k: pdb.disruptions_allowed for k, pdb in problem.snapshot.pdbs.items()},
+                  positions={g: Counter(problem.group_nodes(g)) for g in problem.topology_groups})
+
+
+# ---- the search ----------------------------------------------------------------------------------------
 
 class GreedyPlanner:
     """The seed's greedy, exactly: every round re-evaluates every candidate whose placement may
@@ -98,102 +286,18 @@ class FastGreedyPlanner(GreedyPlanner):
 
 
 class _Greedy:
+    """The search state: the tables, the plan so far, and per pod row the cached placement (its
+    receiver and that receiver's key), per candidate whether that cache and its disruption delta are
+    current. ``run`` is the move loop; ``_evaluate`` the placement simulation; ``_delta`` and
+    ``_budget_ok`` the incremental disruption, budget and PDB accounting."""
+
     def __init__(self, problem: RepackProblem, lazy: bool = False) -> None:
         self.p = problem
         self.lazy = lazy
-        snap = problem.snapshot
-        R = problem.resource
-        self.R = R
-        # Receivers: occupied providers (an R-idle provider never receives), indexed in name order.
-        self.names = list(problem.occupied)
-        self.index = {n: i for i, n in enumerate(self.names)}
-        U = len(self.names)
-        cand_names = problem.candidates
-        # Resources that matter for fit: everything a movable pod requests, plus pods.
-        res: set[str] = {"pods", R}
-        for c in cand_names:
-            for pod in problem.r_pods[c]:
-                res.update(pod.requests)
-        self.res = sorted(res)
-        self.ri = {r: i for i, r in enumerate(self.res)}
-        cap = Capacity(snap)
-        free = np.zeros((len(self.res), U), dtype=np.int64)
-        for u, name in enumerate(self.names):
-            node = snap.nodes[name]
-            for r, i in self.ri.items():
-                if r == "pods" and "pods" not in node.allocatable:
-                    free[i, u] = _NO_LIMIT
-                else:
-                    free[i, u] = cap.free[name].get(r, 0)
-        self.free = free
-        self.iR = self.ri[R]
-        # Tiers: 0 = will stay occupied; 1 + rank of (−future vacate cost) for candidates.
-        w = problem.weights
-        fcost = {c: problem.disruption(problem.r_pods[c]).weighted(w) for c in cand_names}
-        distinct = sorted({-v for v in fcost.values()})
-        rank = {v: i + 1 for i, v in enumerate(distinct)}
-        self.tier = np.zeros(U, dtype=np.int64)
-        for c, v in fcost.items():
-            self.tier[self.index[c]] = rank[-v]
-        self.active = np.ones(U, dtype=bool)  # still a receiver (not vacated)
-        # Static predicates per constraint signature, over receivers.
-        self.sig_of: dict[str, int] = {}
-        sig_ids: dict[tuple[object, ...], int] = {}
-        static_rows: list[np.ndarray] = []
-        for c in cand_names:
-            for pod in problem.r_pods[c]:
-                sig = constraint_signature(pod)
-                if sig not in sig_ids:
-                    sig_ids[sig] = len(static_rows)
-                    static_rows.append(np.array(
-                        [static_reason(pod, snap.nodes[n]) is None for n in self.names], dtype=bool))
-                self.sig_of[pod.key] = sig_ids[sig]
-        self.static = np.array(static_rows, dtype=bool).reshape(len(static_rows), U)
-        # Candidates and their per-pod rows; restart units wider than one pod: key -> (Running, R cards).
-        self.cands: list[_Candidate] = []
-        self.unit_size: dict[str, tuple[int, int]] = {}
-        self.whole_units: set[str] = set()
-        row = 0
-        for c in cand_names:
-            pods = problem.r_pods[c]
-            groups: Counter[str] = Counter()
-            cards: Counter[str] = Counter()
-            units: dict[str, set[str]] = defaultdict(set)
-            singles: Counter[str] = Counter()
-            single_cards: Counter[str] = Counter()
-            for pod in pods:
-                gk = pod.group_key or ""
-                groups[gk] += 1
-                cards[gk] += problem.request(pod)
-                unit = problem.restart_unit(pod)
-                if unit.policy is None:
-                    singles[gk] += unit.running
-                    single_cards[gk] += unit.cards
-                else:
-                    units[gk].add(unit.key)
-                    self.unit_size[unit.key] = (unit.running, unit.cards)
-                    if unit.whole_group:
-                        self.whole_units.add(unit.key)
-            restart = {gk: (frozenset(units[gk]), singles[gk], single_cards[gk]) for gk in groups}
-            self.cands.append(_Candidate(self.index[c], c, pods, range(row, row + len(pods)),
-                                         snap.nodes[c].allocatable[R], groups, cards, restart))
-            row += len(pods)
-        C = len(self.cands)
-        nrows = row
-        self.row_cand = np.zeros(nrows, dtype=np.int64)
-        self.row_sig = np.zeros(nrows, dtype=np.int64)
-        self.row_dem = np.zeros((len(self.res), nrows), dtype=np.int64)
-        for ci, cand in enumerate(self.cands):
-            for k, pod in zip(cand.rows, cand.pods, strict=True):
-                self.row_cand[k] = ci
-                self.row_sig[k] = self.sig_of[pod.key]
-                for r, v in pod_demand(pod).items():
-                    self.row_dem[self.ri[r], k] = v
-        self.row_need = [np.flatnonzero(self.row_dem[:, k] > 0) for k in range(nrows)]
-        # One sortable key per receiver, tier * 2**40 + free R, while both fit in an int64.
-        self.rkey_exact = bool(U == 0 or (int(np.abs(free[self.iR]).max()) < 2**39
-                                          and int(self.tier.max()) < 2**22))
-        self.rkey = self.tier * np.int64(2**40) + free[self.iR] if self.rkey_exact else self.tier.copy()
+        self.rx = receiver_table(problem)
+        self.ct = candidate_table(problem, self.rx, Predicates(problem.snapshot))
+        self.led = ledger(problem, self.ct)
+        nrows, C = len(self.ct.row_cand), len(self.ct.cands)
         # Cached evaluation per row: chosen receiver and its key (tier, R left, index).
         self.ch_u = np.full(nrows, -1, dtype=np.int64)
         self.ch_tier = np.full(nrows, _INF, dtype=np.int64)
@@ -203,53 +307,12 @@ class _Greedy:
         self.alive = np.ones(C, dtype=bool)  # still a vacate candidate
         self.dirty = np.ones(C, dtype=bool)
         self.stale = np.zeros(C, dtype=bool)  # lazy mode: a better receiver appeared, feasibility kept
-        self.cand_of_u = {cand.index: ci for ci, cand in enumerate(self.cands)}
-        # Plan-so-far accounting.
-        self.moved_in_group: Counter[str] = Counter()
-        self.units_in_group: dict[str, frozenset[str]] = defaultdict(frozenset)  # wide units restarted
-        self.singles_in_group: Counter[str] = Counter()  # Running pods restarted in default units
-        self.single_cards_in_group: Counter[str] = Counter()
-        self.totals = np.zeros(6, dtype=np.int64)  # the six dimensions of the plan so far
-        self.delta = np.zeros((C, 6), dtype=np.int64)  # what each candidate would add to them
+        self.delta = np.zeros((C, 6), dtype=np.int64)  # what each candidate would add to the totals
         self.delta_dirty = np.ones(C, dtype=bool)
-        self.cands_of_group: dict[str, list[int]] = defaultdict(list)
-        for ci, cand in enumerate(self.cands):
-            for gk in cand.groups:
-                self.cands_of_group[gk].append(ci)
-        # Budgets: podGroups, and every resource named in maxPerRun.resources.
-        mpr = problem.run.spec.max_per_run
-        self.budget_groups = mpr.pod_groups
-        self.budget_res = dict(sorted(mpr.resources.items()))
-        self.cand_res = np.array([[sum(p.request(r) for p in cand.pods) for r in self.budget_res]
-                                  for cand in self.cands], dtype=np.int64).reshape(C, len(self.budget_res))
-        self.used_res = np.zeros(len(self.budget_res), dtype=np.int64)
-        # PDBs: pods each candidate would take from each budget.
-        self.pdb_left = {k: pdb.disruptions_allowed for k, pdb in problem.snapshot.pdbs.items()}
-        self.cand_pdb: list[Counter[str]] = []
-        for cand in self.cands:
-            use: Counter[str] = Counter()
-            for pod in cand.pods:
-                for pdb_key in problem.pdb_cover.get(pod.key, ()):
-                    use[pdb_key] += 1
-            self.cand_pdb.append(use)
-        self.gain = np.array([c.gain for c in self.cands], dtype=np.int64)
-        self.has_pdb = np.array([bool(u) for u in self.cand_pdb], dtype=bool)
-        # Network topology: current nodes of each topology PodGroup's pods, and HyperNode masks.
-        self.topo = problem.snapshot.topology
-        self.positions: dict[str, Counter[str]] = {
-            g: Counter(problem.group_nodes(g)) for g in problem.topology_groups}
-        self.region_mask = {h: np.array([n in self.topo.region_nodes(h) for n in self.names], dtype=bool)
-                            for h in self.topo.regions(None)} if problem.topology_groups else {}
-        self.has_topo = np.array([any(g in problem.topology_groups for g in c.groups) for c in self.cands],
-                                 dtype=bool)
-        self.cands_of_topo_group: dict[str, list[int]] = defaultdict(list)
-        for ci, cand in enumerate(self.cands):
-            for gk in cand.groups:
-                if gk in problem.topology_groups:
-                    self.cands_of_topo_group[gk].append(ci)
-        self.moves: list[PodMove] = []
-        self.freed: list[str] = []
-        self.received: set[int] = set()
+        # Network topology: HyperNode masks over receivers.
+        topo = problem.snapshot.topology
+        self.region_mask = {h: np.array([n in topo.region_nodes(h) for n in self.rx.names], dtype=bool)
+                            for h in topo.regions(None)} if problem.topology_groups else {}
         self.rounds = 0
         self.evaluations = 0
         self.truncated = False
@@ -260,8 +323,10 @@ class _Greedy:
     def _evaluate(self, ci: int) -> None:
         """Place the candidate's pods one by one on the current state; cache rows and keys."""
         self.evaluations += 1
-        cand = self.cands[ci]
-        free = self.free
+        rx, ct = self.rx, self.ct
+        cand = ct.cands[ci]
+        free = rx.free
+        positions = self.led.positions
         touched: list[tuple[int, np.ndarray]] = []
         ok = True
         rows = cand.rows
@@ -269,19 +334,19 @@ class _Greedy:
         self.ch_u[rows.start:rows.stop] = -1
         self.ch_tier[rows.start:rows.stop] = _INF
         self.ch_left[rows.start:rows.stop] = _INF
-        topo_groups = [g for g in cand.groups if g in self.positions]
+        topo_groups = [g for g in cand.groups if g in positions]
         placed: dict[str, Counter[str]] = {}
         if topo_groups:
             for g in topo_groups:
-                placed[g] = Counter(self.positions[g])
+                placed[g] = Counter(positions[g])
                 placed[g][cand.node] -= cand.groups[g]  # every pod of g on the candidate moves
-        iR = self.iR
+        iR = rx.iR
         for k, pod in zip(rows, cand.pods, strict=True):
             self.evaluated[k] = True
-            dem = self.row_dem[:, k]
-            mask = self.static[self.row_sig[k]] & self.active
+            dem = ct.row_dem[:, k]
+            mask = ct.static[ct.row_sig[k]] & rx.active
             mask[cand.index] = False
-            for i in self.row_need[k]:
+            for i in ct.row_need[k]:
                 mask &= free[i] >= dem[i]
             gk = pod.group_key or ""
             if gk in self.p.hard_topology:
@@ -291,16 +356,16 @@ class _Greedy:
                 break
             u = self._best(mask)
             self.ch_u[k] = u
-            self.ch_tier[k] = self.tier[u]
+            self.ch_tier[k] = rx.tier[u]
             self.ch_left[k] = free[iR, u] - dem[iR]
             free[:, u] -= dem
-            self.rkey[u] -= dem[iR]
+            rx.key[u] -= dem[iR]
             touched.append((u, dem))
             if gk in placed:
-                placed[gk][self.names[u]] += 1
+                placed[gk][rx.names[u]] += 1
         for u, dem in touched:
             free[:, u] += dem
-            self.rkey[u] += dem[iR]
+            rx.key[u] += dem[iR]
         self.placeable[ci] = ok
         self.dirty[ci] = False
         self.stale[ci] = False
@@ -308,75 +373,90 @@ class _Greedy:
         if ok:
             for g in topo_groups:
                 if g in self.p.soft_topology:
-                    widen += (self.p.widening(g, +placed[g]) - self.p.widening(g, +self.positions[g]))
+                    widen += (self.p.widening(g, +placed[g]) - self.p.widening(g, +positions[g]))
         self.delta[ci, 5] = widen
 
     def _best(self, mask: np.ndarray) -> int:
         """The first receiver in the seed's order among ``mask``: lowest tier, then least R left
         (the same order as least free R), then name (index order)."""
-        if self.rkey_exact:
-            return int(np.argmin(np.where(mask, self.rkey, _INF)))
-        tier = np.where(mask, self.tier, _INF)
+        rx = self.rx
+        if rx.key_exact:
+            return int(np.argmin(np.where(mask, rx.key, _INF)))
+        tier = np.where(mask, rx.tier, _INF)
         m2 = mask & (tier == tier.min())
-        fr = np.where(m2, self.free[self.iR], _INF)
+        fr = np.where(m2, rx.free[rx.iR], _INF)
         return int(np.argmax(m2 & (fr == fr.min())))
 
     def _hard_mask(self, group: str, placed: Counter[str]) -> np.ndarray:
         """Receivers that keep a hard-topology PodGroup inside one allowed HyperNode."""
+        topo = self.p.snapshot.topology
         nodes = {n for n, c in placed.items() if c > 0}
         limit = self.p.hard_topology[group]
-        regions = self.topo.enclosing(nodes, limit) if nodes else self.topo.regions(limit)
-        mask = np.zeros(len(self.names), dtype=bool)
+        regions = topo.enclosing(nodes, limit) if nodes else topo.regions(limit)
+        mask = np.zeros(len(self.rx.names), dtype=bool)
         for h in regions:
             mask |= self.region_mask[h]
         return mask
 
+    def placement(self, ci: int) -> list[PodMove] | None:
+        """The candidate's moves as its cached placement has them (None when it is not placeable);
+        for tests that hold the greedy's verdicts against ``checks``."""
+        if self.dirty[ci]:
+            self._evaluate(ci)
+        if not self.placeable[ci]:
+            return None
+        cand = self.ct.cands[ci]
+        return [PodMove(pod=pod.key, from_node=cand.node, to_node=self.rx.names[int(self.ch_u[k])])
+                for k, pod in zip(cand.rows, cand.pods, strict=True)]
+
     def _mark_dirty(self, changed: list[int], removed: int) -> None:
         """Candidates whose cached placement may differ after receivers ``changed`` lost capacity
         (and moved to tier 0) and receiver ``removed`` left the receiver set."""
-        ev = self.evaluated & self.alive[self.row_cand]
+        rx, ct = self.rx, self.ct
+        C = len(ct.cands)
+        ev = self.evaluated & self.alive[ct.row_cand]
         hit = ev & np.isin(self.ch_u, [*changed, removed])
         if self.lazy and hit.any():
             # A placement that still fits where it was (the receiver kept enough room for what this
             # candidate put there) stays valid: keep the candidate feasible, recheck when chosen.
             gone = ev & (self.ch_u == removed)
-            short = np.zeros(len(self.cands), dtype=bool)
-            short[self.row_cand[gone]] = True
+            short = np.zeros(C, dtype=bool)
+            short[ct.row_cand[gone]] = True
             for u in changed:
                 rows = np.flatnonzero(ev & (self.ch_u == u))
                 if not len(rows):
                     continue
-                put = np.zeros((len(self.res), len(self.cands)), dtype=np.int64)
-                np.add.at(put.T, self.row_cand[rows], self.row_dem[:, rows].T)
-                cands_u = np.unique(self.row_cand[rows])
-                over = (put[:, cands_u] > self.free[:, u][:, None]).any(axis=0)
+                put = np.zeros((len(rx.resources), C), dtype=np.int64)
+                np.add.at(put.T, ct.row_cand[rows], ct.row_dem[:, rows].T)
+                cands_u = np.unique(ct.row_cand[rows])
+                over = (put[:, cands_u] > rx.free[:, u][:, None]).any(axis=0)
                 short[cands_u[over]] = True
-            hit_c = np.zeros(len(self.cands), dtype=bool)
-            hit_c[self.row_cand[hit]] = True
-            soft = hit_c & ~short & self.placeable & ~self.has_topo & ~self.dirty
+            hit_c = np.zeros(C, dtype=bool)
+            hit_c[ct.row_cand[hit]] = True
+            soft = hit_c & ~short & self.placeable & ~ct.has_topo & ~self.dirty
             self.stale[soft] = True
-            hit &= ~soft[self.row_cand]
+            hit &= ~soft[ct.row_cand]
         # Rows that ran out of receivers are left with an infinite key: any fitting receiver hits.
         ahead_hit = np.zeros_like(hit)
         for u in changed:
-            if not self.active[u]:
+            if not rx.active[u]:
                 continue
-            fits = self.static[self.row_sig, u] & (self.row_cand != self.cand_of_u.get(u, -1))
-            need = self.row_dem > 0
-            fits &= ((self.free[:, u][:, None] >= self.row_dem) | ~need).all(axis=0)
-            left = self.free[self.iR, u] - self.row_dem[self.iR]
-            tu = self.tier[u]
+            fits = ct.static[ct.row_sig, u] & (ct.row_cand != ct.of_receiver.get(u, -1))
+            need = ct.row_dem > 0
+            fits &= ((rx.free[:, u][:, None] >= ct.row_dem) | ~need).all(axis=0)
+            left = rx.free[rx.iR, u] - ct.row_dem[rx.iR]
+            tu = rx.tier[u]
             ahead = (tu < self.ch_tier) | (
                 (tu == self.ch_tier) & ((left < self.ch_left) | ((left == self.ch_left) & (u < self.ch_u))))
             ahead_hit |= ev & fits & ahead
         if hit.any():
-            self.dirty[np.unique(self.row_cand[hit])] = True
+            self.dirty[np.unique(ct.row_cand[hit])] = True
         if ahead_hit.any():
-            cands = np.unique(self.row_cand[ahead_hit])
+            cands = np.unique(ct.row_cand[ahead_hit])
             if self.lazy:
                 # Nothing it used lost capacity: its old placement still stands, so it stays feasible
                 # for ranking; only its first-fit placement may differ, rechecked when chosen.
-                keep = self.placeable[cands] & ~self.has_topo[cands] & ~self.dirty[cands]
+                keep = self.placeable[cands] & ~ct.has_topo[cands] & ~self.dirty[cands]
                 self.dirty[cands[~keep]] = True
                 self.stale[cands[keep]] = True
             else:
@@ -385,66 +465,64 @@ class _Greedy:
     # ---- disruption of plan-so-far-plus-candidate ---------------------------------------------
 
     def _restarted(self, units: frozenset[str], singles: int, single_cards: int) -> tuple[int, int]:
-        """Running pods and R cards that restart in a PodGroup (see ``rules``): a whole-group unit
-        covers everything; other units are disjoint."""
-        if not units:
-            return singles, single_cards
-        for u in units:
-            if u in self.whole_units:
-                return self.unit_size[u]
-        return (singles + sum(self.unit_size[u][0] for u in units),
-                single_cards + sum(self.unit_size[u][1] for u in units))
+        """Running pods and R cards that restart in a PodGroup (``rules.restart_total``)."""
+        return restart_total((self.ct.units[u] for u in units), singles, single_cards)
 
     def _delta(self, ci: int) -> None:
         """What vacating the candidate adds to the five dimensions of the plan so far."""
-        cand = self.cands[ci]
+        cand = self.ct.cands[ci]
+        led = self.led
         affected = breached = aff_cards = moved_cards = moved_pods = 0
         for gk, n in cand.groups.items():
             gang = self.p.gangs.get(gk)
-            if self.moved_in_group[gk] == 0:
+            if led.moved_in_group[gk] == 0:
                 affected += 1
-            units = self.units_in_group[gk]
-            singles, single_cards = self.singles_in_group[gk], self.single_cards_in_group[gk]
+            units = led.units_in_group[gk]
+            singles, single_cards = led.singles_in_group[gk], led.single_cards_in_group[gk]
             c_units, c_singles, c_cards = cand.restart[gk]
-            run_b, cards_b = self._restarted(units, singles, single_cards)
-            run_a, cards_a = self._restarted(units | c_units, singles + c_singles, single_cards + c_cards)
-            if gang is None:
-                aff_cards += cards_a - cards_b
-            else:
-                was, now = run_b > gang.safe, run_a > gang.safe  # restarts only grow: never was and not now
-                breached += int(now and not was)
-                aff_cards += (gang.footprint if now else cards_a) - (gang.footprint if was else cards_b)
+            was, hit_before = gang_impact(gang, *self._restarted(units, singles, single_cards))
+            now, hit_after = gang_impact(gang, *self._restarted(units | c_units, singles + c_singles,
+                                                                single_cards + c_cards))
+            breached += int(now and not was)  # restarts only grow: never was and not now
+            aff_cards += hit_after - hit_before
             moved_cards += cand.group_cards[gk]
             moved_pods += n
         self.delta[ci, :5] = (affected, breached, aff_cards, moved_cards, moved_pods)
         self.delta_dirty[ci] = False
 
-    # ---- rounds ------------------------------------------------------------------------------
+    # ---- budgets and PDBs ---------------------------------------------------------------------
 
     def _budget_ok(self, cands: np.ndarray, budget_res: np.ndarray) -> np.ndarray:
         """Which of ``cands`` (fresh deltas) fit maxPerRun and the PDBs, vectorised."""
+        ct, led = self.ct, self.led
         ok = np.ones(len(cands), dtype=bool)
-        if self.budget_groups is not None:
-            ok &= self.totals[0] + self.delta[cands, 0] <= self.budget_groups
+        limit = self.p.run.spec.max_per_run.pod_groups
+        if limit is not None:
+            ok &= led.totals[0] + self.delta[cands, 0] <= limit
         if len(budget_res):
-            ok &= (self.used_res + self.cand_res[cands] <= budget_res).all(axis=1)
-        for j in np.flatnonzero(ok & self.has_pdb[cands]).tolist():
-            ok[j] = all(n <= self.pdb_left[k] for k, n in self.cand_pdb[int(cands[j])].items())
+            ok &= (led.used_res + ct.budget_use[cands] <= budget_res).all(axis=1)
+        for j in np.flatnonzero(ok & ct.has_pdb[cands]).tolist():
+            ok[j] = all(n <= led.pdb_left[k] for k, n in ct.pdb_use[int(cands[j])].items())
         return ok
 
-    def _budget_reason(self, ci: int) -> str | None:
+    def budget_reason(self, ci: int) -> str | None:
+        """Which budget vacating the candidate next would break, or None."""
+        ct, led = self.ct, self.led
         if self.delta_dirty[ci]:
             self._delta(ci)
-        d = self.totals + self.delta[ci]
-        if self.budget_groups is not None and d[0] > self.budget_groups:
+        d = led.totals + self.delta[ci]
+        limit = self.p.run.spec.max_per_run.pod_groups
+        if limit is not None and d[0] > limit:
             return "budget-podGroups"
-        if len(self.budget_res) and (self.used_res + self.cand_res[ci] > np.array(
-                list(self.budget_res.values()), dtype=np.int64)).any():
+        if len(ct.budget_res) and (led.used_res + ct.budget_use[ci] > np.array(
+                list(ct.budget_res.values()), dtype=np.int64)).any():
             return "budget-resources"
-        for k, n in self.cand_pdb[ci].items():
-            if n > self.pdb_left[k]:
+        for k, n in ct.pdb_use[ci].items():
+            if n > led.pdb_left[k]:
                 return "pdb-disruptions-allowed"
         return None
+
+    # ---- the move loop ------------------------------------------------------------------------
 
     def run(self, clock: Clock | None = None, deadline: float = float("inf")) -> tuple[list[PodMove], list[str]]:
         """Rounds until no feasible candidate remains, or until ``deadline`` (a ``clock`` time; in
@@ -452,8 +530,7 @@ class _Greedy:
         plan so far is always a valid plan."""
         clock = clock or Clock()
         charged = self.evaluations
-        weights = np.array(self.p.weights.as_tuple(), dtype=np.float64)
-        budget_res = np.array(list(self.budget_res.values()), dtype=np.int64)
+        budget_res = np.array(list(self.ct.budget_res.values()), dtype=np.int64)
         while True:
             clock.charge_evaluations(self.evaluations - charged)
             charged = self.evaluations
@@ -461,103 +538,115 @@ class _Greedy:
                 self.truncated = True
                 break
             self.rounds += 1
-            alive = np.flatnonzero(self.alive)
-            for c in alive[self.delta_dirty[alive]].tolist():
-                self._delta(c)
-            ok = self._budget_ok(alive, budget_res)
-            for c in alive[ok & self.dirty[alive]].tolist():
-                self._evaluate(c)
-            f = alive[ok & self.placeable[alive]]
-            if not len(f):
+            ranked = self._rank(budget_res)
+            if not len(ranked):
                 break
-            d = (self.totals + self.delta[f]).astype(np.float64)
-            lo, hi = d.min(axis=0), d.max(axis=0)
-            span = np.where(hi > lo, hi - lo, 1.0)
-            score = np.round(((d - lo) / span) @ weights, 9)
-            ranked = f[np.lexsort((f, -self.gain[f], score))]
             if not self.lazy:
                 self._commit(int(ranked[0]))
-                continue
-            # Fast mode: commit down the round's ranking, up to a twentieth of the feasible
-            # candidates, re-simulating each one on the state left by the commits before it.
-            batch = max(1, len(ranked) // 20)
-            done = 0
-            for c in ranked.tolist():
-                if done == batch:
-                    break
-                if not self.alive[c]:
-                    continue
-                if self.delta_dirty[c]:
-                    self._delta(c)
-                if not self._budget_ok(np.array([c]), budget_res)[0]:
-                    continue
-                if self.stale[c] or self.dirty[c]:
-                    self._evaluate(c)
-                if self.placeable[c]:
-                    self._commit(c)
-                    done += 1
-            if done == 0:
+            elif not self._commit_batch(ranked, budget_res):
                 break
         if self.truncated:
             self.final_reasons = {ci: "not-evaluated-time-limit" for ci in np.flatnonzero(self.alive).tolist()}
         else:
             self._record_reasons()
-        return self.moves, self.freed
+        return self.led.moves, self.led.freed
+
+    def _rank(self, budget_res: np.ndarray) -> np.ndarray:
+        """The round's feasible candidates (within budgets and PDBs, placeable), best first: the
+        weighted min-max-normalised dimensions of plan-so-far-plus-candidate, then larger freed
+        capacity, then name."""
+        alive = np.flatnonzero(self.alive)
+        for c in alive[self.delta_dirty[alive]].tolist():
+            self._delta(c)
+        ok = self._budget_ok(alive, budget_res)
+        for c in alive[ok & self.dirty[alive]].tolist():
+            self._evaluate(c)
+        f = alive[ok & self.placeable[alive]]
+        if not len(f):
+            return f
+        weights = np.array(self.p.weights.as_tuple(), dtype=np.float64)
+        d = (self.led.totals + self.delta[f]).astype(np.float64)
+        lo, hi = d.min(axis=0), d.max(axis=0)
+        span = np.where(hi > lo, hi - lo, 1.0)
+        score = np.round(((d - lo) / span) @ weights, 9)
+        return f[np.lexsort((f, -self.ct.gain[f], score))]
+
+    def _commit_batch(self, ranked: np.ndarray, budget_res: np.ndarray) -> bool:
+        """Fast mode: commit down the round's ranking, up to a twentieth of the feasible candidates,
+        re-simulating each one on the state left by the commits before it. False when none commits."""
+        batch = max(1, len(ranked) // 20)
+        done = 0
+        for c in ranked.tolist():
+            if done == batch:
+                break
+            if not self.alive[c]:
+                continue
+            if self.delta_dirty[c]:
+                self._delta(c)
+            if not self._budget_ok(np.array([c]), budget_res)[0]:
+                continue
+            if self.stale[c] or self.dirty[c]:
+                self._evaluate(c)
+            if self.placeable[c]:
+                self._commit(c)
+                done += 1
+        return done > 0
 
     def _commit(self, ci: int) -> None:
-        cand = self.cands[ci]
+        rx, ct, led = self.rx, self.ct, self.led
+        cand = ct.cands[ci]
         if self.dirty[ci]:
             self._evaluate(ci)
         changed: list[int] = []
         for k, pod in zip(cand.rows, cand.pods, strict=True):
             u = int(self.ch_u[k])
-            self.free[:, u] -= self.row_dem[:, k]
-            self.rkey[u] -= self.row_dem[self.iR, k]
-            self.moves.append(PodMove(pod=pod.key, from_node=cand.node, to_node=self.names[u]))
+            rx.free[:, u] -= ct.row_dem[:, k]
+            rx.key[u] -= ct.row_dem[rx.iR, k]
+            led.moves.append(PodMove(pod=pod.key, from_node=cand.node, to_node=rx.names[u]))
             if u not in changed:
                 changed.append(u)
-        self.freed.append(cand.node)
-        self.active[cand.index] = False
+        led.freed.append(cand.node)
+        rx.active[cand.index] = False
         self.alive[ci] = False
         for u in changed:
-            self.tier[u] = 0  # a receiver will stay occupied
-            if self.rkey_exact:
-                self.rkey[u] = self.free[self.iR, u]
-            self.received.add(u)
-            other = self.cand_of_u.get(u)
+            rx.tier[u] = 0  # a receiver will stay occupied
+            if rx.key_exact:
+                rx.key[u] = rx.free[rx.iR, u]
+            led.received.add(u)
+            other = ct.of_receiver.get(u)
             if other is not None:
                 self.alive[other] = False  # a node that receives is never vacated later
-        self.totals = self.totals + self.delta[ci]
+        led.totals = led.totals + self.delta[ci]
         for k, pod in zip(cand.rows, cand.pods, strict=True):
             gk = pod.group_key or ""
-            if gk in self.positions:
-                self.positions[gk][cand.node] -= 1
-                self.positions[gk][self.names[int(self.ch_u[k])]] += 1
+            if gk in led.positions:
+                led.positions[gk][cand.node] -= 1
+                led.positions[gk][rx.names[int(self.ch_u[k])]] += 1
         for gk in cand.groups:
-            for other in self.cands_of_topo_group.get(gk, ()):
+            for other in ct.of_topo_group.get(gk, ()):
                 self.dirty[other] = True  # its topology region or widening may have changed
         for gk, n in cand.groups.items():
-            self.moved_in_group[gk] += n
+            led.moved_in_group[gk] += n
             c_units, c_singles, c_cards = cand.restart[gk]
             if c_units:
-                self.units_in_group[gk] = self.units_in_group[gk] | c_units
-            self.singles_in_group[gk] += c_singles
-            self.single_cards_in_group[gk] += c_cards
-            for other in self.cands_of_group[gk]:
+                led.units_in_group[gk] = led.units_in_group[gk] | c_units
+            led.singles_in_group[gk] += c_singles
+            led.single_cards_in_group[gk] += c_cards
+            for other in ct.of_group[gk]:
                 self.delta_dirty[other] = True
-        self.used_res += self.cand_res[ci]
-        for pdb_key, n in self.cand_pdb[ci].items():
-            self.pdb_left[pdb_key] -= n
+        led.used_res += ct.budget_use[ci]
+        for pdb_key, n in ct.pdb_use[ci].items():
+            led.pdb_left[pdb_key] -= n
         self._mark_dirty(changed, cand.index)
 
     def _record_reasons(self) -> None:
-        for ci, cand in enumerate(self.cands):
-            if cand.node in self.freed:
+        for ci, cand in enumerate(self.ct.cands):
+            if cand.node in self.led.freed:
                 continue
-            if cand.index in self.received or not self.alive[ci]:
+            if cand.index in self.led.received or not self.alive[ci]:
                 self.final_reasons[ci] = "kept-as-receiver"
             else:
-                reason = self._budget_reason(ci)
+                reason = self.budget_reason(ci)
                 if reason is None:
                     if self.dirty[ci]:
                         self._evaluate(ci)

@@ -33,10 +33,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from optplan.models.repack import RepackPlan
+from optplan.solvers.core.exact import better
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.core.oracle import Capacity
+from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity
 from optplan.solvers.repack import cpsat
-from optplan.solvers.repack.model import ModelData, Spent, merge_plans, plan_part, restrict, scaled_cost
+from optplan.solvers.repack.model import ModelData, Spent, merge_plans, plan_part, plan_score, restrict
 from optplan.solvers.repack.validate import plan_violations
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ def improve(data: ModelData, plan: RepackPlan, options: PlanOptions, deadline: f
     room = _Room(data)
     rng = random.Random(options.seed)
     stats = LnsStats()
-    best = (len(plan.freed_nodes), -scaled_cost(data, plan))
+    best = plan_score(data, plan)
     t0 = time.perf_counter()  # for the log lines
     clock = options.timer()
     options = replace(options, clock=clock)
@@ -108,24 +109,27 @@ def improve(data: ModelData, plan: RepackPlan, options: PlanOptions, deadline: f
         stats.steps += 1
         if sub is None:
             continue
-        part = cpsat._part(sub, plan_part(plan, hood))
+        part = cpsat._part(sub, plan_part(plan, hood), plan)
         clock.charge(STEP_CHARGE)
         start = clock.now()
         step_end = min(deadline, start + STEP_SECONDS)
         cpsat._phase1(part, options, start + (step_end - start) / 2, t0, stats.steps)
         cpsat._phase2(part, options, step_end, t0, stats.steps)
         stats.variables, stats.constraints = max((stats.variables, stats.constraints), part.size)
+        if part.refused:  # CP-SAT refused the neighbourhood's model (a bug, reported): the step is dropped
+            stats.rejected += 1
+            continue
         rest = frozenset(c for c in data.candidates if c not in hood)
         candidate = merge_plans([plan_part(plan, rest), part.plan])
-        key = (len(candidate.freed_nodes), -scaled_cost(data, candidate))
-        if key <= best:
+        key = plan_score(data, candidate)
+        if not better(key, best):
             continue
         broken = plan_violations(problem, candidate)
         if broken:  # the neighbourhood model missed a rule of the whole (never seen; kept as a guard)
             stats.rejected += 1
             log.warning("lns: a step broke a rule and was dropped: %s", broken[0])
             continue
-        log.info("lns step %d: freed %d -> %d, cost %d -> %d", stats.steps, best[0], key[0], -best[1], -key[1])
+        log.info("lns step %d: freed %d -> %d, cost %d -> %d", stats.steps, best.freed, key.freed, best.cost, key.cost)
         plan, best = candidate, key
         freed, kept, senders_of = _layout(data, plan, load)
         stats.improved += 1
@@ -171,22 +175,20 @@ def _neighbourhood(data: ModelData, seed_node: str, kept: list[str], senders_of:
 
 
 class _Room:
-    """Free room of every occupied provider as a matrix (resource × node, milli-units; a resource a
-    node does not limit is huge), and each pod's demand as a column."""
-
-    HUGE = 2**62
+    """Free room of every occupied provider as a matrix (resource × node, milli-units: the oracle's
+    ``room_matrix``, capped at ``NO_POD_LIMIT`` to stay within int64), and each pod's demand as a column.
+    Only cells of resources a node has are read (a receiver admits a class only with room for it)."""
 
     def __init__(self, data: ModelData) -> None:
-        snap = data.problem.snapshot
-        cap = Capacity(snap)
+        cap = Capacity(data.problem.snapshot)
         self.nodes = data.all_receivers
         self.index = {r: i for i, r in enumerate(self.nodes)}
-        self.limits = {r: {res: v for res, v in cap.free[r].items()
-                           if res != "pods" or "pods" in snap.nodes[r].allocatable} for r in self.nodes}
+        self.limits = {r: {res: v for res, v in cap.free[r].items() if res != "pods" or cap.limits_pods(r)}
+                       for r in self.nodes}
         self.res = sorted({res for k in data.classes for res in k.demand})
         self.row = {res: i for i, res in enumerate(self.res)}
-        self.free = np.array([[min(self.limits[r].get(res, self.HUGE), self.HUGE) for r in self.nodes]
-                              for res in self.res], dtype=np.int64).reshape(len(self.res), len(self.nodes))
+        room = cap.room_matrix(self.nodes, self.res, exact=True)
+        self.free = np.minimum(room, NO_POD_LIMIT).astype(np.int64).reshape(len(self.res), len(self.nodes))
         self.demand = {p.key: np.array([k.demand.get(res, 0) for res in self.res], dtype=np.int64)
                        for k in data.classes for p in k.pods}
 

@@ -1,6 +1,8 @@
 """The MILP twin of the CP-SAT model, in PuLP: the same decisions, constraints and two-phase
-lexicographic objective (see ``model``). Solved by HiGHS when highspy is installed, else by
-CBC (bundled with PuLP). Used to cross-check CP-SAT and in the benchmark."""
+lexicographic objective (see ``model``), built by one function per family mirroring ``cpsat``'s (the
+soft ones return their penalty terms by dimension; the objective is ``model.weigh`` of them).
+Solved by HiGHS when highspy is installed, else by CBC (bundled with PuLP). Used to cross-check CP-SAT
+and in the benchmark."""
 
 from __future__ import annotations
 
@@ -12,15 +14,15 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulp
 
-from optplan.models.repack import RepackPlan, SolverRecord
+from optplan.models.repack import RepackPlan
+from optplan.solvers.core.exact import exact_record
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack.base import PlanResult
-from optplan.solvers.repack.cpsat import gap_percent
 from optplan.solvers.repack.model import (
     ModelData,
     breach_pairs,
@@ -30,6 +32,7 @@ from optplan.solvers.repack.model import (
     receiver_cap,
     scaled_cost,
     stuck,
+    weigh,
 )
 from optplan.solvers.repack.rules import RepackProblem, explain
 
@@ -103,32 +106,72 @@ def _row(prob: pulp.LpProblem, terms: list[Term], sense: int, rhs: float) -> Non
 LE, GE, EQ = pulp.LpConstraintLE, pulp.LpConstraintGE, pulp.LpConstraintEQ
 
 
+@dataclass
+class Vars:
+    """The MILP's variables, keyed as CP-SAT's (``cpsat.Vars``)."""
+
+    vacate: dict[str, Any]  # vacate[node]
+    send: dict[tuple[int, str], Any]  # send[class, receiver]
+    affected: dict[str, Any] = field(default_factory=dict)  # affected[group]
+    breach: dict[str, Any] = field(default_factory=dict)  # breach[group]
+    affected_cards: dict[str, Any] = field(default_factory=dict)  # affected_cards[group], card units
+    widening: dict[str, Any] = field(default_factory=dict)  # widening[group]
+    penalties: dict[str, list[tuple[Any, int]]] = field(default_factory=dict)  # soft terms, by dimension
+
+
 def build(data: ModelData, name: str) -> tuple[pulp.LpProblem, dict[str, Any]]:
+    """The model, one function per family as in ``cpsat.build`` (same families, same order)."""
     prob = pulp.LpProblem(name, pulp.LpMaximize)
     vacate = {c: prob.add_variable(f"vacate_{i}", cat="Binary") for i, c in enumerate(data.candidates)}
     send = {(k.key, r): prob.add_variable(f"send_{k.key}_{j}", lowBound=0, upBound=data.arc_cap(k, r), cat="Integer")
             for k in data.classes for j, r in enumerate(k.receivers)}
-    # assignment
+    v = Vars(vacate, send)
+    penalize(v, add_moves(prob, data, v))
+    add_capacity(prob, data, v)
+    penalize(v, add_gang(prob, data, v))
+    add_budgets(prob, data, v)
+    penalize(v, add_topology(prob, data, v))
+    freed = pulp.LpAffineExpression([(x, 1) for x in vacate.values()])
+    _row(prob, list(freed.items()), LE, data.freed_upper)
+    return prob, {"vacate": vacate, "send": send, "freed": freed, "cost": cost_expr(data, v)}
+
+
+def penalize(v: Vars, terms: dict[str, list[tuple[Any, int]]]) -> None:
+    for key, ts in terms.items():
+        v.penalties.setdefault(key, []).extend(ts)
+
+
+def add_moves(prob: pulp.LpProblem, data: ModelData, v: Vars) -> dict[str, list[tuple[Any, int]]]:
+    """Every pod of a vacated node goes somewhere (see ``cpsat.add_moves``); costs the moved pods and cards."""
     for k in data.classes:
-        _row(prob, [(send[k.key, r], 1) for r in k.receivers] + [(vacate[k.node], -k.count)], EQ, 0)
-    # capacity: Σ demand·send + room·vacate[r] ≤ room (a vacated receiver has no room at all)
+        _row(prob, [(v.send[k.key, r], 1) for r in k.receivers] + [(v.vacate[k.node], -k.count)], EQ, 0)
+    return {"movedCards": [(v.vacate[k.node], data.cards(k.cards) * k.count) for k in data.classes],
+            "movedPods": [(v.vacate[k.node], k.count) for k in data.classes]}
+
+
+def add_capacity(prob: pulp.LpProblem, data: ModelData, v: Vars) -> None:
+    """Σ demand·send + room·vacate[r] ≤ room (a vacated receiver has no room at all), and the
+    redundant total-room rows (see ``cpsat.add_capacity``)."""
     for r in data.receivers:
         if not data.classes_at.get(r):
             continue
-        shut = vacate.get(r)
+        shut = v.vacate.get(r)
         for _res, room, dem in data.capacity_rows(r):
-            terms: list[Term] = [(send[kk, r], d) for kk, d in dem.items()]
+            terms: list[Term] = [(v.send[kk, r], d) for kk, d in dem.items()]
             if shut is not None:
                 terms.append((shut, room))
             _row(prob, terms, LE, room)
         if shut is not None:
             for k in data.classes_at[r]:
                 cap = data.arc_cap(k, r)
-                _row(prob, [(send[k.key, r], 1), (shut, cap)], LE, cap)
+                _row(prob, [(v.send[k.key, r], 1), (shut, cap)], LE, cap)
     for _res, take, room in data.room_rows():  # redundant, as in the CP-SAT model
-        _row(prob, [(vacate[c], n) for c, n in take.items()], LE, room)
-    # gang, restart units counted (see cpsat.add_gang)
-    affected, breach, acards = {}, {}, {}
+        _row(prob, [(v.vacate[c], n) for c, n in take.items()], LE, room)
+
+
+def add_gang(prob: pulp.LpProblem, data: ModelData, v: Vars) -> dict[str, list[tuple[Any, int]]]:
+    """affected, breach and affected cards per PodGroup, restart units counted (see ``cpsat.add_gang``)."""
+    vacate = v.vacate
     for i, (g, by_node) in enumerate(data.group_moved_by.items()):
         gang = data.problem.gangs[g]
         rs = data.restart[g]
@@ -141,8 +184,8 @@ def build(data: ModelData, name: str) -> tuple[pulp.LpProblem, dict[str, Any]]:
             restarted.append((x, unit.running))
             cards.append((x, data.cards(unit.cards)))
         total = sum(n for n, _ in rs.singles.values()) + sum(unit.running for unit in rs.units.values())
-        a = affected[g] = prob.add_variable(f"affected_{i}", cat="Binary")
-        b = breach[g] = prob.add_variable(f"breach_{i}", cat="Binary")
+        a = v.affected[g] = prob.add_variable(f"affected_{i}", cat="Binary")
+        b = v.breach[g] = prob.add_variable(f"breach_{i}", cat="Binary")
         for c in by_node:  # disaggregated, as in the CP-SAT model
             _row(prob, [(vacate[c], 1), (a, -1)], LE, 0)
             if len(rs.alone[c]) > gang.safe:
@@ -153,60 +196,63 @@ def build(data: ModelData, name: str) -> tuple[pulp.LpProblem, dict[str, Any]]:
             _row(prob, [*restarted, (b, -(total - gang.safe))], LE, gang.safe)
         elif not any(len(s) > gang.safe for s in rs.alone.values()):
             _row(prob, [(b, 1)], EQ, 0)
-        ac = acards[g] = prob.add_variable(f"affected_cards_{i}", lowBound=0)
+        ac = v.affected_cards[g] = prob.add_variable(f"affected_cards_{i}", lowBound=0)
         _row(prob, [(ac, 1)] + [(x, -coef) for x, coef in cards], GE, 0)
         footprint = data.cards(gang.footprint)
         _row(prob, [(ac, 1), (b, -footprint)], GE, 0)
         for c in rs.wide:
             _row(prob, [(ac, 1), (vacate[c], -footprint)], GE, 0)
-    # budgets and PDBs
+    return {"affectedPodGroups": [(a, 1) for a in v.affected.values()],
+            "podGroupsBelowMinAvailable": [(b, 1) for b in v.breach.values()],
+            "affectedCards": [(ac, 1) for ac in v.affected_cards.values()]}
+
+
+def add_budgets(prob: pulp.LpProblem, data: ModelData, v: Vars) -> None:
+    """maxPerRun.podGroups, maxPerRun.resources and PodDisruptionBudgets, all hard (see ``cpsat.add_budgets``)."""
     p = data.problem
     mpr = p.run.spec.max_per_run
-    spent = data.spent  # budgets used by moves fixed outside the model (see cpsat.add_budgets)
+    spent = data.spent  # budgets used by moves fixed outside the model
     if mpr.pod_groups is not None:
-        _row(prob, [(a, 1) for g, a in affected.items() if g not in spent.pod_groups], LE,
+        _row(prob, [(a, 1) for g, a in v.affected.items() if g not in spent.pod_groups], LE,
              mpr.pod_groups - len(spent.pod_groups))
     for res, budget in sorted(mpr.resources.items()):
-        _row(prob, [(vacate[c], n) for c, n in data.budget_use[res].items()], LE, budget - spent.resources.get(res, 0))
+        _row(prob, [(v.vacate[c], n) for c, n in data.budget_use[res].items()], LE,
+             budget - spent.resources.get(res, 0))
     for key, by_node in data.pdb_use.items():
-        _row(prob, [(vacate[c], n) for c, n in by_node.items()], LE,
+        _row(prob, [(v.vacate[c], n) for c, n in by_node.items()], LE,
              p.snapshot.pdbs[key].disruptions_allowed - spent.pdbs.get(key, 0))
-    # network topology: one region per topology PodGroup (see cpsat.add_topology)
+
+
+def add_topology(prob: pulp.LpProblem, data: ModelData, v: Vars) -> dict[str, list[tuple[Any, int]]]:
+    """One region per topology PodGroup (see ``cpsat.add_topology``); costs the tiers soft groups widen."""
+    p = data.problem
     topo = p.snapshot.topology
-    widening = {}
     for i, (g, regions) in enumerate(data.topo_regions.items()):
         region = {h: prob.add_variable(f"region_{i}_{j}", cat="Binary") for j, h in enumerate(regions)}
         _row(prob, [(y, 1) for y in region.values()], EQ, 1)
         for stay in data.topo_stay_nodes[g]:
             for h, y in region.items():
                 if stay not in topo.region_nodes(h):
-                    _row(prob, [(y, 1), (vacate[stay], -1)], LE, 0)
+                    _row(prob, [(y, 1), (v.vacate[stay], -1)], LE, 0)
         for k in data.classes:
             if k.group != g:
                 continue
             for r in k.receivers:
-                _row(prob, [(send[k.key, r], 1)] + [(y, -k.count) for h, y in region.items()
-                                                    if r in topo.region_nodes(h)], LE, 0)
+                _row(prob, [(v.send[k.key, r], 1)] + [(y, -k.count) for h, y in region.items()
+                                                      if r in topo.region_nodes(h)], LE, 0)
         if g in p.soft_topology:
             before = topo.lowest_tier(set(p.group_nodes(g)))
-            w = widening[g] = prob.add_variable(f"widening_{i}", lowBound=0)
+            w = v.widening[g] = prob.add_variable(f"widening_{i}", lowBound=0)
             _row(prob, [(w, 1)] + [(y, -topo.tier(h)) for h, y in region.items()], GE, -before)
-    freed = pulp.LpAffineExpression([(x, 1) for x in vacate.values()])
-    _row(prob, list(freed.items()), LE, data.freed_upper)
-    w = data.weights_int
+    return {"topologyWidening": [(w, 1) for w in v.widening.values()]}
+
+
+def cost_expr(data: ModelData, v: Vars) -> pulp.LpAffineExpression:
+    """The scaled weighted disruption, from the soft families' terms (``model.weigh``, as in CP-SAT)."""
     cost: dict[Any, float] = defaultdict(float)
-    for x in affected.values():
-        cost[x] += w[0]
-    for x in breach.values():
-        cost[x] += w[1]
-    for x in acards.values():
-        cost[x] += w[2]
-    for k in data.classes:
-        cost[vacate[k.node]] += w[3] * data.cards(k.cards) * k.count + w[4] * k.count
-    for x in widening.values():
-        cost[x] += w[5]
-    return prob, {"vacate": vacate, "send": send, "freed": freed,
-                  "cost": pulp.LpAffineExpression([(x, c) for x, c in cost.items() if c])}
+    for x, coef in weigh(data.weights_int, v.penalties):
+        cost[x] += coef
+    return pulp.LpAffineExpression([(x, c) for x, c in cost.items() if c])
 
 
 def _status(prob: pulp.LpProblem) -> str:
@@ -302,10 +348,8 @@ class MilpPlanner:
         wall = round(time.perf_counter() - t0, 3)
         plan = out.plan if out.plan is not None else RepackPlan()
         freed = len(plan.freed_nodes) if out.plan is not None else None
-        record = SolverRecord(name=self.name, status=out.status if out.plan is not None else "FALLBACK",
-                              objective=out.objective, freed_nodes_bound=out.freed_bound, best_bound=out.bound,
-                              gap_percent=gap_percent(out.objective, out.bound, freed, out.freed_bound),
-                              wall_seconds=wall)
+        record = exact_record(self.name, out.status if out.plan is not None else "FALLBACK", freed=freed,
+                              freed_bound=out.freed_bound, objective=out.objective, bound=out.bound, wall=wall)
         stats = {"variables": out.size[0], "constraints": out.size[1], **data_stats(out.data)}
         return PlanResult(plan=plan, record=record, disruption=problem.plan_disruption(plan),
                           rejections=explain(problem, plan, stuck(out.data)), stats=stats)

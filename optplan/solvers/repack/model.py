@@ -29,29 +29,33 @@ Independent parts (``components``, then ``restrict``): candidates that share no 
 PDB or budget are solved apart; a candidate whose pod no receiver admits cannot be vacated and is in
 no part. The parts' optima together are the optimum of the whole.
 
-Integer objective. Costs use the seed's weights w1..w5 (affected PodGroups, below minAvailable,
-affected cards, moved cards, moved pods). Each weight is read as an exact decimal and multiplied by
-the least common denominator D; card amounts are counted in units of ``card_unit`` (the gcd of all
-R requests, in milli-units). The scaled objective is
-    D·(w1·A + w2·B + w5·P)·U + D·(w3·AC + w4·MC)
+Integer objective. Costs use one weight per disruption dimension (``DIMENSIONS``, by name: affected
+PodGroups, below minAvailable, affected cards, moved cards, moved pods, topology widening). Each weight
+is read as an exact decimal and multiplied by the least common denominator D; card amounts are counted
+in units of ``card_unit`` (the gcd of all R requests, in milli-units). The scaled objective is
+    D·(w_A·A + w_B·B + w_P·P + w_T·T)·U + D·(w_AC·AC + w_MC·MC)
 with U = 1000 / card_unit milli-to-unit factor folded in, which is the real weighted cost times the
-positive constant D·U: so it orders plans exactly as the real cost does, with no rounding.
+positive constant D·U: so it orders plans exactly as the real cost does, with no rounding. The exact
+models build it once from their soft families' penalty terms, keyed by dimension (``weights_int``).
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
 from optplan.models.limits import WEIGHT_DIGITS
-from optplan.models.repack import PodMove, RepackPlan
+from optplan.models.repack import DIMENSIONS, PodMove, RepackPlan, Weights
 from optplan.models.snapshot import Pod
-from optplan.solvers.core.oracle import Capacity, constraint_signature, pod_demand, static_reason
-from optplan.solvers.repack.rules import RepackProblem, Weights
+from optplan.solvers.core.exact import Score
+from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, Predicates, constraint_signature, pod_demand
+from optplan.solvers.repack.rules import Disruption, RepackProblem
 
 
 @dataclass
@@ -113,7 +117,8 @@ class ModelData:
     group_moved_by: dict[str, dict[str, int]]  # group -> candidate -> pods that move with it
     group_cards_by: dict[str, dict[str, int]]  # group -> candidate -> cards (milli) that move with it
     card_unit: int
-    weights_int: tuple[int, int, int, int, int, int]
+    weights_int: dict[str, int]
+    """Dimension key (``DIMENSIONS``) -> its integer weight in the scaled objective (``integer_weights``)."""
     pruned: bool  # some receivers were cut: optimum is for the restricted model
     freed_upper: int  # occupied − theoretical minimum lower bound, or the candidate count
     topo_regions: dict[str, list[str]] = field(default_factory=dict)
@@ -187,7 +192,7 @@ class ModelData:
         if fit is None:
             free = self.free[r]
             fit = self._fit[key] = min((free.get(res, 0) // v for res, v in k.demand.items() if v > 0 and res in free),
-                                       default=2**62)
+                                       default=NO_POD_LIMIT)
         return max(0, min(k.count, fit))
 
     def group_of_card_costs(self) -> dict[str, int]:
@@ -195,20 +200,18 @@ class ModelData:
         return {g: self.cards(self.problem.gangs[g].footprint) for g in self.group_moved_by}
 
 
-def integer_weights(w: Weights, card_unit: int) -> tuple[int, int, int, int, int, int]:
-    """Weights scaled to integers: counts are multiplied by 1000/card_unit so that card terms
-    (counted in card units) and count terms share one exact scale."""
+def integer_weights(w: Weights, card_unit: int) -> dict[str, int]:
+    """Weights scaled to integers, by dimension key: counts are multiplied by 1000/card_unit so that card
+    terms (counted in card units) and count terms share one exact scale."""
     # each weight rounded to WEIGHT_RESOLUTION: 1e6 next to 0.1234567890123456 would otherwise need a
     # common denominator of 1e16 and overflow CP-SAT's int64 coefficients
-    fr = [Fraction(round(x * 10**WEIGHT_DIGITS), 10**WEIGHT_DIGITS) for x in w.as_tuple()]
-    denom = math.lcm(*(f.denominator for f in fr))
+    fr = {d.key: Fraction(round(getattr(w, d.field) * 10**WEIGHT_DIGITS), 10**WEIGHT_DIGITS) for d in DIMENSIONS}
+    denom = math.lcm(*(f.denominator for f in fr.values()))
     per_unit = Fraction(1000, card_unit)  # card units per whole card
-    scaled = [f * denom for f in fr]
-    counts = [scaled[0] * per_unit, scaled[1] * per_unit, scaled[4] * per_unit, scaled[5] * per_unit]
+    scaled = {d.key: fr[d.key] * denom * (1 if d.cards else per_unit) for d in DIMENSIONS}
     # Make every term an integer: multiply by the denominator of per_unit if needed.
-    extra = math.lcm(*(x.denominator for x in [*counts, scaled[2], scaled[3]]))
-    a, b, p, t = (int(x * extra) for x in counts)
-    return (a, b, int(scaled[2] * extra), int(scaled[3] * extra), p, t)
+    extra = math.lcm(*(x.denominator for x in scaled.values()))
+    return {key: int(x * extra) for key, x in scaled.items()}
 
 
 def pod_classes(problem: RepackProblem) -> tuple[list[PodClass], dict[str, list[PodClass]]]:
@@ -261,6 +264,10 @@ def receiver_cap(problem: RepackProblem) -> int | None:
     return max(MIN_RECEIVERS, MAX_ARCS // max(classes, 1))
 
 
+_Admits = tuple[tuple[object, ...], tuple[tuple[str, int], ...]]
+"""Pod classes with equal (constraint signature, demand) are admitted by the same receivers."""
+
+
 def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
                keep: dict[int, set[str]] | None = None, freed_upper: int | None = None) -> ModelData:
     snap = problem.snapshot
@@ -273,13 +280,8 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
     U = len(receivers_all)
     index = {r: i for i, r in enumerate(receivers_all)}
     res = sorted({r for k in classes for r in k.demand})
-    free_m = np.zeros((len(res), U), dtype=object if _huge(cap, receivers_all, res) else np.int64)
-    limits_pods = ["pods" in snap.nodes[n].allocatable for n in receivers_all]
-    for i, r in enumerate(res):
-        free_m[i] = [cap.free[n].get(r, 0) if r != "pods" or limited else 2**62
-                     for n, limited in zip(receivers_all, limits_pods, strict=True)]
-    sig_ids: dict[tuple[object, ...], int] = {}
-    static_rows: list[np.ndarray] = []
+    free_m = cap.room_matrix(receivers_all, res, exact=_huge(cap, receivers_all, res))
+    predicates = Predicates(snap)
     cand_set = set(cands)
     stay = np.array([n not in cand_set for n in receivers_all], dtype=bool)
     names_rank = np.arange(U)
@@ -287,20 +289,14 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
     # capacities, not from free_m, whose rows are the classes' resources (none without candidates).
     free_r = np.array([float(cap.free[n].get(problem.resource, 0)) for n in receivers_all], dtype=np.float64)
     pruned = False
-    admits: dict[tuple[int, tuple[tuple[str, int], ...]], np.ndarray] = {}  # (signature, demand) -> fits
-    ranking: dict[tuple[int, tuple[tuple[str, int], ...]], tuple[list[int], set[int]]] = {}  # best first
+    admits: dict[_Admits, np.ndarray] = {}  # -> every occupied provider that admits the class
+    ranking: dict[_Admits, tuple[list[int], set[int]]] = {}  # -> the same, best first
     admits_of: dict[int, np.ndarray] = {}  # class -> every receiver it may use, before pruning
     for k in classes:
-        csig = constraint_signature(k.pods[0])
-        sid = sig_ids.get(csig)
-        if sid is None:
-            sid = sig_ids[csig] = len(static_rows)
-            static_rows.append(np.array([static_reason(k.pods[0], snap.nodes[n]) is None for n in receivers_all],
-                                        dtype=bool))
-        akey = (sid, tuple(sorted(k.demand.items())))
+        akey = (constraint_signature(k.pods[0]), tuple(sorted(k.demand.items())))
         base = admits.get(akey)
         if base is None:
-            mask = static_rows[sid].copy()
+            mask = predicates.mask(k.pods[0], receivers_all).copy()
             for r, v in k.demand.items():
                 if v > 0:
                     mask &= free_m[res.index(r)] >= v
@@ -321,8 +317,8 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
             pruned = True
         k.receivers = [receivers_all[u] for u in fits]
     used_receivers = sorted({r for k in classes for r in k.receivers})
-    free = {r: {res: v for res, v in cap.free[r].items()
-                if res != "pods" or "pods" in snap.nodes[r].allocatable} for r in used_receivers}
+    free = {r: {res: v for res, v in cap.free[r].items() if res != "pods" or cap.limits_pods(r)}
+            for r in used_receivers}
     moved_by: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     cards_by: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for k in classes:
@@ -358,13 +354,13 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
     for k in classes:
         for r in k.receivers:
             classes_at[r].append(k)
-    budget_use = {res: {c: amt for c in cands if (amt := sum(q.request(res) for q in problem.r_pods[c]))}
+    moving = {c: problem.budget_use(problem.r_pods[c]) for c in cands}  # what vacating c takes (rules)
+    budget_use = {res: {c: amt for c in cands if (amt := moving[c][res])}
                   for res in sorted(problem.run.spec.max_per_run.resources)}
     pdb_use: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for c in cands:
-        for q in problem.r_pods[c]:
-            for key in problem.pdb_cover.get(q.key, ()):
-                pdb_use[key][c] += 1
+        for key, n in problem.pdb_use(problem.r_pods[c]).items():
+            pdb_use[key][c] += n
     return ModelData(problem=problem, candidates=cands, classes=classes, classes_of=classes_of,
                      receivers=used_receivers, free=free,
                      group_moved_by={g: dict(v) for g, v in sorted(moved_by.items())},
@@ -561,10 +557,34 @@ def merge_plans(plans: list[RepackPlan]) -> RepackPlan:
     return RepackPlan.build([m for p in plans for m in p.moves], [c for p in plans for c in p.freed_nodes])
 
 
+def weigh(weights_int: dict[str, int], penalties: Mapping[str, Sequence[tuple[Any, int]]]) -> list[tuple[Any, int]]:
+    """The objective's terms, built once for both exact models: each dimension's penalty terms (variable,
+    units), as the soft families return them, times that dimension's integer weight, by name, in
+    ``DIMENSIONS``' order (a variable may appear more than once; the solvers add its coefficients)."""
+    unknown = set(penalties) - {dim.key for dim in DIMENSIONS}
+    if unknown:  # a misspelt dimension would silently drop its terms
+        raise ValueError(f"penalty terms of unknown dimensions: {', '.join(sorted(unknown))}")
+    return [(x, w * units) for dim in DIMENSIONS if (w := weights_int[dim.key])
+            for x, units in penalties.get(dim.key, ())]
+
+
+def weighted_cost(weights_int: dict[str, int], card_unit: int, d: Disruption) -> int:
+    """The integer weighted disruption ``d`` with ``integer_weights(..., card_unit)``, cards in card units."""
+    return sum(w * (getattr(d, dim.field) // card_unit if dim.cards else getattr(d, dim.field))
+               for dim in DIMENSIONS if (w := weights_int[dim.key]))
+
+
 def scaled_cost(data: ModelData, plan: RepackPlan) -> int:
     """The integer objective of a plan (for comparisons and tests)."""
-    d = data.problem.plan_disruption(plan)
-    w = data.weights_int
-    return (w[0] * d.affected_pod_groups + w[1] * d.below_min_available
-            + w[2] * data.cards(d.affected_cards) + w[3] * data.cards(d.moved_cards) + w[4] * d.moved_pods
-            + w[5] * d.topology_widening)
+    return weighted_cost(data.weights_int, data.card_unit, data.problem.plan_disruption(plan))
+
+
+def plan_score(data: ModelData, plan: RepackPlan) -> Score:
+    """A plan as ``exact.better`` ranks it, on the model's integer scale."""
+    return Score(len(plan.freed_nodes), scaled_cost(data, plan))
+
+
+def exact_score(problem: RepackProblem, plan: RepackPlan, d: Disruption) -> Score:
+    """A plan (with its disruption ``d``) as ``exact.better`` ranks it, before any model is built: on the
+    scale of milli-cards (``integer_weights(..., 1)``), which orders plans as every model's scale does."""
+    return Score(len(plan.freed_nodes), weighted_cost(integer_weights(problem.weights, 1), 1, d))

@@ -32,7 +32,13 @@ compared case-insensitively. Unless the run says ``spec.disruptionProtection: Ig
 pod does not move when it, or a pod its eviction restarts (its restart unit), is protected: its node
 cannot be vacated (``pod-disruption-protected``). Pods without R never move, so they never block.
 
-Nothing here chooses anything; planners decide, and ``validate`` re-checks with these same rules.
+Written once here and read by every planner, ``checks`` and the exact model's data: a pod's restart unit
+(``restart_unit``), what a set of units restarts (``restart_total``) and what that does to its PodGroup
+(``gang_impact``: below minAvailable, affected cards), the PDBs covering a pod (``pdbs_covering``,
+``pdb_use``) and what moving pods takes from ``maxPerRun.resources`` (``budget_use``).
+
+Nothing here chooses anything; planners decide, and ``checks`` (run by ``validate``) re-checks with
+these same rules.
 """
 
 from __future__ import annotations
@@ -43,7 +49,15 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from optplan.models.queues import POD_EVICTED, VCJob
-from optplan.models.repack import IGNORE, RepackPlan, RepackRun
+from optplan.models.repack import (  # noqa: F401  (Weights, DIMENSIONS: re-exported)
+    DIMENSIONS,
+    IGNORE,
+    Dimension,
+    RepackPlan,
+    RepackRun,
+    Weights,
+)
+from optplan.models.results import Disruption, Restarted  # also imported from here
 from optplan.models.snapshot import ModelServing, Pod, PodDisruptionBudget, PodGroup, Snapshot
 from optplan.solvers.core.protection import (  # noqa: F401  (re-exported for the Repack planners)
     DO_NOT_DISRUPT,
@@ -69,50 +83,6 @@ DISRUPTION_PROTECTED = "pod-disruption-protected"
 
 
 @dataclass(frozen=True)
-class Weights:
-    """Weights of the five seed dimensions (seed 000, 多维中断影响评分)."""
-
-    affected_pod_groups: float = 1.0
-    below_min_available: float = 0.8
-    affected_cards: float = 0.6
-    moved_cards: float = 0.3
-    moved_pods: float = 0.1
-    topology_widening: float = 0.5
-    """Beyond the seed: per tier that a soft-topology PodGroup's enclosing HyperNode widens."""
-
-    def as_tuple(self) -> tuple[float, float, float, float, float, float]:
-        return (self.affected_pod_groups, self.below_min_available, self.affected_cards,
-                self.moved_cards, self.moved_pods, self.topology_widening)
-
-
-DIMENSIONS = ("affectedPodGroups", "podGroupsBelowMinAvailable", "affectedCards", "movedCards", "movedPods",
-              "topologyWidening")
-
-
-@dataclass(frozen=True, order=True)
-class Disruption:
-    """The five seed dimensions for a whole plan (card amounts in milli-units of the target resource),
-    and the tiers by which soft-topology PodGroups widen (0 without HyperNodes)."""
-
-    affected_pod_groups: int = 0
-    below_min_available: int = 0
-    affected_cards: int = 0
-    moved_cards: int = 0
-    moved_pods: int = 0
-    topology_widening: int = 0
-
-    def as_tuple(self) -> tuple[int, int, int, int, int, int]:
-        return (self.affected_pod_groups, self.below_min_available, self.affected_cards,
-                self.moved_cards, self.moved_pods, self.topology_widening)
-
-    def weighted(self, w: Weights, milli: int = 1000) -> float:
-        """Raw weighted sum with cards counted in whole units (used for reports, not for ranking)."""
-        v = self.as_tuple()
-        return sum(wi * (vi / milli if i in (2, 3) else vi)
-                   for i, (wi, vi) in enumerate(zip(w.as_tuple(), v, strict=True)))
-
-
-@dataclass(frozen=True)
 class Gang:
     """Gang facts of one PodGroup, read from the snapshot."""
 
@@ -125,6 +95,16 @@ class Gang:
     def safe(self) -> int:
         """Pods that can move without taking the group below minMember."""
         return max(self.running - self.min_member, 0)
+
+
+def gang_impact(gang: Gang | None, running: int, cards: int) -> tuple[bool, int]:
+    """Restart accounting for one PodGroup, written once (``disruption``, the greedy's incremental
+    totals and the CP-SAT hint call it): whether restarting ``running`` of its Running pods, holding
+    ``cards`` of R (milli), takes it below minAvailable, and the cards the plan affects in it — its whole
+    R footprint then, else the restarted cards. A pod without a PodGroup (``gang`` None) never breaches."""
+    if gang is not None and running > gang.safe:
+        return True, gang.footprint
+    return False, cards
 
 
 @dataclass(frozen=True)
@@ -146,16 +126,18 @@ class RestartUnit:
     whole_group: bool = False
 
 
-@dataclass(frozen=True)
-class Restarted:
-    """What a set of moves restarts in one PodGroup: the union of the moved pods' restart units."""
-
-    group: str
-    policy: str | None
-    """The widest policy among the units (a whole-group one first); None when every unit is a default."""
-    pods: frozenset[str]
-    running: int
-    cards: int
+def restart_total(units: Iterable[RestartUnit], running: int = 0, cards: int = 0) -> tuple[int, int]:
+    """Running pods and R cards (milli) that the union of one PodGroup's restart units restarts: a
+    whole-group unit covers every pod; the others are disjoint (a task's pods share one action), so
+    they add up. ``running`` and ``cards``: default units already summed, which the greedy keeps as
+    counts. Pass each unit once (by key)."""
+    total_running, total_cards = running, cards
+    for unit in units:
+        if unit.whole_group:
+            return unit.running, unit.cards
+        total_running += unit.running
+        total_cards += unit.cards
+    return total_running, total_cards
 
 
 @dataclass
@@ -298,21 +280,38 @@ class RepackProblem:
                             min_member=group.min_member, footprint=sum(self.request(p) for p in pods))
         return out
 
+    # ---- budgets and PDBs (written once: the validator's checks, the greedy, the exact model's data) ----
+
     @cached_property
-    def pdb_cover(self) -> dict[str, list[str]]:
-        """PDB keys covering each pod that requests R on an occupied provider."""
-        out: dict[str, list[str]] = defaultdict(list)
+    def _pdbs_by_namespace(self) -> dict[str, list[PodDisruptionBudget]]:
         by_ns: dict[str, list[PodDisruptionBudget]] = defaultdict(list)
         for pdb in self.snapshot.pdbs.values():
             by_ns[pdb.namespace].append(pdb)
-        if not by_ns:
+        return dict(by_ns)
+
+    def pdbs_covering(self, pod: Pod) -> list[str]:
+        """Keys of the PDBs covering the pod, in snapshot order (a PDB covers pods of its namespace)."""
+        return [pdb.key for pdb in self._pdbs_by_namespace.get(pod.namespace, ()) if pdb.covers(pod)]
+
+    def pdb_use(self, pods: Iterable[Pod]) -> Counter[str]:
+        """PDB key -> how many of ``pods`` it covers: the disruptions moving them takes from it."""
+        use: Counter[str] = Counter()
+        for pod in pods:
+            use.update(self.pdbs_covering(pod))
+        return use
+
+    @cached_property
+    def pdb_cover(self) -> dict[str, list[str]]:
+        """PDB keys covering each pod that requests R on an occupied provider (``pdbs_covering``)."""
+        if not self._pdbs_by_namespace:
             return {}
-        for name in self.occupied:
-            for pod in self.r_pods[name]:
-                for pdb in by_ns.get(pod.namespace, ()):
-                    if pdb.covers(pod):
-                        out[pod.key].append(pdb.key)
-        return dict(out)
+        return {pod.key: keys for name in self.occupied for pod in self.r_pods[name]
+                if (keys := self.pdbs_covering(pod))}
+
+    def budget_use(self, pods: Iterable[Pod]) -> dict[str, int]:
+        """maxPerRun.resources name -> what moving ``pods`` takes from it (milli), by name."""
+        pods = list(pods)
+        return {r: sum(p.request(r) for p in pods) for r in sorted(self.run.spec.max_per_run.resources)}
 
     def budget_freed_upper(self) -> int:
         """At most how many candidates the budgets let one plan vacate (a valid, cheap bound):
@@ -322,7 +321,7 @@ class RepackProblem:
         bound = len(self.candidates)
         mpr = self.run.spec.max_per_run
         for res, budget in mpr.resources.items():
-            use = sorted(sum(p.request(res) for p in self.r_pods[c]) for c in self.candidates)
+            use = sorted(self.budget_use(self.r_pods[c])[res] for c in self.candidates)
             total = count = 0
             for u in use:
                 if total + u > budget:
@@ -453,15 +452,15 @@ class RepackProblem:
             units[unit.group][unit.key] = unit
         out: dict[str, Restarted] = {}
         for gk, us in units.items():
+            running, cards = restart_total(us.values())
             whole = [u for u in us.values() if u.whole_group]
             if whole:
                 u = min(whole, key=lambda w: (w.policy == RESTART_TASK, w.policy or ""))
-                out[gk] = Restarted(gk, u.policy, frozenset(u.pods), u.running, u.cards)
+                out[gk] = Restarted(gk, u.policy, frozenset(u.pods), running, cards)
                 continue
             # Units short of the whole group are disjoint: a task's pods share one action.
             policy = min((u.policy for u in us.values() if u.policy), default=None)  # one workload: one policy
-            out[gk] = Restarted(gk, policy, frozenset(k for u in us.values() for k in u.pods),
-                                sum(u.running for u in us.values()), sum(u.cards for u in us.values()))
+            out[gk] = Restarted(gk, policy, frozenset(k for u in us.values() for k in u.pods), running, cards)
         return out
 
     # ---- disruption ------------------------------------------------------------------------------
@@ -481,12 +480,9 @@ class RepackProblem:
         breached = 0
         affected = 0
         for gk, r in self.restarted(moved).items():
-            gang = self.gangs.get(gk)
-            if gang is not None and r.running > gang.safe:
-                breached += 1
-                affected += gang.footprint
-            else:
-                affected += r.cards
+            breach, cards_hit = gang_impact(self.gangs.get(gk), r.running, r.cards)
+            breached += breach
+            affected += cards_hit
         widening = 0
         if dest is not None and self.soft_topology:
             for gk in sorted(set(count) & self.soft_topology):

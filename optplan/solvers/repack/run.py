@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from optplan.models.quantity import format_milli
 from optplan.models.repack import (
@@ -18,27 +18,20 @@ from optplan.models.repack import (
     RepackRunStatus,
     ResolvedScope,
     Summary,
+    Weights,
 )
+from optplan.models.results import FragReport, PlanResult, RepackOutcome, Restarted, round_half_up
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.repack.base import PlanResult, get_planner
-from optplan.solvers.repack.frag import FragReport, fragmentation, round_half_up
-from optplan.solvers.repack.rules import RepackProblem, Restarted, Weights
+from optplan.solvers.repack.base import get_planner
+from optplan.solvers.repack.frag import fragmentation
+from optplan.solvers.repack.rules import RepackProblem
 from optplan.solvers.repack.validate import validate_plan
 
 NO_FRAGMENTATION = "NoFragmentation"
 RECOMMENDED = "RepackRecommended"
 INSUFFICIENT = "InsufficientImprovement"
-
-
-@dataclass
-class RepackOutcome:
-    run: RepackRun
-    status: RepackRunStatus
-    result: PlanResult
-    frag: FragReport
-    reason: str
 
 
 def plan_repack(snapshot: Snapshot, run: RepackRun, *, solver: str = "greedy",
