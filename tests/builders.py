@@ -217,7 +217,7 @@ def spot_job(name: str, placements: list[tuple[str, int | str]], price: str | No
 def place_validated(objects: list[dict[str, Any]], solver: str, options: Any, now: str) -> Any:
     """Place the snapshot's VCJobs with ``solver`` and assert that the validator accepts the plan."""
     from optplan.solvers.placement.place import plan_placement
-    from optplan.solvers.placement.volcano import placement_violations
+    from optplan.solvers.placement.validate import placement_violations
     snap = load(*objects).snapshot
     jobs = list(snap.jobs.values())
     plan = plan_placement(snap, jobs, solver, options, now=now)

@@ -11,7 +11,7 @@ import pytest
 
 from optplan.errors import InputError, PlanInvalidError
 from optplan.models.placement import BinpackWeights
-from optplan.solvers.placement.volcano import binpack_score
+from optplan.solvers.placement.binpack import binpack_score
 from optplan.solvers.sim import online
 from optplan.solvers.sim.online import POLICIES, OnlineConfig, SimNode, SimPod, fgd_workload, simulate, verify
 

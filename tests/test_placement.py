@@ -22,15 +22,12 @@ from optplan.models.queues import VCJob
 from optplan.models.repack import SolverRecord
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.placement.allocate import greedy_place
+from optplan.solvers.placement.binpack import binpack_score
+from optplan.solvers.placement.context import Context
+from optplan.solvers.placement.model import plan_key
 from optplan.solvers.placement.place import plan_placement
-from optplan.solvers.placement.volcano import (
-    Context,
-    binpack_score,
-    greedy_place,
-    placement_violations,
-    plan_key,
-    validate_placement,
-)
+from optplan.solvers.placement.validate import placement_violations, validate_placement
 from tests.builders import (
     GPU,
     hypernode,
@@ -277,6 +274,33 @@ def test_binpack_score_is_volcanos_formula() -> None:
     assert binpack_score({GPU: G}, alloc, free, BinpackWeights()) == 0
 
 
+def test_the_greedys_fast_oracle_checks_agree_with_the_reasons() -> None:
+    """The greedy asks the oracle per region (``Predicates.mask``, ``reasons``) and without building the
+    reason (``Capacity.fits``); what it concludes, and the reasons it prints when nothing fits, must be
+    the per-node ``reason`` and ``fit_reason``. Nodes with every predicate and room case, pods of three
+    signatures, the room changing as pods are added."""
+    nodes = [node("a", 8, unschedulable=True, labels={"pool": "x"}), node("b", 8, labels={"pool": "x"}),
+             node("c", 8, taints=[{"key": "gpu", "value": "", "effect": "NoSchedule"}]), node("d", 2, pods="1"),
+             node("e", 4, pods=None), pod("busy", "d", 1, group=None)]
+    specs = [{}, {"nodeSelector": {"pool": "x"}}, {"tolerations": [{"key": "gpu", "operator": "Exists"}]}]
+    jobs = [vcjob(f"j{i}", tasks=[job_task("w", 6, 2, template_spec=spec)]) for i, spec in enumerate(specs)]
+    s, vcjobs = snap_jobs(*nodes, *jobs)
+    ctx = Context.build(s, vcjobs, BinpackWeights())
+    names = sorted(s.nodes)
+    cap = ctx.capacity.copy()
+    for job in ctx.jobs:
+        for p in ctx.pods[job.key]["w"]:
+            mask = ctx.predicates.mask(p, names)
+            assert list(mask) == [ctx.predicates.reason(p, n) is None for n in names]
+            assert ctx.predicates.reasons(p, names) == [ctx.predicates.reason(p, n) for n in names]
+            assert [cap.fits(p, n) for n in names] == [cap.fit_reason(p, n) is None for n in names]
+            fitting = [n for n, ok in zip(names, mask, strict=True) if ok and cap.fits(p, n)]
+            if fitting:
+                cap.add(p, fitting[0])
+    assert ctx.capacity.free != cap.free  # a copy: the context's snapshot room is unchanged
+    assert ctx.capacity.free == ctx.free and ctx.free["d"]["pods"] == 0
+
+
 def test_greedy_node_choice_follows_the_weights() -> None:
     # a: 6 of 8 GPUs used, cpu idle; b: GPUs idle, 60 of 64 cpu used.
     objs = [node("a", 8, cpu="64", memory="64Gi"), node("b", 8, cpu="64", memory="64Gi"),
@@ -432,7 +456,7 @@ def test_cli_reads_pending_snapshot_jobs_and_needs_some(tmp_path: Path) -> None:
     running["status"] = {"state": {"phase": "Running"}}
     snap_file.write_text(yaml.safe_dump_all([node("a"), pending, running]))
     doc = json.loads(_cli(str(snap_file), "-o", "json", "--solver", "greedy"))
-    # r is Running but none of its replicas runs: the planner's rule (solvers.placement.volcano.jobs_to_place, which
+    # r is Running but none of its replicas runs: the planner's rule (solvers.placement.jobs.jobs_to_place, which
     # `optplan place` has always used) places its replica too
     assert [j["name"] for j in doc["jobs"]] == ["p", "r"]
     empty = tmp_path / "e.yaml"

@@ -31,16 +31,14 @@ from optplan.models.queues import QueueTree
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.placement import cpsat as placement_cpsat
+from optplan.solvers.placement.allocate import greedy_place
+from optplan.solvers.placement.context import Context
+from optplan.solvers.placement.evict import plan_victims
+from optplan.solvers.placement.jobs import job_priority
+from optplan.solvers.placement.model import admission_weight, build_data
 from optplan.solvers.placement.place import plan_placement
+from optplan.solvers.placement.validate import placement_violations
 from optplan.solvers.placement.victims import Catalogue
-from optplan.solvers.placement.volcano import (
-    Context,
-    admission_weight,
-    greedy_place,
-    job_priority,
-    placement_violations,
-    plan_victims,
-)
 from tests.builders import hypernode, job_task, node, queue, vcjob
 from tests.test_victims import CLASSES, running
 
@@ -91,7 +89,7 @@ def least_cost_alone(snap: Snapshot) -> tuple[int, int, int]:
     """The exact order without the greedy's reference: the most weight, the least victim cost at that
     weight, the least tier sum at both."""
     ctx = Context.build(snap, list(snap.jobs.values()), BinpackWeights(), datetime.fromisoformat(NOW))
-    data = placement_cpsat.build_data(ctx)
+    data = build_data(ctx)
     m, _v, objs = placement_cpsat.build(data)
     out = []
     for name, sense in (("admitted", 1), ("victims", -1), ("tiers", -1)):
@@ -111,7 +109,7 @@ def least_cost_alone(snap: Snapshot) -> tuple[int, int, int]:
 
 def solve_fixed_to(ctx: Context, plan: PlacementPlan) -> tuple[cp_model.CpSolver, Any]:
     """The exact model with every variable fixed to ``plan``: it must accept the plan."""
-    data = placement_cpsat.build_data(ctx)
+    data = build_data(ctx)
     m, v, _objs = placement_cpsat.build(data)
     placement_cpsat.add_hint(m, data, v, plan)
     solver = cp_model.CpSolver()

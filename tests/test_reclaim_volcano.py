@@ -22,7 +22,7 @@ from optplan.errors import InputError
 from optplan.models.placement import Binding, PlacementPlan, Victim
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.placement.place import plan_placement
-from optplan.solvers.placement.volcano import placement_violations
+from optplan.solvers.placement.validate import placement_violations
 from optplan.solvers.quota.queues import validate_queues
 from tests.builders import GPU, job_task, node, pod, podgroup_in, priority_class, queue, vcjob
 

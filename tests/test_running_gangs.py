@@ -19,7 +19,7 @@ from optplan.cli import main
 from optplan.models.placement import Binding, PlacementPlan
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.placement.place import plan_placement
-from optplan.solvers.placement.volcano import placement_violations
+from optplan.solvers.placement.validate import placement_violations
 from tests.builders import job_task, load, node, place_validated, pod, podgroup, seed_fabric, vcjob
 
 OPTS = PlanOptions(time_limit=5, workers=1, seed=0)

@@ -17,8 +17,8 @@ from optplan.models.placement import BinpackWeights, JobPlacement, PlacementPlan
 from optplan.models.repack import SolverRecord
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.placement.place import plan_placement
+from optplan.solvers.placement.validate import placement_violations
 from optplan.solvers.placement.victims import Catalogue
-from optplan.solvers.placement.volcano import placement_violations
 from tests.builders import GPU, job_task, node, pod, podgroup_in, priority_class, queue, vcjob
 
 OPTS = PlanOptions(time_limit=5, workers=1, seed=0)

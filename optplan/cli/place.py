@@ -21,8 +21,8 @@ from optplan.models.placement import BinpackWeights, PlacementPlan
 from optplan.models.queues import VCJob
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core import registry
+from optplan.solvers.placement.jobs import jobs_to_place as waiting_jobs
 from optplan.solvers.placement.place import place_jobs
-from optplan.solvers.placement.volcano import jobs_to_place as waiting_jobs
 
 MAX_BINPACK_WEIGHT = 10_000
 """Volcano's binpack weights are small integers (default 1); larger ones would only overflow the exact
@@ -71,7 +71,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def jobs_to_place(snapshot: Snapshot, job_files: Sequence[str]) -> list[VCJob]:
     """The ``--job`` files' VCJobs and the snapshot's VCJobs with pods to place (the planner's rule:
-    ``optplan.solvers.placement.volcano.jobs_to_place``)."""
+    ``optplan.solvers.placement.jobs.jobs_to_place``)."""
     jobs = {j.key: j for j in waiting_jobs(snapshot)}
     if job_files:
         jobs.update(load_files(job_files).snapshot.jobs)

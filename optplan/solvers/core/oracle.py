@@ -57,6 +57,8 @@ class Predicates:
         self._reason: dict[tuple[tuple[object, ...], str], str | None] = {}
         self._masks: dict[tuple[tuple[object, ...], int], np.ndarray[Any, Any]] = {}
         self._node_lists: dict[int, tuple[str, ...]] = {}
+        self._rows: dict[tuple[object, ...], dict[str, str | None]] = {}
+        """signature -> node -> ``reason`` (filled from it): ``reasons`` hashes a signature once per call."""
 
     def reason(self, pod: Pod, node: str) -> str | None:
         """Why the pod cannot run on the node regardless of capacity (``static_reason``), or None."""
@@ -64,6 +66,16 @@ class Predicates:
         if key not in self._reason:
             self._reason[key] = static_reason(pod, self.nodes[node])
         return self._reason[key]
+
+    def reasons(self, pod: Pod, nodes: Iterable[str]) -> list[str | None]:
+        """``reason`` on each of ``nodes``, the pod's constraint signature computed once."""
+        row = self._rows.setdefault(constraint_signature(pod), {})
+        out: list[str | None] = []
+        for n in nodes:
+            if n not in row:
+                row[n] = self.reason(pod, n)
+            out.append(row[n])
+        return out
 
     def ok(self, pod: Pod, node: str) -> bool:
         return self.reason(pod, node) is None
@@ -113,6 +125,13 @@ class Capacity:
             for pod in pods:
                 self._apply(name, pod, -1)
 
+    def copy(self) -> Capacity:
+        """An independent copy of the free room (cheaper than reading the snapshot's pods again)."""
+        out = Capacity.__new__(Capacity)
+        out.free = {name: dict(free) for name, free in self.free.items()}
+        out._limits_pods = self._limits_pods
+        return out
+
     def _apply(self, node: str, pod: Pod, sign: int) -> None:
         free = self.free[node]
         for r, v in pod_demand(pod).items():
@@ -127,6 +146,14 @@ class Capacity:
         if self._limits_pods[node] and free.get("pods", 0) < POD_SLOT:
             return "too many pods"
         return None
+
+    def fits(self, pod: Pod, node: str) -> bool:
+        """``fit_reason(pod, node) is None``, without building the reason (a planner's hot path)."""
+        free = self.free[node]
+        for r, v in pod.requests.items():
+            if v > 0 and free.get(r, 0) < v:
+                return False
+        return not self._limits_pods[node] or free.get("pods", 0) >= POD_SLOT
 
     def add(self, pod: Pod, node: str) -> None:
         self._apply(node, pod, -1)

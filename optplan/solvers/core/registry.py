@@ -36,7 +36,7 @@ _ENTRIES: tuple[Entry, ...] = (
     Entry("repack", "milp", "optplan.solvers.repack.milp:MilpPlanner"),
     Entry("repack", "greedy-fast", "optplan.solvers.repack.greedy:FastGreedyPlanner"),
     Entry("repack", "auto", "optplan.solvers.repack.auto:AutoPlanner"),
-    Entry("placement", "greedy", "optplan.solvers.placement.volcano:greedy_place"),
+    Entry("placement", "greedy", "optplan.solvers.placement.allocate:greedy_place"),
     Entry("placement", "cpsat", "optplan.solvers.placement.cpsat:solve"),
     Entry("placement", "auto", None),
 )

@@ -1,3 +1,117 @@
-"""Queue placement of pending VCJobs with preempt/reclaim victims: Volcano's rules, greedy and
-validator (volcano), victim rules (victims), the exact model (cpsat, victims_cpsat), the
-dispatch by solver name (place)."""
+"""Queue placement: where would Volcano put the pods of pending VCJobs, and can an exact model do better?
+
+**Pod facts.** Each replica of a VCJob task becomes a ``snapshot.Pod`` with ``node_name`` None, named
+``<job>-<task>-<index>`` as Volcano's job controller names it, with the template's requests,
+nodeSelector, required node affinity and tolerations, so the feasibility oracle (``oracle``) applies
+as is.
+
+**Gang.** A job is admitted when at least ``minAvailable`` of its pods are placed and, when the job's
+minAvailable is not below the sum of its tasks' minimums (a task's ``minAvailable``, else its
+replicas), every task has its minimum too: Volcano's ``JobInfo.CheckTaskReady``; and at least one pod
+is placed. Replicas beyond that are placed when they fit. A job that is not admitted places nothing
+(Volcano's Statement is discarded).
+
+**Running gangs.** A replica whose pod ``<job>-<task>-<index>`` is in the snapshot bound to a node and
+not terminal, or Succeeded (``held_pods``; a pod whose job-name label or owning PodGroup names another
+job does not count) already counts for the gang, as Volcano's ``ReadyTaskNum`` counts it: only the
+other replicas (absent, Pending without a node, Failed) are placed, and minAvailable and the tasks'
+minimums count the running ones (``needed``). With a network topology, the candidate regions are the
+HyperNodes that hold every node the running pods are on — the lowest-tier one first, then its
+ancestors up to highestTierAllowed (hard: Volcano's ``getSearchRoot`` bounds the search by the
+allocated HyperNode's highest ancestor within the limit) or up to the top and then the whole cluster
+(soft). A running gang whose running pods already make it ready is admitted only when one of its
+pending pods fits. The running pods of a job being placed are never victims (``shield``).
+
+**Order** (Volcano's allocate with the capacity, priority and gang plugins). Queues by
+``compare_queues``: higher ``spec.priority``, then the lower share (allocated / deserved, the largest
+ratio over the resources the effective deserved lists; below two queues' lowest common ancestor the
+shares of the subtrees' tops are compared), a queue with a deserved before a best-effort one, then the
+name. Jobs in a queue by ``job_key_in_queue``: higher PriorityClass value, a gang not ready yet before
+a ready one, earlier creationTimestamp (none: last), namespace/name. A job's pods by task priority (the
+task template's priorityClassName, else the job's), each task's required replicas first. The plan lists
+jobs in this order taken at the snapshot (``job_order``); the greedy interleaves as allocate does.
+
+**Queues.** For the job's queue and every ancestor, ``allocated + request ≤ realCapability`` on every
+requested resource (the capacity plugin with hierarchy, ``queues.account_queues``), checked per pod as
+it is placed. The queue must exist, be a leaf and be Open.
+
+**Topology.** ``mode: hard``: every pod inside one HyperNode of tier ≤ ``highestTierAllowed`` (none
+written: any tier, still one HyperNode). ``mode: soft``: the same search over every HyperNode, then
+the virtual root (the whole cluster). No ``networkTopology``: the whole cluster, ``hyperNode`` and
+``tier`` null.
+
+**Greedy** (Volcano's allocate, ``greedy_place``): pop the first queue (shares as the placements so
+far leave them), pop its first job, give it one turn, push the job back while it has pods left and its
+turn placed one, push the queue back. A job's first turn places its gang: candidate regions grouped by
+tier ascending; each region is dry-run in a Statement (tentative allocations, undone), pods tried in
+the order above until the gang is ready (and at least one pod is placed), a pod that fits nowhere
+skipped unless its task needs it; the lowest tier with any success wins, then the region with the
+best HyperNode binpack score (Volcano's formula over the HyperNode's summed resources after the dry
+run), then the name. Each later turn of an admitted job places one more pod in its region (a pod that
+fits nowhere is dropped), as allocate's turn of a ready job places one task. Within a dry run each pod
+goes to the node with the highest binpack score (``binpack_score``, Volcano's formula with
+``BinpackWeights``), ties to the first node by name (Volcano picks at random among equals). Where this
+simplifies: an admitted job's extra pods stay in the region its gang chose (Volcano may widen a hard
+job's HyperNode up to highestTierAllowed for them); queue ties go to the name, job ties to
+namespace/name (Volcano: creationTimestamp, then UID); the required replicas of each task come first
+(Volcano's task order knows only priorities).
+
+**Greedy victims** (Volcano's preempt, then reclaim; rules in ``victims``). After allocate, each job
+it did not admit, in job order, on the state the jobs before it left (allocate's placements, and the
+earlier jobs' victims gone: their room and their queue allocation are free for the jobs that follow).
+A job that now fits without victims is placed there first (room an earlier job's victims freed beyond
+its own need), as Volcano's next allocate would, whatever its preemptionPolicy. Else preempt, then
+reclaim: regions in the order above, the first whose dry run readies the gang; in a dry run each pod,
+task by task, goes where it fits as in allocate, else to the first node, in the order below, whose
+victims would all together make room (Volcano's ``ValidateVictims``), evicting them one by one in
+victim order until the pod fits, the node's evictions undone when it still does not.
+
+*Node order for victims* (Volcano's ``preempt``: ``PredicateNodes``, ``PrioritizeNodes``,
+``SortNodes``): the region's nodes that pass the static predicates, by the pod's binpack score on each
+node highest first — ``binpack_score`` with the run's ``BinpackWeights``, on the node's free room as
+the dry run stands before this pod's evictions (so a node where a weighted resource would overflow
+scores 0, and resources without a weight, GPUs by default, do not count) — ties by node name. Where
+this departs from Volcano: (1) only the binpack plugin scores (Volcano adds every enabled nodeorder
+plugin: leastrequested, balancedresource, node affinity, ...); (2) ties go to the name, where Volcano
+keeps its node list's order (unspecified); (3) a pod evicted earlier in the dry run counts as free
+room, where Volcano still counts a releasing pod as used until it is gone (its score, not its
+fit: both use future idle room); (4) the same order serves reclaim, whose nodes Volcano walks in
+session order, unscored; (5) victims come from the job's region only (a topology job's pods stay in
+one HyperNode), where Volcano's preempt considers every node; (6) the evictions on a node that still
+leave the pod without room are undone, where Volcano keeps them in the statement.
+
+**Exact** (``cpsat`` with ``victims_cpsat``): placements and victims of all jobs decided
+jointly — a running pod may be evicted only for an admitted job entitled to it that lands on its
+node (or takes its whole PodGroup), capacity per node is the free room plus what evictions there
+release, and the queue rules are checked on the state at each job's turn in the validator's replay.
+Lexicographic: most priority-weighted jobs admitted (weight ``max(priority, 0) + 1``), then least victim
+cost, then lowest tier sum, then most replicas beyond the minimum, then fewest newly occupied nodes,
+then best static binpack, then — only to break ties — the jobs admitted earlier in Volcano's order (the
+order of the greedy's first turns, ``order_weights``). The greedy's plan with its victims is a solution
+of that model and its hint, so the optimum is never worse. When the exact model admits no more weight
+than the greedy, it also keeps to the plans no worse than the greedy's on victim cost and on tier sum
+(the order alone could trade a higher tier for less cost), so its plan dominates the greedy's on both;
+when it admits more, the admissions differ and nothing is compared (``cpsat``'s docstring,
+also for what OPTIMAL then means). ``plan_key`` computes that order for any plan, so ``auto`` keeps the
+better of the greedy and CP-SAT plans (the greedy's on a tie); the exact plan shows the greedy's victims
+of a job (``greedyVictims``) where they differ.
+
+Every plan passes ``validate_placement`` (an independent re-check) before ``plan_placement`` returns it.
+
+**Modules**, each importing only the ones below it (pyproject's import-linter contracts):
+
+- ``place``: the dispatch by solver name (``plan_placement``, ``place_jobs``): greedy | cpsat | auto;
+- ``cpsat``, ``victims_cpsat``: the exact model (imported only when asked for); ``model``: its data and
+  variable containers, and ``plan_key`` (the exact objective for any plan, what ``auto`` compares);
+- ``allocate`` (``greedy_place``, ``explain_rejections``) and ``evict`` (``plan_victims``: preempt, then
+  reclaim; ``victim_notes``): Volcano's actions over all the jobs, each job's turn simulated by
+  ``greedy.Greedy`` (one dry-run loop for allocate, preempt and reclaim);
+- ``validate``: the validator (``placement_violations``) and ``check_inputs``; it imports no planner;
+- ``context``: the queue order, the planners' ``Context``, and the simulated cluster (``State``, changed
+  through a ``Statement``, a plan put on it by ``replay``);
+- ``jobs``: the pod facts, gang minimums, held pods and regions; ``binpack``: the binpack score;
+- ``victims``: who may be a victim and the capacity plugin's reclaim rules.
+
+Static predicates and room are the oracle's (``optplan.solvers.core.oracle``: ``Predicates``, ``Capacity``),
+one table per run.
+"""

@@ -3,7 +3,7 @@
 Decisions (integers only; pods of one task are identical, so they are counted, not named):
 
 - ``admitted[job]``: the gang is placed;
-- ``region[job, i]``: the job ends inside its i-th candidate region (``placement.job_regions``; only
+- ``region[job, i]``: the job ends inside its i-th candidate region (``jobs.job_regions``; only
   for jobs with a network topology: exactly one when admitted, none otherwise);
 - ``count[job, task, node]``: pods of the task on the node, only where the static predicates pass and
   one pod fits the snapshot's free capacity plus what the node's possible victims hold;
@@ -30,7 +30,7 @@ module; skipped when nothing may be evicted); (3) minimise the tier sum of admit
 virtual root counts one above the top tier); (4) maximise replicas placed beyond minAvailable; (5)
 minimise newly occupied nodes; (6) maximise the static binpack score (each pod's Volcano binpack score
 on its node with the snapshot's usage, × ``BINPACK_SCALE``, floored); (7) only among plans equal on all
-of these, Volcano's order: maximise Σ ``placement.order_weights`` of the admitted jobs (earlier first
+of these, Volcano's order: maximise Σ ``model.order_weights`` of the admitted jobs (earlier first
 turn in the greedy's allocate, more weight; this phase gets only the time the others leave).
 
 Running gangs: ``count`` covers a job's pending replicas only; the gang constraints ask for what they
@@ -59,32 +59,21 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any
 
 from ortools.sat.python import cp_model
 
 from optplan.models.placement import Binding, JobPlacement, PlacementPlan, Victim
-from optplan.models.queues import VCJob
 from optplan.models.repack import SolverRecord
 from optplan.models.snapshot import Pod
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.core.oracle import POD_SLOT, constraint_signature, static_reason
+from optplan.solvers.core.oracle import POD_SLOT
 from optplan.solvers.placement import victims_cpsat
-from optplan.solvers.placement.volcano import (
-    Context,
-    PlanKey,
-    QueueState,
-    admission_weight,
-    explain_rejections,
-    greedy_place,
-    order_weights,
-    placed_reason,
-    plan_key,
-    plan_victims,
-    victim_notes,
-    victim_text,
-)
+from optplan.solvers.placement.allocate import explain_rejections, greedy_place
+from optplan.solvers.placement.context import Context
+from optplan.solvers.placement.evict import plan_victims, victim_notes, victim_text
+from optplan.solvers.placement.greedy import placed_reason
+from optplan.solvers.placement.model import Data, PlanKey, Vars, admission_weight, build_data, order_weights, plan_key
 
 log = logging.getLogger(__name__)
 
@@ -95,86 +84,6 @@ SHARE = (2, 4, 1, 1, 1, 1, 0)
 """How the time left is split among the phases still to solve; the order phase (0) only gets what the
 others leave."""
 
-
-def max_fit(pod: Pod, free: dict[str, int], limits_pods: bool) -> int:
-    """How many copies of the pod fit in ``free`` (every requested resource, and the pod count)."""
-    n = min((free.get(r, 0) // v for r, v in pod.requests.items() if v > 0), default=1 << 30)
-    if limits_pods:
-        n = min(n, free.get("pods", 0) // POD_SLOT)
-    return max(n, 0)
-
-
-@dataclass
-class Vars:
-    """The model's variables, keyed by domain tuples."""
-
-    admitted: dict[str, Any]  # admitted[job]
-    region: dict[tuple[str, int], Any]  # region[job, i]: the job ends in its i-th candidate region
-    count: dict[tuple[str, str, str], Any]  # count[job, task, node]: pods of the task placed on the node
-    opened: dict[str, Any]  # opened[node]: a node empty in the snapshot receives pods
-    ev: victims_cpsat.VictimVars = field(default_factory=victims_cpsat.VictimVars)
-    by_task: dict[tuple[str, str], list[Any]] = field(default_factory=dict)
-    """(job, task) -> its count variables (an index)."""
-
-    def placed(self, job: str, task: str) -> Any:
-        return sum(self.by_task.get((job, task), []))
-
-
-@dataclass
-class Data:
-    ctx: Context
-    queues: QueueState
-    """The snapshot's queue accounting (never changed)."""
-    valid: list[VCJob]
-    """Jobs whose queue may take them (the others are never admitted), in Volcano's job order."""
-    arcs: dict[tuple[str, str], dict[str, int]]
-    """(job, task) -> candidate node -> upper bound of count."""
-    limits_pods: dict[str, bool]
-    victims: victims_cpsat.VictimData
-    """Classes of possible victims and which job may take which (empty: the model has no victims)."""
-
-    @property
-    def jobs(self) -> dict[str, VCJob]:
-        return {j.key: j for j in self.ctx.jobs}
-
-
-def build_data(ctx: Context) -> Data:
-    snap = ctx.snapshot
-    queues = QueueState(snap)
-    valid = [j for j in ctx.jobs if queues.admission_reason(j.queue) is None and j.key not in ctx.unfit]
-    limits = {n: "pods" in node.allocatable for n, node in snap.nodes.items()}
-    static: dict[tuple[tuple[object, ...], str], str | None] = {}
-    feasible: dict[tuple[str, str], list[str]] = {}
-    for job in valid:
-        allowed = frozenset().union(*(r.nodes for r in ctx.regions[job.key])) if ctx.regions[job.key] else frozenset()
-        for t in job.tasks:
-            if not ctx.pending(job, t.name):
-                continue
-            pod = ctx.pods[job.key][t.name][0]
-            row: list[str] = []
-            for n in sorted(allowed):
-                key = (constraint_signature(pod), n)
-                if key not in static:
-                    static[key] = static_reason(pod, snap.nodes[n])
-                if static[key] is None:
-                    row.append(n)
-            feasible[job.key, t.name] = row
-    vd = victims_cpsat.victim_data(ctx, queues, valid, feasible)
-    arcs: dict[tuple[str, str], dict[str, int]] = {}
-    for job in valid:
-        for t in job.tasks:
-            if (job.key, t.name) not in feasible:
-                continue
-            pod = ctx.pods[job.key][t.name][0]
-            arcs[job.key, t.name] = {}
-            pending = len(ctx.pending(job, t.name))
-            for n in feasible[job.key, t.name]:
-                ub = min(pending, max_fit(pod, vd.room(ctx, n), limits[n]))
-                if ub > 0:
-                    arcs[job.key, t.name][n] = ub
-    data = Data(ctx=ctx, queues=queues, valid=valid, arcs=arcs, limits_pods=limits, victims=vd)
-    vd.prune(data)
-    return data
 
 
 def build(data: Data) -> tuple[cp_model.CpModel, Vars, dict[str, Any]]:
@@ -247,12 +156,13 @@ def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
     for (j, t, n), x in v.count.items():
         if n not in data.victims.nodes:
             by_node[n].append((data.ctx.pods[j][t][0], x))
+    cap = data.ctx.capacity
     for n, terms in sorted(by_node.items()):
-        free = data.ctx.free[n]
+        free = cap.free[n]
         for r in sorted({r for pod, _x in terms for r in pod.requests}):
             m.add(sum(pod.requests.get(r, 0) * x for pod, x in terms) <= free.get(r, 0))
-        if data.limits_pods[n]:
-            m.add(sum(x for _pod, x in terms) <= free.get("pods", 0) // POD_SLOT)
+        if cap.limits_pods(n):
+            m.add(sum(x for _pod, x in terms) <= cap.room(n, "pods") // POD_SLOT)
 
 
 def add_queues(m: cp_model.CpModel, data: Data, v: Vars) -> None:

@@ -1,7 +1,7 @@
 """The placement family's entry: ``plan_placement`` runs the planner named in ``optplan.solvers.core.registry``
-(greedy | cpsat | auto) and validates its plan. The greedy and the rules are ``optplan.solvers.placement.volcano``,
-the exact model ``optplan.solvers.placement.cpsat`` (imported only when asked for); keeping the dispatch
-here keeps the imports one way: place -> cpsat -> victims_cpsat -> volcano.
+(greedy | cpsat | auto) and validates its plan. The greedy is Volcano's actions (``allocate``, then ``evict``),
+the exact model ``cpsat`` (imported only when asked for), the validator ``validate``; keeping the dispatch
+here keeps the imports one way (the package docstring lists the modules).
 """
 
 from __future__ import annotations
@@ -16,16 +16,14 @@ from optplan.models.queues import VCJob
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core import registry
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.placement.volcano import (
-    Context,
-    check_inputs,
-    greedy_place,
-    plan_key,
-    plan_victims,
-    validate_placement,
-)
+from optplan.solvers.placement.allocate import greedy_place
+from optplan.solvers.placement.context import Context
+from optplan.solvers.placement.evict import plan_victims
+from optplan.solvers.placement.model import plan_key
+from optplan.solvers.placement.validate import check_inputs, validate_placement
+from optplan.solvers.quota.times import parse_now
 
-log = logging.getLogger("optplan.solvers.placement.volcano")
+log = logging.getLogger(__name__)
 
 
 def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
@@ -39,8 +37,6 @@ def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
     ``now`` (RFC 3339, default the current time) prices victims by how long they have run."""
     if solver not in registry.names("placement"):
         raise ValueError(registry.unknown_message(solver, registry.names("placement")))
-    from optplan.solvers.quota.spot import parse_now  # the shared --now parser (spot imports OR-Tools)
-
     check_inputs(snap, jobs)
     options = options or PlanOptions()
     ctx = Context.build(snap, jobs, weights or BinpackWeights(), parse_now(now))

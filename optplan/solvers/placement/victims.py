@@ -1,6 +1,6 @@
 """Victims for a job that does not fit: Volcano's preempt (same queue) and reclaim (other queues).
 
-Facts and rules only, shared by the greedy (``volcano``), the exact model (``victims_cpsat``) and the
+Facts and rules only, shared by the greedy (``greedy``, ``evict``), the exact model (``victims_cpsat``) and the
 validator (``placement_violations``), so that "may this pod be a victim" means one thing everywhere.
 
 **Who can be a victim** (``Catalogue``): a pod in phase Running on a node, in a PodGroup of the snapshot
@@ -61,12 +61,14 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Literal
 
 from optplan.models.quantity import format_milli
 from optplan.models.queues import VCJob
 from optplan.models.snapshot import Pod, Snapshot
 from optplan.solvers.core.protection import PREEMPTABLE_KEY, disruption_protection
+from optplan.solvers.quota.times import parse_time
 
 Reason = Literal["preempt", "reclaim"]
 REASONS: tuple[Reason, ...] = ("preempt", "reclaim")
@@ -78,9 +80,9 @@ AGE_SPAN = 7 * 24 * 60
 """Minutes: running longer than a week costs the same as a week."""
 
 
+@lru_cache(maxsize=4096)
 def _time(text: str) -> datetime | None:
-    from optplan.solvers.quota.spot import parse_time  # spot imports OR-Tools; only its parser is needed here
-
+    """The RFC 3339 time, None when empty or not one (cached: pods of a snapshot share few start times)."""
     try:
         return parse_time(text) if text else None
     except ValueError:
@@ -342,3 +344,18 @@ def reclaim_order(queue: str, allocated: Mapping[str, int], pods: Sequence[tuple
         else:
             return None, why
     return order[::-1], ""
+
+
+@dataclass
+class Rules:
+    """What one job may evict by one action, fixed when the action starts (``victims`` module docstring)."""
+
+    reason: Reason
+    job: VCJob
+    needs: frozenset[str]
+    eligible: dict[str, Candidate]
+    """Candidates allowed by the static rules (reclaim: and by ``victim_blocked`` when the action starts;
+    it is checked again at each eviction), not evicted yet."""
+    blocked: dict[str, str] = field(default_factory=dict)
+    """Reclaim: candidates the static rules allow but ``victim_blocked`` refuses at the start -> why."""
+

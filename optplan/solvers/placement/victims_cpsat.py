@@ -1,14 +1,14 @@
 """Victims inside the exact placement model (``cpsat``): which running pods the admitted jobs
 evict, decided jointly with where every job goes.
 
-**What a plan means.** The validator (``placement.placement_violations``) replays a plan in Volcano's
+**What a plan means.** The validator (``validate.placement_violations``) replays a plan in Volcano's
 order: the jobs placed without evictions first (``after_evictions`` false), then the others in job
 order, each evicting its victims and then placing its pods on the state the jobs before it left. The
 model describes exactly that replay, so that every rule is checked on the state the validator (and the
 greedy, whose plans are replayed the same way) sees. ``after[job]`` says in which part a job is.
 
 **Victim classes.** Candidates (``victims.Catalogue``) of one PodGroup on one node with equal requests
-and equal cost are identical to every rule, so they are counted, not named (``VictimClass``); the
+and equal cost are identical to every rule, so they are counted, not named (``model.VictimClass``); the
 extraction hands pods out in victim order. A pair (job, class) exists only when the job is entitled to
 the class by the static rules (``victims.statically_allowed``; preempt: same queue, strictly lower job
 priority; reclaim: another, reclaimable queue, a pod that requests a resource the job requests and
@@ -20,7 +20,7 @@ could use more than ``ready − minMember`` of its pods: each pod placed frees a
 on its own node). Nodes are the model's only place where victims matter; a node without a class keeps
 the plain capacity constraint.
 
-Decisions (``VictimVars``):
+Decisions (``model.VictimVars``):
 
 - ``take[job, class]``: pods of the class the job evicts;
 - ``after[job]``: the job is replayed after the evictions (every job that evicts is);
@@ -64,204 +64,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ortools.sat.python import cp_model
 
 from optplan.models.placement import PlacementPlan
 from optplan.models.queues import VCJob
 from optplan.solvers.core.oracle import POD_SLOT
-from optplan.solvers.placement.victims import Candidate, Reason, dims, not_over_deserved, statically_allowed
-from optplan.solvers.placement.volcano import Context, QueueState, job_needs
-
-if TYPE_CHECKING:
-    from optplan.solvers.placement.cpsat import Data, Vars
-
-
-@dataclass
-class VictimClass:
-    """Identical possible victims: running pods of one PodGroup on one node, equal requests and cost."""
-
-    name: str
-    node: str
-    group: str
-    queue: str
-    requests: dict[str, int]
-    cost: int
-    pods: tuple[Candidate, ...]
-    """In victim order: the extraction hands out the first ones."""
-
-    @property
-    def size(self) -> int:
-        return len(self.pods)
-
-    def releases(self, r: str) -> int:
-        """What one pod of the class gives back of ``r`` ("pods": one pod)."""
-        return 1 if r == "pods" else self.requests.get(r, 0)
-
-
-@dataclass
-class VictimData:
-    """Classes of possible victims and which job may take which."""
-
-    classes: dict[str, VictimClass] = field(default_factory=dict)
-    pairs: dict[tuple[str, str], Reason] = field(default_factory=dict)
-    """(job, class) -> the action by which the job may evict the class."""
-    finishers: dict[str, list[str]] = field(default_factory=dict)
-    """PodGroup -> the jobs (job order) that may evict all of it."""
-    class_of: dict[str, str] = field(default_factory=dict)
-    """Candidate pod key -> its class."""
-    freeable: dict[str, dict[str, int]] = field(default_factory=dict)
-    """node -> what the classes some job may take hold there (requests, and ``pods`` in milli-units)."""
-    nodes: set[str] = field(default_factory=set)
-    """Nodes with a class some job may take (after pruning)."""
-
-    def room(self, ctx: Context, node: str) -> dict[str, int]:
-        """The snapshot's free room plus everything the node's possible victims hold."""
-        free = dict(ctx.free[node])
-        for r, x in self.freeable.get(node, {}).items():
-            free[r] = free.get(r, 0) + x
-        return free
-
-    def prune(self, data: Data) -> None:
-        """Keep the pairs whose job can land on the class's node, then add the whole-PodGroup takes."""
-        cat = data.ctx.catalogue
-        lands: dict[str, set[str]] = defaultdict(set)
-        for (j, _t), row in data.arcs.items():
-            lands[j].update(row)
-        static = dict(self.pairs)
-        self.pairs = {(j, k): r for (j, k), r in static.items() if self.classes[k].node in lands[j]}
-        by_group: dict[str, list[str]] = defaultdict(list)
-        for k, c in self.classes.items():
-            by_group[c.group].append(k)
-        self.finishers = {}
-        replicas = {job.key: sum(t.replicas for t in job.tasks) for job in data.valid}
-        for g, ks in sorted(by_group.items()):
-            pods = {p.key for k in ks for p in self.classes[k].pods}
-            if pods != set(cat.groups[g].occupying):
-                continue  # some occupying pod is protected or not Running: the gang never goes whole
-            # each pod placed needs at most the group's pods on its own node: when all the jobs entitled
-            # to the group could not use more than ready − minMember of them, it never goes whole
-            per_node: dict[str, int] = defaultdict(int)
-            for k in ks:
-                per_node[self.classes[k].node] += self.classes[k].size
-            mine = set(ks)
-            users = {j for (j, k) in static if k in mine}
-            if sum(replicas[j] for j in users) * max(per_node.values()) <= cat.groups[g].slack:
-                continue
-            for job in data.valid:
-                if not all((job.key, k) in static for k in ks):
-                    continue
-                if len({static[job.key, k] for k in ks}) > 1 or not any((job.key, k) in self.pairs for k in ks):
-                    continue
-                self.finishers.setdefault(g, []).append(job.key)
-                for k in ks:
-                    self.pairs[job.key, k] = static[job.key, k]
-        used = {k for (_j, k) in self.pairs}
-        self.classes = {k: c for k, c in self.classes.items() if k in used}
-        self.class_of = {p: k for p, k in self.class_of.items() if k in used}
-        self.nodes = {c.node for c in self.classes.values()}
-
-
-def _may_be_over(c: Candidate, queues: QueueState, could_be_over: dict[str, set[str]]) -> bool:
-    """Rule (2) can pass for the pod at some turn: an immediate victim, or its queue could be above
-    deserved on a listed dimension of its request."""
-    des = queues.deserved[c.queue]
-    need = dims(c.pod.requests)
-    return not any(des.get(r, 0) > 0 for r in need) or bool(need & could_be_over.get(c.queue, set()))
-
-
-def _requests(job: VCJob, ctx: Context) -> dict[str, int]:
-    """Resource -> the most the job can request of it (every replica placed)."""
-    out: dict[str, int] = defaultdict(int)
-    for t in job.tasks:
-        pods = ctx.pods[job.key][t.name]
-        if pods:
-            for r, x in pods[0].requests.items():
-                out[r] += x * t.replicas
-    return dict(out)
-
-
-def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
-                feasible: dict[tuple[str, str], list[str]]) -> VictimData:
-    """Classes of the catalogue's candidates and the static (job, class) pairs, before pruning."""
-    cat = ctx.catalogue
-    vd = VictimData()
-    if not cat.candidates:
-        return vd
-    members: dict[tuple[str, str, tuple[tuple[str, int], ...], int], list[Candidate]] = defaultdict(list)
-    for node in sorted(cat.by_node):
-        for c in cat.by_node[node]:  # victim order
-            members[node, c.group, tuple(sorted(c.pod.requests.items())), c.cost].append(c)
-    seen: dict[tuple[str, str], int] = defaultdict(int)
-    for (node, group, reqs, cost), pods in members.items():
-        i = seen[node, group]
-        seen[node, group] += 1
-        name = f"{group}@{node}" + (f"#{i}" if i else "")
-        vd.classes[name] = VictimClass(name=name, node=node, group=group, queue=pods[0].queue, requests=dict(reqs),
-                                       cost=cost, pods=tuple(pods))
-        for p in pods:
-            vd.class_of[p.key] = name
-    most = {j.key: _requests(j, ctx) for j in valid}
-    potential: dict[str, dict[str, int]] = {q: dict(a) for q, a in queues.allocated.items()}
-    for job in valid:
-        for q in queues.chain(job.queue):
-            for r, x in most[job.key].items():
-                potential[q][r] = potential[q].get(r, 0) + x
-    could_be_over = {q: {r for r, x in a.items() if r in queues.listed[q] and x > queues.deserved[q].get(r, 0)}
-                     for q, a in potential.items()}
-    reachable: dict[str, set[str]] = defaultdict(set)
-    for (j, _t), nodes in feasible.items():
-        reachable[j].update(nodes)
-    for job in valid:
-        if not ctx.preempting(job):  # every task with pending pods is preemptionPolicy Never
-            continue
-        needs = job_needs(job)
-        prio = ctx.priority[job.key]
-        may_reclaim = any(queues.deserved[job.queue].get(r, 0) > 0 for r in needs)
-        for k, cls in vd.classes.items():
-            c = cls.pods[0]
-            for reason in ("preempt", "reclaim"):
-                if reason == "reclaim" and not may_reclaim:
-                    continue
-                why = statically_allowed(c, reason, job.queue, prio, queues.reclaimable.get(c.queue, True), needs)
-                if why is None and reason == "reclaim" and not _may_be_over(c, queues, could_be_over):
-                    why = "its queue is never above deserved for it"
-                if why is None:
-                    vd.pairs[job.key, k] = reason
-                    break
-    takeable = {k for (_j, k) in vd.pairs}
-    for k in sorted(takeable):
-        cls = vd.classes[k]
-        room = vd.freeable.setdefault(cls.node, {})
-        for r, x in cls.requests.items():
-            room[r] = room.get(r, 0) + x * cls.size
-        room["pods"] = room.get("pods", 0) + POD_SLOT * cls.size
-    return vd
-
-
-@dataclass
-class VictimVars:
-    """The victim variables of the joint model, keyed by domain tuples (module docstring)."""
-
-    take: dict[tuple[str, str], Any] = field(default_factory=dict)  # take[job, class]
-    after: dict[str, Any] = field(default_factory=dict)  # after[job]: replayed after the evictions
-    early: dict[tuple[str, str, str], Any] = field(default_factory=dict)  # early[job, task, node]
-    amount: dict[tuple[str, str], Any] = field(default_factory=dict)  # amount[job, r]: placed requests
-    early_amount: dict[tuple[str, str], Any] = field(default_factory=dict)  # amount, or 0 when after
-    lands: dict[tuple[str, str], Any] = field(default_factory=dict)  # lands[job, node]
-    finish: dict[tuple[str, str], Any] = field(default_factory=dict)  # finish[job, group]
-    reclaims: dict[str, Any] = field(default_factory=dict)  # reclaims[job]: reclaim, else preempt
-    under: dict[tuple[str, str], Any] = field(default_factory=dict)  # under[job, r]: own queue + job ≤ deserved
-    has: dict[tuple[str, str], Any] = field(default_factory=dict)  # has[job, task]: a pod of the task placed
-    some: dict[tuple[str, str], Any] = field(default_factory=dict)  # some[job, queue]: reclaims from the queue
-    left: dict[tuple[str, str, str], Any] = field(default_factory=dict)  # left[job, queue, r]: after its victims
-    last: dict[tuple[str, str, str], Any] = field(default_factory=dict)  # last[job, queue, class]: taken last
-    other: dict[tuple[str, str], Any] = field(default_factory=dict)  # other[job, class]: a pod taken not last
-    over: dict[tuple[str, str, str, str], Any] = field(default_factory=dict)
-    """over[job, class, r, "last"|"other"]: the class's queue stays above deserved on r for such a pod."""
-    places: dict[tuple[str, str], Any] = field(default_factory=dict)  # places[job, node], over-committed nodes
+from optplan.solvers.placement.context import Context
+from optplan.solvers.placement.jobs import job_needs
+from optplan.solvers.placement.model import Data, Vars, VictimClass, VictimVars, most_requests
+from optplan.solvers.placement.victims import Candidate, Reason, dims, not_over_deserved
 
 
 def add_variables(m: cp_model.CpModel, data: Data, v: Vars) -> VictimVars:
@@ -276,7 +89,7 @@ def add_variables(m: cp_model.CpModel, data: Data, v: Vars) -> VictimVars:
         j = job.key
         ev.after[j] = m.new_bool_var(f"after[{j}]")
         m.add_implication(ev.after[j], v.admitted[j])
-        for r, most in sorted(_requests(job, data.ctx).items()):
+        for r, most in sorted(most_requests(job, data.ctx).items()):
             terms = [data.ctx.pods[j][t][0].requests.get(r, 0) * x for t, x in per_job[j]]
             ev.amount[j, r] = amt = m.new_int_var(0, most, f"amount[{j},{r}]")
             m.add(amt == sum(terms))
@@ -323,17 +136,18 @@ def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
     for (j, k), y in ev.take.items():
         taking[vd.classes[k].node][j].append((vd.classes[k], y))
     for n in sorted(placing):
-        free = data.ctx.free[n]
+        cap = data.ctx.capacity
+        free = cap.free[n]
         jobs = placing[n]
         resources = sorted({r for terms in jobs.values() for req, _x, _e in terms for r, q in req.items() if q > 0})
-        if data.limits_pods[n]:
+        if cap.limits_pods(n):
             resources.append("pods")
         steps = sorted(set(jobs) | set(taking[n]), key=pos.__getitem__)
         for r in resources:
             def need(req: dict[str, int], r: str = r) -> int:
                 return 1 if r == "pods" else req.get(r, 0)
 
-            limit = free.get("pods", 0) // POD_SLOT if r == "pods" else free.get(r, 0)
+            limit = cap.room(n, r) // POD_SLOT if r == "pods" else free.get(r, 0)
             early_terms = [need(req) * e for terms in jobs.values() for req, _x, e in terms]
             released = sum(cls.releases(r) * cls.size for terms in taking[n].values() for cls, _y in terms)
             state: Any = sum(early_terms)
@@ -538,7 +352,7 @@ def _victim_queue(m: cp_model.CpModel, data: Data, v: Vars, acc: Accounts, j: st
                        {r for r, g in guarantee.items() if g > 0 and r != "pods"})
     joining = [job for job in data.valid if q in acc.chain[job.key]]  # jobs whose pods count in q
     for r in resources:
-        ub = max(queues.allocated[q].get(r, 0), 0) + sum(_requests(job, data.ctx).get(r, 0) for job in joining)
+        ub = max(queues.allocated[q].get(r, 0), 0) + sum(most_requests(job, data.ctx).get(r, 0) for job in joining)
         ev.left[j, q, r] = lv = m.new_int_var(0, ub, f"left[{j},{q},{r}]")
         m.add(lv == acc.before(j, q, r) - sum(vd.classes[k].requests.get(r, 0) * y for k, y in ys.items()))
         if guarantee.get(r, 0) > 0:

@@ -58,12 +58,11 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
@@ -74,6 +73,7 @@ from optplan.errors import InputError, PlanInvalidError
 from optplan.models.quantity import MILLI, format_milli
 from optplan.models.snapshot import Pod, Snapshot
 from optplan.solvers.quota.queues import BILLING_LABEL
+from optplan.solvers.quota.times import parse_now, parse_time
 
 log = logging.getLogger(__name__)
 
@@ -191,34 +191,6 @@ class SpotReclaim:
 
 
 # ---- input parsing ---------------------------------------------------------------------------------
-
-_RFC3339 = re.compile(r"^([0-9]{4}-[0-9]{2}-[0-9]{2})[Tt ]([0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.([0-9]+))?"
-                      r"([Zz]|[+-][0-9]{2}:[0-9]{2})$")
-
-
-def parse_time(text: str) -> datetime:
-    """An RFC 3339 timestamp (``2025-06-01T12:00:00Z``) as an aware datetime; ValueError when it is not one."""
-    m = _RFC3339.match(text.strip())
-    if not m:
-        raise ValueError(f"not an RFC 3339 time (like 2025-06-01T12:00:00Z): {text!r}")
-    frac = (m.group(3) or "")[:6].ljust(6, "0")
-    tz = "+00:00" if m.group(4) in ("Z", "z") else m.group(4)
-    return datetime.fromisoformat(f"{m.group(1)}T{m.group(2)}.{frac}{tz}")
-
-
-def parse_now(now: datetime | str | None) -> datetime:
-    """``--now``: an aware datetime, RFC 3339 text, or None for the current time (whole seconds, UTC)."""
-    if now is None:
-        return datetime.now(UTC).replace(microsecond=0)
-    if isinstance(now, datetime):
-        if now.tzinfo is None:
-            raise InputError("must carry a time zone (naive datetime given)", field="--now")
-        return now
-    try:
-        return parse_time(now)
-    except ValueError as e:
-        raise InputError(str(e), field="--now") from None
-
 
 def parse_price(text: str) -> int:
     """A spot price as integer micro-units; ValueError when it is not a non-negative decimal."""

@@ -65,7 +65,7 @@ from optplan.models.placement import BinpackWeights
 from optplan.models.selectors import NodeSelectorRequirement, NodeSelectorTerm
 from optplan.models.snapshot import Node, Pod, Resources, Snapshot
 from optplan.solvers.core.oracle import Capacity, static_reason
-from optplan.solvers.placement.volcano import binpack_score
+from optplan.solvers.placement.binpack import binpack_score
 
 log = logging.getLogger(__name__)
 

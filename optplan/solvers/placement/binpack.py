@@ -1,0 +1,36 @@
+"""Volcano's binpack plugin: a pod's score on a node (``binpack_score``), read by the greedy's node
+order, the exact model's static binpack objective (``BINPACK_SCALE``) and the online simulation."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from optplan.models.placement import BinpackWeights
+from optplan.models.snapshot import Resources
+
+BINPACK_SCALE = 100
+"""Static binpack scores (0..100 × weight) are summed as integers after multiplying by this."""
+
+
+def binpack_score(requests: Resources, allocatable: Resources, free: Resources, weights: BinpackWeights) -> Fraction:
+    """Volcano's binpack node score for a task: for each requested resource with a weight, w ×
+    (used + request) / allocatable (a node without the resource adds 0 but its weight counts; any
+    resource over allocatable makes the score 0); divided by the weights' sum, × 100 × binpack.weight."""
+    table = weights.of()
+    score = Fraction(0)
+    wsum = 0
+    for r, req in sorted(requests.items()):
+        w = table.get(r)
+        if req <= 0 or w is None:
+            continue
+        alloc = allocatable.get(r, 0)
+        wsum += w
+        if alloc <= 0 or w == 0:
+            continue
+        used = alloc - free.get(r, 0)
+        if used + req > alloc:
+            return Fraction(0)
+        score += Fraction(w * (used + req), alloc)
+    if wsum:
+        score /= wsum
+    return score * 100 * weights.weight

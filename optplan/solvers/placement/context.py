@@ -1,0 +1,326 @@
+"""What the placement planners share: the queue order (the capacity plugin's ``compare_queues``, the
+jobs' ``job_order``), the queue accounting as placements go (``QueueState``), the run's ``Context`` (the
+jobs in Volcano's order and their facts, the snapshot's predicates and room), and the simulated cluster
+(``State``), changed only through a ``Statement`` (Volcano's statement.go: tentative allocations and
+evictions, committed or undone); ``replay`` puts a plan on a fresh state."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from fractions import Fraction
+from functools import cmp_to_key
+from typing import Any
+
+from optplan.models.placement import BinpackWeights, PlacementPlan
+from optplan.models.quantity import format_milli
+from optplan.models.queues import ROOT as ROOT_QUEUE
+from optplan.models.queues import QueueTree, VCJob
+from optplan.models.snapshot import Pod, Resources, Snapshot
+from optplan.solvers.core.oracle import Capacity, Predicates
+from optplan.solvers.placement.binpack import BINPACK_SCALE, binpack_score
+from optplan.solvers.placement.jobs import (
+    Region,
+    clip_to_cluster,
+    gang_shortfall,
+    held_counts,
+    held_indices,
+    held_pods,
+    job_pods,
+    job_priority,
+    job_regions,
+    needed,
+    shield,
+)
+from optplan.solvers.placement.victims import Catalogue, never_tasks
+from optplan.solvers.quota.queues import QueueAccount, account_queues
+
+
+def queue_share(qs: QueueState, queue: str) -> tuple[Fraction, bool]:
+    """The capacity plugin's share of a queue and whether it lists a deserved: the largest allocated /
+    deserved over the resources its (effective) deserved lists above 0 (allocated above a deserved of 0
+    is 1); a queue that lists none is best-effort, share 1."""
+    deserved = {r: v for r, v in qs.deserved.get(queue, {}).items() if v > 0}
+    if not deserved:
+        return Fraction(1), False
+    alloc = qs.allocated.get(queue, {})
+    return max(Fraction(alloc.get(r, 0), v) for r, v in deserved.items()), True
+
+
+def compare_queues(qs: QueueState, a: str, b: str) -> int:
+    """The capacity plugin's QueueOrderFn (hierarchical), negative when ``a`` goes first: higher
+    ``spec.priority``; then, below the two queues' lowest common ancestor, the lower share of the two
+    subtrees' tops (siblings under one parent: the queues themselves); on equal shares a queue with a
+    deserved before a best-effort one; then the name (Volcano: creationTimestamp, then UID). A queue
+    that does not exist goes last."""
+    known_a, known_b = a in qs.tree.queues, b in qs.tree.queues
+    if known_a != known_b:
+        return -1 if known_a else 1
+    if known_a:
+        pa, pb = qs.tree.queues[a].priority, qs.tree.queues[b].priority
+        if pa != pb:
+            return -1 if pa > pb else 1
+        ca, cb = qs.chain(a)[::-1], qs.chain(b)[::-1]  # root first
+        i = next((k for k, (x, y) in enumerate(zip(ca, cb, strict=False)) if x != y), min(len(ca), len(cb)) - 1)
+        (sa, da), (sb, db) = queue_share(qs, ca[i]), queue_share(qs, cb[i])
+        if sa != sb:
+            return -1 if sa < sb else 1
+        if da != db:
+            return -1 if da else 1
+    return (a > b) - (a < b)
+
+
+def queue_order_key(qs: QueueState) -> Callable[[str], Any]:
+    """A sort key for queue names in ``compare_queues`` order (on the allocations as they stand)."""
+    def cmp(a: str, b: str) -> int:
+        return compare_queues(qs, a, b)
+    return cmp_to_key(cmp)
+
+
+def job_key_in_queue(job: VCJob, priority: int, ready: bool) -> tuple[int, bool, bool, str, str, str]:
+    """Volcano's JobOrderFn inside a queue: higher priority (priority plugin), a gang not ready yet before
+    a ready one (gang plugin), earlier creation (a job without a creationTimestamp was just submitted: last
+    among equals), then namespace/name (Volcano: UID)."""
+    return (-priority, ready, job.creation_timestamp == "", job.creation_timestamp, job.namespace, job.name)
+
+
+def job_order(jobs: Iterable[VCJob], snap: Snapshot, held: dict[str, dict[str, frozenset[int]]] | None = None,
+              accounts: Mapping[str, QueueAccount] | None = None) -> list[VCJob]:
+    """The jobs in Volcano's order at the snapshot: queues by ``compare_queues`` (shares before any
+    placement), the jobs of one queue by ``job_key_in_queue`` (a running gang whose running pods already
+    make it ready counts as ready). The greedy interleaves queues as allocate does (``greedy_place``);
+    this order is the plan's, the victims pass's and the exact model's replay order."""
+    jobs = list(jobs)
+    qs = QueueState(snap, accounts)
+    held = held if held is not None else {j.key: held_indices(j, snap) for j in jobs}
+    queues = sorted({j.queue for j in jobs}, key=queue_order_key(qs))
+    rank = {q: i for i, q in enumerate(queues)}
+
+    def key(j: VCJob) -> tuple[int, tuple[int, bool, bool, str, str, str]]:
+        ready = gang_shortfall(j, Counter(), held_counts(held.get(j.key, {}))) is None
+        return rank[j.queue], job_key_in_queue(j, job_priority(j, snap), ready)
+    return sorted(jobs, key=key)
+
+
+class QueueState:
+    """realCapability (fixed) and allocated (growing) per queue, with hierarchy."""
+
+    def __init__(self, snap: Snapshot, accounts: Mapping[str, QueueAccount] | None = None) -> None:
+        """``accounts``: the snapshot's ``account_queues(snap, hierarchical=True)`` when already computed."""
+        self.tree = QueueTree(snap.queues)
+        accounts = accounts if accounts is not None else account_queues(snap, hierarchical=True)
+        self.real: dict[str, Resources] = {q: dict(a.real_capability) for q, a in accounts.items()}
+        self.allocated: dict[str, dict[str, int]] = {q: dict(a.allocated) for q, a in accounts.items()}
+        self.deserved: dict[str, Resources] = {q: dict(a.effective_deserved) for q, a in accounts.items()}
+        self.listed: dict[str, frozenset[str]] = {q: a.deserved_listed for q, a in accounts.items()}
+        self.guarantee: dict[str, Resources] = {q: dict(a.guarantee) for q, a in accounts.items()}
+        self.reclaimable: dict[str, bool] = {q: a.reclaimable for q, a in accounts.items()}
+
+    def chain(self, queue: str) -> tuple[str, ...]:
+        return (queue, *self.tree.ancestors(queue))
+
+    def admission_reason(self, queue: str) -> str | None:
+        if queue not in self.tree.queues:
+            return f"queue {queue} does not exist"
+        if queue == ROOT_QUEUE or not self.tree.is_leaf(queue):
+            return f"queue {queue} is not a leaf queue"
+        if not self.tree.is_open(queue):
+            return f"queue {queue} is not Open"
+        return None
+
+    def fit_reason(self, queue: str, requests: Resources) -> str | None:
+        items = sorted(requests.items())
+        for q in self.chain(queue):
+            allocated, real = self.allocated[q], self.real[q]
+            for r, v in items:
+                have = allocated.get(r, 0)
+                cap = real.get(r, 0)
+                if v > 0 and have + v > cap:
+                    return (f"queue {q}: {r} allocated {format_milli(have)} + request {format_milli(v)} > "
+                            f"realCapability {format_milli(cap)}")
+        return None
+
+    def add(self, queue: str, requests: Resources, sign: int = 1) -> None:
+        for q in self.chain(queue):
+            acc = self.allocated[q]
+            for r, v in requests.items():
+                acc[r] = acc.get(r, 0) + sign * v
+
+
+@dataclass
+class Context:
+    """Everything the planners share: the snapshot, the jobs in Volcano's order and their facts."""
+
+    snapshot: Snapshot
+    jobs: list[VCJob]
+    weights: BinpackWeights
+    capacity: Capacity
+    """The snapshot's room, before any placement (never changed: a simulation changes its ``State``'s)."""
+    predicates: Predicates
+    """The snapshot's static predicates: the oracle's one table, shared by every planner of the run."""
+    accounts: dict[str, QueueAccount]
+    """The snapshot's queue accounting (``account_queues``, hierarchical; never changed)."""
+    pods: dict[str, dict[str, list[Pod]]] = field(default_factory=dict)
+    """job key -> task -> pods by index."""
+    priority: dict[str, int] = field(default_factory=dict)
+    regions: dict[str, list[Region]] = field(default_factory=dict)
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
+    """Prices victims by how long they have run (``--now``)."""
+    unfit: dict[str, str] = field(default_factory=dict)
+    """job key -> why its minimum cannot fit the cluster's total capacity (``clip_to_cluster``): such a
+    job is rejected without a search, and none of its pods is built."""
+    held: dict[str, dict[str, frozenset[int]]] = field(default_factory=dict)
+    """job key -> task -> replica indices already running (``held_pods``): counted for the gang, never placed."""
+    held_nodes: dict[str, frozenset[str]] = field(default_factory=dict)
+    """job key -> the nodes its running pods are on."""
+    never: dict[str, frozenset[str]] = field(default_factory=dict)
+    """job key -> its tasks whose PriorityClass says preemptionPolicy Never (``victims.never_tasks``)."""
+    turns: list[str] = field(default_factory=list)
+    """Job keys in the order the greedy's allocate gave them their first turn (``greedy_place`` fills it):
+    Volcano's order with the queues interleaved, which ``order_weights`` follows."""
+    _catalogue: Catalogue | None = None
+
+    @classmethod
+    def build(cls, snap: Snapshot, jobs: Sequence[VCJob], weights: BinpackWeights,
+              now: datetime | None = None) -> Context:
+        keys = [j.key for j in jobs]
+        dup = [k for k, n in Counter(keys).items() if n > 1]
+        if dup:
+            raise ValueError(f"job {dup[0]} is given twice")
+        accounts = account_queues(snap, hierarchical=True)
+        found = {j.key: (j, held_pods(j, snap)) for j in jobs}
+        held = {k: {t: frozenset(ps) for t, ps in by_task.items()} for k, (_j, by_task) in found.items()}
+        ordered, unfit = clip_to_cluster(job_order(jobs, snap, held, accounts), snap)
+        # a job clip_to_cluster cut has fewer replicas: its held pods are read again
+        running = {j.key: found[j.key][1] if found[j.key][0] is j else held_pods(j, snap) for j in ordered}
+        nodes = {k: frozenset(p.node_name for ps in by_task.values() for p in ps.values()
+                              if p.occupying and p.node_name is not None) for k, by_task in running.items()}
+        return cls(snapshot=snap, jobs=ordered, weights=weights, capacity=Capacity(snap), predicates=Predicates(snap),
+                   accounts=accounts,
+                   pods={j.key: job_pods(j) for j in ordered}, priority={j.key: job_priority(j, snap) for j in ordered},
+                   regions={j.key: job_regions(j, snap, nodes[j.key]) for j in ordered},
+                   now=now or datetime.now(UTC), unfit=unfit,
+                   held={k: {t: frozenset(ps) for t, ps in by_task.items()} for k, by_task in running.items()},
+                   held_nodes=nodes, never={j.key: never_tasks(snap, j) for j in ordered})
+
+    def held_count(self, job: str) -> Counter[str]:
+        """Task -> its pods already running."""
+        return held_counts(self.held.get(job, {}))
+
+    def pending(self, job: VCJob, task: str) -> list[int]:
+        """The task's replica indices still to place, in index order."""
+        held = self.held.get(job.key, {}).get(task, frozenset())
+        return [i for i in range(len(self.pods[job.key][task])) if i not in held]
+
+    def need(self, job: VCJob) -> tuple[dict[str, int], int]:
+        """``needed``: what the pending pods must add per task and in all for the gang to be ready."""
+        return needed(job, self.held_count(job.key))
+
+    def preempting(self, job: VCJob) -> bool:
+        """Some task with pending pods may evict (its PriorityClass does not say preemptionPolicy Never)."""
+        return any(t.name not in self.never[job.key] and self.pending(job, t.name) for t in job.tasks)
+
+    @property
+    def free(self) -> dict[str, Resources]:
+        """node -> free resources in the snapshot (before any placement)."""
+        return self.capacity.free
+
+    @property
+    def catalogue(self) -> Catalogue:
+        """Every possible victim of the snapshot, priced at ``now`` (built once); the pods of a job being
+        placed are not victims (its pending pods join them: ``shield``)."""
+        if self._catalogue is None:
+            cat = Catalogue.build(self.snapshot, self.now, set(QueueTree(self.snapshot.queues).queues))
+            self._catalogue = shield(cat, self.snapshot, self.jobs)
+        return self._catalogue
+
+    def victim_cost(self, plan: PlacementPlan) -> int:
+        """Σ cost of the plan's victims (``victims`` module)."""
+        cands = self.catalogue.candidates
+        return sum(cands[k].cost for jp in plan.jobs for v in jp.victims
+                   if (k := f"{v.namespace}/{v.name}") in cands)
+
+    def static_binpack(self, requests: Resources, node: str) -> int:
+        """The pod's binpack score on the node with the snapshot's usage, as an integer (exact objective)."""
+        score = binpack_score(requests, self.snapshot.nodes[node].allocatable, self.free[node], self.weights)
+        return math.floor(score * BINPACK_SCALE)
+
+
+class State:
+    """Free capacity per node, queue allocations and evictions, changed only through a Statement."""
+
+    def __init__(self, ctx: Context) -> None:
+        """The snapshot's state (the context's room and queue accounting, copied)."""
+        self.snapshot = ctx.snapshot
+        self.cap = ctx.capacity.copy()
+        self.queues = QueueState(ctx.snapshot, ctx.accounts)
+        self.evicted: dict[str, str] = {}
+        """pod key -> node, for every victim so far."""
+        self.taken: Counter[str] = Counter()
+        """PodGroup key -> pods evicted from it so far."""
+
+
+class Statement:
+    """Volcano's Statement: tentative allocations and evictions that are committed or discarded (undone)."""
+
+    def __init__(self, state: State) -> None:
+        self.state = state
+        self.ops: list[tuple[Pod, str, str, str | None]] = []
+        """(pod, node, queue, PodGroup): an allocation when the PodGroup is None, else an eviction."""
+
+    def allocate(self, pod: Pod, node: str, queue: str) -> None:
+        self.state.cap.add(pod, node)
+        self.state.queues.add(queue, pod.requests)
+        self.ops.append((pod, node, queue, None))
+
+    def evict(self, pod: Pod, node: str, queue: str, group: str) -> None:
+        self.state.cap.remove(pod, node)
+        self.state.queues.add(queue, pod.requests, -1)
+        self.state.evicted[pod.key] = node
+        self.state.taken[group] += 1
+        self.ops.append((pod, node, queue, group))
+
+    def evictions(self) -> list[tuple[Pod, str]]:
+        return [(pod, node) for pod, node, _q, group in self.ops if group is not None]
+
+    def mark(self) -> int:
+        return len(self.ops)
+
+    def rollback(self, mark: int) -> None:
+        """Undo every operation after ``mark``."""
+        while len(self.ops) > mark:
+            pod, node, queue, group = self.ops.pop()
+            if group is None:
+                self.state.cap.remove(pod, node)
+                self.state.queues.add(queue, pod.requests, -1)
+            else:
+                self.state.cap.add(pod, node)
+                self.state.queues.add(queue, pod.requests)
+                del self.state.evicted[pod.key]
+                self.state.taken[group] -= 1
+
+    def discard(self) -> None:
+        self.rollback(0)
+
+
+def replay(ctx: Context, plan: PlacementPlan, *, victims: bool) -> State:
+    """The state a plan leaves: its admitted jobs in plan order, each job's victims evicted first (only
+    with ``victims``: without, the state counts every placement but no room the victims freed), then its
+    pods placed. The planners' one replay; the validator replays on its own (it trusts no planner)."""
+    state = State(ctx)
+    for jp in plan.jobs:
+        if not jp.admitted:
+            continue
+        stmt = Statement(state)
+        if victims:
+            cands = ctx.catalogue.candidates
+            for v in jp.victims:
+                c = cands[f"{v.namespace}/{v.name}"]
+                stmt.evict(c.pod, c.node, c.queue, c.group)
+        pods = ctx.pods[jp.key]
+        for b in jp.bindings:
+            stmt.allocate(pods[b.task][b.index], b.node, jp.queue)
+    return state

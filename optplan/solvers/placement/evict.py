@@ -1,0 +1,169 @@
+"""Volcano's preempt, then reclaim, for the jobs allocate did not admit (``plan_victims``): the rules by
+which one job and one action may evict (``job_rules``), and why a plan uses no victims (``victim_notes``).
+Who may be a victim and the capacity plugin's rules are ``victims``."""
+
+from __future__ import annotations
+
+import logging
+
+from optplan.models.placement import JobPlacement, PlacementPlan, Victim
+from optplan.models.queues import VCJob
+from optplan.solvers.placement.context import Context, State, Statement, replay
+from optplan.solvers.placement.greedy import Greedy, VictimChoice
+from optplan.solvers.placement.jobs import gang_order, job_needs
+from optplan.solvers.placement.victims import (
+    REASONS,
+    Candidate,
+    Catalogue,
+    Reason,
+    Rules,
+    reclaimer_blocked,
+    statically_allowed,
+    victim_blocked,
+)
+
+log = logging.getLogger(__name__)
+
+
+def job_rules(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: Reason) -> tuple[Rules | None, str]:
+    """The rules for this job and action, or None and why the action has nothing to offer."""
+    snap = ctx.snapshot
+    qs = state.queues
+    if not ctx.preempting(job):
+        return None, "preemptionPolicy Never: no victims"
+    needs = job_needs(job)
+    if reason == "reclaim":  # the capacity plugin's PreemptiveFn, for the first pod the action tries
+        order = gang_order(job, snap, ctx.held.get(job.key))
+        if order:
+            task, i = order[0]
+            why = reclaimer_blocked(job.queue, qs.allocated[job.queue], ctx.pods[job.key][task][i].requests,
+                                    qs.deserved[job.queue], qs.real[job.queue])
+            if why is not None:
+                return None, why
+    priority = ctx.priority[job.key]
+    static = {k: c for k, c in cat.candidates.items() if k not in state.evicted
+              and statically_allowed(c, reason, job.queue, priority, qs.reclaimable.get(c.queue, True), needs) is None}
+    if reason == "preempt":
+        if not static:
+            return None, f"no running pod in queue {job.queue} of lower priority may be evicted"
+        return Rules(reason=reason, job=job, needs=needs, eligible=static), ""
+    eligible: dict[str, Candidate] = {}
+    refused: dict[str, str] = {}
+    for k, c in static.items():  # the ReclaimableFn on the state at the action's start, each pod alone
+        why = victim_blocked(c.queue, qs.allocated[c.queue], c.pod.requests, qs.deserved[c.queue],
+                             qs.listed[c.queue], qs.guarantee[c.queue])
+        if why is None:
+            eligible[k] = c
+        else:
+            refused[k] = why
+    if not eligible:
+        return None, reclaim_blocked_text(static, list(refused.values()))
+    return Rules(reason=reason, job=job, needs=needs, eligible=eligible, blocked=refused), ""
+
+
+def reclaim_blocked_text(static: dict[str, Candidate], blocked: list[str]) -> str:
+    """Why no running pod may be reclaimed: none could be, none is above deserved, or guarantee protects."""
+    if not static:
+        return "no running pod of another reclaimable queue requests a resource the job requests"
+    guarded = sorted(w for w in blocked if w.startswith("guarantee"))
+    under = sorted(w for w in blocked if not w.startswith("guarantee"))
+    if not under:
+        return f"no running pod may be reclaimed: {guarded[0]}"
+    also = f"; {guarded[0]}" if guarded else ""
+    return f"no running pod of a reclaimable queue is above its deserved: {under[0]}{also}"
+
+
+def apply_choice(ctx: Context, state: State, job: VCJob, choice: VictimChoice) -> None:
+    """Commit a choice: evictions first, then the job's pods."""
+    stmt = Statement(state)
+    for c in choice.victims:
+        stmt.evict(c.pod, c.node, c.queue, c.group)
+    pods = ctx.pods[job.key]
+    for b in choice.bindings:
+        stmt.allocate(pods[b.task][b.index], b.node, job.queue)
+
+
+def _victims(choice: VictimChoice, reason: Reason) -> tuple[Victim, ...]:
+    return tuple(Victim(namespace=c.pod.namespace, name=c.pod.name, node=c.node, reason=reason)
+                 for c in sorted(choice.victims, key=lambda c: c.key))
+
+
+def victim_text(job: VCJob, n_bindings: int, region_label: str | None, reason: Reason, victims: int,
+                cost: int) -> str:
+    where = f" in {region_label}" if region_label else ""
+    return (f"{n_bindings} of {job.replicas} pods placed{where} after {reason}ing {victims} pods "
+            f"(victim cost {cost})")
+
+
+def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
+    """Volcano's preempt, then reclaim, for each job the plan does not admit, in job order, on the state
+    the jobs before it left: the admitted jobs' pods placed, earlier victims gone. A job that now fits
+    without victims (room an earlier job's victims freed beyond its own need, or queue room they gave
+    back) is placed there first, as Volcano's next allocate would. Jobs placed by this pass are
+    replayed after the evictions (``after_evictions``)."""
+    if all(jp.admitted for jp in plan.jobs):
+        return plan
+    by_key = {j.key: j for j in ctx.jobs}
+    state = replay(ctx, plan, victims=False)  # allocate's plan: no victims yet
+    cat = ctx.catalogue
+    g = Greedy(ctx, state, cat)
+    out: list[JobPlacement] = []
+    for jp in plan.jobs:
+        job = by_key[jp.key]
+        if (jp.admitted or job.key in ctx.unfit or state.queues.admission_reason(job.queue) is not None
+                or not ctx.regions[job.key]):
+            out.append(jp)
+            continue
+        if state.evicted:
+            freed = g.place(job)  # commits when admitted
+            if freed.admitted:
+                out.append(freed.model_copy(update={"reason": f"{freed.reason} (room freed by earlier victims)",
+                                                    "after_evictions": True}))
+                continue
+        notes: list[str] = []
+        placed: JobPlacement | None = None
+        for reason in REASONS:
+            rules, why = job_rules(ctx, state, cat, job, reason)
+            if rules is None:
+                notes.append(f"{reason}: {why}")
+                continue
+            chosen, gwhy = g.with_victims(job, rules)
+            if chosen is None:
+                notes.append(f"{reason}: {gwhy}")
+                continue
+            apply_choice(ctx, state, job, chosen)
+            r = chosen.region
+            text = victim_text(job, len(chosen.bindings), r.label if job.network_topology is not None else None,
+                               reason, len(chosen.victims), chosen.cost)
+            placed = JobPlacement(namespace=job.namespace, name=job.name, queue=job.queue, admitted=True,
+                                  reason=text, hyper_node=r.hyper_node, tier=r.tier, bindings=tuple(chosen.bindings),
+                                  victims=_victims(chosen, reason), after_evictions=True)
+            log.info("placement victims: %s %s %d pods, cost %d", job.key, reason, len(chosen.victims), chosen.cost)
+            break
+        if placed is None:
+            placed = jp.model_copy(update={"reason": f"{jp.reason}; no victims ({'; '.join(notes)})"})
+        out.append(placed)
+    return plan.model_copy(update={"jobs": tuple(out)})
+
+
+def victim_notes(ctx: Context, plan: PlacementPlan, proven: bool) -> dict[str, str]:
+    """For the jobs a plan does not admit: why each action offers nothing on the plan's final state
+    (``job_rules``), or that victims exist but the plan (``proven``: optimal) does not use them."""
+    by_key = {j.key: j for j in ctx.jobs}
+    state = replay(ctx, plan, victims=True)
+    out: dict[str, str] = {}
+    for jp in plan.jobs:
+        job = by_key[jp.key]
+        if (jp.admitted or job.key in ctx.unfit or state.queues.admission_reason(job.queue) is not None
+                or not ctx.regions[job.key]):
+            continue
+        notes = []
+        for reason in REASONS:
+            rules, why = job_rules(ctx, state, ctx.catalogue, job, reason)
+            unused = ("no victim set admits it without losing admissions worth more" if proven else
+                      "no victim set found in the time limit admits it")
+            refused = f" (others refused: {min(rules.blocked.values())})" if rules is not None and rules.blocked else ""
+            notes.append(f"{reason}: {why}" if rules is None else
+                         f"{reason}: {len(rules.eligible)} pods may be evicted, but {unused}{refused}")
+        out[jp.key] = "; ".join(notes)
+    return out

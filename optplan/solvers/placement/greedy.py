@@ -1,0 +1,390 @@
+"""One job's turn in Volcano's actions, simulated on a ``State`` (``Greedy``): a gang is dry-run region
+by region (``place``, one loop, ``dry_run``, for allocate and, given the job's ``Rules``, for preempt and
+reclaim: a pod that fits nowhere then evicts on the first node whose victims make room), an admitted
+job's further pods come one per turn (``extend``), and the node order and scores are kept here. The
+actions over all the jobs are ``allocate`` and ``evict``; the rules, the package docstring."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from fractions import Fraction
+from itertools import groupby
+
+from optplan.models.placement import Binding, JobPlacement
+from optplan.models.queues import VCJob
+from optplan.models.snapshot import Pod
+from optplan.solvers.placement.binpack import binpack_score
+from optplan.solvers.placement.context import Context, State, Statement
+from optplan.solvers.placement.jobs import Region, gang_shortfall, gang_steps, task_pos
+from optplan.solvers.placement.victims import Candidate, Catalogue, Rules, dims, reclaimer_blocked, victim_blocked
+
+
+def placed_reason(ctx: Context, job: VCJob, n: int, where: str) -> str:
+    """'n of N pods placed[ in <region>][ (k beyond minAvailable m)]'; for a running gang, of its pending
+    pods, next to its running ones."""
+    running = sum(ctx.held_count(job.key).values())
+    extra = n - ctx.need(job)[1]
+    more = f" ({extra} beyond minAvailable {job.min_available})" if extra > 0 else ""
+    if running:
+        return f"{n} of {job.replicas - running} pending pods placed{where}, next to its {running} running{more}"
+    return f"{n} of {job.replicas} pods placed{where}{more}"
+
+
+def _gang_result(job: VCJob, placed: Counter[str], bindings: list[Binding], why: str | None,
+                 held: Counter[str], pending: int) -> tuple[list[Binding], str | None]:
+    """A dry run's outcome: the bindings in task order when the gang is ready and at least one pod is
+    placed (Volcano keeps no solution without an operation), else why not."""
+    short = gang_shortfall(job, placed, held)
+    if short is None and not bindings:
+        short = f"0 of its {pending} pending pods placed"
+    if short is None:
+        return sorted(bindings, key=lambda b: (task_pos(job, b.task), b.index)), None
+    return bindings, f"{short}; {why}" if why else short
+
+
+@dataclass
+class VictimChoice:
+    """A job placed with victims: bindings, victims (in eviction order), the region, the victims' cost."""
+
+    bindings: list[Binding]
+    victims: list[Candidate]
+    region: Region
+    cost: int
+
+
+class Greedy:
+    """Volcano's actions for one job at a time on ``state``: the dry runs, the node order and scores, and
+    what evicting a candidate takes (``cat``: the possible victims; empty for allocate alone)."""
+
+    def __init__(self, ctx: Context, state: State, cat: Catalogue | None = None) -> None:
+        self.ctx = ctx
+        self.state = state
+        self.cat = cat if cat is not None else Catalogue(snapshot=ctx.snapshot, now=datetime.now())
+        self._scores: dict[tuple[object, ...], Fraction] = {}
+        self._nodes: dict[Region, list[str]] = {}
+        self._steps: dict[str, list[tuple[str, int, bool]]] = {}
+        self.block_note: str | None = None
+        """Reclaim: the first refusal of the capacity plugin on the nodes the last ``evict_for`` tried."""
+        self.region_of: dict[str, Region] = {}
+        """job key -> the region its admitted gang was placed in."""
+        self.dropped: set[tuple[str, str, int]] = set()
+        """(job, task, index): pods ``extend`` tried (placed or not): allocate pops each task once."""
+
+    def steps(self, job: VCJob) -> list[tuple[str, int, bool]]:
+        """``gang_steps`` of the job (fixed for the run: computed once)."""
+        out = self._steps.get(job.key)
+        if out is None:
+            out = self._steps[job.key] = gang_steps(job, self.ctx.snapshot, self.ctx.held.get(job.key))
+        return out
+
+    def nodes(self, region: Region) -> list[str]:
+        """The region's nodes by name: one list per region, so that the predicates' rows over it are cached."""
+        out = self._nodes.get(region)
+        if out is None:
+            out = self._nodes[region] = sorted(region.nodes)
+        return out
+
+    def best_node(self, pod: Pod, nodes: list[str], queue: str) -> tuple[str | None, str]:
+        """The highest-scoring feasible node, or None and why none is feasible."""
+        qr = self.state.queues.fit_reason(queue, pod.requests)
+        if qr is not None:
+            return None, qr
+        best: str | None = None
+        best_score = Fraction(-1)
+        static, cap = self.ctx.predicates, self.state.cap
+        req_key = tuple(sorted(pod.requests.items()))
+        for n, ok in zip(nodes, static.mask(pod, nodes), strict=True):
+            if ok and cap.fits(pod, n):
+                score = self.score(pod, n, req_key)
+                if score > best_score:
+                    best, best_score = n, score
+        if best is not None:
+            return best, ""
+        why = Counter(s or cap.fit_reason(pod, n) for n, s in zip(nodes, static.reasons(pod, nodes), strict=True))
+        detail = ", ".join(f"{c} {r}" for r, c in sorted(why.items(), key=lambda x: (-x[1], x[0])))
+        return None, f"0/{len(nodes)} nodes fit" + (f" ({detail})" if detail else "")
+
+    def dry_run(self, job: VCJob, region: Region, stmt: Statement,
+                rules: Rules | None = None) -> tuple[list[Binding], str | None]:
+        """Place the gang inside the region, pods in ``gang_steps`` order, each on its best node
+        (``best_node``), until the gang is ready; the bindings, and why the gang is not ready (None: ready).
+
+        Allocate (no ``rules``): a pod that fits nowhere is skipped unless its task needs it, and the run
+        stops as soon as the gang cannot become ready; the first failure says why. Preempt or reclaim
+        (``rules``): a pod that fits nowhere evicts on the first node in ``preempt_order`` whose victims
+        would make room, one by one in victim order until it fits (``evict_for``); a pod that still
+        finds no node is skipped, and the last pod tried says why."""
+        nodes = self.nodes(region)
+        pods = self.ctx.pods[job.key]
+        held = self.ctx.held_count(job.key)
+        order = self.steps(job)
+        placed: Counter[str] = Counter()
+        bindings: list[Binding] = []
+        why: str | None = None
+        failures = 0
+        slack = len(order) - self.ctx.need(job)[1]
+        for task, i, required in order:
+            if bindings and gang_shortfall(job, placed, held) is None:
+                break  # allocate stops at the ready gang; the other replicas come one per turn (``extend``)
+            pod = pods[task][i]
+            if rules is None:
+                node, reason = self.best_node(pod, nodes, job.queue)
+                if node is None:
+                    failures += 1
+                    if why is None:
+                        why = f"task {task} replica {i}: {reason}"
+                    if required or failures > slack:
+                        break  # the gang cannot become ready any more
+                    continue
+            else:
+                node, why = self.try_with_victims(job, task, pod, nodes, stmt, rules)
+                if node is None:
+                    continue
+            stmt.allocate(pod, node, job.queue)
+            placed[task] += 1
+            bindings.append(Binding(task=task, index=i, node=node))
+        return _gang_result(job, placed, bindings, why, held, len(order))
+
+    def region_score(self, job: VCJob, region: Region) -> Fraction:
+        """Volcano's binpack formula over the HyperNode's summed resources, usage as it stands (the dry
+        run applied): Σ w_r × used_r / allocatable_r over the job's requested resources, / Σ w, × 100 × weight."""
+        alloc: dict[str, int] = defaultdict(int)
+        free: dict[str, int] = defaultdict(int)
+        for n in region.nodes:
+            for r, v in self.ctx.snapshot.nodes[n].allocatable.items():
+                alloc[r] += v
+                free[r] += self.state.cap.free[n].get(r, 0)
+        table = self.ctx.weights.of()
+        score = Fraction(0)
+        wsum = 0
+        for r in sorted(r for r, v in job.total_requests().items() if v > 0 and r in table):
+            w = table[r]
+            wsum += w
+            if alloc[r] > 0 and w > 0:
+                score += Fraction(w * (alloc[r] - free[r]), alloc[r])
+        return (score / wsum if wsum else score) * 100 * self.ctx.weights.weight
+
+    def place(self, job: VCJob) -> JobPlacement:
+        base = {"namespace": job.namespace, "name": job.name, "queue": job.queue}
+        if job.key in self.ctx.unfit:
+            return JobPlacement(**base, admitted=False, reason=self.ctx.unfit[job.key])
+        topo = job.network_topology is not None
+        why = self.state.queues.admission_reason(job.queue)
+        if why is not None:
+            return JobPlacement(**base, admitted=False, reason=why)
+        if not any(self.ctx.pending(job, t.name) for t in job.tasks):
+            return JobPlacement(**base, admitted=False, reason=f"nothing to place: its {job.replicas} pods run already")
+        regions = self.ctx.regions[job.key]
+        if not regions:
+            nt = job.network_topology
+            limit = f" of tier <= {nt.highest_tier_allowed}" if nt and nt.highest_tier_allowed is not None else ""
+            running = self.ctx.held_nodes.get(job.key)
+            if running:
+                return JobPlacement(**base, admitted=False, reason=(
+                    f"no HyperNode{limit} holds the nodes its running pods are on ({', '.join(sorted(running)[:3])}; "
+                    "networkTopology hard)"))
+            return JobPlacement(**base, admitted=False, reason=f"no HyperNode{limit} exists (networkTopology hard)")
+        failures: list[str] = []
+        for _tier, group in groupby(regions, key=lambda rg: rg.tier):
+            found: list[tuple[Fraction, str, Region, list[Binding]]] = []
+            for region in group:
+                stmt = Statement(self.state)
+                bindings, short = self.dry_run(job, region, stmt)
+                if short is None:
+                    score = self.region_score(job, region) if topo else Fraction(0)
+                    found.append((score, region.hyper_node or "", region, bindings))
+                else:
+                    failures.append(f"{region.label}: {short}" if topo else short)
+                stmt.discard()
+            if found:
+                found.sort(key=lambda f: (-f[0], f[1]))
+                _score, _name, region, bindings = found[0]
+                stmt = Statement(self.state)
+                pods = self.ctx.pods[job.key]
+                for b in bindings:
+                    stmt.allocate(pods[b.task][b.index], b.node, job.queue)
+                self.region_of[job.key] = region
+                where = f" in {region.label}" if topo else ""
+                return JobPlacement(**base, admitted=True, reason=placed_reason(self.ctx, job, len(bindings), where),
+                                    hyper_node=region.hyper_node, tier=region.tier, bindings=tuple(bindings))
+        if not topo:
+            return JobPlacement(**base, admitted=False, reason=f"gang not ready: {failures[0]}")
+        widest = regions[-1].tier  # the widest region tried says most about why nothing fits
+        head = next(f for r, f in zip(regions, failures, strict=True) if r.tier == widest)
+        more = f" (and {len(failures) - 1} more regions)" if len(failures) > 1 else ""
+        return JobPlacement(**base, admitted=False,
+                            reason=f"no region fits the gang (minAvailable {job.min_available}): {head}{more}")
+
+    def extend(self, job: VCJob, jp: JobPlacement) -> JobPlacement | None:
+        """One more pod of an admitted job, as allocate's next turn of a ready job places one: the job's
+        remaining pods in gang order, each to its best node in the job's region; a pod that fits nowhere
+        is dropped (Volcano pops it); None when none fits. Commits."""
+        region = self.region_of[jp.key]
+        done = {(b.task, b.index) for b in jp.bindings}
+        pods = self.ctx.pods[job.key]
+        for task, i, _required in self.steps(job):
+            if (task, i) in done or (job.key, task, i) in self.dropped:
+                continue
+            node, _why = self.best_node(pods[task][i], self.nodes(region), job.queue)
+            self.dropped.add((job.key, task, i))
+            if node is None:
+                continue
+            Statement(self.state).allocate(pods[task][i], node, job.queue)
+            bindings = sorted((*jp.bindings, Binding(task=task, index=i, node=node)),
+                              key=lambda b: (task_pos(job, b.task), b.index))
+            where = f" in {region.label}" if job.network_topology is not None else ""
+            return jp.model_copy(update={"bindings": tuple(bindings),
+                                         "reason": placed_reason(self.ctx, job, len(bindings), where)})
+        return None
+
+    def remaining(self, job: VCJob, jp: JobPlacement) -> bool:
+        """The admitted job has pods not placed and not dropped yet."""
+        done = {(b.task, b.index) for b in jp.bindings}
+        return any((t, i) not in done and (job.key, t, i) not in self.dropped for t, i, _r in self.steps(job))
+
+    # ---- victims (Volcano's preempt and reclaim actions) -------------------------------------------
+
+    def unit(self, c: Candidate, rules: Rules) -> list[Candidate] | None:
+        """What evicting ``c`` takes: the pod alone while its gang keeps minMember, else the rest of its
+        PodGroup (every occupying pod, all of them eligible), else None."""
+        group = self.cat.groups[c.group]
+        if self.state.taken[c.group] + 1 <= group.slack:
+            return [c]
+        rest = [k for k in group.occupying if k not in self.state.evicted]
+        if any(k not in rules.eligible for k in rest):
+            return None
+        return sorted((rules.eligible[k] for k in rest), key=Candidate.order_key)
+
+    def may_take(self, unit: list[Candidate], rules: Rules) -> bool:
+        """Reclaim: the capacity plugin's ReclaimableFn lets every pod of the unit go, in turn, from its
+        queue as the evictions so far left it (``victims.victim_blocked``); preempt: always."""
+        if rules.reason != "reclaim":
+            return True
+        qs = self.state.queues
+        alloc = {c.queue: dict(qs.allocated[c.queue]) for c in unit}
+        for c in unit:
+            if victim_blocked(c.queue, alloc[c.queue], c.pod.requests, qs.deserved[c.queue], qs.listed[c.queue],
+                              qs.guarantee[c.queue]) is not None:
+                return False
+            for r, x in c.pod.requests.items():
+                alloc[c.queue][r] = alloc[c.queue].get(r, 0) - x
+        return True
+
+    def reclaimees(self, pod: Pod, node: str, victims: list[Candidate], rules: Rules) -> list[Candidate]:
+        """The capacity plugin's ReclaimableFn on one node for one reclaimer pod: the candidates that
+        request a resource the pod requests, in victim order, each kept when ``victim_blocked`` passes
+        with the ones kept before it subtracted from its queue. The first refusal on the node (of these,
+        or of the node's pods refused when the action started) is kept in ``block_note``."""
+        need = dims(pod.requests)
+        qs = self.state.queues
+        alloc: dict[str, dict[str, int]] = {}
+        out: list[Candidate] = []
+        notes = [rules.blocked[c.key] for c in self.cat.by_node.get(node, []) if c.key in rules.blocked
+                 and c.key not in self.state.evicted and dims(c.pod.requests) & need]
+        for c in victims:
+            if not dims(c.pod.requests) & need:
+                continue
+            a = alloc.setdefault(c.queue, dict(qs.allocated[c.queue]))
+            why = victim_blocked(c.queue, a, c.pod.requests, qs.deserved[c.queue], qs.listed[c.queue],
+                                 qs.guarantee[c.queue])
+            if why is None:
+                out.append(c)
+                for r, x in c.pod.requests.items():
+                    a[r] = a.get(r, 0) - x
+            else:
+                notes.append(why)
+        if notes and self.block_note is None:
+            self.block_note = f"on {node}: {notes[0]}"
+        return out
+
+    def fits(self, pod: Pod, node: str, queue: str) -> bool:
+        cap, queues = self.state.cap, self.state.queues
+        return cap.fit_reason(pod, node) is None and queues.fit_reason(queue, pod.requests) is None
+
+    def could_fit(self, pod: Pod, node: str, victims: list[Candidate]) -> bool:
+        """Volcano's check before evicting on a node: would all its victims together make room?"""
+        free = self.state.cap.free[node]
+        for r, v in pod.requests.items():
+            if v > 0 and free.get(r, 0) + sum(c.pod.requests.get(r, 0) for c in victims) < v:
+                return False
+        return True
+
+    def try_with_victims(self, job: VCJob, task: str, pod: Pod, nodes: list[str], stmt: Statement,
+                         rules: Rules) -> tuple[str | None, str]:
+        """One pod of a preempting or reclaiming dry run: the capacity plugin's PreemptiveFn (reclaim),
+        then the best node as in allocate, else evictions (``evict_for``; a task whose PriorityClass says
+        preemptionPolicy Never evicts nothing). The node (None: none) and why not, or the last why."""
+        if rules.reason == "reclaim":  # the PreemptiveFn, for every pod the action tries
+            qs = self.state.queues
+            blocked = reclaimer_blocked(job.queue, qs.allocated[job.queue], pod.requests, qs.deserved[job.queue],
+                                        qs.real[job.queue])
+            if blocked is not None:
+                return None, blocked
+        node, why = self.best_node(pod, nodes, job.queue)
+        if node is None and task not in self.ctx.never[job.key]:
+            self.block_note = None
+            node = self.evict_for(pod, nodes, job.queue, stmt, rules)
+            if node is None and self.block_note is not None:
+                why = self.block_note  # the true cause: what the capacity plugin refused
+        return node, why
+
+    def score(self, pod: Pod, node: str, req_key: tuple[tuple[str, int], ...] | None = None) -> Fraction:
+        """The pod's binpack score on the node as the simulation stands (cached by the node's free room;
+        ``req_key``: the pod's sorted requests, when the caller has them)."""
+        free = self.state.cap.free[node]
+        if req_key is None:
+            req_key = tuple(sorted(pod.requests.items()))
+        key = (node, req_key, tuple([free.get(r, 0) for r, _ in req_key]))
+        score = self._scores.get(key)
+        if score is None:  # exact Fractions are slow: a node's score only changes with its free room
+            score = binpack_score(pod.requests, self.ctx.snapshot.nodes[node].allocatable, free, self.ctx.weights)
+            self._scores[key] = score
+        return score
+
+    def preempt_order(self, pod: Pod, nodes: list[str]) -> list[str]:
+        """Volcano's preempt node order (``util.PrioritizeNodes`` then ``SortNodes``): the nodes that pass
+        the static predicates, by binpack score on the state before this pod's evictions, highest
+        first, ties by name (module docstring)."""
+        ok = [n for n, passes in zip(nodes, self.ctx.predicates.mask(pod, nodes), strict=True) if passes]
+        req_key = tuple(sorted(pod.requests.items()))
+        scores = {n: self.score(pod, n, req_key) for n in ok}
+        return sorted(ok, key=lambda n: (-scores[n], n))
+
+    def evict_for(self, pod: Pod, nodes: list[str], queue: str, stmt: Statement, rules: Rules) -> str | None:
+        for n in self.preempt_order(pod, nodes):
+            victims = [c for c in self.cat.by_node.get(n, []) if c.key in rules.eligible
+                       and c.key not in self.state.evicted]
+            if rules.reason == "reclaim":
+                victims = self.reclaimees(pod, n, victims, rules)
+            if not victims or not self.could_fit(pod, n, victims):
+                continue
+            mark = stmt.mark()
+            for c in victims:
+                if c.key in self.state.evicted:
+                    continue  # gone with its whole PodGroup
+                unit = self.unit(c, rules)
+                if unit is None or not self.may_take(unit, rules):
+                    continue
+                for u in unit:
+                    stmt.evict(u.pod, u.node, u.queue, u.group)
+                if self.fits(pod, n, queue):
+                    return n
+            stmt.rollback(mark)
+        return None
+
+    def with_victims(self, job: VCJob, rules: Rules) -> tuple[VictimChoice | None, str]:
+        """The greedy's victims for the job (state unchanged): regions in order, the first that works."""
+        first: str | None = None
+        for region in self.ctx.regions[job.key]:
+            stmt = Statement(self.state)
+            bindings, short = self.dry_run(job, region, stmt, rules)
+            evicted = [rules.eligible[p.key] for p, _n in stmt.evictions()]
+            stmt.discard()
+            if short is None:
+                return VictimChoice(bindings=bindings, victims=evicted, region=region,
+                                    cost=sum(c.cost for c in evicted)), ""
+            if first is None:
+                first = f"{region.label}: {short}" if job.network_topology is not None else short
+        return None, first or "no region"

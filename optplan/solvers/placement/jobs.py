@@ -1,0 +1,270 @@
+"""The facts of the jobs to place, as Volcano's JobInfo sees them, read alike by the planners and the
+validator: priorities (``job_priority``, ``task_priority``), the pods the job controller would create
+(``job_pods``), the replicas that already run (``held_pods``) and which jobs have pods to place
+(``jobs_to_place``), the gang's minimums (``task_minima``, ``needed``, ``gang_shortfall``), the order a dry
+run tries the pods (``gang_steps``), the candidate regions (``job_regions``) and the cut to the cluster's
+total capacity (``clip_to_cluster``). The rules themselves: the package docstring."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from optplan.models.queues import JobTask, VCJob
+from optplan.models.snapshot import GROUP_NAME_ANNOTATION, Pod, Snapshot
+from optplan.solvers.core.oracle import POD_SLOT
+from optplan.solvers.placement.victims import Catalogue
+
+
+def class_priority(name: str | None, snap: Snapshot) -> int:
+    """The value of the named PriorityClass; the globalDefault class's when none is named; else 0.
+    An unknown class counts as 0 (Kubernetes would refuse the pods)."""
+    if name is not None:
+        pc = snap.priority_classes.get(name)
+        return pc.value if pc is not None else 0
+    defaults = sorted((pc for pc in snap.priority_classes.values() if pc.global_default), key=lambda p: p.name)
+    return defaults[0].value if defaults else 0
+
+
+def job_priority(job: VCJob, snap: Snapshot) -> int:
+    """The value of the job's PriorityClass (Volcano's JobInfo.Priority, from the PodGroup's
+    priorityClassName, which the job controller copies from the job's)."""
+    return class_priority(job.priority_class_name, snap)
+
+
+def task_priority(job: VCJob, task: JobTask, snap: Snapshot) -> int:
+    """A pod's priority (Volcano's TaskInfo.Priority: the pod's spec.priority, which admission sets from
+    its PriorityClass): the task template's class, else the job's."""
+    return class_priority(job.task_priority_class(task), snap)
+
+
+JOB_NAME_LABEL = "volcano.sh/job-name"
+"""The label Volcano's job controller puts on a job's pods."""
+
+
+def _of_job(pod: Pod, job: VCJob, snap: Snapshot) -> bool:
+    """The pod named like a replica of the job is the job's: its job-name label (when written) names the
+    job, and its PodGroup (when in the snapshot and owned by a VCJob) is the job's."""
+    label = pod.labels.get(JOB_NAME_LABEL)
+    if label is not None and label != job.name:
+        return False
+    pg = snap.pod_groups.get(pod.group_key) if pod.group_key is not None else None
+    owner = pg.owner if pg is not None else None
+    return owner is None or owner.kind != "Job" or owner.name == job.name
+
+
+def held_pods(job: VCJob, snap: Snapshot) -> dict[str, dict[int, Pod]]:
+    """Task -> replica index -> the snapshot's pod ``<job>-<task>-<index>`` of the job that already counts
+    for its gang (Volcano's ReadyTaskNum): bound to a node and not terminal, or Succeeded. Such a replica
+    is not placed again; every other replica (absent, Pending without a node, Failed) is pending."""
+    out: dict[str, dict[int, Pod]] = {}
+    prefix = f"{job.namespace}/{job.name}-"
+    tasks = {t.name: t for t in job.tasks}
+    for key, p in snap.pods.items():
+        if not key.startswith(prefix) or not (p.occupying or p.phase == "Succeeded"):
+            continue
+        task, _sep, index = key[len(prefix):].rpartition("-")
+        t = tasks.get(task)
+        if t is None or not index.isdigit() or int(index) >= t.replicas or not _of_job(p, job, snap):
+            continue
+        out.setdefault(task, {})[int(index)] = p
+    return out
+
+
+WAITING_PHASES = frozenset({"", "Pending", "Inqueue"})
+"""VCJob phases of a job none of whose gang runs yet."""
+ACTIVE_PHASES = frozenset({"Running", "Restarting"})
+"""VCJob phases of a job whose gang (some of it) runs: placed when some replica is not running."""
+
+
+def jobs_to_place(snap: Snapshot) -> list[VCJob]:
+    """The snapshot's VCJobs that have pods to place, by key: every waiting job, and every running job
+    with a replica that does not run (a scale-up, a failed pod's replacement), which joins its gang."""
+    out = []
+    for key in sorted(snap.jobs):
+        job = snap.jobs[key]
+        if job.phase in WAITING_PHASES:
+            out.append(job)
+        elif job.phase in ACTIVE_PHASES:
+            held = held_pods(job, snap)
+            if any(len(held.get(t.name, {})) < t.replicas for t in job.tasks):
+                out.append(job)
+    return out
+
+
+def held_indices(job: VCJob, snap: Snapshot) -> dict[str, frozenset[int]]:
+    return {t: frozenset(pods) for t, pods in held_pods(job, snap).items()}
+
+
+def held_counts(held: dict[str, frozenset[int]]) -> Counter[str]:
+    return Counter({t: len(ix) for t, ix in held.items()})
+
+
+def needed(job: VCJob, held: Counter[str]) -> tuple[dict[str, int], int]:
+    """What the pending pods must add for the gang to be ready: per task (its minimum less its running
+    pods, when the tasks' minimums count) and in all (minAvailable less the running pods, at least the
+    per-task sum). (0: the running pods already make it ready.)"""
+    minima = {t: max(m - held[t], 0) for t, m in task_minima(job).items()}
+    return minima, max(job.min_available - sum(held.values()), sum(minima.values()))
+
+
+def has_pending_replicas(job: VCJob, snap: Snapshot) -> bool:
+    """Some replica of the job is not running yet (a running job scaled up, or a failed pod's replacement)."""
+    return sum(len(ix) for ix in held_indices(job, snap).values()) < job.replicas
+
+
+def job_pods(job: VCJob) -> dict[str, list[Pod]]:
+    """Task name -> the pods Volcano would create for it, by replica index."""
+    out: dict[str, list[Pod]] = {}
+    for t in job.tasks:
+        tpl = t.template
+        out[t.name] = [
+            Pod(namespace=job.namespace, name=f"{job.name}-{t.name}-{i}", labels=dict(tpl.labels),
+                annotations={GROUP_NAME_ANNOTATION: job.name}, node_name=None,
+                scheduler_name=tpl.scheduler_name or "volcano", node_selector=dict(tpl.node_selector),
+                tolerations=tpl.tolerations, required_node_affinity=tpl.required_node_affinity,
+                requests={r: v for r, v in tpl.requests.items() if v > 0}, phase="Pending")
+            for i in range(t.replicas)]
+    return out
+
+
+DEFAULT_MAX_PODS = 110
+"""kubelet's default maxPods: the pod slots ``clip_to_cluster`` counts for a node whose allocatable names
+no ``pods``."""
+
+
+def clip_to_cluster(jobs: Sequence[VCJob], snap: Snapshot) -> tuple[list[VCJob], dict[str, str]]:
+    """The jobs with each task's replicas cut to what the cluster's total capacity could ever hold (its
+    nodes' allocatable summed, every pod evicted; pod slots too), so that a job asking for two billion
+    replicas builds no more pods than could be placed. A job whose minimum exceeds that is unfit: its
+    tasks keep no replicas and the reason is returned with its key. A job within capacity is unchanged."""
+    totals: dict[str, int] = defaultdict(int)
+    slots = 0
+    for node in snap.nodes.values():
+        for r, v in node.allocatable.items():
+            totals[r] += v
+        slots += node.allocatable["pods"] // POD_SLOT if "pods" in node.allocatable else DEFAULT_MAX_PODS
+    out: list[VCJob] = []
+    unfit: dict[str, str] = {}
+    for job in jobs:
+        bound = {t.name: min([slots, *(totals[r] // v for r, v in t.template.requests.items() if v > 0)])
+                 for t in job.tasks}
+        if all(t.replicas <= bound[t.name] for t in job.tasks):
+            out.append(job)
+            continue
+        can = {t.name: min(t.replicas, bound[t.name]) for t in job.tasks}
+        short = [f"task {t}: minimum {need}" for t, need in task_minima(job).items() if need > can[t]]
+        if job.min_available > sum(can.values()):
+            short.insert(0, f"minAvailable {job.min_available}")
+        if short:
+            unfit[job.key] = (f"cannot fit the cluster: {short[0]}, but at most {sum(can.values())} of its "
+                              f"{job.replicas} pods fit the nodes' total capacity")
+            can = dict.fromkeys(can, 0)
+        tasks = tuple(t.model_copy(update={"replicas": can[t.name]}) for t in job.tasks)
+        out.append(job.model_copy(update={"tasks": tasks}))
+    return out, unfit
+
+
+def task_minima(job: VCJob) -> dict[str, int]:
+    """Per-task minimums Volcano's gang plugin enforces (empty when only the job's minAvailable counts)."""
+    minima = {t.name: t.replicas if t.min_available is None else t.min_available for t in job.tasks}
+    if job.min_available < sum(minima.values()):
+        return {}
+    return minima
+
+
+def gang_shortfall(job: VCJob, placed: Counter[str], held: Counter[str] | None = None) -> str | None:
+    """Why the placed counts per task, with the pods already running (``held``), do not make the gang
+    ready (Volcano's JobReady: ReadyTaskNum ≥ minAvailable and CheckTaskReady), or None when they do."""
+    held = held or Counter()
+    total = sum(placed.values())
+    running = sum(held.values())
+    also = f" (+{running} running)" if running else ""
+    if total + running < job.min_available:
+        return f"{total}{also} of minAvailable {job.min_available} pods placed"
+    for task, need in task_minima(job).items():
+        if placed[task] + held[task] < need:
+            also = f" (+{held[task]} running)" if held[task] else ""
+            return f"task {task}: {placed[task]}{also} of its minimum {need} pods placed"
+    return None
+
+
+def shield(cat: Catalogue, snap: Snapshot, jobs: Sequence[VCJob]) -> Catalogue:
+    """The catalogue without the running pods of the PodGroups of the jobs being placed: a plan places a
+    running gang's pending pods next to its running ones and never evicts those (they are listed as
+    protected)."""
+    groups = {p.group_key for j in jobs for ps in held_pods(j, snap).values() for p in ps.values()}
+    groups.discard(None)
+    if not groups & set(cat.groups):
+        return cat
+    out = Catalogue(snapshot=cat.snapshot, now=cat.now, protected=dict(cat.protected), groups=dict(cat.groups))
+    for k, c in cat.candidates.items():
+        if c.group in groups:
+            out.protected[k] = "its job's pending pods are being placed next to it"
+        else:
+            out.candidates[k] = c
+    out.by_node = {n: [c for c in cs if c.group not in groups] for n, cs in cat.by_node.items()}
+    out.by_node = {n: cs for n, cs in out.by_node.items() if cs}
+    return out
+
+
+@dataclass(frozen=True)
+class Region:
+    """Where a job's pods may go: a HyperNode, the virtual root (soft jobs) or anywhere (no topology)."""
+
+    hyper_node: str | None
+    tier: int | None
+    nodes: frozenset[str]
+
+    @property
+    def label(self) -> str:
+        if self.hyper_node is not None:
+            return f"HyperNode {self.hyper_node} (tier {self.tier})"
+        return "the whole cluster" if self.tier is None else f"the whole cluster (virtual root, tier {self.tier})"
+
+
+def job_regions(job: VCJob, snap: Snapshot, running: frozenset[str] = frozenset()) -> list[Region]:
+    """Candidate regions, lowest tier first, then by name; the whole cluster last for soft jobs. A job
+    whose pods already run on the nodes ``running`` keeps them: only the HyperNodes that contain them
+    all are candidates — the lowest-tier one first (the HyperNode that holds its running pods), then its
+    ancestors up to highestTierAllowed (hard; Volcano's getSearchRoot: the job's allocated HyperNode's
+    highest ancestor within the limit bounds the search), or up to the top and the whole cluster (soft)."""
+    topo = snap.topology
+    nt = job.network_topology
+    if nt is None:
+        return [Region(None, None, frozenset(snap.nodes))]
+    limit = nt.highest_tier_allowed if nt.mode == "hard" else None
+    out = [Region(h, topo.hyper_nodes[h].tier, topo.members[h]) for h in topo.regions(limit)
+           if h in topo.hyper_nodes and running <= topo.members[h]]
+    if nt.mode == "soft":
+        out.append(Region(None, topo.top_tier, frozenset(snap.nodes)))
+    return out
+
+
+def job_needs(job: VCJob) -> frozenset[str]:
+    return frozenset(r for r, v in job.total_requests().items() if v > 0)
+
+
+def gang_steps(job: VCJob, snap: Snapshot | None = None,
+               held: dict[str, frozenset[int]] | None = None) -> list[tuple[str, int, bool]]:
+    """The pending pods in the order a dry run tries them, each with whether its task needs it for the gang:
+    the tasks by priority (Volcano's TaskOrderFn: the pod's priority, higher first, when ``snap`` is given;
+    then the job's task order), each task's required pending replicas first (its minimum less its running
+    pods ``held``), then the rest."""
+    held = held or {}
+    minima, _need = needed(job, held_counts(held))
+    tasks = job.tasks if snap is None else sorted(job.tasks, key=lambda t: -task_priority(job, t, snap))
+    pending = {t.name: [i for i in range(t.replicas) if i not in held.get(t.name, frozenset())] for t in tasks}
+    order = [(t.name, i, True) for t in tasks for i in pending[t.name][:minima.get(t.name, 0)]]
+    return order + [(t.name, i, False) for t in tasks for i in pending[t.name][minima.get(t.name, 0):]]
+
+
+def gang_order(job: VCJob, snap: Snapshot | None = None,
+               held: dict[str, frozenset[int]] | None = None) -> list[tuple[str, int]]:
+    """``gang_steps`` without the required flag: (task, index) in the order a dry run tries them."""
+    return [(t, i) for t, i, _r in gang_steps(job, snap, held)]
+
+
+def task_pos(job: VCJob, task: str) -> int:
+    return next(i for i, t in enumerate(job.tasks) if t.name == task)

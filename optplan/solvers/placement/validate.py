@@ -1,0 +1,312 @@
+"""The independent validator of a placement plan (``placement_violations``, ``validate_placement``): it
+replays the plan as Volcano's actions would (the jobs placed without evictions first, then each evicting
+job's victims and pods, in job order) and re-checks every rule: static predicates and room (the
+oracle), queues, gangs, topology and victims. It trusts none of the planners' decisions and imports
+none of their modules (a contract in pyproject.toml): it shares only the oracle, the queue accounting,
+the victim rules and the pod facts (``jobs``) with them. Also ``check_inputs``: input Volcano cannot
+schedule with."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from optplan.errors import InputError, PlanInvalidError
+from optplan.models.limits import SYSTEM_PRIORITY_CLASSES
+from optplan.models.placement import Binding, JobPlacement, PlacementPlan, Victim
+from optplan.models.quantity import format_milli
+from optplan.models.queues import ROOT as ROOT_QUEUE
+from optplan.models.queues import QueueTree, VCJob
+from optplan.models.snapshot import Pod, Resources, Snapshot
+from optplan.solvers.core.oracle import Capacity, Predicates
+from optplan.solvers.placement.jobs import (
+    gang_order,
+    gang_shortfall,
+    held_indices,
+    held_pods,
+    job_needs,
+    job_pods,
+    job_priority,
+    shield,
+)
+from optplan.solvers.placement.victims import (
+    Candidate,
+    Catalogue,
+    dims,
+    never_tasks,
+    reclaim_order,
+    reclaimer_blocked,
+    statically_allowed,
+)
+from optplan.solvers.quota.queues import QueueAccount, account_queues, unheld_deserved
+
+
+def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPlan) -> list[str]:
+    """Every rule the plan breaks, as short sentences; empty when valid. Shares only the oracle, the
+    queue accounting and the pod facts with the planners."""
+    out: list[str] = []
+    given = {j.key: j for j in jobs}
+    listed = [jp.key for jp in plan.jobs]
+    for k, n in Counter(listed).items():
+        if n > 1:
+            out.append(f"job {k} is listed {n} times")
+    for k in sorted(set(given) - set(listed)):
+        out.append(f"job {k} is missing from the plan")
+    cap = Capacity(snap)
+    tree = QueueTree(snap.queues)
+    accounts = account_queues(snap, hierarchical=True)
+    allocated = {q: dict(a.allocated) for q, a in accounts.items()}
+    touched: dict[str, set[str]] = defaultdict(set)  # queue -> resources new pods charged to it
+    cat: Catalogue | None = None  # the possible victims, built for the first plan job with victims
+    taken: Counter[str] = Counter()  # PodGroup -> pods evicted so far
+    evicted: set[str] = set()
+    static = Predicates(snap)
+    # Volcano's actions: allocate places every job it can, then preempt and reclaim evict for the rest
+    for jp in sorted(plan.jobs, key=lambda j: j.after_evictions or bool(j.victims)):
+        job = given.get(jp.key)
+        if job is None:
+            out.append(f"job {jp.key} is not one of the jobs to place")
+            continue
+        if jp.queue != job.queue:
+            out.append(f"job {jp.key}: queue {jp.queue} but the job names {job.queue}")
+        if not jp.admitted:
+            if jp.victims:
+                out.append(f"job {jp.key} is not admitted but has victims")
+            if jp.bindings:
+                out.append(f"job {jp.key} is not admitted but has bindings")
+            if not jp.reason:
+                out.append(f"job {jp.key} is not admitted and gives no reason")
+            continue
+        if job.queue not in tree.queues:
+            out.append(f"job {jp.key}: queue {job.queue} does not exist")
+            continue
+        if not tree.is_leaf(job.queue) or job.queue == ROOT_QUEUE:
+            out.append(f"job {jp.key}: queue {job.queue} is not a leaf queue")
+        if not tree.is_open(job.queue):
+            out.append(f"job {jp.key}: queue {job.queue} is not Open")
+        if jp.victims:
+            if cat is None:  # the time only prices victims
+                cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
+            out.extend(_victim_violations(snap, job, jp, cat, tree, accounts, allocated, taken, evicted))
+            for vic in jp.victims:
+                p = snap.pods.get(f"{vic.namespace}/{vic.name}")
+                c = cat.candidates.get(f"{vic.namespace}/{vic.name}")
+                if p is not None and p.node_name is not None and p.occupying:
+                    cap.remove(p, p.node_name)
+                    if c is not None:
+                        for q in (c.queue, *tree.ancestors(c.queue)):
+                            for r, x in p.requests.items():
+                                allocated[q][r] = allocated[q].get(r, 0) - x
+        pods = job_pods(job)
+        running = held_pods(job, snap)
+        placed: Counter[str] = Counter()
+        seen: set[tuple[str, int]] = set()
+        nodes: set[str] = set()
+        for b in jp.bindings:
+            where = f"job {jp.key} pod {b.pod_name(job.name)}"
+            if b.task not in pods or not 0 <= b.index < len(pods[b.task]):
+                out.append(f"{where}: no such task replica")
+                continue
+            if b.index in running.get(b.task, {}):
+                out.append(f"{where}: that replica runs already")
+                continue
+            if (b.task, b.index) in seen:
+                out.append(f"{where} is bound twice")
+                continue
+            seen.add((b.task, b.index))
+            if b.node not in snap.nodes:
+                out.append(f"{where}: unknown node {b.node}")
+                continue
+            pod = pods[b.task][b.index]
+            reason = static.reason(pod, b.node) or cap.fit_reason(pod, b.node)
+            if reason is not None:
+                out.append(f"{where} on {b.node}: {reason}")
+            cap.add(pod, b.node)
+            placed[b.task] += 1
+            nodes.add(b.node)
+            for q in (job.queue, *tree.ancestors(job.queue)):
+                for r, v in pod.requests.items():
+                    allocated[q][r] = allocated[q].get(r, 0) + v
+                    touched[q].add(r)
+        short = gang_shortfall(job, placed, Counter({t: len(ps) for t, ps in running.items()}))
+        if short is not None:
+            out.append(f"job {jp.key} is admitted but the gang is not ready: {short}")
+        if not jp.bindings:
+            out.append(f"job {jp.key} is admitted but places no pod")
+        held_at = {p.node_name for ps in running.values() for p in ps.values() if p.occupying and p.node_name}
+        out.extend(_topology_violations(jp, job, nodes, snap, frozenset(held_at)))
+        for q in (job.queue, *tree.ancestors(job.queue)):  # after each job: evictions may not excuse it later
+            real = accounts[q].real_capability
+            for r in sorted(touched[q]):
+                msg = (f"queue {q}: {r} allocated {format_milli(allocated[q].get(r, 0))} > realCapability "
+                       f"{format_milli(real.get(r, 0))} after placement")
+                if allocated[q].get(r, 0) > real.get(r, 0) and msg not in out:
+                    out.append(msg)
+    return out
+
+
+def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalogue, tree: QueueTree,
+                       accounts: dict[str, QueueAccount], allocated: dict[str, dict[str, int]],
+                       taken: Counter[str], evicted: set[str]) -> list[str]:
+    """The victims of one job against the rules (``victims``): allowed pods, the action's queue rules,
+    the gang of every victim PodGroup over the plan so far, the victims' nodes, and the capacity
+    plugin's reclaim rules (``reclaimer_blocked`` per pod, ``reclaim_order`` per victim queue). Updates ``taken``
+    and ``evicted``; the caller frees the victims' capacity and allocations."""
+    out: list[str] = []
+    who = f"job {jp.key}"
+    if {b.task for b in jp.bindings} <= never_tasks(snap, job):
+        out.append(f"{who}: the PriorityClass of every task it places has preemptionPolicy Never but it evicts pods")
+    needs = job_needs(job)
+    priority = job_priority(job, snap)
+    before = {q: dict(a) for q, a in allocated.items()}
+    reasons = {v.reason for v in jp.victims}
+    if len(reasons) > 1:
+        out.append(f"{who}: victims of both preempt and reclaim (one action places a job)")
+    pods = job_pods(job)
+    bound = [(b, pods[b.task][b.index]) for b in jp.bindings if b.task in pods and 0 <= b.index < len(pods[b.task])]
+    on_node: dict[str, frozenset[str]] = defaultdict(frozenset)  # node -> what the job's pods there request
+    for b, p in bound:
+        on_node[b.node] |= dims(p.requests)
+    if "reclaim" in reasons:
+        out.extend(_reclaimer_violations(snap, job, jp, bound, before[job.queue], accounts[job.queue]))
+    mine_taken: Counter[str] = Counter()
+    reclaimed: dict[str, list[tuple[str, Resources]]] = defaultdict(list)
+    """Victim queue -> the pods this job reclaims from it."""
+    checked: list[tuple[Victim, Candidate]] = []
+    for v in jp.victims:
+        key = f"{v.namespace}/{v.name}"
+        where = f"{who} victim {key}"
+        pod = snap.pods.get(key)
+        if pod is None:
+            out.append(f"{where}: no such pod")
+            continue
+        if key in evicted:
+            out.append(f"{where}: evicted twice")
+            continue
+        c = cat.candidates.get(key)
+        if c is None:
+            why = cat.protected.get(key) or "not a running pod of a PodGroup in a known queue"
+            out.append(f"{where}: may not be a victim ({why})")
+            continue
+        if v.node != c.node:
+            out.append(f"{where}: runs on {c.node}, not {v.node}")
+        why2 = statically_allowed(c, v.reason, job.queue, priority, accounts[c.queue].reclaimable, needs)
+        if why2 is not None:
+            out.append(f"{where} ({v.reason}): {why2}")
+        evicted.add(key)
+        taken[c.group] += 1
+        mine_taken[c.group] += 1
+        checked.append((v, c))
+        if v.reason == "reclaim":
+            reclaimed[c.queue].append((key, c.pod.requests))
+    for gk in sorted(mine_taken):
+        g = cat.groups[gk]
+        if taken[gk] > g.slack and not all(k in evicted for k in g.occupying):
+            out.append(f"{who}: takes {taken[gk]} pods of PodGroup {gk} (ready {g.ready}, minMember "
+                       f"{g.min_member}) without taking all of it")
+    for v, c in checked:  # victims come from the nodes the job's pods are tried on, unless the gang goes whole
+        where = f"{who} victim {c.key}"
+        if c.node in on_node:
+            if v.reason == "reclaim" and not dims(c.pod.requests) & on_node[c.node]:
+                out.append(f"{where} (reclaim): requests no resource the job's pods on {c.node} request")
+        else:
+            group = cat.groups[c.group]
+            whole = all(k in evicted for k in group.occupying)
+            here = any(cat.candidates[k].node in on_node for k in group.occupying if k in cat.candidates)
+            if not (whole and here):
+                out.append(f"{where}: on node {c.node}, where the job places no pod (and PodGroup {c.group} is "
+                           f"not taken whole from a node it places on)")
+    for q in sorted(reclaimed):
+        acc = accounts[q]
+        order, why = reclaim_order(q, before[q], reclaimed[q], acc.effective_deserved, acc.deserved_listed,
+                                   acc.guarantee)
+        if order is None:
+            out.append(f"{who}: reclaims pods of queue {q} the capacity plugin would not let go in any order "
+                       f"({why})")
+    return out
+
+
+def _reclaimer_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, bound: list[tuple[Binding, Pod]],
+                          before: Resources, account: QueueAccount) -> list[str]:
+    """The capacity plugin's PreemptiveFn for each pod of a reclaiming job, in the order a dry run tries
+    them (``gang_order``), its queue's allocation counting the job's pods before it."""
+    alloc = dict(before)
+    pos = {ti: n for n, ti in enumerate(gang_order(job, snap, held_indices(job, snap)))}
+    for b, p in sorted(bound, key=lambda bp: pos.get((bp[0].task, bp[0].index), len(pos))):
+        why = reclaimer_blocked(job.queue, alloc, p.requests, account.effective_deserved, account.real_capability)
+        if why is not None:
+            return [f"job {jp.key}: reclaims for pod {b.pod_name(job.name)} but {why}"]
+        for r, x in p.requests.items():
+            alloc[r] = alloc.get(r, 0) + x
+    return []
+
+
+def _topology_violations(jp: JobPlacement, job: VCJob, nodes: set[str], snap: Snapshot,
+                         running: frozenset[str] = frozenset()) -> list[str]:
+    """The job's HyperNode against its networkTopology; it must hold the new pods' ``nodes`` and the nodes
+    its pods already run on (``running``: a running gang's pending pods join it in its HyperNode)."""
+    t = snap.topology
+    nt = job.network_topology
+    if nt is None:
+        if jp.hyper_node is not None or jp.tier is not None:
+            return [f"job {jp.key} has no network topology but names hyperNode/tier"]
+        return []
+    if jp.hyper_node is None:
+        if nt.mode == "hard":
+            return [f"job {jp.key}: hard network topology but no hyperNode"]
+        if jp.tier != t.top_tier:
+            return [f"job {jp.key}: spread over the cluster, tier must be {t.top_tier} (virtual root)"]
+        return []
+    if jp.hyper_node not in t.hyper_nodes:
+        return [f"job {jp.key}: unknown HyperNode {jp.hyper_node}"]
+    out = []
+    tier = t.hyper_nodes[jp.hyper_node].tier
+    if jp.tier != tier:
+        out.append(f"job {jp.key}: tier {jp.tier} but HyperNode {jp.hyper_node} has tier {tier}")
+    if nt.mode == "hard" and nt.highest_tier_allowed is not None and tier > nt.highest_tier_allowed:
+        out.append(f"job {jp.key}: HyperNode {jp.hyper_node} tier {tier} > highestTierAllowed "
+                   f"{nt.highest_tier_allowed}")
+    outside = sorted(nodes - t.members[jp.hyper_node])
+    if outside:
+        out.append(f"job {jp.key}: nodes {', '.join(outside[:3])} are outside HyperNode {jp.hyper_node}")
+    away = sorted(running - t.members[jp.hyper_node])
+    if away:
+        out.append(f"job {jp.key}: its running pods on {', '.join(away[:3])} are outside HyperNode {jp.hyper_node}")
+    return out
+
+
+def validate_placement(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPlan) -> None:
+    """Raise PlanInvalidError when the plan breaks any rule."""
+    violations = placement_violations(snap, jobs, plan)
+    if violations:
+        raise PlanInvalidError(violations)
+
+
+def check_inputs(snap: Snapshot, jobs: Sequence[VCJob]) -> None:
+    """Input Volcano cannot schedule with, as an InputError naming the object and field (the CLI adds
+    the file): a cycle in the queues' parents (the capacity plugin with hierarchy refuses the whole
+    session: ``updateAncestors``), a ``deserved`` naming a resource no node has (``queues.unheld_deserved``),
+    a PriorityClass a job to place names that does not exist (Kubernetes' Priority admission refuses such
+    pods, so the job never runs)."""
+    tree = QueueTree(snap.queues)
+    for name in sorted(tree.broken):
+        if "cycle" in tree.broken[name]:
+            chain, cur = [name], snap.queues[name].parent_name
+            while cur is not None and cur not in chain:
+                chain.append(cur)
+                cur = snap.queues[cur].parent_name
+            raise InputError(f"the parent chain {' -> '.join([*chain, name])} is a cycle: Volcano's capacity "
+                             "plugin (hierarchy) then schedules nothing", obj=f"Queue/{name}", field="spec.parent")
+    for v in unheld_deserved(snap, tree)[:1]:  # any queue: it may reclaim or be reclaimed from
+        raise InputError(f"no node has {v.resource}: {v.message.split(': ', 1)[1]}; fix or remove it",
+                         obj=f"Queue/{v.queue}", field=f"spec.deserved.{v.resource}")
+    known = set(snap.priority_classes) | set(SYSTEM_PRIORITY_CLASSES)
+    for job in jobs:
+        fields = [(job.priority_class_name, "spec.priorityClassName")]
+        fields += [(t.template.priority_class_name, f"spec.tasks[{i}].template.spec.priorityClassName")
+                   for i, t in enumerate(job.tasks)]
+        for cls, where in fields:
+            if cls is not None and cls not in known:
+                raise InputError(f"PriorityClass {cls!r} does not exist (Kubernetes refuses pods that name a "
+                                 "missing class): add it to the snapshot", obj=f"VCJob/{job.key}", field=where)
