@@ -31,7 +31,7 @@ def execute_run(relocations: list[dict[str, Any]] | None = None, *, freed: tuple
              "cards": 2, "pods": [{"name": VICTIM, "fromNode": "n1", "toNode": "n2", "cards": 2}]}]},
         "relocations": relocations if relocations is not None else [
             {"namespace": NS, "victimPodName": VICTIM, "victimPodUID": "uid-old", "plannedNodeName": "n2",
-             "eviction": {"phase": "Succeeded"}}],
+             "eviction": {"phase": "Evicted"}}],
     }
     return run
 

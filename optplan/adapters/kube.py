@@ -80,6 +80,30 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("repack.volcano.sh", "v1alpha1", "repackruns", "RepackRun", optional=True),
 )
 REPACK_RUNS = RESOURCES[-1]
+PODS = RESOURCES[1]
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+
+
+class NotFoundError(KubeError):
+    """The object asked for does not exist (404)."""
+
+
+class WatchExpired(KubeError):
+    """The watch's resourceVersion is too old (410 Gone): list again, then watch from the new list."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The API server's answer to a request whose refusals the caller decides about (an eviction)."""
+
+    status: int
+    message: str
+
+
+def _ns_path(res: Resource, namespace: str, name: str = "") -> str:
+    base = f"/apis/{res.group}/{res.version}" if res.group else "/api/v1"
+    tail = f"/{quote(name, safe='')}" if name else ""
+    return f"{base}/namespaces/{quote(namespace, safe='')}/{res.plural}{tail}"
 
 _RETRYABLE = frozenset({429, 500, 502, 503, 504})
 
@@ -149,9 +173,15 @@ class KubeClient:
 
     def list_objects(self, res: Resource) -> list[dict[str, Any]]:
         """All objects of one resource, page by page. An expired continue token restarts the list once."""
+        return self.list_with_version(res)[0]
+
+    def list_with_version(self, res: Resource) -> tuple[list[dict[str, Any]], str]:
+        """``list_objects`` and the list's resourceVersion (that of its first page: the pages of one list
+        are one snapshot), from which a watch resumes. Sorted by (namespace, name)."""
         items: list[dict[str, Any]] = []
         token: str | None = None
         restarted = False
+        version = ""
         while True:
             query: list[tuple[str, str]] = [("limit", str(self.page_size))]
             if res.field_selector:
@@ -168,21 +198,24 @@ class KubeClient:
                     self._missing.add(res.name)
                     log.warning("%s: the API server does not serve %s (CRD not installed?); reading none",
                                 res.name, res.api_version)
-                return []
+                return [], ""
             page = self._ok(resp, "list", f"{res.name} at the cluster scope")
+            if not token:
+                version = str((page.get("metadata") or {}).get("resourceVersion") or "")
             items.extend(i for i in page.get("items") or [] if isinstance(i, dict))
             token = (page.get("metadata") or {}).get("continue") or None
             if token is None:
                 break
-        cleaned = [_clean(res, item) for item in items]
-        return sorted(cleaned, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"].get("name", "")))
+        cleaned = [clean(res, item) for item in items]
+        cleaned.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"].get("name", "")))
+        return cleaned, version
 
     def get_repack_run(self, name: str) -> dict[str, Any]:
         what = f'{REPACK_RUNS.name} "{name}"'
         resp = self._request("GET", f"{REPACK_RUNS.path}/{quote(name, safe='')}", verb="get", what=what)
         if resp.status == 404:
-            raise KubeError(f"not found: no RepackRun named {name!r} (404): {resp.message()}")
-        return _clean(REPACK_RUNS, self._ok(resp, "get", what))
+            raise NotFoundError(f"not found: no RepackRun named {name!r} (404): {resp.message()}")
+        return clean(REPACK_RUNS, self._ok(resp, "get", what))
 
     # ---- writing ----------------------------------------------------------------------------
 
@@ -198,8 +231,132 @@ class KubeClient:
             raise ConflictError(f"RepackRun {name!r} changed since resourceVersion {resource_version} was read "
                                 f"(409 Conflict): read it again and re-plan")
         if resp.status == 404:
-            raise KubeError(f"not found: no RepackRun named {name!r} (404): {resp.message()}")
-        return _clean(REPACK_RUNS, self._ok(resp, "patch", what))
+            raise NotFoundError(f"not found: no RepackRun named {name!r} (404): {resp.message()}")
+        return clean(REPACK_RUNS, self._ok(resp, "patch", what))
+
+    # ---- the controller's calls ---------------------------------------------------------------
+
+    def evict(self, namespace: str, name: str, *, uid: str | None, grace_period_seconds: int | None) -> Answer:
+        """POST a policy/v1 Eviction for the pod, on condition that it is still the pod with ``uid`` (a pod
+        recreated under the same name is never evicted: 409). Never retried here: 200/201 (accepted),
+        404 (gone), 409 (another pod now) and 429 (a PodDisruptionBudget refuses, or too many requests)
+        are answers for the caller; anything else is a KubeError."""
+        what = f'pods "{namespace}/{name}" eviction'
+        options: dict[str, Any] = {}
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace},
+                **({"deleteOptions": options} if options else {})}
+        resp = self._send("POST", _ns_path(PODS, namespace, name) + "/eviction", [],
+                          {"Accept": "application/json", "Content-Type": "application/json"}, body,
+                          verb="create", what=what)
+        if resp.status in (200, 201, 404, 409, 429):
+            return Answer(resp.status, resp.message())
+        self._ok(resp, "create", what)
+        raise KubeError(f"cannot create {what} ({resp.status}): {resp.message()}")  # pragma: no cover
+
+    def patch_pod_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge-patch the pod's status subresource (``nominatedNodeName``)."""
+        what = f'pods "{namespace}/{name}" status'
+        resp = self._request("PATCH", _ns_path(PODS, namespace, name) + "/status", body={"status": dict(status)},
+                             content_type="application/merge-patch+json", verb="patch", what=what)
+        if resp.status == 404:
+            raise NotFoundError(f"not found: no pod {namespace}/{name} (404): {resp.message()}")
+        return clean(PODS, self._ok(resp, "patch", what))
+
+    def delete_repack_run(self, name: str, uid: str | None) -> bool:
+        """Delete the run if it is still the object with ``uid``; False when it was gone (or replaced)."""
+        what = f'{REPACK_RUNS.name} "{name}"'
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", **({"preconditions": {"uid": uid}} if uid else {})}
+        resp = self._request("DELETE", f"{REPACK_RUNS.path}/{quote(name, safe='')}", body=body,
+                             content_type="application/json", verb="delete", what=what, retry_server_errors=False)
+        if resp.status in (404, 409):
+            return False
+        self._ok(resp, "delete", what)
+        return True
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        what = f'{LEASES.name} "{namespace}/{name}"'
+        resp = self._request("GET", _ns_path(LEASES, namespace, name), verb="get", what=what)
+        if resp.status == 404:
+            return None
+        return clean(LEASES, self._ok(resp, "get", what))
+
+    def create_lease(self, namespace: str, name: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """Create the Lease; ConflictError when another replica created it first."""
+        what = f'{LEASES.name} "{namespace}/{name}"'
+        body = {"apiVersion": LEASES.api_version, "kind": LEASES.kind,
+                "metadata": {"name": name, "namespace": namespace}, "spec": dict(spec)}
+        resp = self._request("POST", _ns_path(LEASES, namespace), body=body, content_type="application/json",
+                             verb="create", what=what, retry_server_errors=False)
+        if resp.status == 409:
+            raise ConflictError(f"{what} exists already (409)")
+        return clean(LEASES, self._ok(resp, "create", what))
+
+    def update_lease(self, lease: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace the Lease's spec, on condition that it is still at its resourceVersion (else ConflictError)."""
+        meta = lease.get("metadata") or {}
+        namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+        what = f'{LEASES.name} "{namespace}/{name}"'
+        body = {"apiVersion": LEASES.api_version, "kind": LEASES.kind,
+                "metadata": {"name": name, "namespace": namespace, "resourceVersion": meta.get("resourceVersion")},
+                "spec": dict(spec)}
+        resp = self._request("PUT", _ns_path(LEASES, namespace, name), body=body, content_type="application/json",
+                             verb="update", what=what, retry_server_errors=False)
+        if resp.status == 409:
+            raise ConflictError(f"{what} changed since it was read (409)")
+        if resp.status == 404:
+            raise NotFoundError(f"not found: {what} (404)")
+        return clean(LEASES, self._ok(resp, "update", what))
+
+    def watch(self, res: Resource, resource_version: str, *, timeout_seconds: int = 300) -> Iterator[dict[str, Any]]:
+        """Watch events of ``res`` after ``resource_version`` (``{"type", "object"}``, BOOKMARKs included),
+        as they arrive, until the server ends the watch (``timeoutSeconds``). The whole watch has a total
+        deadline of ``timeout_seconds`` plus the request timeout, and each event is capped at ``max_bytes``.
+        A 410 (the version is too old: answer or ERROR event) raises WatchExpired; other failures KubeError."""
+        what = f"{res.name} at the cluster scope"
+        query: list[tuple[str, str]] = [("watch", "1"), ("allowWatchBookmarks", "true"),
+                                        ("timeoutSeconds", str(timeout_seconds))]
+        if resource_version:
+            query.append(("resourceVersion", resource_version))
+        if res.field_selector:
+            query.append(("fieldSelector", res.field_selector))
+        seconds = timeout_seconds + self.timeout
+        _, url, header_params, _, _ = self.api.param_serialize(
+            method="GET", resource_path=res.path, query_params=query, header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"])
+        deadline = f"the {seconds:g} s deadline of one watch"
+        guard = _Watch(seconds)
+        with guard:
+            try:
+                raw = self.api.call_api("GET", url, header_params=header_params,
+                                        _request_timeout=(self.timeout, seconds))
+                guard.phase = "body"
+                if raw.status != 200:
+                    data = self._read_body(raw.response, guard, verb="watch", what=what)
+                    text = data.decode("utf-8", errors="replace")
+                    try:
+                        decoded = json.loads(text) if text else None
+                    except ValueError:
+                        decoded = None
+                    resp = _Response(raw.status, decoded, text, None)
+                    if raw.status == 410:
+                        raise WatchExpired(f"cannot watch {what}: {resp.message()} (410)")
+                    self._ok(resp, "watch", what)
+                    return
+                stream = raw.response
+                try:
+                    yield from _events(stream, guard, self.max_bytes, what)
+                finally:  # also when the caller stops early: the connection holds the rest of the stream
+                    stream.close()
+                    stream.release_conn()
+            except (urllib3.exceptions.HTTPError, k8s.ApiException, OSError, http.client.HTTPException,
+                    _Expired) as e:
+                if guard.expired:
+                    return  # the watch outlived its deadline: the caller watches again from where it was
+                raise KubeError(f"cannot watch {what}: {self._failure(e, guard, deadline)}") from None
 
     # ---- one request, with retries ----------------------------------------------------------
 
@@ -440,6 +597,43 @@ def _causes(e: BaseException) -> Iterator[BaseException]:
         todo += [a for a in c.args if isinstance(a, BaseException)]  # urllib3's ProtocolError, SSLError
 
 
+def _events(stream: Any, guard: _Watch, max_bytes: int, what: str) -> Iterator[dict[str, Any]]:
+    """The events of a watch stream, one JSON object a line, as they arrive."""
+    buffer = b""
+    while chunk := stream.read1(_CHUNK):
+        guard.received += len(chunk)
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        if len(buffer) > max_bytes:
+            raise KubeError(f"cannot watch {what}: an event exceeds {_size(max_bytes)}")
+        for line in lines:
+            event = _event(line, what)
+            if event is not None:
+                yield event
+    event = _event(buffer, what)
+    if event is not None:
+        yield event
+
+
+def _event(line: bytes, what: str) -> dict[str, Any] | None:
+    """One watch event line, or None for a blank one. An ERROR event with a 410 Status raises WatchExpired."""
+    if not line.strip():
+        return None
+    try:
+        event = json.loads(line)
+    except ValueError:
+        raise KubeError(f"cannot watch {what}: the API server sent a line that is not JSON") from None
+    if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
+        raise KubeError(f"cannot watch {what}: the API server sent an event without an object")
+    if event.get("type") == "ERROR":
+        status = event["object"]
+        msg = " ".join(str(status.get("message") or "(no message)").split())
+        if status.get("code") == 410:
+            raise WatchExpired(f"cannot watch {what}: {msg} (410)")
+        raise KubeError(f"cannot watch {what}: {msg} ({status.get('code')})")
+    return event
+
+
 def _size(n: int) -> str:
     return f"{round(n / 2**20, 1):g} MiB" if n >= 2**20 else "1 byte" if n == 1 else f"{n} bytes"
 
@@ -470,7 +664,7 @@ def _retry_after(value: str | None) -> float | None:
         return None  # an HTTP date: the API server sends seconds, fall back to our backoff
 
 
-def _clean(res: Resource, item: Mapping[str, Any]) -> dict[str, Any]:
+def clean(res: Resource, item: Mapping[str, Any]) -> dict[str, Any]:
     """A list item as kubectl prints it: apiVersion and kind first, no managedFields."""
     meta = {k: v for k, v in (item.get("metadata") or {}).items() if k != "managedFields"}
     rest = {k: v for k, v in item.items() if k not in ("apiVersion", "kind", "metadata")}

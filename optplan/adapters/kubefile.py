@@ -887,12 +887,21 @@ def load_files(paths: Sequence[str | Path]) -> LoadedInput:
     return build(raws)
 
 
-def load_objects(objects: Iterable[Mapping[str, Any]], source: str = "<objects>") -> LoadedInput:
-    """The same as load_files for objects already in memory (the API adapter uses this)."""
-    return build([_Raw(source, dict(o)) for o in objects])
+ParseCache = dict[int, tuple[Any, Any]]
+"""id(object) -> (the object, its parsed model): a long-lived caller (the controller) keeps one, so an
+object that did not change (the same dict, held here so its id stays its own) is not parsed again."""
 
 
-def build(raws: Sequence[_Raw]) -> LoadedInput:
+def load_objects(objects: Iterable[Mapping[str, Any]], source: str = "<objects>", *,
+                 cache: ParseCache | None = None) -> LoadedInput:
+    """The same as load_files for objects already in memory (the API adapter uses this). ``cache``: see
+    ParseCache; it keeps the objects of this call only. The objects must not change while cached."""
+    objs = list(objects)
+    return build([_Raw(source, dict(o)) for o in objs], cache=cache, originals=objs)
+
+
+def build(raws: Sequence[_Raw], *, cache: ParseCache | None = None,
+          originals: Sequence[Mapping[str, Any]] | None = None) -> LoadedInput:
     nodes: dict[str, Node] = {}
     pods: dict[str, Pod] = {}
     groups: dict[str, PodGroup] = {}
@@ -905,16 +914,23 @@ def build(raws: Sequence[_Raw]) -> LoadedInput:
     servings: dict[str, ModelServing] = {}
     origin: dict[tuple[str, str], _Raw] = {}
     pod_raw: dict[str, _Raw] = {}
-    for raw in raws:
+    tables: dict[str, dict[str, Any]] = {"Node": nodes, "Pod": pods, "PodGroup": groups,
+                                         "PodDisruptionBudget": pdbs, "RepackRun": runs, "HyperNode": hyper,
+                                         "Queue": queues, "PriorityClass": priority_classes, "Job": jobs,
+                                         "ModelServing": servings}
+    kept_parsed: ParseCache = {}
+    for i, raw in enumerate(raws):
         parser = _PARSERS.get((raw.group, raw.kind))
         if parser is None:
             continue  # kinds the planners do not use are skipped
-        parsed = parser(raw)
+        if cache is not None and originals is not None:
+            original = originals[i]
+            hit = cache.get(id(original))
+            parsed = hit[1] if hit is not None and hit[0] is original else parser(raw)
+            kept_parsed[id(original)] = (original, parsed)
+        else:
+            parsed = parser(raw)
         key: str = parsed.key if hasattr(parsed, "key") else parsed.name
-        tables: dict[str, dict[str, Any]] = {"Node": nodes, "Pod": pods, "PodGroup": groups,
-                                             "PodDisruptionBudget": pdbs, "RepackRun": runs, "HyperNode": hyper,
-                                             "Queue": queues, "PriorityClass": priority_classes, "Job": jobs,
-                                             "ModelServing": servings}
         table = tables[raw.kind]
         ident = (raw.kind, key)
         if key in table:
@@ -950,6 +966,9 @@ def build(raws: Sequence[_Raw]) -> LoadedInput:
                                 f"allocatable {format_milli(cap)}")
     _check_queue_depth(queues, origin)
     _check_hyper_node_depth(hyper, origin)
+    if cache is not None:
+        cache.clear()
+        cache.update(kept_parsed)
     snap = Snapshot(nodes=dict(sorted(nodes.items())), pods=dict(sorted(kept.items())),
                     pod_groups=dict(sorted(groups.items())), pdbs=dict(sorted(pdbs.items())),
                     hyper_nodes=dict(sorted(hyper.items())), queues=dict(sorted(queues.items())),

@@ -21,7 +21,7 @@ from optplan.adapters import openb as openb_mod
 from optplan.adapters import render
 from optplan.adapters.args import add_live_cluster, add_snapshot_source, int_in, positive_float
 from optplan.adapters.kubefile import LoadedInput
-from optplan.cli import execute, place, queues, repack, sources, spot
+from optplan.cli import controller, execute, place, queues, repack, sources, spot
 from optplan.cli.execute import verification_status
 from optplan.errors import InputError, OptplanError, PlanInvalidError, printable
 from optplan.models.repack import Weights
@@ -144,6 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
                                      "(binds 127.0.0.1; OpenAPI at /openapi.json)")
     serve.add_arguments(p)
 
+    p = sub.add_parser("controller", help="watch RepackRuns and carry them out: DryRun plans, Execute evicts, "
+                                          "nominates and verifies (leader election, metrics, probes)")
+    controller.add_arguments(p)
+
     p = sub.add_parser("generate", help="write a seeded synthetic cluster snapshot with a RepackRun")
     generate_mod.add_arguments(p)
     p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
@@ -224,6 +228,8 @@ def _dispatch(args: argparse.Namespace) -> str:
         return sources.snapshot(args)
     if args.command == "serve":
         return serve.run(args)
+    if args.command == "controller":
+        return controller.run(args)
     loaded = sources.load(args)
     for w in loaded.snapshot.warnings:
         log.warning("%s", w)

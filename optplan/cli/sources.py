@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from optplan.adapters import generate as generate_mod
 from optplan.adapters import kube
 from optplan.adapters.kubefile import LoadedInput, load_files, pick_run
 from optplan.adapters.output import to_yaml, write_atomic
+from optplan.controller.status import generation_of, rfc3339, stamped
 from optplan.errors import InputError
 from optplan.models.repack import RepackRun
 
@@ -64,6 +66,9 @@ def write_status(args: argparse.Namespace, run: RepackRun, status: dict[str, Any
     if not version:
         raise InputError("the run has no metadata.resourceVersion to guard the write", obj=f"RepackRun/{run.name}",
                          field="metadata.resourceVersion")
+    # as the controller writes it: conditions stamped (metav1.Condition), relocations merged by key
+    status = stamped(run.raw.get("status") or {}, status, now=rfc3339(time.time()),
+                     generation=generation_of(run.raw))
     with kube.connect(args.kubeconfig, args.context, timeout=args.request_timeout,
                       deadline=args.api_deadline) as client:
         written = client.patch_repack_run_status(run.name, status, version)

@@ -36,10 +36,20 @@ class ExecutePlan(KubeModel):
 
 class EvictionState(KubeModel):
     phase: str | None = None
+    """Pending | Evicting (journaled before the Eviction call) | Evicted | Rejected | Skipped."""
+    message: str | None = None
+    """Why: the API server's refusal, or how the victim was found gone."""
+    start_time: str | None = None
+    """When the first Eviction was asked for (the eviction deadline counts from it)."""
+    completion_time: str | None = None
+    """When the eviction was accepted, refused for good, or skipped (the replacement deadline counts from it)."""
 
 
 class PlacementState(KubeModel):
     phase: str | None = None
+    """Pending | Nominated | Scheduling | Bound | BoundElsewhere | TimedOut | Skipped."""
+    message: str | None = None
+    """Why the node was (or could not be) suggested, or what timed out."""
     selected_node_name: str | None = None
     """The node written into the replacement's ``status.nominatedNodeName``."""
     actual_node_name: str | None = None

@@ -129,10 +129,14 @@ class SolverRecord(KubeModel):
 # ---- the status we emit ---------------------------------------------------------------------------
 
 class Condition(KubeModel):
+    """metav1.Condition's shape; the two times are set only where a status is written to a cluster."""
+
     type: str
     status: str
     reason: str
     message: str
+    last_transition_time: str | None = None
+    observed_generation: int | None = None
 
 
 class ResolvedScope(KubeModel):

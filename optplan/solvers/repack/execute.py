@@ -228,6 +228,16 @@ def verify(after: Snapshot, run: RepackRun, status: ExecuteStatus, *, time_limit
                         freed_nodes=tuple(sorted(free_now)), still_occupied=dict(sorted(still.items())))
 
 
+def find_replacement(snapshot: Snapshot, run: RepackRun, status: ExecuteStatus,
+                     rel: Relocation) -> tuple[Pod | None, str | None]:
+    """The replacement pod of one relocation's victim and its PodGroup name, matched as ``verify`` matches
+    them (module docstring); (None, None) while there is none."""
+    victims = _victims(status.plan.moves, snapshot, run.spec.resource)
+    v = victims.get(rel.key) or _Victim(rel.namespace, rel.victim_pod_name, "", None, None, None,
+                                        rel.planned_node_name, 0)
+    return _replacement(snapshot, rel, v)
+
+
 def _victims(moves: tuple[PlannedGroup, ...], after: Snapshot, resource: str) -> dict[str, _Victim]:
     out: dict[str, _Victim] = {}
     for g in moves:

@@ -1,0 +1,125 @@
+"""``optplan controller``: watch RepackRuns and carry them out (optplan/controller/), until stopped;
+``--once`` reconciles what is there once and prints each run's phase."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import socket
+import threading
+import time
+import uuid
+from types import FrameType
+
+from optplan.adapters import kube
+from optplan.adapters.args import add_live_cluster, int_in, positive_float
+from optplan.adapters.output import table
+from optplan.controller.leader import LeaderElector
+from optplan.controller.manager import Controller
+from optplan.controller.metrics import Metrics
+from optplan.controller.reconcile import Settings
+from optplan.errors import InputError
+from optplan.solvers.core import registry
+from optplan.solvers.repack.base import planner_names
+
+log = logging.getLogger("optplan")
+
+DEFAULTS = Settings()
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_live_cluster(p, "cluster")
+    g = p.add_argument_group("planning")
+    g.add_argument("--solver", choices=planner_names(), default=registry.DEFAULT, help=registry.HELP["repack"])
+    g.add_argument("--time-limit", type=positive_float, default=DEFAULTS.time_limit, metavar="SECONDS",
+                   help=f"time limit of each plan (default {DEFAULTS.time_limit:g})")
+    g.add_argument("--workers", type=int_in(1, 64), default=1, help="solver worker threads, 1-64 (default 1)")
+    g = p.add_argument_group("Execute")
+    g.add_argument("--cooldown", type=_seconds, default=DEFAULTS.cooldown, metavar="SECONDS",
+                   help="after an Execute run that evicted pods, the wait before the next one starts "
+                        f"(default {DEFAULTS.cooldown:g}: 10 minutes, as cluster-autoscaler's "
+                        "--scale-down-delay-after-add, for the cluster to settle)")
+    g.add_argument("--eviction-deadline", type=positive_float, default=DEFAULTS.eviction_deadline, metavar="SECONDS",
+                   help="how long an eviction a PodDisruptionBudget refuses (429) is retried before the relocation "
+                        f"is Rejected (default {DEFAULTS.eviction_deadline:g})")
+    g.add_argument("--replacement-deadline", type=positive_float, default=DEFAULTS.replacement_deadline,
+                   metavar="SECONDS", help="how long after its eviction a replacement may stay unbound before "
+                                           f"TimedOut (default {DEFAULTS.replacement_deadline:g})")
+    g = p.add_argument_group("leader election")
+    g.add_argument("--leader-elect", action="store_true",
+                   help="act only while holding a coordination.k8s.io Lease (run two replicas safely)")
+    g.add_argument("--lease-namespace", default="optplan-system", metavar="NS",
+                   help="namespace of the Lease (default optplan-system)")
+    g.add_argument("--lease-name", default="optplan-controller", metavar="NAME",
+                   help="name of the Lease (default optplan-controller)")
+    g.add_argument("--identity", metavar="ID", help="this replica's holder identity (default hostname_uuid)")
+    g = p.add_argument_group("serving")
+    g.add_argument("--metrics-address", default="0.0.0.0:8080", metavar="HOST:PORT",
+                   help="/metrics, /healthz and /readyz (default 0.0.0.0:8080; 'off': none)")
+    g.add_argument("--metrics-port", type=int_in(0, 65535), metavar="PORT",
+                   help="the port of --metrics-address alone")
+    p.add_argument("--once", action="store_true",
+                   help="list everything, reconcile every RepackRun once, print their phases and exit")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
+
+
+def _seconds(text: str) -> float:
+    """A duration that may be 0 (the cooldown)."""
+    return 0.0 if text.strip() in ("0", "0.0") else positive_float(text)
+
+
+def _address(args: argparse.Namespace) -> tuple[str, int] | None:
+    text = args.metrics_address.strip()
+    if text == "off":
+        return None
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise InputError(f"expected HOST:PORT or :PORT, got {text!r}", field="--metrics-address")
+    chosen = args.metrics_port if args.metrics_port is not None else int(port)
+    return host.strip("[]") or "0.0.0.0", chosen
+
+
+def run(args: argparse.Namespace) -> str:
+    settings = Settings(solver=args.solver, time_limit=args.time_limit, workers=args.workers, cooldown=args.cooldown,
+                        eviction_deadline=args.eviction_deadline, replacement_deadline=args.replacement_deadline)
+    address = _address(args)  # bad input fails before anything connects
+    client = kube.connect(args.kubeconfig, args.context, timeout=args.request_timeout, deadline=None)
+    try:
+        elector = None
+        if args.leader_elect:
+            identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4()}"
+            elector = LeaderElector(client, args.lease_namespace, args.lease_name, identity, clock=time.time)
+        if args.once:
+            ctl = Controller(client, settings, clock=time.time, elector=elector)
+            ctl.run_once()
+            rows = [["NAME", "MODE", "PHASE", "REASON"]]
+            rows += [[r["name"], r["mode"], r["phase"] or "-", r["reason"] or "-"] for r in ctl.summary()]
+            return table(rows)
+        # /healthz fails once a pass outlives this: above the longest plan (time limit, 3x cap) and verify
+        metrics = Metrics(stale_after=max(180.0, 4 * args.time_limit + 60))
+        server = metrics.serve(*address) if address is not None else None
+        if elector is not None:
+            elector.on_change = metrics.leader
+        ctl = Controller(client, settings, clock=time.time, metrics=metrics, elector=elector)
+        _stop_on_signals(ctl.stop)
+        log.warning("optplan controller watching %s%s", client.host,
+                    f"; metrics on {server.url}" if server is not None else "")
+        try:
+            ctl.run()
+        finally:
+            if server is not None:
+                server.close()
+        return ""
+    finally:
+        client.close()
+
+
+def _stop_on_signals(stop: threading.Event) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        log.warning("signal %d: stopping", signum)
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)

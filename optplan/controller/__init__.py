@@ -1,0 +1,1 @@
+"""The Repack controller (``optplan controller``): RepackRuns planned and executed in a cluster."""

@@ -1,0 +1,230 @@
+"""The controller's Prometheus metrics and its health endpoints, on one small HTTP server.
+
+API (what the controller calls; every method is thread-safe)::
+
+    m = Metrics(stale_after=180.0)      # a registry of its own, never prometheus_client's global one
+    server = m.serve("0.0.0.0", 8080)   # a daemon thread; server.port (0 picks a free port), server.url
+    m.heartbeat()                       # each pass of the control loop: /healthz is 500 once the last
+                                        # heartbeat is older than stale_after seconds
+    m.set_ready(True)                   # the caches are synced: /readyz answers 200 (False: 503 again)
+    m.leader(True)                      # this replica holds the Lease (optplan_leader 1), False on losing it
+    m.run_phases({"Pending": 1, "Succeeded": 4})  # RepackRuns by status.phase, all of them at once;
+                                        # a phase seen before and absent now reads 0 (no phase yet: "")
+    m.eviction("Evicted")               # one eviction request finished: Evicted, Rejected, Failed, ...
+    m.replacement("Scheduled")          # one replacement settled: Scheduled, AlternativePlacement, TimedOut, ...
+    m.plan_seconds(12.5)                # one plan computed (DryRun or Execute), its wall-clock seconds
+    server.close()                      # stops serving and frees the port; idempotent
+
+Endpoints (GET or HEAD; anything else 405, other paths 404):
+
+- ``/metrics``: Prometheus text format: ``optplan_repackruns{phase}`` (gauge),
+  ``optplan_evictions_total{result}``, ``optplan_replacements_total{outcome}`` (counters),
+  ``optplan_plan_seconds`` (histogram; its ``_count`` is the number of plans made),
+  ``optplan_leader`` (gauge, 0 or 1), ``optplan_ready`` (gauge, 0 or 1) and
+  ``optplan_heartbeat_age_seconds`` (gauge, read at scrape time).
+- ``/healthz``: the liveness probe. 200 ``ok`` while the control loop has beaten within ``stale_after``
+  seconds (the time of construction counts as the first beat), else 500 naming the age. A loop blocked in
+  a plan does not beat: ``stale_after`` must exceed the longest plan (the time limit, and its 3x
+  wall-clock cap under ``--deterministic``), or the kubelet restarts a controller that is only busy.
+- ``/readyz``: the readiness probe. 200 ``ready`` after ``set_ready(True)``, 503 before. A replica that is
+  not the leader is ready (a hot standby); leadership is ``optplan_leader``, not readiness.
+
+Label values are the caller's words (the relocation's phases), recorded as given.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+log = logging.getLogger(__name__)
+
+PATHS = ("/metrics", "/healthz", "/readyz")
+"""The paths the server answers (the Deployment's probes and scrape annotation use them)."""
+
+STALE_AFTER = 180.0
+"""Default age (seconds) of the last heartbeat past which /healthz fails: above the default plan time
+limit (30 s) times the deterministic wall-clock cap (3x), with room to spare."""
+
+PLAN_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 90.0, 120.0, 300.0)
+
+
+class Metrics:
+    """The controller's metrics and health state, in a registry of its own."""
+
+    def __init__(self, *, stale_after: float = STALE_AFTER, clock: Callable[[], float] = time.monotonic) -> None:
+        if not stale_after > 0:
+            raise ValueError(f"stale_after must be positive, not {stale_after!r}")
+        self.stale_after = stale_after
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._beat = clock()
+        self._ready = False
+        self._phases: set[str] = set()
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self._runs = Gauge("optplan_repackruns", "RepackRuns by status.phase (\"\" for none yet)", ["phase"],
+                           registry=r)
+        self._evictions = Counter("optplan_evictions", "Eviction requests finished, by result", ["result"],
+                                  registry=r)
+        self._replacements = Counter("optplan_replacements", "Replacement pods settled, by outcome", ["outcome"],
+                                     registry=r)
+        self._plan = Histogram("optplan_plan_seconds", "Wall-clock seconds of each plan the controller made",
+                               buckets=PLAN_BUCKETS, registry=r)
+        self._leader = Gauge("optplan_leader", "1 while this replica holds the leader Lease", registry=r)
+        self._ready_gauge = Gauge("optplan_ready", "1 once the controller is ready (caches synced)", registry=r)
+        age = Gauge("optplan_heartbeat_age_seconds", "Seconds since the control loop last beat", registry=r)
+        age.set_function(self.heartbeat_age)
+
+    # ---- what the controller reports -----------------------------------------------------------
+
+    def run_phases(self, counts: Mapping[str, int]) -> None:
+        """The number of RepackRuns in each phase, all runs at once: phases reported before and absent
+        from ``counts`` go to 0, so a gauge never keeps a stale count."""
+        with self._lock:
+            for phase in sorted(self._phases - set(counts)):
+                self._runs.labels(phase=phase).set(0)
+            for phase, n in sorted(counts.items()):
+                self._runs.labels(phase=phase).set(n)
+            self._phases |= set(counts)
+
+    def eviction(self, result: str) -> None:
+        self._evictions.labels(result=result).inc()
+
+    def replacement(self, outcome: str) -> None:
+        self._replacements.labels(outcome=outcome).inc()
+
+    def plan_seconds(self, seconds: float) -> None:
+        self._plan.observe(seconds)
+
+    def leader(self, is_leader: bool) -> None:
+        self._leader.set(1 if is_leader else 0)
+
+    def heartbeat(self) -> None:
+        with self._lock:
+            self._beat = self._clock()
+
+    def set_ready(self, ready: bool) -> None:
+        with self._lock:
+            self._ready = ready
+        self._ready_gauge.set(1 if ready else 0)
+
+    # ---- what the endpoints read ---------------------------------------------------------------
+
+    def heartbeat_age(self) -> float:
+        with self._lock:
+            return max(0.0, self._clock() - self._beat)
+
+    def healthy(self) -> tuple[bool, str]:
+        """Whether the loop is alive, and the words /healthz answers."""
+        age = self.heartbeat_age()
+        if age > self.stale_after:
+            return False, f"control loop stalled: last heartbeat {age:.0f} s ago (limit {self.stale_after:g} s)"
+        return True, "ok"
+
+    def ready(self) -> bool:
+        with self._lock:
+            return self._ready
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def serve(self, host: str = "0.0.0.0", port: int = 8080) -> MetricsServer:
+        """Serve /metrics, /healthz and /readyz on ``host:port`` from a daemon thread (port 0: any free one)."""
+        return MetricsServer(self, host, port)
+
+
+class MetricsServer:
+    """The metrics and health endpoints of one ``Metrics``, served until ``close()``."""
+
+    def __init__(self, metrics: Metrics, host: str, port: int) -> None:
+        self._server = _Server((host, port), _handler(metrics))
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.1,), name="optplan-metrics",
+                                        daemon=True)
+        self._closed = False
+        self._thread.start()
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        host = str(self._server.server_address[0])
+        return f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{self.port}"
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+    def __enter__(self) -> MetricsServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("metrics server: error answering %s", client_address, exc_info=True)
+
+
+def _handler(metrics: Metrics) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "optplan-controller"
+        sys_version = ""
+
+        def do_GET(self) -> None:
+            self._answer(body=True)
+
+        def do_HEAD(self) -> None:
+            self._answer(body=False)
+
+        def _answer(self, *, body: bool) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._send(200, metrics.exposition(), CONTENT_TYPE_LATEST, body)
+            elif path == "/healthz":
+                ok, words = metrics.healthy()
+                self._send(200 if ok else 500, f"{words}\n".encode(), "text/plain; charset=utf-8", body)
+            elif path == "/readyz":
+                ready = metrics.ready()
+                self._send(200 if ready else 503, b"ready\n" if ready else b"not ready\n",
+                           "text/plain; charset=utf-8", body)
+            else:
+                self._send(404, f"not found: {path} (serving {', '.join(PATHS)})\n".encode(),
+                           "text/plain; charset=utf-8", body)
+
+        def _refuse(self) -> None:
+            self.send_response(405)
+            self.send_header("Allow", "GET, HEAD")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _refuse
+
+        def _send(self, code: int, data: bytes, content_type: str, body: bool) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if body:
+                self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            log.debug("metrics server: " + format, *args)
+
+    return Handler
