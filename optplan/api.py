@@ -164,7 +164,7 @@ class PlacementResult:
 
 def place_jobs(cluster: Cluster, jobs: Sequence[VCJob | Mapping[str, Any]] | None = None, *, solver: str = "auto",
                time_limit: float = 10.0, workers: int = 1, seed: int = 0, weights: BinpackWeights | None = None,
-               now: str | None = None, timings: bool = False) -> PlacementResult:
+               now: str | None = None, timings: bool = False, deterministic: bool = False) -> PlacementResult:
     """Place VCJobs (objects or dicts); without ``jobs``, the snapshot's VCJobs with pods to place: pending
     ones, and running ones with replicas that do not run (they join their running gang)."""
     if jobs is None:
@@ -178,7 +178,8 @@ def place_jobs(cluster: Cluster, jobs: Sequence[VCJob | Mapping[str, Any]] | Non
     if solver not in registry.names("placement"):
         raise InputError(registry.unknown_message(solver, registry.names("placement")), field="solver")
     plan = place_mod.place_jobs(cluster.snapshot, chosen, solver=solver, time_limit=time_limit,
-                                    workers=workers, seed=seed, weights=weights, now=now)
+                                    workers=workers, seed=seed, weights=weights, now=now,
+                                    deterministic=deterministic)
     return PlacementResult(plan=plan, document=plan.to_dict(timings=timings))
 
 

@@ -100,3 +100,28 @@ def test_cli_deterministic_flag(capsys: pytest.CaptureFixture[str]) -> None:
     first = capsys.readouterr().out
     assert main(argv) == 0
     assert capsys.readouterr().out == first
+
+
+def test_placement_cut_by_its_limit_gives_one_plan_at_any_speed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exact placement model counts CP-SAT's deterministic time too (``place --deterministic``)."""
+    from optplan.solvers.placement.jobs import jobs_to_place
+    from optplan.solvers.placement.place import plan_placement
+    from tests.test_placement_family import NOW, family
+
+    snap = load_objects(generate(family(124))).snapshot
+    jobs = jobs_to_place(snap)
+    opts = PlanOptions(time_limit=0.5, deterministic=True)
+    first = plan_placement(snap, jobs, "cpsat", opts, now=NOW)
+    assert first.solver.status == "FEASIBLE"  # the limit binds
+    _slow(monkeypatch, 3.0)
+    second = plan_placement(snap, jobs, "cpsat", opts, now=NOW)
+    assert first.to_dict(timings=False) == second.to_dict(timings=False)
+
+
+def test_place_deterministic_flag_reaches_the_exact_model(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["place", "instances/place-demo.yaml", "--job", "instances/place-demo-job.yaml", "--solver", "cpsat",
+            "-o", "json", "--now", "2025-06-01T00:00:00Z", "--deterministic"]
+    assert main(args) == 0
+    det = capsys.readouterr().out
+    assert main(args[:-1]) == 0
+    assert capsys.readouterr().out == det  # not cut by its limit: the same plan either way

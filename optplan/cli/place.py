@@ -63,6 +63,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--now", default=None, metavar="RFC3339",
                    help="the time victims are priced at (newer pods are cheaper), e.g. 2025-06-01T12:00:00Z "
                         "(default: the current time)")
+    p.add_argument("--deterministic", action="store_true",
+                   help="the time limit counts CP-SAT's deterministic time, not wall seconds: the same input "
+                        "gives the same plan on any machine and under any load (a wall-clock cap of 3x the "
+                        "limit stays)")
     p.add_argument("--timings", action="store_true", help="record solver.wallSeconds")
     p.add_argument("-o", "--output", choices=("yaml", "json", "table"), default="yaml",
                    help="output format (default yaml)")
@@ -85,7 +89,7 @@ def run(args: argparse.Namespace, loaded: LoadedInput) -> str:
     jobs = jobs_to_place(loaded.snapshot, args.job)
     try:
         plan = place_jobs(loaded.snapshot, jobs, solver=args.solver, time_limit=args.time_limit, workers=args.workers,
-                     seed=args.seed, weights=args.binpack, now=args.now)
+                     seed=args.seed, weights=args.binpack, now=args.now, deterministic=args.deterministic)
     except InputError as e:  # the planner names the object and field; the files are known here
         if e.file is not None:
             raise

@@ -66,6 +66,7 @@ from ortools.sat.python import cp_model
 from optplan.models.placement import Binding, JobPlacement, PlacementPlan, Victim
 from optplan.models.repack import SolverRecord
 from optplan.models.snapshot import Pod
+from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import POD_SLOT
 from optplan.solvers.placement import victims_cpsat
@@ -287,9 +288,12 @@ def compare_with_greedy(ctx: Context, plan: PlacementPlan, greedy: PlacementPlan
     return plan.model_copy(update={"jobs": tuple(out)})
 
 
-def _solver(options: PlanOptions, limit: float, victims: bool) -> cp_model.CpSolver:
+def _solver(options: PlanOptions, limit: float, victims: bool, clock: Clock) -> cp_model.CpSolver:
     s = cp_model.CpSolver()
-    s.parameters.max_time_in_seconds = max(limit, 0.05)
+    if clock.deterministic:
+        clock.configure(s, max(limit, 0.05))  # the limit counts CP-SAT's deterministic time
+    else:
+        s.parameters.max_time_in_seconds = max(limit, 0.05)
     s.parameters.num_workers = options.workers
     s.parameters.random_seed = options.seed
     # OR-Tools 9.15's at-most-one/linear inclusion presolve can certify a wrong optimum
@@ -335,7 +339,8 @@ def solve(ctx: Context, options: PlanOptions, greedy: PlacementPlan | None = Non
     run here when not given) when it admits no more weight (module docstring); falls back to the
     greedy's plan when CP-SAT finds nothing in time (status FALLBACK)."""
     t0 = time.perf_counter()
-    deadline = t0 + options.time_limit
+    clock = options.timer()
+    deadline = clock.now() + options.time_limit
     if greedy is None:
         greedy = plan_victims(ctx, greedy_place(ctx))
     ref = plan_key(ctx, greedy)
@@ -367,9 +372,10 @@ def solve(ctx: Context, options: PlanOptions, greedy: PlacementPlan | None = Non
             else:
                 m.minimize(objs[name])
             rest = sum(p[2] for p in phases[k:])
-            left = (deadline - time.perf_counter()) * (share / rest if rest else 1)
-            s = _solver(options, left, bool(data.victims.pairs))
+            left = clock.left(deadline) * (share / rest if rest else 1)
+            s = _solver(options, left, bool(data.victims.pairs), clock)
             st = s.solve(m)
+            clock.solved(s, len(m.proto.variables) if k == 0 else 0)
             ok = st in (cp_model.OPTIMAL, cp_model.FEASIBLE)
             log.info("placement cpsat phase %d (%s): %s objective %s bound %s in %.2fs", k + 1, name,
                      s.status_name(st), s.objective_value if ok else None, s.best_objective_bound if ok else None,

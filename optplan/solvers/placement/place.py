@@ -65,7 +65,8 @@ def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
 
 def place_jobs(snap: Snapshot, jobs: Sequence[VCJob], *, solver: str = "auto", time_limit: float = 10.0,
                workers: int = 1, seed: int = 0, weights: BinpackWeights | None = None,
-               now: datetime | str | None = None) -> PlacementPlan:
-    """``plan_placement`` with the options spelled out (what the CLI adapter calls)."""
-    return plan_placement(snap, jobs, solver, PlanOptions(time_limit=time_limit, workers=workers, seed=seed), weights,
-                          now)
+               now: datetime | str | None = None, deterministic: bool = False) -> PlacementPlan:
+    """``plan_placement`` with the options spelled out (what the CLI adapter calls). ``deterministic``: the
+    exact model's limit counts CP-SAT's deterministic time, not wall-clock seconds (``core.clock``)."""
+    options = PlanOptions(time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic)
+    return plan_placement(snap, jobs, solver, options, weights, now)
