@@ -5,7 +5,7 @@ Endpoints (JSON in, JSON out; bodies are deterministic: sorted keys, no spaces):
 
     POST /v1/repack/plan       objects, run?, solver?, timeLimitSeconds?, seed?, weights?, deterministic?
                                -> {name, reason, status, resourceVersion}
-    POST /v1/place             objects, jobs?, solver?, timeLimitSeconds?, seed?, now?  -> the placement
+    POST /v1/place             objects, jobs?, solver?, timeLimitSeconds?, seed?, now?, deterministic? -> the placement
     POST /v1/execute/nominate  objects, run?, relocation, replacement                   -> the Nomination
     POST /v1/execute/verify    objects, run?, timeLimitSeconds?                         -> the Verification
     GET  /healthz              -> {"status": "ok"}
@@ -406,14 +406,19 @@ def _timed(call: Callable[[], Any]) -> tuple[Any, float]:
     return out, time.perf_counter() - t0
 
 
+def _deterministic(req: Mapping[str, Any]) -> bool:
+    deterministic = req.get("deterministic", False)
+    if not isinstance(deterministic, bool):
+        raise _bad("deterministic", f"expected true or false, got {deterministic!r}")
+    return deterministic
+
+
 def repack_plan(req: Mapping[str, Any], config: ServeConfig, metrics: Metrics) -> Answer:
     _only(req, ("objects", "run", "solver", "timeLimitSeconds", "seed", "weights", "deterministic"))
     solver = _choice(req, "solver", REPACK_SOLVERS)
     limit = _time_limit(req, config)
     seed, weights, run = _seed(req), _weights(req), _run_ref(req)
-    deterministic = req.get("deterministic", False)
-    if not isinstance(deterministic, bool):
-        raise _bad("deterministic", f"expected true or false, got {deterministic!r}")
+    deterministic = _deterministic(req)
     cluster = _cluster(req)
     res, dt = _timed(lambda: api.plan_repack(cluster, run, solver=solver, time_limit=limit,
                                              workers=config.workers, seed=seed, weights=weights,
@@ -431,15 +436,16 @@ def repack_plan(req: Mapping[str, Any], config: ServeConfig, metrics: Metrics) -
 
 
 def place(req: Mapping[str, Any], config: ServeConfig, metrics: Metrics) -> Answer:
-    _only(req, ("objects", "jobs", "solver", "timeLimitSeconds", "seed", "now"))
+    _only(req, ("objects", "jobs", "solver", "timeLimitSeconds", "seed", "now", "deterministic"))
     solver = _choice(req, "solver", PLACE_SOLVERS)
     limit = _time_limit(req, config)
-    seed, now = _seed(req), _string(req, "now", required=False)
+    seed, now, deterministic = _seed(req), _string(req, "now", required=False), _deterministic(req)
     jobs = _objects(req, "jobs", required=False)
     cluster = _cluster(req)
     try:
         res, dt = _timed(lambda: api.place_jobs(cluster, jobs, solver=solver, time_limit=limit,
-                                                workers=config.workers, seed=seed, now=now))
+                                                workers=config.workers, seed=seed, now=now,
+                                                deterministic=deterministic))
     except InputError as e:
         if e.field == "--now":  # the CLI's name for it
             raise InputError(e.reason, file=REQUEST, field="now") from None
@@ -523,6 +529,8 @@ def _request_schemas(config: ServeConfig) -> dict[str, Any]:
              "description": f"Solver time limit in seconds, capped to {config.max_time_limit:g} (--max-time-limit);"
                             " the applied value is returned in the X-Optplan-Time-Limit header"}
     seed = {"type": "integer", "minimum": 0, "maximum": MAX_SEED, "default": 0}
+    deterministic = {"type": "boolean", "default": False, "description": "limits count work, not wall-clock "
+                     "seconds: one input, one plan, on any machine"}
     weight = {"anyOf": [{"const": 0}, {"type": "number", "minimum": WEIGHT_RESOLUTION, "maximum": MAX_WEIGHT}],
               "description": f"0, or within {WEIGHT_RESOLUTION:g}..{MAX_WEIGHT:g}, rounded to multiples of "
                              f"{WEIGHT_RESOLUTION:g} (weights are relative)"}
@@ -545,9 +553,7 @@ def _request_schemas(config: ServeConfig) -> dict[str, Any]:
         "RepackPlanRequest": request({"objects": objects, "run": run,
                                       "solver": {"enum": list(REPACK_SOLVERS), "default": registry.DEFAULT},
                                       "timeLimitSeconds": limit, "seed": seed, "weights": _ref("Weights"),
-                                      "deterministic": {"type": "boolean", "default": False,
-                                                        "description": "limits count work, not wall-clock "
-                                                        "seconds: one input, one plan, on any machine"}},
+                                      "deterministic": deterministic},
                                      ["objects"]),
         "RepackPlanResponse": {
             "type": "object", "required": ["name", "reason", "status", "resourceVersion"],
@@ -565,7 +571,8 @@ def _request_schemas(config: ServeConfig) -> dict[str, Any]:
                                  "solver": {"enum": list(PLACE_SOLVERS), "default": registry.DEFAULT},
                                  "timeLimitSeconds": limit, "seed": seed,
                                  "now": {"type": "string", "format": "date-time", "description":
-                                         "RFC 3339 time victims are priced at (reproducible outputs)"}},
+                                         "RFC 3339 time victims are priced at (reproducible outputs)"},
+                                 "deterministic": deterministic},
                                 ["objects"]),
         "NominateRequest": request({"objects": objects | {"description": "The live snapshot"}, "run": run,
                                     "relocation": _ref("Relocation"),
