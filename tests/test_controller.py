@@ -95,6 +95,7 @@ class Cluster:
         self.recreate = True
         self.schedule_mode = "nominated"  # nominated | elsewhere | never
         self.deleted_runs: list[str] = []
+        self.pod_reads = 0
         for o in objects:
             self.add(o)
         for kind in KINDS:
@@ -187,6 +188,11 @@ class Cluster:
         self.store.put("Pod", copy.deepcopy(obj))
         self._after_write()
         return copy.deepcopy(obj)
+
+    def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.pod_reads += 1
+        obj = self.pod(name, namespace)
+        return copy.deepcopy(obj) if obj is not None else None
 
     def delete_repack_run(self, name: str, uid: str | None) -> bool:
         self._write()
@@ -683,18 +689,24 @@ class Leases:
             return None
         return copy.deepcopy(self.lease)
 
-    def create_lease(self, namespace: str, name: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    def create_lease(self, namespace: str, name: str, spec: Mapping[str, Any],
+                     annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
         if self.lease is not None:
             raise ConflictError("exists")
-        self.lease = {"metadata": {"namespace": namespace, "name": name, "resourceVersion": str(next(self.rv))},
+        self.lease = {"metadata": {"namespace": namespace, "name": name, "resourceVersion": str(next(self.rv)),
+                                   "annotations": dict(annotations or {})},
                       "spec": dict(spec)}
         return copy.deepcopy(self.lease)
 
-    def update_lease(self, lease: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+    def update_lease(self, lease: Mapping[str, Any], spec: Mapping[str, Any],
+                     annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """As a PUT: the annotations are what the body carries (the read ones unless given)."""
         assert self.lease is not None
         if lease["metadata"]["resourceVersion"] != self.lease["metadata"]["resourceVersion"]:
             raise ConflictError("changed")
-        self.lease = {"metadata": {**self.lease["metadata"], "resourceVersion": str(next(self.rv))},
+        kept = dict(annotations) if annotations is not None else dict(lease["metadata"].get("annotations") or {})
+        self.lease = {"metadata": {**self.lease["metadata"], "resourceVersion": str(next(self.rv)),
+                                   "annotations": kept},
                       "spec": dict(spec)}
         return copy.deepcopy(self.lease)
 
@@ -750,4 +762,195 @@ def test_an_eviction_the_api_keeps_refusing_with_an_error_is_rejected_at_the_dea
     run = c.run("ascend-execute-001")
     rels = relocations(run)
     assert rels[W0]["eviction"]["phase"] == "Rejected" and "forbidden" in rels[W0]["eviction"]["message"]
+    assert run["status"]["phase"] == "Failed" and complete(run)["reason"] == "ExecutionGoalNotReached"
+
+
+# ---- a 409 from the Eviction call; a replacement no node could be suggested for ----------------------
+
+def test_a_409_that_is_not_the_uid_precondition_is_asked_again_not_taken_for_evicted(clock: Clock) -> None:
+    c = Cluster(seed_objects(), clock)
+    real = c.evict
+    conflicts = 0
+
+    def conflict_once(namespace: str, name: str, **kw: Any) -> Answer:
+        nonlocal conflicts
+        if name == W0 and conflicts == 0:  # the budget was updated concurrently: the pod is untouched
+            conflicts += 1
+            return Answer(409, 'Operation cannot be fulfilled on poddisruptionbudgets.policy "training-pdb": '
+                               "the object has been modified; please apply your changes to the latest version")
+        return real(namespace, name, **kw)
+
+    c.evict = conflict_once  # type: ignore[method-assign]
+    drive(c, steps=40)
+    run = c.run("ascend-execute-001")
+    assert [n for _, n, _ in c.evictions] == [W0, W1]  # W0 really evicted, on the second ask
+    assert c.pod_reads == 1  # the 409 made it read the pod: the same UID, not evicted yet
+    assert complete(run)["reason"] == "ExecutionCompleted"
+
+
+def test_a_409_from_the_uid_precondition_reads_the_pod_and_counts_as_evicted(clock: Clock) -> None:
+    c = Cluster(seed_objects(), clock)
+    real = c.evict
+
+    def replaced_behind_the_cache(namespace: str, name: str, **kw: Any) -> Answer:
+        if name == W0 and c.pod(W0) is not None and c.pod(W0)["metadata"]["uid"] == kw["uid"]:  # type: ignore[index]
+            new = copy.deepcopy(c.objects.pop(("Pod", NS, W0)))  # the VCJob controller replaced W0 under its
+            new["metadata"]["uid"] = "uid-replacement"  # name; this controller's cache has not seen it yet
+            c.objects[("Pod", NS, W0)] = new
+        return real(namespace, name, **kw)
+
+    c.evict = replaced_behind_the_cache  # type: ignore[method-assign]
+    reconciler(c).reconcile_all()
+    rel = relocations(c.run("ascend-execute-001"))[W0]
+    assert rel["eviction"]["phase"] == "Evicted" and "another UID" in rel["eviction"]["message"]
+    assert c.pod_reads == 1 and [n for _, n, _ in c.evictions] == [W1]  # the new pod was never evicted
+
+
+def test_a_replacement_without_a_suggestion_is_nominated_once_the_cluster_changes(clock: Clock) -> None:
+    c = Cluster(seed_objects(), clock)
+    c.schedule_mode = "never"
+    real = c.evict
+
+    def fill_receivers(namespace: str, name: str, **kw: Any) -> Answer:
+        answer = real(namespace, name, **kw)
+        for n in ("ascend-node-02", "ascend-node-03"):  # others took the room meanwhile
+            if c.pod(f"filler-{n}", "other") is None:
+                c.add(pod(f"filler-{n}", n, c.free(n), group=None, ns="other", resource=NPU))
+        return answer
+
+    c.evict = fill_receivers  # type: ignore[method-assign]
+    r = reconciler(c)
+    r.reconcile_all()
+    clock.advance(5)
+    r.reconcile_all()
+    assert {x["placement"]["phase"] for x in relocations(c.run("ascend-execute-001")).values()} == {"Scheduling"}
+    assert c.nominations == []
+    c.remove("Pod", "filler-ascend-node-02", "other")  # room again on W0's planned node
+    c.remove("Pod", "filler-ascend-node-03", "other")
+    c.schedule_mode = "nominated"
+    drive(c, r)
+    run = c.run("ascend-execute-001")
+    assert sorted(c.nominations) == [(NS, W0, "ascend-node-02"), (NS, W1, "ascend-node-03")]
+    assert {n: x["placement"]["phase"] for n, x in relocations(run).items()} == {W0: "Bound", W1: "Bound"}
+    assert complete(run)["reason"] == "ExecutionCompleted"
+
+
+# ---- liveness while a plan blocks the loop ------------------------------------------------------------
+
+@pytest.mark.parametrize(("plan_takes", "alive"), [(100.0, True), (200.0, False)])
+def test_healthz_stays_up_through_a_plan_within_its_deadline_and_fails_past_it(
+        clock: Clock, monkeypatch: pytest.MonkeyPatch, plan_takes: float, alive: bool) -> None:
+    from optplan.controller import reconcile
+    from optplan.controller.metrics import Metrics
+
+    metrics = Metrics(stale_after=60, clock=clock)
+    seen: list[tuple[bool, str]] = []
+    real = reconcile.plan_repack
+
+    def slow(*a: Any, **kw: Any) -> Any:
+        clock.advance(plan_takes)  # a plan at scale; stale_after 60 + plan_deadline(5 s) = 60 + 75 s
+        seen.append(metrics.healthy())
+        return real(*a, **kw)
+
+    monkeypatch.setattr(reconcile, "plan_repack", slow)
+    c = Cluster(seed_objects(mode="DryRun"), clock)
+    reconciler(c, watchdog=metrics).reconcile_all()
+    assert seen[0][0] is alive, seen
+    assert alive or "overran" in seen[0][1]
+    assert metrics.healthy() == (True, "ok")  # the plan ended: the loop beat again
+    clock.advance(61)
+    assert metrics.healthy()[0] is False  # no progress for stale_after
+
+
+
+# ---- the cooldown outlives the run and the process ------------------------------------------------------
+
+def test_the_cooldown_survives_the_runs_ttl_deletion_a_restart_and_the_leases_renewals(clock: Clock) -> None:
+    from optplan.controller.leader import ExecuteRecord, LeaderElector
+
+    objs = seed_objects(ttl=60)  # deleted a minute after it finishes: far less than the 600 s cooldown
+    c = Cluster(objs, clock)
+    leases = Leases()
+    elector = LeaderElector(leases, "optplan-system", "optplan-controller", "a", clock=clock)
+    assert elector.tick()
+    record = ExecuteRecord(leases, "optplan-system", "optplan-controller")
+    drive(c, make=lambda: reconciler(c, record=record), steps=40, until=lambda: bool(c.deleted_runs))
+    assert c.deleted_runs == ["ascend-execute-001"] and len(c.evictions) == 2
+    clock.advance(2)
+    assert elector.tick()  # the elector renews: the record stays
+    known = record.last()
+    assert known is not None and known[1] == "ascend-execute-001"
+    c.add(execute_run("ascend-execute-002", objs[-1]))
+    r = reconciler(c, record=ExecuteRecord(leases, "optplan-system", "optplan-controller"))  # a restart
+    wait = r.reconcile_all()
+    waiting = c.run("ascend-execute-002")
+    assert _phase(waiting) == "Pending" and complete(waiting)["reason"] == "ExecuteCooldownActive"
+    assert "ascend-execute-001" in complete(waiting)["message"]
+    assert wait is not None and abs(known[0] + SETTINGS.cooldown - clock.t - wait) < 1
+    clock.advance(wait)
+    r.reconcile_all()
+    assert _phase(c.run("ascend-execute-002")) != "Pending"
+
+
+def test_a_finished_run_not_yet_recorded_is_recorded_by_the_next_gate(clock: Clock) -> None:
+    from optplan.controller.leader import ExecuteRecord
+
+    objs = seed_objects()
+    c = Cluster(objs, clock)
+    drive(c)  # finished by a controller without a record (or one that died before writing it)
+    leases = Leases()
+    c.add(execute_run("ascend-execute-002", objs[-1]))
+    reconciler(c, record=ExecuteRecord(leases, "optplan-system", "optplan-controller")).reconcile_all()
+    assert complete(c.run("ascend-execute-002"))["reason"] == "ExecuteCooldownActive"
+    assert leases.lease is not None
+    finished = c.run("ascend-execute-001")["status"]["completionTime"]
+    assert leases.lease["metadata"]["annotations"] == {"repack.volcano.sh/last-execute-completion-time": finished,
+                                                       "repack.volcano.sh/last-execute-run": "ascend-execute-001"}
+
+
+# ---- node by node: a node's evictions wait for the replacements of the nodes before it ----------------
+
+def two_nodes_to_free() -> list[dict[str, Any]]:
+    """x on n-a and y on n-b, each 2 cards of 8; n-c and n-d half full: the plan frees n-a, then n-b."""
+    from tests.builders import podgroup
+
+    objs = [node(n, 8, resource=NPU) for n in ("n-a", "n-b", "n-c", "n-d")]
+    objs += [podgroup("pg-x", ns="t"), podgroup("pg-y", ns="t")]
+    objs += [pod("x", "n-a", 2, group="pg-x", ns="t", resource=NPU),
+             pod("y", "n-b", 2, group="pg-y", ns="t", resource=NPU),
+             pod("fc", "n-c", 4, group=None, ns="o", resource=NPU),
+             pod("fd", "n-d", 4, group=None, ns="o", resource=NPU)]
+    run = repack_run("r", NPU)
+    run["spec"]["mode"] = "Execute"
+    return [*objs, run]
+
+
+def test_the_next_nodes_evictions_wait_until_the_previous_nodes_replacements_are_placed(clock: Clock) -> None:
+    c = Cluster(two_nodes_to_free(), clock)
+    real = c.evict
+    x_placed_at_each_eviction: list[tuple[str, str | None]] = []
+
+    def watching(namespace: str, name: str, **kw: Any) -> Answer:
+        x = c.pod("x", "t")
+        x_placed_at_each_eviction.append((name, x["spec"].get("nodeName") if x is not None else None))
+        return real(namespace, name, **kw)
+
+    c.evict = watching  # type: ignore[method-assign]
+    drive(c)
+    run = c.run("r")
+    assert run["status"]["plan"]["freedNodes"] == ["n-a", "n-b"]
+    assert x_placed_at_each_eviction == [("x", "n-a"), ("y", "n-c")]  # y only once x's replacement was bound
+    assert complete(run)["reason"] == "ExecutionCompleted"
+
+
+def test_a_replacement_that_timed_out_stops_the_evictions_of_later_nodes(clock: Clock) -> None:
+    c = Cluster(two_nodes_to_free(), clock)
+    c.schedule_mode = "never"
+    drive(c, steps=40)
+    run = c.run("r")
+    rels = relocations(run)
+    assert [n for _, n, _ in c.evictions] == ["x"]
+    assert rels["x"]["placement"]["phase"] == "TimedOut"
+    assert (rels["y"]["eviction"]["phase"], rels["y"]["placement"]["phase"]) == ("Skipped", "Skipped")
+    assert "not placed in time" in rels["y"]["eviction"]["message"]
     assert run["status"]["phase"] == "Failed" and complete(run)["reason"] == "ExecutionGoalNotReached"

@@ -15,7 +15,7 @@ import pytest
 from optplan.adapters import kube
 from optplan.adapters.kube import PODS, KubeClient, WatchExpired
 from optplan.controller.informer import Informer, Store
-from optplan.errors import ConflictError
+from optplan.errors import ConflictError, KubeError
 from tests.builders import node, pod
 from tests.fakekube import FakeKube
 
@@ -146,3 +146,53 @@ def test_leases_are_created_once_and_updated_under_their_version(client: KubeCli
     lease = client.get_lease("ns", "l")
     assert lease is not None and lease["spec"]["holderIdentity"] == "a"
     assert lease["metadata"]["resourceVersion"] == renewed["metadata"]["resourceVersion"]
+
+
+def test_the_controller_bounds_each_call_not_the_life_of_its_client(fk: FakeKube, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from optplan.cli import main
+
+    kc = str(fk.write_kubeconfig(tmp_path / "kc"))
+    made: list[KubeClient] = []
+    real = kube.connect
+
+    def spy(*a: Any, **kw: Any) -> KubeClient:
+        made.append(real(*a, **kw))
+        return made[-1]
+
+    monkeypatch.setattr(kube, "connect", spy)
+    assert main(["controller", "--kubeconfig", kc, "--once", "--api-deadline", "10", "--request-timeout", "5"]) == 0
+    assert [(m.deadline, m.call_deadline, m.timeout) for m in made] == [(None, 10, 5)]  # --api-deadline honoured
+    c = real(kc, None, timeout=5, deadline=None, call_deadline=10)
+    now = [0.0]
+    c._monotonic = lambda: now[0]  # type: ignore[method-assign]
+    c._sleep = lambda s: now.__setitem__(0, now[0] + s)  # type: ignore[method-assign]
+    try:
+        fk.add(node("n1"), server_fields=True)
+        fk.fail("/api/v1/nodes", 503, times=None, retry_after="4")
+        with pytest.raises(KubeError, match=r"would pass the 10 s deadline of one API call.*--api-deadline"):
+            c.list_objects(kube.RESOURCES[0])
+        assert now[0] == 8  # two waits of 4 s; a third would end past 10 s
+        fk._faults.clear()
+        now[0] += 3600  # an hour later the controller's calls still have their whole 10 s each
+        fk.fail("/api/v1/nodes", 503, times=2, retry_after="4")
+        assert [n["metadata"]["name"] for n in c.list_objects(kube.RESOURCES[0])] == ["n1"]
+    finally:
+        c.close()
+
+
+def test_the_execute_record_on_the_lease_survives_the_electors_renewals(fk: FakeKube, client: KubeClient) -> None:
+    from optplan.controller.leader import ExecuteRecord, LeaderElector
+
+    elector = LeaderElector(client, "optplan-system", "optplan-controller", "a", clock=time.time)
+    assert elector.tick()
+    record = ExecuteRecord(client, "optplan-system", "optplan-controller")
+    record.remember(1_800_000_600.0, "ascend-execute-001")
+    record.remember(1_800_000_000.0, "older")  # an earlier completion never replaces a later one
+    assert elector.tick()  # a PUT of the whole Lease
+    elector.release()
+    assert record.last() == (1_800_000_600.0, "ascend-execute-001")
+    assert ExecuteRecord(client, "optplan-system", "other").last() is None
+    fresh = ExecuteRecord(client, "optplan-system", "standalone")  # no leader election: the Lease holds the record
+    fresh.remember(1_800_000_000.0, "r")
+    assert fresh.last() == (1_800_000_000.0, "r")

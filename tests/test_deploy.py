@@ -228,6 +228,18 @@ def test_cluster_role_allows_every_request_of_a_snapshot_and_a_status_write(fake
     assert not allows(cluster_rules(), Attributes("delete", "", "pods", "default", "p0"))  # evict, never delete
 
 
+def test_reading_a_pod_after_an_eviction_conflict_is_a_list_the_cluster_role_allows(fake_kube: FakeKube,
+                                                                                    tmp_path: Path) -> None:
+    fake_kube.add(node("n0"), pod("p0", "n0", 1))
+    with connect(str(fake_kube.write_kubeconfig(tmp_path / "kubeconfig")), backoff=0) as kube:
+        found = kube.read_pod("default", "p0")
+        assert found is not None and found["metadata"]["name"] == "p0"
+        assert kube.read_pod("default", "gone") is None
+    seen = [attributes(r.method, r.path, r.query) for r in fake_kube.requests]
+    assert seen == [Attributes("list", "", "pods", "default", "")] * 2  # no `get` on pods needed
+    assert all(allows(cluster_rules(), a) for a in seen)
+
+
 def test_the_deployments_command_sends_only_requests_the_rbac_allows_and_uses_every_grant(tmp_path: Path) -> None:
     """The Deployment's own command line (with a kubeconfig for the fake instead of the service account) runs
     a DryRun (its first status write refused with 409) and the seed's Execute run to the end, then deletes

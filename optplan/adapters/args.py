@@ -46,10 +46,11 @@ def add_snapshot_source(p: argparse.ArgumentParser) -> None:
 
 
 def add_live_cluster(p: argparse.ArgumentParser, title: str = "live cluster (instead of SNAPSHOT files)", *,
-                     timeout_alias: bool = False) -> None:
+                     timeout_alias: bool = False, per_call: bool = False) -> None:
     """``--kubeconfig``, ``--context`` and the limits of the API requests: ``args.request_timeout`` and
     ``args.api_deadline`` are ``kube.connect``'s ``timeout`` and ``deadline``. ``timeout_alias``: also
-    accept ``--timeout`` (``optplan snapshot`` had it)."""
+    accept ``--timeout`` (``optplan snapshot`` had it). ``per_call``: ``--api-deadline`` bounds each call
+    (``kube.connect``'s ``call_deadline``: a long-running command such as the controller)."""
     g = p.add_argument_group(title)
     g.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default $KUBECONFIG, ~/.kube/config, "
                                                           "or the in-cluster service account in a pod)")
@@ -59,5 +60,6 @@ def add_live_cluster(p: argparse.ArgumentParser, title: str = "live cluster (ins
                    help="total deadline of each API request, from connecting to the last byte of the answer "
                         f"(default {REQUEST_TIMEOUT:g})")
     g.add_argument("--api-deadline", type=positive_float, default=API_DEADLINE, metavar="SECONDS",
-                   help="deadline of all the command's API requests together, retries and their waits included "
-                        f"(default {API_DEADLINE:g})")
+                   help=("deadline of each API call, its retries and their waits included "
+                         if per_call else "deadline of all the command's API requests together, retries and their "
+                                          "waits included ") + f"(default {API_DEADLINE:g})")

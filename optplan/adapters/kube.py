@@ -7,8 +7,11 @@ reads as none. Secrets and ConfigMaps are never read.
 
 Limits: each request has a total deadline, connection to last byte (``timeout``), enforced by a watchdog
 that shuts the request's socket down, so a server trickling bytes cannot hold a command; all the requests
-of one client, retries and their waits included, share the client's deadline (``deadline``); a response
-body larger than ``max_bytes`` is refused. A DNS lookup is the exception: the system resolver bounds it.
+of one client, retries and their waits included, share the client's deadline (``deadline``); a long-lived
+client (the controller) bounds each call instead (``call_deadline``: one call's requests, retries and
+waits included, from the call's start); a response body larger than ``max_bytes`` is refused. A watch has
+its own bounds: the server's ``timeoutSeconds`` and a total deadline of that plus ``timeout``. A DNS
+lookup is the exception: the system resolver bounds it.
 """
 
 from __future__ import annotations
@@ -136,11 +139,14 @@ class KubeClient:
 
     def __init__(self, api: k8s.ApiClient, *, timeout: float = REQUEST_TIMEOUT, deadline: float | None = API_DEADLINE,
                  max_bytes: int = MAX_RESPONSE_BYTES, page_size: int = 500, attempts: int = 5, backoff: float = 0.5,
-                 max_delay: float = 30.0) -> None:
+                 max_delay: float = 30.0, call_deadline: float | None = None) -> None:
         self.api = api
         self.timeout = timeout  # total deadline of each request
         self.deadline = deadline  # of all requests together, from now; None: none
-        self._deadline_at = time.monotonic() + deadline if deadline is not None else math.inf
+        self.call_deadline = call_deadline  # of each call's requests, retries included, from its start; None: none
+        self._monotonic = time.monotonic  # the clock of the deadlines and the sleep between retries (tests)
+        self._sleep = time.sleep
+        self._deadline_at = self._monotonic() + deadline if deadline is not None else math.inf
         self.max_bytes = max_bytes
         self.page_size = page_size
         self.attempts = max(1, attempts)
@@ -257,6 +263,15 @@ class KubeClient:
         self._ok(resp, "create", what)
         raise KubeError(f"cannot create {what} ({resp.status}): {resp.message()}")  # pragma: no cover
 
+    def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The pod as the API server has it now (None: no pod of that name). A list of the namespace's
+        pods by ``metadata.name`` field selector: the ``list`` the controller already holds, no ``get``."""
+        what = f'pods "{namespace}/{name}"'
+        query = [("fieldSelector", f"metadata.name={name}")]
+        resp = self._request("GET", _ns_path(PODS, namespace), query=query, verb="list", what=what)
+        items = [i for i in self._ok(resp, "list", what).get("items") or [] if isinstance(i, dict)]
+        return clean(PODS, items[0]) if items else None
+
     def patch_pod_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
         """Merge-patch the pod's status subresource (``nominatedNodeName``)."""
         what = f'pods "{namespace}/{name}" status'
@@ -284,25 +299,36 @@ class KubeClient:
             return None
         return clean(LEASES, self._ok(resp, "get", what))
 
-    def create_lease(self, namespace: str, name: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    def create_lease(self, namespace: str, name: str, spec: Mapping[str, Any],
+                     annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
         """Create the Lease; ConflictError when another replica created it first."""
         what = f'{LEASES.name} "{namespace}/{name}"'
-        body = {"apiVersion": LEASES.api_version, "kind": LEASES.kind,
-                "metadata": {"name": name, "namespace": namespace}, "spec": dict(spec)}
+        meta: dict[str, Any] = {"name": name, "namespace": namespace}
+        if annotations:
+            meta["annotations"] = dict(annotations)
+        body = {"apiVersion": LEASES.api_version, "kind": LEASES.kind, "metadata": meta, "spec": dict(spec)}
         resp = self._request("POST", _ns_path(LEASES, namespace), body=body, content_type="application/json",
                              verb="create", what=what, retry_server_errors=False)
         if resp.status == 409:
             raise ConflictError(f"{what} exists already (409)")
         return clean(LEASES, self._ok(resp, "create", what))
 
-    def update_lease(self, lease: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
-        """Replace the Lease's spec, on condition that it is still at its resourceVersion (else ConflictError)."""
+    def update_lease(self, lease: Mapping[str, Any], spec: Mapping[str, Any],
+                     annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """Replace the Lease's spec (and its annotations when given; else the read ones are kept: the
+        Execute record lives there), on condition that it is still at its resourceVersion (else
+        ConflictError)."""
         meta = lease.get("metadata") or {}
         namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
         what = f'{LEASES.name} "{namespace}/{name}"'
-        body = {"apiVersion": LEASES.api_version, "kind": LEASES.kind,
-                "metadata": {"name": name, "namespace": namespace, "resourceVersion": meta.get("resourceVersion")},
-                "spec": dict(spec)}
+        out_meta: dict[str, Any] = {"name": name, "namespace": namespace,
+                                    "resourceVersion": meta.get("resourceVersion")}
+        kept = dict(annotations) if annotations is not None else dict(meta.get("annotations") or {})
+        if kept:
+            out_meta["annotations"] = kept
+        if meta.get("labels"):
+            out_meta["labels"] = dict(meta["labels"])
+        body = {"apiVersion": LEASES.api_version, "kind": LEASES.kind, "metadata": out_meta, "spec": dict(spec)}
         resp = self._request("PUT", _ns_path(LEASES, namespace, name), body=body, content_type="application/json",
                              verb="update", what=what, retry_server_errors=False)
         if resp.status == 409:
@@ -368,8 +394,9 @@ class KubeClient:
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
+        end, end_name = self._call_end()
         for attempt in range(1, self.attempts + 1):
-            resp = self._send(method, path, list(query), headers, body, verb=verb, what=what)
+            resp = self._send(method, path, list(query), headers, body, verb=verb, what=what, end=(end, end_name))
             retry = resp.status == 429 or (retry_server_errors and resp.status in _RETRYABLE)
             if not retry:
                 return resp
@@ -378,27 +405,38 @@ class KubeClient:
                                 f"{self.attempts} times: {resp.message()}")
             delay = resp.retry_after if resp.retry_after is not None else self.backoff * 2 ** (attempt - 1)
             delay = min(delay, self.max_delay)
-            if time.monotonic() + delay >= self._deadline_at:
+            if self._monotonic() + delay >= end:
                 raise KubeError(f"cannot {verb} {what}: the API server answered {resp.status} ({resp.message()}) "
-                                f"and a retry in {delay:g} s would pass {self._deadline_name()}")
+                                f"and a retry in {delay:g} s would pass {end_name}")
             log.info("%s %s: HTTP %d, retry %d/%d in %.1fs", method, path, resp.status, attempt,
                      self.attempts - 1, delay)
-            time.sleep(delay)
+            self._sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _budget(self) -> tuple[float, str]:
+    def _call_end(self) -> tuple[float, str]:
+        """When the requests of a call starting now must have finished, and that deadline in words: the
+        client's, or the call's own (``call_deadline``) when that comes first."""
+        end, name = self._deadline_at, self._deadline_name()
+        if self.call_deadline is not None and self._monotonic() + self.call_deadline < end:
+            end = self._monotonic() + self.call_deadline
+            name = f"the {self.call_deadline:g} s deadline of one API call, retries included (--api-deadline)"
+        return end, name
+
+    def _budget(self, end: tuple[float, str]) -> tuple[float, str]:
         """The seconds the next request may take, and the deadline that sets them, in words."""
-        left = self._deadline_at - time.monotonic()
+        left = end[0] - self._monotonic()
         if left < self.timeout:
-            return left, self._deadline_name()
+            return left, end[1]
         return self.timeout, f"the {self.timeout:g} s request deadline (--request-timeout)"
 
     def _deadline_name(self) -> str:
+        if self.deadline is None:
+            return "no deadline"
         return f"the {self.deadline:g} s deadline of the command's API requests (--api-deadline)"
 
     def _send(self, method: str, path: str, query: list[tuple[str, str]], headers: dict[str, str], body: Any,
-              *, verb: str, what: str) -> _Response:
-        seconds, deadline = self._budget()
+              *, verb: str, what: str, end: tuple[float, str] | None = None) -> _Response:
+        seconds, deadline = self._budget(end if end is not None else self._call_end())
         if seconds <= 0:
             raise KubeError(f"cannot {verb} {what}: {deadline} has passed")
         _, url, header_params, body_out, _ = self.api.param_serialize(
@@ -675,11 +713,12 @@ def clean(res: Resource, item: Mapping[str, Any]) -> dict[str, Any]:
 
 def connect(kubeconfig: str | None = None, context: str | None = None, *, timeout: float = REQUEST_TIMEOUT,
             deadline: float | None = API_DEADLINE, max_bytes: int = MAX_RESPONSE_BYTES, page_size: int = 500,
-            attempts: int = 5, backoff: float = 0.5) -> KubeClient:
+            attempts: int = 5, backoff: float = 0.5, call_deadline: float | None = None) -> KubeClient:
     """A client for the cluster of ``context`` in ``kubeconfig``. With neither: the in-cluster service
     account when running in a pod, else ``$KUBECONFIG`` or ``~/.kube/config``. Configuration problems
     are InputErrors naming the file and field. ``timeout`` is each request's total deadline, ``deadline``
-    that of all the client's requests (from now), ``max_bytes`` the cap on one response body."""
+    that of all the client's requests (from now), ``call_deadline`` that of each call (its requests, retries
+    and waits, from the call's start), ``max_bytes`` the cap on one response body."""
     cfg = k8s.Configuration()  # private: the client's global default is left alone
     if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
         try:
@@ -693,7 +732,7 @@ def connect(kubeconfig: str | None = None, context: str | None = None, *, timeou
     api = k8s.ApiClient(cfg)
     api.user_agent = "optplan"
     return KubeClient(api, timeout=timeout, deadline=deadline, max_bytes=max_bytes, page_size=page_size,
-                      attempts=attempts, backoff=backoff)
+                      attempts=attempts, backoff=backoff, call_deadline=call_deadline)
 
 
 def _load_kubeconfig(cfg: k8s.Configuration, kubeconfig: str | None, context: str | None) -> None:

@@ -15,9 +15,9 @@ from types import FrameType
 from optplan.adapters import kube
 from optplan.adapters.args import add_live_cluster, int_in, positive_float
 from optplan.adapters.output import table
-from optplan.controller.leader import LeaderElector
+from optplan.controller.leader import ExecuteRecord, LeaderElector
 from optplan.controller.manager import Controller
-from optplan.controller.metrics import Metrics
+from optplan.controller.metrics import Metrics, stale_limit
 from optplan.controller.reconcile import Settings
 from optplan.errors import InputError
 from optplan.solvers.core import registry
@@ -29,7 +29,7 @@ DEFAULTS = Settings()
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_live_cluster(p, "cluster")
+    add_live_cluster(p, "cluster", per_call=True)
     g = p.add_argument_group("planning")
     g.add_argument("--solver", choices=planner_names(), default=registry.DEFAULT, help=registry.HELP["repack"])
     g.add_argument("--time-limit", type=positive_float, default=DEFAULTS.time_limit, metavar="SECONDS",
@@ -50,7 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--leader-elect", action="store_true",
                    help="act only while holding a coordination.k8s.io Lease (run two replicas safely)")
     g.add_argument("--lease-namespace", default="optplan-system", metavar="NS",
-                   help="namespace of the Lease (default optplan-system)")
+                   help="namespace of the Lease, which also records the last Execute's completion for the "
+                        "cooldown (default optplan-system)")
     g.add_argument("--lease-name", default="optplan-controller", metavar="NAME",
                    help="name of the Lease (default optplan-controller)")
     g.add_argument("--identity", metavar="ID", help="this replica's holder identity (default hostname_uuid)")
@@ -84,24 +85,29 @@ def run(args: argparse.Namespace) -> str:
     settings = Settings(solver=args.solver, time_limit=args.time_limit, workers=args.workers, cooldown=args.cooldown,
                         eviction_deadline=args.eviction_deadline, replacement_deadline=args.replacement_deadline)
     address = _address(args)  # bad input fails before anything connects
-    client = kube.connect(args.kubeconfig, args.context, timeout=args.request_timeout, deadline=None)
+    # a process that runs for weeks: no deadline for the client, one for each call (retries included)
+    client = kube.connect(args.kubeconfig, args.context, timeout=args.request_timeout, deadline=None,
+                          call_deadline=args.api_deadline)
     try:
         elector = None
+        # the last Execute's completion, for the cooldown, on the Lease (see ExecuteRecord for why there)
+        record = ExecuteRecord(client, args.lease_namespace, args.lease_name)
         if args.leader_elect:
             identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4()}"
             elector = LeaderElector(client, args.lease_namespace, args.lease_name, identity, clock=time.time)
         if args.once:
-            ctl = Controller(client, settings, clock=time.time, elector=elector)
+            ctl = Controller(client, settings, clock=time.time, elector=elector, record=record)
             ctl.run_once()
             rows = [["NAME", "MODE", "PHASE", "REASON"]]
             rows += [[r["name"], r["mode"], r["phase"] or "-", r["reason"] or "-"] for r in ctl.summary()]
             return table(rows)
-        # /healthz fails once a pass outlives this: above the longest plan (time limit, 3x cap) and verify
-        metrics = Metrics(stale_after=max(180.0, 4 * args.time_limit + 60))
+        # /healthz fails once the loop made no progress for one API call's deadline + 60 s, or, during a
+        # plan, that + the plan's deadline (3x the time limit + 60 s): see metrics.py and reconcile.plan_deadline
+        metrics = Metrics(stale_after=stale_limit(args.api_deadline))
         server = metrics.serve(*address) if address is not None else None
         if elector is not None:
             elector.on_change = metrics.leader
-        ctl = Controller(client, settings, clock=time.time, metrics=metrics, elector=elector)
+        ctl = Controller(client, settings, clock=time.time, metrics=metrics, elector=elector, record=record)
         _stop_on_signals(ctl.stop)
         log.warning("optplan controller watching %s%s", client.host,
                     f"; metrics on {server.url}" if server is not None else "")

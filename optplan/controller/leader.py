@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from optplan.controller.status import parse_time
+from optplan.controller.status import parse_time, rfc3339
 from optplan.errors import ConflictError, KubeError
 
 log = logging.getLogger(__name__)
@@ -28,9 +28,11 @@ class LeaseClient(Protocol):
 
     def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
-    def create_lease(self, namespace: str, name: str, spec: Mapping[str, Any]) -> dict[str, Any]: ...
+    def create_lease(self, namespace: str, name: str, spec: Mapping[str, Any],
+                     annotations: Mapping[str, str] | None = None) -> dict[str, Any]: ...
 
-    def update_lease(self, lease: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]: ...
+    def update_lease(self, lease: Mapping[str, Any], spec: Mapping[str, Any],
+                     annotations: Mapping[str, str] | None = None) -> dict[str, Any]: ...
 
 
 def micro_time(t: float) -> str:
@@ -151,3 +153,54 @@ class LeaderElector:
             log.warning("lease %s/%s: cannot release it: %s", self.namespace, self.name, e)
         with self._lock:
             self._renewed = None
+
+
+LAST_EXECUTE_TIME = "repack.volcano.sh/last-execute-completion-time"
+LAST_EXECUTE_RUN = "repack.volcano.sh/last-execute-run"
+
+
+class ExecuteRecord:
+    """When the last Execute run that evicted pods finished (and its name), as two annotations on the
+    controller's Lease, so the cooldown outlives the run (``ttlSecondsAfterFinished`` shorter than the
+    cooldown, a ``kubectl delete``) and the process (a restart, the standby taking over).
+
+    Why the Lease: the controller owns it already (the Role grants get and update on that one name, and
+    create), it lives in the controller's namespace where no user deletes it with the runs, both replicas
+    read it, and the elector keeps its annotations when it renews. Without ``--leader-elect`` the Lease
+    holds the record alone (no holder). Writes are guarded by resourceVersion and retried on a conflict
+    (the elector renews every 2 s); a later completion is never replaced by an earlier one."""
+
+    def __init__(self, client: LeaseClient, namespace: str, name: str) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.name = name
+
+    def last(self) -> tuple[float, str] | None:
+        """(completion time, run name) of the last Execute run recorded, or None."""
+        return self._parse(self.client.get_lease(self.namespace, self.name))
+
+    @staticmethod
+    def _parse(lease: Mapping[str, Any] | None) -> tuple[float, str] | None:
+        ann = ((lease or {}).get("metadata") or {}).get("annotations") or {}
+        when = parse_time(ann.get(LAST_EXECUTE_TIME))
+        return (when, str(ann.get(LAST_EXECUTE_RUN) or "")) if when is not None else None
+
+    def remember(self, when: float, run: str) -> None:
+        """Record that ``run`` finished at ``when`` unless a later completion is recorded already."""
+        for _ in range(5):
+            lease = self.client.get_lease(self.namespace, self.name)
+            known = self._parse(lease)
+            if known is not None and known[0] >= when:
+                return
+            record = {LAST_EXECUTE_TIME: rfc3339(when), LAST_EXECUTE_RUN: run}
+            try:
+                if lease is None:
+                    self.client.create_lease(self.namespace, self.name, {}, annotations=record)
+                else:
+                    meta = lease.get("metadata") or {}
+                    self.client.update_lease(lease, dict(lease.get("spec") or {}),
+                                             annotations={**(meta.get("annotations") or {}), **record})
+                return
+            except ConflictError:  # the elector renewed (or the other replica wrote) meanwhile: read again
+                continue
+        raise ConflictError(f"lease {self.namespace}/{self.name}: kept changing while the Execute record was written")

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from optplan.adapters.kube import RESOURCES
 from optplan.controller.informer import Informer, Store, WatchClient
 from optplan.controller.leader import LeaderElector
-from optplan.controller.reconcile import RUN, ClusterWriter, Events, Reconciler, Settings
+from optplan.controller.reconcile import RUN, ClusterWriter, Events, ExecuteRecord, Reconciler, Settings, Watchdog
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +28,8 @@ class Client(WatchClient, ClusterWriter, Protocol):
     """``optplan.adapters.kube.KubeClient``, as the controller uses it."""
 
 
-class Health(Events, Protocol):
+class Health(Events, Watchdog, Protocol):
     """``optplan.controller.metrics.Metrics``, as the controller uses it."""
-
-    def heartbeat(self) -> None: ...
 
     def set_ready(self, ready: bool) -> None: ...
 
@@ -43,7 +41,7 @@ class Health(Events, Protocol):
 class Controller:
     def __init__(self, client: Client, settings: Settings | None = None, *, clock: Callable[[], float],
                  metrics: Health | None = None, elector: LeaderElector | None = None, watch_timeout: int = 300,
-                 resync: float = 60.0, min_interval: float = 1.0) -> None:
+                 resync: float = 60.0, min_interval: float = 1.0, record: ExecuteRecord | None = None) -> None:
         self.client = client
         self.store = Store()
         self.clock = clock
@@ -53,7 +51,7 @@ class Controller:
         self.min_interval = min_interval
         self.informers = [Informer(client, res, self.store, watch_timeout=watch_timeout) for res in RESOURCES]
         self.reconciler = Reconciler(self.store, client, settings, clock=clock, may_act=self.may_act,
-                                     events=metrics)
+                                     events=metrics, watchdog=metrics, record=record)
         self.stop = threading.Event()
         self.passes = 0
 

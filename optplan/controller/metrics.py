@@ -4,8 +4,11 @@ API (what the controller calls; every method is thread-safe)::
 
     m = Metrics(stale_after=180.0)      # a registry of its own, never prometheus_client's global one
     server = m.serve("0.0.0.0", 8080)   # a daemon thread; server.port (0 picks a free port), server.url
-    m.heartbeat()                       # each pass of the control loop: /healthz is 500 once the last
-                                        # heartbeat is older than stale_after seconds
+    m.heartbeat()                       # the control loop made progress (a loop turn, a run reconciled, a
+                                        # journal write): /healthz is 500 once the last heartbeat is older
+                                        # than stale_after seconds
+    with m.expect(150.0):               # a step that blocks the loop for up to 150 s (a plan): /healthz
+        ...                             # allows stale_after + 150 s from its start, then fails
     m.set_ready(True)                   # the caches are synced: /readyz answers 200 (False: 503 again)
     m.leader(True)                      # this replica holds the Lease (optplan_leader 1), False on losing it
     m.run_phases({"Pending": 1, "Succeeded": 4})  # RepackRuns by status.phase, all of them at once;
@@ -24,8 +27,9 @@ Endpoints (GET or HEAD; anything else 405, other paths 404):
   ``optplan_heartbeat_age_seconds`` (gauge, read at scrape time).
 - ``/healthz``: the liveness probe. 200 ``ok`` while the control loop has beaten within ``stale_after``
   seconds (the time of construction counts as the first beat), else 500 naming the age. A loop blocked in
-  a plan does not beat: ``stale_after`` must exceed the longest plan (the time limit, and its 3x
-  wall-clock cap under ``--deterministic``), or the kubelet restarts a controller that is only busy.
+  a plan cannot beat, so the plan is announced with its deadline (``expect``): the watchdog then allows
+  ``stale_after`` plus that deadline from the plan's start, no more — a plan that overruns its deadline
+  by ``stale_after`` is a hung loop, and the kubelet restarts it.
 - ``/readyz``: the readiness probe. 200 ``ready`` after ``set_ready(True)``, 503 before. A replica that is
   not the leader is ready (a hot standby); leadership is ``optplan_leader``, not readiness.
 
@@ -34,10 +38,11 @@ Label values are the caller's words (the relocation's phases), recorded as given
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -49,9 +54,16 @@ log = logging.getLogger(__name__)
 PATHS = ("/metrics", "/healthz", "/readyz")
 """The paths the server answers (the Deployment's probes and scrape annotation use them)."""
 
-STALE_AFTER = 180.0
-"""Default age (seconds) of the last heartbeat past which /healthz fails: above the default plan time
-limit (30 s) times the deterministic wall-clock cap (3x), with room to spare."""
+STALE_AFTER = 660.0
+"""Default age (seconds) of the last heartbeat past which /healthz fails, outside an announced plan: the
+longest step between two beats is one API call, bounded by ``--api-deadline`` (default 600 s, retries
+included), plus 60 s of slack (``stale_limit``)."""
+
+
+def stale_limit(api_deadline: float) -> float:
+    """``stale_after`` for a controller whose API calls each end within ``api_deadline`` seconds."""
+    return api_deadline + 60.0
+
 
 PLAN_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 90.0, 120.0, 300.0)
 
@@ -66,6 +78,7 @@ class Metrics:
         self._clock = clock
         self._lock = threading.Lock()
         self._beat = clock()
+        self._allowance = 0.0  # seconds an announced blocking step (a plan) adds to stale_after
         self._ready = False
         self._phases: set[str] = set()
         self.registry = CollectorRegistry(auto_describe=True)
@@ -111,6 +124,20 @@ class Metrics:
         with self._lock:
             self._beat = self._clock()
 
+    @contextlib.contextmanager
+    def expect(self, seconds: float) -> Iterator[None]:
+        """A step that blocks the loop for up to ``seconds`` (a plan): beats, and /healthz allows
+        ``stale_after + seconds`` from now until the step ends (then beats again)."""
+        with self._lock:
+            self._beat = self._clock()
+            self._allowance = max(seconds, 0.0)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._beat = self._clock()
+                self._allowance = 0.0
+
     def set_ready(self, ready: bool) -> None:
         with self._lock:
             self._ready = ready
@@ -124,9 +151,13 @@ class Metrics:
 
     def healthy(self) -> tuple[bool, str]:
         """Whether the loop is alive, and the words /healthz answers."""
-        age = self.heartbeat_age()
-        if age > self.stale_after:
-            return False, f"control loop stalled: last heartbeat {age:.0f} s ago (limit {self.stale_after:g} s)"
+        with self._lock:
+            age = max(0.0, self._clock() - self._beat)
+            allowance = self._allowance
+        limit = self.stale_after + allowance
+        if age > limit:
+            during = f": a plan announced to end within {allowance:g} s overran it" if allowance else ""
+            return False, f"control loop stalled: last heartbeat {age:.0f} s ago (limit {limit:g} s{during})"
         return True, "ok"
 
     def ready(self) -> bool:

@@ -11,18 +11,26 @@ Execute (seed 000, 步骤五 and 步骤六), each step journaled before the next
 
 1. Serial: while another Execute run is Running, or an older one waits its turn, the run stays Pending
    with ``AnotherRunActive``; within ``cooldown`` seconds of the last Execute run that evicted a pod,
-   ``ExecuteCooldownActive``.
+   ``ExecuteCooldownActive``. That completion is also recorded on the controller's Lease (``record``,
+   ``optplan.controller.leader.ExecuteRecord``), so the cooldown survives the run's deletion (a TTL
+   shorter than the cooldown) and a restart; a finished run newer than the record is recorded by the gate.
 2. Re-plan on the live state (a DryRun's plan is never reused); a plan not recommended finishes the
    run as a DryRun would (Succeeded with the planner's reason; no cooldown follows, nothing moved).
 3. ``status.plan`` and one ``status.relocations[]`` entry per planned move (``plannedNodeName`` fixed
    from then on, ``victimPodUID``, eviction and placement phases Pending) in one write, before any eviction.
 4. Evictions, one at a time, node by node in the plan's order of freed nodes (pods by namespace/name
    within a node): a run stopped part-way (deleted, a PDB) has emptied whole nodes rather than a few pods
-   on each. Each is journaled ``Evicting`` before the policy/v1 Eviction call, with
-   ``deleteOptions.preconditions.uid`` set to ``victimPodUID`` so a pod recreated under the victim's name
-   is never evicted, then ``Evicted``. A pass that finds ``Evicting`` (a crash between call and journal)
-   looks at the pod: gone, terminating or another UID means Evicted; the same pod is asked again, which
-   the UID precondition makes safe. A 429 (a PodDisruptionBudget) is asked again with backoff until
+   on each. A node's evictions begin only once every relocation of the nodes before it has settled (its
+   replacement bound, here or elsewhere, or its eviction rejected or skipped), so at most one node's pods
+   are disrupted at a time; once a replacement of an earlier node has timed out, the pods of later nodes
+   are ``Skipped`` (the cluster is not absorbing the moves: nothing more is disrupted). Each is journaled
+   ``Evicting`` before the policy/v1 Eviction call, with ``deleteOptions.preconditions.uid`` set to
+   ``victimPodUID`` so a pod recreated under the victim's name is never evicted, then ``Evicted``. A pass
+   that finds ``Evicting`` (a crash between call and journal) looks at the pod: gone, terminating or
+   another UID means Evicted; the same pod is asked again, which the UID precondition makes safe. A 409
+   from the call is read from the pod as the API server has it now (``read_pod``): gone, terminating or
+   another UID (the UID precondition failed) is Evicted; the same pod still there (another conflict) is
+   asked again like a 429. A 429 (a PodDisruptionBudget) is asked again with backoff until
    ``eviction_deadline`` after the first ask, then the relocation is ``Rejected`` with the API's message
    and the other pods of its node are ``Skipped`` (the node cannot be freed; they stay); any other refusal
    (403, a 500 when two budgets match the pod) is retried by the failing pass until the same deadline,
@@ -30,12 +38,18 @@ Execute (seed 000, 步骤五 and 步骤六), each step journaled before the next
    which keeps within maxPerRun (the independent validator checked it).
 5. Replacements, matched as ``verify`` matches them: an unbound one gets ``status.nominatedNodeName``
    (through pods/status) from ``nominate``, journaled first as ``selectedNodeName`` (phase Nominated; no
-   suggestion: Scheduling); once bound, ``actualNodeName`` (Bound, or BoundElsewhere off the planned
-   node). Not bound ``replacement_deadline`` seconds after the eviction: TimedOut.
+   suggestion: Scheduling, asked again on every later pass after an object the planners read changed,
+   until a node is suggested, the pod binds or it times out); once bound, ``actualNodeName`` (Bound, or
+   BoundElsewhere off the planned node). Not bound ``replacement_deadline`` seconds after the eviction:
+   TimedOut.
 6. When every relocation has settled: ``verify`` on the live state gives ``status.result``; the run
    finishes ``ExecutionCompleted``, ``ExecutionCompletedWithAlternativePlacement`` (Succeeded) or
    ``ExecutionGoalNotReached`` (Failed: a planned node still holds the resource, an eviction was
    rejected, or a replacement timed out), with ``completionTime``.
+
+Liveness: the reconciler beats its ``watchdog`` after each run and each journal write, and announces
+each plan and verify with its deadline (``plan_deadline``: 3x the time limit + 60 s), during which
+/healthz tolerates the silence.
 
 A run being deleted is not acted on: its next journal write fails (404) and no eviction follows; moves
 made are not rolled back. A finished run with ``ttlSecondsAfterFinished`` is deleted that long after
@@ -47,6 +61,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -104,6 +119,8 @@ class ClusterWriter(Protocol):
 
     def patch_pod_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]: ...
 
+    def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
     def delete_repack_run(self, name: str, uid: str | None) -> bool: ...
 
 
@@ -115,6 +132,31 @@ class Events(Protocol):
     def replacement(self, outcome: str) -> None: ...
 
     def plan_seconds(self, seconds: float) -> None: ...
+
+
+class Watchdog(Protocol):
+    """Liveness (``optplan.controller.metrics.Metrics`` has it): beats on progress, and a step that blocks
+    the loop (a plan) is announced with its deadline."""
+
+    def heartbeat(self) -> None: ...
+
+    def expect(self, seconds: float) -> AbstractContextManager[None]: ...
+
+
+class ExecuteRecord(Protocol):
+    """Where the last Execute's completion outlives the run and the process
+    (``optplan.controller.leader.ExecuteRecord``: annotations on the Lease)."""
+
+    def last(self) -> tuple[float, str] | None: ...
+
+    def remember(self, when: float, run: str) -> None: ...
+
+
+def plan_deadline(time_limit: float) -> float:
+    """How long one plan (or verify) may block the control loop, in seconds: the planner's wall-clock cap
+    (3x the time limit: ``auto``'s search, ``--deterministic``) and 60 s to build the live snapshot and
+    check the plan (15 s at 80,000 pods). /healthz allows its ``stale_after`` plus this while it runs."""
+    return 3.0 * time_limit + 60.0
 
 
 class NotLeading(Exception):
@@ -157,14 +199,19 @@ class Reconciler:
 
     def __init__(self, store: Store, api: ClusterWriter, settings: Settings | None = None, *,
                  clock: Callable[[], float], may_act: Callable[[], bool] = lambda: True,
-                 events: Events | None = None) -> None:
+                 events: Events | None = None, watchdog: Watchdog | None = None,
+                 record: ExecuteRecord | None = None) -> None:
         self.store = store
+        self.record = record
+        self.watchdog = watchdog
         self.api = api
         self.settings = settings or Settings()
         self.clock = clock
         self.may_act = may_act
         self.events = events
         self._refusals: dict[tuple[str, str], int] = {}  # (run uid, relocation key) -> 429s in a row
+        self._unsuggested: dict[tuple[str, str], tuple[int, ...]] = {}  # (run uid, key) -> snapshot version
+        # at which nominate found no node for its replacement (phase Scheduling): asked again on a change
         self._failures: dict[str, int] = {}  # run name -> failed passes in a row
         self._snapshot: tuple[tuple[int, ...], Snapshot] | None = None
         self._parsed: ParseCache = {}  # objects parsed once each: a pod event re-parses one pod, not all
@@ -174,8 +221,21 @@ class Reconciler:
 
     def reconcile_all(self) -> float | None:
         """One pass over every run; the seconds until a pass is due again without any change (None: none)."""
-        waits = [w for obj in self.store.all(RUN) if (w := self.reconcile(_name(obj))) is not None]
+        waits = []
+        for obj in self.store.all(RUN):
+            wait = self.reconcile(_name(obj))
+            if wait is not None:
+                waits.append(wait)
+            self._beat()
         return min(waits) if waits else None
+
+    def _beat(self) -> None:
+        if self.watchdog is not None:
+            self.watchdog.heartbeat()
+
+    def _blocking(self, time_limit: float) -> AbstractContextManager[None]:
+        """A plan or verify: the watchdog knows it runs and its deadline (``plan_deadline``)."""
+        return self.watchdog.expect(plan_deadline(time_limit)) if self.watchdog is not None else nullcontext()
 
     def reconcile(self, name: str) -> float | None:
         obj = self.store.get(RUN, name)
@@ -279,6 +339,7 @@ class Reconciler:
         meta = obj.get("metadata") or {}
         written = self.api.patch_repack_run_status(_name(obj), patch, str(meta.get("resourceVersion") or ""))
         self.store.put(RUN, written)
+        self._beat()  # progress: a journal step written
         return written
 
     def _finish(self, obj: Mapping[str, Any], phase: str, reason: str, message: str,
@@ -297,7 +358,8 @@ class Reconciler:
         s = self.settings
         options = PlanOptions(time_limit=s.time_limit, workers=s.workers, deterministic=s.deterministic)
         start = self.clock()
-        out = plan_repack(self.snapshot(), run, solver=s.solver, options=options)
+        with self._blocking(s.time_limit):
+            out = plan_repack(self.snapshot(), run, solver=s.solver, options=options)
         self.plans += 1
         if self.events is not None:
             self.events.plan_seconds(max(self.clock() - start, 0.0))
@@ -354,6 +416,12 @@ class Reconciler:
             evicted = any(_ev(r) == st.EV_EVICTED for r in (other.get("status") or {}).get("relocations") or [])
             if phase in st.FINISHED and evicted and done is not None and (last is None or done > last[0]):
                 last = (done, oname)
+        if self.record is not None:  # the runs may be gone (TTL, deleted): the record outlives them
+            known = self.record.last()
+            if last is not None and (known is None or last[0] > known[0]):
+                self._remember(*last)  # finished but not recorded (a crash in between, or no record yet)
+            elif known is not None and (last is None or known[0] > last[0]):
+                last = known
         if last is not None:
             until = last[0] + self.settings.cooldown
             if self.now() < until:
@@ -382,13 +450,12 @@ class Reconciler:
     # ---- Execute: evict, place, finish ---------------------------------------------------------
 
     def _execute(self, obj: dict[str, Any], run: RepackRun) -> float | None:
-        waits: list[float] = []
-        obj, wait = self._evictions(obj, run)
-        if wait is not None:
-            waits.append(wait)
-        obj, wait = self._placements(obj)
-        if wait is not None:
-            waits.append(wait)
+        obj, ewait, held = self._evictions(obj, run)
+        obj, pwait = self._placements(obj)
+        if held:  # this pass may have settled the node the next one waits for
+            obj, ewait, held = self._evictions(obj, run)
+            obj, pwait = self._placements(obj)
+        waits = [w for w in (ewait, pwait) if w is not None]
         rels = (obj.get("status") or {}).get("relocations") or []
         if all(settled(r) for r in rels):
             return self._verify(obj)
@@ -399,7 +466,9 @@ class Reconciler:
         return {f"{g.get('namespace')}/{p.get('name')}": str(p.get("fromNode"))
                 for g in plan.get("moves") or [] for p in g.get("pods") or []}
 
-    def _evictions(self, obj: dict[str, Any], run: RepackRun) -> tuple[dict[str, Any], float | None]:
+    def _evictions(self, obj: dict[str, Any], run: RepackRun) -> tuple[dict[str, Any], float | None, bool]:
+        """Evict what is due; the written run, when to look again, and whether a node's evictions are held
+        until the replacements of the nodes before it have settled."""
         keys = [st.relocation_key(r) for r in (obj.get("status") or {}).get("relocations") or []]
         grace = run.spec.eviction.grace_period_seconds if run.spec.eviction is not None else None
         for key in keys:
@@ -409,11 +478,21 @@ class Reconciler:
                 continue
             if phase == st.EV_PENDING:
                 rejected = self._rejected_on_node(obj, key)
-                if rejected is not None:
+                why = (f"not evicted: {rejected} on the same node was rejected, so the node cannot be freed"
+                       if rejected is not None else None)
+                if why is None:
+                    before = self._node_before(obj, key)
+                    if before is not None and before[0] == st.PL_TIMED_OUT:
+                        why = (f"not evicted: the replacement of {before[1]} on an earlier node was not placed in "
+                               f"time, so no more pods are disrupted")
+                    elif before is not None:
+                        log.info("RepackRun %s: %s waits until %s's replacement is placed", _name(obj), key,
+                                 before[1])
+                        return obj, None, True  # at most one node's pods disrupted at a time
+                if why is not None:
                     obj = self._write(obj, {"relocations": [_rel_patch(
                         rel, eviction={"phase": st.EV_SKIPPED, "completionTime": st.rfc3339(self.now()),
-                                       "message": f"not evicted: {rejected} on the same node was rejected, so "
-                                                  "the node cannot be freed"},
+                                       "message": why},
                         placement={"phase": st.PL_SKIPPED})]})
                     self._event("eviction", "Skipped")
                     continue
@@ -421,8 +500,27 @@ class Reconciler:
                     rel, eviction={"phase": st.EV_EVICTING, "startTime": st.rfc3339(self.now())})]})
             obj, wait = self._evict(obj, key, grace)
             if wait is not None:
-                return obj, wait  # serial: the next eviction waits for this one
-        return obj, None
+                return obj, wait, False  # serial: the next eviction waits for this one
+        return obj, None, False
+
+    def _node_before(self, obj: Mapping[str, Any], key: str) -> tuple[str, str] | None:
+        """Why the pods of ``key``'s node wait: a relocation of an earlier node (the journal is in node
+        order) whose replacement timed out (``TimedOut``, key), or is not placed yet (its phase, key).
+        None: every earlier node has settled (bound, elsewhere, rejected or skipped)."""
+        nodes = self._from_nodes(obj)
+        node = nodes.get(key)
+        waiting: tuple[str, str] | None = None
+        for r in (obj.get("status") or {}).get("relocations") or []:
+            k = st.relocation_key(r)
+            if k == key:
+                break
+            if nodes.get(k) == node:
+                continue
+            if _pl(r) == st.PL_TIMED_OUT:
+                return st.PL_TIMED_OUT, k
+            if waiting is None and not settled(r):
+                waiting = _pl(r), k
+        return waiting
 
     @staticmethod
     def _rel(obj: Mapping[str, Any], key: str) -> dict[str, Any]:
@@ -465,10 +563,13 @@ class Reconciler:
                 raise
             answer = Answer(429, str(e))
         run_uid = str((obj.get("metadata") or {}).get("uid") or _name(obj))
+        message = {404: "the pod was gone before its eviction"}.get(answer.status)
+        if answer.status == 409:  # the UID precondition failed (replaced), or another conflict: the pod says
+            message = self._replaced(ns, name, uid)
+            if message is None:
+                answer = Answer(429, f"conflict (409), the same pod still there: {answer.message}")
         if answer.status in (200, 201, 404, 409):
             self._refusals.pop((run_uid, key), None)
-            message = {404: "the pod was gone before its eviction",
-                       409: "a new pod holds the name (another UID)"}.get(answer.status)
             log.info("RepackRun %s: evicted %s", _name(obj), key)
             ev: dict[str, Any] = {"phase": st.EV_EVICTED, "completionTime": now}
             if message:
@@ -494,6 +595,21 @@ class Reconciler:
                    started + self.settings.eviction_deadline - self.now())
         return obj, max(wait, 0.0)
 
+    def _replaced(self, namespace: str, name: str, uid: str | None) -> str | None:
+        """After a 409 from the Eviction call: why the victim counts as evicted, read from the pod as the
+        API server has it now (gone, terminating, another UID under its name), or None: the same pod is
+        still there, so the conflict was something else (a budget's concurrent update) and the eviction
+        is asked again like a refusal."""
+        live = self.api.read_pod(namespace, name)
+        meta = (live or {}).get("metadata") or {}
+        if live is None:
+            return "the pod was gone before its eviction (409)"
+        if meta.get("deletionTimestamp"):
+            return "the pod was terminating already (409)"
+        if uid and meta.get("uid") != uid:
+            return "a new pod holds the name (another UID; the UID precondition failed: 409)"
+        return None
+
     def _placements(self, obj: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
         rels = (obj.get("status") or {}).get("relocations") or []
         open_ = [r for r in rels if _ev(r) == st.EV_EVICTED and _pl(r) not in st.PLACEMENT_DONE]
@@ -502,6 +618,8 @@ class Reconciler:
         run = self._parse(obj)
         status = execute_status(run, f"RepackRun/{run.name}")
         snap = self.snapshot()
+        version = self.store.snapshot_version()
+        run_uid = str((obj.get("metadata") or {}).get("uid") or _name(obj))
         now = self.now()
         updates: list[dict[str, Any]] = []
         nominations: list[tuple[str, str, str]] = []
@@ -526,6 +644,8 @@ class Reconciler:
             extra: dict[str, Any] = {}
             if group and group != self._group_of(status, rel):
                 extra["replacementPodGroupName"] = group
+            if rep.occupying or now >= due:
+                self._unsuggested.pop((run_uid, rel.key), None)
             if rep.occupying:
                 phase = st.PL_BOUND if rep.node_name == rel.planned_node_name else st.PL_ELSEWHERE
                 upd.update(phase=phase, actualNodeName=rep.node_name)
@@ -536,12 +656,16 @@ class Reconciler:
                 outcomes.append(st.PL_TIMED_OUT)
             else:
                 waits.append(due - now)
-                if placement.get("phase") in (None, st.PL_PENDING) or placement.get("replacementPodName") != rep.name:
+                tried = (run_uid, rel.key)
+                if placement.get("phase") in (None, st.PL_PENDING) or placement.get("replacementPodName") != rep.name \
+                        or (placement.get("phase") == st.PL_SCHEDULING and self._unsuggested.get(tried) != version):
                     n = execute_mod.nominate(snap, run, status, rep.key, rel.planned_node_name)
                     if n.node_name is not None:
+                        self._unsuggested.pop(tried, None)
                         upd.update(phase=st.PL_NOMINATED, selectedNodeName=n.node_name, message=n.reason)
                         nominations.append((rep.namespace, rep.name, n.node_name))
-                    else:
+                    else:  # asked again on a later pass once the cluster changed, until bound or timed out
+                        self._unsuggested[tried] = version
                         upd.update(phase=st.PL_SCHEDULING, message=n.reason)
                 elif placement.get("phase") == st.PL_NOMINATED and not rep.nominated_node_name \
                         and placement.get("selectedNodeName"):  # journaled, the pod not yet told (a crash)
@@ -573,7 +697,8 @@ class Reconciler:
     def _verify(self, obj: dict[str, Any]) -> float | None:
         run = self._parse(obj)
         status = execute_status(run, f"RepackRun/{run.name}")
-        v = execute_mod.verify(self.snapshot(), run, status, time_limit=self.settings.verify_time_limit)
+        with self._blocking(self.settings.verify_time_limit):
+            v = execute_mod.verify(self.snapshot(), run, status, time_limit=self.settings.verify_time_limit)
         rels = (obj.get("status") or {}).get("relocations") or []
         refused = [st.relocation_key(r) for r in rels if _ev(r) in (st.EV_REJECTED, st.EV_SKIPPED)]
         timed_out = [st.relocation_key(r) for r in rels if _pl(r) == st.PL_TIMED_OUT]
@@ -598,7 +723,21 @@ class Reconciler:
         extra: dict[str, Any] = {"result": result}
         if groups:
             extra["relocations"] = groups
-        return self._finish(obj, phase, reason, "; ".join(parts), extra)
+        done = self.now()
+        wait = self._finish(obj, phase, reason, "; ".join(parts), extra)
+        if any(_ev(r) == st.EV_EVICTED for r in rels):  # the cooldown starts: recorded beyond the run
+            self._remember(done, _name(obj))
+        return wait
+
+    def _remember(self, when: float, run: str) -> None:
+        """Record an Execute's completion (a failure is logged: the run's completionTime holds it while the
+        run exists, and the next gate records it again)."""
+        if self.record is None:
+            return
+        try:
+            self.record.remember(when, run)
+        except Exception as e:
+            log.warning("cannot record RepackRun %s's completion for the cooldown: %s", run, e)
 
     # ---- TTL -----------------------------------------------------------------------------------
 
