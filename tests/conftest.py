@@ -23,3 +23,13 @@ def fake_kube() -> Iterator[FakeKube]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def fk() -> Iterator[FakeKube]:
+    """The fake API server enforcing the shipped CRD's schema on every write, as an API server does."""
+    server = FakeKube(crd_schemas=True).start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1030,7 +1030,7 @@ class FakeKube:
         if ctype == "application/merge-patch+json":
             if not isinstance(body, dict):
                 raise _HttpError(400, "the patch is not a JSON object")
-            merged = _merge_patch(current, body)
+            merged = merge_patch(current, body)
         elif ctype == "application/strategic-merge-patch+json" and not rt.custom:
             if not isinstance(body, dict):
                 raise _HttpError(400, "the patch is not a JSON object")
@@ -1303,7 +1303,7 @@ def selector_matches(selector: Any, labels: dict[str, str]) -> bool:
 
 # ---- patches -----------------------------------------------------------------------------------
 
-def _merge_patch(target: Any, patch: Any) -> Any:
+def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
@@ -1312,7 +1312,7 @@ def _merge_patch(target: Any, patch: Any) -> Any:
         if v is None:
             out.pop(k, None)
         else:
-            out[k] = _merge_patch(out.get(k), v)
+            out[k] = merge_patch(out.get(k), v)
     return out
 
 

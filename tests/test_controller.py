@@ -29,6 +29,7 @@ from optplan.controller.informer import Store
 from optplan.controller.reconcile import Reconciler, Settings
 from optplan.errors import ConflictError
 from tests.builders import node, pod, repack_run
+from tests.fakekube import merge_patch
 
 ROOT = Path(__file__).resolve().parent.parent
 NPU = "huawei.com/ascend-1980"
@@ -56,16 +57,6 @@ class Clock:
         self.t += seconds
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = merge_patch(out.get(k), v)
-    return out
 
 
 def _requests(obj: Mapping[str, Any], resource: str) -> int:

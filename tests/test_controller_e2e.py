@@ -36,15 +36,6 @@ STEP = 30.0  # fake seconds between steps
 
 
 @pytest.fixture
-def fk() -> Iterator[FakeKube]:
-    server = FakeKube(crd_schemas=True).start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
 def kubeconfig(fk: FakeKube, tmp_path: Path) -> str:
     return str(fk.write_kubeconfig(tmp_path / "kubeconfig"))
 

@@ -21,15 +21,6 @@ from tests.fakekube import FakeKube
 
 
 @pytest.fixture
-def fk() -> Iterator[FakeKube]:
-    server = FakeKube(crd_schemas=True).start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
 def client(fk: FakeKube, tmp_path: Path) -> Iterator[KubeClient]:
     c = kube.connect(str(fk.write_kubeconfig(tmp_path / "kc")), None, deadline=None, timeout=5)
     try:

@@ -62,12 +62,8 @@ def _lines(raw: Any) -> Iterator[bytes]:
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeKube]:
-    server = FakeKube(crd_schemas=True).start()
-    try:
-        yield server
-    finally:
-        server.stop()
+def fake(fk: FakeKube) -> FakeKube:
+    return fk
 
 
 @pytest.fixture

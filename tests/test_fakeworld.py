@@ -5,7 +5,6 @@ allocated feasible node, else leaves them pending; a disruption controller keeps
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,12 +21,8 @@ SERVING_API = "workload.serving.volcano.sh/v1alpha1"
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeKube]:
-    server = FakeKube().start()
-    try:
-        yield server
-    finally:
-        server.stop()
+def fake(fake_kube: FakeKube) -> FakeKube:
+    return fake_kube
 
 
 def state(fake: FakeKube) -> dict[str, tuple[str | None, str, str]]:
