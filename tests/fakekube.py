@@ -1646,9 +1646,10 @@ def _handler(fake: FakeKube) -> type[BaseHTTPRequestHandler]:
             self._write(data, how.drip)
 
         def _stream(self, stream: _Stream) -> None:
-            self.close_connection = True
+            self.close_connection = True  # and say so: a client must not put this connection back in its pool
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
+            self.send_header("Connection", "close")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             try:
