@@ -63,6 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("frag", help="measure fragmentation of a target resource")
     common(p, ("table", "yaml", "json"), "table", 10.0)
     p.add_argument("--resource", required=True, metavar="R", help="target resource, e.g. nvidia.com/gpu")
+    p.add_argument("--hypernodes", action="store_true",
+                   help="per HyperNode tier: HyperNodes holding R, how many are free of R now, and the most "
+                        "compacting R could free (exact, or proven bounds)")
+    p.add_argument("--tier", type=int_in(0, 2**31 - 1), action="append", metavar="T",
+                   help="only this HyperNode tier (repeatable; implies --hypernodes)")
+    p.add_argument("--pending", action="store_true",
+                   help="pendingByFragmentation: pending gangs whose R fits the free R in total and their "
+                        "queue's quota, but that the placement greedy cannot place")
 
     p = sub.add_parser("repack", help="plan a RepackRun (DryRun) and print it with its status")
     common(p, ("yaml", "json", "table"), "yaml", 30.0)

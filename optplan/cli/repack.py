@@ -15,9 +15,20 @@ from optplan.models.limits import MAX_WEIGHT, WEIGHT_DIGITS
 from optplan.models.quantity import format_milli
 from optplan.models.repack import DIMENSIONS, RepackRun, Weights
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.placement.pending import (
+    CAPACITY,
+    FITS,
+    FRAGMENTATION,
+    QUOTA,
+    PendingGang,
+    free_total,
+    pending_gangs,
+)
 from optplan.solvers.repack.base import planner_names
 from optplan.solvers.repack.baselines import BASELINES
 from optplan.solvers.repack.frag import FragReport, fragmentation, round_half_up
+from optplan.solvers.repack.hyperfrag import TierFrag, hypernode_fragmentation
+from optplan.solvers.repack.hyperfrag import tiers as hypernode_tiers
 from optplan.solvers.repack.rules import RepackProblem
 from optplan.solvers.repack.run import RepackOutcome, plan_repack
 from optplan.solvers.repack.validate import plan_violations
@@ -58,10 +69,48 @@ def frag_dict(f: FragReport) -> dict[str, Any]:
             "fragPercentExact": str(f.percent()), **({"warning": f.warning} if f.warning is not None else {})}
 
 
+def tier_dict(t: TierFrag) -> dict[str, Any]:
+    return {"tier": t.tier, "hyperNodes": len(t.hyper_nodes), "freeNow": len(t.free_now),
+            "mostFreeableLowerBound": t.freeable_lower, "mostFreeableUpperBound": t.freeable_upper,
+            "status": t.status, "capacityUpperBound": t.capacity_upper, "freeNowHyperNodes": list(t.free_now),
+            "freeableHyperNodes": list(t.freeable)}
+
+
+def pending_dict(free: int, gangs: list[PendingGang]) -> dict[str, Any]:
+    counts = {v: sum(g.verdict == v for g in gangs) for v in (FITS, FRAGMENTATION, QUOTA, CAPACITY)}
+    return {"freeTotal": format_milli(free), "pendingGangs": len(gangs), "fits": counts[FITS],
+            "byFragmentation": counts[FRAGMENTATION], "byQuota": counts[QUOTA], "byCapacity": counts[CAPACITY],
+            "gangs": [{"namespace": g.namespace, "name": g.name, "queue": g.queue, "request": format_milli(g.request),
+                       "reason": g.reason} for g in gangs if g.verdict == FRAGMENTATION]}
+
+
+def frag_tiers(args: argparse.Namespace, loaded: LoadedInput) -> list[TierFrag] | None:
+    """The per-tier report when ``--hypernodes`` or ``--tier`` asks for it; a tier no HyperNode has is bad input."""
+    if not args.hypernodes and not args.tier:
+        return None
+    known = hypernode_tiers(loaded.snapshot)
+    only = sorted(set(args.tier)) if args.tier else None
+    for t in only or ():
+        if t not in known:
+            raise InputError(f"no HyperNode has tier {t} (tiers: {', '.join(map(str, known)) or 'none'})",
+                             field="--tier")
+    return hypernode_fragmentation(loaded.snapshot, args.resource, only, time_limit=args.time_limit)
+
+
 def frag(args: argparse.Namespace, loaded: LoadedInput) -> str:
+    tiers = frag_tiers(args, loaded)
     f = fragmentation(loaded.snapshot, args.resource, time_limit=args.time_limit)
+    pending = None
+    if args.pending:
+        gangs = pending_gangs(loaded.snapshot, args.resource)
+        pending = (free_total(loaded.snapshot, args.resource), gangs)
     if args.output != "table":
-        return dump(frag_dict(f), args.output)
+        doc = frag_dict(f)
+        if tiers is not None:
+            doc["hyperNodeTiers"] = [tier_dict(t) for t in tiers]
+        if pending is not None:
+            doc["pendingByFragmentation"] = pending_dict(*pending)
+        return dump(doc, args.output)
     proven = "proven" if f.proven else f"best lower bound; a packing into {f.upper_bound} nodes is known"
     formula = f"(({f.occupied} - {f.theoretical_min}) / {f.providers})" if f.providers else "(no providers)"
     text = (f"resource            {printable(f.resource)}\n"
@@ -71,6 +120,40 @@ def frag(args: argparse.Namespace, loaded: LoadedInput) -> str:
             f"fragmentation       {round_half_up(f.percent())}%  {formula}\n")
     if f.warning is not None:
         text += f"warning             {printable(f.warning)}\n"
+    if tiers is not None:
+        text += frag_tiers_text(tiers)
+    if pending is not None:
+        text += frag_pending_text(args.resource, *pending)
+    return text
+
+
+TABLE_NAMES = 6
+"""The table names this many freeable HyperNodes per tier (``-o yaml|json`` lists them all)."""
+
+
+def frag_tiers_text(tiers: list[TierFrag]) -> str:
+    if not tiers:
+        return "\nhypernodes          none in the snapshot\n"
+    rows = [["TIER", "HYPERNODES", "FREE NOW", "MOST FREEABLE", "STATUS", "FREEABLE"]]
+    for t in tiers:
+        most = str(t.freeable_lower) if t.proven else f"{t.freeable_lower}..{t.freeable_upper}"
+        names = ",".join(t.freeable[:TABLE_NAMES]) or "-"
+        if len(t.freeable) > TABLE_NAMES:
+            names += f" (+{len(t.freeable) - TABLE_NAMES} more)"
+        rows.append([str(t.tier), str(len(t.hyper_nodes)), str(len(t.free_now)), most, t.status, names])
+    return ("\nHyperNodes holding the resource, per tier: free of it now, and the most compacting it could free "
+            "(its requests only, every pod movable)\n" + table(rows))
+
+
+def frag_pending_text(resource: str, free: int, gangs: list[PendingGang]) -> str:
+    d = pending_dict(free, gangs)
+    text = (f"\npending gangs requesting {printable(resource)}: {d['pendingGangs']} (free in total {d['freeTotal']}; "
+            f"fit now, each alone {d['fits']}; by quota {d['byQuota']}, by capacity {d['byCapacity']}, "
+            f"by fragmentation {d['byFragmentation']})\n")
+    if d["gangs"]:
+        rows = [["NAMESPACE", "JOB", "QUEUE", "REQUEST", "REASON"]]
+        rows += [[g["namespace"], g["name"], g["queue"], str(g["request"]), g["reason"]] for g in d["gangs"]]
+        text += table(rows)
     return text
 
 

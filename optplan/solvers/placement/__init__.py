@@ -101,6 +101,8 @@ Every plan passes ``validate_placement`` (an independent re-check) before ``plan
 **Modules**, each importing only the ones below it (pyproject's import-linter contracts):
 
 - ``place``: the dispatch by solver name (``plan_placement``, ``place_jobs``): greedy | cpsat | auto;
+- ``pending``: which pending gangs wait by fragmentation (``pending_gangs``: each alone, one greedy turn,
+  no victims), for ``optplan frag --pending``;
 - ``cpsat``, ``victims_cpsat``: the exact model (imported only when asked for); ``model``: its data and
   variable containers, and ``plan_key`` (the exact objective for any plan, what ``auto`` compares);
 - ``allocate`` (``greedy_place``, ``explain_rejections``) and ``evict`` (``plan_victims``: preempt, then
