@@ -3,9 +3,9 @@
 A pass over every RepackRun runs when the store changed (a watch event), when a run asked to be looked
 at again (a deadline, a cooldown, a backoff, a TTL), and at least every ``resync`` seconds; passes are at
 least ``min_interval`` apart, so a storm of pod events costs one pass per interval, and a finished or
-planned run costs a status read, never a plan. Ready once every informer has listed; with leader
-election, a replica that does not hold the Lease only watches (a hot standby) and acts the moment it
-acquires it.
+planned run costs a status read, never a plan. Ready once every informer has listed and the planners'
+snapshot is built from what they listed; with leader election, a replica that does not hold the Lease
+only watches (a hot standby) and acts the moment it acquires it.
 """
 
 from __future__ import annotations
@@ -107,6 +107,7 @@ class Controller:
             if not ready:
                 ready = self.store.synced()
                 if ready:
+                    self._warm()
                     self._ready()
                 else:
                     self.stop.wait(0.05)
@@ -133,6 +134,15 @@ class Controller:
     def _wait(self, seconds: float) -> None:
         """Until a watch event or ``seconds``."""
         self.store.changed.wait(seconds)
+
+    def _warm(self) -> None:
+        """Build the planners' snapshot once the caches are synced, before reporting ready: every object is
+        parsed once here (about 15 s at 10,000 nodes and 80,000 pods), so the first DryRun does not pay for
+        it; later builds re-parse only the objects that changed."""
+        try:
+            self.reconciler.snapshot()
+        except Exception as e:  # bad input fails the run that reads it, with its condition, not the loop
+            log.warning("the snapshot was not built ahead of the first run: %s", e)
 
     def _ready(self) -> None:
         if self.metrics is not None:

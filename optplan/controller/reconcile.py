@@ -318,7 +318,14 @@ class Reconciler:
         """The live state as the planners read it, built again only when an object they read changed."""
         version = self.store.snapshot_version()
         if self._snapshot is None or self._snapshot[0] != version:
-            loaded = load_objects(self.store.snapshot_objects(), "cluster", cache=self._parsed)
+            objects = self.store.snapshot_objects()
+            # Forget what cannot be reused before building (after a relist, every object is new): the
+            # old objects and the old snapshot would otherwise live through the build beside the new ones.
+            live = {id(o): o for o in objects}
+            for k in [k for k, (orig, _) in self._parsed.items() if live.get(k) is not orig]:
+                del self._parsed[k]
+            self._snapshot = None
+            loaded = load_objects(objects, "cluster", cache=self._parsed)
             self._snapshot = (version, loaded.snapshot)
         return self._snapshot[1]
 

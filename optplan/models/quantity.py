@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from functools import lru_cache
 
 from optplan.models.limits import MAX_QUANTITY_MILLI
 
@@ -69,7 +70,18 @@ def parse_quantity(value: object) -> Fraction:
 
 def to_milli(value: object) -> int:
     """Parse a quantity into integer milli-units, rounding up like Kubernetes' MilliValue."""
+    if type(value) is str:
+        return _text_milli(value)
     q = parse_quantity(value) * MILLI
+    return -((-q.numerator) // q.denominator)
+
+
+@lru_cache(maxsize=4096)
+def _text_milli(text: str) -> int:
+    """``to_milli`` of a string, remembered: a cluster's requests repeat a few texts ("1", "8Gi", "500m")
+    across tens of thousands of pods, and exact parsing (Fractions) dominated loading them. Errors are
+    raised again each time (never cached)."""
+    q = parse_quantity(text) * MILLI
     return -((-q.numerator) // q.denominator)
 
 

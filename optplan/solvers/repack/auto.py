@@ -12,7 +12,9 @@ valid hint (a bug, logged at error level: ``exact.model_bug``), the greedy plan 
 Above MAX_ARCS (pod class, receiver) pairs the model is too large to solve whole: auto then runs a
 large-neighbourhood search around the greedy plan (``lns``) on a model whose pod classes keep their
 best receivers (the greedy's always); the record then says FEASIBLE, with the global freed bound
-(the budget relaxation's under maxPerRun or PDBs).
+(the budget relaxation's under maxPerRun or PDBs). On the wall clock, when the time left would not
+cover building that model (``LNS_SETUP_FACTOR``), the greedy plan is returned as FALLBACK, so the run's
+limit holds as a deadline at any size.
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ log = logging.getLogger(__name__)
 
 FAST_GREEDY_ABOVE = 1_500
 """Above this many vacate candidates, auto starts from greedy-fast instead of the exact greedy."""
+LNS_SETUP_FACTOR = 3.0
+"""On the wall clock, the LNS runs only when the time left is at least this many times what greedy-fast
+took to build its tables: building and tightening the LNS model takes about twice that (measured at
+10,000 nodes), and the search needs the rest."""
 
 
 class AutoPlanner:
@@ -59,8 +65,14 @@ class AutoPlanner:
         # greedy too; the better plan (ties: the seed's) is CP-SAT's hint and the fallback. Together
         # they may use half the limit; a greedy cut by it keeps its plan so far.
         small = len(problem.candidates) <= FAST_GREEDY_ABOVE
+        cap = receiver_cap(problem)
         fast_share = 4 if small else 2  # alone, greedy-fast may use all of the greedy's half
-        greedy = FastGreedyPlanner().plan(problem, replace(options, time_limit=options.time_limit / fast_share))
+        if not small and cap is not None and not clock.deterministic:
+            # Too large to solve whole, on the wall clock: greedy-fast may use the whole limit, and the
+            # LNS what it leaves (only a greedy cut by its limit leaves none).
+            fast_share = 1
+        fast = FastGreedyPlanner()
+        greedy = fast.plan(problem, replace(options, time_limit=options.time_limit / fast_share))
         left = options.time_limit / 2 - (clock.now() - start)
         # The seed's greedy evaluates about every candidate left in each of its rounds, a round per
         # freed node: when that would not fit in the time left, the time goes to CP-SAT instead.
@@ -73,7 +85,13 @@ class AutoPlanner:
                           exact_score(problem, seed_greedy.plan, seed_greedy.disruption)):
                 greedy = seed_greedy
         left = options.time_limit - (clock.now() - start)
-        cap = receiver_cap(problem)
+        if cap is not None and not clock.deterministic and left < LNS_SETUP_FACTOR * fast.setup_seconds:
+            # On the wall clock the limit is a deadline: building the LNS model would overrun it.
+            log.info("auto: LNS skipped (its model takes about %.1fs to build, %.1fs left); the greedy plan stands",
+                     LNS_SETUP_FACTOR * fast.setup_seconds, left)
+            record = SolverRecord(name=self.name, status="FALLBACK", freed_nodes_bound=problem.freed_upper,
+                                  wall_seconds=round(time.perf_counter() - t0, 3))
+            return replace(greedy, record=record)
         if cap is not None:  # too large to solve whole
             data = build_data(problem, freed_upper=problem.freed_upper, max_receivers=cap,
                               keep=plan_receivers(problem, greedy.plan))

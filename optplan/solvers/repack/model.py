@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
@@ -106,6 +106,33 @@ class Spent:
     pdbs: dict[str, int] = field(default_factory=dict)
 
 
+class Admitted(Mapping[int, np.ndarray]):
+    """Pod class key -> indices into ``all_receivers`` of every receiver it may use (before pruning):
+    one shared array per (constraint signature, demand) and the class's own node, the class's array
+    made on access. Classes of one shape share their receivers, so at scale (10,000 receivers, tens of
+    thousands of classes) a copy per class would take gigabytes."""
+
+    def __init__(self, of: dict[int, tuple[np.ndarray, int]] | None = None) -> None:
+        self._of: dict[int, tuple[np.ndarray, int]] = of if of is not None else {}
+
+    def set(self, key: int, base: np.ndarray, own: int) -> None:
+        self._of[key] = (base, own)
+
+    def rekeyed(self, keys: Mapping[int, int]) -> Admitted:
+        """The same entries under new keys (old key -> new key; the others dropped)."""
+        return Admitted({new: self._of[old] for old, new in keys.items() if old in self._of})
+
+    def __getitem__(self, key: int) -> np.ndarray:
+        base, own = self._of[key]
+        return base[base != own]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._of)
+
+    def __len__(self) -> int:
+        return len(self._of)
+
+
 @dataclass
 class ModelData:
     problem: RepackProblem
@@ -139,7 +166,7 @@ class ModelData:
     """Candidates the budget relaxation's best solution vacates (``cpsat.budget_bound``): a guide for ``lns``."""
     spent: Spent = field(default_factory=Spent)
     """What fixed moves outside the model already use of the budgets (none but in ``lns``)."""
-    admitted: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    admitted: Admitted = field(default_factory=Admitted, repr=False)
     """Pod class key -> indices into ``all_receivers`` of every receiver it may use (before pruning)."""
     all_receivers: list[str] = field(default_factory=list, repr=False)
     """Every occupied provider, the index space of ``admitted``."""
@@ -291,7 +318,7 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
     pruned = False
     admits: dict[_Admits, np.ndarray] = {}  # -> every occupied provider that admits the class
     ranking: dict[_Admits, tuple[list[int], set[int]]] = {}  # -> the same, best first
-    admits_of: dict[int, np.ndarray] = {}  # class -> every receiver it may use, before pruning
+    admits_of = Admitted()  # class -> every receiver it may use, before pruning
     for k in classes:
         akey = (constraint_signature(k.pods[0]), tuple(sorted(k.demand.items())))
         base = admits.get(akey)
@@ -303,7 +330,7 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
             base = admits[akey] = np.flatnonzero(mask)
         own = index[k.node]
         fits = base[base != own]
-        admits_of[k.key] = fits
+        admits_of.set(k.key, base, own)
         if max_receivers is not None and len(fits) > max_receivers:
             # Keep the receivers the hint uses, then the best: nodes that are no candidate first
             # (they stay), then the least free R (best fit), then by name.
@@ -435,7 +462,7 @@ def restrict(data: ModelData, part: list[str], freed_upper: int) -> ModelData:
     cands = set(part)
     kept = [kk for kk in data.classes if kk.node in cands]
     classes = [replace(k, key=i) for i, k in enumerate(kept)]
-    admitted = {i: data.admitted[k.key] for i, k in enumerate(kept) if k.key in data.admitted}
+    admitted = data.admitted.rekeyed({k.key: i for i, k in enumerate(kept)})
     classes_of: dict[str, list[PodClass]] = {c: [] for c in part}
     classes_at: dict[str, list[PodClass]] = defaultdict(list)
     for k in classes:

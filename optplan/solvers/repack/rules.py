@@ -152,6 +152,8 @@ class RepackProblem:
     _restart_units: dict[str, RestartUnit] = field(default_factory=dict, init=False, repr=False, compare=False)
     """Pod key -> its restart unit when it is not the default (filled one PodGroup at a time)."""
     _groups_with_units: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
+    _pdb_cover_cache: dict[str, list[str]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """Pod key -> ``pdbs_covering`` (asked once per pod by the tables, the checks and the status)."""
 
     @property
     def resource(self) -> str:
@@ -289,9 +291,37 @@ class RepackProblem:
             by_ns[pdb.namespace].append(pdb)
         return dict(by_ns)
 
+    @cached_property
+    def _pdb_label_index(self) -> dict[str, tuple[dict[tuple[str, str], list[int]], list[int]]]:
+        """Per namespace: (a matchLabels pair -> positions of the PDBs that require it, positions of the
+        PDBs without matchLabels). A PDB covers a pod only if the pod carries its first matchLabels
+        pair, so a pod is checked against the PDBs of its own labels' pairs and the unindexed ones
+        (a null selector matches nothing and is left out)."""
+        out: dict[str, tuple[dict[tuple[str, str], list[int]], list[int]]] = {}
+        for ns, pdbs in self._pdbs_by_namespace.items():
+            by_pair: dict[tuple[str, str], list[int]] = defaultdict(list)
+            rest: list[int] = []
+            for i, pdb in enumerate(pdbs):
+                if pdb.selector is None:
+                    continue
+                first = next(iter(pdb.selector.match_labels.items()), None)
+                (by_pair[first] if first is not None else rest).append(i)
+            out[ns] = (dict(by_pair), rest)
+        return out
+
     def pdbs_covering(self, pod: Pod) -> list[str]:
         """Keys of the PDBs covering the pod, in snapshot order (a PDB covers pods of its namespace)."""
-        return [pdb.key for pdb in self._pdbs_by_namespace.get(pod.namespace, ()) if pdb.covers(pod)]
+        cached = self._pdb_cover_cache.get(pod.key)
+        if cached is not None:
+            return cached
+        pdbs = self._pdbs_by_namespace.get(pod.namespace, ())
+        keys: list[str] = []
+        if pdbs:
+            by_pair, rest = self._pdb_label_index[pod.namespace]
+            maybe = [i for pair in pod.labels.items() for i in by_pair.get(pair, ())]
+            keys = [pdbs[i].key for i in sorted({*maybe, *rest}) if pdbs[i].covers(pod)]
+        self._pdb_cover_cache[pod.key] = keys
+        return keys
 
     def pdb_use(self, pods: Iterable[Pod]) -> Counter[str]:
         """PDB key -> how many of ``pods`` it covers: the disruptions moving them takes from it."""
