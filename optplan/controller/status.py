@@ -17,6 +17,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from optplan.solvers.quota import times
+
 # status.phase
 PENDING = "Pending"
 RUNNING = "Running"
@@ -67,16 +69,14 @@ def rfc3339(t: float) -> str:
 
 
 def parse_time(text: Any) -> float | None:
-    """An RFC 3339 time as seconds since the epoch; None when absent or unreadable."""
+    """An RFC 3339 time (``quota.times.parse_time``, the one reader of times) as seconds since the epoch;
+    None when absent or unreadable."""
     if not isinstance(text, str) or not text:
         return None
     try:
-        t = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        return times.parse_time(text).timestamp()
     except ValueError:
         return None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.UTC)
-    return t.timestamp()
 
 
 # ---- conditions ----------------------------------------------------------------------------------
