@@ -63,7 +63,6 @@ Approximation: the scheduler's MostAllocated is scored on R alone (cpu and memor
 
 from __future__ import annotations
 
-import copy
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -86,12 +85,6 @@ DESCHEDULER_THRESHOLD = 0.5
 
 
 # ---- shared helpers ---------------------------------------------------------------------------
-
-def _clone(cap: Capacity) -> Capacity:
-    out = copy.copy(cap)
-    out.free = {n: dict(f) for n, f in cap.free.items()}
-    return out
-
 
 def _utilisation(problem: RepackProblem, node: str, r_used: int) -> float:
     alloc = problem.snapshot.nodes[node].allocatable.get(problem.resource, 0)
@@ -147,7 +140,7 @@ def _karpenter_blocked(problem: RepackProblem, node: str) -> bool:
 def _ffd(problem: RepackProblem, base: Capacity, static: Predicates, pods: list[Pod],
          receivers: list[str]) -> list[tuple[Pod, str]] | None:
     """First-fit decreasing (cpu, then memory) of ``pods`` over ``receivers``; None if one does not fit."""
-    cap = _clone(base)
+    cap = base.copy()
     for pod in pods:
         assert pod.node_name is not None
         cap.remove(pod, pod.node_name)
