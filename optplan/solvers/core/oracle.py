@@ -54,28 +54,25 @@ class Predicates:
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.nodes = snapshot.nodes
-        self._reason: dict[tuple[tuple[object, ...], str], str | None] = {}
+        self._rows: dict[tuple[object, ...], dict[str, str | None]] = {}
+        """signature -> node -> ``static_reason``, filled on demand."""
         self._masks: dict[tuple[tuple[object, ...], int], np.ndarray[Any, Any]] = {}
         self._node_lists: dict[int, tuple[str, ...]] = {}
-        self._rows: dict[tuple[object, ...], dict[str, str | None]] = {}
-        """signature -> node -> ``reason`` (filled from it): ``reasons`` hashes a signature once per call."""
+
+    def _row(self, sig: tuple[object, ...], pod: Pod, node: str) -> str | None:
+        row = self._rows.setdefault(sig, {})
+        if node not in row:
+            row[node] = static_reason(pod, self.nodes[node])
+        return row[node]
 
     def reason(self, pod: Pod, node: str) -> str | None:
         """Why the pod cannot run on the node regardless of capacity (``static_reason``), or None."""
-        key = (constraint_signature(pod), node)
-        if key not in self._reason:
-            self._reason[key] = static_reason(pod, self.nodes[node])
-        return self._reason[key]
+        return self._row(constraint_signature(pod), pod, node)
 
     def reasons(self, pod: Pod, nodes: Iterable[str]) -> list[str | None]:
         """``reason`` on each of ``nodes``, the pod's constraint signature computed once."""
-        row = self._rows.setdefault(constraint_signature(pod), {})
-        out: list[str | None] = []
-        for n in nodes:
-            if n not in row:
-                row[n] = self.reason(pod, n)
-            out.append(row[n])
-        return out
+        sig = constraint_signature(pod)
+        return [self._row(sig, pod, n) for n in nodes]
 
     def ok(self, pod: Pod, node: str) -> bool:
         return self.reason(pod, node) is None
@@ -90,7 +87,8 @@ class Predicates:
         key = (constraint_signature(pod), id(nodes))
         row = self._masks.get(key)
         if row is None:
-            row = np.fromiter((self.reason(pod, n) is None for n in listed), dtype=bool, count=len(listed))
+            sig = key[0]
+            row = np.fromiter((self._row(sig, pod, n) is None for n in listed), dtype=bool, count=len(listed))
             row.flags.writeable = False
             self._masks[key] = row
         return row
