@@ -1,0 +1,189 @@
+"""Repack with a purpose (issue 15): the optional goals of a RepackRun beyond the seed's vacate goal, and
+the plan that meets them.
+
+Spec (all optional; without them a RepackRun is the seed's):
+
+    spec:
+      goals:
+      - resource: nvidia.com/gpu
+        admit:                       # make room for pending gangs, by moving running pods
+          jobs: [team-a/llm-64]      # VCJobs or PodGroups, namespace/name
+          selector: {matchLabels: {optplan.io/admit: "true"}}   # pending VCJobs with these labels
+          queues: [research]         # every gang pending in these queues
+        freeHyperNodes:              # leave whole HyperNodes of a tier empty of the resource
+          tier: 1                    # or tierName: <the tier's name>
+          count: 2
+          required: false            # true: RequiredNodeBlocksNotMet when impossible
+      networkTopology:               # another implementation's names for freeHyperNodes with required: true
+        tier: 1                      # or tierName
+        requiredNodeBlocks: 2
+
+A plan for these goals (``GoalPlan``) moves running pods (never deletes them: every moved pod is re-placed)
+so that each admitted gang can be placed whole, and each freed HyperNode is empty of the resource. The
+gangs' placements are a forecast (where Volcano's allocate would be able to put them), not bindings.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from optplan.models.placement import Binding
+from optplan.models.repack import PlanOut, PodMove, RepackPlan, RepackRunStatus
+from optplan.models.selectors import KubeModel, LabelSelector
+
+# Condition reasons of the goals (type GOALS_MET).
+GOALS_MET = "GoalsMet"
+NOT_ADMITTABLE = "PendingJobNotAdmittable"
+BLOCKS_NOT_MET = "RequiredNodeBlocksNotMet"
+
+# Why a gang is not admitted (``Admission.cause``): the issue's four, and "search" when a planner
+# found no way although none of those four is proven.
+CAPACITY = "capacity"
+"""The gang fits not even on a cluster emptied of every other pod (within scope)."""
+QUOTA = "quota"
+"""Its queue (or an ancestor) has no room for its minimum, or is closed."""
+TOPOLOGY = "topology"
+"""No HyperNode its network topology allows can hold it, even emptied."""
+BUDGET = "budget"
+"""Room could be made, but not within maxPerRun, the PDBs or the scope."""
+SEARCH = "search"
+"""The planner found no plan that admits it (none of the above proven)."""
+HIGHER_GOAL = "higher-goal"
+"""Admitting it would cost a gang of higher priority (or a required HyperNode) its place."""
+
+
+class AdmitGoal(KubeModel):
+    """Pending gangs to make room for: named, selected by label, or every pending gang of some queues."""
+
+    jobs: tuple[str, ...] = ()
+    """``namespace/name`` of a VCJob, or of a PodGroup (the VCJob that owns it)."""
+    selector: LabelSelector | None = None
+    """Pending VCJobs whose labels match."""
+    queues: tuple[str, ...] = ()
+    """Every gang pending in these queues."""
+
+    @model_validator(mode="after")
+    def _something(self) -> AdmitGoal:
+        if not self.jobs and self.selector is None and not self.queues:
+            raise ValueError("admit names no job: give jobs, selector or queues")
+        return self
+
+
+class FreeHyperNodesGoal(KubeModel):
+    """Leave ``count`` HyperNodes of one tier with every node empty of the target resource."""
+
+    tier: int | None = Field(default=None, ge=1)
+    tier_name: str | None = Field(default=None, min_length=1)
+    count: int = Field(ge=1)
+    required: bool = False
+    """True: a plan must free ``count`` (else the goal fails with RequiredNodeBlocksNotMet); false: as
+    many as possible up to ``count``, after the admitted gangs and before disruption."""
+
+    @model_validator(mode="after")
+    def _one_tier(self) -> FreeHyperNodesGoal:
+        if (self.tier is None) == (self.tier_name is None):
+            raise ValueError("give exactly one of tier and tierName")
+        return self
+
+
+class NetworkTopologyGoal(KubeModel):
+    """``spec.networkTopology`` as another implementation of the same design names it: free
+    ``requiredNodeBlocks`` HyperNodes of ``tier`` (or ``tierName``), required."""
+
+    tier: int | None = Field(default=None, ge=1)
+    tier_name: str | None = Field(default=None, min_length=1)
+    required_node_blocks: int = Field(ge=1)
+
+    def as_goal(self) -> FreeHyperNodesGoal:
+        return FreeHyperNodesGoal(tier=self.tier, tier_name=self.tier_name, count=self.required_node_blocks,
+                                  required=True)
+
+
+# ---- the plan ------------------------------------------------------------------------------------
+
+class Admission(KubeModel):
+    """One named gang: admitted (with the forecast of where its pods land) or not (with why)."""
+
+    namespace: str
+    name: str
+    queue: str
+    priority: int = 0
+    admitted: bool
+    cause: str | None = None
+    """When not admitted: CAPACITY | QUOTA | TOPOLOGY | BUDGET | SEARCH | HIGHER_GOAL."""
+    reason: str = ""
+    """For people: where it lands, or why it cannot."""
+    hyper_node: str | None = None
+    tier: int | None = None
+    bindings: tuple[Binding, ...] = ()
+    """The forecast: each pod of the gang's minimum (task, replica index) and its node, sorted."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class MoveReason(KubeModel):
+    """Why one move is in the plan."""
+
+    pod: str
+    """namespace/name."""
+    reason: str
+    """E.g. ``makes room for team-a/llm-64 on node-7`` or ``frees HyperNode s3``."""
+
+
+class GoalPlan(KubeModel):
+    """The moves (a Repack plan: ``freed_nodes`` are the nodes the moves leave without the resource), the
+    gangs' admissions (every named gang, by key) and the freed HyperNodes (sorted)."""
+
+    repack: RepackPlan = Field(default_factory=RepackPlan)
+    admissions: tuple[Admission, ...] = ()
+    freed_hyper_nodes: tuple[str, ...] = ()
+    why: tuple[MoveReason, ...] = ()
+    """Per moved pod, why (sorted by pod)."""
+
+    @classmethod
+    def build(cls, moves: list[PodMove], freed: list[str], admissions: list[Admission],
+              freed_hyper_nodes: list[str], why: dict[str, str]) -> GoalPlan:
+        return cls(repack=RepackPlan.build(moves, freed),
+                   admissions=tuple(sorted(admissions, key=lambda a: a.key)),
+                   freed_hyper_nodes=tuple(sorted(freed_hyper_nodes)),
+                   why=tuple(MoveReason(pod=p, reason=r) for p, r in sorted(why.items())))
+
+    def admitted(self) -> list[Admission]:
+        return [a for a in self.admissions if a.admitted]
+
+
+# ---- the status (added to RepackRunStatus.plan when goals are given) -------------------------------
+
+class HyperNodeTierOut(KubeModel):
+    """Per HyperNode tier: how many there are, how many are free of R now and after the plan."""
+
+    tier: int
+    hyper_nodes: int
+    free_before: int
+    free_after: int
+
+
+class GoalsOut(KubeModel):
+    """``status.plan.goals``: the admissions, the freed HyperNodes, why each move, and the counts."""
+
+    admitted_job_count: int
+    not_admitted_job_count: int
+    admissions: tuple[Admission, ...] = ()
+    freed_hyper_nodes: tuple[str, ...] = ()
+    freed_hyper_node_count: int = 0
+    hyper_node_tiers: tuple[HyperNodeTierOut, ...] = ()
+    pending_by_fragmentation_before: int = 0
+    """Pending gangs (of the resource) that fit in total but cannot be placed, before the plan."""
+    move_reasons: tuple[MoveReason, ...] = ()
+
+
+class GoalPlanOut(PlanOut):
+    goals: GoalsOut
+
+
+class GoalRunStatus(RepackRunStatus):
+    """A RepackRun's status when it has goals: the seed's, with ``plan.goals`` added."""
+
+    plan: GoalPlanOut
