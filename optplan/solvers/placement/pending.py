@@ -58,9 +58,9 @@ class PendingGang:
         return f"{self.namespace}/{self.name}"
 
 
-def minimum_requests(ctx: Context, job: VCJob, resource: str) -> Resources:
-    """The requests of the fewest pending pods that make the gang ready: each task's minimum, then the
-    rest of minAvailable from the pending pods asking least of ``resource`` (then by task name)."""
+def minimum_pods(ctx: Context, job: VCJob, resource: str) -> list[tuple[str, int]]:
+    """The fewest pending pods that make the gang ready, as (task, replica index): each task's minimum,
+    then the rest of minAvailable from the pending pods asking least of ``resource`` (then by task name)."""
     minima, total = ctx.need(job)
     pods = ctx.pods[job.key]
     chosen: list[tuple[str, int]] = []
@@ -71,9 +71,14 @@ def minimum_requests(ctx: Context, job: VCJob, resource: str) -> Resources:
         chosen += [(t.name, i) for i in pending[:k]]
         left += [(pods[t.name][i].request(resource), t.name, i) for i in pending[k:]]
     left.sort()
-    chosen += [(name, i) for _r, name, i in left[:max(total - len(chosen), 0)]]
+    return chosen + [(name, i) for _r, name, i in left[:max(total - len(chosen), 0)]]
+
+
+def minimum_requests(ctx: Context, job: VCJob, resource: str) -> Resources:
+    """The requests of ``minimum_pods``, summed."""
+    pods = ctx.pods[job.key]
     out: dict[str, int] = {}
-    for name, i in chosen:
+    for name, i in minimum_pods(ctx, job, resource):
         for r, v in pods[name][i].requests.items():
             out[r] = out.get(r, 0) + v
     return out
