@@ -27,7 +27,17 @@ from pydantic import BaseModel
 from optplan.adapters.kubefile import load_objects
 from optplan.adapters.output import repack_run_document
 from optplan.cli import main
-from optplan.models.repack import API_VERSION, KIND, RepackRunSpec, RepackRunStatus
+from optplan.models.goals import (
+    CAPACITY,
+    Admission,
+    GoalPlanOut,
+    GoalRunStatus,
+    GoalsOut,
+    HyperNodeTierOut,
+    MoveReason,
+)
+from optplan.models.placement import Binding
+from optplan.models.repack import API_VERSION, KIND, RepackRun, RepackRunSpec, RepackRunStatus
 from optplan.solvers.repack.run import plan_repack
 from tests.builders import load_with_run, node, pod, podgroup, repack_run
 
@@ -271,8 +281,9 @@ def test_crd_names_match_optplan() -> None:
 
 _ALLOWED_KEYS = {
     "description", "type", "format", "properties", "items", "required", "enum", "default", "minimum", "maximum",
-    "minLength", "maxLength", "minItems", "maxItems", "pattern", "additionalProperties", "anyOf",
+    "minLength", "maxLength", "minItems", "maxItems", "pattern", "additionalProperties", "anyOf", "oneOf",
     "x-kubernetes-int-or-string", "x-kubernetes-list-type", "x-kubernetes-list-map-keys", "x-kubernetes-map-type",
+    "x-kubernetes-validations",
 }
 
 
@@ -295,6 +306,29 @@ def test_crd_schema_is_structural() -> None:
             assert set(schema["x-kubernetes-list-map-keys"]) <= set(schema["items"]["required"]), path
         if "default" in schema:
             assert errors_of(_validator(to_json_schema(schema)), schema["default"]) == [], path
+
+
+def test_one_of_and_any_of_only_require_declared_fields() -> None:
+    """Beside int-or-string, anyOf/oneOf say which fields must be given (admit: one of jobs, selector,
+    queues; freeHyperNodes and networkTopology: tier or tierName). A structural schema allows no types or
+    descriptions inside them, and each names a field declared beside them."""
+    for path, schema in _nodes(_openapi()):
+        if "|" in path or schema.get("x-kubernetes-int-or-string"):
+            continue
+        for key in ("anyOf", "oneOf"):
+            for sub in schema.get(key, []):
+                assert set(sub) == {"required"}, path
+                assert set(sub["required"]) <= set(schema["properties"]), path
+
+
+def test_cel_rules_name_only_declared_fields() -> None:
+    """The one CEL rule (the API server checks it; this file cannot run CEL): networkTopology and a goal's
+    freeHyperNodes are two ways to ask for one thing."""
+    spec = _openapi()["properties"]["spec"]
+    (rule,) = spec["x-kubernetes-validations"]
+    assert "networkTopology" in spec["properties"]
+    assert "freeHyperNodes" in spec["properties"]["goals"]["items"]["properties"]
+    assert rule["message"] == "give freeHyperNodes or networkTopology, not both"
 
 
 def _schema_at(json_path: str) -> dict[str, Any] | None:
@@ -351,11 +385,13 @@ def _schema_paths(schema: dict[str, Any], prefix: str) -> set[str]:
 def test_status_schema_declares_exactly_the_status_models() -> None:
     """Both ways: a model field the CRD lacks would be pruned, a CRD field no model has is a guess.
     The controller's fields (Execute's records, the run's start and completion times) are the only
-    extras (tests/test_controller_status.py checks what the controller writes there)."""
+    extras (tests/test_controller_status.py checks what the controller writes there). A run with goals
+    (issue 15) adds ``plan.goals`` (``GoalRunStatus``); the seed's status is the rest."""
     status = _openapi()["properties"]["status"]
     extras = {".relocations", ".result", ".startTime", ".completionTime"}
     declared = {p for p in _schema_paths(status, "") if not any(p.startswith(e) for e in extras)}
-    assert declared == _type_paths(RepackRunStatus, "")
+    assert declared == _type_paths(GoalRunStatus, "")
+    assert {p for p in declared if not p.startswith(".plan.goals")} == _type_paths(RepackRunStatus, "")
 
 
 def test_spec_schema_declares_exactly_the_spec_model() -> None:
@@ -448,6 +484,26 @@ def test_outcomes_validate(name: str) -> None:
         assert plan["moves"][0]["pods"][0]["cards"] == "500m"
 
 
+def test_a_status_with_goals_validates() -> None:
+    """A goals status (issue 15) as ``status_dict`` writes it: admissions with their forecast and causes,
+    freed HyperNodes, tiers and move reasons, all declared."""
+    loaded, run = load_with_run(*_three_nodes(min_improvement=10))
+    seed = plan_repack(loaded.snapshot, run).status
+    goals = GoalsOut(
+        admitted_job_count=1, not_admitted_job_count=1,
+        admissions=(Admission(namespace="a", name="llm", queue="q", priority=10, admitted=True, reason="lands on r0",
+                              hyper_node="r0", tier=1, bindings=(Binding(task="w", index=0, node="n1"),)),
+                    Admission(namespace="a", name="big", queue="q", admitted=False, cause=CAPACITY, reason="too big")),
+        freed_hyper_nodes=("r1",), freed_hyper_node_count=1,
+        hyper_node_tiers=(HyperNodeTierOut(tier=1, hyper_nodes=2, free_before=0, free_after=1),),
+        pending_by_fragmentation_before=1, move_reasons=(MoveReason(pod="default/train-0", reason="frees r1"),))
+    status = GoalRunStatus(phase=seed.phase, conditions=seed.conditions,
+                           plan=GoalPlanOut(**dict(seed.plan), goals=goals))
+    doc = repack_run_document(run, status)
+    assert_valid(json.loads(json.dumps(doc)))
+    assert doc["status"]["plan"]["goals"]["admissions"][0]["bindings"] == [{"task": "w", "index": 0, "node": "n1"}]
+
+
 # ---- broken documents fail ---------------------------------------------------------------------
 
 _DELETE = object()
@@ -505,6 +561,25 @@ BROKEN: dict[str, Callable[[dict[str, Any]], None]] = {
     "names a string": _set("spec scope nodes include names", "ascend-node-01"),
     "unknown spec field": _set("spec priority", 1),
     "negative grace period": _set("spec eviction gracePeriodSeconds", -1),
+    # the goals of issue 15
+    "admit naming nothing": _set("spec goals 0 admit", {}),
+    "admit job without namespace": _set("spec goals 0 admit", {"jobs": ["llm"]}),
+    "admit jobs a string": _set("spec goals 0 admit", {"jobs": "team-a/llm"}),
+    "unknown admit field": _set("spec goals 0 admit", {"queues": ["q"], "priority": 1}),
+    "freeHyperNodes tier 0": _set("spec goals 0 freeHyperNodes", {"tier": 0, "count": 1}),
+    "freeHyperNodes count 0": _set("spec goals 0 freeHyperNodes", {"tier": 1, "count": 0}),
+    "freeHyperNodes without count": _set("spec goals 0 freeHyperNodes", {"tier": 1}),
+    "freeHyperNodes tier and tierName": _set("spec goals 0 freeHyperNodes", {"tier": 1, "tierName": "rack",
+                                                                             "count": 1}),
+    "freeHyperNodes without a tier": _set("spec goals 0 freeHyperNodes", {"count": 1}),
+    "freeHyperNodes empty tierName": _set("spec goals 0 freeHyperNodes", {"tierName": "", "count": 1}),
+    "freeHyperNodes required a string": _set("spec goals 0 freeHyperNodes", {"tier": 1, "count": 1,
+                                                                             "required": "true"}),
+    "networkTopology without blocks": _set("spec networkTopology", {"tier": 1}),
+    "networkTopology 0 blocks": _set("spec networkTopology", {"tier": 1, "requiredNodeBlocks": 0}),
+    "networkTopology tier and tierName": _set("spec networkTopology", {"tier": 1, "tierName": "rack",
+                                                                       "requiredNodeBlocks": 1}),
+    "networkTopology count": _set("spec networkTopology", {"tier": 1, "count": 1}),
 }
 
 
@@ -560,6 +635,47 @@ def test_seed_complete_execute_is_read_as_written() -> None:
     assert spec.eviction is not None and spec.eviction.grace_period_seconds == 30
     assert spec.ttl_seconds_after_finished == 604800
     assert run.labels == {"accelerator-pool": "ascend-npu", "change-ticket": "change-20260730"}
+
+
+GOALS_SPEC = """\
+mode: DryRun
+goals:
+- resource: nvidia.com/gpu
+  admit:
+    jobs: [team-a/llm-64, team-a/llm-64-pg]
+    selector: {matchLabels: {optplan.io/admit: "true"}, matchExpressions: [{key: tier, operator: Exists}]}
+    queues: [research]
+  freeHyperNodes: {tierName: rack, count: 2, required: true}
+"""
+
+
+@pytest.mark.parametrize("goal", [
+    {"admit": {"jobs": ["team-a/llm"]}}, {"admit": {"selector": {}}}, {"admit": {"queues": ["q"]}},
+    {"freeHyperNodes": {"tier": 1, "count": 1}},
+    {"freeHyperNodes": {"tierName": "rack", "count": 3, "required": False}},
+], ids=lambda g: "-".join(f"{k}.{'.'.join(v)}" for k, v in g.items()))
+def test_goals_validate_and_load(goal: dict[str, Any]) -> None:
+    spec = {"goals": [{"resource": "nvidia.com/gpu", **goal}]}
+    assert errors_of(SPEC_VALIDATOR, spec) == []
+    obj = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": "g"}, "spec": spec}
+    assert load_objects([obj]).runs["g"].spec.has_purpose
+
+
+def test_the_full_goals_spec_and_network_topology_validate_and_load() -> None:
+    def load_spec(spec: dict[str, Any]) -> RepackRun:
+        obj = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": "g"}, "spec": spec}
+        return load_objects([obj]).runs["g"]
+
+    spec = yaml.safe_load(GOALS_SPEC)
+    assert errors_of(SPEC_VALIDATOR, spec) == []
+    free = load_spec(spec).spec.free_hyper_nodes
+    assert free is not None and free.tier_name == "rack"
+    del spec["goals"][0]["freeHyperNodes"]
+    for nt in ({"tier": 1, "requiredNodeBlocks": 2}, {"tierName": "rack", "requiredNodeBlocks": 1}):
+        spec["networkTopology"] = nt
+        assert errors_of(SPEC_VALIDATOR, spec) == []
+        free = load_spec(spec).spec.free_hyper_nodes
+        assert free is not None and free.required
 
 
 def test_seed_status_excerpt_fits_the_schema() -> None:

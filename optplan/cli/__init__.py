@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write-status", action="store_true",
                    help="live cluster only: patch the DryRun RepackRun's status subresource with the plan, "
                         "refused (409) if the run changed since it was read")
+    repack.add_goal_arguments(p)
 
     p = sub.add_parser("compare", help="plan with the greedy and the exact solver and print them side by side")
     common(p, ("table", "yaml", "json"), "table", 30.0)

@@ -18,6 +18,9 @@ Spec (all optional; without them a RepackRun is the seed's):
         tier: 1                      # or tierName
         requiredNodeBlocks: 2
 
+The spec classes (``AdmitGoal``, ``FreeHyperNodesGoal``, ``NetworkTopologyGoal``) live in models/repack.py,
+where ``Goal`` and ``RepackRunSpec`` name them, and are re-exported here.
+
 A plan for these goals (``GoalPlan``) moves running pods (never deletes them: every moved pod is re-placed)
 so that each admitted gang can be placed whole, and each freed HyperNode is empty of the resource. The
 gangs' placements are a forecast (where Volcano's allocate would be able to put them), not bindings.
@@ -25,11 +28,14 @@ gangs' placements are a forecast (where Volcano's allocate would be able to put 
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from optplan.models.placement import Binding
+from optplan.models.repack import AdmitGoal as AdmitGoal
+from optplan.models.repack import FreeHyperNodesGoal as FreeHyperNodesGoal
+from optplan.models.repack import NetworkTopologyGoal as NetworkTopologyGoal
 from optplan.models.repack import PlanOut, PodMove, RepackPlan, RepackRunStatus
-from optplan.models.selectors import KubeModel, LabelSelector
+from optplan.models.selectors import KubeModel
 
 # Condition reasons of the goals (type GOALS_MET).
 GOALS_MET = "GoalsMet"
@@ -50,53 +56,6 @@ SEARCH = "search"
 """The planner found no plan that admits it (none of the above proven)."""
 HIGHER_GOAL = "higher-goal"
 """Admitting it would cost a gang of higher priority (or a required HyperNode) its place."""
-
-
-class AdmitGoal(KubeModel):
-    """Pending gangs to make room for: named, selected by label, or every pending gang of some queues."""
-
-    jobs: tuple[str, ...] = ()
-    """``namespace/name`` of a VCJob, or of a PodGroup (the VCJob that owns it)."""
-    selector: LabelSelector | None = None
-    """Pending VCJobs whose labels match."""
-    queues: tuple[str, ...] = ()
-    """Every gang pending in these queues."""
-
-    @model_validator(mode="after")
-    def _something(self) -> AdmitGoal:
-        if not self.jobs and self.selector is None and not self.queues:
-            raise ValueError("admit names no job: give jobs, selector or queues")
-        return self
-
-
-class FreeHyperNodesGoal(KubeModel):
-    """Leave ``count`` HyperNodes of one tier with every node empty of the target resource."""
-
-    tier: int | None = Field(default=None, ge=1)
-    tier_name: str | None = Field(default=None, min_length=1)
-    count: int = Field(ge=1)
-    required: bool = False
-    """True: a plan must free ``count`` (else the goal fails with RequiredNodeBlocksNotMet); false: as
-    many as possible up to ``count``, after the admitted gangs and before disruption."""
-
-    @model_validator(mode="after")
-    def _one_tier(self) -> FreeHyperNodesGoal:
-        if (self.tier is None) == (self.tier_name is None):
-            raise ValueError("give exactly one of tier and tierName")
-        return self
-
-
-class NetworkTopologyGoal(KubeModel):
-    """``spec.networkTopology`` as another implementation of the same design names it: free
-    ``requiredNodeBlocks`` HyperNodes of ``tier`` (or ``tierName``), required."""
-
-    tier: int | None = Field(default=None, ge=1)
-    tier_name: str | None = Field(default=None, min_length=1)
-    required_node_blocks: int = Field(ge=1)
-
-    def as_goal(self) -> FreeHyperNodesGoal:
-        return FreeHyperNodesGoal(tier=self.tier, tier_name=self.tier_name, count=self.required_node_blocks,
-                                  required=True)
 
 
 # ---- the plan ------------------------------------------------------------------------------------

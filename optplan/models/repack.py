@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from optplan.models.quantity import MAX_MILLI, to_milli
-from optplan.models.selectors import KubeModel, ScopeSet
+from optplan.models.selectors import KubeModel, LabelSelector, ScopeSet
 
 Quantity = Annotated[int, BeforeValidator(to_milli)]
 """A Kubernetes quantity, held as integer milli-units."""
@@ -22,9 +22,89 @@ HONOR: DisruptionProtection = "Honor"
 IGNORE: DisruptionProtection = "Ignore"
 
 
+# ---- the goals of Repack with a purpose (issue 15; optional: without them a run is the seed's) -------
+# They live here, not in models/goals.py (which holds their plan and status and imports this module), so
+# that ``Goal`` and ``RepackRunSpec`` can name them; models/goals.py re-exports them.
+
+def namespaced_name(text: str) -> str:
+    """``namespace/name``, both parts present (a job or PodGroup key as the snapshot writes it)."""
+    ns, sep, name = text.partition("/")
+    if not sep or not ns.strip() or not name.strip() or "/" in name:
+        raise ValueError(f"expected namespace/name, got {text!r}")
+    return text
+
+
+JobKey = Annotated[str, AfterValidator(namespaced_name)]
+
+
+def one_tier(tier: int | None, tier_name: str | None) -> None:
+    """A tier is named one way: by number or by name, never both (they could disagree), never neither."""
+    if (tier is None) == (tier_name is None):
+        raise ValueError("give exactly one of tier and tierName")
+
+
+class AdmitGoal(KubeModel):
+    """Pending gangs to make room for: named, selected by label, or every pending gang of some queues.
+    The three are a union; a selector or a queue that matches no pending gang matches none (a standing
+    goal), while a named job must exist and be pending (``solvers/goals/resolve.py``)."""
+
+    jobs: tuple[JobKey, ...] = ()
+    """``namespace/name`` of a VCJob, or of a PodGroup (the VCJob that owns it)."""
+    selector: LabelSelector | None = None
+    """Pending VCJobs whose labels match."""
+    queues: tuple[str, ...] = ()
+    """Every gang pending in these queues."""
+
+    @model_validator(mode="after")
+    def _something(self) -> AdmitGoal:
+        if not self.jobs and self.selector is None and not self.queues:
+            raise ValueError("admit names no job: give jobs, selector or queues")
+        return self
+
+
+class FreeHyperNodesGoal(KubeModel):
+    """Leave ``count`` HyperNodes of one tier (by number, or by the ``spec.tierName`` Volcano's HyperNodes
+    carry) with every node empty of the target resource."""
+
+    tier: int | None = Field(default=None, ge=1)
+    tier_name: str | None = Field(default=None, min_length=1)
+    count: int = Field(ge=1)
+    required: bool = False
+    """True: a plan must free ``count`` (else the goal fails with RequiredNodeBlocksNotMet); false: as
+    many as possible up to ``count``, after the admitted gangs and before disruption."""
+
+    @model_validator(mode="after")
+    def _one_tier(self) -> FreeHyperNodesGoal:
+        one_tier(self.tier, self.tier_name)
+        return self
+
+
+class NetworkTopologyGoal(KubeModel):
+    """``spec.networkTopology`` as another implementation of the same design names it: free
+    ``requiredNodeBlocks`` HyperNodes of ``tier`` (or ``tierName``), required. Read as a
+    ``FreeHyperNodesGoal`` (``as_goal``), so every planner sees one goal."""
+
+    tier: int | None = Field(default=None, ge=1)
+    tier_name: str | None = Field(default=None, min_length=1)
+    required_node_blocks: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _one_tier(self) -> NetworkTopologyGoal:
+        one_tier(self.tier, self.tier_name)
+        return self
+
+    def as_goal(self) -> FreeHyperNodesGoal:
+        return FreeHyperNodesGoal(tier=self.tier, tier_name=self.tier_name, count=self.required_node_blocks,
+                                  required=True)
+
+
 class Goal(KubeModel):
     resource: str = Field(min_length=1)
     min_frag_improvement_percent: int | float | None = None
+    admit: AdmitGoal | None = None
+    """Make room for these pending gangs (issue 15)."""
+    free_hyper_nodes: FreeHyperNodesGoal | None = None
+    """Leave whole HyperNodes of a tier empty of ``resource`` (issue 15)."""
 
     @field_validator("min_frag_improvement_percent")
     @classmethod
@@ -75,10 +155,34 @@ class RepackRunSpec(KubeModel):
     """Honor (default): pods their owners protect from disruption (``karpenter.sh/do-not-disrupt: "true"``,
     ``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"``, ``volcano.sh/preemptable: "false"``) are
     never moved, so their nodes are not vacated; Ignore: those markers are not read."""
+    network_topology: NetworkTopologyGoal | None = None
+    """Another implementation's name for ``goals[0].freeHyperNodes`` with ``required: true``."""
+
+    @field_validator("network_topology")
+    @classmethod
+    def _not_both(cls, v: NetworkTopologyGoal | None, info: ValidationInfo) -> NetworkTopologyGoal | None:
+        """One way to ask for free HyperNodes: two could disagree on the tier or the count."""
+        goals = info.data.get("goals") or ()
+        if v is not None and any(g.free_hyper_nodes is not None for g in goals):
+            raise ValueError("give freeHyperNodes or networkTopology, not both")
+        return v
 
     @property
     def goal(self) -> Goal:
         return self.goals[0]
+
+    @property
+    def free_hyper_nodes(self) -> FreeHyperNodesGoal | None:
+        """The HyperNodes to free: the goal's ``freeHyperNodes``, else ``networkTopology`` read as one."""
+        own = self.goals[0].free_hyper_nodes
+        if own is not None:
+            return own
+        return self.network_topology.as_goal() if self.network_topology is not None else None
+
+    @property
+    def has_purpose(self) -> bool:
+        """The run asks for more than the seed's compaction: pending gangs to admit or HyperNodes to free."""
+        return self.goals[0].admit is not None or self.free_hyper_nodes is not None
 
     @property
     def resource(self) -> str:

@@ -192,6 +192,9 @@ class HyperNode(BaseModel):
     name: str
     tier: int
     members: tuple[HyperNodeMember, ...] = Field(default_factory=tuple)
+    tier_name: str | None = None
+    """``spec.tierName`` (Volcano's HyperNodeSpec.TierName, optional): the tier's name, e.g. ``rack``;
+    a RepackRun's ``freeHyperNodes.tierName`` names a tier by it."""
 
 
 class Topology:

@@ -82,6 +82,14 @@ MODEL_SERVING_API_GROUPS = ("workload.serving.volcano.sh", "workload.volcano.sh"
 DISRUPTION_PROTECTED = "pod-disruption-protected"
 
 
+def vcjob_of(snapshot: Snapshot, group: PodGroup) -> VCJob | None:
+    """The VCJob named by the PodGroup's controller ownerReference, when it is in the snapshot."""
+    ref = group.owner
+    if ref is None or ref.kind != "Job" or ref.api_version.split("/")[0] != VCJOB_API_GROUP:
+        return None
+    return snapshot.jobs.get(f"{group.namespace}/{ref.name}")
+
+
 @dataclass(frozen=True)
 class Gang:
     """Gang facts of one PodGroup, read from the snapshot."""
@@ -394,11 +402,7 @@ class RepackProblem:
         return ms.recovery_policy or ROLE_RECREATE
 
     def vcjob_of(self, group: PodGroup) -> VCJob | None:
-        """The VCJob named by the PodGroup's controller ownerReference, when it is in the snapshot."""
-        ref = group.owner
-        if ref is None or ref.kind != "Job" or ref.api_version.split("/")[0] != VCJOB_API_GROUP:
-            return None
-        return self.snapshot.jobs.get(f"{group.namespace}/{ref.name}")
+        return vcjob_of(self.snapshot, group)
 
     def model_serving_of(self, group: PodGroup | None, pod: Pod) -> ModelServing | None:
         """The ModelServing owning the PodGroup or the pod, or named by the pod's label, when it is in
