@@ -12,6 +12,9 @@ Sections (each skipped with a note when its data is absent):
    whole-GPU pod stream placed by greedy (Volcano binpack), best-fit, random and CP-SAT batches until
    requests reach 130% of the GPUs; the paper's published allocation (``--data``/fgd-expected) is shown
    beside, as a reference, not as our result.
+5. Make room for pending gangs (``benchgoals``): five gangs under hard rack topology injected into openb
+   snapshots with a HyperNode fabric; gangs admitted and disruption by doing nothing, preemption, KAI-style
+   consolidation, optplan's greedy and exact admit goal.
 
 Output in ``--out``: ``report.md`` (Markdown tables and PNG links), the PNGs (matplotlib's Agg canvas,
 no pyplot, no timestamps) and ``results.json`` (every figure). Progress goes to stderr: a bar per
@@ -43,6 +46,9 @@ from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import LoadedInput, load_objects
 from optplan.adapters.openb import RESOURCE, ImportConfig, import_openb, read_nodes, read_pods
 from optplan.adapters.output import write_atomic
+from optplan.benchgoals import bench_goals
+from optplan.benchgoals import plot as goals_plot
+from optplan.benchgoals import report_lines as goals_report
 from optplan.errors import InputError
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack.baselines import BASELINES
@@ -56,7 +62,7 @@ from optplan.solvers.sim.online import POLICIES, OnlineConfig, OnlineResult, Sim
 
 log = logging.getLogger(__name__)
 
-SECTIONS = ("repack", "bpplib", "scaling", "placement")
+SECTIONS = ("repack", "bpplib", "scaling", "placement", "goals")
 ARRIVALS_PERCENT = 130.0
 FGD_EXPECTED = Path("fgd-expected") / "analysis_allo_discrete.csv"
 FGD_WORKLOAD = "openb_pod_list_default"
@@ -160,7 +166,10 @@ def run_suite(suite: Suite, data: Path | None, out: Path, sections: Sequence[str
     t0 = time.perf_counter()
     results: dict[str, Any] = {"suite": suite.name, "machine": machine()}
     benches = {"repack": lambda: bench_repack(suite, data), "bpplib": lambda: bench_bpplib(suite, data),
-               "scaling": lambda: bench_scaling(suite), "placement": lambda: bench_placement(suite, data)}
+               "scaling": lambda: bench_scaling(suite), "placement": lambda: bench_placement(suite, data),
+               "goals": lambda: {"skipped": "not in the tiny suite"} if suite.name == "tiny" else bench_goals(
+                   data, suite.fills, 30.0 if suite.name == "full" else suite.time_limit,
+                   lambda name: log.info("goals: %s", name))}
     for name in SECTIONS:
         results[name] = benches[name]() if name in sections else {"skipped": "not among --sections"}
     results["wallSeconds"] = round(time.perf_counter() - t0, 1)
@@ -693,6 +702,10 @@ def write_plots(results: dict[str, Any], out: Path) -> list[str]:
     if results["placement"].get("policies"):
         write_atomic(str(out / "placement.png"), _placement_plot(results["placement"]))
         pngs.append("placement.png")
+    goals_png = goals_plot(results["goals"])
+    if goals_png is not None:
+        write_atomic(str(out / "goals.png"), goals_png)
+        pngs.append("goals.png")
     return pngs
 
 
@@ -793,6 +806,7 @@ def report(results: dict[str, Any], pngs: list[str]) -> str:
     if "scaling.png" in pngs:
         parts.append("![scaling.png](scaling.png)\n")
     parts += _placement_report(results["placement"], pngs)
+    parts += goals_report(results["goals"], pngs, _md)
     return "\n".join(parts)
 
 

@@ -75,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("repack", help="plan a RepackRun (DryRun) and print it with its status")
     common(p, ("yaml", "json", "table"), "yaml", 30.0)
     planning(p)
-    p.add_argument("--solver", choices=planner_names(), default=registry.DEFAULT, help=registry.HELP["repack"])
+    p.add_argument("--solver", choices=sorted({*planner_names(), *registry.names("goals")}), default=registry.DEFAULT,
+                   help=f"{registry.HELP['repack']}; {registry.HELP['goals']}")
     p.add_argument("--timings", action="store_true",
                    help="record status.plan.solver.wallSeconds (output then differs from run to run)")
     p.add_argument("--write-status", action="store_true",

@@ -19,6 +19,7 @@ from optplan.models.quantity import format_milli
 from optplan.models.repack import DIMENSIONS, AdmitGoal, FreeHyperNodesGoal, RepackRun, Weights, namespaced_name
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.goals.resolve import GOAL, resolve_goals
+from optplan.solvers.goals.run import plan_run
 from optplan.solvers.placement.pending import (
     CAPACITY,
     FITS,
@@ -282,7 +283,8 @@ def repack(args: argparse.Namespace, loaded: LoadedInput) -> str:
                          obj=f"RepackRun/{run.name}", field="spec.mode")
     options = PlanOptions(time_limit=args.time_limit, workers=args.workers, seed=args.seed,
                           deterministic=args.deterministic)
-    out = plan_repack(loaded.snapshot, run, solver=args.solver, options=options, weights=args.weights)
+    out = plan_run(loaded.snapshot, run, solver=args.solver, options=options, weights=args.weights,
+                   file=args.run if args.run is not None and Path(args.run).is_file() else None)
     if args.write_status:
         write_status(args, run, status_dict(out.status))
     if args.output == "table":

@@ -39,10 +39,13 @@ _ENTRIES: tuple[Entry, ...] = (
     Entry("placement", "greedy", "optplan.solvers.placement.allocate:greedy_place"),
     Entry("placement", "cpsat", "optplan.solvers.placement.cpsat:solve"),
     Entry("placement", "auto", None),
+    Entry("goals", "auto", None),
 )
 
 HELP = {
     "repack": "auto (default): greedy, then CP-SAT hinted with it, the better plan wins",
+    "goals": "for runs with admit / freeHyperNodes goals: auto (default: greedy, then the joint CP-SAT model "
+             "hinted with it, the better plan wins), greedy, cpsat, kai (KAI-style consolidation, a peer)",
     "placement": "greedy (Volcano's allocate), cpsat (exact, lexicographic), auto (default: both, the better "
                  "plan wins)",
 }

@@ -1,0 +1,179 @@
+"""Plan a RepackRun with goals end to end (issue 15): resolve the goals, plan (``auto``: the greedy, then the
+joint CP-SAT model hinted with it, the better plan by ``GoalProblem.score``), validate with the goal
+validator, and build the status: the seed's status of the moves, with ``plan.goals`` and a ``GoalsMet``
+condition added.
+
+``plan_run`` is the one entry for every RepackRun: without goals it is the seed's ``plan_repack``,
+unchanged.
+
+Conditions. ``Complete`` keeps the seed's reasons, read for goals: RepackRecommended when the plan has moves
+and meets what it can (the controller executes only that), InsufficientImprovement when no move is needed
+or none helps (``minFragImprovementPercent`` is not read with goals). ``GoalsMet``: True when every named
+gang is admitted and a required HyperNode count is met; else False with reason RequiredNodeBlocksNotMet (the
+required count cannot be met; then the plan frees none and admits what it can without it) or
+PendingJobNotAdmittable (some gang cannot be admitted; the message names each with its cause).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from optplan.errors import InputError, PlanInvalidError
+from optplan.models.goals import (
+    BLOCKS_NOT_MET,
+    GOALS_MET,
+    NOT_ADMITTABLE,
+    GoalPlan,
+    GoalPlanOut,
+    GoalRunStatus,
+    GoalsOut,
+    HyperNodeTierOut,
+)
+from optplan.models.repack import Condition, RepackRun, RepackRunStatus, Weights
+from optplan.models.results import FragReport, PlanResult, RepackOutcome
+from optplan.models.snapshot import Snapshot
+from optplan.solvers.core import registry
+from optplan.solvers.core.clock import Clock
+from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.goals.problem import GoalPlanner, GoalProblem, GoalResult
+from optplan.solvers.goals.resolve import resolve_goals
+from optplan.solvers.goals.validate import validate_goal_plan
+from optplan.solvers.placement.pending import FRAGMENTATION, pending_gangs
+from optplan.solvers.repack.checks import check_status
+from optplan.solvers.repack.frag import fragmentation
+from optplan.solvers.repack.run import INSUFFICIENT, RECOMMENDED, build_status, plan_repack
+
+FAMILY = "goals"
+
+
+def planner_names() -> list[str]:
+    return sorted(registry.names(FAMILY))
+
+
+def plan_run(snapshot: Snapshot, run: RepackRun, *, solver: str = registry.DEFAULT,
+             options: PlanOptions | None = None, weights: Weights | None = None,
+             file: str | None = None) -> RepackOutcome:
+    """Plan any RepackRun: the goals' planners when it has goals, else the seed's Repack."""
+    if run.spec.has_purpose:
+        return plan_goals(snapshot, run, solver=solver, options=options, weights=weights, file=file)
+    if solver not in registry.names("repack"):
+        raise InputError(f"solver {solver} plans only admit / freeHyperNodes goals; this run has none",
+                         file=file, obj=f"RepackRun {run.name}", field="--solver")
+    return plan_repack(snapshot, run, solver=solver, options=options, weights=weights)
+
+
+def get_goal_planner(name: str) -> GoalPlanner:
+    planner: GoalPlanner = registry.load(FAMILY, name)()
+    return planner
+
+
+def _auto(problem: GoalProblem, options: PlanOptions) -> GoalResult:
+    """The greedy, then the exact model hinted with it (when time is left); the better plan wins."""
+    clock = options.timer()
+    greedy = get_goal_planner("greedy").plan(problem, options)
+    left = options.time_limit - clock.now()
+    if left <= 0.5:
+        return replace(greedy, record=greedy.record.model_copy(update={"name": "auto", "status": "FALLBACK"}))
+    exact = get_goal_planner("cpsat")
+    result: GoalResult = exact.plan(problem, replace(options, time_limit=left), hint=greedy.plan)  # type: ignore[call-arg]
+    if problem.score(greedy.plan, greedy.disruption) > problem.score(result.plan, result.disruption):
+        return replace(greedy, record=result.record.model_copy(update={"name": "auto", "status": "FEASIBLE"}))
+    return replace(result, record=result.record.model_copy(update={"name": "auto"}))
+
+
+def plan_goals(snapshot: Snapshot, run: RepackRun, *, solver: str = registry.DEFAULT,
+               options: PlanOptions | None = None, weights: Weights | None = None,
+               file: str | None = None) -> RepackOutcome:
+    """Resolve the goals (bad goals: InputError), plan, validate and build the status."""
+    if solver not in registry.names(FAMILY):
+        raise InputError(f"solver {solver} does not plan admit / freeHyperNodes goals; choose from "
+                         f"{', '.join(planner_names())}", file=file, obj=f"RepackRun {run.name}", field="--solver")
+    options = options or PlanOptions()
+    clock = Clock(options.deterministic, options.time_limit)
+    options = replace(options, clock=clock)
+    goals = resolve_goals(snapshot, run, file=file)
+    problem = GoalProblem(snapshot, run, goals, weights)
+    frag = fragmentation(snapshot, problem.resource, time_limit=options.time_limit / 6, workers=options.workers,
+                         clock=clock)
+    problem.repack.freed_upper = frag.occupied - frag.theoretical_min
+    left = max(options.time_limit * 0.9 - clock.now(), min(1.0, options.time_limit))
+    sub = replace(options, time_limit=left)
+    result = _auto(problem, sub) if solver == registry.DEFAULT else get_goal_planner(solver).plan(problem, sub)
+    validate_goal_plan(problem, result.plan, claimed=result.disruption)
+    status = goal_status(problem, result, frag)
+    plan_result = PlanResult(plan=result.plan.repack, record=result.record, disruption=result.disruption,
+                             stats=result.stats)
+    bad = [v.message for v in check_status(problem.repack, result.plan.repack, status, frag)]
+    if bad:
+        raise PlanInvalidError(bad)
+    return RepackOutcome(run=run, status=status, result=plan_result, frag=frag,
+                         reason=status.conditions[0].reason)
+
+
+def _tiers(problem: GoalProblem, plan: GoalPlan) -> tuple[HyperNodeTierOut, ...]:
+    """Per tier: its HyperNodes holding some R provider, free of R before, and after the moves and forecast."""
+    snap = problem.snapshot
+    if not snap.hyper_nodes:
+        return ()
+    R = problem.resource
+    providers = {n.name for n in snap.providers(R)}
+    before = {n for n, ps in snap.pods_by_node.items() if any(p.occupying and p.request(R) > 0 for p in ps)}
+    after_snap = problem.after(plan.repack.moves)
+    after = {n for n, ps in after_snap.pods_by_node.items() if any(p.occupying and p.request(R) > 0 for p in ps)}
+    for a in plan.admitted():
+        pods = problem.ctx.pods.get(a.key, {})
+        after |= {b.node for b in a.bindings if b.task in pods and pods[b.task][b.index].request(R) > 0}
+    members = snap.topology.members
+    out = []
+    for tier in sorted({h.tier for h in snap.hyper_nodes.values()}):
+        hs = [h for h, hn in snap.hyper_nodes.items() if hn.tier == tier and members.get(h, frozenset()) & providers]
+        out.append(HyperNodeTierOut(tier=tier, hyper_nodes=len(hs),
+                                    free_before=sum(1 for h in hs if not members[h] & before),
+                                    free_after=sum(1 for h in hs if not members[h] & after)))
+    return tuple(out)
+
+
+def goal_status(problem: GoalProblem, result: GoalResult, frag: FragReport) -> GoalRunStatus:
+    plan = result.plan
+    moved = bool(plan.repack.moves)
+    admitted = plan.admitted()
+    missing = [a for a in plan.admissions if not a.admitted]
+    blocks_short = problem.free_required and len(plan.freed_hyper_nodes) < problem.free_count
+    helped = bool(admitted) or bool(plan.freed_hyper_nodes)
+    if moved and helped and not blocks_short:
+        reason = RECOMMENDED
+        message = (f"{len(plan.repack.moves)} move(s) admit {len(admitted)} of {len(plan.admissions)} gang(s)"
+                   + (f" and free {len(plan.freed_hyper_nodes)} HyperNode(s)" if problem.free_count else ""))
+    elif blocks_short:
+        reason = INSUFFICIENT
+        message = (f"{problem.free_count} HyperNode(s) of tier {problem.free_tier} are required free; "
+                   f"at most {len(plan.freed_hyper_nodes)} can be")
+    elif not moved and (admitted or plan.freed_hyper_nodes):
+        reason = INSUFFICIENT
+        message = "no move is needed: " + (f"{len(admitted)} gang(s) fit as the cluster is" if admitted
+                                           else "the HyperNodes are free already")
+    else:
+        reason = INSUFFICIENT
+        message = "no move within scope, budgets and scheduling constraints admits a gang or frees a HyperNode"
+    base: RepackRunStatus = build_status(problem.repack, PlanResult(plan=plan.repack, record=result.record,
+                                                                    disruption=result.disruption), frag,
+                                         reason, message)
+    if blocks_short:
+        goals_cond = Condition(type="GoalsMet", status="False", reason=BLOCKS_NOT_MET, message=message)
+    elif missing:
+        names = "; ".join(f"{a.key}: {a.cause}: {a.reason}" for a in missing[:5])
+        more = f" (+{len(missing) - 5} more)" if len(missing) > 5 else ""
+        goals_cond = Condition(type="GoalsMet", status="False", reason=NOT_ADMITTABLE,
+                               message=f"{len(missing)} gang(s) cannot be admitted: {names}{more}")
+    else:
+        goals_cond = Condition(type="GoalsMet", status="True", reason=GOALS_MET,
+                               message=f"{len(admitted)} gang(s) admitted"
+                               + (f", {len(plan.freed_hyper_nodes)} HyperNode(s) free" if problem.free_count else ""))
+    fragmented = sum(1 for g in pending_gangs(problem.snapshot, problem.resource) if g.verdict == FRAGMENTATION)
+    goals = GoalsOut(admitted_job_count=len(admitted), not_admitted_job_count=len(missing),
+                     admissions=plan.admissions, freed_hyper_nodes=plan.freed_hyper_nodes,
+                     freed_hyper_node_count=len(plan.freed_hyper_nodes), hyper_node_tiers=_tiers(problem, plan),
+                     pending_by_fragmentation_before=fragmented, move_reasons=plan.why)
+    fields = {k: getattr(base.plan, k) for k in type(base.plan).model_fields}
+    return GoalRunStatus(phase=base.phase, conditions=(*base.conditions, goals_cond),
+                         plan=GoalPlanOut(**fields, goals=goals))
