@@ -36,12 +36,12 @@ from optplan.models.repack import RepackRun, Weights
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core import registry
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.goals.run import plan_run as _plan_run
 from optplan.solvers.placement import jobs as placement_mod
 from optplan.solvers.placement import place as place_mod
 from optplan.solvers.repack import execute as execute_mod
 from optplan.solvers.repack.base import planner_names
 from optplan.solvers.repack.run import RepackOutcome
-from optplan.solvers.repack.run import plan_repack as _plan_repack
 
 __all__ = [
     "Cluster",
@@ -142,14 +142,16 @@ def plan_repack(cluster: Cluster, run: RepackRun | Mapping[str, Any] | str | Non
                 solver: str = "auto", time_limit: float = 30.0, workers: int = 1, seed: int = 0,
                 weights: Weights | None = None, timings: bool = False, deterministic: bool = False) -> RepackResult:
     """Plan ``run`` on the cluster: measure fragmentation, choose nodes to vacate and where each moved pod
-    goes, validate the plan independently and build the status the seed shows. ``deterministic``: limits
+    goes, validate the plan independently and build the status the seed shows; a run with admit /
+    freeHyperNodes goals is planned by the goal planners (``optplan.solvers.goals``). ``deterministic``: limits
     count work instead of wall-clock seconds, so one input gives one plan on any machine (see
     ``optplan.solvers.core.clock``)."""
     r = _run(cluster, run)
     options = PlanOptions(time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic)
-    if solver not in planner_names():
-        raise InputError(registry.unknown_message(solver, planner_names()), field="solver")
-    out = _plan_repack(cluster.snapshot, r, solver=solver, options=options, weights=weights)
+    known = sorted({*planner_names(), *registry.names("goals")})
+    if solver not in known:
+        raise InputError(registry.unknown_message(solver, known), field="solver")
+    out = _plan_run(cluster.snapshot, r, solver=solver, options=options, weights=weights)
     return RepackResult(run=r, reason=out.reason, status=status_dict(out.status, timings=timings),
                         document=repack_run_document(r, out.status, timings=timings), outcome=out)
 

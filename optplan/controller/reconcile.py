@@ -76,8 +76,9 @@ from optplan.models.execute import Relocation
 from optplan.models.repack import RepackRun
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.goals.run import plan_run, room_lost
 from optplan.solvers.repack import execute as execute_mod
-from optplan.solvers.repack.run import RECOMMENDED, RepackOutcome, plan_repack
+from optplan.solvers.repack.run import RECOMMENDED, RepackOutcome
 
 log = logging.getLogger(__name__)
 
@@ -366,7 +367,7 @@ class Reconciler:
         options = PlanOptions(time_limit=s.time_limit, workers=s.workers, deterministic=s.deterministic)
         start = self.clock()
         with self._blocking(s.time_limit):
-            out = plan_repack(self.snapshot(), run, solver=s.solver, options=options)
+            out = plan_run(self.snapshot(), run, solver=s.solver, options=options)
         self.plans += 1
         if self.events is not None:
             self.events.plan_seconds(max(self.clock() - start, 0.0))
@@ -705,7 +706,11 @@ class Reconciler:
         run = self._parse(obj)
         status = execute_status(run, f"RepackRun/{run.name}")
         with self._blocking(self.settings.verify_time_limit):
-            v = execute_mod.verify(self.snapshot(), run, status, time_limit=self.settings.verify_time_limit)
+            after = self.snapshot()
+            v = execute_mod.verify(after, run, status, time_limit=self.settings.verify_time_limit)
+            goals = status.plan.goals
+            lost = room_lost(after, run, [f"{a.namespace}/{a.name}" for a in goals.admissions if a.admitted]) \
+                if goals is not None else []
         rels = (obj.get("status") or {}).get("relocations") or []
         refused = [st.relocation_key(r) for r in rels if _ev(r) in (st.EV_REJECTED, st.EV_SKIPPED)]
         timed_out = [st.relocation_key(r) for r in rels if _pl(r) == st.PL_TIMED_OUT]
@@ -716,7 +721,9 @@ class Reconciler:
             parts.append(f"{len(refused)} pod(s) not evicted: {', '.join(refused[:5])}")
         if timed_out:
             parts.append(f"{len(timed_out)} replacement(s) timed out: {', '.join(timed_out[:5])}")
-        if v.still_occupied or refused or timed_out:
+        if lost:
+            parts.append(f"{len(lost)} admitted gang(s) lost their room: {'; '.join(lost[:5])}")
+        if v.still_occupied or refused or timed_out or lost:
             phase, reason = st.FAILED, execute_mod.GOAL_MISSED
         elif elsewhere:
             phase, reason = st.SUCCEEDED, execute_mod.ALTERNATIVE

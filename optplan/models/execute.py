@@ -29,9 +29,23 @@ class PlannedGroup(KubeModel):
     pods: tuple[PlannedPod, ...] = ()
 
 
+class ExecuteAdmission(KubeModel):
+    namespace: str
+    name: str
+    admitted: bool
+
+
+class ExecuteGoals(KubeModel):
+    """The part of ``status.plan.goals`` (a run with admit / freeHyperNodes goals) an Execute reads."""
+
+    reserved_nodes: tuple[str, ...] = ()
+    admissions: tuple[ExecuteAdmission, ...] = ()
+
+
 class ExecutePlan(KubeModel):
     freed_nodes: tuple[str, ...] = ()
     moves: tuple[PlannedGroup, ...] = ()
+    goals: ExecuteGoals | None = None
 
 
 class EvictionState(KubeModel):

@@ -136,6 +136,9 @@ class GoalsOut(KubeModel):
     pending_by_fragmentation_before: int = 0
     """Pending gangs (of the resource) that fit in total but cannot be placed, before the plan."""
     move_reasons: tuple[MoveReason, ...] = ()
+    reserved_nodes: tuple[str, ...] = ()
+    """Nodes the plan makes room on or frees (the moves' sources, the forecast's nodes, the freed HyperNodes'
+    nodes), sorted: an Execute never nominates a replacement there."""
 
 
 class GoalPlanOut(PlanOut):

@@ -38,7 +38,7 @@ from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.goals.problem import GoalPlanner, GoalProblem, GoalResult
 from optplan.solvers.goals.resolve import resolve_goals
 from optplan.solvers.goals.validate import validate_goal_plan
-from optplan.solvers.placement.pending import FRAGMENTATION, pending_gangs
+from optplan.solvers.placement.pending import FITS, FRAGMENTATION, pending_gangs
 from optplan.solvers.repack.checks import check_status
 from optplan.solvers.repack.frag import fragmentation
 from optplan.solvers.repack.run import INSUFFICIENT, RECOMMENDED, build_status, plan_repack
@@ -133,6 +133,15 @@ def _tiers(problem: GoalProblem, plan: GoalPlan) -> tuple[HyperNodeTierOut, ...]
     return tuple(out)
 
 
+def reserved_nodes(problem: GoalProblem, plan: GoalPlan) -> tuple[str, ...]:
+    """The moves' sources, the forecast's nodes and the freed HyperNodes' nodes, sorted."""
+    out = {m.from_node for m in plan.repack.moves}
+    out |= {b.node for a in plan.admitted() for b in a.bindings}
+    for h in plan.freed_hyper_nodes:
+        out |= problem.hyper_nodes.get(h, frozenset())
+    return tuple(sorted(out))
+
+
 def goal_status(problem: GoalProblem, result: GoalResult, frag: FragReport) -> GoalRunStatus:
     plan = result.plan
     moved = bool(plan.repack.moves)
@@ -173,7 +182,21 @@ def goal_status(problem: GoalProblem, result: GoalResult, frag: FragReport) -> G
     goals = GoalsOut(admitted_job_count=len(admitted), not_admitted_job_count=len(missing),
                      admissions=plan.admissions, freed_hyper_nodes=plan.freed_hyper_nodes,
                      freed_hyper_node_count=len(plan.freed_hyper_nodes), hyper_node_tiers=_tiers(problem, plan),
-                     pending_by_fragmentation_before=fragmented, move_reasons=plan.why)
+                     pending_by_fragmentation_before=fragmented, move_reasons=plan.why,
+                     reserved_nodes=reserved_nodes(problem, plan))
     fields = {k: getattr(base.plan, k) for k in type(base.plan).model_fields}
     return GoalRunStatus(phase=base.phase, conditions=(*base.conditions, goals_cond),
                          plan=GoalPlanOut(**fields, goals=goals))
+
+
+def room_lost(after: Snapshot, run: RepackRun, admitted: list[str]) -> list[str]:
+    """After an Execute: the admitted gangs (keys) that still wait yet no longer fit as the cluster is (the room
+    the moves made was taken, or the moves did not make it), each as ``key: reason``. A gang that runs, or that
+    Volcano's allocate would place now, has its room."""
+    verdicts = {g.key: g for g in pending_gangs(after, run.spec.resource)}
+    out = []
+    for key in admitted:
+        g = verdicts.get(key)
+        if g is not None and g.verdict != FITS:
+            out.append(f"{key}: {g.reason or g.verdict}")
+    return out

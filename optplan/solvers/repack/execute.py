@@ -4,7 +4,8 @@
   ``status.nominatedNodeName``? The planned node when the replacement still fits there on the live
   state (every predicate, every resource, the pod count, network topology), otherwise the best other
   node that keeps the plan's goal (not a node the plan frees, not a provider that is still entirely
-  free of the target resource), otherwise none. Nominated-but-unbound pods hold capacity on their
+  free of the target resource, not a node a run with goals makes room on: ``plan.goals.reservedNodes``),
+  otherwise none. Nominated-but-unbound pods hold capacity on their
   nominated node, as the scheduler counts them.
 - ``verify``: after execution, measure ``status.result`` on the snapshot, find each victim's
   replacement through its owner and fill ``relocations[].placement.actualNodeName``, and decide the
@@ -81,6 +82,7 @@ def nominate(snapshot: Snapshot, run: RepackRun, status: ExecuteStatus, replacem
                 and n is not None and n in cap.free:
             cap.add(other, n)
     freed = set(status.plan.freed_nodes)
+    reserved = set(status.plan.goals.reserved_nodes) if status.plan.goals is not None else set()
     group = pod.group_key
     group_nodes = sorted(set(problem.group_nodes(group)) | _nominated_nodes(snapshot, group, pod)) if group else []
 
@@ -98,6 +100,8 @@ def nominate(snapshot: Snapshot, run: RepackRun, status: ExecuteStatus, replacem
     def undoes_goal(node_name: str) -> str | None:
         if node_name in freed:
             return "the plan frees it"
+        if node_name in reserved:
+            return "the plan makes room there for a pending gang (or frees its HyperNode)"
         if snapshot.nodes[node_name].provides(resource) and node_name in problem.idle_providers \
                 and pod.request(resource) > 0:
             return f"it is entirely free of {resource}"
