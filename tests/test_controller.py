@@ -836,14 +836,14 @@ def test_healthz_stays_up_through_a_plan_within_its_deadline_and_fails_past_it(
 
     metrics = Metrics(stale_after=60, clock=clock)
     seen: list[tuple[bool, str]] = []
-    real = reconcile.plan_repack
+    real = reconcile.plan_run
 
     def slow(*a: Any, **kw: Any) -> Any:
         clock.advance(plan_takes)  # a plan at scale; stale_after 60 + plan_deadline(5 s) = 60 + 75 s
         seen.append(metrics.healthy())
         return real(*a, **kw)
 
-    monkeypatch.setattr(reconcile, "plan_repack", slow)
+    monkeypatch.setattr(reconcile, "plan_run", slow)
     c = Cluster(seed_objects(mode="DryRun"), clock)
     reconciler(c, watchdog=metrics).reconcile_all()
     assert seen[0][0] is alive, seen
