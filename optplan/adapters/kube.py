@@ -281,6 +281,19 @@ class KubeClient:
             raise NotFoundError(f"not found: no pod {namespace}/{name} (404): {resp.message()}")
         return clean(PODS, self._ok(resp, "patch", what))
 
+    def create_repack_run(self, run: Mapping[str, Any]) -> dict[str, Any]:
+        """Create a RepackRun (the controller's auto-trigger); ConflictError when one of that name exists
+        (409 AlreadyExists). The caller names its runs deterministically, so a 5xx is retried safely: a
+        create that was applied before the failure comes back as that conflict."""
+        name = str((run.get("metadata") or {}).get("name") or "")
+        what = f'{REPACK_RUNS.name} "{name}"'
+        body = {"apiVersion": REPACK_RUNS.api_version, "kind": REPACK_RUNS.kind, **run}
+        resp = self._request("POST", REPACK_RUNS.path, body=body, content_type="application/json", verb="create",
+                             what=what)
+        if resp.status == 409:
+            raise ConflictError(f"{what} exists already (409)")
+        return clean(REPACK_RUNS, self._ok(resp, "create", what))
+
     def delete_repack_run(self, name: str, uid: str | None) -> bool:
         """Delete the run if it is still the object with ``uid``; False when it was gone (or replaced)."""
         what = f'{REPACK_RUNS.name} "{name}"'

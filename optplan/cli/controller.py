@@ -15,6 +15,7 @@ from types import FrameType
 from optplan.adapters import kube
 from optplan.adapters.args import add_live_cluster, int_in, positive_float
 from optplan.adapters.output import table
+from optplan.controller import autotrigger
 from optplan.controller.leader import ExecuteRecord, LeaderElector
 from optplan.controller.manager import Controller
 from optplan.controller.metrics import Metrics, stale_limit
@@ -46,6 +47,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--replacement-deadline", type=positive_float, default=DEFAULTS.replacement_deadline,
                    metavar="SECONDS", help="how long after its eviction a replacement may stay unbound before "
                                            f"TimedOut (default {DEFAULTS.replacement_deadline:g})")
+    g = p.add_argument_group("pending gangs (off unless --admit-pending-after)")
+    g.add_argument("--admit-pending-after", type=_seconds, metavar="SECONDS",
+                   help="create a RepackRun with an admit goal for a gang pending by fragmentation (enough free "
+                        "--admit-resource in total and quota, yet it cannot be placed) for this long, as this "
+                        "process saw it (a restart starts the count again); at most one run per --cooldown, "
+                        "never a second for a gang while its first has not finished")
+    g.add_argument("--admit-mode", choices=autotrigger.MODES, default="DryRun",
+                   help="spec.mode of the runs created (default DryRun; Execute moves pods: only when asked)")
+    g.add_argument("--admit-resource", default=autotrigger.DEFAULT_RESOURCE, metavar="NAME", type=_resource,
+                   help="the resource whose fragmentation is judged, and the goal's "
+                        f"(default {autotrigger.DEFAULT_RESOURCE})")
+    g.add_argument("--admit-ttl", type=int_in(0, 2**31 - 1), metavar="SECONDS",
+                   help="spec.ttlSecondsAfterFinished of the runs created (default none: kept until deleted)")
     g = p.add_argument_group("leader election")
     g.add_argument("--leader-elect", action="store_true",
                    help="act only while holding a coordination.k8s.io Lease (run two replicas safely)")
@@ -68,6 +82,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _seconds(text: str) -> float:
     """A duration that may be 0 (the cooldown)."""
     return 0.0 if text.strip() in ("0", "0.0") else positive_float(text)
+
+
+def _resource(text: str) -> str:
+    """A resource name: not empty, no whitespace."""
+    if not text or text != text.strip() or any(c.isspace() for c in text):
+        raise argparse.ArgumentTypeError(f"expected a resource name such as nvidia.com/gpu, got {text!r}")
+    return text
 
 
 def _address(args: argparse.Namespace) -> tuple[str, int] | None:
@@ -95,8 +116,15 @@ def run(args: argparse.Namespace) -> str:
         if args.leader_elect:
             identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4()}"
             elector = LeaderElector(client, args.lease_namespace, args.lease_name, identity, clock=time.time)
+        admit, admit_record = None, None
+        if args.admit_pending_after is not None:
+            admit = autotrigger.AdmitSettings(after=args.admit_pending_after, mode=args.admit_mode,
+                                              resource=args.admit_resource, ttl=args.admit_ttl)
+            admit_record = ExecuteRecord(client, args.lease_namespace, args.lease_name,
+                                         time_key=autotrigger.LAST_TIME, run_key=autotrigger.LAST_RUN)
         if args.once:
-            ctl = Controller(client, settings, clock=time.time, elector=elector, record=record)
+            ctl = Controller(client, settings, clock=time.time, elector=elector, record=record, admit=admit,
+                             admit_record=admit_record)
             ctl.run_once()
             rows = [["NAME", "MODE", "PHASE", "REASON"]]
             rows += [[r["name"], r["mode"], r["phase"] or "-", r["reason"] or "-"] for r in ctl.summary()]
@@ -107,7 +135,8 @@ def run(args: argparse.Namespace) -> str:
         server = metrics.serve(*address) if address is not None else None
         if elector is not None:
             elector.on_change = metrics.leader
-        ctl = Controller(client, settings, clock=time.time, metrics=metrics, elector=elector, record=record)
+        ctl = Controller(client, settings, clock=time.time, metrics=metrics, elector=elector, record=record,
+                         admit=admit, admit_record=admit_record)
         _stop_on_signals(ctl.stop)
         log.warning("optplan controller watching %s%s", client.host,
                     f"; metrics on {server.url}" if server is not None else "")

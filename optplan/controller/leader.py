@@ -168,22 +168,27 @@ class ExecuteRecord:
     create), it lives in the controller's namespace where no user deletes it with the runs, both replicas
     read it, and the elector keeps its annotations when it renews. Without ``--leader-elect`` the Lease
     holds the record alone (no holder). Writes are guarded by resourceVersion and retried on a conflict
-    (the elector renews every 2 s); a later completion is never replaced by an earlier one."""
+    (the elector renews every 2 s); a later completion is never replaced by an earlier one.
 
-    def __init__(self, client: LeaseClient, namespace: str, name: str) -> None:
+    ``time_key`` and ``run_key`` name the two annotations: the auto-trigger records its last created run
+    the same way under its own keys (``optplan.controller.autotrigger``)."""
+
+    def __init__(self, client: LeaseClient, namespace: str, name: str, *, time_key: str = LAST_EXECUTE_TIME,
+                 run_key: str = LAST_EXECUTE_RUN) -> None:
         self.client = client
         self.namespace = namespace
         self.name = name
+        self.time_key = time_key
+        self.run_key = run_key
 
     def last(self) -> tuple[float, str] | None:
         """(completion time, run name) of the last Execute run recorded, or None."""
         return self._parse(self.client.get_lease(self.namespace, self.name))
 
-    @staticmethod
-    def _parse(lease: Mapping[str, Any] | None) -> tuple[float, str] | None:
+    def _parse(self, lease: Mapping[str, Any] | None) -> tuple[float, str] | None:
         ann = ((lease or {}).get("metadata") or {}).get("annotations") or {}
-        when = parse_time(ann.get(LAST_EXECUTE_TIME))
-        return (when, str(ann.get(LAST_EXECUTE_RUN) or "")) if when is not None else None
+        when = parse_time(ann.get(self.time_key))
+        return (when, str(ann.get(self.run_key) or "")) if when is not None else None
 
     def remember(self, when: float, run: str) -> None:
         """Record that ``run`` finished at ``when`` unless a later completion is recorded already."""
@@ -192,7 +197,7 @@ class ExecuteRecord:
             known = self._parse(lease)
             if known is not None and known[0] >= when:
                 return
-            record = {LAST_EXECUTE_TIME: rfc3339(when), LAST_EXECUTE_RUN: run}
+            record = {self.time_key: rfc3339(when), self.run_key: run}
             try:
                 if lease is None:
                     self.client.create_lease(self.namespace, self.name, {}, annotations=record)

@@ -5,7 +5,8 @@ at again (a deadline, a cooldown, a backoff, a TTL), and at least every ``resync
 least ``min_interval`` apart, so a storm of pod events costs one pass per interval, and a finished or
 planned run costs a status read, never a plan. Ready once every informer has listed and the planners'
 snapshot is built from what they listed; with leader election, a replica that does not hold the Lease
-only watches (a hot standby) and acts the moment it acquires it.
+only watches (a hot standby) and acts the moment it acquires it. With ``admit`` settings, each pass also
+runs the auto-trigger (``autotrigger.py``) after the runs are reconciled.
 """
 
 from __future__ import annotations
@@ -17,18 +18,28 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from optplan.adapters.kube import RESOURCES
+from optplan.controller.autotrigger import AdmitSettings, AutoTrigger, RunCreator, TriggerEvents
 from optplan.controller.informer import Informer, Store, WatchClient
 from optplan.controller.leader import LeaderElector
-from optplan.controller.reconcile import RUN, ClusterWriter, Events, ExecuteRecord, Reconciler, Settings, Watchdog
+from optplan.controller.reconcile import (
+    RUN,
+    ClusterWriter,
+    Events,
+    ExecuteRecord,
+    Reconciler,
+    Settings,
+    Watchdog,
+    plan_deadline,
+)
 
 log = logging.getLogger(__name__)
 
 
-class Client(WatchClient, ClusterWriter, Protocol):
+class Client(WatchClient, ClusterWriter, RunCreator, Protocol):
     """``optplan.adapters.kube.KubeClient``, as the controller uses it."""
 
 
-class Health(Events, Watchdog, Protocol):
+class Health(Events, Watchdog, TriggerEvents, Protocol):
     """``optplan.controller.metrics.Metrics``, as the controller uses it."""
 
     def set_ready(self, ready: bool) -> None: ...
@@ -41,7 +52,8 @@ class Health(Events, Watchdog, Protocol):
 class Controller:
     def __init__(self, client: Client, settings: Settings | None = None, *, clock: Callable[[], float],
                  metrics: Health | None = None, elector: LeaderElector | None = None, watch_timeout: int = 300,
-                 resync: float = 60.0, min_interval: float = 1.0, record: ExecuteRecord | None = None) -> None:
+                 resync: float = 60.0, min_interval: float = 1.0, record: ExecuteRecord | None = None,
+                 admit: AdmitSettings | None = None, admit_record: ExecuteRecord | None = None) -> None:
         self.client = client
         self.store = Store()
         self.clock = clock
@@ -52,6 +64,11 @@ class Controller:
         self.informers = [Informer(client, res, self.store, watch_timeout=watch_timeout) for res in RESOURCES]
         self.reconciler = Reconciler(self.store, client, settings, clock=clock, may_act=self.may_act,
                                      events=metrics, watchdog=metrics, record=record)
+        # issue 15: runs created on its own for gangs pending by fragmentation (off unless ``admit``)
+        self.trigger = None if admit is None else AutoTrigger(
+            self.store, client, admit, cooldown=self.reconciler.settings.cooldown, clock=clock,
+            snapshot=self.reconciler.snapshot, may_act=self.may_act, events=metrics, record=admit_record,
+            execute_record=record, watchdog=metrics, deadline=plan_deadline(self.reconciler.settings.time_limit))
         self.stop = threading.Event()
         self.passes = 0
 
@@ -76,6 +93,10 @@ class Controller:
 
     def pass_(self) -> float | None:
         wait = self.reconciler.reconcile_all()
+        if self.trigger is not None:
+            more = self.trigger.pass_()
+            if more is not None:
+                wait = more if wait is None else min(wait, more)
         self.passes += 1
         self._report()
         return wait

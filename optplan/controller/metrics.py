@@ -16,12 +16,14 @@ API (what the controller calls; every method is thread-safe)::
     m.eviction("Evicted")               # one eviction request finished: Evicted, Rejected, Failed, ...
     m.replacement("Scheduled")          # one replacement settled: Scheduled, AlternativePlacement, TimedOut, ...
     m.plan_seconds(12.5)                # one plan computed (DryRun or Execute), its wall-clock seconds
+    m.autotrigger_run("DryRun")         # the controller created a RepackRun on its own (autotrigger.py)
     server.close()                      # stops serving and frees the port; idempotent
 
 Endpoints (GET or HEAD; anything else 405, other paths 404):
 
 - ``/metrics``: Prometheus text format: ``optplan_repackruns{phase}`` (gauge),
   ``optplan_evictions_total{result}``, ``optplan_replacements_total{outcome}`` (counters),
+  ``optplan_autotrigger_runs_total{mode}`` (counter: runs created for gangs pending by fragmentation),
   ``optplan_plan_seconds`` (histogram; its ``_count`` is the number of plans made),
   ``optplan_leader`` (gauge, 0 or 1), ``optplan_ready`` (gauge, 0 or 1) and
   ``optplan_heartbeat_age_seconds`` (gauge, read at scrape time).
@@ -89,6 +91,8 @@ class Metrics:
                                   registry=r)
         self._replacements = Counter("optplan_replacements", "Replacement pods settled, by outcome", ["outcome"],
                                      registry=r)
+        self._autotrigger = Counter("optplan_autotrigger_runs", "RepackRuns the controller created for gangs "
+                                    "pending by fragmentation, by spec.mode", ["mode"], registry=r)
         self._plan = Histogram("optplan_plan_seconds", "Wall-clock seconds of each plan the controller made",
                                buckets=PLAN_BUCKETS, registry=r)
         self._leader = Gauge("optplan_leader", "1 while this replica holds the leader Lease", registry=r)
@@ -113,6 +117,9 @@ class Metrics:
 
     def replacement(self, outcome: str) -> None:
         self._replacements.labels(outcome=outcome).inc()
+
+    def autotrigger_run(self, mode: str) -> None:
+        self._autotrigger.labels(mode=mode).inc()
 
     def plan_seconds(self, seconds: float) -> None:
         self._plan.observe(seconds)
