@@ -39,6 +39,8 @@ _ENTRIES: tuple[Entry, ...] = (
     Entry("placement", "greedy", "optplan.solvers.placement.allocate:greedy_place"),
     Entry("placement", "cpsat", "optplan.solvers.placement.cpsat:solve"),
     Entry("placement", "auto", None),
+    Entry("goals", "greedy", "optplan.solvers.goals.greedy:GreedyGoalPlanner"),
+    Entry("goals", "kai", "optplan.solvers.goals.kai:KaiPlanner"),
 )
 
 HELP = {
