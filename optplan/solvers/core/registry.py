@@ -39,6 +39,9 @@ _ENTRIES: tuple[Entry, ...] = (
     Entry("placement", "greedy", "optplan.solvers.placement.allocate:greedy_place"),
     Entry("placement", "cpsat", "optplan.solvers.placement.cpsat:solve"),
     Entry("placement", "auto", None),
+    Entry("goals", "greedy", "optplan.solvers.goals.greedy:GreedyGoalPlanner"),
+    Entry("goals", "cpsat", "optplan.solvers.goals.cpsat:CpSatGoalPlanner"),
+    Entry("goals", "kai", "optplan.solvers.goals.kai:KaiPlanner"),
     Entry("goals", "auto", None),
 )
 

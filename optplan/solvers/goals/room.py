@@ -1,0 +1,366 @@
+"""The running state the goal heuristics (``greedy``, ``kai``) share: the room after the moves and the
+gangs' forecasts so far, the queues, the budgets and PDBs used, which nodes lose and which receive pods,
+and the nodes no pod may land on (freed HyperNodes). Every change is journaled, so a tentative step (one
+region tried for a gang, one HyperNode tried) is undone exactly, as Volcano's ``Statement`` discards.
+
+The rules are the goal validator's (``validate``), applied as the plan grows so the finished plan passes
+it: a node that loses pods never receives one and a receiver never loses one (the moves then run in any
+order); a moved pod lands where the static predicates, the room, its PodGroup's hard topology
+(``GoalProblem.destinations``) and the budgets (maxPerRun, PDBs: Repack's ``budget_use``/``pdb_use``)
+allow; each pod moves at most once.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Iterator
+from contextlib import contextmanager
+
+from optplan.models.goals import Admission, GoalPlan
+from optplan.models.placement import Binding
+from optplan.models.repack import PodMove, SolverRecord
+from optplan.models.snapshot import Pod, Resources
+from optplan.solvers.core.oracle import POD_SLOT, constraint_signature
+from optplan.solvers.goals.problem import Gang, GoalProblem, GoalResult
+from optplan.solvers.placement.jobs import Region, held_pods
+
+
+def fits_in(pod: Pod, free: Resources, limits_pods: bool) -> bool:
+    """The oracle's fit rule on a free-room dict (``Capacity.fits``) that is not a ``Capacity``."""
+    if any(v > 0 and free.get(r, 0) < v for r, v in pod.requests.items()):
+        return False
+    return not limits_pods or free.get("pods", 0) >= POD_SLOT
+
+
+class Room:
+    """The plan so far, with an undo journal (``mark``/``undo``)."""
+
+    def __init__(self, problem: GoalProblem) -> None:
+        self.problem = problem
+        self.R = problem.resource
+        self.cap = problem.capacity()
+        self.queues = problem.queue_state()
+        self.journal: list[Callable[[], None]] = []
+        self.moved: dict[str, Pod] = {}
+        """Moved pod key -> pod, in the order the plan moves them."""
+        self.dest: dict[str, str] = {}
+        self.why: dict[str, str] = {}
+        self.sources: Counter[str] = Counter()
+        self.receivers: Counter[str] = Counter()
+        self.forbidden: set[str] = set()
+        """Nodes of the HyperNodes the plan frees: no forecast pod and no moved pod lands there."""
+        self.r_count: Counter[str] = Counter({n: len(ps) for n, ps in problem.repack.r_pods.items()})
+        """Node -> R pods on it now (moved pods where they land, forecast pods included)."""
+        self.forecast: dict[str, list[Binding]] = {}
+        self.groups: Counter[str] = Counter()
+        self.budget: Counter[str] = Counter()
+        self.pdb: Counter[str] = Counter()
+        self._buckets: dict[int, list[str]] = {}
+        """Free R -> the nodes with that much free R, by name (best fit scans from the smallest)."""
+        self._levels: list[int] = []
+        self._rows: dict[str, dict[str, bool]] = {}
+        """Pod key -> node -> the static predicates allow it (one row per constraint signature)."""
+        self._by_sig: dict[tuple[object, ...], dict[str, bool]] = {}
+        for n in sorted(problem.snapshot.nodes):
+            self._bucket_add(n)
+        held = {p.key for g in problem.gangs for ps in held_pods(g.job, problem.snapshot).values()
+                for p in ps.values()}
+        self.movable: dict[str, list[Pod]] = {n: ms for n, ps in problem.movable.items()
+                                              if (ms := [p for p in ps if p.key not in held])}
+        """Node -> its R pods that may move (the named gangs' own running pods stay), largest first."""
+
+    # ---- the journal ----------------------------------------------------------------------------------
+
+    def mark(self) -> int:
+        return len(self.journal)
+
+    def undo(self, mark: int) -> None:
+        while len(self.journal) > mark:
+            self.journal.pop()()
+
+    # ---- best fit over free R -------------------------------------------------------------------------
+
+    def free_r(self, node: str) -> int:
+        return self.cap.free[node].get(self.R, 0)
+
+    def _bucket_add(self, node: str) -> None:
+        level = self.free_r(node)
+        bucket = self._buckets.get(level)
+        if bucket is None:
+            bucket = self._buckets[level] = []
+            insort(self._levels, level)
+        insort(bucket, node)
+
+    def _bucket_remove(self, node: str) -> None:
+        level = self.free_r(node)
+        bucket = self._buckets[level]
+        del bucket[bisect_left(bucket, node)]
+
+    def _change(self, node: str, pod: Pod, sign: int) -> None:
+        """Add (sign -1: the pod takes room) or remove (+1) the pod's demand on the node."""
+        self._bucket_remove(node)
+        if sign < 0:
+            self.cap.add(pod, node)
+        else:
+            self.cap.remove(pod, node)
+        self._bucket_add(node)
+
+    def best_fit(self, pod: Pod, allowed: Callable[[str], bool], among: Collection[str] | None = None
+                 ) -> Iterator[str]:
+        """Nodes where the pod fits now, fullest first (least free R, then by name), among ``allowed`` (and
+        ``among``, when given: a small set is scanned directly)."""
+        if among is not None and len(among) * 4 < len(self.cap.free):
+            for node in sorted(among, key=lambda n: (self.free_r(n), n)):
+                if allowed(node) and self.cap.fits(pod, node) and self.allows(pod, node):
+                    yield node
+            return
+        need = pod.request(self.R)
+        start = bisect_left(self._levels, need)
+        for level in list(self._levels[start:]):
+            for node in list(self._buckets.get(level, ())):
+                if allowed(node) and self.cap.fits(pod, node) and self.allows(pod, node):
+                    yield node
+
+    def allows(self, pod: Pod, node: str) -> bool:
+        """The static predicates (the oracle's ``Predicates``), the pod's row looked up by its key."""
+        row = self._rows.get(pod.key)
+        if row is None:
+            sig = constraint_signature(pod)
+            row = self._rows[pod.key] = self._by_sig.setdefault(sig, {})
+        ok = row.get(node)
+        if ok is None:
+            ok = row[node] = self.problem.predicates.reason(pod, node) is None
+        return ok
+
+    # ---- changes --------------------------------------------------------------------------------------
+
+    def move(self, pod: Pod, src: str, dst: str, why: str) -> None:
+        self._change(src, pod, +1)
+        self._change(dst, pod, -1)
+        gk = pod.group_key or pod.key
+        pdbs = self.problem.repack.pdbs_covering(pod)
+        budget = self.problem.repack.budget_use([pod])
+        self.moved[pod.key] = pod
+        self.dest[pod.key] = dst
+        self.why[pod.key] = why
+        self.sources[src] += 1
+        self.receivers[dst] += 1
+        self.r_count[src] -= 1
+        self.r_count[dst] += 1
+        self.groups[gk] += 1
+        self.pdb.update(pdbs)
+        self.budget.update(budget)
+
+        def back() -> None:
+            self._change(dst, pod, +1)
+            self._change(src, pod, -1)
+            del self.moved[pod.key], self.dest[pod.key], self.why[pod.key]
+            self.sources[src] -= 1
+            self.receivers[dst] -= 1
+            self.r_count[src] += 1
+            self.r_count[dst] -= 1
+            self.groups[gk] -= 1
+            self.pdb.subtract(pdbs)
+            self.budget.subtract(budget)
+        self.journal.append(back)
+
+    def lift(self, pod: Pod, node: str, sign: int = 1) -> None:
+        """Take the pod's demand off the node (sign 1) or put it back (-1), for a simulation that evicts
+        pods and re-places them (``kai``); not a move."""
+        has_r = pod.request(self.R) > 0
+        self._change(node, pod, sign)
+        if has_r:
+            self.r_count[node] -= sign
+
+        def back() -> None:
+            self._change(node, pod, -sign)
+            if has_r:
+                self.r_count[node] += sign
+        self.journal.append(back)
+
+    def place(self, gang: Gang, task: str, index: int, pod: Pod, node: str) -> None:
+        """A forecast pod of the gang on the node."""
+        self._change(node, pod, -1)
+        has_r = pod.request(self.R) > 0
+        if has_r:
+            self.r_count[node] += 1
+        self.forecast.setdefault(gang.key, []).append(Binding(task=task, index=index, node=node))
+
+        def back() -> None:
+            self._change(node, pod, +1)
+            if has_r:
+                self.r_count[node] -= 1
+            self.forecast[gang.key].pop()
+            if not self.forecast[gang.key]:
+                del self.forecast[gang.key]
+        self.journal.append(back)
+
+    def charge(self, gang: Gang) -> None:
+        """The gang's requests on its queue (and ancestors)."""
+        self.queues.add(gang.queue, gang.requests)
+        self.journal.append(lambda: self.queues.add(gang.queue, gang.requests, -1))
+
+    def forbid(self, nodes: Iterable[str]) -> None:
+        new = set(nodes) - self.forbidden
+        self.forbidden |= new
+        self.journal.append(lambda: self.forbidden.difference_update(new))
+
+    # ---- the rules as the plan grows ------------------------------------------------------------------
+
+    def is_source(self, node: str) -> bool:
+        return self.sources[node] > 0
+
+    def is_receiver(self, node: str) -> bool:
+        return self.receivers[node] > 0
+
+    def left_on(self, node: str) -> list[Pod]:
+        """The node's movable R pods that have not moved, largest first."""
+        return [p for p in self.movable.get(node, ()) if p.key not in self.moved]
+
+    def budget_reason(self, pods: Collection[Pod]) -> str | None:
+        """Why moving ``pods`` as well would break maxPerRun or a PDB, or None."""
+        rp = self.problem.repack
+        mpr = self.problem.run.spec.max_per_run
+        if mpr.pod_groups is not None:
+            groups = {g for g, n in self.groups.items() if n > 0} | {p.group_key or p.key for p in pods}
+            if len(groups) > mpr.pod_groups:
+                return f"maxPerRun.podGroups {mpr.pod_groups}"
+        for r, used in rp.budget_use(pods).items():
+            if used and self.budget[r] + used > mpr.resources[r]:
+                return f"maxPerRun.resources[{r}]"
+        pdbs = self.problem.snapshot.pdbs
+        for k, n in sorted(rp.pdb_use(pods).items()):
+            if self.pdb[k] + n > pdbs[k].disruptions_allowed:
+                return f"PodDisruptionBudget {k}"
+        return None
+
+    def receiver_for(self, pod: Pod, src: str, banned: Collection[str]) -> str | None:
+        """The fullest node the pod may move to (best fit): not a node that loses pods, not ``banned``, not
+        forbidden, within its PodGroup's hard topology, static predicates and room."""
+        if self.is_receiver(src):
+            return None
+        dests = self.problem.destinations(pod)
+
+        def allowed(n: str) -> bool:
+            return (n != src and n not in banned and n not in self.forbidden and not self.is_source(n)
+                    and (dests is None or n in dests))
+        return next(self.best_fit(pod, allowed), None)
+
+    def relocate(self, pods: Iterable[Pod], src: str, banned: Collection[str], why: str,
+                 avoid: Collection[str] = ()) -> bool:
+        """Move each pod off ``src`` (largest R first) by best fit, off ``avoid`` when it can (else onto it);
+        all or nothing (undone on failure)."""
+        mark = self.mark()
+        for pod in sorted(pods, key=lambda p: (-p.request(self.R), p.key)):
+            dst = self.receiver_for(pod, src, {*banned, *avoid}) if avoid else None
+            if dst is None:
+                dst = self.receiver_for(pod, src, banned)
+            if dst is None:
+                self.undo(mark)
+                return False
+            self.move(pod, src, dst, why)
+        return True
+
+    def holds_r(self, node: str) -> bool:
+        return self.r_count[node] > 0
+
+    # ---- the result -----------------------------------------------------------------------------------
+
+    def result(self, name: str, admissions: list[Admission], freed_hyper_nodes: list[str],
+               stats: dict[str, int]) -> GoalResult:
+        rp = self.problem.repack
+        snap = self.problem.snapshot
+        moves = [PodMove(pod=k, from_node=snap.pods[k].node_name or "", to_node=self.dest[k])
+                 for k in sorted(self.moved)]
+        # the nodes the moves leave without R (a forecast pod may land there later: still freed by the moves)
+        freed = sorted(n for n in rp.occupied if self.is_source(n) and all(p.key in self.moved for p in rp.r_pods[n]))
+        plan = GoalPlan.build(moves, freed, admissions, freed_hyper_nodes, dict(self.why))
+        disruption = rp.disruption(list(self.moved.values()), dict(self.dest))
+        return GoalResult(plan, SolverRecord(name=name, status="HEURISTIC"), disruption, stats)
+
+
+def admitted(gang: Gang, region: Region, bindings: list[Binding], reason: str) -> Admission:
+    job = gang.job
+    return Admission(namespace=job.namespace, name=job.name, queue=job.queue, priority=gang.priority,
+                     admitted=True, reason=reason, hyper_node=region.hyper_node, tier=region.tier,
+                     bindings=tuple(sorted(bindings, key=lambda b: (b.task, b.index))))
+
+
+def refused(gang: Gang, cause: str, reason: str) -> Admission:
+    job = gang.job
+    return Admission(namespace=job.namespace, name=job.name, queue=job.queue, priority=gang.priority,
+                     admitted=False, cause=cause, reason=reason)
+
+
+def quota_reason(room: Room, gang: Gang) -> str | None:
+    """Why the gang's queue does not admit its minimum now (closed, not a leaf, or no quota left)."""
+    return room.queues.admission_reason(gang.queue) or room.queues.fit_reason(gang.queue, gang.requests)
+
+
+def place_without_moves(room: Room, gang: Gang, region: Region) -> bool:
+    """Place the gang's pods, in gang order, each on the fullest region node where it fits (best fit);
+    all or nothing."""
+    mark = room.mark()
+    for gp in gang.pods:
+        node = next(room.best_fit(gp.pod, lambda n: n in region.nodes and n not in room.forbidden, region.nodes),
+                    None)
+        if node is None:
+            room.undo(mark)
+            return False
+        room.place(gang, gp.task, gp.index, gp.pod, node)
+    return True
+
+
+def free_hyper_nodes_now(room: Room, limit: int) -> list[str]:
+    """The goal's HyperNodes with no R pod now (forecasts included), by name, at most ``limit``."""
+    p = room.problem
+    return [h for h in sorted(p.hyper_nodes) if not any(room.holds_r(n) for n in p.hyper_nodes[h])][:limit]
+
+
+def could_hold(room: Room, gang: Gang, region: Region) -> bool:
+    """The gang fits the region (less forbidden nodes) emptied of every pod that may still move (not on a
+    receiver), largest pod first by best fit: a region failing this is not searched."""
+    cap = room.cap
+    free = {}
+    for n in region.nodes:
+        if n in room.forbidden:
+            continue
+        room_n = dict(cap.free[n])
+        if not room.is_receiver(n):
+            for p in room.left_on(n):
+                for r, v in p.requests.items():
+                    room_n[r] = room_n.get(r, 0) + v
+                room_n["pods"] = room_n.get("pods", 0) + POD_SLOT
+        free[n] = room_n
+    R = room.R
+    for gp in sorted(gang.pods, key=lambda g: -g.pod.request(R)):
+        fit = [n for n in free if room.allows(gp.pod, n) and fits_in(gp.pod, free[n], cap.limits_pods(n))]
+        if not fit:
+            return False
+        n = min(fit, key=lambda n: (free[n].get(R, 0), n))
+        for r, v in gp.pod.requests.items():
+            free[n][r] = free[n].get(r, 0) - v
+        free[n]["pods"] = free[n].get("pods", 0) - POD_SLOT
+    return True
+
+
+@contextmanager
+def opened(room: Room) -> Iterator[None]:
+    """The room with no node forbidden, for the span of a what-if (restored after)."""
+    saved = set(room.forbidden)
+    room.forbidden.clear()
+    try:
+        yield
+    finally:
+        room.forbidden |= saved
+
+
+def pinned_why(room: Room, gang: Gang) -> str:
+    """Why the first pod that may not move, on the gang's regions' nodes by name, may not (for a reason)."""
+    rp = room.problem.repack
+    nodes = sorted(set().union(*(r.nodes for r in gang.regions))) if gang.regions else []
+    for n in nodes:
+        for p in room.problem.pinned.get(n, ()):
+            return f"e.g. {p.key}: {'node-out-of-scope' if not rp.node_in_scope(n) else rp.pod_block(p)}"
+    return "none movable"
