@@ -215,7 +215,7 @@ def test_a_required_count_out_of_reach_frees_what_it_can() -> None:
     p = problem(*objs, tier=1, count=3, required=True)
     r = GreedyGoalPlanner().plan(p, OPTS)
     assert r.plan.freed_hyper_nodes == ("s1",) and moves(r) == [("g2-0", "n2", "n1")]
-    assert goal_violations(p, r.plan, claimed=r.disruption) == ["1 HyperNodes of tier 1 freed, 3 required"]
+    assert goal_violations(p, r.plan, claimed=r.disruption) == []  # out of reach is an outcome, not a broken rule
 
 
 def test_a_required_hypernode_comes_before_a_gang() -> None:

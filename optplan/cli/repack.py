@@ -14,6 +14,7 @@ from optplan.adapters.kubefile import LoadedInput
 from optplan.adapters.output import dump, repack_run_document, status_dict, table
 from optplan.cli.sources import pick_run_arg, write_status
 from optplan.errors import InputError, printable
+from optplan.models.goals import GoalRunStatus
 from optplan.models.limits import MAX_WEIGHT, WEIGHT_DIGITS
 from optplan.models.quantity import format_milli
 from optplan.models.repack import DIMENSIONS, AdmitGoal, FreeHyperNodesGoal, RepackRun, Weights, namespaced_name
@@ -310,7 +311,7 @@ def repack_table(out: RepackOutcome) -> str:
                                                   if 0 < s.freed_node_count <= 12 else ""),
         f"Disruption:    {d.affected_pod_groups} PodGroups affected, {d.pod_groups_below_min_available} below "
         f"minAvailable, {d.affected_cards} cards affected, {d.moved_cards} cards moved, {d.moved_pods} pods moved",
-        f"Solver:        {rec.name} ({rec.status}, {rec.wall_seconds}s)",
+        f"Solver:        {rec.name} ({rec.status}" + (f", {rec.wall_seconds}s)" if rec.wall_seconds is not None else ")"),
     ]
     text = "\n".join(lines) + "\n"
     if out.status.plan.moves:
@@ -332,6 +333,28 @@ def repack_table(out: RepackOutcome) -> str:
     if out.result.rejections:
         rows = [["REASON", "NODES"]] + [[k, str(v)] for k, v in out.result.rejections.items()]
         text += "\nOccupied nodes not vacated:\n" + table(rows)
+    if isinstance(out.status, GoalRunStatus):
+        text += goals_table(out.status)
+    return text
+
+
+def goals_table(status: GoalRunStatus) -> str:
+    """The goals' part of the table: the GoalsMet condition, each gang and where it lands, why each move."""
+    g = status.plan.goals
+    met = status.conditions[-1]
+    text = f"\nGoals:         {met.reason} — {met.message}\n"
+    if g.admissions:
+        rows = [["GANG", "QUEUE", "PRIORITY", "ADMITTED", "WHERE / WHY NOT"]]
+        for a in g.admissions:
+            where = (f"{a.hyper_node + ': ' if a.hyper_node else ''}"
+                     + ", ".join(sorted({b.node for b in a.bindings}))) if a.admitted else f"{a.cause}: {a.reason}"
+            rows.append([a.key, a.queue, str(a.priority), "yes" if a.admitted else "no", where])
+        text += "\nGangs (the forecast: where Volcano could place them after the moves):\n" + table(rows)
+    if g.freed_hyper_nodes:
+        text += f"\nFreed HyperNodes: {', '.join(g.freed_hyper_nodes)}\n"
+    if g.move_reasons:
+        rows = [["POD", "WHY"]] + [[m.pod, m.reason] for m in g.move_reasons]
+        text += "\nWhy each move:\n" + table(rows)
     return text
 
 

@@ -10,7 +10,8 @@ Conditions. ``Complete`` keeps the seed's reasons, read for goals: RepackRecomme
 and meets what it can (the controller executes only that), InsufficientImprovement when no move is needed
 or none helps (``minFragImprovementPercent`` is not read with goals). ``GoalsMet``: True when every named
 gang is admitted and a required HyperNode count is met; else False with reason RequiredNodeBlocksNotMet (the
-required count cannot be met; then the plan frees none and admits what it can without it) or
+required count cannot be met: the plan shows what can be freed, and Complete says InsufficientImprovement, so an
+Execute does not carry it out) or
 PendingJobNotAdmittable (some gang cannot be admitted; the message names each with its cause).
 """
 

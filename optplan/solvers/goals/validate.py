@@ -11,7 +11,8 @@ own rules, trusting no planner.
 - The gangs: the forecast is a placement plan on the snapshot after the moves, checked by the placement
   validator (static predicates, room, queues, gang minimums, network topology), gangs in the plan's order.
 - The HyperNodes: each freed one is of the goal's tier and none of its nodes holds an R pod after the
-  moves or an R pod of the forecast; a required count is met.
+  moves or an R pod of the forecast. A required count out of reach is an outcome (the status says
+  RequiredNodeBlocksNotMet), not a broken rule.
 """
 
 from __future__ import annotations
@@ -89,8 +90,6 @@ def goal_violations(problem: GoalProblem, plan: GoalPlan, *, claimed: Disruption
         landed = sorted(nodes & r_landing)
         if landed:
             out.append(f"freed HyperNode {h}: a gang's {R} pod is forecast on node {landed[0]}")
-    if problem.free_required and len(freed_h) < problem.free_count:
-        out.append(f"{len(freed_h)} HyperNodes of tier {problem.free_tier} freed, {problem.free_count} required")
     # each move is needed
     for m in moves.moves:
         if m.from_node not in landing and m.from_node not in hn_nodes:
