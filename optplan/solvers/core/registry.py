@@ -39,6 +39,7 @@ _ENTRIES: tuple[Entry, ...] = (
     Entry("placement", "greedy", "optplan.solvers.placement.allocate:greedy_place"),
     Entry("placement", "cpsat", "optplan.solvers.placement.cpsat:solve"),
     Entry("placement", "auto", None),
+    Entry("goals", "cpsat", "optplan.solvers.goals.cpsat:CpSatGoalPlanner"),
 )
 
 HELP = {
