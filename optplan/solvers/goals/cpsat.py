@@ -1,0 +1,852 @@
+"""The exact goal planner (issue 15 §2 "Exact"): one CP-SAT model deciding the moves, the pending gangs'
+placement and the HyperNodes to free together.
+
+Decisions (integers only: identical pods are counted, not named):
+
+- ``send[k, m]``: pods of move class k sent to receiver m. A move class is a set of interchangeable
+  movable R pods on one node: same requests, constraint signature, PodGroup, covering PDBs and restart
+  unit (when that unit is wider than the pod), so any of them may be the one that moves. ``moved[k]`` is
+  their sum (a class may move in part); receivers pass the static predicates and hold one pod alone.
+- ``source[n]`` / ``receiver[n]``: the node loses / receives pods; never both (the moves then run in any
+  order, the goal validator's rule).
+- ``admit[g]``: the gang is placed (fixed 0 for a gang with a proven ``cause``); ``place[g, c, n]``: pods
+  of its gang class c (identical pods of its minimum) on node n, Σ_n place = admit · |c|; ``hyper[g, r]``:
+  it lands in its r-th region (``Gang.regions``), Σ_r hyper = admit, pods only on the chosen region's nodes.
+- ``free[h]``: a freeable HyperNode of the goal's tier is freed: every R pod on its nodes moves, no R pod
+  (moved or forecast) lands there.
+- ``region[p, h]``: a PodGroup with network topology and moved pods ends inside region h (a HyperNode of
+  its allowed tiers; for soft groups any HyperNode or the root), so hard topology holds and a soft
+  group's widening is counted exactly.
+
+Constraints: capacity per node and resource (pod slot included): fixed usage − what leaves + what
+arrives + gang pods ≤ allocatable, on each resource something landing there requests (an
+over-committed node only binds when something lands); quota per queue of each gang's chain
+(``allocated + Σ admit · requests ≤ realCapability``, ``QueueState.fit_reason``); necessity (a node
+loses pods only where a gang pod lands or in a freed HyperNode); maxPerRun.podGroups and .resources,
+the PDBs (Repack's rules, ``problem.repack``); Σ free ≤ count (≥ count when required).
+
+Objective, lexicographic, by stages (each fixes the previous optimum — or the value found, when the
+stage was cut short — and is hinted with the previous solution): (1) Σ admit weighted by priority
+level, a level outweighing every lower one together; (2) freed HyperNodes; (3) the seed's weighted
+disruption on Repack's integer scale (``repack.model.integer_weights``): affected PodGroups, those below
+minAvailable and their affected cards (restart units counted: default pods, task/role units, whole
+group), moved cards and pods, topology widening. These are lower-bounded in the model, tight at its
+optimum; the plan's cost is the rules' (``weighted_cost`` of ``problem.repack.disruption``), and stage 3
+is proven when it meets the model's bound (``settle``). Stage 1 starts from the hint, else from the gangs
+that fit without a move (``fits_now``).
+
+Status: OPTIMAL only when every stage was proven on the whole model; FEASIBLE otherwise, the record
+giving the bound of the first stage not proven (``freed_nodes_bound``/``gap_percent`` of a maximising
+stage: admission weight, then freed HyperNodes; ``best_bound`` of the disruption); INFEASIBLE when a
+required HyperNode count cannot be met (the plan then frees as many as it can, the caller reports
+RequiredNodeBlocksNotMet); FALLBACK when no solution was found (the hint, or the plan that does nothing).
+
+The data (classes, receivers, regions, scales) are ``model``'s. Scale: above ``model.MAX_VARIABLES`` the
+model is restricted: sources to the nodes of the gangs' regions where most R could be made free (and the
+HyperNodes cheapest to free), receivers per class to the best fits, always keeping what the hint uses; a
+restricted model is never OPTIMAL, and its bounds are the goals' own (every gang, the HyperNode count).
+
+Gangs not admitted name a cause: the gang's own (proven before planning), else a bounded re-check with
+the gang forced in: feasible — HIGHER_GOAL (admitting it costs gangs of at least its priority) or, when
+stage 1 was not proven, SEARCH; infeasible but feasible without the required HyperNodes — HIGHER_GOAL;
+feasible without maxPerRun and the PDBs — BUDGET; else SEARCH.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from optplan.models.goals import BUDGET, HIGHER_GOAL, SEARCH, Admission, GoalPlan
+from optplan.models.placement import Binding
+from optplan.models.repack import PodMove
+from optplan.solvers.core.clock import Clock
+from optplan.solvers.core.exact import ExactModelError, exact_record, model_bug, strict
+from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.goals.model import Data, MoveClass, build_data
+from optplan.solvers.goals.problem import GoalProblem, GoalResult
+from optplan.solvers.goals.validate import goal_violations
+from optplan.solvers.repack.model import weigh, weighted_cost
+from optplan.solvers.repack.rules import RestartUnit, gang_impact
+
+log = logging.getLogger(__name__)
+
+STAGE_SHARES = (0.45, 0.2, 0.35)
+"""Share of the solving time of each stage (admissions, HyperNodes, disruption); what a stage leaves
+flows to the next."""
+CAUSE_SHARE = 0.1
+"""Share of the time limit kept for telling why gangs are not admitted."""
+CAUSE_SECONDS = 2.0
+"""At most this long per re-check of a gang not admitted."""
+MAX_CAUSE_CHECKS = 8
+"""Gangs re-checked at most (the others: SEARCH)."""
+
+
+# ---- the model ----------------------------------------------------------------------------------------
+
+Penalties = dict[str, list[tuple[Any, int]]]
+
+
+@dataclass
+class Vars:
+    send: dict[tuple[int, str], Any] = field(default_factory=dict)
+    moved: dict[int, Any] = field(default_factory=dict)
+    source: dict[str, Any] = field(default_factory=dict)
+    receiver: dict[str, Any] = field(default_factory=dict)
+    admit: dict[int, Any] = field(default_factory=dict)
+    place: dict[tuple[int, str], Any] = field(default_factory=dict)  # (gang class index, node)
+    hyper: dict[int, list[Any]] = field(default_factory=dict)  # gang -> per region of ``Data.regions``
+    free: dict[str, Any] = field(default_factory=dict)
+    region: dict[str, dict[str, Any]] = field(default_factory=dict)  # topology PodGroup -> region -> var
+    affected: dict[str, Any] = field(default_factory=dict)
+    breach: dict[str, Any] = field(default_factory=dict)
+    affected_cards: dict[str, Any] = field(default_factory=dict)
+    restarted: dict[str, Any] = field(default_factory=dict)  # restart unit wider than a pod -> var
+    wide: dict[str, Any] = field(default_factory=dict)  # PodGroup -> a pod whose unit is the whole group moves
+    widening: dict[str, Any] = field(default_factory=dict)
+    penalties: Penalties = field(default_factory=dict)
+
+    def admitted(self, data: Data) -> Any:
+        return cp_model.LinearExpr.weighted_sum([self.admit[i] for i in data.eligible],
+                                                [data.priority_weight[i] for i in data.eligible])
+
+    def freed(self) -> Any:
+        return cp_model.LinearExpr.sum(list(self.free.values()))
+
+    def cost(self, data: Data) -> Any:
+        terms = weigh(data.weights_int, self.penalties)
+        return cp_model.LinearExpr.weighted_sum([x for x, _ in terms], [n for _, n in terms])
+
+
+def build(data: Data, *, budgets: bool = True, required: bool = False) -> tuple[cp_model.CpModel, Vars]:
+    """The model (see the module); ``budgets``: maxPerRun and the PDBs; ``required``: Σ free ≥ count."""
+    m = cp_model.CpModel()
+    v = Vars()
+    add_moves(m, data, v)
+    add_gangs(m, data, v)
+    add_capacity(m, data, v)
+    add_quota(m, data, v)
+    add_hyper_nodes(m, data, v, required)
+    add_necessity(m, data, v)
+    add_topology(m, data, v)
+    add_disruption(m, data, v)
+    if budgets:
+        add_budgets(m, data, v)
+    return m, v
+
+
+def add_moves(m: cp_model.CpModel, data: Data, v: Vars) -> None:
+    """send, moved, and the node's role: a node that loses pods receives none."""
+    nodes = sorted({k.node for k in data.classes} | {r for k in data.classes for r in k.receivers})
+    for n in nodes:
+        v.source[n] = m.new_bool_var(f"source[{n}]")
+        v.receiver[n] = m.new_bool_var(f"receiver[{n}]")
+        m.add(v.source[n] + v.receiver[n] <= 1)
+    for k in data.classes:
+        xs = []
+        for r, c in zip(k.receivers, k.caps, strict=True):
+            x = v.send[k.key, r] = m.new_int_var(0, c, f"send[{k.key}->{r}]")
+            m.add(x <= c * v.receiver[r])
+            xs.append(x)
+        y = v.moved[k.key] = m.new_int_var(0, k.count if xs else 0, f"moved[{k.key}]")
+        m.add(y == cp_model.LinearExpr.sum(xs))
+        m.add(y <= k.count * v.source[k.node])
+
+
+def add_gangs(m: cp_model.CpModel, data: Data, v: Vars) -> None:
+    """admit, region choice and the gang's pods: all of its minimum, inside the chosen region."""
+    for i in data.eligible:
+        v.admit[i] = m.new_bool_var(f"admit[{i}]")
+        v.hyper[i] = [m.new_bool_var(f"hyper[{i},{j}]") for j in range(len(data.regions[i]))]
+        m.add(cp_model.LinearExpr.sum(v.hyper[i]) == v.admit[i])
+    for ci, gc in enumerate(data.gang_classes):
+        xs = []
+        regs = data.regions[gc.gang]
+        for n in gc.nodes:
+            inside = [y for y, reg in zip(v.hyper[gc.gang], regs, strict=True) if n in reg.nodes]
+            if not inside:
+                continue
+            x = v.place[ci, n] = m.new_int_var(0, len(gc.pods), f"place[{ci},{n}]")
+            if len(inside) < len(regs):
+                m.add(x <= len(gc.pods) * cp_model.LinearExpr.sum(inside))
+            xs.append(x)
+        m.add(cp_model.LinearExpr.sum(xs) == len(gc.pods) * v.admit[gc.gang])
+
+
+def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
+    """Per node and resource something landing there requests: free now + what leaves − what arrives −
+    the gang pods ≥ 0. Rows are divided by the resource's gcd (exact: every term is a multiple of it). A
+    row of an over-committed node binds only when something requesting that resource lands."""
+    lands: dict[str, list[tuple[Any, dict[str, int]]]] = defaultdict(list)
+    for k in data.classes:
+        for r in k.receivers:
+            lands[r].append((v.send[k.key, r], k.demand))
+    for (ci, n), x in v.place.items():
+        lands[n].append((x, data.gang_classes[ci].demand))
+    leaves: dict[str, list[tuple[Any, dict[str, int]]]] = defaultdict(list)
+    for k in data.classes:
+        leaves[k.node].append((v.moved[k.key], k.demand))
+    for n in sorted(lands):
+        free = data.free0[n]
+        for res in sorted({r for _, d in lands[n] for r, a in d.items() if a > 0 and (r != "pods" or r in free)}):
+            unit = data.units[res]
+            inc = [(x, d[res] // unit) for x, d in lands[n] if d.get(res, 0) > 0]
+            out = [(x, d[res] // unit) for x, d in leaves.get(n, []) if d.get(res, 0) > 0]
+            expr = (cp_model.LinearExpr.weighted_sum([x for x, _ in inc], [c for _, c in inc])
+                    - cp_model.LinearExpr.weighted_sum([x for x, _ in out], [c for _, c in out]))
+            room = free.get(res, 0) // unit
+            if room >= 0:
+                m.add(expr <= room)
+            else:
+                on = m.new_bool_var(f"lands[{n},{res}]")
+                m.add(expr <= room).only_enforce_if(on)
+                for x, _ in inc:
+                    m.add(x == 0).only_enforce_if(on.Not())
+
+
+def add_quota(m: cp_model.CpModel, data: Data, v: Vars) -> None:
+    """Per queue of each gang's chain and resource the gangs request: allocated + Σ admit·requests ≤
+    realCapability (``QueueState.fit_reason``)."""
+    qs = data.problem.queue_state()
+    rows: dict[tuple[str, str], list[tuple[Any, int]]] = defaultdict(list)
+    for i in data.eligible:
+        g = data.problem.gangs[i]
+        for q in qs.chain(g.queue):
+            for r, amount in g.requests.items():
+                if amount > 0:
+                    rows[q, r].append((v.admit[i], amount))
+    for (q, r), terms in sorted(rows.items()):
+        room = qs.real.get(q, {}).get(r, 0) - qs.allocated.get(q, {}).get(r, 0)
+        if room < 0:  # over its capability already: no gang asking for r gets in
+            for x, _ in terms:
+                m.add(x == 0)
+            continue
+        unit = 0
+        for _, a in terms:
+            unit = math.gcd(unit, a)
+        m.add(cp_model.LinearExpr.weighted_sum([x for x, _ in terms], [a // unit for _, a in terms]) <= room // unit)
+
+
+def add_hyper_nodes(m: cp_model.CpModel, data: Data, v: Vars, required: bool) -> None:
+    """A freed HyperNode: every R pod on its nodes moves, nothing R lands; Σ free ≤ count (≥ when required)."""
+    p = data.problem
+    if not p.free_count:
+        return
+    R = p.resource
+    on: dict[str, list[MoveClass]] = defaultdict(list)
+    for k in data.classes:
+        on[k.node].append(k)
+    lands: dict[str, list[Any]] = defaultdict(list)  # node -> the gang pods requesting R placed there
+    for (ci, n), x in v.place.items():
+        if data.gang_classes[ci].demand.get(R, 0) > 0:
+            lands[n].append(x)
+    for h, nodes in data.hyper.items():
+        f = v.free[h] = m.new_bool_var(f"free[{h}]")
+        for n in sorted(nodes):
+            if p.movable.get(n) and not on.get(n):  # an R pod the model cannot move (restricted away) stays
+                m.add(f == 0)
+            for k in on.get(n, []):
+                m.add(v.moved[k.key] == k.count).only_enforce_if(f)
+            if n in v.receiver:
+                m.add_implication(f, v.receiver[n].Not())
+            for x in lands.get(n, []):
+                m.add(x == 0).only_enforce_if(f)
+    m.add(v.freed() <= p.free_count)
+    if required:
+        m.add(v.freed() >= p.free_count)
+
+
+def add_necessity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
+    """A node loses pods only where a gang pod lands or inside a freed HyperNode."""
+    landing: dict[str, list[Any]] = defaultdict(list)
+    for (_, n), x in v.place.items():
+        landing[n].append(x)
+    for n in sorted({k.node for k in data.classes}):
+        why = landing.get(n, []) + [f for h, f in v.free.items() if n in data.hyper[h]]
+        m.add(v.source[n] <= cp_model.LinearExpr.sum(why))
+
+
+def add_topology(m: cp_model.CpModel, data: Data, v: Vars) -> None:
+    """A topology PodGroup with moved pods ends inside one region: a class outside it moves whole, pods
+    land only inside it; a soft group's widening ≥ the region's tier − its tier now."""
+    topology = data.problem.snapshot.topology
+    for g, regions in data.topo.items():
+        if not regions:  # no region holds its pods that stay: none of its pods moves
+            for k in data.classes:
+                if k.group == g:
+                    m.add(v.moved[k.key] == 0)
+            continue
+        region = v.region[g] = {h: m.new_bool_var(f"region[{g}@{h}]") for h in regions}
+        m.add_exactly_one(region.values())
+        for k in data.classes:
+            if k.group != g:
+                continue
+            inside_here = [y for h, y in region.items() if k.node in topology.region_nodes(h)]
+            if len(inside_here) < len(region):
+                m.add(v.moved[k.key] >= k.count * (1 - cp_model.LinearExpr.sum(inside_here)))
+            for r in k.receivers:
+                inside = [y for h, y in region.items() if r in topology.region_nodes(h)]
+                if len(inside) < len(region):
+                    m.add(v.send[k.key, r] <= k.count * cp_model.LinearExpr.sum(inside))
+        if g in data.topo_before:
+            w = v.widening[g] = m.new_int_var(0, topology.top_tier, f"widening[{g}]")
+            m.add(w >= cp_model.LinearExpr.weighted_sum(list(region.values()), [topology.tier(h) for h in region])
+                  - data.topo_before[g])
+    v.penalties["topologyWidening"] = [(w, 1) for w in v.widening.values()]
+
+
+def add_disruption(m: cp_model.CpModel, data: Data, v: Vars) -> None:
+    """Repack's dimensions (``rules``): per PodGroup affected, below minAvailable and affected cards, with
+    its restart units (a pod alone, a task or role unit, the whole group); moved cards and pods.
+    Minimisation keeps the lower bounds tight, so at an optimum each is the rules' count."""
+    rp = data.problem.repack
+    by_group: dict[str, list[MoveClass]] = defaultdict(list)
+    for k in data.classes:
+        by_group[k.group].append(k)
+    for g, ks in sorted(by_group.items()):
+        gang = rp.gangs[g]
+        a = v.affected[g] = m.new_bool_var(f"affected[{g}]")
+        b = v.breach[g] = m.new_bool_var(f"breach[{g}]")
+        singles = [k for k in ks if k.unit.policy is None]
+        units: dict[str, RestartUnit] = {}
+        wide: list[MoveClass] = []
+        for k in ks:
+            m.add(v.moved[k.key] <= k.count * a)
+            if k.unit.whole_group:
+                wide.append(k)
+            elif k.unit.policy is not None:
+                units[k.unit.key] = k.unit
+                x = v.restarted.get(k.unit.key)
+                if x is None:
+                    x = v.restarted[k.unit.key] = m.new_bool_var(f"restarted[{k.unit.key}]")
+                m.add(v.moved[k.key] <= k.count * x)
+        running = ([(v.moved[k.key], 1) for k in singles]
+                   + [(v.restarted[u], unit.running) for u, unit in sorted(units.items())])
+        total = sum(k.count for k in singles) + sum(unit.running for unit in units.values())
+        expr = cp_model.LinearExpr.weighted_sum([x for x, _ in running], [c for _, c in running])
+        if total > gang.safe:
+            m.add(expr <= gang.safe + (total - gang.safe) * b)
+        cards = ([(v.moved[k.key], data.cards(k.cards)) for k in singles]
+                 + [(v.restarted[u], data.cards(unit.cards)) for u, unit in sorted(units.items())])
+        footprint = data.cards(gang.footprint)
+        upper = max(footprint, sum(data.cards(k.cards) * k.count for k in singles)
+                    + sum(data.cards(unit.cards) for unit in units.values()),
+                    max((data.cards(k.unit.cards) for k in wide), default=0))
+        ac = v.affected_cards[g] = m.new_int_var(0, upper, f"affected_cards[{g}]")
+        m.add(ac >= cp_model.LinearExpr.weighted_sum([x for x, _ in cards], [c for _, c in cards]))
+        m.add(ac >= footprint * b)
+        if wide:
+            w = v.wide[g] = m.new_bool_var(f"wide[{g}]")
+            for k in wide:
+                m.add(v.moved[k.key] <= k.count * w)
+            whole = wide[0].unit
+            if whole.running > gang.safe:
+                m.add_implication(w, b)
+            m.add(ac >= data.cards(whole.cards) * w)
+    v.penalties["affectedPodGroups"] = [(a, 1) for a in v.affected.values()]
+    v.penalties["podGroupsBelowMinAvailable"] = [(b, 1) for b in v.breach.values()]
+    v.penalties["affectedCards"] = [(ac, 1) for ac in v.affected_cards.values()]
+    v.penalties["movedCards"] = [(v.moved[k.key], data.cards(k.cards)) for k in data.classes]
+    v.penalties["movedPods"] = [(v.moved[k.key], 1) for k in data.classes]
+
+
+def add_budgets(m: cp_model.CpModel, data: Data, v: Vars) -> None:
+    """maxPerRun.podGroups (affected PodGroups), maxPerRun.resources (moved amounts), PDB disruptions."""
+    p = data.problem
+    mpr = p.run.spec.max_per_run
+    if mpr.pod_groups is not None:
+        m.add(cp_model.LinearExpr.sum(list(v.affected.values())) <= mpr.pod_groups)
+    for res, budget in sorted(mpr.resources.items()):
+        terms = [(v.moved[k.key], k.pods[0].request(res)) for k in data.classes if k.pods[0].request(res) > 0]
+        if terms:
+            m.add(cp_model.LinearExpr.weighted_sum([x for x, _ in terms], [a for _, a in terms]) <= budget)
+    use: dict[str, list[Any]] = defaultdict(list)
+    for k in data.classes:
+        for key in k.pdbs:
+            use[key].append(v.moved[k.key])
+    for key, xs in sorted(use.items()):
+        m.add(cp_model.LinearExpr.sum(xs) <= p.snapshot.pdbs[key].disruptions_allowed)
+
+
+def budgeted(data: Data) -> bool:
+    mpr = data.problem.run.spec.max_per_run
+    return mpr.pod_groups is not None or bool(mpr.resources) or any(k.pdbs for k in data.classes)
+
+
+# ---- hints ----------------------------------------------------------------------------------------------
+
+def hint_values(data: Data, v: Vars, plan: GoalPlan) -> list[tuple[Any, int]]:
+    """A plan as values of the model's variables (those the model has: a restricted model may lack some)."""
+    p = data.problem
+    rp = p.repack
+    class_of = {pod.key: k for k in data.classes for pod in k.pods}
+    sends: dict[tuple[int, str], int] = defaultdict(int)
+    for mv in plan.repack.moves:
+        k = class_of.get(mv.pod)
+        if k is not None:
+            sends[k.key, mv.to_node] += 1
+    out: list[tuple[Any, int]] = [(x, sends.get(key, 0)) for key, x in v.send.items()]
+    out += [(v.moved[k.key], sum(n for (kk, _), n in sends.items() if kk == k.key)) for k in data.classes]
+    sources = {mv.from_node for mv in plan.repack.moves}
+    receivers = {mv.to_node for mv in plan.repack.moves}
+    out += [(x, int(n in sources)) for n, x in v.source.items()]
+    out += [(x, int(n in receivers)) for n, x in v.receiver.items()]
+    admitted = {a.key: a for a in plan.admissions if a.admitted}
+    gclass = {(gp.task, gp.index): ci for ci, gc in enumerate(data.gang_classes) for gp in gc.pods}
+    places: dict[tuple[int, str], int] = defaultdict(int)
+    for i in data.eligible:
+        a = admitted.get(p.gangs[i].key)
+        out.append((v.admit[i], int(a is not None)))
+        chosen = -1
+        if a is not None:
+            nodes = {b.node for b in a.bindings}
+            fits = [j for j, reg in enumerate(data.regions[i]) if nodes <= reg.nodes]
+            named = [j for j in fits if data.regions[i][j].hyper_node == a.hyper_node]
+            chosen = (named or fits or [-1])[0]
+            for b in a.bindings:
+                ci = gclass.get((b.task, b.index))
+                if ci is not None and data.gang_classes[ci].gang == i:
+                    places[ci, b.node] += 1
+        out += [(y, int(j == chosen)) for j, y in enumerate(v.hyper[i])]
+    out += [(x, places.get(key, 0)) for key, x in v.place.items()]
+    freed = set(plan.freed_hyper_nodes)
+    out += [(f, int(h in freed)) for h, f in v.free.items()]
+    moved = [p.snapshot.pods[mv.pod] for mv in plan.repack.moves if mv.pod in p.snapshot.pods]
+    restarted = rp.restarted(moved)
+    groups = {q.group_key for q in moved}
+    units = {rp.restart_unit(q).key for q in moved}
+    for g, a in v.affected.items():
+        r = restarted.get(g)
+        breach, hit = gang_impact(rp.gangs[g], r.running, r.cards) if r is not None else (False, 0)
+        out += [(a, int(g in groups)), (v.breach[g], int(breach)), (v.affected_cards[g], data.cards(hit))]
+    out += [(x, int(u in units)) for u, x in v.restarted.items()]
+    out += [(x, int(any(rp.restart_unit(q).whole_group and q.group_key == g for q in moved)))
+            for g, x in v.wide.items()]
+    dest = {mv.pod: mv.to_node for mv in plan.repack.moves}
+    topology = p.snapshot.topology
+    for g, region in v.region.items():
+        after = {dest.get(q.key, q.node_name) or "" for q in p.snapshot.pods_by_group.get(g, [])}
+        inside = [h for h in region if after <= topology.region_nodes(h)]
+        out += [(y, int(bool(inside) and h == inside[0])) for h, y in region.items()]
+        if g in v.widening and inside:
+            out.append((v.widening[g], max(topology.tier(inside[0]) - data.topo_before[g], 0)))
+    return out
+
+
+def fits_now(data: Data) -> GoalPlan:
+    """A start when no hint is given: the gangs, highest priority first, placed without any move where they
+    fit now (each pod on the node of its region left with the least R, quota and room counted), none
+    admitted otherwise. Cheap, and often most of stage 1's optimum."""
+    p = data.problem
+    R = p.resource
+    cap = p.capacity()
+    qs = p.queue_state()
+    out = []
+    for i in data.eligible:
+        g = p.gangs[i]
+        if qs.fit_reason(g.queue, g.requests) is not None:
+            continue
+        for reg in data.regions[i]:
+            trial = cap.copy()
+            bindings = []
+            for gp in g.pods:
+                nodes = [n for n in sorted(reg.nodes) if n in trial.free and p.predicates.reason(gp.pod, n) is None
+                         and trial.fits(gp.pod, n)]
+                if not nodes:
+                    break
+                n = min(nodes, key=lambda n: (trial.free[n].get(R, 0), n))
+                trial.add(gp.pod, n)
+                bindings.append(Binding(task=gp.task, index=gp.index, node=n))
+            if len(bindings) == len(g.pods):
+                cap = trial
+                qs.add(g.queue, g.requests)
+                out.append(Admission(namespace=g.job.namespace, name=g.job.name, queue=g.queue, priority=g.priority,
+                                     admitted=True, hyper_node=reg.hyper_node, tier=reg.tier,
+                                     reason=f"fits without a move in {reg.label}",
+                                     bindings=tuple(sorted(bindings, key=lambda b: (b.task, b.index)))))
+                break
+    return GoalPlan(admissions=tuple(out))
+
+
+def _hint_solution(m: cp_model.CpModel, s: cp_model.CpSolver) -> None:
+    """Hint every variable with the solver's last solution."""
+    m.clear_hints()
+    sol = list(s.response_proto.solution)
+    m.proto.solution_hint.vars.extend(range(len(sol)))
+    m.proto.solution_hint.values.extend(sol)
+
+
+# ---- solving ----------------------------------------------------------------------------------------------
+
+FOUND = (cp_model.OPTIMAL, cp_model.FEASIBLE)
+
+
+@dataclass
+class Stage:
+    """One stage's outcome: the value of its objective in the plan, its proven bound, proven or not."""
+
+    value: int
+    bound: int
+    proven: bool
+
+
+@dataclass
+class Outcome:
+    data: Data
+    model: cp_model.CpModel | None
+    vars: Vars | None
+    solver: cp_model.CpSolver | None  # holds the final solution (None: no solution)
+    stages: list[Stage]
+    required: bool  # the required HyperNode count is a constraint of the final model
+    infeasible_required: bool  # the required count was proven out of reach
+    exact_cost: bool = True  # stage 3's optimum is the rules' weighted disruption of the plan
+
+
+BIG_MODEL = 20_000
+"""Above this many variables symmetry detection is off (as in Repack's model: it costs more than it brings)."""
+
+
+def _solver(options: PlanOptions, clock: Clock, seconds: float, variables: int, interleave: bool
+            ) -> cp_model.CpSolver:
+    s = cp_model.CpSolver()
+    clock.configure(s, max(seconds, 0.05))
+    s.parameters.num_workers = options.workers
+    s.parameters.random_seed = options.seed
+    # OR-Tools 9.15's at-most-one/linear inclusion presolve can certify a wrong optimum
+    # (google/or-tools#5293); placement's exact model turns it off too.
+    s.parameters.presolve_inclusion_work_limit = 0
+    # Presolve's probing took the whole limit on 300 nodes (37,000 variables: 10 s without a first
+    # solution; 3.5 s to the proven optimum without probing and symmetries).
+    s.parameters.cp_model_probing_level = 0
+    if variables > BIG_MODEL:
+        s.parameters.symmetry_level = 0
+    if interleave:
+        # Finding admissions is search, not proof: one worker interleaving its strategies (LNS among them)
+        # admitted all 23 weight of a 300-node model in 2.7 s where the default search kept 21 at 10 s.
+        # The disruption stage keeps the default: interleaved, its proofs took longer or did not come
+        # (three of five 250-300-node models unproven at 30 s, against none).
+        s.parameters.interleave_search = True
+    return s
+
+
+def _run(m: cp_model.CpModel, options: PlanOptions, clock: Clock, seconds: float, what: str, *,
+         interleave: bool = False) -> tuple[Any, cp_model.CpSolver]:
+    s = _solver(options, clock, seconds, len(m.proto.variables), interleave)
+    st = s.solve(m)
+    clock.solved(s, len(m.proto.variables))
+    log.info("goals cpsat %s: %s objective %s bound %s in %.2fs", what, s.status_name(st),
+             s.objective_value if st in FOUND else None, s.best_objective_bound if st in FOUND else None,
+             s.wall_time)
+    return st, s
+
+
+def _stage(st: Any, s: cp_model.CpSolver, maximize: bool) -> Stage:
+    value = round(s.objective_value)
+    bound = (math.floor(s.best_objective_bound + 1e-6) if maximize else math.ceil(s.best_objective_bound - 1e-6))
+    return Stage(value, value if st == cp_model.OPTIMAL else bound, st == cp_model.OPTIMAL)
+
+
+def solve(problem: GoalProblem, options: PlanOptions, hint: GoalPlan | None = None) -> Outcome:
+    """The three stages (see the module) on one model, each hinted with the previous solution."""
+    clock = options.timer()
+    options = replace(options, clock=clock)
+    start = clock.now()
+    end = start + options.time_limit * (1 - CAUSE_SHARE - RESERVE)
+    data = build_data(problem, hint)
+    hint_ok = hint is not None and not goal_violations(problem, hint)
+    required = bool(problem.free_count and problem.free_required)
+    shares = [STAGE_SHARES[0], STAGE_SHARES[1] if data.hyper else 0.0, STAGE_SHARES[2]]
+
+    def until(i: int) -> float:
+        now = clock.now()
+        return (end - now) * shares[i] / max(sum(shares[i:]), 1e-9)
+
+    warm = fits_now(data) if hint is None else hint
+
+    def fresh(req: bool) -> tuple[cp_model.CpModel, Vars]:
+        m, v = build(data, required=req)
+        # without a hint, the gangs that fit without moves (``fits_now``): a solution at once, unless
+        # HyperNodes are required
+        for x, val in hint_values(data, v, warm):
+            m.add_hint(x, val)
+        m.maximize(v.admitted(data))
+        return m, v
+
+    m, v = fresh(required)
+    st, s = _run(m, options, clock, until(0), "stage 1 (admissions)", interleave=True)
+    infeasible_required = False
+    if st == cp_model.INFEASIBLE and required and not hint_ok:  # a valid hint would meet the count
+        infeasible_required, required = True, False
+        m, v = fresh(False)
+        st, s = _run(m, options, clock, until(0), "stage 1 (admissions), required HyperNodes dropped", interleave=True)
+    if st == cp_model.MODEL_INVALID or st == cp_model.INFEASIBLE:
+        # doing nothing (or the valid hint, with a required count) is a solution: only a bug refuses it
+        model_bug("goals cpsat stage 1 (admissions)", s.status_name(st), m.validate())
+        return Outcome(data, m, v, None, [], required, infeasible_required)
+    if st not in FOUND:
+        return Outcome(data, m, v, None, [], required, infeasible_required)
+    stages = [_stage(st, s, True)]
+    best = s
+    # stage 2: freed HyperNodes, the admissions kept
+    m.add(v.admitted(data) == stages[0].value if stages[0].proven else v.admitted(data) >= stages[0].value)
+    if v.free:
+        m.clear_objective()
+        _hint_solution(m, best)
+        m.maximize(v.freed())
+        st, s = _run(m, options, clock, until(1), "stage 2 (HyperNodes)")
+        if st in (cp_model.INFEASIBLE, cp_model.MODEL_INVALID):
+            model_bug("goals cpsat stage 2 (HyperNodes)", s.status_name(st), m.validate())
+            return Outcome(data, m, v, None, [], required, infeasible_required)
+        if st in FOUND:
+            stages.append(_stage(st, s, True))
+            best = s
+        else:
+            value = sum(int(best.value(f)) for f in v.free.values())
+            stages.append(Stage(value, problem.free_count, False))
+    else:
+        stages.append(Stage(0, 0, True))
+    # stage 3: the weighted disruption, admissions and HyperNodes kept
+    freed = v.freed()
+    if v.free:
+        m.add(freed == stages[1].value if stages[1].proven else freed >= stages[1].value)
+    m.clear_objective()
+    _hint_solution(m, best)
+    m.minimize(v.cost(data))
+    st, s = _run(m, options, clock, until(2), "stage 3 (disruption)")
+    if st in (cp_model.INFEASIBLE, cp_model.MODEL_INVALID):
+        model_bug("goals cpsat stage 3 (disruption)", s.status_name(st), m.validate())
+        return Outcome(data, m, v, None, [], required, infeasible_required)
+    if st in FOUND:
+        stages.append(_stage(st, s, False))
+        best = s
+    else:
+        stages.append(Stage(round(best.value(v.cost(data))), 0, False))
+    return Outcome(data, m, v, best, stages, required, infeasible_required)
+
+
+RESERVE = 0.03
+"""Share of the time limit kept for reading the solution back and validating it."""
+
+
+# ---- reading the solution back ------------------------------------------------------------------------------
+
+def decode(data: Data, v: Vars, s: cp_model.CpSolver) -> tuple[list[PodMove], dict[int, Admission], list[str]]:
+    """The moves (pods of a class fill their receivers in name order), the admitted gangs (pods of a gang
+    class fill their nodes in name order) and the freed HyperNodes."""
+    p = data.problem
+    moves: list[PodMove] = []
+    for k in data.classes:
+        it = iter(k.pods)
+        for r in k.receivers:
+            for _ in range(int(s.value(v.send[k.key, r]))):
+                moves.append(PodMove(pod=next(it).key, from_node=k.node, to_node=r))
+    admitted: dict[int, Admission] = {}
+    for i in data.eligible:
+        if not s.value(v.admit[i]):
+            continue
+        g = p.gangs[i]
+        reg = next(reg for y, reg in zip(v.hyper[i], data.regions[i], strict=True) if s.value(y))
+        bindings = []
+        for ci, gc in enumerate(data.gang_classes):
+            if gc.gang != i:
+                continue
+            it2 = iter(gc.pods)
+            for n in gc.nodes:
+                x = v.place.get((ci, n))
+                for _ in range(int(s.value(x)) if x is not None else 0):
+                    gp = next(it2)
+                    bindings.append(Binding(task=gp.task, index=gp.index, node=n))
+        nodes = sorted({b.node for b in bindings})
+        admitted[i] = Admission(namespace=g.job.namespace, name=g.job.name, queue=g.queue, priority=g.priority,
+                                admitted=True, hyper_node=reg.hyper_node, tier=reg.tier,
+                                reason=f"its {len(bindings)} pods fit on {len(nodes)} node(s) in {reg.label}",
+                                bindings=tuple(sorted(bindings, key=lambda b: (b.task, b.index))))
+    freed = [h for h, f in v.free.items() if s.value(f)]
+    return moves, admitted, freed
+
+
+def build_plan(problem: GoalProblem, moves: list[PodMove], admitted: dict[int, Admission],
+               causes: dict[int, tuple[str, str]], freed_hyper_nodes: list[str]) -> GoalPlan:
+    """The GoalPlan: freed nodes are the occupied providers the moves leave without R; each move says why."""
+    rp = problem.repack
+    gone = {mv.pod for mv in moves}
+    freed = [n for n in rp.occupied if all(q.key in gone for q in rp.r_pods[n])]
+    lands: dict[str, set[str]] = defaultdict(set)
+    for a in admitted.values():
+        for b in a.bindings:
+            lands[b.node].add(a.key)
+    hyper_of = {n: h for h in sorted(freed_hyper_nodes, reverse=True) for n in problem.hyper_nodes.get(h, ())}
+    why = {}
+    for mv in moves:
+        if mv.from_node in lands:
+            why[mv.pod] = f"makes room for {', '.join(sorted(lands[mv.from_node]))} on {mv.from_node}"
+        else:
+            why[mv.pod] = f"frees HyperNode {hyper_of.get(mv.from_node, '?')}"
+    admissions = list(admitted.values())
+    for i, g in enumerate(problem.gangs):
+        if i not in admitted:
+            cause, reason = causes.get(i, (SEARCH, "no plan admitting it was found"))
+            admissions.append(Admission(namespace=g.job.namespace, name=g.job.name, queue=g.queue,
+                                        priority=g.priority, admitted=False, cause=cause, reason=reason))
+    return GoalPlan.build(moves, freed, admissions, freed_hyper_nodes, why)
+
+
+def explain(out: Outcome, options: PlanOptions, clock: Clock, admitted: set[int], end: float
+            ) -> dict[int, tuple[str, str]]:
+    """Why each gang is not admitted: its own cause, else a bounded re-check with it forced in (module),
+    until ``end`` (a time of ``clock``)."""
+    data = out.data
+    causes = dict(data.causes)
+    todo = [i for i in data.eligible if i not in admitted]
+    stage1_proven = bool(out.stages) and out.stages[0].proven
+    for n, i in enumerate(todo):
+        left = clock.left(end)
+        if n >= MAX_CAUSE_CHECKS or left <= 0.01:
+            causes[i] = (SEARCH, "no plan admitting it was found (not re-checked: time or count limit)")
+            continue
+        seconds = min(CAUSE_SECONDS, left / (min(len(todo), MAX_CAUSE_CHECKS) - n))
+        causes[i] = _cause(data, i, out, options, clock, seconds, stage1_proven, admitted)
+    return causes
+
+
+def _forced(data: Data, i: int, options: PlanOptions, clock: Clock, seconds: float, *, budgets: bool,
+            required: bool) -> tuple[Any, cp_model.CpSolver, Vars]:
+    m, v = build(data, budgets=budgets, required=required)
+    m.add(v.admit[i] == 1)
+    m.maximize(v.admitted(data))
+    st, s = _run(m, options, clock, seconds, f"cause of {data.problem.gangs[i].key}", interleave=True)
+    return st, s, v
+
+
+def _cause(data: Data, i: int, out: Outcome, options: PlanOptions, clock: Clock, seconds: float,
+           stage1_proven: bool, admitted: set[int]) -> tuple[str, str]:
+    p = data.problem
+    restricted = " (in the model restricted to the most promising nodes)" if data.restricted else ""
+    st, s, v = _forced(data, i, options, clock, seconds, budgets=True, required=out.required)
+    if st in FOUND:
+        if not stage1_proven:
+            return SEARCH, "a plan admitting it exists, but none better than the plan's admissions was proven"
+        lost = sorted(p.gangs[j].key for j in admitted if not s.value(v.admit[j]))
+        if lost:
+            return HIGHER_GOAL, (f"admitting it would cost {', '.join(lost)} (of at least its priority) its "
+                                 f"place{restricted}")
+        return HIGHER_GOAL, f"admitting it would cost gangs of at least its priority their place{restricted}"
+    if st != cp_model.INFEASIBLE:
+        return SEARCH, "no plan admitting it was found within the time limit"
+    if out.required:
+        st, s, v = _forced(data, i, options, clock, seconds, budgets=True, required=False)
+        if st in FOUND:
+            return HIGHER_GOAL, (f"it fits only if fewer than the {p.free_count} required HyperNodes are "
+                                 f"freed{restricted}")
+    if budgeted(data):
+        st, s, v = _forced(data, i, options, clock, seconds, budgets=False, required=False)
+        if st in FOUND:
+            return BUDGET, ("room can be made for it, but not within maxPerRun and the PodDisruptionBudgets"
+                            f"{restricted}")
+        if st != cp_model.INFEASIBLE:
+            return SEARCH, "no plan admitting it was found within the time limit"
+    return SEARCH, ("no plan admits it: the pods the scope and the movability rules let move cannot make room "
+                    f"for it under its constraints{restricted}")
+
+
+def fallback(problem: GoalProblem, data: Data, hint: GoalPlan | None) -> GoalPlan:
+    """The plan when the model gave none: the hint when valid, else the gangs that fit without a move
+    (``fits_now``) when that is valid, else the plan that moves and admits nothing."""
+    if hint is not None and not goal_violations(problem, hint):
+        return hint
+    causes = {i: (SEARCH, "the exact planner found no plan") for i in data.eligible} | data.causes
+    keys = {g.key: i for i, g in enumerate(problem.gangs)}
+    now = {keys[a.key]: a for a in fits_now(data).admissions}
+    plan = build_plan(problem, [], now, causes, [])
+    return plan if not goal_violations(problem, plan) else build_plan(problem, [], {}, causes, [])
+
+
+def settle(out: Outcome, cost: int) -> None:
+    """Stage 3 on the rules' integer cost of the plan (``cost``): the model's lower bounds on the disruption
+    are tight only at its optimum, so a plan cut short may be cheaper than the model's objective says. The
+    stage is proven when that cost meets the model's bound; a proven optimum above the cost would mean the
+    model over-counts (then nothing is claimed)."""
+    s3 = out.stages[-1]
+    if s3.proven and cost != s3.value:
+        log.warning("goals cpsat: the model's disruption %s differs from the rules' %s: stage 3 not claimed",
+                    s3.value, cost)
+        out.exact_cost = False
+    out.stages[-1] = Stage(cost, min(s3.bound, cost), cost <= s3.bound and out.exact_cost)
+
+
+# ---- the planner -------------------------------------------------------------------------------------------
+
+class CpSatGoalPlanner:
+    """The exact goal planner (see the module)."""
+
+    name = "cpsat"
+
+    def plan(self, problem: GoalProblem, options: PlanOptions, hint: GoalPlan | None = None) -> GoalResult:
+        t0 = time.perf_counter()
+        clock = options.timer()
+        options = replace(options, clock=clock)
+        end = clock.now() + options.time_limit * (1 - RESERVE)
+        out = solve(problem, options, hint)
+        data = out.data
+        checked = copy.copy(problem)
+        if out.infeasible_required:  # the caller reports the count not met; every other rule holds
+            checked.free_required = False
+        plan: GoalPlan | None = None
+        if out.solver is not None and out.vars is not None:
+            moves, admitted, freed_h = decode(data, out.vars, out.solver)
+            causes = explain(out, options, clock, set(admitted), end)
+            plan = build_plan(problem, moves, admitted, causes, freed_h)
+            d = _disruption(problem, plan)
+            found = goal_violations(checked, plan, claimed=d)
+            if found:
+                message = f"goals cpsat: the model's plan breaks the goal rules: {'; '.join(found[:5])}"
+                if strict():
+                    raise ExactModelError(message)
+                log.error("%s (a bug in the exact model); FALLBACK", message)
+                plan = None
+            else:
+                settle(out, weighted_cost(data.weights_int, data.card_unit, d))
+        wall = round(time.perf_counter() - t0, 3)
+        stats = self._stats(out)
+        if plan is None:  # no solution, or a bug: the valid hint, else the gangs that fit now, else nothing
+            plan = fallback(problem, data, hint)
+            record = exact_record(self.name, "FALLBACK", freed=None, freed_bound=None, objective=None, bound=None,
+                                  wall=wall)
+            return GoalResult(plan, record, _disruption(problem, plan), stats)
+        s1, s2, s3 = out.stages
+        proven = s1.proven and s2.proven and s3.proven and out.exact_cost and not data.restricted
+        status = "INFEASIBLE" if out.infeasible_required else "OPTIMAL" if proven else "FEASIBLE"
+        if data.restricted:  # its bounds hold for the restricted model only: give the goals' own
+            most = sum(data.priority_weight.values())
+            first = s1 if s1.value < most else Stage(s2.value, max(problem.free_count, s2.value), False)
+            first = Stage(first.value, most, False) if first is s1 else first
+            bound: int | None = None
+        else:
+            first, bound = (s1 if not s1.proven else s2), s3.bound
+        record = exact_record(self.name, status, freed=first.value, freed_bound=first.bound, objective=s3.value,
+                              bound=bound, wall=wall)
+        return GoalResult(plan, record, _disruption(problem, plan), stats)
+
+    @staticmethod
+    def _stats(out: Outcome) -> dict[str, int]:
+        data = out.data
+        stats = {"moveClasses": len(data.classes), "sendVariables": sum(len(k.receivers) for k in data.classes),
+                 "placeVariables": sum(len(gc.nodes) for gc in data.gang_classes), "restricted": int(data.restricted)}
+        if out.model is not None:
+            stats |= {"variables": len(out.model.proto.variables), "constraints": len(out.model.proto.constraints)}
+        for name, st in zip(("admitWeight", "freedHyperNodes", "cost"), out.stages, strict=False):
+            stats |= {name: st.value, f"{name}Bound": st.bound, f"{name}Proven": int(st.proven)}
+        return stats
+
+
+def _disruption(problem: GoalProblem, plan: GoalPlan) -> Any:
+    snap = problem.snapshot
+    return problem.repack.disruption((snap.pods[m.pod] for m in plan.repack.moves),
+                                     {m.pod: m.to_node for m in plan.repack.moves})
