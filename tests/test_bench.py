@@ -86,11 +86,12 @@ def test_bench_skips_sections_without_data(tmp_path: Path) -> None:
                         (), 0, 1.0, (30,), 1.0)
     bench.run_suite(suite, tmp_path / "nodata", tmp_path / "o")
     results = json.loads((tmp_path / "o" / "results.json").read_text())
-    assert "skipped" in results["repack"] and "skipped" in results["bpplib"] and "skipped" in results["placement"]
+    assert all("skipped" in results[s] for s in ("repack", "bpplib", "placement", "goals"))
     assert not (tmp_path / "o" / "repack_freed.png").exists()
     assert not (tmp_path / "o" / "placement.png").exists()
+    assert not (tmp_path / "o" / "goals.png").exists()
     md = (tmp_path / "o" / "report.md").read_text()
-    assert md.count("Skipped:") == 3
+    assert md.count("Skipped:") == 4
 
 
 def test_sections_run_alone(tmp_path: Path) -> None:

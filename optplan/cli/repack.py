@@ -311,7 +311,8 @@ def repack_table(out: RepackOutcome) -> str:
                                                   if 0 < s.freed_node_count <= 12 else ""),
         f"Disruption:    {d.affected_pod_groups} PodGroups affected, {d.pod_groups_below_min_available} below "
         f"minAvailable, {d.affected_cards} cards affected, {d.moved_cards} cards moved, {d.moved_pods} pods moved",
-        f"Solver:        {rec.name} ({rec.status}" + (f", {rec.wall_seconds}s)" if rec.wall_seconds is not None else ")"),
+        f"Solver:        {rec.name} ({rec.status}"
+        + (f", {rec.wall_seconds}s)" if rec.wall_seconds is not None else ")"),
     ]
     text = "\n".join(lines) + "\n"
     if out.status.plan.moves:
