@@ -25,6 +25,7 @@ from optplan.models.snapshot import Snapshot
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack.base import get_planner
+from optplan.solvers.repack.bound import BOUND_SECONDS, freed_upper
 from optplan.solvers.repack.frag import fragmentation
 from optplan.solvers.repack.rules import RepackProblem
 from optplan.solvers.repack.validate import validate_plan
@@ -46,7 +47,8 @@ def plan_repack(snapshot: Snapshot, run: RepackRun, *, solver: str = "greedy",
     problem = RepackProblem(snapshot, run, weights or Weights())
     frag = fragmentation(snapshot, problem.resource, time_limit=options.time_limit / 3, workers=options.workers,
                          clock=clock)
-    problem.freed_upper = min(frag.occupied - frag.theoretical_min, problem.budget_freed_upper())
+    # occupied − theoretical minimum, the budgets' count and the pool bound (``bound``), each valid alone
+    problem.freed_upper = freed_upper(problem, frag, clock=clock, limit=min(BOUND_SECONDS, options.time_limit / 10))
     # The metric's time comes out of the planner's budget; a tenth is kept for status and validation.
     left = max(options.time_limit * 0.9 - clock.now(), min(1.0, options.time_limit))
     result = get_planner(solver).plan(problem, replace(options, time_limit=left))
