@@ -582,7 +582,9 @@ def solve(problem: GoalProblem, options: PlanOptions, hint: GoalPlan | None = No
     m, v = fresh(required)
     st, s = _run(m, options, clock, until(0), "stage 1 (admissions)", interleave=True)
     infeasible_required = False
-    if st == cp_model.INFEASIBLE and required and not hint_ok:  # a valid hint would meet the count
+    # a valid hint meeting the required count is a solution: then INFEASIBLE is a bug (below)
+    meets = hint_ok and hint is not None and len(hint.freed_hyper_nodes) >= problem.free_count
+    if st == cp_model.INFEASIBLE and required and not meets:
         infeasible_required, required = True, False
         m, v = fresh(False)
         st, s = _run(m, options, clock, until(0), "stage 1 (admissions), required HyperNodes dropped", interleave=True)
