@@ -153,3 +153,13 @@ def test_after_an_execute_a_gang_whose_room_was_taken_is_reported() -> None:
     snap, run = load_case(taken)
     [lost] = room_lost(snap, run, ["default/big"])
     assert lost.startswith("default/big: ")
+
+
+def test_compare_puts_the_goal_planners_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = cli(capsys, "compare", str(DEMO), "--solvers", "greedy,kai,cpsat", "--deterministic", "-o", "json")
+    assert code == 0, err
+    rows = {r["solver"]: r for r in yaml.safe_load(out)["plans"]}
+    assert all(r["admitted"] == 1 and r["movedPods"] == 2 for r in rows.values())
+    assert rows["cpsat"]["status"] == "OPTIMAL"
+    code, _out, err = cli(capsys, "compare", str(DEMO), "--solvers", "milp")
+    assert code == 2 and "for a run with goals" in err

@@ -18,6 +18,7 @@ from optplan.models.goals import GoalRunStatus
 from optplan.models.limits import MAX_WEIGHT, WEIGHT_DIGITS
 from optplan.models.quantity import format_milli
 from optplan.models.repack import DIMENSIONS, AdmitGoal, FreeHyperNodesGoal, RepackRun, Weights, namespaced_name
+from optplan.solvers.core import registry
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.goals.resolve import GOAL, resolve_goals
 from optplan.solvers.goals.run import plan_run
@@ -364,6 +365,9 @@ def goals_table(status: GoalRunStatus) -> str:
 
 def compare(args: argparse.Namespace, loaded: LoadedInput) -> str:
     names = [n.strip() for n in args.solvers.split(",") if n.strip()]
+    written = pick_run_arg(args, loaded)
+    if written.spec.has_purpose:
+        return compare_goals(args, loaded, written, names)
     known = [*planner_names(), *BASELINES]
     unknown = [n for n in names if n not in known]
     if unknown or not names:
@@ -412,6 +416,40 @@ def compare(args: argparse.Namespace, loaded: LoadedInput) -> str:
     for r in broken:
         text += f"\n{r['solver']} breaks optplan's rules {r['violations']} time(s), e.g. {r['example']}"
     return text + ("\n" if broken else "")
+
+
+def compare_goals(args: argparse.Namespace, loaded: LoadedInput, run: RepackRun, names: list[str]) -> str:
+    """``compare`` for a run with admit / freeHyperNodes goals: the goal planners side by side."""
+    known = list(registry.names("goals"))
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise InputError(f"unknown solver(s) {', '.join(unknown) or '(none)'} for a run with goals; choose from "
+                         f"{', '.join(known)}", field="--solvers")
+    resolve_run_goals(args, loaded, run, run)
+    options = PlanOptions(time_limit=args.time_limit, workers=args.workers, seed=args.seed,
+                          deterministic=args.deterministic)
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        out = plan_run(loaded.snapshot, run, solver=name, options=options, weights=args.weights)
+        assert isinstance(out.status, GoalRunStatus)
+        g = out.status.plan.goals
+        d = out.result.disruption
+        rec = out.result.record
+        rows.append({"solver": name, "status": rec.status, "reason": out.reason,
+                     "goals": out.status.conditions[-1].reason, "admitted": g.admitted_job_count,
+                     "notAdmitted": g.not_admitted_job_count, "freedHyperNodes": g.freed_hyper_node_count,
+                     "movedPods": d.moved_pods, "movedCards": out.status.plan.disruption.moved_cards,
+                     "affectedPodGroups": d.affected_pod_groups, "weightedCost": round(d.weighted(args.weights), 4),
+                     "gapPercent": rec.gap_percent, "wallSeconds": rec.wall_seconds})
+    if args.output != "table":
+        return dump({"run": run.name, "plans": rows}, args.output)
+    fields = [("status", "status"), ("outcome", "reason"), ("goals", "goals"), ("gangs admitted", "admitted"),
+              ("gangs not admitted", "notAdmitted"), ("freed HyperNodes", "freedHyperNodes"),
+              ("moved pods", "movedPods"), ("moved cards", "movedCards"), ("affected PodGroups", "affectedPodGroups"),
+              ("weighted cost", "weightedCost"), ("gap %", "gapPercent"), ("time s", "wallSeconds")]
+    grid = [["", *[r["solver"] for r in rows]]] + [[label, *["-" if r[key] is None else str(r[key]) for r in rows]]
+                                                   for label, key in fields]
+    return f"RepackRun {run.name}: goals\n" + table(grid)
 
 
 def _baseline_row(name: str, loaded: LoadedInput, run: RepackRun, options: PlanOptions,
