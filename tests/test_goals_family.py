@@ -163,3 +163,23 @@ def test_compare_puts_the_goal_planners_side_by_side(capsys: pytest.CaptureFixtu
     assert rows["cpsat"]["status"] == "OPTIMAL"
     code, _out, err = cli(capsys, "compare", str(DEMO), "--solvers", "milp")
     assert code == 2 and "for a run with goals" in err
+
+
+def test_every_run_summary_counts_hypernode_tiers_and_gangs_pending_by_fragmentation(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # 4 cards free on each of n0..n3, an 8-card gang waits: pending by fragmentation; a plain Repack run
+    objs = [*racks(), *(x for i, n in enumerate(("n0", "n1", "n2", "n3"))
+                        for x in (podgroup_in("default", f"g{i}"), pod(f"g{i}-0", n, 4, group=f"g{i}"))),
+            vcjob("big", "default", [job_task("w", 1, 8)]),
+            {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": {"name": "plain"},
+             "spec": {"goals": [{"resource": "nvidia.com/gpu"}]}}]
+    snap = tmp_path / "snap.yaml"
+    snap.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objs}))
+    code, out, err = cli(capsys, "repack", str(snap), "--solver", "greedy", "-o", "json")
+    assert code == 0, err
+    summary = yaml.safe_load(out)["status"]["plan"]["summary"]
+    assert summary["pendingByFragmentation"] == 1
+    [tier] = summary["hyperNodeTiers"]
+    assert (tier["tier"], tier["hyperNodes"], tier["freeBefore"]) == (1, 2, 0)
+    freed = set(yaml.safe_load(out)["status"]["plan"]["freedNodes"])
+    assert tier["freeAfter"] == sum(1 for rack in ({"n0", "n1"}, {"n2", "n3"}) if rack <= freed)

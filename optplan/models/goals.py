@@ -33,6 +33,7 @@ from pydantic import Field
 from optplan.models.placement import Binding
 from optplan.models.repack import AdmitGoal as AdmitGoal
 from optplan.models.repack import FreeHyperNodesGoal as FreeHyperNodesGoal
+from optplan.models.repack import HyperNodeTierOut as HyperNodeTierOut
 from optplan.models.repack import NetworkTopologyGoal as NetworkTopologyGoal
 from optplan.models.repack import PlanOut, PodMove, RepackPlan, RepackRunStatus
 from optplan.models.selectors import KubeModel
@@ -115,15 +116,6 @@ class GoalPlan(KubeModel):
 
 # ---- the status (added to RepackRunStatus.plan when goals are given) -------------------------------
 
-class HyperNodeTierOut(KubeModel):
-    """Per HyperNode tier: how many there are, how many are free of R now and after the plan."""
-
-    tier: int
-    hyper_nodes: int
-    free_before: int
-    free_after: int
-
-
 class GoalsOut(KubeModel):
     """``status.plan.goals``: the admissions, the freed HyperNodes, why each move, and the counts."""
 
@@ -132,9 +124,6 @@ class GoalsOut(KubeModel):
     admissions: tuple[Admission, ...] = ()
     freed_hyper_nodes: tuple[str, ...] = ()
     freed_hyper_node_count: int = 0
-    hyper_node_tiers: tuple[HyperNodeTierOut, ...] = ()
-    pending_by_fragmentation_before: int = 0
-    """Pending gangs (of the resource) that fit in total but cannot be placed, before the plan."""
     move_reasons: tuple[MoveReason, ...] = ()
     reserved_nodes: tuple[str, ...] = ()
     """Nodes the plan makes room on or frees (the moves' sources, the forecast's nodes, the freed HyperNodes'

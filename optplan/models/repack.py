@@ -248,6 +248,16 @@ class ResolvedScope(KubeModel):
     node_count: int
 
 
+class HyperNodeTierOut(KubeModel):
+    """Per HyperNode tier (of those enclosing a provider of R): how many there are, how many are free of R
+    now and after the plan (issue 15 §3)."""
+
+    tier: int
+    hyper_nodes: int
+    free_before: int
+    free_after: int
+
+
 class Summary(KubeModel):
     frag_before_percent: int
     frag_after_percent: int
@@ -259,6 +269,11 @@ class Summary(KubeModel):
     occupied_nodes_after: int
     theoretical_min_nodes: int
     theoretical_min_proven: bool
+    hyper_node_tiers: tuple[HyperNodeTierOut, ...] | None = None
+    """When the snapshot has HyperNodes (issue 15 §3; absent otherwise, as the seed's status)."""
+    pending_by_fragmentation: int | None = None
+    """When gangs requesting R are pending: those whose minimum fits the free R in total and their quota but
+    that Volcano's allocate cannot place now (``optplan frag --pending``); absent otherwise."""
 
 
 class Owner(KubeModel):

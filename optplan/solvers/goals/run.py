@@ -17,6 +17,7 @@ PendingJobNotAdmittable (some gang cannot be admitted; the message names each wi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from optplan.errors import InputError, PlanInvalidError
@@ -28,9 +29,8 @@ from optplan.models.goals import (
     GoalPlanOut,
     GoalRunStatus,
     GoalsOut,
-    HyperNodeTierOut,
 )
-from optplan.models.repack import Condition, RepackRun, RepackRunStatus, Weights
+from optplan.models.repack import Condition, HyperNodeTierOut, PodMove, RepackRun, RepackRunStatus, Weights
 from optplan.models.results import FragReport, PlanResult, RepackOutcome
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core import registry
@@ -60,7 +60,7 @@ def plan_run(snapshot: Snapshot, run: RepackRun, *, solver: str = registry.DEFAU
     if solver not in registry.names("repack"):
         raise InputError(f"solver {solver} plans only admit / freeHyperNodes goals; this run has none",
                          file=file, obj=f"RepackRun {run.name}", field="--solver")
-    return plan_repack(snapshot, run, solver=solver, options=options, weights=weights)
+    return with_counts(snapshot, plan_repack(snapshot, run, solver=solver, options=options, weights=weights))
 
 
 def get_goal_planner(name: str) -> GoalPlanner:
@@ -111,27 +111,67 @@ def plan_goals(snapshot: Snapshot, run: RepackRun, *, solver: str = registry.DEF
                          reason=status.conditions[0].reason)
 
 
-def _tiers(problem: GoalProblem, plan: GoalPlan) -> tuple[HyperNodeTierOut, ...]:
-    """Per tier: its HyperNodes holding some R provider, free of R before, and after the moves and forecast."""
-    snap = problem.snapshot
+def _r_nodes(snap: Snapshot, resource: str) -> set[str]:
+    return {n for n, ps in snap.pods_by_node.items() if any(p.occupying and p.request(resource) > 0 for p in ps)}
+
+
+def hyper_node_tiers(snap: Snapshot, resource: str, after: Snapshot,
+                     landing: set[str] | None = None) -> tuple[HyperNodeTierOut, ...] | None:
+    """Per tier: its HyperNodes enclosing a provider of R, those free of R in ``snap`` and in ``after`` (where the
+    nodes ``landing`` also hold R: a forecast's); None without HyperNodes."""
     if not snap.hyper_nodes:
-        return ()
-    R = problem.resource
-    providers = {n.name for n in snap.providers(R)}
-    before = {n for n, ps in snap.pods_by_node.items() if any(p.occupying and p.request(R) > 0 for p in ps)}
-    after_snap = problem.after(plan.repack.moves)
-    after = {n for n, ps in after_snap.pods_by_node.items() if any(p.occupying and p.request(R) > 0 for p in ps)}
-    for a in plan.admitted():
-        pods = problem.ctx.pods.get(a.key, {})
-        after |= {b.node for b in a.bindings if b.task in pods and pods[b.task][b.index].request(R) > 0}
+        return None
+    providers = {n.name for n in snap.providers(resource)}
+    before = _r_nodes(snap, resource)
+    held = (_r_nodes(after, resource) if after is not snap else before) | (landing or set())
     members = snap.topology.members
     out = []
     for tier in sorted({h.tier for h in snap.hyper_nodes.values()}):
         hs = [h for h, hn in snap.hyper_nodes.items() if hn.tier == tier and members.get(h, frozenset()) & providers]
         out.append(HyperNodeTierOut(tier=tier, hyper_nodes=len(hs),
                                     free_before=sum(1 for h in hs if not members[h] & before),
-                                    free_after=sum(1 for h in hs if not members[h] & after)))
+                                    free_after=sum(1 for h in hs if not members[h] & held)))
     return tuple(out)
+
+
+def pending_by_fragmentation(snap: Snapshot, resource: str) -> int | None:
+    """Pending gangs of R that fit in total but cannot be placed (``pending``); None when no gang of R waits."""
+    gangs = pending_gangs(snap, resource)
+    return sum(1 for g in gangs if g.verdict == FRAGMENTATION) if gangs else None
+
+
+def _tiers(problem: GoalProblem, plan: GoalPlan) -> tuple[HyperNodeTierOut, ...]:
+    """Per tier: free of R before, and after the moves and the forecast."""
+    R = problem.resource
+    landing: set[str] = set()
+    for a in plan.admitted():
+        pods = problem.ctx.pods.get(a.key, {})
+        landing |= {b.node for b in a.bindings if b.task in pods and pods[b.task][b.index].request(R) > 0}
+    return hyper_node_tiers(problem.snapshot, R, problem.after(plan.repack.moves), landing) or ()
+
+
+def with_counts(snap: Snapshot, out: RepackOutcome) -> RepackOutcome:
+    """The seed's outcome with the summary's HyperNode tiers and pending-by-fragmentation count, where they apply
+    (a snapshot without HyperNodes or pending gangs of R gives the seed's status unchanged)."""
+    R = out.run.spec.resource
+    plan = out.result.plan
+    tiers = hyper_node_tiers(snap, R, _moved(snap, plan.moves)) if snap.hyper_nodes else None
+    pending = pending_by_fragmentation(snap, R) if snap.jobs else None
+    if tiers is None and pending is None:
+        return out
+    summary = out.status.plan.summary.model_copy(update={"hyper_node_tiers": tiers,
+                                                         "pending_by_fragmentation": pending})
+    status = out.status.model_copy(update={"plan": out.status.plan.model_copy(update={"summary": summary})})
+    return replace(out, status=status)
+
+
+def _moved(snap: Snapshot, moves: Sequence[PodMove]) -> Snapshot:
+    dest = {m.pod: m.to_node for m in moves}
+    if not dest:
+        return snap
+    fields = {name: getattr(snap, name) for name in Snapshot.model_fields}
+    pods = {k: (p.model_copy(update={"node_name": dest[k]}) if k in dest else p) for k, p in snap.pods.items()}
+    return Snapshot(**{**fields, "pods": pods})
 
 
 def reserved_nodes(problem: GoalProblem, plan: GoalPlan) -> tuple[str, ...]:
@@ -179,13 +219,14 @@ def goal_status(problem: GoalProblem, result: GoalResult, frag: FragReport) -> G
         goals_cond = Condition(type="GoalsMet", status="True", reason=GOALS_MET,
                                message=f"{len(admitted)} gang(s) admitted"
                                + (f", {len(plan.freed_hyper_nodes)} HyperNode(s) free" if problem.free_count else ""))
-    fragmented = sum(1 for g in pending_gangs(problem.snapshot, problem.resource) if g.verdict == FRAGMENTATION)
+    fragmented = pending_by_fragmentation(problem.snapshot, problem.resource)
     goals = GoalsOut(admitted_job_count=len(admitted), not_admitted_job_count=len(missing),
                      admissions=plan.admissions, freed_hyper_nodes=plan.freed_hyper_nodes,
-                     freed_hyper_node_count=len(plan.freed_hyper_nodes), hyper_node_tiers=_tiers(problem, plan),
-                     pending_by_fragmentation_before=fragmented, move_reasons=plan.why,
+                     freed_hyper_node_count=len(plan.freed_hyper_nodes), move_reasons=plan.why,
                      reserved_nodes=reserved_nodes(problem, plan))
-    fields = {k: getattr(base.plan, k) for k in type(base.plan).model_fields}
+    summary = base.plan.summary.model_copy(update={"hyper_node_tiers": _tiers(problem, plan) or None,
+                                                   "pending_by_fragmentation": fragmented})
+    fields = {k: getattr(base.plan, k) for k in type(base.plan).model_fields} | {"summary": summary}
     return GoalRunStatus(phase=base.phase, conditions=(*base.conditions, goals_cond),
                          plan=GoalPlanOut(**fields, goals=goals))
 
