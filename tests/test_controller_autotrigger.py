@@ -92,10 +92,9 @@ class Env:
 
 
 @pytest.fixture
-def env(fake_kube: FakeKube, tmp_path: Path) -> Iterator[Env]:
-    # the shipped CRD does not list the admit goal yet (another change adds it): a schema-enforcing server
-    # would prune it, so this server stores runs as sent
-    e = Env(fake_kube, tmp_path, cluster())
+def env(fk: FakeKube, tmp_path: Path) -> Iterator[Env]:
+    # a schema-enforcing server, as an API server: the shipped CRD keeps the admit goal the controller writes
+    e = Env(fk, tmp_path, cluster())
     try:
         yield e
     finally:
@@ -118,7 +117,9 @@ def test_a_gang_pending_by_fragmentation_past_the_threshold_gets_one_dryrun_with
     env.step(ctl)  # 300 s
     [run] = env.runs()
     meta = run["metadata"]
-    assert run["spec"] == {"mode": "DryRun", "goals": [{"resource": GPU, "admit": {"jobs": ["default/frag"]}}]}
+    # as stored by a schema-enforcing server: the goal kept, the CRD's defaults filled in
+    assert run["spec"] == {"mode": "DryRun", "goals": [{"resource": GPU, "admit": {"jobs": ["default/frag"]}}],
+                           "disruptionProtection": "Honor"}
     assert meta["labels"] == {"optplan.io/trigger": "pending-by-fragmentation", "optplan.io/admit-job": "default.frag"}
     assert meta["annotations"]["optplan.io/admit-job"] == "default/frag"
     assert meta["annotations"]["optplan.io/pending-by-fragmentation-since"] == st.rfc3339(T0)
@@ -177,7 +178,9 @@ def test_never_a_second_run_while_the_first_has_not_finished(env: Env) -> None:
         env.step(ctl)
     [run] = env.runs()
     assert "phase" not in (run.get("status") or {})
-    env.fk.patch(*RUN_API, run["metadata"]["name"], {"status": {"phase": "Succeeded"}}, subresource="status")
+    done = {"phase": "Succeeded", "conditions": [{"type": "Complete", "status": "True", "reason": "RepackRecommended",
+                                                 "message": "done", "lastTransitionTime": "2027-01-15T08:00:00Z"}]}
+    env.fk.patch(*RUN_API, run["metadata"]["name"], {"status": done}, subresource="status")
     env.step(ctl)  # finished, cooldown 0: the next attempt at once
     assert len(env.runs()) == 2
 
