@@ -21,7 +21,7 @@ from optplan.adapters import openb as openb_mod
 from optplan.adapters import render
 from optplan.adapters.args import add_live_cluster, add_snapshot_source, int_in, positive_float
 from optplan.adapters.kubefile import LoadedInput
-from optplan.cli import controller, execute, place, queues, repack, sources, spot
+from optplan.cli import controller, execute, place, queues, repack, replay, sources, spot
 from optplan.cli.execute import verification_status
 from optplan.errors import InputError, OptplanError, PlanInvalidError, printable
 from optplan.models.repack import Weights
@@ -120,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = isub.add_parser("openb", help="Alibaba openb GPU trace (node and pod CSVs) -> snapshot")
     openb_mod.add_arguments(p)
 
+    replay.add_arguments(sub.add_parser("replay", help="replay a GPU trace over time with a Repack policy, or sweeps"))
     p = sub.add_parser("bench", help="run the benchmark suite and write a Markdown report with plots")
     bench.add_arguments(p)
 
@@ -230,6 +231,8 @@ def _one_line(text: str, limit: int | None = None) -> str:
 def _dispatch(args: argparse.Namespace) -> str:
     if args.command == "bench":
         return bench.run(args)
+    if args.command == "replay":
+        return replay.run(args)
     if args.command == "import":
         return openb_mod.run(args)
     if args.command == "generate":

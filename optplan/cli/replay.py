@@ -1,0 +1,344 @@
+"""``optplan replay``: replay a GPU trace with Volcano's allocate and a Repack policy, or a sweep of such
+replays (``--sweep``); files in the output directory.
+
+The trace is read here, with the openb importer's readers (``adapters.openb``: the same columns, checks
+and one-line errors), and turned into the replay family's ``Trace``: whole-GPU pods (``num_gpu`` >= 1,
+``gpu_milli`` = 1000) with a ``scheduled_time`` and a ``deletion_time`` (the others are counted and left
+out: a pod never scheduled in the trace has no runtime), runtime = deletion − scheduled (negative: an
+input error), cut into gangs as the importer cuts them (``_gangs``: runs of one shape, seeded sizes,
+minMember = max(1, ceil(ratio × size))). ``--speedup F`` divides creation times by F and keeps runtimes,
+so the same jobs arrive F times as fast; ``--repeat K`` plays the trace K times back to back (pass k's
+pods named ``<name>-r<k>``, created k − 1 trace spans later, as the importer's passes). The openb traces'
+own times keep fewer than 60 of 6,212 GPUs busy at once.
+
+All input (trace, flags, sweep file) is checked before anything runs, and the output files are written
+only at the end, each atomically: bad input writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from dataclasses import replace
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from optplan.adapters import openb
+from optplan.adapters.args import int_in, positive_float
+from optplan.adapters.output import write_atomic
+from optplan.bench import Progress
+from optplan.errors import InputError
+from optplan.solvers.replay import report, sweep
+from optplan.solvers.replay.config import PLANNERS, POLICIES, RESOURCE, RESTARTS, ReplayConfig
+from optplan.solvers.replay.engine import ReplayResult, replay
+from optplan.solvers.replay.trace import Trace, TraceGang, TracePod
+from optplan.solvers.sim.online import SimNode
+
+TIME_COLUMNS = ("name", "creation_time", "scheduled_time", "deletion_time")
+
+
+# ---- the trace ---------------------------------------------------------------------------------
+
+def load_trace(nodes_csv: str, pods_csv: str, *, seed: int = 0, speedup: float = 1.0, repeat: int = 1,
+               gang_sizes: tuple[tuple[int, float], ...] | None = None, min_member_ratio: float | None = None,
+               name: str | None = None) -> Trace:
+    """The trace of the two CSV files (see the module docstring); InputError naming file, line and column."""
+    if not (math.isfinite(speedup) and speedup > 0):
+        raise InputError(f"must be a positive number, got {speedup}", field="speedup")
+    if not 1 <= repeat <= 1000:
+        raise InputError(f"must be within 1..1000, got {repeat}", field="repeat")
+    base = openb.ImportConfig()
+    cfg = openb.ImportConfig(seed=seed, gang_sizes=gang_sizes or base.gang_sizes,
+                             min_member_ratio=base.min_member_ratio if min_member_ratio is None else min_member_ratio)
+    node_rows = openb.read_nodes(nodes_csv)
+    rows = openb.read_pods(pods_csv)
+    times: dict[str, tuple[int, int] | None] = {}
+    for line, row in openb._rows(pods_csv, TIME_COLUMNS):
+        if not row["scheduled_time"].strip() or not row["deletion_time"].strip():
+            times[row["name"].strip()] = None
+            continue
+        scheduled = openb._int(pods_csv, line, row, "scheduled_time")
+        deleted = openb._int(pods_csv, line, row, "deletion_time")
+        if deleted < scheduled:
+            raise InputError(f"negative runtime: deletion_time {deleted} is before scheduled_time {scheduled}",
+                             file=pods_csv, obj=f"line {line}", field="deletion_time")
+        times[row["name"].strip()] = (scheduled, deleted)
+    whole = [p for p in rows if p.gpu >= 1 and p.gpu_milli == 1000]
+    kept = [p for p in whole if times.get(p.name) is not None]
+    span = max((p.created for p in kept), default=0) + 1
+    placed = [openb._Placed(p, p.name if k == 0 else f"{p.name}-r{k + 1}", -1, p.created + k * span)
+              for k in range(repeat) for p in kept]
+    ratio = Fraction(str(cfg.min_member_ratio))
+    gangs = []
+    for k, gang in enumerate(openb._gangs(cfg, placed)):
+        first = gang[0].pod
+        pods = []
+        for member in gang:
+            t = times[member.pod.name]
+            assert t is not None
+            pods.append(TracePod(member.name, float(t[1] - t[0])))
+        gangs.append(TraceGang(name=f"job-{k + 1:05d}", created=gang[0].created / speedup, cpu=first.cpu,
+                               memory=first.memory, gpu=first.gpu, models=first.models,
+                               min_member=max(1, math.ceil(ratio * len(gang))), pods=tuple(pods)))
+    nodes = tuple(SimNode(n.name, n.cpu, n.memory, n.gpu, n.model) for n in node_rows)
+    stats = {"tracePods": len(rows), "wholeGpuPods": len(whole), "leftOutUnscheduled": len(whole) - len(kept),
+             "fractionalLeftOut": sum(1 for p in rows if p.gpu >= 1 and p.gpu_milli < 1000),
+             "cpuOnlyLeftOut": sum(1 for p in rows if p.gpu == 0), "speedup": speedup, "repeat": repeat,
+             "seed": seed}
+    return Trace(name=name or Path(pods_csv).stem, nodes=nodes, gangs=tuple(gangs), stats=stats)
+
+
+# ---- arguments ---------------------------------------------------------------------------------
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--nodes", metavar="NODES.csv", help="node list: sn,cpu_milli,memory_mib,gpu,model")
+    p.add_argument("--pods", metavar="PODS.csv",
+                   help="pod list with name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time,scheduled_time,"
+                        "deletion_time (and optionally gpu_spec)")
+    p.add_argument("--speedup", type=positive_float, default=1.0, metavar="F",
+                   help="arrivals F times as fast, runtimes kept (default 1)")
+    p.add_argument("--repeat", type=int_in(1, 1000), default=1, metavar="K",
+                   help="play the trace K times back to back (default 1)")
+    p.add_argument("--policy", default="none", metavar="LIST",
+                   help=f"comma-separated Repack policies to replay and compare ({', '.join(POLICIES)}; default none)")
+    p.add_argument("--interval", type=positive_float, default=60.0, metavar="MINUTES",
+                   help="interval: minutes between Repack runs; pending: the cooldown (default 60)")
+    p.add_argument("--pending-after", type=positive_float, default=30.0, metavar="MINUTES",
+                   help="pending: Repack once a gang has waited by fragmentation this long (default 30)")
+    p.add_argument("--planner", default="greedy", metavar="NAME", help=f"one of {', '.join(PLANNERS)} (default greedy)")
+    p.add_argument("--max-pod-groups", type=int_in(0, 2**31 - 1), metavar="N", help="maxPerRun.podGroups")
+    p.add_argument("--max-cards", type=int_in(0, 2**31 - 1), metavar="N", help=f"maxPerRun.resources[{RESOURCE}]")
+    p.add_argument("--scope", metavar="SCOPE.json",
+                   help="the RepackRun's spec.scope as a JSON or YAML file (podGroups / nodes)")
+    p.add_argument("--restart-delay", type=float, default=300.0, metavar="SECONDS",
+                   help="seconds a moved pod loses restarting (default 300)")
+    p.add_argument("--restart", default="pod", metavar="WHAT",
+                   help=f"what a move restarts: {' or '.join(RESTARTS)} (default pod)")
+    p.add_argument("--time-limit", type=positive_float, default=10.0, metavar="SECONDS",
+                   help="limit of each plan, counted in deterministic work (default 10)")
+    p.add_argument("--horizon-hours", type=positive_float, metavar="H",
+                   help="replay this long (default: until the trace's last pod would have left)")
+    p.add_argument("--seed", type=int_in(0, 2**31 - 1), default=0, help="gang sizes and planner seed (default 0)")
+    p.add_argument("--timings", action="store_true",
+                   help="also report planning wall seconds (output then differs from run to run)")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--sweep", metavar="SWEEP.yaml", help="run the grid this file describes (see the README)")
+    p.add_argument("--workers", type=int_in(1, 256), default=os.cpu_count() or 1, metavar="N",
+                   help="sweep: local worker processes (default: the CPUs)")
+    p.add_argument("--ray", action="store_true", help="sweep: run the cells on a local Ray instance")
+    p.add_argument("--ray-address", metavar="ADDR", help="sweep: run the cells on this Ray cluster (ray://host:10001)")
+    p.add_argument("--retries", type=int_in(0, 10), default=2, metavar="N", help="sweep: retries of a failed cell")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="write report.md, results.json and plots here")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
+
+
+def _scope(path: str | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    import yaml
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except OSError as e:
+        raise InputError(f"cannot read file ({e.strerror or e})", file=path) from None
+    except yaml.YAMLError as e:
+        raise InputError(f"not YAML or JSON: {str(e).splitlines()[0]}", file=path) from None
+    if not isinstance(data, dict):
+        raise InputError("expected a mapping (podGroups / nodes)", file=path)
+    return data
+
+
+def _budget(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if args.max_pod_groups is not None:
+        out["podGroups"] = args.max_pod_groups
+    if args.max_cards is not None:
+        out["resources"] = {RESOURCE: str(args.max_cards)}
+    return out
+
+
+def configs(args: argparse.Namespace) -> list[ReplayConfig]:
+    """One ReplayConfig per policy named (checked now: nothing runs on bad input)."""
+    names = [p.strip() for p in args.policy.split(",") if p.strip()]
+    if not names:
+        raise InputError("no policy named", field="--policy")
+    scope = _scope(args.scope)
+    out = []
+    for name in dict.fromkeys(names):
+        try:
+            out.append(ReplayConfig(policy=name, interval=args.interval * 60, pending_after=args.pending_after * 60,
+                                    planner=args.planner, scope=scope, max_per_run=_budget(args),
+                                    restart_delay=args.restart_delay, restart=args.restart,
+                                    time_limit=args.time_limit, seed=args.seed,
+                                    horizon=None if args.horizon_hours is None else args.horizon_hours * 3600))
+        except InputError as e:
+            flag = {"policy": "--policy", "planner": "--planner", "restart": "--restart",
+                    "restart_delay": "--restart-delay"}.get(e.field or "", e.field)
+            raise InputError(e.reason, file=args.scope if (e.field or "").startswith("spec.") else None,
+                             field=flag) from None
+    return out
+
+
+# ---- one replay --------------------------------------------------------------------------------
+
+def write_outputs(out_dir: str, files: dict[str, str | bytes]) -> None:
+    """Create the directory and write every file atomically, in name order."""
+    try:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"cannot create directory ({e.strerror or e})", file=out_dir) from None
+    for name in sorted(files):
+        write_atomic(str(Path(out_dir) / name), files[name])
+
+
+def replay_files(trace: Trace, results: list[ReplayResult], *, timings: bool, plots: bool) -> dict[str, str | bytes]:
+    files: dict[str, str | bytes] = {}
+    names: list[str] = []
+    note = None
+    if plots:
+        from optplan.solvers.replay.plots import plots as draw
+        drawn = draw(results)
+        if isinstance(drawn, str):
+            note = drawn
+        else:
+            files.update(drawn)
+            names = sorted(drawn)
+    files["report.md"] = report.markdown(results, trace.stats, timings, names, note)
+    files["results.json"] = report.to_json(report.document(results, trace.stats, timings))
+    return files
+
+
+def run(args: argparse.Namespace) -> str:
+    if args.sweep:
+        return run_sweep(args)
+    if not args.nodes or not args.pods:
+        raise InputError("--nodes and --pods are required (or --sweep)", field="--pods")
+    cfgs = configs(args)
+    trace = load_trace(args.nodes, args.pods, seed=args.seed, speedup=args.speedup, repeat=args.repeat)
+    results = []
+    for cfg in cfgs:
+        bar = Progress(f"replay {cfg.label()}", 1000)
+        with bar:
+            bar.start(trace.name)
+            results.append(replay(trace, cfg, lambda f, b=bar: b.set(int(f * 1000))))  # type: ignore[misc]
+    files = replay_files(trace, results, timings=args.timings, plots=not args.no_plots)
+    write_outputs(args.output, files)
+    lines = [f"wrote {args.output}: {', '.join(sorted(files))}"]
+    for r in results:
+        lines.append(f"{r.label}: GPU allocation {r.allocation_percent:.2f}%, wait p95 "
+                     f"{report._minutes(r.waits['all']['p95'])} min, {r.pods_moved} pods moved, "
+                     f"{r.repack['runs']} Repack runs")
+    return "\n".join(lines) + "\n"
+
+
+
+# ---- sweeps ------------------------------------------------------------------------------------
+
+SWEEP_KEYS = {"traces", "policies", "intervals", "pendingAfter", "budgets", "planners", "seeds", "restartDelay",
+              "restart", "timeLimit", "scope"}
+TRACE_KEYS = {"name", "nodes", "pods", "speedup", "repeat", "horizonHours"}
+
+
+def _read_sweep(path: str) -> dict[str, Any]:
+    import yaml
+    try:
+        with open(path, encoding="utf-8") as f:
+            spec = yaml.safe_load(f)
+    except OSError as e:
+        raise InputError(f"cannot read file ({e.strerror or e})", file=path) from None
+    except yaml.YAMLError as e:
+        raise InputError(f"not YAML: {str(e).splitlines()[0]}", file=path) from None
+    if not isinstance(spec, dict):
+        raise InputError("expected a mapping", file=path)
+    unknown = sorted(set(spec) - SWEEP_KEYS)
+    if unknown:
+        raise InputError(f"unknown key (known: {', '.join(sorted(SWEEP_KEYS))})", file=path, field=unknown[0])
+    if not isinstance(spec.get("traces"), list) or not spec["traces"]:
+        raise InputError("must be a non-empty list of {name, nodes, pods[, speedup, horizonHours]}", file=path,
+                         field="traces")
+    return spec
+
+
+def _sweep_traces(path: str, spec: dict[str, Any], seeds: list[int]) -> tuple[dict[tuple[str, int], Trace],
+                                                                           dict[str, float | None]]:
+    """Every (trace, seed) loaded now (bad input stops the sweep before any cell runs)."""
+    here = Path(path).parent
+    traces: dict[tuple[str, int], Trace] = {}
+    horizons: dict[str, float | None] = {}
+    for k, t in enumerate(spec["traces"]):
+        where = f"traces[{k}]"
+        if not isinstance(t, dict) or not {"name", "nodes", "pods"} <= set(t) or set(t) - TRACE_KEYS:
+            raise InputError(f"each trace is {{name, nodes, pods[, speedup, repeat, horizonHours]}}, got {t!r}",
+                             file=path, field=where)
+        name = str(t["name"])
+        if name in horizons:
+            raise InputError(f"duplicate trace name {name!r}", file=path, field=where)
+        hh = t.get("horizonHours")
+        if hh is not None and (isinstance(hh, bool) or not isinstance(hh, int | float) or not hh > 0):
+            raise InputError(f"must be a positive number, got {hh!r}", file=path, field=f"{where}.horizonHours")
+        horizons[name] = None if hh is None else float(hh) * 3600
+        speed = t.get("speedup", 1.0)
+        if isinstance(speed, bool) or not isinstance(speed, int | float):
+            raise InputError(f"must be a positive number, got {speed!r}", file=path, field=f"{where}.speedup")
+        repeat = t.get("repeat", 1)
+        if isinstance(repeat, bool) or not isinstance(repeat, int):
+            raise InputError(f"must be an integer, got {repeat!r}", file=path, field=f"{where}.repeat")
+        for seed in seeds:
+            traces[name, seed] = load_trace(str(here / str(t["nodes"])), str(here / str(t["pods"])), seed=seed,
+                                            speedup=float(speed), repeat=repeat, name=name)
+    return traces, horizons
+
+
+class _TraceOf:
+    """Picklable lookup of a cell's trace."""
+
+    def __init__(self, traces: dict[tuple[str, int], Trace]) -> None:
+        self.traces = traces
+
+    def __call__(self, cell: sweep.Cell) -> Trace:
+        return self.traces[cell.trace, cell.seed]
+
+
+def run_sweep(args: argparse.Namespace) -> str:
+    path = args.sweep
+    spec = _read_sweep(path)
+    seeds = spec.get("seeds", [0])
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool)
+                                                           and 0 <= s <= 2**31 - 1 for s in seeds):
+        raise InputError("must be a non-empty list of integers in 0..2^31-1", file=path, field="seeds")
+    try:
+        base = ReplayConfig(interval=args.interval * 60, pending_after=args.pending_after * 60, planner=args.planner,
+                            scope=spec.get("scope") or _scope(args.scope), max_per_run=_budget(args),
+                            restart_delay=spec.get("restartDelay", args.restart_delay),
+                            restart=spec.get("restart", args.restart),
+                            time_limit=spec.get("timeLimit", args.time_limit))
+        traces, horizons = _sweep_traces(path, spec, seeds)
+        cells = sorted((c for name, h in horizons.items()
+                        for c in sweep.grid(spec, [name], replace(base, horizon=h))), key=lambda c: c.key)
+    except InputError as e:
+        raise InputError(e.reason, file=e.file or path, obj=e.obj, field=e.field) from None
+    executor = "ray" if args.ray or args.ray_address else "pool"
+    if executor == "ray":
+        sweep.check_ray(args.ray_address)
+    out_dir = Path(args.output)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"cannot create directory ({e.strerror or e})", file=str(out_dir)) from None
+    bar = Progress("sweep", len(cells))
+    with bar:
+        bar.start(f"{len(cells)} cells on {executor}")
+        outcome = sweep.run_grid(cells, _TraceOf(traces), executor=executor, workers=args.workers,
+                                 retries=args.retries, ray_address=args.ray_address,
+                                 results_path=str(out_dir / "cells.jsonl"),
+                                 progress=lambda done, total: bar.set(done))
+    table = sweep.aggregate(outcome.rows)
+    command = f"optplan replay --sweep {path} -o {args.output}"
+    doc = {"cells": len(cells), "done": len(outcome.rows), "failed": dict(sorted(outcome.failed.items())),
+           "groups": table}
+    write_outputs(args.output, {"sweep.json": report.to_json(doc),
+                                "sweep.md": sweep.markdown(table, outcome, len(cells), command)})
+    return (f"wrote {args.output}: sweep.md, sweep.json, cells.jsonl; {len(outcome.rows)} of {len(cells)} cells done, "
+            f"{len(outcome.failed)} failed\n")

@@ -1,0 +1,111 @@
+"""The replay's cluster: free cpu, memory, GPUs and pod slots per node (the online simulation's numpy
+state, ``sim.online._Cluster``, with its binpack cache ``_Binpack``) and Volcano's allocate on it.
+
+Allocate (``engine.Replay.allocate``, on this state), as optplan's placement greedy runs it
+(``placement.allocate``), for one queue and jobs without priorities: jobs not ready yet first, by creation
+time then name; each gets its gang turn: its pods one by one, each on the feasible node with the highest
+binpack score (Volcano's formula, ``placement.binpack_score``; ties to the first node by name), until
+``min_member`` run — or, when they cannot, nothing (the gang is all or nothing). Then the ready jobs with pods
+still waiting get one pod per turn, round robin in the same order; a pod that fits nowhere waits for the next
+cycle.
+
+Two facts make a cycle cheap and change no outcome. A gang's pods are identical and nodes do not
+interact, so the most pods of a shape the cluster holds now is Σ over allowed nodes of the pods each node
+holds alone (``room``): a gang becomes ready exactly when ``room`` >= what it still needs, and greedy's
+choices then always succeed. And placing only takes room, so within one cycle a shape that failed fails
+again for the same or a larger need, and between cycles a job that failed fails again until room is
+freed (a pod leaves or moves): ``Cluster.freed`` says when the waiting jobs must be tried again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from optplan.errors import PlanInvalidError
+from optplan.models.placement import BinpackWeights
+from optplan.solvers.replay.trace import TraceGang
+from optplan.solvers.sim.online import SimNode, SimPod, _Binpack, _Cluster
+
+MAX_PODS = 110
+"""Pod slots per node (the kubelet's default; what ``optplan import openb`` gives every node)."""
+_CPU, _MEM, _GPU = 0, 1, 2
+
+
+class Cluster:
+    """Free resources per node (name order) with take / give back, the binpack choice and ``room``."""
+
+    def __init__(self, nodes: Sequence[SimNode], weights: BinpackWeights) -> None:
+        self.cl = _Cluster(nodes)
+        self.bp = _Binpack(self.cl, weights)
+        self.names = [n.name for n in self.cl.nodes]
+        self.index = {n: i for i, n in enumerate(self.names)}
+        self.total_gpus = self.cl.total_gpus
+        self.version = 0
+        """Bumped on every change: equal versions, equal state."""
+        self.freed = False
+        """Room was given back since the last allocate."""
+        self._pods: dict[tuple[int, int, int, tuple[str, ...]], SimPod] = {}
+
+    @property
+    def allocated(self) -> int:
+        return self.cl.allocated
+
+    def sim_pod(self, g: TraceGang) -> SimPod:
+        pod = self._pods.get(g.shape)
+        if pod is None:
+            pod = self._pods[g.shape] = SimPod(g.name, g.cpu, g.memory, g.gpu, 1000, g.models)
+        return pod
+
+    def fits(self, pod: SimPod) -> np.ndarray[Any, Any]:
+        return self.cl.fits(pod) & (self.cl.pods < MAX_PODS)
+
+    def room(self, pod: SimPod) -> int:
+        """Pods of this shape the cluster holds now, each node alone (see the module docstring)."""
+        free = self.cl.free
+        per = np.full(len(self.names), MAX_PODS, dtype=np.int64) - self.cl.pods
+        for r, q in ((_CPU, pod.cpu), (_MEM, pod.memory), (_GPU, pod.gpu)):
+            if q > 0:
+                per = np.minimum(per, free[:, r] // q)
+        per = np.where(self.cl.allowed(pod.models), np.maximum(per, 0), 0)
+        return int(per.sum())
+
+    def best(self, pod: SimPod) -> int:
+        """The binpack choice among the feasible nodes, or -1."""
+        fits = self.fits(pod)
+        if not fits.any():
+            return -1
+        return self.bp.best(pod, fits)
+
+    def take(self, i: int, pod: SimPod) -> None:
+        f = self.cl.free[i]
+        if f[_CPU] < pod.cpu or f[_MEM] < pod.memory or f[_GPU] < pod.gpu or self.cl.pods[i] >= MAX_PODS:
+            raise PlanInvalidError([f"{pod.name} does not fit on {self.names[i]}"])
+        self.cl.take(i, pod)
+        self.bp.touch(i)
+        self.version += 1
+
+    def give_back(self, i: int, pod: SimPod) -> None:
+        self.cl.free[i] += (pod.cpu, pod.memory, pod.gpu)
+        self.cl.pods[i] -= 1
+        self.cl.allocated -= pod.gpu
+        self.bp.touch(i)
+        self.version += 1
+        self.freed = True
+
+    def occupied_gpu_nodes(self) -> int:
+        """Nodes with a GPU in use."""
+        cap, free = self.cl.cap, self.cl.free
+        return int(((cap[:, _GPU] > 0) & (free[:, _GPU] < cap[:, _GPU])).sum())
+
+    def packed_bound(self) -> int:
+        """Fewest GPU nodes that could hold the GPUs in use (largest nodes first, cards only): a lower
+        bound of the theoretical minimum, so ``occupied_gpu_nodes() <= packed_bound()`` means no
+        fragmentation."""
+        used = self.cl.allocated
+        if used <= 0:
+            return 0
+        sizes = np.sort(self.cl.cap[:, _GPU])[::-1]
+        return int(np.searchsorted(np.cumsum(sizes), used) + 1)

@@ -1,0 +1,84 @@
+"""One Repack run of a replay on a Snapshot of its state, and placement's pending verdict for the
+``pending`` policy.
+
+``plan_moves`` runs the configured planner: optplan's ``greedy`` and ``auto`` through
+``repack.run.plan_repack`` (which validates every plan and raises ``PlanInvalidError`` for a broken one, a
+bug; only a ``RepackRecommended`` plan is carried out), the peers through ``repack.baselines`` with their
+breaks of optplan's rules counted by ``repack.validate.plan_violations`` (a peer follows its own algorithm,
+as ``optplan bench`` reports it; its moves always fit where they land: the feasibility oracle places them).
+Limits are deterministic (``PlanOptions(deterministic=True)``, one worker, the replay's seed): the same
+state gives the same plan on any machine. The engine applies the moves and checks every node's capacity as
+it does.
+
+``fragmentation_pending`` asks ``placement.pending.pending_gangs`` which of the given waiting gangs wait
+by fragmentation (enough GPUs free in total, yet the placement greedy cannot place them).
+
+Hook for issue 15's admit goal: ``plan_for_pending`` is what the ``pending`` policy calls with the gangs
+that wait by fragmentation. Today it runs a plain Repack (``plan_moves``: free whole nodes, which is
+what lets a scattered gang in); once the goals family (``optplan.solvers.goals``) is released, it is the
+one place to plan a RepackRun with an ``admit`` goal naming those gangs instead.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from optplan.models.repack import PodMove, RepackRun
+from optplan.models.snapshot import Snapshot
+from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.placement.pending import FRAGMENTATION, pending_gangs
+from optplan.solvers.repack.baselines import BASELINES
+from optplan.solvers.repack.rules import RepackProblem
+from optplan.solvers.repack.run import RECOMMENDED, plan_repack
+from optplan.solvers.repack.validate import plan_violations
+from optplan.solvers.replay.config import RESOURCE, ReplayConfig
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What one Repack run decided."""
+
+    moves: tuple[PodMove, ...]
+    freed_nodes: int
+    status: str
+    """The solver record's status (HEURISTIC, OPTIMAL, FEASIBLE, FALLBACK, BASELINE)."""
+    reason: str
+    """The RepackRun outcome (optplan planners) or ``Baseline`` (peers)."""
+    rule_breaks: int
+    """Peers only: optplan rules their plan breaks (0 for optplan's planners, which are validated)."""
+    seconds: float
+    """Wall-clock seconds of planning (varies from run to run: reported with timings only)."""
+
+
+def options(cfg: ReplayConfig) -> PlanOptions:
+    return PlanOptions(time_limit=cfg.time_limit, workers=1, seed=cfg.seed, deterministic=True)
+
+
+def plan_moves(snapshot: Snapshot, run: RepackRun, cfg: ReplayConfig) -> Planned:
+    """Plan one Repack run with ``cfg.planner`` (see the module docstring)."""
+    t0 = time.perf_counter()
+    if cfg.planner in BASELINES:
+        problem = RepackProblem(snapshot, run)
+        res = BASELINES[cfg.planner](problem, options(cfg))
+        breaks = len(plan_violations(problem, res.plan))
+        return Planned(res.plan.moves, len(res.plan.freed_nodes), res.record.status, "Baseline", breaks,
+                       time.perf_counter() - t0)
+    out = plan_repack(snapshot, run, solver=cfg.planner, options=options(cfg))
+    plan = out.result.plan
+    if out.reason != RECOMMENDED:  # a plan below the run's minFragImprovementPercent is not carried out
+        return Planned((), 0, out.result.record.status, out.reason, 0, time.perf_counter() - t0)
+    return Planned(plan.moves, len(plan.freed_nodes), out.result.record.status, out.reason, 0,
+                   time.perf_counter() - t0)
+
+
+def fragmentation_pending(snapshot: Snapshot) -> list[str]:
+    """Names of the snapshot's waiting gangs that wait by fragmentation (placement's verdict)."""
+    return [g.name for g in pending_gangs(snapshot, RESOURCE) if g.verdict == FRAGMENTATION]
+
+
+def plan_for_pending(snapshot: Snapshot, run: RepackRun, cfg: ReplayConfig, gangs: list[str]) -> Planned:
+    """The ``pending`` policy's run for ``gangs`` (waiting by fragmentation): a plain Repack for now; the
+    hook for the admit goal (module docstring)."""
+    del gangs  # the admit goal will name them
+    return plan_moves(snapshot, run, cfg)

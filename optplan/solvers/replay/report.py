@@ -1,0 +1,90 @@
+"""One ``optplan replay`` as files: ``report.md`` (Markdown), ``results.json`` (raw) and PNG plots
+(``plots``). Everything here is a function of the results, so the same trace and config give the same
+bytes; planning wall seconds appear only when asked for (``timings``)."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from optplan.solvers.replay.engine import ReplayResult
+from optplan.solvers.replay.trace import bucket_labels
+
+
+def _num(v: float | None, digits: int = 1) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def _minutes(v: float | None) -> str:
+    return "-" if v is None else f"{v / 60:.1f}"
+
+
+def document(results: Sequence[ReplayResult], trace_stats: Mapping[str, Any], timings: bool) -> dict[str, Any]:
+    """The raw JSON: the trace's stats and every replay's metrics (timings only when asked for)."""
+    runs = []
+    for r in results:
+        d = r.to_dict()
+        if timings:
+            d["timings"] = r.timings
+        runs.append(d)
+    return {"trace": dict(trace_stats), "replays": runs}
+
+
+def to_json(doc: Mapping[str, Any]) -> str:
+    return json.dumps(doc, indent=1, sort_keys=True) + "\n"
+
+
+def markdown(results: Sequence[ReplayResult], trace_stats: Mapping[str, Any], timings: bool,
+             plots: Sequence[str] = (), plot_note: str | None = None) -> str:
+    out = io.StringIO()
+    first = results[0]
+    out.write(f"# Replay of {first.trace}\n\n")
+    out.write(f"{first.nodes} nodes, {first.gpus} GPUs; {first.gangs} gangs ({first.pods} pods); horizon "
+              f"{first.horizon / 86400:.2f} days; offered load {100 * first.offered_load:.1f}% of the GPUs "
+              "(GPU-seconds asked / GPU-seconds available over the horizon).\n\n")
+    if trace_stats:
+        out.write("Trace: " + ", ".join(f"{k} {v}" for k, v in sorted(trace_stats.items())) + ".\n\n")
+    base = next((r for r in results if r.config["policy"] == "none"), None)
+    out.write("## Policies\n\n")
+    out.write("| policy | GPU allocation % | vs none (points) | wait p95 all (min) | wait p95 8-card (min) | "
+              "cards disrupted / day | pods moved / day | Repack runs | skipped | freed nodes | rule breaks |\n")
+    out.write("|---|---|---|---|---|---|---|---|---|---|---|\n")
+    for r in results:
+        gain = "-" if base is None else f"{r.allocation_percent - base.allocation_percent:+.2f}"
+        rp = r.repack
+        skipped = rp["skippedUnchanged"] + rp["skippedPacked"]
+        out.write(f"| {r.label} | {r.allocation_percent:.2f} | {gain} | {_minutes(r.waits['all']['p95'])} | "
+                  f"{_minutes(r.waits.get('8', {}).get('p95'))} | {r.per_day(r.cards_disrupted):.1f} | "
+                  f"{r.per_day(r.pods_moved):.1f} | {rp['runs']} | {skipped} | {rp['freedNodes']} | "
+                  f"{rp['ruleBreaks']} |\n")
+    out.write("\n## Waiting time by gang size (minutes; censored = still waiting at the horizon, counted with "
+              "the time waited so far)\n\n")
+    out.write("| policy | gang cards | gangs | censored | p50 | p95 | p99 |\n|---|---|---|---|---|---|---|\n")
+    for r in results:
+        for b in (*bucket_labels(), "all"):
+            w = r.waits.get(b)
+            if w is None:
+                continue
+            out.write(f"| {r.label} | {b} | {w['gangs']} | {w['censored']} | {_minutes(w['p50'])} | "
+                      f"{_minutes(w['p95'])} | {_minutes(w['p99'])} |\n")
+    out.write("\n## Repack runs\n\n")
+    for r in results:
+        if r.config["policy"] == "none":
+            continue
+        rp = r.repack
+        statuses = ", ".join(f"{k.removeprefix('status:')} {v}" for k, v in rp.items() if k.startswith("status:"))
+        out.write(f"- {r.label}: {rp['runs']} planned ({rp['runsWithMoves']} with moves; {statuses or 'none'}), "
+                  f"skipped {rp['skippedUnchanged']} (nothing changed since a run without moves) and "
+                  f"{rp['skippedPacked']} (GPUs in use already packed)")
+        if r.config["policy"] == "pending":
+            out.write(f", {rp['pendingChecks']} pending checks, {rp['skippedCooldown']} in cooldown")
+        if timings:
+            out.write(f"; planning {r.timings.get('planSeconds', 0):.1f} s")
+        out.write("\n")
+    if plots:
+        out.write("\n## Plots\n\n" + "".join(f"![{p}]({p})\n" for p in plots))
+    elif plot_note:
+        out.write(f"\n{plot_note}\n")
+    return out.getvalue()

@@ -1,0 +1,107 @@
+"""A Snapshot of the replay's state, for the Repack planners and placement's pending verdict; built only
+when a Repack runs or a pending gang is judged.
+
+Objects, in the shape ``optplan import openb`` gives them: one Node per trace node (allocatable cpu,
+memory, ``nvidia.com/gpu`` and 110 pods; the GPU model as the label ``nvidia.com/gpu.product``); per
+running pod a Running pod in namespace ``replay``, scheduled by Volcano, in its gang's PodGroup (owned by
+the VCJob of the gang's name, ``minMember`` the gang's), with a required node affinity on the allowed
+models. A gang judged by placement's pending verdict is also a Pending VCJob (one task ``worker``) so
+that placement sees it as waiting. Node and pod objects are cached: a pod is
+rebuilt only when it moves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from optplan.models.queues import JobTask, PodTemplate, VCJob
+from optplan.models.selectors import NodeSelectorRequirement, NodeSelectorTerm
+from optplan.models.snapshot import GROUP_NAME_ANNOTATION, Node, OwnerReference, Pod, PodGroup, Snapshot
+from optplan.solvers.replay.cluster import MAX_PODS
+from optplan.solvers.replay.trace import TraceGang
+from optplan.solvers.sim.online import MODEL_LABEL, SimNode, _resources
+
+NAMESPACE = "replay"
+JOB_API = "batch.volcano.sh/v1alpha1"
+TASK = "worker"
+
+
+@dataclass(frozen=True)
+class Running:
+    """A placed pod: its gang and its node."""
+
+    name: str
+    gang: TraceGang
+    node: str
+
+
+def _affinity(models: tuple[str, ...]) -> tuple[NodeSelectorTerm, ...] | None:
+    if not models:
+        return None
+    return (NodeSelectorTerm(match_expressions=(
+        NodeSelectorRequirement(key=MODEL_LABEL, operator="In", values=models),)),)
+
+
+class SnapshotBuilder:
+    """Snapshots of one cluster's states (the nodes are built once)."""
+
+    def __init__(self, nodes: Sequence[SimNode]) -> None:
+        self.nodes: dict[str, Node] = {}
+        for n in sorted(nodes, key=lambda n: n.name):
+            alloc = {**_resources(n.cpu, n.memory, n.gpu), "pods": MAX_PODS * 1000}
+            labels = {"kubernetes.io/hostname": n.name, **({MODEL_LABEL: n.model} if n.model else {})}
+            self.nodes[n.name] = Node(name=n.name, labels=labels, allocatable=alloc)
+        self._pods: dict[str, Pod] = {}
+        self._groups: dict[str, PodGroup] = {}
+
+    def group(self, g: TraceGang) -> PodGroup:
+        pg = self._groups.get(g.name)
+        if pg is None:
+            owner = OwnerReference(api_version=JOB_API, kind="Job", name=g.name, controller=True)
+            pg = self._groups[g.name] = PodGroup(namespace=NAMESPACE, name=g.name, owner_references=(owner,),
+                                                 min_member=g.min_member)
+        return pg
+
+    def pod(self, r: Running) -> Pod:
+        p = self._pods.get(r.name)
+        if p is None or p.node_name != r.node:
+            owner = OwnerReference(api_version=JOB_API, kind="Job", name=r.gang.name, controller=True)
+            p = self._pods[r.name] = Pod(
+                namespace=NAMESPACE, name=r.name, node_name=r.node, phase="Running", scheduler_name="volcano",
+                annotations={GROUP_NAME_ANNOTATION: r.gang.name}, owner_references=(owner,),
+                labels={"volcano.sh/job-name": r.gang.name, "volcano.sh/task-spec": TASK},
+                requests=_resources(r.gang.cpu, r.gang.memory, r.gang.gpu),
+                required_node_affinity=_affinity(r.gang.models))
+        return p
+
+    def forget(self, name: str) -> None:
+        """A pod left: drop its cached object."""
+        self._pods.pop(name, None)
+
+    @staticmethod
+    def job(g: TraceGang, created: str) -> VCJob:
+        template = PodTemplate(requests=_resources(g.cpu, g.memory, g.gpu), scheduler_name="volcano",
+                               required_node_affinity=_affinity(g.models))
+        return VCJob(namespace=NAMESPACE, name=g.name, min_available=g.min_member, creation_timestamp=created,
+                     tasks=(JobTask(name=TASK, replicas=len(g.pods), template=template),),
+                     phase="Pending")
+
+    def build(self, running: Iterable[Running], waiting: Iterable[TraceGang] = ()) -> Snapshot:
+        """The snapshot: every node, the running pods and their PodGroups, and a Pending VCJob per gang in
+        ``waiting`` (gangs none of whose pods run; creation order kept)."""
+        pods: dict[str, Pod] = {}
+        groups: dict[str, PodGroup] = {}
+        for r in running:
+            p = self.pod(r)
+            pods[p.key] = p
+            pg = self.group(r.gang)
+            groups[pg.key] = pg
+        jobs: dict[str, VCJob] = {}
+        for k, g in enumerate(waiting):
+            pg = self.group(g)
+            groups[pg.key] = pg
+            job = self.job(g, f"2000-01-01T00:00:00.{k:06d}Z")
+            jobs[job.key] = job
+        return Snapshot(nodes=self.nodes, pods=dict(sorted(pods.items())), pod_groups=dict(sorted(groups.items())),
+                        jobs=jobs)

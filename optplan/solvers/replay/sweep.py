@@ -1,0 +1,352 @@
+"""Sweeps (``optplan replay --sweep``): a grid of replays — policies × intervals × budgets × planners ×
+traces × seeds — each cell one task, on an executor, with the mean and a 95% confidence interval over
+seeds and each policy's difference from ``none`` (paired by trace and seed).
+
+Grid (``grid``). ``none`` is one cell per trace and seed (interval, budget and planner mean nothing to
+it); ``interval`` one per interval × budget × planner; ``pending`` one per pending-after × interval (its
+cooldown) × budget × planner. A cell's ``key`` names all of it; results are keyed, sorted and rounded,
+so they are the same whichever executor ran them and in whatever order the cells finished.
+
+Executors: ``serial`` (in this process), ``pool`` (a local process pool, the default) and ``ray`` (a
+local Ray instance, or an existing cluster by address; Ray is imported only then). A cell that raises is
+run again up to ``retries`` times, then reported as failed. Finished cells are appended to the results
+file (JSON lines) as they finish, and a sweep started again with the same file skips them (resume) — only
+rows whose ``fingerprint`` (the cell's whole config and trace) matches: a changed setting runs again.
+
+Confidence intervals: Student's t over seeds (mean ± t(0.975, n−1) × s / √n); one seed gives no interval.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import socket
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, replace
+from typing import Any
+
+from optplan.errors import InputError
+from optplan.solvers.replay.config import POLICIES, ReplayConfig, budget_label
+from optplan.solvers.replay.engine import config_dict, replay
+from optplan.solvers.replay.trace import Trace
+
+METRICS = ("allocationPercent", "waitP95Minutes", "waitP95Minutes8", "cardsDisruptedPerDay", "podsMovedPerDay")
+EXECUTORS = ("serial", "pool", "ray")
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+         2.045, 2.042)
+"""Student's t quantile 0.975 for 1..30 degrees of freedom; 1.96 beyond."""
+
+ProgressFn = Callable[[int, int], None]
+"""Called with (cells done, cells in all)."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    trace: str
+    seed: int
+    config: ReplayConfig
+
+    @property
+    def group(self) -> str:
+        """The cell without its seed: what the seeds are averaged over."""
+        c = self.config
+        if c.policy == "none":
+            return f"{self.trace} / none"
+        what = f"every {c.interval / 60:g}m" if c.policy == "interval" else (
+            f"after {c.pending_after / 60:g}m, cooldown {c.interval / 60:g}m")
+        return f"{self.trace} / {c.policy} {what} / {c.planner} / {budget_label(c.max_per_run)}"
+
+    @property
+    def key(self) -> str:
+        return f"{self.group} / seed {self.seed}"
+
+
+def _list(spec: Mapping[str, Any], name: str, default: Sequence[Any]) -> list[Any]:
+    v = spec.get(name, list(default))
+    if not isinstance(v, list) or not v:
+        raise InputError("must be a non-empty list", field=name)
+    return v
+
+
+def _minutes(v: Any, name: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+        raise InputError(f"must be a positive number of minutes, got {v!r}", field=name)
+    return float(v) * 60
+
+
+def grid(spec: Mapping[str, Any], traces: Sequence[str], base: ReplayConfig) -> list[Cell]:
+    """The cells of a sweep file's grid (``policies``, ``intervals``, ``pendingAfter`` in minutes,
+    ``budgets`` as maxPerRun mappings, ``planners``, ``seeds``) over the named traces; every config checked."""
+    policies = _list(spec, "policies", POLICIES)
+    for p in policies:
+        if p not in POLICIES:
+            raise InputError(f"unknown policy {p!r} (one of {', '.join(POLICIES)})", field="policies")
+    intervals = [_minutes(v, "intervals") for v in _list(spec, "intervals", [base.interval / 60])]
+    afters = [_minutes(v, "pendingAfter") for v in _list(spec, "pendingAfter", [base.pending_after / 60])]
+    budgets = _list(spec, "budgets", [{}])
+    for b in budgets:
+        if not isinstance(b, dict):
+            raise InputError(f"each budget is a maxPerRun mapping, got {b!r}", field="budgets")
+    planners = _list(spec, "planners", [base.planner])
+    seeds = _list(spec, "seeds", [0])
+    for s in seeds:
+        if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= 2**31 - 1:
+            raise InputError(f"a seed is an integer in 0..2^31-1, got {s!r}", field="seeds")
+    cells: dict[str, Cell] = {}
+    for trace in traces:
+        for seed in seeds:
+            for policy in policies:
+                combos: Iterable[tuple[float, float, Any, str]] = (
+                    [(base.interval, base.pending_after, {}, base.planner)] if policy == "none" else
+                    [(i, a, b, pl) for i in intervals for a in (afters if policy == "pending" else [base.pending_after])
+                     for b in budgets for pl in planners])
+                for interval, after, budget, planner in combos:
+                    try:
+                        cfg = replace(base, policy=policy, interval=interval, pending_after=after, max_per_run=budget,
+                                      planner=planner, seed=seed)
+                    except InputError as e:
+                        field = {"planner": "planners", "policy": "policies"}.get(e.field or "", f"budgets: {e.field}")
+                        raise InputError(e.reason, field=field) from None
+                    cell = Cell(trace, seed, cfg)
+                    cells.setdefault(cell.key, cell)
+    return [cells[k] for k in sorted(cells)]
+
+
+def fingerprint(trace: Trace, cell: Cell) -> str:
+    """What a cell's result depends on — its whole config and the trace (name, what was read, size) —
+    hashed: a results file row is reused only by a cell with the same fingerprint."""
+    what = {"config": config_dict(cell.config), "trace": cell.trace, "stats": dict(trace.stats),
+            "gangs": len(trace.gangs), "nodes": len(trace.nodes), "end": trace.end}
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def run_cell(trace: Trace, cell: Cell) -> dict[str, Any]:
+    """One cell's row: its key, fingerprint, group, seed and summary metrics (deterministic)."""
+    r = replay(trace, cell.config)
+    return {"key": cell.key, "fingerprint": fingerprint(trace, cell), "group": cell.group, "trace": cell.trace,
+            "seed": cell.seed,
+            "policy": cell.config.policy, "label": cell.config.label(), "metrics": r.summary(),
+            "repack": {k: v for k, v in sorted(r.repack.items())}}
+
+
+# ---- executors ---------------------------------------------------------------------------------
+
+TraceOf = Callable[[Cell], Trace]
+
+
+@dataclass
+class Outcome:
+    rows: dict[str, dict[str, Any]]
+    failed: dict[str, str]
+    """key -> the last error, for cells that failed every attempt."""
+    attempts: dict[str, int]
+
+
+def _serial(cells: Sequence[Cell], trace_of: TraceOf, retries: int, done: Callable[[dict[str, Any]], None],
+            out: Outcome) -> None:
+    for c in cells:
+        for attempt in range(retries + 1):
+            out.attempts[c.key] = attempt + 1
+            try:
+                done(run_cell(trace_of(c), c))
+                out.failed.pop(c.key, None)
+                break
+            except Exception as e:  # a failed cell is reported, the sweep goes on
+                out.failed[c.key] = f"{type(e).__name__}: {e}"
+
+
+def _pool(cells: Sequence[Cell], trace_of: TraceOf, retries: int, done: Callable[[dict[str, Any]], None],
+          out: Outcome, workers: int) -> None:
+    with ProcessPoolExecutor(max_workers=workers) as ex:
+        running: dict[Future[dict[str, Any]], Cell] = {}
+        for c in cells:
+            out.attempts[c.key] = 1
+            running[ex.submit(run_cell, trace_of(c), c)] = c
+        while running:
+            finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for f in sorted(finished, key=lambda f: running[f].key):
+                c = running.pop(f)
+                try:
+                    done(f.result())
+                    out.failed.pop(c.key, None)
+                except Exception as e:  # retried, then reported
+                    out.failed[c.key] = f"{type(e).__name__}: {e}"
+                    if out.attempts[c.key] <= retries:
+                        out.attempts[c.key] += 1
+                        running[ex.submit(run_cell, trace_of(c), c)] = c
+
+
+def check_ray(address: str | None, timeout: float = 5.0) -> None:
+    """Ray is installed and, for an address, its port answers (Ray itself would wait for minutes): an
+    InputError otherwise, before any cell runs."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise InputError("Ray is not installed: pip install 'optplan[ray]'", field="--ray") from None
+    if address is None or address == "auto":
+        return
+    hostport = address.split("://", 1)[-1]
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise InputError(f"expected HOST:PORT or ray://HOST:PORT, got {address!r}", field="--ray-address")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise InputError(f"cannot reach Ray at {address}: {e.strerror or e}", field="--ray-address") from None
+
+
+def _ray(cells: Sequence[Cell], trace_of: TraceOf, retries: int, done: Callable[[dict[str, Any]], None],
+         out: Outcome, address: str | None) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise InputError("Ray is not installed: pip install 'optplan[ray]'", field="--ray") from None
+    try:
+        ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False,
+                 logging_level=logging.ERROR)
+    except Exception as e:  # an unreachable address, a refused connection
+        raise InputError(f"cannot connect to Ray at {address or 'a new local instance'}: "
+                         f"{str(e).splitlines()[0] if str(e) else type(e).__name__}", field="--ray-address") from None
+    try:
+        task = ray.remote(max_retries=retries, retry_exceptions=True)(run_cell)
+        refs: dict[Any, Cell] = {}
+        puts: dict[str, Any] = {}
+        for c in cells:
+            out.attempts[c.key] = 1
+            tr = trace_of(c)
+            ref = puts.get(f"{c.trace}/{c.seed}")
+            if ref is None:
+                ref = puts[f"{c.trace}/{c.seed}"] = ray.put(tr)
+            refs[task.remote(ref, c)] = c
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for r in ready:
+                c = refs[r]
+                try:
+                    done(ray.get(r))
+                    out.failed.pop(c.key, None)
+                except Exception as e:  # Ray retried it already
+                    out.attempts[c.key] = retries + 1
+                    out.failed[c.key] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    finally:
+        if address is None:
+            ray.shutdown()
+
+
+def run_grid(cells: Sequence[Cell], trace_of: TraceOf, *, executor: str = "pool", workers: int = 1,
+             retries: int = 2, ray_address: str | None = None, results_path: str | None = None,
+             progress: ProgressFn | None = None) -> Outcome:
+    """Run the cells not already in ``results_path`` (resume), appending each finished row to it."""
+    if executor not in EXECUTORS:
+        raise InputError(f"unknown executor {executor!r}", field="executor")
+    out = Outcome(rows={}, failed={}, attempts={})
+    if results_path is not None and os.path.exists(results_path):
+        out.rows.update(read_results(results_path))
+    prints = {c.key: fingerprint(trace_of(c), c) for c in cells}
+    out.rows = {k: v for k, v in out.rows.items() if v.get("fingerprint") == prints.get(k)}
+    todo = [c for c in cells if c.key not in out.rows]
+    total = len(cells)
+
+    def done(row: dict[str, Any]) -> None:
+        out.rows[row["key"]] = row
+        if results_path is not None:
+            with open(results_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(row, sort_keys=True) + "\n")
+        if progress is not None:
+            progress(len(out.rows), total)
+
+    if progress is not None:
+        progress(len(out.rows), total)
+    if executor == "serial" or (executor == "pool" and workers <= 1):
+        _serial(todo, trace_of, retries, done, out)
+    elif executor == "pool":
+        _pool(todo, trace_of, retries, done, out, workers)
+    else:
+        _ray(todo, trace_of, retries, done, out, ray_address)
+    return out
+
+
+def read_results(path: str) -> dict[str, dict[str, Any]]:
+    """Rows of a results file by key (a torn last line, from a sweep killed while writing, is ignored)."""
+    rows: dict[str, dict[str, Any]] = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(row, dict) and isinstance(row.get("key"), str):
+                    rows[row["key"]] = row
+    except OSError as e:
+        raise InputError(f"cannot read results ({e.strerror or e})", file=path) from None
+    return rows
+
+
+# ---- statistics --------------------------------------------------------------------------------
+
+def mean_ci(values: Sequence[float]) -> dict[str, Any]:
+    """Mean and 95% half-width over seeds (None with one value)."""
+    n = len(values)
+    if n == 0:
+        return {"n": 0, "mean": None, "ci95": None}
+    m = sum(values) / n
+    if n == 1:
+        return {"n": 1, "mean": round(m, 6), "ci95": None}
+    s = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))
+    t = _T975[n - 2] if n - 1 <= len(_T975) else 1.96
+    return {"n": n, "mean": round(m, 6), "ci95": round(t * s / math.sqrt(n), 6)}
+
+
+def aggregate(rows: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per group: each metric's mean and CI over seeds, and its paired difference from ``none``."""
+    by_group: dict[str, list[Mapping[str, Any]]] = {}
+    for k in sorted(rows):
+        by_group.setdefault(rows[k]["group"], []).append(rows[k])
+    none = {(r["trace"], r["seed"]): r for r in rows.values() if r["policy"] == "none"}
+    out = []
+    for group, members in sorted(by_group.items()):
+        entry: dict[str, Any] = {"group": group, "trace": members[0]["trace"], "policy": members[0]["policy"],
+                                 "seeds": sorted(r["seed"] for r in members), "metrics": {}, "vsNone": {}}
+        for m in METRICS:
+            vals = [r["metrics"][m] for r in members if r["metrics"].get(m) is not None]
+            entry["metrics"][m] = mean_ci(vals)
+            if members[0]["policy"] != "none":
+                diffs = [r["metrics"][m] - none[(r["trace"], r["seed"])]["metrics"][m] for r in members
+                         if (r["trace"], r["seed"]) in none and r["metrics"].get(m) is not None
+                         and none[(r["trace"], r["seed"])]["metrics"].get(m) is not None]
+                entry["vsNone"][m] = mean_ci(diffs)
+        out.append(entry)
+    return out
+
+
+def _fmt(s: Mapping[str, Any], digits: int = 2, sign: bool = False) -> str:
+    if s.get("mean") is None:
+        return "-"
+    v = f"{s['mean']:+.{digits}f}" if sign else f"{s['mean']:.{digits}f}"
+    return v if s.get("ci95") is None else f"{v} ± {s['ci95']:.{digits}f}"
+
+
+def markdown(table: Sequence[Mapping[str, Any]], outcome: Outcome, cells: int, command: str) -> str:
+    lines = ["# Replay sweep", "", f"{cells} cells, {len(outcome.rows)} done, {len(outcome.failed)} failed. "
+             "Mean ± 95% confidence half-width over seeds (Student's t); vs none: the paired difference from "
+             "`none` on the same trace and seed.", "", f"Reproduce: `{command}`", "",
+             "| trace / policy / planner / budget | seeds | GPU allocation % | vs none (points) | wait p95 (min) | "
+             "wait p95 8-card (min) | cards disrupted / day | vs none |",
+             "|---|---|---|---|---|---|---|---|"]
+    for e in table:
+        m, d = e["metrics"], e["vsNone"]
+        lines.append(f"| {e['group']} | {len(e['seeds'])} | {_fmt(m['allocationPercent'])} | "
+                     f"{_fmt(d['allocationPercent'], sign=True) if d else '-'} | {_fmt(m['waitP95Minutes'], 1)} | "
+                     f"{_fmt(m['waitP95Minutes8'], 1)} | {_fmt(m['cardsDisruptedPerDay'], 1)} | "
+                     f"{_fmt(d['cardsDisruptedPerDay'], 1, sign=True) if d else '-'} |")
+    if outcome.failed:
+        lines += ["", "## Failed cells", ""]
+        lines += [f"- {k} ({outcome.attempts.get(k, 1)} attempts): {v}" for k, v in sorted(outcome.failed.items())]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,108 @@
+"""What a replay reads: the cluster's nodes and the jobs of a trace, each a gang of identical pods with
+its arrival (creation) time and each pod's runtime (deletion − scheduled in the trace).
+
+Gangs hold pods of one shape (cpu, memory, GPUs, allowed models), as ``optplan import openb`` forms them,
+so a gang's pods are interchangeable: the replay places "how many" of them, never "which". A gang arrives
+at its first pod's creation time with all its pods (a VCJob creates its pods together); each pod, once
+placed, runs for its own runtime and leaves. Times are seconds (floats after a speed-up).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from optplan.errors import InputError
+from optplan.solvers.sim.online import SimNode
+
+GANG_BUCKETS: tuple[tuple[str, int], ...] = (("1", 1), ("2", 2), ("4", 4), ("8", 8), ("15", 15))
+"""Waiting time is reported by gang size in cards: label and the largest size it holds (3–4 cards count as
+"4", 5–8 as "8", 9–15 as "15"); larger gangs are "16+"."""
+LARGEST_BUCKET = "16+"
+
+
+def gang_bucket(cards: int) -> str:
+    """The size class of a gang of ``cards`` GPUs (see ``GANG_BUCKETS``)."""
+    for label, most in GANG_BUCKETS:
+        if cards <= most:
+            return label
+    return LARGEST_BUCKET
+
+
+def bucket_labels() -> tuple[str, ...]:
+    return (*(label for label, _ in GANG_BUCKETS), LARGEST_BUCKET)
+
+
+@dataclass(frozen=True)
+class TracePod:
+    name: str
+    runtime: float
+    """Seconds it runs once placed (a move adds the restart delay)."""
+
+
+@dataclass(frozen=True)
+class TraceGang:
+    """One job: ``len(pods)`` identical pods, ready (started) once ``min_member`` of them run."""
+
+    name: str
+    created: float
+    cpu: int
+    """milli-cores per pod"""
+    memory: int
+    """MiB per pod"""
+    gpu: int
+    """whole GPUs per pod"""
+    models: tuple[str, ...]
+    """allowed GPU models; () = any"""
+    min_member: int
+    pods: tuple[TracePod, ...]
+
+    @property
+    def cards(self) -> int:
+        return self.gpu * len(self.pods)
+
+    @property
+    def shape(self) -> tuple[int, int, int, tuple[str, ...]]:
+        return self.cpu, self.memory, self.gpu, self.models
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A named trace: nodes (any order) and gangs (sorted here by creation time, then name)."""
+
+    name: str
+    nodes: tuple[SimNode, ...]
+    gangs: tuple[TraceGang, ...]
+    stats: Mapping[str, int | float] = field(default_factory=dict)
+    """What the reader kept and left out (pods, fractional, unscheduled, ...): reported as is."""
+
+    def __post_init__(self) -> None:
+        if not self.nodes:
+            raise InputError("the trace has no node", field="nodes")
+        if not any(n.gpu > 0 for n in self.nodes):
+            raise InputError("no node has a GPU", field="nodes")
+        for g in self.gangs:
+            if not g.pods or not 1 <= g.min_member <= len(g.pods) or g.gpu < 1:
+                raise InputError(f"gang {g.name}: needs pods, 1 <= minMember <= pods and GPUs >= 1",
+                                 field="gangs")
+            if g.created < 0 or any(p.runtime < 0 for p in g.pods):
+                raise InputError(f"gang {g.name}: negative time", field="gangs")
+        object.__setattr__(self, "gangs", tuple(sorted(self.gangs, key=lambda g: (g.created, g.name))))
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(n.gpu for n in self.nodes)
+
+    @property
+    def end(self) -> float:
+        """When the last pod would leave had no job waited: the default horizon."""
+        return max((g.created + max(p.runtime for p in g.pods) for g in self.gangs), default=0.0)
+
+    def offered_load(self, horizon: float) -> float:
+        """GPU-seconds the trace asks for inside the horizon (each pod from its creation, had it not
+        waited), per GPU-second the cluster has there."""
+        if horizon <= 0:
+            return 0.0
+        asked = sum(g.gpu * max(0.0, min(g.created + p.runtime, horizon) - g.created)
+                    for g in self.gangs for p in g.pods)
+        return asked / (horizon * self.total_gpus)
