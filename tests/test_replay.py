@@ -92,6 +92,20 @@ def test_pending_policy_repacks_when_a_gang_waits_by_fragmentation(tmp_path: Pat
     assert r.pods_moved == 1
 
 
+def test_the_pending_policy_moves_only_what_the_waiting_gang_needs(tmp_path: Path) -> None:
+    """Three 4-card nodes, one long 1-card pod on each (a, b, c spread them, then leave at t=10); a 4-card
+    gang arrives at t=20. A plain Repack frees two nodes (two moves); the pending policy's admit goal names
+    the gang and moves one pod, which is all the gang needs."""
+    n, p = write(tmp_path, [("n1", 4), ("n2", 4), ("n3", 4)],
+                 [("a", 3, 0, 10), ("b", 3, 0, 10), ("c", 3, 0, 10), ("q1", 1, 1, 1000), ("q2", 1, 2, 1000),
+                  ("q3", 1, 3, 1000), ("g", 4, 20, 100)])
+    trace = load_trace(n, p, gang_sizes=SINGLE)
+    plain = replay(trace, ReplayConfig(policy="interval", interval=60))
+    assert plain.pods_moved == 2
+    admit = replay(trace, ReplayConfig(policy="pending", pending_after=15, interval=600))
+    assert admit.pods_moved == 1 and admit.gang_waits[-1][1] == 15
+
+
 @pytest.mark.parametrize("planner", ["karpenter", "cluster-autoscaler", "auto"])
 def test_other_planners_free_the_node(tmp_path: Path, planner: str) -> None:
     n, p = _scattered(tmp_path)

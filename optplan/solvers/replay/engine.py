@@ -26,7 +26,7 @@ import heapq
 import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -329,7 +329,7 @@ class Replay:
         return [Running(self.pod_name[p], self.gangs[self.pod_gang[p]].g, names[self.node[p]])
                 for p in range(len(self.node)) if self.node[p] >= 0]
 
-    def repack_run(self, t: float, gangs: list[str] | None = None) -> None:
+    def repack_run(self, t: float, gangs: list[str] | None = None, waiting: Sequence[TraceGang] = ()) -> None:
         """One Repack run now: skipped when nothing changed since a run that moved nothing, or when the
         GPUs in use are already packed; else planned, applied, and followed by an allocate."""
         cl = self.cluster
@@ -340,7 +340,7 @@ class Replay:
             self.repack["skippedPacked"] += 1
             return
         t0 = time.perf_counter()
-        snap = self.builder.build(self.running())
+        snap = self.builder.build(self.running(), waiting)  # the gangs an admit goal names are Pending VCJobs
         self.snapshot_seconds += time.perf_counter() - t0
         planned = (plan_moves(snap, self.run_spec, self.cfg) if gangs is None
                    else plan_for_pending(snap, self.run_spec, self.cfg, gangs))
@@ -431,7 +431,7 @@ class Replay:
         self.plan_seconds += time.perf_counter() - t0
         if frag:
             self.cooldown_until = t + self.cfg.interval
-            self.repack_run(t, frag)
+            self.repack_run(t, frag, [g for g in due if g.name in frag])
         if gs.ready_at is None and t + self.cfg.interval <= self.horizon:
             self.schedule_check(t + self.cfg.interval, k)  # still waiting: judged again after the cooldown
 

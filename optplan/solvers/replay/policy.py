@@ -13,10 +13,10 @@ it does.
 ``fragmentation_pending`` asks ``placement.pending.pending_gangs`` which of the given waiting gangs wait
 by fragmentation (enough GPUs free in total, yet the placement greedy cannot place them).
 
-Hook for issue 15's admit goal: ``plan_for_pending`` is what the ``pending`` policy calls with the gangs
-that wait by fragmentation. Today it runs a plain Repack (``plan_moves``: free whole nodes, which is
-what lets a scattered gang in); once the goals family (``optplan.solvers.goals``) is released, it is the
-one place to plan a RepackRun with an ``admit`` goal naming those gangs instead.
+``plan_for_pending`` is what the ``pending`` policy calls with the gangs that wait by fragmentation: with
+optplan's planners (greedy, auto) a RepackRun with an ``admit`` goal naming those gangs (issue 15: move
+the fewest pods so that each can be placed whole; ``optplan.solvers.goals``, its plans validated by the goal
+validator); with a peer, which knows no such goal, a plain Repack run (free whole nodes).
 """
 
 from __future__ import annotations
@@ -24,15 +24,18 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from optplan.models.repack import PodMove, RepackRun
+from optplan.models.repack import AdmitGoal, PodMove, RepackRun
 from optplan.models.snapshot import Snapshot
+from optplan.solvers.core import registry
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.goals.run import plan_run
 from optplan.solvers.placement.pending import FRAGMENTATION, pending_gangs
 from optplan.solvers.repack.baselines import BASELINES
 from optplan.solvers.repack.rules import RepackProblem
 from optplan.solvers.repack.run import RECOMMENDED, plan_repack
 from optplan.solvers.repack.validate import plan_violations
 from optplan.solvers.replay.config import RESOURCE, ReplayConfig
+from optplan.solvers.replay.snapshot import NAMESPACE
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,16 @@ def fragmentation_pending(snapshot: Snapshot) -> list[str]:
 
 
 def plan_for_pending(snapshot: Snapshot, run: RepackRun, cfg: ReplayConfig, gangs: list[str]) -> Planned:
-    """The ``pending`` policy's run for ``gangs`` (waiting by fragmentation): a plain Repack for now; the
-    hook for the admit goal (module docstring)."""
-    del gangs  # the admit goal will name them
-    return plan_moves(snapshot, run, cfg)
+    """The ``pending`` policy's run for ``gangs`` (waiting by fragmentation, each a Pending VCJob of
+    ``snapshot``): an admit goal naming them, or a plain Repack with a peer (module docstring)."""
+    if cfg.planner not in registry.names("goals") or not gangs:
+        return plan_moves(snapshot, run, cfg)
+    t0 = time.perf_counter()
+    goal = run.spec.goal.model_copy(update={"admit": AdmitGoal(jobs=tuple(f"{NAMESPACE}/{g}" for g in gangs))})
+    admit = run.model_copy(update={"spec": run.spec.model_copy(update={"goals": (goal,)})})
+    out = plan_run(snapshot, admit, solver=cfg.planner, options=options(cfg))
+    plan = out.result.plan
+    if out.reason != RECOMMENDED:  # no move admits a gang
+        return Planned((), 0, out.result.record.status, out.reason, 0, time.perf_counter() - t0)
+    return Planned(plan.moves, len(plan.freed_nodes), out.result.record.status, out.reason, 0,
+                   time.perf_counter() - t0)
