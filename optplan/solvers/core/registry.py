@@ -42,6 +42,7 @@ _ENTRIES: tuple[Entry, ...] = (
     Entry("goals", "greedy", "optplan.solvers.goals.greedy:GreedyGoalPlanner"),
     Entry("goals", "cpsat", "optplan.solvers.goals.cpsat:CpSatGoalPlanner"),
     Entry("goals", "kai", "optplan.solvers.goals.kai:KaiPlanner"),
+    Entry("goals", "milp", "optplan.solvers.goals.milp:MilpGoalPlanner"),
     Entry("goals", "auto", None),
 )
 

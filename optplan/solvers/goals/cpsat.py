@@ -64,13 +64,23 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from optplan.models.goals import BUDGET, HIGHER_GOAL, SEARCH, Admission, GoalPlan
-from optplan.models.placement import Binding
-from optplan.models.repack import PodMove
+from optplan.models.goals import BUDGET, HIGHER_GOAL, SEARCH, GoalPlan
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.exact import ExactModelError, exact_record, model_bug, strict
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.goals.model import Data, MoveClass, build_data
+from optplan.solvers.goals.model import (
+    Data,
+    MoveClass,
+    Stage,
+    build_data,
+    build_plan,
+    decode,
+    fits_now,
+    goal_record,
+    plan_disruption,
+    settle,
+)
+from optplan.solvers.goals.model import fallback as shared_fallback
 from optplan.solvers.goals.problem import GoalProblem, GoalResult
 from optplan.solvers.goals.validate import goal_violations
 from optplan.solvers.repack.model import weigh, weighted_cost
@@ -440,41 +450,6 @@ def hint_values(data: Data, v: Vars, plan: GoalPlan) -> list[tuple[Any, int]]:
     return out
 
 
-def fits_now(data: Data) -> GoalPlan:
-    """A start when no hint is given: the gangs, highest priority first, placed without any move where they
-    fit now (each pod on the node of its region left with the least R, quota and room counted), none
-    admitted otherwise. Cheap, and often most of stage 1's optimum."""
-    p = data.problem
-    R = p.resource
-    cap = p.capacity()
-    qs = p.queue_state()
-    out = []
-    for i in data.eligible:
-        g = p.gangs[i]
-        if qs.fit_reason(g.queue, g.requests) is not None:
-            continue
-        for reg in data.regions[i]:
-            trial = cap.copy()
-            bindings = []
-            for gp in g.pods:
-                nodes = [n for n in sorted(reg.nodes) if n in trial.free and p.predicates.reason(gp.pod, n) is None
-                         and trial.fits(gp.pod, n)]
-                if not nodes:
-                    break
-                n = min(nodes, key=lambda n: (trial.free[n].get(R, 0), n))
-                trial.add(gp.pod, n)
-                bindings.append(Binding(task=gp.task, index=gp.index, node=n))
-            if len(bindings) == len(g.pods):
-                cap = trial
-                qs.add(g.queue, g.requests)
-                out.append(Admission(namespace=g.job.namespace, name=g.job.name, queue=g.queue, priority=g.priority,
-                                     admitted=True, hyper_node=reg.hyper_node, tier=reg.tier,
-                                     reason=f"fits without a move in {reg.label}",
-                                     bindings=tuple(sorted(bindings, key=lambda b: (b.task, b.index)))))
-                break
-    return GoalPlan(admissions=tuple(out))
-
-
 def _hint_solution(m: cp_model.CpModel, s: cp_model.CpSolver) -> None:
     """Hint every variable with the solver's last solution."""
     m.clear_hints()
@@ -486,15 +461,6 @@ def _hint_solution(m: cp_model.CpModel, s: cp_model.CpSolver) -> None:
 # ---- solving ----------------------------------------------------------------------------------------------
 
 FOUND = (cp_model.OPTIMAL, cp_model.FEASIBLE)
-
-
-@dataclass
-class Stage:
-    """One stage's outcome: the value of its objective in the plan, its proven bound, proven or not."""
-
-    value: int
-    bound: int
-    proven: bool
 
 
 @dataclass
@@ -639,67 +605,6 @@ RESERVE = 0.03
 
 # ---- reading the solution back ------------------------------------------------------------------------------
 
-def decode(data: Data, v: Vars, s: cp_model.CpSolver) -> tuple[list[PodMove], dict[int, Admission], list[str]]:
-    """The moves (pods of a class fill their receivers in name order), the admitted gangs (pods of a gang
-    class fill their nodes in name order) and the freed HyperNodes."""
-    p = data.problem
-    moves: list[PodMove] = []
-    for k in data.classes:
-        it = iter(k.pods)
-        for r in k.receivers:
-            for _ in range(int(s.value(v.send[k.key, r]))):
-                moves.append(PodMove(pod=next(it).key, from_node=k.node, to_node=r))
-    admitted: dict[int, Admission] = {}
-    for i in data.eligible:
-        if not s.value(v.admit[i]):
-            continue
-        g = p.gangs[i]
-        reg = next(reg for y, reg in zip(v.hyper[i], data.regions[i], strict=True) if s.value(y))
-        bindings = []
-        for ci, gc in enumerate(data.gang_classes):
-            if gc.gang != i:
-                continue
-            it2 = iter(gc.pods)
-            for n in gc.nodes:
-                x = v.place.get((ci, n))
-                for _ in range(int(s.value(x)) if x is not None else 0):
-                    gp = next(it2)
-                    bindings.append(Binding(task=gp.task, index=gp.index, node=n))
-        nodes = sorted({b.node for b in bindings})
-        admitted[i] = Admission(namespace=g.job.namespace, name=g.job.name, queue=g.queue, priority=g.priority,
-                                admitted=True, hyper_node=reg.hyper_node, tier=reg.tier,
-                                reason=f"its {len(bindings)} pods fit on {len(nodes)} node(s) in {reg.label}",
-                                bindings=tuple(sorted(bindings, key=lambda b: (b.task, b.index))))
-    freed = [h for h, f in v.free.items() if s.value(f)]
-    return moves, admitted, freed
-
-
-def build_plan(problem: GoalProblem, moves: list[PodMove], admitted: dict[int, Admission],
-               causes: dict[int, tuple[str, str]], freed_hyper_nodes: list[str]) -> GoalPlan:
-    """The GoalPlan: freed nodes are the occupied providers the moves leave without R; each move says why."""
-    rp = problem.repack
-    gone = {mv.pod for mv in moves}
-    freed = [n for n in rp.occupied if all(q.key in gone for q in rp.r_pods[n])]
-    lands: dict[str, set[str]] = defaultdict(set)
-    for a in admitted.values():
-        for b in a.bindings:
-            lands[b.node].add(a.key)
-    hyper_of = {n: h for h in sorted(freed_hyper_nodes, reverse=True) for n in problem.hyper_nodes.get(h, ())}
-    why = {}
-    for mv in moves:
-        if mv.from_node in lands:
-            why[mv.pod] = f"makes room for {', '.join(sorted(lands[mv.from_node]))} on {mv.from_node}"
-        else:
-            why[mv.pod] = f"frees HyperNode {hyper_of.get(mv.from_node, '?')}"
-    admissions = list(admitted.values())
-    for i, g in enumerate(problem.gangs):
-        if i not in admitted:
-            cause, reason = causes.get(i, (SEARCH, "no plan admitting it was found"))
-            admissions.append(Admission(namespace=g.job.namespace, name=g.job.name, queue=g.queue,
-                                        priority=g.priority, admitted=False, cause=cause, reason=reason))
-    return GoalPlan.build(moves, freed, admissions, freed_hyper_nodes, why)
-
-
 def explain(out: Outcome, options: PlanOptions, clock: Clock, admitted: set[int], end: float
             ) -> dict[int, tuple[str, str]]:
     """Why each gang is not admitted: its own cause, else a bounded re-check with it forced in (module),
@@ -759,28 +664,8 @@ def _cause(data: Data, i: int, out: Outcome, options: PlanOptions, clock: Clock,
 
 
 def fallback(problem: GoalProblem, data: Data, hint: GoalPlan | None) -> GoalPlan:
-    """The plan when the model gave none: the hint when valid, else the gangs that fit without a move
-    (``fits_now``) when that is valid, else the plan that moves and admits nothing."""
-    if hint is not None and not goal_violations(problem, hint):
-        return hint
-    causes = {i: (SEARCH, "the exact planner found no plan") for i in data.eligible} | data.causes
-    keys = {g.key: i for i, g in enumerate(problem.gangs)}
-    now = {keys[a.key]: a for a in fits_now(data).admissions}
-    plan = build_plan(problem, [], now, causes, [])
-    return plan if not goal_violations(problem, plan) else build_plan(problem, [], {}, causes, [])
-
-
-def settle(out: Outcome, cost: int) -> None:
-    """Stage 3 on the rules' integer cost of the plan (``cost``): the model's lower bounds on the disruption
-    are tight only at its optimum, so a plan cut short may be cheaper than the model's objective says. The
-    stage is proven when that cost meets the model's bound; a proven optimum above the cost would mean the
-    model over-counts (then nothing is claimed)."""
-    s3 = out.stages[-1]
-    if s3.proven and cost != s3.value:
-        log.warning("goals cpsat: the model's disruption %s differs from the rules' %s: stage 3 not claimed",
-                    s3.value, cost)
-        out.exact_cost = False
-    out.stages[-1] = Stage(cost, min(s3.bound, cost), cost <= s3.bound and out.exact_cost)
+    """The plan when the model gave none (``model.fallback``, checked by the goal validator)."""
+    return shared_fallback(problem, data, hint, lambda plan: not goal_violations(problem, plan))
 
 
 # ---- the planner -------------------------------------------------------------------------------------------
@@ -802,10 +687,11 @@ class CpSatGoalPlanner:
             checked.free_required = False
         plan: GoalPlan | None = None
         if out.solver is not None and out.vars is not None:
-            moves, admitted, freed_h = decode(data, out.vars, out.solver)
+            solver = out.solver
+            moves, admitted, freed_h = decode(data, out.vars, lambda x: int(solver.value(x)))
             causes = explain(out, options, clock, set(admitted), end)
             plan = build_plan(problem, moves, admitted, causes, freed_h)
-            d = _disruption(problem, plan)
+            d = plan_disruption(problem, plan)
             found = goal_violations(checked, plan, claimed=d)
             if found:
                 message = f"goals cpsat: the model's plan breaks the goal rules: {'; '.join(found[:5])}"
@@ -814,27 +700,18 @@ class CpSatGoalPlanner:
                 log.error("%s (a bug in the exact model); FALLBACK", message)
                 plan = None
             else:
-                settle(out, weighted_cost(data.weights_int, data.card_unit, d))
+                out.exact_cost = settle(out.stages, weighted_cost(data.weights_int, data.card_unit, d),
+                                        out.exact_cost, self.name)
         wall = round(time.perf_counter() - t0, 3)
         stats = self._stats(out)
         if plan is None:  # no solution, or a bug: the valid hint, else the gangs that fit now, else nothing
             plan = fallback(problem, data, hint)
             record = exact_record(self.name, "FALLBACK", freed=None, freed_bound=None, objective=None, bound=None,
                                   wall=wall)
-            return GoalResult(plan, record, _disruption(problem, plan), stats)
-        s1, s2, s3 = out.stages
-        proven = s1.proven and s2.proven and s3.proven and out.exact_cost and not data.restricted
-        status = "INFEASIBLE" if out.infeasible_required else "OPTIMAL" if proven else "FEASIBLE"
-        if data.restricted:  # its bounds hold for the restricted model only: give the goals' own
-            most = sum(data.priority_weight.values())
-            first = s1 if s1.value < most else Stage(s2.value, max(problem.free_count, s2.value), False)
-            first = Stage(first.value, most, False) if first is s1 else first
-            bound: int | None = None
-        else:
-            first, bound = (s1 if not s1.proven else s2), s3.bound
-        record = exact_record(self.name, status, freed=first.value, freed_bound=first.bound, objective=s3.value,
-                              bound=bound, wall=wall)
-        return GoalResult(plan, record, _disruption(problem, plan), stats)
+            return GoalResult(plan, record, plan_disruption(problem, plan), stats)
+        record = goal_record(self.name, problem, data, out.stages, exact_cost=out.exact_cost,
+                             infeasible_required=out.infeasible_required, wall=wall)
+        return GoalResult(plan, record, plan_disruption(problem, plan), stats)
 
     @staticmethod
     def _stats(out: Outcome) -> dict[str, int]:
@@ -846,9 +723,3 @@ class CpSatGoalPlanner:
         for name, st in zip(("admitWeight", "freedHyperNodes", "cost"), out.stages, strict=False):
             stats |= {name: st.value, f"{name}Bound": st.bound, f"{name}Proven": int(st.proven)}
         return stats
-
-
-def _disruption(problem: GoalProblem, plan: GoalPlan) -> Any:
-    snap = problem.snapshot
-    return problem.repack.disruption((snap.pods[m.pod] for m in plan.repack.moves),
-                                     {m.pod: m.to_node for m in plan.repack.moves})

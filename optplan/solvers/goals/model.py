@@ -1,5 +1,5 @@
 """The exact goal model's data (issue 15 §2), read by the CP-SAT model (``cpsat``, which documents the
-decisions and constraints) and by a MILP twin should one be written; no solver is imported here.
+decisions and constraints) and by its MILP twin (``milp``); no solver is imported here.
 
 - Move classes (``MoveClass``): interchangeable movable R pods on one node — same requests, constraint
   signature, PodGroup, covering PDBs and restart unit when that unit is wider than the pod — with the
@@ -18,24 +18,38 @@ decisions and constraints) and by a MILP twin should one be written; no solver i
 Restriction (``restrict``; automatic above ``MAX_VARIABLES`` send and place variables): move classes
 only on the sources ``_sources`` picks, receivers per class cut to the ``KEEP_RECEIVERS`` best fits
 (nodes that lose nothing first, then the least free R), always keeping the hint's.
+
+Shared by both exact models, so that each rule is written once: the variables they name alike
+(``ModelVars``), the start without a hint (``fits_now``), the
+read-back (``decode``, ``build_plan``), the plan when the model gave none (``fallback``), stage 3 on the
+rules' cost (``settle``) and the record of the stages (``goal_record``).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 import numpy as np
 
-from optplan.models.goals import QUOTA, SEARCH, TOPOLOGY, GoalPlan
+from optplan.models.goals import QUOTA, SEARCH, TOPOLOGY, Admission, GoalPlan
+from optplan.models.placement import Binding
 from optplan.models.quantity import format_milli
+from optplan.models.repack import PodMove, SolverRecord
+from optplan.models.results import Disruption
 from optplan.models.snapshot import ROOT, Pod
+from optplan.solvers.core.exact import exact_record
 from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, constraint_signature, pod_demand
 from optplan.solvers.goals.problem import Gang, GangPod, GoalProblem
 from optplan.solvers.placement.jobs import Region
 from optplan.solvers.repack.model import integer_weights
 from optplan.solvers.repack.rules import RestartUnit
+
+log = logging.getLogger(__name__)
 
 MAX_VARIABLES = 200_000
 """Above this many send and place variables the model is restricted around the hint (``restrict``)."""
@@ -333,3 +347,186 @@ def _sources(problem: GoalProblem, eligible: list[int], free0: dict[str, dict[st
     return out
 
 
+# ---- shared by the exact models (``cpsat`` and its MILP twin ``milp``) -----------------------------------------
+
+class ModelVars(Protocol):
+    """The variables both exact models name alike (``cpsat.Vars``, ``milp.Vars``), each model's own kind."""
+
+    send: dict[tuple[int, str], Any]
+    moved: dict[int, Any]
+    source: dict[str, Any]
+    receiver: dict[str, Any]
+    admit: dict[int, Any]
+    place: dict[tuple[int, str], Any]
+    hyper: dict[int, list[Any]]
+    free: dict[str, Any]
+    region: dict[str, dict[str, Any]]
+    affected: dict[str, Any]
+    breach: dict[str, Any]
+    affected_cards: dict[str, Any]
+    restarted: dict[str, Any]
+    wide: dict[str, Any]
+    widening: dict[str, Any]
+
+
+@dataclass
+class Stage:
+    """One stage's outcome: the value of its objective in the plan, its proven bound, proven or not."""
+
+    value: int
+    bound: int
+    proven: bool
+
+
+def fits_now(data: Data) -> GoalPlan:
+    """A start when no hint is given: the gangs, highest priority first, placed without any move where they
+    fit now (each pod on the node of its region left with the least R, quota and room counted), none
+    admitted otherwise. Cheap, and often most of stage 1's optimum."""
+    p = data.problem
+    R = p.resource
+    cap = p.capacity()
+    qs = p.queue_state()
+    out = []
+    for i in data.eligible:
+        g = p.gangs[i]
+        if qs.fit_reason(g.queue, g.requests) is not None:
+            continue
+        for reg in data.regions[i]:
+            trial = cap.copy()
+            bindings = []
+            for gp in g.pods:
+                nodes = [n for n in sorted(reg.nodes) if n in trial.free and p.predicates.reason(gp.pod, n) is None
+                         and trial.fits(gp.pod, n)]
+                if not nodes:
+                    break
+                n = min(nodes, key=lambda n: (trial.free[n].get(R, 0), n))
+                trial.add(gp.pod, n)
+                bindings.append(Binding(task=gp.task, index=gp.index, node=n))
+            if len(bindings) == len(g.pods):
+                cap = trial
+                qs.add(g.queue, g.requests)
+                out.append(Admission(namespace=g.job.namespace, name=g.job.name, queue=g.queue, priority=g.priority,
+                                     admitted=True, hyper_node=reg.hyper_node, tier=reg.tier,
+                                     reason=f"fits without a move in {reg.label}",
+                                     bindings=tuple(sorted(bindings, key=lambda b: (b.task, b.index)))))
+                break
+    return GoalPlan(admissions=tuple(out))
+
+
+def decode(data: Data, v: ModelVars, value: Callable[[Any], int]
+           ) -> tuple[list[PodMove], dict[int, Admission], list[str]]:
+    """The moves (pods of a class fill their receivers in name order), the admitted gangs (pods of a gang
+    class fill their nodes in name order) and the freed HyperNodes, from the solution's ``value`` of each
+    variable (an integer)."""
+    p = data.problem
+    moves: list[PodMove] = []
+    for k in data.classes:
+        it = iter(k.pods)
+        for r in k.receivers:
+            for _ in range(value(v.send[k.key, r])):
+                moves.append(PodMove(pod=next(it).key, from_node=k.node, to_node=r))
+    admitted: dict[int, Admission] = {}
+    for i in data.eligible:
+        if not value(v.admit[i]):
+            continue
+        g = p.gangs[i]
+        reg = next(reg for y, reg in zip(v.hyper[i], data.regions[i], strict=True) if value(y))
+        bindings = []
+        for ci, gc in enumerate(data.gang_classes):
+            if gc.gang != i:
+                continue
+            it2 = iter(gc.pods)
+            for n in gc.nodes:
+                x = v.place.get((ci, n))
+                for _ in range(value(x) if x is not None else 0):
+                    gp = next(it2)
+                    bindings.append(Binding(task=gp.task, index=gp.index, node=n))
+        nodes = sorted({b.node for b in bindings})
+        admitted[i] = Admission(namespace=g.job.namespace, name=g.job.name, queue=g.queue, priority=g.priority,
+                                admitted=True, hyper_node=reg.hyper_node, tier=reg.tier,
+                                reason=f"its {len(bindings)} pods fit on {len(nodes)} node(s) in {reg.label}",
+                                bindings=tuple(sorted(bindings, key=lambda b: (b.task, b.index))))
+    freed = [h for h, f in v.free.items() if value(f)]
+    return moves, admitted, freed
+
+
+def build_plan(problem: GoalProblem, moves: list[PodMove], admitted: dict[int, Admission],
+               causes: dict[int, tuple[str, str]], freed_hyper_nodes: list[str]) -> GoalPlan:
+    """The GoalPlan: freed nodes are the occupied providers the moves leave without R; each move says why."""
+    rp = problem.repack
+    gone = {mv.pod for mv in moves}
+    freed = [n for n in rp.occupied if all(q.key in gone for q in rp.r_pods[n])]
+    lands: dict[str, set[str]] = defaultdict(set)
+    for a in admitted.values():
+        for b in a.bindings:
+            lands[b.node].add(a.key)
+    hyper_of = {n: h for h in sorted(freed_hyper_nodes, reverse=True) for n in problem.hyper_nodes.get(h, ())}
+    why = {}
+    for mv in moves:
+        if mv.from_node in lands:
+            why[mv.pod] = f"makes room for {', '.join(sorted(lands[mv.from_node]))} on {mv.from_node}"
+        else:
+            why[mv.pod] = f"frees HyperNode {hyper_of.get(mv.from_node, '?')}"
+    admissions = list(admitted.values())
+    for i, g in enumerate(problem.gangs):
+        if i not in admitted:
+            cause, reason = causes.get(i, (SEARCH, "no plan admitting it was found"))
+            admissions.append(Admission(namespace=g.job.namespace, name=g.job.name, queue=g.queue,
+                                        priority=g.priority, admitted=False, cause=cause, reason=reason))
+    return GoalPlan.build(moves, freed, admissions, freed_hyper_nodes, why)
+
+
+def plan_disruption(problem: GoalProblem, plan: GoalPlan) -> Disruption:
+    """The plan's disruption by Repack's rules."""
+    snap = problem.snapshot
+    return problem.repack.disruption((snap.pods[m.pod] for m in plan.repack.moves),
+                                     {m.pod: m.to_node for m in plan.repack.moves})
+
+
+def fallback(problem: GoalProblem, data: Data, hint: GoalPlan | None, valid: Callable[[GoalPlan], bool]
+             ) -> GoalPlan:
+    """The plan when the model gave none: the hint when ``valid`` (the goal validator finds nothing), else the
+    gangs that fit without a move (``fits_now``) when that is valid, else the plan that moves and admits
+    nothing."""
+    if hint is not None and valid(hint):
+        return hint
+    causes = {i: (SEARCH, "the exact planner found no plan") for i in data.eligible} | data.causes
+    keys = {g.key: i for i, g in enumerate(problem.gangs)}
+    now = {keys[a.key]: a for a in fits_now(data).admissions}
+    plan = build_plan(problem, [], now, causes, [])
+    return plan if valid(plan) else build_plan(problem, [], {}, causes, [])
+
+
+def settle(stages: list[Stage], cost: int, exact_cost: bool, who: str) -> bool:
+    """Stage 3 on the rules' integer cost of the plan (``cost``): the model's lower bounds on the disruption
+    are tight only at its optimum, so a plan cut short may be cheaper than the model's objective says. The
+    stage is proven when that cost meets the model's bound; a proven optimum above the cost would mean the
+    model over-counts (then nothing is claimed). Replaces the last stage; returns whether the model's stage-3
+    optimum is still the rules' cost."""
+    s3 = stages[-1]
+    if s3.proven and cost != s3.value:
+        log.warning("goals %s: the model's disruption %s differs from the rules' %s: stage 3 not claimed",
+                    who, s3.value, cost)
+        exact_cost = False
+    stages[-1] = Stage(cost, min(s3.bound, cost), cost <= s3.bound and exact_cost)
+    return exact_cost
+
+
+def goal_record(name: str, problem: GoalProblem, data: Data, stages: list[Stage], *, exact_cost: bool,
+                infeasible_required: bool, wall: float) -> SolverRecord:
+    """The record of an exact plan from its three stages: OPTIMAL only when every stage was proven on the
+    whole model; INFEASIBLE when the required HyperNode count was proven out of reach; else FEASIBLE, with
+    the bound of the first stage not proven. A restricted model's bounds hold for it only: the goals' own
+    are given (every gang's weight, the HyperNode count) and no disruption bound."""
+    s1, s2, s3 = stages
+    proven = s1.proven and s2.proven and s3.proven and exact_cost and not data.restricted
+    status = "INFEASIBLE" if infeasible_required else "OPTIMAL" if proven else "FEASIBLE"
+    if data.restricted:
+        most = sum(data.priority_weight.values())
+        first = s1 if s1.value < most else Stage(s2.value, max(problem.free_count, s2.value), False)
+        first = Stage(first.value, most, False) if first is s1 else first
+        bound: int | None = None
+    else:
+        first, bound = (s1 if not s1.proven else s2), s3.bound
+    return exact_record(name, status, freed=first.value, freed_bound=first.bound, objective=s3.value,
+                        bound=bound, wall=wall)
