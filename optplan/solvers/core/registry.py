@@ -49,7 +49,8 @@ _ENTRIES: tuple[Entry, ...] = (
 HELP = {
     "repack": "auto (default): greedy, then CP-SAT hinted with it, the better plan wins",
     "goals": "for runs with admit / freeHyperNodes goals: auto (default: greedy, then the joint CP-SAT model "
-             "hinted with it, the better plan wins), greedy, cpsat, kai (KAI-style consolidation, a peer)",
+             "hinted with it, the better plan wins), greedy, cpsat, milp (its PuLP/HiGHS twin), kai (KAI-style "
+             "consolidation, a peer)",
     "placement": "greedy (Volcano's allocate), cpsat (exact, lexicographic), auto (default: both, the better "
                  "plan wins)",
 }
