@@ -183,3 +183,17 @@ def test_every_run_summary_counts_hypernode_tiers_and_gangs_pending_by_fragmenta
     assert (tier["tier"], tier["hyperNodes"], tier["freeBefore"]) == (1, 2, 0)
     freed = set(yaml.safe_load(out)["status"]["plan"]["freedNodes"])
     assert tier["freeAfter"] == sum(1 for rack in ({"n0", "n1"}, {"n2", "n3"}) if rack <= freed)
+
+
+@pytest.mark.parametrize("priorities", [[0], [1, 1, 2, 3], [7, 7, 7, 1, 1, 0, 0, 0, 0], list(range(60)),
+                                        [p % 45 for p in range(200)]])
+def test_a_higher_priority_gang_outweighs_every_lower_one_and_the_weights_stay_in_range(priorities: list[int]) -> None:
+    from optplan.solvers.goals.model import WEIGHT_LIMIT, admission_weights
+
+    weight, merged = admission_weights(priorities)
+    assert sum(weight[p] for p in priorities) <= WEIGHT_LIMIT
+    levels = sorted(set(priorities))
+    alike = [lv for lv in levels if weight[lv] == 1]  # the lowest level, or the lowest levels merged
+    assert alike == levels[:len(alike)] and merged == (len(alike) > 1)
+    for lv in levels[len(alike):]:  # every level above outweighs all below it together
+        assert weight[lv] > sum(weight[p] for p in priorities if p < lv)

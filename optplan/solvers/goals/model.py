@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 
 MAX_VARIABLES = 200_000
 """Above this many send and place variables the model is restricted around the hint (``restrict``)."""
+WEIGHT_LIMIT = 2 ** 40
+"""The most the stage-1 admission weights may add up to (CP-SAT's 64-bit sums; the MILP's doubles stay exact)."""
 KEEP_REGIONS = 4
 """Regions per gang whose nodes a restricted model may move pods off (the most R that could be free first)."""
 KEEP_RECEIVERS = 16
@@ -254,16 +256,29 @@ def build_data(problem: GoalProblem, hint: GoalPlan | None = None, *, restrict: 
         for r, v in d.items():
             if v > 0:
                 units[r] = math.gcd(units.get(r, 0), v)
-    levels = sorted({gangs[i].priority for i in eligible})
-    level_weight: dict[int, int] = {}
-    below = 0
-    for lv in levels:
-        level_weight[lv] = below + 1
-        below += level_weight[lv] * sum(1 for i in eligible if gangs[i].priority == lv)
+    level_weight, merged = admission_weights([gangs[i].priority for i in eligible])
     data = Data(problem, classes, gang_classes, eligible, regions, free0, hyper, topo, topo_before, card_unit,
-                integer_weights(problem.weights, card_unit), units, bool(restrict),
+                integer_weights(problem.weights, card_unit), units, bool(restrict) or merged,
                 {i: level_weight[gangs[i].priority] for i in eligible}, causes)
     return data
+
+
+def admission_weights(priorities: list[int]) -> tuple[dict[int, int], bool]:
+    """Priority -> its stage-1 weight, one level outweighing every lower one together (weight = 1 + the most
+    all lower levels can add); and whether the lowest levels had to be merged into one (weights counted
+    alike) to keep the total within ``WEIGHT_LIMIT`` — then the model is lexicographic over the upper levels
+    only and, like a restricted model, claims no optimum."""
+    counts = {lv: priorities.count(lv) for lv in sorted(set(priorities))}
+    levels = list(counts)
+    for floor in range(len(levels)):  # merge levels[:floor + 1] into one until the weights fit
+        weight: dict[int, int] = {}
+        below = 0
+        for j, lv in enumerate(levels):
+            weight[lv] = 1 if j <= floor else below + 1
+            below += weight[lv] * counts[lv]
+        if below <= WEIGHT_LIMIT:
+            return weight, floor > 0
+    return {lv: 1 for lv in levels}, len(levels) > 1
 
 
 def _receivers(problem: GoalProblem, classes: list[MoveClass], topo: dict[str, list[str]],
