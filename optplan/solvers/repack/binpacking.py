@@ -8,9 +8,12 @@ Because only the *count* of bins matters, some optimal packing always uses the `
 on the capacities sorted in descending order, and every heuristic opens bins in that order.
 
 Pipeline: validation -> division by the gcd of the sizes -> lower bounds -> heuristics
-(first-fit / best-fit decreasing, then subset-sum "minimum bin slack" fills) -> CP-SAT only when
-the bounds do not meet.  CP-SAT gets an arc-flow model (Valerio de Carvalho, extended to several
-capacity types) when its graph is small, else an assignment model over aggregated sizes.
+(first-fit / best-fit decreasing, then subset-sum "minimum bin slack" fills) -> when the bounds do
+not meet: the LP (Gilmore-Gomory) bound and its LP-guided packing (``binlp``), a search for a
+packing into as many bins as the bound (``binfill``) -> CP-SAT on what is still open, with the
+bound as its objective's lower bound (it stops as soon as it meets it).  CP-SAT gets an arc-flow
+model (Valerio de Carvalho, extended to several capacity types) when its graph is small, else an
+assignment model over aggregated sizes.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from typing import Any, SupportsIndex, cast
 from ortools.sat.python import cp_model
 
 from optplan.solvers.core.clock import Clock
+from optplan.solvers.repack.binfill import slack_fill
+from optplan.solvers.repack.binlp import lp_bound_and_dive
 
 __all__ = ["BinPackingResult", "min_bins"]
 
@@ -39,6 +44,12 @@ _Packing = list[Counter[int]]
 
 _MAX_ARCS = 150_000  # larger arc-flow graphs fall back to the assignment model
 _MAX_DP_WORK = 4_000_000_000  # bit operations allowed for the subset-sum heuristics
+_LP_SHARE = 0.3  # of the time left, at most, for the LP bound (and its dive)
+_SEARCH_SHARE = 0.85  # of the time then left, at most, for the search for a packing into lb bins ...
+_SEARCH_SHARE_LOOSE = 0.2  # ... when that packing may waste more than the smallest item
+_CP_SAT_SHARE = 0.7  # of the time then left for CP-SAT; the search has the rest ...
+_SMALL_GRAPH = 4_000  # ... except on arc-flow graphs up to this many arcs: CP-SAT has it all
+_SECONDS_PER_SEARCH_STEP = 5e-4  # work charged per search step (deterministic limits)
 
 
 @dataclass(frozen=True)
@@ -109,8 +120,83 @@ def min_bins(
             logger.debug("bin packing closed by bounds: %d bins, %d items", lb, n_items)
             return BinPackingResult(lb, lb, True)
 
-    remaining = max(0.0, time_limit - (clock.now() - start))
-    return _solve_cp_sat(sizes, caps, lb, best, time_limit=remaining, workers=workers, seed=seed, clock=clock)
+    deadline = start + time_limit
+    lb, best = _narrow(sizes, caps, lb, best, deadline=deadline, seed=seed, clock=clock)
+    if best is not None and len(best) == lb:
+        logger.debug("bin packing closed by LP bound / search: %d bins, %d items", lb, n_items)
+        return BinPackingResult(lb, lb, True)
+
+    # CP-SAT, then (when it stops unproven) the search again on what is left of the budget.
+    small = _arc_flow_graph(sizes, caps[0], _SMALL_GRAPH) is not None
+    remaining = max(0.0, clock.left(deadline)) * (_CP_SAT_SHARE if best is not None and not small else 1.0)
+    result = _solve_cp_sat(sizes, caps, lb, best, time_limit=remaining, workers=workers, seed=seed, clock=clock)
+    if not result.proven and clock.left(deadline) > 0:
+        found = _search(sizes, caps, result.lower_bound, deadline=deadline, share=1.0, seed=seed + 1, clock=clock)
+        if found is not None:
+            return BinPackingResult(result.lower_bound, result.lower_bound, True)
+    return result
+
+
+def _narrow(
+    sizes: Counter[int], caps: list[int], lb: int, best: _Packing | None, *, deadline: float, seed: int, clock: Clock
+) -> tuple[int, _Packing | None]:
+    """Close the gap between ``lb`` and the heuristic packing ``best`` before CP-SAT is asked:
+
+    1. the Gilmore-Gomory LP bound (``binlp``; at most ``_LP_SHARE`` of the time left), whose
+       residual-rounding dive may also find a better packing;
+    2. unless the arc-flow graph is small (CP-SAT then has all the time left), a search for a
+       packing into ``lb`` bins (``binfill``: minimum bin slack with perturbation and a large
+       neighbourhood search; at most ``_SEARCH_SHARE`` of the time then left, or
+       ``_SEARCH_SHARE_LOOSE`` when such a packing may waste more than the smallest item), which
+       is what finds the perfect packings of triplet instances.
+
+    Returns the (possibly raised) bound and the best packing.  CP-SAT then starts from both, and
+    the search has the time CP-SAT leaves."""
+    if best is None:  # no packing at all: the bins are scarce, CP-SAT decides
+        return lb, best
+    if len(best) > lb:
+        out = lp_bound_and_dive(sizes, caps, target=len(best), time_limit=clock.left(deadline) * _LP_SHARE,
+                                clock=clock, start=best)
+        if out is not None:
+            logger.info("LP bound %d (was %d, best packing %d, %d rounds)", out.bound, lb, len(best), out.rounds)
+            lb = max(lb, out.bound)
+            if out.packing is not None and len(out.packing) < len(best):
+                best = _checked([content for _, content in sorted(out.packing, key=lambda bin_: -bin_[0])], sizes, caps)
+    if len(best) > lb and _arc_flow_graph(sizes, caps[0], _SMALL_GRAPH) is None:
+        # On a small arc-flow graph CP-SAT is quick and has all the time left.  Else a near-perfect
+        # packing (less waste in all than the smallest item) is what the search finds and CP-SAT
+        # does not; with more room CP-SAT does better and keeps more time.
+        allowance = sum(caps[:lb]) - sum(s * c for s, c in sizes.items())
+        share = _SEARCH_SHARE if allowance < min(sizes) else _SEARCH_SHARE_LOOSE
+        found = _search(sizes, caps, lb, deadline=deadline, share=share, seed=seed, clock=clock)
+        if found is not None:
+            best = found
+    return lb, best
+
+
+def _search(
+    sizes: Counter[int], caps: list[int], bins: int, *, deadline: float, share: float, seed: int, clock: Clock
+) -> _Packing | None:
+    """``binfill.slack_fill`` into ``bins`` bins with ``share`` of the time left, charged per step."""
+    until = clock.now() + clock.left(deadline) * share
+
+    def spend(steps: int) -> bool:
+        clock.charge(steps * _SECONDS_PER_SEARCH_STEP)
+        return clock.over(until)
+
+    found = slack_fill(sizes, caps, bins, seed=seed, spend=spend)
+    return None if found is None else _checked(found, sizes, caps)
+
+
+def _checked(packing: _Packing, sizes: Counter[int], caps_desc: Sequence[int]) -> _Packing:
+    """``packing`` if it holds exactly the items and its ``b``-th fullest bin fits the ``b``-th largest
+    capacity (a packing from another module is checked before its bin count is trusted)."""
+    loads = sorted((sum(s * c for s, c in content.items()) for content in packing), reverse=True)
+    if sum(packing, Counter()) != sizes or len(loads) > len(caps_desc) or any(
+        load > cap for load, cap in zip(loads, caps_desc, strict=False)
+    ):
+        raise RuntimeError("bin packing: a heuristic returned an invalid packing")
+    return packing
 
 
 # --------------------------------------------------------------------------------------------
