@@ -54,6 +54,7 @@ import pulp
 
 from optplan.models.goals import SEARCH, GoalPlan
 from optplan.solvers.core.exact import ExactModelError, exact_record, strict
+from optplan.solvers.core.highs import quiet
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.goals.model import (
     Data,
@@ -69,7 +70,7 @@ from optplan.solvers.goals.model import (
 )
 from optplan.solvers.goals.problem import GoalProblem, GoalResult
 from optplan.solvers.goals.validate import goal_violations
-from optplan.solvers.repack.milp import EQ, GE, LE, _backend, _dual_bound, _HiGHS, _quiet, _row
+from optplan.solvers.repack.milp import EQ, GE, LE, _backend, _dual_bound, _HiGHS, _row
 from optplan.solvers.repack.model import weigh, weighted_cost
 from optplan.solvers.repack.rules import RestartUnit
 
@@ -407,7 +408,7 @@ def _solve(prob: pulp.LpProblem, objective: pulp.LpAffineExpression, maximize: b
         solver.optionsDict["presolve"] = PRESOLVE
     else:  # pragma: no cover - CBC, without highspy
         solver.optionsDict["gapRel"] = 0.0
-    with _quiet():
+    with quiet():
         prob.solve(solver)
     if prob.status == pulp.LpStatusInfeasible:
         log.info("goals milp %s: INFEASIBLE", what)

@@ -22,9 +22,6 @@ property it usually reaches the bound.
 from __future__ import annotations
 
 import math
-import os
-import sys
-import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from optplan.solvers.core.clock import Clock
+from optplan.solvers.core.highs import quiet
 
 __all__ = ["LpOutcome", "lp_bound_and_dive"]
 
@@ -212,30 +210,12 @@ def _price(
 # The restricted master
 
 
-_banner_lock = threading.Lock()
-_banner_done = False
-
-
 def _new_highs() -> Any:
-    """A silent HiGHS.  Its first construction in a process prints a banner on the C-level stdout,
-    which would corrupt the CLI's JSON output: that one time, fd 1 points at /dev/null."""
+    """A silent HiGHS (``core.highs.quiet``: its first construction prints a banner on the C-level stdout)."""
     import highspy
 
-    global _banner_done
-    with _banner_lock:
-        if _banner_done:
-            highs = highspy.Highs()
-        else:
-            sys.stdout.flush()
-            saved = os.dup(1)
-            try:
-                with open(os.devnull, "w") as null:
-                    os.dup2(null.fileno(), 1)
-                    highs = highspy.Highs()
-            finally:
-                os.dup2(saved, 1)
-                os.close(saved)
-            _banner_done = True
+    with quiet():
+        highs = highspy.Highs()
     highs.setOptionValue("output_flag", False)
     highs.setOptionValue("threads", 1)
     highs.setOptionValue("random_seed", 0)

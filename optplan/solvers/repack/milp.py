@@ -6,14 +6,10 @@ and in the benchmark."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
-import os
-import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +17,7 @@ import pulp
 
 from optplan.models.repack import RepackPlan
 from optplan.solvers.core.exact import exact_record
+from optplan.solvers.core.highs import quiet
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack.base import PlanResult
 from optplan.solvers.repack.model import (
@@ -69,26 +66,6 @@ def _backend(options: PlanOptions, limit: float, start: bool = False) -> Any:
         pass
     return pulp.PULP_CBC_CMD(msg=False, timeLimit=limit, threads=options.workers, warmStart=start,
                              options=[f"randomSeed {options.seed + 1}"])
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """HiGHS prints a banner on the C-level stdout even with msg=False; keep our stdout clean."""
-    sys.stdout.flush()
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):  # pytest capture and other fakes
-        yield
-        return
-    saved = os.dup(fd)
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), fd)
-            yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, fd)
-        os.close(saved)
 
 
 Term = tuple[Any, float]
@@ -299,7 +276,7 @@ def solve(problem: RepackProblem, options: PlanOptions) -> MilpOutcome:
     size = (len(prob.variables()), prob.numConstraints())
     prob.setObjective(v["freed"])
     prob.sense = pulp.LpMaximize
-    with _quiet():
+    with quiet():
         prob.solve(_backend(options, (deadline - time.perf_counter()) * 0.5))
     st1 = _status(prob)
     b1 = _dual_bound(prob)
@@ -318,7 +295,7 @@ def solve(problem: RepackProblem, options: PlanOptions) -> MilpOutcome:
     _row(prob, list(v["freed"].items()), EQ, freed)
     prob.setObjective(v["cost"])
     prob.sense = pulp.LpMinimize
-    with _quiet():
+    with quiet():
         prob.solve(_backend(options, deadline - time.perf_counter(), start=True))
     st2 = _status(prob)
     b2 = _dual_bound(prob)
