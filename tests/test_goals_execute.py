@@ -1,0 +1,44 @@
+"""An Execute with an admit goal, end to end (issue 15): the controller against the fake API server (CRD schemas
+enforced) and the simulated world evicts the pods the plan moves, nominates their replacements off the nodes it
+makes room on, and verifies that the gang can now be placed."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from optplan.controller import status as st
+from tests.fakekube import FakeKube
+from tests.test_controller_e2e import RUN_API, Env
+
+DEMO = Path(__file__).resolve().parents[1] / "instances" / "admit-gang.yaml"
+
+
+def demo_execute() -> list[dict[str, Any]]:
+    items = copy.deepcopy(yaml.safe_load(DEMO.read_text())["items"])
+    for o in items:
+        if o["kind"] == "RepackRun":
+            o["spec"]["mode"] = "Execute"
+    return items
+
+
+def test_an_execute_with_an_admit_goal_makes_room_and_keeps_it(fk: FakeKube, tmp_path: Path) -> None:
+    env = Env(fk, str(fk.write_kubeconfig(tmp_path / "kubeconfig")), demo_execute())
+    try:
+        run = env.until_finished(env.controller(), name="admit-llm")
+    finally:
+        env.close()
+    status = run["status"]
+    cond = st.find_condition(status, st.COMPLETE)
+    assert cond is not None and status["phase"] == "Succeeded", status
+    assert cond["reason"] == "ExecutionCompleted"  # no admitted gang lost its room (else ExecutionGoalNotReached)
+    gang = status["plan"]["goals"]["admissions"][0]
+    room = {b["node"] for b in gang["bindings"]}
+    assert len(status["relocations"]) == 2 and all(r["eviction"]["phase"] == "Evicted" for r in status["relocations"])
+    # every replacement landed off the nodes kept for the gang
+    landed = {r["placement"].get("actualNodeName") for r in status["relocations"]}
+    assert landed and not landed & room, (landed, room)
+    assert [r["metadata"]["name"] for r in fk.objects(*RUN_API)] == ["admit-llm"]
