@@ -376,12 +376,13 @@ def _repack_scenarios(suite: Suite, data: Path, fill: float, dep: float, bar: Pr
             bar.start(f"{name}: {b}")
             rows.append(_baseline_row(b, loaded, suite.time_limit, frag))
             bar.advance()
-        # The bound each plan is measured against: occupied − theoretical minimum without a budget; with
-        # one, also the budget's own bound and the best freed-node bound an exact solver proved.
-        bound = frag.occupied - frag.theoretical_min
+        # The bound each plan is measured against: the least of occupied − theoretical minimum, the freed-node
+        # bounds optplan's planners report (the pool bound, ``repack.bound``, and what an exact solver proved;
+        # each valid for the whole model) and, with a budget, the budget's own bound.
+        proven = [r["freedBound"] for r in rows if r.get("freedBound") is not None]
+        bound = min([frag.occupied - frag.theoretical_min, *proven])
         if budget.pod_groups is not None or budget.cards is not None:
-            proven = [r["freedBound"] for r in rows if r.get("freedBound") is not None]
-            bound = min([bound, budget_bound, *proven])
+            bound = min(bound, budget_bound)
         for r in rows:
             if "freed" in r:
                 r["gapToBound"] = bound - r["freed"]
@@ -739,14 +740,15 @@ def report(results: dict[str, Any], pngs: list[str]) -> str:
     else:
         parts.append("Baselines follow their own algorithms; `violations` counts the breaks of optplan's rules "
                      "in their plans (`plan_violations`). Cards are whole GPUs.\n")
-        parts.append("`gap to bound` is freed nodes short of the scenario's bound: occupied − theoretical minimum "
-                     "without a budget; with one, the least of that, the budget's own count bound and the freed-node "
-                     "bounds the exact solvers proved (CP-SAT proves one on a relaxation of the budgets, PDBs and "
-                     "total room, valid for the whole model). `freed bound` and `gap %` are each solver's own "
-                     "record. cpsat and milp run alone, without a hint; auto is greedy then CP-SAT hinted with its "
-                     "plan. Above " + f"{MAX_ARCS:,}" + " (pod class, receiver) pairs each exact planner keeps the "
-                     "best receivers per pod class (`pruned`): the model is then a restriction, its optimum is "
-                     "reported as FEASIBLE and its own bounds are not used. Exact planners' time limit "
+        parts.append("`gap to bound` is freed nodes short of the scenario's bound: the least of occupied − "
+                     "theoretical minimum, the freed-node bounds optplan's planners report (the pool bound, and "
+                     "what CP-SAT proves on a relaxation of the budgets, PDBs and total room; each valid for the "
+                     "whole model) and, with a budget, the budget's own count bound. `freed bound` and `gap %` "
+                     "are each solver's own record. cpsat and milp run alone, without a hint; auto is greedy then "
+                     "CP-SAT hinted with its plan. Above " + f"{MAX_ARCS:,}" + " (pod class, receiver) pairs each "
+                     "exact planner keeps the best receivers per pod class (`pruned`): the model is then a "
+                     "restriction, its optimum is reported as FEASIBLE and its own bounds are not used. Exact "
+                     "planners' time limit "
                      + f"{rp.get('timeLimit', '?')} s.\n")
         header = ["planner", "freed", "gap to bound", "freed bound", "frag before %", "frag after %",
                   "affected PodGroups", "below minAvailable", "affected cards", "moved cards", "moved pods", "wall s",
