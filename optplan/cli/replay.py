@@ -9,7 +9,9 @@ input error), cut into gangs as the importer cuts them (``_gangs``: runs of one 
 minMember = max(1, ceil(ratio × size))). ``--speedup F`` divides creation times by F and keeps runtimes,
 so the same jobs arrive F times as fast; ``--repeat K`` plays the trace K times back to back (pass k's
 pods named ``<name>-r<k>``, created k − 1 trace spans later, as the importer's passes). The openb traces'
-own times keep fewer than 60 of 6,212 GPUs busy at once.
+own times keep fewer than 60 of 6,212 GPUs busy at once. ``--times-from TIMES.csv`` takes every pod's
+times from another trace by pod name (``trace.borrow_times``; ``--unmatched-times`` for pods it does not
+name), for pod lists without time columns such as openb's ``multigpu*``.
 
 All input (trace, flags, sweep file) is checked before anything runs, and the output files are written
 only at the end, each atomically: bad input writes nothing.
@@ -33,7 +35,7 @@ from optplan.errors import InputError
 from optplan.solvers.replay import report, sweep
 from optplan.solvers.replay.config import PLANNERS, POLICIES, RESOURCE, RESTARTS, ReplayConfig
 from optplan.solvers.replay.engine import ReplayResult, replay
-from optplan.solvers.replay.trace import Trace, TraceGang, TracePod
+from optplan.solvers.replay.trace import UNMATCHED, PodShape, PodTimes, Trace, TraceGang, TracePod, borrow_times
 from optplan.solvers.sim.online import SimNode
 
 TIME_COLUMNS = ("name", "creation_time", "scheduled_time", "deletion_time")
@@ -41,32 +43,58 @@ TIME_COLUMNS = ("name", "creation_time", "scheduled_time", "deletion_time")
 
 # ---- the trace ---------------------------------------------------------------------------------
 
+def _shape(p: openb._PodRow) -> PodShape:
+    return p.cpu, p.memory, p.gpu, p.gpu_milli
+
+
+def read_times(path: str, pods: list[openb._PodRow] | None = None) -> dict[str, tuple[PodShape, PodTimes]]:
+    """Every pod of a trace with its shape and times (``pods``: the file's pods, read already)."""
+    pods = openb.read_pods(path) if pods is None else pods
+    by_name = {p.name: p for p in pods}
+    out: dict[str, tuple[PodShape, PodTimes]] = {}
+    for line, row in openb._rows(path, TIME_COLUMNS):
+        p = by_name[row["name"].strip()]
+        if not row["scheduled_time"].strip() or not row["deletion_time"].strip():
+            out[p.name] = (_shape(p), PodTimes(p.created, None, None))
+            continue
+        scheduled = openb._int(path, line, row, "scheduled_time")
+        deleted = openb._int(path, line, row, "deletion_time")
+        if deleted < scheduled:
+            raise InputError(f"negative runtime: deletion_time {deleted} is before scheduled_time {scheduled}",
+                             file=path, obj=f"line {line}", field="deletion_time")
+        out[p.name] = (_shape(p), PodTimes(p.created, scheduled, deleted))
+    return out
+
+
 def load_trace(nodes_csv: str, pods_csv: str, *, seed: int = 0, speedup: float = 1.0, repeat: int = 1,
                gang_sizes: tuple[tuple[int, float], ...] | None = None, min_member_ratio: float | None = None,
-               name: str | None = None) -> Trace:
-    """The trace of the two CSV files (see the module docstring); InputError naming file, line and column."""
+               name: str | None = None, times_from: str | None = None, unmatched: str = "drop") -> Trace:
+    """The trace of the two CSV files (see the module docstring); InputError naming file, line and column.
+    ``times_from``: take every pod's times from this trace instead, by name (``trace.borrow_times``, with
+    ``unmatched`` for pods it does not name); ``pods_csv`` then needs no time columns."""
     if not (math.isfinite(speedup) and speedup > 0):
         raise InputError(f"must be a positive number, got {speedup}", field="speedup")
     if not 1 <= repeat <= 1000:
         raise InputError(f"must be within 1..1000, got {repeat}", field="repeat")
+    if unmatched not in UNMATCHED:
+        raise InputError(f"unknown choice {unmatched!r} (one of {', '.join(UNMATCHED)})", field="--unmatched-times")
     base = openb.ImportConfig()
     cfg = openb.ImportConfig(seed=seed, gang_sizes=gang_sizes or base.gang_sizes,
                              min_member_ratio=base.min_member_ratio if min_member_ratio is None else min_member_ratio)
     node_rows = openb.read_nodes(nodes_csv)
     rows = openb.read_pods(pods_csv)
-    times: dict[str, tuple[int, int] | None] = {}
-    for line, row in openb._rows(pods_csv, TIME_COLUMNS):
-        if not row["scheduled_time"].strip() or not row["deletion_time"].strip():
-            times[row["name"].strip()] = None
-            continue
-        scheduled = openb._int(pods_csv, line, row, "scheduled_time")
-        deleted = openb._int(pods_csv, line, row, "deletion_time")
-        if deleted < scheduled:
-            raise InputError(f"negative runtime: deletion_time {deleted} is before scheduled_time {scheduled}",
-                             file=pods_csv, obj=f"line {line}", field="deletion_time")
-        times[row["name"].strip()] = (scheduled, deleted)
+    read = len(rows)
+    borrowed: dict[str, int] = {}
+    if times_from is None:
+        times = {n: t for n, (_, t) in read_times(pods_csv, rows).items()}
+    else:
+        times, borrowed = borrow_times([(p.name, _shape(p)) for p in rows], read_times(times_from), unmatched)
+        rows = sorted((replace(p, created=times[p.name].created) for p in rows if p.name in times),
+                      key=lambda p: (p.created, p.name))
+    runtime = {n: float(t.deleted - t.scheduled) for n, t in times.items()
+               if t.scheduled is not None and t.deleted is not None}
     whole = [p for p in rows if p.gpu >= 1 and p.gpu_milli == 1000]
-    kept = [p for p in whole if times.get(p.name) is not None]
+    kept = [p for p in whole if p.name in runtime]
     span = max((p.created for p in kept), default=0) + 1
     placed = [openb._Placed(p, p.name if k == 0 else f"{p.name}-r{k + 1}", -1, p.created + k * span)
               for k in range(repeat) for p in kept]
@@ -74,19 +102,15 @@ def load_trace(nodes_csv: str, pods_csv: str, *, seed: int = 0, speedup: float =
     gangs = []
     for k, gang in enumerate(openb._gangs(cfg, placed)):
         first = gang[0].pod
-        pods = []
-        for member in gang:
-            t = times[member.pod.name]
-            assert t is not None
-            pods.append(TracePod(member.name, float(t[1] - t[0])))
+        pods = tuple(TracePod(member.name, runtime[member.pod.name]) for member in gang)
         gangs.append(TraceGang(name=f"job-{k + 1:05d}", created=gang[0].created / speedup, cpu=first.cpu,
                                memory=first.memory, gpu=first.gpu, models=first.models,
-                               min_member=max(1, math.ceil(ratio * len(gang))), pods=tuple(pods)))
+                               min_member=max(1, math.ceil(ratio * len(gang))), pods=pods))
     nodes = tuple(SimNode(n.name, n.cpu, n.memory, n.gpu, n.model) for n in node_rows)
-    stats = {"tracePods": len(rows), "wholeGpuPods": len(whole), "leftOutUnscheduled": len(whole) - len(kept),
+    stats = {"tracePods": read, "wholeGpuPods": len(whole), "leftOutUnscheduled": len(whole) - len(kept),
              "fractionalLeftOut": sum(1 for p in rows if p.gpu >= 1 and p.gpu_milli < 1000),
              "cpuOnlyLeftOut": sum(1 for p in rows if p.gpu == 0), "speedup": speedup, "repeat": repeat,
-             "seed": seed}
+             "seed": seed, **borrowed}
     return Trace(name=name or Path(pods_csv).stem, nodes=nodes, gangs=tuple(gangs), stats=stats)
 
 
@@ -97,6 +121,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pods", metavar="PODS.csv",
                    help="pod list with name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time,scheduled_time,"
                         "deletion_time (and optionally gpu_spec)")
+    p.add_argument("--times-from", metavar="TIMES.csv",
+                   help="take each pod's creation, scheduled and deletion times from this trace, by pod name "
+                        "(for pod lists without times, e.g. openb multigpu50 with the default list)")
+    p.add_argument("--unmatched-times", default="drop", choices=UNMATCHED, metavar="WHAT",
+                   help="with --times-from, a pod it does not name: drop (counted) or shape (the times of a pod "
+                        "of the same shape there, in turn); default drop")
     p.add_argument("--speedup", type=positive_float, default=1.0, metavar="F",
                    help="arrivals F times as fast, runtimes kept (default 1)")
     p.add_argument("--repeat", type=int_in(1, 1000), default=1, metavar="K",
@@ -216,7 +246,8 @@ def run(args: argparse.Namespace) -> str:
     if not args.nodes or not args.pods:
         raise InputError("--nodes and --pods are required (or --sweep)", field="--pods")
     cfgs = configs(args)
-    trace = load_trace(args.nodes, args.pods, seed=args.seed, speedup=args.speedup, repeat=args.repeat)
+    trace = load_trace(args.nodes, args.pods, seed=args.seed, speedup=args.speedup, repeat=args.repeat,
+                       times_from=args.times_from, unmatched=args.unmatched_times)
     results = []
     for cfg in cfgs:
         bar = Progress(f"replay {cfg.label()}", 1000)
@@ -238,7 +269,7 @@ def run(args: argparse.Namespace) -> str:
 
 SWEEP_KEYS = {"traces", "policies", "intervals", "pendingAfter", "budgets", "planners", "seeds", "restartDelay",
               "restart", "timeLimit", "scope"}
-TRACE_KEYS = {"name", "nodes", "pods", "speedup", "repeat", "horizonHours"}
+TRACE_KEYS = {"name", "nodes", "pods", "speedup", "repeat", "horizonHours", "timesFrom", "unmatchedTimes"}
 
 
 def _read_sweep(path: str) -> dict[str, Any]:
@@ -285,9 +316,15 @@ def _sweep_traces(path: str, spec: dict[str, Any], seeds: list[int]) -> tuple[di
         repeat = t.get("repeat", 1)
         if isinstance(repeat, bool) or not isinstance(repeat, int):
             raise InputError(f"must be an integer, got {repeat!r}", file=path, field=f"{where}.repeat")
+        times_from = None if t.get("timesFrom") is None else str(here / str(t["timesFrom"]))
+        unmatched = t.get("unmatchedTimes", "drop")
+        if unmatched not in UNMATCHED:
+            raise InputError(f"one of {', '.join(UNMATCHED)}, got {unmatched!r}", file=path,
+                             field=f"{where}.unmatchedTimes")
         for seed in seeds:
             traces[name, seed] = load_trace(str(here / str(t["nodes"])), str(here / str(t["pods"])), seed=seed,
-                                            speedup=float(speed), repeat=repeat, name=name)
+                                            speedup=float(speed), repeat=repeat, name=name, times_from=times_from,
+                                            unmatched=unmatched)
     return traces, horizons
 
 

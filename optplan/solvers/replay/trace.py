@@ -5,11 +5,16 @@ Gangs hold pods of one shape (cpu, memory, GPUs, allowed models), as ``optplan i
 so a gang's pods are interchangeable: the replay places "how many" of them, never "which". A gang arrives
 at its first pod's creation time with all its pods (a VCJob creates its pods together); each pod, once
 placed, runs for its own runtime and leaves. Times are seconds (floats after a speed-up).
+
+Times from another trace (``borrow_times``): a pod list without time columns (the openb ``multigpu*``
+lists) can take each pod's creation, scheduled and deletion times from a trace that has them, by pod name.
+A pod with no namesake there is dropped and counted (``unmatched="drop"``) or, with ``unmatched="shape"``,
+takes the times of a pod of the same shape there (see ``borrow_times``); either way the report says how many.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from optplan.errors import InputError
@@ -106,3 +111,67 @@ class Trace:
         asked = sum(g.gpu * max(0.0, min(g.created + p.runtime, horizon) - g.created)
                     for g in self.gangs for p in g.pods)
         return asked / (horizon * self.total_gpus)
+
+
+# ---- times from another trace ------------------------------------------------------------------
+
+UNMATCHED = ("drop", "shape")
+"""What ``borrow_times`` does with a pod that has no namesake in the times trace."""
+
+PodShape = tuple[int, int, int, int]
+"""cpu milli, memory MiB, GPUs, GPU milli: what makes two pods of a trace interchangeable for ``shape``
+(GPU models are not compared: the ``multigpu*`` lists carry none)."""
+
+
+@dataclass(frozen=True)
+class PodTimes:
+    """One pod's times in a trace (seconds); ``scheduled`` / ``deleted`` None when the trace has none."""
+
+    created: int
+    scheduled: int | None
+    deleted: int | None
+
+
+def borrow_times(pods: Sequence[tuple[str, PodShape]], source: Mapping[str, tuple[PodShape, PodTimes]],
+                 unmatched: str = "drop") -> tuple[dict[str, PodTimes], dict[str, int]]:
+    """Each pod's times from ``source`` (the times trace: name -> its shape and times), and the counts.
+
+    A pod takes the times of its namesake in ``source`` (counted ``timesByName``; ``timesShapeDiffers``
+    counts those whose namesake has another shape: the times are taken all the same, by name). A pod with
+    no namesake:
+
+    - ``drop``: is left out of the result (``timesDropped``), so the caller replays the others only;
+    - ``shape``: takes the times of a *donor*, a pod of ``source`` with the same shape that was scheduled
+      and deleted (it has a runtime): the k-th such pod of a shape, in name order, takes the
+      (k mod n)-th of the shape's n donors in name order, so the copies spread evenly over the donors and
+      the result depends on nothing but the two lists (``timesBySameShape``). Such a pod arrives with its
+      donor and runs as long. Without a donor of its shape it is dropped (``timesDropped``).
+
+    Why ``shape`` exists: the openb ``multigpu*`` lists are the default list plus pods of its multi-GPU
+    shapes with new names (``multigpu50``: 909 of 9,061, every one of a shape the default list has), so
+    ``drop`` replays the default trace again.
+    """
+    if unmatched not in UNMATCHED:
+        raise InputError(f"unknown choice {unmatched!r} (one of {', '.join(UNMATCHED)})", field="unmatched")
+    donors: dict[PodShape, list[PodTimes]] = {}
+    for name in sorted(source):
+        shape, t = source[name]
+        if t.scheduled is not None and t.deleted is not None:
+            donors.setdefault(shape, []).append(t)
+    out: dict[str, PodTimes] = {}
+    stats = {"timesByName": 0, "timesShapeDiffers": 0, "timesBySameShape": 0, "timesDropped": 0}
+    used: dict[PodShape, int] = {}
+    for name, shape in sorted(pods):
+        if name in source:
+            theirs, t = source[name]
+            out[name] = t
+            stats["timesByName"] += 1
+            stats["timesShapeDiffers"] += theirs != shape
+        elif unmatched == "shape" and shape in donors:
+            k = used.get(shape, 0)
+            used[shape] = k + 1
+            out[name] = donors[shape][k % len(donors[shape])]
+            stats["timesBySameShape"] += 1
+        else:
+            stats["timesDropped"] += 1
+    return out, stats
