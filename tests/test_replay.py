@@ -92,6 +92,16 @@ def test_pending_policy_repacks_when_a_gang_waits_by_fragmentation(tmp_path: Pat
     assert r.pods_moved == 1
 
 
+@pytest.mark.parametrize("planner", ["karpenter", "cluster-autoscaler"])
+def test_a_peer_plan_that_breaks_a_rule_is_not_carried_out(tmp_path: Path, planner: str) -> None:
+    # maxPerRun.podGroups 0: the peers know no budget, so their one move breaks it; the replay refuses the plan
+    n, p = _scattered(tmp_path)
+    r = replay(load_trace(n, p, gang_sizes=SINGLE), ReplayConfig(policy="interval", interval=60, planner=planner,
+                                                                 max_per_run={"podGroups": 0}, time_limit=2))
+    assert r.repack["ruleBreaks"] >= 1 and r.repack["refusedPlans"] >= 1
+    assert r.pods_moved == 0
+
+
 def test_the_pending_policy_moves_only_what_the_waiting_gang_needs(tmp_path: Path) -> None:
     """Three 4-card nodes, one long 1-card pod on each (a, b, c spread them, then leave at t=10); a 4-card
     gang arrives at t=20. A plain Repack frees two nodes (two moves); the pending policy's admit goal names

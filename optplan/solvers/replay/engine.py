@@ -165,7 +165,8 @@ class Replay:
         self.moved = 0
         self.disrupted = 0
         self.repack = {"runs": 0, "runsWithMoves": 0, "skippedUnchanged": 0, "skippedPacked": 0,
-                       "skippedCooldown": 0, "pendingChecks": 0, "freedNodes": 0, "ruleBreaks": 0}
+                       "skippedCooldown": 0, "pendingChecks": 0, "freedNodes": 0, "ruleBreaks": 0,
+                       "refusedPlans": 0}
         self.statuses: dict[str, int] = {}
         self.plan_seconds = 0.0
         self.snapshot_seconds = 0.0
@@ -345,6 +346,10 @@ class Replay:
         planned = (plan_moves(snap, self.run_spec, self.cfg) if gangs is None
                    else plan_for_pending(snap, self.run_spec, self.cfg, gangs))
         self.record(planned)
+        if planned.rule_breaks:  # a peer's plan that breaks optplan's rules is not carried out (counted)
+            self.repack["refusedPlans"] += 1
+            self.last_run = (cl.version, False)
+            return
         self.apply(planned, t)
         self.last_run = (cl.version, bool(planned.moves))
         if planned.moves:

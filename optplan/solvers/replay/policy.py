@@ -5,7 +5,7 @@
 ``repack.run.plan_repack`` (which validates every plan and raises ``PlanInvalidError`` for a broken one, a
 bug; only a ``RepackRecommended`` plan is carried out), the peers through ``repack.baselines`` with their
 breaks of optplan's rules counted by ``repack.validate.plan_violations`` (a peer follows its own algorithm,
-as ``optplan bench`` reports it; its moves always fit where they land: the feasibility oracle places them).
+as ``optplan bench`` reports it); the engine carries out no plan that breaks a rule (it counts it refused).
 Limits are deterministic (``PlanOptions(deterministic=True)``, one worker, the replay's seed): the same
 state gives the same plan on any machine. The engine applies the moves and checks every node's capacity as
 it does.

@@ -49,7 +49,8 @@ def markdown(results: Sequence[ReplayResult], trace_stats: Mapping[str, Any], ti
     base = next((r for r in results if r.config["policy"] == "none"), None)
     out.write("## Policies\n\n")
     out.write("| policy | GPU allocation % | vs none (points) | wait p95 all (min) | wait p95 8-card (min) | "
-              "cards disrupted / day | pods moved / day | Repack runs | skipped | freed nodes | rule breaks |\n")
+              "cards disrupted / day | pods moved / day | Repack runs | skipped | freed nodes | "
+              "rule breaks (plans refused) |\n")
     out.write("|---|---|---|---|---|---|---|---|---|---|---|\n")
     for r in results:
         gain = "-" if base is None else f"{r.allocation_percent - base.allocation_percent:+.2f}"
@@ -58,7 +59,7 @@ def markdown(results: Sequence[ReplayResult], trace_stats: Mapping[str, Any], ti
         out.write(f"| {r.label} | {r.allocation_percent:.2f} | {gain} | {_minutes(r.waits['all']['p95'])} | "
                   f"{_minutes(r.waits.get('8', {}).get('p95'))} | {r.per_day(r.cards_disrupted):.1f} | "
                   f"{r.per_day(r.pods_moved):.1f} | {rp['runs']} | {skipped} | {rp['freedNodes']} | "
-                  f"{rp['ruleBreaks']} |\n")
+                  f"{rp['ruleBreaks']} ({rp.get('refusedPlans', 0)}) |\n")
     out.write("\n## Waiting time by gang size (minutes; censored = still waiting at the horizon, counted with "
               "the time waited so far)\n\n")
     out.write("| policy | gang cards | gangs | censored | p50 | p95 | p99 |\n|---|---|---|---|---|---|---|\n")
