@@ -106,7 +106,9 @@ before the connection closes, so that the client reads the answer instead of a c
 REQUEST = "request"
 """The ``file`` part of errors about the request body's own fields."""
 
-REPACK_SOLVERS = registry.default_first("repack")
+REPACK_SOLVERS = (*registry.default_first("repack"),
+                  *(n for n in registry.names("goals") if n not in registry.names("repack")))
+"""Repack's planners, then those only a run with admit / freeHyperNodes goals takes (``kai``)."""
 PLACE_SOLVERS = registry.default_first("placement")
 """The planners a request may name (``optplan.solvers.core.registry``), the default first."""
 MAX_SEED = 2**31 - 1
