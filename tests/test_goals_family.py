@@ -197,3 +197,12 @@ def test_a_higher_priority_gang_outweighs_every_lower_one_and_the_weights_stay_i
     assert alike == levels[:len(alike)] and merged == (len(alike) > 1)
     for lv in levels[len(alike):]:  # every level above outweighs all below it together
         assert weight[lv] > sum(weight[p] for p in priorities if p < lv)
+
+
+def test_the_python_api_plans_goal_runs_with_any_goal_planner() -> None:
+    from optplan import api
+
+    cluster = api.load_snapshot(DEMO)
+    for solver in ("kai", "milp", "auto"):
+        r = api.plan_repack(cluster, solver=solver, deterministic=True)
+        assert r.reason == RECOMMENDED and r.status["plan"]["goals"]["admittedJobCount"] == 1, solver
