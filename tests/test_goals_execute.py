@@ -35,6 +35,8 @@ def test_an_execute_with_an_admit_goal_makes_room_and_keeps_it(fk: FakeKube, tmp
     cond = st.find_condition(status, st.COMPLETE)
     assert cond is not None and status["phase"] == "Succeeded", status
     assert cond["reason"] == "ExecutionCompleted"  # no admitted gang lost its room (else ExecutionGoalNotReached)
+    goals = st.find_condition(status, "GoalsMet")
+    assert goals is not None and goals["reason"] == "GoalsMet"
     gang = status["plan"]["goals"]["admissions"][0]
     room = {b["node"] for b in gang["bindings"]}
     assert len(status["relocations"]) == 2 and all(r["eviction"]["phase"] == "Evicted" for r in status["relocations"])
@@ -42,3 +44,16 @@ def test_an_execute_with_an_admit_goal_makes_room_and_keeps_it(fk: FakeKube, tmp
     landed = {r["placement"].get("actualNodeName") for r in status["relocations"]}
     assert landed and not landed & room, (landed, room)
     assert [r["metadata"]["name"] for r in fk.objects(*RUN_API)] == ["admit-llm"]
+
+
+def test_a_dry_run_with_goals_keeps_its_goals_met_condition(fk: FakeKube, tmp_path: Path) -> None:
+    items = [o for o in demo_execute() if o["kind"] != "RepackRun"]
+    run = next(o for o in demo_execute() if o["kind"] == "RepackRun")
+    run["spec"]["mode"] = "DryRun"
+    env = Env(fk, str(fk.write_kubeconfig(tmp_path / "kubeconfig")), [*items, run])
+    try:
+        done = env.until_finished(env.controller(), name="admit-llm")
+    finally:
+        env.close()
+    assert [c["type"] for c in done["status"]["conditions"]] == ["Complete", "GoalsMet"]
+    assert done["status"]["plan"]["goals"]["admittedJobCount"] == 1

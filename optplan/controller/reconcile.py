@@ -351,10 +351,13 @@ class Reconciler:
         return written
 
     def _finish(self, obj: Mapping[str, Any], phase: str, reason: str, message: str,
-                extra: Mapping[str, Any] | None = None) -> float | None:
+                extra: Mapping[str, Any] | None = None,
+                more: list[dict[str, Any]] | None = None) -> float | None:
+        """``more``: conditions besides Complete (a goal run's GoalsMet)."""
         now = st.rfc3339(self.now())
         status = {"phase": phase, **(extra or {}),
-                  "conditions": [st.condition(st.COMPLETE, True, reason, message)], "completionTime": now}
+                  "conditions": [st.condition(st.COMPLETE, True, reason, message), *(more or [])],
+                  "completionTime": now}
         status.setdefault("startTime", (obj.get("status") or {}).get("startTime") or now)
         written = self._write(obj, status)
         log.info("RepackRun %s: %s (%s)", _name(obj), phase, reason)
@@ -376,8 +379,9 @@ class Reconciler:
     def _dry_run(self, obj: dict[str, Any], run: RepackRun) -> float | None:
         out = self._plan(run)
         status = status_dict(out.status)
-        cond = status.pop("conditions")[0]
-        return self._finish(obj, st.SUCCEEDED, cond["reason"], cond["message"], {"plan": status["plan"]})
+        cond, *more = status.pop("conditions")
+        return self._finish(obj, st.SUCCEEDED, cond["reason"], cond["message"], {"plan": status["plan"]},
+                            _other_conditions(more))
 
     # ---- Execute: start ------------------------------------------------------------------------
 
@@ -389,9 +393,10 @@ class Reconciler:
             return wait
         out = self._plan(run)
         status = status_dict(out.status)
-        cond = status["conditions"][0]
+        cond, *more = status["conditions"]
         if out.reason != RECOMMENDED:
-            return self._finish(obj, st.SUCCEEDED, cond["reason"], cond["message"], {"plan": status["plan"]})
+            return self._finish(obj, st.SUCCEEDED, cond["reason"], cond["message"], {"plan": status["plan"]},
+                                _other_conditions(more))
         relocations = self._relocations(out)
         nodes = len(out.status.plan.freed_nodes)
         written = self._write(obj, {
@@ -400,7 +405,8 @@ class Reconciler:
             "conditions": [
                 st.condition("Planned", True, cond["reason"], cond["message"]),
                 st.condition(st.COMPLETE, False, st.EXECUTING,
-                             f"evicting {len(relocations)} pod(s) to free {nodes} node(s), node by node")]})
+                             f"evicting {len(relocations)} pod(s) to free {nodes} node(s), node by node"),
+                *_other_conditions(more)]})
         log.info("RepackRun %s: executing: %d relocation(s) journaled", run.name, len(relocations))
         return self._execute(written, self._parse(written))
 
@@ -778,3 +784,7 @@ class Reconciler:
         if self.events is not None:
             getattr(self.events, what)(value)
 
+
+def _other_conditions(conditions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A plan's conditions besides Complete (a goal run's GoalsMet), as the controller writes conditions."""
+    return [st.condition(c["type"], c["status"], c["reason"], c["message"]) for c in conditions]
