@@ -33,7 +33,7 @@ from __future__ import annotations
 import heapq
 from fractions import Fraction
 
-from optplan.models.goals import BUDGET, HIGHER_GOAL, QUOTA, SEARCH, Admission
+from optplan.models.goals import BUDGET, HIGHER_GOAL, SEARCH, Admission
 from optplan.models.results import Disruption
 from optplan.models.snapshot import Pod
 from optplan.solvers.core.options import PlanOptions
@@ -41,12 +41,11 @@ from optplan.solvers.goals.problem import Gang, GangPod, GoalProblem, GoalResult
 from optplan.solvers.goals.room import (
     Room,
     admitted,
+    as_it_is,
     could_hold,
     free_hyper_nodes_now,
     opened,
     pinned_why,
-    place_without_moves,
-    quota_reason,
     refused,
 )
 from optplan.solvers.placement.jobs import Region
@@ -81,15 +80,9 @@ class GreedyGoalPlanner:
 
 def admit(room: Room, gang: Gang) -> Admission:
     """Admit the gang on the plan so far (a, b), or say why not (c)."""
-    if gang.cause is not None:
-        return refused(gang, gang.cause, gang.why)
-    why = quota_reason(room, gang)
-    if why is not None:
-        return refused(gang, QUOTA, why)
-    for region in gang.regions:
-        if place_without_moves(room, gang, region):
-            room.charge(gang)
-            return admitted(gang, region, room.forecast[gang.key], f"fits in {region.label} without moves")
+    decided = as_it_is(room, gang)
+    if decided is not None:
+        return decided
     tried = ranked(room, gang, gang.regions)
     if not tried:
         if room.forbidden:

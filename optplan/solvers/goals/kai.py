@@ -26,18 +26,18 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from optplan.models.goals import BUDGET, QUOTA, SEARCH, Admission
+from optplan.models.goals import BUDGET, SEARCH, Admission
 from optplan.models.snapshot import Pod
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.goals.problem import Gang, GoalProblem, GoalResult
 from optplan.solvers.goals.room import (
     Room,
     admitted,
+    as_it_is,
     could_hold,
     free_hyper_nodes_now,
     pinned_why,
     place_without_moves,
-    quota_reason,
     refused,
 )
 from optplan.solvers.placement.jobs import Region
@@ -62,15 +62,9 @@ class KaiPlanner:
 
 
 def consolidate(room: Room, gang: Gang, tried: dict[str, int]) -> Admission:
-    if gang.cause is not None:
-        return refused(gang, gang.cause, gang.why)
-    why = quota_reason(room, gang)
-    if why is not None:
-        return refused(gang, QUOTA, why)
-    for region in gang.regions:
-        if place_without_moves(room, gang, region):
-            room.charge(gang)
-            return admitted(gang, region, room.forecast[gang.key], f"fits in {region.label} without moves")
+    decided = as_it_is(room, gang)
+    if decided is not None:
+        return decided
     tried[gang.key] = 0
     blocked = False
     R = room.R

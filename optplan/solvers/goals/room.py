@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 
-from optplan.models.goals import Admission, GoalPlan
+from optplan.models.goals import QUOTA, Admission, GoalPlan
 from optplan.models.placement import Binding
 from optplan.models.repack import PodMove, SolverRecord
 from optplan.models.snapshot import Pod, Resources
@@ -364,3 +364,19 @@ def pinned_why(room: Room, gang: Gang) -> str:
         for p in room.problem.pinned.get(n, ()):
             return f"e.g. {p.key}: {'node-out-of-scope' if not rp.node_in_scope(n) else rp.pod_block(p)}"
     return "none movable"
+
+
+def as_it_is(room: Room, gang: Gang) -> Admission | None:
+    """What every goal planner decides before making room: a gang proven out of reach or short of quota is
+    refused; one that fits in one of its regions without a move is admitted there (its pods charged); None:
+    room has to be made."""
+    if gang.cause is not None:
+        return refused(gang, gang.cause, gang.why)
+    why = quota_reason(room, gang)
+    if why is not None:
+        return refused(gang, QUOTA, why)
+    for region in gang.regions:
+        if place_without_moves(room, gang, region):
+            room.charge(gang)
+            return admitted(gang, region, room.forecast[gang.key], f"fits in {region.label} without moves")
+    return None
