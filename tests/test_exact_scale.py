@@ -117,6 +117,22 @@ def test_a_pruned_model_claims_no_bound_of_its_own(solver: str, monkeypatch: pyt
     assert plan_violations(p, out.plan, claimed=out.disruption) == []
 
 
+def test_auto_solves_whole_a_model_whose_admitted_pairs_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The size decision counts the (pod class, receiver) pairs the predicates admit, not classes ×
+    occupied nodes: with tainted pools most pairs are not allowed, and a model that fits is solved whole
+    (no pruning, no neighbourhood search, a proof); one pair fewer allowed and auto takes the LNS."""
+    p = _generated(1)
+    classes, _ = repack_model.pod_classes(p)
+    pairs = repack_model.admitted_pairs(p, classes)
+    assert 0 < pairs < len(classes) * (len(p.occupied) - 1)
+    monkeypatch.setattr(repack_model, "MAX_ARCS", pairs)
+    out = get_planner("auto").plan(p, OPTS)
+    assert out.stats["receiversPruned"] == 0 and out.stats["sendVariables"] == pairs
+    assert "lnsSteps" not in out.stats and out.record.status == "OPTIMAL"
+    monkeypatch.setattr(repack_model, "MAX_ARCS", pairs - 1)
+    assert "lnsSteps" in get_planner("auto").plan(p, OPTS).stats
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_the_budget_relaxation_bounds_the_optimum(seed: int) -> None:
     """CP-SAT's budget bound is never below the proven optimum, nor above the budget's count bound."""

@@ -9,12 +9,12 @@ then lower scaled disruption; a tie keeps the incumbent (the seed's greedy over 
 greedy's plan over CP-SAT's).
 When CP-SAT finds nothing within the time left, or refuses its model although the greedy plan is a
 valid hint (a bug, logged at error level: ``exact.model_bug``), the greedy plan is returned as FALLBACK.
-Above MAX_ARCS (pod class, receiver) pairs the model is too large to solve whole: auto then runs a
-large-neighbourhood search around the greedy plan (``lns``) on a model whose pod classes keep their
-best receivers (the greedy's always); the record then says FEASIBLE, with the global freed bound
-(the budget relaxation's under maxPerRun or PDBs). On the wall clock, when the time left would not
-cover building that model (``LNS_SETUP_FACTOR``), the greedy plan is returned as FALLBACK, so the run's
-limit holds as a deadline at any size.
+Above MAX_ARCS (pod class, receiver) pairs (those the predicates admit, ``receiver_cap``) the model
+is too large to solve whole: auto then runs a large-neighbourhood search around the greedy plan
+(``lns``) on a model whose pod classes keep their best receivers (the greedy's always); the record
+then says FEASIBLE, with the global freed bound (the budget relaxation's under maxPerRun or PDBs).
+On the wall clock, when the time left would not cover building that model (``LNS_SETUP_FACTOR``),
+the greedy plan is returned as FALLBACK, so the run's limit holds as a deadline at any size.
 """
 
 from __future__ import annotations

@@ -279,36 +279,90 @@ MIN_RECEIVERS = 8
 """Receivers a pod class keeps at least when pruned."""
 
 
+_Admits = tuple[tuple[object, ...], tuple[tuple[str, int], ...]]
+"""Pod classes with equal (constraint signature, demand) are admitted by the same receivers."""
+
+
+class AdmitSets:
+    """Every occupied provider that admits a pod class (static predicates, room now on every resource
+    it requests), one sorted index array per (constraint signature, demand), made on first use. Kept on
+    the problem (``admit_sets``), so the size decision (``receiver_cap``) and ``build_data`` find each
+    set once."""
+
+    def __init__(self, problem: RepackProblem) -> None:
+        snap = problem.snapshot
+        self.cap = Capacity(snap)
+        self.receivers = list(problem.occupied)
+        self.index = {r: i for i, r in enumerate(self.receivers)}
+        self.res = sorted({r for c in problem.candidates for p in problem.r_pods[c] for r in pod_demand(p)})
+        self.free_m = self.cap.room_matrix(self.receivers, self.res,
+                                           exact=_huge(self.cap, self.receivers, self.res))
+        self.predicates = Predicates(snap)
+        self._of: dict[_Admits, np.ndarray] = {}
+
+    @staticmethod
+    def key(k: PodClass) -> _Admits:
+        return constraint_signature(k.pods[0]), tuple(sorted(k.demand.items()))
+
+    def of(self, k: PodClass) -> np.ndarray:
+        """Indices into ``receivers`` of every occupied provider that admits class k (its own node too)."""
+        akey = self.key(k)
+        base = self._of.get(akey)
+        if base is None:
+            mask = self.predicates.mask(k.pods[0], self.receivers).copy()
+            for r, v in k.demand.items():
+                if v > 0:
+                    mask &= self.free_m[self.res.index(r)] >= v
+            base = self._of[akey] = np.flatnonzero(mask)
+        return base
+
+
+def admit_sets(problem: RepackProblem) -> AdmitSets:
+    """The problem's ``AdmitSets``, made once."""
+    if problem._admit_sets is None:
+        problem._admit_sets = AdmitSets(problem)
+    sets: AdmitSets = problem._admit_sets
+    return sets
+
+
+def admitted_pairs(problem: RepackProblem, classes: list[PodClass]) -> int:
+    """(pod class, receiver) pairs the predicates allow: the unpruned model's send variables."""
+    sets = admit_sets(problem)
+    total = 0
+    for k in classes:
+        base = sets.of(k)
+        own = sets.index[k.node]
+        i = int(np.searchsorted(base, own))
+        total += len(base) - int(i < len(base) and base[i] == own)
+    return total
+
+
 def receiver_cap(problem: RepackProblem) -> int | None:
     """Receivers per pod class for ``build_data(max_receivers=...)``: None (all) while the model
     has at most MAX_ARCS (pod class, receiver) pairs, else as many as keep it near that size (at
-    least MIN_RECEIVERS). Every exact planner (cpsat, milp, auto) applies it, so each solves the same model."""
-    classes = sum(len({(tuple(sorted(p.requests.items())), p.group_key) for p in problem.r_pods[c]})
-                  for c in problem.candidates)
-    arcs = classes * max(len(problem.occupied) - 1, 1)
-    if arcs <= MAX_ARCS:
+    least MIN_RECEIVERS). The pairs are counted as the model has them, each class's admitted receivers
+    (``admitted_pairs``), not classes × occupied nodes: with pools, taints and selectors most pairs are
+    not allowed (generated 600 nodes, 4/8-card nodes in four pools: 33,279 pairs of an estimated
+    350,933), and such a model is solved whole, exactly (auto: 225 nodes freed, proven, in 11 s). Every
+    exact planner (cpsat, milp, auto) applies it, so each solves the same model."""
+    classes, _ = pod_classes(problem)
+    if admitted_pairs(problem, classes) <= MAX_ARCS:
         return None
-    return max(MIN_RECEIVERS, MAX_ARCS // max(classes, 1))
-
-
-_Admits = tuple[tuple[object, ...], tuple[tuple[str, int], ...]]
-"""Pod classes with equal (constraint signature, demand) are admitted by the same receivers."""
+    return max(MIN_RECEIVERS, MAX_ARCS // max(len(classes), 1))
 
 
 def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
                keep: dict[int, set[str]] | None = None, freed_upper: int | None = None) -> ModelData:
     snap = problem.snapshot
-    cap = Capacity(snap)
     cands = list(problem.candidates)
-    receivers_all = list(problem.occupied)
     classes, classes_of = pod_classes(problem)
-    # Receivers per class, vectorised over all occupied providers: static predicates once per
-    # constraint signature, then fit on every resource the class requests.
+    # Receivers per class, vectorised over all occupied providers (``AdmitSets``): static predicates
+    # once per constraint signature, then fit on every resource the class requests.
+    sets = admit_sets(problem)
+    cap = sets.cap
+    receivers_all = sets.receivers
     U = len(receivers_all)
-    index = {r: i for i, r in enumerate(receivers_all)}
-    res = sorted({r for k in classes for r in k.demand})
-    free_m = cap.room_matrix(receivers_all, res, exact=_huge(cap, receivers_all, res))
-    predicates = Predicates(snap)
+    index = sets.index
     cand_set = set(cands)
     stay = np.array([n not in cand_set for n in receivers_all], dtype=bool)
     names_rank = np.arange(U)
@@ -316,18 +370,11 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
     # capacities, not from free_m, whose rows are the classes' resources (none without candidates).
     free_r = np.array([float(cap.free[n].get(problem.resource, 0)) for n in receivers_all], dtype=np.float64)
     pruned = False
-    admits: dict[_Admits, np.ndarray] = {}  # -> every occupied provider that admits the class
     ranking: dict[_Admits, tuple[list[int], set[int]]] = {}  # -> the same, best first
     admits_of = Admitted()  # class -> every receiver it may use, before pruning
     for k in classes:
-        akey = (constraint_signature(k.pods[0]), tuple(sorted(k.demand.items())))
-        base = admits.get(akey)
-        if base is None:
-            mask = predicates.mask(k.pods[0], receivers_all).copy()
-            for r, v in k.demand.items():
-                if v > 0:
-                    mask &= free_m[res.index(r)] >= v
-            base = admits[akey] = np.flatnonzero(mask)
+        akey = sets.key(k)
+        base = sets.of(k)
         own = index[k.node]
         fits = base[base != own]
         admits_of.set(k.key, base, own)

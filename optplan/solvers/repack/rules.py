@@ -47,6 +47,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 from optplan.models.queues import POD_EVICTED, VCJob
 from optplan.models.repack import (  # noqa: F401  (Weights, DIMENSIONS: re-exported)
@@ -162,6 +163,8 @@ class RepackProblem:
     _groups_with_units: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
     _pdb_cover_cache: dict[str, list[str]] = field(default_factory=dict, init=False, repr=False, compare=False)
     """Pod key -> ``pdbs_covering`` (asked once per pod by the tables, the checks and the status)."""
+    _admit_sets: Any = field(default=None, init=False, repr=False, compare=False)
+    """``model.admit_sets``: the receivers each pod class admits, found once for the size decision and the model."""
 
     @property
     def resource(self) -> str:
