@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import copy
 import csv
-import io
 import json
 import logging
 import os
@@ -50,6 +49,7 @@ from optplan.benchgoals import bench_goals
 from optplan.benchgoals import plot as goals_plot
 from optplan.benchgoals import report_lines as goals_report
 from optplan.errors import InputError
+from optplan.figures import png
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack.baselines import BASELINES
 from optplan.solvers.repack.binpacking import min_bins
@@ -581,15 +581,6 @@ def bench_placement(suite: Suite, data: Path | None) -> dict[str, Any]:
 
 # ---- plots -------------------------------------------------------------------------------------
 
-def _png(fig: Any) -> bytes:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", metadata={"Software": None})
-    return buf.getvalue()
-
-
 def _grouped_bars(scenarios: list[dict[str, Any]], key: str, ylabel: str, title: str, log: bool) -> bytes:
     import matplotlib.style
     from matplotlib.figure import Figure
@@ -619,7 +610,7 @@ def _grouped_bars(scenarios: list[dict[str, Any]], key: str, ylabel: str, title:
             ax.set_yscale("log")
         ax.legend(fontsize=7)
         fig.tight_layout()
-        return _png(fig)
+        return png(fig)
 
 
 def _scaling_plot(rows: list[dict[str, Any]]) -> bytes:
@@ -650,7 +641,7 @@ def _scaling_plot(rows: list[dict[str, Any]]) -> bytes:
         ax2.set_title("Model size (auto)")
         ax2.legend()
         fig.tight_layout()
-        return _png(fig)
+        return png(fig)
 
 
 def _placement_plot(pl: dict[str, Any]) -> bytes:
@@ -684,7 +675,7 @@ def _placement_plot(pl: dict[str, Any]) -> bytes:
         ax.set_title(f"Online placement on openb ({pl['nodes']:,} nodes, {pl['gpus']:,} GPUs)")
         ax.legend(fontsize=7, loc="upper right")
         fig.tight_layout()
-        return _png(fig)
+        return png(fig)
 
 
 def write_plots(results: dict[str, Any], out: Path) -> list[str]:

@@ -26,6 +26,7 @@ from typing import Any
 from optplan.adapters.inject import fabric, pending_gangs
 from optplan.adapters.kubefile import LoadedInput, load_objects
 from optplan.adapters.openb import RESOURCE, ImportConfig, import_openb
+from optplan.figures import png
 from optplan.models.placement import BinpackWeights
 from optplan.models.queues import VCJob
 from optplan.solvers.core.options import PlanOptions
@@ -133,8 +134,6 @@ def plot(res: dict[str, Any]) -> bytes | None:
     import matplotlib.style
     from matplotlib.figure import Figure
 
-    from optplan.bench import _png
-
     scenarios = res["scenarios"]
     with matplotlib.style.context("default"):
         fig = Figure(figsize=(10, 4.5), dpi=100)
@@ -156,4 +155,4 @@ def plot(res: dict[str, Any]) -> bytes | None:
             if k == 0:
                 ax.legend(fontsize=7)
         fig.tight_layout()
-        return _png(fig)
+        return png(fig)
