@@ -123,12 +123,14 @@ class GoalProblem:
         self.free_required = goals.free_required
         self.hyper_node_names = tuple(goals.hyper_nodes)
         self.ctx = Context.build(snapshot, list(goals.jobs), BinpackWeights())
+        self.pending = pending_gangs(snapshot, self.resource)
+        """Every gang of R pending in the snapshot with ``pending``'s verdict (named or not), by key."""
         self.gangs = self._gangs(goals.jobs)
 
     # ---- the gangs ------------------------------------------------------------------------------------
 
     def _gangs(self, jobs: Sequence[VCJob]) -> list[Gang]:
-        verdicts: dict[str, PendingGang] = {g.key: g for g in pending_gangs(self.snapshot, self.resource)}
+        verdicts: dict[str, PendingGang] = {g.key: g for g in self.pending}
         order = {j.key: i for i, j in enumerate(self.ctx.jobs)}
         out = []
         for job in jobs:
@@ -211,13 +213,22 @@ class GoalProblem:
 
     def after(self, moves: Sequence[PodMove]) -> Snapshot:
         """The snapshot with the moved pods on their new nodes."""
-        dest = {m.pod: m.to_node for m in moves}
-        if not dest:
-            return self.snapshot
-        fields = {name: getattr(self.snapshot, name) for name in Snapshot.model_fields}
-        pods = {k: (p.model_copy(update={"node_name": dest[k]}) if k in dest else p)
-                for k, p in self.snapshot.pods.items()}
-        return Snapshot(**{**fields, "pods": pods})
+        return moved(self.snapshot, moves)
+
+    def forecast_nodes(self, plan: GoalPlan, *, requesting_r: bool = False) -> set[str]:
+        """The nodes the named admitted gangs' forecast binds pods to (only those of pods requesting R, with
+        ``requesting_r``: a binding naming no replica of its gang is then left out; the validator reports it)."""
+        named = {g.key for g in self.gangs}
+        out: set[str] = set()
+        for a in plan.admitted():
+            if a.key not in named:
+                continue
+            pods = self.ctx.pods.get(a.key, {})
+            for b in a.bindings:
+                replica = pods[b.task][b.index] if b.task in pods and 0 <= b.index < len(pods[b.task]) else None
+                if not requesting_r or (replica is not None and replica.request(self.resource) > 0):
+                    out.add(b.node)
+        return out
 
     # ---- ranking ----------------------------------------------------------------------------------------
 
@@ -238,3 +249,18 @@ class GoalProblem:
         cap = self.free_count if self.free_count else 0
         return (tuple(admitted.count(level) for level in self.levels), min(len(plan.freed_hyper_nodes), cap),
                 -self.cost(d))
+
+
+def moved(snapshot: Snapshot, moves: Sequence[PodMove]) -> Snapshot:
+    """``snapshot`` with the moved pods on their new nodes (itself when nothing moves)."""
+    dest = {m.pod: m.to_node for m in moves}
+    if not dest:
+        return snapshot
+    fields = {name: getattr(snapshot, name) for name in Snapshot.model_fields}
+    pods = {k: (p.model_copy(update={"node_name": dest[k]}) if k in dest else p) for k, p in snapshot.pods.items()}
+    return Snapshot(**{**fields, "pods": pods})
+
+
+def r_nodes(snapshot: Snapshot, resource: str) -> set[str]:
+    """Nodes holding an occupying pod that requests ``resource``."""
+    return {n for n, ps in snapshot.pods_by_node.items() if any(p.occupying and p.request(resource) > 0 for p in ps)}

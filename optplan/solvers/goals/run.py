@@ -30,16 +30,16 @@ from optplan.models.goals import (
     GoalRunStatus,
     GoalsOut,
 )
-from optplan.models.repack import Condition, HyperNodeTierOut, PodMove, RepackRun, RepackRunStatus, Weights
+from optplan.models.repack import Condition, HyperNodeTierOut, RepackRun, RepackRunStatus, Weights
 from optplan.models.results import FragReport, PlanResult, RepackOutcome
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core import registry
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.goals.problem import GoalPlanner, GoalProblem, GoalResult
+from optplan.solvers.goals.problem import GoalPlanner, GoalProblem, GoalResult, moved, r_nodes
 from optplan.solvers.goals.resolve import resolve_goals
 from optplan.solvers.goals.validate import validate_goal_plan
-from optplan.solvers.placement.pending import FITS, FRAGMENTATION, pending_gangs
+from optplan.solvers.placement.pending import FITS, FRAGMENTATION, PendingGang, pending_gangs
 from optplan.solvers.repack.checks import check_status
 from optplan.solvers.repack.frag import fragmentation
 from optplan.solvers.repack.run import INSUFFICIENT, RECOMMENDED, build_status, plan_repack
@@ -111,10 +111,6 @@ def plan_goals(snapshot: Snapshot, run: RepackRun, *, solver: str = registry.DEF
                          reason=status.conditions[0].reason)
 
 
-def _r_nodes(snap: Snapshot, resource: str) -> set[str]:
-    return {n for n, ps in snap.pods_by_node.items() if any(p.occupying and p.request(resource) > 0 for p in ps)}
-
-
 def hyper_node_tiers(snap: Snapshot, resource: str, after: Snapshot,
                      landing: set[str] | None = None) -> tuple[HyperNodeTierOut, ...] | None:
     """Per tier: its HyperNodes enclosing a provider of R, those free of R in ``snap`` and in ``after`` (where the
@@ -122,8 +118,8 @@ def hyper_node_tiers(snap: Snapshot, resource: str, after: Snapshot,
     if not snap.hyper_nodes:
         return None
     providers = {n.name for n in snap.providers(resource)}
-    before = _r_nodes(snap, resource)
-    held = (_r_nodes(after, resource) if after is not snap else before) | (landing or set())
+    before = r_nodes(snap, resource)
+    held = (r_nodes(after, resource) if after is not snap else before) | (landing or set())
     members = snap.topology.members
     out = []
     for tier in sorted({h.tier for h in snap.hyper_nodes.values()}):
@@ -134,20 +130,16 @@ def hyper_node_tiers(snap: Snapshot, resource: str, after: Snapshot,
     return tuple(out)
 
 
-def pending_by_fragmentation(snap: Snapshot, resource: str) -> int | None:
-    """Pending gangs of R that fit in total but cannot be placed (``pending``); None when no gang of R waits."""
-    gangs = pending_gangs(snap, resource)
+def pending_by_fragmentation(gangs: Sequence[PendingGang]) -> int | None:
+    """Of the pending gangs of R (``pending_gangs``), those that fit in total but cannot be placed; None when no
+    gang of R waits."""
     return sum(1 for g in gangs if g.verdict == FRAGMENTATION) if gangs else None
 
 
 def _tiers(problem: GoalProblem, plan: GoalPlan) -> tuple[HyperNodeTierOut, ...]:
     """Per tier: free of R before, and after the moves and the forecast."""
-    R = problem.resource
-    landing: set[str] = set()
-    for a in plan.admitted():
-        pods = problem.ctx.pods.get(a.key, {})
-        landing |= {b.node for b in a.bindings if b.task in pods and pods[b.task][b.index].request(R) > 0}
-    return hyper_node_tiers(problem.snapshot, R, problem.after(plan.repack.moves), landing) or ()
+    return hyper_node_tiers(problem.snapshot, problem.resource, problem.after(plan.repack.moves),
+                            problem.forecast_nodes(plan, requesting_r=True)) or ()
 
 
 def with_counts(snap: Snapshot, out: RepackOutcome) -> RepackOutcome:
@@ -155,8 +147,8 @@ def with_counts(snap: Snapshot, out: RepackOutcome) -> RepackOutcome:
     (a snapshot without HyperNodes or pending gangs of R gives the seed's status unchanged)."""
     R = out.run.spec.resource
     plan = out.result.plan
-    tiers = hyper_node_tiers(snap, R, _moved(snap, plan.moves)) if snap.hyper_nodes else None
-    pending = pending_by_fragmentation(snap, R) if snap.jobs else None
+    tiers = hyper_node_tiers(snap, R, moved(snap, plan.moves)) if snap.hyper_nodes else None
+    pending = pending_by_fragmentation(pending_gangs(snap, R)) if snap.jobs else None
     if tiers is None and pending is None:
         return out
     summary = out.status.plan.summary.model_copy(update={"hyper_node_tiers": tiers,
@@ -165,19 +157,9 @@ def with_counts(snap: Snapshot, out: RepackOutcome) -> RepackOutcome:
     return replace(out, status=status)
 
 
-def _moved(snap: Snapshot, moves: Sequence[PodMove]) -> Snapshot:
-    dest = {m.pod: m.to_node for m in moves}
-    if not dest:
-        return snap
-    fields = {name: getattr(snap, name) for name in Snapshot.model_fields}
-    pods = {k: (p.model_copy(update={"node_name": dest[k]}) if k in dest else p) for k, p in snap.pods.items()}
-    return Snapshot(**{**fields, "pods": pods})
-
-
 def reserved_nodes(problem: GoalProblem, plan: GoalPlan) -> tuple[str, ...]:
     """The moves' sources, the forecast's nodes and the freed HyperNodes' nodes, sorted."""
-    out = {m.from_node for m in plan.repack.moves}
-    out |= {b.node for a in plan.admitted() for b in a.bindings}
+    out = {m.from_node for m in plan.repack.moves} | problem.forecast_nodes(plan)
     for h in plan.freed_hyper_nodes:
         out |= problem.hyper_nodes.get(h, frozenset())
     return tuple(sorted(out))
@@ -219,7 +201,7 @@ def goal_status(problem: GoalProblem, result: GoalResult, frag: FragReport) -> G
         goals_cond = Condition(type="GoalsMet", status="True", reason=GOALS_MET,
                                message=f"{len(admitted)} gang(s) admitted"
                                + (f", {len(plan.freed_hyper_nodes)} HyperNode(s) free" if problem.free_count else ""))
-    fragmented = pending_by_fragmentation(problem.snapshot, problem.resource)
+    fragmented = pending_by_fragmentation(problem.pending)
     goals = GoalsOut(admitted_job_count=len(admitted), not_admitted_job_count=len(missing),
                      admissions=plan.admissions, freed_hyper_nodes=plan.freed_hyper_nodes,
                      freed_hyper_node_count=len(plan.freed_hyper_nodes), move_reasons=plan.why,

@@ -24,7 +24,7 @@ from optplan.models.goals import GoalPlan
 from optplan.models.placement import JobPlacement, PlacementPlan
 from optplan.models.repack import SolverRecord
 from optplan.models.results import Disruption
-from optplan.solvers.goals.problem import GoalProblem
+from optplan.solvers.goals.problem import GoalProblem, r_nodes
 from optplan.solvers.placement.validate import placement_violations
 from optplan.solvers.repack.checks import CHECKS, check_disruption, check_goal
 
@@ -53,8 +53,6 @@ def goal_violations(problem: GoalProblem, plan: GoalPlan, *, claimed: Disruption
         if n > 1:
             out.append(f"gang {key} is listed {n} times")
     jps = []
-    landing: set[str] = set()  # nodes of the forecast's pods
-    r_landing: set[str] = set()  # nodes of the forecast's R pods
     for a in plan.admissions:
         g = gangs.get(a.key)
         if g is None:
@@ -64,18 +62,15 @@ def goal_violations(problem: GoalProblem, plan: GoalPlan, *, claimed: Disruption
         jps.append(JobPlacement(namespace=a.namespace, name=a.name, queue=a.queue, admitted=a.admitted,
                                 reason=a.reason or ("admitted" if a.admitted else "not admitted"),
                                 hyper_node=a.hyper_node, tier=a.tier, bindings=a.bindings))
-        pods = problem.ctx.pods.get(a.key, {})
-        for b in a.bindings:
-            landing.add(b.node)
-            if b.task in pods and 0 <= b.index < len(pods[b.task]) and pods[b.task][b.index].request(R) > 0:
-                r_landing.add(b.node)
+    landing = problem.forecast_nodes(plan)
+    r_landing = problem.forecast_nodes(plan, requesting_r=True)
     after = problem.after(moves.moves)
     out += placement_violations(after, [g.job for g in problem.gangs],
                                 PlacementPlan(jobs=tuple(jps), solver=SolverRecord(name="goals", status="FORECAST")))
     # HyperNodes
     freed_h = set(plan.freed_hyper_nodes)
     hn_nodes: set[str] = set()
-    r_after = {n for n, ps in after.pods_by_node.items() if any(p.request(R) > 0 and p.occupying for p in ps)}
+    r_after = r_nodes(after, R)
     for h in sorted(freed_h):
         if h not in problem.hyper_nodes:
             tier = problem.free_tier
