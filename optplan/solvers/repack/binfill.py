@@ -26,7 +26,7 @@ from __future__ import annotations
 import bisect
 import random
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 __all__ = ["slack_fill"]
 
@@ -233,13 +233,11 @@ def _one_try(
     return packing, aside + left
 
 
-def _random_fill(
-    avail: Counter[int], room: int, least: int, rng: random.Random, perturb: float
-) -> Counter[int] | None:
-    """A random multiset from ``avail`` whose total is the largest reachable ``<= room`` (or, with
-    probability ``perturb``, any reachable total in ``[least, room]``); None if none is ``>= least``."""
-    pieces: list[tuple[int, int]] = []  # binary splitting of the counts
-    for s in avail:
+def split_counts(avail: Counter[int], room: int, sizes: Iterable[int]) -> list[tuple[int, int]]:
+    """(size, copies) pieces, in the order of ``sizes``, that add up to each size's count (at most what fits in
+    ``room``) by binary splitting: every count up to it is a sum of some of them."""
+    pieces: list[tuple[int, int]] = []
+    for s in sizes:
         m = min(avail[s], room // s)
         k = 1
         while m > 0:
@@ -247,21 +245,22 @@ def _random_fill(
             pieces.append((s, take))
             m -= take
             k *= 2
-    rng.shuffle(pieces)
+    return pieces
+
+
+def reachable(pieces: Sequence[tuple[int, int]], room: int) -> list[int]:
+    """Bitset DP over the pieces: entry i has bit t set when some of the first i pieces total t (<= room)."""
     mask = (1 << (room + 1)) - 1
     reach = 1
     history = [reach]
     for s, k in pieces:
         reach = (reach | (reach << (s * k))) & mask
         history.append(reach)
-    best = reach.bit_length() - 1
-    if best < least:
-        return None
-    target = best
-    if perturb and rng.random() < perturb:
-        window = reach >> least
-        options = [least + i for i in range(window.bit_length()) if (window >> i) & 1]
-        target = rng.choice(options)
+    return history
+
+
+def pick(pieces: Sequence[tuple[int, int]], history: Sequence[int], target: int) -> Counter[int]:
+    """The multiset of pieces totalling ``target`` (a reachable total of ``history``), read back from the DP."""
     chosen: Counter[int] = Counter()
     for i in range(len(pieces), 0, -1):
         if target == 0:
@@ -271,3 +270,23 @@ def _random_fill(
             chosen[s] += k
             target -= s * k
     return chosen
+
+
+def _random_fill(
+    avail: Counter[int], room: int, least: int, rng: random.Random, perturb: float
+) -> Counter[int] | None:
+    """A random multiset from ``avail`` whose total is the largest reachable ``<= room`` (or, with
+    probability ``perturb``, any reachable total in ``[least, room]``); None if none is ``>= least``."""
+    pieces = split_counts(avail, room, avail)
+    rng.shuffle(pieces)
+    history = reachable(pieces, room)
+    reach = history[-1]
+    best = reach.bit_length() - 1
+    if best < least:
+        return None
+    target = best
+    if perturb and rng.random() < perturb:
+        window = reach >> least
+        options = [least + i for i in range(window.bit_length()) if (window >> i) & 1]
+        target = rng.choice(options)
+    return pick(pieces, history, target)

@@ -32,7 +32,7 @@ from typing import Any, SupportsIndex, cast
 from ortools.sat.python import cp_model
 
 from optplan.solvers.core.clock import Clock
-from optplan.solvers.repack.binfill import slack_fill
+from optplan.solvers.repack.binfill import pick, reachable, slack_fill, split_counts
 from optplan.solvers.repack.binlp import lp_bound_and_dive
 
 __all__ = ["BinPackingResult", "min_bins"]
@@ -409,32 +409,10 @@ def _fill_bins(sizes: Counter[int], caps_desc: list[int], *, force_largest: bool
 
 
 def _subset_sum(avail: Counter[int], room: int) -> Counter[int]:
-    """A multiset drawn from ``avail`` with the largest total <= ``room`` (bitset DP)."""
-    pieces: list[tuple[int, int]] = []  # (size, copies), binary splitting of the counts
-    for s in sorted(avail, reverse=True):
-        m = min(avail[s], room // s)
-        k = 1
-        while m > 0:
-            take = min(k, m)
-            pieces.append((s, take))
-            m -= take
-            k *= 2
-    mask = (1 << (room + 1)) - 1
-    reach = 1
-    history = [reach]
-    for s, k in pieces:
-        reach = (reach | (reach << (s * k))) & mask
-        history.append(reach)
-    target = reach.bit_length() - 1
-    chosen: Counter[int] = Counter()
-    for i in range(len(pieces), 0, -1):
-        if target == 0:
-            break
-        if not (history[i - 1] >> target) & 1:
-            s, k = pieces[i - 1]
-            chosen[s] += k
-            target -= s * k
-    return chosen
+    """A multiset drawn from ``avail`` with the largest total <= ``room`` (bitset DP, ``binfill``'s)."""
+    pieces = split_counts(avail, room, sorted(avail, reverse=True))
+    history = reachable(pieces, room)
+    return pick(pieces, history, history[-1].bit_length() - 1)
 
 
 # --------------------------------------------------------------------------------------------
