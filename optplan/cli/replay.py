@@ -164,9 +164,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
 
 
-def _scope(path: str | None) -> dict[str, Any]:
-    if path is None:
-        return {}
+def _mapping(path: str, what: str) -> dict[str, Any]:
+    """The YAML (or JSON) mapping in ``path``; bad input is one line naming the file."""
     import yaml
     try:
         with open(path, encoding="utf-8") as f:
@@ -176,8 +175,12 @@ def _scope(path: str | None) -> dict[str, Any]:
     except yaml.YAMLError as e:
         raise InputError(f"not YAML or JSON: {str(e).splitlines()[0]}", file=path) from None
     if not isinstance(data, dict):
-        raise InputError("expected a mapping (podGroups / nodes)", file=path)
+        raise InputError(f"expected a mapping{what}", file=path)
     return data
+
+
+def _scope(path: str | None) -> dict[str, Any]:
+    return {} if path is None else _mapping(path, " (podGroups / nodes)")
 
 
 def _budget(args: argparse.Namespace) -> dict[str, Any]:
@@ -273,16 +276,7 @@ TRACE_KEYS = {"name", "nodes", "pods", "speedup", "repeat", "horizonHours", "tim
 
 
 def _read_sweep(path: str) -> dict[str, Any]:
-    import yaml
-    try:
-        with open(path, encoding="utf-8") as f:
-            spec = yaml.safe_load(f)
-    except OSError as e:
-        raise InputError(f"cannot read file ({e.strerror or e})", file=path) from None
-    except yaml.YAMLError as e:
-        raise InputError(f"not YAML: {str(e).splitlines()[0]}", file=path) from None
-    if not isinstance(spec, dict):
-        raise InputError("expected a mapping", file=path)
+    spec = _mapping(path, "")
     unknown = sorted(set(spec) - SWEEP_KEYS)
     if unknown:
         raise InputError(f"unknown key (known: {', '.join(sorted(SWEEP_KEYS))})", file=path, field=unknown[0])
