@@ -13,15 +13,22 @@ are rounded down to integers over ``2**24``, the knapsack is solved exactly on t
 ``L`` (maximised along the ray ``lambda * y``: Farley's bound for identical bins) is evaluated in
 exact rational arithmetic.  So a run stopped by its time budget still returns a valid bound.
 
-The same master drives a primal heuristic, residual rounding ("diving"): fix the patterns the LP
-uses at least once, re-solve the LP on what is left, and when nothing is at one, fix the largest
-fractional pattern; what remains at the end is packed first-fit.  On instances with the round-up
-property it usually reaches the bound.
+A packing into ``m`` bins wastes ``sum(caps[:m]) - total`` of their capacity in all, so no bin of
+it wastes more: restricted to such patterns (priced by a knapsack over exact loads) the LP is one of
+packings into at most ``m`` bins.  When its bound exceeds ``m``, ``m + 1`` bins are proven needed.
+
+The restricted master drives the primal side, for a packing into the bound's number of bins: a
+dive with backtracking (fix a column the LP uses, solve the residual LP again, cut off a node whose
+bound rises above the bins left, try other columns on failure, restart), then, wall-clock limits
+only, HiGHS's branch and bound over the columns generated ("price and branch").  On instances with
+the round-up property whose bins must be almost full (BPPLIB's Hard28) this is what finds the
+packings that first-fit, minimum bin slack and CP-SAT miss.
 """
 
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -43,8 +50,16 @@ _SMOOTH = 0.8  # Wentges smoothing: price at _SMOOTH * best duals + (1 - _SMOOTH
 _SECONDS_PER_CELL = 1.5e-9
 _SECONDS_PER_SIMPLEX_ITERATION = 2e-5
 _SECONDS_PER_ROUND = 2e-4
+_EXTRA_PATTERNS = 24  # columns per type and pricing round besides the best, under a waste allowance
+_UNREACHABLE = -(1 << 62)
+INFEASIBLE = 1 << 62  # the bound when not even the LP can cover the items  # knapsack value of a load no pattern has
+# The dive's restarts: (candidates tried at a node, backtracks after a deeper failure in all, levels
+# from the root where they may happen); a candidate cut off by its own LP bound costs no backtrack.
+_ATTEMPTS = ((16, 200, 20), (8, 20, 3), (4, 200, 20))
+_DIVE_SHARE = 0.7  # of the time left after the bound, for the dive; the integer master has the rest
 
 Pattern = tuple[int, ...]  # count per size index
+_Bins = list[tuple[int, Counter[int]]]  # (capacity, contents) per bin
 
 
 @dataclass
@@ -53,7 +68,7 @@ class LpOutcome:
 
     bound: int
     lp_value: float | None = None  # the restricted master's value when column generation converged
-    packing: list[tuple[int, Counter[int]]] | None = None  # (capacity, contents) per bin, or None
+    packing: _Bins | None = None  # (capacity, contents) per bin, or None
     rounds: int = 0
     stats: dict[str, Any] = field(default_factory=dict)
 
@@ -93,9 +108,27 @@ def lp_bound_and_dive(
 
     best = _generate(master, demand, counts, target, deadline, clock)
     out = LpOutcome(bound=best.bound, lp_value=best.lp_value, rounds=best.rounds)
+    total = sum(s * n for s, n in sizes.items())
+    # The bound m + 1 holds when no packing into m bins exists: the LP of packings that waste no
+    # more than m bins may (``_Master.restrict``) says so when its own bound exceeds m.
+    while out.bound < target and not clock.over(deadline):
+        m = out.bound
+        master.restrict(sum(caps_desc[:m]) - total)
+        restricted = _generate(master, demand, counts, m + 1, deadline, clock)
+        out.rounds += restricted.rounds
+        if restricted.bound <= m:
+            break
+        out.bound = m + 1
+        out.stats["waste_bound"] = out.bound
     out.stats["columns"] = len(master.columns)
     if dive and out.bound < target and not clock.over(deadline):
-        out.packing = _dive(master, demand, counts, out.bound, target, deadline, clock, finish)
+        allow = sum(caps_desc[: target - 1]) - total
+        dive_until = deadline if clock.deterministic else clock.now() + clock.left(deadline) * _DIVE_SHARE
+        out.packing = _dive(master, demand, counts, allow, target, dive_until, clock, finish)
+        if out.packing is None and not clock.deterministic and not clock.over(deadline):
+            out.packing = _pool(master, demand, counts, allow, target, deadline, clock)
+            out.stats["pool"] = out.packing is not None
+    master.restrict(None)
     return out
 
 
@@ -111,9 +144,19 @@ class _Generated:
 
 
 def _generate(
-    master: _Master, demand: list[int], counts: list[int], target: int, deadline: float, clock: Clock
+    master: _Master,
+    demand: list[int],
+    counts: list[int],
+    target: int,
+    deadline: float,
+    clock: Clock,
+    *,
+    converge: bool = False,
 ) -> _Generated:
-    """Column generation on the master's current right-hand sides; returns the best bound seen."""
+    """Column generation on the master's current right-hand sides (and its waste allowance: see
+    ``_Master.restrict``); returns the best bound seen.  Stops once the bound reaches ``target``
+    or the LP's value rounded up (the bound can rise no more), unless ``converge``: then only when
+    the LP is solved (the dive steers by its values)."""
     best_l = Fraction(0)
     best_y: np.ndarray | None = None
     rounds = 0
@@ -125,12 +168,12 @@ def _generate(
         while True:
             y = _SMOOTH * best_y + (1 - _SMOOTH) * y_lp if smooth and best_y is not None else y_lp
             w = np.floor(np.maximum(y, 0.0) * _SCALE).astype(np.int64)
-            values, patterns = _price(master.sizes, demand, w, master.caps, clock)
+            values, patterns, extra = _price(master.sizes, demand, w, master.caps, clock, master.allow)
             bound_l = _lagrangian(w, demand, counts, values)
             if bound_l > best_l:
                 best_l, best_y = bound_l, w.astype(np.float64) / _SCALE
             added = 0
-            for t, a in enumerate(patterns):
+            for t, a in list(enumerate(patterns)) + extra:
                 reduced = 1.0 - float(np.dot(y_lp, np.asarray(a, dtype=np.float64))) - mu[t]
                 if reduced < -_EPS and master.add(t, a):
                     added += 1
@@ -143,7 +186,7 @@ def _generate(
         if not added:  # no improving column at the LP duals: the LP is solved
             lp_value = z
             break
-        if bound >= math.ceil(z - 1e-7) or clock.over(deadline):
+        if (bound >= math.ceil(z - 1e-7) and not converge) or clock.over(deadline):
             break
     return _Generated(bound=math.ceil(best_l), lp_value=lp_value, rounds=rounds)
 
@@ -152,8 +195,12 @@ def _lagrangian(w: np.ndarray, demand: list[int], counts: list[int], values: lis
     """max over lambda >= 0 of L(lambda * w / S), exactly; ``values[t]`` is max_a w.a for type t.
 
     L is concave and piecewise linear in lambda with breaks at S / values[t]; its maximum is at a
-    break (or at 0, where it is 0)."""
+    break (or at 0, where it is 0), unless it still rises past the last break: then the bins
+    cannot cover the items even fractionally (no pattern allowed takes enough) and the bound is
+    ``INFEASIBLE``."""
     wd = int(np.dot(w, np.asarray(demand, dtype=np.int64)))
+    if wd > sum(k * v for k, v in zip(counts, values, strict=True)):
+        return Fraction(INFEASIBLE)
     best = Fraction(0)
     for v_break in {v for v in values if v > 0}:
         lam = Fraction(_SCALE, v_break)
@@ -165,15 +212,18 @@ def _lagrangian(w: np.ndarray, demand: list[int], counts: list[int], values: lis
 
 
 def _price(
-    sizes: list[int], demand: list[int], w: np.ndarray, caps: list[int], clock: Clock
-) -> tuple[list[int], list[Pattern]]:
+    sizes: list[int], demand: list[int], w: np.ndarray, caps: list[int], clock: Clock, allow: int | None = None
+) -> tuple[list[int], list[Pattern], list[tuple[int, Pattern]]]:
     """Exact bounded knapsack: for each capacity, the best value ``w.a`` over patterns ``a`` with
-    ``a_i <= demand_i`` that fit, and one such pattern.  Binary splitting of the counts, one numpy
-    pass per piece over the largest capacity."""
+    ``a_i <= demand_i`` that fit (and, with ``allow``, waste at most ``allow`` of the capacity),
+    and one such pattern (all zeros, value 0, when none).  Binary splitting of the counts, one
+    numpy pass per piece over the largest capacity; by exact load, so that a window of loads can
+    be read.  With ``allow``, also (type, pattern) for the next best loads of the window, up to
+    ``_EXTRA_PATTERNS`` per type: near-optimal columns that the dive may need."""
     cmax = caps[0]
     pieces: list[tuple[int, int]] = []  # (size index, copies)
     for i, s in enumerate(sizes):
-        if w[i] <= 0:
+        if w[i] < 0 or (w[i] == 0 and allow is None):  # a worthless item only helps reach a load
             continue
         m = min(demand[i], cmax // s)
         k = 1
@@ -182,7 +232,8 @@ def _price(
             pieces.append((i, take))
             m -= take
             k *= 2
-    dp = np.zeros(cmax + 1, dtype=np.int64)
+    dp = np.full(cmax + 1, _UNREACHABLE, dtype=np.int64)
+    dp[0] = 0
     keep = np.zeros((len(pieces), cmax + 1), dtype=bool)
     for j, (i, k) in enumerate(pieces):
         weight = sizes[i] * k
@@ -191,19 +242,32 @@ def _price(
         keep[j, weight:] = better
         dp[weight:] = np.where(better, cand, dp[weight:])
     clock.charge(len(pieces) * (cmax + 1) * _SECONDS_PER_CELL + _SECONDS_PER_ROUND)
-    values: list[int] = []
-    patterns: list[Pattern] = []
-    for cap in caps:
+    def read(room: int) -> Pattern:
         a = [0] * len(sizes)
-        room = cap
         for j in range(len(pieces) - 1, -1, -1):
             if keep[j, room]:
                 i, k = pieces[j]
                 a[i] += k
                 room -= sizes[i] * k
-        values.append(int(dp[cap]))
-        patterns.append(tuple(a))
-    return values, patterns
+        return tuple(a)
+
+    values: list[int] = []
+    patterns: list[Pattern] = []
+    extra: list[tuple[int, Pattern]] = []
+    for t, cap in enumerate(caps):
+        low = 0 if allow is None else max(0, cap - allow)
+        window = dp[low : cap + 1] if low <= cap else dp[:0]
+        room = low + int(np.argmax(window)) if len(window) else 0
+        if not len(window) or dp[room] < 0:  # no pattern wastes little enough
+            values.append(0)
+            patterns.append((0,) * len(sizes))
+            continue
+        values.append(int(dp[room]))
+        patterns.append(read(room))
+        if allow is not None:
+            order = np.argsort(-window, kind="stable")[1 : 1 + _EXTRA_PATTERNS]
+            extra += [(t, read(low + int(r))) for r in order if window[r] >= 0]
+    return values, patterns, extra
 
 
 # --------------------------------------------------------------------------------------------
@@ -237,6 +301,11 @@ class _Master:
         self.clock = clock
         self.columns: dict[tuple[int, Pattern], int] = {}
         self.col_keys: list[tuple[int, Pattern] | None] = []
+        self.waste: list[int] = []  # per pattern column (in the order of ``columns``)
+        self.pattern_cols: list[int] = []
+        self.pattern_index: dict[tuple[int, Pattern], int] = {}  # key -> position in ``waste``
+        self.exchange_cols: list[int] = []
+        self.allow: int | None = None
         self.n_items = len(sizes)
         self.inf = highspy.kHighsInf
         self.highs = _new_highs()
@@ -250,10 +319,10 @@ class _Master:
 
     def set_rhs(self, demand: list[int], counts: list[int]) -> None:
         n = self.n_items
-        for i, d in enumerate(demand):
-            self.highs.changeRowBounds(i, float(d), self.inf)
-        for t, k in enumerate(counts):
-            self.highs.changeRowBounds(n + t, -self.inf, float(k))
+        rows = np.arange(n + len(counts), dtype=np.int32)
+        lower = np.array([float(d) for d in demand] + [-self.inf] * len(counts))
+        upper = np.array([self.inf] * n + [float(k) for k in counts])
+        self.highs.changeRowsBounds(len(rows), rows, lower, upper)
         if not self.col_keys:  # artificial columns, once
             self.big = float(sum(demand) + 1)
             for i in range(n):
@@ -265,6 +334,7 @@ class _Master:
             for i in range(n - 1):
                 rows = np.array([i, i + 1], dtype=np.int32)
                 self.highs.addCol(0.0, 0.0, self.inf, 2, rows, np.array([-1.0, 1.0]))
+                self.exchange_cols.append(len(self.col_keys))
                 self.col_keys.append(None)
 
     def add(self, t: int, a: Pattern) -> bool:
@@ -274,10 +344,34 @@ class _Master:
             return False
         rows = [i for i, c in enumerate(a) if c] + [self.n_items + t]
         vals = [float(a[i]) for i in rows[:-1]] + [1.0]
-        self.highs.addCol(1.0, 0.0, self.inf, len(rows), np.array(rows, dtype=np.int32), np.array(vals))
+        waste = self.caps[t] - sum(s * n for s, n in zip(self.sizes, a, strict=True))
+        upper = 0.0 if self.allow is not None and waste > self.allow else self.inf
+        self.highs.addCol(1.0, 0.0, upper, len(rows), np.array(rows, dtype=np.int32), np.array(vals))
         self.columns[key] = len(self.col_keys)
+        self.pattern_index[key] = len(self.waste)
+        self.pattern_cols.append(len(self.col_keys))
+        self.waste.append(waste)
         self.col_keys.append(key)
         return True
+
+    def waste_of(self, key: tuple[int, Pattern]) -> int:
+        """The capacity pattern ``key`` leaves unused in its bin."""
+        return self.waste[self.pattern_index[key]]
+
+    def restrict(self, allow: int | None) -> None:
+        """Allow only patterns that waste at most ``allow`` of their bin's capacity (None: all).
+
+        A packing into ``m`` bins wastes ``sum(caps[:m]) - total`` at most in all, so no bin of it
+        wastes more: with that allowance the LP (and the Lagrangian bound) is one of packings into
+        at most ``m`` bins, stronger where capacity is tight.  The exchange columns are closed
+        meanwhile: a larger item standing in a smaller one's place would waste the difference."""
+        if allow == self.allow:
+            return
+        self.allow = allow
+        cols = np.array(self.pattern_cols + self.exchange_cols, dtype=np.int32)
+        upper = [0.0 if allow is not None and waste > allow else self.inf for waste in self.waste]
+        upper += [self.inf if allow is None else 0.0] * len(self.exchange_cols)
+        self.highs.changeColsBounds(len(cols), cols, np.zeros(len(cols)), np.array(upper))
 
     def solve(self) -> tuple[float, np.ndarray, list[float]]:
         """(objective, item duals, type duals) of the current master."""
@@ -292,6 +386,10 @@ class _Master:
     def values(self) -> list[float]:
         return list(self.highs.getSolution().col_value)
 
+    def artificial_used(self, x: list[float]) -> bool:
+        """Whether the solution ``x`` covers an item by its artificial column (no packing then)."""
+        return any(x[j] > 1e-6 for j in range(self.n_items))
+
 
 # --------------------------------------------------------------------------------------------
 # Diving
@@ -301,56 +399,201 @@ def _dive(
     master: _Master,
     demand: list[int],
     counts: list[int],
-    bound: int,
+    allow: int,
     target: int,
     deadline: float,
     clock: Clock,
     finish: Callable[[Counter[int], list[int]], list[Counter[int]] | None] | None,
-) -> list[tuple[int, Counter[int]]] | None:
-    """Residual rounding: a packing (capacity, contents) per bin, or None if the dive fails."""
-    sizes, caps = master.sizes, master.caps
-    left = list(demand)
-    kleft = list(counts)
-    fixed: list[tuple[int, Counter[int]]] = []
-    while any(left):
-        if clock.over(deadline) or len(fixed) >= target:
-            break
-        x = master.values()
-        chosen: list[tuple[int, Pattern, int]] = []
-        for j, key in enumerate(master.col_keys):
-            if key is not None and x[j] >= 1 - 1e-6:
-                chosen.append((key[0], key[1], math.floor(x[j] + 1e-6)))
-        if not chosen:
-            frac = [(x[j], j) for j, key in enumerate(master.col_keys) if key is not None and x[j] > 1e-6]
-            if not frac:
-                break
-            _, j = max(frac)
-            key = master.col_keys[j]
-            assert key is not None
-            chosen = [(key[0], key[1], 1)]
-        for t, a, times in sorted(chosen, key=lambda c: (-sum(s * n for s, n in zip(sizes, c[1], strict=True)), c)):
-            for _ in range(times):
-                if kleft[t] == 0 or not any(left):
-                    break
-                take = [min(n, r) for n, r in zip(a, left, strict=True)]
-                if not any(take):
-                    break
-                left = [r - n for r, n in zip(left, take, strict=True)]
-                kleft[t] -= 1
-                fixed.append((caps[t], Counter({sizes[i]: n for i, n in enumerate(take) if n})))
+) -> _Bins | None:
+    """Residual rounding with backtracking (after Sadykov, Vanderbeck, Pessoa and others, "Primal
+    heuristics for branch and price: the assets of diving methods", 2019): a packing (capacity,
+    contents) per bin into fewer than ``target`` bins, or None.
+
+    A node of the search holds the bins fixed so far and the items left.  It solves the residual
+    LP by column generation, over the patterns that waste no more than the fixed bins left of the
+    allowance ``allow`` (``_Master.restrict``); when that LP's bound (with the bins fixed) reaches
+    ``target`` the node is a dead end (a cheap failure).  When the LP is integral its patterns
+    finish the packing.  Otherwise a column is fixed: the one whose value is closest to the
+    integer above it (fuller first; a column at 1 or more is fixed that many times), and the
+    residual solved again.  Up to ``children`` candidates are tried at a node, the failed ones tabu
+    below it; after a child whose search failed deeper down only while ``backtracks`` are left
+    and within ``depth`` levels of the root.  The search is chaotic in these settings, so it
+    restarts through ``_ATTEMPTS`` and then with random ties, the columns found kept, until a
+    packing or the deadline."""
+    search = _DiveSearch(master, allow, target, deadline, clock, finish)
+    attempt = 0
+    while not clock.over(deadline):
+        children, backtracks, depth = _ATTEMPTS[attempt % len(_ATTEMPTS)]
+        found = search.run(demand, counts, children, backtracks, depth, noisy=attempt >= len(_ATTEMPTS))
+        if not isinstance(found, bool):
+            return found
+        if not found:  # the root itself is cut off: no packing into fewer than ``target`` bins
+            return None
+        attempt += 1
+    return None
+
+
+@dataclass
+class _DiveSearch:
+    master: _Master
+    allow: int
+    target: int
+    deadline: float
+    clock: Clock
+    finish: Callable[[Counter[int], list[int]], list[Counter[int]] | None] | None
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    children: int = 0
+    backtracks: int = 0
+    max_depth: int = 0
+    noisy: bool = False
+
+    def run(self, demand: list[int], counts: list[int], children: int, backtracks: int, max_depth: int,
+            *, noisy: bool) -> _Bins | bool:
+        self.children, self.backtracks, self.max_depth, self.noisy = children, backtracks, max_depth, noisy
+        return self.node(list(demand), list(counts), [], frozenset(), 0)
+
+    def node(self, left: list[int], kleft: list[int], fixed: _Bins, tabu: frozenset[tuple[int, Pattern]],
+             depth: int) -> _Bins | bool:
+        """The packing found below this node, or False if the node's own LP bound cut it off, True
+        if the search below it failed."""
+        master, clock, target = self.master, self.clock, self.target
+        sizes, caps = master.sizes, master.caps
+        if clock.over(self.deadline) or len(fixed) >= target:
+            return True
         if not any(left):
-            break
+            return fixed
+        room = self.allow - sum(cap - sum(s * n for s, n in content.items()) for cap, content in fixed)
+        if room < 0:  # the bins fixed waste more than a packing into fewer than ``target`` bins may
+            return False
         master.set_rhs(left, kleft)
-        if len(fixed) + _generate(master, left, kleft, target - len(fixed), deadline, clock).bound >= target:
-            return None  # the rest needs too many bins: this dive cannot beat ``target``
+        master.restrict(room)
+        if len(fixed) + _generate(master, left, kleft, target - len(fixed), self.deadline, clock,
+                                  converge=True).bound >= target:
+            return False
+        x = master.values()
+        used = [(key, x[j]) for j, key in enumerate(master.col_keys) if key is not None and x[j] > 1e-6]
+        if all(abs(v - round(v)) <= 1e-6 for _, v in used) and not master.artificial_used(x):
+            whole = _decode(sizes, caps, left, kleft, [(key, round(v)) for key, v in used])
+            if whole is not None and len(fixed) + len(whole) < target:
+                return fixed + whole
+        cands = sorted(
+            (round(math.ceil(v - 1e-6) - v, 1) if self.noisy else math.ceil(v - 1e-6) - v,
+             self.rng.random() if self.noisy else 0.0,
+             master.waste_of(key), key, v)
+            for key, v in used if key not in tabu
+        )
+        if not cands:
+            return _finish(sizes, caps, left, kleft, fixed, target, self.finish) or True
+        tried: list[tuple[int, Pattern]] = []
+        for *_, key, v in cands[: self.children]:
+            t, a = key
+            child_left, child_k, child_fixed = list(left), list(kleft), list(fixed)
+            for _ in range(max(1, math.floor(v + 1e-6))):
+                take = [min(n, r) for n, r in zip(a, child_left, strict=True)]
+                if child_k[t] == 0 or not any(take):
+                    break
+                child_left = [r - n for r, n in zip(child_left, take, strict=True)]
+                child_k[t] -= 1
+                child_fixed.append((caps[t], Counter({sizes[i]: n for i, n in enumerate(take) if n})))
+            if len(child_fixed) == len(fixed):  # the column holds none of the items left
+                continue
+            found = self.node(child_left, child_k, child_fixed, tabu | frozenset(tried), depth + 1)
+            if not isinstance(found, bool):
+                return found
+            tried.append(key)
+            if found:  # the search below failed: another candidate only while backtracks are left
+                if self.backtracks <= 0 or depth >= self.max_depth:
+                    return True
+                self.backtracks -= 1
+        return True
+
+
+def _pool(
+    master: _Master, demand: list[int], counts: list[int], allow: int, target: int, deadline: float, clock: Clock
+) -> _Bins | None:
+    """The integer master over the columns generated so far (those within the waste allowance):
+    the fewest of them that cover the items, fewer than ``target``, by HiGHS's branch and bound
+    ("price and branch").  Wall-clock limited (HiGHS has no deterministic limit): not run under
+    deterministic limits."""
+    import highspy
+
+    cols = [j for j, waste in zip(master.pattern_cols, master.waste, strict=True) if waste <= allow]
+    if not cols:
+        return None
+    highs = _new_highs()
+    highs.setOptionValue("time_limit", max(0.01, clock.left(deadline)))
+    inf = highspy.kHighsInf
+    n = master.n_items
+    empty_i = np.array([], dtype=np.int32)
+    lower = [float(d) for d in demand] + [-inf] * len(counts) + [-inf]
+    upper = [inf] * n + [float(k) for k in counts] + [float(target - 1)]
+    highs.addRows(len(lower), np.array(lower), np.array(upper), 0, empty_i, empty_i, np.array([]))
+    for j in cols:
+        key = master.col_keys[j]
+        assert key is not None
+        t, a = key
+        rows = [i for i, c in enumerate(a) if c] + [n + t, n + len(counts)]
+        vals = [float(a[i]) for i in rows[:-2]] + [1.0, 1.0]
+        highs.addCol(1.0, 0.0, inf, len(rows), np.array(rows, dtype=np.int32), np.array(vals))
+    highs.changeColsIntegrality(len(cols), np.arange(len(cols), dtype=np.int32),
+                                np.array([highspy.HighsVarType.kInteger] * len(cols)))
+    start = clock.now()
+    highs.run()
+    clock.charge(clock.now() - start)
+    if highs.getInfo().primal_solution_status != int(highspy.SolutionStatus.kSolutionStatusFeasible):
+        return None
+    x = highs.getSolution().col_value
+    chosen = [(master.col_keys[j], round(x[c])) for c, j in enumerate(cols) if round(x[c]) > 0]
+    whole = _decode(master.sizes, master.caps, demand, counts, [(key, k) for key, k in chosen if key is not None])
+    return whole if whole is not None and len(whole) < target else None
+
+
+def _decode(
+    sizes: list[int], caps: list[int], left: list[int], kleft: list[int],
+    patterns: list[tuple[tuple[int, Pattern], int]],
+) -> _Bins | None:
+    """The bins of an integral LP solution holding exactly the items ``left``: every slot of a
+    pattern holds an item no larger than the slot's size (an exchange column lets a larger item's
+    slot take a smaller one), matched largest item to largest slot; None if the patterns do not
+    cover the items that way or use more bins of a type than are left."""
+    per_type: Counter[int] = Counter()
+    bins: list[tuple[int, list[int]]] = []
+    for (t, a), times in patterns:
+        per_type[t] += times
+        for _ in range(times):
+            bins.append((t, [i for i, n in enumerate(a) for _ in range(n)]))
+    if any(per_type[t] > kleft[t] for t in per_type):
+        return None
+    slots = sorted(((sizes[i], b) for b, (_, idx) in enumerate(bins) for i in idx), reverse=True)
+    items = sorted((s for s, n in zip(sizes, left, strict=True) for _ in range(n)), reverse=True)
+    if len(items) > len(slots):
+        return None
+    contents: list[Counter[int]] = [Counter() for _ in bins]
+    for item, (slot, b) in zip(items, slots, strict=False):
+        if item > slot:
+            return None
+        contents[b][item] += 1
+    return [(caps[t], content) for (t, _), content in zip(bins, contents, strict=True) if content]
+
+
+def _finish(
+    sizes: list[int],
+    caps: list[int],
+    left: list[int],
+    kleft: list[int],
+    fixed: _Bins,
+    target: int,
+    finish: Callable[[Counter[int], list[int]], list[Counter[int]] | None] | None,
+) -> _Bins | None:
+    """``fixed`` and the items ``left`` packed by ``finish`` (first fit by default) into the bins
+    left, if that makes fewer than ``target`` bins."""
     rest = Counter({sizes[i]: n for i, n in enumerate(left) if n})
     bins_left = sorted((c for c, k in zip(caps, kleft, strict=True) for _ in range(k)), reverse=True)
-    if rest:
-        finished = (finish or _first_fit)(rest, bins_left)
-        if finished is None:
-            return None
-        fixed += [(bins_left[b], content) for b, content in enumerate(finished)]
-    return fixed
+    bins_left = bins_left[: max(0, target - 1 - len(fixed))]
+    finished = (finish or _first_fit)(rest, bins_left) if rest else []
+    if finished is None or len(fixed) + len(finished) >= target:
+        return None
+    return fixed + [(bins_left[b], content) for b, content in enumerate(finished)]
 
 
 def _first_fit(sizes: Counter[int], caps_desc: list[int]) -> list[Counter[int]] | None:

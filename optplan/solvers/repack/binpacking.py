@@ -44,7 +44,7 @@ _Packing = list[Counter[int]]
 
 _MAX_ARCS = 150_000  # larger arc-flow graphs fall back to the assignment model
 _MAX_DP_WORK = 4_000_000_000  # bit operations allowed for the subset-sum heuristics
-_LP_SHARE = 0.3  # of the time left, at most, for the LP bound (and its dive)
+_LP_SHARE = 0.7  # of the time left, at most, for the LP bound (and its dive)
 _SEARCH_SHARE = 0.85  # of the time then left, at most, for the search for a packing into lb bins ...
 _SEARCH_SHARE_LOOSE = 0.2  # ... when that packing may waste more than the smallest item
 _CP_SAT_SHARE = 0.7  # of the time then left for CP-SAT; the search has the rest ...
