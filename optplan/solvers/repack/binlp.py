@@ -85,9 +85,10 @@ def lp_bound_and_dive(
     finish: Callable[[Counter[int], list[int]], list[Counter[int]] | None] | None = None,
 ) -> LpOutcome | None:
     """Gilmore-Gomory bound for packing ``sizes`` into bins of ``caps_desc`` (descending), and
-    (``dive``) a packing by residual rounding when the bound stays below ``target`` (the best
-    number of bins known).  ``start``: bins of a known packing, in the order of ``caps_desc``,
-    used as the first columns.  ``finish`` packs what diving leaves (default: first fit).
+    (``dive``) a packing into as many bins as the bound (``_dive``, then ``_pool``) when the
+    bound stays below ``target`` (the best number of bins known).  ``start``: bins of a known
+    packing, in the order of ``caps_desc``, used as the first columns.  ``finish`` packs what
+    diving leaves (default: first fit).
 
     None when the knapsack tables would be too large (capacity x items) to price in reasonable
     time.  Stops early once the bound reaches ``target`` or cannot rise any more.
@@ -122,11 +123,14 @@ def lp_bound_and_dive(
         out.stats["waste_bound"] = out.bound
     out.stats["columns"] = len(master.columns)
     if dive and out.bound < target and not clock.over(deadline):
-        allow = sum(caps_desc[: target - 1]) - total
+        # Aim at the bound itself: a packing there is proven optimal, and its small allowance
+        # is what steers the dive.
+        aim = out.bound + 1
+        allow = sum(caps_desc[: out.bound]) - total
         dive_until = deadline if clock.deterministic else clock.now() + clock.left(deadline) * _DIVE_SHARE
-        out.packing = _dive(master, demand, counts, allow, target, dive_until, clock, finish)
+        out.packing = _dive(master, demand, counts, allow, aim, dive_until, clock, finish)
         if out.packing is None and not clock.deterministic and not clock.over(deadline):
-            out.packing = _pool(master, demand, counts, allow, target, deadline, clock)
+            out.packing = _pool(master, demand, counts, allow, aim, deadline, clock)
             out.stats["pool"] = out.packing is not None
     master.restrict(None)
     return out
