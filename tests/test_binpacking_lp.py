@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from optplan.solvers.core.clock import Clock
-from optplan.solvers.repack import binlp, binpacking
+from optplan.solvers.repack import binflow, binlp, binpacking
 from optplan.solvers.repack.binfill import slack_fill
 from optplan.solvers.repack.binlp import lp_bound_and_dive
 from optplan.solvers.repack.binpacking import min_bins
@@ -73,7 +73,8 @@ def test_lp_bound_never_above_cp_sat_optimum_and_never_below_the_combinatorial_b
         items = [rng.randint(capacity // 5, capacity // 2 + 3) for _ in range(rng.randint(10, 18))]
         caps = [capacity] * len(items) + [capacity // 2] * 3
         with monkeypatch.context() as m:  # the reference answer does not use the LP
-            m.setattr(binpacking, "lp_bound_and_dive", lambda *a, **k: None)
+            m.setattr(binpacking.GilmoreGomory, "create", lambda *a, **k: None)
+            m.setattr(binpacking, "flow_pack", lambda *a, **k: binflow.FlowOutcome("unknown"))
             exact = min_bins(items, caps, time_limit=20)
         assert exact.proven
         out = lp_bound(items, caps)

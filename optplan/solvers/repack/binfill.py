@@ -28,7 +28,7 @@ import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
-__all__ = ["slack_fill"]
+__all__ = ["exact_pack", "slack_fill"]
 
 _PERTURB = 0.1  # probability of choosing a random admissible fill instead of the fullest
 _REPAIRS = 800  # search steps from one constructed packing before the next
@@ -131,6 +131,13 @@ def _repair(
     for b, content in zip(chosen, sub, strict=True):
         contents[b] = content
     return new_left
+
+
+def exact_pack(sizes: Counter[int], caps_desc: Sequence[int], nodes: int) -> list[Counter[int]] | None:
+    """A packing of ``sizes`` into the bins ``caps_desc`` (descending; not all need be used) by
+    the exact depth-first search, or None when there is none or ``nodes`` subsets did not find
+    one."""
+    return _exact_pack(sorted(sizes.elements(), reverse=True), list(caps_desc), nodes)
 
 
 def _exact_pack(

@@ -40,7 +40,7 @@ import numpy as np
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.highs import quiet
 
-__all__ = ["LpOutcome", "lp_bound_and_dive"]
+__all__ = ["GilmoreGomory", "LpOutcome", "lp_bound_and_dive"]
 
 _SCALE = 1 << 24  # duals are rounded down to multiples of 1 / _SCALE: exact integer pricing
 _MAX_DP_CELLS = 20_000_000  # knapsack pieces x capacity allowed per pricing round (bytes of its table)
@@ -56,10 +56,12 @@ INFEASIBLE = 1 << 62  # the bound when not even the LP can cover the items  # kn
 # The dive's restarts: (candidates tried at a node, backtracks after a deeper failure in all, levels
 # from the root where they may happen); a candidate cut off by its own LP bound costs no backtrack.
 _ATTEMPTS = ((16, 200, 20), (8, 20, 3), (4, 200, 20))
+_FINISH_ITEMS = 30  # a dive's node with this few items left hands them to ``finish`` (when given)
 _DIVE_SHARE = 0.7  # of the time left after the bound, for the dive; the integer master has the rest
 
 Pattern = tuple[int, ...]  # count per size index
 _Bins = list[tuple[int, Counter[int]]]  # (capacity, contents) per bin
+Finish = Callable[[Counter[int], list[int]], list[Counter[int]] | None]  # packs a dive's last items
 
 
 @dataclass
@@ -82,58 +84,90 @@ def lp_bound_and_dive(
     clock: Clock,
     dive: bool = True,
     start: Sequence[Counter[int]] = (),
-    finish: Callable[[Counter[int], list[int]], list[Counter[int]] | None] | None = None,
+    finish: Finish | None = None,
 ) -> LpOutcome | None:
-    """Gilmore-Gomory bound for packing ``sizes`` into bins of ``caps_desc`` (descending), and
-    (``dive``) a packing into as many bins as the bound (``_dive``, then ``_pool``) when the
-    bound stays below ``target`` (the best number of bins known).  ``start``: bins of a known
-    packing, in the order of ``caps_desc``, used as the first columns.  ``finish`` packs what
-    diving leaves (default: first fit).
-
-    None when the knapsack tables would be too large (capacity x items) to price in reasonable
-    time.  Stops early once the bound reaches ``target`` or cannot rise any more.
-    """
-    order = sorted(sizes, reverse=True)
-    types = sorted(Counter(caps_desc).items(), reverse=True)
-    pieces = sum(max(1, min(sizes[s], types[0][0] // s).bit_length()) for s in order)
-    if pieces * (types[0][0] + 1) > _MAX_DP_CELLS:
+    """``GilmoreGomory.bound`` and then (``dive``, when the bound stays below ``target``)
+    ``GilmoreGomory.pack`` at the bound, within ``time_limit`` in all; None when the knapsack
+    tables would be too large to price (see ``GilmoreGomory.create``)."""
+    lp = GilmoreGomory.create(sizes, caps_desc, clock, start=start)
+    if lp is None:
         return None
     deadline = clock.now() + time_limit
-    master = _Master(order, [c for c, _ in types], clock)
-    demand = [sizes[s] for s in order]
-    counts = [k for _, k in types]
-    master.set_rhs(demand, counts)
-    type_of = {c: t for t, (c, _) in enumerate(types)}
-    for b, content in enumerate(start):
-        master.add(type_of[caps_desc[b]], tuple(content[s] for s in order))
-
-    best = _generate(master, demand, counts, target, deadline, clock)
-    out = LpOutcome(bound=best.bound, lp_value=best.lp_value, rounds=best.rounds)
-    total = sum(s * n for s, n in sizes.items())
-    # The bound m + 1 holds when no packing into m bins exists: the LP of packings that waste no
-    # more than m bins may (``_Master.restrict``) says so when its own bound exceeds m.
-    while out.bound < target and not clock.over(deadline):
-        m = out.bound
-        master.restrict(sum(caps_desc[:m]) - total)
-        restricted = _generate(master, demand, counts, m + 1, deadline, clock)
-        out.rounds += restricted.rounds
-        if restricted.bound <= m:
-            break
-        out.bound = m + 1
-        out.stats["waste_bound"] = out.bound
-    out.stats["columns"] = len(master.columns)
+    out = lp.bound(target, time_limit)
     if dive and out.bound < target and not clock.over(deadline):
-        # Aim at the bound itself: a packing there is proven optimal, and its small allowance
-        # is what steers the dive.
-        aim = out.bound + 1
-        allow = sum(caps_desc[: out.bound]) - total
-        dive_until = deadline if clock.deterministic else clock.now() + clock.left(deadline) * _DIVE_SHARE
-        out.packing = _dive(master, demand, counts, allow, aim, dive_until, clock, finish)
-        if out.packing is None and not clock.deterministic and not clock.over(deadline):
-            out.packing = _pool(master, demand, counts, allow, aim, deadline, clock)
-            out.stats["pool"] = out.packing is not None
-    master.restrict(None)
+        out.packing = lp.pack(out.bound, clock.left(deadline), finish)
     return out
+
+
+class GilmoreGomory:
+    """One instance's master problem, kept between its uses: ``bound`` (column generation), then
+    ``pack`` (a packing into a number of bins: the dive, then the integer master), which starts
+    from the columns the bound generated."""
+
+    def __init__(self, sizes: Counter[int], caps_desc: Sequence[int], clock: Clock,
+                 start: Sequence[Counter[int]] = ()) -> None:
+        order = sorted(sizes, reverse=True)
+        types = sorted(Counter(caps_desc).items(), reverse=True)
+        self.caps_desc = list(caps_desc)
+        self.clock = clock
+        self.total = sum(s * n for s, n in sizes.items())
+        self.master = _Master(order, [c for c, _ in types], clock)
+        self.demand = [sizes[s] for s in order]
+        self.counts = [k for _, k in types]
+        self.master.set_rhs(self.demand, self.counts)
+        type_of = {c: t for t, (c, _) in enumerate(types)}
+        for b, content in enumerate(start):
+            self.master.add(type_of[caps_desc[b]], tuple(content[s] for s in order))
+
+    @classmethod
+    def create(cls, sizes: Counter[int], caps_desc: Sequence[int], clock: Clock,
+               start: Sequence[Counter[int]] = ()) -> GilmoreGomory | None:
+        """The master for packing ``sizes`` into ``caps_desc`` (descending); ``start``: the bins of
+        a known packing, in the order of ``caps_desc``, its first columns.  None when the knapsack
+        tables (capacity x items) would be too large to price in reasonable time."""
+        cmax = max(caps_desc)
+        pieces = sum(max(1, min(n, cmax // s).bit_length()) for s, n in sizes.items())
+        if pieces * (cmax + 1) > _MAX_DP_CELLS:
+            return None
+        return cls(sizes, caps_desc, clock, start)
+
+    def bound(self, target: int, time_limit: float) -> LpOutcome:
+        """The Gilmore-Gomory bound, raised by one bin at a time while the LP of the packings that
+        waste no more than that many bins may (``_Master.restrict``) proves none exists; stops
+        once it reaches ``target`` (the best number of bins known) or cannot rise any more."""
+        master, clock = self.master, self.clock
+        deadline = clock.now() + time_limit
+        best = _generate(master, self.demand, self.counts, target, deadline, clock)
+        out = LpOutcome(bound=best.bound, lp_value=best.lp_value, rounds=best.rounds)
+        while out.bound < target and not clock.over(deadline):
+            m = out.bound
+            master.restrict(sum(self.caps_desc[:m]) - self.total)
+            restricted = _generate(master, self.demand, self.counts, m + 1, deadline, clock)
+            out.rounds += restricted.rounds
+            if restricted.bound <= m:
+                break
+            out.bound = m + 1
+            out.stats["waste_bound"] = out.bound
+        master.restrict(None)
+        out.stats["columns"] = len(master.columns)
+        return out
+
+    def pack(self, bins: int, time_limit: float, finish: Finish | None = None) -> _Bins | None:
+        """A packing into ``bins`` bins (in practice the bound: a packing there is proven
+        optimal, and its small waste allowance is what steers the search): ``_dive`` (with
+        ``finish`` for its last few items; default first fit), then with wall-clock limits
+        ``_pool``; None if neither finds one in ``time_limit``."""
+        master, clock = self.master, self.clock
+        deadline = clock.now() + time_limit
+        allow = sum(self.caps_desc[:bins]) - self.total
+        if allow < 0:
+            return None
+        dive_until = deadline if clock.deterministic else clock.now() + time_limit * _DIVE_SHARE
+        packing = _dive(master, self.demand, self.counts, allow, bins + 1, dive_until, clock, finish)
+        if packing is None and not clock.deterministic and not clock.over(deadline):
+            packing = _pool(master, self.demand, self.counts, allow, bins + 1, deadline, clock)
+        master.restrict(None)
+        return packing
 
 
 # --------------------------------------------------------------------------------------------
@@ -407,7 +441,7 @@ def _dive(
     target: int,
     deadline: float,
     clock: Clock,
-    finish: Callable[[Counter[int], list[int]], list[Counter[int]] | None] | None,
+    finish: Finish | None,
 ) -> _Bins | None:
     """Residual rounding with backtracking (after Sadykov, Vanderbeck, Pessoa and others, "Primal
     heuristics for branch and price: the assets of diving methods", 2019): a packing (capacity,
@@ -444,7 +478,7 @@ class _DiveSearch:
     target: int
     deadline: float
     clock: Clock
-    finish: Callable[[Counter[int], list[int]], list[Counter[int]] | None] | None
+    finish: Finish | None
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     children: int = 0
     backtracks: int = 0
@@ -474,6 +508,8 @@ class _DiveSearch:
         if len(fixed) + _generate(master, left, kleft, target - len(fixed), self.deadline, clock,
                                   converge=True).bound >= target:
             return False
+        if self.finish is not None and sum(left) <= _FINISH_ITEMS:  # few left: ``finish`` decides
+            return _finish(sizes, caps, left, kleft, fixed, target, self.finish) or True
         x = master.values()
         used = [(key, x[j]) for j, key in enumerate(master.col_keys) if key is not None and x[j] > 1e-6]
         if all(abs(v - round(v)) <= 1e-6 for _, v in used) and not master.artificial_used(x):
@@ -587,7 +623,7 @@ def _finish(
     kleft: list[int],
     fixed: _Bins,
     target: int,
-    finish: Callable[[Counter[int], list[int]], list[Counter[int]] | None] | None,
+    finish: Finish | None,
 ) -> _Bins | None:
     """``fixed`` and the items ``left`` packed by ``finish`` (first fit by default) into the bins
     left, if that makes fewer than ``target`` bins."""

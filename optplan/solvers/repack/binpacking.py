@@ -32,8 +32,9 @@ from typing import Any, SupportsIndex, cast
 from ortools.sat.python import cp_model
 
 from optplan.solvers.core.clock import Clock
-from optplan.solvers.repack.binfill import pick, reachable, slack_fill, split_counts
-from optplan.solvers.repack.binlp import lp_bound_and_dive
+from optplan.solvers.repack.binfill import exact_pack, pick, reachable, slack_fill, split_counts
+from optplan.solvers.repack.binflow import flow_pack
+from optplan.solvers.repack.binlp import GilmoreGomory
 
 __all__ = ["BinPackingResult", "min_bins"]
 
@@ -44,12 +45,15 @@ _Packing = list[Counter[int]]
 
 _MAX_ARCS = 150_000  # larger arc-flow graphs fall back to the assignment model
 _MAX_DP_WORK = 4_000_000_000  # bit operations allowed for the subset-sum heuristics
-_LP_SHARE = 0.7  # of the time left, at most, for the LP bound (and its dive)
+_LP_SHARE = 0.3  # of the time left, at most, for the LP bound ...
+_FLOW_SHARE = 0.6  # ... then for the arc-flow MIP ...
+_DIVE_SHARE = 0.8  # ... then for the LP's dive
 _SEARCH_SHARE = 0.85  # of the time then left, at most, for the search for a packing into lb bins ...
 _SEARCH_SHARE_LOOSE = 0.2  # ... when that packing may waste more than the smallest item
 _CP_SAT_SHARE = 0.7  # of the time then left for CP-SAT; the search has the rest ...
 _SMALL_GRAPH = 4_000  # ... except on arc-flow graphs up to this many arcs: CP-SAT has it all
 _SECONDS_PER_SEARCH_STEP = 5e-4  # work charged per search step (deterministic limits)
+_FINISH_NODES = 2_000  # exact-search nodes for the few items a dive of the LP leaves
 
 
 @dataclass(frozen=True)
@@ -142,9 +146,14 @@ def _narrow(
 ) -> tuple[int, _Packing | None]:
     """Close the gap between ``lb`` and the heuristic packing ``best`` before CP-SAT is asked:
 
-    1. the Gilmore-Gomory LP bound (``binlp``; at most ``_LP_SHARE`` of the time left), whose
-       residual-rounding dive may also find a better packing;
-    2. unless the arc-flow graph is small (CP-SAT then has all the time left), a search for a
+    1. the Gilmore-Gomory LP bound (``binlp``; at most ``_LP_SHARE`` of the time left);
+    2. on an arc-flow graph too large for CP-SAT to be quick, when ``best`` is one bin above the
+       bound: the compressed arc-flow MIP (``binflow``; at most ``_FLOW_SHARE`` of the time left),
+       which proves that no packing into ``lb`` bins exists (the bound then rises to ``best``:
+       instances without the round-up property) or finds one;
+    3. a packing into ``lb`` bins by the LP's dive (at most ``_DIVE_SHARE`` of the time left:
+       instances whose bins must be almost full);
+    4. unless the arc-flow graph is small (CP-SAT then has all the time left), a search for a
        packing into ``lb`` bins (``binfill``: minimum bin slack with perturbation and a large
        neighbourhood search; at most ``_SEARCH_SHARE`` of the time then left, or
        ``_SEARCH_SHARE_LOOSE`` when such a packing may waste more than the smallest item), which
@@ -154,15 +163,24 @@ def _narrow(
     the search has the time CP-SAT leaves."""
     if best is None:  # no packing at all: the bins are scarce, CP-SAT decides
         return lb, best
-    if len(best) > lb:
-        out = lp_bound_and_dive(sizes, caps, target=len(best), time_limit=clock.left(deadline) * _LP_SHARE,
-                                clock=clock, start=best)
-        if out is not None:
-            logger.info("LP bound %d (was %d, best packing %d, %d rounds)", out.bound, lb, len(best), out.rounds)
-            lb = max(lb, out.bound)
-            if out.packing is not None and len(out.packing) < len(best):
-                best = _checked([content for _, content in sorted(out.packing, key=lambda bin_: -bin_[0])], sizes, caps)
-    if len(best) > lb and _arc_flow_graph(sizes, caps[0], _SMALL_GRAPH) is None:
+    small = _arc_flow_graph(sizes, caps[0], _SMALL_GRAPH) is not None
+    lp = GilmoreGomory.create(sizes, caps, clock, start=best) if len(best) > lb else None
+    if lp is not None:
+        out = lp.bound(len(best), clock.left(deadline) * _LP_SHARE)
+        logger.info("LP bound %d (was %d, best packing %d, %d rounds)", out.bound, lb, len(best), out.rounds)
+        lb = max(lb, out.bound)
+    if len(best) == lb + 1 and not small and not clock.over(deadline):
+        flow = flow_pack(sizes, caps, lb, time_limit=clock.left(deadline) * _FLOW_SHARE, clock=clock)
+        logger.info("arc-flow MIP into %d bins: %s %s", lb, flow.status, flow.stats)
+        if flow.status == "infeasible":
+            return len(best), best
+        if flow.packing is not None:
+            return lb, _checked(flow.packing, sizes, caps)
+    if lp is not None and len(best) > lb and not clock.over(deadline):
+        packing = lp.pack(lb, clock.left(deadline) * _DIVE_SHARE, _finish_exactly)
+        if packing is not None:
+            return lb, _checked([content for _, content in sorted(packing, key=lambda bin_: -bin_[0])], sizes, caps)
+    if len(best) > lb and not small:
         # On a small arc-flow graph CP-SAT is quick and has all the time left.  Else a near-perfect
         # packing (less waste in all than the smallest item) is what the search finds and CP-SAT
         # does not; with more room CP-SAT does better and keeps more time.
@@ -172,6 +190,11 @@ def _narrow(
         if found is not None:
             best = found
     return lb, best
+
+
+def _finish_exactly(sizes: Counter[int], caps_desc: list[int]) -> list[Counter[int]] | None:
+    """The last few items of the LP's dive, packed by the exact search (``_FINISH_NODES``)."""
+    return exact_pack(sizes, caps_desc, _FINISH_NODES)
 
 
 def _search(

@@ -1,0 +1,461 @@
+"""Do the items fit into a given number of bins? An arc-flow MIP on HiGHS that proves it or finds a packing.
+
+``min_bins`` reaches the rounded-up LP bound on most instances; on the others (not "IRUP": the
+optimum is one above) it needs a proof that one bin fewer is impossible.  Branch and bound on a
+compressed arc-flow model, after reduced-cost fixing, gives it.
+
+**The graph** (Valerio de Carvalho's arc flow, compressed as Brandao and Pedroso's VPSolver does).
+A bin of capacity ``C`` is a path from a source to a sink; an arc of size ``s`` is one item of that
+size.  Built in three steps, per capacity type:
+
+1. *States.*  Item sizes by decreasing size, each with at most ``b = min(demand, C // size)``
+   copies, are laid out one copy per position ``j``; a state ``(u, j)`` is "``u`` units used, the
+   next item considered is copy ``j``".  From it: take copy ``j`` (an item arc to ``(u + s_j, j+1)``,
+   when it fits) or skip the rest of that size (a zero arc to the first copy of the next size).
+   Every pattern (a multiset of items, at most ``b`` of each, total at most ``C``) is exactly one
+   path, by decreasing size; the states reached from ``(0, 0)`` are the only ones kept.
+2. *Backward labels.*  ``L(u, j)``: the most weight the items from copy ``j`` on can add in the
+   room ``C - u`` (a bounded knapsack, computed layer by layer); the state is relabelled
+   ``lam = C - L(u, j)`` and states with one label become one node.  Terminal states (nothing more
+   fits) get label ``C``: they merge into the sink, so no loss arcs are needed there.
+3. *Forward labels.*  On that graph, ``mu(v)`` = the heaviest path from the source to ``v``;
+   nodes with one ``mu`` merge again.
+
+Why every path of the result is still a pattern that fits ``C`` (the model's soundness rests on it):
+both labellings are *potentials*: for every arc ``a -> b`` of weight ``w``, ``label(b) - label(a) >= w``
+(step 2: ``L(a) >= w + L(b)`` because the arc followed by the best continuation from ``b`` is one
+continuation from ``a``; step 3: ``mu(b) >= mu(a) + w`` by definition of a longest path), and the
+source's label is ``>= 0`` and the sink's ``<= C`` (``lam(sink) = C - 0``; ``mu(sink)`` is the
+heaviest path in a graph whose paths, by step 2, weigh at most ``C``).  Merging nodes with equal
+labels keeps every arc's inequality, so along *any* path, including ones that mix the paths of
+different states, the weights add up to at most ``label(sink) - label(source) <= C``.  And no
+pattern is lost: the relabelling maps each arc of step 1 to an arc (a zero arc possibly to a
+self-loop, dropped), so every pattern's path survives.  An integer flow therefore decomposes
+into paths that are exactly the bins of a packing, and every packing gives such a flow.
+
+**The model.**  One graph per capacity type ``t`` among the first ``bins`` capacities (its
+own bounds ``C_t // size``), flow out of its source at most ``k_t`` (how many such bins there are);
+item rows are equalities (a packing uses each item exactly once, and every bin's contents, a
+pattern within the demand bounds, is a path); objective: the capacity of the bins used, which any
+packing into the first ``bins`` capacities keeps within their sum ``B`` (with one capacity: the
+number of bins).  HiGHS's simplex needs tens of seconds for the root LP of Hard28's graphs
+(degenerate, ~30,000 arcs), so the LP is solved first by interior point (~1 s) and its duals fix
+arcs by reduced cost (``_solve``): on Hard28's non-IRUP instances 95-98% of the arcs go, and
+the MIP on the rest proves infeasibility in under 4 s.  "infeasible" is claimed only from HiGHS's
+MIP status *infeasible* on the fixed model, or from the LP's Lagrangian bound above ``B`` (computed
+by us from the duals, valid for any duals), never from a time-out; "feasible" only with a packing
+decoded from the flow and checked item by item.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from optplan.solvers.core.clock import Clock
+from optplan.solvers.core.highs import quiet
+
+__all__ = ["FlowGraph", "FlowOutcome", "flow_graph", "flow_pack"]
+
+logger = logging.getLogger(__name__)
+
+_SAFETY = 1e-6  # a dual bound counts as above ``bins`` only beyond this margin
+_SECONDS_PER_STATE_ARC = 2e-6  # building the graph (reference machine: 0.2 s for Hard28's 100,000)
+# Measured on Hard28 (10 s): every proof and every packing found kept at most 6,300 arcs after fixing;
+# above 10,000, HiGHS's root simplex alone outlasts the budget (and overruns its limit by seconds).
+_MAX_MIP_ARCS = 10_000
+_MAX_STATES = 5_000_000  # positions x (capacity + 1) of step 1's tables (int32: 20 MB each); beyond: "unknown"
+# The LP: interior point without crossover (its duals are central: the reduced costs are positive on
+# every arc no optimal flow uses, so fixing removes the most; the simplex took 25 s on Hard28's
+# degenerate LPs, the interior point 1 s).  The MIP: HiGHS's primal heuristics off (on the reduced
+# graphs its branching finds packings faster without them, and they waste the time of a proof).
+_LP_OPTIONS: dict[str, Any] = {"solver": "ipm", "run_crossover": "off", "presolve": "off"}
+# Presolve off: HiGHS 1.16 answered wrongly with it on other models (goals/milp.py), and an
+# "infeasible" here is printed as a proof (measured: BPP14's proof 3.0 s with presolve, 5.5 s without).
+_MIP_OPTIONS: dict[str, Any] = {
+    "presolve": "off",
+    "mip_heuristic_effort": 0.0,
+    "mip_heuristic_run_feasibility_jump": False,
+    "mip_heuristic_run_rins": False,
+    "mip_heuristic_run_rens": False,
+    "mip_heuristic_run_root_reduced_cost": False,
+    "mip_max_improving_sols": 1,  # a feasibility question: the first packing answers it
+}
+
+Status = Literal["infeasible", "feasible", "unknown"]
+
+
+@dataclass
+class FlowOutcome:
+    """``status``: "infeasible" (proven: the items do not fit into the first ``bins`` capacities),
+    "feasible" (``packing``: one Counter per bin; bin ``b`` fits ``caps_desc[b]``), "unknown"."""
+
+    status: Status
+    packing: list[Counter[int]] | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FlowGraph:
+    """A compressed arc-flow graph for one capacity: nodes ``0 .. n_nodes - 1`` in topological order,
+    source 0, sink ``n_nodes - 1``; arcs ``(tail, head, size)``, size 0 for a loss arc."""
+
+    capacity: int
+    n_nodes: int
+    arcs: list[tuple[int, int, int]]
+    states: int  # step 1's states (the uncompressed graph's nodes)
+    state_arcs: int  # and its arcs
+
+
+def flow_pack(
+    sizes: Counter[int], caps_desc: Sequence[int], bins: int, *, time_limit: float, clock: Clock
+) -> FlowOutcome:
+    """Do the items ``sizes`` (size -> count, positive integers) fit into the first ``bins`` of
+    ``caps_desc`` (capacities, descending)?  Solved as an arc-flow MIP by HiGHS within
+    ``time_limit`` seconds of ``clock``.  Deterministic clocks are charged the graph's building
+    by its size and HiGHS's runs by the time HiGHS reports (HiGHS has no deterministic time, so a
+    run cut by its limit may end differently on another machine; a proof or a packing does not).
+
+    ``stats``: the graph's sizes (``states``/``state_arcs`` before compression, ``nodes``/``arcs``
+    after, ``mip_arcs`` after reduced-cost fixing), ``lp_bound``, seconds, MIP nodes explored."""
+    t0 = time.perf_counter()
+    start = clock.now()
+    used = sorted(caps_desc[:bins], reverse=True)
+    stats: dict[str, Any] = {"bins": bins}
+    items = {s: c for s, c in sizes.items() if s > 0 and c > 0}
+    if not items:
+        return FlowOutcome("feasible", [], stats)
+    if not used or max(items) > used[0] or sum(s * c for s, c in items.items()) > sum(used):
+        stats["reason"] = "trivial"
+        return FlowOutcome("infeasible", None, stats)
+    types = sorted(Counter(used).items(), reverse=True)
+    graphs: list[tuple[FlowGraph, int]] = []
+    for cap, k in types:
+        graph = flow_graph(Counter({s: c for s, c in items.items() if s <= cap}), cap)
+        if graph is None:
+            stats["reason"] = "graph too large"
+            return FlowOutcome("unknown", None, stats)
+        graphs.append((graph, k))
+    stats["states"] = sum(g.states for g, _ in graphs)
+    stats["state_arcs"] = sum(g.state_arcs for g, _ in graphs)
+    stats["nodes"] = sum(g.n_nodes for g, _ in graphs)
+    stats["arcs"] = sum(len(g.arcs) for g, _ in graphs)
+    stats["build_seconds"] = round(time.perf_counter() - t0, 3)
+    clock.charge(stats["state_arcs"] * _SECONDS_PER_STATE_ARC)
+    status, flows, info = _solve(Counter(items), graphs, clock.left(start + time_limit), clock)
+    stats.update(info)
+    stats["seconds"] = round(time.perf_counter() - t0, 3)
+    logger.info("arc-flow MIP (HiGHS), %d bins: %s %s", bins, status, stats)
+    if status == "feasible":
+        assert flows is not None
+        packing = _decode(graphs, flows)
+        if packing is None or not _valid(packing, Counter(items), caps_desc):
+            logger.warning("arc-flow: HiGHS's solution did not decode into a valid packing; reporting unknown")
+            return FlowOutcome("unknown", None, stats)
+        return FlowOutcome("feasible", packing, stats)
+    return FlowOutcome(status, None, stats)
+
+
+# --------------------------------------------------------------------------------------------
+# The graph
+
+
+def flow_graph(sizes: Counter[int], capacity: int) -> FlowGraph | None:
+    """The compressed arc-flow graph of the patterns of ``sizes`` (each size at most its count and
+    ``capacity // size`` times) in a bin of ``capacity`` (module docstring); None when step 1's
+    tables would exceed ``_MAX_STATES`` cells."""
+    order = sorted((s for s in sizes if 0 < s <= capacity), reverse=True)
+    pos_size: list[int] = []  # size of copy j
+    nxt: list[int] = []  # first copy of the next size, after copy j
+    for s in order:
+        b = min(sizes[s], capacity // s)
+        start = len(pos_size)
+        pos_size += [s] * b
+        nxt += [start + b] * b
+    n = len(pos_size)
+    if (n + 1) * (capacity + 1) > _MAX_STATES:
+        return None
+    width = capacity + 1
+    # Step 1: reachable states, position by position (skips jump forward, so one pass suffices).
+    reach = np.zeros((n + 1, width), dtype=bool)
+    reach[0, 0] = True
+    for j in range(n):
+        s = pos_size[j]
+        reach[j + 1, s:] |= reach[j, : width - s]
+        reach[nxt[j]] |= reach[j]
+    # Step 2: L(u, j), the heaviest continuation; labels C - L.
+    best = np.zeros((n + 1, width), dtype=np.int32)
+    for j in range(n - 1, -1, -1):
+        s = pos_size[j]
+        take = np.full(width, -1, dtype=np.int32)
+        take[: width - s] = best[j + 1, s:] + s
+        best[j] = np.maximum(take, best[nxt[j]])
+    lam = capacity - best
+    tails: list[np.ndarray] = []
+    heads: list[np.ndarray] = []
+    kinds: list[np.ndarray] = []
+    state_arcs = 0
+    for j in range(n):
+        s = pos_size[j]
+        us = np.flatnonzero(reach[j, : width - s])
+        state_arcs += len(us)
+        tails.append(lam[j, us])
+        heads.append(lam[j + 1, us + s])
+        kinds.append(np.full(len(us), s, dtype=np.int64))
+        us = np.flatnonzero(reach[j])
+        state_arcs += len(us)
+        tails.append(lam[j, us])
+        heads.append(lam[nxt[j], us])
+        kinds.append(np.zeros(len(us), dtype=np.int64))
+    states = int(reach.sum())
+    tail = np.concatenate(tails) if tails else np.zeros(0, dtype=np.int64)
+    head = np.concatenate(heads) if heads else np.zeros(0, dtype=np.int64)
+    kind = np.concatenate(kinds) if kinds else np.zeros(0, dtype=np.int64)
+    keep = head > tail  # zero arcs between equal labels are self-loops
+    arcs = np.unique(np.stack([tail[keep], head[keep], kind[keep]], axis=1), axis=0)
+    source = int(lam[0, 0])
+    # Step 3: forward labels (longest path from the source), in increasing order of lam.
+    mu: dict[int, int] = {source: 0}
+    for t, h, s in sorted(map(tuple, arcs.tolist()), key=lambda a: a[0]):
+        if t in mu:
+            mu[h] = max(mu.get(h, 0), mu[t] + s)
+    final = {(mu[t], mu[h], s) for t, h, s in arcs.tolist() if t in mu and mu[h] > mu[t]}
+    sink_label = mu[capacity]
+    labels = sorted({0, sink_label} | {v for a in final for v in a[:2]})
+    assert labels[-1] == sink_label <= capacity  # the sink is reachable from every node
+    index = {v: i for i, v in enumerate(labels)}
+    out = sorted((index[t], index[h], s) for t, h, s in final)
+    return FlowGraph(capacity, len(labels), out, states, state_arcs)
+
+
+# --------------------------------------------------------------------------------------------
+# The MIP
+
+
+@dataclass
+class _Model:
+    """The arc-flow LP/MIP as arrays: column ``j`` is arc ``j`` of the graphs in turn; ``rows`` and
+    ``vals`` its matrix entries (tail node -1, head node +1, item row +1); rows are ranges."""
+
+    cost: np.ndarray
+    upper: np.ndarray
+    row_lo: np.ndarray
+    row_hi: np.ndarray
+    starts: np.ndarray  # column j's entries: index[starts[j]:starts[j+1]]
+    index: np.ndarray
+    value: np.ndarray
+
+
+def _model(sizes: Counter[int], graphs: list[tuple[FlowGraph, int]]) -> _Model:
+    """Rows: one per size (an equality: its demand), per graph one per inner node (conservation)
+    and one for its source (flow out between 0 and ``k``); the sink's row is implied.  Objective:
+    the capacity of the bins used, in units of the largest capacity."""
+    cmax = graphs[0][0].capacity
+    order = sorted(sizes)
+    item_row = {s: i for i, s in enumerate(order)}
+    row_lo: list[float] = [float(sizes[s]) for s in order]
+    row_hi: list[float] = list(row_lo)
+    index: list[int] = []
+    value: list[float] = []
+    counts: list[int] = []
+    cost: list[float] = []
+    upper: list[float] = []
+    for graph, k in graphs:
+        base = len(row_lo)  # inner node v (1 .. n-2): row base + v - 1; the source: base + n - 2
+        n = graph.n_nodes
+        row_lo += [0.0] * (n - 1)
+        row_hi += [0.0] * (n - 2) + [float(k)]
+        for t, h, s in graph.arcs:
+            before = len(index)
+            index.append(base + n - 2 if t == 0 else base + t - 1)
+            value.append(1.0 if t == 0 else -1.0)
+            if h != n - 1:
+                index.append(base + h - 1)
+                value.append(1.0)
+            if s:
+                index.append(item_row[s])
+                value.append(1.0)
+            counts.append(len(index) - before)
+            cost.append(graph.capacity / cmax if t == 0 else 0.0)
+            upper.append(float(min(k, sizes[s])) if s else float(k))
+    starts = np.zeros(len(counts) + 1, dtype=np.int32)
+    starts[1:] = np.cumsum(counts)
+    return _Model(np.asarray(cost), np.asarray(upper), np.asarray(row_lo), np.asarray(row_hi), starts,
+                  np.asarray(index, dtype=np.int32), np.asarray(value))
+
+
+def _highs(model: _Model, keep: np.ndarray, upper: np.ndarray, *, integer: bool, time_limit: float,
+           options: dict[str, Any]) -> Any:
+    """A quiet HiGHS holding the columns ``keep`` of ``model`` (with bounds ``upper``)."""
+    import highspy
+
+    cols = np.flatnonzero(keep)
+    lens = model.starts[cols + 1] - model.starts[cols]
+    starts = np.zeros(len(cols) + 1, dtype=np.int32)
+    starts[1:] = np.cumsum(lens)
+    take = np.concatenate([np.arange(model.starts[j], model.starts[j + 1]) for j in cols]) if len(cols) else \
+        np.zeros(0, dtype=np.int64)
+    lp = highspy.HighsLp()
+    lp.num_col_ = len(cols)
+    lp.num_row_ = len(model.row_lo)
+    lp.col_cost_ = model.cost[cols]
+    lp.col_lower_ = np.zeros(len(cols))
+    lp.col_upper_ = upper[cols]
+    lp.row_lower_ = model.row_lo
+    lp.row_upper_ = model.row_hi
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = starts
+    lp.a_matrix_.index_ = model.index[take]
+    lp.a_matrix_.value_ = model.value[take]
+    if integer:
+        lp.integrality_ = [highspy.HighsVarType.kInteger] * len(cols)
+    with quiet():
+        highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    highs.setOptionValue("threads", 1)
+    highs.setOptionValue("random_seed", 0)
+    highs.setOptionValue("time_limit", max(0.01, float(time_limit)))
+    for key, val in options.items():
+        highs.setOptionValue(key, val)
+    highs.passModel(lp)
+    return highs
+
+
+def _lagrangian(model: _Model, y: np.ndarray) -> tuple[float, np.ndarray]:
+    """For any row multipliers ``y``: ``(L, d)`` with ``d = c - A^T y`` and ``L`` a lower bound on
+    ``c.x`` over every ``x`` within the columns' bounds and the rows' ranges: ``c.x = y.Ax + d.x``,
+    and each term is bounded below by the bound its multiplier's sign selects (a multiplier whose
+    side is unbounded counts as 0).  So the bound rests on HiGHS's duals only for its strength."""
+    at_y = np.add.reduceat(model.value * y[model.index], model.starts[:-1])
+    d = model.cost - at_y
+    y_lo = np.where(np.isfinite(model.row_lo), np.maximum(y, 0.0), 0.0)
+    y_hi = np.where(np.isfinite(model.row_hi), np.minimum(y, 0.0), 0.0)
+    bound = float(np.dot(y_lo, np.where(np.isfinite(model.row_lo), model.row_lo, 0.0)))
+    bound += float(np.dot(y_hi, np.where(np.isfinite(model.row_hi), model.row_hi, 0.0)))
+    bound += float(np.dot(np.minimum(d, 0.0), model.upper))
+    return bound, d
+
+
+def _solve(
+    sizes: Counter[int], graphs: list[tuple[FlowGraph, int]], time_limit: float, clock: Clock,
+    options: dict[str, Any] | None = None,
+) -> tuple[Status, list[np.ndarray] | None, dict[str, Any]]:
+    """The LP (interior point), reduced-cost fixing, then the MIP on what is left; the flows (one
+    integer array per graph, by arc) when feasible.  ``graphs``: (graph, how many bins of its capacity).
+
+    Fixing: with ``(L, d)`` from ``_lagrangian``, every packing into those bins has
+    ``L + sum_j max(d_j, 0) x_j <= c.x <= B`` (``B``: the capacity of those bins), so an arc with
+    ``d_j > B - L`` carries no flow and the others at most ``(B - L) / d_j`` (a margin of
+    ``_SAFETY`` on the side of keeping).
+    With one capacity type the LP drops the limit on the flow (a relaxation: always feasible, and
+    ``L > B`` is then the LP bound's proof); with several it keeps the limits per
+    type (stronger), and an infeasible LP leaves the whole graph to the MIP."""
+    import highspy
+
+    opts = dict(options or {})
+    deadline = clock.now() + time_limit
+    model = _model(sizes, graphs)
+    n_cols = len(model.cost)
+    out: dict[str, Any] = {}
+    relaxed = model
+    if len(graphs) == 1:
+        row_hi = model.row_hi.copy()
+        row_hi[-1] = np.inf  # the only source row is the last one
+        relaxed = _Model(model.cost, model.upper, model.row_lo, row_hi, model.starts, model.index, model.value)
+    lp = _highs(relaxed, np.ones(n_cols, dtype=bool), model.upper, integer=False, time_limit=time_limit,
+                options={**_LP_OPTIONS, **opts.pop("lp", {})})
+    lp.run()
+    seconds = lp.getRunTime()
+    clock.charge(seconds)
+    out["lp_seconds"] = round(seconds, 3)
+    keep = np.ones(n_cols, dtype=bool)
+    upper = model.upper
+    if lp.getModelStatus() == highspy.HighsModelStatus.kOptimal:
+        bound, d = _lagrangian(relaxed, np.asarray(lp.getSolution().row_dual, dtype=np.float64))
+        out["lp_bound"] = round(bound, 6)
+        room = sum(k * graph.capacity for graph, k in graphs) / graphs[0][0].capacity - bound + _SAFETY
+        if room < 0:
+            out["reason"] = "LP bound"
+            return "infeasible", None, out
+        keep = d <= room
+        cap = np.where(d > _SAFETY, np.floor(room / np.maximum(d, _SAFETY)), model.upper)
+        upper = np.minimum(model.upper, cap)
+    out["mip_arcs"] = int(keep.sum())
+    if clock.over(deadline):
+        return "unknown", None, out
+    if out["mip_arcs"] > _MAX_MIP_ARCS:
+        out["reason"] = "too many arcs left after fixing"
+        return "unknown", None, out
+    mip = _highs(model, keep, upper, integer=True, time_limit=clock.left(deadline), options={**_MIP_OPTIONS, **opts})
+    mip.run()
+    info = mip.getInfo()
+    status = mip.getModelStatus()
+    seconds = mip.getRunTime()
+    clock.charge(seconds)
+    out.update({"highs_status": mip.modelStatusToString(status), "mip_seconds": round(seconds, 3),
+                "mip_nodes": int(info.mip_node_count)})
+    if status == highspy.HighsModelStatus.kInfeasible:
+        return "infeasible", None, out
+    if info.primal_solution_status == 2:  # a feasible integer solution
+        x = np.zeros(n_cols, dtype=np.int64)
+        x[keep] = np.rint(np.asarray(mip.getSolution().col_value)).astype(np.int64)
+        flows = []
+        at = 0
+        for graph, _ in graphs:
+            flows.append(x[at : at + len(graph.arcs)])
+            at += len(graph.arcs)
+        return "feasible", flows, out
+    return "unknown", None, out
+
+
+def _decode(graphs: list[tuple[FlowGraph, int]], flows: list[np.ndarray]) -> list[Counter[int]] | None:
+    """Flow decomposition: each source-sink path is a bin.  Bins in the order of their graph's
+    capacity (descending), fullest first within one; None when the flow is not a valid one."""
+    bins: list[tuple[int, int, Counter[int]]] = []
+    for (graph, _), flow in zip(graphs, flows, strict=True):
+        if (flow < 0).any():
+            return None
+        left = flow.copy()
+        out_arcs: dict[int, list[int]] = {}
+        for j, (tail, _, _) in enumerate(graph.arcs):
+            out_arcs.setdefault(tail, []).append(j)
+        sink = graph.n_nodes - 1
+        while True:
+            arc = next((j for j in out_arcs.get(0, []) if left[j] > 0), None)
+            if arc is None:
+                break
+            content: Counter[int] = Counter()
+            while arc is not None:
+                left[arc] -= 1
+                _, head, size = graph.arcs[arc]
+                if size:
+                    content[size] += 1
+                if head == sink:
+                    break
+                arc = next((j for j in out_arcs.get(head, []) if left[j] > 0), None)
+            else:
+                return None  # flow not conserved
+            if content:
+                bins.append((-graph.capacity, -sum(s * c for s, c in content.items()), content))
+        if left.any():
+            return None
+    return [content for _, _, content in sorted(bins, key=lambda b: (b[0], b[1], sorted(b[2].items())))]
+
+
+def _valid(packing: list[Counter[int]], sizes: Counter[int], caps_desc: Sequence[int]) -> bool:
+    """Every item exactly once, bin ``b`` within ``caps_desc[b]``."""
+    if len(packing) > len(caps_desc):
+        return False
+    total: Counter[int] = Counter()
+    for b, content in enumerate(packing):
+        if sum(s * c for s, c in content.items()) > caps_desc[b]:
+            return False
+        total.update(content)
+    return +total == +sizes
+
