@@ -268,6 +268,17 @@ def test_lp_bound_on_bpplib_never_above_known_optimum(relpath: str) -> None:
     assert bound >= optimum - 1  # the LP is within one bin of the optimum on these
 
 
+def test_min_bins_proves_a_hard28_instance_without_the_round_up_property() -> None:
+    # Hard28_BPP716: the LP bound is 75, the optimum 76; the arc-flow MIP proves 75 bins impossible.
+    path = BPPLIB / "instances" / "Hard28" / "Hard28_BPP716.txt"
+    if not path.is_file():
+        pytest.skip(f"BPPLIB data not found at {BPPLIB}")
+    numbers = [int(tok) for tok in path.read_text().split()]
+    n, capacity, weights = numbers[0], numbers[1], numbers[2 : 2 + numbers[0]]
+    assert lp_bound(weights, [capacity] * n).bound == 75
+    assert min_bins(weights, [capacity] * n, time_limit=30) == binpacking.BinPackingResult(76, 76, True)
+
+
 @pytest.mark.parametrize("name", ["Hard28_BPP360", "Hard28_BPP47"])
 def test_min_bins_proves_hard28_instances_with_the_round_up_property(name: str) -> None:
     # Bins almost full (the packing at the LP bound wastes under 120 of 62,000 or 71,000): what

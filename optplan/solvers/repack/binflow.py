@@ -76,10 +76,7 @@ _MAX_STATES = 5_000_000  # positions x (capacity + 1) of step 1's tables (int32:
 # degenerate LPs, the interior point 1 s).  The MIP: HiGHS's primal heuristics off (on the reduced
 # graphs its branching finds packings faster without them, and they waste the time of a proof).
 _LP_OPTIONS: dict[str, Any] = {"solver": "ipm", "run_crossover": "off", "presolve": "off"}
-# Presolve off: HiGHS 1.16 answered wrongly with it on other models (goals/milp.py), and an
-# "infeasible" here is printed as a proof (measured: BPP14's proof 3.0 s with presolve, 5.5 s without).
 _MIP_OPTIONS: dict[str, Any] = {
-    "presolve": "off",
     "mip_heuristic_effort": 0.0,
     "mip_heuristic_run_feasibility_jump": False,
     "mip_heuristic_run_rins": False,
@@ -401,7 +398,12 @@ def _solve(
     out.update({"highs_status": mip.modelStatusToString(status), "mip_seconds": round(seconds, 3),
                 "mip_nodes": int(info.mip_node_count)})
     if status == highspy.HighsModelStatus.kInfeasible:
-        return "infeasible", None, out
+        # Presolve is on for speed (a packing is checked anyway), but HiGHS 1.16 answered
+        # "infeasible" wrongly after presolve on another model of ours (goals/milp.py): a proof
+        # is claimed only once a run without presolve agrees on the same reduced model.
+        confirmed, seconds = _confirm_infeasible(model, keep, upper, clock.left(deadline), clock)
+        out.update({"confirmed": confirmed, "confirm_seconds": round(seconds, 3)})
+        return ("infeasible" if confirmed else "unknown"), None, out
     if info.primal_solution_status == 2:  # a feasible integer solution
         x = np.zeros(n_cols, dtype=np.int64)
         x[keep] = np.rint(np.asarray(mip.getSolution().col_value)).astype(np.int64)
@@ -412,6 +414,20 @@ def _solve(
             at += len(graph.arcs)
         return "feasible", flows, out
     return "unknown", None, out
+
+
+def _confirm_infeasible(model: _Model, keep: np.ndarray, upper: np.ndarray, time_limit: float,
+                        clock: Clock) -> tuple[bool, float]:
+    """Whether HiGHS without presolve proves the MIP on the ``keep`` columns (bounds ``upper``)
+    infeasible within ``time_limit``; and its seconds."""
+    import highspy
+
+    mip = _highs(model, keep, upper, integer=True, time_limit=max(0.01, time_limit),
+                 options={**_MIP_OPTIONS, "presolve": "off"})
+    mip.run()
+    seconds = mip.getRunTime()
+    clock.charge(seconds)
+    return mip.getModelStatus() == highspy.HighsModelStatus.kInfeasible, seconds
 
 
 def _decode(graphs: list[tuple[FlowGraph, int]], flows: list[np.ndarray]) -> list[Counter[int]] | None:

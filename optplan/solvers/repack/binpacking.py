@@ -150,7 +150,8 @@ def _narrow(
     2. on an arc-flow graph too large for CP-SAT to be quick, when ``best`` is one bin above the
        bound: the compressed arc-flow MIP (``binflow``; at most ``_FLOW_SHARE`` of the time left),
        which proves that no packing into ``lb`` bins exists (the bound then rises to ``best``:
-       instances without the round-up property) or finds one;
+       instances without the round-up property) or finds one.  HiGHS has no deterministic limit:
+       under deterministic limits (the same answer on any machine) this step is left out;
     3. a packing into ``lb`` bins by the LP's dive (at most ``_DIVE_SHARE`` of the time left:
        instances whose bins must be almost full);
     4. unless the arc-flow graph is small (CP-SAT then has all the time left), a search for a
@@ -169,7 +170,7 @@ def _narrow(
         out = lp.bound(len(best), clock.left(deadline) * _LP_SHARE)
         logger.info("LP bound %d (was %d, best packing %d, %d rounds)", out.bound, lb, len(best), out.rounds)
         lb = max(lb, out.bound)
-    if len(best) == lb + 1 and not small and not clock.over(deadline):
+    if len(best) == lb + 1 and not small and not clock.deterministic and not clock.over(deadline):
         flow = flow_pack(sizes, caps, lb, time_limit=clock.left(deadline) * _FLOW_SHARE, clock=clock)
         logger.info("arc-flow MIP into %d bins: %s %s", lb, flow.status, flow.stats)
         if flow.status == "infeasible":
