@@ -329,10 +329,11 @@ def _lagrangian(model: _Model, y: np.ndarray) -> tuple[float, np.ndarray]:
     ``c.x`` over every ``x`` within the columns' bounds and the rows' ranges: ``c.x = y.Ax + d.x``,
     and each term is bounded below by the bound its multiplier's sign selects (a multiplier whose
     side is unbounded counts as 0).  So the bound rests on HiGHS's duals only for its strength."""
-    at_y = np.add.reduceat(model.value * y[model.index], model.starts[:-1])
-    d = model.cost - at_y
     y_lo = np.where(np.isfinite(model.row_lo), np.maximum(y, 0.0), 0.0)
     y_hi = np.where(np.isfinite(model.row_hi), np.minimum(y, 0.0), 0.0)
+    y = y_lo + y_hi  # the multipliers the identity uses: a sign whose side is unbounded counts as 0
+    at_y = np.add.reduceat(model.value * y[model.index], model.starts[:-1])
+    d = model.cost - at_y
     bound = float(np.dot(y_lo, np.where(np.isfinite(model.row_lo), model.row_lo, 0.0)))
     bound += float(np.dot(y_hi, np.where(np.isfinite(model.row_hi), model.row_hi, 0.0)))
     bound += float(np.dot(np.minimum(d, 0.0), model.upper))
