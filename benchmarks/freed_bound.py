@@ -12,8 +12,9 @@ pools (the bench's scaling section), ``mixed`` 4- and 8-card nodes in four pools
 openb`` at fill 90%, departures 0.2, seed 0 (skipped without ``--data``/openb). Per cluster: both bounds,
 the pool bound's seconds (its pools, groups and CP-SAT solves; medians), what auto frees in
 ``plan_repack`` within ``--time-limit`` (which now reads the pool bound), and the gap of that plan against
-each bound, (bound − freed) / bound. The pool bound is deterministic; auto's count can move by a node
-from run to run (a wall-clock search): medians of ``--repeat`` runs.
+each bound, (bound − freed) / bound, and auto's seconds (``plan_repack`` whole). The pool bound is
+deterministic; auto's count can move by a node from run to run (a wall-clock search): medians of
+``--repeat`` runs.
 """
 
 from __future__ import annotations
@@ -55,16 +56,19 @@ def measure(name: str, loaded: LoadedInput, limit: float, repeat: int) -> dict[s
     problem = RepackProblem(snap, run)
     frag = fragmentation(snap, problem.resource, time_limit=limit / 3)
     old = min(frag.occupied - frag.theoretical_min, problem.budget_freed_upper())
-    seconds, freed, reported = [], [], []
+    seconds, freed, reported, auto_seconds, statuses = [], [], [], [], []
     bound = None
     for _ in range(repeat):
         fresh = RepackProblem(snap, run)  # its cached facts are computed inside the timing
         t0 = time.perf_counter()
         bound = pool_bound(fresh)
         seconds.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
         out = plan_repack(snap, run, solver="auto", options=PlanOptions(time_limit=limit))
+        auto_seconds.append(round(time.perf_counter() - t0, 2))
         freed.append(len(out.result.plan.freed_nodes))
         reported.append(out.result.record.freed_nodes_bound)
+        statuses.append(out.result.record.status)
     assert bound is not None
     new = min(old, bound.value)
     f = int(statistics.median(freed))
@@ -73,7 +77,8 @@ def measure(name: str, loaded: LoadedInput, limit: float, repeat: int) -> dict[s
             "pools": len(bound.pools), "poolsProven": sum(p.proven for p in bound.pools),
             "oldBound": old, "newBound": new, "reportedBounds": reported, "boundSeconds": seconds,
             "boundSecondsMedian": round(statistics.median(seconds), 2), "autoFreed": freed,
-            "autoFreedMedian": f, "gapBefore": gap(old, f), "gapAfter": gap(new, f)}
+            "autoFreedMedian": f, "autoSeconds": auto_seconds, "autoSecondsMedian": statistics.median(auto_seconds),
+            "autoStatus": statuses, "gapBefore": gap(old, f), "gapAfter": gap(new, f)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,12 +108,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(rows[-1]), flush=True)
     else:
         print(f"openb skipped: no {OPENB_NODES} and {OPENB_PODS} under {data}")
-    print(f"\n| cluster | occupied | old bound | pool bound | bound s | auto frees ({args.time_limit:g} s) "
+    print(f"\n| cluster | occupied | old bound | pool bound | bound s | auto frees ({args.time_limit:g} s) | auto s "
           "| gap before % | gap after % |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['cluster']} | {r['occupied']:,} | {r['oldBound']:,} | {r['newBound']:,} | "
-              f"{r['boundSecondsMedian']} | {r['autoFreedMedian']:,} | {r['gapBefore']} | {r['gapAfter']} |")
+              f"{r['boundSecondsMedian']} | {r['autoFreedMedian']:,} | {r['autoSecondsMedian']} | {r['gapBefore']} | "
+              f"{r['gapAfter']} |")
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": m, "repeat": args.repeat, "timeLimit": args.time_limit,

@@ -10,10 +10,17 @@ greedy's plan over CP-SAT's).
 When CP-SAT finds nothing within the time left, or refuses its model although the greedy plan is a
 valid hint (a bug, logged at error level: ``exact.model_bug``), the greedy plan is returned as FALLBACK.
 Above MAX_ARCS (pod class, receiver) pairs (those the predicates admit, ``receiver_cap``) the model
-is too large to solve whole: auto then runs a large-neighbourhood search around the greedy plan
-(``lns``) on a model whose pod classes keep their best receivers (the greedy's always); the record
-then says FEASIBLE, with the global freed bound (the budget relaxation's under maxPerRun or PDBs).
-On the wall clock, when the time left would not cover building that model (``LNS_SETUP_FACTOR``),
+is too large to solve whole. When every independent part (node pool) has a model by pod shape
+(``pools``: the exact model with pods counted by shape, every admitted receiver kept; not with a topology
+PodGroup), auto solves the parts so, each from its own greedy plan, with the whole limit but
+POOLS_RESERVE, and the large-neighbourhood search (``lns``) lowers the cost in what they leave. When
+the shape models prove every part optimal (both phases), the plan is the exact model's optimum: OPTIMAL,
+and the LNS is skipped; else FEASIBLE, with the parts' bounds summed (each the exact model's: no
+receiver is pruned there) when below the global freed bound. Otherwise auto runs greedy-fast, the parts
+that have a model by shape within POOLS_SHARE of the time left (hinted with the greedy plan), and the
+LNS around the better plan on a model whose pod classes keep their best receivers (the greedy's always);
+the record then says FEASIBLE, with the global freed bound (the budget relaxation's under maxPerRun or
+PDBs). On the wall clock, when the time left would not cover building that model (``LNS_SETUP_FACTOR``),
 the greedy plan is returned as FALLBACK, so the run's limit holds as a deadline at any size.
 """
 
@@ -23,11 +30,11 @@ import logging
 import time
 from dataclasses import replace
 
-from optplan.models.repack import SolverRecord
+from optplan.models.repack import RepackPlan, SolverRecord
 from optplan.solvers.core.clock import EVALS_PER_SECOND
 from optplan.solvers.core.exact import better, exact_record, gap_percent
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.repack import cpsat, lns
+from optplan.solvers.repack import cpsat, lns, pools
 from optplan.solvers.repack.base import PlanResult
 from optplan.solvers.repack.greedy import FastGreedyPlanner, GreedyPlanner
 from optplan.solvers.repack.model import (
@@ -51,6 +58,13 @@ LNS_SETUP_FACTOR = 3.0
 """On the wall clock, the LNS runs only when the time left is at least this many times what greedy-fast
 took to build its tables: building and tightening the LNS model takes about twice that (measured at
 10,000 nodes), and the search needs the rest."""
+POOLS_RESERVE = 0.05
+"""Share of the limit the shape models leave for validating their merged plan and reading it back
+(10,000 nodes: about 1.5 s)."""
+POOLS_SHARE = 0.6
+"""With a topology PodGroup, of the time left once the large model is built, what the shape models of the
+parts without one (``pools``) may use; the LNS has the rest (and what they leave). Without, the shape
+models may use all of it (they solve every part; the LNS only lowers the cost)."""
 
 
 class AutoPlanner:
@@ -66,6 +80,11 @@ class AutoPlanner:
         # they may use half the limit; a greedy cut by it keeps its plan so far.
         small = len(problem.candidates) <= FAST_GREEDY_ABOVE
         cap = receiver_cap(problem)
+        if cap is not None and not problem.topology_groups:
+            # Too large to solve whole, and no topology PodGroup: the shape models solve every part.
+            by_pool = self._by_pool(problem, options, cap, t0, start)
+            if by_pool is not None:
+                return by_pool
         fast_share = 4 if small else 2  # alone, greedy-fast may use all of the greedy's half
         if not small and cap is not None and not clock.deterministic:
             # Too large to solve whole, on the wall clock: greedy-fast may use the whole limit, and the
@@ -120,23 +139,59 @@ class AutoPlanner:
                               bound=out.bound, wall=wall)
         return replace(greedy, record=record, stats=cpsat.model_stats(out))
 
+    def _by_pool(self, problem: RepackProblem, options: PlanOptions, cap: int, t0: float,
+                 start: float) -> PlanResult | None:
+        """Too large a model to solve whole, and no topology PodGroup: every part by shape (``pools``,
+        each part from its own greedy's plan), then the LNS; None when some part has no model by shape
+        or the merged plan broke a rule (the greedy path then runs)."""
+        deadline = start + options.time_limit * (1 - cpsat.RESERVE)
+        data = build_data(problem, freed_upper=problem.freed_upper, max_receivers=cap)
+        prepared = pools.prepare(data)
+        if any(sm is None for _, sm in prepared):
+            return None
+        cpsat.tighten(data, options, None)
+        # the LNS has what they leave; the merged plan's validation, after them, what they may not use
+        pooled = pools.solve(data, RepackPlan(), options, deadline - POOLS_RESERVE * options.time_limit, prepared)
+        if pooled is None:
+            return None
+        return self._finish(problem, data, pooled.plan, pooled, options, t0, deadline)
+
     def _lns(self, problem: RepackProblem, data: ModelData, greedy: PlanResult, options: PlanOptions,
              t0: float, start: float) -> PlanResult:
-        """Too large a model to solve whole: LNS around the greedy plan (``lns``)."""
+        """Too large a model to solve whole: the parts solvable by shape (``pools``) so, then LNS around
+        the better plan (``lns``)."""
+        clock = options.timer()
         deadline = start + options.time_limit * (1 - cpsat.RESERVE)
         cpsat.tighten(data, options, greedy.plan)
-        plan, st = lns.improve(data, greedy.plan, options, deadline)
+        now = clock.now()
+        pooled = pools.solve(data, greedy.plan, options, now + (deadline - now) * POOLS_SHARE)
+        out = self._finish(problem, data, pooled.plan if pooled is not None else greedy.plan, pooled, options, t0,
+                           deadline)
+        if out.plan == greedy.plan:
+            return replace(greedy, record=out.record, stats=out.stats)
+        return out
+
+    def _finish(self, problem: RepackProblem, data: ModelData, first: RepackPlan, pooled: pools.PoolsOutcome | None,
+                options: PlanOptions, t0: float, deadline: float) -> PlanResult:
+        """LNS from ``first`` until ``deadline`` unless the shape models proved it optimal; the record."""
+        freed_bound = data.freed_upper
+        if pooled is not None and pooled.all_solved:
+            freed_bound = min(freed_bound, max(pooled.freed_bound, len(first.freed_nodes)))
+        if (pooled is not None and pooled.optimal) or options.timer().left(deadline) <= lns.MIN_LEFT:
+            plan, st = first, lns.LnsStats()  # proven, or no time for a step (its setup alone takes a second)
+        else:
+            plan, st = lns.improve(data, first, options, deadline)
         wall = round(time.perf_counter() - t0, 3)
         cost = scaled_cost(data, plan)
         freed = len(plan.freed_nodes)
-        status = "OPTIMAL" if freed == data.freed_upper == 0 else "FEASIBLE"
-        record = exact_record(self.name, status, freed=freed, freed_bound=data.freed_upper, objective=cost, bound=None,
-                              wall=wall)
+        optimal = (pooled is not None and pooled.optimal) or freed == freed_bound == 0
+        record = exact_record(self.name, "OPTIMAL" if optimal else "FEASIBLE", freed=freed, freed_bound=freed_bound,
+                              objective=cost, bound=cost if optimal else None, wall=wall)
         stats = {**data_stats(data), "lnsSteps": st.steps, "lnsImproved": st.improved,
-                 "lnsVariables": st.variables, "lnsConstraints": st.constraints}
-        log.info("auto: LNS from greedy freed %d to %d in %d steps (%d improved)", len(greedy.plan.freed_nodes),
-                 freed, st.steps, st.improved)
-        if plan is greedy.plan:
-            return replace(greedy, record=record, stats=stats)
+                 "lnsVariables": st.variables, "lnsConstraints": st.constraints,
+                 "poolParts": len(pooled.parts) if pooled is not None else 0,
+                 "poolPartsProven": sum(q.proven for q in pooled.parts) if pooled is not None else 0}
+        log.info("auto: from %d freed, LNS %d in %d steps (%d improved)", len(first.freed_nodes), freed, st.steps,
+                 st.improved)
         return PlanResult(plan=plan, record=record, disruption=problem.plan_disruption(plan),
                           rejections=explain(problem, plan, stuck(data)), stats=stats)

@@ -110,6 +110,11 @@ def add_moves(m: cp_model.CpModel, data: ModelData, v: Vars) -> Penalties:
     their cards (constants per vacated node)."""
     for k in data.classes:
         m.add(cp_model.LinearExpr.sum([v.send[k.key, r] for r in k.receivers]) == k.count * v.vacate[k.node])
+    return move_costs(data, v)
+
+
+def move_costs(data: ModelData, v: Vars) -> Penalties:
+    """The moved pods and their cards: constants per vacated node."""
     return {"movedCards": [(v.vacate[k.node], data.cards(k.cards) * k.count) for k in data.classes],
             "movedPods": [(v.vacate[k.node], k.count) for k in data.classes]}
 

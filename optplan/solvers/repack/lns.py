@@ -55,6 +55,8 @@ STALL_ROUNDS = 3
 """Stop after this many rounds over the kept nodes without an improvement."""
 STEP_SECONDS = 1.0
 """Time limit of one step's two phases."""
+MIN_LEFT = 0.2
+"""No step starts with this little time left (seconds)."""
 STEP_CHARGE = 0.05
 """Work charged per step besides CP-SAT's, in deterministic mode (the neighbourhood, its model's
 data, pricing and validation: about this long on openb)."""
@@ -90,7 +92,7 @@ def improve(data: ModelData, plan: RepackPlan, options: PlanOptions, deadline: f
                        key=lambda g: (-len(data.group_moved_by[g]), g))
     load = {c: sum(k.cards * k.count for k in data.classes_of[c]) for c in data.candidates}
     freed, kept, senders_of = _layout(data, plan, load)
-    while clock.left(deadline) > 0.2 and not clock.capped():
+    while clock.left(deadline) > MIN_LEFT and not clock.capped():
         if not kept or idle > STALL_ROUNDS * len(kept):  # nothing left to try, or every node tried in vain
             break
         idle += 1

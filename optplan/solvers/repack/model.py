@@ -122,6 +122,10 @@ class Admitted(Mapping[int, np.ndarray]):
         """The same entries under new keys (old key -> new key; the others dropped)."""
         return Admitted({new: self._of[old] for old, new in keys.items() if old in self._of})
 
+    def entry(self, key: int) -> tuple[np.ndarray, int]:
+        """The shared array of class ``key`` (its own node's index included) and that index."""
+        return self._of[key]
+
     def __getitem__(self, key: int) -> np.ndarray:
         base, own = self._of[key]
         return base[base != own]
@@ -391,8 +395,7 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
             pruned = True
         k.receivers = [receivers_all[u] for u in fits]
     used_receivers = sorted({r for k in classes for r in k.receivers})
-    free = {r: {res: v for res, v in cap.free[r].items() if res != "pods" or cap.limits_pods(r)}
-            for r in used_receivers}
+    free = {r: receiver_free(cap, r) for r in used_receivers}
     moved_by: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     cards_by: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for k in classes:
@@ -446,6 +449,12 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
                      admitted=admits_of, all_receivers=receivers_all)
 
 
+def receiver_free(cap: Capacity, r: str) -> dict[str, int]:
+    """Receiver r's free room as the model reads it (``ModelData.free``): milli-units per resource,
+    "pods" only when the node limits its pods."""
+    return {res: v for res, v in cap.free[r].items() if res != "pods" or cap.limits_pods(r)}
+
+
 def data_stats(data: ModelData) -> dict[str, int]:
     """The model's size as the solver records report it (``PlanResult.stats``)."""
     return {"candidates": len(data.candidates), "podClasses": len(data.classes), "receivers": len(data.receivers),
@@ -468,7 +477,8 @@ def components(data: ModelData) -> list[list[str]]:
     spans every candidate: then there is one part. Parts share no variable and no constraint, so
     the lexicographic optimum of the whole is the union of the parts' optima: most freed nodes is
     the sum of each part's most, and with every part at its most, the least disruption is the sum
-    of each part's least."""
+    of each part's least. "May go to" reads every admitted receiver (``ModelData.admitted``), pruned
+    or not, so the parts of a pruned model are parts of the whole model too."""
     dead = set(stuck(data))
     live = [c for c in data.candidates if c not in dead]
     mpr = data.problem.run.spec.max_per_run
@@ -487,11 +497,25 @@ def components(data: ModelData) -> list[list[str]]:
         for r in roots[1:]:
             parent[r] = roots[0]
 
+    linked: dict[int, str] = {}  # per admitted array (classes of one shape share it): a node it holds
     for k in data.classes:
-        if k.node in parent:
+        if k.node not in parent:
+            continue
+        if k.key not in data.admitted:  # no admitted arrays (a model built by hand): its receivers
             for r in k.receivers:
                 parent.setdefault(r, r)
             union([k.node, *k.receivers])
+            continue
+        base, _ = data.admitted.entry(k.key)
+        if len(base) == 0:
+            continue
+        if id(base) not in linked:
+            nodes = [data.all_receivers[u] for u in base.tolist()]
+            for r in nodes:
+                parent.setdefault(r, r)
+            union(nodes)
+            linked[id(base)] = nodes[0]
+        union([k.node, linked[id(base)]])
     for by_node in [*data.group_moved_by.values(), *data.pdb_use.values()]:
         union([c for c in by_node if c in parent])
     parts: dict[str, list[str]] = defaultdict(list)
