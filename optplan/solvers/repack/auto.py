@@ -61,6 +61,16 @@ took to build its tables: building and tightening the LNS model takes about twic
 POOLS_RESERVE = 0.05
 """Share of the limit the shape models leave for validating their merged plan and reading it back
 (10,000 nodes: about 1.5 s)."""
+POOLS_SETUP_SECONDS_PER_CANDIDATE = 3e-4
+"""Building the shape models, per vacate candidate (the large model's data and the models by shape:
+2.0 s at 10,000 nodes, 7,322 candidates, on the reference machine)."""
+POOLS_SETUP_FACTOR = 5.0
+"""On the wall clock the shape models are built only when the time left is at least this many times
+their expected building time: they need longer than that again to reach a plan (10,000 nodes, limit
+8 s: none in time, and the greedy path then ran late; 15 s: a plan within the limit)."""
+POOLS_CHECK_SECONDS_PER_CANDIDATE = 2e-4
+"""At least this much of the limit per candidate is left for validating the merged plan (1.5 s at
+10,000 nodes)."""
 POOLS_SHARE = 0.6
 """With a topology PodGroup, of the time left once the large model is built, what the shape models of the
 parts without one (``pools``) may use; the LNS has the rest (and what they leave). Without, the shape
@@ -80,8 +90,13 @@ class AutoPlanner:
         # they may use half the limit; a greedy cut by it keeps its plan so far.
         small = len(problem.candidates) <= FAST_GREEDY_ABOVE
         cap = receiver_cap(problem)
-        if cap is not None and not problem.topology_groups:
-            # Too large to solve whole, and no topology PodGroup: the shape models solve every part.
+        setup = POOLS_SETUP_SECONDS_PER_CANDIDATE * len(problem.candidates)
+        if cap is not None and not problem.topology_groups and (
+            clock.deterministic or options.time_limit - (clock.now() - start) >= POOLS_SETUP_FACTOR * setup
+        ):
+            # Too large to solve whole, and no topology PodGroup: the shape models solve every part
+            # (on the wall clock only when the limit leaves time to build them: else the greedy path,
+            # which keeps to a short limit).
             by_pool = self._by_pool(problem, options, cap, t0, start)
             if by_pool is not None:
                 return by_pool
@@ -151,7 +166,8 @@ class AutoPlanner:
             return None
         cpsat.tighten(data, options, None)
         # the LNS has what they leave; the merged plan's validation, after them, what they may not use
-        pooled = pools.solve(data, RepackPlan(), options, deadline - POOLS_RESERVE * options.time_limit, prepared)
+        reserve = max(POOLS_RESERVE * options.time_limit, POOLS_CHECK_SECONDS_PER_CANDIDATE * len(problem.candidates))
+        pooled = pools.solve(data, RepackPlan(), options, deadline - reserve, prepared)
         if pooled is None:
             return None
         return self._finish(problem, data, pooled.plan, pooled, options, t0, deadline)
