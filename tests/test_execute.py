@@ -139,6 +139,14 @@ def test_verify_completed_on_the_planned_node() -> None:
     assert (placement.actual_node_name, placement.replacement_pod_name) == ("n2", VICTIM)
 
 
+def test_verify_a_plan_that_frees_no_node_says_its_relocations_finished() -> None:
+    # A plan with goals may only make room (its moves free no node): not "all 0 planned node(s) freed".
+    v = api.verify(cluster(replacement_on="n2", run=execute_run(freed=())), "exec-1")
+    assert v.conditions[0].reason == "ExecutionCompleted" and v.phase == "Succeeded"
+    assert v.conditions[0].message.startswith("all 1 relocation(s) finished (the plan frees no node)")
+    assert v.result.freed_node_count == 0
+
+
 def test_verify_alternative_placement_when_the_replacement_landed_elsewhere_but_n1_is_free() -> None:
     v = api.verify(cluster(replacement_on="n3"), "exec-1")
     assert v.conditions[0].reason == "ExecutionCompletedWithAlternativePlacement"
