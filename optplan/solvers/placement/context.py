@@ -185,12 +185,18 @@ class Context:
 
     @classmethod
     def build(cls, snap: Snapshot, jobs: Sequence[VCJob], weights: BinpackWeights,
-              now: datetime | None = None) -> Context:
+              now: datetime | None = None, *, accounts: dict[str, QueueAccount] | None = None,
+              capacity: Capacity | None = None, predicates: Predicates | None = None) -> Context:
+        """The context of placing ``jobs`` on ``snap``.  ``accounts``, ``capacity`` and ``predicates``:
+        the snapshot's own (``account_queues``, ``Capacity``, ``Predicates``; never changed by a
+        context), given when several contexts of one snapshot are built (``pending.pending_gangs``);
+        ``predicates`` depend on the nodes only, so one table serves any snapshot of the same nodes."""
         keys = [j.key for j in jobs]
         dup = [k for k, n in Counter(keys).items() if n > 1]
         if dup:
             raise ValueError(f"job {dup[0]} is given twice")
-        accounts = account_queues(snap, hierarchical=True)
+        if accounts is None:
+            accounts = account_queues(snap, hierarchical=True)
         found = {j.key: (j, held_pods(j, snap)) for j in jobs}
         held = {k: {t: frozenset(ps) for t, ps in by_task.items()} for k, (_j, by_task) in found.items()}
         ordered, unfit = clip_to_cluster(job_order(jobs, snap, held, accounts), snap)
@@ -198,7 +204,8 @@ class Context:
         running = {j.key: found[j.key][1] if found[j.key][0] is j else held_pods(j, snap) for j in ordered}
         nodes = {k: frozenset(p.node_name for ps in by_task.values() for p in ps.values()
                               if p.occupying and p.node_name is not None) for k, by_task in running.items()}
-        return cls(snapshot=snap, jobs=ordered, weights=weights, capacity=Capacity(snap), predicates=Predicates(snap),
+        return cls(snapshot=snap, jobs=ordered, weights=weights, capacity=capacity or Capacity(snap),
+                   predicates=predicates or Predicates(snap),
                    accounts=accounts,
                    pods={j.key: job_pods(j) for j in ordered}, priority={j.key: job_priority(j, snap) for j in ordered},
                    regions={j.key: job_regions(j, snap, nodes[j.key]) for j in ordered},

@@ -22,10 +22,11 @@ from optplan.models.placement import BinpackWeights
 from optplan.models.quantity import format_milli
 from optplan.models.queues import VCJob
 from optplan.models.snapshot import Resources, Snapshot
-from optplan.solvers.core.oracle import Capacity
+from optplan.solvers.core.oracle import Capacity, Predicates
 from optplan.solvers.placement.context import Context, State
 from optplan.solvers.placement.greedy import Greedy
 from optplan.solvers.placement.jobs import held_pods, jobs_to_place
+from optplan.solvers.quota.queues import account_queues
 
 FITS = "fits"
 """The greedy places the gang now."""
@@ -100,9 +101,12 @@ def emptied(snap: Snapshot, job: VCJob) -> Snapshot:
 def pending_gangs(snap: Snapshot, resource: str, now: datetime | None = None) -> list[PendingGang]:
     """Every gang ``jobs_to_place`` lists whose minimum requests ``resource``, by key, with its verdict."""
     free = free_total(snap, resource)
+    # the snapshot's facts, read once for all its gangs (each gang is still judged alone)
+    accounts, capacity, predicates = account_queues(snap, hierarchical=True), Capacity(snap), Predicates(snap)
     out = []
     for job in jobs_to_place(snap):
-        ctx = Context.build(snap, [job], BinpackWeights(), now)
+        ctx = Context.build(snap, [job], BinpackWeights(), now, accounts=accounts, capacity=capacity,
+                            predicates=predicates)
         if not ctx.jobs:
             continue
         if job.key in ctx.unfit:
@@ -131,7 +135,7 @@ def pending_gangs(snap: Snapshot, resource: str, now: datetime | None = None) ->
             out.append(PendingGang(*base, FITS, jp.reason))
             continue
         alone = emptied(snap, job)
-        actx = Context.build(alone, [job], BinpackWeights(), now)
+        actx = Context.build(alone, [job], BinpackWeights(), now, predicates=predicates)
         empty = Greedy(actx, State(actx)).place(actx.jobs[0])
         if empty.admitted:
             out.append(PendingGang(*base, FRAGMENTATION, jp.reason))
