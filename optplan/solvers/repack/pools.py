@@ -370,15 +370,22 @@ def _phase1(q: _Part, options: PlanOptions, until: float, i: int, hinted: bool =
         out.solved, q.model = False, None
         out.plan = plan_part(q.whole, frozenset(out.nodes))
         return
-    if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        found = _extract(sm, v, s)
-        if better(score := plan_score(sm.data, found), q.best):
-            out.plan, q.best = found, score
-    if st in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):  # cut before a solution: its LP's bound
-        out.freed_bound = min(sm.data.freed_upper, math.floor(s.best_objective_bound + 1e-6))
+    _keep_better(q, v, s, st)
+    raw = s.best_objective_bound
+    if st in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN) and math.isfinite(raw):
+        # cut before a solution: its LP's bound (the part's whole model, not a restriction)
+        out.freed_bound = min(sm.data.freed_upper, math.floor(raw + 1e-6))
     out.freed_bound = max(out.freed_bound, q.best.freed)
     out.freed_proven = q.best.freed >= out.freed_bound
     m.clear_objective()
+
+
+def _keep_better(q: _Part, v: cpsat.Vars, s: cp_model.CpSolver, st: Any) -> None:
+    """The solver's plan for the part replaces the part's best when it scores better."""
+    if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        found = _extract(q.sm, v, s)
+        if better(score := plan_score(q.sm.data, found), q.best):
+            q.out.plan, q.best = found, score
 
 
 def _phase2(q: _Part, options: PlanOptions, until: float, i: int) -> None:
@@ -404,10 +411,8 @@ def _phase2(q: _Part, options: PlanOptions, until: float, i: int) -> None:
         out.solved, out.freed_proven = False, False
         out.plan = plan_part(q.whole, frozenset(out.nodes))
         return
+    _keep_better(q, v, s, st)
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        found = _extract(sm, v, s)
-        if better(score := plan_score(sm.data, found), q.best):
-            out.plan, q.best = found, score
         out.proven = out.freed_proven and st == cp_model.OPTIMAL
 
 
