@@ -14,6 +14,7 @@ from optplan.cli import main
 from optplan.models.execute import ExecuteGoals, ExecutePlan, ExecuteStatus
 from optplan.models.goals import BLOCKS_NOT_MET, GOALS_MET, NOT_ADMITTABLE, GoalRunStatus
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.goals import run as goals_run
 from optplan.solvers.goals.cpsat import CpSatGoalPlanner
 from optplan.solvers.goals.greedy import GreedyGoalPlanner
 from optplan.solvers.goals.kai import KaiPlanner
@@ -183,6 +184,16 @@ def test_every_run_summary_counts_hypernode_tiers_and_gangs_pending_by_fragmenta
     assert (tier["tier"], tier["hyperNodes"], tier["freeBefore"]) == (1, 2, 0)
     freed = set(yaml.safe_load(out)["status"]["plan"]["freedNodes"])
     assert tier["freeAfter"] == sum(1 for rack in ({"n0", "n1"}, {"n2", "n3"}) if rack <= freed)
+
+    # Too many pending gangs x nodes to judge within reason (the cap, made tiny here): the summary
+    # leaves the count out and says why, the plan is the same.
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(goals_run, "PENDING_SUMMARY_CAP", 3)
+        code, capped, err = cli(capsys, "repack", str(snap), "--solver", "greedy", "-o", "json")
+    assert code == 0, err
+    assert "pendingByFragmentation" not in yaml.safe_load(capped)["status"]["plan"]["summary"]
+    assert "pendingByFragmentation left out: judging 1 pending gangs on 4 nodes" in err
+    assert yaml.safe_load(capped)["status"]["plan"]["moves"] == yaml.safe_load(out)["status"]["plan"]["moves"]
 
 
 @pytest.mark.parametrize("priorities", [[0], [1, 1, 2, 3], [7, 7, 7, 1, 1, 0, 0, 0, 0], list(range(60)),
