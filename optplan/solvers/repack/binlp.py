@@ -39,6 +39,7 @@ import numpy as np
 
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.highs import quiet
+from optplan.solvers.repack.binfill import split_counts
 
 __all__ = ["GilmoreGomory", "LpOutcome", "lp_bound_and_dive"]
 
@@ -51,8 +52,8 @@ _SECONDS_PER_CELL = 1.5e-9
 _SECONDS_PER_SIMPLEX_ITERATION = 2e-5
 _SECONDS_PER_ROUND = 2e-4
 _EXTRA_PATTERNS = 24  # columns per type and pricing round besides the best, under a waste allowance
-_UNREACHABLE = -(1 << 62)
-INFEASIBLE = 1 << 62  # the bound when not even the LP can cover the items  # knapsack value of a load no pattern has
+_UNREACHABLE = -(1 << 62)  # knapsack value of a load no pattern has
+INFEASIBLE = 1 << 62  # the bound when not even the LP can cover the items
 # The dive's restarts: (candidates tried at a node, backtracks after a deeper failure in all, levels
 # from the root where they may happen); a candidate cut off by its own LP bound costs no backtrack.
 _ATTEMPTS = ((16, 200, 20), (8, 20, 3), (4, 200, 20))
@@ -259,17 +260,11 @@ def _price(
     be read.  With ``allow``, also (type, pattern) for the next best loads of the window, up to
     ``_EXTRA_PATTERNS`` per type: near-optimal columns that the dive may need."""
     cmax = caps[0]
-    pieces: list[tuple[int, int]] = []  # (size index, copies)
-    for i, s in enumerate(sizes):
-        if w[i] < 0 or (w[i] == 0 and allow is None):  # a worthless item only helps reach a load
-            continue
-        m = min(demand[i], cmax // s)
-        k = 1
-        while m > 0:
-            take = min(k, m)
-            pieces.append((i, take))
-            m -= take
-            k *= 2
+    # a worthless item only helps reach a load
+    priced = [i for i in range(len(sizes)) if w[i] > 0 or (w[i] == 0 and allow is not None)]
+    index = {sizes[i]: i for i in priced}
+    pieces = [(index[s], k) for s, k in split_counts(Counter({sizes[i]: demand[i] for i in priced}), cmax,
+                                                     [sizes[i] for i in priced])]  # (size index, copies)
     dp = np.full(cmax + 1, _UNREACHABLE, dtype=np.int64)
     dp[0] = 0
     keep = np.zeros((len(pieces), cmax + 1), dtype=bool)
@@ -339,9 +334,7 @@ class _Master:
         self.clock = clock
         self.columns: dict[tuple[int, Pattern], int] = {}
         self.col_keys: list[tuple[int, Pattern] | None] = []
-        self.waste: list[int] = []  # per pattern column (in the order of ``columns``)
-        self.pattern_cols: list[int] = []
-        self.pattern_index: dict[tuple[int, Pattern], int] = {}  # key -> position in ``waste``
+        self.waste: dict[tuple[int, Pattern], int] = {}  # per pattern: the capacity it leaves unused
         self.exchange_cols: list[int] = []
         self.allow: int | None = None
         self.n_items = len(sizes)
@@ -386,15 +379,9 @@ class _Master:
         upper = 0.0 if self.allow is not None and waste > self.allow else self.inf
         self.highs.addCol(1.0, 0.0, upper, len(rows), np.array(rows, dtype=np.int32), np.array(vals))
         self.columns[key] = len(self.col_keys)
-        self.pattern_index[key] = len(self.waste)
-        self.pattern_cols.append(len(self.col_keys))
-        self.waste.append(waste)
+        self.waste[key] = waste
         self.col_keys.append(key)
         return True
-
-    def waste_of(self, key: tuple[int, Pattern]) -> int:
-        """The capacity pattern ``key`` leaves unused in its bin."""
-        return self.waste[self.pattern_index[key]]
 
     def restrict(self, allow: int | None) -> None:
         """Allow only patterns that waste at most ``allow`` of their bin's capacity (None: all).
@@ -406,8 +393,8 @@ class _Master:
         if allow == self.allow:
             return
         self.allow = allow
-        cols = np.array(self.pattern_cols + self.exchange_cols, dtype=np.int32)
-        upper = [0.0 if allow is not None and waste > allow else self.inf for waste in self.waste]
+        cols = np.array([self.columns[key] for key in self.waste] + self.exchange_cols, dtype=np.int32)
+        upper = [0.0 if allow is not None and waste > allow else self.inf for waste in self.waste.values()]
         upper += [self.inf if allow is None else 0.0] * len(self.exchange_cols)
         self.highs.changeColsBounds(len(cols), cols, np.zeros(len(cols)), np.array(upper))
 
@@ -519,7 +506,7 @@ class _DiveSearch:
         cands = sorted(
             (round(math.ceil(v - 1e-6) - v, 1) if self.noisy else math.ceil(v - 1e-6) - v,
              self.rng.random() if self.noisy else 0.0,
-             master.waste_of(key), key, v)
+             master.waste[key], key, v)
             for key, v in used if key not in tabu
         )
         if not cands:
@@ -557,8 +544,8 @@ def _pool(
     deterministic limits."""
     import highspy
 
-    cols = [j for j, waste in zip(master.pattern_cols, master.waste, strict=True) if waste <= allow]
-    if not cols:
+    keys = [key for key, waste in master.waste.items() if waste <= allow]
+    if not keys:
         return None
     highs = _new_highs()
     highs.setOptionValue("time_limit", max(0.01, clock.left(deadline)))
@@ -568,23 +555,20 @@ def _pool(
     lower = [float(d) for d in demand] + [-inf] * len(counts) + [-inf]
     upper = [inf] * n + [float(k) for k in counts] + [float(target - 1)]
     highs.addRows(len(lower), np.array(lower), np.array(upper), 0, empty_i, empty_i, np.array([]))
-    for j in cols:
-        key = master.col_keys[j]
-        assert key is not None
-        t, a = key
+    for t, a in keys:
         rows = [i for i, c in enumerate(a) if c] + [n + t, n + len(counts)]
         vals = [float(a[i]) for i in rows[:-2]] + [1.0, 1.0]
         highs.addCol(1.0, 0.0, inf, len(rows), np.array(rows, dtype=np.int32), np.array(vals))
-    highs.changeColsIntegrality(len(cols), np.arange(len(cols), dtype=np.int32),
-                                np.array([highspy.HighsVarType.kInteger] * len(cols)))
+    highs.changeColsIntegrality(len(keys), np.arange(len(keys), dtype=np.int32),
+                                np.array([highspy.HighsVarType.kInteger] * len(keys)))
     start = clock.now()
     highs.run()
     clock.charge(clock.now() - start)
     if highs.getInfo().primal_solution_status != int(highspy.SolutionStatus.kSolutionStatusFeasible):
         return None
     x = highs.getSolution().col_value
-    chosen = [(master.col_keys[j], round(x[c])) for c, j in enumerate(cols) if round(x[c]) > 0]
-    whole = _decode(master.sizes, master.caps, demand, counts, [(key, k) for key, k in chosen if key is not None])
+    chosen = [(key, round(x[c])) for c, key in enumerate(keys) if round(x[c]) > 0]
+    whole = _decode(master.sizes, master.caps, demand, counts, chosen)
     return whole if whole is not None and len(whole) < target else None
 
 
