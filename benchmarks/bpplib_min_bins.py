@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from optplan.bench import read_bpplib
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.repack.binpacking import min_bins
 
@@ -42,16 +43,6 @@ class Instance:
 
 def _norm(name: str) -> str:
     return name.strip().lower().replace(" ", "_")
-
-
-def read_instance(path: Path) -> tuple[list[int], int]:
-    """BPPLIB format: n, capacity, then one weight per line."""
-    numbers = [int(tok) for tok in path.read_text().split()]
-    n, capacity = numbers[0], numbers[1]
-    weights = numbers[2 : 2 + n]
-    if len(weights) != n:
-        raise ValueError(f"{path}: expected {n} weights, found {len(weights)}")
-    return weights, capacity
 
 
 def load_index(data_dir: Path, families: list[str]) -> dict[str, list[Instance]]:
@@ -103,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         proven = matched = 0
         seconds: list[float] = []
         for inst in instances:
-            weights, capacity = read_instance(inst.path)
+            weights, capacity = read_bpplib(inst.path)
             t0 = time.monotonic()
             clock = Clock(deterministic=True, limit=args.time_limit) if args.deterministic else None
             res = min_bins(weights, [capacity] * len(weights), time_limit=args.time_limit, workers=args.workers,

@@ -400,7 +400,7 @@ def _norm(name: str) -> str:
     return name.strip().lower().replace(" ", "_")
 
 
-def _read_instance(path: Path) -> tuple[list[int], int]:
+def read_bpplib(path: Path) -> tuple[list[int], int]:
     """BPPLIB format: n, capacity, then one weight per line."""
     numbers = [int(tok) for tok in path.read_text().split()]
     n, capacity = numbers[0], numbers[1]
@@ -450,7 +450,7 @@ def _bpp_family(suite: Suite, label: str, instances: list[dict[str, Any]], bar: 
     seconds: list[float] = []
     for inst in instances:
         bar.start(f"{label}: {inst['name']}")
-        weights, capacity = _read_instance(inst["path"])
+        weights, capacity = read_bpplib(inst["path"])
         t0 = time.perf_counter()
         res = min_bins(weights, [capacity] * len(weights), time_limit=suite.bpp_time)
         seconds.append(time.perf_counter() - t0)

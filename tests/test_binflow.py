@@ -10,6 +10,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from optplan.bench import read_bpplib
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.repack import binflow
 from optplan.solvers.repack.binflow import FlowGraph, flow_graph, flow_pack
@@ -153,9 +154,8 @@ def test_bpplib_hard28_bpp119_proven_above_its_lp_bound() -> None:
     """Hard28's BPP119 is not IRUP: its LP bound rounds up to 76, the optimum is 77.  The flow MIP
     proves 76 bins impossible (about 2 s).  (A packing into 77 is the heuristics' job: there the LP
     fixes few arcs and the MIP is slow.)"""
-    numbers = [int(tok) for tok in (BPPLIB / "instances" / "Hard28" / "Hard28_BPP119.txt").read_text().split()]
-    n, capacity, weights = numbers[0], numbers[1], numbers[2:]
-    assert len(weights) == n
+    weights, capacity = read_bpplib(BPPLIB / "instances" / "Hard28" / "Hard28_BPP119.txt")
+    n = len(weights)
     out = solve(weights, [capacity] * n, 76)
     assert out.status == "infeasible"
     assert out.stats["arcs"] < out.stats["state_arcs"] / 3  # the compression

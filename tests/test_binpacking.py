@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from optplan.bench import read_bpplib
 from optplan.solvers.repack import binpacking
 from optplan.solvers.repack.binpacking import BinPackingResult, min_bins
 
@@ -223,9 +224,8 @@ def test_bpplib_known_optimum(relpath: str) -> None:
     if not (BPPLIB / "Bounds.txt").is_file():
         pytest.skip(f"BPPLIB data not found at {BPPLIB}")
     path = BPPLIB / relpath
-    numbers = [int(tok) for tok in path.read_text().split()]
-    n, capacity, weights = numbers[0], numbers[1], numbers[2:]
-    assert len(weights) == n
+    weights, capacity = read_bpplib(path)
+    n = len(weights)
     lb, ub = _bpplib_bounds()[path.stem]
     assert lb == ub, "only instances with a known optimum are used"
     assert min_bins(weights, [capacity] * n, time_limit=10, workers=1) == proven(lb)
@@ -242,8 +242,8 @@ def test_bpplib_through_a_snapshot(relpath: str) -> None:
     from tests.builders import node, pod, podgroup
 
     path = BPPLIB / relpath
-    numbers = [int(tok) for tok in path.read_text().split()]
-    n, capacity, weights = numbers[0], numbers[1], numbers[2:]
+    weights, capacity = read_bpplib(path)
+    n = len(weights)
     res = "example.com/unit"
     objs = [podgroup("pg")]
     for i, w in enumerate(weights):

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from optplan.bench import read_bpplib
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.repack import binflow, binlp, binpacking
 from optplan.solvers.repack.binfill import slack_fill
@@ -260,8 +261,8 @@ def test_lp_bound_on_bpplib_never_above_known_optimum(relpath: str) -> None:
     if not (BPPLIB / "Bounds.txt").is_file():
         pytest.skip(f"BPPLIB data not found at {BPPLIB}")
     path = BPPLIB / relpath
-    numbers = [int(tok) for tok in path.read_text().split()]
-    n, capacity, weights = numbers[0], numbers[1], numbers[2 : 2 + numbers[0]]
+    weights, capacity = read_bpplib(path)
+    n = len(weights)
     optimum = _known_optimum(path)
     bound = lp_bound(weights, [capacity] * n).bound
     assert combinatorial_bound(weights, [capacity] * n) <= bound <= optimum
@@ -273,8 +274,8 @@ def test_min_bins_proves_a_hard28_instance_without_the_round_up_property() -> No
     path = BPPLIB / "instances" / "Hard28" / "Hard28_BPP716.txt"
     if not path.is_file():
         pytest.skip(f"BPPLIB data not found at {BPPLIB}")
-    numbers = [int(tok) for tok in path.read_text().split()]
-    n, capacity, weights = numbers[0], numbers[1], numbers[2 : 2 + numbers[0]]
+    weights, capacity = read_bpplib(path)
+    n = len(weights)
     assert lp_bound(weights, [capacity] * n).bound == 75
     assert min_bins(weights, [capacity] * n, time_limit=30) == binpacking.BinPackingResult(76, 76, True)
 
@@ -287,8 +288,8 @@ def test_min_bins_proves_hard28_instances_with_the_round_up_property(name: str) 
     path = BPPLIB / "instances" / "Hard28" / f"{name}.txt"
     if not path.is_file():
         pytest.skip(f"BPPLIB data not found at {BPPLIB}")
-    numbers = [int(tok) for tok in path.read_text().split()]
-    n, capacity, weights = numbers[0], numbers[1], numbers[2 : 2 + numbers[0]]
+    weights, capacity = read_bpplib(path)
+    n = len(weights)
     optimum = _known_optimum(path)
     res = min_bins(weights, [capacity] * n, time_limit=10, clock=Clock(deterministic=True, limit=10))
     assert res == binpacking.BinPackingResult(optimum, optimum, True)
