@@ -148,8 +148,10 @@ def _tiers(problem: GoalProblem, plan: GoalPlan) -> tuple[HyperNodeTierOut, ...]
 
 PENDING_SUMMARY_CAP = 1_000_000
 """Pending gangs x nodes above which a run's summary leaves ``pendingByFragmentation`` out: each gang is
-judged by the placement greedy over every node (about 8 microseconds a node on the reference machine:
-100 gangs at 10,000 nodes, 8 s), outside the planner's limit. Deterministic (a count, not a clock)."""
+judged by the placement greedy over every node (``SECONDS_PER_GANG_NODE``: 100 gangs at 10,000 nodes,
+8 s), outside the planner's limit. Deterministic (a count, not a clock)."""
+SECONDS_PER_GANG_NODE = 8e-6
+"""One gang judged on one node, on the reference machine (10,000 nodes: 0.08 s a gang)."""
 
 
 def with_counts(snap: Snapshot, out: RepackOutcome) -> RepackOutcome:
@@ -164,7 +166,7 @@ def with_counts(snap: Snapshot, out: RepackOutcome) -> RepackOutcome:
         if waiting * len(snap.nodes) > PENDING_SUMMARY_CAP:
             log.warning("summary.pendingByFragmentation left out: judging %d pending gangs on %d nodes would take "
                         "about %.0fs (optplan frag --pending computes it)", waiting, len(snap.nodes),
-                        waiting * len(snap.nodes) * 8e-6)
+                        waiting * len(snap.nodes) * SECONDS_PER_GANG_NODE)
         else:
             pending = pending_by_fragmentation(pending_gangs(snap, R))
     if tiers is None and pending is None:

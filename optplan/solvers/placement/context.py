@@ -204,8 +204,9 @@ class Context:
         running = {j.key: found[j.key][1] if found[j.key][0] is j else held_pods(j, snap) for j in ordered}
         nodes = {k: frozenset(p.node_name for ps in by_task.values() for p in ps.values()
                               if p.occupying and p.node_name is not None) for k, by_task in running.items()}
-        return cls(snapshot=snap, jobs=ordered, weights=weights, capacity=capacity or Capacity(snap),
-                   predicates=predicates or Predicates(snap),
+        return cls(snapshot=snap, jobs=ordered, weights=weights,
+                   capacity=Capacity(snap) if capacity is None else capacity,
+                   predicates=Predicates(snap) if predicates is None else predicates,
                    accounts=accounts,
                    pods={j.key: job_pods(j) for j in ordered}, priority={j.key: job_priority(j, snap) for j in ordered},
                    regions={j.key: job_regions(j, snap, nodes[j.key]) for j in ordered},
