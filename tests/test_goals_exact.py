@@ -5,7 +5,6 @@ the goal validator; CP-SAT runs with one worker and deterministic limits."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -32,18 +31,10 @@ from tests.builders import (
     repack_run,
     vcjob,
 )
+from tests.goalcases import Goals
 
 OPTIONS = PlanOptions(time_limit=10, workers=1, deterministic=True)
 HARD1 = {"mode": "hard", "highestTierAllowed": 1}
-
-
-@dataclass(frozen=True)
-class Goals:
-    jobs: tuple[Any, ...]
-    free_tier: int | None = None
-    free_count: int = 0
-    free_required: bool = False
-    hyper_nodes: tuple[str, ...] = ()
 
 
 def problem(objs: list[dict[str, Any]], *, run: dict[str, Any] | None = None, free: tuple[int, int, bool] | None = None,

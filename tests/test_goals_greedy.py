@@ -5,7 +5,6 @@ plan passes the goal validator."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -31,21 +30,11 @@ from tests.builders import (
     repack_run,
     vcjob,
 )
+from tests.goalcases import Goals
 from tests.test_victims import CLASSES, running
 
 OPTS = PlanOptions(time_limit=5, workers=1, seed=0, deterministic=True)
 NOW = "2025-06-01T12:00:00Z"
-
-
-@dataclass(frozen=True)
-class Goals:
-    """The resolved goals (``problem.Goals``)."""
-
-    jobs: tuple[Any, ...]
-    free_tier: int | None = None
-    free_count: int = 0
-    free_required: bool = False
-    hyper_nodes: tuple[str, ...] = ()
 
 
 def problem(*objs: dict[str, Any], run: dict[str, Any] | None = None, tier: int | None = None, count: int = 0,

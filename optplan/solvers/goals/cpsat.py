@@ -513,6 +513,24 @@ def _run(m: cp_model.CpModel, options: PlanOptions, clock: Clock, seconds: float
     return st, s
 
 
+def _next_stage(m: cp_model.CpModel, best: cp_model.CpSolver, objective: Any, maximize: bool, options: PlanOptions,
+                clock: Clock, seconds: float, what: str) -> tuple[Any, cp_model.CpSolver] | None:
+    """The next lexicographic stage on ``m`` (its earlier stages' rows added): ``objective`` from
+    ``best``'s solution; None (after ``model_bug``) when CP-SAT refuses the model, which that
+    solution satisfies."""
+    m.clear_objective()
+    _hint_solution(m, best)
+    if maximize:
+        m.maximize(objective)
+    else:
+        m.minimize(objective)
+    st, s = _run(m, options, clock, seconds, what)
+    if st in (cp_model.INFEASIBLE, cp_model.MODEL_INVALID):
+        model_bug(f"goals cpsat {what}", s.status_name(st), m.validate())
+        return None
+    return st, s
+
+
 def _stage(st: Any, s: cp_model.CpSolver, maximize: bool) -> Stage:
     value = round(s.objective_value)
     bound = (math.floor(s.best_objective_bound + 1e-6) if maximize else math.ceil(s.best_objective_bound - 1e-6))
@@ -565,13 +583,10 @@ def solve(problem: GoalProblem, options: PlanOptions, hint: GoalPlan | None = No
     # stage 2: freed HyperNodes, the admissions kept
     m.add(v.admitted(data) == stages[0].value if stages[0].proven else v.admitted(data) >= stages[0].value)
     if v.free:
-        m.clear_objective()
-        _hint_solution(m, best)
-        m.maximize(v.freed())
-        st, s = _run(m, options, clock, until(1), "stage 2 (HyperNodes)")
-        if st in (cp_model.INFEASIBLE, cp_model.MODEL_INVALID):
-            model_bug("goals cpsat stage 2 (HyperNodes)", s.status_name(st), m.validate())
+        ran = _next_stage(m, best, v.freed(), True, options, clock, until(1), "stage 2 (HyperNodes)")
+        if ran is None:
             return Outcome(data, m, v, None, [], required, infeasible_required)
+        st, s = ran
         if st in FOUND:
             stages.append(_stage(st, s, True))
             best = s
@@ -584,13 +599,10 @@ def solve(problem: GoalProblem, options: PlanOptions, hint: GoalPlan | None = No
     freed = v.freed()
     if v.free:
         m.add(freed == stages[1].value if stages[1].proven else freed >= stages[1].value)
-    m.clear_objective()
-    _hint_solution(m, best)
-    m.minimize(v.cost(data))
-    st, s = _run(m, options, clock, until(2), "stage 3 (disruption)")
-    if st in (cp_model.INFEASIBLE, cp_model.MODEL_INVALID):
-        model_bug("goals cpsat stage 3 (disruption)", s.status_name(st), m.validate())
+    ran = _next_stage(m, best, v.cost(data), False, options, clock, until(2), "stage 3 (disruption)")
+    if ran is None:
         return Outcome(data, m, v, None, [], required, infeasible_required)
+    st, s = ran
     if st in FOUND:
         stages.append(_stage(st, s, False))
         best = s

@@ -47,6 +47,7 @@ import logging
 import math
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -478,27 +479,30 @@ def solve(problem: GoalProblem, options: PlanOptions, hint: GoalPlan | None = No
     _row(prob, list(v.admitted(data).items()), EQ if stages[0].proven else GE, stages[0].value)
     if v.free:
         run = _solve(prob, v.freed(), True, options, until(1), "stage 2 (HyperNodes)", problem.free_count)
-        if run.kind == "INFEASIBLE":
-            _bug("goals milp stage 2 (HyperNodes)")
-        if run.stage is not None:
-            stages.append(run.stage)
-            best = _values(prob)
-        else:
-            stages.append(Stage(sum(best[f] for f in v.free.values()), problem.free_count, False))
+        best = _advance(prob, run, "stage 2 (HyperNodes)", stages, best,
+                        lambda b: Stage(sum(b[f] for f in v.free.values()), problem.free_count, False))
         _row(prob, list(v.freed().items()), EQ if stages[1].proven else GE, stages[1].value)
     else:
         stages.append(Stage(0, 0, True))
     # stage 3: the weighted disruption, admissions and HyperNodes kept
     cost = v.cost(data)
     run = _solve(prob, cost, False, options, until(2), "stage 3 (disruption)", 0)
+    best = _advance(prob, run, "stage 3 (disruption)", stages, best,
+                    lambda b: Stage(round(sum(c * b[x] for x, c in cost.items())), 0, False))
+    return Outcome(data, prob, v, best, stages, required, infeasible_required)
+
+
+def _advance(prob: pulp.LpProblem, run: Run, what: str, stages: list[Stage], best: dict[Any, int],
+             unsolved: Callable[[dict[Any, int]], Stage]) -> dict[Any, int]:
+    """Record a later stage's outcome in ``stages``; the solution to keep: the stage's when it found
+    one, else ``best`` (the earlier stage's), whose value ``unsolved`` reads as the stage's."""
     if run.kind == "INFEASIBLE":
-        _bug("goals milp stage 3 (disruption)")
+        _bug(f"goals milp {what}")
     if run.stage is not None:
         stages.append(run.stage)
-        best = _values(prob)
-    else:
-        stages.append(Stage(round(sum(c * best[x] for x, c in cost.items())), 0, False))
-    return Outcome(data, prob, v, best, stages, required, infeasible_required)
+        return _values(prob)
+    stages.append(unsolved(best))
+    return best
 
 
 def _values(prob: pulp.LpProblem) -> dict[Any, int]:
