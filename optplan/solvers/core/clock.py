@@ -55,7 +55,11 @@ class Clock:
         self.charge(n / EVALS_PER_SECOND)
 
     def over(self, until: float) -> bool:
-        """The budget until ``until`` is spent (or, deterministic, the wall-clock cap is reached)."""
+        """The budget until ``until`` is spent (or, deterministic, the wall-clock cap is reached). An
+        unlimited budget (``until`` infinite: a step that must finish, such as auto's greedy-fast) is
+        never spent."""
+        if until == float("inf"):
+            return False
         if self.now() > until:
             return True
         return self.capped()

@@ -6,6 +6,12 @@ that can only be a bug does.
   comparison of two plans in the exact planners (auto's two greedies and its final choice, each LNS step)
   is this one function, on integer costs only: a rounded float can call two different costs equal.
 - ``gap_percent``, ``exact_record``: the lexicographic gap every solver record reports, and the record.
+- ``proven_bound``: the bound a CP-SAT solve proved, read in one place. A bound is claimed only from a solve
+  that proved it: the optimum of an OPTIMAL solve, or the best objective bound CP-SAT reports beside a
+  solution (FEASIBLE: the bound its search has proven so far). A solve cut before its first solution
+  (UNKNOWN) reports 0, protobuf's default, which is no bound at all: under load a cut solve once turned into
+  "OPTIMAL, bound 0, no node can be freed" where 21 could be. Such a solve contributes nothing; its caller
+  keeps the bound it had before (the pool bound, the budget relaxation's, or none).
 - ``model_bug``: CP-SAT answering INFEASIBLE or MODEL_INVALID for a model whose complete hint is a valid
   plan is a bug in the model, not a timeout. It is logged at error level with the model's own validation
   message, and raised (``ExactModelError``) when ``OPTPLAN_STRICT=1`` (the test suite sets it); otherwise
@@ -15,8 +21,10 @@ that can only be a bug does.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from optplan.models.repack import SolverRecord
 
@@ -59,6 +67,27 @@ def exact_record(name: str, status: str, *, freed: int | None, freed_bound: int 
     return SolverRecord(name=name, status=status, freed_nodes_bound=freed_bound, objective=objective,
                         best_bound=bound, gap_percent=gap_percent(objective, bound, freed, freed_bound),
                         wall_seconds=wall)
+
+
+def proven_bound(solver: Any, status: Any, *, maximize: bool) -> int | None:
+    """The integer bound on the objective that ``solver``'s solve (which answered ``status``) proved: at most
+    this (``maximize``) or at least this (minimise) for any solution of the model; None when the solve
+    proved none (see the module). A FEASIBLE bound on the wrong side of the solution found beside it would
+    be a contradiction: it is dropped and logged (never seen)."""
+    name = solver.status_name(status)
+    if name not in ("OPTIMAL", "FEASIBLE"):
+        return None
+    value = round(solver.objective_value)
+    if name == "OPTIMAL":
+        return value
+    raw = solver.best_objective_bound
+    if not math.isfinite(raw):
+        return None
+    bound = math.floor(raw + 1e-6) if maximize else math.ceil(raw - 1e-6)
+    if (bound < value) if maximize else (bound > value):
+        log.error("CP-SAT reported the bound %s on the wrong side of its own solution %s: no bound taken", raw, value)
+        return None
+    return bound
 
 
 class ExactModelError(AssertionError):

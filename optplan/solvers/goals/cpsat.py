@@ -66,7 +66,7 @@ from ortools.sat.python import cp_model
 
 from optplan.models.goals import BUDGET, HIGHER_GOAL, SEARCH, GoalPlan
 from optplan.solvers.core.clock import Clock
-from optplan.solvers.core.exact import ExactModelError, exact_record, model_bug, strict
+from optplan.solvers.core.exact import ExactModelError, exact_record, model_bug, proven_bound, strict
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.goals.model import (
     Data,
@@ -531,10 +531,12 @@ def _next_stage(m: cp_model.CpModel, best: cp_model.CpSolver, objective: Any, ma
     return st, s
 
 
-def _stage(st: Any, s: cp_model.CpSolver, maximize: bool) -> Stage:
+def _stage(st: Any, s: cp_model.CpSolver, maximize: bool, unknown: int) -> Stage:
+    """A stage solved with a solution (OPTIMAL or FEASIBLE): its value and the bound it proved (``unknown``,
+    the trivial bound, when it proved none)."""
     value = round(s.objective_value)
-    bound = (math.floor(s.best_objective_bound + 1e-6) if maximize else math.ceil(s.best_objective_bound - 1e-6))
-    return Stage(value, value if st == cp_model.OPTIMAL else bound, st == cp_model.OPTIMAL)
+    bound = proven_bound(s, st, maximize=maximize)
+    return Stage(value, unknown if bound is None else bound, st == cp_model.OPTIMAL)
 
 
 def solve(problem: GoalProblem, options: PlanOptions, hint: GoalPlan | None = None) -> Outcome:
@@ -578,7 +580,7 @@ def solve(problem: GoalProblem, options: PlanOptions, hint: GoalPlan | None = No
         return Outcome(data, m, v, None, [], required, infeasible_required)
     if st not in FOUND:
         return Outcome(data, m, v, None, [], required, infeasible_required)
-    stages = [_stage(st, s, True)]
+    stages = [_stage(st, s, True, sum(data.priority_weight[i] for i in data.eligible))]
     best = s
     # stage 2: freed HyperNodes, the admissions kept
     m.add(v.admitted(data) == stages[0].value if stages[0].proven else v.admitted(data) >= stages[0].value)
@@ -588,7 +590,7 @@ def solve(problem: GoalProblem, options: PlanOptions, hint: GoalPlan | None = No
             return Outcome(data, m, v, None, [], required, infeasible_required)
         st, s = ran
         if st in FOUND:
-            stages.append(_stage(st, s, True))
+            stages.append(_stage(st, s, True, problem.free_count))
             best = s
         else:
             value = sum(int(best.value(f)) for f in v.free.values())
@@ -604,7 +606,7 @@ def solve(problem: GoalProblem, options: PlanOptions, hint: GoalPlan | None = No
         return Outcome(data, m, v, None, [], required, infeasible_required)
     st, s = ran
     if st in FOUND:
-        stages.append(_stage(st, s, False))
+        stages.append(_stage(st, s, False, 0))
         best = s
     else:
         stages.append(Stage(round(best.value(v.cost(data))), 0, False))

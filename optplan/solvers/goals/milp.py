@@ -424,10 +424,10 @@ def _solve(prob: pulp.LpProblem, objective: pulp.LpAffineExpression, maximize: b
     b = _dual_bound(prob)
     if proven:
         bound = value
-    elif maximize:
-        bound = max(value, math.floor(-b + 1e-6)) if b is not None else most
+    elif maximize:  # HiGHS's dual bound; one on the wrong side of its own solution is no bound
+        bound = most if b is None or math.floor(-b + 1e-6) < value else math.floor(-b + 1e-6)
     else:
-        bound = min(value, math.ceil(b - 1e-6)) if b is not None else 0
+        bound = 0 if b is None or math.ceil(b - 1e-6) > value else math.ceil(b - 1e-6)
     log.info("goals milp %s: %s objective %s bound %s", what, "OPTIMAL" if proven else "FEASIBLE", value, bound)
     return Run("FOUND", Stage(value, bound, proven))
 

@@ -67,6 +67,7 @@ from optplan.models.placement import Binding, JobPlacement, PlacementPlan, Victi
 from optplan.models.repack import SolverRecord
 from optplan.models.snapshot import Pod
 from optplan.solvers.core.clock import Clock
+from optplan.solvers.core.exact import proven_bound
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import POD_SLOT
 from optplan.solvers.placement import victims_cpsat
@@ -388,13 +389,13 @@ def solve(ctx: Context, options: PlanOptions, greedy: PlacementPlan | None = Non
             optimal = optimal and st == cp_model.OPTIMAL
             best = extract(data, v, s)
             if k == 0:
-                objective, bound = value, round(s.best_objective_bound)
+                objective, bound = value, proven_bound(s, st, maximize=sense > 0)
         if name == "admitted" and value < -ref.neg_admitted:  # a solve cut short: the greedy's plan instead
             log.warning("placement cpsat phase 1 admits %d < the greedy's %d: its plan instead", value,
                         -ref.neg_admitted)
             best, value, optimal = greedy, -ref.neg_admitted, False
             values[-1] = objective = value
-            bound = value if bound is None else max(bound, value)
+            bound = None if bound is None else max(bound, value)
         # keep this level at the value found for the phases that follow
         m.add(objs[name] >= value if sense > 0 else objs[name] <= value)
         if name == "admitted" and value == -ref.neg_admitted:

@@ -27,6 +27,7 @@ the greedy plan is returned as FALLBACK, so the run's limit holds as a deadline 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import replace
 
@@ -81,32 +82,31 @@ class AutoPlanner:
     name = "auto"
 
     def plan(self, problem: RepackProblem, options: PlanOptions) -> PlanResult:
+        """greedy-fast to its end first, whatever the limit: the plan auto never falls below (``_floor``);
+        then the exact paths with the time left (see the module)."""
         t0 = time.perf_counter()
         clock = options.timer()
         options = replace(options, clock=clock)
         start = clock.now()
-        # greedy-fast first (cheap at any size), then, below FAST_GREEDY_ABOVE candidates, the seed's
-        # greedy too; the better plan (ties: the seed's) is CP-SAT's hint and the fallback. Together
-        # they may use half the limit; a greedy cut by it keeps its plan so far.
+        fast = FastGreedyPlanner()
+        floor = fast.plan(problem, replace(options, time_limit=math.inf))
+        return _floor(problem, floor, self._plan(problem, options, floor, fast, t0, start))
+
+    def _plan(self, problem: RepackProblem, options: PlanOptions, greedy: PlanResult, fast: FastGreedyPlanner,
+              t0: float, start: float) -> PlanResult:
+        clock = options.timer()
         small = len(problem.candidates) <= FAST_GREEDY_ABOVE
         cap = receiver_cap(problem)
         setup = POOLS_SETUP_SECONDS_PER_CANDIDATE * len(problem.candidates)
         if cap is not None and not problem.topology_groups and (
             clock.deterministic or options.time_limit - (clock.now() - start) >= POOLS_SETUP_FACTOR * setup
         ):
-            # Too large to solve whole, and no topology PodGroup: the shape models solve every part
-            # (on the wall clock only when the limit leaves time to build them: else the greedy path,
-            # which keeps to a short limit).
-            by_pool = self._by_pool(problem, options, cap, t0, start)
+            # Too large to solve whole, and no topology PodGroup: the shape models solve every part,
+            # each from greedy-fast's plan there (on the wall clock only when the limit leaves time to
+            # build them: else the greedy path, which keeps to a short limit).
+            by_pool = self._by_pool(problem, options, cap, t0, start, greedy.plan)
             if by_pool is not None:
                 return by_pool
-        fast_share = 4 if small else 2  # alone, greedy-fast may use all of the greedy's half
-        if not small and cap is not None and not clock.deterministic:
-            # Too large to solve whole, on the wall clock: greedy-fast may use the whole limit, and the
-            # LNS what it leaves (only a greedy cut by its limit leaves none).
-            fast_share = 1
-        fast = FastGreedyPlanner()
-        greedy = fast.plan(problem, replace(options, time_limit=options.time_limit / fast_share))
         left = options.time_limit / 2 - (clock.now() - start)
         # The seed's greedy evaluates about every candidate left in each of its rounds, a round per
         # freed node: when that would not fit in the time left, the time goes to CP-SAT instead.
@@ -155,7 +155,7 @@ class AutoPlanner:
         return replace(greedy, record=record, stats=cpsat.model_stats(out))
 
     def _by_pool(self, problem: RepackProblem, options: PlanOptions, cap: int, t0: float,
-                 start: float) -> PlanResult | None:
+                 start: float, hint: RepackPlan) -> PlanResult | None:
         """Too large a model to solve whole, and no topology PodGroup: every part by shape (``pools``,
         each part from its own greedy's plan), then the LNS; None when some part has no model by shape
         or the merged plan broke a rule (the greedy path then runs)."""
@@ -167,7 +167,7 @@ class AutoPlanner:
         cpsat.tighten(data, options, None)
         # the LNS has what they leave; the merged plan's validation, after them, what they may not use
         reserve = max(POOLS_RESERVE * options.time_limit, POOLS_CHECK_SECONDS_PER_CANDIDATE * len(problem.candidates))
-        pooled = pools.solve(data, RepackPlan(), options, deadline - reserve, prepared)
+        pooled = pools.solve(data, hint, options, deadline - reserve, prepared)
         if pooled is None:
             return None
         return self._finish(problem, data, pooled.plan, pooled, options, t0, deadline)
@@ -211,3 +211,22 @@ class AutoPlanner:
                  st.improved)
         return PlanResult(plan=plan, record=record, disruption=problem.plan_disruption(plan),
                           rejections=explain(problem, plan, stuck(data)), stats=stats)
+
+
+def _floor(problem: RepackProblem, floor: PlanResult, result: PlanResult) -> PlanResult:
+    """``result``, unless greedy-fast's plan (``floor``) is better: then that plan, with the bound ``result``
+    proved (bounds hold whichever plan is kept), FEASIBLE unless it meets that bound."""
+    mine, theirs = exact_score(problem, result.plan, result.disruption), exact_score(problem, floor.plan,
+                                                                                    floor.disruption)
+    if not better(theirs, mine):
+        return result
+    log.info("auto: greedy-fast's plan (%d freed) is better than the exact paths' (%d): it is kept", theirs.freed,
+             mine.freed)
+    bound = result.record.freed_nodes_bound
+    freed = len(floor.plan.freed_nodes)
+    status = "FEASIBLE" if bound is None or freed < bound else result.record.status
+    if status == "OPTIMAL":  # the bound is met in freed nodes, but the cost was proven for the other plan
+        status = "FEASIBLE"
+    record = exact_record("auto", status, freed=freed, freed_bound=bound, objective=None, bound=None,
+                          wall=result.record.wall_seconds or 0.0)
+    return replace(floor, record=record, stats=result.stats)

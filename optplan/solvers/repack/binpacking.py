@@ -32,6 +32,7 @@ from typing import Any, SupportsIndex, cast
 from ortools.sat.python import cp_model
 
 from optplan.solvers.core.clock import Clock
+from optplan.solvers.core.exact import proven_bound
 from optplan.solvers.repack.binfill import exact_pack, pick, reachable, slack_fill, split_counts
 from optplan.solvers.repack.binflow import flow_pack
 from optplan.solvers.repack.binlp import GilmoreGomory
@@ -531,13 +532,9 @@ def _run(
     bound = lb
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         value = round(solver.objective_value)
-    if status == cp_model.OPTIMAL:
-        assert value is not None
-        bound = value
-    elif status != cp_model.INFEASIBLE:
-        raw = solver.best_objective_bound
-        if math.isfinite(raw):
-            bound = max(lb, math.ceil(raw - 1e-6))
+    proven = proven_bound(solver, status, maximize=False)  # None when cut before a solution
+    if proven is not None:
+        bound = max(lb, proven)
     logger.info(
         "CP-SAT bin packing (%s, seed %d): status=%s value=%s bound=%s seconds=%.3f items=%d sizes=%d bins<=%d",
         desc,

@@ -42,6 +42,7 @@ from ortools.sat.python import cp_model
 from optplan.models.results import FragReport
 from optplan.models.snapshot import Pod
 from optplan.solvers.core.clock import WALL, Clock
+from optplan.solvers.core.exact import proven_bound
 from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, Predicates, constraint_signature, pod_demand
 from optplan.solvers.repack.rules import RepackProblem
 
@@ -271,10 +272,9 @@ def most_vacated(pool: PoolData, *, clock: Clock | None = None, limit: float = B
     solver.parameters.linearization_level = 2
     st = solver.solve(m)
     clock.solved(solver, len(m.proto.variables))
-    if st == cp_model.OPTIMAL:
-        return round(solver.objective_value), True
-    if st == cp_model.FEASIBLE:
-        return math.floor(solver.best_objective_bound + 1e-6), False
+    bound = proven_bound(solver, st, maximize=True)
+    if bound is not None:
+        return bound, st == cp_model.OPTIMAL
     # Vacating nothing is a solution: only a cut before any solution (or a bug) ends here.
     log.warning("pool bound: CP-SAT answered %s; the pool's candidates are the bound", solver.status_name(st))
     return sum(grp.count for grp in groups if not grp.forced), False

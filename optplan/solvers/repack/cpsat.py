@@ -33,7 +33,7 @@ from ortools.sat.python import cp_model
 
 from optplan.models.repack import RepackPlan
 from optplan.solvers.core.clock import WALL, Clock
-from optplan.solvers.core.exact import exact_record, model_bug
+from optplan.solvers.core.exact import exact_record, model_bug, proven_bound
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import Capacity
 from optplan.solvers.repack.base import PlanResult
@@ -244,10 +244,14 @@ def budget_bound(data: ModelData, options: PlanOptions, limit: float) -> int | N
     log.info("cpsat budget bound: %s %s (bound %s) in %.2fs", s.status_name(st),
              s.objective_value if st in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None, s.best_objective_bound,
              s.wall_time)
-    if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return None if st != cp_model.INFEASIBLE else 0
+    if st in (cp_model.INFEASIBLE, cp_model.MODEL_INVALID):  # vacating nothing is a solution: a bug
+        model_bug("cpsat budget bound", s.status_name(st), m.validate())
+        return None
+    bound = proven_bound(s, st, maximize=True)
+    if bound is None:  # cut before its first solution: no bound
+        return None
     data.relaxed = tuple(c for c, x in vacate.items() if s.value(x))
-    return min(data.freed_upper, math.floor(s.best_objective_bound + 1e-6))
+    return min(data.freed_upper, bound)
 
 
 def tighten(data: ModelData, options: PlanOptions, hint: RepackPlan | None) -> None:
@@ -539,14 +543,13 @@ def _phase1(q: _Part, options: PlanOptions, until: float, t0: float, i: int) -> 
              s.best_objective_bound, q.known if q.hint is not None else None, data.freed_upper, s.wall_time)
     if _refused(q, st, m, f"cpsat phase 1 (freed), part {i}", q.hint):
         return
+    bound = proven_bound(s, st, maximize=True)
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE) and round(s.objective_value) >= q.known:
         q.plan, q.found, q.known = _extract(data, v, s), True, round(s.objective_value)
         q.freed_proven = st == cp_model.OPTIMAL
-        q.freed_bound = q.known if q.freed_proven else min(data.freed_upper,
-                                                           math.floor(s.best_objective_bound + 1e-6))
-    else:
-        q.freed_bound = data.freed_upper
+    q.freed_bound = data.freed_upper if bound is None else min(data.freed_upper, bound)
     q.freed_bound = max(q.freed_bound, q.known)
+    q.freed_proven = q.freed_proven or q.known >= q.freed_bound
 
 
 def _phase2(q: _Part, options: PlanOptions, until: float, t0: float, i: int) -> None:
@@ -581,10 +584,10 @@ def _phase2(q: _Part, options: PlanOptions, until: float, t0: float, i: int) -> 
         return
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         q.plan = _extract(data, v, s)
-        q.objective, q.bound = round(s.objective_value), math.ceil(s.best_objective_bound - 1e-6)
+        q.objective = round(s.objective_value)
         q.proven = q.freed_proven and st == cp_model.OPTIMAL
-    else:
-        q.bound = 0
+    bound = proven_bound(s, st, maximize=False)
+    q.bound = 0 if bound is None else bound  # no disruption is below 0
 
 
 def _keep(problem: RepackProblem, hint: RepackPlan | None) -> dict[int, set[str]] | None:

@@ -29,6 +29,7 @@ from ortools.sat.python import cp_model
 
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core.clock import Clock
+from optplan.solvers.core.exact import proven_bound
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +182,8 @@ def _solve_tier(tier: int, names: list[str], members: dict[str, list[str]], cand
         log.info("hypernode frag tier %d: %s; bounds only", tier, solver.status_name(st))
         return result(len(free_now), cap_ub, BOUNDS, free_now)
     value = round(solver.objective_value)
-    bound = min(cap_ub, int(solver.best_objective_bound + 1e-6))
+    proven = proven_bound(solver, st, maximize=True)
+    bound = cap_ub if proven is None else min(cap_ub, proven)
     found = tuple(h for h in candidates if solver.boolean_value(free[h]))
     if value < lower:  # never report less than the heuristic (or doing nothing)
         value, found = lower, greedy_found

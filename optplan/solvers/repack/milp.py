@@ -281,16 +281,17 @@ def solve(problem: RepackProblem, options: PlanOptions) -> MilpOutcome:
     st1 = _status(prob)
     b1 = _dual_bound(prob)
     log.info("milp phase 1 (freed): %s objective %s bound %s", st1, pulp.value(prob.objective), b1)
-    if st1 == "NONE":
-        return MilpOutcome(None, "NONE", None if data.pruned or b1 is None else math.floor(-b1 + 1e-6), None, None,
-                           data, size)
+    if st1 == "NONE":  # cut before a solution: HiGHS's bound there proves nothing we claim
+        return MilpOutcome(None, "NONE", None, None, None, data, size)
     freed = round(pulp.value(v["freed"]))
     if data.pruned:
         freed_bound: int | None = data.freed_upper
     elif st1 == "OPTIMAL":
         freed_bound = freed
     else:
-        freed_bound = data.freed_upper if b1 is None else max(freed, min(data.freed_upper, math.floor(-b1 + 1e-6)))
+        # HiGHS's dual bound beside a solution; one below that solution would be a contradiction: not taken
+        most = None if b1 is None else math.floor(-b1 + 1e-6)
+        freed_bound = data.freed_upper if most is None or most < freed else min(data.freed_upper, most)
     first = _values(v)
     _row(prob, list(v["freed"].items()), EQ, freed)
     prob.setObjective(v["cost"])

@@ -49,7 +49,7 @@ from ortools.sat.python import cp_model
 
 from optplan.models.repack import PodMove, RepackPlan
 from optplan.solvers.core.clock import Clock
-from optplan.solvers.core.exact import Score, better, model_bug
+from optplan.solvers.core.exact import Score, better, model_bug, proven_bound
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import NO_POD_LIMIT
 from optplan.solvers.repack import cpsat
@@ -371,10 +371,9 @@ def _phase1(q: _Part, options: PlanOptions, until: float, i: int, hinted: bool =
         out.plan = plan_part(q.whole, frozenset(out.nodes))
         return
     _keep_better(q, v, s, st)
-    raw = s.best_objective_bound
-    if st in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN) and math.isfinite(raw):
-        # cut before a solution: its LP's bound (the part's whole model, not a restriction)
-        out.freed_bound = min(sm.data.freed_upper, math.floor(raw + 1e-6))
+    bound = proven_bound(s, st, maximize=True)  # the part's whole model, not a restriction
+    if bound is not None:  # a solve cut before its first solution proves nothing: the bound stays
+        out.freed_bound = min(out.freed_bound, bound)
     out.freed_bound = max(out.freed_bound, q.best.freed)
     out.freed_proven = q.best.freed >= out.freed_bound
     m.clear_objective()
