@@ -228,6 +228,10 @@ class SolverRecord(KubeModel):
     best_bound: int | None = None
     gap_percent: float | None = None
     wall_seconds: float | None = None
+    limit_exceeded_seconds: float | None = None
+    """How far past ``--time-limit`` planning ran (on the run's clock: wall-clock seconds, or work with
+    ``--deterministic``), when it did: auto's greedy-fast always runs to its end, and a slow machine gives
+    a later answer rather than none. Absent when the limit held."""
 
 
 # ---- the status we emit ---------------------------------------------------------------------------

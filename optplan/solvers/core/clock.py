@@ -27,6 +27,10 @@ for greedy-fast)."""
 BUILD_SECONDS_PER_VARIABLE = 2e-5
 """A model's building, charged per variable (openb's 150,000-variable model: about 3 s)."""
 WALL_CAP = 3.0
+OVERRUN_SECONDS = 0.25
+OVERRUN_TOLERANCE = 0.02
+"""A run past its limit by more than the larger of these (seconds, share of the limit) says so in its solver
+record (``SolverRecord.limit_exceeded_seconds``): below them it is the cost of reading the answer back."""
 
 
 class Clock:
@@ -45,6 +49,14 @@ class Clock:
     def left(self, until: float) -> float:
         """Seconds of budget until ``until`` (a ``now()`` value)."""
         return until - self.now()
+
+    def overrun(self, limit: float) -> float | None:
+        """Seconds past ``limit`` since the clock started (rounded to 0.1 s), when more than
+        ``OVERRUN_TOLERANCE`` of it; else None."""
+        over = self.now() - limit
+        if over <= max(OVERRUN_SECONDS, OVERRUN_TOLERANCE * limit):
+            return None
+        return round(over, 1)
 
     def charge(self, seconds: float) -> None:
         """Work done outside CP-SAT, in reference seconds (deterministic mode only)."""

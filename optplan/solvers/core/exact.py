@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from optplan.models.repack import SolverRecord
+from optplan.solvers.core.clock import Clock
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,16 @@ def proven_bound(solver: Any, status: Any, *, maximize: bool) -> int | None:
         log.error("CP-SAT reported the bound %s on the wrong side of its own solution %s: no bound taken", raw, value)
         return None
     return bound
+
+
+def with_overrun(record: SolverRecord, clock: Clock, limit: float) -> SolverRecord:
+    """``record`` saying how far past ``limit`` the run's ``clock`` went, when it did (logged as a warning too):
+    a late answer, never a missing one (``Clock.overrun``)."""
+    over = clock.overrun(limit)
+    if over is None:
+        return record
+    log.warning("planning ran %.1fs past its %gs limit (%s)", over, limit, record.name)
+    return record.model_copy(update={"limit_exceeded_seconds": over})
 
 
 class ExactModelError(AssertionError):

@@ -71,7 +71,7 @@ from optplan.solvers.goals.model import (
 )
 from optplan.solvers.goals.problem import GoalProblem, GoalResult
 from optplan.solvers.goals.validate import goal_violations
-from optplan.solvers.repack.milp import EQ, GE, LE, _backend, _dual_bound, _HiGHS, _row
+from optplan.solvers.repack.milp import EQ, GE, LE, _backend, _dual_bound, _HiGHS, _row, proven_optimal
 from optplan.solvers.repack.model import weigh, weighted_cost
 from optplan.solvers.repack.rules import RestartUnit
 
@@ -420,7 +420,7 @@ def _solve(prob: pulp.LpProblem, objective: pulp.LpAffineExpression, maximize: b
     for x in prob.variables():
         x.varValue = round(x.varValue or 0)
     value = round(pulp.value(objective) or 0)
-    proven = prob.sol_status == pulp.LpSolutionOptimal and prob.status == pulp.LpStatusOptimal
+    proven = proven_optimal(prob)
     b = _dual_bound(prob)
     if proven:
         bound = value

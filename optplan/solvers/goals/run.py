@@ -36,6 +36,7 @@ from optplan.models.results import FragReport, PlanResult, RepackOutcome
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core import registry
 from optplan.solvers.core.clock import Clock
+from optplan.solvers.core.exact import with_overrun
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.goals.problem import GoalPlanner, GoalProblem, GoalResult, moved, r_nodes
 from optplan.solvers.goals.resolve import resolve_goals
@@ -104,6 +105,7 @@ def plan_goals(snapshot: Snapshot, run: RepackRun, *, solver: str = registry.DEF
     left = max(options.time_limit * 0.9 - clock.now(), min(1.0, options.time_limit))
     sub = replace(options, time_limit=left)
     result = _auto(problem, sub) if solver == registry.DEFAULT else get_goal_planner(solver).plan(problem, sub)
+    result = replace(result, record=with_overrun(result.record, clock, options.time_limit))
     validate_goal_plan(problem, result.plan, claimed=result.disruption)
     status = goal_status(problem, result, frag)
     plan_result = PlanResult(plan=result.plan.repack, record=result.record, disruption=result.disruption,

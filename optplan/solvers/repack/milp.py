@@ -232,9 +232,27 @@ def cost_expr(data: ModelData, v: Vars) -> pulp.LpAffineExpression:
     return pulp.LpAffineExpression([(x, c) for x, c in cost.items() if c])
 
 
+def proven_optimal(prob: pulp.LpProblem) -> bool:
+    """The solver proved its solution optimal: PuLP's 'Optimal' (which alone does not say a limit cut the
+    search) for the solution and the problem, and, with HiGHS, its dual bound meeting the (integer)
+    objective. HiGHS 1.16 started from a solution (``_HiGHS.start``) has answered "optimal" with its dual
+    bound far below the start's objective (317 vs 66; cold, it found 94): no proof is taken from that."""
+    if not (prob.sol_status == pulp.LpSolutionOptimal and prob.status == pulp.LpStatusOptimal):
+        return False
+    b = _dual_bound(prob)
+    if b is None:
+        return getattr(prob, "solverModel", None) is None  # CBC: its own word
+    value = pulp.value(prob.objective) or 0
+    ours = value if prob.sense == pulp.LpMinimize else -value  # HiGHS minimises; PuLP negates a maximisation
+    if math.ceil(b - 1e-6) < round(ours):
+        log.warning("milp: HiGHS answered optimal at %s with its dual bound at %s: not taken as a proof", ours, b)
+        return False
+    return True
+
+
 def _status(prob: pulp.LpProblem) -> str:
-    """OPTIMAL only when the solver proved it; PuLP's 'Optimal' alone does not say a limit cut it."""
-    if prob.sol_status == pulp.LpSolutionOptimal and prob.status == pulp.LpStatusOptimal:
+    """OPTIMAL only when the solver proved it (``proven_optimal``)."""
+    if proven_optimal(prob):
         return "OPTIMAL"
     if prob.sol_status in (pulp.LpSolutionIntegerFeasible, pulp.LpSolutionOptimal):
         return "FEASIBLE"
@@ -299,10 +317,18 @@ def solve(problem: RepackProblem, options: PlanOptions) -> MilpOutcome:
     with quiet():
         prob.solve(_backend(options, deadline - time.perf_counter(), start=True))
     st2 = _status(prob)
+    kept = _values(v) if st2 != "NONE" else first
+    if st2 == "FEASIBLE" and prob.status == pulp.LpStatusOptimal and deadline - time.perf_counter() > 0.1:
+        # HiGHS said optimal from its start without the bound to prove it (``proven_optimal``): once more, cold
+        with quiet():
+            prob.solve(_backend(options, deadline - time.perf_counter()))
+        st2 = _status(prob)
+        if st2 != "NONE" and scaled_cost(data, decode(data, *_values(v))) <= scaled_cost(data, decode(data, *kept)):
+            kept = _values(v)
+        st2 = "OPTIMAL" if st2 == "OPTIMAL" else "FEASIBLE"
     b2 = _dual_bound(prob)
     log.info("milp phase 2 (cost): %s objective %s bound %s", st2, pulp.value(prob.objective), b2)
-    vacated, sends = _values(v) if st2 != "NONE" else first
-    plan = decode(data, vacated, sends)
+    plan = decode(data, *kept)
     cost = scaled_cost(data, plan)
     bound = None
     if not data.pruned and st1 == "OPTIMAL":

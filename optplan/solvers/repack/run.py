@@ -23,6 +23,7 @@ from optplan.models.repack import (
 from optplan.models.results import FragReport, PlanResult, RepackOutcome, Restarted, round_half_up
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core.clock import Clock
+from optplan.solvers.core.exact import with_overrun
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack.base import get_planner
 from optplan.solvers.repack.bound import BOUND_SECONDS, freed_upper
@@ -52,6 +53,7 @@ def plan_repack(snapshot: Snapshot, run: RepackRun, *, solver: str = "greedy",
     # The metric's time comes out of the planner's budget; a tenth is kept for status and validation.
     left = max(options.time_limit * 0.9 - clock.now(), min(1.0, options.time_limit))
     result = get_planner(solver).plan(problem, replace(options, time_limit=left))
+    result = replace(result, record=with_overrun(result.record, clock, options.time_limit))
     reason, message = outcome(problem, frag, len(result.plan.freed_nodes))
     status = build_status(problem, result, frag, reason, message)
     validate_plan(snapshot, run, result.plan, claimed=result.disruption, status=status, frag=frag,
