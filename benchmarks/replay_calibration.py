@@ -16,7 +16,7 @@ C. the replay (``replay.engine``) of exactly B's pods, each its own gang, arrivi
    rejected) changes — nothing, when the two agree.
 D. as C with the gangs the replay forms (seeded sizes 1/2/4/8, minMember = ceil(0.75 × size), all or
    nothing): what gang scheduling changes.
-E. (``--compressed``) the replay as the README's table runs it: speedup 5000, 40 passes, 24 h, with
+E. (``--compressed``) the replay as the policy table of docs/benchmarks.md runs it: speedup 5000, 40 passes, 24 h, with
    departures: its time-weighted allocation (the ramp from an empty cluster counts, pods leave and
    their cards idle until a fitting gang comes, and the offered load is below 100%), its mean over the
    second half (without the ramp), its highest sample and its allocation at the horizon. This takes a

@@ -1,1 +1,11 @@
-"""Adapters: the only code that knows Kubernetes' file and API shapes."""
+"""Adapters: the only code that knows Kubernetes' file and API shapes, and (``kube``) the only module that
+imports the ``kubernetes`` client (pyproject's "Only adapters know the kubernetes client" contract).
+
+- ``kubefile``: snapshots read from ``kubectl get -o yaml|json`` files, stdin or directories, within the
+  input limits; ``kube``: live clusters (list, watch, patch, evict, leases) through the client;
+- ``output``: objects written as kubectl prints them (YAML, JSON, tables), byte-for-byte deterministic;
+  ``execute_io``: the Execute parts of a RepackRun read with errors naming the field;
+- ``generate``: seeded synthetic snapshots; ``openb``: the Alibaba openb GPU trace as a snapshot;
+  ``inject``: pending gangs and a HyperNode fabric added to a snapshot (the bench's goals section);
+- ``render``: a snapshot and a plan as a PNG; ``args``: argument types shared by the commands.
+"""

@@ -1,9 +1,11 @@
 """The optplan command line: parse, call, print. Bad input exits 2 with one line; bugs exit 1.
 
 One module per command family: ``repack`` (repack, compare, frag), ``place``, ``spot`` (reclaim-spot),
-``queues`` (queues, spot-capacity), ``execute`` (nominate, verify), ``sources`` (snapshot, generate, and
-where a command's snapshot comes from); this module builds the parser and dispatches. The CLI is the top
-layer: it imports solvers, adapters and the API directly.
+``queues`` (queues, spot-capacity), ``execute`` (nominate, verify), ``replay``, ``controller``, ``sources``
+(snapshot, generate, and where a command's snapshot comes from); ``render``, ``import openb``, ``bench`` and
+``serve`` are run by their own modules (``adapters.render``, ``adapters.openb``, ``optplan.bench``,
+``optplan.serve``). This module builds the parser and dispatches. The CLI is the top layer: it imports
+the plan server, the controller, solvers, adapters and the API directly.
 """
 
 from __future__ import annotations

@@ -154,7 +154,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timings", action="store_true",
                    help="also report planning wall seconds (output then differs from run to run)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    p.add_argument("--sweep", metavar="SWEEP.yaml", help="run the grid this file describes (see the README)")
+    p.add_argument("--sweep", metavar="SWEEP.yaml", help="run the grid this file describes (see docs/replay.md)")
     p.add_argument("--workers", type=int_in(1, 256), default=os.cpu_count() or 1, metavar="N",
                    help="sweep: local worker processes (default: the CPUs)")
     p.add_argument("--ray", action="store_true", help="sweep: run the cells on a local Ray instance")

@@ -1,1 +1,17 @@
-"""Domain models: snapshot objects, RepackRun spec and status, plans."""
+"""Domain models: pure data (pydantic), no planning and no Kubernetes client.
+
+Modules, each importing only the lines below it (pyproject's "Models import one way" contract):
+
+- ``execute`` (Execute's records: relocations, ``Nomination``, ``Verification``), ``placement`` (queue
+  placement plans, ``BinpackWeights``), ``results`` (what Repack returns: disruption, restarts, planner
+  results, the fragmentation report, a run's outcome);
+- ``snapshot`` (the cluster: nodes, pods, PodGroups, PDBs, HyperNodes and their resolved ``Topology``) and
+  ``repack`` (the RepackRun spec, its goals and status, the disruption ``DIMENSIONS`` and ``Weights``);
+- ``queues`` (Volcano queues, PriorityClasses, VCJobs and the queue tree) and ``quantity`` (Kubernetes
+  quantities, parsed exactly);
+- ``selectors`` (label selectors, node affinity, taints and tolerations) and ``limits`` (the bounds on
+  input, one constant each).
+
+``goals`` (the plan and status of a run with goals; it re-exports the goal specs ``repack`` defines) sits
+beside ``execute`` and ``placement``, above ``repack``.
+"""

@@ -1,2 +1,15 @@
-"""The solvers' shared core: the feasibility oracle (predicates, room), clocks, the planner registry
-and the options every planner takes. Imports no planner family."""
+"""The solvers' shared core; it imports no planner family.
+
+Modules (pyproject's "Core imports one way" contract: ``options`` above the rest):
+
+- ``options``: ``PlanOptions``, what every planner takes (limits, workers, seed, the run's clock);
+- ``clock``: time limits as wall-clock seconds or as work (``--deterministic``);
+- ``oracle``: the feasibility oracle every planner, baseline and validator asks (static predicates,
+  room, ``max_fit``);
+- ``registry``: every named planner by (family, name): repack, placement and goals; read by the CLI, the
+  plan server, the API and each family's dispatch;
+- ``exact``: what the exact planners share: plan ranking, gap and solver record, and ``model_bug``;
+- ``protection``: the disruption-protection markers (do-not-disrupt, safe-to-evict, preemptable), read by
+  Repack's rules and placement's victim rules;
+- ``highs``: HiGHS kept quiet on stdout, for every MILP user (outside the layers contract).
+"""

@@ -7,7 +7,10 @@ reading the names costs no OR-Tools, MILP or numpy import. Families:
 - ``repack``: ``plan(problem, options) -> PlanResult`` planner classes (``optplan.solvers.repack.base.Planner``);
 - ``placement``: queue placement of pending VCJobs with preempt/reclaim victims; ``greedy`` is Volcano's
   allocate (always run first), ``cpsat`` the exact model hinted with it, ``auto`` the better of the two
-  (no code of its own: ``optplan.solvers.placement.place`` composes it).
+  (no code of its own: ``optplan.solvers.placement.place`` composes it);
+- ``goals``: planners of RepackRuns with admit / freeHyperNodes goals (``optplan.solvers.goals``): ``greedy``,
+  ``cpsat`` (the joint model), ``kai`` (KAI-scheduler's consolidation, a peer), ``milp`` (the joint model's
+  PuLP/HiGHS twin) and ``auto`` (composed by ``optplan.solvers.goals.run``).
 
 To add a planner: one ``Entry`` here (the order is the order users see), and the class or function it names.
 """

@@ -1,12 +1,23 @@
-"""Repack with a purpose (issue 15): move running pods, never delete them, so that named pending gangs can
-be placed whole and whole HyperNodes of a tier are left empty of the target resource.
+"""Repack with a purpose: move running pods, never delete them, so that named pending gangs can be placed
+whole and whole HyperNodes of a tier are left empty of the target resource.
 
 The family composes the other two: Repack's moves, rules and validator (``solvers/repack``) and
 placement's pending gangs, gang minimums, quotas and network topology (``solvers/placement``), so it sits
-above both in the import contracts. Its modules, lowest first: ``resolve`` (the goals read against the
-snapshot: which gangs, which tier, which HyperNodes; bad input is an InputError naming the field),
-``problem`` (the joint problem), ``validate`` (every plan checked against the goals), the planners
-(``greedy``, ``kai`` — KAI-scheduler's consolidation, as a peer — and ``cpsat``), and ``run`` (one planner's
-plan, validated, as a RepackRun status). The spec is models/repack.py's ``AdmitGoal``,
-``FreeHyperNodesGoal`` and ``NetworkTopologyGoal``; the plan and status types are models/goals.py's.
+above both in the import contracts. Its modules, top to bottom; each imports only the lines below it
+(pyproject's "Goals imports one way" contract):
+
+- ``run``: one planner's plan, validated, as a RepackRun status (``plan_run``, ``plan_goals``; ``auto``:
+  the greedy, then the joint CP-SAT model hinted with it, the better plan winning);
+- the planners: ``greedy`` (the fallback and baseline), ``kai`` (KAI-scheduler's consolidation, as a
+  peer), ``cpsat`` (one model deciding moves, placements and HyperNodes together) and ``milp`` (its
+  PuLP/HiGHS twin);
+- ``model`` (the exact model's data, shared by ``cpsat`` and ``milp``; no solver import), ``validate``
+  (every plan re-checked by the two families' own rules, trusting no planner) and ``room`` (the running
+  state the heuristics share);
+- ``problem``: the facts every planner and the validator read;
+- ``resolve``: the goals read against the snapshot (which gangs, which tier, which HyperNodes); bad goals
+  are an InputError naming the field.
+
+Only ``cpsat`` loads OR-Tools. The spec is models/repack.py's ``AdmitGoal``, ``FreeHyperNodesGoal`` and
+``NetworkTopologyGoal``; the plan and status types are models/goals.py's.
 """

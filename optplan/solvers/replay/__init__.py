@@ -1,15 +1,16 @@
-"""Repack over time (issue 16): a discrete-event replay of a GPU trace with Volcano's gang + binpack
-allocate and a Repack policy, and sweeps of such replays over policies, intervals, budgets, traces and
-seeds.
+"""Repack over time: a discrete-event replay of a GPU trace with Volcano's gang + binpack allocate and a
+Repack policy, and sweeps of such replays over policies, intervals, budgets, planners, traces and seeds.
 
 The family sits on top of the solver families: it uses the online simulation's numpy cluster state and
-binpack cache (``sim``), placement's pending-by-fragmentation verdict (``placement.pending``) and the
-real Repack planners (``repack.run.plan_repack``, ``repack.baselines``). Reading trace files is the CLI's
-(``optplan.cli.replay``, through the openb importer's readers): this family takes a ``Trace``.
+binpack cache (``sim``), placement's pending-by-fragmentation verdict (``placement.pending``), the real
+Repack planners (``repack.run.plan_repack``, ``repack.baselines``) and, for the ``pending`` policy, the
+goal planners (``goals.run``: a run whose admit goal names the waiting gangs). Reading trace files is the
+CLI's (``optplan.cli.replay``, through the openb importer's readers): this family takes a ``Trace``.
 
-Modules, lowest first: ``trace`` (the jobs and nodes a replay reads), ``config`` (a policy as data),
-``cluster`` (the incremental cluster state and Volcano's allocate on it), ``snapshot`` (a Snapshot of the
-replay state, built only when a Repack runs), ``policy`` (when a Repack runs, with which planner, and
-applying its validated plan), ``engine`` (the event loop and its metrics), ``report`` (Markdown, JSON
-and plots of one replay), ``sweep`` (grids, executors, confidence intervals).
+Modules, top to bottom; each imports only the lines below it (pyproject's "Replay imports one way"
+contract): ``sweep`` (grids, executors, confidence intervals), ``report`` (Markdown and JSON of one
+replay) and ``plots`` (its PNGs); ``engine`` (the event loop and its metrics); ``policy`` (when a Repack
+runs, with which planner, and applying its validated plan); ``snapshot`` (a Snapshot of the replay state,
+built only when a Repack runs); ``cluster`` (the incremental cluster state and Volcano's allocate on it);
+``config`` (a policy as data) and ``trace`` (the jobs and nodes a replay reads).
 """

@@ -1,1 +1,4 @@
-"""Online placement simulation (online): pods arriving one at a time, scored by policy."""
+"""Online placement simulation (``online``): pods arriving one at a time on an empty cluster, none
+leaving, placed by a policy (Volcano's binpack, best-fit, random, CP-SAT batches): the bench's FGD setup.
+The replay family reuses its numpy cluster state.
+"""
