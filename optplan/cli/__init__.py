@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_snapshot_source(p)
         p.add_argument("-o", "--output", choices=formats, default=default, help=f"output format (default {default})")
         p.add_argument("--time-limit", type=positive_float, default=limit, metavar="SECONDS",
-                       help=f"time limit of each exact computation (default {limit:g})")
+                       help=f"time budget for planning; docs/limits.md says what it covers (default {limit:g})")
         p.add_argument("-v", "--verbose", action="count", default=0,
                        help="log progress to stderr (incumbents with time, objective and bound)")
 
