@@ -47,13 +47,13 @@ def _busy(stop_at: float) -> None:
 
 def _snapshot(data: Path, trace: str, groups: int, gpus: int) -> tuple[LoadedInput, RepackRun]:
     cfg = ImportConfig(fill=80.0, seed=0)
-    objs = import_openb(data / "openb" / "openb_node_list_gpu_node.csv",
-                        data / "openb" / f"openb_pod_list_{trace}.csv", cfg)
-    loaded = load_objects(objs)
-    run = next(iter(loaded.runs.values()))
-    spec = run.spec.model_copy(update={"max_per_run": run.spec.max_per_run.model_copy(
-        update={"pod_groups": groups, "resources": {"nvidia.com/gpu": gpus}})})
-    return loaded, run.model_copy(update={"spec": spec})
+    objs, _stats = import_openb(str(data / "openb" / "openb_node_list_gpu_node.csv"),
+                                str(data / "openb" / f"openb_pod_list_{trace}.csv"), cfg)
+    run = {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": {"name": "under-load"},
+           "spec": {"mode": "DryRun", "goals": [{"resource": "nvidia.com/gpu"}],
+                    "maxPerRun": {"podGroups": groups, "resources": {"nvidia.com/gpu": gpus}}}}
+    loaded = load_objects([o for o in objs if o.get("kind") != "RepackRun"] + [run])
+    return loaded, loaded.runs["under-load"]
 
 
 def _plan(loaded: LoadedInput, run: RepackRun, solver: str, limit: float) -> dict[str, Any]:
