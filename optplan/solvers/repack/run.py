@@ -54,15 +54,17 @@ def plan_repack(snapshot: Snapshot, run: RepackRun, *, solver: str = "greedy",
     left = max(options.time_limit * 0.9 - clock.now(), min(1.0, options.time_limit))
     result = get_planner(solver).plan(problem, replace(options, time_limit=left))
     result = replace(result, record=with_overrun(result.record, clock, options.time_limit))
-    reason, message = outcome(problem, frag, len(result.plan.freed_nodes))
+    reason, message = outcome(problem, frag, len(result.plan.freed_nodes), result.record.freed_nodes_bound)
     status = build_status(problem, result, frag, reason, message)
     validate_plan(snapshot, run, result.plan, claimed=result.disruption, status=status, frag=frag,
                   weights=problem.weights)
     return RepackOutcome(run=run, status=status, result=result, frag=frag, reason=reason)
 
 
-def outcome(problem: RepackProblem, frag: FragReport, freed: int) -> tuple[str, str]:
-    """The seed's three outcomes, decided in exact arithmetic."""
+def outcome(problem: RepackProblem, frag: FragReport, freed: int, bound: int | None = None) -> tuple[str, str]:
+    """The seed's three outcomes, decided in exact arithmetic. "No node can be freed" is said only when it is
+    proven: the freed-node bound (``problem.freed_upper``) or the planner's (``bound``) is 0; else the message
+    says that no plan freeing a node was found, and how many a plan might free."""
     before = frag.percent()
     if frag.warning is not None:
         return NO_FRAGMENTATION, frag.warning
@@ -75,7 +77,11 @@ def outcome(problem: RepackProblem, frag: FragReport, freed: int) -> tuple[str, 
         return RECOMMENDED, (f"freeing {freed} node(s) improves fragmentation by {pts} points "
                              f"(required {need})")
     if freed == 0:
-        return INSUFFICIENT, "no node can be freed within scope, budgets and scheduling constraints"
+        most = min((b for b in (problem.freed_upper, bound) if b is not None), default=None)
+        if most is not None and most <= 0:
+            return INSUFFICIENT, "no node can be freed within scope, budgets and scheduling constraints"
+        at_most = f" (at most {most} node(s) can be freed)" if most is not None else ""
+        return INSUFFICIENT, f"no plan freeing a node was found within the time limit; not proven impossible{at_most}"
     return INSUFFICIENT, f"best plan improves fragmentation by {pts} points, below the required {need}"
 
 
