@@ -72,6 +72,8 @@ their expected building time: they need longer than that again to reach a plan (
 POOLS_CHECK_SECONDS_PER_CANDIDATE = 2e-4
 """At least this much of the limit per candidate is left for validating the merged plan (1.5 s at
 10,000 nodes)."""
+MIN_CPU_SAMPLE = 0.05
+"""CPU seconds of greedy-fast below which its wall-over-CPU ratio is noise (the machine is taken as quiet)."""
 POOLS_SHARE = 0.6
 """With a topology PodGroup, of the time left once the large model is built, what the shape models of the
 parts without one (``pools``) may use; the LNS has the rest (and what they leave). Without, the shape
@@ -89,22 +91,30 @@ class AutoPlanner:
         options = replace(options, clock=clock)
         start = clock.now()
         fast = FastGreedyPlanner()
+        cpu = time.process_time()
         floor = fast.plan(problem, replace(options, time_limit=math.inf))
-        return _floor(problem, floor, self._plan(problem, options, floor, fast, t0, start))
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - t0
+        # How starved this process is: wall-clock over CPU seconds of a single-threaded step (1 on a quiet
+        # machine, about (n + 1) / 2 beside n busy processes on 2 cores). The wall-clock estimates of the
+        # exact paths' setup are CPU seconds of the reference machine: scaled by it.
+        starved = max(1.0, wall / cpu) if cpu > MIN_CPU_SAMPLE and not clock.deterministic else 1.0
+        if starved > 1.5:
+            log.info("auto: greedy-fast ran %.1fx slower than its CPU time (a busy machine)", starved)
+        return _floor(problem, floor, self._plan(problem, options, floor, fast, t0, start, starved))
 
     def _plan(self, problem: RepackProblem, options: PlanOptions, greedy: PlanResult, fast: FastGreedyPlanner,
-              t0: float, start: float) -> PlanResult:
+              t0: float, start: float, starved: float = 1.0) -> PlanResult:
         clock = options.timer()
         small = len(problem.candidates) <= FAST_GREEDY_ABOVE
         cap = receiver_cap(problem)
-        setup = POOLS_SETUP_SECONDS_PER_CANDIDATE * len(problem.candidates)
+        setup = POOLS_SETUP_SECONDS_PER_CANDIDATE * len(problem.candidates) * starved
         if cap is not None and not problem.topology_groups and (
             clock.deterministic or options.time_limit - (clock.now() - start) >= POOLS_SETUP_FACTOR * setup
         ):
             # Too large to solve whole, and no topology PodGroup: the shape models solve every part,
             # each from greedy-fast's plan there (on the wall clock only when the limit leaves time to
             # build them: else the greedy path, which keeps to a short limit).
-            by_pool = self._by_pool(problem, options, cap, t0, start, greedy.plan)
+            by_pool = self._by_pool(problem, options, cap, t0, start, greedy.plan, starved)
             if by_pool is not None:
                 return by_pool
         left = options.time_limit / 2 - (clock.now() - start)
@@ -155,7 +165,7 @@ class AutoPlanner:
         return replace(greedy, record=record, stats=cpsat.model_stats(out))
 
     def _by_pool(self, problem: RepackProblem, options: PlanOptions, cap: int, t0: float,
-                 start: float, hint: RepackPlan) -> PlanResult | None:
+                 start: float, hint: RepackPlan, starved: float = 1.0) -> PlanResult | None:
         """Too large a model to solve whole, and no topology PodGroup: every part by shape (``pools``,
         each part from its own greedy's plan), then the LNS; None when some part has no model by shape
         or the merged plan broke a rule (the greedy path then runs)."""
@@ -166,7 +176,8 @@ class AutoPlanner:
             return None
         cpsat.tighten(data, options, None)
         # the LNS has what they leave; the merged plan's validation, after them, what they may not use
-        reserve = max(POOLS_RESERVE * options.time_limit, POOLS_CHECK_SECONDS_PER_CANDIDATE * len(problem.candidates))
+        reserve = max(POOLS_RESERVE * options.time_limit,
+                      POOLS_CHECK_SECONDS_PER_CANDIDATE * len(problem.candidates) * starved)
         pooled = pools.solve(data, hint, options, deadline - reserve, prepared)
         if pooled is None:
             return None
