@@ -166,7 +166,8 @@ def lease_rules() -> list[dict[str, Any]]:
 
 
 # What optplan reads (adapters/kube.py's RESOURCES, list + watch into the controller's caches) and what the
-# controller writes (issue 14 §1: the run's journal, TTL deletion, Eviction API, nominatedNodeName). No Events.
+# controller writes (issue 14 §1: the run's journal, TTL deletion, Eviction API, nominatedNodeName; issue 29
+# §1: events.k8s.io Events, created and their series patched, never read or deleted).
 READS = {(r.group, r.plural, verb) for r in RESOURCES for verb in ("list", "watch")}
 WRITES = {
     ("repack.volcano.sh", "repackruns", "get"),
@@ -174,6 +175,8 @@ WRITES = {
     ("repack.volcano.sh", "repackruns/status", "patch"),
     ("", "pods/eviction", "create"),
     ("", "pods/status", "patch"),
+    ("events.k8s.io", "events", "create"),
+    ("events.k8s.io", "events", "patch"),
 }
 OPT_IN = {("repack.volcano.sh", "repackruns", "create")}
 """Granted, used only with ``--admit-pending-after`` (off in the Deployment): tests/test_controller_autotrigger.py
@@ -245,8 +248,8 @@ def test_reading_a_pod_after_an_eviction_conflict_is_a_list_the_cluster_role_all
 
 def test_the_deployments_command_sends_only_requests_the_rbac_allows_and_uses_every_grant(tmp_path: Path) -> None:
     """The Deployment's own command line (with a kubeconfig for the fake instead of the service account) runs
-    a DryRun (its first status write refused with 409) and the seed's Execute run to the end, then deletes
-    them after their TTL, against the fake API server and its simulated world. Every request it sent must be
+    a DryRun (its first status write refused with 409) and the seed's Execute run to the end (a second
+    Execute waiting its turn meanwhile), then deletes them after their TTL, against the fake API server and its simulated world. Every request it sent must be
     allowed by the ClusterRole or, in the controller's namespace, by the Role; every permission granted must
     have been used by some request."""
     fk = FakeKube(crd_schemas=True).start()
@@ -254,6 +257,9 @@ def test_the_deployments_command_sends_only_requests_the_rbac_allows_and_uses_ev
     try:
         fk.add(*seed_objects(ttl=1), server_fields=True)
         fk.add(*[o for o in seed_objects(run_name="seed-dryrun", mode="DryRun", ttl=1) if o["kind"] == "RepackRun"],
+               server_fields=True)
+        # a second Execute waits its turn, told again on every pass: its Event's series is patched
+        fk.add(*[o for o in seed_objects(run_name="seed-second", ttl=1) if o["kind"] == "RepackRun"],
                server_fields=True)
         world.step()
         # another writer got there first: the controller reads the run again (get) and carries on
@@ -279,6 +285,8 @@ def test_the_deployments_command_sends_only_requests_the_rbac_allows_and_uses_ev
     finally:
         world.stop()
         fk.stop()
+    waits = [e for e in fk.objects("events.k8s.io/v1", "Event") if e["regarding"]["name"] == "seed-second"]
+    assert waits and waits[0]["reason"] == "AnotherRunActive" and waits[0]["series"]["count"] >= 2
     seen = {attributes(r.method, r.path, r.query) for r in fk.requests}
     refused = [a for a in seen if not allows(cluster_rules(), a)
                and not (a.namespace == NAMESPACE and allows(lease_rules(), a))]
