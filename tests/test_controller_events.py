@@ -226,13 +226,16 @@ def test_a_failing_event_write_leaves_the_run_as_it_was_and_is_counted(env: Env)
     for ns in ("default", NS):
         env.fk.fail(f"/apis/events.k8s.io/v1/namespaces/{ns}/events", 500, times=None)
     metrics = Metrics()
-    run = env.until_finished(controller(env, metrics=metrics))
+    client = env.client()
+    client.on_error = metrics.api_error  # as `optplan controller` wires it
+    run = env.until_finished(controller(env, client, metrics))
     assert run["status"]["phase"] == "Succeeded" and complete(run)["reason"] == "ExecutionCompleted"
     assert placements(run) == {W0: ("Evicted", "Bound", "ascend-node-02"), W1: ("Evicted", "Bound", "ascend-node-03")}
     assert env.fk.evicted() == [f"{NS}/{W0}", f"{NS}/{W1}"]
     assert not env.fk.objects(*EVENT_API)
     written = counters(metrics)
     assert written["optplan_event_write_errors_total", ()] == 8  # 6 on the run, 2 on the pods
+    assert written["optplan_api_errors_total", (("code", "500"), ("verb", "create"))] == 8
 
 
 # ---- the fake API server's Events ------------------------------------------------------------------
