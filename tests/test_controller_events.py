@@ -19,7 +19,7 @@ from optplan.controller.manager import Controller
 from optplan.controller.metrics import Metrics
 from tests.fakekube import ApiError, FakeKube
 from tests.test_controller import NS, W0, W1, Clock
-from tests.test_controller_e2e import SETTINGS, Env, complete, placements, seed_objects
+from tests.test_controller_e2e import RUN_API, SETTINGS, Env, complete, placements, seed_objects
 
 EVENT_API = ("events.k8s.io/v1", "Event")
 RUN = "ascend-execute-001"
@@ -284,3 +284,37 @@ def test_the_fake_server_patches_only_an_events_series(fake_kube: FakeKube) -> N
                       regarding={"apiVersion": "v1", "kind": "Pod", "name": "p", "namespace": "team-a"})
     fake_kube.create(pod_event)  # a namespaced object's Event lives in its namespace
     assert [e["metadata"]["name"] for e in fake_kube.objects(*EVENT_API, namespace="team-a")] == ["p.1"]
+
+
+def test_a_network_topology_that_cannot_be_mapped_fails_the_run_naming_the_field(fk: FakeKube,
+                                                                                 kubeconfig: str) -> None:
+    objs = seed_objects()
+    e = Env(fk, kubeconfig, [o for o in objs if o["kind"] != "RepackRun"])
+    try:
+        run = {**objs[-1], "metadata": {"name": "racks"},
+               "spec": {**objs[-1]["spec"], "mode": "DryRun",
+                        "networkTopology": {"hyperNodeTier": 1, "nodeBlockSize": 8, "requiredNodeBlocks": 1}}}
+        fk.create(run)  # the CRD accepts the other implementation's fields; this cluster has no HyperNode
+        ctl = controller(e)
+        e.step(ctl)
+        done = fk.get(*RUN_API, "racks")
+        assert done["status"]["phase"] == "Failed" and complete(done)["reason"] == "InvalidSpec"
+        assert "spec.networkTopology.hyperNodeTier: no HyperNode has tier 1" in complete(done)["message"]
+        (why,) = events(fk, "racks")
+        assert (why["reason"], why["type"]) == ("Failed", WARNING)
+        assert why["note"].startswith("InvalidSpec: ") and "spec.networkTopology.hyperNodeTier" in why["note"]
+    finally:
+        e.close()
+
+
+def test_a_failing_pass_tells_why_and_the_run_goes_on(env: Env) -> None:
+    env.fk.fail(f"/api/v1/namespaces/{NS}/pods/{W0}/eviction", 403, times=2)
+    ctl = controller(env)
+    run = env.until_finished(ctl)
+    assert complete(run)["reason"] == "ExecutionCompleted"
+    told = events(env.fk, RUN)
+    assert story(told) == ["Planned", "EvictionRefused", "ReconcileError", "Evicted", "Evicted", "Nominated",
+                           "Nominated", "Completed"]
+    refused, failed = told[1], told[2]
+    assert refused["series"]["count"] == 2 and f"eviction of {NS}/{W0} failed" in refused["note"]
+    assert failed["series"]["count"] == 2 and failed["note"].startswith("retrying: KubeError: forbidden")

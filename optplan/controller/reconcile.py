@@ -54,7 +54,14 @@ each plan and verify with its deadline (``plan_deadline``: 3x the time limit + 6
 A run being deleted is not acted on: its next journal write fails (404) and no eviction follows; moves
 made are not rolled back. A finished run with ``ttlSecondsAfterFinished`` is deleted that long after
 ``completionTime``. A RepackRun the planner cannot read finishes Failed with ``InvalidSpec``; any other
-exception is logged, recorded as condition ``Reconciled=False`` and retried with backoff.
+exception is logged, recorded as condition ``Reconciled=False`` and retried with backoff; so is a plan
+refused for the run's goals (a field of its spec naming what the cluster does not have, or a networkTopology
+that cannot be mapped): Failed with ``InvalidSpec`` and the field.
+
+Events (``events.py``, when a ``recorder`` is given) tell each decision once it is journaled: on the run,
+Planned / NothingToDo / Rejected, AnotherRunActive / CooldownActive, Evicted / EvictionRefused (the pod
+and the budget named), Nominated, Completed / CompletedWithAlternativePlacement / Failed, ReconcileError;
+on each pod evicted, Repacked (naming the run).
 """
 
 from __future__ import annotations
@@ -288,8 +295,9 @@ class Reconciler:
         try:
             obj = self._fresh(name)
             if obj is not None and _phase(obj) not in st.FINISHED:
-                self._write(obj, {"conditions": [st.condition(st.RECONCILED, False, st.RECONCILE_ERROR,
-                                                              f"retrying: {message}")]})
+                written = self._write(obj, {"conditions": [st.condition(st.RECONCILED, False, st.RECONCILE_ERROR,
+                                                                        f"retrying: {message}")]})
+                self._tell(written, WARNING, st.RECONCILE_ERROR, "Reconcile", f"retrying: {message}")
         except Exception as again:  # the API server may be what fails: the log has it
             log.warning("RepackRun %s: cannot record the failure: %s", name, again)
         return min(self.settings.retry * 2 ** n, self.settings.max_retry)
@@ -311,10 +319,15 @@ class Reconciler:
             run = self._parse(obj)
         except InputError as e:
             return self._finish(obj, st.FAILED, st.INVALID_SPEC, str(e))
-        if run.spec.mode == "DryRun":
-            return None if phase is not None else self._dry_run(obj, run)
-        if phase in (None, st.PENDING):
-            return self._start(obj, run)
+        try:
+            if run.spec.mode == "DryRun":
+                return None if phase is not None else self._dry_run(obj, run)
+            if phase in (None, st.PENDING):
+                return self._start(obj, run)
+        except InputError as e:  # the goals name what the cluster does not have, or cannot be mapped
+            if e.obj != f"RepackRun/{run.name}" or not (e.field or "").startswith("spec."):
+                raise  # another object's fault (a bad Node): retried
+            return self._finish(obj, st.FAILED, st.INVALID_SPEC, str(e))
         return self._execute(obj, run)
 
     # ---- reading -------------------------------------------------------------------------------
