@@ -318,3 +318,15 @@ def test_a_failing_pass_tells_why_and_the_run_goes_on(env: Env) -> None:
     refused, failed = told[1], told[2]
     assert refused["series"]["count"] == 2 and f"eviction of {NS}/{W0} failed" in refused["note"]
     assert failed["series"]["count"] == 2 and failed["note"].startswith("retrying: KubeError: forbidden")
+
+
+def test_the_fake_server_lists_events_by_namespace_and_by_what_they_regard(fake_kube: FakeKube) -> None:
+    fake_kube.create(event())
+    fake_kube.create(event(metadata={"name": "r2.17f1", "namespace": "default"},
+                           regarding={"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "name": "r2"}))
+    code, out, _ = fake_kube.handle(
+        "GET", "/apis/events.k8s.io/v1/namespaces/default/events?fieldSelector=regarding.name%3Dr2", {}, b"")
+    assert code == 200 and isinstance(out, dict)
+    assert out["kind"] == "EventList" and [e["metadata"]["name"] for e in out["items"]] == ["r2.17f1"]
+    code, out, _ = fake_kube.handle("GET", "/apis/events.k8s.io/v1/namespaces/team-a/events", {}, b"")
+    assert code == 200 and isinstance(out, dict) and out["items"] == []
