@@ -54,9 +54,9 @@ each plan and verify with its deadline (``plan_deadline``: 3x the time limit + 6
 A run being deleted is not acted on: its next journal write fails (404) and no eviction follows; moves
 made are not rolled back. A finished run with ``ttlSecondsAfterFinished`` is deleted that long after
 ``completionTime``. A RepackRun the planner cannot read finishes Failed with ``InvalidSpec``; any other
-exception is logged, recorded as condition ``Reconciled=False`` and retried with backoff; so is a plan
-refused for the run's goals (a field of its spec naming what the cluster does not have, or a networkTopology
-that cannot be mapped): Failed with ``InvalidSpec`` and the field.
+exception is logged, recorded as condition ``Reconciled=False`` and retried with backoff. A plan refused
+for the run's own goals (a field of its spec naming what the cluster does not have, or a networkTopology
+that cannot be mapped) finishes it as an unreadable spec does: Failed, ``InvalidSpec``, naming the field.
 
 Events (``events.py``, when a ``recorder`` is given) tell each decision once it is journaled: on the run,
 Planned / NothingToDo / Rejected, AnotherRunActive / CooldownActive, Evicted / EvictionRefused (the pod
