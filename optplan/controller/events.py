@@ -131,6 +131,7 @@ class _Series:
     last_observed: float
     last_written: float  # when the API server's copy was last written
 
+
 class Recorder:
     """Writes Events through ``sink`` (see the module docstring); thread-safe."""
 
@@ -179,7 +180,7 @@ class Recorder:
                 return
             namespace = ref.get("namespace") or "default"  # a cluster-scoped object's Events live in default
             event: dict[str, Any] = {
-                "metadata": {"name": f"{ref.get('name', 'object')}.{self._nanos(now):x}", "namespace": namespace},
+                "metadata": {"name": self._name(ref, now), "namespace": namespace},
                 "eventTime": micro_time(now), "reportingController": CONTROLLER,
                 "reportingInstance": self.instance, "action": action, "reason": reason, "type": type_,
                 "regarding": ref, "note": text}
@@ -229,10 +230,12 @@ class Recorder:
         """A series count to write now: its first repeat at once, later ones once ``refresh`` has passed."""
         return series.count != series.written and (series.written == 1 or now - series.last_written >= self.refresh)
 
-    def _nanos(self, now: float) -> int:
-        """Nanoseconds for a name: the clock's, but never twice the same (names must be unique)."""
+    def _name(self, ref: Mapping[str, str], now: float) -> str:
+        """``<object>.<hex nanoseconds>``: the clock's nanoseconds, never twice the same (names are unique),
+        the object's name cut to keep within the 253 characters of a name."""
         self._last_nanos = max(int(now * 1e9), self._last_nanos + 1)
-        return self._last_nanos
+        suffix = f".{self._last_nanos:x}"
+        return ref.get("name", "object")[:253 - len(suffix)].rstrip(".-") + suffix
 
     # ---- writing --------------------------------------------------------------------------------
 
@@ -252,9 +255,8 @@ class Recorder:
                 self.sink.patch_event(series.namespace, series.name, patch)
             except NotFoundError:
                 # the Event expired: write it again, with its series, under a new name
-                event = {**series.event, **patch, "metadata": {
-                    "name": f"{series.event['regarding'].get('name', 'object')}.{self._nanos(now):x}",
-                    "namespace": series.namespace}}
+                name = self._name(series.event["regarding"], now)
+                event = {**series.event, **patch, "metadata": {"name": name, "namespace": series.namespace}}
                 self.sink.create_event(series.namespace, event)
                 series.name, series.event = event["metadata"]["name"], event
             series.written = series.count
