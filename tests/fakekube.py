@@ -74,6 +74,13 @@ Emulated (apiserver behaviour, from the Kubernetes API conventions and the apise
   ``fakeworld`` does).
 - **Binding** (``POST pods/{name}/binding``): sets ``spec.nodeName`` and the ``PodScheduled`` condition;
   409 when the pod is already bound.
+- **Events** (events.k8s.io/v1, namespaced): create, patch (merge and JSON patch), list with field
+  selectors on any field (``regarding.name``, ``reason``); create and update validated as the apiserver
+  does (``_event_causes``: required eventTime, reportingController, reportingInstance, action, reason;
+  note at most 1 KiB; type Normal or Warning; ``series.count`` at least 2 with ``lastObservedTime``;
+  a cluster-scoped ``regarding`` only from the default namespace; all but ``series`` immutable), 422
+  otherwise. The core/v1 view of the same Events (``kubectl describe``'s) is not emulated: the two
+  groups are separate stores here.
 - **Types**: nodes, pods, secrets, configmaps, events (core and events.k8s.io), PDBs, PriorityClasses,
   coordination.k8s.io Leases, Volcano PodGroups, Queues, HyperNodes, Jobs, Kthena ModelServings and
   RepackRuns. Unknown resources (a CRD not installed) and objects answer a 404 ``Status``.
@@ -927,7 +934,13 @@ class FakeKube:
 
     def _admit(self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None,
                sub: str | None) -> dict[str, Any]:
-        """Prune, default and validate by the CRD schema (the part the write may change)."""
+        """Prune, default and validate by the CRD schema (the part the write may change); an
+        events.k8s.io/v1 Event as the apiserver validates one."""
+        if rt.group == "events.k8s.io":
+            causes = _event_causes(obj, old)
+            if causes:
+                raise self._invalid(rt, obj["metadata"].get("name", ""), causes)
+            return obj
         if rt.schema is None:
             return obj
         obj = _prune(obj, rt.schema, root=True)
@@ -1173,6 +1186,64 @@ class ApiError(Exception):
         super().__init__(f"{code}: {status.get('message')}")
         self.code = code
         self.status = status
+
+
+_EVENT_IMMUTABLE = ("regarding", "related", "reason", "note", "type", "eventTime", "action", "reportingController",
+                    "reportingInstance")
+_QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                        r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _event_causes(obj: dict[str, Any], old: dict[str, Any] | None) -> list[tuple[str, str, str]]:
+    """An events.k8s.io/v1 Event's problems, as the apiserver's ValidateEventCreate / ValidateEventUpdate
+    find them (named by the v1 fields rather than the internal type's): eventTime, reportingController (a
+    qualified name), reportingInstance, action and reason required (at most 128 characters), note at most
+    1024 bytes, type Normal or Warning, the deprecated fields unset, a cluster-scoped ``regarding`` only
+    from the default or kube-system namespace, ``series`` with count >= 2 and lastObservedTime; on update
+    everything but ``series`` (and metadata) is immutable."""
+    causes: list[tuple[str, str, str]] = []
+    name = obj["metadata"].get("name", "")
+    if len(name) > 253 or not _SUBDOMAIN.match(name):
+        causes.append(("FieldValueInvalid", "metadata.name", f"Invalid value: {json.dumps(name)}: a lowercase RFC "
+                                                             "1123 subdomain must consist of lower case alphanumeric "
+                                                             "characters, '-' or '.'"))
+    if not obj.get("eventTime"):
+        causes.append(("FieldValueRequired", "eventTime", "Required value"))
+    controller = str(obj.get("reportingController") or "")
+    if not controller:
+        causes.append(("FieldValueRequired", "reportingController", "Required value"))
+    elif not _QUALIFIED.match(controller):
+        causes.append(("FieldValueInvalid", "reportingController", f"Invalid value: {json.dumps(controller)}: "
+                                                                   "must be a qualified name"))
+    for f in ("reportingInstance", "action", "reason"):
+        v = str(obj.get(f) or "")
+        if not v:
+            causes.append(("FieldValueRequired", f, "Required value"))
+        elif len(v) > 128:
+            causes.append(("FieldValueInvalid", f, "Invalid value: \"\": can have at most 128 characters"))
+    if len(str(obj.get("note") or "").encode()) > 1024:
+        causes.append(("FieldValueInvalid", "note", "Invalid value: \"\": can have at most 1024 characters"))
+    if obj.get("type") not in ("Normal", "Warning"):
+        causes.append(("FieldValueInvalid", "type", f"Invalid value: \"\": has invalid value: {obj.get('type') or ''}"))
+    for f in ("deprecatedFirstTimestamp", "deprecatedLastTimestamp", "deprecatedCount", "deprecatedSource"):
+        if obj.get(f):
+            causes.append(("FieldValueInvalid", f, "Invalid value: \"\": needs to be unset"))
+    regarding = obj.get("regarding") or {}
+    if not regarding.get("namespace") and obj["metadata"].get("namespace") not in ("default", "kube-system"):
+        causes.append(("FieldValueInvalid", "regarding.namespace", "Invalid value: \"\": does not match "
+                                                                   "event.namespace"))
+    series = obj.get("series")
+    if series is not None and (old is None or series != old.get("series")):
+        if not isinstance(series, dict) or int(series.get("count") or 0) < 2:
+            causes.append(("FieldValueInvalid", "series.count", "Invalid value: \"\": should be at least 2"))
+        if not isinstance(series, dict) or not series.get("lastObservedTime"):
+            causes.append(("FieldValueRequired", "series.lastObservedTime", "Required value"))
+    if old is not None:
+        for f in _EVENT_IMMUTABLE:
+            if obj.get(f) != old.get(f):
+                causes.append(("FieldValueInvalid", f, "Invalid value: field is immutable"))
+    return causes
 
 
 def _nonempty(selector: Any) -> bool:

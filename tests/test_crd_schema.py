@@ -580,6 +580,15 @@ BROKEN: dict[str, Callable[[dict[str, Any]], None]] = {
     "networkTopology tier and tierName": _set("spec networkTopology", {"tier": 1, "tierName": "rack",
                                                                        "requiredNodeBlocks": 1}),
     "networkTopology count": _set("spec networkTopology", {"tier": 1, "count": 1}),
+    "networkTopology tier and hyperNodeTier": _set("spec networkTopology", {"tier": 1, "hyperNodeTier": 1,
+                                                                            "requiredNodeBlocks": 1}),
+    "networkTopology hyperNodeTier 0": _set("spec networkTopology", {"hyperNodeTier": 0, "requiredNodeBlocks": 1}),
+    "networkTopology empty hyperNodeTierName": _set("spec networkTopology", {"hyperNodeTierName": "",
+                                                                             "requiredNodeBlocks": 1}),
+    "networkTopology nodeBlockSize 0": _set("spec networkTopology", {"hyperNodeTier": 1, "nodeBlockSize": 0,
+                                                                     "requiredNodeBlocks": 1}),
+    "networkTopology mode pack": _set("spec networkTopology", {"hyperNodeTier": 1, "mode": "pack",
+                                                               "requiredNodeBlocks": 1}),
 }
 
 
@@ -671,11 +680,15 @@ def test_the_full_goals_spec_and_network_topology_validate_and_load() -> None:
     free = load_spec(spec).spec.free_hyper_nodes
     assert free is not None and free.tier_name == "rack"
     del spec["goals"][0]["freeHyperNodes"]
-    for nt in ({"tier": 1, "requiredNodeBlocks": 2}, {"tierName": "rack", "requiredNodeBlocks": 1}):
+    for nt in ({"tier": 1, "requiredNodeBlocks": 2}, {"tierName": "rack", "requiredNodeBlocks": 1},
+               # the other implementation's names
+               {"hyperNodeTier": 1, "nodeBlockSize": 8, "requiredNodeBlocks": 2, "mode": "binpack"},
+               {"hyperNodeTierName": "rack", "nodeBlockSize": 4, "requiredNodeBlocks": 1, "mode": "spread"}):
         spec["networkTopology"] = nt
         assert errors_of(SPEC_VALIDATOR, spec) == []
         free = load_spec(spec).spec.free_hyper_nodes
         assert free is not None and free.required
+        assert free.count == nt["requiredNodeBlocks"]
 
 
 def test_seed_status_excerpt_fits_the_schema() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import http.client
+import json
 import os
 import re
 import shlex
@@ -166,7 +167,8 @@ def lease_rules() -> list[dict[str, Any]]:
 
 
 # What optplan reads (adapters/kube.py's RESOURCES, list + watch into the controller's caches) and what the
-# controller writes (issue 14 §1: the run's journal, TTL deletion, Eviction API, nominatedNodeName). No Events.
+# controller writes (issue 14 §1: the run's journal, TTL deletion, Eviction API, nominatedNodeName; issue 29
+# §1: events.k8s.io Events, created and their series patched, never read or deleted).
 READS = {(r.group, r.plural, verb) for r in RESOURCES for verb in ("list", "watch")}
 WRITES = {
     ("repack.volcano.sh", "repackruns", "get"),
@@ -174,6 +176,8 @@ WRITES = {
     ("repack.volcano.sh", "repackruns/status", "patch"),
     ("", "pods/eviction", "create"),
     ("", "pods/status", "patch"),
+    ("events.k8s.io", "events", "create"),
+    ("events.k8s.io", "events", "patch"),
 }
 OPT_IN = {("repack.volcano.sh", "repackruns", "create")}
 """Granted, used only with ``--admit-pending-after`` (off in the Deployment): tests/test_controller_autotrigger.py
@@ -245,15 +249,18 @@ def test_reading_a_pod_after_an_eviction_conflict_is_a_list_the_cluster_role_all
 
 def test_the_deployments_command_sends_only_requests_the_rbac_allows_and_uses_every_grant(tmp_path: Path) -> None:
     """The Deployment's own command line (with a kubeconfig for the fake instead of the service account) runs
-    a DryRun (its first status write refused with 409) and the seed's Execute run to the end, then deletes
-    them after their TTL, against the fake API server and its simulated world. Every request it sent must be
-    allowed by the ClusterRole or, in the controller's namespace, by the Role; every permission granted must
-    have been used by some request."""
+    a DryRun (its first status write refused with 409) and the seed's Execute run to the end (a second
+    Execute waiting its turn meanwhile), then deletes them after their TTL, against the fake API server and
+    its simulated world. Every request it sent must be allowed by the ClusterRole or, in the controller's
+    namespace, by the Role; every permission granted must have been used by some request."""
     fk = FakeKube(crd_schemas=True).start()
     world = World(fk, schedule_delay=100)  # 5 s at 20 steps a second: time to nominate the replacements
     try:
         fk.add(*seed_objects(ttl=1), server_fields=True)
         fk.add(*[o for o in seed_objects(run_name="seed-dryrun", mode="DryRun", ttl=1) if o["kind"] == "RepackRun"],
+               server_fields=True)
+        # a second Execute waits its turn, told again on every pass: its Event's series is patched
+        fk.add(*[o for o in seed_objects(run_name="seed-second", ttl=1) if o["kind"] == "RepackRun"],
                server_fields=True)
         world.step()
         # another writer got there first: the controller reads the run again (get) and carries on
@@ -279,6 +286,8 @@ def test_the_deployments_command_sends_only_requests_the_rbac_allows_and_uses_ev
     finally:
         world.stop()
         fk.stop()
+    waits = [e for e in fk.objects("events.k8s.io/v1", "Event") if e["regarding"]["name"] == "seed-second"]
+    assert waits and waits[0]["reason"] == "AnotherRunActive" and waits[0]["series"]["count"] >= 2
     seen = {attributes(r.method, r.path, r.query) for r in fk.requests}
     refused = [a for a in seen if not allows(cluster_rules(), a)
                and not (a.namespace == NAMESPACE and allows(lease_rules(), a))]
@@ -402,3 +411,99 @@ def test_dockerignore_keeps_what_the_dockerfile_copies() -> None:
     assert copied == ["pyproject.toml", "README.md", "optplan"]
     assert not set(copied) & set(ignored)
     assert {".git", ".venv", "tests"} <= set(ignored)
+
+
+# ---- the Grafana dashboard -----------------------------------------------------------------------
+
+DASHBOARD = DEPLOY / "grafana" / "optplan.json"
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_SELECTOR = re.compile(r"\b(optplan_[a-zA-Z0-9_:]*)\s*\{([^}]*)\}")
+_MATCHER = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)")
+_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)")
+
+
+def exported() -> dict[str, set[str]]:
+    """Every sample name the controller's /metrics carries and the labels the controller sets on it, read
+    from the exposition of a Metrics that was told one of everything it reports."""
+    from prometheus_client.parser import text_string_to_metric_families
+    m = Metrics()
+    m.run_phases({"Running": 1})
+    m.eviction("Evicted")
+    m.replacement("Scheduled")
+    m.autotrigger_run("DryRun")
+    m.plan_seconds(1.0)
+    m.plan_result("cpsat", "OPTIMAL", freed=1, bound=2)
+    m.run_finished("Succeeded", "ExecutionCompleted")
+    m.eviction_refused("DisruptionBudget")
+    m.api_error("patch", 500)
+    m.event_write_error()
+    m.event_dropped()
+    m.leader(True)
+    m.set_ready(True)
+    out: dict[str, set[str]] = {}
+    for fam in text_string_to_metric_families(m.exposition().decode()):
+        for s in fam.samples:
+            out.setdefault(s.name, set()).update(s.labels)
+    return out
+
+
+def expressions() -> list[tuple[str, str]]:
+    """(panel title, PromQL) of every query of the dashboard, rows' nested panels included."""
+    doc = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    out = []
+    nested = [q for row in doc["panels"] for q in row.get("panels", [])]
+    for p in doc["panels"] + nested:
+        out += [(p["title"], t["expr"]) for t in p.get("targets", [])]
+    return out
+
+
+def names_and_labels(expr: str) -> tuple[set[str], dict[str, set[str]], set[str]]:
+    """The optplan metric names an expression reads, the labels matched per selector, and the labels it
+    groups or joins by."""
+    bare = _STRING.sub('""', expr)
+    names = set(re.findall(r"\boptplan_[a-zA-Z0-9_:]*", bare))
+    matched = {m[1]: set(_MATCHER.findall(m[2])) for m in _SELECTOR.finditer(bare)}
+    grouped = {label.strip() for g in _GROUPING.findall(bare) for label in g.split(",") if label.strip()}
+    return names, matched, grouped
+
+
+def test_the_dashboard_parser_sees_names_matchers_and_groupings() -> None:
+    names, matched, grouped = names_and_labels(
+        'sum by (phase, reason) (rate(optplan_x_total{verb="a,b}", code!~"5.."}[5m])) / on(verb) optplan_y')
+    assert names == {"optplan_x_total", "optplan_y"}
+    assert matched == {"optplan_x_total": {"verb", "code"}}
+    assert grouped == {"phase", "reason", "verb"}
+
+
+def test_every_dashboard_query_names_metrics_the_controller_exports_with_labels_it_sets() -> None:
+    metrics = exported()
+    queries = expressions()
+    assert len(queries) >= 15
+    for title, expr in queries:
+        names, matched, grouped = names_and_labels(expr)
+        assert names, f"{title}: {expr} reads no optplan metric"
+        unknown = names - set(metrics)
+        assert not unknown, f"{title}: {expr} reads {sorted(unknown)}, which the controller does not export"
+        for name, labels in matched.items():
+            assert labels <= metrics[name], f"{title}: {name} has no label {sorted(labels - metrics[name])}"
+        known = set().union(*(metrics[n] for n in names))
+        assert grouped <= known, f"{title}: {expr} groups by {sorted(grouped - known)}, which no metric in it sets"
+
+
+def test_the_dashboard_shows_every_metric_the_controller_exports() -> None:
+    read = set().union(*(names_and_labels(e)[0] for _, e in expressions()))
+    families = {re.sub(r"_(total|bucket|count|sum|created)$", "", n) for n in exported()}
+    shown = {re.sub(r"_(total|bucket|count|sum|created)$", "", n) for n in read}
+    assert families - shown == set()
+
+
+def test_the_dashboard_is_grafana_json_with_unique_panel_ids_and_a_prometheus_datasource() -> None:
+    doc = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    assert doc["uid"] and doc["title"] and isinstance(doc["schemaVersion"], int)
+    ids = [p["id"] for p in doc["panels"]]
+    assert len(ids) == len(set(ids))
+    assert {v["name"] for v in doc["templating"]["list"]} == {"datasource"}
+    for p in doc["panels"]:
+        if p["type"] != "row":
+            assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, p["title"]
+            assert p["targets"] and all(t["refId"] for t in p["targets"]), p["title"]

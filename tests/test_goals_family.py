@@ -217,3 +217,33 @@ def test_the_python_api_plans_goal_runs_with_any_goal_planner() -> None:
     for solver in ("kai", "milp", "auto"):
         r = api.plan_repack(cluster, solver=solver, deterministic=True)
         assert r.reason == RECOMMENDED and r.status["plan"]["goals"]["admittedJobCount"] == 1, solver
+
+
+@pytest.mark.parametrize("solver", ["greedy", "cpsat"])
+@pytest.mark.parametrize("nt", [
+    {"hyperNodeTier": 1, "nodeBlockSize": 2, "requiredNodeBlocks": 1, "mode": "binpack"},
+    {"hyperNodeTierName": "rack", "nodeBlockSize": 2, "requiredNodeBlocks": 1, "mode": "spread"},
+    {"hyperNodeTier": 1, "requiredNodeBlocks": 1},
+], ids=["binpack", "spread-by-name", "no-size"])
+def test_the_other_implementations_network_topology_plans_as_the_equivalent_free_hypernodes(
+        solver: str, nt: dict[str, Any]) -> None:
+    """spec.networkTopology {hyperNodeTier, nodeBlockSize, requiredNodeBlocks, mode} plans exactly as
+    goals[0].freeHyperNodes {tier, count, required: true} when a block is a whole HyperNode."""
+    objs = [*racks(), *(x for i, (n, cards) in enumerate((("n0", 2), ("n2", 2), ("n3", 4)))
+                        for x in (podgroup_in("default", f"g{i}"), pod(f"g{i}-0", n, cards, group=f"g{i}")))]
+    for h in objs:
+        if h["kind"] == "HyperNode":
+            h["spec"]["tierName"] = "rack"
+    ours = admit_run([], free={"tier": 1, "count": 1, "required": True})
+    theirs = admit_run([], name="theirs")
+    theirs["spec"]["networkTopology"] = nt
+
+    def plan(run: dict[str, Any]) -> dict[str, Any]:
+        out = goals_run.plan_run(*load_case([*objs, run]), solver=solver, options=OPTS)
+        status = out.status.model_dump(by_alias=True, mode="json", exclude_none=True)
+        status["plan"]["solver"].pop("wallSeconds", None)
+        return status
+
+    mine = plan(ours)
+    assert mine["plan"]["goals"]["freedHyperNodes"] and mine["plan"]["moves"]  # a plan that moves pods
+    assert plan(theirs) == mine

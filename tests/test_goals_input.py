@@ -103,6 +103,19 @@ def test_network_topology_is_freeHyperNodes_required() -> None:
     assert spec.has_purpose and spec.goal.free_hyper_nodes is None
 
 
+@pytest.mark.parametrize("nt", [
+    {"hyperNodeTier": 1, "requiredNodeBlocks": 2},
+    {"hyperNodeTier": 1, "nodeBlockSize": 8, "requiredNodeBlocks": 2, "mode": "binpack"},
+    {"hyperNodeTier": 1, "nodeBlockSize": 8, "requiredNodeBlocks": 2, "mode": "spread"},
+])
+def test_the_other_implementations_network_topology_is_freeHyperNodes_required(nt: dict[str, Any]) -> None:
+    spec = load_run(repack_yaml(networkTopology=nt)).spec
+    assert spec.free_hyper_nodes == FreeHyperNodesGoal(tier=1, count=2, required=True)
+    by_name = {**{k: v for k, v in nt.items() if k != "hyperNodeTier"}, "hyperNodeTierName": "rack"}
+    named = load_run(repack_yaml(networkTopology=by_name)).spec
+    assert named.free_hyper_nodes == FreeHyperNodesGoal(tier_name="rack", count=2, required=True)
+
+
 def test_a_run_without_goals_is_the_seeds() -> None:
     spec = load_run(repack_yaml()).spec
     assert spec.goal.admit is None and spec.free_hyper_nodes is None and not spec.has_purpose
@@ -151,6 +164,9 @@ def test_hypernodes_by_tier_or_tier_name() -> None:
     assert (r.free_tier, r.free_count, r.free_required, r.hyper_nodes) == (2, 1, True, ("spine",))
     r = resolve(networkTopology={"tierName": "rack", "requiredNodeBlocks": 1})
     assert (r.free_tier, r.free_count, r.free_required, r.hyper_nodes) == (1, 1, True, ("r0", "r1"))
+    for nt in ({"hyperNodeTierName": "rack", "nodeBlockSize": 2, "mode": "spread", "requiredNodeBlocks": 1},
+               {"hyperNodeTier": 1, "requiredNodeBlocks": 1, "mode": "binpack"}):  # blocks of whole racks
+        assert resolve(networkTopology=nt) == r
 
 
 # ---- bad goals through the CLI: one line naming the field, exit 2, nothing on stdout -------------------
@@ -206,7 +222,30 @@ BAD_SPECS: dict[str, tuple[dict[str, Any], dict[str, Any], str, str]] = {
     "tier and tierName": ({"freeHyperNodes": {"tier": 1, "tierName": "rack", "count": 1}}, {},
                           "spec.goals[0].freeHyperNodes", "give exactly one of tier and tierName"),
     "neither tier nor tierName": ({}, {"networkTopology": {"requiredNodeBlocks": 1}}, "spec.networkTopology",
-                                  "give exactly one of tier and tierName"),
+                                  "give exactly one of tier, tierName, hyperNodeTier and hyperNodeTierName"),
+    "tier and hyperNodeTier": ({}, {"networkTopology": {"tier": 1, "hyperNodeTier": 1, "requiredNodeBlocks": 1}},
+                               "spec.networkTopology",
+                               "give exactly one of tier, tierName, hyperNodeTier and hyperNodeTierName"),
+    "no such hyperNodeTier": ({}, {"networkTopology": {"hyperNodeTier": 3, "requiredNodeBlocks": 1}},
+                              "spec.networkTopology.hyperNodeTier", "no HyperNode has tier 3; tiers: 1, 2"),
+    "no such hyperNodeTierName": ({}, {"networkTopology": {"hyperNodeTierName": "pod", "requiredNodeBlocks": 1}},
+                                  "spec.networkTopology.hyperNodeTierName", "no HyperNode has tierName pod"),
+    "blocks smaller than a HyperNode": ({}, {"networkTopology": {"hyperNodeTier": 1, "nodeBlockSize": 1,
+                                                                 "requiredNodeBlocks": 1}},
+                                        "spec.networkTopology.nodeBlockSize",
+                                        "blocks of 1 node(s) are not whole HyperNodes of tier 1 (r0 has 2, r1 has 2): "
+                                        "optplan frees whole HyperNodes only; write nodeBlockSize: 2, or leave it out"),
+    "blocks of half the spine": ({}, {"networkTopology": {"hyperNodeTier": 2, "nodeBlockSize": 2,
+                                                        "requiredNodeBlocks": 1}},
+                               "spec.networkTopology.nodeBlockSize", "(spine has 4): optplan frees whole HyperNodes "
+                                                                     "only; write nodeBlockSize: 4"),
+    "nodeBlockSize 0": ({}, {"networkTopology": {"hyperNodeTier": 1, "nodeBlockSize": 0, "requiredNodeBlocks": 1}},
+                        "spec.networkTopology.nodeBlockSize", "greater than or equal to 1"),
+    "nodeBlockSize a string": ({}, {"networkTopology": {"hyperNodeTier": 1, "nodeBlockSize": "2",
+                                                        "requiredNodeBlocks": 1}},
+                               "spec.networkTopology.nodeBlockSize", "expected an integer"),
+    "mode pack": ({}, {"networkTopology": {"hyperNodeTier": 1, "mode": "pack", "requiredNodeBlocks": 1}},
+                  "spec.networkTopology.mode", "'binpack' or 'spread'"),
     "freeHyperNodes and networkTopology": ({"freeHyperNodes": {"tier": 1, "count": 1}},
                                            {"networkTopology": {"tier": 1, "requiredNodeBlocks": 1}},
                                            "spec.networkTopology", "give freeHyperNodes or networkTopology, not both"),

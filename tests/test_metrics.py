@@ -132,3 +132,31 @@ def test_close_frees_the_port(metrics: Metrics) -> None:
 def test_stale_after_must_be_positive() -> None:
     with pytest.raises(ValueError, match="stale_after"):
         Metrics(stale_after=0)
+
+
+def test_the_metrics_of_plans_runs_refusals_api_errors_leadership_and_events(metrics: Metrics,
+                                                                             server: MetricsServer) -> None:
+    metrics.plan_result("cpsat", "OPTIMAL", freed=3, bound=4)
+    metrics.plan_result("greedy", "HEURISTIC", freed=2, bound=None)
+    metrics.run_finished("Succeeded", "ExecutionCompleted")
+    metrics.run_finished("Failed", "ExecutionGoalNotReached")
+    metrics.eviction_refused("DisruptionBudget")
+    metrics.api_error("patch", 500)
+    metrics.api_error("patch", 500)
+    metrics.api_error("list", 0)
+    metrics.event_write_error()
+    metrics.event_dropped()
+    for leading in (False, True, True, False, True):  # acquired, lost, acquired: three changes
+        metrics.leader(leading)
+    s = samples(server)
+    assert s["optplan_plans_total", (("solver", "cpsat"), ("status", "OPTIMAL"))] == 1
+    assert s["optplan_plans_total", (("solver", "greedy"), ("status", "HEURISTIC"))] == 1
+    assert s["optplan_plan_freed_nodes", ()] == 2
+    assert s["optplan_plan_freed_nodes_bound", ()] != s["optplan_plan_freed_nodes_bound", ()]  # NaN: none known
+    assert s["optplan_repackruns_finished_total", (("phase", "Failed"), ("reason", "ExecutionGoalNotReached"))] == 1
+    assert s["optplan_eviction_refusals_total", (("reason", "DisruptionBudget"),)] == 1
+    assert s["optplan_api_errors_total", (("code", "500"), ("verb", "patch"))] == 2
+    assert s["optplan_api_errors_total", (("code", "0"), ("verb", "list"))] == 1
+    assert s["optplan_event_write_errors_total", ()] == 1
+    assert s["optplan_events_dropped_total", ()] == 1
+    assert s["optplan_leader_changes_total", ()] == 3

@@ -28,7 +28,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,6 +85,7 @@ RESOURCES: tuple[Resource, ...] = (
 REPACK_RUNS = RESOURCES[-1]
 PODS = RESOURCES[1]
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+EVENTS = Resource("events.k8s.io", "v1", "events", "Event")
 
 
 class NotFoundError(KubeError):
@@ -153,6 +154,9 @@ class KubeClient:
         self.backoff = backoff
         self.max_delay = max_delay
         self._missing: set[str] = set()  # optional resources already reported absent
+        self.on_error: Callable[[str, int], None] | None = None
+        """Told of each request answered with an error (verb, HTTP code) or not answered at all (code 0):
+        the controller counts them (``optplan_api_errors_total``)."""
         _watch_connections(api.rest_client.pool_manager)
 
     @property
@@ -259,7 +263,7 @@ class KubeClient:
                           {"Accept": "application/json", "Content-Type": "application/json"}, body,
                           verb="create", what=what)
         if resp.status in (200, 201, 404, 409, 429):
-            return Answer(resp.status, resp.message())
+            return Answer(resp.status, _with_causes(resp))
         self._ok(resp, "create", what)
         raise KubeError(f"cannot create {what} ({resp.status}): {resp.message()}")  # pragma: no cover
 
@@ -304,6 +308,28 @@ class KubeClient:
             return False
         self._ok(resp, "delete", what)
         return True
+
+    def create_event(self, namespace: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        """Create an events.k8s.io/v1 Event in ``namespace``. A 5xx is not retried (an Event is not worth
+        holding the control loop for; the caller counts the failure): KubeError, or ConflictError on 409."""
+        name = str((event.get("metadata") or {}).get("name") or "")
+        what = f'{EVENTS.name} "{namespace}/{name}"'
+        body = {"apiVersion": EVENTS.api_version, "kind": EVENTS.kind, **event}
+        resp = self._request("POST", _ns_path(EVENTS, namespace), body=body, content_type="application/json",
+                             verb="create", what=what, retry_server_errors=False)
+        if resp.status == 409:
+            raise ConflictError(f"{what} exists already (409)")
+        return clean(EVENTS, self._ok(resp, "create", what))
+
+    def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge-patch an Event (its ``series``); NotFoundError when it is gone (Events expire)."""
+        what = f'{EVENTS.name} "{namespace}/{name}"'
+        resp = self._request("PATCH", _ns_path(EVENTS, namespace, name), body=dict(patch),
+                             content_type="application/merge-patch+json", verb="patch", what=what,
+                             retry_server_errors=False)
+        if resp.status == 404:
+            raise NotFoundError(f"not found: {what} (404)")
+        return clean(EVENTS, self._ok(resp, "patch", what))
 
     def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
         what = f'{LEASES.name} "{namespace}/{name}"'
@@ -463,13 +489,23 @@ class KubeClient:
                 watch.phase = "body"
                 data = self._read_body(raw.response, watch, verb=verb, what=what)
         except (urllib3.exceptions.HTTPError, k8s.ApiException, OSError, http.client.HTTPException, _Expired) as e:
+            self._told(verb, 0)
             raise KubeError(f"cannot {verb} {what}: {self._failure(e, watch, deadline)}") from None
+        if raw.status >= 400:
+            self._told(verb, raw.status)
         text = data.decode("utf-8", errors="replace")
         try:
             decoded = json.loads(text) if text else None
         except ValueError:
             decoded = None
         return _Response(raw.status, decoded, text, _retry_after(raw.headers.get("Retry-After")))
+
+    def _told(self, verb: str, code: int) -> None:
+        if self.on_error is not None:
+            try:
+                self.on_error(verb, code)
+            except Exception:  # a metric never fails a request
+                log.debug("on_error failed", exc_info=True)
 
     def _read_body(self, resp: urllib3.BaseHTTPResponse, watch: _Watch, *, verb: str, what: str) -> bytes:
         """The whole body, in chunks, refused beyond ``max_bytes`` (announced or received). The watch
@@ -683,6 +719,14 @@ def _event(line: bytes, what: str) -> dict[str, Any] | None:
             raise WatchExpired(f"cannot watch {what}: {msg} (410)")
         raise KubeError(f"cannot watch {what}: {msg} ({status.get('code')})")
     return event
+
+
+def _with_causes(resp: _Response) -> str:
+    """The answer's message and its causes' (an eviction's 429 names the PodDisruptionBudget there)."""
+    details = resp.body.get("details") if isinstance(resp.body, dict) else None
+    causes = details.get("causes") if isinstance(details, dict) else None
+    said = [" ".join(str(c["message"]).split()) for c in causes or [] if isinstance(c, dict) and c.get("message")]
+    return f"{resp.message()} ({'; '.join(said)})" if said else resp.message()
 
 
 def _size(n: int) -> str:

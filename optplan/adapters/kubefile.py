@@ -697,12 +697,14 @@ def parse_hyper_node(raw: _Raw) -> HyperNode:
     return HyperNode(name=_name(raw), tier=tier, members=tuple(members), tier_name=tier_name)
 
 
-def _typed_tier(raw: _Raw, obj: Mapping[str, Any], path: str, counts: tuple[str, ...], *, prefix: str) -> None:
+def _typed_tier(raw: _Raw, obj: Mapping[str, Any], path: str, counts: tuple[str, ...], *, prefix: str,
+                names: tuple[str, ...] = ()) -> None:
     """A goal naming HyperNodes of a tier (issue 15): its tier and counts integers as the CRD types
-    them (no "1", no true, no 1.0), its tierName a string."""
+    them (no "1", no true, no 1.0), its tierName (and ``names``) strings."""
     for name in ("tier", *counts):
         _int(raw, obj, f"{path}.{name}", None, prefix=prefix)
-    _get(raw, obj, f"{path}.tierName", types=str, prefix=prefix)
+    for name in ("tierName", *names):
+        _get(raw, obj, f"{path}.{name}", types=str, prefix=prefix)
 
 
 def parse_repack_run(raw: _Raw) -> RepackRun:
@@ -716,7 +718,9 @@ def parse_repack_run(raw: _Raw) -> RepackRun:
             _get(raw, g, "minFragImprovementPercent", types=(int, float), prefix=f"spec.goals[{i}].")
             _typed_tier(raw, g, "freeHyperNodes", ("count",), prefix=f"spec.goals[{i}].")
             _get(raw, g, "freeHyperNodes.required", types=bool, prefix=f"spec.goals[{i}].")
-    _typed_tier(raw, spec, "networkTopology", ("requiredNodeBlocks",), prefix="spec.")
+    # the other implementation's names too (hyperNodeTier, hyperNodeTierName, nodeBlockSize, mode)
+    _typed_tier(raw, spec, "networkTopology", ("requiredNodeBlocks", "hyperNodeTier", "nodeBlockSize"), prefix="spec.",
+                names=("hyperNodeTierName", "mode"))
     # numbers as the CRD types them (no "3", no true, no 2.0), within Kubernetes' ranges
     _int(raw, spec, "maxPerRun.podGroups", None, prefix="spec.")
     _int(raw, spec, "eviction.gracePeriodSeconds", None, high=2**63 - 1, prefix="spec.")

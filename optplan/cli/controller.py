@@ -16,6 +16,7 @@ from optplan.adapters import kube
 from optplan.adapters.args import add_live_cluster, int_in, positive_float
 from optplan.adapters.output import table
 from optplan.controller import autotrigger
+from optplan.controller.events import Recorder, instance_name
 from optplan.controller.leader import ExecuteRecord, LeaderElector
 from optplan.controller.manager import Controller
 from optplan.controller.metrics import Metrics, stale_limit
@@ -124,7 +125,8 @@ def run(args: argparse.Namespace) -> str:
                                          time_key=autotrigger.LAST_TIME, run_key=autotrigger.LAST_RUN)
         if args.once:
             ctl = Controller(client, settings, clock=time.time, elector=elector, record=record, admit=admit,
-                             admit_record=admit_record)
+                             admit_record=admit_record,
+                             recorder=Recorder(client, instance=instance_name(), clock=time.time))
             ctl.run_once()
             rows = [["NAME", "MODE", "PHASE", "REASON"]]
             rows += [[r["name"], r["mode"], r["phase"] or "-", r["reason"] or "-"] for r in ctl.summary()]
@@ -133,10 +135,13 @@ def run(args: argparse.Namespace) -> str:
         # plan, that + the plan's deadline (3x the time limit + 60 s): see metrics.py and reconcile.plan_deadline
         metrics = Metrics(stale_after=stale_limit(args.api_deadline))
         server = metrics.serve(*address) if address is not None else None
+        client.on_error = metrics.api_error
+        # events.k8s.io Events on the runs and the evicted pods; reportingInstance is $POD_NAME
+        recorder = Recorder(client, instance=instance_name(), clock=time.time, metrics=metrics)
         if elector is not None:
             elector.on_change = metrics.leader
         ctl = Controller(client, settings, clock=time.time, metrics=metrics, elector=elector, record=record,
-                         admit=admit, admit_record=admit_record)
+                         admit=admit, admit_record=admit_record, recorder=recorder)
         _stop_on_signals(ctl.stop)
         log.warning("optplan controller watching %s%s", client.host,
                     f"; metrics on {server.url}" if server is not None else "")

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from optplan.adapters.kube import RESOURCES
 from optplan.controller.autotrigger import AdmitSettings, AutoTrigger, RunCreator, TriggerEvents
+from optplan.controller.events import Recorder
 from optplan.controller.informer import Informer, Store, WatchClient
 from optplan.controller.leader import LeaderElector
 from optplan.controller.reconcile import (
@@ -53,7 +54,9 @@ class Controller:
     def __init__(self, client: Client, settings: Settings | None = None, *, clock: Callable[[], float],
                  metrics: Health | None = None, elector: LeaderElector | None = None, watch_timeout: int = 300,
                  resync: float = 60.0, min_interval: float = 1.0, record: ExecuteRecord | None = None,
-                 admit: AdmitSettings | None = None, admit_record: ExecuteRecord | None = None) -> None:
+                 admit: AdmitSettings | None = None, admit_record: ExecuteRecord | None = None,
+                 recorder: Recorder | None = None) -> None:
+        """``recorder``: Kubernetes Events for each run's decisions (``events.py``; None: none written)."""
         self.client = client
         self.store = Store()
         self.clock = clock
@@ -63,7 +66,7 @@ class Controller:
         self.min_interval = min_interval
         self.informers = [Informer(client, res, self.store, watch_timeout=watch_timeout) for res in RESOURCES]
         self.reconciler = Reconciler(self.store, client, settings, clock=clock, may_act=self.may_act,
-                                     events=metrics, watchdog=metrics, record=record)
+                                     events=metrics, watchdog=metrics, record=record, recorder=recorder)
         # issue 15: runs created on its own for gangs pending by fragmentation (off unless ``admit``)
         self.trigger = None if admit is None else AutoTrigger(
             self.store, client, admit, cooldown=self.reconciler.settings.cooldown, clock=clock,

@@ -17,6 +17,13 @@ API (what the controller calls; every method is thread-safe)::
     m.replacement("Scheduled")          # one replacement settled: Scheduled, AlternativePlacement, TimedOut, ...
     m.plan_seconds(12.5)                # one plan computed (DryRun or Execute), its wall-clock seconds
     m.autotrigger_run("DryRun")         # the controller created a RepackRun on its own (autotrigger.py)
+    m.plan_result("cpsat", "OPTIMAL", freed=3, bound=4)  # one plan's solver, its status, nodes freed, bound
+    m.run_finished("Succeeded", "ExecutionCompleted")   # a run finished: its phase and Complete's reason
+    m.eviction_refused("DisruptionBudget")  # an eviction refused for now (asked again): DisruptionBudget,
+                                        # TooManyRequests, Conflict, Error
+    m.api_error("patch", 500)           # an API request answered with an error (0: no answer at all)
+    m.event_write_error()               # an Event (events.k8s.io) could not be written
+    m.event_dropped()                   # an Event not written: over its object's rate limit
     server.close()                      # stops serving and frees the port; idempotent
 
 Endpoints (GET or HEAD; anything else 405, other paths 404):
@@ -25,7 +32,13 @@ Endpoints (GET or HEAD; anything else 405, other paths 404):
   ``optplan_evictions_total{result}``, ``optplan_replacements_total{outcome}`` (counters),
   ``optplan_autotrigger_runs_total{mode}`` (counter: runs created for gangs pending by fragmentation),
   ``optplan_plan_seconds`` (histogram; its ``_count`` is the number of plans made),
-  ``optplan_leader`` (gauge, 0 or 1), ``optplan_ready`` (gauge, 0 or 1) and
+  ``optplan_plans_total{solver,status}`` (counter: the solver record of each plan),
+  ``optplan_plan_freed_nodes`` and ``optplan_plan_freed_nodes_bound`` (gauges: the last plan's freed nodes
+  and the planner's upper bound on them), ``optplan_repackruns_finished_total{phase,reason}`` (counter),
+  ``optplan_eviction_refusals_total{reason}`` (counter: refusals asked again), ``optplan_api_errors_total{verb,
+  code}`` (counter), ``optplan_leader_changes_total`` (counter: leadership acquired or lost),
+  ``optplan_event_write_errors_total`` and ``optplan_events_dropped_total`` (counters: Events not written,
+  by failure and by rate limit), ``optplan_leader`` (gauge, 0 or 1), ``optplan_ready`` (gauge, 0 or 1) and
   ``optplan_heartbeat_age_seconds`` (gauge, read at scrape time).
 - ``/healthz``: the liveness probe. 200 ``ok`` while the control loop has beaten within ``stale_after``
   seconds (the time of construction counts as the first beat), else 500 naming the age. A loop blocked in
@@ -95,6 +108,24 @@ class Metrics:
                                     "pending by fragmentation, by spec.mode", ["mode"], registry=r)
         self._plan = Histogram("optplan_plan_seconds", "Wall-clock seconds of each plan the controller made",
                                buckets=PLAN_BUCKETS, registry=r)
+        self._plans = Counter("optplan_plans", "Plans made, by solver and the solver's status "
+                              "(OPTIMAL, FEASIBLE, FALLBACK, HEURISTIC, ...)", ["solver", "status"], registry=r)
+        self._freed = Gauge("optplan_plan_freed_nodes", "Nodes the last plan frees", registry=r)
+        self._bound = Gauge("optplan_plan_freed_nodes_bound", "The planner's upper bound on the nodes the last plan "
+                            "could free (NaN: none known)", registry=r)
+        self._finished = Counter("optplan_repackruns_finished", "RepackRuns finished, by phase and Complete's reason",
+                                 ["phase", "reason"], registry=r)
+        self._refusals = Counter("optplan_eviction_refusals", "Evictions refused for now and asked again, by reason",
+                                 ["reason"], registry=r)
+        self._api_errors = Counter("optplan_api_errors", "API requests answered with an error, by verb and HTTP "
+                                   "code (0: no answer)", ["verb", "code"], registry=r)
+        self._leader_changes = Counter("optplan_leader_changes", "Times this replica acquired or lost the Lease",
+                                       registry=r)
+        self._event_errors = Counter("optplan_event_write_errors", "Events (events.k8s.io) that could not be "
+                                     "written", registry=r)
+        self._events_dropped = Counter("optplan_events_dropped", "Events not written: over their object's rate "
+                                       "limit", registry=r)
+        self._is_leader: bool | None = None
         self._leader = Gauge("optplan_leader", "1 while this replica holds the leader Lease", registry=r)
         self._ready_gauge = Gauge("optplan_ready", "1 once the controller is ready (caches synced)", registry=r)
         age = Gauge("optplan_heartbeat_age_seconds", "Seconds since the control loop last beat", registry=r)
@@ -124,7 +155,33 @@ class Metrics:
     def plan_seconds(self, seconds: float) -> None:
         self._plan.observe(seconds)
 
+    def plan_result(self, solver: str, status: str, *, freed: int, bound: int | None) -> None:
+        self._plans.labels(solver=solver, status=status).inc()
+        self._freed.set(freed)
+        self._bound.set(float("nan") if bound is None else bound)
+
+    def run_finished(self, phase: str, reason: str) -> None:
+        self._finished.labels(phase=phase, reason=reason).inc()
+
+    def eviction_refused(self, reason: str) -> None:
+        self._refusals.labels(reason=reason).inc()
+
+    def api_error(self, verb: str, code: int) -> None:
+        self._api_errors.labels(verb=verb, code=str(code)).inc()
+
+    def event_write_error(self) -> None:
+        self._event_errors.inc()
+
+    def event_dropped(self) -> None:
+        self._events_dropped.inc()
+
     def leader(self, is_leader: bool) -> None:
+        """Whether this replica holds the Lease; a change (a first True included) counts in leader changes."""
+        with self._lock:
+            changed = is_leader != self._is_leader and (self._is_leader is not None or is_leader)
+            self._is_leader = is_leader
+        if changed:
+            self._leader_changes.inc()
         self._leader.set(1 if is_leader else 0)
 
     def heartbeat(self) -> None:

@@ -54,7 +54,14 @@ each plan and verify with its deadline (``plan_deadline``: 3x the time limit + 6
 A run being deleted is not acted on: its next journal write fails (404) and no eviction follows; moves
 made are not rolled back. A finished run with ``ttlSecondsAfterFinished`` is deleted that long after
 ``completionTime``. A RepackRun the planner cannot read finishes Failed with ``InvalidSpec``; any other
-exception is logged, recorded as condition ``Reconciled=False`` and retried with backoff.
+exception is logged, recorded as condition ``Reconciled=False`` and retried with backoff. A plan refused
+for the run's own goals (a field of its spec naming what the cluster does not have, or a networkTopology
+that cannot be mapped) finishes it as an unreadable spec does: Failed, ``InvalidSpec``, naming the field.
+
+Events (``events.py``, when a ``recorder`` is given) tell each decision once it is journaled: on the run,
+Planned / NothingToDo / Rejected, AnotherRunActive / CooldownActive, Evicted / EvictionRefused (the pod
+and the budget named), Nominated, Completed / CompletedWithAlternativePlacement / Failed, ReconcileError;
+on each pod evicted, Repacked (naming the run).
 """
 
 from __future__ import annotations
@@ -70,6 +77,7 @@ from optplan.adapters.kube import Answer, NotFoundError
 from optplan.adapters.kubefile import ParseCache, load_objects
 from optplan.adapters.output import status_dict
 from optplan.controller import status as st
+from optplan.controller.events import NORMAL, WARNING, Recorder
 from optplan.controller.informer import Store
 from optplan.errors import ConflictError, InputError, KubeError
 from optplan.models.execute import Relocation
@@ -78,7 +86,7 @@ from optplan.models.snapshot import Snapshot
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.goals.run import plan_run, room_lost
 from optplan.solvers.repack import execute as execute_mod
-from optplan.solvers.repack.run import RECOMMENDED, RepackOutcome
+from optplan.solvers.repack.run import NO_FRAGMENTATION, RECOMMENDED, RepackOutcome
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +141,12 @@ class Events(Protocol):
     def replacement(self, outcome: str) -> None: ...
 
     def plan_seconds(self, seconds: float) -> None: ...
+
+    def plan_result(self, solver: str, status: str, *, freed: int, bound: int | None) -> None: ...
+
+    def run_finished(self, phase: str, reason: str) -> None: ...
+
+    def eviction_refused(self, reason: str) -> None: ...
 
 
 class Watchdog(Protocol):
@@ -201,8 +215,9 @@ class Reconciler:
     def __init__(self, store: Store, api: ClusterWriter, settings: Settings | None = None, *,
                  clock: Callable[[], float], may_act: Callable[[], bool] = lambda: True,
                  events: Events | None = None, watchdog: Watchdog | None = None,
-                 record: ExecuteRecord | None = None) -> None:
+                 record: ExecuteRecord | None = None, recorder: Recorder | None = None) -> None:
         self.store = store
+        self.recorder = recorder  # Kubernetes Events telling each run's story (None: none written)
         self.record = record
         self.watchdog = watchdog
         self.api = api
@@ -228,6 +243,8 @@ class Reconciler:
             if wait is not None:
                 waits.append(wait)
             self._beat()
+        if self.recorder is not None and self.may_act():
+            self.recorder.flush()  # the Event series counts the rate limit held back
         return min(waits) if waits else None
 
     def _beat(self) -> None:
@@ -278,8 +295,9 @@ class Reconciler:
         try:
             obj = self._fresh(name)
             if obj is not None and _phase(obj) not in st.FINISHED:
-                self._write(obj, {"conditions": [st.condition(st.RECONCILED, False, st.RECONCILE_ERROR,
-                                                              f"retrying: {message}")]})
+                written = self._write(obj, {"conditions": [st.condition(st.RECONCILED, False, st.RECONCILE_ERROR,
+                                                                        f"retrying: {message}")]})
+                self._tell(written, WARNING, st.RECONCILE_ERROR, "Reconcile", f"retrying: {message}")
         except Exception as again:  # the API server may be what fails: the log has it
             log.warning("RepackRun %s: cannot record the failure: %s", name, again)
         return min(self.settings.retry * 2 ** n, self.settings.max_retry)
@@ -301,10 +319,15 @@ class Reconciler:
             run = self._parse(obj)
         except InputError as e:
             return self._finish(obj, st.FAILED, st.INVALID_SPEC, str(e))
-        if run.spec.mode == "DryRun":
-            return None if phase is not None else self._dry_run(obj, run)
-        if phase in (None, st.PENDING):
-            return self._start(obj, run)
+        try:
+            if run.spec.mode == "DryRun":
+                return None if phase is not None else self._dry_run(obj, run)
+            if phase in (None, st.PENDING):
+                return self._start(obj, run)
+        except InputError as e:  # the goals name what the cluster does not have, or cannot be mapped
+            if e.obj != f"RepackRun/{run.name}" or not (e.field or "").startswith("spec."):
+                raise  # another object's fault (a bad Node): retried
+            return self._finish(obj, st.FAILED, st.INVALID_SPEC, str(e))
         return self._execute(obj, run)
 
     # ---- reading -------------------------------------------------------------------------------
@@ -361,6 +384,13 @@ class Reconciler:
         status.setdefault("startTime", (obj.get("status") or {}).get("startTime") or now)
         written = self._write(obj, status)
         log.info("RepackRun %s: %s (%s)", _name(obj), phase, reason)
+        if self.events is not None:
+            self.events.run_finished(phase, reason)
+        told = FINISHED_EVENTS.get(reason)
+        if phase == st.FAILED:
+            self._tell(written, WARNING, "Failed", "Complete", f"{reason}: {message}")
+        elif told is not None:
+            self._tell(written, NORMAL, told, "Complete", message)
         return self._ttl(written)
 
     # ---- DryRun --------------------------------------------------------------------------------
@@ -374,14 +404,37 @@ class Reconciler:
         self.plans += 1
         if self.events is not None:
             self.events.plan_seconds(max(self.clock() - start, 0.0))
+            solver = out.status.plan.solver
+            self.events.plan_result(solver.name, solver.status, freed=len(out.status.plan.freed_nodes),
+                                    bound=solver.freed_nodes_bound)
         return out
+
+    def _planned(self, obj: Mapping[str, Any], out: RepackOutcome) -> None:
+        """The plan's Event: Planned (freed nodes, moves, bound), NothingToDo, or Rejected (why)."""
+        message = out.status.conditions[0].message
+        if out.reason == RECOMMENDED:
+            plan = out.status.plan
+            freed = list(plan.freed_nodes)
+            pods = sum(len(m.pods) for m in plan.moves)
+            bound = plan.solver.freed_nodes_bound
+            shown = ", ".join(freed[:10]) + (f" (+{len(freed) - 10} more)" if len(freed) > 10 else "")
+            self._tell(obj, NORMAL, "Planned", "Plan", (
+                f"{_mode(obj)}: free {len(freed)} node(s) ({shown}) by moving {pods} pod(s) "
+                f"({len(plan.moves)} group(s)); bound {bound if bound is not None else 'unknown'}; "
+                f"{plan.solver.name} {plan.solver.status}: {message}"))
+        elif out.reason == NO_FRAGMENTATION:
+            self._tell(obj, NORMAL, "NothingToDo", "Plan", message)
+        else:
+            self._tell(obj, NORMAL, "Rejected", "Plan", f"{out.reason}: {message}")
 
     def _dry_run(self, obj: dict[str, Any], run: RepackRun) -> float | None:
         out = self._plan(run)
         status = status_dict(out.status)
         cond, *more = status.pop("conditions")
-        return self._finish(obj, st.SUCCEEDED, cond["reason"], cond["message"], {"plan": status["plan"]},
+        wait = self._finish(obj, st.SUCCEEDED, cond["reason"], cond["message"], {"plan": status["plan"]},
                             _other_conditions(more))
+        self._planned(obj, out)  # told once journaled
+        return wait
 
     # ---- Execute: start ------------------------------------------------------------------------
 
@@ -389,14 +442,18 @@ class Reconciler:
         blocked = self._gate(obj)
         if blocked is not None:
             reason, message, wait = blocked
-            self._write(obj, {"phase": st.PENDING, "conditions": [st.condition(st.COMPLETE, False, reason, message)]})
+            written = self._write(obj, {"phase": st.PENDING,
+                                        "conditions": [st.condition(st.COMPLETE, False, reason, message)]})
+            self._tell(written, NORMAL, "CooldownActive" if reason == st.COOLDOWN else reason, "Wait", message)
             return wait
         out = self._plan(run)
         status = status_dict(out.status)
         cond, *more = status["conditions"]
         if out.reason != RECOMMENDED:
-            return self._finish(obj, st.SUCCEEDED, cond["reason"], cond["message"], {"plan": status["plan"]},
+            wait = self._finish(obj, st.SUCCEEDED, cond["reason"], cond["message"], {"plan": status["plan"]},
                                 _other_conditions(more))
+            self._planned(obj, out)
+            return wait
         relocations = self._relocations(out)
         nodes = len(out.status.plan.freed_nodes)
         written = self._write(obj, {
@@ -408,6 +465,7 @@ class Reconciler:
                              f"evicting {len(relocations)} pod(s) to free {nodes} node(s), node by node"),
                 *_other_conditions(more)]})
         log.info("RepackRun %s: executing: %d relocation(s) journaled", run.name, len(relocations))
+        self._planned(written, out)
         return self._execute(written, self._parse(written))
 
     def _gate(self, obj: Mapping[str, Any]) -> tuple[str, str, float | None] | None:
@@ -566,14 +624,19 @@ class Reconciler:
             obj = self._write(obj, {"relocations": [_rel_patch(
                 rel, eviction={"phase": st.EV_EVICTED, "completionTime": now, "message": gone})]})
             self._event("eviction", "Evicted")
+            self._tell(obj, NORMAL, "Evicted", "Evict", f"{key}: {gone}", related=pod)
             return obj, None
         if not self.may_act():
             raise NotLeading()
         started = st.parse_time((rel.get("eviction") or {}).get("startTime")) or self.now()
+        victim = pod or {"apiVersion": "v1", "kind": POD,
+                         "metadata": {"name": name, "namespace": ns, **({"uid": uid} if uid else {})}}
         try:
             answer = self.api.evict(ns, name, uid=uid, grace_period_seconds=grace)
         except KubeError as e:  # 403, 500 (two budgets match), ...: retried by the pass until the deadline
             if self.now() < started + self.settings.eviction_deadline:
+                self._refused(obj, victim, key, "Error", f"eviction of {key} failed, asked again until "
+                              f"{st.rfc3339(started + self.settings.eviction_deadline)}: {e}")
                 raise
             answer = Answer(429, str(e))
         run_uid = str((obj.get("metadata") or {}).get("uid") or _name(obj))
@@ -590,6 +653,13 @@ class Reconciler:
                 ev["message"] = message
             obj = self._write(obj, {"relocations": [_rel_patch(rel, eviction=ev)]})
             self._event("eviction", "Evicted")
+            planned = f"from {self._from_nodes(obj).get(key, '?')} (planned node {rel.get('plannedNodeName')})"
+            self._tell(obj, NORMAL, "Evicted", "Evict", f"evicted {key} {planned}" + (f": {message}" if message
+                                                                                       else ""), related=victim)
+            if answer.status in (200, 201):
+                self._tell(victim, NORMAL, "Repacked", "Evict", f"evicted by RepackRun {_name(obj)} to free node "
+                           f"{self._from_nodes(obj).get(key, '?')}; its replacement is planned on "
+                           f"{rel.get('plannedNodeName')}", related=obj)
             return obj, None
         # 429: a PodDisruptionBudget (or the server) refuses for now
         if self.now() >= started + self.settings.eviction_deadline:
@@ -599,7 +669,12 @@ class Reconciler:
                 rel, eviction={"phase": st.EV_REJECTED, "completionTime": now, "message": answer.message},
                 placement={"phase": st.PL_SKIPPED})]})
             self._event("eviction", "Rejected")
+            self._tell(obj, WARNING, "EvictionRefused", "Evict", (
+                f"eviction of {key} rejected: refused until the {self.settings.eviction_deadline:g} s deadline; "
+                f"node {self._from_nodes(obj).get(key, '?')} is not freed: {answer.message}"), related=victim)
             return obj, None
+        self._refused(obj, victim, key, _refusal_reason(answer), f"eviction of {key} refused, asked again until "
+                      f"{st.rfc3339(started + self.settings.eviction_deadline)}: {answer.message}")
         n = self._refusals.get((run_uid, key), 0)
         self._refusals[(run_uid, key)] = n + 1
         obj = self._write(obj, {"relocations": [_rel_patch(
@@ -695,8 +770,11 @@ class Reconciler:
             if not self.may_act():
                 raise NotLeading()
             try:
-                self.api.patch_pod_status(ns, name, {"nominatedNodeName": node})
+                told = self.api.patch_pod_status(ns, name, {"nominatedNodeName": node})
                 log.info("RepackRun %s: nominated %s for %s/%s", _name(obj), node, ns, name)
+                self._tell(obj, NORMAL, "Nominated", "Nominate",
+                           f"suggested node {node} to replacement {ns}/{name} (status.nominatedNodeName)",
+                           related=told)
             except NotFoundError:
                 log.info("RepackRun %s: replacement %s/%s went away before its nomination", _name(obj), ns, name)
         return obj, (min(waits) if waits else None)
@@ -783,6 +861,34 @@ class Reconciler:
     def _event(self, what: str, value: str) -> None:
         if self.events is not None:
             getattr(self.events, what)(value)
+
+    def _tell(self, obj: Mapping[str, Any], type_: str, reason: str, action: str, note: str, *,
+              related: Mapping[str, Any] | None = None) -> None:
+        """A Kubernetes Event on ``obj`` (never fails the pass: the recorder logs and counts its failures)."""
+        if self.recorder is None:
+            return
+        try:
+            self.recorder.emit(obj, type_, reason, action, note, related=related)
+        except Exception:  # pragma: no cover - the recorder guards its writes; this guards a bug in it
+            log.exception("Event %s on %s not recorded", reason, _name(obj))
+
+    def _refused(self, obj: Mapping[str, Any], victim: Mapping[str, Any], key: str, reason: str, note: str) -> None:
+        """An eviction refused for now (asked again): counted by reason, and an Event."""
+        if self.events is not None:
+            self.events.eviction_refused(reason)
+        self._tell(obj, WARNING, "EvictionRefused", "Evict", note, related=victim)
+
+
+FINISHED_EVENTS = {execute_mod.COMPLETED: "Completed", execute_mod.ALTERNATIVE: "CompletedWithAlternativePlacement"}
+"""An Execute run's successful outcomes (Complete's reason) and the Event reasons that tell them."""
+
+
+def _refusal_reason(answer: Answer) -> str:
+    """Why an eviction was refused for now, for the metric: a PodDisruptionBudget, the server's rate limit,
+    or a conflict with the same pod still there."""
+    if answer.status == 429 and "disruption budget" in answer.message.lower():
+        return "DisruptionBudget"
+    return "Conflict" if answer.message.startswith("conflict (409)") else "TooManyRequests"
 
 
 def _other_conditions(conditions: list[dict[str, Any]]) -> list[dict[str, Any]]:

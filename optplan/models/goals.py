@@ -15,8 +15,10 @@ Spec (all optional; without them a RepackRun is the seed's):
           count: 2
           required: false            # true: RequiredNodeBlocksNotMet when impossible
       networkTopology:               # another implementation's names for freeHyperNodes with required: true
-        tier: 1                      # or tierName
-        requiredNodeBlocks: 2
+        tier: 1                      # or tierName, or hyperNodeTier / hyperNodeTierName (the same, renamed)
+        requiredNodeBlocks: 2        # blocks to free: whole HyperNodes of the tier
+        nodeBlockSize: 8             # optional: must be the node count of the tier's HyperNodes
+        mode: binpack                # optional, binpack | spread: one block per HyperNode plans alike
 
 The spec classes (``AdmitGoal``, ``FreeHyperNodesGoal``, ``NetworkTopologyGoal``) live in models/repack.py,
 where ``Goal`` and ``RepackRunSpec`` name them, and are re-exported here.

@@ -79,22 +79,55 @@ class FreeHyperNodesGoal(KubeModel):
         return self
 
 
+BlockMode = Literal["binpack", "spread"]
+
+
 class NetworkTopologyGoal(KubeModel):
     """``spec.networkTopology`` as another implementation of the same design names it: free
-    ``requiredNodeBlocks`` HyperNodes of ``tier`` (or ``tierName``), required. Read as a
-    ``FreeHyperNodesGoal`` (``as_goal``), so every planner sees one goal."""
+    ``requiredNodeBlocks`` node blocks of a HyperNode tier, required. A block is ``nodeBlockSize`` nodes of
+    one HyperNode of the tier; optplan frees whole HyperNodes, so a block must be a whole HyperNode
+    (``nodeBlockSize`` absent, or the node count of every HyperNode of the tier: checked against the
+    snapshot in ``solvers/goals/resolve.py``). Read as a ``FreeHyperNodesGoal`` (``as_goal``), so every
+    planner sees one goal.
+
+    The tier is named one way: ``tier`` or its other name ``hyperNodeTier`` (a number), ``tierName`` or
+    ``hyperNodeTierName`` (the HyperNodes' ``spec.tierName``). ``mode`` (binpack: blocks gathered into as
+    few HyperNodes as possible; spread: over as many) is how several blocks share a HyperNode; a whole
+    HyperNode holds one block, so both plan alike and the mode is accepted as given."""
 
     tier: int | None = Field(default=None, ge=1)
     tier_name: str | None = Field(default=None, min_length=1)
+    hyper_node_tier: int | None = Field(default=None, ge=1)
+    hyper_node_tier_name: str | None = Field(default=None, min_length=1)
     required_node_blocks: int = Field(ge=1)
+    node_block_size: int | None = Field(default=None, ge=1)
+    """Nodes per block (absent: a whole HyperNode of the tier)."""
+    mode: BlockMode | None = None
 
     @model_validator(mode="after")
     def _one_tier(self) -> NetworkTopologyGoal:
-        one_tier(self.tier, self.tier_name)
+        given = [self.tier, self.tier_name, self.hyper_node_tier, self.hyper_node_tier_name]
+        if sum(v is not None for v in given) != 1:
+            raise ValueError("give exactly one of tier, tierName, hyperNodeTier and hyperNodeTierName")
         return self
 
+    @property
+    def tier_number(self) -> int | None:
+        return self.tier if self.tier is not None else self.hyper_node_tier
+
+    @property
+    def tier_label(self) -> str | None:
+        return self.tier_name if self.tier_name is not None else self.hyper_node_tier_name
+
+    @property
+    def tier_field(self) -> str:
+        """The field that names the tier, as written (for errors)."""
+        return next(f for f, v in (("tier", self.tier), ("tierName", self.tier_name),
+                                   ("hyperNodeTier", self.hyper_node_tier),
+                                   ("hyperNodeTierName", self.hyper_node_tier_name)) if v is not None)
+
     def as_goal(self) -> FreeHyperNodesGoal:
-        return FreeHyperNodesGoal(tier=self.tier, tier_name=self.tier_name, count=self.required_node_blocks,
+        return FreeHyperNodesGoal(tier=self.tier_number, tier_name=self.tier_label, count=self.required_node_blocks,
                                   required=True)
 
 

@@ -59,8 +59,11 @@ def resolve_goals(snap: Snapshot, run: RepackRun, *, file: str | None = None) ->
     own = goal.free_hyper_nodes is not None
     path = f"{GOAL}.freeHyperNodes" if own else "spec.networkTopology"
     count_field = "count" if own else "requiredNodeBlocks"
-    tier = _tier(snap, free, where, path)
+    nt = None if own else run.spec.network_topology
+    tier = _tier(snap, free, where, path, None if nt is None else nt.tier_field)
     members = tuple(sorted(h.name for h in snap.hyper_nodes.values() if h.tier == tier))
+    if nt is not None and nt.node_block_size is not None:
+        _whole_blocks(snap, members, nt.node_block_size, tier, where)
     if free.count > len(members):
         raise where.error(f"{path}.{count_field}",
                           f"{count_field} {free.count} > {len(members)} HyperNodes of tier {tier}")
@@ -116,24 +119,45 @@ def _named_job(snap: Snapshot, key: str, where: _Where, field: str) -> VCJob:
     return owner
 
 
-def _tier(snap: Snapshot, goal: FreeHyperNodesGoal, where: _Where, path: str) -> int:
-    """The tier the goal names, by number or by the HyperNodes' tierName; it must exist."""
+def _tier(snap: Snapshot, goal: FreeHyperNodesGoal, where: _Where, path: str, field: str | None = None) -> int:
+    """The tier the goal names, by number or by the HyperNodes' tierName; it must exist. ``field``: the
+    name the tier was given under (networkTopology's hyperNodeTier, hyperNodeTierName)."""
     known = hypernode_tiers(snap)
     if goal.tier_name is None:
         assert goal.tier is not None  # the model requires exactly one of the two
         if goal.tier not in known:
-            raise where.error(f"{path}.tier", f"no HyperNode has tier {goal.tier}; tiers: "
-                                              f"{', '.join(map(str, known)) or 'none'}")
+            raise where.error(f"{path}.{field or 'tier'}", f"no HyperNode has tier {goal.tier}; tiers: "
+                                                           f"{', '.join(map(str, known)) or 'none'}")
         return goal.tier
+    path_name = f"{path}.{field or 'tierName'}"
     named = sorted({h.tier for h in snap.hyper_nodes.values() if h.tier_name == goal.tier_name})
     if not named:
         names = sorted({h.tier_name for h in snap.hyper_nodes.values() if h.tier_name is not None})
         listed = f"tier names: {_listed(names)}" if names else "no HyperNode has a tierName"
-        raise where.error(f"{path}.tierName", f"no HyperNode has tierName {goal.tier_name}; {listed}")
+        raise where.error(path_name, f"no HyperNode has tierName {goal.tier_name}; {listed}")
     if len(named) > 1:
-        raise where.error(f"{path}.tierName", f"tierName {goal.tier_name} names HyperNodes of tiers "
+        raise where.error(path_name, f"tierName {goal.tier_name} names HyperNodes of tiers "
                                               f"{', '.join(map(str, named))}: give the tier by number")
     return named[0]
+
+
+def _whole_blocks(snap: Snapshot, members: tuple[str, ...], size: int, tier: int, where: _Where) -> None:
+    """networkTopology's node block must be a whole HyperNode of the tier: optplan frees whole HyperNodes,
+    so a block of ``size`` nodes is one only when every HyperNode of the tier has ``size`` nodes."""
+    sizes = {h: len(snap.topology.members.get(h, frozenset())) for h in members}
+    other = sorted({n for n in sizes.values() if n != size})
+    if not other:
+        return
+    shown = ", ".join(f"{h} has {n}" for h, n in sorted(sizes.items()) if n != size)
+    whole = f"write nodeBlockSize: {other[0]}, or leave it out" if len(set(sizes.values())) == 1 \
+        else "leave nodeBlockSize out"
+    raise where.error("spec.networkTopology.nodeBlockSize", (
+        f"blocks of {size} node(s) are not whole HyperNodes of tier {tier} ({_cut(shown)}): optplan frees "
+        f"whole HyperNodes only; {whole} to free requiredNodeBlocks whole HyperNodes of the tier"))
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _listed(names: list[str]) -> str:
