@@ -6,7 +6,8 @@ Modules, each importing only the lines below it (pyproject's "Controller imports
 (RepackRuns created for gangs pending by fragmentation), ``reconcile`` (one run, level-triggered and
 idempotent: DryRun, and Execute's evictions, nominations and verification) and ``leader`` (Lease
 election), then ``informer`` (list + watch into one store), ``status`` (phases, conditions, the relocation
-journal and its merge rules) and ``metrics`` (Prometheus metrics, ``/healthz``, ``/readyz``). It plans
+journal and its merge rules), ``metrics`` (Prometheus metrics, ``/healthz``, ``/readyz``) and ``events``
+(events.k8s.io Events on runs and evicted pods, aggregated into series and rate-limited per object). It plans
 with the solver families directly (``repack.run``, ``goals.run``, ``placement.pending``) and talks to the
 API server through ``optplan.adapters.kube``.
 """
