@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from optplan.serve import OptplanServer, ServeConfig, _Handler, make_server
+from optplan.serve import OptplanServer, ServeConfig, make_server
 from tests.builders import node
 
 WAIT = 30.0
@@ -220,7 +220,7 @@ def test_connections_beyond_the_cap_get_503_and_are_closed(serve: Callable[..., 
             c.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             assert c.read().status == 200
         extra = Conn(server.server_port)
-        extra.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        extra.send(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
         answer = extra.read()
         assert answer.status == 503 and "--max-connections" in answer.json["error"]
         assert int(answer.headers["retry-after"]) >= 1 and answer.headers["connection"] == "close"
@@ -402,12 +402,12 @@ def test_deep_nesting_is_400(serve: Callable[..., OptplanServer], depth: int) ->
 
 def test_a_bug_in_the_server_is_a_one_line_500(serve: Callable[..., OptplanServer], monkeypatch: pytest.MonkeyPatch,
                                                caplog: pytest.LogCaptureFixture) -> None:
-    def broken(self: _Handler, body: bytearray) -> dict[str, Any]:
+    def broken(n: int, timeout: float) -> bool:
         raise KeyError("oops")
 
-    monkeypatch.setattr(_Handler, "_decode", broken)
     caplog.set_level(logging.ERROR, logger="optplan.serve")
     server = serve()
+    monkeypatch.setattr(server.budget, "reserve", broken)  # the HTTP layer's own bookkeeping fails
     answer = _post(server, b"{}")
     assert answer.status == 500 and answer.json == {"error": "internal error; see the server log", "field": None,
                                                     "object": None}
@@ -428,7 +428,8 @@ def test_the_header_section_is_bounded(serve: Callable[..., OptplanServer]) -> N
 def test_the_limits_have_flags_and_defaults() -> None:
     import argparse
 
-    from optplan.serve import DEFAULT_MAX_CONNECTIONS, add_arguments, config_from_args
+    from optplan.cli.serve import add_arguments, config_from_args
+    from optplan.serve import DEFAULT_MAX_CONNECTIONS
 
     p = argparse.ArgumentParser()
     add_arguments(p)
