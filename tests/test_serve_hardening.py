@@ -239,6 +239,69 @@ def test_connections_beyond_the_cap_get_503_and_are_closed(serve: Callable[..., 
     assert _exchange(server.server_port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")[0].status == 200
 
 
+def _gauge(server: OptplanServer, name: str, want: float) -> float:
+    """The server's gauge once it reads ``want`` (or what it reads after WAIT seconds)."""
+    deadline = time.monotonic() + WAIT
+    value = server.metrics.registry.get_sample_value(name)
+    while value != want and time.monotonic() < deadline:
+        time.sleep(0.01)
+        value = server.metrics.registry.get_sample_value(name)
+    return value or 0.0
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    """Whether the server closes ``sock`` (whatever it sends first) within WAIT seconds."""
+    sock.settimeout(WAIT)
+    try:
+        while sock.recv(65536):
+            pass
+    except (ConnectionResetError, TimeoutError) as e:
+        return isinstance(e, ConnectionResetError)
+    return True
+
+
+def test_healthz_is_answered_while_idle_connections_hold_every_slot(serve: Callable[..., OptplanServer]) -> None:
+    """A hundred idle connections held open, three times --max-connections: a liveness probe still gets 200
+    (a kubelet would otherwise restart a server that is only being held open); other requests beyond the
+    cap get 503."""
+    server = serve(max_connections=32)
+    port = server.server_port
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=WAIT) for _ in range(100)]
+    try:
+        assert _gauge(server, "optplan_open_connections", 32) == 32  # every slot held by a silent socket
+        answer, closed = _exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert (answer.status, answer.body, closed) == (200, b'{"status":"ok"}', True)
+        answer, _ = _exchange(port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert answer.status == 503 and "--max-connections" in answer.json["error"]
+        assert server.metrics.registry.get_sample_value("optplan_open_connections") == 32
+    finally:
+        for s in idle:
+            s.close()
+    assert _gauge(server, "optplan_open_connections", 0) == 0
+
+
+def test_idle_connections_are_closed_after_the_idle_timeout(serve: Callable[..., OptplanServer]) -> None:
+    """Connections that send nothing, half a request line, or nothing more after an answer are closed
+    after --idle-timeout, and their slots come back."""
+    server = serve(idle_timeout=0.5, max_connections=8)
+    port = server.server_port
+    silent = [socket.create_connection(("127.0.0.1", port), timeout=WAIT) for _ in range(6)]
+    slow = Conn(port)
+    slow.send(b"GET /heal")  # and never the rest
+    kept = Conn(port)
+    kept.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    try:
+        assert kept.read().status == 200  # kept alive, then idle
+        assert all(_closed_by_server(s) for s in [*silent, slow.sock, kept.sock])
+    finally:
+        for s in silent:
+            s.close()
+        slow.close()
+        kept.close()
+    assert _gauge(server, "optplan_open_connections", 0) == 0
+    assert _exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")[0].status == 200
+
+
 # ---- the body budget and slow uploads -------------------------------------------------------------------
 
 def _reserve(port: int, length: int) -> Conn:
