@@ -118,8 +118,9 @@ class KubeObject(TypedDict):
 
     apiVersion: NonEmpty
     kind: NonEmpty
-    metadata: NotRequired[dict[str, Any]]
     items: NotRequired[list[KubeItem]]
+    # metadata and the rest are read by the snapshot loader (optplan.adapters.kubefile), which names the
+    # object and the field at fault; validating them here too would cost a copy of every object's fields
 
 
 KubeItem = Annotated[KubeObject, Expect("an object", within=dict)]
@@ -132,10 +133,10 @@ def expand(objects: list[KubeObject]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for obj in objects:
         items = obj.get("items")
-        if obj["kind"].endswith("List") and isinstance(items, list):
-            out.extend(dict(item) for item in items)
+        if obj["kind"].endswith("List") and items is not None:
+            out.extend(cast(list[dict[str, Any]], items))
         else:
-            out.append(dict(obj))
+            out.append(cast(dict[str, Any], obj))
     return out
 
 
