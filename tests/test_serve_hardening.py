@@ -492,12 +492,16 @@ def test_the_limits_have_flags_and_defaults() -> None:
     import argparse
 
     from optplan.cli.serve import add_arguments, config_from_args
-    from optplan.serve import DEFAULT_MAX_CONNECTIONS
+    from optplan.serve import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS
 
     p = argparse.ArgumentParser()
     add_arguments(p)
     config = config_from_args(p.parse_args([]))
     assert (config.max_connections, config.body_budget) == (DEFAULT_MAX_CONNECTIONS, 2 * config.max_body_bytes)
+    assert config.idle_timeout == DEFAULT_IDLE_TIMEOUT == 10
     config = config_from_args(p.parse_args(["--max-connections", "4", "--max-buffered-bytes", "1000",
-                                            "--max-body-bytes", "500"]))
+                                            "--max-body-bytes", "500", "--idle-timeout", "2.5"]))
     assert (config.max_connections, config.body_budget, config.max_body_bytes) == (4, 1000, 500)
+    assert config.idle_timeout == 2.5
+    with pytest.raises(SystemExit):
+        p.parse_args(["--idle-timeout", "0"])
