@@ -47,7 +47,7 @@ MAX_SEED = 2**31 - 1
 
 # ---- how a field that does not hold what it should is reported ------------------------------------------
 
-def json_type(v: Any) -> str:
+def _json_type(v: Any) -> str:
     if v is None:
         return "null"
     if isinstance(v, bool):
@@ -61,9 +61,9 @@ def json_type(v: Any) -> str:
     return "string" if isinstance(v, str) else type(v).__name__
 
 
-def short(v: Any, limit: int = 60) -> str:
+def _short(v: Any, limit: int = 60) -> str:
     """A request value quoted in an error, cut short (an integer may have thousands of digits)."""
-    text = repr(v) if isinstance(v, bool | float | str) or v is None else json_type(v)
+    text = repr(v) if isinstance(v, bool | float | str) or v is None else _json_type(v)
     if isinstance(v, int) and not isinstance(v, bool):
         text = str(v) if v.bit_length() < 64 else f"an integer of {v.bit_length()} bits"
     out = printable(text[:limit])
@@ -81,7 +81,10 @@ class Expect:
     inner: TypeAdapter[Any] | None = None
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
-        return core_schema.no_info_wrap_validator_function(self._check, handler(source))
+        return self.around(handler(source))
+
+    def around(self, schema: core_schema.CoreSchema) -> core_schema.CoreSchema:
+        return core_schema.no_info_wrap_validator_function(self._check, schema)
 
     def _check(self, v: Any, handler: core_schema.ValidatorFunctionWrapHandler) -> Any:
         if self.within is not None and isinstance(v, self.within):
@@ -90,7 +93,7 @@ class Expect:
             return handler(v)
         except ValidationError:
             raise PydanticCustomError("expected", "expected {what}, got {got}",
-                                      {"what": self.what, "got": short(v)}) from None
+                                      {"what": self.what, "got": _short(v)}) from None
 
 
 @dataclass(frozen=True)
@@ -100,11 +103,7 @@ class OneOf:
     choices: tuple[str, ...]
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
-        return core_schema.literal_schema(list(self.choices))
-
-
-def _one_of(choices: tuple[str, ...]) -> Expect:
-    return Expect(f"one of {', '.join(choices)}")
+        return Expect(f"one of {', '.join(self.choices)}").around(core_schema.literal_schema(list(self.choices)))
 
 
 NonEmpty = Annotated[str, StringConstraints(min_length=1), Expect("a non-empty string")]
@@ -202,7 +201,7 @@ class Request(BaseModel):
 class RepackPlanRequest(Request):
     objects: Annotated[Objects, Field(description=OBJECTS_HELP)]
     run: Run = None
-    solver: Annotated[str, OneOf(REPACK_SOLVERS), _one_of(REPACK_SOLVERS)] = registry.DEFAULT
+    solver: Annotated[str, OneOf(REPACK_SOLVERS)] = registry.DEFAULT
     time_limit_seconds: TimeLimit = None
     seed: Seed = 0
     weights: Annotated[Weights | None, Expect("an object", within=dict)] = None
@@ -217,7 +216,7 @@ class PlaceRequest(Request):
     objects: Annotated[Objects, Field(description=OBJECTS_HELP)]
     jobs: Annotated[Objects | None, Field(description="VCJobs to place; without it, the pending VCJobs in objects")
                     ] = None
-    solver: Annotated[str, OneOf(PLACE_SOLVERS), _one_of(PLACE_SOLVERS)] = registry.DEFAULT
+    solver: Annotated[str, OneOf(PLACE_SOLVERS)] = registry.DEFAULT
     time_limit_seconds: TimeLimit = None
     seed: Seed = 0
     now: Annotated[NonEmpty | None, Field(description="RFC 3339 time victims are priced at (reproducible outputs)",
@@ -298,6 +297,6 @@ def _input_error(model: type[BaseModel], e: ValidationError) -> InputError:
     elif kind == "expected":
         message = err["msg"]
     else:
-        message = f"{err['msg'][:1].lower()}{err['msg'][1:]}, got {short(err['input'])}"
+        message = f"{err['msg'][:1].lower()}{err['msg'][1:]}, got {_short(err['input'])}"
     return InputError(message, file=REQUEST, field=_place(loc) or None)
 
