@@ -264,7 +264,7 @@ def test_healthz_is_answered_while_idle_connections_hold_every_slot(serve: Calla
     """A hundred idle connections held open, three times --max-connections: a liveness probe still gets 200
     (a kubelet would otherwise restart a server that is only being held open); other requests beyond the
     cap get 503."""
-    server = serve(max_connections=32)
+    server = serve(max_connections=32, idle_timeout=WAIT)  # the silent sockets keep their slots throughout
     port = server.server_port
     idle = [socket.create_connection(("127.0.0.1", port), timeout=WAIT) for _ in range(100)]
     try:
