@@ -24,16 +24,8 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from optplan import api
-from optplan.serve import (
-    ENDPOINTS,
-    PLACE_SOLVERS,
-    REPACK_SOLVERS,
-    OptplanServer,
-    ServeConfig,
-    add_arguments,
-    make_server,
-    run,
-)
+from optplan.cli.serve import add_arguments, run
+from optplan.serve import ENDPOINTS, PLACE_SOLVERS, REPACK_SOLVERS, OptplanServer, ServeConfig, make_server
 from optplan.solvers.repack.base import planner_names
 from tests.builders import node, pod, podgroup, repack_run
 
@@ -426,7 +418,8 @@ def test_openapi_describes_every_endpoint(serve: Callable[..., Client]) -> None:
         op = doc["paths"][path][ep.method.lower()]
         assert "200" in op["responses"] and "405" in op["responses"]
         if ep.method == "POST":
-            assert op["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith(ep.request or "")
+            assert ep.request is not None
+            assert op["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith(ep.request.__name__)
             assert op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith(
                 ep.response or "")
             assert {"400", "411", "413", "415", "500", "503"} <= set(op["responses"])
@@ -476,7 +469,7 @@ def test_run_serves_until_stopped(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_run_in_a_process_stops_cleanly_on_sigterm() -> None:
-    code = ("import argparse, sys\nfrom optplan import serve\np = argparse.ArgumentParser()\n"
+    code = ("import argparse, sys\nfrom optplan.cli import serve\np = argparse.ArgumentParser()\n"
             "serve.add_arguments(p)\nsys.stdout.write(repr(serve.run(p.parse_args(['--port', '0']))))\n")
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})

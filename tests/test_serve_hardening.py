@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from optplan.serve import OptplanServer, ServeConfig, _Handler, make_server
+from optplan.serve import OptplanServer, ServeConfig, make_server
 from tests.builders import node
 
 WAIT = 30.0
@@ -220,7 +220,7 @@ def test_connections_beyond_the_cap_get_503_and_are_closed(serve: Callable[..., 
             c.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             assert c.read().status == 200
         extra = Conn(server.server_port)
-        extra.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        extra.send(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
         answer = extra.read()
         assert answer.status == 503 and "--max-connections" in answer.json["error"]
         assert int(answer.headers["retry-after"]) >= 1 and answer.headers["connection"] == "close"
@@ -237,6 +237,69 @@ def test_connections_beyond_the_cap_get_503_and_are_closed(serve: Callable[..., 
     while server.metrics.registry.get_sample_value("optplan_open_connections") and time.monotonic() < deadline:
         time.sleep(0.01)
     assert _exchange(server.server_port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")[0].status == 200
+
+
+def _gauge(server: OptplanServer, name: str, want: float) -> float:
+    """The server's gauge once it reads ``want`` (or what it reads after WAIT seconds)."""
+    deadline = time.monotonic() + WAIT
+    value = server.metrics.registry.get_sample_value(name)
+    while value != want and time.monotonic() < deadline:
+        time.sleep(0.01)
+        value = server.metrics.registry.get_sample_value(name)
+    return value or 0.0
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    """Whether the server closes ``sock`` (whatever it sends first) within WAIT seconds."""
+    sock.settimeout(WAIT)
+    try:
+        while sock.recv(65536):
+            pass
+    except (ConnectionResetError, TimeoutError) as e:
+        return isinstance(e, ConnectionResetError)
+    return True
+
+
+def test_healthz_is_answered_while_idle_connections_hold_every_slot(serve: Callable[..., OptplanServer]) -> None:
+    """A hundred idle connections held open, three times --max-connections: a liveness probe still gets 200
+    (a kubelet would otherwise restart a server that is only being held open); other requests beyond the
+    cap get 503."""
+    server = serve(max_connections=32, idle_timeout=WAIT)  # the silent sockets keep their slots throughout
+    port = server.server_port
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=WAIT) for _ in range(100)]
+    try:
+        assert _gauge(server, "optplan_open_connections", 32) == 32  # every slot held by a silent socket
+        answer, closed = _exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert (answer.status, answer.body, closed) == (200, b'{"status":"ok"}', True)
+        answer, _ = _exchange(port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert answer.status == 503 and "--max-connections" in answer.json["error"]
+        assert server.metrics.registry.get_sample_value("optplan_open_connections") == 32
+    finally:
+        for s in idle:
+            s.close()
+    assert _gauge(server, "optplan_open_connections", 0) == 0
+
+
+def test_idle_connections_are_closed_after_the_idle_timeout(serve: Callable[..., OptplanServer]) -> None:
+    """Connections that send nothing, half a request line, or nothing more after an answer are closed
+    after --idle-timeout, and their slots come back."""
+    server = serve(idle_timeout=0.5, max_connections=8)
+    port = server.server_port
+    silent = [socket.create_connection(("127.0.0.1", port), timeout=WAIT) for _ in range(6)]
+    slow = Conn(port)
+    slow.send(b"GET /heal")  # and never the rest
+    kept = Conn(port)
+    kept.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    try:
+        assert kept.read().status == 200  # kept alive, then idle
+        assert all(_closed_by_server(s) for s in [*silent, slow.sock, kept.sock])
+    finally:
+        for s in silent:
+            s.close()
+        slow.close()
+        kept.close()
+    assert _gauge(server, "optplan_open_connections", 0) == 0
+    assert _exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")[0].status == 200
 
 
 # ---- the body budget and slow uploads -------------------------------------------------------------------
@@ -402,12 +465,12 @@ def test_deep_nesting_is_400(serve: Callable[..., OptplanServer], depth: int) ->
 
 def test_a_bug_in_the_server_is_a_one_line_500(serve: Callable[..., OptplanServer], monkeypatch: pytest.MonkeyPatch,
                                                caplog: pytest.LogCaptureFixture) -> None:
-    def broken(self: _Handler, body: bytearray) -> dict[str, Any]:
+    def broken(n: int, timeout: float) -> bool:
         raise KeyError("oops")
 
-    monkeypatch.setattr(_Handler, "_decode", broken)
     caplog.set_level(logging.ERROR, logger="optplan.serve")
     server = serve()
+    monkeypatch.setattr(server.budget, "reserve", broken)  # the HTTP layer's own bookkeeping fails
     answer = _post(server, b"{}")
     assert answer.status == 500 and answer.json == {"error": "internal error; see the server log", "field": None,
                                                     "object": None}
@@ -428,12 +491,17 @@ def test_the_header_section_is_bounded(serve: Callable[..., OptplanServer]) -> N
 def test_the_limits_have_flags_and_defaults() -> None:
     import argparse
 
-    from optplan.serve import DEFAULT_MAX_CONNECTIONS, add_arguments, config_from_args
+    from optplan.cli.serve import add_arguments, config_from_args
+    from optplan.serve import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS
 
     p = argparse.ArgumentParser()
     add_arguments(p)
     config = config_from_args(p.parse_args([]))
     assert (config.max_connections, config.body_budget) == (DEFAULT_MAX_CONNECTIONS, 2 * config.max_body_bytes)
+    assert config.idle_timeout == DEFAULT_IDLE_TIMEOUT == 10
     config = config_from_args(p.parse_args(["--max-connections", "4", "--max-buffered-bytes", "1000",
-                                            "--max-body-bytes", "500"]))
+                                            "--max-body-bytes", "500", "--idle-timeout", "2.5"]))
     assert (config.max_connections, config.body_budget, config.max_body_bytes) == (4, 1000, 500)
+    assert config.idle_timeout == 2.5
+    with pytest.raises(SystemExit):
+        p.parse_args(["--idle-timeout", "0"])

@@ -17,13 +17,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from optplan import __version__, bench, serve
+from optplan import __version__, bench
 from optplan.adapters import generate as generate_mod
 from optplan.adapters import openb as openb_mod
 from optplan.adapters import render
 from optplan.adapters.args import add_live_cluster, add_snapshot_source, int_in, positive_float
 from optplan.adapters.kubefile import LoadedInput
-from optplan.cli import controller, execute, place, queues, repack, replay, sources, spot
+from optplan.cli import controller, execute, place, queues, repack, replay, serve, sources, spot
 from optplan.cli.execute import verification_status
 from optplan.errors import InputError, OptplanError, PlanInvalidError, printable
 from optplan.models.repack import Weights
