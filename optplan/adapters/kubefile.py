@@ -51,7 +51,9 @@ from optplan.models.queues import (
 from optplan.models.repack import RepackRun, RepackRunSpec
 from optplan.models.selectors import LabelSelector, NodeSelectorTerm, Taint, Toleration
 from optplan.models.snapshot import (
+    IF_HEALTHY_BUDGET,
     TERMINAL_PHASES,
+    UNHEALTHY_POD_EVICTION_POLICIES,
     HyperNode,
     HyperNodeMember,
     ModelServing,
@@ -639,7 +641,19 @@ def parse_pod(raw: _Raw) -> Pod:
         node_selector=_str_map(raw, spec, "nodeSelector", prefix="spec."), tolerations=tolerations, priority=priority,
         priority_class_name=_get(raw, spec, "priorityClassName", None, types=str, prefix="spec.") or None,
         required_node_affinity=parse_node_affinity(raw, spec), requests=effective_requests(raw, spec),
-        phase=_get(raw, obj, "status.phase", None, types=str) or "Pending")
+        phase=_get(raw, obj, "status.phase", None, types=str) or "Pending", ready=_pod_ready(raw),
+        deleting=_get(raw, obj, "metadata.deletionTimestamp", None) is not None)
+
+
+def _pod_ready(raw: _Raw) -> bool:
+    """status.conditions has type Ready with status "True" (Kubernetes' IsPodReady)."""
+    for i, c in enumerate(_get(raw, raw.obj, "status.conditions", [], types=list)):
+        p = f"status.conditions[{i}]"
+        if not isinstance(c, dict):
+            raise raw.error(p, "expected a mapping")
+        if _get(raw, c, "type", None, types=str, prefix=p + ".") == "Ready":
+            return _get(raw, c, "status", None, types=str, prefix=p + ".") == "True"
+    return False
 
 
 def parse_pod_group(raw: _Raw) -> PodGroup:
@@ -660,10 +674,16 @@ def parse_pdb(raw: _Raw) -> PodDisruptionBudget:
     obj = raw.obj
     sel = _get(raw, obj, "spec.selector", None, types=dict)
     allowed = _int(raw, obj, "status.disruptionsAllowed", 0)
+    policy = _get(raw, obj, "spec.unhealthyPodEvictionPolicy", IF_HEALTHY_BUDGET, types=str)
+    if policy not in UNHEALTHY_POD_EVICTION_POLICIES:
+        raise raw.error("spec.unhealthyPodEvictionPolicy", f"unknown policy {policy!r} (expected "
+                                                           f"{' or '.join(UNHEALTHY_POD_EVICTION_POLICIES)})")
     return PodDisruptionBudget(
         namespace=_namespace(raw), name=_name(raw),
         selector=_model(raw, LabelSelector, sel, "spec.selector") if sel is not None else None,
-        disruptions_allowed=allowed)
+        disruptions_allowed=allowed, unhealthy_pod_eviction_policy=policy,
+        current_healthy=_int(raw, obj, "status.currentHealthy", 0),
+        desired_healthy=_int(raw, obj, "status.desiredHealthy", 0))
 
 
 def parse_hyper_node(raw: _Raw) -> HyperNode:
