@@ -308,6 +308,21 @@ def test_place_with_cpsat_at_the_edge_of_the_range(tmp_path: Path, capsys: pytes
     assert json.loads(capsys.readouterr().out)["jobs"][0]["admitted"] is True
 
 
+def test_the_milp_range_names_the_solver(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """HiGHS reads a coefficient of 1e15 or more as infinite: the MILP twin refuses such a model in one
+    line naming --solver (it ended in an IndexError from PuLP), while CP-SAT plans the same snapshot."""
+    snap = [node("n1", str(10**15)), node("n2"), node("n3"), podgroup("pg"), pod("p1", "n1"), pod("p2", "n2"),
+            repack_run()]
+    path = write(tmp_path, "a.yaml", snap)
+    assert main(["repack", path, "--solver", "milp", "--time-limit", "5"]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and cap.err.count("\n") == 1, cap
+    assert cap.err.startswith("optplan: error: --solver: the milp solver (HiGHS)") and "--solver cpsat" in cap.err
+    assert main(["repack", path, "--solver", "cpsat", "--time-limit", "5"]) == 0
+    snap[0] = node("n1", str(10**14))
+    assert main(["repack", write(tmp_path, "b.yaml", snap), "--solver", "milp", "--time-limit", "5"]) == 0
+
+
 # ---- untrusted structure ----------------------------------------------------------------------------
 
 def _bomb(levels: int = 9) -> str:

@@ -72,6 +72,13 @@ def past_model_range(items: Iterable[tuple[K, Mapping[str, int]]]) -> tuple[K, s
     return None
 
 
+MAX_MILP_COEFFICIENT = 10**15
+"""HiGHS (the milp solvers' backend) reads a constraint coefficient of this size or more as infinite
+(its ``large_matrix_value``): the MILP twins refuse a model that would hold one, naming ``--solver``."""
+MAX_MILP_BOUND = 10**20
+"""HiGHS reads a right-hand side of this size or more as infinite (its ``infinite_bound``)."""
+
+
 # ---- planner settings ------------------------------------------------------------------------------
 
 MAX_WEIGHT = 1e6
