@@ -201,20 +201,22 @@ class _OneLineFormatter(logging.Formatter):
         return f"optplan: {record.levelname.lower()}: {_one_line(record.getMessage())}"
 
 
-LIVE_LOG_COMMANDS = frozenset({"serve", "controller"})
-"""Long-running commands: their log is their output, written as it comes even at the default verbosity."""
+SERVICE_COMMANDS = frozenset({"serve", "controller"})
+"""Long-running commands: their log is their output, timestamped and written as it comes at every
+verbosity."""
 
 
-def _log_to_stderr(level: int, *, hold: bool = False) -> _StderrHandler:
-    """Progress logs (-v, -vv) are timestamped; at the default verbosity only warnings show, each one line
-    like the error line, and with ``hold`` they wait for the command's outcome (``_StderrHandler``)."""
+def _log_to_stderr(level: int, *, service: bool = False) -> _StderrHandler:
+    """Progress logs (-v, -vv) and a service's log are timestamped; a one-shot command at the default
+    verbosity shows only warnings, each one line like the error line, held for the command's outcome
+    (``_StderrHandler``)."""
     logger = logging.getLogger("optplan")
     for h in [h for h in logger.handlers if isinstance(h, _StderrHandler)]:
         logger.removeHandler(h)
     handler = _StderrHandler(sys.stderr)
-    if level >= logging.WARNING:
+    if level >= logging.WARNING and not service:
         handler.setFormatter(_OneLineFormatter())
-        handler.held = [] if hold else None
+        handler.held = []
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
     logger.addHandler(handler)
@@ -225,7 +227,7 @@ def _log_to_stderr(level: int, *, hold: bool = False) -> _StderrHandler:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     level = logging.WARNING if args.verbose == 0 else logging.INFO if args.verbose == 1 else logging.DEBUG
-    handler = _log_to_stderr(level, hold=args.command not in LIVE_LOG_COMMANDS)
+    handler = _log_to_stderr(level, service=args.command in SERVICE_COMMANDS)
     try:
         text = _dispatch(args)
     except InputError as e:
