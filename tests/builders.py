@@ -69,9 +69,27 @@ def podgroup(name: str, min_member: int = 1, *, ns: str = "default", labels: dic
     return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": meta, "spec": spec}
 
 
-def pdb(name: str, match_labels: dict[str, str], allowed: int, *, ns: str = "default") -> dict[str, Any]:
+def pdb(name: str, match_labels: dict[str, str], allowed: int, *, ns: str = "default", policy: str | None = None,
+        current: int | None = None, desired: int | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"selector": {"matchLabels": match_labels}}
+    if policy is not None:
+        spec["unhealthyPodEvictionPolicy"] = policy
+    status: dict[str, Any] = {"disruptionsAllowed": allowed}
+    if current is not None:
+        status["currentHealthy"] = current
+    if desired is not None:
+        status["desiredHealthy"] = desired
     return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": ns},
-            "spec": {"selector": {"matchLabels": match_labels}}, "status": {"disruptionsAllowed": allowed}}
+            "spec": spec, "status": status}
+
+
+def ready(pod_obj: dict[str, Any], value: bool | None = True) -> dict[str, Any]:
+    """The pod with a Ready condition of status "True" or "False" (None: no Ready condition)."""
+    conditions = [{"type": "PodScheduled", "status": "True"}]
+    if value is not None:
+        conditions.append({"type": "Ready", "status": "True" if value else "False"})
+    pod_obj.setdefault("status", {})["conditions"] = conditions
+    return pod_obj
 
 
 def repack_run(name: str = "run", resource: str = GPU, *, min_improvement: float | None = None,

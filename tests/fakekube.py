@@ -64,9 +64,11 @@ Emulated (apiserver behaviour, from the Kubernetes API conventions and the apise
   that is Pending, Succeeded, Failed or already terminating is deleted without looking at budgets (the
   apiserver's ``canIgnorePDB``). Otherwise the PDBs of the namespace whose selector matches the pod (an
   empty or null selector matches nothing here, as in the eviction handler): more than one is 500; a pod
-  that is not Ready while the PDB has ``currentHealthy >= desiredHealthy > 0`` is deleted without
-  touching the budget; a PDB whose ``status.disruptionsAllowed`` is 0 answers 429 TooManyRequests ("Cannot
-  evict pod as it would violate the pod's disruption budget.", a ``DisruptionBudget`` cause); else its
+  that is not Ready is deleted without touching the budget when the PDB's
+  ``spec.unhealthyPodEvictionPolicy`` is ``AlwaysAllow``, or when it is ``IfHealthyBudget`` (the default)
+  and the PDB has ``currentHealthy >= desiredHealthy > 0``; a PDB whose ``status.disruptionsAllowed`` is
+  0 answers 429 TooManyRequests ("Cannot evict pod as it would violate the pod's disruption budget.", a
+  ``DisruptionBudget`` cause); else its
   ``disruptionsAllowed`` is decremented and the pod recorded in ``status.disruptedPods`` (a PDB write),
   then the pod is deleted as DELETE would. Success is 201 with a ``Status``. A body naming another pod
   is 400. Every attempt is recorded in ``evictions`` with its answer (``evicted()``: the successes).
@@ -93,7 +95,7 @@ Emulated (apiserver behaviour, from the Kubernetes API conventions and the apise
 Not emulated: discovery, server-side apply (``application/apply-patch+yaml`` is 415) and managedFields,
 ``dryRun``, ``resourceVersionMatch=Exact`` (a list serves the current state), consistent snapshots across
 pages (a page reads the current state), admission (no defaulting of built-in types, no webhooks),
-PDB ``unhealthyPodEvictionPolicy`` and the ``observedGeneration`` check of an eviction, ownerReference
+the ``observedGeneration`` check of an eviction, ownerReference
 garbage collection, authentication and RBAC (the bearer token is recorded, not checked; ``forbid``
 injects 403s), watches through ``/watch/`` paths, a watch from a resourceVersion ahead of the server (it
 starts there; the apiserver waits, then answers 504), the apiserver's own bookmark cadence (none unless
@@ -1143,7 +1145,9 @@ class FakeKube:
             ready = any(c.get("type") == "Ready" and c.get("status") == "True"
                         for c in (pod.get("status") or {}).get("conditions") or [])
             desired = int(st.get("desiredHealthy", 0) or 0)
-            if not ready and desired > 0 and int(st.get("currentHealthy", 0) or 0) >= desired:
+            policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy") or "IfHealthyBudget"
+            if not ready and (policy == "AlwaysAllow"
+                              or (desired > 0 and int(st.get("currentHealthy", 0) or 0) >= desired)):
                 self._delete(pods, namespace, name, opts)  # an unready pod does not count: no decrement
                 return 201, success
             allowed = int(st.get("disruptionsAllowed", 0) or 0)

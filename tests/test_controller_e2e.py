@@ -148,6 +148,30 @@ def test_a_pdb_blocks_the_eviction_until_rejected(env: Env) -> None:
     assert run["status"]["phase"] == "Failed" and complete(run)["reason"] == "ExecutionGoalNotReached"
 
 
+@pytest.mark.parametrize("policy", ["AlwaysAllow", "IfHealthyBudget"])
+def test_unhealthy_pods_under_a_spent_budget(fk: FakeKube, kubeconfig: str, policy: str) -> None:
+    """The seed's training pods are Running but not Ready (no Ready condition); a PDB wants both (the
+    disruption controller gives currentHealthy 0, desiredHealthy 2, disruptionsAllowed 0). Under AlwaysAllow
+    the Eviction API lets them go without the budget, so the controller plans and evicts them; under
+    IfHealthyBudget the application is disrupted (0 < 2), they need the budget, and nothing is planned."""
+    pdb_obj = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+               "metadata": {"name": "training", "namespace": NS},
+               "spec": {"minAvailable": 2, "unhealthyPodEvictionPolicy": policy,
+                        "selector": {"matchLabels": {"volcano.sh/job-name": "ascend-batch-training"}}}}
+    env = Env(fk, kubeconfig, [*seed_objects(), pdb_obj])
+    try:
+        status = fk.get("policy/v1", "PodDisruptionBudget", "training", NS)["status"]
+        assert (status["currentHealthy"], status["desiredHealthy"], status["disruptionsAllowed"]) == (0, 2, 0)
+        run = env.until_finished(env.controller())
+        if policy == "AlwaysAllow":
+            assert run["status"]["phase"] == "Succeeded" and complete(run)["reason"] == "ExecutionCompleted"
+            assert env.fk.evicted() == [f"{NS}/{W0}", f"{NS}/{W1}"]
+        else:
+            assert not run["status"].get("relocations") and env.fk.evictions == []
+    finally:
+        env.close()
+
+
 def test_a_replacement_bound_elsewhere_completes_with_alternative_placement(env: Env) -> None:
     env.world.bind_instead(f"{NS}/{W0}", "ascend-node-03")  # planned ascend-node-02
     run = env.until_finished(env.controller())

@@ -18,7 +18,7 @@ from optplan.adapters.kubefile import load_files
 from optplan.cli import main
 from optplan.errors import InputError, printable
 from optplan.models import limits
-from tests.builders import GPU, node, pod, podgroup, repack_run
+from tests.builders import GPU, job_task, node, pod, podgroup, repack_run, vcjob
 from tests.test_input_errors import base, write
 
 
@@ -142,7 +142,7 @@ VALUES: dict[str, tuple[dict[str, Any], dict[str, Any], list[str]]] = {
                           ["Pod/default/p9", "spec.containers[0].resources.requests.cpu", "unparseable"]),
     "Arabic-Indic digits": (_node(memory="\u0661\u0662Gi"), _node(memory="12Gi"),
                             ["Node/n3", "status.allocatable.memory", "unparseable"]),
-    "quantity over int64": (_node(memory="9Pi"), _node(memory="8Pi"), ["Node/n3", "status.allocatable.memory",
+    "quantity over int64": (_node(memory="9Pi"), _node(memory="4Pi"), ["Node/n3", "status.allocatable.memory",
                                                                         "too large"]),
     "unschedulable the string false": (_unschedulable("false"), _unschedulable(False),
                                        ["Node/n3", "spec.unschedulable", "boolean"]),
@@ -241,22 +241,86 @@ def test_bad_run(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str) 
     ok(write(tmp_path, "good.yaml", [*base()[:-1], good]))
 
 
-# ---- sums that must fit an int64 -------------------------------------------------------------------
+# ---- sums that must fit the planners' integer models -------------------------------------------------
+# One rule (limits.past_model_range): per resource, all nodes' allocatable, all live pods' requests and
+# all VCJobs' requests each add up to at most MAX_TOTAL_MILLI (2^62 milli-units), checked when the
+# snapshot is read, so no command (repack, place, queues, frag) builds a model past its range.
 
-def test_requests_on_one_node_beyond_int64(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    big = _node("n3", memory="8Pi")
-    pods = [pod(f"q{i}", "n3", gpu=0, memory="3Pi") for i in range(3)]
-    line = error_line(capsys, write(tmp_path, "a.yaml", [*base(), big, *pods]))
-    assert "Pod/default/q" in line and "spec.nodeName" in line and "MAX_TOTAL_MILLI" in line
-    ok(write(tmp_path, "b.yaml", [*base(), big, *pods[:1]]))
+ALMOST = (2**62 // 1000) - 100
+"""Whole GPUs that, beside base()'s 16, keep the nodes' sum within 2^62 milli-units."""
 
 
-def test_goal_resource_summed_over_the_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    nodes = [_node(f"m{i}", memory="3Pi") for i in range(2)]
-    run = repack_run(resource="memory")
-    line = error_line(capsys, write(tmp_path, "a.yaml", [*base()[:-1], *nodes, run]))
-    assert "RepackRun/run" in line and "memory" in line and "MAX_TOTAL_MILLI" in line
-    ok(write(tmp_path, "b.yaml", [*base()[:-1], *nodes[:1], run]))
+def _job(replicas: int, name: str = "big", **requests: Any) -> dict[str, Any]:
+    return vcjob(name, tasks=[job_task("t", replicas, **requests)])
+
+
+# id -> (bad objects, good neighbours, what the line must name besides the file)
+TOTALS: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]] = {
+    "one node holds 2^63 milli-GPUs": ([_node("n3", **{GPU: "9223372036854775"})], [_node("n3", **{GPU: str(ALMOST)})],
+                                       ["Node/n3", f"status.allocatable.{GPU}", "MAX_TOTAL_MILLI"]),
+    "two nodes add up past 2^62": ([_node("n3", memory="3Pi"), _node("n4", memory="3Pi")], [_node("n3", memory="3Pi")],
+                                   ["Node/n4", "status.allocatable.memory", "MAX_TOTAL_MILLI"]),
+    "pods on one node past 2^62": ([_node("n3", memory="4Pi"), *(pod(f"q{i}", "n3", gpu=0, memory="2Pi")
+                                                                 for i in range(3))],
+                                   [_node("n3", memory="4Pi"), *(pod(f"q{i}", "n3", gpu=0, memory="2Pi")
+                                                                 for i in range(2))],
+                                   ["Pod/default/q2", "spec.containers", "MAX_TOTAL_MILLI"]),
+    "pending pods past 2^62": ([pod(f"q{i}", None, gpu=0, memory="3Pi") for i in range(2)],
+                               [pod("q0", None, gpu=0, memory="3Pi")],
+                               ["Pod/default/q1", "spec.containers", "MAX_TOTAL_MILLI"]),
+    "a VCJob's replicas past 2^62": ([_job(2, gpu=1, memory="3Pi")], [_job(1, gpu=1, memory="3Pi")],
+                                     ["Job/default/big", "spec.tasks", "memory", "MAX_TOTAL_MILLI"]),
+    "VCJobs together past 2^62": ([_job(1, gpu=1, memory="3Pi"), _job(1, "big2", gpu=1, memory="3Pi")],
+                                  [_job(1, gpu=1, memory="3Pi")],
+                                  ["Job/default/big2", "spec.tasks", "MAX_TOTAL_MILLI"]),
+}
+
+
+@pytest.mark.parametrize("command", ["repack", "place", "queues"])
+@pytest.mark.parametrize("case", list(TOTALS))
+def test_sums_past_the_model_range(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str,
+                                   command: str) -> None:
+    """Refused as the snapshot is read, by every command alike: one line, exit 2, nothing on stdout."""
+    bad, good, needles = TOTALS[case]
+    job = [vcjob("small")]
+    path = write(tmp_path, "snapshot.yaml", [*base(), *bad, *job])
+    rc = main([command, path])
+    cap = capsys.readouterr()
+    assert (rc, cap.out, cap.err.count("\n")) == (2, "", 1), cap
+    assert cap.err.startswith(f"optplan: error: {path}: "), cap.err
+    for needle in needles:
+        assert needle in cap.err, cap.err
+    good_path = write(tmp_path, "good.yaml", [*base(), *good, *job])
+    assert main([command, good_path, *(["--solver", "greedy"] if command != "queues" else [])]) == 0, \
+        capsys.readouterr().err
+
+
+def test_place_with_cpsat_at_the_edge_of_the_range(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The fuzz case (a node of 9223372036854775 GPUs ended in a TypeError from CP-SAT's bounds) is refused;
+    its neighbour just inside the range is placed by the exact model."""
+    snap = [node("n1", "9223372036854775"), node("n2"), podgroup("pg"), pod("p1", "n1"), vcjob("j")]
+    path = write(tmp_path, "a.yaml", snap)
+    assert main(["place", path, "--solver", "cpsat"]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and cap.err.count("\n") == 1 and "Node/n1" in cap.err and "internal" not in cap.err
+    snap[0] = node("n1", str(ALMOST))
+    assert main(["place", write(tmp_path, "b.yaml", snap), "--solver", "cpsat", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["jobs"][0]["admitted"] is True
+
+
+def test_the_milp_range_names_the_solver(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """HiGHS reads a coefficient of 1e15 or more as infinite: the MILP twin refuses such a model in one
+    line naming --solver (it ended in an IndexError from PuLP), while CP-SAT plans the same snapshot."""
+    snap = [node("n1", str(10**15)), node("n2"), node("n3"), podgroup("pg"), pod("p1", "n1"), pod("p2", "n2"),
+            repack_run()]
+    path = write(tmp_path, "a.yaml", snap)
+    assert main(["repack", path, "--solver", "milp", "--time-limit", "5"]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and cap.err.count("\n") == 1, cap
+    assert cap.err.startswith("optplan: error: --solver: the milp solver (HiGHS)") and "--solver cpsat" in cap.err
+    assert main(["repack", path, "--solver", "cpsat", "--time-limit", "5"]) == 0
+    snap[0] = node("n1", str(10**14))
+    assert main(["repack", write(tmp_path, "b.yaml", snap), "--solver", "milp", "--time-limit", "5"]) == 0
 
 
 # ---- untrusted structure ----------------------------------------------------------------------------

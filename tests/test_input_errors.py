@@ -82,6 +82,12 @@ def _without_allocatable() -> dict[str, Any]:
     return n
 
 
+def _pod_edit(edit: Any) -> dict[str, Any]:
+    p = pod("p9", "n2")
+    edit(p)
+    return p
+
+
 # id -> (file content, file suffix, what the line must name besides the file)
 BAD: dict[str, tuple[Content, str, list[str]]] = {
     "malformed YAML": ("kind: Node\nmetadata: {name: [n1\n", ".yaml", ["malformed YAML", "line "]),
@@ -130,6 +136,19 @@ BAD: dict[str, tuple[Content, str, list[str]]] = {
     "unparseable resource budget": ([*base()[:-1], repack_run(max_per_run={"resources": {GPU: "2 cards"}})], ".yaml",
                                     ["RepackRun/run", f"spec.maxPerRun.resources.{GPU}"]),
     "unknown mode": ([*base()[:-1], _run_spec(mode="Apply")], ".yaml", ["RepackRun/run", "spec.mode"]),
+    # the API server never holds these Pods: none would be read as requesting nothing
+    "Pod without spec": ([*base(), _pod_edit(lambda p: p.pop("spec"))], ".yaml",
+                         ["Pod/default/p9", ": spec: ", "missing"]),
+    "Pod with spec null": ([*base(), _pod_edit(lambda p: p.__setitem__("spec", None))], ".yaml",
+                           ["Pod/default/p9", ": spec: ", "missing"]),
+    "Pod without spec.containers": ([*base(), _pod_edit(lambda p: p["spec"].pop("containers"))], ".yaml",
+                                    ["Pod/default/p9", "spec.containers", "missing"]),
+    "Pod with no containers": ([*base(), _pod_edit(lambda p: p["spec"].__setitem__("containers", []))], ".yaml",
+                               ["Pod/default/p9", "spec.containers", "at least one container"]),
+    "Pod phase a number": ([*base(), _pod_edit(lambda p: p["status"].__setitem__("phase", 1))], ".yaml",
+                           ["Pod/default/p9", "status.phase", "expected a string, got int"]),
+    "Pod phase a list": ([*base(), _pod_edit(lambda p: p["status"].__setitem__("phase", ["Running"]))], ".yaml",
+                         ["Pod/default/p9", "status.phase", "expected a string, got list"]),
     "minMember a word": ([*base()[:2], _podgroup_min_member("two"), *base()[3:]], ".yaml",
                          ["PodGroup/default/pg", "spec.minMember", "integer"]),
     "minMember 1.5": ([*base()[:2], _podgroup_min_member(1.5), *base()[3:]], ".yaml",
@@ -233,12 +252,33 @@ def test_real_process_stderr(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert yaml.safe_load(proc.stdout)["kind"] == "RepackRun"
     lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and "node n1 is over-committed" in lines[0], proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("optplan: warning: node n1 is over-committed"), proc.stderr
     bad = write(tmp_path, "b.yaml", [*base(), _node("n3", cpu="12x")])
     proc = subprocess.run([sys.executable, "-m", "optplan.cli", "repack", bad],
                           capture_output=True, text=True, timeout=60, check=False)
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr == f"optplan: error: {bad}: Node/n3: status.allocatable.cpu: unparseable quantity '12x'\n"
+
+
+def test_a_refusal_after_a_warning_is_the_refusal_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """At the default verbosity a warning is one line in the error line's form, printed once the command
+    succeeds; when the command refuses its input, the refusal is printed alone."""
+    path = write(tmp_path, "a.yaml", _over_committed())
+    assert main(["repack", path, "--solver", "greedy"]) == 0
+    err = capsys.readouterr().err
+    assert err == f"optplan: warning: node n1 is over-committed on {GPU}: pods request 9, allocatable 8\n"
+    line = error_line(capsys, path, "--run", "nope")
+    assert "RepackRun/nope" in line and "over-committed" not in line
+    assert main(["place", path]) == 2  # every command alike: here, nothing to place
+    cap = capsys.readouterr()
+    assert cap.out == "" and cap.err.count("\n") == 1, cap
+    assert cap.err.startswith("optplan: error: ") and "no VCJob to place" in cap.err
+
+
+def test_a_pod_without_status_is_pending(tmp_path: Path) -> None:
+    p = pod("p9", None)
+    del p["status"]
+    assert load_objects([*base(), p]).snapshot.pods["default/p9"].phase == "Pending"
 
 
 # ---- good input in every shape ----------------------------------------------------------------------

@@ -132,6 +132,22 @@ def test_api_errors_are_one_line_with_exit_2(fake_kube: FakeKube, kubeconfig: st
     assert err.startswith("optplan: error: forbidden: cannot list nodes") and err.count("\n") == 1
 
 
+@pytest.mark.parametrize(("edit", "field"), [
+    (lambda p: p.pop("spec"), ": spec: "),
+    (lambda p: p["spec"].pop("containers"), "spec.containers"),
+    (lambda p: p["status"].__setitem__("phase", 2), "status.phase"),
+])
+def test_the_live_reader_refuses_pods_the_files_reader_refuses(fake_kube: FakeKube, kubeconfig: str,
+                                                              capsys: pytest.CaptureFixture[str], edit: Any,
+                                                              field: str) -> None:
+    bad = pod("p9", "n1")
+    edit(bad)
+    fake_kube.add(node("n1"), podgroup("pg"), bad, repack_run())
+    code, out, err = run_cli(capsys, "repack", "--kubeconfig", kubeconfig, "--solver", "greedy")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "Pod/default/p9" in err and field in err
+
+
 def test_snapshot_writes_nothing_when_the_read_fails(fake_kube: FakeKube, kubeconfig: str, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     fake_kube.forbid("/apis/policy/v1/poddisruptionbudgets")

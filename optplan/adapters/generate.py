@@ -61,7 +61,7 @@ from fractions import Fraction
 from typing import Any
 
 from optplan.errors import InputError
-from optplan.models.quantity import MAX_MILLI, to_milli
+from optplan.models.quantity import MAX_MILLI, format_amount, to_milli
 
 POOL_LABEL = "optplan.io/pool"
 PROTECTED_LABEL = "repack.volcano.sh/protected"
@@ -194,14 +194,8 @@ def _cpu(milli: int) -> str:
 
 
 def _memory(milli: int) -> str:
-    """Bytes (held in milli-units) with the largest exact binary suffix."""
-    if milli % 1000:
-        return f"{milli}m"
-    units = milli // 1000
-    for suffix, scale in (("Ti", 2**40), ("Gi", _GI), ("Mi", _MI), ("Ki", 2**10)):
-        if units >= scale and units % scale == 0:
-            return f"{units // scale}{suffix}"
-    return str(units)
+    """Bytes (held in milli-units) as kubectl writes them: the largest exact binary suffix."""
+    return str(format_amount("memory", milli))
 
 
 def _weighted(rng: random.Random, dist: Sequence[tuple[int, float]]) -> int:

@@ -34,6 +34,7 @@ from optplan.models.limits import (
     MAX_QUEUE_DEPTH,
     MAX_TOTAL_MILLI,
     SYSTEM_PRIORITY_CLASSES,
+    past_model_range,
 )
 from optplan.models.quantity import MILLI, format_milli, is_integer_resource, to_milli
 from optplan.models.queues import (
@@ -50,6 +51,9 @@ from optplan.models.queues import (
 from optplan.models.repack import RepackRun, RepackRunSpec
 from optplan.models.selectors import LabelSelector, NodeSelectorTerm, Taint, Toleration
 from optplan.models.snapshot import (
+    IF_HEALTHY_BUDGET,
+    TERMINAL_PHASES,
+    UNHEALTHY_POD_EVICTION_POLICIES,
     HyperNode,
     HyperNodeMember,
     ModelServing,
@@ -616,8 +620,12 @@ def parse_node_affinity(raw: _Raw, spec: Mapping[str, Any],
 
 
 def parse_pod(raw: _Raw) -> Pod:
+    """A Pod as the API server holds it: a ``spec`` with at least one container, ``status.phase`` a string
+    (absent: Pending)."""
     obj = raw.obj
-    spec = _get(raw, obj, "spec", {}, types=dict)
+    spec = _get(raw, obj, "spec", required=True, types=dict)
+    if not _get(raw, spec, "containers", required=True, types=list, prefix="spec."):
+        raise raw.error("spec.containers", "a Pod has at least one container, got none")
     tolerations = tuple(_model(raw, Toleration, t, f"spec.tolerations[{i}]")
                         for i, t in enumerate(_get(raw, spec, "tolerations", [], types=list, prefix="spec.")))
     priority = _int(raw, spec, "priority", None, low=-(2**31), prefix="spec.")
@@ -633,7 +641,19 @@ def parse_pod(raw: _Raw) -> Pod:
         node_selector=_str_map(raw, spec, "nodeSelector", prefix="spec."), tolerations=tolerations, priority=priority,
         priority_class_name=_get(raw, spec, "priorityClassName", None, types=str, prefix="spec.") or None,
         required_node_affinity=parse_node_affinity(raw, spec), requests=effective_requests(raw, spec),
-        phase=str(_get(raw, obj, "status.phase", "Pending")))
+        phase=_get(raw, obj, "status.phase", None, types=str) or "Pending", ready=_pod_ready(raw),
+        deleting=_get(raw, obj, "metadata.deletionTimestamp", None) is not None)
+
+
+def _pod_ready(raw: _Raw) -> bool:
+    """status.conditions has type Ready with status "True" (Kubernetes' IsPodReady)."""
+    for i, c in enumerate(_get(raw, raw.obj, "status.conditions", [], types=list)):
+        p = f"status.conditions[{i}]"
+        if not isinstance(c, dict):
+            raise raw.error(p, "expected a mapping")
+        if _get(raw, c, "type", None, types=str, prefix=p + ".") == "Ready":
+            return _get(raw, c, "status", None, types=str, prefix=p + ".") == "True"
+    return False
 
 
 def parse_pod_group(raw: _Raw) -> PodGroup:
@@ -654,10 +674,16 @@ def parse_pdb(raw: _Raw) -> PodDisruptionBudget:
     obj = raw.obj
     sel = _get(raw, obj, "spec.selector", None, types=dict)
     allowed = _int(raw, obj, "status.disruptionsAllowed", 0)
+    policy = _get(raw, obj, "spec.unhealthyPodEvictionPolicy", IF_HEALTHY_BUDGET, types=str)
+    if policy not in UNHEALTHY_POD_EVICTION_POLICIES:
+        raise raw.error("spec.unhealthyPodEvictionPolicy", f"unknown policy {policy!r} (expected "
+                                                           f"{' or '.join(UNHEALTHY_POD_EVICTION_POLICIES)})")
     return PodDisruptionBudget(
         namespace=_namespace(raw), name=_name(raw),
         selector=_model(raw, LabelSelector, sel, "spec.selector") if sel is not None else None,
-        disruptions_allowed=allowed)
+        disruptions_allowed=allowed, unhealthy_pod_eviction_policy=policy,
+        current_healthy=_int(raw, obj, "status.currentHealthy", 0),
+        desired_healthy=_int(raw, obj, "status.desiredHealthy", 0))
 
 
 def parse_hyper_node(raw: _Raw) -> HyperNode:
@@ -961,16 +987,14 @@ def build(raws: Sequence[_Raw], *, cache: ParseCache | None = None,
         if pod.occupying and pod.node_name not in nodes:
             raise pod_raw[key].error("spec.nodeName", f"bound to node {pod.node_name!r}, which is not in the snapshot")
     kept = {k: p for k, p in pods.items() if not p.node_name or p.node_name in nodes}
+    _check_model_range(nodes, kept, jobs, origin)
     used: dict[str, Resources] = {}
-    for key, pod in kept.items():
+    for pod in kept.values():
         if pod.occupying and pod.node_name is not None:
             acc = used.setdefault(pod.node_name, {"pods": 0})
             acc["pods"] += 1000
             for r, v in pod.requests.items():
                 acc[r] = acc.get(r, 0) + v
-                if acc[r] > MAX_TOTAL_MILLI:
-                    raise pod_raw[key].error("spec.nodeName", f"the pods bound to node {pod.node_name} request "
-                                                              f"over 2^62 milli-units of {r} (limit MAX_TOTAL_MILLI)")
     for name in sorted(used):
         node = nodes[name]
         for r, v in sorted(used[name].items()):
@@ -991,6 +1015,35 @@ def build(raws: Sequence[_Raw], *, cache: ParseCache | None = None,
                     priority_classes=dict(sorted(priority_classes.items())), jobs=dict(sorted(jobs.items())),
                     model_servings=dict(sorted(servings.items())), warnings=tuple(warnings))
     return LoadedInput(snapshot=snap, runs=dict(sorted(runs.items())))
+
+
+def _check_model_range(nodes: Mapping[str, Node], pods: Mapping[str, Pod], jobs: Mapping[str, VCJob],
+                       origin: Mapping[tuple[str, str], _Raw]) -> None:
+    """``limits.past_model_range`` over what reaches the planners' models: every node's allocatable, every
+    live pod's requests, every VCJob's requests (each task's replicas times its template's)."""
+    checks: list[tuple[str, str, str, list[tuple[str, Resources]]]] = [
+        ("Node", "status.allocatable", "the nodes' allocatable adds up to",
+         [(k, nodes[k].allocatable) for k in sorted(nodes)]),
+        ("Pod", "spec.containers", "the live pods request",
+         [(k, pods[k].requests) for k in sorted(pods) if pods[k].phase not in TERMINAL_PHASES]),
+        ("Job", "spec.tasks", "the VCJobs request",
+         [(k, _job_requests(jobs[k])) for k in sorted(jobs)])]
+    for kind, path, what, items in checks:
+        past = past_model_range(items)
+        if past is not None:
+            key, r, total = past
+            field_path = f"{path}.{r}" if kind == "Node" else path
+            raise origin[kind, key].error(field_path, f"{what} {format_milli(total)} of {r} with this one, past "
+                                                      f"the planners' integer range (2^62 milli-units, limit "
+                                                      f"MAX_TOTAL_MILLI)")
+
+
+def _job_requests(job: VCJob) -> Resources:
+    out: Resources = {}
+    for t in job.tasks:
+        for r, v in t.template.requests.items():
+            out[r] = out.get(r, 0) + t.replicas * v
+    return out
 
 
 def _check_queue_depth(queues: Mapping[str, Queue], origin: Mapping[tuple[str, str], _Raw]) -> None:
@@ -1038,20 +1091,6 @@ def _check_hyper_node_depth(hyper: Mapping[str, HyperNode], origin: Mapping[tupl
                     stack.append((child, False))
 
 
-def check_run_totals(snapshot: Snapshot, run: RepackRun, source: str) -> None:
-    """The sums the repack planners hold in int64, for the resources the run names (its goal and its
-    budgets): all pods' requests and all nodes' allocatable within MAX_TOTAL_MILLI."""
-    names = {run.spec.resource, *run.spec.max_per_run.resources}
-    for r in sorted(names):
-        for what, total in (("the pods request", sum(p.requests.get(r, 0) for p in snapshot.pods.values())),
-                            ("the nodes' allocatable holds",
-                             sum(n.allocatable.get(r, 0) for n in snapshot.nodes.values()))):
-            if total > MAX_TOTAL_MILLI:
-                raise InputError(f"{what} over 2^62 milli-units of {r} in all (limit MAX_TOTAL_MILLI), more "
-                                 "than the repack planners can add up", file=source, obj=f"RepackRun/{run.name}",
-                                 field="spec.goals[0].resource")
-
-
 def load_run_file(path: str | Path) -> RepackRun:
     """A file holding exactly one RepackRun (other objects are ignored)."""
     loaded = load_files([path])
@@ -1064,11 +1103,7 @@ def pick_run(loaded: LoadedInput, run: str | None, sources: Sequence[str], *,
              required: bool = True) -> RepackRun | None:
     """``--run``: a file holding a RepackRun, or the name of one inside the snapshots; without it the
     only RepackRun in the snapshots. With ``required`` False, no (or no unique) run gives None."""
-    where = ", ".join(sources)
-    picked = _pick_run(loaded, run, where, required=required)
-    if picked is not None:
-        check_run_totals(loaded.snapshot, picked, where)
-    return picked
+    return _pick_run(loaded, run, ", ".join(sources), required=required)
 
 
 def _pick_run(loaded: LoadedInput, run: str | None, where: str, *, required: bool) -> RepackRun | None:

@@ -1,10 +1,11 @@
 """``optplan render SNAPSHOT... [--run RUN] [--resource R] -o cluster.png``: the cluster as a picture.
 
 One cell per provider node of the target resource (sorted by name, near-square grid), coloured by
-used / allocatable cards. With a RepackRun that carries a status (what ``optplan repack`` prints), the
-grid is drawn twice: before, and after the plan's moves (each moved pod's cards leave ``fromNode`` and
-arrive on ``toNode``), freed nodes hatched and outlined, moves drawn as arrows (at most 40 pod moves)
-or listed in a side panel. Without a status, the "before" grid only.
+used / allocatable, written in the resource's unit (``quantity.unit_of``: cards, cores, bytes). With a
+RepackRun that carries a status (what ``optplan repack`` prints), the grid is drawn twice: before, and
+after the plan's moves (each moved pod's request leaves ``fromNode`` and arrives on ``toNode``), freed
+nodes hatched and outlined, moves drawn as arrows (at most 40 pod moves) or listed in a side panel.
+Without a status, the "before" grid only.
 
 Rendering uses matplotlib's Agg canvas directly (no pyplot, no interactive backend, no global state),
 matplotlib's default style (a user's matplotlibrc changes nothing), a fixed figure size and DPI, and no
@@ -24,7 +25,7 @@ from optplan.adapters.args import add_snapshot_source
 from optplan.adapters.kubefile import LoadedInput, pick_run
 from optplan.adapters.output import write_atomic
 from optplan.errors import InputError
-from optplan.models.quantity import MILLI, to_milli
+from optplan.models.quantity import BYTES, MILLI, format_amount, to_milli, unit_of
 from optplan.models.repack import RepackRun
 from optplan.models.snapshot import Snapshot
 
@@ -113,8 +114,16 @@ def read_status(run: RepackRun) -> StatusView | None:
     return view
 
 
-def _cards(milli: int) -> str:
-    return str(milli // MILLI) if milli % MILLI == 0 else f"{milli / MILLI:.1f}"
+def _amount(resource: str, milli: int) -> str:
+    """An amount in the resource's unit as kubectl writes it (``quantity.format_amount``)."""
+    return str(format_amount(resource, milli))
+
+
+def _used(resource: str, used: int, total: int) -> str:
+    """``12/16 cards used``, ``40/96 cores used``, ``64Gi/768Gi used`` (a binary suffix names the bytes)."""
+    unit = unit_of(resource)
+    a, b = _amount(resource, used), _amount(resource, total)
+    return f"{a}/{b} used" if unit == BYTES and not (a.isdigit() and b.isdigit()) else f"{a}/{b} {unit} used"
 
 
 def _short(text: str, width: int = 26) -> str:
@@ -203,8 +212,8 @@ def render_cluster(snapshot: Snapshot, run: RepackRun | None, resource: str, pat
                 ax.text(x + 0.5, y + 0.2, name, ha="center", va="center", fontsize=name_size, color=colour,
                         clip_on=True)
             if n <= COUNTS_UP_TO:
-                ax.text(x + 0.5, y + 0.55, f"{_cards(load[name])}/{_cards(alloc[name])}", ha="center",
-                        va="center", fontsize=count_size, color=colour, fontweight="bold")
+                ax.text(x + 0.5, y + 0.55, f"{_amount(resource, load[name])}/{_amount(resource, alloc[name])}",
+                        ha="center", va="center", fontsize=count_size, color=colour, fontweight="bold")
             if is_freed and mark == "after" and n <= NAMES_UP_TO:
                 ax.text(x + 0.5, y + 0.82, "freed", ha="center", va="center", fontsize=name_size,
                         color=FREED_COLOUR, fontweight="bold")
@@ -240,7 +249,7 @@ def render_cluster(snapshot: Snapshot, run: RepackRun | None, resource: str, pat
             ax_list.axis("off")
             top = sorted(status.moves, key=lambda m: (-m.milli, m.name))[:MAX_LISTED]
             lines = [f"{len(status.moves)} pod moves (largest {len(top)}):", ""]
-            lines += [f"{_cards(m.milli):>3}  {m.from_node} → {m.to_node}  {_short(m.name.split('/')[-1])}"
+            lines += [f"{_amount(resource, m.milli):>3}  {m.from_node} → {m.to_node}  {_short(m.name.split('/')[-1])}"
                       for m in top]
             if len(status.moves) > len(top):
                 lines.append(f"… and {len(status.moves) - len(top)} more")
@@ -249,8 +258,8 @@ def render_cluster(snapshot: Snapshot, run: RepackRun | None, resource: str, pat
         total_alloc = sum(alloc.values())
         occupied_before = sum(1 for v in used.values() if v > 0)
         head = f"{run.name}: " if run is not None else ""
-        line1 = (f"{head}{resource} on {n} provider nodes — {_cards(sum(used.values()))}/{_cards(total_alloc)} "
-                 f"cards used, {occupied_before} nodes occupied")
+        line1 = (f"{head}{resource} on {n} provider nodes — {_used(resource, sum(used.values()), total_alloc)}, "
+                 f"{occupied_before} nodes occupied")
         if status is not None and after is not None:
             occupied_after = sum(1 for v in after.values() if v > 0)
             line2 = (f"fragmentation {status.frag_before}% → {status.frag_after}%, {status.freed_count} node(s) "

@@ -169,7 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 class _StderrHandler(logging.StreamHandler):
     """Our own handler on the ``optplan`` logger, replaced on every call of main(); it writes to whatever
-    ``sys.stderr`` is when a record is emitted (a caller or a test may have swapped it since)."""
+    ``sys.stderr`` is when a record is emitted (a caller or a test may have swapped it since). While
+    ``held`` is a list, records wait in it: main() prints them once the command has succeeded (or hit a
+    bug), and drops them when it refuses its input, so that a refusal is one line."""
+
+    held: list[logging.LogRecord] | None = None
 
     @property
     def stream(self) -> Any:
@@ -179,42 +183,76 @@ class _StderrHandler(logging.StreamHandler):
     def stream(self, value: Any) -> None:
         pass
 
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.held is not None:
+            self.held.append(record)
+        else:
+            super().emit(record)
 
-def _log_to_stderr(level: int) -> None:
+    def print_held(self) -> None:
+        held, self.held = self.held or [], None
+        for record in held:
+            super().emit(record)
+
+
+class _OneLineFormatter(logging.Formatter):
+    """A warning at the default verbosity, in the form of the error line: ``optplan: warning: ...``,
+    one printable line, no timestamp."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"optplan: {record.levelname.lower()}: {_one_line(record.getMessage())}"
+
+
+SERVICE_COMMANDS = frozenset({"serve", "controller"})
+"""Long-running commands: their log is their output, timestamped and written as it comes at every
+verbosity."""
+
+
+def _log_to_stderr(level: int, *, service: bool = False) -> _StderrHandler:
+    """Progress logs (-v, -vv) and a service's log are timestamped; a one-shot command at the default
+    verbosity shows only warnings, each one line like the error line, held for the command's outcome
+    (``_StderrHandler``)."""
     logger = logging.getLogger("optplan")
     for h in [h for h in logger.handlers if isinstance(h, _StderrHandler)]:
         logger.removeHandler(h)
     handler = _StderrHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
+    if level >= logging.WARNING and not service:
+        handler.setFormatter(_OneLineFormatter())
+        handler.held = []
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
     logger.addHandler(handler)
     logger.setLevel(level)
+    return handler
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     level = logging.WARNING if args.verbose == 0 else logging.INFO if args.verbose == 1 else logging.DEBUG
-    _log_to_stderr(level)
+    handler = _log_to_stderr(level, service=args.command in SERVICE_COMMANDS)
     try:
         text = _dispatch(args)
     except InputError as e:
-        print(f"optplan: error: {_one_line(str(e))}", file=sys.stderr)
-        return 2
+        return _refuse(f"optplan: error: {_one_line(str(e))}")
     except PlanInvalidError as e:
+        handler.print_held()
         print(f"optplan: internal error (a bug, please report it): {_one_line(str(e))}", file=sys.stderr)
         return 1
     except OptplanError as e:
-        print(f"optplan: error: {_one_line(str(e))}", file=sys.stderr)
-        return 2
+        return _refuse(f"optplan: error: {_one_line(str(e))}")
     except KeyboardInterrupt:
+        handler.print_held()
         print("optplan: interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # a bug: one line by default, the traceback with -v
+        handler.print_held()
         if args.verbose:
             log.exception("internal error")
         hint = "" if args.verbose else "; rerun with -v for the traceback"
         print(f"optplan: internal error (a bug, please report it): {type(e).__name__}: "
               f"{_one_line(str(e), 300)}{hint}", file=sys.stderr)
         return 1
+    handler.print_held()
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -222,6 +260,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
     return 0
+
+
+def _refuse(line: str) -> int:
+    """Bad input: the one error line alone (warnings held at the default verbosity are dropped), exit 2."""
+    print(line, file=sys.stderr)
+    return 2
 
 
 def _one_line(text: str, limit: int | None = None) -> str:

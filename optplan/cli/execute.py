@@ -9,6 +9,7 @@ from optplan import api
 from optplan.adapters.kubefile import LoadedInput
 from optplan.adapters.output import dump, table
 from optplan.cli.sources import cluster, pick_run_arg, write_status
+from optplan.models.quantity import format_amount, to_milli
 
 
 def nominate(args: argparse.Namespace, loaded: LoadedInput) -> str:
@@ -41,8 +42,9 @@ def verify(args: argparse.Namespace, loaded: LoadedInput) -> str:
     c = v.conditions[0]
     r = v.result
     text = (f"RepackRun {run.name}: {v.phase} — {c.reason}\n{c.message}\n\n"
-            f"frag after {r.frag_after_percent}%, freed {r.freed_node_count} node(s), moved {r.moved_card_count} "
-            f"{run.spec.resource}, metrics verified: {'yes' if r.metrics_verified else 'no'}\n")
+            f"frag after {r.frag_after_percent}%, freed {r.freed_node_count} node(s), moved "
+            f"{format_amount(run.spec.resource, to_milli(r.moved_card_count))} {run.spec.resource}, metrics verified: "
+            f"{'yes' if r.metrics_verified else 'no'}\n")
     rows = [["VICTIM", "PLANNED", "SELECTED", "ACTUAL", "REPLACEMENT", "NEW PODGROUP"]]
     for rel in v.relocations:
         pl = rel.placement

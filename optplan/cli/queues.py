@@ -8,7 +8,8 @@ from typing import Any
 
 from optplan.adapters.kubefile import LoadedInput
 from optplan.adapters.output import dump, table
-from optplan.solvers.quota.queues import QueueReport, SpotReport, format_amount, queue_report, spot_capacity
+from optplan.models.quantity import format_amount
+from optplan.solvers.quota.queues import QueueReport, SpotReport, queue_report, spot_capacity
 
 
 def _amounts(m: dict[str, int], resources: Sequence[str] | None = None) -> dict[str, int | str]:

@@ -16,7 +16,7 @@ from optplan.cli.sources import pick_run_arg, write_status
 from optplan.errors import InputError, printable
 from optplan.models.goals import GoalRunStatus
 from optplan.models.limits import MAX_WEIGHT, WEIGHT_DIGITS
-from optplan.models.quantity import format_milli
+from optplan.models.quantity import format_amount, format_milli, to_milli, unit_of, with_unit
 from optplan.models.repack import DIMENSIONS, AdmitGoal, FreeHyperNodesGoal, RepackRun, Weights, namespaced_name
 from optplan.solvers.core import registry
 from optplan.solvers.core.options import PlanOptions
@@ -154,12 +154,14 @@ def frag_tiers_text(tiers: list[TierFrag]) -> str:
 
 def frag_pending_text(resource: str, free: int, gangs: list[PendingGang]) -> str:
     d = pending_dict(free, gangs)
-    text = (f"\npending gangs requesting {printable(resource)}: {d['pendingGangs']} (free in total {d['freeTotal']}; "
+    text = (f"\npending gangs requesting {printable(resource)}: {d['pendingGangs']} (free in total "
+            f"{_amount(resource, d['freeTotal'])}; "
             f"fit now, each alone {d['fits']}; by quota {d['byQuota']}, by capacity {d['byCapacity']}, "
             f"by fragmentation {d['byFragmentation']})\n")
     if d["gangs"]:
         rows = [["NAMESPACE", "JOB", "QUEUE", "REQUEST", "REASON"]]
-        rows += [[g["namespace"], g["name"], g["queue"], str(g["request"]), g["reason"]] for g in d["gangs"]]
+        rows += [[g["namespace"], g["name"], g["queue"], _amount(resource, g["request"]), g["reason"]]
+                 for g in d["gangs"]]
         text += table(rows)
     return text
 
@@ -299,6 +301,8 @@ def repack_table(out: RepackOutcome) -> str:
     f = out.frag
     rec = out.result.record
     d = out.status.plan.disruption
+    r = out.run.spec.resource
+    moved = out.result.disruption
     proven = "proven" if f.proven else "lower bound"
     lines = [
         f"RepackRun {out.run.name}: {out.run.spec.mode}, resource {out.run.spec.resource}",
@@ -311,26 +315,29 @@ def repack_table(out: RepackOutcome) -> str:
         f"Freed nodes:   {s.freed_node_count}" + (f" ({', '.join(out.status.plan.freed_nodes)})"
                                                   if 0 < s.freed_node_count <= 12 else ""),
         f"Disruption:    {d.affected_pod_groups} PodGroups affected, {d.pod_groups_below_min_available} below "
-        f"minAvailable, {d.affected_cards} cards affected, {d.moved_cards} cards moved, {d.moved_pods} pods moved",
+        f"minAvailable, {with_unit(r, moved.affected_cards)} affected, {with_unit(r, moved.moved_cards)} moved, "
+        f"{d.moved_pods} pods moved",
         f"Solver:        {rec.name} ({rec.status}"
         + (f", {rec.wall_seconds}s)" if rec.wall_seconds is not None else ")"),
     ]
     text = "\n".join(lines) + "\n"
     if out.status.plan.moves:
-        rows = [["NAMESPACE", "PODGROUP", "OWNER", "POD", "FROM", "TO", "CARDS"]]
+        rows = [["NAMESPACE", "PODGROUP", "OWNER", "POD", "FROM", "TO", unit_of(r).upper()]]
         for mv in out.status.plan.moves:
             owner = f"{mv.owner.kind}/{mv.owner.name}" if mv.owner else "-"
             for p in mv.pods:
-                rows.append([mv.namespace, mv.pod_group_name, owner, p.name, p.from_node, p.to_node, str(p.cards)])
+                rows.append([mv.namespace, mv.pod_group_name, owner, p.name, p.from_node, p.to_node,
+                             _amount(r, p.cards)])
         text += "\nMoves:\n" + table(rows)
         widened = [mv for mv in out.status.plan.moves if mv.footprint is not None]
         if widened:
-            rows = [["NAMESPACE", "PODGROUP", "RESTART POLICY", "PODS RESTARTED", "CARDS", "RESTARTED WITHOUT MOVING"]]
+            rows = [["NAMESPACE", "PODGROUP", "RESTART POLICY", "PODS RESTARTED", unit_of(r).upper(),
+                     "RESTARTED WITHOUT MOVING"]]
             for mv in widened:
                 fp = mv.footprint
                 assert fp is not None
                 names = ", ".join(fp.pod_names[:4]) + (f" (+{len(fp.pod_names) - 4})" if len(fp.pod_names) > 4 else "")
-                rows.append([mv.namespace, mv.pod_group_name, fp.policy, str(fp.pods), str(fp.cards), names])
+                rows.append([mv.namespace, mv.pod_group_name, fp.policy, str(fp.pods), _amount(r, fp.cards), names])
             text += "\nRestart policies widen the disruption:\n" + table(rows)
     if out.result.rejections:
         rows = [["REASON", "NODES"]] + [[k, str(v)] for k, v in out.result.rejections.items()]
@@ -338,6 +345,17 @@ def repack_table(out: RepackOutcome) -> str:
     if isinstance(out.status, GoalRunStatus):
         text += goals_table(out.status)
     return text
+
+
+def _amount(resource: str, written: int | str) -> str:
+    """A status amount (``format_milli``'s int or milli string) as the resource's unit writes it."""
+    return str(format_amount(resource, to_milli(written)))
+
+
+def _unit_labels(resource: str, grid: list[list[str]]) -> list[list[str]]:
+    """Row labels naming cards (``affected cards``, ``moved cards``) in the resource's own unit."""
+    unit = unit_of(resource)
+    return [[row[0].replace(" cards", f" {unit}"), *row[1:]] for row in grid]
 
 
 def goals_table(status: GoalRunStatus) -> str:
@@ -362,6 +380,9 @@ def goals_table(status: GoalRunStatus) -> str:
 
 
 # ---- compare -------------------------------------------------------------------------------------
+
+_AMOUNTS = frozenset({"affectedCards", "movedCards"})
+"""The compare rows that hold amounts of the run's resource (status values, ``format_milli``'s form)."""
 
 def compare(args: argparse.Namespace, loaded: LoadedInput) -> str:
     names = [n.strip() for n in args.solvers.split(",") if n.strip()]
@@ -410,8 +431,11 @@ def compare(args: argparse.Namespace, loaded: LoadedInput) -> str:
               ("affected cards", "affectedCards"), ("moved cards", "movedCards"), ("moved pods", "movedPods"),
               ("weighted cost", "weightedCost"), ("gap %", "gapPercent"), ("rule violations", "violations"),
               ("time s", "wallSeconds")]
-    grid = [header] + [[label, *["-" if r[key] is None else str(r[key]) for r in rows]] for label, key in fields]
-    text = f"RepackRun {run.name}: fragmentation before {round_half_up(frag.percent())}%\n" + table(grid)
+    resource = run.spec.resource
+    grid = [header] + [[label, *["-" if r[key] is None else _amount(resource, r[key]) if key in _AMOUNTS
+                                 else str(r[key]) for r in rows]] for label, key in fields]
+    text = (f"RepackRun {run.name}: fragmentation before {round_half_up(frag.percent())}%\n"
+            + table(_unit_labels(resource, grid)))
     broken = [r for r in rows if r["violations"]]
     for r in broken:
         text += f"\n{r['solver']} breaks optplan's rules {r['violations']} time(s), e.g. {r['example']}"
@@ -447,9 +471,11 @@ def compare_goals(args: argparse.Namespace, loaded: LoadedInput, run: RepackRun,
               ("gangs not admitted", "notAdmitted"), ("freed HyperNodes", "freedHyperNodes"),
               ("moved pods", "movedPods"), ("moved cards", "movedCards"), ("affected PodGroups", "affectedPodGroups"),
               ("weighted cost", "weightedCost"), ("gap %", "gapPercent"), ("time s", "wallSeconds")]
-    grid = [["", *[r["solver"] for r in rows]]] + [[label, *["-" if r[key] is None else str(r[key]) for r in rows]]
-                                                   for label, key in fields]
-    return f"RepackRun {run.name}: goals\n" + table(grid)
+    resource = run.spec.resource
+    grid = [["", *[r["solver"] for r in rows]]] + [
+        [label, *["-" if r[key] is None else _amount(resource, r[key]) if key in _AMOUNTS else str(r[key])
+                  for r in rows]] for label, key in fields]
+    return f"RepackRun {run.name}: goals\n" + table(_unit_labels(resource, grid))
 
 
 def _baseline_row(name: str, loaded: LoadedInput, run: RepackRun, options: PlanOptions,

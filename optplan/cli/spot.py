@@ -26,7 +26,7 @@ from optplan.adapters.args import add_snapshot_source, int_in, positive_float
 from optplan.adapters.kubefile import LoadedInput
 from optplan.adapters.output import dump, table
 from optplan.errors import InputError
-from optplan.models.quantity import format_milli, to_milli
+from optplan.models.quantity import format_amount, format_milli, to_milli
 from optplan.solvers.quota.spot import ReclaimPlan, SpotReclaim, reclaim_spot
 
 log = logging.getLogger(__name__)
@@ -137,7 +137,7 @@ def _compare(name: str, plan: ReclaimPlan, base_name: str, base: ReclaimPlan, r:
     else:
         pct = f" ({'+' if diff > 0 else '-'}{_dec(abs(diff) * 100 / base.cost)}%)" if base.cost else ""
         cost = f"costs {_dec(abs(diff))} {'more' if diff > 0 else 'less'} than {base_name}{pct}"
-    freed = f"frees {format_milli(plan.freed)} {r} ({base_name} {format_milli(base.freed)})"
+    freed = f"frees {format_amount(r, plan.freed)} {r} ({base_name} {format_amount(r, base.freed)})"
     if plan.freed_nodes:
         freed += f" on {len(plan.freed_nodes)} whole node{'s' if len(plan.freed_nodes) != 1 else ''}"
     return f"{name} {cost} and {freed}"
@@ -146,20 +146,20 @@ def _compare(name: str, plan: ReclaimPlan, base_name: str, base: ReclaimPlan, r:
 def reclaim_table(rep: SpotReclaim) -> str:
     r = rep.resource
     plans = [("greedy", rep.greedy), ("optimal", rep.optimal), ("wholeNodes", rep.whole_nodes)]
-    text = (f"Spot reclaim: {format_milli(rep.needed)} {r} needed, running times at {rep.now.isoformat()}\n"
-            f"{len(rep.jobs)} spot job{'s' if len(rep.jobs) != 1 else ''} hold {format_milli(rep.spot_units)} {r}; "
+    text = (f"Spot reclaim: {format_amount(r, rep.needed)} {r} needed, running times at {rep.now.isoformat()}\n"
+            f"{len(rep.jobs)} spot job{'s' if len(rep.jobs) != 1 else ''} hold {format_amount(r, rep.spot_units)} {r}; "
             f"cost = price x units x hours run (the work lost)\n\n")
     rows = [["PLAN", "STATUS", "FREED", "COST", "VICTIMS"]]
     for name, p in plans:
         label = name + (" *" if name == rep.selected else "")
-        rows.append([label, p.status, str(format_milli(p.freed)), _dec(p.cost),
+        rows.append([label, p.status, str(format_amount(r, p.freed)), _dec(p.cost),
                      ", ".join(v.key for v in p.victims) or "-"])
     text += table(rows)
     text += f"* selected ({'the exact plan' if rep.selected == 'optimal' else 'no exact plan was found'})\n"
     if rep.whole_nodes.freed_nodes:
         w = rep.whole_nodes
-        text += (f"wholeNodes empties: {', '.join(w.freed_nodes)} (allocatable {format_milli(w.freed)} {r}; "
-                 f"its victims hold {format_milli(w.released)})\n")
+        text += (f"wholeNodes empties: {', '.join(w.freed_nodes)} (allocatable {format_amount(r, w.freed)} {r}; "
+                 f"its victims hold {format_amount(r, w.released)})\n")
     for name, p in plans:
         if p.reason:
             text += f"{name}: {p.reason}\n"
@@ -174,7 +174,7 @@ def reclaim_table(rep: SpotReclaim) -> str:
     jrows = [["NAMESPACE", "JOB", "PRICE", "UNITS", "NODES", "RUNNING", "COST", "GREEDY", "OPTIMAL", "WHOLENODES"]]
     for j in rep.jobs:
         marks = ["x" if j.key in chosen[name] else "" for name, _ in plans]
-        jrows.append([j.namespace, j.name, _dec(j.price), str(format_milli(j.units)), str(len(j.nodes)),
+        jrows.append([j.namespace, j.name, _dec(j.price), str(format_amount(r, j.units)), str(len(j.nodes)),
                       _duration(j.runtime_seconds), _dec(j.cost), *marks])
     text += ("\nSpot jobs in victim order (price, single-node first, fewer units, shorter running time):\n"
              + table(jrows))

@@ -8,6 +8,11 @@ int64 (numpy arrays, CP-SAT models) from overflowing.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import TypeVar
+
+K = TypeVar("K")
+
 # ---- reading files ---------------------------------------------------------------------------------
 
 MAX_INPUT_BYTES = 256 * 2**20
@@ -44,10 +49,35 @@ MAX_LABEL_LENGTH = 63
 MAX_QUANTITY_MILLI = 2**63 - 1
 """Largest single quantity in milli-units (9.2e15 units: 8 PiB of memory): an int64."""
 MAX_TOTAL_MILLI = 2**62
-"""Largest sum, per resource, of the requests of the pods bound to one node; and, for the resources a
-RepackRun names (its goal and its ``maxPerRun.resources``), of the requests of all the pods and of the
-allocatable of all the nodes, the sums the repack planners hold in int64; and a ``maxPerRun.resources``
-budget itself. Then any capacity minus any requests, and any sum of moved requests, fits in an int64."""
+"""Largest sum, per resource, of the allocatable of all the nodes, of the requests of all the live pods
+and of the requests of all the VCJobs (``past_model_range``); and a ``maxPerRun.resources`` budget
+itself. Then any capacity minus any requests, and any sum of moved or placed requests, fits in an int64
+and within the bounds of a CP-SAT model."""
+
+
+
+def past_model_range(items: Iterable[tuple[K, Mapping[str, int]]]) -> tuple[K, str, int] | None:
+    """The integer-model range rule, written once: the amounts of the items, added up per resource in the
+    order given, must stay within MAX_TOTAL_MILLI, the range every planner's integer model (CP-SAT, MILP,
+    numpy int64) holds a sum of them in. Returns the first item whose amount carries a sum past it, with
+    the resource and the sum so far; None when every sum fits. The snapshot reader applies it to all
+    nodes' allocatable, all live pods' requests and all VCJobs' requests (replicas x template), so that a
+    quantity reaching Repack, placement, goals or queues is within range before any model is built."""
+    acc: dict[str, int] = {}
+    for key, amounts in items:
+        for r in sorted(amounts):
+            acc[r] = acc.get(r, 0) + amounts[r]
+            if acc[r] > MAX_TOTAL_MILLI:
+                return key, r, acc[r]
+    return None
+
+
+MAX_MILP_COEFFICIENT = 10**15
+"""HiGHS (the milp solvers' backend) reads a constraint coefficient of this size or more as infinite
+(its ``large_matrix_value``): the MILP twins refuse a model that would hold one, naming ``--solver``."""
+MAX_MILP_BOUND = 10**20
+"""HiGHS reads a right-hand side of this size or more as infinite (its ``infinite_bound``)."""
+
 
 # ---- planner settings ------------------------------------------------------------------------------
 

@@ -92,6 +92,49 @@ def format_milli(milli: int) -> int | str:
     return f"{milli}m"
 
 
+# ---- units: how tables, summaries and plots name an amount of a resource -----------------------------
+
+CARDS, CORES, BYTES, PODS, UNITS = "cards", "cores", "bytes", "pods", "units"
+_BYTE_RESOURCES = frozenset({"memory", "ephemeral-storage", "storage"})
+_BINARY_SUFFIXES = (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10))
+
+
+def unit_of(resource: str) -> str:
+    """The unit of a resource, the one rule every renderer reads: ``cards`` for devices (any extended
+    resource: ``nvidia.com/gpu``, ``huawei.com/ascend-*``, ...), ``cores`` for cpu, ``bytes`` for memory,
+    storage and hugepages, ``pods`` for pods, ``units`` for any other name."""
+    if resource == "cpu":
+        return CORES
+    if resource in _BYTE_RESOURCES or resource.startswith("hugepages-"):
+        return BYTES
+    if resource == "pods":
+        return PODS
+    return CARDS if is_extended_resource(resource) else UNITS
+
+
+def format_amount(resource: str, milli: int) -> int | str:
+    """An amount as ``kubectl describe node`` writes it: whole units as an int (``72`` cards or cores),
+    anything finer as milli-units (``"1500m"`` cpu), bytes in the largest exact binary unit (``"640Gi"``)."""
+    if unit_of(resource) == BYTES and milli > 0 and milli % MILLI == 0:
+        units = milli // MILLI
+        for suffix, shift in _BINARY_SUFFIXES:
+            if units % (1 << shift) == 0:
+                return f"{units >> shift}{suffix}"
+    return format_milli(milli)
+
+
+def with_unit(resource: str, milli: int) -> str:
+    """An amount and its unit, for a sentence: ``72 cards``, ``72 cores``, ``1500 millicores``, ``64Gi``
+    (a binary suffix names the bytes), ``1000 bytes``, ``3 pods``."""
+    unit = unit_of(resource)
+    amount = format_amount(resource, milli)
+    if unit == CORES and isinstance(amount, str):
+        return f"{milli} millicores"
+    if unit == BYTES and isinstance(amount, str) and amount[-2:] in {s for s, _ in _BINARY_SUFFIXES}:
+        return amount
+    return f"{amount} {unit}"
+
+
 def is_extended_resource(name: str) -> bool:
     """Kubernetes' ``IsExtendedResourceName``: a name with a domain outside ``kubernetes.io``
     (``nvidia.com/gpu``, ``huawei.com/ascend-1980``), not starting with ``requests.``, that is a

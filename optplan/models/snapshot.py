@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cache, cached_property
 from typing import Literal
 
@@ -71,6 +72,10 @@ class Pod(Model):
     requests: Resources = Field(default_factory=dict)
     """Effective requests: max(sum of containers, max of init containers) per resource."""
     phase: str = "Pending"
+    ready: bool = False
+    """status.conditions[type=Ready].status is "True" (Kubernetes' IsPodReady; no such condition: not ready)."""
+    deleting: bool = False
+    """metadata.deletionTimestamp is set: the pod is terminating."""
 
     @property
     def key(self) -> str:
@@ -123,11 +128,24 @@ class PodGroup(Model):
         return self.owner_references[0] if self.owner_references else None
 
 
+IF_HEALTHY_BUDGET = "IfHealthyBudget"
+ALWAYS_ALLOW = "AlwaysAllow"
+UNHEALTHY_POD_EVICTION_POLICIES = (IF_HEALTHY_BUDGET, ALWAYS_ALLOW)
+"""PDB ``spec.unhealthyPodEvictionPolicy`` values; absent means IfHealthyBudget."""
+BUDGET_EXEMPT_PHASES = frozenset({"Pending", "Succeeded", "Failed"})
+"""Pods in these phases are deleted by the Eviction API without looking at any budget."""
+
+
 class PodDisruptionBudget(Model):
     namespace: str
     name: str
     selector: LabelSelector | None = None
     disruptions_allowed: int = 0
+    unhealthy_pod_eviction_policy: str = IF_HEALTHY_BUDGET
+    current_healthy: int = 0
+    """status.currentHealthy: covered pods that are Ready (and not being disrupted)."""
+    desired_healthy: int = 0
+    """status.desiredHealthy: how many of them the budget wants Ready."""
 
     @property
     def key(self) -> str:
@@ -136,6 +154,56 @@ class PodDisruptionBudget(Model):
     def covers(self, pod: Pod) -> bool:
         """policy/v1: a null selector matches no pod, an empty one every pod of the namespace."""
         return pod.namespace == self.namespace and self.selector is not None and self.selector.matches(pod.labels)
+
+    def lets_unhealthy_pods_go(self) -> bool:
+        """Whether the Eviction API evicts a covered pod that is not Ready without this budget: always
+        under AlwaysAllow; under IfHealthyBudget while the guarded application is not disrupted
+        (desiredHealthy > 0 and currentHealthy >= desiredHealthy)."""
+        return self.unhealthy_pod_eviction_policy == ALWAYS_ALLOW or (
+            0 < self.desired_healthy <= self.current_healthy)
+
+
+SEVERAL_PDBS = "pod-under-several-pdbs"
+"""Why the Eviction API refuses a pod whatever the budgets: more than one PDB covers it (a 500)."""
+
+
+@dataclass(frozen=True)
+class EvictionNeed:
+    """What evicting one pod through the Eviction API needs from the PodDisruptionBudgets."""
+
+    spends: str | None = None
+    """The key of the PDB whose ``disruptionsAllowed`` must be above 0 and goes down by one; None when
+    the pod goes without touching a budget."""
+    refused: str | None = None
+    """Set when the API refuses the eviction whatever the budgets hold (``SEVERAL_PDBS``)."""
+
+
+def eviction_need(pod: Pod, covering: Iterable[PodDisruptionBudget]) -> EvictionNeed:
+    """The Eviction API's rule (policy/v1 ``pods/eviction``), written once; every Repack planner, the goal
+    planners, the baselines and the validator read it through ``RepackProblem.pdbs_charged``.
+
+    1. A Pending, Succeeded or Failed pod, or one already being deleted, is deleted at once: no budget.
+    2. Otherwise the PDBs of its namespace whose selector matches it: none, no budget; more than one,
+       refused (500) whatever their budgets.
+    3. One PDB: a pod that is not Ready goes without the budget — and without decrementing
+       ``disruptionsAllowed`` — when the PDB's ``unhealthyPodEvictionPolicy`` is AlwaysAllow, or when it is
+       IfHealthyBudget (the default) and the application is not disrupted (``lets_unhealthy_pods_go``).
+    4. Else the eviction needs ``disruptionsAllowed`` > 0 (0 answers 429) and takes one from it.
+
+    Evicting a pod that needs no budget leaves ``currentHealthy`` as it is (a pod that is not Ready is not
+    counted in it), and evicting within ``disruptionsAllowed`` keeps currentHealthy >= desiredHealthy, so
+    every pod's need stays the same whatever else one plan evicts and in whatever order."""
+    if pod.phase in BUDGET_EXEMPT_PHASES or pod.deleting:
+        return EvictionNeed()
+    pdbs = [b for b in covering if b.covers(pod)]
+    if not pdbs:
+        return EvictionNeed()
+    if len(pdbs) > 1:
+        return EvictionNeed(refused=SEVERAL_PDBS)
+    pdb = pdbs[0]
+    if not pod.ready and pdb.lets_unhealthy_pods_go():
+        return EvictionNeed()
+    return EvictionNeed(spends=pdb.key)
 
 
 class ModelServing(Model):

@@ -123,11 +123,11 @@ def _classes(problem: GoalProblem, sources: set[str] | None) -> list[MoveClass]:
         for pod in problem.movable[n]:
             unit = rp.restart_unit(pod)
             buckets[(tuple(sorted(pod.requests.items())), constraint_signature(pod), pod.group_key,
-                     tuple(rp.pdbs_covering(pod)), unit.key if unit.policy is not None else None)].append(pod)
+                     tuple(rp.pdbs_charged(pod)), unit.key if unit.policy is not None else None)].append(pod)
         for sig in sorted(buckets, key=lambda s: min(p.key for p in buckets[s])):
             pods = sorted(buckets[sig], key=lambda p: p.key)
             out.append(MoveClass(len(out), n, pods[0].group_key or "", pods, pod_demand(pods[0]),
-                                 rp.request(pods[0]), tuple(rp.pdbs_covering(pods[0])), rp.restart_unit(pods[0])))
+                                 rp.request(pods[0]), tuple(rp.pdbs_charged(pods[0])), rp.restart_unit(pods[0])))
     return out
 
 

@@ -139,7 +139,7 @@ class Room:
         self._change(src, pod, +1)
         self._change(dst, pod, -1)
         gk = pod.group_key or pod.key
-        pdbs = self.problem.repack.pdbs_covering(pod)
+        pdbs = self.problem.repack.pdbs_charged(pod)
         budget = self.problem.repack.budget_use([pod])
         self.moved[pod.key] = pod
         self.dest[pod.key] = dst

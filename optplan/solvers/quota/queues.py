@@ -68,7 +68,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from optplan.errors import InputError
-from optplan.models.quantity import MILLI, format_milli
+from optplan.models.quantity import MILLI, format_amount
 from optplan.models.queues import ROOT, QueueTree
 from optplan.models.snapshot import Resources, Snapshot
 
@@ -83,19 +83,6 @@ BILLING_TYPES = ("subscription", "payg", "spot")
 _NAME_SUFFIXES = (("-subscription", "subscription"), ("-fixed", "subscription"), ("-payg", "payg"),
                   ("-spot", "spot"))
 SPOT_COMPANIONS = ("cpu", "memory")
-_BINARY = (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10))
-
-
-def format_amount(resource: str, milli: int) -> int | str:
-    """Whole units as an int; memory-like resources in the largest exact binary unit (``"640Gi"``)."""
-    if milli % MILLI == 0 and milli > 0 and (resource in ("memory", "ephemeral-storage")
-                                             or resource.startswith("hugepages-")):
-        units = milli // MILLI
-        for suffix, shift in _BINARY:
-            if units % (1 << shift) == 0:
-                return f"{units >> shift}{suffix}"
-    return format_milli(milli)
-
 
 def _amount(resource: str, milli: int) -> str:
     return str(format_amount(resource, milli))

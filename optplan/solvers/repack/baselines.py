@@ -132,7 +132,7 @@ def _karpenter_blocked(problem: RepackProblem, node: str) -> bool:
     for pod in problem.snapshot.pods_by_node.get(node, ()):
         if disruption_protection(pod, (DO_NOT_DISRUPT,)) is not None:  # Karpenter reads its own marker only
             return True
-        if any(pdbs[k].disruptions_allowed <= 0 for k in problem.pdbs_covering(pod)):
+        if any(pdbs[k].disruptions_allowed <= 0 for k in problem.pdbs_charged(pod)):
             return True
     return False
 
@@ -219,7 +219,7 @@ def cluster_autoscaler_scale_down(problem: RepackProblem, options: PlanOptions) 
         need: Counter[str] = Counter()
         for pod in on[node]:
             if pod.key not in pdb_of:
-                pdb_of[pod.key] = problem.pdbs_covering(pod)
+                pdb_of[pod.key] = problem.pdbs_charged(pod)
             need.update(pdb_of[pod.key])
         if any(n > pdb_left[k] for k, n in need.items()):
             return None
@@ -318,7 +318,7 @@ def descheduler_high_node_utilization(problem: RepackProblem, options: PlanOptio
         for pod in pods:
             if any(pool[r] <= 0 for r in resources):
                 break
-            keys = problem.pdbs_covering(pod)
+            keys = problem.pdbs_charged(pod)
             if any(pdb_left[k] <= 0 for k in keys):
                 pdb_skipped += 1
                 continue

@@ -15,6 +15,8 @@ from typing import Any
 
 import pulp
 
+from optplan.errors import InputError
+from optplan.models.limits import MAX_MILP_BOUND, MAX_MILP_COEFFICIENT
 from optplan.models.repack import RepackPlan
 from optplan.solvers.core.exact import exact_record
 from optplan.solvers.core.highs import quiet
@@ -77,7 +79,18 @@ def _row(prob: pulp.LpProblem, terms: list[Term], sense: int, rhs: float) -> Non
     expr: dict[Any, float] = {}
     for x, coef in terms:
         expr[x] = expr.get(x, 0) + coef
+    _in_range(max((abs(c) for c in expr.values()), default=0), MAX_MILP_COEFFICIENT, "coefficient")
+    _in_range(abs(rhs), MAX_MILP_BOUND, "right-hand side")
     prob.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(expr), sense, rhs=rhs))
+
+
+def _in_range(value: float, limit: int, what: str) -> None:
+    """The MILP's range (``limits.MAX_MILP_COEFFICIENT``, ``MAX_MILP_BOUND``): past it HiGHS would read the
+    value as infinite and answer nonsense, so the input is refused before the model is solved."""
+    if value >= limit:
+        raise InputError(f"the milp solver (HiGHS) reads a {what} of {limit:.0e} or more as infinite, and this "
+                         f"snapshot's amounts put {value:.3g} in its model; plan it with --solver cpsat",
+                         field="--solver")
 
 
 LE, GE, EQ = pulp.LpConstraintLE, pulp.LpConstraintGE, pulp.LpConstraintEQ

@@ -34,8 +34,11 @@ cannot be vacated (``pod-disruption-protected``). Pods without R never move, so 
 
 Written once here and read by every planner, ``checks`` and the exact model's data: a pod's restart unit
 (``restart_unit``), what a set of units restarts (``restart_total``) and what that does to its PodGroup
-(``gang_impact``: below minAvailable, affected cards), the PDBs covering a pod (``pdbs_covering``,
-``pdb_use``) and what moving pods takes from ``maxPerRun.resources`` (``budget_use``).
+(``gang_impact``: below minAvailable, affected cards), the PDB budget evicting a pod takes
+(``pdbs_charged``, ``pdb_use``: the Eviction API's rule, ``snapshot.eviction_need`` — a pod that is not
+Ready may go without it under the PDB's ``unhealthyPodEvictionPolicy``; a pod under several PDBs is never
+evicted, ``pod-under-several-pdbs``) and what moving pods takes from ``maxPerRun.resources``
+(``budget_use``).
 
 Nothing here chooses anything; planners decide, and ``checks`` (run by ``validate``) re-checks with
 these same rules.
@@ -59,7 +62,15 @@ from optplan.models.repack import (  # noqa: F401  (Weights, DIMENSIONS: re-expo
     Weights,
 )
 from optplan.models.results import Disruption, Restarted  # also imported from here
-from optplan.models.snapshot import ModelServing, Pod, PodDisruptionBudget, PodGroup, Snapshot
+from optplan.models.snapshot import (
+    EvictionNeed,
+    ModelServing,
+    Pod,
+    PodDisruptionBudget,
+    PodGroup,
+    Snapshot,
+    eviction_need,
+)
 from optplan.solvers.core.protection import (  # noqa: F401  (re-exported for the Repack planners)
     DO_NOT_DISRUPT,
     PREEMPTABLE_KEY,
@@ -161,8 +172,8 @@ class RepackProblem:
     _restart_units: dict[str, RestartUnit] = field(default_factory=dict, init=False, repr=False, compare=False)
     """Pod key -> its restart unit when it is not the default (filled one PodGroup at a time)."""
     _groups_with_units: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
-    _pdb_cover_cache: dict[str, list[str]] = field(default_factory=dict, init=False, repr=False, compare=False)
-    """Pod key -> ``pdbs_covering`` (asked once per pod by the tables, the checks and the status)."""
+    _eviction_cache: dict[str, EvictionNeed] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """Pod key -> ``eviction_need`` (asked once per pod by the tables, the checks and the status)."""
     _admit_sets: Any = field(default=None, init=False, repr=False, compare=False)
     """``model.admit_sets``: the receivers each pod class admits, found once for the size decision and the model."""
 
@@ -216,6 +227,8 @@ class RepackProblem:
             return "podgroup-out-of-scope"
         if self.protected_pods and any(k in self.protected_pods for k in self.restart_unit(pod).pods):
             return DISRUPTION_PROTECTED
+        if self._pdbs_by_namespace and (refused := self.eviction_need(pod).refused) is not None:
+            return refused
         if gk in self.hard_topology and not self.hard_topology_holds(gk, self.group_nodes(gk)):
             return "podgroup-topology-unsatisfied"
         return None
@@ -322,32 +335,46 @@ class RepackProblem:
 
     def pdbs_covering(self, pod: Pod) -> list[str]:
         """Keys of the PDBs covering the pod, in snapshot order (a PDB covers pods of its namespace)."""
-        cached = self._pdb_cover_cache.get(pod.key)
-        if cached is not None:
-            return cached
+        return [b.key for b in self._covering(pod)]
+
+    def _covering(self, pod: Pod) -> list[PodDisruptionBudget]:
         pdbs = self._pdbs_by_namespace.get(pod.namespace, ())
-        keys: list[str] = []
-        if pdbs:
-            by_pair, rest = self._pdb_label_index[pod.namespace]
-            maybe = [i for pair in pod.labels.items() for i in by_pair.get(pair, ())]
-            keys = [pdbs[i].key for i in sorted({*maybe, *rest}) if pdbs[i].covers(pod)]
-        self._pdb_cover_cache[pod.key] = keys
-        return keys
+        if not pdbs:
+            return []
+        by_pair, rest = self._pdb_label_index[pod.namespace]
+        maybe = [i for pair in pod.labels.items() for i in by_pair.get(pair, ())]
+        return [pdbs[i] for i in sorted({*maybe, *rest}) if pdbs[i].covers(pod)]
+
+    def eviction_need(self, pod: Pod) -> EvictionNeed:
+        """What evicting the pod needs from the PDBs, as the Eviction API decides (``snapshot.eviction_need``:
+        Ready condition, unhealthyPodEvictionPolicy, currentHealthy/desiredHealthy, phase, deletion)."""
+        cached = self._eviction_cache.get(pod.key)
+        if cached is None:
+            cached = self._eviction_cache[pod.key] = eviction_need(pod, self._covering(pod))
+        return cached
+
+    def pdbs_charged(self, pod: Pod) -> list[str]:
+        """Keys of the PDBs whose ``disruptionsAllowed`` evicting the pod takes one from (at most one): what
+        every planner, the validator and the status count against the budgets. A pod the Eviction API lets
+        go without a budget (not Ready under the unhealthy-pod policy, not Running, terminating) has none."""
+        spends = self.eviction_need(pod).spends
+        return [spends] if spends is not None else []
 
     def pdb_use(self, pods: Iterable[Pod]) -> Counter[str]:
-        """PDB key -> how many of ``pods`` it covers: the disruptions moving them takes from it."""
+        """PDB key -> how many of ``pods`` it is charged for (``pdbs_charged``): the disruptions moving them
+        takes from it."""
         use: Counter[str] = Counter()
         for pod in pods:
-            use.update(self.pdbs_covering(pod))
+            use.update(self.pdbs_charged(pod))
         return use
 
     @cached_property
     def pdb_cover(self) -> dict[str, list[str]]:
-        """PDB keys covering each pod that requests R on an occupied provider (``pdbs_covering``)."""
+        """PDB keys charged for each pod that requests R on an occupied provider (``pdbs_charged``)."""
         if not self._pdbs_by_namespace:
             return {}
         return {pod.key: keys for name in self.occupied for pod in self.r_pods[name]
-                if (keys := self.pdbs_covering(pod))}
+                if (keys := self.pdbs_charged(pod))}
 
     def budget_use(self, pods: Iterable[Pod]) -> dict[str, int]:
         """maxPerRun.resources name -> what moving ``pods`` takes from it (milli), by name."""
