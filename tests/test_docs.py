@@ -57,7 +57,7 @@ SOURCE_FILES = [p.relative_to(ROOT).as_posix() for d in ("optplan", "tests", "be
                 for p in (ROOT / d).rglob("*.py")]
 FILE_PATH = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.py)\b")
 REPO_PATH = re.compile(r"(?<![\w/.-])((?:optplan|instances|crds|deploy|benchmarks|tests|docs)/[\w./-]*[\w/])")
-DOTTED = re.compile(r"(?<![\w.])(optplan(?:\.\w+)+)(?![\w/-])")  # not a label domain: optplan.io/...
+DOTTED = re.compile(r"(?<![\w./])(optplan(?:\.\w+)+)(?![\w/-])")  # not a label domain: optplan.io/...
 
 
 def file_exists(name: str) -> bool:
