@@ -72,6 +72,10 @@ their expected building time: they need longer than that again to reach a plan (
 POOLS_CHECK_SECONDS_PER_CANDIDATE = 2e-4
 """At least this much of the limit per candidate is left for validating the merged plan (1.5 s at
 10,000 nodes)."""
+SHAPES_FIRST_ABOVE = 200
+"""Above this many vacate candidates, auto solves the parts by shape (``pools``) even when the whole model
+fits: the same optimum, proven far sooner (generated 500 nodes of 4 and 8 cards in four pools: the whole
+model 185 of 188 freed unproven in 10 s; by shape, see docs/benchmarks.md)."""
 MIN_CPU_SAMPLE = 0.05
 """CPU seconds of greedy-fast below which its wall-over-CPU ratio is noise (the machine is taken as quiet)."""
 POOLS_SHARE = 0.6
@@ -108,7 +112,8 @@ class AutoPlanner:
         small = len(problem.candidates) <= FAST_GREEDY_ABOVE
         cap = receiver_cap(problem)
         setup = POOLS_SETUP_SECONDS_PER_CANDIDATE * len(problem.candidates) * starved
-        if cap is not None and not problem.topology_groups and (
+        shapes_first = cap is not None or len(problem.candidates) > SHAPES_FIRST_ABOVE
+        if shapes_first and not problem.topology_groups and (
             clock.deterministic or options.time_limit - (clock.now() - start) >= POOLS_SETUP_FACTOR * setup
         ):
             # Too large to solve whole, and no topology PodGroup: the shape models solve every part,
@@ -164,7 +169,7 @@ class AutoPlanner:
                               bound=out.bound, wall=wall)
         return replace(greedy, record=record, stats=cpsat.model_stats(out))
 
-    def _by_pool(self, problem: RepackProblem, options: PlanOptions, cap: int, t0: float,
+    def _by_pool(self, problem: RepackProblem, options: PlanOptions, cap: int | None, t0: float,
                  start: float, hint: RepackPlan, starved: float = 1.0) -> PlanResult | None:
         """Too large a model to solve whole, and no topology PodGroup: every part by shape (``pools``,
         each part from its own greedy's plan), then the LNS; None when some part has no model by shape
