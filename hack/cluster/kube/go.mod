@@ -1,5 +1,5 @@
 // Wrapper module: builds kube-apiserver, kube-controller-manager, kubectl and etcd from the Go
-// module proxy. Generated replace list: hack/cluster/build.sh (gen_replaces) from k8s.io/kubernetes's go.mod.
+// module proxy. The replace block: `hack/cluster/build.sh --gen-kube-gomod` (from k8s.io/kubernetes's go.mod).
 module optplan.local/cluster/kube
 
 go 1.25.0
