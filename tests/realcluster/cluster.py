@@ -291,7 +291,7 @@ class Cluster:
         self._spawn("kube-controller-manager", [
             str(self.bin / "kube-controller-manager"), "--kubeconfig", str(cm_kubeconfig),
             "--leader-elect=false", "--secure-port=0", "--controllers=*",
-            "--use-service-account-credentials=false",
+            "--use-service-account-credentials=true",  # each controller as its own SA, as kubeadm runs it
             "--service-account-private-key-file", str(pki / "sa.key"), "--root-ca-file", str(pki / "ca.crt"),
             "--cluster-signing-cert-file", str(pki / "ca.crt"), "--cluster-signing-key-file", str(pki / "ca.key"),
             "--profiling=false", "-v=1"])
@@ -317,7 +317,7 @@ class Cluster:
             "--scheduler-conf", str(HACK / "volcano-scheduler.conf"), "--schedule-period", "1s",
             "--listen-address", f"127.0.0.1:{p['vc-scheduler']}",
             "--healthz-address", f"127.0.0.1:{p['vc-scheduler-healthz']}", "--enable-healthz=true",
-            "-v=3"])
+            "-v=2"])
         # vc-scheduler creates the queues "default" and "root" when it starts.
         self._wait("vc-scheduler (queue root)", lambda: self.kubectl(
             "get", "queue", "root", check=False).returncode == 0, timeout, scheduler)

@@ -42,7 +42,7 @@ def test_the_token_is_the_service_account_and_rbac_decides(real_cluster: Cluster
         return real_cluster.kubectl("auth", "can-i", *args, kubeconfig=sa_kubeconfig, check=False).stdout.strip()
 
     assert can("list", "pods", "--all-namespaces") == "yes"
-    assert can("create", "pods/eviction", "-n", "default") == "yes"
+    assert can("create", "pods", "--subresource=eviction", "-n", "default") == "yes"
     assert can("patch", "repackruns.repack.volcano.sh", "--subresource=status") == "yes"
     assert can("get", "secrets", "-n", "kube-system") == "no"
     assert can("delete", "pods", "-n", "default") == "no"
@@ -75,6 +75,11 @@ def test_the_seed_000_dryrun_is_planned_from_the_real_cluster(real_cluster: Clus
         if o["kind"] == "Pod":
             for c in o["spec"]["containers"]:
                 c.setdefault("image", "registry.example/seed:1")  # the real API server requires an image
+                # ... and a limit equal to the request of an extended resource (the seed's inference pods
+                # give only requests: "Limit must be set for non overcommitable resources").
+                res = c.setdefault("resources", {})
+                extended = {k: v for k, v in res.get("requests", {}).items() if "/" in k}
+                res["limits"] = {**extended, **res.get("limits", {})}
             o.pop("status", None)  # a Pod's status is not written on create; kwok sets it Running
     real_cluster.apply([o for o in objs if o["kind"] != "Node"])
     names = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objs if o["kind"] == "Pod"]
