@@ -118,6 +118,9 @@ build_volcano() {
     # limit of client-side apply's last-applied annotation.
     (cd "$src/apis" && GOFLAGS=-mod=mod "$CACHE/tools/controller-gen" "crd:crdVersions=v1,generateEmbeddedObjectMeta=true,maxDescLen=0" \
         paths=./pkg/apis/... output:crd:artifacts:config="$CACHE/crds/volcano.new")
+    # The unversioned internal package pkg/apis/scheduling carries markers too: its CRDs have no group
+    # (files named _podgroups.yaml, _queues.yaml) and are not Volcano's; the versioned ones are.
+    rm -f "$CACHE/crds/volcano.new"/_*.yaml
     rm -rf "$CACHE/crds/volcano" && mv "$CACHE/crds/volcano.new" "$CACHE/crds/volcano"
 }
 

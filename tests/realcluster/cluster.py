@@ -176,11 +176,11 @@ class Cluster:
         return "\n".join(self.tail(p.name, lines) for p in self.procs)
 
     def stop(self) -> None:
-        """SIGTERM each process this cluster started, newest first, by PID; SIGKILL what is left after 10 s."""
+        """SIGTERM each process this cluster started by its PID, newest first, one after the other (the API
+        server's clients before it, so that it has no watch to drain); SIGKILL one still there after 10 s."""
         for proc in reversed(self.procs):
             if proc.popen.poll() is None:
                 proc.popen.send_signal(signal.SIGTERM)
-        for proc in reversed(self.procs):
             try:
                 proc.popen.wait(10)
             except subprocess.TimeoutExpired:
