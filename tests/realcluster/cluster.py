@@ -328,6 +328,13 @@ class Cluster:
             raise RuntimeError(f"exited during start: {', '.join(dead)}\n{self.logs()}")
 
 
+def optplan(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run the optplan CLI of this checkout in a child process (stdout, stderr captured)."""
+    code = "import sys; from optplan.cli import main; sys.exit(main())"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hack/cluster/up.sh", description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", type=Path, default=None,

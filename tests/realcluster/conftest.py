@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.realcluster.cluster import Cluster, missing
+from tests.realcluster.cluster import ROOT, Cluster, kubeconfig, missing
+
+SA = ("optplan-system", "optplan-controller")  # deploy/10-serviceaccount.yaml
 
 _clusters: list[Cluster] = []
 
@@ -37,6 +39,19 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def sa_kubeconfig(real_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """deploy/ applied; a kubeconfig holding a TokenRequest token of the controller's ServiceAccount."""
+    real_cluster.kubectl("apply", "-f", str(ROOT / "crds"), "-f", str(ROOT / "deploy"))
+    real_cluster.wait_for("ServiceAccount optplan-controller", lambda: real_cluster.kubectl(
+        "get", "serviceaccount", SA[1], "-n", SA[0], check=False).returncode == 0)
+    token = real_cluster.kubectl("create", "token", SA[1], "-n", SA[0], "--duration=1h").stdout.strip()
+    assert token.count(".") == 2  # a JWT signed with the API server's service-account key
+    path = tmp_path_factory.mktemp("sa") / "controller.kubeconfig"
+    return kubeconfig(path, real_cluster.server, real_cluster.certs / "ca.crt", token=token,
+                      user="optplan-controller")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -7,31 +7,16 @@ planned from what the real API server lists.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.realcluster.cluster import ROOT, Cluster, kubeconfig
+from tests.realcluster.cluster import ROOT, Cluster, optplan
+from tests.realcluster.conftest import SA
 
 pytestmark = pytest.mark.realcluster
-SA = ("optplan-system", "optplan-controller")
-
-
-@pytest.fixture(scope="module")
-def sa_kubeconfig(real_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """deploy/ applied; a kubeconfig holding a TokenRequest token of the controller's ServiceAccount."""
-    real_cluster.kubectl("apply", "-f", str(ROOT / "crds"), "-f", str(ROOT / "deploy"))
-    real_cluster.wait_for("ServiceAccount optplan-controller", lambda: real_cluster.kubectl(
-        "get", "serviceaccount", SA[1], "-n", SA[0], check=False).returncode == 0)
-    token = real_cluster.kubectl("create", "token", SA[1], "-n", SA[0], "--duration=1h").stdout.strip()
-    assert token.count(".") == 2  # a JWT signed with the API server's service-account key
-    path = tmp_path_factory.mktemp("sa") / "controller.kubeconfig"
-    return kubeconfig(path, real_cluster.server, real_cluster.certs / "ca.crt", token=token,
-                      user="optplan-controller")
 
 
 def test_the_token_is_the_service_account_and_rbac_decides(real_cluster: Cluster, sa_kubeconfig: Path) -> None:
@@ -59,7 +44,21 @@ def _seed_objects() -> tuple[list[dict[str, Any]], dict[str, Any]]:
 
 
 def test_the_seed_000_dryrun_is_planned_from_the_real_cluster(real_cluster: Cluster, sa_kubeconfig: Path) -> None:
+    """The seed's snapshot file replayed into the cluster (PodGroups without owners), then removed again:
+    tests/realcluster/test_seed_journey.py builds the same names through Volcano's job controller."""
     objs, run = _seed_objects()
+    try:
+        _replay_and_plan(real_cluster, sa_kubeconfig, objs, run)
+    finally:
+        real_cluster.kubectl("delete", "repackrun", run["metadata"]["name"], "--ignore-not-found")
+        real_cluster.kubectl("delete", "namespace", "repack-demo", "--ignore-not-found", timeout=120)
+        real_cluster.kubectl("delete", "pod", "-n", "kube-system", "kube-proxy-ascend-node-01", "--ignore-not-found")
+        real_cluster.kubectl("delete", "node", *(o["metadata"]["name"] for o in objs if o["kind"] == "Node"),
+                             "--ignore-not-found")
+
+
+def _replay_and_plan(real_cluster: Cluster, sa_kubeconfig: Path, objs: list[dict[str, Any]],
+                     run: dict[str, Any]) -> None:
     real_cluster.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "repack-demo"}}])
     for node in (o for o in objs if o["kind"] == "Node"):
         alloc = dict(node["status"]["allocatable"])
@@ -88,9 +87,7 @@ def test_the_seed_000_dryrun_is_planned_from_the_real_cluster(real_cluster: Clus
         for ns, n in names), timeout=60)
     real_cluster.apply([run])
 
-    res = subprocess.run([sys.executable, "-c", "import sys; from optplan.cli import main; sys.exit(main())",
-                          "controller", "--once", "--kubeconfig", str(sa_kubeconfig), "--solver", "greedy"],
-                         capture_output=True, text=True, timeout=180, cwd=ROOT)
+    res = optplan("controller", "--once", "--kubeconfig", str(sa_kubeconfig), "--solver", "greedy")
     assert res.returncode == 0, res.stdout + res.stderr
     got = real_cluster.kubectl_json("get", "repackrun", run["metadata"]["name"])
     status = got["status"]
