@@ -138,6 +138,20 @@ class Cluster:
 
     # ---- processes ---------------------------------------------------------------------------
 
+    def spawn(self, name: str, args: Sequence[str]) -> Proc:
+        """Start one more process beside the cluster (its log in the cluster's, stopped with it or by ``end``)."""
+        return self._spawn(name, args)
+
+    def end(self, proc: Proc) -> None:
+        """Stop one process started by ``spawn`` (by its PID)."""
+        if proc.popen.poll() is None:
+            proc.popen.send_signal(signal.SIGTERM)
+        try:
+            proc.popen.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.popen.kill()
+            proc.popen.wait(5)
+
     def _spawn(self, name: str, args: Sequence[str]) -> Proc:
         self.logdir.mkdir(parents=True, exist_ok=True)
         log = self.logdir / f"{name}.log"
@@ -179,13 +193,7 @@ class Cluster:
         """SIGTERM each process this cluster started by its PID, newest first, one after the other (the API
         server's clients before it, so that it has no watch to drain); SIGKILL one still there after 10 s."""
         for proc in reversed(self.procs):
-            if proc.popen.poll() is None:
-                proc.popen.send_signal(signal.SIGTERM)
-            try:
-                proc.popen.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.popen.kill()
-                proc.popen.wait(5)
+            self.end(proc)
 
     def alive(self) -> list[str]:
         return [p.name for p in self.procs if p.popen.poll() is None]
@@ -328,10 +336,12 @@ class Cluster:
             raise RuntimeError(f"exited during start: {', '.join(dead)}\n{self.logs()}")
 
 
+CODE = "import sys; from optplan.cli import main; sys.exit(main())"  # python -c CODE: the optplan CLI
+
+
 def optplan(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run the optplan CLI of this checkout in a child process (stdout, stderr captured)."""
-    code = "import sys; from optplan.cli import main; sys.exit(main())"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout,
+    return subprocess.run([sys.executable, "-c", CODE, *args], capture_output=True, text=True, timeout=timeout,
                           cwd=ROOT)
 
 

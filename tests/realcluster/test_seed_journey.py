@@ -14,12 +14,14 @@ token; each is checked with the seed's ``kubectl get ... -o jsonpath=...`` lines
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.realcluster.cluster import Cluster, optplan
+from tests.realcluster.cluster import CODE, Cluster, free_port, optplan
 
 pytestmark = pytest.mark.realcluster
 NS = "repack-demo"
@@ -150,3 +152,121 @@ def test_step4_the_guarded_dryrun_prints_the_seeds_values(journey: Cluster) -> N
     # DryRun: nothing was evicted.
     pods = journey.kubectl_json("get", "pods", "-n", NS)["items"]
     assert all(p["status"]["phase"] == "Running" and "deletionTimestamp" not in p["metadata"] for p in pods)
+
+
+# Step 5: the production DryRun's scope, goals and budget, as an Execute run.
+STEP5: dict[str, Any] = {
+    "apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun",
+    "metadata": {"name": "ascend-execute-001", "labels": {"change-ticket": "change-20260730"}},
+    "spec": {**STEP4["spec"], "mode": "Execute", "eviction": {"gracePeriodSeconds": 30},
+             "ttlSecondsAfterFinished": 604800}}
+# The seed's step 6 jsonpath lines, verbatim.
+CONDITIONS = '{range .status.conditions[*]}{.type}{"\\t"}{.status}{"\\t"}{.reason}{"\\t"}{.message}{"\\n"}{end}'
+PLAN_RESULT = ('plan: frag {.status.plan.summary.fragBeforePercent}% -> {.status.plan.summary.fragAfterPercent}%, '
+               'freed {.status.plan.summary.freedNodeCount}, moved {.status.plan.summary.movedCardCount}{"\\n"}'
+               'result: frag {.status.result.fragAfterPercent}%, freed {.status.result.freedNodeCount}, '
+               'moved {.status.result.movedCardCount}, verified {.status.result.metricsVerified}{"\\n"}')
+RELOCATIONS = ('{range .status.relocations[*]}{.namespace}{"/"}{.victimPodName}{"\\teviction="}{.eviction.phase}'
+               '{"\\tplacement="}{.placement.phase}{"\\tplanned="}{.plannedNodeName}'
+               '{"\\tselected="}{.placement.selectedNodeName}{"\\tactual="}{.placement.actualNodeName}'
+               '{"\\treplacement="}{.placement.replacementPodName}{"\\n"}{end}')
+DONE = ("ExecutionCompleted", "ExecutionCompletedWithAlternativePlacement")
+
+
+@pytest.fixture(scope="module")
+def executed(journey: Cluster, sa_kubeconfig: Path) -> dict[str, Any]:
+    """Step 5: the Execute run, carried out by a running optplan controller (stopped by its PID after)."""
+    c = journey
+    controller = c.spawn("optplan-controller", [
+        sys.executable, "-c", CODE, "controller", "--kubeconfig", str(sa_kubeconfig), "-v",
+        "--metrics-address", f"127.0.0.1:{free_port()}", "--cooldown", "0",
+        "--eviction-deadline", "60", "--replacement-deadline", "120"])
+    name = STEP5["metadata"]["name"]
+    started = time.monotonic()
+    try:
+        c.apply([STEP5])
+
+        def finished() -> bool:
+            status = c.kubectl_json("get", "repackrun", name).get("status", {})
+            return status.get("phase") in ("Succeeded", "Failed")
+
+        c.wait_for(f"RepackRun {name} finished", finished, timeout=240)
+    finally:
+        c.end(controller)
+    run: dict[str, Any] = c.kubectl_json("get", "repackrun", name)
+    print(f"{name}: {run['status']['phase']} after {time.monotonic() - started:.1f} s")
+    return run
+
+
+def _holding(c: Cluster, node: str) -> list[str]:
+    """The pods on ``node`` that request the target resource (what keeps it from being freed)."""
+    pods = c.kubectl_json("get", "pods", "-A", "--field-selector", f"spec.nodeName={node}")["items"]
+    return [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods
+            if any(NPU in k.get("resources", {}).get("requests", {}) for k in p["spec"]["containers"])]
+
+
+def test_step5_6_the_execute_run_ends_truthfully(journey: Cluster, executed: dict[str, Any]) -> None:
+    """The run's verdict is what the cluster shows, whichever way Volcano placed the replacements.
+
+    Volcano v1.15's allocate action tries a pending pod's status.nominatedNodeName first when it fits;
+    but the job controller recreates both evicted workers at once and vc-scheduler binds them on its next
+    cycle (1 s here), so a replacement that optplan has not nominated yet is placed by Volcano's own scores.
+    """
+    name = STEP5["metadata"]["name"]
+    print(journey.kubectl("get", "repackrun", name, "-o", "wide").stdout)
+    conditions = jsonpath(journey, name, CONDITIONS)
+    jsonpath(journey, name, PLAN_RESULT)
+    relocations = jsonpath(journey, name, RELOCATIONS)
+    print(journey.kubectl("get", "pod", "-n", NS, "-o", "wide").stdout)
+    status = executed["status"]
+    reasons = {c["reason"] for c in status["conditions"]}
+    assert status["result"]["metricsVerified"] is True
+    assert len(status["relocations"]) == 2, relocations
+    for r in status["relocations"]:
+        assert r["eviction"]["phase"] == "Evicted", r
+        replacement = journey.kubectl_json("get", "pod", r["placement"]["replacementPodName"], "-n", NS)
+        assert r["placement"]["actualNodeName"] == replacement["spec"]["nodeName"], r  # what the cluster holds
+    nominated = [r for r in status["relocations"] if r["placement"].get("selectedNodeName")]
+    honoured = [r for r in nominated if r["placement"]["actualNodeName"] == r["placement"]["selectedNodeName"]]
+    print(f"nominatedNodeName: {len(nominated)} of 2 replacements nominated before they were bound, "
+          f"{len(honoured)} bound on the nominated node")
+    holding = _holding(journey, NODES[0])
+    if holding:
+        assert status["phase"] == "Failed" and "ExecutionGoalNotReached" in reasons, conditions
+        assert all(h.split("/")[1] in conditions for h in holding), conditions
+        assert status["result"]["freedNodeCount"] == 0
+    else:
+        assert status["phase"] == "Succeeded", conditions
+        on_plan = all(r["placement"]["actualNodeName"] == r["plannedNodeName"] for r in status["relocations"])
+        assert ("ExecutionCompleted" if on_plan else "ExecutionCompletedWithAlternativePlacement") in reasons
+        assert status["result"]["freedNodeCount"] == 1 and status["result"]["fragAfterPercent"] == 0
+
+
+def test_step7_the_large_job_needs_the_freed_node(journey: Cluster, executed: dict[str, Any]) -> None:
+    """Step 7: 2 workers x 4 cards fit only on a whole free node: they run on ascend-node-01 when the
+    Execute run freed it, and the gang stays pending when it did not."""
+    freed = not _holding(journey, NODES[0])
+    journey.apply([{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                    "metadata": {"name": "ascend-large-training", "namespace": NS,
+                                 "labels": {"workload-type": "training"}},
+                    "spec": {"schedulerName": "volcano", "queue": "default", "minAvailable": 2,
+                             "tasks": [{"name": "worker", "replicas": 2, "template": {"spec": {
+                                 "nodeSelector": {"accelerator-pool": "ascend-npu"}, "restartPolicy": "Never",
+                                 "containers": [{"name": "trainer", "image": "alpine:3.20",
+                                                 "command": ["sh", "-c", "tail -f /dev/null"],
+                                                 "resources": {"requests": {NPU: "4"}, "limits": {NPU: "4"}}}]}}}]}}])
+
+    def workers() -> list[dict[str, Any]]:
+        return list(journey.kubectl_json("get", "pod", "-n", NS, "-l",
+                                         "volcano.sh/job-name=ascend-large-training")["items"])
+
+    journey.wait_for("the large job's two pods", lambda: len(workers()) == 2, timeout=60)
+    if freed:
+        journey.wait_for("the large job Running", lambda: all(
+            p["status"].get("phase") == "Running" for p in workers()), timeout=90)
+        assert {p["spec"]["nodeName"] for p in workers()} == {NODES[0]}
+    else:
+        time.sleep(5)  # five scheduling cycles
+        assert not [p for p in workers() if p["spec"].get("nodeName")]
+    print(journey.kubectl("get", "pod", "-n", NS, "-l", "volcano.sh/job-name=ascend-large-training",
+                          "-o", "wide").stdout)
