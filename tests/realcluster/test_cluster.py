@@ -91,3 +91,25 @@ def test_a_volcano_job_is_gang_scheduled_onto_kwok_nodes_and_runs(real_cluster: 
     assert pg["spec"]["minMember"] == 2 and pg["spec"]["queue"] == "team-a"
     real_cluster.wait_for("PodGroup Running", lambda: real_cluster.kubectl_json(
         "get", "podgroup", pg["metadata"]["name"], "-n", "default")["status"].get("phase") == "Running")
+
+
+def test_the_disruption_controller_writes_pdb_status_and_eviction_honours_it(real_cluster: Cluster) -> None:
+    """kube-controller-manager's disruption controller fills the PDB's status; the Eviction API refuses with
+    429 what the budget does not allow (the gang of the test above: 2 Running pods, minAvailable 2)."""
+    real_cluster.apply([{"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                         "metadata": {"name": "gang", "namespace": "default"},
+                         "spec": {"minAvailable": 2, "selector": {"matchLabels": {"volcano.sh/job-name": "gang"}}}}])
+
+    def status() -> dict[str, Any]:
+        return dict(real_cluster.kubectl_json("get", "pdb", "gang", "-n", "default").get("status", {}))
+
+    real_cluster.wait_for("PDB status", lambda: status().get("currentHealthy") == 2, timeout=60)
+    assert (status()["desiredHealthy"], status()["disruptionsAllowed"], status()["expectedPods"]) == (2, 0, 2)
+    [victim, *_] = [p["metadata"]["name"] for p in real_cluster.kubectl_json(
+        "get", "pods", "-n", "default", "-l", "volcano.sh/job-name=gang")["items"]]
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": victim, "namespace": "default"}}
+    res = real_cluster.kubectl("create", "--raw", f"/api/v1/namespaces/default/pods/{victim}/eviction", "-f", "-",
+                               input=json.dumps(eviction), check=False)
+    assert res.returncode != 0 and "disruption budget" in res.stderr, res.stderr
+    assert "TooManyRequests" in res.stderr or "429" in res.stderr, res.stderr
+    real_cluster.kubectl("delete", "pdb", "gang", "-n", "default")
