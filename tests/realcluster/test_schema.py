@@ -39,8 +39,9 @@ def _named(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def probe(real_cluster: Cluster, full_doc: dict[str, Any], fake: FakeKube) -> dict[str, Any]:  # noqa: F811
-    """The full document created in both servers with its status written: what the status cases replace."""
+def probe(real_cluster: Cluster, full_doc: dict[str, Any], fake: FakeKube) -> Iterator[dict[str, Any]]:  # noqa: F811
+    """The full document created in both servers with its status written: what the status cases replace;
+    deleted after the module (an Execute run in progress would hold back the journey's)."""
     real_cluster.kubectl("apply", "-f", str(ROOT / "crds"))
     doc = _named(full_doc)
     spec_only = {k: v for k, v in doc.items() if k != "status"}
@@ -50,7 +51,8 @@ def probe(real_cluster: Cluster, full_doc: dict[str, Any], fake: FakeKube) -> di
     real_cluster.kubectl("replace", "--subresource=status", "-f", "-", input=json.dumps(doc))
     made = fake.create(spec_only)
     fake.update({**doc, "metadata": made["metadata"]}, subresource="status")
-    return doc
+    yield doc
+    real_cluster.kubectl("delete", "repackrun", PROBE, "--ignore-not-found")
 
 
 STRICT = "strict decoding error: unknown field"
