@@ -54,6 +54,14 @@ def sa_kubeconfig(real_cluster: Cluster, tmp_path_factory: pytest.TempPathFactor
                       user="optplan-controller")
 
 
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One line saying why the tier did not run, when its binaries are not built."""
+    absent = missing()
+    if absent and terminalreporter.stats.get("skipped"):
+        terminalreporter.write_line(f"tests/realcluster skipped: the real-cluster binaries are not built "
+                                    f"(hack/cluster/build.sh; {len(absent)} missing, e.g. {absent[0]})")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     outcome = yield
