@@ -14,6 +14,7 @@ token; each is checked with the seed's ``kubectl get ... -o jsonpath=...`` lines
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -153,6 +154,33 @@ def test_step4_the_guarded_dryrun_prints_the_seeds_values(journey: Cluster) -> N
     pods = journey.kubectl_json("get", "pods", "-n", NS)["items"]
     assert all(p["status"]["phase"] == "Running" and "deletionTimestamp" not in p["metadata"] for p in pods)
 
+
+
+def _plan(out: str) -> dict[str, Any]:
+    """The plan of ``optplan repack -o json``'s output, without the solver's timings."""
+    plan = dict(json.loads(out)["status"]["plan"])
+    plan.pop("solver", None)
+    return plan
+
+
+def test_a_snapshot_of_the_real_cluster_plans_as_reading_it_live(journey: Cluster, sa_kubeconfig: Path,
+                                                                  tmp_path: Path) -> None:
+    """Issue 25 §5: `optplan snapshot` of the live cluster, as the controller's ServiceAccount, and the
+    planning command without files (reading the live cluster) give the same plan; --write-status is accepted."""
+    name = STEP4["metadata"]["name"]
+    snap = tmp_path / "snap.yaml"
+    kube = ("--kubeconfig", str(sa_kubeconfig))
+    res = optplan("snapshot", *kube, "-o", str(snap))
+    assert res.returncode == 0, res.stderr
+    dumped = optplan("repack", str(snap), "--run", name, "-o", "json", "--deterministic")
+    live = optplan("repack", *kube, "--run", name, "-o", "json", "--deterministic")
+    assert dumped.returncode == 0 and live.returncode == 0, dumped.stderr + live.stderr
+    assert _plan(dumped.stdout) == _plan(live.stdout)
+    assert _plan(live.stdout)["freedNodes"] == ["ascend-node-01"]
+    written = optplan("repack", *kube, "--run", name, "--write-status", "-o", "json", "--deterministic")
+    assert written.returncode == 0, written.stderr
+    stored = journey.kubectl_json("get", "repackrun", name)["status"]
+    assert {k: v for k, v in stored["plan"].items() if k != "solver"} == _plan(live.stdout)
 
 # Step 5: the production DryRun's scope, goals and budget, as an Execute run.
 STEP5: dict[str, Any] = {
