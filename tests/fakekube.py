@@ -1652,6 +1652,24 @@ def _validate(v: Any, s: dict[str, Any], path: str) -> list[tuple[str, str, str]
                 out += _validate(item, props[k], f"{path}.{k}")
             elif isinstance(extra, dict):
                 out += _validate(item, extra, f"{path}[{k}]")
+    # anyOf/oneOf (value validations only, in a structural schema): the API server names the path in the
+    # message (with no field, printed <nil>) and adds the first alternative's own causes when none holds.
+    for key in ("anyOf", "oneOf"):
+        alternatives = s.get(key) or []
+        if not alternatives:
+            continue
+        results = [_validate(v, alt, path) for alt in alternatives]
+        valid = sum(1 for r in results if not r)
+        if key == "anyOf" and valid == 0:
+            out.append(("FieldValueInvalid", "<nil>",
+                        f'Invalid value: "": "{path}" must validate at least one schema (anyOf)'))
+            out += results[0]
+        elif key == "oneOf" and valid != 1:
+            found = "none valid" if valid == 0 else f"{valid} valid alternatives"
+            out.append(("FieldValueInvalid", "<nil>", f'Invalid value: "": "{path}" must validate one and only one '
+                                                       f"schema (oneOf). Found {found}"))
+            if valid == 0:
+                out += results[0]
     return out
 
 

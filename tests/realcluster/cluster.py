@@ -1,0 +1,375 @@
+"""A real Kubernetes control plane with Volcano and KWOK nodes on 127.0.0.1 (issue 25 §2).
+
+etcd, kube-apiserver (TLS, Node+RBAC authorization, a service-account signing key, an admin client
+certificate), kube-controller-manager, kwok (fakes the kubelet of every node that carries the annotation
+``kwok.x-k8s.io/node: fake``), Volcano's vc-controller-manager and vc-scheduler with the seed 002 §7
+scheduler configuration (hack/cluster/volcano-scheduler.conf). Volcano's admission webhooks are not run:
+a VCJob must name its queue, scheduler and minAvailable itself (the webhook would default them).
+
+The binaries come from hack/cluster/build.sh (its cache folder, see ``cache_dir``). Every process is
+started by this module, stopped by its PID, and logs to ``WORKDIR/logs/NAME.log``.
+
+A person starts one with ``hack/cluster/up.sh`` (this module's ``main``): it prints the kubeconfig and
+runs until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+HACK = ROOT / "hack" / "cluster"
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl", "kwok", "vc-scheduler",
+            "vc-controller-manager")
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+SERVICE_CIDR = "10.96.0.0/16"
+
+
+def cache_dir() -> Path:
+    """Where hack/cluster/build.sh puts its binaries (the same rule as the script)."""
+    if os.environ.get("OPTPLAN_CLUSTER_CACHE"):
+        return Path(os.environ["OPTPLAN_CLUSTER_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "optplan-cluster"
+
+
+def missing(cache: Path | None = None) -> list[str]:
+    """What the cluster needs and the cache folder lacks (empty when it can start)."""
+    cache = cache or cache_dir()
+    need = [cache / "bin" / b for b in BINARIES] + [cache / "crds" / "volcano", cache / "kwok" / "stages.yaml"]
+    return [str(p) for p in need if not p.exists()]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_certs(d: Path) -> None:
+    """A CA, the API server's serving certificate, client certificates and the service-account key pair."""
+    d.mkdir(parents=True, exist_ok=True)
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
+             "-subj", "/CN=optplan-test-ca", cwd=d)
+    (d / "server.ext").write_text(
+        "subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
+        "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\n"
+        "extendedKeyUsage=serverAuth\n", encoding="utf-8")
+    (d / "client.ext").write_text("extendedKeyUsage=clientAuth\n", encoding="utf-8")
+    certs = {"server": ("/CN=kube-apiserver", "server.ext"),
+             "admin": ("/O=system:masters/CN=optplan-admin", "client.ext"),
+             "controller-manager": ("/CN=system:kube-controller-manager", "client.ext")}
+    for name, (subj, ext) in certs.items():
+        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                 "-subj", subj, cwd=d)
+        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                 "-out", f"{name}.crt", "-days", "2", "-extfile", ext, cwd=d)
+    _openssl("genrsa", "-out", "sa.key", "2048", cwd=d)
+    _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=d)
+
+
+def kubeconfig(path: Path, server: str, ca: Path, *, cert: Path | None = None, key: Path | None = None,
+               token: str | None = None, user: str = "admin") -> Path:
+    """A kubeconfig for one user of the cluster (a client certificate or a bearer token)."""
+    creds: dict[str, str] = {}
+    if cert and key:
+        creds = {"client-certificate": str(cert), "client-key": str(key)}
+    if token:
+        creds = {"token": token}
+    doc = {"apiVersion": "v1", "kind": "Config", "current-context": "realcluster",
+           "clusters": [{"name": "realcluster", "cluster": {"server": server, "certificate-authority": str(ca)}}],
+           "users": [{"name": user, "user": creds}],
+           "contexts": [{"name": "realcluster", "context": {"cluster": "realcluster", "user": user}}]}
+    path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    return path
+
+
+@dataclass
+class Proc:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+
+@dataclass
+class Cluster:
+    """One control plane; ``start()`` returns it running, ``stop()`` ends every process it started."""
+
+    workdir: Path
+    cache: Path = field(default_factory=cache_dir)
+    procs: list[Proc] = field(default_factory=list)
+    server: str = ""
+    ports: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def bin(self) -> Path:
+        return self.cache / "bin"
+
+    @property
+    def certs(self) -> Path:
+        return self.workdir / "pki"
+
+    @property
+    def logdir(self) -> Path:
+        return self.workdir / "logs"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "admin.kubeconfig"
+
+    # ---- processes ---------------------------------------------------------------------------
+
+    def spawn(self, name: str, args: Sequence[str]) -> Proc:
+        """Start one more process beside the cluster (its log in the cluster's, stopped with it or by ``end``)."""
+        return self._spawn(name, args)
+
+    def end(self, proc: Proc) -> None:
+        """Stop one process started by ``spawn`` (by its PID)."""
+        if proc.popen.poll() is None:
+            proc.popen.send_signal(signal.SIGTERM)
+        try:
+            proc.popen.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.popen.kill()
+            proc.popen.wait(5)
+
+    def _spawn(self, name: str, args: Sequence[str]) -> Proc:
+        self.logdir.mkdir(parents=True, exist_ok=True)
+        log = self.logdir / f"{name}.log"
+        with log.open("ab") as fh:
+            fh.write(f"$ {' '.join(args)}\n".encode())
+            fh.flush()
+            popen = subprocess.Popen(list(args), stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     cwd=self.workdir, start_new_session=True)
+        proc = Proc(name, popen, log)
+        self.procs.append(proc)
+        return proc
+
+    def _wait(self, what: str, ready: Callable[[], bool], timeout: float, proc: Proc | None = None) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc is not None and proc.popen.poll() is not None:
+                raise RuntimeError(f"{proc.name} exited with {proc.popen.returncode} while waiting for {what}:\n"
+                                   f"{self.tail(proc.name)}")
+            try:
+                if ready():
+                    return
+            except (OSError, urllib.error.URLError, subprocess.SubprocessError, ValueError):
+                pass
+            time.sleep(0.25)
+        raise TimeoutError(f"{what} not ready after {timeout:.0f} s\n{self.tail(proc.name) if proc else ''}")
+
+    def tail(self, name: str, lines: int = 40) -> str:
+        log = self.logdir / f"{name}.log"
+        if not log.exists():
+            return ""
+        text = log.read_text(encoding="utf-8", errors="replace").splitlines()
+        return "\n".join(f"{name}| {t}" for t in text[-lines:])
+
+    def logs(self, lines: int = 40) -> str:
+        """The last lines of every process's log (what a failed test prints)."""
+        return "\n".join(self.tail(p.name, lines) for p in self.procs)
+
+    def stop(self) -> None:
+        """SIGTERM each process this cluster started by its PID, newest first, one after the other (the API
+        server's clients before it, so that it has no watch to drain); SIGKILL one still there after 10 s."""
+        for proc in reversed(self.procs):
+            self.end(proc)
+
+    def alive(self) -> list[str]:
+        return [p.name for p in self.procs if p.popen.poll() is None]
+
+    # ---- clients -----------------------------------------------------------------------------
+
+    def ssl_context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.certs / "ca.crt"))
+        ctx.load_cert_chain(str(self.certs / "admin.crt"), str(self.certs / "admin.key"))
+        return ctx
+
+    def get(self, path: str, *, timeout: float = 5) -> Any:
+        """GET an API path as the admin; the decoded JSON (or text)."""
+        with urllib.request.urlopen(self.server + path, context=self.ssl_context(), timeout=timeout) as r:
+            body = r.read().decode()
+        try:
+            return json.loads(body)
+        except ValueError:
+            return body
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                kubeconfig: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        cmd = [str(self.bin / "kubectl"), "--kubeconfig", str(kubeconfig or self.kubeconfig), *args]
+        res = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
+        if check and res.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)} failed ({res.returncode}):\n{res.stdout}{res.stderr}")
+        return res
+
+    def kubectl_json(self, *args: str) -> Any:
+        return json.loads(self.kubectl(*args, "-o", "json").stdout)
+
+    def kubectl_json_as(self, kubeconfig: Path, *args: str) -> Any:
+        return json.loads(self.kubectl(*args, "-o", "json", kubeconfig=kubeconfig).stdout)
+
+    def apply(self, docs: Sequence[dict[str, Any]] | str, *args: str) -> str:
+        text = docs if isinstance(docs, str) else "\n---\n".join(json.dumps(d) for d in docs)
+        return self.kubectl("apply", "-f", "-", *args, input=text).stdout
+
+    def wait_for(self, what: str, ready: Callable[[], bool], timeout: float = 60) -> None:
+        """Poll ``ready`` until it is true (errors count as not yet)."""
+        self._wait(what, ready, timeout)
+
+    def add_node(self, name: str, *, cpu: str = "32", memory: str = "256Gi", gpus: int = 0, pods: int = 110,
+                 labels: dict[str, str] | None = None, extended: dict[str, str] | None = None) -> None:
+        """A node that kwok manages (it marks it Ready and keeps its lease); ``gpus`` nvidia.com/gpu."""
+        capacity = {"cpu": cpu, "memory": memory, "pods": str(pods), **(extended or {})}
+        if gpus:
+            capacity["nvidia.com/gpu"] = str(gpus)
+        node = {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "annotations": {KWOK_ANNOTATION: "fake"},
+                             "labels": {"kubernetes.io/hostname": name, "type": "kwok", **(labels or {})}},
+                "spec": {},
+                "status": {"capacity": capacity, "allocatable": capacity}}
+        self.apply([node])
+
+    # ---- start -------------------------------------------------------------------------------
+
+    def start(self, timeout: float = 120) -> Cluster:
+        """Start every component, each waited for; on any failure stop what was started and raise."""
+        absent = missing(self.cache)
+        if absent:
+            raise FileNotFoundError(f"real-cluster binaries missing (run hack/cluster/build.sh): {', '.join(absent)}")
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self, timeout: float) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        make_certs(self.certs)
+        pki = self.certs
+        p = self.ports = {k: free_port() for k in ("etcd", "etcd-peer", "apiserver", "kwok", "vc-scheduler",
+                                                  "vc-scheduler-healthz", "vc-controller-manager",
+                                                  "vc-controller-manager-healthz")}
+        etcd_url, peer_url = f"http://127.0.0.1:{p['etcd']}", f"http://127.0.0.1:{p['etcd-peer']}"
+        etcd = self._spawn("etcd", [
+            str(self.bin / "etcd"), "--name", "realcluster", "--data-dir", str(self.workdir / "etcd"),
+            "--listen-client-urls", etcd_url, "--advertise-client-urls", etcd_url,
+            "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
+            "--initial-cluster", f"realcluster={peer_url}", "--unsafe-no-fsync", "--log-level", "warn"])
+        self._wait("etcd", lambda: b"true" in urllib.request.urlopen(etcd_url + "/health", timeout=2).read(),
+                   timeout, etcd)
+
+        self.server = f"https://127.0.0.1:{p['apiserver']}"
+        kubeconfig(self.kubeconfig, self.server, pki / "ca.crt", cert=pki / "admin.crt", key=pki / "admin.key")
+        apiserver = self._spawn("kube-apiserver", [
+            str(self.bin / "kube-apiserver"), "--etcd-servers", etcd_url,
+            "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", str(p["apiserver"]),
+            "--tls-cert-file", str(pki / "server.crt"), "--tls-private-key-file", str(pki / "server.key"),
+            "--client-ca-file", str(pki / "ca.crt"),
+            "--authorization-mode", "Node,RBAC",
+            "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+            "--service-account-key-file", str(pki / "sa.pub"),
+            "--service-account-signing-key-file", str(pki / "sa.key"),
+            "--service-cluster-ip-range", SERVICE_CIDR, "--profiling=false", "-v=1"])
+        self._wait("kube-apiserver /readyz", lambda: self.get("/readyz") == "ok", timeout, apiserver)
+
+        cm_kubeconfig = kubeconfig(self.workdir / "controller-manager.kubeconfig", self.server, pki / "ca.crt",
+                                   cert=pki / "controller-manager.crt", key=pki / "controller-manager.key",
+                                   user="system:kube-controller-manager")
+        self._spawn("kube-controller-manager", [
+            str(self.bin / "kube-controller-manager"), "--kubeconfig", str(cm_kubeconfig),
+            "--leader-elect=false", "--secure-port=0", "--controllers=*",
+            "--use-service-account-credentials=true",  # each controller as its own SA, as kubeadm runs it
+            "--service-account-private-key-file", str(pki / "sa.key"), "--root-ca-file", str(pki / "ca.crt"),
+            "--cluster-signing-cert-file", str(pki / "ca.crt"), "--cluster-signing-key-file", str(pki / "ca.key"),
+            "--profiling=false", "-v=1"])
+
+        # Volcano's CRDs (generated by build.sh), server-side: some are larger than the annotation that
+        # client-side apply keeps.
+        self.kubectl("apply", "--server-side", "-f", str(self.cache / "crds" / "volcano"))
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+
+        self._spawn("kwok", [
+            str(self.bin / "kwok"), "--kubeconfig", str(self.kubeconfig),
+            "--config", str(self.cache / "kwok" / "stages.yaml"),
+            "--manage-nodes-with-annotation-selector", f"{KWOK_ANNOTATION}=fake",
+            "--server-address", f"127.0.0.1:{p['kwok']}", "--node-ip", "127.0.0.1", "--cidr", "10.244.0.1/16"])
+
+        self._spawn("vc-controller-manager", [
+            str(self.bin / "vc-controller-manager"), "--kubeconfig", str(self.kubeconfig), "--leader-elect=false",
+            "--listen-address", f"127.0.0.1:{p['vc-controller-manager']}",
+            "--healthz-address", f"127.0.0.1:{p['vc-controller-manager-healthz']}", "--enable-healthz=true",
+            "-v=2"])
+        scheduler = self._spawn("vc-scheduler", [
+            str(self.bin / "vc-scheduler"), "--kubeconfig", str(self.kubeconfig), "--leader-elect=false",
+            "--scheduler-conf", str(HACK / "volcano-scheduler.conf"), "--schedule-period", "1s",
+            "--listen-address", f"127.0.0.1:{p['vc-scheduler']}",
+            "--healthz-address", f"127.0.0.1:{p['vc-scheduler-healthz']}", "--enable-healthz=true",
+            "-v=2"])
+        # vc-scheduler creates the queues "default" and "root" when it starts.
+        self._wait("vc-scheduler (queue root)", lambda: self.kubectl(
+            "get", "queue", "root", check=False).returncode == 0, timeout, scheduler)
+        self._wait("namespace default's ServiceAccount", lambda: self.kubectl(
+            "get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0, timeout)
+        dead = [p.name for p in self.procs if p.popen.poll() is not None]
+        if dead:
+            raise RuntimeError(f"exited during start: {', '.join(dead)}\n{self.logs()}")
+
+
+CODE = "import sys; from optplan.cli import main; sys.exit(main())"  # python -c CODE: the optplan CLI
+
+
+def optplan(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run the optplan CLI of this checkout in a child process (stdout, stderr captured)."""
+    return subprocess.run([sys.executable, "-c", CODE, *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="hack/cluster/up.sh", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dir", type=Path, default=None,
+                        help="working folder (certificates, etcd data, logs); a new temporary one by default")
+    parser.add_argument("--nodes", type=int, default=2, help="KWOK nodes to create (8 GPUs each)")
+    args = parser.parse_args(argv)
+    workdir = args.dir or Path(tempfile.mkdtemp(prefix="optplan-cluster-"))
+    cluster = Cluster(workdir)
+    print(f"starting in {workdir} (logs in {cluster.logdir}) ...", file=sys.stderr)
+    started = time.monotonic()
+    cluster.start()
+    for i in range(args.nodes):
+        cluster.add_node(f"kwok-node-{i}", gpus=8)
+    print(f"up in {time.monotonic() - started:.1f} s: export KUBECONFIG={cluster.kubeconfig}", file=sys.stderr)
+    print(f"processes: {', '.join(f'{p.name}={p.popen.pid}' for p in cluster.procs)}", file=sys.stderr)
+    try:
+        while not [p for p in cluster.procs if p.popen.poll() is not None]:
+            time.sleep(1)
+        print(f"a process exited:\n{cluster.logs()}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

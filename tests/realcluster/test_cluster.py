@@ -1,0 +1,115 @@
+"""The real cluster comes up, accepts crds/ and deploy/, runs KWOK nodes and Volcano gangs (issue 25 §2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.realcluster.cluster import ROOT, Cluster
+
+pytestmark = pytest.mark.realcluster
+VERSIONS = (ROOT / "hack" / "cluster" / "versions.sh").read_text(encoding="utf-8").splitlines()
+K8S_VERSION = next(line.split("=")[1].split()[0] for line in VERSIONS if line.startswith("K8S_VERSION="))
+
+
+def condition(obj: dict[str, Any], kind: str) -> str | None:
+    for c in obj.get("status", {}).get("conditions", []):
+        if c["type"] == kind:
+            return str(c["status"])
+    return None
+
+
+def test_the_cluster_comes_up_with_every_component(real_cluster: Cluster) -> None:
+    assert real_cluster.get("/version")["gitVersion"] == K8S_VERSION
+    assert real_cluster.alive() == [p.name for p in real_cluster.procs]
+    # The controller manager runs: it created the default ServiceAccount and the root CA ConfigMap.
+    assert real_cluster.kubectl_json("get", "configmap", "kube-root-ca.crt", "-n", "default")["data"]["ca.crt"]
+    # vc-scheduler created its queues.
+    queues = {q["metadata"]["name"] for q in real_cluster.kubectl_json("get", "queues")["items"]}
+    assert {"default", "root"} <= queues
+
+
+def test_crds_and_deploy_are_accepted_by_the_real_api_server(real_cluster: Cluster) -> None:
+    out = real_cluster.kubectl("apply", "-f", str(ROOT / "crds"), "-f", str(ROOT / "deploy")).stdout
+    assert "customresourcedefinition.apiextensions.k8s.io/repackruns.repack.volcano.sh" in out
+    real_cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", "crd/repackruns.repack.volcano.sh")
+    crd = real_cluster.kubectl_json("get", "crd", "repackruns.repack.volcano.sh")
+    assert condition(crd, "NonStructuralSchema") is None, crd["status"]["conditions"]
+    # The RepackRun of the seed example is accepted as the schema stands (a server-side dry run).
+    run = _seed_run()
+    real_cluster.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(run))
+
+
+def _seed_run() -> dict[str, Any]:
+    import yaml
+
+    docs = list(yaml.safe_load_all((ROOT / "instances" / "seed-dryrun.yaml").read_text(encoding="utf-8")))
+    items = [i for d in docs if d for i in (d.get("items") or [d])]
+    [run] = [i for i in items if i.get("kind") == "RepackRun"]
+    run = {k: v for k, v in run.items() if k != "status"}
+    run["metadata"] = {"name": run["metadata"]["name"]}  # cluster-scoped
+    return run
+
+
+def test_a_kwok_node_becomes_ready(real_cluster: Cluster) -> None:
+    real_cluster.add_node("ready-node-0", gpus=8)
+    real_cluster.wait_for("node ready-node-0 Ready", lambda: condition(
+        real_cluster.kubectl_json("get", "node", "ready-node-0"), "Ready") == "True", timeout=60)
+    node = real_cluster.kubectl_json("get", "node", "ready-node-0")
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+
+
+def test_a_volcano_job_is_gang_scheduled_onto_kwok_nodes_and_runs(real_cluster: Cluster, tmp_path: Path) -> None:
+    for i in range(2):
+        real_cluster.add_node(f"gang-node-{i}", gpus=8, labels={"pool": "gang"})
+    real_cluster.apply([
+        {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "team-a"},
+         "spec": {"weight": 1, "reclaimable": True, "parent": "root",
+                  "deserved": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "16"}}},
+        {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "gang", "namespace": "default"},
+         "spec": {"schedulerName": "volcano", "queue": "team-a", "minAvailable": 2,
+                  "tasks": [{"name": "worker", "replicas": 2, "template": {"spec": {
+                      "restartPolicy": "OnFailure", "nodeSelector": {"pool": "gang"},
+                      "containers": [{"name": "train", "image": "trainer:1",
+                                      "resources": {"requests": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "8"},
+                                                    "limits": {"nvidia.com/gpu": "8"}}}]}}}]}},
+    ])
+
+    def pods() -> list[dict[str, Any]]:
+        return list(real_cluster.kubectl_json("get", "pods", "-n", "default", "-l",
+                                              "volcano.sh/job-name=gang")["items"])
+
+    real_cluster.wait_for("the gang's two pods Running", lambda: len(pods()) == 2 and all(
+        p["status"].get("phase") == "Running" for p in pods()), timeout=90)
+    bound = sorted(p["spec"]["nodeName"] for p in pods())
+    assert bound == ["gang-node-0", "gang-node-1"], bound  # 8 GPUs each: one pod a node
+    assert {p["spec"]["schedulerName"] for p in pods()} == {"volcano"}
+    [pg] = real_cluster.kubectl_json("get", "podgroups", "-n", "default")["items"]
+    assert pg["spec"]["minMember"] == 2 and pg["spec"]["queue"] == "team-a"
+    real_cluster.wait_for("PodGroup Running", lambda: real_cluster.kubectl_json(
+        "get", "podgroup", pg["metadata"]["name"], "-n", "default")["status"].get("phase") == "Running")
+
+
+def test_the_disruption_controller_writes_pdb_status_and_eviction_honours_it(real_cluster: Cluster) -> None:
+    """kube-controller-manager's disruption controller fills the PDB's status; the Eviction API refuses with
+    429 what the budget does not allow (the gang of the test above: 2 Running pods, minAvailable 2)."""
+    real_cluster.apply([{"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                         "metadata": {"name": "gang", "namespace": "default"},
+                         "spec": {"minAvailable": 2, "selector": {"matchLabels": {"volcano.sh/job-name": "gang"}}}}])
+
+    def status() -> dict[str, Any]:
+        return dict(real_cluster.kubectl_json("get", "pdb", "gang", "-n", "default").get("status", {}))
+
+    real_cluster.wait_for("PDB status", lambda: status().get("currentHealthy") == 2, timeout=60)
+    assert (status()["desiredHealthy"], status()["disruptionsAllowed"], status()["expectedPods"]) == (2, 0, 2)
+    [victim, *_] = [p["metadata"]["name"] for p in real_cluster.kubectl_json(
+        "get", "pods", "-n", "default", "-l", "volcano.sh/job-name=gang")["items"]]
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": victim, "namespace": "default"}}
+    res = real_cluster.kubectl("create", "--raw", f"/api/v1/namespaces/default/pods/{victim}/eviction", "-f", "-",
+                               input=json.dumps(eviction), check=False)
+    assert res.returncode != 0 and "disruption budget" in res.stderr, res.stderr
+    assert "TooManyRequests" in res.stderr or "429" in res.stderr, res.stderr
+    real_cluster.kubectl("delete", "pdb", "gang", "-n", "default")
