@@ -298,3 +298,38 @@ def test_step7_the_large_job_needs_the_freed_node(journey: Cluster, executed: di
         assert not [p for p in workers() if p["spec"].get("nodeName")]
     print(journey.kubectl("get", "pod", "-n", NS, "-l", "volcano.sh/job-name=ascend-large-training",
                           "-o", "wide").stdout)
+
+
+def _events(c: Cluster, namespace: str, kind: str, name: str) -> list[dict[str, Any]]:
+    """events.k8s.io/v1 Events about one object, oldest first."""
+    items = c.kubectl_json("get", "events.events.k8s.io", "-n", namespace)["items"]
+    return sorted((e for e in items if e.get("regarding", {}).get("kind") == kind
+                   and e["regarding"].get("name") == name), key=lambda e: e["metadata"]["creationTimestamp"])
+
+
+def test_the_dryruns_tell_their_story_in_events(journey: Cluster) -> None:
+    """`kubectl events --for repackrun/NAME` shows optplan's decision, written by the controller's own
+    ServiceAccount (RBAC: create/patch on events.k8s.io events) and accepted by the real API server's
+    validation; a RepackRun is cluster-scoped, so its Events live in `default`."""
+    for run in (STEP1, STEP3, STEP4):
+        name = run["metadata"]["name"]
+        events = _events(journey, "default", "RepackRun", name)
+        print(journey.kubectl("events", "-n", "default", "--for", f"repackrun/{name}", check=False).stdout)
+        assert [e["reason"] for e in events] == ["Planned"], events
+        e = events[0]
+        assert e["reportingController"] == "optplan.io/repack-controller" and e["type"] == "Normal"
+        assert "ascend-node-01" in e["note"], e["note"]
+
+
+def test_the_execute_run_and_each_evicted_pod_have_events(journey: Cluster, executed: dict[str, Any]) -> None:
+    """The Execute run's story (planned, evicted, then its verdict) and a `Repacked` Event on each evicted
+    pod naming the run, all on the real API server."""
+    name = STEP5["metadata"]["name"]
+    reasons = [e["reason"] for e in _events(journey, "default", "RepackRun", name)]
+    print(journey.kubectl("events", "-n", "default", "--for", f"repackrun/{name}", check=False).stdout)
+    assert reasons[0] == "Planned" and "Evicted" in reasons, reasons
+    verdict = {r["reason"] for r in executed["status"]["conditions"]} & {*DONE, "ExecutionGoalNotReached"}
+    assert reasons[-1] in ("Completed", "CompletedWithAlternativePlacement", "Failed"), (reasons, verdict)
+    for r in executed["status"]["relocations"]:
+        pod_events = _events(journey, NS, "Pod", r["victimPodName"])
+        assert any(e["reason"] == "Repacked" and name in e["note"] for e in pod_events), pod_events
