@@ -705,3 +705,24 @@ def test_execute_status_validates() -> None:
     doc = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": "ascend-execute-001"},
            "spec": yaml.safe_load(SEED_COMPLETE_EXECUTE)["spec"], "status": copy.deepcopy(EXECUTE_STATUS)}
     assert_valid(doc)
+
+
+def _bundled_runs() -> list[tuple[str, dict[str, Any]]]:
+    """Every RepackRun of every bundled instance (inside Lists too), as written in the file."""
+    out = []
+    for path in sorted((ROOT / "instances").glob("*.yaml")):
+        stack = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if isinstance(d, dict)]
+        while stack:
+            doc = stack.pop(0)
+            if doc.get("kind", "").endswith("List"):
+                stack.extend(d for d in doc.get("items") or [] if isinstance(d, dict))
+            elif doc.get("kind") == KIND:
+                out.append((f"{path.name}: {doc['metadata']['name']}", doc))
+    return out
+
+
+@pytest.mark.parametrize(("where", "doc"), _bundled_runs(), ids=[w for w, _ in _bundled_runs()])
+def test_every_bundled_repackrun_is_accepted_by_the_shipped_crd(where: str, doc: dict[str, Any]) -> None:
+    """A user applies the bundled instances as they are: each RepackRun, its status included, must pass the
+    CRD's schema (the real API server's tier checks the same against kube-apiserver)."""
+    assert errors_of(ROOT_VALIDATOR, doc) == [], where
