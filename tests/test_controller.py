@@ -27,7 +27,7 @@ from optplan.adapters.kube import Answer, NotFoundError
 from optplan.controller import status as st
 from optplan.controller.informer import Store
 from optplan.controller.reconcile import Reconciler, Settings
-from optplan.errors import ConflictError
+from optplan.errors import ConflictError, KubeError
 from tests.builders import node, pod, repack_run
 from tests.fakekube import merge_patch
 
@@ -945,3 +945,34 @@ def test_a_replacement_that_timed_out_stops_the_evictions_of_later_nodes(clock: 
     assert (rels["y"]["eviction"]["phase"], rels["y"]["placement"]["phase"]) == ("Skipped", "Skipped")
     assert "not placed in time" in rels["y"]["eviction"]["message"]
     assert run["status"]["phase"] == "Failed" and complete(run)["reason"] == "ExecutionGoalNotReached"
+
+
+def test_a_nomination_journal_write_whose_answer_is_lost_is_decided_from_what_the_server_holds(
+        clock: Clock) -> None:
+    """The status write that journals replacements as Nominated is carried out by the server but answered
+    with an error (a 500, a lost connection), and the scheduler binds every pending pod before the next pass.
+    A write whose answer was lost may or may not have happened: the controller reads the run back and tells
+    the pods the server's journal names, at once. The run never ends with a selectedNodeName that no pod was
+    told (seed 000: each replacement lands on its planned node)."""
+    c = Cluster(seed_objects(), clock)
+    real = c.patch_repack_run_status
+    lost: list[int] = []
+
+    def answer_lost(name: str, status: Mapping[str, Any], resource_version: str) -> dict[str, Any]:
+        out = real(name, status, resource_version)  # carried out
+        if not lost and any((r.get("placement") or {}).get("phase") == st.PL_NOMINATED
+                            for r in status.get("relocations") or []):
+            lost.append(c.writes)
+            raise KubeError("cannot patch repackruns \"ascend-execute-001\" status: the API server answered 500")
+        return out
+
+    c.patch_repack_run_status = answer_lost  # type: ignore[method-assign]
+    drive(c)
+    assert lost, "no journal write of a nomination was made"
+    run = c.run("ascend-execute-001")
+    told = {(ns, name): node for ns, name, node in c.nominations}
+    for name, rel in relocations(run).items():
+        selected = rel["placement"].get("selectedNodeName")
+        if selected:  # the journal's claim: the replacement was told where to go
+            assert told.get((NS, rel["placement"]["replacementPodName"])) == selected, (name, rel, told)
+    assert run["status"]["phase"] == "Succeeded" and complete(run)["reason"] == "ExecutionCompleted"

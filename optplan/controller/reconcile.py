@@ -711,7 +711,7 @@ class Reconciler:
         run_uid = str((obj.get("metadata") or {}).get("uid") or _name(obj))
         now = self.now()
         updates: list[dict[str, Any]] = []
-        nominations: list[tuple[str, str, str]] = []
+        nominations: list[tuple[str, str, str, str]] = []  # relocation key, replacement namespace, name, node
         outcomes: list[str] = []  # replacement outcomes, reported once journaled
         waits: list[float] = []
         by_key = {r.key: r for r in status.relocations}
@@ -752,21 +752,28 @@ class Reconciler:
                     if n.node_name is not None:
                         self._unsuggested.pop(tried, None)
                         upd.update(phase=st.PL_NOMINATED, selectedNodeName=n.node_name, message=n.reason)
-                        nominations.append((rep.namespace, rep.name, n.node_name))
+                        nominations.append((rel.key, rep.namespace, rep.name, n.node_name))
                     else:  # asked again on a later pass once the cluster changed, until bound or timed out
                         self._unsuggested[tried] = version
                         upd.update(phase=st.PL_SCHEDULING, message=n.reason)
                 elif placement.get("phase") == st.PL_NOMINATED and not rep.nominated_node_name \
                         and placement.get("selectedNodeName"):  # journaled, the pod not yet told (a crash)
-                    nominations.append((rep.namespace, rep.name, str(placement["selectedNodeName"])))
+                    nominations.append((rel.key, rep.namespace, rep.name, str(placement["selectedNodeName"])))
             merged = {k: v for k, v in upd.items() if placement.get(k) != v}
             if merged or any(raw.get(k) != v for k, v in extra.items()):
                 updates.append(_rel_patch(raw, placement=merged, **extra))
+        lost: KubeError | None = None
         if updates:
-            obj = self._write(obj, {"relocations": updates})
-        for outcome in outcomes:
+            try:
+                obj = self._write(obj, {"relocations": updates})
+            except ConflictError:
+                raise
+            except KubeError as e:  # an error answer (500, a lost connection): the write may have happened
+                obj, nominations = self._held_nominations(obj, nominations)
+                lost = e
+        for outcome in outcomes if lost is None else ():
             self._event("replacement", outcome)
-        for ns, name, node in nominations:  # journaled first, then told
+        for _key, ns, name, node in nominations:  # journaled first, then told
             if not self.may_act():
                 raise NotLeading()
             try:
@@ -777,7 +784,28 @@ class Reconciler:
                            related=told)
             except NotFoundError:
                 log.info("RepackRun %s: replacement %s/%s went away before its nomination", _name(obj), ns, name)
+        if lost is not None:  # what the server did not hold is done again on the next pass
+            raise lost
         return obj, (min(waits) if waits else None)
+
+    def _held_nominations(self, obj: dict[str, Any], nominations: list[tuple[str, str, str, str]]
+                          ) -> tuple[dict[str, Any], list[tuple[str, str, str, str]]]:
+        """After a journal write answered with an error, which may or may not have been carried out: the run
+        as the server holds it, and the nominations it journals (phase Nominated, that node, that replacement),
+        which are told now, whatever the answer said; the others wait for the next pass, which journals them
+        first. A journal never claims a nomination that was not made, and a nomination is never made without
+        its journal entry. Raises when the run cannot be read either."""
+        held = self._fresh(_name(obj))
+        if held is None:
+            raise NotFoundError(f"RepackRun {_name(obj)} is gone")
+        rels = (held.get("status") or {}).get("relocations") or []
+        journal = {st.relocation_key(r): r.get("placement") or {} for r in rels}
+        kept = [(key, ns, name, node) for key, ns, name, node in nominations
+                if journal.get(key, {}).get("phase") == st.PL_NOMINATED
+                and journal[key].get("selectedNodeName") == node and journal[key].get("replacementPodName") == name]
+        log.warning("RepackRun %s: the journal write's answer was an error; the server holds %d of %d nomination(s), "
+                    "told now", _name(obj), len(kept), len(nominations))
+        return held, kept
 
     @staticmethod
     def _group_of(status: Any, rel: Relocation) -> str:
