@@ -14,7 +14,8 @@ from itertools import groupby
 
 from optplan.models.placement import Binding, JobPlacement
 from optplan.models.queues import VCJob
-from optplan.models.snapshot import Pod
+from optplan.models.snapshot import Pod, Resources
+from optplan.solvers.core.oracle import POD_SLOT
 from optplan.solvers.placement.binpack import binpack_score
 from optplan.solvers.placement.context import Context, State, Statement
 from optplan.solvers.placement.jobs import Region, gang_shortfall, gang_steps, task_pos
@@ -42,6 +43,15 @@ def _gang_result(job: VCJob, placed: Counter[str], bindings: list[Binding], why:
     if short is None:
         return sorted(bindings, key=lambda b: (task_pos(job, b.task), b.index)), None
     return bindings, f"{short}; {why}" if why else short
+
+
+def least_requests(pods: list[Pod]) -> Resources:
+    """Per resource every one of ``pods`` requests, the least any of them requests (what each placed pod
+    takes at least)."""
+    if not pods:
+        return {}
+    common = set(pods[0].requests).intersection(*(p.requests for p in pods[1:]))
+    return {r: min(p.requests[r] for p in pods) for r in sorted(common) if all(p.requests[r] > 0 for p in pods)}
 
 
 @dataclass
@@ -147,6 +157,39 @@ class Greedy:
             bindings.append(Binding(task=task, index=i, node=node))
         return _gang_result(job, placed, bindings, why, held, len(order))
 
+    def too_small(self, region: Region, least: Resources, want: int, room: dict[str, int]) -> bool:
+        """A region where fewer than ``want`` pods, each taking at least ``least``, fit by the nodes' free
+        room (and pod slots): its allocate dry run cannot ready the gang, whatever the node order and the
+        predicates. A sound check only (False: try it). ``room``: node -> how many such pods fit there,
+        filled as nodes are read (the state must not change while it is kept)."""
+        if not least:
+            return False
+        cap = self.state.cap
+        total = 0
+        for n in region.nodes:
+            k = room.get(n)
+            if k is None:
+                free = cap.free[n]
+                k = min(free.get(r, 0) // v for r, v in least.items())
+                if cap.limits_pods(n):
+                    k = min(k, free.get("pods", 0) // POD_SLOT)
+                k = room[n] = max(k, 0)
+            total += k
+            if total >= want:
+                return False
+        return True
+
+    def why_not(self, job: VCJob, region: Region, short: str | None) -> str:
+        """Why the gang's allocate dry run fails in the region: ``short`` when the run was made, else the
+        run is made now (on the state ``place`` found, which its dry runs leave unchanged)."""
+        if short is not None:
+            return short
+        stmt = Statement(self.state)
+        _bindings, why = self.dry_run(job, region, stmt)
+        stmt.discard()
+        assert why is not None, f"{region.label} was judged too small for {job.key}, yet its dry run readies the gang"
+        return why
+
     def region_score(self, job: VCJob, region: Region) -> Fraction:
         """Volcano's binpack formula over the HyperNode's summed resources, usage as it stands (the dry
         run applied): Σ w_r × used_r / allocatable_r over the job's requested resources, / Σ w, × 100 × weight."""
@@ -186,23 +229,30 @@ class Greedy:
                     f"no HyperNode{limit} holds the nodes its running pods are on ({', '.join(sorted(running)[:3])}; "
                     "networkTopology hard)"))
             return JobPlacement(**base, admitted=False, reason=f"no HyperNode{limit} exists (networkTopology hard)")
-        failures: list[str] = []
+        failures: list[str | None] = []
+        """Why each region failed; None: too small to try (``too_small``), its dry run is left until needed."""
+        pods = self.ctx.pods[job.key]
+        least = least_requests([pods[t][i] for t, i, _r in self.steps(job)])
+        want = max(self.ctx.need(job)[1], 1)
+        room: dict[str, int] = {}
         for _tier, group in groupby(regions, key=lambda rg: rg.tier):
             found: list[tuple[Fraction, str, Region, list[Binding]]] = []
             for region in group:
+                if self.too_small(region, least, want, room):
+                    failures.append(None)
+                    continue
                 stmt = Statement(self.state)
                 bindings, short = self.dry_run(job, region, stmt)
                 if short is None:
                     score = self.region_score(job, region) if topo else Fraction(0)
                     found.append((score, region.hyper_node or "", region, bindings))
                 else:
-                    failures.append(f"{region.label}: {short}" if topo else short)
+                    failures.append(short)
                 stmt.discard()
             if found:
                 found.sort(key=lambda f: (-f[0], f[1]))
                 _score, _name, region, bindings = found[0]
                 stmt = Statement(self.state)
-                pods = self.ctx.pods[job.key]
                 for b in bindings:
                     stmt.allocate(pods[b.task][b.index], b.node, job.queue)
                 self.region_of[job.key] = region
@@ -210,9 +260,11 @@ class Greedy:
                 return JobPlacement(**base, admitted=True, reason=placed_reason(self.ctx, job, len(bindings), where),
                                     hyper_node=region.hyper_node, tier=region.tier, bindings=tuple(bindings))
         if not topo:
-            return JobPlacement(**base, admitted=False, reason=f"gang not ready: {failures[0]}")
+            why = self.why_not(job, regions[0], failures[0])
+            return JobPlacement(**base, admitted=False, reason=f"gang not ready: {why}")
         widest = regions[-1].tier  # the widest region tried says most about why nothing fits
-        head = next(f for r, f in zip(regions, failures, strict=True) if r.tier == widest)
+        region, short = next((r, f) for r, f in zip(regions, failures, strict=True) if r.tier == widest)
+        head = f"{region.label}: {self.why_not(job, region, short)}"
         more = f" (and {len(failures) - 1} more regions)" if len(failures) > 1 else ""
         return JobPlacement(**base, admitted=False,
                             reason=f"no region fits the gang (minAvailable {job.min_available}): {head}{more}")
