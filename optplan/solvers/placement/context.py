@@ -269,6 +269,9 @@ class State:
         """pod key -> node, for every victim so far."""
         self.taken: Counter[str] = Counter()
         """PodGroup key -> pods evicted from it so far."""
+        self.touched: list[str] = []
+        """Every node whose free room a statement changed, in order (a node once per change): what a
+        planner's cache over nodes reads to know which of its rows are stale."""
 
 
 class Statement:
@@ -281,11 +284,13 @@ class Statement:
 
     def allocate(self, pod: Pod, node: str, queue: str) -> None:
         self.state.cap.add(pod, node)
+        self.state.touched.append(node)
         self.state.queues.add(queue, pod.requests)
         self.ops.append((pod, node, queue, None))
 
     def evict(self, pod: Pod, node: str, queue: str, group: str) -> None:
         self.state.cap.remove(pod, node)
+        self.state.touched.append(node)
         self.state.queues.add(queue, pod.requests, -1)
         self.state.evicted[pod.key] = node
         self.state.taken[group] += 1
@@ -301,6 +306,7 @@ class Statement:
         """Undo every operation after ``mark``."""
         while len(self.ops) > mark:
             pod, node, queue, group = self.ops.pop()
+            self.state.touched.append(node)
             if group is None:
                 self.state.cap.remove(pod, node)
                 self.state.queues.add(queue, pod.requests, -1)
