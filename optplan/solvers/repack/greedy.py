@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import time
+from bisect import bisect_left, insort
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -313,6 +314,21 @@ class _Greedy:
         self.stale = np.zeros(C, dtype=bool)  # lazy mode: a better receiver appeared, feasibility kept
         self.delta = np.zeros((C, 6), dtype=np.int64)  # what each candidate would add to the totals
         self.delta_dirty = np.ones(C, dtype=bool)
+        # The placement simulation's view (``_evaluate``), in Python lists: per receiver its room and tier,
+        # the active receivers sorted by the seed's order, and per pod row its demand and facts.
+        rx = self.rx
+        self.free: list[list[int]] = rx.free.T.tolist()
+        self.tier: list[int] = rx.tier.tolist()
+        self.order: list[tuple[int, int, int]] = sorted(
+            (self.tier[u], self.free[u][rx.iR], u) for u in np.flatnonzero(rx.active).tolist())
+        """(tier, R left, index) of every active receiver, ascending: the order ``_best`` picks in."""
+        self.orders: dict[tuple[int, int | None], list[tuple[int, int, int]]] = {}
+        """``_order_for``'s restrictions of ``order``, by (constraint signature, least R left)."""
+        self.static: list[list[bool]] = self.ct.static.tolist()
+        self.row_dem: list[list[int]] = self.ct.row_dem.T.tolist()
+        self.row_need: list[list[int]] = [need.tolist() for need in self.ct.row_need]
+        self.row_sig: list[int] = self.ct.row_sig.tolist()
+        self.row_group: list[str] = [pod.group_key or "" for cand in self.ct.cands for pod in cand.pods]
         # Network topology: HyperNode masks over receivers.
         topo = problem.snapshot.topology
         self.region_mask = {h: np.array([n in topo.region_nodes(h) for n in self.rx.names], dtype=bool)
@@ -325,51 +341,86 @@ class _Greedy:
     # ---- placement simulation ----------------------------------------------------------------
 
     def _evaluate(self, ci: int) -> None:
-        """Place the candidate's pods one by one on the current state; cache rows and keys."""
+        """Place the candidate's pods one by one on the current state; cache rows and keys. Each pod
+        goes to the first receiver in the seed's order (``_best``: lowest tier, least R left, name) that
+        passes its static predicates, fits every resource it demands and keeps a hard-topology PodGroup
+        in one HyperNode: read from ``order`` (the receivers sorted by that key), skipping the ones
+        with less R than the pod needs, and from the receivers this evaluation already used (their
+        room changed, so their place in ``order`` is stale)."""
         self.evaluations += 1
         rx, ct = self.rx, self.ct
         cand = ct.cands[ci]
-        free = rx.free
+        free = self.free
+        tier = self.tier
         positions = self.led.positions
-        touched: list[tuple[int, np.ndarray]] = []
+        hard = self.p.hard_topology
+        iR = rx.iR
+        own = cand.index
+        touched: dict[int, list[int]] = {}
+        """receiver -> the candidate's rows placed there so far (their room is taken from ``free``)."""
         ok = True
         rows = cand.rows
-        self.evaluated[rows.start:rows.stop] = False
-        self.ch_u[rows.start:rows.stop] = -1
-        self.ch_tier[rows.start:rows.stop] = _INF
-        self.ch_left[rows.start:rows.stop] = _INF
         topo_groups = [g for g in cand.groups if g in positions]
         placed: dict[str, Counter[str]] = {}
         if topo_groups:
             for g in topo_groups:
                 placed[g] = Counter(positions[g])
                 placed[g][cand.node] -= cand.groups[g]  # every pod of g on the candidate moves
-        iR = rx.iR
-        for k, pod in zip(rows, cand.pods, strict=True):
-            self.evaluated[k] = True
-            dem = ct.row_dem[:, k]
-            mask = ct.static[ct.row_sig[k]] & rx.active
-            mask[cand.index] = False
-            for i in ct.row_need[k]:
-                mask &= free[i] >= dem[i]
-            gk = pod.group_key or ""
-            if gk in self.p.hard_topology:
-                mask &= self._hard_mask(gk, placed[gk])
-            if not mask.any():
+        chosen: list[int] = []
+        left: list[int] = []
+        tried = 0
+        for k in rows:
+            tried += 1
+            dem = self.row_dem[k]
+            need = self.row_need[k]
+            static = self.static[self.row_sig[k]]
+            gk = self.row_group[k]
+            region = self._hard_mask(gk, placed[gk]).tolist() if gk in hard else None
+
+            def fits(u: int, dem: list[int] = dem, need: list[int] = need, static: list[bool] = static,
+                     region: list[bool] | None = region) -> bool:
+                room = free[u]
+                return (static[u] and u != own and all(room[i] >= dem[i] for i in need)
+                        and (region is None or region[u]))
+
+            best: tuple[int, int, int] | None = None
+            for entry in self._order_for(self.row_sig[k], dem[iR] if iR in need else None):
+                u = entry[2]
+                if u not in touched and fits(u):
+                    best = entry
+                    break
+            for u in touched:
+                if fits(u):
+                    entry = (tier[u], free[u][iR], u)
+                    if best is None or entry < best:
+                        best = entry
+            if best is None:
                 ok = False
                 break
-            u = self._best(mask)
-            self.ch_u[k] = u
-            self.ch_tier[k] = rx.tier[u]
-            self.ch_left[k] = free[iR, u] - dem[iR]
-            free[:, u] -= dem
-            rx.key[u] -= dem[iR]
-            touched.append((u, dem))
+            u = best[2]
+            chosen.append(u)
+            left.append(free[u][iR] - dem[iR])
+            room = free[u]
+            for j in need:
+                room[j] -= dem[j]
+            touched.setdefault(u, []).append(k)
             if gk in placed:
                 placed[gk][rx.names[u]] += 1
-        for u, dem in touched:
-            free[:, u] += dem
-            rx.key[u] += dem[iR]
+        for u, ks in touched.items():
+            room = free[u]
+            for k in ks:
+                for j in self.row_need[k]:
+                    room[j] += self.row_dem[k][j]
+        a, b = rows.start, rows.start + len(chosen)
+        self.evaluated[rows.start:rows.stop] = False
+        self.evaluated[rows.start:rows.start + tried] = True
+        self.ch_u[rows.start:rows.stop] = -1
+        self.ch_tier[rows.start:rows.stop] = _INF
+        self.ch_left[rows.start:rows.stop] = _INF
+        if chosen:
+            self.ch_u[a:b] = chosen
+            self.ch_tier[a:b] = [tier[u] for u in chosen]
+            self.ch_left[a:b] = left
         self.placeable[ci] = ok
         self.dirty[ci] = False
         self.stale[ci] = False
@@ -379,6 +430,16 @@ class _Greedy:
                 if g in self.p.soft_topology:
                     widen += (self.p.widening(g, +placed[g]) - self.p.widening(g, +positions[g]))
         self.delta[ci, 5] = widen
+
+    def _order_for(self, sig: int, lo: int | None) -> list[tuple[int, int, int]]:
+        """``order`` restricted to the receivers a pod of the constraint signature ``sig`` may use by
+        its static predicates and, when ``lo`` is given, with at least ``lo`` R left (room only shrinks:
+        a receiver that drops below stays out). Built when first asked for, kept by ``_commit``."""
+        out = self.orders.get((sig, lo))
+        if out is None:
+            static = self.static[sig]
+            out = self.orders[sig, lo] = [e for e in self.order if static[e[2]] and (lo is None or e[1] >= lo)]
+        return out
 
     def _best(self, mask: np.ndarray) -> int:
         """The first receiver in the seed's order among ``mask``: lowest tier, then least R left
@@ -608,18 +669,38 @@ class _Greedy:
         if self.dirty[ci]:
             self._evaluate(ci)
         changed: list[int] = []
+        for k in cand.rows:
+            u = int(self.ch_u[k])
+            if u not in changed:
+                changed.append(u)
+        for u in [*changed, cand.index]:  # out of the orders while their keys change (the candidate for good)
+            entry = (self.tier[u], self.free[u][rx.iR], u)
+            i = bisect_left(self.order, entry)
+            assert self.order[i] == entry, "the receiver order lost a receiver"
+            del self.order[i]
+            for order in self.orders.values():
+                i = bisect_left(order, entry)
+                if i < len(order) and order[i] == entry:
+                    del order[i]
         for k, pod in zip(cand.rows, cand.pods, strict=True):
             u = int(self.ch_u[k])
             rx.free[:, u] -= ct.row_dem[:, k]
             rx.key[u] -= ct.row_dem[rx.iR, k]
+            room = self.free[u]
+            for j, x in enumerate(self.row_dem[k]):
+                room[j] -= x
             led.moves.append(PodMove(pod=pod.key, from_node=cand.node, to_node=rx.names[u]))
-            if u not in changed:
-                changed.append(u)
         led.freed.append(cand.node)
         rx.active[cand.index] = False
         self.alive[ci] = False
         for u in changed:
             rx.tier[u] = 0  # a receiver will stay occupied
+            self.tier[u] = 0
+            entry = (0, self.free[u][rx.iR], u)
+            insort(self.order, entry)
+            for (sig, lo), order in self.orders.items():
+                if self.static[sig][u] and (lo is None or entry[1] >= lo):
+                    insort(order, entry)
             if rx.key_exact:
                 rx.key[u] = rx.free[rx.iR, u]
             led.received.add(u)
