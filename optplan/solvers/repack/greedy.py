@@ -327,6 +327,9 @@ class _Greedy:
         self.static: list[list[bool]] = self.ct.static.tolist()
         self.row_dem: list[list[int]] = self.ct.row_dem.T.tolist()
         self.row_need: list[list[int]] = [need.tolist() for need in self.ct.row_need]
+        self.row_check: list[list[tuple[int, int]]] = [
+            [(i, dem[i]) for i in need if i != rx.iR] for dem, need in zip(self.row_dem, self.row_need, strict=True)]
+        """Per row, (resource, demand) of what it demands besides R."""
         self.row_sig: list[int] = self.ct.row_sig.tolist()
         self.row_group: list[str] = [pod.group_key or "" for cand in self.ct.cands for pod in cand.pods]
         # Network topology: HyperNode masks over receivers.
@@ -377,21 +380,23 @@ class _Greedy:
             gk = self.row_group[k]
             region = self._hard_mask(gk, placed[gk]).tolist() if gk in hard else None
 
-            def fits(u: int, dem: list[int] = dem, need: list[int] = need, static: list[bool] = static,
-                     region: list[bool] | None = region) -> bool:
-                room = free[u]
-                return (static[u] and u != own and all(room[i] >= dem[i] for i in need)
-                        and (region is None or region[u]))
-
             best: tuple[int, int, int] | None = None
+            check = self.row_check[k]  # the list vouches for the static predicates and R
             for entry in self._order_for(self.row_sig[k], dem[iR] if iR in need else None):
                 u = entry[2]
-                if u not in touched and fits(u):
+                if u == own or u in touched or (region is not None and not region[u]):
+                    continue
+                room = free[u]
+                for i, x in check:
+                    if room[i] < x:
+                        break
+                else:
                     best = entry
                     break
             for u in touched:
-                if fits(u):
-                    entry = (tier[u], free[u][iR], u)
+                room = free[u]
+                if static[u] and all(room[i] >= dem[i] for i in need) and (region is None or region[u]):
+                    entry = (tier[u], room[iR], u)
                     if best is None or entry < best:
                         best = entry
             if best is None:
