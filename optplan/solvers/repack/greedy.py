@@ -327,10 +327,14 @@ class _Greedy:
         self.static: list[list[bool]] = self.ct.static.tolist()
         self.row_dem: list[list[int]] = self.ct.row_dem.T.tolist()
         self.row_need: list[list[int]] = [need.tolist() for need in self.ct.row_need]
+        self.row_sig: list[int] = self.ct.row_sig.tolist()
         self.row_check: list[list[tuple[int, int]]] = [
             [(i, dem[i]) for i in need if i != rx.iR] for dem, need in zip(self.row_dem, self.row_need, strict=True)]
         """Per row, (resource, demand) of what it demands besides R."""
-        self.row_sig: list[int] = self.ct.row_sig.tolist()
+        self.row_list: list[tuple[int, int | None]] = [
+            (sig, dem[rx.iR] if rx.iR in need else None)
+            for sig, dem, need in zip(self.row_sig, self.row_dem, self.row_need, strict=True)]
+        """Per row, which of ``orders`` it reads (``_order_for``'s arguments)."""
         self.row_group: list[str] = [pod.group_key or "" for cand in self.ct.cands for pod in cand.pods]
         # Network topology: HyperNode masks over receivers.
         topo = problem.snapshot.topology
@@ -372,17 +376,23 @@ class _Greedy:
         chosen: list[int] = []
         left: list[int] = []
         tried = 0
+        row_dem, row_need, row_check, row_sig, row_list = (self.row_dem, self.row_need, self.row_check, self.row_sig,
+                                                           self.row_list)
+        orders = self.orders
         for k in rows:
             tried += 1
-            dem = self.row_dem[k]
-            need = self.row_need[k]
-            static = self.static[self.row_sig[k]]
+            dem = row_dem[k]
+            need = row_need[k]
+            static = self.static[row_sig[k]]
             gk = self.row_group[k]
             region = self._hard_mask(gk, placed[gk]).tolist() if gk in hard else None
 
             best: tuple[int, int, int] | None = None
-            check = self.row_check[k]  # the list vouches for the static predicates and R
-            for entry in self._order_for(self.row_sig[k], dem[iR] if iR in need else None):
+            check = row_check[k]  # the list vouches for the static predicates and R
+            order = orders.get(row_list[k])
+            if order is None:
+                order = self._order_for(*row_list[k])
+            for entry in order:
                 u = entry[2]
                 if u == own or u in touched or (region is not None and not region[u]):
                     continue
@@ -414,18 +424,15 @@ class _Greedy:
         for u, ks in touched.items():
             room = free[u]
             for k in ks:
-                for j in self.row_need[k]:
-                    room[j] += self.row_dem[k][j]
-        a, b = rows.start, rows.start + len(chosen)
-        self.evaluated[rows.start:rows.stop] = False
-        self.evaluated[rows.start:rows.start + tried] = True
-        self.ch_u[rows.start:rows.stop] = -1
-        self.ch_tier[rows.start:rows.stop] = _INF
-        self.ch_left[rows.start:rows.stop] = _INF
-        if chosen:
-            self.ch_u[a:b] = chosen
-            self.ch_tier[a:b] = [tier[u] for u in chosen]
-            self.ch_left[a:b] = left
+                dem = row_dem[k]
+                for j in row_need[k]:
+                    room[j] += dem[j]
+        a, b, m = rows.start, rows.stop, len(rows)
+        rest = m - len(chosen)
+        self.evaluated[a:b] = [True] * tried + [False] * (m - tried)
+        self.ch_u[a:b] = chosen + [-1] * rest
+        self.ch_tier[a:b] = [tier[u] for u in chosen] + [NO_POD_LIMIT] * rest
+        self.ch_left[a:b] = left + [NO_POD_LIMIT] * rest
         self.placeable[ci] = ok
         self.dirty[ci] = False
         self.stale[ci] = False
