@@ -403,11 +403,16 @@ class _Greedy:
                 else:
                     best = entry
                     break
-            for u in touched:
+            for u in touched:  # ahead of the list's pick? then does it fit?
                 room = free[u]
-                if static[u] and all(room[i] >= dem[i] for i in need) and (region is None or region[u]):
-                    entry = (tier[u], room[iR], u)
-                    if best is None or entry < best:
+                entry = (tier[u], room[iR], u)
+                if best is not None and entry > best:
+                    continue
+                if static[u] and (region is None or region[u]):
+                    for i in need:
+                        if room[i] < dem[i]:
+                            break
+                    else:
                         best = entry
             if best is None:
                 ok = False
