@@ -180,19 +180,24 @@ def candidate_table(problem: RepackProblem, rx: ReceiverTable, predicates: Predi
     # Static predicates per constraint signature, over receivers.
     sig_ids: dict[tuple[object, ...], int] = {}
     static_rows: list[np.ndarray] = []
-    row_cand = np.zeros(row, dtype=np.int64)
-    row_sig = np.zeros(row, dtype=np.int64)
-    row_dem = np.zeros((len(rx.resources), row), dtype=np.int64)
+    cand_of: list[int] = []
+    sig_of: list[int] = []
+    dem_of: list[list[int]] = []
     for ci, cand in enumerate(cands):
-        for k, pod in zip(cand.rows, cand.pods, strict=True):
+        for pod in cand.pods:
             sig = constraint_signature(pod)
             if sig not in sig_ids:
                 sig_ids[sig] = len(static_rows)
                 static_rows.append(predicates.mask(pod, rx.names))
-            row_cand[k] = ci
-            row_sig[k] = sig_ids[sig]
+            cand_of.append(ci)
+            sig_of.append(sig_ids[sig])
+            dem = [0] * len(rx.resources)
             for r, v in pod_demand(pod).items():
-                row_dem[rx.row[r], k] = v
+                dem[rx.row[r]] = v
+            dem_of.append(dem)
+    row_cand = np.array(cand_of, dtype=np.int64)
+    row_sig = np.array(sig_of, dtype=np.int64)
+    row_dem = np.array(dem_of, dtype=np.int64).reshape(row, len(rx.resources)).T.copy()
     C = len(cands)
     budget_res = dict(sorted(problem.run.spec.max_per_run.resources.items()))
     budget_use = np.array([list(problem.budget_use(cand.pods).values()) for cand in cands],
@@ -209,7 +214,8 @@ def candidate_table(problem: RepackProblem, rx: ReceiverTable, predicates: Predi
         cands=cands, of_receiver={cand.index: ci for ci, cand in enumerate(cands)},
         static=np.array(static_rows, dtype=bool).reshape(len(static_rows), len(rx.names)),
         row_cand=row_cand, row_sig=row_sig, row_dem=row_dem,
-        row_need=[np.flatnonzero(row_dem[:, k] > 0) for k in range(row)], units=units_by_key,
+        row_need=[np.array([i for i, v in enumerate(dem) if v > 0], dtype=np.int64) for dem in dem_of],
+        units=units_by_key,
         gain=np.array([c.gain for c in cands], dtype=np.int64), budget_res=budget_res, budget_use=budget_use,
         pdb_use=pdb_use, has_pdb=np.array([bool(u) for u in pdb_use], dtype=bool),
         has_topo=np.array([any(g in problem.topology_groups for g in c.groups) for c in cands], dtype=bool),
