@@ -118,9 +118,14 @@ class QueueState:
         self.listed: dict[str, frozenset[str]] = {q: a.deserved_listed for q, a in accounts.items()}
         self.guarantee: dict[str, Resources] = {q: dict(a.guarantee) for q, a in accounts.items()}
         self.reclaimable: dict[str, bool] = {q: a.reclaimable for q, a in accounts.items()}
+        self._chains: dict[str, tuple[str, ...]] = {}
 
     def chain(self, queue: str) -> tuple[str, ...]:
-        return (queue, *self.tree.ancestors(queue))
+        """The queue and its ancestors (the tree is fixed: read once per queue)."""
+        out = self._chains.get(queue)
+        if out is None:
+            out = self._chains[queue] = (queue, *self.tree.ancestors(queue))
+        return out
 
     def admission_reason(self, queue: str) -> str | None:
         if queue not in self.tree.queues:

@@ -55,10 +55,15 @@ def least_requests(pods: list[Pod]) -> Resources:
     return {r: min(p.requests[r] for p in pods) for r in sorted(common) if all(p.requests[r] > 0 for p in pods)}
 
 
+ScoreKey = tuple[float, Fraction]
+"""A binpack score's sort key, lowest first for the highest score (``Greedy.scores``)."""
+
+
 class Ranking:
     """The nodes of one list where one kind of pod (its requests and static predicates) fits now, best
     first: sorted by (-binpack score, position in the list), the order in which ``best_node``'s scan
-    prefers them (highest score, ties to the first node). ``Greedy.ranking`` keeps it current from the
+    prefers them (highest score, ties to the first node); the score is keyed as ``Greedy.scores`` has
+    it (a float first, the exact Fraction where the floats tie) ``Greedy.ranking`` keeps it current from the
     state's ``touched`` log, scoring again only the nodes changed since ``seen``."""
 
     def __init__(self, nodes: list[str], index: dict[str, int], ok: list[bool], seen: int) -> None:
@@ -69,9 +74,9 @@ class Ranking:
         """Position -> the static predicates admit the pod there."""
         self.seen = seen
         """How much of the state's ``touched`` log the ranking reflects."""
-        self.order: list[tuple[Fraction, int]] = []
-        """(-score, position) of every node where the pod fits, ascending: the best first."""
-        self.keys: dict[int, tuple[Fraction, int]] = {}
+        self.order: list[tuple[ScoreKey, int]] = []
+        """(key of -score, position) of every node where the pod fits, ascending: the best first."""
+        self.keys: dict[int, tuple[ScoreKey, int]] = {}
         """Position -> its entry in ``order``."""
 
 
@@ -93,8 +98,8 @@ class Greedy:
         self.ctx = ctx
         self.state = state
         self.cat = cat if cat is not None else Catalogue(snapshot=ctx.snapshot, now=datetime.now())
-        self._scores: dict[tuple[object, ...], tuple[Fraction, Fraction]] = {}
-        """(requests, the node's allocatable and free of them) -> the binpack score and its negation."""
+        self._scores: dict[tuple[object, ...], tuple[Fraction, ScoreKey]] = {}
+        """(requests, the node's allocatable and free of them) -> the binpack score and its sort key."""
         self._nodes: dict[Region, list[str]] = {}
         self._index: dict[int, dict[str, int]] = {}
         """id of a ``nodes`` list -> node -> its position there."""
@@ -451,11 +456,13 @@ class Greedy:
         return self.scores(pod, node, req_key)[0]
 
     def scores(self, pod: Pod, node: str, req_key: tuple[tuple[str, int], ...] | None = None
-               ) -> tuple[Fraction, Fraction]:
-        """The pod's binpack score on the node as the simulation stands, and its negation (what a ranking
-        sorts by), cached by what the score reads: the requests and the node's allocatable and free room
-        of them (``req_key``: the pod's sorted requests, when the caller has them). Nodes alike share one
-        object, which a ranking's comparisons find equal without arithmetic."""
+               ) -> tuple[Fraction, ScoreKey]:
+        """The pod's binpack score on the node as the simulation stands, and what a ranking sorts by:
+        (-float(score), -score), ordered exactly as -score (rounding to a float never reverses an
+        order, so unequal floats decide and equal ones fall back to the exact Fractions), most
+        comparisons then made on floats. Cached by what the score reads: the requests and the node's
+        allocatable and free room of them (``req_key``: the pod's sorted requests, when the caller has
+        them); nodes alike share one key object."""
         free = self.state.cap.free[node]
         if req_key is None:
             req_key = tuple(sorted(pod.requests.items()))
@@ -464,7 +471,7 @@ class Greedy:
         out = self._scores.get(key)
         if out is None:  # exact Fractions are slow: a score only changes with the node's free room
             score = binpack_score(pod.requests, alloc, free, self.ctx.weights)
-            out = self._scores[key] = (score, -score)
+            out = self._scores[key] = (score, (-float(score), -score))
         return out
 
     def preempt_order(self, pod: Pod, nodes: list[str]) -> list[str]:
