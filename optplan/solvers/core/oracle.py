@@ -120,8 +120,13 @@ class Capacity:
             self.free[name] = dict(node.allocatable)
         self._limits_pods = {name: "pods" in node.allocatable for name, node in snapshot.nodes.items()}
         for name, pods in snapshot.pods_by_node.items():
-            for pod in pods:
-                self._apply(name, pod, -1)
+            free = self.free[name]
+            for pod in pods:  # ``_apply(name, pod, -1)``, inline: every pod of the snapshot passes here
+                requests = pod.requests
+                for r, v in requests.items():
+                    free[r] = free.get(r, 0) - (v + POD_SLOT if r == "pods" else v)
+                if "pods" not in requests:
+                    free["pods"] = free.get("pods", 0) - POD_SLOT
 
     def copy(self) -> Capacity:
         """An independent copy of the free room (cheaper than reading the snapshot's pods again)."""

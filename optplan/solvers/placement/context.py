@@ -118,9 +118,14 @@ class QueueState:
         self.listed: dict[str, frozenset[str]] = {q: a.deserved_listed for q, a in accounts.items()}
         self.guarantee: dict[str, Resources] = {q: dict(a.guarantee) for q, a in accounts.items()}
         self.reclaimable: dict[str, bool] = {q: a.reclaimable for q, a in accounts.items()}
+        self._chains: dict[str, tuple[str, ...]] = {}
 
     def chain(self, queue: str) -> tuple[str, ...]:
-        return (queue, *self.tree.ancestors(queue))
+        """The queue and its ancestors (the tree is fixed: read once per queue)."""
+        out = self._chains.get(queue)
+        if out is None:
+            out = self._chains[queue] = (queue, *self.tree.ancestors(queue))
+        return out
 
     def admission_reason(self, queue: str) -> str | None:
         if queue not in self.tree.queues:
@@ -269,6 +274,9 @@ class State:
         """pod key -> node, for every victim so far."""
         self.taken: Counter[str] = Counter()
         """PodGroup key -> pods evicted from it so far."""
+        self.touched: list[str] = []
+        """Every node whose free room a statement changed, in order (a node once per change): what a
+        planner's cache over nodes reads to know which of its rows are stale."""
 
 
 class Statement:
@@ -281,11 +289,13 @@ class Statement:
 
     def allocate(self, pod: Pod, node: str, queue: str) -> None:
         self.state.cap.add(pod, node)
+        self.state.touched.append(node)
         self.state.queues.add(queue, pod.requests)
         self.ops.append((pod, node, queue, None))
 
     def evict(self, pod: Pod, node: str, queue: str, group: str) -> None:
         self.state.cap.remove(pod, node)
+        self.state.touched.append(node)
         self.state.queues.add(queue, pod.requests, -1)
         self.state.evicted[pod.key] = node
         self.state.taken[group] += 1
@@ -301,6 +311,7 @@ class Statement:
         """Undo every operation after ``mark``."""
         while len(self.ops) > mark:
             pod, node, queue, group = self.ops.pop()
+            self.state.touched.append(node)
             if group is None:
                 self.state.cap.remove(pod, node)
                 self.state.queues.add(queue, pod.requests, -1)

@@ -64,6 +64,7 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from optplan.models.placement import Binding, JobPlacement, PlacementPlan, Victim
+from optplan.models.queues import VCJob
 from optplan.models.repack import SolverRecord
 from optplan.models.snapshot import Pod
 from optplan.solvers.core.clock import Clock
@@ -145,6 +146,8 @@ def add_regions(m: cp_model.CpModel, data: Data, v: Vars) -> None:
             continue
         regions = data.ctx.regions[job.key]
         m.add(sum(v.region[job.key, i] for i in range(len(regions))) == v.admitted[job.key])
+        for i in too_small(data, job):
+            m.add(v.region[job.key, i] == 0)
         for t in job.tasks:
             for n, ub in data.arcs.get((job.key, t.name), {}).items():
                 inside = [v.region[job.key, i] for i, r in enumerate(regions) if n in r.nodes]
@@ -300,12 +303,14 @@ def _solver(options: PlanOptions, limit: float, victims: bool, clock: Clock) -> 
     # OR-Tools 9.15's at-most-one/linear inclusion presolve can certify a wrong optimum
     # (google/or-tools#5293); seen here too, on a joint model with probing off.
     s.parameters.presolve_inclusion_work_limit = 0
+    # Probing the region/node implications costs seconds at 2,000 nodes and gains little: on
+    # benchmarks/placement_scale.py the binpack phase took 1.06 deterministic seconds (0.8 of them probing)
+    # and 0.12 without, the same optimum proven.
+    s.parameters.cp_model_probing_level = 0
     if victims:
         # The replay order's big-M links propagate poorly: the full LP relaxation (with the region cuts)
-        # bounds the victims' cost; presolve probing of the region/landing implications costs seconds
-        # at 2,000 nodes and gains little.
+        # bounds the victims' cost.
         s.parameters.linearization_level = 2
-        s.parameters.cp_model_probing_level = 0
     return s
 
 
@@ -324,7 +329,28 @@ def met_bounds(data: Data, plan: PlacementPlan) -> dict[str, int]:
     bounds = {"admitted": sum(weight.values()), "victims": 0, "opened": 0,
               "extras": sum(pending[j.key] - ctx.need(j)[1] for j in data.valid),
               "order": sum(order[j.key] for j in data.valid)}
+    if admitted == bounds["admitted"]:  # every job admitted, now and (phase 1 kept) in every plan to come
+        values["tiers"] = sum(jp.tier or 0 for jp in plan.jobs if jp.admitted)
+        bounds["tiers"] = sum(lowest_tier(data, j) for j in data.valid)
     return {name: values[name] for name in bounds if values[name] == bounds[name]}
+
+
+def too_small(data: Data, job: VCJob) -> set[int]:
+    """The job's regions (by index) it cannot be admitted in: their arcs' bounds (pods per node, room
+    including what possible victims hold) add up to fewer pods than its gang must place."""
+    want = max(data.ctx.need(job)[1], 1)
+    rows = [row for (j, _t), row in data.arcs.items() if j == job.key]
+    return {i for i, r in enumerate(data.ctx.regions[job.key])
+            if sum(row.get(n, 0) for row in rows for n in r.nodes) < want}
+
+
+def lowest_tier(data: Data, job: VCJob) -> int:
+    """The least tier (as the tiers objective counts it) of a region the job could be admitted in
+    (``too_small``); 0 for a job without a network topology."""
+    if job.network_topology is None:
+        return 0
+    small = too_small(data, job)
+    return min((r.tier or 0 for i, r in enumerate(data.ctx.regions[job.key]) if i not in small), default=0)
 
 
 def dominate(m: cp_model.CpModel, data: Data, objs: dict[str, Any], greedy: PlanKey) -> None:

@@ -6,6 +6,7 @@ actions over all the jobs are ``allocate`` and ``evict``; the rules, the package
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,7 +15,8 @@ from itertools import groupby
 
 from optplan.models.placement import Binding, JobPlacement
 from optplan.models.queues import VCJob
-from optplan.models.snapshot import Pod
+from optplan.models.snapshot import Pod, Resources
+from optplan.solvers.core.oracle import POD_SLOT, constraint_signature
 from optplan.solvers.placement.binpack import binpack_score
 from optplan.solvers.placement.context import Context, State, Statement
 from optplan.solvers.placement.jobs import Region, gang_shortfall, gang_steps, task_pos
@@ -44,6 +46,40 @@ def _gang_result(job: VCJob, placed: Counter[str], bindings: list[Binding], why:
     return bindings, f"{short}; {why}" if why else short
 
 
+def least_requests(pods: list[Pod]) -> Resources:
+    """Per resource every one of ``pods`` requests, the least any of them requests (what each placed pod
+    takes at least)."""
+    if not pods:
+        return {}
+    common = set(pods[0].requests).intersection(*(p.requests for p in pods[1:]))
+    return {r: min(p.requests[r] for p in pods) for r in sorted(common) if all(p.requests[r] > 0 for p in pods)}
+
+
+ScoreKey = tuple[float, Fraction]
+"""A binpack score's sort key, lowest first for the highest score (``Greedy.scores``)."""
+
+
+class Ranking:
+    """The nodes of one list where one kind of pod (its requests and static predicates) fits now, best
+    first: sorted by (-binpack score, position in the list), the order in which ``best_node``'s scan
+    prefers them (highest score, ties to the first node); the score is keyed as ``Greedy.scores`` has
+    it (a float first, the exact Fraction where the floats tie) ``Greedy.ranking`` keeps it current from the
+    state's ``touched`` log, scoring again only the nodes changed since ``seen``."""
+
+    def __init__(self, nodes: list[str], index: dict[str, int], ok: list[bool], seen: int) -> None:
+        self.nodes = nodes
+        self.index = index
+        """node -> its position in ``nodes``."""
+        self.ok = ok
+        """Position -> the static predicates admit the pod there."""
+        self.seen = seen
+        """How much of the state's ``touched`` log the ranking reflects."""
+        self.order: list[tuple[ScoreKey, int]] = []
+        """(key of -score, position) of every node where the pod fits, ascending: the best first."""
+        self.keys: dict[int, tuple[ScoreKey, int]] = {}
+        """Position -> its entry in ``order``."""
+
+
 @dataclass
 class VictimChoice:
     """A job placed with victims: bindings, victims (in eviction order), the region, the victims' cost."""
@@ -62,8 +98,15 @@ class Greedy:
         self.ctx = ctx
         self.state = state
         self.cat = cat if cat is not None else Catalogue(snapshot=ctx.snapshot, now=datetime.now())
-        self._scores: dict[tuple[object, ...], Fraction] = {}
+        self._scores: dict[tuple[object, ...], tuple[Fraction, ScoreKey]] = {}
+        """(requests, the node's allocatable and free of them) -> the binpack score and its sort key."""
         self._nodes: dict[Region, list[str]] = {}
+        self._index: dict[int, dict[str, int]] = {}
+        """id of a ``nodes`` list -> node -> its position there."""
+        self._rankings: dict[tuple[object, ...], Ranking] = {}
+        """(id of a ``nodes`` list, the pod's sorted requests, its constraint signature) -> its ranking."""
+        self._kinds: dict[str, tuple[Pod, tuple[tuple[str, int], ...], tuple[object, ...]]] = {}
+        """pod key -> the pod, its sorted requests and its constraint signature."""
         self._steps: dict[str, list[tuple[str, int, bool]]] = {}
         self.block_note: str | None = None
         """Reclaim: the first refusal of the capacity plugin on the nodes the last ``evict_for`` tried."""
@@ -86,22 +129,58 @@ class Greedy:
             out = self._nodes[region] = sorted(region.nodes)
         return out
 
+    def kind(self, pod: Pod) -> tuple[tuple[tuple[str, int], ...], tuple[object, ...]]:
+        """The pod's sorted requests and constraint signature (pods alike in both rank nodes alike)."""
+        out = self._kinds.get(pod.key)
+        if out is None or out[0] is not pod:
+            out = self._kinds[pod.key] = (pod, tuple(sorted(pod.requests.items())), constraint_signature(pod))
+        return out[1], out[2]
+
+    def ranking(self, pod: Pod, nodes: list[str]) -> Ranking:
+        """The nodes of ``nodes`` where the pod fits, best first, as the state stands: built once per
+        (list, kind of pod), then only the nodes the state's statements touched since are scored again
+        (all of them again when more changes than nodes are pending)."""
+        req_key, sig = self.kind(pod)
+        key = (id(nodes), req_key, sig)
+        log = self.state.touched
+        rank = self._rankings.get(key)
+        if rank is not None and rank.nodes is nodes and len(log) - rank.seen <= len(nodes):
+            if rank.seen < len(log):
+                for n in set(log[rank.seen:]):
+                    i = rank.index.get(n)
+                    if i is not None:
+                        self._rank_again(rank, pod, i, req_key)
+                rank.seen = len(log)
+            return rank
+        index = self._index.get(id(nodes))
+        if index is None or len(index) != len(nodes) or any(index.get(n) != i for i, n in enumerate(nodes)):
+            index = self._index[id(nodes)] = {n: i for i, n in enumerate(nodes)}
+        rank = self._rankings[key] = Ranking(nodes, index, self.ctx.predicates.mask(pod, nodes).tolist(), len(log))
+        cap = self.state.cap
+        for i, n in enumerate(nodes):
+            if rank.ok[i] and cap.fits(pod, n):
+                rank.keys[i] = (self.scores(pod, n, req_key)[1], i)
+        rank.order = sorted(rank.keys.values())
+        return rank
+
+    def _rank_again(self, rank: Ranking, pod: Pod, i: int, req_key: tuple[tuple[str, int], ...]) -> None:
+        old = rank.keys.pop(i, None)
+        if old is not None:
+            del rank.order[bisect_left(rank.order, old)]
+        n = rank.nodes[i]
+        if rank.ok[i] and self.state.cap.fits(pod, n):
+            entry = rank.keys[i] = (self.scores(pod, n, req_key)[1], i)
+            insort(rank.order, entry)
+
     def best_node(self, pod: Pod, nodes: list[str], queue: str) -> tuple[str | None, str]:
-        """The highest-scoring feasible node, or None and why none is feasible."""
+        """The highest-scoring feasible node (ties to the first in ``nodes``), or None and why none is feasible."""
         qr = self.state.queues.fit_reason(queue, pod.requests)
         if qr is not None:
             return None, qr
-        best: str | None = None
-        best_score = Fraction(-1)
+        rank = self.ranking(pod, nodes)
+        if rank.order:
+            return nodes[rank.order[0][1]], ""
         static, cap = self.ctx.predicates, self.state.cap
-        req_key = tuple(sorted(pod.requests.items()))
-        for n, ok in zip(nodes, static.mask(pod, nodes), strict=True):
-            if ok and cap.fits(pod, n):
-                score = self.score(pod, n, req_key)
-                if score > best_score:
-                    best, best_score = n, score
-        if best is not None:
-            return best, ""
         why = Counter(s or cap.fit_reason(pod, n) for n, s in zip(nodes, static.reasons(pod, nodes), strict=True))
         detail = ", ".join(f"{c} {r}" for r, c in sorted(why.items(), key=lambda x: (-x[1], x[0])))
         return None, f"0/{len(nodes)} nodes fit" + (f" ({detail})" if detail else "")
@@ -147,6 +226,39 @@ class Greedy:
             bindings.append(Binding(task=task, index=i, node=node))
         return _gang_result(job, placed, bindings, why, held, len(order))
 
+    def too_small(self, region: Region, least: Resources, want: int, room: dict[str, int]) -> bool:
+        """A region where fewer than ``want`` pods, each taking at least ``least``, fit by the nodes' free
+        room (and pod slots): its allocate dry run cannot ready the gang, whatever the node order and the
+        predicates. A sound check only (False: try it). ``room``: node -> how many such pods fit there,
+        filled as nodes are read (the state must not change while it is kept)."""
+        if not least:
+            return False
+        cap = self.state.cap
+        total = 0
+        for n in region.nodes:
+            k = room.get(n)
+            if k is None:
+                free = cap.free[n]
+                k = min(free.get(r, 0) // v for r, v in least.items())
+                if cap.limits_pods(n):
+                    k = min(k, free.get("pods", 0) // POD_SLOT)
+                k = room[n] = max(k, 0)
+            total += k
+            if total >= want:
+                return False
+        return True
+
+    def why_not(self, job: VCJob, region: Region, short: str | None) -> str:
+        """Why the gang's allocate dry run fails in the region: ``short`` when the run was made, else the
+        run is made now (on the state ``place`` found, which its dry runs leave unchanged)."""
+        if short is not None:
+            return short
+        stmt = Statement(self.state)
+        _bindings, why = self.dry_run(job, region, stmt)
+        stmt.discard()
+        assert why is not None, f"{region.label} was judged too small for {job.key}, yet its dry run readies the gang"
+        return why
+
     def region_score(self, job: VCJob, region: Region) -> Fraction:
         """Volcano's binpack formula over the HyperNode's summed resources, usage as it stands (the dry
         run applied): Σ w_r × used_r / allocatable_r over the job's requested resources, / Σ w, × 100 × weight."""
@@ -186,23 +298,30 @@ class Greedy:
                     f"no HyperNode{limit} holds the nodes its running pods are on ({', '.join(sorted(running)[:3])}; "
                     "networkTopology hard)"))
             return JobPlacement(**base, admitted=False, reason=f"no HyperNode{limit} exists (networkTopology hard)")
-        failures: list[str] = []
+        failures: list[str | None] = []
+        """Why each region failed; None: too small to try (``too_small``), its dry run is left until needed."""
+        pods = self.ctx.pods[job.key]
+        least = least_requests([pods[t][i] for t, i, _r in self.steps(job)])
+        want = max(self.ctx.need(job)[1], 1)
+        room: dict[str, int] = {}
         for _tier, group in groupby(regions, key=lambda rg: rg.tier):
             found: list[tuple[Fraction, str, Region, list[Binding]]] = []
             for region in group:
+                if self.too_small(region, least, want, room):
+                    failures.append(None)
+                    continue
                 stmt = Statement(self.state)
                 bindings, short = self.dry_run(job, region, stmt)
                 if short is None:
                     score = self.region_score(job, region) if topo else Fraction(0)
                     found.append((score, region.hyper_node or "", region, bindings))
                 else:
-                    failures.append(f"{region.label}: {short}" if topo else short)
+                    failures.append(short)
                 stmt.discard()
             if found:
                 found.sort(key=lambda f: (-f[0], f[1]))
                 _score, _name, region, bindings = found[0]
                 stmt = Statement(self.state)
-                pods = self.ctx.pods[job.key]
                 for b in bindings:
                     stmt.allocate(pods[b.task][b.index], b.node, job.queue)
                 self.region_of[job.key] = region
@@ -210,9 +329,11 @@ class Greedy:
                 return JobPlacement(**base, admitted=True, reason=placed_reason(self.ctx, job, len(bindings), where),
                                     hyper_node=region.hyper_node, tier=region.tier, bindings=tuple(bindings))
         if not topo:
-            return JobPlacement(**base, admitted=False, reason=f"gang not ready: {failures[0]}")
+            why = self.why_not(job, regions[0], failures[0])
+            return JobPlacement(**base, admitted=False, reason=f"gang not ready: {why}")
         widest = regions[-1].tier  # the widest region tried says most about why nothing fits
-        head = next(f for r, f in zip(regions, failures, strict=True) if r.tier == widest)
+        region, short = next((r, f) for r, f in zip(regions, failures, strict=True) if r.tier == widest)
+        head = f"{region.label}: {self.why_not(job, region, short)}"
         more = f" (and {len(failures) - 1} more regions)" if len(failures) > 1 else ""
         return JobPlacement(**base, admitted=False,
                             reason=f"no region fits the gang (minAvailable {job.min_available}): {head}{more}")
@@ -331,17 +452,27 @@ class Greedy:
         return node, why
 
     def score(self, pod: Pod, node: str, req_key: tuple[tuple[str, int], ...] | None = None) -> Fraction:
-        """The pod's binpack score on the node as the simulation stands (cached by the node's free room;
-        ``req_key``: the pod's sorted requests, when the caller has them)."""
+        """The pod's binpack score on the node as the simulation stands (``scores``)."""
+        return self.scores(pod, node, req_key)[0]
+
+    def scores(self, pod: Pod, node: str, req_key: tuple[tuple[str, int], ...] | None = None
+               ) -> tuple[Fraction, ScoreKey]:
+        """The pod's binpack score on the node as the simulation stands, and what a ranking sorts by:
+        (-float(score), -score), ordered exactly as -score (rounding to a float never reverses an
+        order, so unequal floats decide and equal ones fall back to the exact Fractions), most
+        comparisons then made on floats. Cached by what the score reads: the requests and the node's
+        allocatable and free room of them (``req_key``: the pod's sorted requests, when the caller has
+        them); nodes alike share one key object."""
         free = self.state.cap.free[node]
         if req_key is None:
             req_key = tuple(sorted(pod.requests.items()))
-        key = (node, req_key, tuple([free.get(r, 0) for r, _ in req_key]))
-        score = self._scores.get(key)
-        if score is None:  # exact Fractions are slow: a node's score only changes with its free room
-            score = binpack_score(pod.requests, self.ctx.snapshot.nodes[node].allocatable, free, self.ctx.weights)
-            self._scores[key] = score
-        return score
+        alloc = self.ctx.snapshot.nodes[node].allocatable
+        key = (req_key, tuple([(alloc.get(r, 0), free.get(r, 0)) for r, _ in req_key]))
+        out = self._scores.get(key)
+        if out is None:  # exact Fractions are slow: a score only changes with the node's free room
+            score = binpack_score(pod.requests, alloc, free, self.ctx.weights)
+            out = self._scores[key] = (score, (-float(score), -score))
+        return out
 
     def preempt_order(self, pod: Pod, nodes: list[str]) -> list[str]:
         """Volcano's preempt node order (``util.PrioritizeNodes`` then ``SortNodes``): the nodes that pass

@@ -274,22 +274,25 @@ def cluster_total(snap: Snapshot) -> Resources:
 def _own_allocations(snap: Snapshot, tree: QueueTree) -> tuple[dict[str, Resources], list[tuple[str, str]]]:
     own: dict[str, dict[str, int]] = {name: defaultdict(int) for name in tree.queues}
     unaccounted: list[tuple[str, str]] = []
+    groups = snap.pod_groups
     for key, pod in snap.pods.items():
-        if not pod.occupying or not pod.requests:
+        requests = pod.requests
+        if not requests or not pod.occupying:
             continue
         gk = pod.group_key
         if gk is None:
             unaccounted.append((key, "no PodGroup"))
             continue
-        pg = snap.pod_groups.get(gk)
+        pg = groups.get(gk)
         if pg is None:
             unaccounted.append((key, f"PodGroup {gk} is not in the snapshot"))
             continue
-        if pg.queue not in own:
+        acc = own.get(pg.queue)
+        if acc is None:
             unaccounted.append((key, f"queue {pg.queue} does not exist"))
             continue
-        for r, v in pod.requests.items():
-            own[pg.queue][r] += v
+        for r, v in requests.items():
+            acc[r] += v
     return {k: dict(v) for k, v in own.items()}, unaccounted
 
 

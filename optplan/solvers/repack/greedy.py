@@ -31,9 +31,13 @@ bookkeeping against ``checks`` after every step.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
+from bisect import bisect_left, insort
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -179,19 +183,24 @@ def candidate_table(problem: RepackProblem, rx: ReceiverTable, predicates: Predi
     # Static predicates per constraint signature, over receivers.
     sig_ids: dict[tuple[object, ...], int] = {}
     static_rows: list[np.ndarray] = []
-    row_cand = np.zeros(row, dtype=np.int64)
-    row_sig = np.zeros(row, dtype=np.int64)
-    row_dem = np.zeros((len(rx.resources), row), dtype=np.int64)
+    cand_of: list[int] = []
+    sig_of: list[int] = []
+    dem_of: list[list[int]] = []
     for ci, cand in enumerate(cands):
-        for k, pod in zip(cand.rows, cand.pods, strict=True):
+        for pod in cand.pods:
             sig = constraint_signature(pod)
             if sig not in sig_ids:
                 sig_ids[sig] = len(static_rows)
                 static_rows.append(predicates.mask(pod, rx.names))
-            row_cand[k] = ci
-            row_sig[k] = sig_ids[sig]
+            cand_of.append(ci)
+            sig_of.append(sig_ids[sig])
+            dem = [0] * len(rx.resources)
             for r, v in pod_demand(pod).items():
-                row_dem[rx.row[r], k] = v
+                dem[rx.row[r]] = v
+            dem_of.append(dem)
+    row_cand = np.array(cand_of, dtype=np.int64)
+    row_sig = np.array(sig_of, dtype=np.int64)
+    row_dem = np.array(dem_of, dtype=np.int64).reshape(row, len(rx.resources)).T.copy()
     C = len(cands)
     budget_res = dict(sorted(problem.run.spec.max_per_run.resources.items()))
     budget_use = np.array([list(problem.budget_use(cand.pods).values()) for cand in cands],
@@ -208,7 +217,8 @@ def candidate_table(problem: RepackProblem, rx: ReceiverTable, predicates: Predi
         cands=cands, of_receiver={cand.index: ci for ci, cand in enumerate(cands)},
         static=np.array(static_rows, dtype=bool).reshape(len(static_rows), len(rx.names)),
         row_cand=row_cand, row_sig=row_sig, row_dem=row_dem,
-        row_need=[np.flatnonzero(row_dem[:, k] > 0) for k in range(row)], units=units_by_key,
+        row_need=[np.array([i for i, v in enumerate(dem) if v > 0], dtype=np.int64) for dem in dem_of],
+        units=units_by_key,
         gain=np.array([c.gain for c in cands], dtype=np.int64), budget_res=budget_res, budget_use=budget_use,
         pdb_use=pdb_use, has_pdb=np.array([bool(u) for u in pdb_use], dtype=bool),
         has_topo=np.array([any(g in problem.topology_groups for g in c.groups) for c in cands], dtype=bool),
@@ -245,6 +255,20 @@ def ledger(problem: RepackProblem, ct: CandidateTable) -> Ledger:
 
 # ---- the search ----------------------------------------------------------------------------------------
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The tables and the rounds allocate many small acyclic objects next to a large snapshot: the
+    cyclic collector's passes over that snapshot took about a sixth of the run (greedy_scale, 1,000
+    nodes) and free nothing here. Collection resumes when the planner returns."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 class GreedyPlanner:
     """The seed's greedy, exactly: every round re-evaluates every candidate whose placement may
     have changed."""
@@ -258,9 +282,10 @@ class GreedyPlanner:
         t0 = time.perf_counter()
         clock = options.timer()
         deadline = clock.now() + options.time_limit  # building the tables counts (on the wall clock)
-        state = _Greedy(problem, lazy=self.lazy)
-        self.setup_seconds = time.perf_counter() - t0
-        moves, freed = state.run(clock, deadline)
+        with _gc_paused():
+            state = _Greedy(problem, lazy=self.lazy)
+            self.setup_seconds = time.perf_counter() - t0
+            moves, freed = state.run(clock, deadline)
         plan = RepackPlan.build(moves, freed)
         wall = time.perf_counter() - t0
         log.info("greedy: freed %d nodes, moved %d pods in %.3fs (%d rounds, %d evaluations)",
@@ -313,6 +338,28 @@ class _Greedy:
         self.stale = np.zeros(C, dtype=bool)  # lazy mode: a better receiver appeared, feasibility kept
         self.delta = np.zeros((C, 6), dtype=np.int64)  # what each candidate would add to the totals
         self.delta_dirty = np.ones(C, dtype=bool)
+        # The placement simulation's view (``_evaluate``), in Python lists: per receiver its room and tier,
+        # the active receivers sorted by the seed's order, and per pod row its demand and facts.
+        rx = self.rx
+        self.free: list[list[int]] = rx.free.T.tolist()
+        self.tier: list[int] = rx.tier.tolist()
+        self.order: list[tuple[int, int, int]] = sorted(
+            (self.tier[u], self.free[u][rx.iR], u) for u in np.flatnonzero(rx.active).tolist())
+        """(tier, R left, index) of every active receiver, ascending: the order ``_best`` picks in."""
+        self.orders: dict[tuple[int, int | None], list[tuple[int, int, int]]] = {}
+        """``_order_for``'s restrictions of ``order``, by (constraint signature, least R left)."""
+        self.static: list[list[bool]] = self.ct.static.tolist()
+        self.row_dem: list[list[int]] = self.ct.row_dem.T.tolist()
+        self.row_need: list[list[int]] = [need.tolist() for need in self.ct.row_need]
+        self.row_sig: list[int] = self.ct.row_sig.tolist()
+        self.row_check: list[list[tuple[int, int]]] = [
+            [(i, dem[i]) for i in need if i != rx.iR] for dem, need in zip(self.row_dem, self.row_need, strict=True)]
+        """Per row, (resource, demand) of what it demands besides R."""
+        self.row_list: list[tuple[int, int | None]] = [
+            (sig, dem[rx.iR] if rx.iR in need else None)
+            for sig, dem, need in zip(self.row_sig, self.row_dem, self.row_need, strict=True)]
+        """Per row, which of ``orders`` it reads (``_order_for``'s arguments)."""
+        self.row_group: list[str] = [pod.group_key or "" for cand in self.ct.cands for pod in cand.pods]
         # Network topology: HyperNode masks over receivers.
         topo = problem.snapshot.topology
         self.region_mask = {h: np.array([n in topo.region_nodes(h) for n in self.rx.names], dtype=bool)
@@ -325,51 +372,96 @@ class _Greedy:
     # ---- placement simulation ----------------------------------------------------------------
 
     def _evaluate(self, ci: int) -> None:
-        """Place the candidate's pods one by one on the current state; cache rows and keys."""
+        """Place the candidate's pods one by one on the current state; cache rows and keys. Each pod
+        goes to the first receiver in the seed's order (``_best``: lowest tier, least R left, name) that
+        passes its static predicates, fits every resource it demands and keeps a hard-topology PodGroup
+        in one HyperNode: read from ``order`` (the receivers sorted by that key), skipping the ones
+        with less R than the pod needs, and from the receivers this evaluation already used (their
+        room changed, so their place in ``order`` is stale)."""
         self.evaluations += 1
         rx, ct = self.rx, self.ct
         cand = ct.cands[ci]
-        free = rx.free
+        free = self.free
+        tier = self.tier
         positions = self.led.positions
-        touched: list[tuple[int, np.ndarray]] = []
+        hard = self.p.hard_topology
+        iR = rx.iR
+        own = cand.index
+        touched: dict[int, list[int]] = {}
+        """receiver -> the candidate's rows placed there so far (their room is taken from ``free``)."""
         ok = True
         rows = cand.rows
-        self.evaluated[rows.start:rows.stop] = False
-        self.ch_u[rows.start:rows.stop] = -1
-        self.ch_tier[rows.start:rows.stop] = _INF
-        self.ch_left[rows.start:rows.stop] = _INF
         topo_groups = [g for g in cand.groups if g in positions]
         placed: dict[str, Counter[str]] = {}
         if topo_groups:
             for g in topo_groups:
                 placed[g] = Counter(positions[g])
                 placed[g][cand.node] -= cand.groups[g]  # every pod of g on the candidate moves
-        iR = rx.iR
-        for k, pod in zip(rows, cand.pods, strict=True):
-            self.evaluated[k] = True
-            dem = ct.row_dem[:, k]
-            mask = ct.static[ct.row_sig[k]] & rx.active
-            mask[cand.index] = False
-            for i in ct.row_need[k]:
-                mask &= free[i] >= dem[i]
-            gk = pod.group_key or ""
-            if gk in self.p.hard_topology:
-                mask &= self._hard_mask(gk, placed[gk])
-            if not mask.any():
+        chosen: list[int] = []
+        left: list[int] = []
+        tried = 0
+        row_dem, row_need, row_check, row_sig, row_list = (self.row_dem, self.row_need, self.row_check, self.row_sig,
+                                                           self.row_list)
+        orders = self.orders
+        for k in rows:
+            tried += 1
+            dem = row_dem[k]
+            need = row_need[k]
+            static = self.static[row_sig[k]]
+            gk = self.row_group[k]
+            region = self._hard_mask(gk, placed[gk]).tolist() if gk in hard else None
+
+            best: tuple[int, int, int] | None = None
+            check = row_check[k]  # the list vouches for the static predicates and R
+            order = orders.get(row_list[k])
+            if order is None:
+                order = self._order_for(*row_list[k])
+            for entry in order:
+                u = entry[2]
+                if u == own or u in touched or (region is not None and not region[u]):
+                    continue
+                room = free[u]
+                for i, x in check:
+                    if room[i] < x:
+                        break
+                else:
+                    best = entry
+                    break
+            for u in touched:  # ahead of the list's pick? then does it fit?
+                room = free[u]
+                entry = (tier[u], room[iR], u)
+                if best is not None and entry > best:
+                    continue
+                if static[u] and (region is None or region[u]):
+                    for i in need:
+                        if room[i] < dem[i]:
+                            break
+                    else:
+                        best = entry
+            if best is None:
                 ok = False
                 break
-            u = self._best(mask)
-            self.ch_u[k] = u
-            self.ch_tier[k] = rx.tier[u]
-            self.ch_left[k] = free[iR, u] - dem[iR]
-            free[:, u] -= dem
-            rx.key[u] -= dem[iR]
-            touched.append((u, dem))
+            u = best[2]
+            chosen.append(u)
+            left.append(free[u][iR] - dem[iR])
+            room = free[u]
+            for j in need:
+                room[j] -= dem[j]
+            touched.setdefault(u, []).append(k)
             if gk in placed:
                 placed[gk][rx.names[u]] += 1
-        for u, dem in touched:
-            free[:, u] += dem
-            rx.key[u] += dem[iR]
+        for u, ks in touched.items():
+            room = free[u]
+            for k in ks:
+                dem = row_dem[k]
+                for j in row_need[k]:
+                    room[j] += dem[j]
+        a, b, m = rows.start, rows.stop, len(rows)
+        rest = m - len(chosen)
+        self.evaluated[a:b] = [True] * tried + [False] * (m - tried)
+        self.ch_u[a:b] = chosen + [-1] * rest
+        self.ch_tier[a:b] = [tier[u] for u in chosen] + [NO_POD_LIMIT] * rest
+        self.ch_left[a:b] = left + [NO_POD_LIMIT] * rest
         self.placeable[ci] = ok
         self.dirty[ci] = False
         self.stale[ci] = False
@@ -379,6 +471,16 @@ class _Greedy:
                 if g in self.p.soft_topology:
                     widen += (self.p.widening(g, +placed[g]) - self.p.widening(g, +positions[g]))
         self.delta[ci, 5] = widen
+
+    def _order_for(self, sig: int, lo: int | None) -> list[tuple[int, int, int]]:
+        """``order`` restricted to the receivers a pod of the constraint signature ``sig`` may use by
+        its static predicates and, when ``lo`` is given, with at least ``lo`` R left (room only shrinks:
+        a receiver that drops below stays out). Built when first asked for, kept by ``_commit``."""
+        out = self.orders.get((sig, lo))
+        if out is None:
+            static = self.static[sig]
+            out = self.orders[sig, lo] = [e for e in self.order if static[e[2]] and (lo is None or e[1] >= lo)]
+        return out
 
     def _best(self, mask: np.ndarray) -> int:
         """The first receiver in the seed's order among ``mask``: lowest tier, then least R left
@@ -608,18 +710,38 @@ class _Greedy:
         if self.dirty[ci]:
             self._evaluate(ci)
         changed: list[int] = []
+        for k in cand.rows:
+            u = int(self.ch_u[k])
+            if u not in changed:
+                changed.append(u)
+        for u in [*changed, cand.index]:  # out of the orders while their keys change (the candidate for good)
+            entry = (self.tier[u], self.free[u][rx.iR], u)
+            i = bisect_left(self.order, entry)
+            assert self.order[i] == entry, "the receiver order lost a receiver"
+            del self.order[i]
+            for order in self.orders.values():
+                i = bisect_left(order, entry)
+                if i < len(order) and order[i] == entry:
+                    del order[i]
         for k, pod in zip(cand.rows, cand.pods, strict=True):
             u = int(self.ch_u[k])
             rx.free[:, u] -= ct.row_dem[:, k]
             rx.key[u] -= ct.row_dem[rx.iR, k]
+            room = self.free[u]
+            for j, x in enumerate(self.row_dem[k]):
+                room[j] -= x
             led.moves.append(PodMove(pod=pod.key, from_node=cand.node, to_node=rx.names[u]))
-            if u not in changed:
-                changed.append(u)
         led.freed.append(cand.node)
         rx.active[cand.index] = False
         self.alive[ci] = False
         for u in changed:
             rx.tier[u] = 0  # a receiver will stay occupied
+            self.tier[u] = 0
+            entry = (0, self.free[u][rx.iR], u)
+            insort(self.order, entry)
+            for (sig, lo), order in self.orders.items():
+                if self.static[sig][u] and (lo is None or entry[1] >= lo):
+                    insort(order, entry)
             if rx.key_exact:
                 rx.key[u] = rx.free[rx.iR, u]
             led.received.add(u)
