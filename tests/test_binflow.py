@@ -130,8 +130,8 @@ def test_the_compressed_graph_holds_exactly_the_patterns(seed: int) -> None:
 def test_a_flow_that_does_not_decode_is_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
     """A solver answer that is not a packing of exactly the items is never returned as one."""
 
-    def broken(sizes: Counter[int], graphs: list[tuple[FlowGraph, int]], *args: object) -> tuple[str, list[np.ndarray],
-                                                                                                  dict[str, object]]:
+    def broken(sizes: Counter[int], graphs: list[tuple[FlowGraph, int]], *args: object,
+               **kwargs: object) -> tuple[str, list[np.ndarray], dict[str, object]]:
         return "feasible", [np.zeros(len(g.arcs), dtype=np.int64) for g, _ in graphs], {}
 
     monkeypatch.setattr(binflow, "_solve", broken)
