@@ -14,6 +14,7 @@ from optplan.bench import read_bpplib
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.repack import binflow
 from optplan.solvers.repack.binflow import FlowGraph, flow_graph, flow_pack
+from optplan.solvers.repack.binlp import GilmoreGomory
 from optplan.solvers.repack.binpacking import min_bins
 from tests.test_binpacking import BPPLIB, brute_force_min_bins
 
@@ -159,3 +160,56 @@ def test_bpplib_hard28_bpp119_proven_above_its_lp_bound() -> None:
     out = solve(weights, [capacity] * n, 76)
     assert out.status == "infeasible"
     assert out.stats["arcs"] < out.stats["state_arcs"] / 3  # the compression
+
+
+def _gg_duals(items: list[int], caps_desc: list[int], target: int) -> dict[int, float] | None:
+    """The Gilmore-Gomory LP's item duals, solved on to its optimum (what ``min_bins`` hands ``flow_pack``)."""
+    clock = Clock(deterministic=True, limit=30.0)
+    lp = GilmoreGomory.create(Counter(items), caps_desc, clock)
+    assert lp is not None
+    lp.bound(target, 10.0)
+    return lp.duals(10.0)
+
+
+@pytest.mark.parametrize("seed", range(30, 60))
+def test_fixing_by_given_duals_proves_exactly_below_the_optimum(seed: int) -> None:
+    """With the LP's duals (and with random duals of either sign: the fixing is a proof for any),
+    the optimum still gives a packing and one bin fewer is still infeasible."""
+    items, caps = random_instance(seed)
+    try:
+        result = min_bins(items, caps, time_limit=30, workers=1)
+    except ValueError:  # the bins cannot hold the items
+        return
+    assert result.proven
+    rng = random.Random(seed)
+    gg = _gg_duals(items, caps, result.value)
+    for duals in (gg, {s: rng.uniform(-0.5, 1.0) for s in set(items)}):
+        if not duals:
+            continue
+        clock = Clock(deterministic=True, limit=30.0)
+        at_best = flow_pack(Counter(items), caps, result.value, time_limit=30.0, clock=clock, duals=duals)
+        assert at_best.status == "feasible"
+        assert at_best.packing is not None and packs(at_best.packing, items, caps)
+        below = flow_pack(Counter(items), caps, result.value - 1, time_limit=30.0, clock=clock, duals=duals)
+        assert below.status == "infeasible"
+
+
+def test_the_lightest_path_through_an_arc() -> None:
+    """Arcs 0->1 (1), 1->3 (5), 0->2 (2), 2->3 (0), 1->2 (0): the lightest path through 1->3 weighs 6,
+    through 1->2 weighs 1 + 0 + 0."""
+    graph = FlowGraph(10, 4, [(0, 1, 3), (0, 2, 4), (1, 2, 0), (1, 3, 5), (2, 3, 0)], 0, 0)
+    weight = np.array([1.0, 2.0, 0.0, 5.0, 0.0])
+    assert binflow._through([(graph, 1)], weight).tolist() == [1.0, 2.0, 1.0, 6.0, 1.0]
+
+
+@pytest.mark.skipif(not (BPPLIB / "instance_index.csv").is_file(), reason=f"BPPLIB data not found at {BPPLIB}")
+def test_bpplib_waescher_test0014_packed_with_the_lp_duals() -> None:
+    """TEST0014 (96 items, capacity 10,000, 23 bins may waste 29 in all): the arc-flow graph has
+    58,425 arcs, whose own LP took 18 s; the Gilmore-Gomory duals leave about 1,000 of them and
+    the MIP finds the 23-bin packing."""
+    weights, capacity = read_bpplib(BPPLIB / "instances" / "Waescher" / "Waescher_TEST0014.txt")
+    caps = [capacity] * len(weights)
+    duals = _gg_duals(weights, caps, 24)
+    out = flow_pack(Counter(weights), caps, 23, time_limit=60.0, clock=Clock(), duals=duals)
+    assert out.status == "feasible" and out.packing is not None and packs(out.packing, weights, caps)
+    assert out.stats["dual_mip_arcs"] < 5_000 and "lp_seconds" not in out.stats

@@ -70,6 +70,10 @@ _SECONDS_PER_STATE_ARC = 2e-6  # building the graph (reference machine: 0.2 s fo
 # Measured on Hard28 (10 s): every proof and every packing found kept at most 6,300 arcs after fixing;
 # above 10,000, HiGHS's root simplex alone outlasts the budget (and overruns its limit by seconds).
 _MAX_MIP_ARCS = 10_000
+# Given duals (``flow_pack``) that leave at most this many arcs go straight to the MIP; beyond, the
+# graph's own LP runs too (Hard28: the Gilmore-Gomory duals left 2,000-30,000 arcs, the interior point's
+# 700-1,400; Waescher TEST0014: 1,085, and the interior point needs 18 s).
+_FEW_MIP_ARCS = 1_500
 _MAX_STATES = 5_000_000  # positions x (capacity + 1) of step 1's tables (int32: 20 MB each); beyond: "unknown"
 # The LP: interior point without crossover (its duals are central: the reduced costs are positive on
 # every arc no optimal flow uses, so fixing removes the most; the simplex took 25 s on Hard28's
@@ -125,7 +129,8 @@ def flow_pack(
 
     ``duals`` (size -> item dual, e.g. the Gilmore-Gomory LP's): when given, arcs are first fixed by
     the reduced costs of the best paths through them under those duals (``_path_fixing``), which
-    needs no LP of the graph's own; the interior point LP runs only when that leaves too many arcs."""
+    needs no LP of the graph's own; the interior point LP runs only when that leaves more than
+    ``_FEW_MIP_ARCS`` arcs, and the MIP then keeps only what both fixings keep."""
     t0 = time.perf_counter()
     start = clock.now()
     used = sorted(caps_desc[:bins], reverse=True)
@@ -371,13 +376,12 @@ def _solve(
     out: dict[str, Any] = {}
     fixed = _path_fixing(model, sizes, graphs, duals) if duals else None
     if fixed is not None:
-        bound, keep, upper = fixed
-        out.update({"dual_bound": round(bound, 6), "dual_mip_arcs": int(keep.sum())})
-        if sum(k * graph.capacity for graph, k in graphs) / graphs[0][0].capacity + _SAFETY < bound:
+        out.update({"dual_bound": round(fixed[0], 6), "dual_mip_arcs": int(fixed[1].sum())})
+        if sum(k * graph.capacity for graph, k in graphs) / graphs[0][0].capacity + _SAFETY < fixed[0]:
             out["reason"] = "dual bound"
             return "infeasible", None, out
-        if keep.sum() <= _MAX_MIP_ARCS:
-            return _solve_mip(model, graphs, keep, upper, deadline, clock, opts, out)
+        if fixed[1].sum() <= _FEW_MIP_ARCS:
+            return _solve_mip(model, graphs, fixed[1], fixed[2], deadline, clock, opts, out)
     relaxed = model
     if len(graphs) == 1:
         row_hi = model.row_hi.copy()
@@ -402,6 +406,9 @@ def _solve(
         keep = through <= room
         cap = np.where(through > _SAFETY, np.floor(room / np.maximum(through, _SAFETY)), model.upper)
         upper = np.minimum(model.upper, cap)
+    if fixed is not None:  # both fixings are proofs: what both keep (the given duals' when the LP was cut)
+        keep = keep & fixed[1]
+        upper = np.minimum(upper, fixed[2])
     if clock.over(deadline):
         out["mip_arcs"] = int(keep.sum())
         return "unknown", None, out
