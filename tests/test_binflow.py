@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections import Counter
+from functools import partial
 
 import numpy as np
 import pytest
@@ -172,9 +173,10 @@ def _gg_duals(items: list[int], caps_desc: list[int], target: int) -> dict[int, 
 
 
 @pytest.mark.parametrize("seed", range(30, 60))
-def test_fixing_by_given_duals_proves_exactly_below_the_optimum(seed: int) -> None:
+def test_fixing_by_given_duals_proves_exactly_below_the_optimum(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """With the LP's duals (and with random duals of either sign: the fixing is a proof for any),
     the optimum still gives a packing and one bin fewer is still infeasible."""
+    monkeypatch.setattr(binflow, "_LARGE_GRAPH", 0)  # the duals are used on every graph
     items, caps = random_instance(seed)
     try:
         result = min_bins(items, caps, time_limit=30, workers=1)
@@ -187,10 +189,11 @@ def test_fixing_by_given_duals_proves_exactly_below_the_optimum(seed: int) -> No
         if not duals:
             continue
         clock = Clock(deterministic=True, limit=30.0)
-        at_best = flow_pack(Counter(items), caps, result.value, time_limit=30.0, clock=clock, duals=duals)
-        assert at_best.status == "feasible"
+        given = partial(dict, duals)
+        at_best = flow_pack(Counter(items), caps, result.value, time_limit=30.0, clock=clock, duals=given)
+        assert at_best.status == "feasible" and "dual_mip_arcs" in at_best.stats
         assert at_best.packing is not None and packs(at_best.packing, items, caps)
-        below = flow_pack(Counter(items), caps, result.value - 1, time_limit=30.0, clock=clock, duals=duals)
+        below = flow_pack(Counter(items), caps, result.value - 1, time_limit=30.0, clock=clock, duals=given)
         assert below.status == "infeasible"
 
 
@@ -210,6 +213,6 @@ def test_bpplib_waescher_test0014_packed_with_the_lp_duals() -> None:
     weights, capacity = read_bpplib(BPPLIB / "instances" / "Waescher" / "Waescher_TEST0014.txt")
     caps = [capacity] * len(weights)
     duals = _gg_duals(weights, caps, 24)
-    out = flow_pack(Counter(weights), caps, 23, time_limit=60.0, clock=Clock(), duals=duals)
+    out = flow_pack(Counter(weights), caps, 23, time_limit=60.0, clock=Clock(), duals=partial(dict, duals))
     assert out.status == "feasible" and out.packing is not None and packs(out.packing, weights, caps)
     assert out.stats["dual_mip_arcs"] < 5_000 and "lp_seconds" not in out.stats

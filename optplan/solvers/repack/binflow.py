@@ -52,7 +52,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -74,6 +74,9 @@ _MAX_MIP_ARCS = 10_000
 # graph's own LP runs too (Hard28: the Gilmore-Gomory duals left 2,000-30,000 arcs, the interior point's
 # 700-1,400; Waescher TEST0014: 1,085, and the interior point needs 18 s).
 _FEW_MIP_ARCS = 1_500
+# ... and are asked for only on graphs of more arcs than this: below, the interior point is quick
+# (Hard28's 20,000-31,000 arcs: 1-2.5 s), and the Gilmore-Gomory duals fix too few of them to save it.
+_LARGE_GRAPH = 40_000
 _MAX_STATES = 5_000_000  # positions x (capacity + 1) of step 1's tables (int32: 20 MB each); beyond: "unknown"
 # The LP: interior point without crossover (its duals are central: the reduced costs are positive on
 # every arc no optimal flow uses, so fixing removes the most; the simplex took 25 s on Hard28's
@@ -116,7 +119,7 @@ class FlowGraph:
 
 def flow_pack(
     sizes: Counter[int], caps_desc: Sequence[int], bins: int, *, time_limit: float, clock: Clock,
-    duals: dict[int, float] | None = None,
+    duals: Callable[[], dict[int, float] | None] | None = None,
 ) -> FlowOutcome:
     """Do the items ``sizes`` (size -> count, positive integers) fit into the first ``bins`` of
     ``caps_desc`` (capacities, descending)?  Solved as an arc-flow MIP by HiGHS within
@@ -127,10 +130,11 @@ def flow_pack(
     ``stats``: the graph's sizes (``states``/``state_arcs`` before compression, ``nodes``/``arcs``
     after, ``mip_arcs`` after reduced-cost fixing), ``lp_bound``, seconds, MIP nodes explored.
 
-    ``duals`` (size -> item dual, e.g. the Gilmore-Gomory LP's): when given, arcs are first fixed by
-    the reduced costs of the best paths through them under those duals (``_path_fixing``), which
-    needs no LP of the graph's own; the interior point LP runs only when that leaves more than
-    ``_FEW_MIP_ARCS`` arcs, and the MIP then keeps only what both fixings keep."""
+    ``duals``: item duals on demand (size -> dual, e.g. the Gilmore-Gomory LP's), asked for on a
+    graph of more than ``_LARGE_GRAPH`` arcs: arcs are then first fixed by the reduced costs of the
+    best paths through them under those duals (``_path_fixing``), which needs no LP of the graph's
+    own; the interior point LP runs only when that leaves more than ``_FEW_MIP_ARCS`` arcs, and the
+    MIP then keeps only what both fixings keep."""
     t0 = time.perf_counter()
     start = clock.now()
     used = sorted(caps_desc[:bins], reverse=True)
@@ -352,7 +356,7 @@ def _lagrangian(model: _Model, y: np.ndarray) -> tuple[float, np.ndarray]:
 
 def _solve(
     sizes: Counter[int], graphs: list[tuple[FlowGraph, int]], time_limit: float, clock: Clock,
-    options: dict[str, Any] | None = None, duals: dict[int, float] | None = None,
+    options: dict[str, Any] | None = None, duals: Callable[[], dict[int, float] | None] | None = None,
 ) -> tuple[Status, list[np.ndarray] | None, dict[str, Any]]:
     """The LP (interior point), reduced-cost fixing, then the MIP on what is left; the flows (one
     integer array per graph, by arc) when feasible.  ``graphs``: (graph, how many bins of its capacity).
@@ -374,7 +378,8 @@ def _solve(
     model = _model(sizes, graphs)
     n_cols = len(model.cost)
     out: dict[str, Any] = {}
-    fixed = _path_fixing(model, sizes, graphs, duals) if duals else None
+    given = duals() if duals is not None and n_cols > _LARGE_GRAPH else None
+    fixed = _path_fixing(model, sizes, graphs, given) if given else None
     if fixed is not None:
         out.update({"dual_bound": round(fixed[0], 6), "dual_mip_arcs": int(fixed[1].sum())})
         if sum(k * graph.capacity for graph, k in graphs) / graphs[0][0].capacity + _SAFETY < fixed[0]:

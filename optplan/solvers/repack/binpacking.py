@@ -174,15 +174,13 @@ def _narrow(
         return lb, best
     small = _arc_flow_graph(sizes, caps[0], _SMALL_GRAPH) is not None
     lp = GilmoreGomory.create(sizes, caps, clock, start=best) if len(best) > lb else None
-    duals: dict[int, float] | None = None
     if lp is not None:
         out = lp.bound(len(best), clock.left(deadline) * _LP_SHARE)
-        duals = out.duals
         logger.info("LP bound %d (was %d, best packing %d, %d rounds)", out.bound, lb, len(best), out.rounds)
         lb = max(lb, out.bound)
     if len(best) == lb + 1 and not small and not clock.deterministic and not clock.over(deadline):
-        if lp is not None:  # the LP solved on (the bound stops at its round-up): duals to fix arcs by
-            duals = lp.duals(clock.left(deadline) * _DUALS_SHARE)
+        # On a large graph the LP solved on (its bound stopped at the round-up) gives duals to fix arcs by.
+        duals = None if lp is None else partial(_lp_duals, lp, deadline, clock)
         flow = flow_pack(sizes, caps, lb, time_limit=clock.left(deadline) * _FLOW_SHARE, clock=clock, duals=duals)
         logger.info("arc-flow MIP into %d bins: %s %s", lb, flow.status, flow.stats)
         if flow.status == "infeasible":
@@ -203,6 +201,10 @@ def _narrow(
         if found is not None:
             best = found
     return lb, best
+
+
+def _lp_duals(lp: GilmoreGomory, deadline: float, clock: Clock) -> dict[int, float] | None:
+    return lp.duals(clock.left(deadline) * _DUALS_SHARE)
 
 
 def _finish_exactly(sizes: Counter[int], caps_desc: list[int]) -> list[Counter[int]] | None:
