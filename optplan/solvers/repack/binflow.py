@@ -71,12 +71,9 @@ _SECONDS_PER_STATE_ARC = 2e-6  # building the graph (reference machine: 0.2 s fo
 # above 10,000, HiGHS's root simplex alone outlasts the budget (and overruns its limit by seconds).
 _MAX_MIP_ARCS = 10_000
 # Given duals (``flow_pack``) that leave at most this many arcs go straight to the MIP; beyond, the
-# graph's own LP runs too (Hard28: the Gilmore-Gomory duals left 2,000-30,000 arcs, the interior point's
-# 700-1,400; Waescher TEST0014: 1,085, and the interior point needs 18 s).
+# graph's own LP runs too (Hard28: the Gilmore-Gomory duals left 760-30,000 arcs, the interior point's
+# 700-1,400 in 1-4 s; Waescher TEST0014: 1,085, and the interior point needs 18 s).
 _FEW_MIP_ARCS = 1_500
-# ... and are asked for only on graphs of more arcs than this: below, the interior point is quick
-# (Hard28's 20,000-31,000 arcs: 1-2.5 s), and the Gilmore-Gomory duals fix too few of them to save it.
-_LARGE_GRAPH = 40_000
 _MAX_STATES = 5_000_000  # positions x (capacity + 1) of step 1's tables (int32: 20 MB each); beyond: "unknown"
 # The LP: interior point without crossover (its duals are central: the reduced costs are positive on
 # every arc no optimal flow uses, so fixing removes the most; the simplex took 25 s on Hard28's
@@ -130,8 +127,8 @@ def flow_pack(
     ``stats``: the graph's sizes (``states``/``state_arcs`` before compression, ``nodes``/``arcs``
     after, ``mip_arcs`` after reduced-cost fixing), ``lp_bound``, seconds, MIP nodes explored.
 
-    ``duals``: item duals on demand (size -> dual, e.g. the Gilmore-Gomory LP's), asked for on a
-    graph of more than ``_LARGE_GRAPH`` arcs: arcs are then first fixed by the reduced costs of the
+    ``duals``: item duals on demand (size -> dual, e.g. the Gilmore-Gomory LP's), asked for once
+    the graph is built: arcs are then first fixed by the reduced costs of the
     best paths through them under those duals (``_path_fixing``), which needs no LP of the graph's
     own; the interior point LP runs only when that leaves more than ``_FEW_MIP_ARCS`` arcs, and the
     MIP then keeps only what both fixings keep."""
@@ -378,7 +375,7 @@ def _solve(
     model = _model(sizes, graphs)
     n_cols = len(model.cost)
     out: dict[str, Any] = {}
-    given = duals() if duals is not None and n_cols > _LARGE_GRAPH else None
+    given = duals() if duals is not None else None
     fixed = _path_fixing(model, sizes, graphs, given) if given else None
     if fixed is not None:
         out.update({"dual_bound": round(fixed[0], 6), "dual_mip_arcs": int(fixed[1].sum())})
