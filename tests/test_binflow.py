@@ -215,3 +215,23 @@ def test_bpplib_waescher_test0014_packed_with_the_lp_duals() -> None:
     out = flow_pack(Counter(weights), caps, 23, time_limit=60.0, clock=Clock(), duals=partial(dict, duals))
     assert out.status == "feasible" and out.packing is not None and packs(out.packing, weights, caps)
     assert out.stats["dual_mip_arcs"] < 5_000 and "lp_seconds" not in out.stats
+
+
+@pytest.mark.skipif(not (BPPLIB / "instance_index.csv").is_file(), reason=f"BPPLIB data not found at {BPPLIB}")
+def test_an_infeasibility_is_confirmed_on_a_model_holding_the_mips(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hard28 BPP119 in 76 bins: the run without presolve confirms on the model of the arcs' own
+    reduced costs, which holds every arc the MIP kept (the lightest paths fix more): both are proofs,
+    and the claim rests on the confirmation."""
+    seen: list[int] = []
+    confirm = binflow._confirm_infeasible
+
+    def spy(model: binflow._Model, keep: np.ndarray, upper: np.ndarray, time_limit: float,
+            clock: Clock) -> tuple[bool, float]:
+        seen.append(int(keep.sum()))
+        return confirm(model, keep, upper, time_limit, clock)
+
+    monkeypatch.setattr(binflow, "_confirm_infeasible", spy)
+    weights, capacity = read_bpplib(BPPLIB / "instances" / "Hard28" / "Hard28_BPP119.txt")
+    out = solve(weights, [capacity] * len(weights), 76)
+    assert out.status == "infeasible" and out.stats["confirmed"]
+    assert len(seen) == 1 and out.stats["mip_arcs"] < seen[0] < out.stats["arcs"]
