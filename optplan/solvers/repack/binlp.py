@@ -74,9 +74,6 @@ class LpOutcome:
     packing: _Bins | None = None  # (capacity, contents) per bin, or None
     rounds: int = 0
     stats: dict[str, Any] = field(default_factory=dict)
-    # The item duals (size -> dual, >= 0) of the best Lagrangian bound over all patterns, or None: any
-    # duals give valid bounds, these good ones let ``binflow`` fix arcs without solving its own LP.
-    duals: dict[int, float] | None = None
 
 
 def lp_bound_and_dive(
@@ -143,8 +140,6 @@ class GilmoreGomory:
         deadline = clock.now() + time_limit
         best = _generate(master, self.demand, self.counts, target, deadline, clock)
         out = LpOutcome(bound=best.bound, lp_value=best.lp_value, rounds=best.rounds)
-        if best.duals is not None:
-            out.duals = {s: float(y) for s, y in zip(master.sizes, best.duals, strict=True)}
         while out.bound < target and not clock.over(deadline):
             m = out.bound
             master.restrict(sum(self.caps_desc[:m]) - self.total)
