@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--families", nargs="+", default=["Falkenauer_U", "Hard28"])
     parser.add_argument("--time-limit", type=float, default=10.0, help="seconds per instance")
     parser.add_argument("--limit", type=int, default=0, help="at most N instances per family (0: all)")
+    parser.add_argument("--every", type=int, default=1, help="every N-th instance of each family (a sample)")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--deterministic", action="store_true",
                         help="limits as work (optplan's deterministic clock) instead of wall-clock seconds: the same "
@@ -86,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     index = load_index(args.data_dir, args.families)
     for family, instances in index.items():
+        instances = instances[:: max(1, args.every)]
         if args.limit > 0:
             instances = instances[: args.limit]
         if not instances:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections import Counter
+from functools import partial
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from optplan.bench import read_bpplib
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.repack import binflow
 from optplan.solvers.repack.binflow import FlowGraph, flow_graph, flow_pack
+from optplan.solvers.repack.binlp import GilmoreGomory
 from optplan.solvers.repack.binpacking import min_bins
 from tests.test_binpacking import BPPLIB, brute_force_min_bins
 
@@ -130,8 +132,8 @@ def test_the_compressed_graph_holds_exactly_the_patterns(seed: int) -> None:
 def test_a_flow_that_does_not_decode_is_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
     """A solver answer that is not a packing of exactly the items is never returned as one."""
 
-    def broken(sizes: Counter[int], graphs: list[tuple[FlowGraph, int]], *args: object) -> tuple[str, list[np.ndarray],
-                                                                                                  dict[str, object]]:
+    def broken(sizes: Counter[int], graphs: list[tuple[FlowGraph, int]], *args: object,
+               **kwargs: object) -> tuple[str, list[np.ndarray], dict[str, object]]:
         return "feasible", [np.zeros(len(g.arcs), dtype=np.int64) for g, _ in graphs], {}
 
     monkeypatch.setattr(binflow, "_solve", broken)
@@ -159,3 +161,77 @@ def test_bpplib_hard28_bpp119_proven_above_its_lp_bound() -> None:
     out = solve(weights, [capacity] * n, 76)
     assert out.status == "infeasible"
     assert out.stats["arcs"] < out.stats["state_arcs"] / 3  # the compression
+
+
+def _gg_duals(items: list[int], caps_desc: list[int], target: int) -> dict[int, float] | None:
+    """The Gilmore-Gomory LP's item duals, solved on to its optimum (what ``min_bins`` hands ``flow_pack``)."""
+    clock = Clock(deterministic=True, limit=30.0)
+    lp = GilmoreGomory.create(Counter(items), caps_desc, clock)
+    assert lp is not None
+    lp.bound(target, 10.0)
+    return lp.duals(10.0)
+
+
+@pytest.mark.parametrize("seed", range(30, 60))
+def test_fixing_by_given_duals_proves_exactly_below_the_optimum(seed: int) -> None:
+    """With the LP's duals (and with random duals of either sign: the fixing is a proof for any),
+    the optimum still gives a packing and one bin fewer is still infeasible."""
+    items, caps = random_instance(seed)
+    try:
+        result = min_bins(items, caps, time_limit=30, workers=1)
+    except ValueError:  # the bins cannot hold the items
+        return
+    assert result.proven
+    rng = random.Random(seed)
+    gg = _gg_duals(items, caps, result.value)
+    for duals in (gg, {s: rng.uniform(-0.5, 1.0) for s in set(items)}):
+        if not duals:
+            continue
+        clock = Clock(deterministic=True, limit=30.0)
+        given = partial(dict, duals)
+        at_best = flow_pack(Counter(items), caps, result.value, time_limit=30.0, clock=clock, duals=given)
+        assert at_best.status == "feasible" and "dual_mip_arcs" in at_best.stats
+        assert at_best.packing is not None and packs(at_best.packing, items, caps)
+        below = flow_pack(Counter(items), caps, result.value - 1, time_limit=30.0, clock=clock, duals=given)
+        assert below.status == "infeasible"
+
+
+def test_the_lightest_path_through_an_arc() -> None:
+    """Arcs 0->1 (1), 1->3 (5), 0->2 (2), 2->3 (0), 1->2 (0): the lightest path through 1->3 weighs 6,
+    through 1->2 weighs 1 + 0 + 0."""
+    graph = FlowGraph(10, 4, [(0, 1, 3), (0, 2, 4), (1, 2, 0), (1, 3, 5), (2, 3, 0)], 0, 0)
+    weight = np.array([1.0, 2.0, 0.0, 5.0, 0.0])
+    assert binflow._through([(graph, 1)], weight).tolist() == [1.0, 2.0, 1.0, 6.0, 1.0]
+
+
+@pytest.mark.skipif(not (BPPLIB / "instance_index.csv").is_file(), reason=f"BPPLIB data not found at {BPPLIB}")
+def test_bpplib_waescher_test0014_packed_with_the_lp_duals() -> None:
+    """TEST0014 (96 items, capacity 10,000, 23 bins may waste 29 in all): the arc-flow graph has
+    58,425 arcs, whose own LP took 18 s; the Gilmore-Gomory duals leave about 1,000 of them and
+    the MIP finds the 23-bin packing."""
+    weights, capacity = read_bpplib(BPPLIB / "instances" / "Waescher" / "Waescher_TEST0014.txt")
+    caps = [capacity] * len(weights)
+    duals = _gg_duals(weights, caps, 24)
+    out = flow_pack(Counter(weights), caps, 23, time_limit=60.0, clock=Clock(), duals=partial(dict, duals))
+    assert out.status == "feasible" and out.packing is not None and packs(out.packing, weights, caps)
+    assert out.stats["dual_mip_arcs"] < 5_000 and "lp_seconds" not in out.stats
+
+
+@pytest.mark.skipif(not (BPPLIB / "instance_index.csv").is_file(), reason=f"BPPLIB data not found at {BPPLIB}")
+def test_an_infeasibility_is_confirmed_on_a_model_holding_the_mips(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hard28 BPP119 in 76 bins: the run without presolve confirms on the model of the arcs' own
+    reduced costs, which holds every arc the MIP kept (the lightest paths fix more): both are proofs,
+    and the claim rests on the confirmation."""
+    seen: list[int] = []
+    confirm = binflow._confirm_infeasible
+
+    def spy(model: binflow._Model, keep: np.ndarray, upper: np.ndarray, time_limit: float,
+            clock: Clock) -> tuple[bool, float]:
+        seen.append(int(keep.sum()))
+        return confirm(model, keep, upper, time_limit, clock)
+
+    monkeypatch.setattr(binflow, "_confirm_infeasible", spy)
+    weights, capacity = read_bpplib(BPPLIB / "instances" / "Hard28" / "Hard28_BPP119.txt")
+    out = solve(weights, [capacity] * len(weights), 76)
+    assert out.status == "infeasible" and out.stats["confirmed"]
+    assert len(seen) == 1 and out.stats["mip_arcs"] < seen[0] < out.stats["arcs"]

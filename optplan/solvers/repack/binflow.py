@@ -52,7 +52,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -70,6 +70,10 @@ _SECONDS_PER_STATE_ARC = 2e-6  # building the graph (reference machine: 0.2 s fo
 # Measured on Hard28 (10 s): every proof and every packing found kept at most 6,300 arcs after fixing;
 # above 10,000, HiGHS's root simplex alone outlasts the budget (and overruns its limit by seconds).
 _MAX_MIP_ARCS = 10_000
+# Given duals (``flow_pack``) that leave at most this many arcs go straight to the MIP; beyond, the
+# graph's own LP runs too (Hard28: the Gilmore-Gomory duals left 760-30,000 arcs, the interior point's
+# 700-1,400 in 1-4 s; Waescher TEST0014: 1,085, and the interior point needs 18 s).
+_FEW_MIP_ARCS = 1_500
 _MAX_STATES = 5_000_000  # positions x (capacity + 1) of step 1's tables (int32: 20 MB each); beyond: "unknown"
 # The LP: interior point without crossover (its duals are central: the reduced costs are positive on
 # every arc no optimal flow uses, so fixing removes the most; the simplex took 25 s on Hard28's
@@ -111,7 +115,8 @@ class FlowGraph:
 
 
 def flow_pack(
-    sizes: Counter[int], caps_desc: Sequence[int], bins: int, *, time_limit: float, clock: Clock
+    sizes: Counter[int], caps_desc: Sequence[int], bins: int, *, time_limit: float, clock: Clock,
+    duals: Callable[[], dict[int, float] | None] | None = None,
 ) -> FlowOutcome:
     """Do the items ``sizes`` (size -> count, positive integers) fit into the first ``bins`` of
     ``caps_desc`` (capacities, descending)?  Solved as an arc-flow MIP by HiGHS within
@@ -120,7 +125,13 @@ def flow_pack(
     run cut by its limit may end differently on another machine; a proof or a packing does not).
 
     ``stats``: the graph's sizes (``states``/``state_arcs`` before compression, ``nodes``/``arcs``
-    after, ``mip_arcs`` after reduced-cost fixing), ``lp_bound``, seconds, MIP nodes explored."""
+    after, ``mip_arcs`` after reduced-cost fixing), ``lp_bound``, seconds, MIP nodes explored.
+
+    ``duals``: item duals on demand (size -> dual, e.g. the Gilmore-Gomory LP's), asked for once
+    the graph is built: arcs are then first fixed by the reduced costs of the
+    best paths through them under those duals (``_path_fixing``), which needs no LP of the graph's
+    own; the interior point LP runs only when that leaves more than ``_FEW_MIP_ARCS`` arcs, and the
+    MIP then keeps only what both fixings keep."""
     t0 = time.perf_counter()
     start = clock.now()
     used = sorted(caps_desc[:bins], reverse=True)
@@ -145,7 +156,7 @@ def flow_pack(
     stats["arcs"] = sum(len(g.arcs) for g, _ in graphs)
     stats["build_seconds"] = round(time.perf_counter() - t0, 3)
     clock.charge(stats["state_arcs"] * _SECONDS_PER_STATE_ARC)
-    status, flows, info = _solve(Counter(items), graphs, clock.left(start + time_limit), clock)
+    status, flows, info = _solve(Counter(items), graphs, clock.left(start + time_limit), clock, duals=duals)
     stats.update(info)
     stats["seconds"] = round(time.perf_counter() - t0, 3)
     logger.info("arc-flow MIP (HiGHS), %d bins: %s %s", bins, status, stats)
@@ -342,15 +353,18 @@ def _lagrangian(model: _Model, y: np.ndarray) -> tuple[float, np.ndarray]:
 
 def _solve(
     sizes: Counter[int], graphs: list[tuple[FlowGraph, int]], time_limit: float, clock: Clock,
-    options: dict[str, Any] | None = None,
+    options: dict[str, Any] | None = None, duals: Callable[[], dict[int, float] | None] | None = None,
 ) -> tuple[Status, list[np.ndarray] | None, dict[str, Any]]:
     """The LP (interior point), reduced-cost fixing, then the MIP on what is left; the flows (one
     integer array per graph, by arc) when feasible.  ``graphs``: (graph, how many bins of its capacity).
 
     Fixing: with ``(L, d)`` from ``_lagrangian``, every packing into those bins has
-    ``L + sum_j max(d_j, 0) x_j <= c.x <= B`` (``B``: the capacity of those bins), so an arc with
-    ``d_j > B - L`` carries no flow and the others at most ``(B - L) / d_j`` (a margin of
-    ``_SAFETY`` on the side of keeping).
+    ``L + sum_j max(d_j, 0) x_j <= c.x <= B`` (``B``: the capacity of those bins).  The flow of
+    each graph is a sum of source-sink paths (the bins), so the paths it uses weigh at most
+    ``B - L`` in all under ``max(d, 0)``: an arc whose lightest path (``_through``) weighs more
+    carries no flow, and the others at most ``(B - L) / that`` (a margin of ``_SAFETY`` on the
+    side of keeping).  (The arc's own ``d_j`` alone fixed 3,655 of Hard28 BPP14's 19,672 arcs'
+    complement; its paths leave 1,393.)
     With one capacity type the LP drops the limit on the flow (a relaxation: always feasible, and
     ``L > B`` is then the LP bound's proof); with several it keeps the limits per
     type (stronger), and an infeasible LP leaves the whole graph to the MIP."""
@@ -361,6 +375,15 @@ def _solve(
     model = _model(sizes, graphs)
     n_cols = len(model.cost)
     out: dict[str, Any] = {}
+    given = duals() if duals is not None else None
+    fixed = _path_fixing(model, sizes, graphs, given) if given else None
+    if fixed is not None:
+        out.update({"dual_bound": round(fixed[0], 6), "dual_mip_arcs": int(fixed[1].sum())})
+        if sum(k * graph.capacity for graph, k in graphs) / graphs[0][0].capacity + _SAFETY < fixed[0]:
+            out["reason"] = "dual bound"
+            return "infeasible", None, out
+        if fixed[1].sum() <= _FEW_MIP_ARCS:
+            return _solve_mip(model, graphs, fixed[1], fixed[2], deadline, clock, opts, out)
     relaxed = model
     if len(graphs) == 1:
         row_hi = model.row_hi.copy()
@@ -374,6 +397,7 @@ def _solve(
     out["lp_seconds"] = round(seconds, 3)
     keep = np.ones(n_cols, dtype=bool)
     upper = model.upper
+    confirm: tuple[np.ndarray, np.ndarray] | None = None
     if lp.getModelStatus() == highspy.HighsModelStatus.kOptimal:
         bound, d = _lagrangian(relaxed, np.asarray(lp.getSolution().row_dual, dtype=np.float64))
         out["lp_bound"] = round(bound, 6)
@@ -381,12 +405,34 @@ def _solve(
         if room < 0:
             out["reason"] = "LP bound"
             return "infeasible", None, out
-        keep = d <= room
-        cap = np.where(d > _SAFETY, np.floor(room / np.maximum(d, _SAFETY)), model.upper)
+        # The arc's own reduced cost: the model HiGHS without presolve confirms an infeasibility on
+        # (on Hard28 BPP14 it took 4.5-9.3 s over four seeds; 4.8-26 s on the smaller model below).
+        confirm = (d <= room, np.minimum(model.upper, np.where(d > _SAFETY, np.floor(room / np.maximum(d, _SAFETY)),
+                                                                model.upper)))
+        through = _through(graphs, np.maximum(d, 0.0))
+        keep = through <= room
+        cap = np.where(through > _SAFETY, np.floor(room / np.maximum(through, _SAFETY)), model.upper)
         upper = np.minimum(model.upper, cap)
-    out["mip_arcs"] = int(keep.sum())
+    if fixed is not None:  # both fixings are proofs: what both keep (the given duals' when the LP was cut)
+        keep = keep & fixed[1]
+        upper = np.minimum(upper, fixed[2])
     if clock.over(deadline):
+        out["mip_arcs"] = int(keep.sum())
         return "unknown", None, out
+    return _solve_mip(model, graphs, keep, upper, deadline, clock, opts, out, confirm)
+
+
+def _solve_mip(model: _Model, graphs: list[tuple[FlowGraph, int]], keep: np.ndarray, upper: np.ndarray,
+               deadline: float, clock: Clock, opts: dict[str, Any], out: dict[str, Any],
+               confirm: tuple[np.ndarray, np.ndarray] | None = None,
+               ) -> tuple[Status, list[np.ndarray] | None, dict[str, Any]]:
+    """The MIP on the columns ``keep`` (bounds ``upper``), the rest fixed at 0 by a proof; an
+    infeasibility is confirmed on ``confirm`` (columns, bounds: another proof's) when given, else on
+    the same model."""
+    import highspy
+
+    n_cols = len(model.cost)
+    out["mip_arcs"] = int(keep.sum())
     if out["mip_arcs"] > _MAX_MIP_ARCS:
         out["reason"] = "too many arcs left after fixing"
         return "unknown", None, out
@@ -401,8 +447,8 @@ def _solve(
     if status == highspy.HighsModelStatus.kInfeasible:
         # Presolve is on for speed (a packing is checked anyway), but HiGHS 1.16 answered
         # "infeasible" wrongly after presolve on another model of ours (goals/milp.py): a proof
-        # is claimed only once a run without presolve agrees on the same reduced model.
-        confirmed, seconds = _confirm_infeasible(model, keep, upper, clock.left(deadline), clock)
+        # is claimed only once a run without presolve agrees (on ``confirm``, itself a proof's model).
+        confirmed, seconds = _confirm_infeasible(model, *(confirm or (keep, upper)), clock.left(deadline), clock)
         out.update({"confirmed": confirmed, "confirm_seconds": round(seconds, 3)})
         return ("infeasible" if confirmed else "unknown"), None, out
     if info.primal_solution_status == 2:  # a feasible integer solution
@@ -415,6 +461,74 @@ def _solve(
             at += len(graph.arcs)
         return "feasible", flows, out
     return "unknown", None, out
+
+
+def _through(graphs: list[tuple[FlowGraph, int]], weight: np.ndarray) -> np.ndarray:
+    """Per arc (the graphs' arcs in turn, as ``weight``): the least ``weight`` (>= 0) of a source-sink
+    path of its graph through it (shortest paths in a DAG whose nodes are numbered in topological order)."""
+    out = np.empty(len(weight))
+    at = 0
+    for graph, _ in graphs:
+        n, m = graph.n_nodes, len(graph.arcs)
+        w = weight[at : at + m].tolist()
+        tail = [a[0] for a in graph.arcs]
+        head = [a[1] for a in graph.arcs]
+        to = [np.inf] * n  # from the source to a node
+        to[0] = 0.0
+        for j in sorted(range(m), key=tail.__getitem__):
+            to[head[j]] = min(to[head[j]], to[tail[j]] + w[j])
+        on = [np.inf] * n  # from a node to the sink
+        on[n - 1] = 0.0
+        for j in sorted(range(m), key=lambda j: -head[j]):
+            on[tail[j]] = min(on[tail[j]], w[j] + on[head[j]])
+        out[at : at + m] = np.asarray(to)[tail] + weight[at : at + m] + np.asarray(on)[head]
+        at += m
+    return out
+
+
+def _path_fixing(model: _Model, sizes: Counter[int], graphs: list[tuple[FlowGraph, int]],
+                 duals: dict[int, float]) -> tuple[float, np.ndarray, np.ndarray] | None:
+    """Reduced-cost fixing from item duals alone: ``(L, keep, upper)``, or None when the duals are all 0.
+
+    With ``pi_s`` per size (of any sign: the item rows are equalities), a bin of type ``t`` holding
+    pattern ``p`` has reduced cost ``rc(p) = cost_t - pi.p`` (``cost_t``: its capacity over the largest).
+    ``pi`` is first scaled by ``1 / V``, ``V`` the largest ``pi.p / cost_t`` over the paths of every graph (the longest
+    path from the source, with weight ``pi_s`` on an item arc: every path is a pattern), so that no
+    bin's reduced cost is negative (Farley's scaling).  Then for every packing into the bins of
+    ``graphs`` (item rows equalities): ``sum over its bins of rc = c.x - pi.d <= B - L`` with
+    ``L = pi.d`` and ``B`` the capacity of those bins (``_solve``'s objective), each term ``>= 0``.
+    Every bin is a path; an arc ``(u, v, s)`` lies only on paths of reduced cost at least
+    ``cost_t - (phi(u) + pi_s + psi(v))`` (``phi``: longest path from the source to ``u``,
+    ``psi``: from ``v`` to the sink).  So an arc whose best path costs more than ``B - L`` carries
+    no flow, and the others at most ``(B - L) / that`` (a margin of ``_SAFETY`` on the side of keeping)."""
+    cmax = graphs[0][0].capacity
+    pi = {s: float(duals.get(s, 0.0)) for s in sizes}
+    paths: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # per graph: phi(tail), pi_s, psi(head)
+    scale = 0.0
+    for graph, _ in graphs:
+        n = graph.n_nodes
+        tail = np.fromiter((a[0] for a in graph.arcs), dtype=np.int64, count=len(graph.arcs))
+        head = np.fromiter((a[1] for a in graph.arcs), dtype=np.int64, count=len(graph.arcs))
+        weight = np.fromiter((pi.get(a[2], 0.0) for a in graph.arcs), dtype=np.float64, count=len(graph.arcs))
+        phi = [-np.inf] * n  # nodes are numbered in topological order: tail < head
+        psi = [-np.inf] * n
+        phi[0] = psi[n - 1] = 0.0
+        for t, h, w in sorted(zip(tail.tolist(), head.tolist(), weight.tolist(), strict=True)):
+            phi[h] = max(phi[h], phi[t] + w)
+        for t, h, w in sorted(zip(tail.tolist(), head.tolist(), weight.tolist(), strict=True),
+                              key=lambda a: -a[1]):
+            psi[t] = max(psi[t], w + psi[h])
+        scale = max(scale, psi[0] / (graph.capacity / cmax))
+        paths.append((np.asarray(phi)[tail], weight, np.asarray(psi)[head]))
+    if scale <= 0.0:
+        return None
+    bound = sum(pi[s] * c for s, c in sizes.items()) / scale
+    room = sum(k * graph.capacity for graph, k in graphs) / cmax - bound + _SAFETY
+    rc = np.concatenate([graph.capacity / cmax - (phi + w + psi) / scale
+                         for (graph, _), (phi, w, psi) in zip(graphs, paths, strict=True)])
+    keep = rc <= room
+    cap = np.where(rc > _SAFETY, np.floor(max(room, 0.0) / np.maximum(rc, _SAFETY)), model.upper)
+    return bound, keep, np.minimum(model.upper, cap)
 
 
 def _confirm_infeasible(model: _Model, keep: np.ndarray, upper: np.ndarray, time_limit: float,

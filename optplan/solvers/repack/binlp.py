@@ -153,6 +153,18 @@ class GilmoreGomory:
         out.stats["columns"] = len(master.columns)
         return out
 
+    def duals(self, time_limit: float) -> dict[int, float] | None:
+        """Item duals (size -> dual) of the LP solved as far as ``time_limit`` allows: column
+        generation goes on past the rounded-up bound, to the LP's optimum, which is what arc fixing
+        by reduced costs (``binflow``) needs; the duals of the best Lagrangian bound seen."""
+        master, clock = self.master, self.clock
+        master.set_rhs(self.demand, self.counts)
+        master.restrict(None)
+        best = _generate(master, self.demand, self.counts, INFEASIBLE, clock.now() + time_limit, clock, converge=True)
+        if best.duals is None:
+            return None
+        return {s: float(y) for s, y in zip(master.sizes, best.duals, strict=True)}
+
     def pack(self, bins: int, time_limit: float, finish: Finish | None = None) -> _Bins | None:
         """A packing into ``bins`` bins (in practice the bound: a packing there is proven
         optimal, and its small waste allowance is what steers the search): ``_dive`` (with
@@ -180,6 +192,7 @@ class _Generated:
     bound: int
     lp_value: float | None
     rounds: int
+    duals: np.ndarray | None = None  # the item duals of the best bound (multiples of 1 / _SCALE)
 
 
 def _generate(
@@ -227,7 +240,7 @@ def _generate(
             break
         if (bound >= math.ceil(z - 1e-7) and not converge) or clock.over(deadline):
             break
-    return _Generated(bound=math.ceil(best_l), lp_value=lp_value, rounds=rounds)
+    return _Generated(bound=math.ceil(best_l), lp_value=lp_value, rounds=rounds, duals=best_y)
 
 
 def _lagrangian(w: np.ndarray, demand: list[int], counts: list[int], values: list[int]) -> Fraction:
