@@ -366,6 +366,8 @@ def test_a_pdb_blocks_an_eviction_until_the_deadline_then_rejected(clock: Clock)
     assert c.evictions == []
     assert len(c.eviction_calls) > 2  # retried with backoff until the deadline
     assert run["status"]["phase"] == "Failed" and complete(run)["reason"] == "ExecutionGoalNotReached"
+    # the verdict carries the refusal: the pod and the API's answer (on a real server, the budget's name)
+    assert f"{NS}/{W0} (Cannot evict pod as it would violate the pod's disruption budget." in complete(run)["message"]
     assert clock.t - T0 >= SETTINGS.eviction_deadline
 
 

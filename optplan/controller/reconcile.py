@@ -824,7 +824,11 @@ class Reconciler:
             lost = room_lost(after, run, [f"{a.namespace}/{a.name}" for a in goals.admissions if a.admitted]) \
                 if goals is not None else []
         rels = (obj.get("status") or {}).get("relocations") or []
-        refused = [st.relocation_key(r) for r in rels if _ev(r) in (st.EV_REJECTED, st.EV_SKIPPED)]
+        # a rejected eviction carries the API's answer (a PodDisruptionBudget's 429 names the budget)
+        refused = [st.relocation_key(r) + (f" ({(r.get('eviction') or {}).get('message')})"
+                                           if _ev(r) == st.EV_REJECTED and (r.get("eviction") or {}).get("message")
+                                           else "")
+                   for r in rels if _ev(r) in (st.EV_REJECTED, st.EV_SKIPPED)]
         timed_out = [st.relocation_key(r) for r in rels if _pl(r) == st.PL_TIMED_OUT]
         elsewhere = [r for r in rels if _pl(r) == st.PL_ELSEWHERE]
         base = v.conditions[0]

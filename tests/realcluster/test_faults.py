@@ -1,0 +1,191 @@
+"""Faults on the real cluster (issue 25 §4): what the seed's Execute journal and Kubernetes promise when
+something goes wrong mid-run, each fault in its own namespace, on its own KWOK nodes, with its own RepackRun
+(deleted afterwards with the namespace and the nodes).
+
+Every scenario is the same small world: VCJobs whose workers (1 ``nvidia.com/gpu`` each) sit on nearly empty
+"victim" nodes, and "target" nodes holding a filler pod (outside the run's scope) that leaves room for one
+worker each; an Execute RepackRun scoped to those nodes and jobs moves the workers onto the targets and frees
+the victim nodes. Volcano's job controller recreates an evicted worker under the same name with a new UID;
+vc-scheduler binds it. optplan's controller runs as a child process with the ServiceAccount's token.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.realcluster.cluster import CODE, Cluster, Proc, free_port
+
+pytestmark = pytest.mark.realcluster
+GPU = "nvidia.com/gpu"
+FINISHED = ("Succeeded", "Failed")
+
+
+@dataclass
+class World:
+    """One fault's namespace, nodes, jobs and RepackRun."""
+
+    c: Cluster
+    ns: str
+    victims: dict[str, str] = field(default_factory=dict)  # job name -> victim node
+    targets: list[str] = field(default_factory=list)
+    procs: list[Proc] = field(default_factory=list)
+
+    @property
+    def run(self) -> str:
+        return self.ns
+
+    def pods(self) -> list[dict[str, Any]]:
+        """The namespace's pods, read as the admin (urllib: fast enough to poll every 50 ms)."""
+        return list(self.c.get(f"/api/v1/namespaces/{self.ns}/pods")["items"])
+
+    def workers(self) -> dict[str, dict[str, Any]]:
+        """Worker pods by UID."""
+        return {p["metadata"]["uid"]: p for p in self.pods()
+                if "volcano.sh/job-name" in p["metadata"].get("labels", {})}
+
+    def status(self) -> dict[str, Any]:
+        return dict(self.c.get(f"/apis/repack.volcano.sh/v1alpha1/repackruns/{self.run}").get("status") or {})
+
+    def controller(self, name: str, *extra: str, sa: Path, deadline: int = 60) -> Proc:
+        proc = self.c.spawn(f"{self.ns}-{name}", [
+            sys.executable, "-c", CODE, "controller", "--kubeconfig", str(sa), "-v",
+            "--metrics-address", f"127.0.0.1:{free_port()}", "--cooldown", "0",
+            "--eviction-deadline", str(deadline), "--replacement-deadline", "90", *extra])
+        self.procs.append(proc)
+        return proc
+
+    def start_run(self, **spec: Any) -> None:
+        self.c.apply([{"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun",
+                       "metadata": {"name": self.run, "labels": {"fault": self.ns}},
+                       "spec": {"mode": "Execute", "goals": [{"resource": GPU}],
+                                "scope": {"podGroups": {"include": {"selector": {"matchLabels": {"fault": self.ns}}}},
+                                          "nodes": {"include": {"selector": {"matchLabels": {"fault": self.ns}}}}},
+                                "eviction": {"gracePeriodSeconds": 1}, **spec}}])
+
+    def wait_finished(self, timeout: float = 180) -> dict[str, Any]:
+        self.c.wait_for(f"RepackRun {self.run} finished", lambda: self.status().get("phase") in FINISHED,
+                        timeout=timeout)
+        return self.status()
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        req = urllib.request.Request(self.c.server + path, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, context=self.c.ssl_context(), timeout=10) as r:
+            return json.loads(r.read())
+
+
+def _job(ns: str, name: str, replicas: int) -> dict[str, Any]:
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": name, "namespace": ns, "labels": {"fault": ns}},
+            "spec": {"schedulerName": "volcano", "queue": "default", "minAvailable": replicas,
+                     "tasks": [{"name": "worker", "replicas": replicas, "template": {
+                         "metadata": {"labels": {"app": name}},
+                         "spec": {"restartPolicy": "OnFailure", "nodeSelector": {"fault": ns},
+                                  "containers": [{"name": "trainer", "image": "trainer:1", "resources": {
+                                      "requests": {GPU: "1"}, "limits": {GPU: "1"}}}]}}}]}}
+
+
+def _filler(ns: str, node: str, cards: int) -> dict[str, Any]:
+    res = {"requests": {GPU: str(cards)}, "limits": {GPU: str(cards)}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"filler-{node}", "namespace": ns},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "serve:1", "resources": res}]}}
+
+
+@contextmanager
+def world(c: Cluster, ns: str, jobs: dict[str, int], targets: int) -> Iterator[World]:
+    """Jobs (name -> workers, all of a job on one victim node of its own) and ``targets`` nodes with room for
+    one worker each; everything deleted afterwards, the controllers ended first (by their PIDs)."""
+    w = World(c, ns)
+    c.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}])
+    c.wait_for(f"{ns}'s default ServiceAccount", lambda: c.kubectl(
+        "get", "serviceaccount", "default", "-n", ns, check=False).returncode == 0)
+    try:
+        victim_nodes = [f"{ns}-v{i}" for i in range(len(jobs))]
+        w.targets = [f"{ns}-t{i}" for i in range(targets)]
+        for node in victim_nodes + w.targets:
+            c.add_node(node, gpus=8, labels={"fault": ns})
+        c.kubectl("cordon", *victim_nodes, *w.targets)
+        for (job, replicas), node in zip(jobs.items(), victim_nodes, strict=True):
+            c.kubectl("uncordon", node)
+            c.apply([_job(ns, job, replicas)])
+            c.wait_for(f"{job} Running on {node}", lambda job=job, node=node, n=replicas: len(
+                ps := [p for p in w.pods() if p["metadata"]["labels"].get("volcano.sh/job-name") == job]) == n
+                and all(p["status"].get("phase") == "Running" and p["spec"].get("nodeName") == node for p in ps),
+                timeout=90)
+            c.kubectl("cordon", node)
+            w.victims[job] = node
+        c.apply([_filler(ns, node, 7) for node in w.targets])
+        c.wait_for("the fillers Running", lambda: all(
+            p["status"].get("phase") == "Running" for p in w.pods() if p["metadata"]["name"].startswith("filler")))
+        c.kubectl("uncordon", *victim_nodes, *w.targets)
+        yield w
+    finally:
+        for proc in w.procs:
+            c.end(proc)
+        c.kubectl("delete", "repackrun", w.run, "--ignore-not-found", "--wait=false", check=False)
+        c.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+        for node in list(w.victims.values()) + w.targets:
+            c.kubectl("delete", "node", node, "--ignore-not-found", "--wait=false", check=False)
+
+
+def _gone(uid: str, now: dict[str, dict[str, Any]]) -> bool:
+    """The pod of this UID is deleted or being deleted (what an eviction does)."""
+    return uid not in now or "deletionTimestamp" in now[uid]["metadata"]
+
+
+def test_a_pdb_at_zero_at_eviction_time_rejects_the_relocation(real_cluster: Cluster, sa_kubeconfig: Path) -> None:
+    """Seed 000 步骤六 / Kubernetes' Eviction API: a victim whose PodDisruptionBudget allows no disruption
+    when it is asked is refused with 429 ("would violate the pod's disruption budget"); optplan asks again
+    until its ``--eviction-deadline`` and then records the relocation ``Rejected`` naming the budget; the
+    run ends Failed (ExecutionGoalNotReached) and the covered victim is never evicted.
+
+    The planner honours budgets, so the budget must turn to 0 after the plan: two victim nodes are freed one
+    after the other (a node's evictions wait for the previous node's replacements to be bound); as soon as
+    the first victim is evicted, a PDB with minAvailable 1 is created over the other job's only worker."""
+    deadline = 8
+    with world(real_cluster, "fault-pdb", {"pdb-a": 1, "pdb-b": 1}, targets=2) as w:
+        before = w.workers()
+        by_job = {p["metadata"]["labels"]["volcano.sh/job-name"]: uid for uid, p in before.items()}
+        w.controller("controller", sa=sa_kubeconfig, deadline=deadline)
+        w.start_run()
+        first = ""
+        end = time.monotonic() + 120
+        while not first and time.monotonic() < end:
+            now = w.workers()
+            first = next((job for job, uid in by_job.items() if _gone(uid, now)), "")
+            time.sleep(0.05)
+        assert first, f"no eviction within 120 s: {w.status()}"
+        [covered] = [job for job in by_job if job != first]
+        w.post(f"/apis/policy/v1/namespaces/{w.ns}/poddisruptionbudgets",
+               {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": f"guard-{covered}", "namespace": w.ns},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": covered}}}})
+        guarded = time.monotonic()
+        status = w.wait_finished()
+        took = time.monotonic() - guarded
+        print(f"{w.run}: {status['phase']} {took:.1f} s after the PDB (eviction deadline {deadline} s)")
+        print(json.dumps(status.get("relocations"), indent=1))
+        assert status["phase"] == "Failed", status["conditions"]
+        reasons = {c["reason"] for c in status["conditions"]}
+        assert "ExecutionGoalNotReached" in reasons, status["conditions"]
+        rel = {r["victimPodUID"]: r for r in status["relocations"]}
+        refused = rel[by_job[covered]]
+        assert refused["eviction"]["phase"] == "Rejected", refused
+        assert f"guard-{covered}" in refused["eviction"]["message"], refused
+        assert "disruption budget" in refused["eviction"]["message"], refused
+        text = json.dumps(status["conditions"])
+        assert f"guard-{covered}" in text, status["conditions"]  # the verdict names the budget
+        assert rel[by_job[first]]["eviction"]["phase"] == "Evicted"
+        # the covered worker is the same pod as before, never evicted
+        assert not _gone(by_job[covered], w.workers())
+        assert deadline <= took < deadline + 60, took
