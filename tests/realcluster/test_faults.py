@@ -12,6 +12,7 @@ vc-scheduler binds it. optplan's controller runs as a child process with the Ser
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 import urllib.request
@@ -189,3 +190,76 @@ def test_a_pdb_at_zero_at_eviction_time_rejects_the_relocation(real_cluster: Clu
         # the covered worker is the same pod as before, never evicted
         assert not _gone(by_job[covered], w.workers())
         assert deadline <= took < deadline + 60, took
+
+
+@dataclass
+class Seen:
+    """Every worker pod seen while polling: UID -> name, and the UIDs seen deleted or terminating."""
+
+    names: dict[str, str] = field(default_factory=dict)
+    gone: set[str] = field(default_factory=set)
+
+    def look(self, w: World) -> dict[str, dict[str, Any]]:
+        now = w.workers()
+        for uid, p in now.items():
+            self.names[uid] = p["metadata"]["name"]
+        self.gone |= {uid for uid in self.names if _gone(uid, now)}
+        return now
+
+
+def _watch(w: World, seen: Seen, until: Any, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        seen.look(w)
+        if until():
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"{w.run}: not reached in {timeout} s: {w.status()}")
+
+
+def _assert_each_victim_evicted_once(w: World, seen: Seen, original: set[str]) -> dict[str, Any]:
+    """The journal and the API server agree: every pod that went is a journaled victim (its UID in
+    status.relocations, Evicted), each victim name lost one pod at most, and every replacement (the same
+    name, a new UID) is still there: never evicted."""
+    status = w.status()
+    journal = {r["victimPodUID"]: r for r in status["relocations"]}
+    assert seen.gone <= set(journal), (seen.gone - set(journal), status["relocations"])
+    assert seen.gone <= original
+    assert all(journal[uid]["eviction"]["phase"] == "Evicted" for uid in seen.gone), status["relocations"]
+    by_name: dict[str, list[str]] = {}
+    for uid in seen.gone:
+        by_name.setdefault(seen.names[uid], []).append(uid)
+    assert all(len(uids) == 1 for uids in by_name.values()), by_name
+    replacements = set(seen.names) - original
+    now = w.workers()
+    assert replacements and all(uid in now and not _gone(uid, now) for uid in replacements), (replacements, now)
+    return status
+
+
+def test_a_controller_killed_after_an_eviction_resumes_without_evicting_twice(
+        real_cluster: Cluster, sa_kubeconfig: Path) -> None:
+    """Seed 000's journal (each eviction journaled ``Evicting`` before the call, ``Evicted`` after; a pass
+    finding ``Evicting`` reads the pod; the call carries ``preconditions.uid``): the controller SIGKILLed as
+    soon as the first victim is seen going — between the API's answer and its journal entry, or just after —
+    and started again finishes the run with no pod evicted twice and none outside the journal. The API
+    server's state is the judge: the UIDs that went are the journal's victims, one per name, and the
+    replacements Volcano made under the same names keep their UIDs to the end."""
+    with world(real_cluster, "fault-kill", {"kill-job": 2}, targets=2) as w:
+        seen = Seen()
+        original = set(seen.look(w))
+        first = w.controller("first", sa=sa_kubeconfig)
+        w.start_run()
+        started = time.monotonic()
+        _watch(w, seen, lambda: bool(seen.gone), 120)
+        first.popen.send_signal(signal.SIGKILL)
+        first.popen.wait(10)
+        killed = time.monotonic()
+        at_kill = [(r["victimPodName"], r["eviction"]["phase"]) for r in w.status().get("relocations", [])]
+        print(f"killed {killed - started:.1f} s after the run was created; journal then: {at_kill}")
+        w.controller("second", sa=sa_kubeconfig)
+        _watch(w, seen, lambda: w.status().get("phase") in FINISHED, 180)
+        print(f"finished {time.monotonic() - killed:.1f} s after the restart")
+        status = _assert_each_victim_evicted_once(w, seen, original)
+        print(json.dumps(status["relocations"], indent=1))
+        assert status["phase"] == "Succeeded", status["conditions"]
+        assert seen.gone == original  # both workers moved, each exactly once
