@@ -29,6 +29,21 @@ from tests.realcluster.cluster import CODE, Cluster, Proc, free_port
 pytestmark = pytest.mark.realcluster
 GPU = "nvidia.com/gpu"
 FINISHED = ("Succeeded", "Failed")
+# The optplan CLI, SIGKILLing itself as soon as the API server has accepted its first eviction: before the
+# controller can journal it (status.relocations[].eviction.phase stays Evicting).
+DIES_AFTER_EVICTION = """
+import os, signal, sys
+from optplan.adapters.kube import KubeClient
+real = KubeClient.evict
+def evict(self, *args, **kwargs):
+    answer = real(self, *args, **kwargs)
+    if answer.status in (200, 201):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return answer
+KubeClient.evict = evict
+from optplan.cli import main
+sys.exit(main())
+"""
 
 
 @dataclass
@@ -57,9 +72,9 @@ class World:
     def status(self) -> dict[str, Any]:
         return dict(self.c.get(f"/apis/repack.volcano.sh/v1alpha1/repackruns/{self.run}").get("status") or {})
 
-    def controller(self, name: str, *extra: str, sa: Path, deadline: int = 60) -> Proc:
+    def controller(self, name: str, *extra: str, sa: Path, deadline: int = 60, code: str = CODE) -> Proc:
         proc = self.c.spawn(f"{self.ns}-{name}", [
-            sys.executable, "-c", CODE, "controller", "--kubeconfig", str(sa), "-v",
+            sys.executable, "-c", code, "controller", "--kubeconfig", str(sa), "-v",
             "--metrics-address", f"127.0.0.1:{free_port()}", "--cooldown", "0",
             "--eviction-deadline", str(deadline), "--replacement-deadline", "90", *extra])
         self.procs.append(proc)
@@ -217,6 +232,10 @@ def _watch(w: World, seen: Seen, until: Any, timeout: float) -> None:
     raise TimeoutError(f"{w.run}: not reached in {timeout} s: {w.status()}")
 
 
+def _evicting(w: World) -> bool:
+    return any(r["eviction"]["phase"] == "Evicting" for r in w.status().get("relocations", []))
+
+
 def _assert_each_victim_evicted_once(w: World, seen: Seen, original: set[str]) -> dict[str, Any]:
     """The journal and the API server agree: every pod that went is a journaled victim (its UID in
     status.relocations, Evicted), each victim name lost one pod at most, and every replacement (the same
@@ -239,23 +258,28 @@ def _assert_each_victim_evicted_once(w: World, seen: Seen, original: set[str]) -
 def test_a_controller_killed_after_an_eviction_resumes_without_evicting_twice(
         real_cluster: Cluster, sa_kubeconfig: Path) -> None:
     """Seed 000's journal (each eviction journaled ``Evicting`` before the call, ``Evicted`` after; a pass
-    finding ``Evicting`` reads the pod; the call carries ``preconditions.uid``): the controller SIGKILLed as
-    soon as the first victim is seen going — between the API's answer and its journal entry, or just after —
-    and started again finishes the run with no pod evicted twice and none outside the journal. The API
-    server's state is the judge: the UIDs that went are the journal's victims, one per name, and the
-    replacements Volcano made under the same names keep their UIDs to the end."""
+    finding ``Evicting`` reads the pod; the call carries ``preconditions.uid``): a controller killed between
+    an eviction's answer and its journal entry, then started again, finishes the run with no pod evicted
+    twice and none outside the journal.
+
+    The first controller SIGKILLs itself as soon as the real API server has accepted its first eviction (the
+    client's ``evict`` wrapped in the child process), so the kill lands exactly in that window; the second is
+    the plain CLI. The API server's state is the judge: the UIDs that went are the journal's victims, one per
+    name, and the replacements Volcano made under the same names keep their UIDs to the end."""
     with world(real_cluster, "fault-kill", {"kill-job": 2}, targets=2) as w:
         seen = Seen()
         original = set(seen.look(w))
-        first = w.controller("first", sa=sa_kubeconfig)
+        first = w.controller("first", sa=sa_kubeconfig, code=DIES_AFTER_EVICTION)
         w.start_run()
         started = time.monotonic()
-        _watch(w, seen, lambda: bool(seen.gone), 120)
-        first.popen.send_signal(signal.SIGKILL)
-        first.popen.wait(10)
+        _watch(w, seen, lambda: first.popen.poll() is not None, 120)
+        assert first.popen.returncode == -signal.SIGKILL, real_cluster.tail(first.name)
         killed = time.monotonic()
-        at_kill = [(r["victimPodName"], r["eviction"]["phase"]) for r in w.status().get("relocations", [])]
-        print(f"killed {killed - started:.1f} s after the run was created; journal then: {at_kill}")
+        journal = [(r["victimPodName"], r["eviction"]["phase"]) for r in w.status()["relocations"]]
+        went = sorted(seen.names[u] for u in seen.gone)
+        print(f"killed {killed - started:.1f} s after the run was created; journal then: {journal}; "
+              f"pods gone then: {went}")
+        assert ("kill-job-worker-0", "Evicting") in journal  # the answer came, the journal never heard it
         w.controller("second", sa=sa_kubeconfig)
         _watch(w, seen, lambda: w.status().get("phase") in FINISHED, 180)
         print(f"finished {time.monotonic() - killed:.1f} s after the restart")
