@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from tests.realcluster.cluster import CODE, Cluster, Proc, free_port
+from tests.realcluster.conftest import SA
 
 pytestmark = pytest.mark.realcluster
 GPU = "nvidia.com/gpu"
@@ -287,3 +288,58 @@ def test_a_controller_killed_after_an_eviction_resumes_without_evicting_twice(
         print(json.dumps(status["relocations"], indent=1))
         assert status["phase"] == "Succeeded", status["conditions"]
         assert seen.gone == original  # both workers moved, each exactly once
+
+
+def _lease_rbac(w: World, lease: str) -> None:
+    """deploy/30-leader-election.yaml's Role and RoleBinding, in the fault's namespace for its own Lease."""
+    meta = {"name": "optplan-fault-lease", "namespace": w.ns}
+    w.c.apply([
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
+         "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+                   {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [lease],
+                    "verbs": ["get", "update"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": meta["name"]},
+         "subjects": [{"kind": "ServiceAccount", "name": SA[1], "namespace": SA[0]}]}])
+
+
+def test_the_standby_replica_takes_the_lease_and_finishes_the_run(real_cluster: Cluster,
+                                                                   sa_kubeconfig: Path) -> None:
+    """Leader election on a real coordination.k8s.io Lease (two replicas, ``--leader-elect``, as
+    deploy/40-deployment.yaml runs them): the leader dies mid-run (SIGKILL right after the API server
+    accepted its first eviction, before its journal entry), the standby takes the Lease once it has not
+    been renewed for the lease duration (15 s), resumes from the journal and finishes the run; no pod is
+    evicted twice, none outside the journal."""
+    lease = "fault-leader"
+    with world(real_cluster, "fault-leader", {"leader-job": 2}, targets=2) as w:
+        _lease_rbac(w, lease)
+        elect = ("--leader-elect", "--lease-namespace", w.ns, "--lease-name", lease)
+
+        def holder() -> str:
+            got = w.c.get(f"/apis/coordination.k8s.io/v1/namespaces/{w.ns}/leases/{lease}")
+            return str(got["spec"].get("holderIdentity") or "")
+
+        seen = Seen()
+        original = set(seen.look(w))
+        leader = w.controller("replica-a", *elect, "--identity", "replica-a", sa=sa_kubeconfig,
+                              code=DIES_AFTER_EVICTION)
+        w.c.wait_for("replica-a holds the Lease", lambda: holder() == "replica-a", timeout=60)
+        standby = w.controller("replica-b", *elect, "--identity", "replica-b", sa=sa_kubeconfig)
+        time.sleep(3)  # the standby has seen the Lease held (it retries every 2 s)
+        assert holder() == "replica-a" and standby.popen.poll() is None
+        w.start_run()
+        _watch(w, seen, lambda: leader.popen.poll() is not None, 120)
+        assert leader.popen.returncode == -signal.SIGKILL, real_cluster.tail(leader.name)
+        died = time.monotonic()
+        journal = [(r["victimPodName"], r["eviction"]["phase"]) for r in w.status()["relocations"]]
+        print(f"leader died; journal then: {journal}")
+        w.c.wait_for("replica-b holds the Lease", lambda: holder() == "replica-b", timeout=60)
+        took_over = time.monotonic() - died
+        _watch(w, seen, lambda: w.status().get("phase") in FINISHED, 180)
+        print(f"replica-b took the Lease {took_over:.1f} s after the leader died; the run finished "
+              f"{time.monotonic() - died:.1f} s after")
+        status = _assert_each_victim_evicted_once(w, seen, original)
+        assert status["phase"] == "Succeeded", status["conditions"]
+        assert seen.gone == original
+        assert 10 <= took_over < 45, took_over  # the lease duration, as replica-b's clock measures it
+        assert "evict" in real_cluster.tail(standby.name, 400).lower()  # the standby did the rest
