@@ -343,3 +343,31 @@ def test_the_standby_replica_takes_the_lease_and_finishes_the_run(real_cluster: 
         assert seen.gone == original
         assert 10 <= took_over < 45, took_over  # the lease duration, as replica-b's clock measures it
         assert "evict" in real_cluster.tail(standby.name, 400).lower()  # the standby did the rest
+
+
+BROKEN: dict[str, tuple[dict[str, Any], str]] = {
+    # name: (spec, what kubectl's stderr must say)
+    "fault-bad-mode": ({"mode": "Sometimes", "goals": [{"resource": GPU}]},
+                       'spec.mode: Unsupported value: "Sometimes"'),
+    "fault-no-goals": ({"mode": "DryRun"}, "spec.goals: Required value"),
+    "fault-bad-ttl": ({"mode": "DryRun", "goals": [{"resource": GPU}], "ttlSecondsAfterFinished": -1},
+                      "spec.ttlSecondsAfterFinished: Invalid value: -1"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_a_repackrun_the_schema_refuses_is_422_and_kubectl_names_the_field(real_cluster: Cluster,
+                                                                           sa_kubeconfig: Path, name: str) -> None:
+    """The shipped CRD's OpenAPI schema on the real API server: ``kubectl apply`` of a broken RepackRun is
+    answered 422 Unprocessable Entity (``-v=6`` logs the response code), kubectl exits non-zero with the
+    field and the rule in its stderr (``The RepackRun "NAME" is invalid: spec.FIELD: ...``), and nothing is
+    stored. (``sa_kubeconfig`` has applied crds/ and deploy/.)"""
+    spec, said = BROKEN[name]
+    doc = {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": {"name": name},
+           "spec": spec}
+    res = real_cluster.kubectl("apply", "-f", "-", "-v=6", input=json.dumps(doc), check=False)
+    print(res.stderr.splitlines()[-1])
+    assert res.returncode != 0
+    assert "422 Unprocessable Entity" in res.stderr, res.stderr
+    assert f'The RepackRun "{name}" is invalid' in res.stderr and said in res.stderr, res.stderr
+    assert real_cluster.kubectl("get", "repackrun", name, check=False).returncode != 0  # not stored
