@@ -371,3 +371,39 @@ def test_a_repackrun_the_schema_refuses_is_422_and_kubectl_names_the_field(real_
     assert "422 Unprocessable Entity" in res.stderr, res.stderr
     assert f'The RepackRun "{name}" is invalid' in res.stderr and said in res.stderr, res.stderr
     assert real_cluster.kubectl("get", "repackrun", name, check=False).returncode != 0  # not stored
+
+
+def test_what_another_client_writes_on_the_run_mid_run_is_kept(real_cluster: Cluster, sa_kubeconfig: Path) -> None:
+    """The status is optplan's journal, written as merge patches of ``/status`` guarded by the run's
+    resourceVersion, conditions merged by type (metav1.Condition's rule: a writer owns its types): another
+    client adding a label and an annotation (metadata) and a condition of its own type (a JSON patch of
+    ``/status``, appended) while the run is Running loses nothing by the end, and optplan's journal goes on
+    (its 409s re-read the run)."""
+    with world(real_cluster, "fault-other", {"other-a": 1, "other-b": 1}, targets=2) as w:
+        seen = Seen()
+        original = set(seen.look(w))
+        w.controller("controller", sa=sa_kubeconfig)
+        w.start_run()
+        _watch(w, seen, lambda: bool(seen.gone), 120)
+        c = w.c
+        c.kubectl("label", "repackrun", w.run, "owner-team=platform")
+        c.kubectl("annotate", "repackrun", w.run, "change-ticket=CHG-7")
+        theirs = {"type": "AuditRecorded", "status": "True", "reason": "Audited", "message": "seen by the audit bot",
+                  "lastTransitionTime": "2026-01-01T00:00:00Z"}
+        patched = json.loads(c.kubectl("patch", "repackrun", w.run, "--subresource=status", "--type=json", "-o",
+                                       "json", "-p", json.dumps([{"op": "add", "path": "/status/conditions/-",
+                                                                  "value": theirs}])).stdout)
+        assert patched["status"]["phase"] == "Running", patched["status"]  # mid-run
+        journal_then = [r["eviction"]["phase"] for r in patched["status"]["relocations"]]
+        _watch(w, seen, lambda: w.status().get("phase") in FINISHED, 180)
+        run = c.kubectl_json("get", "repackrun", w.run)
+        print(f"journal when the other client wrote: {journal_then}; at the end: "
+              f"{[r['eviction']['phase'] for r in run['status']['relocations']]}, {run['status']['phase']}")
+        assert run["metadata"]["labels"] == {"fault": w.ns, "owner-team": "platform"}
+        assert run["metadata"]["annotations"]["change-ticket"] == "CHG-7"
+        conditions = {cond["type"]: cond for cond in run["status"]["conditions"]}
+        assert conditions["AuditRecorded"] == theirs, conditions
+        assert conditions["Complete"]["status"] == "True", conditions
+        assert run["status"]["phase"] == "Succeeded", conditions
+        assert journal_then != [r["eviction"]["phase"] for r in run["status"]["relocations"]]  # written after
+        _assert_each_victim_evicted_once(w, seen, original)
