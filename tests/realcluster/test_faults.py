@@ -407,3 +407,32 @@ def test_what_another_client_writes_on_the_run_mid_run_is_kept(real_cluster: Clu
         assert run["status"]["phase"] == "Succeeded", conditions
         assert journal_then != [r["eviction"]["phase"] for r in run["status"]["relocations"]]  # written after
         _assert_each_victim_evicted_once(w, seen, original)
+
+
+def test_the_api_server_restarted_mid_run(real_cluster: Cluster, sa_kubeconfig: Path) -> None:
+    """kube-apiserver stopped and started again (same port, same etcd) while the run is evicting: etcd
+    keeps the objects, so the journal written before the stop is there after it; the controller's requests
+    fail meanwhile and are retried within ``--api-deadline``, its watches end and resume (410 Gone: list
+    again); the run finishes, each victim evicted once, and the controller never exited."""
+    with world(real_cluster, "fault-apiserver", {"api-a": 1, "api-b": 1}, targets=2) as w:
+        seen = Seen()
+        original = set(seen.look(w))
+        controller = w.controller("controller", sa=sa_kubeconfig)
+        w.start_run()
+        _watch(w, seen, lambda: bool(seen.gone), 120)
+        before = w.status()
+        journal = [(r["victimPodName"], r["eviction"]["phase"]) for r in before["relocations"]]
+        down = real_cluster.restart_apiserver(down=2)
+        after = w.status()
+        print(f"kube-apiserver not serving for {down:.1f} s; journal before: {journal}")
+        assert after["plan"] == before["plan"]  # etcd kept it
+        assert all(r["victimPodUID"] in {a["victimPodUID"] for a in after["relocations"]}
+                   for r in before["relocations"])
+        restarted = time.monotonic()
+        _watch(w, seen, lambda: w.status().get("phase") in FINISHED, 240)
+        print(f"finished {time.monotonic() - restarted:.1f} s after the API server was back")
+        status = _assert_each_victim_evicted_once(w, seen, original)
+        assert status["phase"] == "Succeeded", status["conditions"]
+        assert seen.gone == original
+        assert controller.popen.poll() is None
+        assert sorted(set(real_cluster.alive())) == sorted({p.name for p in real_cluster.procs})  # all back
