@@ -411,9 +411,10 @@ def test_what_another_client_writes_on_the_run_mid_run_is_kept(real_cluster: Clu
 
 def test_the_api_server_restarted_mid_run(real_cluster: Cluster, sa_kubeconfig: Path) -> None:
     """kube-apiserver stopped and started again (same port, same etcd) while the run is evicting: etcd
-    keeps the objects, so the journal written before the stop is there after it; the controller's requests
-    fail meanwhile and are retried within ``--api-deadline``, its watches end and resume (410 Gone: list
-    again); the run finishes, each victim evicted once, and the controller never exited."""
+    keeps the objects, so the journal written before the stop is there after it; meanwhile the controller's
+    passes fail ("connection refused") and are retried with backoff, its watches end and are opened again
+    (from the last resourceVersion, or a new list on 410 Gone); the run finishes, each victim evicted once,
+    and the controller never exited."""
     with world(real_cluster, "fault-apiserver", {"api-a": 1, "api-b": 1}, targets=2) as w:
         seen = Seen()
         original = set(seen.look(w))
