@@ -30,6 +30,7 @@ from tests.realcluster.conftest import SA
 pytestmark = pytest.mark.realcluster
 GPU = "nvidia.com/gpu"
 FINISHED = ("Succeeded", "Failed")
+CORE = ("etcd", "kube-apiserver", "kube-controller-manager", "kwok", "vc-controller-manager", "vc-scheduler")
 # The optplan CLI, SIGKILLing itself as soon as the API server has accepted its first eviction: before the
 # controller can journal it (status.relocations[].eviction.phase stays Evicting).
 DIES_AFTER_EVICTION = """
@@ -149,10 +150,12 @@ def world(c: Cluster, ns: str, jobs: dict[str, int], targets: int) -> Iterator[W
     finally:
         for proc in w.procs:
             c.end(proc)
-        c.kubectl("delete", "repackrun", w.run, "--ignore-not-found", "--wait=false", check=False)
-        c.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+        c.kubectl("delete", "repackrun", w.run, "--ignore-not-found", check=False)
+        # the namespace (its pods) gone before the nodes: a pod still bound to a deleted node would make every
+        # later snapshot of the cluster unreadable until the pod GC removes it
+        c.kubectl("delete", "namespace", ns, "--ignore-not-found", "--timeout=120s", check=False, timeout=150)
         for node in list(w.victims.values()) + w.targets:
-            c.kubectl("delete", "node", node, "--ignore-not-found", "--wait=false", check=False)
+            c.kubectl("delete", "node", node, "--ignore-not-found", check=False)
 
 
 def _gone(uid: str, now: dict[str, dict[str, Any]]) -> bool:
@@ -436,4 +439,4 @@ def test_the_api_server_restarted_mid_run(real_cluster: Cluster, sa_kubeconfig: 
         assert status["phase"] == "Succeeded", status["conditions"]
         assert seen.gone == original
         assert controller.popen.poll() is None
-        assert sorted(set(real_cluster.alive())) == sorted({p.name for p in real_cluster.procs})  # all back
+        assert set(CORE) <= set(real_cluster.alive())  # the cluster's own processes all running
