@@ -349,7 +349,7 @@ class Reconciler:
             for k in [k for k, (orig, _) in self._parsed.items() if live.get(k) is not orig]:
                 del self._parsed[k]
             self._snapshot = None
-            loaded = load_objects(objects, "cluster", cache=self._parsed)
+            loaded = load_objects(objects, "cluster", cache=self._parsed, orphans=True)
             self._snapshot = (version, loaded.snapshot)
         return self._snapshot[1]
 
