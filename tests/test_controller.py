@@ -339,6 +339,19 @@ def test_seed_execute_completes_with_the_seeds_numbers(clock: Clock) -> None:
     assert all(cond["lastTransitionTime"] and cond["observedGeneration"] == 1 for cond in status["conditions"])
 
 
+def test_a_pod_left_on_a_deleted_node_does_not_stop_the_run(clock: Clock) -> None:
+    """On a real cluster a node deleted before its pods leaves them bound to a node that is not there
+    until they are deleted (the real-cluster tier saw every plan fail meanwhile): the controller leaves
+    such a pod out of its snapshot and carries on."""
+    objs = seed_objects()
+    objs.insert(3, pod("orphan", "deleted-node", 4, group=None, ns="other", resource=NPU))
+    c = Cluster(objs, clock)
+    drive(c)
+    run = c.run("ascend-execute-001")
+    assert run["status"]["phase"] == "Succeeded", run["status"]
+    assert complete(run)["reason"] == "ExecutionCompleted"
+
+
 def test_relocations_are_journaled_before_the_first_eviction(clock: Clock) -> None:
     c = Cluster(seed_objects(), clock)
     seen: list[list[str]] = []
@@ -366,6 +379,8 @@ def test_a_pdb_blocks_an_eviction_until_the_deadline_then_rejected(clock: Clock)
     assert c.evictions == []
     assert len(c.eviction_calls) > 2  # retried with backoff until the deadline
     assert run["status"]["phase"] == "Failed" and complete(run)["reason"] == "ExecutionGoalNotReached"
+    # the verdict carries the refusal: the pod and the API's answer (on a real server, the budget's name)
+    assert f"{NS}/{W0} (Cannot evict pod as it would violate the pod's disruption budget." in complete(run)["message"]
     assert clock.t - T0 >= SETTINGS.eviction_deadline
 
 

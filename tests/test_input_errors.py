@@ -384,3 +384,15 @@ def _c(name: str, *, sidecar: bool = False, **requests: str) -> dict[str, Any]:
 ])
 def test_effective_requests(spec: dict[str, Any], expected: dict[str, int]) -> None:
     assert _requests(spec) == expected
+
+
+def test_a_live_clusters_pod_on_a_deleted_node_is_left_out_with_a_warning() -> None:
+    """A file naming a node it does not hold is refused; a live cluster really has such pods for a while (a
+    node deleted before its pods: they stay until deleted or swept by the pod garbage collector, seen on the
+    real cluster tier), so the controller's read (``orphans=True``) leaves them out and says so."""
+    objs = [*base(), pod("p2", "ghost")]
+    with pytest.raises(Exception, match="ghost"):
+        load_objects(objs, "cluster")
+    snap = load_objects(objs, "cluster", orphans=True).snapshot
+    assert "default/p2" not in snap.pods and "default/p1" in snap.pods
+    assert any("default/p2" in w and "'ghost'" in w for w in snap.warnings), snap.warnings

@@ -935,15 +935,18 @@ object that did not change (the same dict, held here so its id stays its own) is
 
 
 def load_objects(objects: Iterable[Mapping[str, Any]], source: str = "<objects>", *,
-                 cache: ParseCache | None = None) -> LoadedInput:
+                 cache: ParseCache | None = None, orphans: bool = False) -> LoadedInput:
     """The same as load_files for objects already in memory (the API adapter uses this). ``cache``: see
-    ParseCache; it keeps the objects of this call only. The objects must not change while cached."""
+    ParseCache; it keeps the objects of this call only. The objects must not change while cached.
+    ``orphans``: a pod bound to a node that is not there is left out with a warning instead of refused
+    (a live cluster: a deleted node's pods stay until they are deleted, or the pod garbage collector's
+    orphan sweep; they hold nothing anywhere)."""
     objs = list(objects)
-    return build([_Raw(source, dict(o)) for o in objs], cache=cache, originals=objs)
+    return build([_Raw(source, dict(o)) for o in objs], cache=cache, originals=objs, orphans=orphans)
 
 
 def build(raws: Sequence[_Raw], *, cache: ParseCache | None = None,
-          originals: Sequence[Mapping[str, Any]] | None = None) -> LoadedInput:
+          originals: Sequence[Mapping[str, Any]] | None = None, orphans: bool = False) -> LoadedInput:
     nodes: dict[str, Node] = {}
     pods: dict[str, Pod] = {}
     groups: dict[str, PodGroup] = {}
@@ -985,6 +988,9 @@ def build(raws: Sequence[_Raw], *, cache: ParseCache | None = None,
     warnings: list[str] = []
     for key, pod in sorted(pods.items()):
         if pod.occupying and pod.node_name not in nodes:
+            if orphans:
+                warnings.append(f"pod {key} is left out: bound to node {pod.node_name!r}, which does not exist")
+                continue
             raise pod_raw[key].error("spec.nodeName", f"bound to node {pod.node_name!r}, which is not in the snapshot")
     kept = {k: p for k, p in pods.items() if not p.node_name or p.node_name in nodes}
     _check_model_range(nodes, kept, jobs, origin)

@@ -349,7 +349,7 @@ class Reconciler:
             for k in [k for k, (orig, _) in self._parsed.items() if live.get(k) is not orig]:
                 del self._parsed[k]
             self._snapshot = None
-            loaded = load_objects(objects, "cluster", cache=self._parsed)
+            loaded = load_objects(objects, "cluster", cache=self._parsed, orphans=True)
             self._snapshot = (version, loaded.snapshot)
         return self._snapshot[1]
 
@@ -824,7 +824,11 @@ class Reconciler:
             lost = room_lost(after, run, [f"{a.namespace}/{a.name}" for a in goals.admissions if a.admitted]) \
                 if goals is not None else []
         rels = (obj.get("status") or {}).get("relocations") or []
-        refused = [st.relocation_key(r) for r in rels if _ev(r) in (st.EV_REJECTED, st.EV_SKIPPED)]
+        # a rejected eviction carries the API's answer (a PodDisruptionBudget's 429 names the budget)
+        refused = [st.relocation_key(r) + (f" ({(r.get('eviction') or {}).get('message')})"
+                                           if _ev(r) == st.EV_REJECTED and (r.get("eviction") or {}).get("message")
+                                           else "")
+                   for r in rels if _ev(r) in (st.EV_REJECTED, st.EV_SKIPPED)]
         timed_out = [st.relocation_key(r) for r in rels if _pl(r) == st.PL_TIMED_OUT]
         elsewhere = [r for r in rels if _pl(r) == st.PL_ELSEWHERE]
         base = v.conditions[0]

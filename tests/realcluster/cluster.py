@@ -119,6 +119,7 @@ class Cluster:
     procs: list[Proc] = field(default_factory=list)
     server: str = ""
     ports: dict[str, int] = field(default_factory=dict)
+    apiserver_args: list[str] = field(default_factory=list)
 
     @property
     def bin(self) -> Path:
@@ -194,6 +195,20 @@ class Cluster:
         server's clients before it, so that it has no watch to drain); SIGKILL one still there after 10 s."""
         for proc in reversed(self.procs):
             self.end(proc)
+
+    def restart_apiserver(self, down: float = 0.0, timeout: float = 60) -> float:
+        """Stop kube-apiserver (SIGTERM, by its PID), wait ``down`` seconds, start it again with the same
+        arguments on the same port (etcd keeps the state; its clients reconnect); the seconds it was not
+        serving. The new process takes the old one's place in ``procs`` (stopped in the same order)."""
+        i = next(i for i, p in enumerate(self.procs) if p.name == "kube-apiserver" and p.popen.poll() is None)
+        stopped = time.monotonic()
+        self.end(self.procs[i])
+        time.sleep(down)
+        proc = self._spawn("kube-apiserver", self.apiserver_args)
+        self.procs.pop()
+        self.procs[i] = proc
+        self._wait("kube-apiserver /readyz again", lambda: self.get("/readyz") == "ok", timeout, proc)
+        return time.monotonic() - stopped
 
     def alive(self) -> list[str]:
         return [p.name for p in self.procs if p.popen.poll() is None]
@@ -281,7 +296,7 @@ class Cluster:
 
         self.server = f"https://127.0.0.1:{p['apiserver']}"
         kubeconfig(self.kubeconfig, self.server, pki / "ca.crt", cert=pki / "admin.crt", key=pki / "admin.key")
-        apiserver = self._spawn("kube-apiserver", [
+        self.apiserver_args = [
             str(self.bin / "kube-apiserver"), "--etcd-servers", etcd_url,
             "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", str(p["apiserver"]),
             "--tls-cert-file", str(pki / "server.crt"), "--tls-private-key-file", str(pki / "server.key"),
@@ -290,7 +305,8 @@ class Cluster:
             "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
             "--service-account-key-file", str(pki / "sa.pub"),
             "--service-account-signing-key-file", str(pki / "sa.key"),
-            "--service-cluster-ip-range", SERVICE_CIDR, "--profiling=false", "-v=1"])
+            "--service-cluster-ip-range", SERVICE_CIDR, "--profiling=false", "-v=1"]
+        apiserver = self._spawn("kube-apiserver", self.apiserver_args)
         self._wait("kube-apiserver /readyz", lambda: self.get("/readyz") == "ok", timeout, apiserver)
 
         cm_kubeconfig = kubeconfig(self.workdir / "controller-manager.kubeconfig", self.server, pki / "ca.crt",

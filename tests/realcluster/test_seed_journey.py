@@ -300,11 +300,13 @@ def test_step7_the_large_job_needs_the_freed_node(journey: Cluster, executed: di
                           "-o", "wide").stdout)
 
 
-def _events(c: Cluster, namespace: str, kind: str, name: str) -> list[dict[str, Any]]:
-    """events.k8s.io/v1 Events about one object, oldest first."""
+def _events(c: Cluster, namespace: str, kind: str, name: str, uid: str | None = None) -> list[dict[str, Any]]:
+    """events.k8s.io/v1 Events about one object (of this ``uid`` when given: test_controller.py plans a
+    RepackRun of the same name earlier in the session, whose Events stay), oldest first."""
     items = c.kubectl_json("get", "events.events.k8s.io", "-n", namespace)["items"]
     return sorted((e for e in items if e.get("regarding", {}).get("kind") == kind
-                   and e["regarding"].get("name") == name), key=lambda e: e["metadata"]["creationTimestamp"])
+                   and e["regarding"].get("name") == name and uid in (None, e["regarding"].get("uid"))),
+                  key=lambda e: e["metadata"]["creationTimestamp"])
 
 
 def test_the_dryruns_tell_their_story_in_events(journey: Cluster) -> None:
@@ -313,7 +315,8 @@ def test_the_dryruns_tell_their_story_in_events(journey: Cluster) -> None:
     validation; a RepackRun is cluster-scoped, so its Events live in `default`."""
     for run in (STEP1, STEP3, STEP4):
         name = run["metadata"]["name"]
-        events = _events(journey, "default", "RepackRun", name)
+        uid = journey.kubectl_json("get", "repackrun", name)["metadata"]["uid"]
+        events = _events(journey, "default", "RepackRun", name, uid)
         print(journey.kubectl("events", "-n", "default", "--for", f"repackrun/{name}", check=False).stdout)
         assert [e["reason"] for e in events] == ["Planned"], events
         e = events[0]
