@@ -208,9 +208,9 @@ def test_after_a_relist_the_old_objects_are_let_go_before_the_snapshot_is_built_
     seen: list[tuple[int, bool]] = []
     build = reconcile_mod.load_objects
 
-    def spy(objs: Any, source: str, *, cache: Any) -> Any:
+    def spy(objs: Any, source: str, *, cache: Any, **kw: Any) -> Any:
         seen.append((len(cache), rec._snapshot is None))
-        return build(objs, source, cache=cache)
+        return build(objs, source, cache=cache, **kw)
 
     monkeypatch.setattr(reconcile_mod, "load_objects", spy)
     cluster.store.replace("Pod", [copy.deepcopy(o) for o in pods])  # what a relist does
