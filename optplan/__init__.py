@@ -10,8 +10,8 @@ in pyproject.toml, checked by ``lint-imports``):
   client, a contract of its own) and ``optplan.solvers`` (the planners, in families over a shared core).
 - ``optplan.models``: the pydantic domain: snapshot objects, RepackRun spec and status, plans, input limits.
 
-Outside the layers: ``optplan.errors`` (one root exception, ``OptplanError``, raised from every room) and
-the benchmark suite of ``optplan bench`` (``optplan.bench``, its goals section ``optplan.benchgoals``, and
+Outside the layers: ``optplan.errors`` (one root exception, ``OptplanError``, raised from every room),
+``optplan.runtime`` (process-wide tuning any room may use: the cyclic collector paused) and the benchmark suite of ``optplan bench`` (``optplan.bench``, its goals section ``optplan.benchgoals``, and
 ``optplan.figures``, the PNG writer its sections and the renderers share).
 """
 

@@ -48,13 +48,11 @@ concern, so changing e.g. ``pdb_share`` does not move a single pod):
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
-import gc
 import itertools
 import math
 import random
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
@@ -62,6 +60,7 @@ from typing import Any
 
 from optplan.errors import InputError
 from optplan.models.quantity import MAX_MILLI, format_amount, to_milli
+from optplan.runtime import gc_paused
 
 POOL_LABEL = "optplan.io/pool"
 PROTECTED_LABEL = "repack.volcano.sh/protected"
@@ -330,21 +329,9 @@ class _Cluster:
 
 # ---- generation -------------------------------------------------------------------------------
 
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Tens of thousands of acyclic dicts: the cyclic collector only costs time here."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def generate(cfg: GenConfig) -> list[dict[str, Any]]:
     """A synthetic snapshot plus one RepackRun, deterministic for ``cfg`` (including its seed)."""
-    with _gc_paused():
+    with gc_paused():
         return _generate(cfg)
 
 

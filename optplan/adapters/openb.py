@@ -69,7 +69,6 @@ from optplan.adapters.generate import (
     MAX_PODS,
     _cpu,
     _dist,
-    _gc_paused,
     _memory,
     _pod,
     _pod_group,
@@ -80,6 +79,7 @@ from optplan.adapters.generate import (
 )
 from optplan.adapters.output import to_yaml, write_atomic
 from optplan.errors import InputError
+from optplan.runtime import gc_paused
 
 RESOURCE = "nvidia.com/gpu"
 MODEL_LABEL = "nvidia.com/gpu.product"
@@ -397,7 +397,7 @@ def import_openb(nodes_csv: str, pods_csv: str, cfg: ImportConfig) -> tuple[list
     whole = [p for p in trace if p.gpu >= 1 and p.gpu_milli == 1000]
     fractional = sum(1 for p in trace if p.gpu >= 1 and p.gpu_milli < 1000)
     total_gpus = sum(n.gpu for n in node_rows)
-    with _gc_paused():
+    with gc_paused():
         nodes = _Nodes(node_rows)
         placed, skipped, passes = _replay(cfg, nodes, whole, total_gpus)
         taken_at_fill = sum(p.pod.gpu for p in placed)

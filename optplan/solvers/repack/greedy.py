@@ -31,13 +31,10 @@ bookkeeping against ``checks`` after every step.
 
 from __future__ import annotations
 
-import gc
 import logging
 import time
 from bisect import bisect_left, insort
 from collections import Counter, defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,6 +42,7 @@ import numpy as np
 from optplan.models.repack import PodMove, RepackPlan, SolverRecord
 from optplan.models.results import PlanResult
 from optplan.models.snapshot import Pod
+from optplan.runtime import gc_paused
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, Predicates, constraint_signature, pod_demand
@@ -255,20 +253,6 @@ def ledger(problem: RepackProblem, ct: CandidateTable) -> Ledger:
 
 # ---- the search ----------------------------------------------------------------------------------------
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """The tables and the rounds allocate many small acyclic objects next to a large snapshot: the
-    cyclic collector's passes over that snapshot took about a sixth of the run (greedy_scale, 1,000
-    nodes) and free nothing here. Collection resumes when the planner returns."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 class GreedyPlanner:
     """The seed's greedy, exactly: every round re-evaluates every candidate whose placement may
     have changed."""
@@ -282,7 +266,7 @@ class GreedyPlanner:
         t0 = time.perf_counter()
         clock = options.timer()
         deadline = clock.now() + options.time_limit  # building the tables counts (on the wall clock)
-        with _gc_paused():
+        with gc_paused():
             state = _Greedy(problem, lazy=self.lazy)
             self.setup_seconds = time.perf_counter() - t0
             moves, freed = state.run(clock, deadline)
