@@ -124,7 +124,10 @@ def test_seed_execute_completes_with_the_seeds_numbers(env: Env) -> None:
     assert all("(nominated)" in line for line in env.world.log if "bound to" in line)
 
 
-def test_a_pdb_blocks_the_eviction_until_rejected(env: Env) -> None:
+def budget_spent_at_execute(env: Env) -> KubeClient:
+    """A PDB ``training`` over the training job that allows 2 when the run is planned and 0 by the time of
+    its first eviction (the client spends it just before evicting): the plan moves the job, the Eviction API
+    answers 429."""
     env.fk.add({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                 "metadata": {"name": "training", "namespace": NS},
                 "spec": {"selector": {"matchLabels": {"volcano.sh/job-name": "ascend-batch-training"}}},
@@ -132,13 +135,17 @@ def test_a_pdb_blocks_the_eviction_until_rejected(env: Env) -> None:
     client = env.client()
     real = client.evict
 
-    def budget_spent(namespace: str, name: str, **kw: Any) -> Answer:  # the budget is gone by Execute time
+    def budget_spent(namespace: str, name: str, **kw: Any) -> Answer:
         env.fk.patch("policy/v1", "PodDisruptionBudget", "training", {"status": {"disruptionsAllowed": 0}},
                      namespace=NS, subresource="status")
         return real(namespace, name, **kw)
 
     client.evict = budget_spent  # type: ignore[method-assign]
-    run = env.until_finished(env.controller(client))
+    return client
+
+
+def test_a_pdb_blocks_the_eviction_until_rejected(env: Env) -> None:
+    run = env.until_finished(env.controller(budget_spent_at_execute(env)))
     rels = {r["victimPodName"]: r for r in run["status"]["relocations"]}
     assert rels[W0]["eviction"]["phase"] == "Rejected"
     assert "disruption budget" in rels[W0]["eviction"]["message"]

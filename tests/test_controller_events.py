@@ -13,13 +13,21 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from optplan.adapters import kube
-from optplan.adapters.kube import Answer, KubeClient
+from optplan.adapters.kube import KubeClient
 from optplan.controller.events import CONTROLLER, NORMAL, WARNING, Recorder
 from optplan.controller.manager import Controller
 from optplan.controller.metrics import Metrics
 from tests.fakekube import ApiError, FakeKube
 from tests.test_controller import NS, W0, W1, Clock
-from tests.test_controller_e2e import RUN_API, SETTINGS, Env, complete, placements, seed_objects
+from tests.test_controller_e2e import (
+    RUN_API,
+    SETTINGS,
+    Env,
+    budget_spent_at_execute,
+    complete,
+    placements,
+    seed_objects,
+)
 
 EVENT_API = ("events.k8s.io/v1", "Event")
 RUN = "ascend-execute-001"
@@ -116,21 +124,8 @@ def test_a_dry_run_tells_its_plan_and_a_waiting_execute_why_it_waits(fk: FakeKub
 
 
 def test_a_refused_eviction_names_the_budget_and_its_repeats_aggregate(env: Env) -> None:
-    env.fk.add({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                "metadata": {"name": "training", "namespace": NS},
-                "spec": {"selector": {"matchLabels": {"volcano.sh/job-name": "ascend-batch-training"}}},
-                "status": {"disruptionsAllowed": 2}}, server_fields=True)
-    client = env.client()
-    real = client.evict
-
-    def budget_spent(namespace: str, name: str, **kw: Any) -> Answer:  # the budget is gone by Execute time
-        env.fk.patch("policy/v1", "PodDisruptionBudget", "training", {"status": {"disruptionsAllowed": 0}},
-                     namespace=NS, subresource="status")
-        return real(namespace, name, **kw)
-
-    client.evict = budget_spent  # type: ignore[method-assign]
     metrics = Metrics()
-    run = env.until_finished(controller(env, client, metrics))
+    run = env.until_finished(controller(env, budget_spent_at_execute(env), metrics))
     assert run["status"]["phase"] == "Failed"
     told = events(env.fk, RUN)
     assert story(told) == ["Planned", "EvictionRefused", "EvictionRefused", "Failed"]
