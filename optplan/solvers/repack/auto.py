@@ -1,8 +1,11 @@
 """auto: the greedy first, then CP-SAT hinted with the greedy plan; the better plan wins, and on a
 tie the greedy's (its receivers follow the seed's order).
 
-The greedy is greedy-fast, then (up to FAST_GREEDY_ABOVE candidates, and when its expected time fits
-in half the limit) the seed's greedy as well; the better of the two is the hint.
+The greedy is greedy-fast, run to its end whatever the limit: auto never returns a plan below it
+(``_floor``), and a run that greedy-fast alone makes late says so in its record (``plan_repack``). Then (up
+to FAST_GREEDY_ABOVE candidates, and when its expected time fits in half the limit) the seed's greedy as well;
+the better of the two is the hint. How starved the process is (greedy-fast's wall over CPU seconds) scales the
+wall-clock setup estimates of what follows.
 
 "Better" is ``exact.better``, the exact model's lexicographic order on integers: more freed nodes,
 then lower scaled disruption; a tie keeps the incumbent (the seed's greedy over greedy-fast, the
@@ -10,13 +13,14 @@ greedy's plan over CP-SAT's).
 When CP-SAT finds nothing within the time left, or refuses its model although the greedy plan is a
 valid hint (a bug, logged at error level: ``exact.model_bug``), the greedy plan is returned as FALLBACK.
 Above MAX_ARCS (pod class, receiver) pairs (those the predicates admit, ``receiver_cap``) the model
-is too large to solve whole. When every independent part (node pool) has a model by pod shape
+is too large to solve whole; above SHAPES_FIRST_ABOVE candidates the parts by shape are tried first even when
+it is not. When every independent part (node pool) has a model by pod shape
 (``pools``: the exact model with pods counted by shape, every admitted receiver kept; not with a topology
-PodGroup), auto solves the parts so, each from its own greedy plan, with the whole limit but
+PodGroup), auto solves the parts so, each from greedy-fast's plan there, with the whole limit but
 POOLS_RESERVE, and the large-neighbourhood search (``lns``) lowers the cost in what they leave. When
 the shape models prove every part optimal (both phases), the plan is the exact model's optimum: OPTIMAL,
 and the LNS is skipped; else FEASIBLE, with the parts' bounds summed (each the exact model's: no
-receiver is pruned there) when below the global freed bound. Otherwise auto runs greedy-fast, the parts
+receiver is pruned there) when below the global freed bound. Otherwise auto takes greedy-fast's plan, the parts
 that have a model by shape within POOLS_SHARE of the time left (hinted with the greedy plan), and the
 LNS around the better plan on a model whose pod classes keep their best receivers (the greedy's always);
 the record then says FEASIBLE, with the global freed bound (the budget relaxation's under maxPerRun or
