@@ -11,7 +11,8 @@ in pyproject.toml, checked by ``lint-imports``):
 - ``optplan.models``: the pydantic domain: snapshot objects, RepackRun spec and status, plans, input limits.
 
 Outside the layers: ``optplan.errors`` (one root exception, ``OptplanError``, raised from every room),
-``optplan.runtime`` (process-wide tuning any room may use: the cyclic collector paused) and the benchmark suite of ``optplan bench`` (``optplan.bench``, its goals section ``optplan.benchgoals``, and
+``optplan.runtime`` (process-wide tuning any room may use: the cyclic collector paused) and the benchmark
+suite of ``optplan bench`` (``optplan.bench``, its goals section ``optplan.benchgoals``, and
 ``optplan.figures``, the PNG writer its sections and the renderers share).
 """
 
