@@ -347,6 +347,9 @@ class Cluster:
             "get", "queue", "root", check=False).returncode == 0, timeout, scheduler)
         self._wait("namespace default's ServiceAccount", lambda: self.kubectl(
             "get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0, timeout)
+        # The root-CA publisher is a controller of its own: its ConfigMap can come seconds after the ServiceAccount.
+        self._wait("namespace default's kube-root-ca.crt", lambda: self.kubectl(
+            "get", "configmap", "kube-root-ca.crt", "-n", "default", check=False).returncode == 0, timeout)
         dead = [p.name for p in self.procs if p.popen.poll() is not None]
         if dead:
             raise RuntimeError(f"exited during start: {', '.join(dead)}\n{self.logs()}")
