@@ -1,4 +1,4 @@
-"""Run ``optplan.solvers.repack.binpacking.min_bins`` on BPPLIB families and summarise the results.
+"""Run ``optplan.solvers.binpack.binpacking.min_bins`` on BPPLIB families and summarise the results.
 
 Example::
 
@@ -22,9 +22,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from optplan.bench import read_bpplib
+from optplan.experiments.bench import read_bpplib
+from optplan.solvers.binpack.binpacking import min_bins
 from optplan.solvers.core.clock import Clock
-from optplan.solvers.repack.binpacking import min_bins
 
 # ../shared/data/bpplib beside the repository, or where OPTPLAN_BPPLIB says.
 DEFAULT_DATA_DIR = Path(

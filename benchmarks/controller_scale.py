@@ -53,7 +53,7 @@ if str(ROOT) not in sys.path:  # tests.fakekube, when run as a script from anywh
     sys.path.insert(0, str(ROOT))
 
 from optplan.adapters.generate import GenConfig, generate  # noqa: E402
-from optplan.bench import machine  # noqa: E402
+from optplan.experiments.bench import machine  # noqa: E402
 from tests.fakekube import FakeKube  # noqa: E402
 
 POD_SIZES = ((1, 0.9), (2, 0.07), (4, 0.03))

@@ -1,5 +1,5 @@
 """The freed-node bound (issue 17 §2): the old bound (occupied − theoretical minimum, or the budgets' count)
-against the pool bound (``optplan.solvers.repack.bound``), and the gap auto reports against each.
+against the pool bound (``optplan.solvers.repack.exact.bound``), and the gap auto reports against each.
 
 Example::
 
@@ -31,10 +31,10 @@ from typing import Any
 from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import LoadedInput, load_objects
 from optplan.adapters.openb import ImportConfig, import_openb
-from optplan.bench import machine as bench_machine
+from optplan.experiments.bench import machine as bench_machine
+from optplan.solvers.binpack.frag import fragmentation
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.repack.bound import pool_bound
-from optplan.solvers.repack.frag import fragmentation
+from optplan.solvers.repack.exact.bound import pool_bound
 from optplan.solvers.repack.rules import RepackProblem
 from optplan.solvers.repack.run import plan_repack
 

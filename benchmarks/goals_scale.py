@@ -6,7 +6,7 @@ Example::
     python benchmarks/goals_scale.py --data ../shared/data               # fill 90%, three repeats
     python benchmarks/goals_scale.py --data ../shared/data --fill 80 --solvers greedy,kai,auto
 
-The snapshot is ``benchgoals.scenario_objects``: ``optplan import openb`` (fill, departures 20%, seed 0), a
+The snapshot is ``experiments.goals_bench.scenario_objects``: ``optplan import openb`` (fill, departures 20%, seed 0), a
 HyperNode fabric of racks of 8 like nodes (tier 1) under spines of 4 racks (tier 2), and the gangs (8-card
 pods, hard tier 1: a gang must fit in one rack). Reported per solver: gangs admitted, pods and cards moved,
 the solver's status and gap, and the median wall seconds of the whole ``plan_goals`` (resolution, fragmentation
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from optplan.adapters.kubefile import load_objects
-from optplan.benchgoals import GANG_CARDS, scenario_objects
+from optplan.experiments.goals_bench import GANG_CARDS, scenario_objects
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.goals.run import plan_goals
 

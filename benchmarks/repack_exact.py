@@ -26,7 +26,7 @@ from typing import Any
 
 from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import load_objects
-from optplan.bench import machine as bench_machine
+from optplan.experiments.bench import machine as bench_machine
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack.run import plan_repack
 

@@ -41,10 +41,10 @@ from pathlib import Path
 
 from optplan.adapters.openb import read_pods
 from optplan.cli.replay import load_trace
-from optplan.solvers.replay.config import ReplayConfig
-from optplan.solvers.replay.engine import ReplayResult, replay
-from optplan.solvers.replay.trace import Trace, TraceGang
-from optplan.solvers.sim.online import SimNode, SimPod, fgd_workload, simulate
+from optplan.experiments.replay.config import ReplayConfig
+from optplan.experiments.replay.engine import ReplayResult, replay
+from optplan.experiments.replay.trace import Trace, TraceGang
+from optplan.experiments.sim.online import SimNode, SimPod, fgd_workload, simulate
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "openb"
 NODES = "openb_node_list_gpu_node.csv"

@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 
 from optplan.cli.replay import load_trace
-from optplan.solvers.replay import sweep
-from optplan.solvers.replay.config import ReplayConfig
-from optplan.solvers.replay.engine import replay
-from optplan.solvers.replay.trace import Trace
+from optplan.experiments.replay import sweep
+from optplan.experiments.replay.config import ReplayConfig
+from optplan.experiments.replay.engine import replay
+from optplan.experiments.replay.trace import Trace
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "openb"
 NODES = "openb_node_list_gpu_node.csv"

@@ -28,7 +28,7 @@ from typing import Any
 
 from optplan.adapters.kubefile import LoadedInput, load_objects
 from optplan.adapters.openb import ImportConfig, import_openb
-from optplan.bench import machine as bench_machine
+from optplan.experiments.bench import machine as bench_machine
 from optplan.models.repack import RepackRun
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack.run import plan_repack

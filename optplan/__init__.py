@@ -4,16 +4,15 @@ The package's rooms, top to bottom; each imports only the rooms below it (the fi
 in pyproject.toml, checked by ``lint-imports``):
 
 - ``optplan.cli``: the ``optplan`` command: parse, call, print; bad input exits 2, bugs exit 1.
-- ``optplan.serve`` (the plan server, HTTP/JSON) and ``optplan.controller`` (the RepackRun controller).
+- ``optplan.serve`` (the plan server, HTTP/JSON), ``optplan.controller`` (the RepackRun controller) and
+  ``optplan.experiments`` (the bench, the replay over time, the online simulation, their figures).
 - ``optplan.api``: the stable Python API, what a controller written in Python imports.
 - ``optplan.adapters`` (Kubernetes' file and API shapes; the only room that imports the ``kubernetes``
   client, a contract of its own) and ``optplan.solvers`` (the planners, in families over a shared core).
 - ``optplan.models``: the pydantic domain: snapshot objects, RepackRun spec and status, plans, input limits.
 
-Outside the layers: ``optplan.errors`` (one root exception, ``OptplanError``, raised from every room),
-``optplan.runtime`` (process-wide tuning any room may use: the cyclic collector paused) and the benchmark
-suite of ``optplan bench`` (``optplan.bench``, its goals section ``optplan.benchgoals``, and
-``optplan.figures``, the PNG writer its sections and the renderers share).
+Outside the layers: ``optplan.errors`` (one root exception, ``OptplanError``, raised from every room)
+and ``optplan.runtime`` (process-wide tuning any room may use: the cyclic collector paused).
 """
 
 __version__ = "0.1.0"

@@ -36,10 +36,10 @@ from optplan.models.repack import RepackRun, Weights
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core import registry
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.execute import steps as execute_mod
 from optplan.solvers.goals.run import plan_run as _plan_run
 from optplan.solvers.placement import jobs as placement_mod
 from optplan.solvers.placement import place as place_mod
-from optplan.solvers.repack import execute as execute_mod
 from optplan.solvers.repack.base import planner_names
 from optplan.solvers.repack.run import RepackOutcome
 

@@ -10,15 +10,15 @@ import pytest
 from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import load_objects
 from optplan.models.repack import RepackPlan
-from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.core.oracle import Capacity, static_reason
-from optplan.solvers.repack.base import PlanResult
-from optplan.solvers.repack.baselines import (
+from optplan.solvers.baselines.repack import (
     cluster_autoscaler_scale_down,
     descheduler_high_node_utilization,
     karpenter_multi_node,
     karpenter_pod_cost,
 )
+from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.core.oracle import Capacity, static_reason
+from optplan.solvers.repack.base import PlanResult
 from optplan.solvers.repack.rules import RepackProblem
 from optplan.solvers.repack.validate import plan_violations
 from tests.builders import load_with_run, node, pdb, pod, podgroup, repack_run

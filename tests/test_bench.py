@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from optplan import bench
 from optplan.cli import build_parser
 from optplan.errors import InputError
-from optplan.solvers.sim.online import POLICIES
+from optplan.experiments import bench
+from optplan.experiments.sim.online import POLICIES
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 

@@ -11,12 +11,12 @@ from functools import partial
 import numpy as np
 import pytest
 
-from optplan.bench import read_bpplib
+from optplan.experiments.bench import read_bpplib
+from optplan.solvers.binpack import binflow
+from optplan.solvers.binpack.binflow import FlowGraph, flow_graph, flow_pack
+from optplan.solvers.binpack.binlp import GilmoreGomory
+from optplan.solvers.binpack.binpacking import min_bins
 from optplan.solvers.core.clock import Clock
-from optplan.solvers.repack import binflow
-from optplan.solvers.repack.binflow import FlowGraph, flow_graph, flow_pack
-from optplan.solvers.repack.binlp import GilmoreGomory
-from optplan.solvers.repack.binpacking import min_bins
 from tests.test_binpacking import BPPLIB, brute_force_min_bins
 
 

@@ -1,4 +1,4 @@
-"""Tests for optplan.solvers.repack.binpacking.min_bins."""
+"""Tests for optplan.solvers.binpack.binpacking.min_bins."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from optplan.bench import read_bpplib
-from optplan.solvers.repack import binpacking
-from optplan.solvers.repack.binpacking import BinPackingResult, min_bins
+from optplan.experiments.bench import read_bpplib
+from optplan.solvers.binpack import binpacking
+from optplan.solvers.binpack.binpacking import BinPackingResult, min_bins
 
 # The BPPLIB data beside the repository (../shared/data/bpplib), or where OPTPLAN_BPPLIB says.
 BPPLIB = Path(os.environ.get("OPTPLAN_BPPLIB") or Path(__file__).resolve().parents[2] / "shared" / "data" / "bpplib")
@@ -238,7 +238,7 @@ def test_bpplib_through_a_snapshot(relpath: str) -> None:
     if not (BPPLIB / "Bounds.txt").is_file():
         pytest.skip(f"BPPLIB data not found at {BPPLIB}")
     from optplan.adapters.kubefile import load_objects
-    from optplan.solvers.repack.frag import fragmentation
+    from optplan.solvers.binpack.frag import fragmentation
     from tests.builders import node, pod, podgroup
 
     path = BPPLIB / relpath

@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from optplan.bench import read_bpplib
+from optplan.experiments.bench import read_bpplib
+from optplan.solvers.binpack import binflow, binlp, binpacking
+from optplan.solvers.binpack.binfill import slack_fill
+from optplan.solvers.binpack.binlp import lp_bound_and_dive
+from optplan.solvers.binpack.binpacking import min_bins
 from optplan.solvers.core.clock import Clock
-from optplan.solvers.repack import binflow, binlp, binpacking
-from optplan.solvers.repack.binfill import slack_fill
-from optplan.solvers.repack.binlp import lp_bound_and_dive
-from optplan.solvers.repack.binpacking import min_bins
 from tests.test_binpacking import BPPLIB, brute_force_min_bins
 
 

@@ -19,7 +19,7 @@ from optplan.controller.reconcile import Settings
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack import auto
-from optplan.solvers.repack import model as repack_model
+from optplan.solvers.repack.exact import model as repack_model
 from optplan.solvers.repack.greedy import _Greedy
 from optplan.solvers.repack.rules import RepackProblem
 from optplan.solvers.repack.run import plan_repack

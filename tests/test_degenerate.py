@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from optplan import api
+from optplan.solvers.baselines.repack import BASELINES
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.repack import model as repack_model
 from optplan.solvers.repack.base import planner_names
-from optplan.solvers.repack.baselines import BASELINES
+from optplan.solvers.repack.exact import model as repack_model
 from optplan.solvers.repack.rules import RepackProblem
 from optplan.solvers.repack.run import INSUFFICIENT, NO_FRAGMENTATION, RepackOutcome, plan_repack
 from optplan.solvers.repack.validate import plan_violations

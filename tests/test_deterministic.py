@@ -14,8 +14,8 @@ from optplan.adapters.output import status_dict
 from optplan.cli import main
 from optplan.solvers.core import clock
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.repack import model as repack_model
 from optplan.solvers.repack.base import get_planner
+from optplan.solvers.repack.exact import model as repack_model
 from optplan.solvers.repack.rules import RepackProblem
 from optplan.solvers.repack.run import plan_repack
 

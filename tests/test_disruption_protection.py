@@ -13,10 +13,10 @@ import pytest
 from optplan.adapters.kubefile import load_objects
 from optplan.errors import InputError
 from optplan.models.repack import PodMove, RepackPlan
+from optplan.solvers.baselines.repack import karpenter_multi_node
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.protection import PREEMPTABLE_KEY
 from optplan.solvers.repack.base import planner_names
-from optplan.solvers.repack.baselines import karpenter_multi_node
 from optplan.solvers.repack.rules import DO_NOT_DISRUPT, SAFE_TO_EVICT, RepackProblem
 from optplan.solvers.repack.run import INSUFFICIENT, RECOMMENDED, RepackOutcome, plan_repack
 from optplan.solvers.repack.validate import plan_violations

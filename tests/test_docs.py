@@ -61,13 +61,13 @@ DOTTED = re.compile(r"(?<![\w./])(optplan(?:\.\w+)+)(?![\w/-])")  # not a label 
 
 
 def file_exists(name: str) -> bool:
-    """A path from the repository root (``optplan/solvers/repack/pools.py``) or the tail of one
-    (``repack/pools.py``, ``binlp.py``), as the docs shorten them inside one family."""
+    """A path from the repository root (``optplan/solvers/repack/exact/pools.py``) or the tail of one
+    (``repack/exact/pools.py``, ``binlp.py``), as the docs shorten them inside one family."""
     return (ROOT / name).is_file() or any(f == name or f.endswith("/" + name) for f in SOURCE_FILES)
 
 
 def resolves(dotted: str) -> bool:
-    """``optplan.solvers.repack.pools`` (a module) or ``optplan.api.plan_repack`` (a module's attribute)."""
+    """``optplan.solvers.repack.exact.pools`` (a module) or ``optplan.api.plan_repack`` (a module's attribute)."""
     parts = dotted.split(".")
     for n in range(len(parts), 0, -1):
         module = ".".join(parts[:n])
@@ -95,10 +95,10 @@ def test_every_module_and_file_the_docs_name_exists(path: Path) -> None:
 
 
 def test_the_name_checks_catch_what_does_not_exist() -> None:
-    assert file_exists("optplan/solvers/repack/pools.py") and file_exists("repack/pools.py")
+    assert file_exists("optplan/solvers/repack/exact/pools.py") and file_exists("repack/exact/pools.py")
     assert file_exists("binlp.py") and file_exists("tests/test_docs.py")
     assert not file_exists("repack/layout.py") and not file_exists("optplan/solvers/pools.py")
-    assert resolves("optplan.solvers.repack.pools") and resolves("optplan.api.plan_repack")
+    assert resolves("optplan.solvers.repack.exact.pools") and resolves("optplan.api.plan_repack")
     assert resolves("optplan.solvers.repack.validate.validate_plan")
     assert not resolves("optplan.solvers.repack.layout") and not resolves("optplan.api.no_such_call")
     found = FILE_PATH.findall("see `goals/validate.py` and tests/test_fuzz.py")

@@ -11,12 +11,12 @@ from ortools.sat.python import cp_model
 
 from optplan.adapters.kubefile import load_files
 from optplan.models.repack import DIMENSIONS, RepackPlan
+from optplan.solvers.binpack.frag import fragmentation
 from optplan.solvers.core.exact import STRICT_ENV, ExactModelError, Score, better
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.repack import cpsat
 from optplan.solvers.repack.base import PlanResult, get_planner
-from optplan.solvers.repack.frag import fragmentation
-from optplan.solvers.repack.model import ModelData, build_data, hint_counts, scaled_cost
+from optplan.solvers.repack.exact import cpsat
+from optplan.solvers.repack.exact.model import ModelData, build_data, hint_counts, scaled_cost
 from optplan.solvers.repack.rules import RepackProblem, Weights
 from optplan.solvers.repack.run import plan_repack
 from optplan.solvers.repack.validate import plan_violations

@@ -11,12 +11,12 @@ import pytest
 from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import load_objects
 from optplan.models.repack import RepackPlan
+from optplan.solvers.binpack.frag import fragmentation
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.repack import cpsat
-from optplan.solvers.repack import model as repack_model
 from optplan.solvers.repack.base import get_planner
-from optplan.solvers.repack.frag import fragmentation
-from optplan.solvers.repack.model import ModelData, build_data, components, scaled_cost
+from optplan.solvers.repack.exact import cpsat
+from optplan.solvers.repack.exact import model as repack_model
+from optplan.solvers.repack.exact.model import ModelData, build_data, components, scaled_cost
 from optplan.solvers.repack.rules import RepackProblem
 from optplan.solvers.repack.validate import plan_violations
 from tests.builders import load_with_run, node, pdb, pod, podgroup, repack_run

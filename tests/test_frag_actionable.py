@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from optplan.cli import main
+from optplan.solvers.binpack import hyperfrag
+from optplan.solvers.binpack.binpacking import min_bins
+from optplan.solvers.binpack.hyperfrag import BOUNDS, OPTIMAL, capacity_bound, hypernode_fragmentation
 from optplan.solvers.placement.pending import CAPACITY, FITS, FRAGMENTATION, QUOTA, free_total, pending_gangs
-from optplan.solvers.repack import hyperfrag
-from optplan.solvers.repack.binpacking import min_bins
-from optplan.solvers.repack.hyperfrag import BOUNDS, OPTIMAL, capacity_bound, hypernode_fragmentation
 from tests.builders import GPU, hypernode, job_task, load, node, pod, podgroup_in, queue, vcjob
 
 

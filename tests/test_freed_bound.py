@@ -1,4 +1,4 @@
-"""The pool bound on freed nodes (``repack.bound``, issue 17 §2): never below what an exact optimum frees,
+"""The pool bound on freed nodes (``repack.exact.bound``, issue 17 §2): never below what an exact optimum frees,
 never above occupied − theoretical minimum, the same every time, and strictly tighter where pools,
 pinned pods and scope.nodes matter. Exact optima come from CP-SAT (one worker) with OPTIMAL status."""
 
@@ -12,10 +12,10 @@ import pytest
 
 from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import load_objects
+from optplan.solvers.binpack.frag import fragmentation
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.repack import cpsat
-from optplan.solvers.repack.bound import freed_upper, pool_bound
-from optplan.solvers.repack.frag import fragmentation
+from optplan.solvers.repack.exact import cpsat
+from optplan.solvers.repack.exact.bound import freed_upper, pool_bound
 from optplan.solvers.repack.rules import RepackProblem
 from optplan.solvers.repack.run import plan_repack
 from tests.builders import load_with_run, node, pod, podgroup, repack_run

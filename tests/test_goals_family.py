@@ -13,17 +13,17 @@ import yaml
 from optplan.cli import main
 from optplan.models.execute import ExecuteGoals, ExecutePlan, ExecuteStatus
 from optplan.models.goals import BLOCKS_NOT_MET, GOALS_MET, NOT_ADMITTABLE, GoalRunStatus
+from optplan.solvers.baselines.kai import KaiPlanner
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.execute.steps import nominate
 from optplan.solvers.goals import run as goals_run
 from optplan.solvers.goals.cpsat import CpSatGoalPlanner
 from optplan.solvers.goals.greedy import GreedyGoalPlanner
-from optplan.solvers.goals.kai import KaiPlanner
 from optplan.solvers.goals.problem import GoalProblem
 from optplan.solvers.goals.resolve import resolve_goals
 from optplan.solvers.goals.run import plan_goals, room_lost
 from optplan.solvers.goals.validate import goal_violations
 from optplan.solvers.placement.place import plan_placement
-from optplan.solvers.repack.execute import nominate
 from optplan.solvers.repack.run import INSUFFICIENT, RECOMMENDED
 from tests.builders import hypernode, job_task, node, pod, podgroup_in, queue, vcjob
 from tests.goalcases import admit_run, load_case, random_case

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from optplan.models.goals import BUDGET, HIGHER_GOAL, QUOTA, SEARCH, TOPOLOGY, Admission
+from optplan.solvers.baselines.kai import KaiPlanner
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.protection import DO_NOT_DISRUPT
 from optplan.solvers.core.registry import load, names
 from optplan.solvers.goals.greedy import GreedyGoalPlanner
-from optplan.solvers.goals.kai import KaiPlanner
 from optplan.solvers.goals.problem import GoalPlanner, GoalProblem, GoalResult
 from optplan.solvers.goals.validate import goal_violations
 from optplan.solvers.placement.place import plan_placement

@@ -1,4 +1,4 @@
-"""auto's large-neighbourhood search (``solvers.repack.lns``), taken on small clusters by lowering the model
+"""auto's large-neighbourhood search (``solvers.repack.exact.lns``), taken on small clusters by lowering the model
 size above which auto uses it. One worker, fixed seed."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from ortools.sat.python import cp_model
 
 from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import load_files, load_objects
+from optplan.solvers.binpack.frag import fragmentation
 from optplan.solvers.core.exact import STRICT_ENV, ExactModelError
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.repack import cpsat, lns
-from optplan.solvers.repack import model as repack_model
 from optplan.solvers.repack.base import get_planner
-from optplan.solvers.repack.frag import fragmentation
-from optplan.solvers.repack.model import ModelData, build_data, scaled_cost
+from optplan.solvers.repack.exact import cpsat, lns
+from optplan.solvers.repack.exact import model as repack_model
+from optplan.solvers.repack.exact.model import ModelData, build_data, scaled_cost
 from optplan.solvers.repack.rules import RepackProblem
 from optplan.solvers.repack.run import plan_repack
 from optplan.solvers.repack.validate import plan_violations

@@ -1,4 +1,4 @@
-"""Online placement (``solvers.sim.online``): small clusters written inline whose answers are known."""
+"""Online placement (``experiments.sim.online``): small clusters written inline whose answers are known."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from optplan.errors import InputError, PlanInvalidError
+from optplan.experiments.sim import online
+from optplan.experiments.sim.online import POLICIES, OnlineConfig, SimNode, SimPod, fgd_workload, simulate, verify
 from optplan.models.placement import BinpackWeights
 from optplan.solvers.placement.binpack import binpack_score
-from optplan.solvers.sim import online
-from optplan.solvers.sim.online import POLICIES, OnlineConfig, SimNode, SimPod, fgd_workload, simulate, verify
 
 GB = 1024  # MiB
 

@@ -14,7 +14,7 @@ import yaml
 from optplan.adapters.kubefile import load_files, load_objects
 from optplan.adapters.openb import MODEL_LABEL, ImportConfig, add_arguments, import_openb, run
 from optplan.errors import InputError
-from optplan.solvers.repack.frag import fragmentation
+from optplan.solvers.binpack.frag import fragmentation
 from optplan.solvers.repack.run import plan_repack
 
 GPU = "nvidia.com/gpu"

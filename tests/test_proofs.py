@@ -34,9 +34,9 @@ from optplan.solvers.goals.resolve import resolve_goals
 from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.model import plan_key
 from optplan.solvers.placement.place import plan_placement
-from optplan.solvers.repack import model as repack_model
-from optplan.solvers.repack import pools
-from optplan.solvers.repack.model import admitted_pairs, build_data, exact_score, pod_classes
+from optplan.solvers.repack.exact import model as repack_model
+from optplan.solvers.repack.exact import pools
+from optplan.solvers.repack.exact.model import admitted_pairs, build_data, exact_score, pod_classes
 from optplan.solvers.repack.rules import RepackProblem
 from optplan.solvers.repack.run import plan_repack
 from tests.goalcases import load_case, random_case

@@ -12,12 +12,12 @@ import pytest
 from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import load_objects
 from optplan.models.repack import RepackPlan
+from optplan.solvers.binpack.frag import fragmentation
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.repack import cpsat, pools
-from optplan.solvers.repack import model as repack_model
 from optplan.solvers.repack.base import get_planner
-from optplan.solvers.repack.frag import fragmentation
-from optplan.solvers.repack.model import (
+from optplan.solvers.repack.exact import cpsat, pools
+from optplan.solvers.repack.exact import model as repack_model
+from optplan.solvers.repack.exact.model import (
     admitted_pairs,
     build_data,
     components,

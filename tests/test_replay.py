@@ -10,8 +10,8 @@ import pytest
 
 from optplan.cli import main
 from optplan.cli.replay import load_trace
-from optplan.solvers.replay.config import ReplayConfig
-from optplan.solvers.replay.engine import Replay, percentile, replay
+from optplan.experiments.replay.config import ReplayConfig
+from optplan.experiments.replay.engine import Replay, percentile, replay
 
 HEADER = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,"
           "scheduled_time\n")

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from optplan.cli.replay import load_trace
+from optplan.experiments.replay.config import ReplayConfig
+from optplan.experiments.replay.engine import Replay
 from optplan.models.placement import BinpackWeights
 from optplan.solvers.placement.allocate import greedy_place
 from optplan.solvers.placement.context import Context
-from optplan.solvers.replay.config import ReplayConfig
-from optplan.solvers.replay.engine import Replay
 from tests.test_replay import write
 
 

@@ -12,9 +12,9 @@ import pytest
 
 from optplan.cli import main
 from optplan.cli.replay import load_trace
-from optplan.solvers.replay import sweep
-from optplan.solvers.replay.config import ReplayConfig
-from optplan.solvers.replay.trace import Trace
+from optplan.experiments.replay import sweep
+from optplan.experiments.replay.config import ReplayConfig
+from optplan.experiments.replay.trace import Trace
 
 HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time,deletion_time,scheduled_time\n"
 

@@ -12,7 +12,7 @@ import pytest
 from optplan.cli import main
 from optplan.cli.replay import load_trace
 from optplan.errors import InputError
-from optplan.solvers.replay.trace import PodTimes, borrow_times
+from optplan.experiments.replay.trace import PodTimes, borrow_times
 
 SINGLE = ((1, 1.0),)  # every pod its own gang
 TIMED = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time,deletion_time,scheduled_time\n"

@@ -17,10 +17,10 @@ from optplan.adapters.kubefile import load_files
 from optplan.adapters.output import repack_run_document
 from optplan.errors import InputError
 from optplan.models.repack import RepackPlan
+from optplan.solvers.binpack.frag import fragmentation
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack.base import get_planner
-from optplan.solvers.repack.frag import fragmentation
-from optplan.solvers.repack.model import build_data, scaled_cost
+from optplan.solvers.repack.exact.model import build_data, scaled_cost
 from optplan.solvers.repack.rules import Gang, RepackProblem, RestartUnit, gang_impact, restart_total
 from optplan.solvers.repack.run import plan_repack
 from optplan.solvers.repack.validate import plan_violations

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from optplan.cli import main
-from optplan.solvers.repack.frag import FragReport, fragmentation
+from optplan.solvers.binpack.frag import FragReport, fragmentation
 from optplan.solvers.repack.rules import RepackProblem, Weights
 from optplan.solvers.repack.run import plan_repack
 from tests.builders import GPU, load_with_run, node, pod, podgroup, repack_run

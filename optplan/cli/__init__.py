@@ -3,7 +3,7 @@
 One module per command family: ``repack`` (repack, compare, frag), ``place``, ``spot`` (reclaim-spot),
 ``queues`` (queues, spot-capacity), ``execute`` (nominate, verify), ``replay``, ``controller``, ``sources``
 (snapshot, generate, and where a command's snapshot comes from); ``render``, ``import openb``, ``bench`` and
-``serve`` are run by their own modules (``adapters.render``, ``adapters.openb``, ``optplan.bench``,
+``serve`` are run by their own modules (``adapters.render``, ``adapters.openb``, ``optplan.experiments.bench``,
 ``optplan.serve``). This module builds the parser and dispatches. The CLI is the top layer: it imports
 the plan server, the controller, solvers, adapters and the API directly.
 """
@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from optplan import __version__, bench
+from optplan import __version__
 from optplan.adapters import generate as generate_mod
 from optplan.adapters import openb as openb_mod
 from optplan.adapters import render
@@ -26,6 +26,7 @@ from optplan.adapters.kubefile import LoadedInput
 from optplan.cli import controller, execute, place, queues, repack, replay, serve, sources, spot
 from optplan.cli.execute import verification_status
 from optplan.errors import InputError, OptplanError, PlanInvalidError, printable
+from optplan.experiments import bench
 from optplan.models.repack import Weights
 from optplan.solvers.core import registry
 from optplan.solvers.repack.base import planner_names

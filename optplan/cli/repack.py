@@ -18,6 +18,10 @@ from optplan.models.goals import GoalRunStatus
 from optplan.models.limits import MAX_WEIGHT, WEIGHT_DIGITS
 from optplan.models.quantity import format_amount, format_milli, to_milli, unit_of, with_unit
 from optplan.models.repack import DIMENSIONS, AdmitGoal, FreeHyperNodesGoal, RepackRun, Weights, namespaced_name
+from optplan.solvers.baselines.repack import BASELINES
+from optplan.solvers.binpack.frag import FragReport, fragmentation, round_half_up
+from optplan.solvers.binpack.hyperfrag import TierFrag, hypernode_fragmentation
+from optplan.solvers.binpack.hyperfrag import tiers as hypernode_tiers
 from optplan.solvers.core import registry
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.goals.resolve import GOAL, resolve_goals
@@ -32,10 +36,6 @@ from optplan.solvers.placement.pending import (
     pending_gangs,
 )
 from optplan.solvers.repack.base import planner_names
-from optplan.solvers.repack.baselines import BASELINES
-from optplan.solvers.repack.frag import FragReport, fragmentation, round_half_up
-from optplan.solvers.repack.hyperfrag import TierFrag, hypernode_fragmentation
-from optplan.solvers.repack.hyperfrag import tiers as hypernode_tiers
 from optplan.solvers.repack.rules import RepackProblem
 from optplan.solvers.repack.run import RepackOutcome, plan_repack
 from optplan.solvers.repack.validate import plan_violations

@@ -30,13 +30,13 @@ from typing import Any
 from optplan.adapters import openb
 from optplan.adapters.args import int_in, positive_float
 from optplan.adapters.output import write_atomic
-from optplan.bench import Progress
 from optplan.errors import InputError
-from optplan.solvers.replay import report, sweep
-from optplan.solvers.replay.config import PLANNERS, POLICIES, RESOURCE, RESTARTS, ReplayConfig
-from optplan.solvers.replay.engine import ReplayResult, replay
-from optplan.solvers.replay.trace import UNMATCHED, PodShape, PodTimes, Trace, TraceGang, TracePod, borrow_times
-from optplan.solvers.sim.online import SimNode
+from optplan.experiments.bench import Progress
+from optplan.experiments.replay import report, sweep
+from optplan.experiments.replay.config import PLANNERS, POLICIES, RESOURCE, RESTARTS, ReplayConfig
+from optplan.experiments.replay.engine import ReplayResult, replay
+from optplan.experiments.replay.trace import UNMATCHED, PodShape, PodTimes, Trace, TraceGang, TracePod, borrow_times
+from optplan.experiments.sim.online import SimNode
 
 TIME_COLUMNS = ("name", "creation_time", "scheduled_time", "deletion_time")
 
@@ -231,7 +231,7 @@ def replay_files(trace: Trace, results: list[ReplayResult], *, timings: bool, pl
     names: list[str] = []
     note = None
     if plots:
-        from optplan.solvers.replay.plots import plots as draw
+        from optplan.experiments.replay.plots import plots as draw
         drawn = draw(results)
         if isinstance(drawn, str):
             note = drawn

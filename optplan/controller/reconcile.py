@@ -84,8 +84,8 @@ from optplan.models.execute import Relocation
 from optplan.models.repack import RepackRun
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.execute import steps as execute_mod
 from optplan.solvers.goals.run import plan_run, room_lost
-from optplan.solvers.repack import execute as execute_mod
 from optplan.solvers.repack.run import NO_FRAGMENTATION, RECOMMENDED, RepackOutcome
 
 log = logging.getLogger(__name__)

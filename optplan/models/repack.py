@@ -257,7 +257,7 @@ class SolverRecord(KubeModel):
     status: str
     freed_nodes_bound: int | None = None
     objective: int | None = None
-    """The integer-scaled weighted disruption (see solvers/repack/model.py), not comparable across runs."""
+    """The integer-scaled weighted disruption (see solvers/repack/exact/model.py), not comparable across runs."""
     best_bound: int | None = None
     gap_percent: float | None = None
     wall_seconds: float | None = None

@@ -59,7 +59,7 @@ class PlanResult:
 
 @dataclass(frozen=True)
 class FragReport:
-    """The fragmentation metric of seed 000 (``optplan.solvers.repack.frag`` measures it)."""
+    """The fragmentation metric of seed 000 (``optplan.solvers.binpack.frag`` measures it)."""
 
     resource: str
     providers: int

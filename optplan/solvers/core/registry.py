@@ -35,8 +35,8 @@ DEFAULT = "auto"
 
 _ENTRIES: tuple[Entry, ...] = (
     Entry("repack", "greedy", "optplan.solvers.repack.greedy:GreedyPlanner"),
-    Entry("repack", "cpsat", "optplan.solvers.repack.cpsat:CpSatPlanner"),
-    Entry("repack", "milp", "optplan.solvers.repack.milp:MilpPlanner"),
+    Entry("repack", "cpsat", "optplan.solvers.repack.exact.cpsat:CpSatPlanner"),
+    Entry("repack", "milp", "optplan.solvers.repack.exact.milp:MilpPlanner"),
     Entry("repack", "greedy-fast", "optplan.solvers.repack.greedy:FastGreedyPlanner"),
     Entry("repack", "auto", "optplan.solvers.repack.auto:AutoPlanner"),
     Entry("placement", "greedy", "optplan.solvers.placement.allocate:greedy_place"),
@@ -44,7 +44,7 @@ _ENTRIES: tuple[Entry, ...] = (
     Entry("placement", "auto", None),
     Entry("goals", "greedy", "optplan.solvers.goals.greedy:GreedyGoalPlanner"),
     Entry("goals", "cpsat", "optplan.solvers.goals.cpsat:CpSatGoalPlanner"),
-    Entry("goals", "kai", "optplan.solvers.goals.kai:KaiPlanner"),
+    Entry("goals", "kai", "optplan.solvers.baselines.kai:KaiPlanner"),
     Entry("goals", "milp", "optplan.solvers.goals.milp:MilpGoalPlanner"),
     Entry("goals", "auto", None),
 )

@@ -8,9 +8,9 @@ above both in the import contracts. Its modules, top to bottom; each imports onl
 
 - ``run``: one planner's plan, validated, as a RepackRun status (``plan_run``, ``plan_goals``; ``auto``:
   the greedy, then the joint CP-SAT model hinted with it, the better plan winning);
-- the planners: ``greedy`` (the fallback and baseline), ``kai`` (KAI-scheduler's consolidation, as a
-  peer), ``cpsat`` (one model deciding moves, placements and HyperNodes together) and ``milp`` (its
-  PuLP/HiGHS twin);
+- the planners: ``greedy`` (the fallback and baseline), ``cpsat`` (one model deciding moves, placements
+  and HyperNodes together) and ``milp`` (its PuLP/HiGHS twin); KAI-scheduler's consolidation, the peer, is
+  ``optplan.solvers.baselines.kai``;
 - ``model`` (the exact model's data, shared by ``cpsat`` and ``milp``; no solver import), ``validate``
   (every plan re-checked by the two families' own rules, trusting no planner) and ``room`` (the running
   state the heuristics share);

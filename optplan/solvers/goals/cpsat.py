@@ -28,7 +28,7 @@ the PDBs (Repack's rules, ``problem.repack``); Σ free ≤ count (≥ count when
 Objective, lexicographic, by stages (each fixes the previous optimum — or the value found, when the
 stage was cut short — and is hinted with the previous solution): (1) Σ admit weighted by priority
 level, a level outweighing every lower one together; (2) freed HyperNodes; (3) the seed's weighted
-disruption on Repack's integer scale (``repack.model.integer_weights``): affected PodGroups, those below
+disruption on Repack's integer scale (``repack.exact.model.integer_weights``): affected PodGroups, those below
 minAvailable and their affected cards (restart units counted: default pods, task/role units, whole
 group), moved cards and pods, topology widening. These are lower-bounded in the model, tight at its
 optimum; the plan's cost is the rules' (``weighted_cost`` of ``problem.repack.disruption``), and stage 3
@@ -83,7 +83,7 @@ from optplan.solvers.goals.model import (
 from optplan.solvers.goals.model import fallback as shared_fallback
 from optplan.solvers.goals.problem import GoalProblem, GoalResult
 from optplan.solvers.goals.validate import goal_violations
-from optplan.solvers.repack.model import weigh, weighted_cost
+from optplan.solvers.repack.exact.model import weigh, weighted_cost
 from optplan.solvers.repack.rules import RestartUnit, gang_impact
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """The MILP twin of the joint goal model (issue 15 §2 "the MILP twin where it is cheap to keep"), in PuLP,
-solved by HiGHS (else CBC) as Repack's twin is (``repack.milp``: its backend, rows and quiet stdout).
+solved by HiGHS (else CBC) as Repack's twin is (``repack.exact.milp``: its backend, rows and quiet stdout).
 
 The same model as ``cpsat`` (which documents the decisions and constraints), built by one function per
 family mirroring cpsat's, on the same data (``model.build_data``: the same classes, receivers, regions and
@@ -9,7 +9,7 @@ scale. Each stage's value is then fixed as a row for the next (= the optimum whe
 when the stage was cut short).
 
 HiGHS runs cold and without presolve, as HiGHS 1.16 answered wrongly otherwise on the seeded family
-(``tests/goalcases``). Given a start (``setSolution``, as ``repack.milp``'s phase 2 does), it returned the
+(``tests/goalcases``). Given a start (``setSolution``, as ``repack.exact.milp``'s phase 2 does), it returned the
 start unchanged as "optimal" at 46 in its presolved space (the start's 252 less an offset) where the optimum
 is 56 (seed 176); with presolve, stage 3 of seed 88 (HyperNodes) came back INFEASIBLE after "untransformed
 violations" of its own solutions. Cold and without presolve, the 400 family cases (seeds 0-199, with and
@@ -71,8 +71,8 @@ from optplan.solvers.goals.model import (
 )
 from optplan.solvers.goals.problem import GoalProblem, GoalResult
 from optplan.solvers.goals.validate import goal_violations
-from optplan.solvers.repack.milp import EQ, GE, LE, _backend, _dual_bound, _HiGHS, _row, proven_optimal
-from optplan.solvers.repack.model import weigh, weighted_cost
+from optplan.solvers.repack.exact.milp import EQ, GE, LE, _backend, _dual_bound, _HiGHS, _row, proven_optimal
+from optplan.solvers.repack.exact.model import weigh, weighted_cost
 from optplan.solvers.repack.rules import RestartUnit
 
 log = logging.getLogger(__name__)
@@ -122,7 +122,7 @@ class Vars:
 
 
 def _expr(terms: list[tuple[Any, int]]) -> pulp.LpAffineExpression:
-    """Σ terms, a variable's coefficients added, without PuLP's copying operators (``repack.milp._row``)."""
+    """Σ terms, a variable's coefficients added, without PuLP's copying operators (``repack.exact.milp``'s)."""
     out: dict[Any, float] = defaultdict(float)
     for x, c in terms:
         out[x] += c

@@ -12,7 +12,7 @@ decisions and constraints) and by its MILP twin (``milp``); no solver is importe
   gang's regions are those that could hold its R once every movable pod left. A gang whose hard topology
   then leaves no region is not admittable (TOPOLOGY), as is one whose queue does not admit jobs (QUOTA).
 - Scales: the card unit (gcd of the R amounts the disruption counts) and integer weights of Repack's
-  exact models (``repack.model.integer_weights``), each resource's gcd (the capacity rows are divided
+  exact models (``repack.exact.model.integer_weights``), each resource's gcd (the capacity rows are divided
   by it), and the stage-1 weight of each gang: a priority level outweighs every lower one together.
 
 Restriction (``restrict``; automatic above ``MAX_VARIABLES`` send and place variables): move classes
@@ -46,7 +46,7 @@ from optplan.solvers.core.exact import exact_record
 from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, constraint_signature, pod_demand
 from optplan.solvers.goals.problem import Gang, GangPod, GoalProblem
 from optplan.solvers.placement.jobs import Region
-from optplan.solvers.repack.model import integer_weights
+from optplan.solvers.repack.exact.model import integer_weights
 from optplan.solvers.repack.rules import RestartUnit
 
 log = logging.getLogger(__name__)

@@ -24,8 +24,8 @@ from optplan.errors import InputError
 from optplan.models.queues import QueueTree, VCJob
 from optplan.models.repack import AdmitGoal, FreeHyperNodesGoal, RepackRun
 from optplan.models.snapshot import Snapshot
+from optplan.solvers.binpack.hyperfrag import tiers as hypernode_tiers
 from optplan.solvers.placement.jobs import ACTIVE_PHASES, WAITING_PHASES, jobs_to_place
-from optplan.solvers.repack.hyperfrag import tiers as hypernode_tiers
 from optplan.solvers.repack.rules import vcjob_of
 
 GOAL = "spec.goals[0]"

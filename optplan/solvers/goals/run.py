@@ -34,6 +34,7 @@ from optplan.models.goals import (
 from optplan.models.repack import Condition, HyperNodeTierOut, RepackRun, RepackRunStatus, Weights
 from optplan.models.results import FragReport, PlanResult, RepackOutcome
 from optplan.models.snapshot import Snapshot
+from optplan.solvers.binpack.frag import fragmentation
 from optplan.solvers.core import registry
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.exact import with_overrun
@@ -44,7 +45,6 @@ from optplan.solvers.goals.validate import validate_goal_plan
 from optplan.solvers.placement.jobs import jobs_to_place
 from optplan.solvers.placement.pending import FITS, FRAGMENTATION, PendingGang, pending_gangs
 from optplan.solvers.repack.checks import check_status
-from optplan.solvers.repack.frag import fragmentation
 from optplan.solvers.repack.run import INSUFFICIENT, RECOMMENDED, build_status, plan_repack
 
 FAMILY = "goals"

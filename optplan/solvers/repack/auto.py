@@ -39,10 +39,9 @@ from optplan.models.repack import RepackPlan, SolverRecord
 from optplan.solvers.core.clock import EVALS_PER_SECOND
 from optplan.solvers.core.exact import better, exact_record, gap_percent
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.repack import cpsat, lns, pools
 from optplan.solvers.repack.base import PlanResult
-from optplan.solvers.repack.greedy import FastGreedyPlanner, GreedyPlanner
-from optplan.solvers.repack.model import (
+from optplan.solvers.repack.exact import cpsat, lns, pools
+from optplan.solvers.repack.exact.model import (
     ModelData,
     build_data,
     data_stats,
@@ -53,6 +52,7 @@ from optplan.solvers.repack.model import (
     scaled_cost,
     stuck,
 )
+from optplan.solvers.repack.greedy import FastGreedyPlanner, GreedyPlanner
 from optplan.solvers.repack.rules import RepackProblem, explain
 
 log = logging.getLogger(__name__)

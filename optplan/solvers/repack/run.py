@@ -22,12 +22,12 @@ from optplan.models.repack import (
 )
 from optplan.models.results import FragReport, PlanResult, RepackOutcome, Restarted, round_half_up
 from optplan.models.snapshot import Snapshot
+from optplan.solvers.binpack.frag import fragmentation
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.exact import with_overrun
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack.base import get_planner
-from optplan.solvers.repack.bound import BOUND_SECONDS, freed_upper
-from optplan.solvers.repack.frag import fragmentation
+from optplan.solvers.repack.exact.bound import BOUND_SECONDS, freed_upper
 from optplan.solvers.repack.rules import RepackProblem
 from optplan.solvers.repack.validate import validate_plan
 

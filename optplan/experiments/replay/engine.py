@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from optplan.errors import InputError
-from optplan.solvers.replay.cluster import Cluster
-from optplan.solvers.replay.config import ReplayConfig
-from optplan.solvers.replay.policy import Planned, fragmentation_pending, plan_for_pending, plan_moves
-from optplan.solvers.replay.snapshot import Running, SnapshotBuilder
-from optplan.solvers.replay.trace import Trace, TraceGang, bucket_labels, gang_bucket
+from optplan.experiments.replay.cluster import Cluster
+from optplan.experiments.replay.config import ReplayConfig
+from optplan.experiments.replay.policy import Planned, fragmentation_pending, plan_for_pending, plan_moves
+from optplan.experiments.replay.snapshot import Running, SnapshotBuilder
+from optplan.experiments.replay.trace import Trace, TraceGang, bucket_labels, gang_bucket
 
 Shape = tuple[int, int, int, tuple[str, ...]]
 SAMPLES = 240

@@ -37,7 +37,7 @@ from optplan.solvers.core.exact import exact_record, model_bug, proven_bound
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import Capacity
 from optplan.solvers.repack.base import PlanResult
-from optplan.solvers.repack.model import (
+from optplan.solvers.repack.exact.model import (
     ModelData,
     breach_pairs,
     build_data,

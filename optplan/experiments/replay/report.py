@@ -9,8 +9,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from optplan.solvers.replay.engine import ReplayResult
-from optplan.solvers.replay.trace import bucket_labels
+from optplan.experiments.replay.engine import ReplayResult
+from optplan.experiments.replay.trace import bucket_labels
 
 
 def _num(v: float | None, digits: int = 1) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from optplan.errors import InputError
-from optplan.solvers.sim.online import SimNode
+from optplan.experiments.sim.online import SimNode
 
 GANG_BUCKETS: tuple[tuple[str, int], ...] = (("1", 1), ("2", 2), ("4", 4), ("8", 8), ("15", 15))
 """Waiting time is reported by gang size in cards: label and the largest size it holds (3–4 cards count as

@@ -22,7 +22,7 @@ from optplan.solvers.core.exact import exact_record
 from optplan.solvers.core.highs import quiet
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack.base import PlanResult
-from optplan.solvers.repack.model import (
+from optplan.solvers.repack.exact.model import (
     ModelData,
     breach_pairs,
     build_data,

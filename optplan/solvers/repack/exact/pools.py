@@ -52,9 +52,9 @@ from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.exact import Score, better, model_bug, proven_bound
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import NO_POD_LIMIT
-from optplan.solvers.repack import cpsat
-from optplan.solvers.repack import model as repack_model
-from optplan.solvers.repack.model import (
+from optplan.solvers.repack.exact import cpsat
+from optplan.solvers.repack.exact import model as repack_model
+from optplan.solvers.repack.exact.model import (
     ModelData,
     PodClass,
     admit_sets,

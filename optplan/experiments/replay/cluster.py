@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from optplan.errors import PlanInvalidError
+from optplan.experiments.replay.trace import TraceGang
+from optplan.experiments.sim.online import SimNode, SimPod, _Binpack, _Cluster
 from optplan.models.placement import BinpackWeights
-from optplan.solvers.replay.trace import TraceGang
-from optplan.solvers.sim.online import SimNode, SimPod, _Binpack, _Cluster
 
 MAX_PODS = 110
 """Pod slots per node (the kubelet's default; what ``optplan import openb`` gives every node)."""

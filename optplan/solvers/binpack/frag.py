@@ -14,8 +14,8 @@ import logging
 
 from optplan.models.results import FragReport, round_half_up
 from optplan.models.snapshot import Snapshot
+from optplan.solvers.binpack.binpacking import min_bins
 from optplan.solvers.core.clock import Clock
-from optplan.solvers.repack.binpacking import min_bins
 
 __all__ = ["FragReport", "fragmentation", "round_half_up"]
 """The report and its rounding are pure data in ``optplan.models.results``, re-exported here."""

@@ -43,8 +43,8 @@ from optplan.models.execute import (
 from optplan.models.quantity import format_milli, to_milli
 from optplan.models.repack import Condition, RepackRun
 from optplan.models.snapshot import Pod, Snapshot
+from optplan.solvers.binpack.frag import fragmentation, round_half_up
 from optplan.solvers.core.oracle import Capacity, Predicates
-from optplan.solvers.repack.frag import fragmentation, round_half_up
 from optplan.solvers.repack.rules import RepackProblem
 
 log = logging.getLogger(__name__)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
-from optplan.solvers.replay.engine import ReplayResult
-from optplan.solvers.replay.trace import gang_bucket
+from optplan.experiments.replay.engine import ReplayResult
+from optplan.experiments.replay.trace import gang_bucket
 
 NO_MATPLOTLIB = "Plots skipped: matplotlib is not installed (`pip install matplotlib`)."
 

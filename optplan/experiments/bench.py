@@ -8,11 +8,11 @@ Sections (each skipped with a note when its data is absent):
 2. Theoretical minimum (``min_bins``) on BPPLIB families (``--data``/bpplib) against the known optima.
 3. Scaling on generated clusters: wall time of greedy-fast and auto, and the model size (whole, or
    auto's neighbourhoods); on the smallest sizes CP-SAT and its MILP twin alone, side by side.
-4. Online placement on openb (``--data``/openb) in the FGD paper's setup (``solvers.sim.online``): the
+4. Online placement on openb (``--data``/openb) in the FGD paper's setup (``experiments.sim.online``): the
    whole-GPU pod stream placed by greedy (Volcano binpack), best-fit, random and CP-SAT batches until
    requests reach 130% of the GPUs; the paper's published allocation (``--data``/fgd-expected) is shown
    beside, as a reference, not as our result.
-5. Make room for pending gangs (``benchgoals``): five gangs under hard rack topology injected into openb
+5. Make room for pending gangs (``goals_bench``): five gangs under hard rack topology injected into openb
    snapshots with a HyperNode fabric; gangs admitted and disruption by doing nothing, preemption, KAI-style
    consolidation, optplan's greedy and exact admit goal.
 
@@ -45,20 +45,20 @@ from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import LoadedInput, load_objects
 from optplan.adapters.openb import RESOURCE, ImportConfig, import_openb, read_nodes, read_pods
 from optplan.adapters.output import write_atomic
-from optplan.benchgoals import bench_goals
-from optplan.benchgoals import plot as goals_plot
-from optplan.benchgoals import report_lines as goals_report
 from optplan.errors import InputError
-from optplan.figures import png
+from optplan.experiments.figures import png
+from optplan.experiments.goals_bench import bench_goals
+from optplan.experiments.goals_bench import plot as goals_plot
+from optplan.experiments.goals_bench import report_lines as goals_report
+from optplan.experiments.sim.online import POLICIES, OnlineConfig, OnlineResult, SimNode, SimPod, fgd_workload, simulate
+from optplan.solvers.baselines.repack import BASELINES
+from optplan.solvers.binpack.binpacking import min_bins
+from optplan.solvers.binpack.frag import FragReport, round_half_up
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.repack.baselines import BASELINES
-from optplan.solvers.repack.binpacking import min_bins
-from optplan.solvers.repack.frag import FragReport, round_half_up
-from optplan.solvers.repack.model import MAX_ARCS
+from optplan.solvers.repack.exact.model import MAX_ARCS
 from optplan.solvers.repack.rules import Disruption, RepackProblem
 from optplan.solvers.repack.run import plan_repack
 from optplan.solvers.repack.validate import plan_violations
-from optplan.solvers.sim.online import POLICIES, OnlineConfig, OnlineResult, SimNode, SimPod, fgd_workload, simulate
 
 log = logging.getLogger(__name__)
 
@@ -377,7 +377,7 @@ def _repack_scenarios(suite: Suite, data: Path, fill: float, dep: float, bar: Pr
             rows.append(_baseline_row(b, loaded, suite.time_limit, frag))
             bar.advance()
         # The bound each plan is measured against: the least of occupied − theoretical minimum, the freed-node
-        # bounds optplan's planners report (the pool bound, ``repack.bound``, and what an exact solver proved;
+        # bounds optplan's planners report (the pool bound, ``repack.exact.bound``, and what an exact solver proved;
         # each valid for the whole model) and, with a budget, the budget's own bound.
         proven = [r["freedBound"] for r in rows if r.get("freedBound") is not None]
         bound = min([frag.occupied - frag.theoretical_min, *proven])

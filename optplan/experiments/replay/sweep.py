@@ -30,9 +30,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from optplan.errors import InputError
-from optplan.solvers.replay.config import POLICIES, ReplayConfig, budget_label
-from optplan.solvers.replay.engine import config_dict, replay
-from optplan.solvers.replay.trace import Trace
+from optplan.experiments.replay.config import POLICIES, ReplayConfig, budget_label
+from optplan.experiments.replay.engine import config_dict, replay
+from optplan.experiments.replay.trace import Trace
 
 METRICS = ("allocationPercent", "waitP95Minutes", "waitP95Minutes8", "cardsDisruptedPerDay", "podsMovedPerDay")
 EXECUTORS = ("serial", "pool", "ray")

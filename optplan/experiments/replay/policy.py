@@ -3,7 +3,7 @@
 
 ``plan_moves`` runs the configured planner: optplan's ``greedy`` and ``auto`` through
 ``repack.run.plan_repack`` (which validates every plan and raises ``PlanInvalidError`` for a broken one, a
-bug; only a ``RepackRecommended`` plan is carried out), the peers through ``repack.baselines`` with their
+bug; only a ``RepackRecommended`` plan is carried out), the peers through ``baselines.repack`` with their
 breaks of optplan's rules counted by ``repack.validate.plan_violations`` (a peer follows its own algorithm,
 as ``optplan bench`` reports it); the engine carries out no plan that breaks a rule (it counts it refused).
 Limits are deterministic (``PlanOptions(deterministic=True)``, one worker, the replay's seed): the same
@@ -24,18 +24,18 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from optplan.experiments.replay.config import RESOURCE, ReplayConfig
+from optplan.experiments.replay.snapshot import NAMESPACE
 from optplan.models.repack import AdmitGoal, PodMove, RepackRun
 from optplan.models.snapshot import Snapshot
+from optplan.solvers.baselines.repack import BASELINES
 from optplan.solvers.core import registry
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.goals.run import plan_run
 from optplan.solvers.placement.pending import FRAGMENTATION, pending_gangs
-from optplan.solvers.repack.baselines import BASELINES
 from optplan.solvers.repack.rules import RepackProblem
 from optplan.solvers.repack.run import RECOMMENDED, plan_repack
 from optplan.solvers.repack.validate import plan_violations
-from optplan.solvers.replay.config import RESOURCE, ReplayConfig
-from optplan.solvers.replay.snapshot import NAMESPACE
 
 
 @dataclass(frozen=True)

@@ -31,11 +31,11 @@ from typing import Any, SupportsIndex, cast
 
 from ortools.sat.python import cp_model
 
+from optplan.solvers.binpack.binfill import exact_pack, pick, reachable, slack_fill, split_counts
+from optplan.solvers.binpack.binflow import flow_pack
+from optplan.solvers.binpack.binlp import GilmoreGomory
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.exact import proven_bound
-from optplan.solvers.repack.binfill import exact_pack, pick, reachable, slack_fill, split_counts
-from optplan.solvers.repack.binflow import flow_pack
-from optplan.solvers.repack.binlp import GilmoreGomory
 
 __all__ = ["BinPackingResult", "min_bins"]
 

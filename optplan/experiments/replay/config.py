@@ -11,7 +11,7 @@ Policies (``POLICIES``):
   (``optplan.solvers.placement.pending``); at most one such run per ``interval`` (the cooldown).
 
 Planners (``PLANNERS``): optplan's ``greedy`` and ``auto`` (through ``plan_repack``: every plan validated)
-and the peers ``karpenter``, ``cluster-autoscaler`` and ``descheduler`` (``repack.baselines``: their plans
+and the peers ``karpenter``, ``cluster-autoscaler`` and ``descheduler`` (``baselines.repack``: their plans
 follow their own rules; the breaks of optplan's are counted, as ``optplan bench`` counts them).
 """
 
@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from optplan.errors import InputError
 from optplan.models.placement import BinpackWeights
 from optplan.models.repack import RepackRun
-from optplan.solvers.repack.baselines import BASELINES
+from optplan.solvers.baselines.repack import BASELINES
 
 POLICIES = ("none", "interval", "pending")
 PLANNERS = ("greedy", "auto", *sorted(BASELINES))

@@ -36,8 +36,8 @@ from optplan.models.repack import RepackPlan
 from optplan.solvers.core.exact import better
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity
-from optplan.solvers.repack import cpsat
-from optplan.solvers.repack.model import ModelData, Spent, merge_plans, plan_part, plan_score, restrict
+from optplan.solvers.repack.exact import cpsat
+from optplan.solvers.repack.exact.model import ModelData, Spent, merge_plans, plan_part, plan_score, restrict
 from optplan.solvers.repack.validate import plan_violations
 
 log = logging.getLogger(__name__)

@@ -37,9 +37,9 @@ from typing import Any
 
 import numpy as np
 
+from optplan.solvers.binpack.binfill import split_counts
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.highs import quiet
-from optplan.solvers.repack.binfill import split_counts
 
 __all__ = ["GilmoreGomory", "LpOutcome", "lp_bound_and_dive"]
 

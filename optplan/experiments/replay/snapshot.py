@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from optplan.experiments.replay.cluster import MAX_PODS
+from optplan.experiments.replay.trace import TraceGang
+from optplan.experiments.sim.online import MODEL_LABEL, SimNode, _resources
 from optplan.models.queues import JobTask, PodTemplate, VCJob
 from optplan.models.selectors import NodeSelectorRequirement, NodeSelectorTerm
 from optplan.models.snapshot import GROUP_NAME_ANNOTATION, Node, OwnerReference, Pod, PodGroup, Snapshot
-from optplan.solvers.replay.cluster import MAX_PODS
-from optplan.solvers.replay.trace import TraceGang
-from optplan.solvers.sim.online import MODEL_LABEL, SimNode, _resources
 
 NAMESPACE = "replay"
 JOB_API = "batch.volcano.sh/v1alpha1"

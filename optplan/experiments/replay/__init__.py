@@ -1,11 +1,12 @@
 """Repack over time: a discrete-event replay of a GPU trace with Volcano's gang + binpack allocate and a
 Repack policy, and sweeps of such replays over policies, intervals, budgets, planners, traces and seeds.
 
-The family sits on top of the solver families: it uses the online simulation's numpy cluster state and
-binpack cache (``sim``), placement's pending-by-fragmentation verdict (``placement.pending``), the real
-Repack planners (``repack.run.plan_repack``, ``repack.baselines``) and, for the ``pending`` policy, the
-goal planners (``goals.run``: a run whose admit goal names the waiting gangs). Reading trace files is the
-CLI's (``optplan.cli.replay``, through the openb importer's readers): this family takes a ``Trace``.
+An experiment on top of the solver families: it uses the online simulation's numpy cluster state and
+binpack cache (``experiments.sim``), placement's pending-by-fragmentation verdict (``placement.pending``),
+the real Repack planners (``repack.run.plan_repack``), the peers (``baselines.repack``) and, for the
+``pending`` policy, the goal planners (``goals.run``: a run whose admit goal names the waiting gangs).
+Reading trace files is the CLI's (``optplan.cli.replay``, through the openb importer's readers): this
+experiment takes a ``Trace``.
 
 Modules, top to bottom; each imports only the lines below it (pyproject's "Replay imports one way"
 contract): ``sweep`` (grids, executors, confidence intervals), ``report`` (Markdown and JSON of one

@@ -1,4 +1,4 @@
-"""``optplan bench`` section 5 (issue 15 §3): make room for pending gangs on openb snapshots.
+"""``optplan bench`` section 5: make room for pending gangs on openb snapshots.
 
 Each scenario is an openb snapshot (``import_openb``: fill, departures, seed) with a HyperNode fabric
 (``adapters.inject.fabric``: racks of 8 like nodes, spines of 4 racks) and five pending gangs of 8-card pods
@@ -26,7 +26,7 @@ from typing import Any
 from optplan.adapters.inject import fabric, pending_gangs
 from optplan.adapters.kubefile import LoadedInput, load_objects
 from optplan.adapters.openb import RESOURCE, ImportConfig, import_openb
-from optplan.figures import png
+from optplan.experiments.figures import png
 from optplan.models.placement import BinpackWeights
 from optplan.models.queues import VCJob
 from optplan.solvers.core.options import PlanOptions
