@@ -186,7 +186,7 @@ def test_simulate_raises_when_its_state_is_corrupted(monkeypatch: pytest.MonkeyP
     def everywhere(self: Any, p: SimPod, free: Any = None) -> Any:
         return np.ones(len(self.nodes), dtype=bool)
 
-    monkeypatch.setattr(online._Cluster, "fits", everywhere)
+    monkeypatch.setattr(online.SimCluster, "fits", everywhere)
     with pytest.raises(PlanInvalidError, match=r"over-committed on nvidia\.com/gpu"):
         simulate([node("a", 2)], [pod("p", 2), pod("q", 2)], "best-fit")
 

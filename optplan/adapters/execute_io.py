@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from optplan.adapters.kubefile import _model, _Raw
+from optplan.adapters.kubefile import RawObject, parse_model
 from optplan.errors import InputError
 from optplan.models.execute import ExecuteStatus, Relocation
 from optplan.models.repack import RepackRun
@@ -17,10 +17,10 @@ def execute_status(run: RepackRun, source: str = "<run>") -> ExecuteStatus:
     status = run.raw.get("status")
     if status is None:
         return ExecuteStatus()
-    raw = _Raw(source, run.raw)
+    raw = RawObject(source, run.raw)
     if not isinstance(status, dict):
         raise raw.error("status", f"expected a mapping, got {type(status).__name__}")
-    parsed: ExecuteStatus = _model(raw, ExecuteStatus, status, "status")
+    parsed: ExecuteStatus = parse_model(raw, ExecuteStatus, status, "status")
     return parsed
 
 
@@ -28,7 +28,7 @@ def relocation(data: Any, source: str = "<request>", where: str = "relocation") 
     """One ``status.relocations[]`` item."""
     if not isinstance(data, Mapping):
         raise InputError(f"expected a mapping, got {type(data).__name__}", file=source, field=where)
-    raw = _Raw(source, {"kind": "Relocation", "metadata": {"name": data.get("victimPodName", "?"),
+    raw = RawObject(source, {"kind": "Relocation", "metadata": {"name": data.get("victimPodName", "?"),
                                                            "namespace": data.get("namespace")}})
-    parsed: Relocation = _model(raw, Relocation, dict(data), where)
+    parsed: Relocation = parse_model(raw, Relocation, dict(data), where)
     return parsed

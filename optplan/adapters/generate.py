@@ -182,17 +182,17 @@ def _milli(quantity: str) -> int:
     return to_milli(quantity)
 
 
-def _uid(rng: random.Random) -> str:
+def random_uid(rng: random.Random) -> str:
     """A random (version 4) UUID from the stream."""
     h = f"{(rng.getrandbits(128) & _UUID_CLEAR) | _UUID_SET:032x}"
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def _cpu(milli: int) -> str:
+def cpu_quantity(milli: int) -> str:
     return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
 
 
-def _memory(milli: int) -> str:
+def memory_quantity(milli: int) -> str:
     """Bytes (held in milli-units) as kubectl writes them: the largest exact binary suffix."""
     return str(format_amount("memory", milli))
 
@@ -203,11 +203,11 @@ def _weighted(rng: random.Random, dist: Sequence[tuple[int, float]]) -> int:
     return rng.choices(values, weights=weights)[0]
 
 
-def _stamp(seconds: int) -> str:
+def timestamp(seconds: int) -> str:
     return (_EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-_STAMP0 = _stamp(0)
+_STAMP0 = timestamp(0)
 
 
 class _IndexSet:
@@ -353,7 +353,7 @@ def _generate(cfg: GenConfig) -> list[dict[str, Any]]:
     objs: list[dict[str, Any]] = [_node(cfg, name, c, pool_of[i]) for i, (name, c) in
                                   enumerate(zip(node_names, cards, strict=True))]
     if cfg.daemonset_pods:
-        ds_uid = _uid(streams["uids"])
+        ds_uid = random_uid(streams["uids"])
         for i, name in enumerate(node_names):
             cluster.take(i, 100, 128 * _MI * 1000)
             objs.append(_daemon_pod(i, name, width, ds_uid, streams["uids"]))
@@ -402,7 +402,7 @@ def _generate(cfg: GenConfig) -> list[dict[str, Any]]:
         objs.extend(_priorities(objs, random.Random(f"{cfg.seed}/priorities")))
     if cfg.pending_jobs > 0:
         objs.extend(_pending_jobs(cfg, pool_max, leaves, random.Random(f"{cfg.seed}/jobs")))
-    objs.sort(key=_sort_key)
+    objs.sort(key=object_order)
     return objs
 
 
@@ -494,8 +494,8 @@ def _queues(cfg: GenConfig, cards: list[int], objs: list[dict[str, Any]], rng: r
             for r in units:
                 allocated[leaf][r] += _milli(requests.get(r, "0"))
     out: list[dict[str, Any]] = []
-    fmt = {cfg.resource: lambda u: str(u), "cpu": lambda u: _cpu(u * 1000),
-           "memory": lambda u: _memory(u * units["memory"])}
+    fmt = {cfg.resource: lambda u: str(u), "cpu": lambda u: cpu_quantity(u * 1000),
+           "memory": lambda u: memory_quantity(u * units["memory"])}
 
     def amounts(per: dict[str, int]) -> dict[str, str]:
         return {r: fmt[r](per[r]) for r in units}
@@ -585,11 +585,11 @@ def _pending_jobs(cfg: GenConfig, pool_max: list[int], leaves: list[str], rng: r
         queue = rng.choice(leaves) if leaves else "default"
         class_name, _ = _draw_class(rng)
         topo_draw, hard_draw, tier = rng.random(), rng.random(), rng.choice((1, 2))
-        uid = _uid(rng)
+        uid = random_uid(rng)
         tasks = []
         for task, replicas, cards in shape:
-            requests = {"cpu": _cpu(cards * _milli(cfg.cpu_per_card)),
-                        "memory": _memory(cards * _milli(cfg.memory_per_card)), cfg.resource: str(cards)}
+            requests = {"cpu": cpu_quantity(cards * _milli(cfg.cpu_per_card)),
+                        "memory": memory_quantity(cards * _milli(cfg.memory_per_card)), cfg.resource: str(cards)}
             tasks.append({"name": task, "replicas": replicas, "template": {
                 "metadata": {"labels": {"volcano.sh/task-spec": task}},
                 "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
@@ -606,13 +606,13 @@ def _pending_jobs(cfg: GenConfig, pool_max: list[int], leaves: list[str], rng: r
         spec["tasks"] = tasks
         out.append({"apiVersion": JOB_API, "kind": "Job",
                     "metadata": {"name": name, "namespace": ns, "uid": uid,
-                                 "creationTimestamp": _stamp(_PENDING_START + 60 * k),
+                                 "creationTimestamp": timestamp(_PENDING_START + 60 * k),
                                  "labels": {"workload-type": "training"}},
                     "spec": spec, "status": {"state": {"phase": "Pending"}}})
     return out
 
 
-def _sort_key(obj: dict[str, Any]) -> tuple[int, str, str]:
+def object_order(obj: dict[str, Any]) -> tuple[int, str, str]:
     meta = obj["metadata"]
     return _KIND_ORDER[obj["kind"]], meta.get("namespace", ""), meta["name"]
 
@@ -653,8 +653,8 @@ class _Drawer:
 
 def _node(cfg: GenConfig, name: str, cards: int, pool: int) -> dict[str, Any]:
     alloc = {
-        "cpu": _cpu(cards * _milli(cfg.node_cpu_per_card)),
-        "memory": _memory(cards * _milli(cfg.node_memory_per_card)),
+        "cpu": cpu_quantity(cards * _milli(cfg.node_cpu_per_card)),
+        "memory": memory_quantity(cards * _milli(cfg.node_memory_per_card)),
         "pods": str(MAX_PODS),
         cfg.resource: str(cards),
     }
@@ -671,7 +671,7 @@ def _node(cfg: GenConfig, name: str, cards: int, pool: int) -> dict[str, Any]:
     }
 
 
-def _pod(name: str, namespace: str, uid: str, node: str, requests: dict[str, str], *, phase: str = "Running",
+def pod_object(name: str, namespace: str, uid: str, node: str, requests: dict[str, str], *, phase: str = "Running",
          scheduler: str = "default-scheduler", labels: dict[str, str] | None = None,
          annotations: dict[str, str] | None = None, owner: dict[str, Any] | None = None,
          created: str = "", node_selector: dict[str, str] | None = None,
@@ -706,7 +706,7 @@ def _daemon_pod(i: int, node: str, width: int, ds_uid: str, uids: random.Random)
         {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
     owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "kube-proxy", "uid": ds_uid,
              "controller": True, "blockOwnerDeletion": True}
-    return _pod(f"kube-proxy-{i + 1:0{width}d}", "kube-system", _uid(uids), node,
+    return pod_object(f"kube-proxy-{i + 1:0{width}d}", "kube-system", random_uid(uids), node,
                 {"cpu": "100m", "memory": "128Mi"}, labels={"k8s-app": "kube-proxy"}, owner=owner,
                 tolerations=({"operator": "Exists"},), affinity=affinity)
 
@@ -721,17 +721,17 @@ def _workload_objects(cfg: GenConfig, w: _Workload, node_names: list[str], rng: 
                       uids: random.Random) -> list[dict[str, Any]]:
     """The PodGroups, PDBs and pods of one placed workload."""
     ns = NAMESPACES[w.index % len(NAMESPACES)]
-    created = _stamp(w.index * 37)
+    created = timestamp(w.index * 37)
     pool = f"pool-{w.pool}"
     selector = {POOL_LABEL: pool}
     tolerations = _pool_tolerations(cfg, w.pool)
-    requests = {"cpu": _cpu(w.cards * _milli(cfg.cpu_per_card)),
-                "memory": _memory(w.cards * _milli(cfg.memory_per_card)), cfg.resource: str(w.cards)}
+    requests = {"cpu": cpu_quantity(w.cards * _milli(cfg.cpu_per_card)),
+                "memory": memory_quantity(w.cards * _milli(cfg.memory_per_card)), cfg.resource: str(w.cards)}
     limits = {cfg.resource: str(w.cards)}
     protected = rng.random() < cfg.protected_share
     labels = {"workload-type": "inference" if w.kind == "serving" else "training",
               PROTECTED_LABEL: "true" if protected else "false"}
-    owner_uid = _uid(uids)
+    owner_uid = random_uid(uids)
     out: list[dict[str, Any]] = []
 
     def pods(names: list[str], nodes: list[int], owner: dict[str, Any], scheduler: str,
@@ -740,7 +740,7 @@ def _workload_objects(cfg: GenConfig, w: _Workload, node_names: list[str], rng: 
         for name, i in zip(names, nodes, strict=True):
             phase = "Pending" if rng.random() < cfg.pending_share else "Running"
             running += phase == "Running"
-            out.append(_pod(name, ns, _uid(uids), node_names[i], requests, phase=phase, scheduler=scheduler,
+            out.append(pod_object(name, ns, random_uid(uids), node_names[i], requests, phase=phase, scheduler=scheduler,
                             labels=pod_labels, annotations=annotations, owner=owner, created=created,
                             node_selector=selector, tolerations=tolerations, limits=limits))
         return running
@@ -767,7 +767,7 @@ def _workload_objects(cfg: GenConfig, w: _Workload, node_names: list[str], rng: 
                        "volcano.sh/task-spec": "worker"}
         names = [f"{name}-worker-{k}" for k in range(size)]
         running = pods(names, w.placed[0], owner, "volcano", pod_labels, annotations)
-        out.append(_pod_group(pg, ns, labels, owner, min_member, running, created, _uid(uids)))
+        out.append(pod_group_object(pg, ns, labels, owner, min_member, running, created, random_uid(uids)))
         if rng.random() < cfg.pdb_share:
             out.append(_pdb(f"{pg}-pdb", ns, {"volcano.sh/job-name": name}, size, min_member, running, rng))
         return out
@@ -784,14 +784,14 @@ def _workload_objects(cfg: GenConfig, w: _Workload, node_names: list[str], rng: 
                       "modelserving.volcano.sh/role": "inference"}
         names = [f"{pg}-inference-0-{k}" for k in range(size)]  # k = 0 is the entry pod, the rest workers
         running = pods(names, nodes, owner, "volcano", pod_labels, {GROUP_ANNOTATION: pg})
-        out.append(_pod_group(pg, ns, group_labels, owner, size, running, created, _uid(uids)))
+        out.append(pod_group_object(pg, ns, group_labels, owner, size, running, created, random_uid(uids)))
         if rng.random() < cfg.pdb_share:
             match = {"modelserving.volcano.sh/group-name": pg}
             out.append(_pdb(f"{pg}-pdb", ns, match, size, size, running, rng))
     return out
 
 
-def _pod_group(name: str, ns: str, labels: dict[str, str], owner: dict[str, Any], min_member: int,
+def pod_group_object(name: str, ns: str, labels: dict[str, str], owner: dict[str, Any], min_member: int,
                running: int, created: str, uid: str) -> dict[str, Any]:
     return {
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
@@ -832,8 +832,8 @@ def _cpu_pods(cfg: GenConfig, cluster: _Cluster, node_names: list[str], width: i
             cluster.take(i, cpu, mem)
             budget -= cpu
             k += 1
-            out.append(_pod(f"cpu-load-{i + 1:0{width}d}-{k:02d}", "services", _uid(uids), node,
-                            {"cpu": _cpu(cpu), "memory": _memory(mem)}, labels={"app": "cpu-load"},
+            out.append(pod_object(f"cpu-load-{i + 1:0{width}d}-{k:02d}", "services", random_uid(uids), node,
+                            {"cpu": cpu_quantity(cpu), "memory": memory_quantity(mem)}, labels={"app": "cpu-load"},
                             node_selector={POOL_LABEL: f"pool-{pool}"},
                             tolerations=_pool_tolerations(cfg, pool)))
     return out
@@ -870,7 +870,7 @@ def _int_list(text: str) -> tuple[int, ...]:
     return out
 
 
-def _dist(text: str) -> tuple[tuple[int, float], ...]:
+def parse_dist(text: str) -> tuple[tuple[int, float], ...]:
     out = []
     for part in text.split(","):
         size, sep, weight = part.partition(":")
@@ -885,7 +885,7 @@ def _dist(text: str) -> tuple[tuple[int, float], ...]:
     return tuple(out)
 
 
-def _share(text: str) -> float:
+def parse_share(text: str) -> float:
     try:
         v = float(text)
     except ValueError:
@@ -921,27 +921,28 @@ _FLAG_HELP: dict[str, tuple[Callable[[str], Any], str, str]] = {
     "cards_per_node": (_int_list, "C[,C...]", "node sizes in cards, drawn uniformly"),
     "resource": (str, "R", "target resource"),
     "pools": (_positive, "N", "node pools (label optplan.io/pool)"),
-    "occupancy": (_share, "F", "fraction of cards requested by pods"),
-    "pod_sizes": (_dist, "S:W,...", "cards per pod and their weights"),
-    "gang_sizes": (_dist, "S:W,...", "pods per PodGroup and their weights"),
-    "min_member_ratio": (_share, "F", "VCJob minMember = max(1, ceil(F × size))"),
+    "occupancy": (parse_share, "F", "fraction of cards requested by pods"),
+    "pod_sizes": (parse_dist, "S:W,...", "cards per pod and their weights"),
+    "gang_sizes": (parse_dist, "S:W,...", "pods per PodGroup and their weights"),
+    "min_member_ratio": (parse_share, "F", "VCJob minMember = max(1, ceil(F × size))"),
     "cpu_per_card": (str, "Q", "cpu request per card of a GPU pod"),
     "memory_per_card": (str, "Q", "memory request per card of a GPU pod"),
     "node_cpu_per_card": (str, "Q", "node allocatable cpu per card"),
     "node_memory_per_card": (str, "Q", "node allocatable memory per card"),
-    "cpu_pressure": (_share, "F", "share of node cpu taken by extra cpu-only pods"),
-    "protected_share": (_share, "F", "share of workloads labelled repack.volcano.sh/protected=true"),
-    "pdb_share": (_share, "F", "share of PodGroups with a PodDisruptionBudget"),
-    "pending_share": (_share, "F", "share of GPU pods bound but Pending (unmovable)"),
-    "non_volcano_share": (_share, "F", "share of workloads run by default-scheduler without a PodGroup"),
-    "serving_share": (_share, "F", "share of Volcano workloads that are Kthena ModelServings"),
+    "cpu_pressure": (parse_share, "F", "share of node cpu taken by extra cpu-only pods"),
+    "protected_share": (parse_share, "F", "share of workloads labelled repack.volcano.sh/protected=true"),
+    "pdb_share": (parse_share, "F", "share of PodGroups with a PodDisruptionBudget"),
+    "pending_share": (parse_share, "F", "share of GPU pods bound but Pending (unmovable)"),
+    "non_volcano_share": (parse_share, "F", "share of workloads run by default-scheduler without a PodGroup"),
+    "serving_share": (parse_share, "F", "share of Volcano workloads that are Kthena ModelServings"),
     "seed": (int, "N", "random seed"),
     "min_improvement": (_non_negative, "PCT", "RepackRun goals[0].minFragImprovementPercent"),
     "max_pod_groups": (_non_negative, "N", "RepackRun maxPerRun.podGroups"),
     "max_cards": (_non_negative, "N", "RepackRun maxPerRun.resources[R]"),
     "rack_size": (_non_negative, "N", "nodes per tier-1 HyperNode; 0 for none"),
     "racks_per_spine": (_positive, "N", "tier-1 HyperNodes per tier-2 HyperNode"),
-    "topology_share": (_share, "F", "share of PodGroups and pending jobs with networkTopology (half hard, half soft)"),
+    "topology_share": (parse_share, "F",
+                       "share of PodGroups and pending jobs with networkTopology (half hard, half soft)"),
     "queues": (_non_negative, "N", "leaf team queues under tenant parents; 0 keeps PodGroups in default"),
     "pending_jobs": (_non_negative, "N", "pending VCJobs to emit"),
 }

@@ -81,7 +81,7 @@ class LoadedInput:
 
 
 @dataclass
-class _Raw:
+class RawObject:
     file: str
     obj: dict[str, Any]
 
@@ -415,7 +415,7 @@ def _expand(doc: Any, file: str, where: str, budget: ReadBudget) -> list[dict[st
 
 # ---- typed field access ------------------------------------------------------------------------
 
-def _get(raw: _Raw, obj: Mapping[str, Any], path: str, default: Any = None, *, required: bool = False,
+def _get(raw: RawObject, obj: Mapping[str, Any], path: str, default: Any = None, *, required: bool = False,
          types: type | tuple[type, ...] | None = None, prefix: str = "") -> Any:
     cur: Any = obj
     walked: list[str] = []
@@ -440,7 +440,7 @@ def _article(name: str) -> str:
             "bool": "a boolean", "int or float": "a number"}.get(name, name)
 
 
-def _str_map(raw: _Raw, obj: Mapping[str, Any], path: str, *, prefix: str = "") -> dict[str, str]:
+def _str_map(raw: RawObject, obj: Mapping[str, Any], path: str, *, prefix: str = "") -> dict[str, str]:
     """A map of strings (labels, annotations, nodeSelector): ``true`` or ``1`` is not read as a string."""
     m = _get(raw, obj, path, {}, types=dict, prefix=prefix)
     for k, v in m.items():
@@ -451,7 +451,7 @@ def _str_map(raw: _Raw, obj: Mapping[str, Any], path: str, *, prefix: str = "") 
     return {k: "" if v is None else v for k, v in m.items()}
 
 
-def _int(raw: _Raw, obj: Mapping[str, Any], path: str, default: int | None, *, low: int = 0,
+def _int(raw: RawObject, obj: Mapping[str, Any], path: str, default: int | None, *, low: int = 0,
          high: int = INT32_MAX, prefix: str = "") -> int | None:
     """An integer field (never a string, a float or a boolean) within low..high (int32 by default)."""
     value = _get(raw, obj, path, default, types=int, prefix=prefix)
@@ -462,7 +462,7 @@ def _int(raw: _Raw, obj: Mapping[str, Any], path: str, default: int | None, *, l
     return value
 
 
-def _resources(raw: _Raw, m: Any, path: str) -> Resources:
+def _resources(raw: RawObject, m: Any, path: str) -> Resources:
     if m is None:
         return {}
     if not isinstance(m, dict):
@@ -484,7 +484,7 @@ def _resources(raw: _Raw, m: Any, path: str) -> Resources:
     return out
 
 
-def _model(raw: _Raw, cls: type[Any], data: Any, path: str) -> Any:
+def parse_model(raw: RawObject, cls: type[Any], data: Any, path: str) -> Any:
     try:
         return cls.model_validate(data)
     except ValidationError as e:
@@ -511,7 +511,7 @@ def _loc_path(data: Any, loc: Sequence[int | str], *, missing: bool) -> str:
     return out
 
 
-def _owners(raw: _Raw) -> tuple[OwnerReference, ...]:
+def _owners(raw: RawObject) -> tuple[OwnerReference, ...]:
     refs = _get(raw, raw.obj, "metadata.ownerReferences", [], types=list)
     out = []
     for i, r in enumerate(refs):
@@ -531,7 +531,7 @@ _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
-def _name(raw: _Raw) -> str:
+def _name(raw: RawObject) -> str:
     """metadata.name, a DNS-1123 subdomain as the API server requires of every kind read here."""
     name = _get(raw, raw.obj, "metadata.name", required=True, types=str)
     if not name:
@@ -542,7 +542,7 @@ def _name(raw: _Raw) -> str:
     return str(name)
 
 
-def _namespace(raw: _Raw) -> str:
+def _namespace(raw: RawObject) -> str:
     """metadata.namespace (``default`` when absent), a DNS-1123 label."""
     ns = _get(raw, raw.obj, "metadata.namespace", None, types=str) or "default"
     if len(ns) > MAX_LABEL_LENGTH or not _DNS_LABEL.fullmatch(ns):
@@ -553,11 +553,11 @@ def _namespace(raw: _Raw) -> str:
 
 # ---- object parsers ----------------------------------------------------------------------------
 
-def parse_node(raw: _Raw) -> Node:
+def parse_node(raw: RawObject) -> Node:
     obj = raw.obj
     taints = []
     for i, t in enumerate(_get(raw, obj, "spec.taints", [], types=list)):
-        taints.append(_model(raw, Taint, t, f"spec.taints[{i}]"))
+        taints.append(parse_model(raw, Taint, t, f"spec.taints[{i}]"))
     alloc = _get(raw, obj, "status.allocatable", required=True, types=dict)
     return Node(
         name=_name(raw), labels=_str_map(raw, obj, "metadata.labels"), taints=tuple(taints),
@@ -565,7 +565,7 @@ def parse_node(raw: _Raw) -> Node:
         allocatable=_resources(raw, alloc, "status.allocatable"))
 
 
-def _container_requests(raw: _Raw, spec: Mapping[str, Any], key: str, prefix: str) -> list[tuple[Resources, bool]]:
+def _container_requests(raw: RawObject, spec: Mapping[str, Any], key: str, prefix: str) -> list[tuple[Resources, bool]]:
     out = []
     for i, c in enumerate(_get(raw, spec, key, [], types=list, prefix=prefix)):
         p = f"{prefix}{key}[{i}]"
@@ -577,7 +577,7 @@ def _container_requests(raw: _Raw, spec: Mapping[str, Any], key: str, prefix: st
     return out
 
 
-def effective_requests(raw: _Raw, spec: Mapping[str, Any], prefix: str = "spec.") -> Resources:
+def effective_requests(raw: RawObject, spec: Mapping[str, Any], prefix: str = "spec.") -> Resources:
     """max(sum of containers (+ sidecars), max of init containers (+ sidecars started before)),
     plus pod overhead: Kubernetes' own rule."""
     total: Resources = {}
@@ -608,25 +608,25 @@ def effective_requests(raw: _Raw, spec: Mapping[str, Any], prefix: str = "spec."
     return {r: v for r, v in sorted(out.items()) if v > 0}
 
 
-def parse_node_affinity(raw: _Raw, spec: Mapping[str, Any],
+def parse_node_affinity(raw: RawObject, spec: Mapping[str, Any],
                         prefix: str = "spec.") -> tuple[NodeSelectorTerm, ...] | None:
     path = "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
     req = _get(raw, spec, path, None, types=dict, prefix=prefix)
     if req is None:
         return None
     terms = _get(raw, req, "nodeSelectorTerms", [], types=list, prefix=f"{prefix}{path}.")
-    return tuple(_model(raw, NodeSelectorTerm, t, f"{prefix}{path}.nodeSelectorTerms[{i}]")
+    return tuple(parse_model(raw, NodeSelectorTerm, t, f"{prefix}{path}.nodeSelectorTerms[{i}]")
                  for i, t in enumerate(terms))
 
 
-def parse_pod(raw: _Raw) -> Pod:
+def parse_pod(raw: RawObject) -> Pod:
     """A Pod as the API server holds it: a ``spec`` with at least one container, ``status.phase`` a string
     (absent: Pending)."""
     obj = raw.obj
     spec = _get(raw, obj, "spec", required=True, types=dict)
     if not _get(raw, spec, "containers", required=True, types=list, prefix="spec."):
         raise raw.error("spec.containers", "a Pod has at least one container, got none")
-    tolerations = tuple(_model(raw, Toleration, t, f"spec.tolerations[{i}]")
+    tolerations = tuple(parse_model(raw, Toleration, t, f"spec.tolerations[{i}]")
                         for i, t in enumerate(_get(raw, spec, "tolerations", [], types=list, prefix="spec.")))
     priority = _int(raw, spec, "priority", None, low=-(2**31), prefix="spec.")
     node_name = _get(raw, spec, "nodeName", None, types=str, prefix="spec.") or None
@@ -645,7 +645,7 @@ def parse_pod(raw: _Raw) -> Pod:
         deleting=_get(raw, obj, "metadata.deletionTimestamp", None) is not None)
 
 
-def _pod_ready(raw: _Raw) -> bool:
+def _pod_ready(raw: RawObject) -> bool:
     """status.conditions has type Ready with status "True" (Kubernetes' IsPodReady)."""
     for i, c in enumerate(_get(raw, raw.obj, "status.conditions", [], types=list)):
         p = f"status.conditions[{i}]"
@@ -656,12 +656,12 @@ def _pod_ready(raw: _Raw) -> bool:
     return False
 
 
-def parse_pod_group(raw: _Raw) -> PodGroup:
+def parse_pod_group(raw: RawObject) -> PodGroup:
     obj = raw.obj
     min_member = _int(raw, obj, "spec.minMember", 1)
     nt = _get(raw, obj, "spec.networkTopology", None, types=dict)
     tier = _int(raw, obj, "spec.networkTopology.highestTierAllowed", None)
-    topo = _model(raw, NetworkTopology, {"mode": nt.get("mode", "hard"), "highest_tier_allowed": tier},
+    topo = parse_model(raw, NetworkTopology, {"mode": nt.get("mode", "hard"), "highest_tier_allowed": tier},
                   "spec.networkTopology") if nt is not None else None
     return PodGroup(
         namespace=_namespace(raw), name=_name(raw),
@@ -670,7 +670,7 @@ def parse_pod_group(raw: _Raw) -> PodGroup:
         priority_class_name=_get(raw, obj, "spec.priorityClassName", None, types=str) or None)
 
 
-def parse_pdb(raw: _Raw) -> PodDisruptionBudget:
+def parse_pdb(raw: RawObject) -> PodDisruptionBudget:
     obj = raw.obj
     sel = _get(raw, obj, "spec.selector", None, types=dict)
     allowed = _int(raw, obj, "status.disruptionsAllowed", 0)
@@ -680,13 +680,13 @@ def parse_pdb(raw: _Raw) -> PodDisruptionBudget:
                                                            f"{' or '.join(UNHEALTHY_POD_EVICTION_POLICIES)})")
     return PodDisruptionBudget(
         namespace=_namespace(raw), name=_name(raw),
-        selector=_model(raw, LabelSelector, sel, "spec.selector") if sel is not None else None,
+        selector=parse_model(raw, LabelSelector, sel, "spec.selector") if sel is not None else None,
         disruptions_allowed=allowed, unhealthy_pod_eviction_policy=policy,
         current_healthy=_int(raw, obj, "status.currentHealthy", 0),
         desired_healthy=_int(raw, obj, "status.desiredHealthy", 0))
 
 
-def parse_hyper_node(raw: _Raw) -> HyperNode:
+def parse_hyper_node(raw: RawObject) -> HyperNode:
     obj = raw.obj
     _get(raw, obj, "spec.tier", required=True)
     tier = _int(raw, obj, "spec.tier", None)
@@ -717,13 +717,13 @@ def parse_hyper_node(raw: _Raw) -> HyperNode:
                                 f"invalid regular expression (RE2 syntax, as Go's): {reason}") from None
             members.append(HyperNodeMember(type=mtype, regex=pattern))
         else:
-            labels = _model(raw, LabelSelector, sel["labelMatch"], p + ".selector.labelMatch")
+            labels = parse_model(raw, LabelSelector, sel["labelMatch"], p + ".selector.labelMatch")
             members.append(HyperNodeMember(type=mtype, labels=labels))
     tier_name = _get(raw, obj, "spec.tierName", None, types=str) or None
     return HyperNode(name=_name(raw), tier=tier, members=tuple(members), tier_name=tier_name)
 
 
-def _typed_tier(raw: _Raw, obj: Mapping[str, Any], path: str, counts: tuple[str, ...], *, prefix: str,
+def _typed_tier(raw: RawObject, obj: Mapping[str, Any], path: str, counts: tuple[str, ...], *, prefix: str,
                 names: tuple[str, ...] = ()) -> None:
     """A goal naming HyperNodes of a tier (issue 15): its tier and counts integers as the CRD types
     them (no "1", no true, no 1.0), its tierName (and ``names``) strings."""
@@ -733,7 +733,7 @@ def _typed_tier(raw: _Raw, obj: Mapping[str, Any], path: str, counts: tuple[str,
         _get(raw, obj, f"{path}.{name}", types=str, prefix=prefix)
 
 
-def parse_repack_run(raw: _Raw) -> RepackRun:
+def parse_repack_run(raw: RawObject) -> RepackRun:
     obj = raw.obj
     spec = _get(raw, obj, "spec", required=True, types=dict)
     goals = spec.get("goals")
@@ -758,16 +758,16 @@ def parse_repack_run(raw: _Raw) -> RepackRun:
                 raise raw.error(f"spec.maxPerRun.resources.{r}", f"budget {format_milli(amount)} is too large "
                                                                  f"(over 2^62 milli-units, limit MAX_TOTAL_MILLI)")
     return RepackRun(name=_name(raw), labels=_str_map(raw, obj, "metadata.labels"),
-                     spec=_model(raw, RepackRunSpec, spec, "spec"), raw=obj)
+                     spec=parse_model(raw, RepackRunSpec, spec, "spec"), raw=obj)
 
 
-def _non_negative(raw: _Raw, obj: Mapping[str, Any], path: str, default: int | None, *,
+def _non_negative(raw: RawObject, obj: Mapping[str, Any], path: str, default: int | None, *,
                   prefix: str = "") -> int | None:
     """An int32 field that may not be negative (replicas, minAvailable, weight, tiers)."""
     return _int(raw, obj, path, default, prefix=prefix)
 
 
-def parse_queue(raw: _Raw) -> Queue:
+def parse_queue(raw: RawObject) -> Queue:
     obj = raw.obj
     spec = _get(raw, obj, "spec", {}, types=dict)
     p = "spec."
@@ -787,7 +787,7 @@ def parse_queue(raw: _Raw) -> Queue:
         state=state)
 
 
-def parse_priority_class(raw: _Raw) -> PriorityClass:
+def parse_priority_class(raw: RawObject) -> PriorityClass:
     obj = raw.obj
     _get(raw, obj, "value", required=True)
     value = _int(raw, obj, "value", None, low=-(2**31))
@@ -806,11 +806,11 @@ def parse_priority_class(raw: _Raw) -> PriorityClass:
                          global_default=_get(raw, obj, "globalDefault", False, types=bool))
 
 
-def _pod_template(raw: _Raw, template: Mapping[str, Any], prefix: str) -> PodTemplate:
+def _pod_template(raw: RawObject, template: Mapping[str, Any], prefix: str) -> PodTemplate:
     labels = _str_map(raw, template, "metadata.labels", prefix=prefix)
     spec = _get(raw, template, "spec", {}, types=dict, prefix=prefix)
     p = prefix + "spec."
-    tolerations = tuple(_model(raw, Toleration, t, f"{p}tolerations[{i}]")
+    tolerations = tuple(parse_model(raw, Toleration, t, f"{p}tolerations[{i}]")
                         for i, t in enumerate(_get(raw, spec, "tolerations", [], types=list, prefix=p)))
     selector = _str_map(raw, spec, "nodeSelector", prefix=p)
     return PodTemplate(
@@ -820,7 +820,7 @@ def _pod_template(raw: _Raw, template: Mapping[str, Any], prefix: str) -> PodTem
         scheduler_name=_get(raw, spec, "schedulerName", None, types=str, prefix=p) or None)
 
 
-def _job_task(raw: _Raw, task: Any, index: int) -> JobTask:
+def _job_task(raw: RawObject, task: Any, index: int) -> JobTask:
     prefix = f"spec.tasks[{index}]."
     if not isinstance(task, dict):
         raise raw.error(prefix[:-1], "expected a mapping")
@@ -835,7 +835,7 @@ def _job_task(raw: _Raw, task: Any, index: int) -> JobTask:
                    policies=_policies(raw, task, prefix))
 
 
-def _policies(raw: _Raw, owner: Mapping[str, Any], prefix: str) -> tuple[LifecyclePolicy, ...]:
+def _policies(raw: RawObject, owner: Mapping[str, Any], prefix: str) -> tuple[LifecyclePolicy, ...]:
     """``policies`` of a VCJob or a task: ``event`` / ``events`` and ``action`` (exitCode, timeout and
     any other field are not read)."""
     out = []
@@ -853,7 +853,7 @@ def _policies(raw: _Raw, owner: Mapping[str, Any], prefix: str) -> tuple[Lifecyc
     return tuple(out)
 
 
-def parse_vcjob(raw: _Raw) -> VCJob:
+def parse_vcjob(raw: RawObject) -> VCJob:
     obj = raw.obj
     spec = _get(raw, obj, "spec", required=True, types=dict)
     p = "spec."
@@ -879,7 +879,8 @@ def parse_vcjob(raw: _Raw) -> VCJob:
     if nt is not None:
         tier = _non_negative(raw, nt, "highestTierAllowed", None, prefix=p + "networkTopology.")
         mode = _get(raw, nt, "mode", "hard", types=str, prefix=p + "networkTopology.")
-        topo = _model(raw, JobNetworkTopology, {"mode": mode, "highest_tier_allowed": tier}, "spec.networkTopology")
+        topo = parse_model(raw, JobNetworkTopology, {"mode": mode, "highest_tier_allowed": tier},
+                           "spec.networkTopology")
     return VCJob(
         namespace=_namespace(raw), name=_name(raw),
         uid=str(_get(raw, obj, "metadata.uid", "")), labels=_str_map(raw, obj, "metadata.labels"),
@@ -891,7 +892,7 @@ def parse_vcjob(raw: _Raw) -> VCJob:
         phase=str(_get(raw, obj, "status.state.phase", "", types=str)))
 
 
-def parse_model_serving(raw: _Raw) -> ModelServing:
+def parse_model_serving(raw: RawObject) -> ModelServing:
     obj = raw.obj
     spec = _get(raw, obj, "spec", {}, types=dict)
     return ModelServing(
@@ -922,10 +923,10 @@ def load_files(paths: Sequence[str | Path]) -> LoadedInput:
     (standard input, read once, YAML or JSON) or a directory (its *.yaml, *.yml and *.json files,
     sorted by name, not recursive). The files together stay within ``limits``."""
     budget = ReadBudget()
-    raws: list[_Raw] = []
+    raws: list[RawObject] = []
     for path in snapshot_paths(paths):
         name = STDIN_NAME if path == STDIN else path
-        raws.extend(_Raw(name, doc) for doc in read_documents(path, budget))
+        raws.extend(RawObject(name, doc) for doc in read_documents(path, budget))
     return build(raws)
 
 
@@ -942,10 +943,10 @@ def load_objects(objects: Iterable[Mapping[str, Any]], source: str = "<objects>"
     (a live cluster: a deleted node's pods stay until they are deleted, or the pod garbage collector's
     orphan sweep; they hold nothing anywhere)."""
     objs = list(objects)
-    return build([_Raw(source, dict(o)) for o in objs], cache=cache, originals=objs, orphans=orphans)
+    return build([RawObject(source, dict(o)) for o in objs], cache=cache, originals=objs, orphans=orphans)
 
 
-def build(raws: Sequence[_Raw], *, cache: ParseCache | None = None,
+def build(raws: Sequence[RawObject], *, cache: ParseCache | None = None,
           originals: Sequence[Mapping[str, Any]] | None = None, orphans: bool = False) -> LoadedInput:
     nodes: dict[str, Node] = {}
     pods: dict[str, Pod] = {}
@@ -957,8 +958,8 @@ def build(raws: Sequence[_Raw], *, cache: ParseCache | None = None,
     priority_classes: dict[str, PriorityClass] = {}
     jobs: dict[str, VCJob] = {}
     servings: dict[str, ModelServing] = {}
-    origin: dict[tuple[str, str], _Raw] = {}
-    pod_raw: dict[str, _Raw] = {}
+    origin: dict[tuple[str, str], RawObject] = {}
+    pod_raw: dict[str, RawObject] = {}
     tables: dict[str, dict[str, Any]] = {"Node": nodes, "Pod": pods, "PodGroup": groups,
                                          "PodDisruptionBudget": pdbs, "RepackRun": runs, "HyperNode": hyper,
                                          "Queue": queues, "PriorityClass": priority_classes, "Job": jobs,
@@ -1024,7 +1025,7 @@ def build(raws: Sequence[_Raw], *, cache: ParseCache | None = None,
 
 
 def _check_model_range(nodes: Mapping[str, Node], pods: Mapping[str, Pod], jobs: Mapping[str, VCJob],
-                       origin: Mapping[tuple[str, str], _Raw]) -> None:
+                       origin: Mapping[tuple[str, str], RawObject]) -> None:
     """``limits.past_model_range`` over what reaches the planners' models: every node's allocatable, every
     live pod's requests, every VCJob's requests (each task's replicas times its template's)."""
     checks: list[tuple[str, str, str, list[tuple[str, Resources]]]] = [
@@ -1052,7 +1053,7 @@ def _job_requests(job: VCJob) -> Resources:
     return out
 
 
-def _check_queue_depth(queues: Mapping[str, Queue], origin: Mapping[tuple[str, str], _Raw]) -> None:
+def _check_queue_depth(queues: Mapping[str, Queue], origin: Mapping[tuple[str, str], RawObject]) -> None:
     """Every ``spec.parent`` chain reaches ``root``, a missing queue or a cycle (``QueueTree`` reports
     those) within MAX_QUEUE_DEPTH steps."""
     for name in sorted(queues):
@@ -1068,7 +1069,7 @@ def _check_queue_depth(queues: Mapping[str, Queue], origin: Mapping[tuple[str, s
                                                              f"{MAX_QUEUE_DEPTH} levels (limit MAX_QUEUE_DEPTH)")
 
 
-def _check_hyper_node_depth(hyper: Mapping[str, HyperNode], origin: Mapping[tuple[str, str], _Raw]) -> None:
+def _check_hyper_node_depth(hyper: Mapping[str, HyperNode], origin: Mapping[tuple[str, str], RawObject]) -> None:
     """HyperNodes nest (through HyperNode members) at most MAX_HYPERNODE_DEPTH deep; a cycle is left
     to ``Topology``, which resolves it without looping."""
     height: dict[str, int] = {}

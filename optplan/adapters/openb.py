@@ -67,15 +67,15 @@ from optplan.adapters.generate import (
     GROUP_ANNOTATION,
     JOB_API,
     MAX_PODS,
-    _cpu,
-    _dist,
-    _memory,
-    _pod,
-    _pod_group,
-    _share,
-    _sort_key,
-    _stamp,
-    _uid,
+    cpu_quantity,
+    memory_quantity,
+    object_order,
+    parse_dist,
+    parse_share,
+    pod_group_object,
+    pod_object,
+    random_uid,
+    timestamp,
 )
 from optplan.adapters.output import to_yaml, write_atomic
 from optplan.errors import InputError
@@ -136,7 +136,7 @@ class _NodeRow:
 
 
 @dataclass(frozen=True)
-class _PodRow:
+class PodRow:
     name: str
     cpu: int  # milli
     memory: int  # MiB
@@ -146,7 +146,7 @@ class _PodRow:
     created: int
 
 
-def _rows(path: str, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+def csv_rows(path: str, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
     """(line number, row) for every record; InputError naming file, line and column on a bad one."""
     try:
         with open(path, encoding="utf-8", newline="") as f:
@@ -181,7 +181,8 @@ _MAX_INT = 2**31 - 1
 """Largest count in the trace's columns (cpu milli, memory MiB, GPUs, GPU milli): an int32."""
 
 
-def _int(path: str, line: int, row: dict[str, str], col: str, *, minimum: int = 0, default: int | None = None) -> int:
+def int_field(path: str, line: int, row: dict[str, str], col: str, *, minimum: int = 0,
+              default: int | None = None) -> int:
     text = row.get(col)
     if text is None and default is not None:
         return default
@@ -210,30 +211,30 @@ def _name(path: str, line: int, row: dict[str, str], col: str, seen: set[str]) -
 def read_nodes(path: str) -> list[_NodeRow]:
     out: list[_NodeRow] = []
     seen: set[str] = set()
-    for line, row in _rows(path, NODE_COLUMNS):
-        out.append(_NodeRow(_name(path, line, row, "sn", seen), _int(path, line, row, "cpu_milli"),
-                            _int(path, line, row, "memory_mib"), _int(path, line, row, "gpu"),
+    for line, row in csv_rows(path, NODE_COLUMNS):
+        out.append(_NodeRow(_name(path, line, row, "sn", seen), int_field(path, line, row, "cpu_milli"),
+                            int_field(path, line, row, "memory_mib"), int_field(path, line, row, "gpu"),
                             row["model"].strip()))
     if not out:
         raise InputError("no nodes (only a header)", file=path)
     return sorted(out, key=lambda n: n.name)
 
 
-def read_pods(path: str) -> list[_PodRow]:
+def read_pods(path: str) -> list[PodRow]:
     """Every pod of the trace, in trace order (creation_time, then name)."""
-    out: list[_PodRow] = []
+    out: list[PodRow] = []
     seen: set[str] = set()
-    for line, row in _rows(path, POD_COLUMNS):
+    for line, row in csv_rows(path, POD_COLUMNS):
         name = _name(path, line, row, "name", seen)
-        gpu_milli = _int(path, line, row, "gpu_milli")
+        gpu_milli = int_field(path, line, row, "gpu_milli")
         if gpu_milli > 1000:
             raise InputError(f"must be within 0..1000, got {gpu_milli}", file=path, obj=f"line {line}",
                              field="gpu_milli")
         spec = (row.get("gpu_spec") or "").strip()
         models = tuple(sorted({m.strip() for m in spec.split("|") if m.strip()}))
-        out.append(_PodRow(name, _int(path, line, row, "cpu_milli"), _int(path, line, row, "memory_mib"),
-                           _int(path, line, row, "num_gpu"), gpu_milli, models,
-                           _int(path, line, row, "creation_time", default=0)))
+        out.append(PodRow(name, int_field(path, line, row, "cpu_milli"), int_field(path, line, row, "memory_mib"),
+                           int_field(path, line, row, "num_gpu"), gpu_milli, models,
+                           int_field(path, line, row, "creation_time", default=0)))
     out.sort(key=lambda p: (p.created, p.name))
     return out
 
@@ -258,7 +259,7 @@ class _Nodes:
             self._allowed[models] = mask
         return mask
 
-    def place(self, pod: _PodRow) -> int:
+    def place(self, pod: PodRow) -> int:
         """The node index chosen for the pod (and take its resources), or -1 when it fits nowhere."""
         req = np.array([pod.cpu, pod.memory, pod.gpu], dtype=np.int64)
         left = self.cap - self.used - req
@@ -271,24 +272,24 @@ class _Nodes:
         self.pods[i] += 1
         return i
 
-    def remove(self, i: int, pod: _PodRow) -> None:
+    def remove(self, i: int, pod: PodRow) -> None:
         self.used[i] -= np.array([pod.cpu, pod.memory, pod.gpu], dtype=np.int64)
         self.pods[i] -= 1
 
 
 @dataclass(frozen=True)
-class _Placed:
-    pod: _PodRow
+class PlacedPod:
+    pod: PodRow
     name: str
     node: int
     created: int
 
 
-def _replay(cfg: ImportConfig, nodes: _Nodes, pods: list[_PodRow], total_gpus: int) -> tuple[list[_Placed], int, int]:
+def _replay(cfg: ImportConfig, nodes: _Nodes, pods: list[PodRow], total_gpus: int) -> tuple[list[PlacedPod], int, int]:
     """Placed pods in trace order, the number skipped and the number of passes made."""
     target = math.ceil(Fraction(str(cfg.fill)) * total_gpus / 100)
     span = (max((p.created for p in pods), default=0) + 1)
-    placed: list[_Placed] = []
+    placed: list[PlacedPod] = []
     taken = skipped = passes = 0
     while taken < target and pods and passes < cfg.max_passes:
         passes += 1
@@ -299,7 +300,7 @@ def _replay(cfg: ImportConfig, nodes: _Nodes, pods: list[_PodRow], total_gpus: i
                 skipped += 1
                 continue
             name = p.name if passes == 1 else f"{p.name}-r{passes}"
-            placed.append(_Placed(p, name, i, p.created + (passes - 1) * span))
+            placed.append(PlacedPod(p, name, i, p.created + (passes - 1) * span))
             taken += p.gpu
             if taken >= target:
                 break
@@ -308,7 +309,7 @@ def _replay(cfg: ImportConfig, nodes: _Nodes, pods: list[_PodRow], total_gpus: i
     return placed, skipped, passes
 
 
-def _depart(cfg: ImportConfig, nodes: _Nodes, placed: list[_Placed]) -> tuple[list[_Placed], int]:
+def _depart(cfg: ImportConfig, nodes: _Nodes, placed: list[PlacedPod]) -> tuple[list[PlacedPod], int]:
     n = math.floor(Fraction(str(cfg.departures)) * len(placed) + Fraction(1, 2))
     gone = set(random.Random(f"{cfg.seed}/departures").sample(range(len(placed)), n))
     for k in sorted(gone):
@@ -316,11 +317,11 @@ def _depart(cfg: ImportConfig, nodes: _Nodes, placed: list[_Placed]) -> tuple[li
     return [p for k, p in enumerate(placed) if k not in gone], n
 
 
-def _gangs(cfg: ImportConfig, pods: list[_Placed]) -> list[list[_Placed]]:
+def cut_gangs(cfg: ImportConfig, pods: list[PlacedPod]) -> list[list[PlacedPod]]:
     rng = random.Random(f"{cfg.seed}/gangs")
     sizes = [s for s, _ in cfg.gang_sizes]
     weights = [w for _, w in cfg.gang_sizes]
-    out: list[list[_Placed]] = []
+    out: list[list[PlacedPod]] = []
     k = 0
     while k < len(pods):
         shape = _shape(pods[k].pod)
@@ -334,14 +335,15 @@ def _gangs(cfg: ImportConfig, pods: list[_Placed]) -> list[list[_Placed]]:
     return out
 
 
-def _shape(p: _PodRow) -> tuple[int, int, int, tuple[str, ...]]:
+def _shape(p: PodRow) -> tuple[int, int, int, tuple[str, ...]]:
     return p.cpu, p.memory, p.gpu, p.models
 
 
 # ---- objects -----------------------------------------------------------------------------------
 
 def _node(n: _NodeRow) -> dict[str, Any]:
-    alloc: dict[str, str] = {"cpu": _cpu(n.cpu), "memory": _memory(n.memory * _MI_MILLI), "pods": str(MAX_PODS)}
+    alloc: dict[str, str] = {"cpu": cpu_quantity(n.cpu), "memory": memory_quantity(n.memory * _MI_MILLI),
+                             "pods": str(MAX_PODS)}
     if n.gpu > 0:
         alloc[RESOURCE] = str(n.gpu)
     labels = {"kubernetes.io/arch": "amd64", "kubernetes.io/hostname": n.name, "kubernetes.io/os": "linux",
@@ -359,10 +361,10 @@ def _affinity(models: tuple[str, ...]) -> dict[str, Any] | None:
         {"matchExpressions": [{"key": MODEL_LABEL, "operator": "In", "values": list(models)}]}]}}}
 
 
-def _gang_objects(cfg: ImportConfig, index: int, width: int, gang: list[_Placed], node_names: list[str],
+def _gang_objects(cfg: ImportConfig, index: int, width: int, gang: list[PlacedPod], node_names: list[str],
                   uids: random.Random) -> list[dict[str, Any]]:
     job = f"job-{index:0{width}d}"
-    job_uid = _uid(uids)
+    job_uid = random_uid(uids)
     owner = {"apiVersion": JOB_API, "kind": "Job", "name": job, "uid": job_uid, "controller": True,
              "blockOwnerDeletion": True}
     pg = f"{job}-{job_uid}"
@@ -373,14 +375,16 @@ def _gang_objects(cfg: ImportConfig, index: int, width: int, gang: list[_Placed]
     annotations = {GROUP_ANNOTATION: pg, "volcano.sh/job-name": job, "volcano.sh/queue-name": "default",
                    "volcano.sh/task-spec": "worker"}
     first = gang[0].pod
-    requests = {"cpu": _cpu(first.cpu), "memory": _memory(first.memory * _MI_MILLI), RESOURCE: str(first.gpu)}
+    requests = {"cpu": cpu_quantity(first.cpu), "memory": memory_quantity(first.memory * _MI_MILLI),
+                RESOURCE: str(first.gpu)}
     limits = {RESOURCE: str(first.gpu)}
     affinity = _affinity(first.models)
-    out = [_pod(p.name, NAMESPACE, _uid(uids), node_names[p.node], requests, scheduler="volcano", labels=labels,
-                annotations=annotations, owner=owner, created=_stamp(p.created), affinity=affinity, limits=limits)
+    out = [pod_object(p.name, NAMESPACE, random_uid(uids), node_names[p.node], requests, scheduler="volcano",
+                      labels=labels, annotations=annotations, owner=owner, created=timestamp(p.created),
+                      affinity=affinity, limits=limits)
            for p in gang]
-    out.append(_pod_group(pg, NAMESPACE, {SOURCE_LABEL: "openb"}, owner, min_member, size, _stamp(gang[0].created),
-                          _uid(uids)))
+    out.append(pod_group_object(pg, NAMESPACE, {SOURCE_LABEL: "openb"}, owner, min_member, size,
+                                timestamp(gang[0].created), random_uid(uids)))
     return out
 
 
@@ -402,7 +406,7 @@ def import_openb(nodes_csv: str, pods_csv: str, cfg: ImportConfig) -> tuple[list
         placed, skipped, passes = _replay(cfg, nodes, whole, total_gpus)
         taken_at_fill = sum(p.pod.gpu for p in placed)
         kept, departed = _depart(cfg, nodes, placed)
-        gangs = _gangs(cfg, kept)
+        gangs = cut_gangs(cfg, kept)
         node_names = [n.name for n in node_rows]
         uids = random.Random(f"{cfg.seed}/uids")
         width = max(5, len(str(len(gangs))))
@@ -410,7 +414,7 @@ def import_openb(nodes_csv: str, pods_csv: str, cfg: ImportConfig) -> tuple[list
         for k, gang in enumerate(gangs):
             objs.extend(_gang_objects(cfg, k + 1, width, gang, node_names, uids))
         objs.append(_repack_run(cfg))
-        objs.sort(key=_sort_key)
+        objs.sort(key=object_order)
     taken = taken_at_fill - sum(p.pod.gpu for p in placed) + sum(p.pod.gpu for p in kept)
 
     def pct(x: int) -> float:
@@ -461,13 +465,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="pod list: name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec][,creation_time]")
     p.add_argument("--fill", type=_percent, required=True, metavar="P",
                    help="replay whole-GPU pods until P%% of the GPUs are taken")
-    p.add_argument("--departures", type=_share, default=d.departures, metavar="D",
+    p.add_argument("--departures", type=parse_share, default=d.departures, metavar="D",
                    help=f"share of the placed pods that then depart, seeded (default {d.departures:g})")
     p.add_argument("--seed", type=int, default=d.seed, metavar="S", help=f"random seed (default {d.seed})")
-    p.add_argument("--gang-sizes", type=_dist, default=d.gang_sizes, metavar="S:W,...",
+    p.add_argument("--gang-sizes", type=parse_dist, default=d.gang_sizes, metavar="S:W,...",
                    help="pods per PodGroup and their weights (default "
                         + ",".join(f"{s}:{w:g}" for s, w in d.gang_sizes) + ")")
-    p.add_argument("--min-member-ratio", type=_share, default=d.min_member_ratio, metavar="F",
+    p.add_argument("--min-member-ratio", type=parse_share, default=d.min_member_ratio, metavar="F",
                    help=f"minMember = max(1, ceil(F × size)) (default {d.min_member_ratio:g})")
     p.add_argument("--max-passes", type=_positive, default=d.max_passes, metavar="N",
                    help=f"replays of the trace at most, to reach the fill (default {d.max_passes})")

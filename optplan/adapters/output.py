@@ -1,4 +1,5 @@
-"""Write objects the way kubectl prints them: YAML (default) or JSON, deterministic to the byte."""
+"""Write objects the way kubectl prints them: YAML (default) or JSON, deterministic to the byte; and the one
+PNG writer every figure goes through (``png``)."""
 
 from __future__ import annotations
 
@@ -93,3 +94,17 @@ def write_atomic(path: str, data: str | bytes) -> None:
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def png(fig: Any, dpi: float | None = None) -> bytes:
+    """PNG bytes of a matplotlib Figure drawn on the Agg canvas (no global backend switch) and without the
+    Software metadata, so the same figure gives the same bytes: the renderer, the bench and the replay's
+    plots all write through this."""
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi if dpi is not None else "figure", metadata={"Software": None})
+    return buf.getvalue()

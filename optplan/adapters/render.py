@@ -15,7 +15,6 @@ Software metadata in the PNG: the same input gives the same bytes. The file is w
 from __future__ import annotations
 
 import argparse
-import io
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from typing import Any
 
 from optplan.adapters.args import add_snapshot_source
 from optplan.adapters.kubefile import LoadedInput, pick_run
-from optplan.adapters.output import write_atomic
+from optplan.adapters.output import png, write_atomic
 from optplan.errors import InputError
 from optplan.models.quantity import BYTES, MILLI, format_amount, to_milli, unit_of
 from optplan.models.repack import RepackRun
@@ -276,9 +275,7 @@ def render_cluster(snapshot: Snapshot, run: RepackRun | None, resource: str, pat
 
 
 def _save_atomic(fig: Any, path: str) -> None:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
-    write_atomic(path, buf.getvalue())
+    write_atomic(path, png(fig, dpi=DPI))
 
 
 # ---- the command line ---------------------------------------------------------------------------

@@ -5,7 +5,7 @@ The trace is read here, with the openb importer's readers (``adapters.openb``: t
 and one-line errors), and turned into the replay family's ``Trace``: whole-GPU pods (``num_gpu`` >= 1,
 ``gpu_milli`` = 1000) with a ``scheduled_time`` and a ``deletion_time`` (the others are counted and left
 out: a pod never scheduled in the trace has no runtime), runtime = deletion − scheduled (negative: an
-input error), cut into gangs as the importer cuts them (``_gangs``: runs of one shape, seeded sizes,
+input error), cut into gangs as the importer cuts them (``cut_gangs``: runs of one shape, seeded sizes,
 minMember = max(1, ceil(ratio × size))). ``--speedup F`` divides creation times by F and keeps runtimes,
 so the same jobs arrive F times as fast; ``--repeat K`` plays the trace K times back to back (pass k's
 pods named ``<name>-r<k>``, created k − 1 trace spans later, as the importer's passes). The openb traces'
@@ -43,22 +43,22 @@ TIME_COLUMNS = ("name", "creation_time", "scheduled_time", "deletion_time")
 
 # ---- the trace ---------------------------------------------------------------------------------
 
-def _shape(p: openb._PodRow) -> PodShape:
+def _shape(p: openb.PodRow) -> PodShape:
     return p.cpu, p.memory, p.gpu, p.gpu_milli
 
 
-def read_times(path: str, pods: list[openb._PodRow] | None = None) -> dict[str, tuple[PodShape, PodTimes]]:
+def read_times(path: str, pods: list[openb.PodRow] | None = None) -> dict[str, tuple[PodShape, PodTimes]]:
     """Every pod of a trace with its shape and times (``pods``: the file's pods, read already)."""
     pods = openb.read_pods(path) if pods is None else pods
     by_name = {p.name: p for p in pods}
     out: dict[str, tuple[PodShape, PodTimes]] = {}
-    for line, row in openb._rows(path, TIME_COLUMNS):
+    for line, row in openb.csv_rows(path, TIME_COLUMNS):
         p = by_name[row["name"].strip()]
         if not row["scheduled_time"].strip() or not row["deletion_time"].strip():
             out[p.name] = (_shape(p), PodTimes(p.created, None, None))
             continue
-        scheduled = openb._int(path, line, row, "scheduled_time")
-        deleted = openb._int(path, line, row, "deletion_time")
+        scheduled = openb.int_field(path, line, row, "scheduled_time")
+        deleted = openb.int_field(path, line, row, "deletion_time")
         if deleted < scheduled:
             raise InputError(f"negative runtime: deletion_time {deleted} is before scheduled_time {scheduled}",
                              file=path, obj=f"line {line}", field="deletion_time")
@@ -96,11 +96,11 @@ def load_trace(nodes_csv: str, pods_csv: str, *, seed: int = 0, speedup: float =
     whole = [p for p in rows if p.gpu >= 1 and p.gpu_milli == 1000]
     kept = [p for p in whole if p.name in runtime]
     span = max((p.created for p in kept), default=0) + 1
-    placed = [openb._Placed(p, p.name if k == 0 else f"{p.name}-r{k + 1}", -1, p.created + k * span)
+    placed = [openb.PlacedPod(p, p.name if k == 0 else f"{p.name}-r{k + 1}", -1, p.created + k * span)
               for k in range(repeat) for p in kept]
     ratio = Fraction(str(cfg.min_member_ratio))
     gangs = []
-    for k, gang in enumerate(openb._gangs(cfg, placed)):
+    for k, gang in enumerate(openb.cut_gangs(cfg, placed)):
         first = gang[0].pod
         pods = tuple(TracePod(member.name, runtime[member.pod.name]) for member in gang)
         gangs.append(TraceGang(name=f"job-{k + 1:05d}", created=gang[0].created / speedup, cpu=first.cpu,

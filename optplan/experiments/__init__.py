@@ -6,6 +6,7 @@ contract):
 - ``bench``: ``optplan bench``, the benchmark suite and its report;
 - ``goals_bench`` (the bench's section on making room for pending gangs) and ``replay`` (Repack over time:
   a trace replayed with a Repack policy, and sweeps of such replays);
-- ``sim`` (online placement: pods arriving one by one, the FGD paper's setup) and ``figures`` (the one PNG
-  writer every experiment draws with).
+- ``sim``: online placement, pods arriving one by one (the FGD paper's setup).
+
+Every figure is written by ``optplan.adapters.output.png``, the one PNG writer.
 """

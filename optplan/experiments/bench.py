@@ -44,9 +44,8 @@ from optplan.adapters.args import positive_float
 from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import LoadedInput, load_objects
 from optplan.adapters.openb import RESOURCE, ImportConfig, import_openb, read_nodes, read_pods
-from optplan.adapters.output import write_atomic
+from optplan.adapters.output import png, write_atomic
 from optplan.errors import InputError
-from optplan.experiments.figures import png
 from optplan.experiments.goals_bench import bench_goals
 from optplan.experiments.goals_bench import plot as goals_plot
 from optplan.experiments.goals_bench import report_lines as goals_report

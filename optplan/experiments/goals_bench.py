@@ -26,7 +26,7 @@ from typing import Any
 from optplan.adapters.inject import fabric, pending_gangs
 from optplan.adapters.kubefile import LoadedInput, load_objects
 from optplan.adapters.openb import RESOURCE, ImportConfig, import_openb
-from optplan.experiments.figures import png
+from optplan.adapters.output import png
 from optplan.models.placement import BinpackWeights
 from optplan.models.queues import VCJob
 from optplan.solvers.core.options import PlanOptions

@@ -1,5 +1,5 @@
 """The replay's cluster: free cpu, memory, GPUs and pod slots per node (the online simulation's numpy
-state, ``sim.online._Cluster``, with its binpack cache ``_Binpack``) and Volcano's allocate on it.
+state, ``sim.online.SimCluster``, with its binpack cache ``BinpackCache``) and Volcano's allocate on it.
 
 Allocate (``engine.Replay.allocate``, on this state), as optplan's placement greedy runs it
 (``placement.allocate``), for one queue and jobs without priorities: jobs not ready yet first, by creation
@@ -26,7 +26,7 @@ import numpy as np
 
 from optplan.errors import PlanInvalidError
 from optplan.experiments.replay.trace import TraceGang
-from optplan.experiments.sim.online import SimNode, SimPod, _Binpack, _Cluster
+from optplan.experiments.sim.online import BinpackCache, SimCluster, SimNode, SimPod
 from optplan.models.placement import BinpackWeights
 
 MAX_PODS = 110
@@ -38,8 +38,8 @@ class Cluster:
     """Free resources per node (name order) with take / give back, the binpack choice and ``room``."""
 
     def __init__(self, nodes: Sequence[SimNode], weights: BinpackWeights) -> None:
-        self.cl = _Cluster(nodes)
-        self.bp = _Binpack(self.cl, weights)
+        self.cl = SimCluster(nodes)
+        self.bp = BinpackCache(self.cl, weights)
         self.names = [n.name for n in self.cl.nodes]
         self.index = {n: i for i, n in enumerate(self.names)}
         self.total_gpus = self.cl.total_gpus

@@ -4,9 +4,9 @@ allocation gained over ``none``. Bytes are reproducible: no Software metadata, f
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 
+from optplan.adapters.output import png
 from optplan.experiments.replay.engine import ReplayResult
 from optplan.experiments.replay.trace import gang_bucket
 
@@ -25,10 +25,8 @@ def plots(results: Sequence[ReplayResult]) -> dict[str, bytes] | str:
     out: dict[str, bytes] = {}
 
     def save(fig: object, name: str) -> None:
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})  # type: ignore[attr-defined]
+        out[name] = png(fig, dpi=100)
         plt.close(fig)  # type: ignore[arg-type]
-        out[name] = buf.getvalue()
 
     fig, ax = plt.subplots(figsize=(8, 4))
     for r in results:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from optplan.experiments.replay.cluster import MAX_PODS
 from optplan.experiments.replay.trace import TraceGang
-from optplan.experiments.sim.online import MODEL_LABEL, SimNode, _resources
+from optplan.experiments.sim.online import MODEL_LABEL, SimNode, resources_of
 from optplan.models.queues import JobTask, PodTemplate, VCJob
 from optplan.models.selectors import NodeSelectorRequirement, NodeSelectorTerm
 from optplan.models.snapshot import GROUP_NAME_ANNOTATION, Node, OwnerReference, Pod, PodGroup, Snapshot
@@ -49,7 +49,7 @@ class SnapshotBuilder:
     def __init__(self, nodes: Sequence[SimNode]) -> None:
         self.nodes: dict[str, Node] = {}
         for n in sorted(nodes, key=lambda n: n.name):
-            alloc = {**_resources(n.cpu, n.memory, n.gpu), "pods": MAX_PODS * 1000}
+            alloc = {**resources_of(n.cpu, n.memory, n.gpu), "pods": MAX_PODS * 1000}
             labels = {"kubernetes.io/hostname": n.name, **({MODEL_LABEL: n.model} if n.model else {})}
             self.nodes[n.name] = Node(name=n.name, labels=labels, allocatable=alloc)
         self._pods: dict[str, Pod] = {}
@@ -71,7 +71,7 @@ class SnapshotBuilder:
                 namespace=NAMESPACE, name=r.name, node_name=r.node, phase="Running", scheduler_name="volcano",
                 annotations={GROUP_NAME_ANNOTATION: r.gang.name}, owner_references=(owner,),
                 labels={"volcano.sh/job-name": r.gang.name, "volcano.sh/task-spec": TASK},
-                requests=_resources(r.gang.cpu, r.gang.memory, r.gang.gpu),
+                requests=resources_of(r.gang.cpu, r.gang.memory, r.gang.gpu),
                 required_node_affinity=_affinity(r.gang.models))
         return p
 
@@ -81,7 +81,7 @@ class SnapshotBuilder:
 
     @staticmethod
     def job(g: TraceGang, created: str) -> VCJob:
-        template = PodTemplate(requests=_resources(g.cpu, g.memory, g.gpu), scheduler_name="volcano",
+        template = PodTemplate(requests=resources_of(g.cpu, g.memory, g.gpu), scheduler_name="volcano",
                                required_node_affinity=_affinity(g.models))
         return VCJob(namespace=NAMESPACE, name=g.name, min_available=g.min_member, creation_timestamp=created,
                      tasks=(JobTask(name=TASK, replicas=len(g.pods), template=template),),

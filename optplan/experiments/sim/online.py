@@ -180,7 +180,7 @@ def fgd_workload(trace: Sequence[SimPod], total_gpus: int, percent: float = 130.
 
 # ---- cluster state -----------------------------------------------------------------------------
 
-class _Cluster:
+class SimCluster:
     """Capacity and free resources per node (name order), as int64 rows of cpu, memory, GPUs."""
 
     def __init__(self, nodes: Sequence[SimNode]) -> None:
@@ -214,7 +214,7 @@ class _Cluster:
         self.allocated += pod.gpu
 
 
-def _resources(cpu: int, memory: int, gpu: int) -> Resources:
+def resources_of(cpu: int, memory: int, gpu: int) -> Resources:
     """Snapshot units: milli-cores, milli-bytes, milli-GPUs."""
     out = {"cpu": int(cpu), "memory": int(memory) * _MI_MILLI}
     if gpu:
@@ -228,10 +228,10 @@ def _best_fit(fits: np.ndarray[Any, Any], free_gpu: np.ndarray[Any, Any], gpu: i
     return int(np.argmin(left))
 
 
-class _Binpack:
+class BinpackCache:
     """``binpack_score`` per (pod shape, node), cached; a node's entries go stale when it changes."""
 
-    def __init__(self, cl: _Cluster, weights: BinpackWeights) -> None:
+    def __init__(self, cl: SimCluster, weights: BinpackWeights) -> None:
         self.cl = cl
         self.weights = weights
         self.shapes: dict[tuple[int, int, int], int] = {}
@@ -239,7 +239,7 @@ class _Binpack:
         self.score = np.zeros((0, len(cl.nodes)))
         self.exact: list[list[Fraction]] = []
         self.stale = np.zeros((0, len(cl.nodes)), dtype=bool)
-        self.alloc = [_resources(*row) for row in cl.cap.tolist()]
+        self.alloc = [resources_of(*row) for row in cl.cap.tolist()]
         self.memo: dict[tuple[tuple[int, ...], tuple[int, ...], int], Fraction] = {}
 
     def _shape(self, pod: SimPod) -> int:
@@ -247,7 +247,7 @@ class _Binpack:
         s = self.shapes.get(key)
         if s is None:
             s = self.shapes[key] = len(self.requests)
-            self.requests.append(_resources(*key))
+            self.requests.append(resources_of(*key))
             n = len(self.cl.nodes)
             self.score = np.vstack([self.score, np.zeros((1, n))])
             self.stale = np.vstack([self.stale, np.ones((1, n), dtype=bool)])
@@ -264,7 +264,7 @@ class _Binpack:
             key = (tuple(cap[i].tolist()), tuple(free[i].tolist()), s)
             f = self.memo.get(key)
             if f is None:
-                f = binpack_score(self.requests[s], self.alloc[i], _resources(*free[i].tolist()), self.weights)
+                f = binpack_score(self.requests[s], self.alloc[i], resources_of(*free[i].tolist()), self.weights)
                 self.memo[key] = f
             self.exact[s][i] = f
             self.score[s, i] = float(f)
@@ -292,7 +292,7 @@ class _BatchVars:
 class _Batch:
     """One CP-SAT solve for a batch of arrivals: build, solve, extract."""
 
-    def __init__(self, cl: _Cluster, pods: Sequence[SimPod], cfg: OnlineConfig) -> None:
+    def __init__(self, cl: SimCluster, pods: Sequence[SimPod], cfg: OnlineConfig) -> None:
         self.cl = cl
         self.pods = list(pods)
         self.cfg = cfg
@@ -459,7 +459,7 @@ def simulate(nodes: Sequence[SimNode], arrivals: Sequence[SimPod], policy: str,
         raise InputError(f"unknown policy {policy!r} (one of {', '.join(POLICIES)})", field="policy")
     cfg = config or OnlineConfig()
     t0 = time.perf_counter()
-    cl = _Cluster(nodes)
+    cl = SimCluster(nodes)
     choice: list[int] = []
     first: int | None = None
     at_first: int | None = None
@@ -479,7 +479,7 @@ def simulate(nodes: Sequence[SimNode], arrivals: Sequence[SimPod], policy: str,
             if progress is not None:
                 progress(len(choice))
     else:
-        bp = _Binpack(cl, cfg.weights) if policy == "greedy" else None
+        bp = BinpackCache(cl, cfg.weights) if policy == "greedy" else None
         rng = random.Random(f"{cfg.seed}/random")
         for k, p in enumerate(arrivals):
             fits = cl.fits(p)
@@ -522,7 +522,7 @@ def verify(nodes: Sequence[SimNode], arrivals: Sequence[SimPod], assignment: Seq
     if len(assignment) != len(arrivals):
         raise PlanInvalidError([f"{len(assignment)} assignments for {len(arrivals)} arrivals"])
     snap_nodes = {n.name: Node(name=n.name, labels={MODEL_LABEL: n.model} if n.model else {},
-                               allocatable=_resources(n.cpu, n.memory, n.gpu)) for n in nodes}
+                               allocatable=resources_of(n.cpu, n.memory, n.gpu)) for n in nodes}
     pods: dict[str, Pod] = {}
     problems: list[str] = []
     allocated = 0
@@ -535,7 +535,7 @@ def verify(nodes: Sequence[SimNode], arrivals: Sequence[SimPod], assignment: Seq
         affinity = (NodeSelectorTerm(match_expressions=(
             NodeSelectorRequirement(key=MODEL_LABEL, operator="In", values=p.models),)),) if p.models else None
         pod = Pod(namespace="online", name=f"a{k + 1}", node_name=where, phase="Running",
-                  requests=_resources(p.cpu, p.memory, p.gpu), required_node_affinity=affinity)
+                  requests=resources_of(p.cpu, p.memory, p.gpu), required_node_affinity=affinity)
         reason = static_reason(pod, snap_nodes[where])
         if reason is not None:
             problems.append(f"arrival {k + 1} ({p.name}) on {where}: {reason}")

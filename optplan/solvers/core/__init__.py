@@ -11,5 +11,6 @@ Modules (pyproject's "Core imports one way" contract: ``options`` above the rest
 - ``exact``: what the exact planners share: plan ranking, gap and solver record, and ``model_bug``;
 - ``protection``: the disruption-protection markers (do-not-disrupt, safe-to-evict, preemptable), read by
   Repack's rules and placement's victim rules;
+- ``milp``: what the MILP twins share: the PuLP backend, rows within HiGHS's range, the reading of a proof;
 - ``highs``: HiGHS kept quiet on stdout, for every MILP user (outside the layers contract).
 """

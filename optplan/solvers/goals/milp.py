@@ -1,5 +1,6 @@
 """The MILP twin of the joint goal model (issue 15 §2 "the MILP twin where it is cheap to keep"), in PuLP,
-solved by HiGHS (else CBC) as Repack's twin is (``repack.exact.milp``: its backend, rows and quiet stdout).
+solved by HiGHS (else CBC) as Repack's twin is (``core.milp``: its backend, rows and proof; ``core.highs``:
+quiet stdout).
 
 The same model as ``cpsat`` (which documents the decisions and constraints), built by one function per
 family mirroring cpsat's, on the same data (``model.build_data``: the same classes, receivers, regions and
@@ -56,6 +57,7 @@ import pulp
 from optplan.models.goals import SEARCH, GoalPlan
 from optplan.solvers.core.exact import ExactModelError, exact_record, strict
 from optplan.solvers.core.highs import quiet
+from optplan.solvers.core.milp import EQ, GE, LE, WarmHiGHS, backend, dual_bound, proven_optimal, row
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.goals.model import (
     Data,
@@ -71,7 +73,6 @@ from optplan.solvers.goals.model import (
 )
 from optplan.solvers.goals.problem import GoalProblem, GoalResult
 from optplan.solvers.goals.validate import goal_violations
-from optplan.solvers.repack.exact.milp import EQ, GE, LE, _backend, _dual_bound, _HiGHS, _row, proven_optimal
 from optplan.solvers.repack.exact.model import weigh, weighted_cost
 from optplan.solvers.repack.rules import RestartUnit
 
@@ -122,7 +123,7 @@ class Vars:
 
 
 def _expr(terms: list[tuple[Any, int]]) -> pulp.LpAffineExpression:
-    """Σ terms, a variable's coefficients added, without PuLP's copying operators (``repack.exact.milp``'s)."""
+    """Σ terms, a variable's coefficients added, without PuLP's copying operators (``core.milp.row``)."""
     out: dict[Any, float] = defaultdict(float)
     for x, c in terms:
         out[x] += c
@@ -160,16 +161,16 @@ def add_moves(prob: pulp.LpProblem, data: Data, v: Vars) -> None:
     for j, n in enumerate(nodes):
         v.source[n] = _bin(prob, f"source_{j}")
         v.receiver[n] = _bin(prob, f"receiver_{j}")
-        _row(prob, [(v.source[n], 1), (v.receiver[n], 1)], LE, 1)
+        row(prob, [(v.source[n], 1), (v.receiver[n], 1)], LE, 1)
     for k in data.classes:
         xs = []
         for j, (r, c) in enumerate(zip(k.receivers, k.caps, strict=True)):
             x = v.send[k.key, r] = _int(prob, f"send_{k.key}_{j}", c)
-            _row(prob, [(x, 1), (v.receiver[r], -c)], LE, 0)
+            row(prob, [(x, 1), (v.receiver[r], -c)], LE, 0)
             xs.append(x)
         y = v.moved[k.key] = _int(prob, f"moved_{k.key}", k.count if xs else 0)
-        _row(prob, [(y, 1)] + [(x, -1) for x in xs], EQ, 0)
-        _row(prob, [(y, 1), (v.source[k.node], -k.count)], LE, 0)
+        row(prob, [(y, 1)] + [(x, -1) for x in xs], EQ, 0)
+        row(prob, [(y, 1), (v.source[k.node], -k.count)], LE, 0)
 
 
 def add_gangs(prob: pulp.LpProblem, data: Data, v: Vars) -> None:
@@ -177,7 +178,7 @@ def add_gangs(prob: pulp.LpProblem, data: Data, v: Vars) -> None:
     for i in data.eligible:
         v.admit[i] = _bin(prob, f"admit_{i}")
         v.hyper[i] = [_bin(prob, f"hyper_{i}_{j}") for j in range(len(data.regions[i]))]
-        _row(prob, [(y, 1) for y in v.hyper[i]] + [(v.admit[i], -1)], EQ, 0)
+        row(prob, [(y, 1) for y in v.hyper[i]] + [(v.admit[i], -1)], EQ, 0)
     for ci, gc in enumerate(data.gang_classes):
         xs = []
         regs = data.regions[gc.gang]
@@ -188,9 +189,9 @@ def add_gangs(prob: pulp.LpProblem, data: Data, v: Vars) -> None:
                 continue
             x = v.place[ci, n] = _int(prob, f"place_{ci}_{j}", size)
             if len(inside) < len(regs):
-                _row(prob, [(x, 1)] + [(y, -size) for y in inside], LE, 0)
+                row(prob, [(x, 1)] + [(y, -size) for y in inside], LE, 0)
             xs.append(x)
-        _row(prob, [(x, 1) for x in xs] + [(v.admit[gc.gang], -size)], EQ, 0)
+        row(prob, [(x, 1) for x in xs] + [(v.admit[gc.gang], -size)], EQ, 0)
 
 
 def add_capacity(prob: pulp.LpProblem, data: Data, v: Vars) -> None:
@@ -214,13 +215,13 @@ def add_capacity(prob: pulp.LpProblem, data: Data, v: Vars) -> None:
             out: list[Term] = [(x, -(d[res] // unit)) for x, d in leaves.get(n, []) if d.get(res, 0) > 0]
             room = free.get(res, 0) // unit
             if room >= 0:
-                _row(prob, inc + out, LE, room)
+                row(prob, inc + out, LE, room)
                 continue
             on = _bin(prob, f"lands_{len(switches)}")
             switches.append(on)
-            _row(prob, [*inc, *out, (on, -room)], LE, 0)
+            row(prob, [*inc, *out, (on, -room)], LE, 0)
             for x, _ in inc:
-                _row(prob, [(x, 1), (on, -x.upBound)], LE, 0)
+                row(prob, [(x, 1), (on, -x.upBound)], LE, 0)
 
 
 def add_quota(prob: pulp.LpProblem, data: Data, v: Vars) -> None:
@@ -238,12 +239,12 @@ def add_quota(prob: pulp.LpProblem, data: Data, v: Vars) -> None:
         room = qs.real.get(q, {}).get(r, 0) - qs.allocated.get(q, {}).get(r, 0)
         if room < 0:  # over its capability already: no gang asking for r gets in
             for x, _ in terms:
-                _row(prob, [(x, 1)], EQ, 0)
+                row(prob, [(x, 1)], EQ, 0)
             continue
         unit = 0
         for _, a in terms:
             unit = math.gcd(unit, a)
-        _row(prob, [(x, a // unit) for x, a in terms], LE, room // unit)
+        row(prob, [(x, a // unit) for x, a in terms], LE, room // unit)
 
 
 def add_hyper_nodes(prob: pulp.LpProblem, data: Data, v: Vars, required: bool) -> None:
@@ -263,17 +264,17 @@ def add_hyper_nodes(prob: pulp.LpProblem, data: Data, v: Vars, required: bool) -
         f = v.free[h] = _bin(prob, f"free_{j}")
         for n in sorted(nodes):
             if p.movable.get(n) and not on.get(n):  # an R pod the model cannot move (restricted away) stays
-                _row(prob, [(f, 1)], EQ, 0)
+                row(prob, [(f, 1)], EQ, 0)
             for k in on.get(n, []):
-                _row(prob, [(v.moved[k.key], 1), (f, -k.count)], GE, 0)
+                row(prob, [(v.moved[k.key], 1), (f, -k.count)], GE, 0)
             if n in v.receiver:
-                _row(prob, [(f, 1), (v.receiver[n], 1)], LE, 1)
+                row(prob, [(f, 1), (v.receiver[n], 1)], LE, 1)
             for x in lands.get(n, []):
-                _row(prob, [(x, 1), (f, x.upBound)], LE, x.upBound)
+                row(prob, [(x, 1), (f, x.upBound)], LE, x.upBound)
     freed: list[Term] = [(f, 1) for f in v.free.values()]
-    _row(prob, freed, LE, p.free_count)
+    row(prob, freed, LE, p.free_count)
     if required:
-        _row(prob, freed, GE, p.free_count)
+        row(prob, freed, GE, p.free_count)
 
 
 def add_necessity(prob: pulp.LpProblem, data: Data, v: Vars) -> None:
@@ -283,7 +284,7 @@ def add_necessity(prob: pulp.LpProblem, data: Data, v: Vars) -> None:
         landing[n].append(x)
     for n in sorted({k.node for k in data.classes}):
         why = landing.get(n, []) + [f for h, f in v.free.items() if n in data.hyper[h]]
-        _row(prob, [(v.source[n], 1)] + [(x, -1) for x in why], LE, 0)
+        row(prob, [(v.source[n], 1)] + [(x, -1) for x in why], LE, 0)
 
 
 def add_topology(prob: pulp.LpProblem, data: Data, v: Vars) -> None:
@@ -294,23 +295,23 @@ def add_topology(prob: pulp.LpProblem, data: Data, v: Vars) -> None:
         if not regions:  # no region holds its pods that stay: none of its pods moves
             for k in data.classes:
                 if k.group == g:
-                    _row(prob, [(v.moved[k.key], 1)], EQ, 0)
+                    row(prob, [(v.moved[k.key], 1)], EQ, 0)
             continue
         region = v.region[g] = {h: _bin(prob, f"region_{i}_{j}") for j, h in enumerate(regions)}
-        _row(prob, [(y, 1) for y in region.values()], EQ, 1)
+        row(prob, [(y, 1) for y in region.values()], EQ, 1)
         for k in data.classes:
             if k.group != g:
                 continue
             inside_here = [y for h, y in region.items() if k.node in topology.region_nodes(h)]
             if len(inside_here) < len(region):
-                _row(prob, [(v.moved[k.key], 1)] + [(y, k.count) for y in inside_here], GE, k.count)
+                row(prob, [(v.moved[k.key], 1)] + [(y, k.count) for y in inside_here], GE, k.count)
             for r in k.receivers:
                 inside = [y for h, y in region.items() if r in topology.region_nodes(h)]
                 if len(inside) < len(region):
-                    _row(prob, [(v.send[k.key, r], 1)] + [(y, -k.count) for y in inside], LE, 0)
+                    row(prob, [(v.send[k.key, r], 1)] + [(y, -k.count) for y in inside], LE, 0)
         if g in data.topo_before:
             w = v.widening[g] = _int(prob, f"widening_{i}", topology.top_tier)
-            _row(prob, [(w, 1)] + [(y, -topology.tier(h)) for h, y in region.items()], GE, -data.topo_before[g])
+            row(prob, [(w, 1)] + [(y, -topology.tier(h)) for h, y in region.items()], GE, -data.topo_before[g])
     v.penalties["topologyWidening"] = [(w, 1) for w in v.widening.values()]
 
 
@@ -329,7 +330,7 @@ def add_disruption(prob: pulp.LpProblem, data: Data, v: Vars) -> None:
         units: dict[str, RestartUnit] = {}
         wide: list[MoveClass] = []
         for k in ks:
-            _row(prob, [(v.moved[k.key], 1), (a, -k.count)], LE, 0)
+            row(prob, [(v.moved[k.key], 1), (a, -k.count)], LE, 0)
             if k.unit.whole_group:
                 wide.append(k)
             elif k.unit.policy is not None:
@@ -337,12 +338,12 @@ def add_disruption(prob: pulp.LpProblem, data: Data, v: Vars) -> None:
                 x = v.restarted.get(k.unit.key)
                 if x is None:
                     x = v.restarted[k.unit.key] = _bin(prob, f"restarted_{len(v.restarted)}")
-                _row(prob, [(v.moved[k.key], 1), (x, -k.count)], LE, 0)
+                row(prob, [(v.moved[k.key], 1), (x, -k.count)], LE, 0)
         running: list[Term] = ([(v.moved[k.key], 1) for k in singles]
                                + [(v.restarted[u], unit.running) for u, unit in sorted(units.items())])
         total = sum(k.count for k in singles) + sum(unit.running for unit in units.values())
         if total > gang.safe:
-            _row(prob, [*running, (b, -(total - gang.safe))], LE, gang.safe)
+            row(prob, [*running, (b, -(total - gang.safe))], LE, gang.safe)
         cards: list[Term] = ([(v.moved[k.key], data.cards(k.cards)) for k in singles]
                              + [(v.restarted[u], data.cards(unit.cards)) for u, unit in sorted(units.items())])
         footprint = data.cards(gang.footprint)
@@ -350,16 +351,16 @@ def add_disruption(prob: pulp.LpProblem, data: Data, v: Vars) -> None:
                     + sum(data.cards(unit.cards) for unit in units.values()),
                     max((data.cards(k.unit.cards) for k in wide), default=0))
         ac = v.affected_cards[g] = _int(prob, f"affected_cards_{i}", upper)
-        _row(prob, [(ac, 1)] + [(x, -c) for x, c in cards], GE, 0)
-        _row(prob, [(ac, 1), (b, -footprint)], GE, 0)
+        row(prob, [(ac, 1)] + [(x, -c) for x, c in cards], GE, 0)
+        row(prob, [(ac, 1), (b, -footprint)], GE, 0)
         if wide:
             w = v.wide[g] = _bin(prob, f"wide_{i}")
             for k in wide:
-                _row(prob, [(v.moved[k.key], 1), (w, -k.count)], LE, 0)
+                row(prob, [(v.moved[k.key], 1), (w, -k.count)], LE, 0)
             whole = wide[0].unit
             if whole.running > gang.safe:
-                _row(prob, [(w, 1), (b, -1)], LE, 0)
-            _row(prob, [(ac, 1), (w, -data.cards(whole.cards))], GE, 0)
+                row(prob, [(w, 1), (b, -1)], LE, 0)
+            row(prob, [(ac, 1), (w, -data.cards(whole.cards))], GE, 0)
     v.penalties["affectedPodGroups"] = [(a, 1) for a in v.affected.values()]
     v.penalties["podGroupsBelowMinAvailable"] = [(b, 1) for b in v.breach.values()]
     v.penalties["affectedCards"] = [(ac, 1) for ac in v.affected_cards.values()]
@@ -372,18 +373,18 @@ def add_budgets(prob: pulp.LpProblem, data: Data, v: Vars) -> None:
     p = data.problem
     mpr = p.run.spec.max_per_run
     if mpr.pod_groups is not None and v.affected:
-        _row(prob, [(a, 1) for a in v.affected.values()], LE, mpr.pod_groups)
+        row(prob, [(a, 1) for a in v.affected.values()], LE, mpr.pod_groups)
     for res, budget in sorted(mpr.resources.items()):
         terms: list[Term] = [(v.moved[k.key], k.pods[0].request(res)) for k in data.classes
                              if k.pods[0].request(res) > 0]
         if terms:
-            _row(prob, terms, LE, budget)
+            row(prob, terms, LE, budget)
     use: dict[str, list[Any]] = defaultdict(list)
     for k in data.classes:
         for key in k.pdbs:
             use[key].append(v.moved[k.key])
     for key, xs in sorted(use.items()):
-        _row(prob, [(x, 1) for x in xs], LE, p.snapshot.pdbs[key].disruptions_allowed)
+        row(prob, [(x, 1) for x in xs], LE, p.snapshot.pdbs[key].disruptions_allowed)
 
 
 # ---- solving ----------------------------------------------------------------------------------------------
@@ -403,8 +404,8 @@ def _solve(prob: pulp.LpProblem, objective: pulp.LpAffineExpression, maximize: b
     minimisation)."""
     prob.setObjective(objective)
     prob.sense = pulp.LpMaximize if maximize else pulp.LpMinimize
-    solver = _backend(options, seconds)
-    if isinstance(solver, _HiGHS):
+    solver = backend(options, seconds)
+    if isinstance(solver, WarmHiGHS):
         solver.gapRel = 0.0
         solver.optionsDict["presolve"] = PRESOLVE
     else:  # pragma: no cover - CBC, without highspy
@@ -421,7 +422,7 @@ def _solve(prob: pulp.LpProblem, objective: pulp.LpAffineExpression, maximize: b
         x.varValue = round(x.varValue or 0)
     value = round(pulp.value(objective) or 0)
     proven = proven_optimal(prob)
-    b = _dual_bound(prob)
+    b = dual_bound(prob)
     if proven:
         bound = value
     elif maximize:  # HiGHS's dual bound; one on the wrong side of its own solution is no bound
@@ -476,12 +477,12 @@ def solve(problem: GoalProblem, options: PlanOptions, hint: GoalPlan | None = No
     stages = [run.stage]
     best = _values(prob)
     # stage 2: freed HyperNodes, the admissions kept
-    _row(prob, list(v.admitted(data).items()), EQ if stages[0].proven else GE, stages[0].value)
+    row(prob, list(v.admitted(data).items()), EQ if stages[0].proven else GE, stages[0].value)
     if v.free:
         run = _solve(prob, v.freed(), True, options, until(1), "stage 2 (HyperNodes)", problem.free_count)
         best = _advance(prob, run, "stage 2 (HyperNodes)", stages, best,
                         lambda b: Stage(sum(b[f] for f in v.free.values()), problem.free_count, False))
-        _row(prob, list(v.freed().items()), EQ if stages[1].proven else GE, stages[1].value)
+        row(prob, list(v.freed().items()), EQ if stages[1].proven else GE, stages[1].value)
     else:
         stages.append(Stage(0, 0, True))
     # stage 3: the weighted disruption, admissions and HyperNodes kept

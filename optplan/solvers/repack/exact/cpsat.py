@@ -238,9 +238,9 @@ def budget_bound(data: ModelData, options: PlanOptions, limit: float) -> int | N
             m.add(sum((take[c] // unit) * vacate[c] for c in data.candidates) <= total)
     m.add(sum(vacate.values()) <= data.freed_upper)
     m.maximize(sum(vacate.values()))
-    s = _solver(options, limit)
+    s = solver_for(options, limit)
     st = s.solve(m)
-    _clock(options).solved(s, len(m.proto.variables))
+    clock_of(options).solved(s, len(m.proto.variables))
     log.info("cpsat budget bound: %s %s (bound %s) in %.2fs", s.status_name(st),
              s.objective_value if st in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None, s.best_objective_bound,
              s.wall_time)
@@ -256,13 +256,13 @@ def budget_bound(data: ModelData, options: PlanOptions, limit: float) -> int | N
 
 def tighten(data: ModelData, options: PlanOptions, hint: RepackPlan | None) -> None:
     """Lower ``data.freed_upper`` to ``budget_bound`` when budgets or PDBs bind."""
-    if _budgeted(data):
+    if budgeted(data):
         relaxed = budget_bound(data, options, min(BUDGET_BOUND_SECONDS, 0.05 * options.time_limit))
         if relaxed is not None:
             data.freed_upper = min(data.freed_upper, max(relaxed, len(hint.freed_nodes) if hint else 0))
 
 
-def _budgeted(data: ModelData) -> bool:
+def budgeted(data: ModelData) -> bool:
     mpr = data.problem.run.spec.max_per_run
     return mpr.pod_groups is not None or bool(mpr.resources) or bool(data.pdb_use)
 
@@ -353,13 +353,13 @@ BIG_MODEL = 20_000
 bring (measured: 2,000 nodes spent the whole limit in presolve)."""
 
 
-def _clock(options: PlanOptions) -> Clock:
+def clock_of(options: PlanOptions) -> Clock:
     return options.clock if options.clock is not None else WALL
 
 
-def _solver(options: PlanOptions, limit: float, size: int = 0, phase: int = 1) -> cp_model.CpSolver:
+def solver_for(options: PlanOptions, limit: float, size: int = 0, phase: int = 1) -> cp_model.CpSolver:
     s = cp_model.CpSolver()
-    _clock(options).configure(s, limit)
+    clock_of(options).configure(s, limit)
     s.parameters.num_workers = options.workers
     s.parameters.random_seed = options.seed
     if size > BIG_MODEL:
@@ -411,7 +411,7 @@ RESERVE = 0.03
 
 
 @dataclass
-class _Part:
+class Part:
     """One independent part of the model and what is known of it so far."""
 
     data: ModelData
@@ -457,19 +457,19 @@ def solve(problem: RepackProblem, options: PlanOptions, hint: RepackPlan | None 
         return ExactOutcome(RepackPlan(), "OPTIMAL", 0, 0, 0, data, (0, 0), 0, 0)
     tighten(data, options, hint)
     if decompose:
-        parts = [_part(restrict(data, nodes, data.freed_upper), hint, hint) for nodes in components(data)]
+        parts = [new_part(restrict(data, nodes, data.freed_upper), hint, hint) for nodes in components(data)]
     else:
-        parts = [_part(data, hint, hint)]
+        parts = [new_part(data, hint, hint)]
     parts.sort(key=lambda q: q.weight)  # small parts first: the time they leave goes to the larger
     # Phase 1: most freed nodes.
     phase_end = start + (deadline - start) * 0.5
     for i, q in enumerate(parts):
         upper = data.freed_upper - sum(o.known for o in parts if o is not q)
         q.data.freed_upper = min(q.data.freed_upper, max(upper, q.known))
-        _phase1(q, options, _share(parts, i, phase_end, clock), t0, i)
+        solve_freed(q, options, _share(parts, i, phase_end, clock), t0, i)
     # Phase 2: least disruption with the freed nodes of each part fixed.
     for i, q in enumerate(parts):
-        _phase2(q, options, _share(parts, i, deadline, clock), t0, i)
+        solve_cost(q, options, _share(parts, i, deadline, clock), t0, i)
     if parts and (not any(q.found for q in parts) or any(q.refused for q in parts)):
         return ExactOutcome(None, "NONE", data.freed_upper, None, None, data,
                             _sum(q.size for q in parts), len(parts), 0, any(q.refused for q in parts))
@@ -486,15 +486,15 @@ def solve(problem: RepackProblem, options: PlanOptions, hint: RepackPlan | None 
                         bound, data, _sum(q.size for q in parts), len(parts), 0 if data.pruned else proven)
 
 
-def _part(data: ModelData, hint: RepackPlan | None, whole: RepackPlan | None = None) -> _Part:
+def new_part(data: ModelData, hint: RepackPlan | None, whole: RepackPlan | None = None) -> Part:
     """The part of ``data``, hinted with ``hint``'s moves and freed nodes there; ``whole``: the valid plan
     that ``hint`` is (a part of), when the caller has one (it tells a refused model from a bad hint)."""
     nodes = frozenset(data.candidates)
     mine = plan_part(hint, nodes) if hint is not None else None
-    return _Part(data, mine, len(mine.freed_nodes) if mine is not None else 0, whole=whole)
+    return Part(data, mine, len(mine.freed_nodes) if mine is not None else 0, whole=whole)
 
 
-def _refused(q: _Part, st: Any, m: cp_model.CpModel, what: str, hint: RepackPlan | None) -> bool:
+def _refused(q: Part, st: Any, m: cp_model.CpModel, what: str, hint: RepackPlan | None) -> bool:
     """Whether CP-SAT refused a model that has a solution, which only a bug in the model explains:
     MODEL_INVALID, or INFEASIBLE although every variable was hinted from a valid plan (CP-SAT's own
     solution of this model, or the caller's plan when the validator accepts the whole plan it is part
@@ -511,7 +511,7 @@ def _refused(q: _Part, st: Any, m: cp_model.CpModel, what: str, hint: RepackPlan
     return True
 
 
-def _share(parts: list[_Part], i: int, end: float, clock: Clock) -> float:
+def _share(parts: list[Part], i: int, end: float, clock: Clock) -> float:
     """When part i's time ends: the time left until ``end`` split by weight among parts i, i+1, ...
     (times of ``clock``)."""
     now = clock.now()
@@ -523,7 +523,7 @@ def _sum(sizes: Any) -> tuple[int, int]:
     return sum(a for a, _ in sizes), sum(b for _, b in sizes)
 
 
-def _phase1(q: _Part, options: PlanOptions, until: float, t0: float, i: int) -> None:
+def solve_freed(q: Part, options: PlanOptions, until: float, t0: float, i: int) -> None:
     data = q.data
     if q.hint is not None:
         q.plan, q.found = q.hint, True
@@ -534,9 +534,9 @@ def _phase1(q: _Part, options: PlanOptions, until: float, t0: float, i: int) -> 
     if q.hint is not None:
         add_hint(data, v, m, q.hint)
     m.maximize(v.freed())
-    s = _solver(options, _clock(options).left(until), len(v.send))
+    s = solver_for(options, clock_of(options).left(until), len(v.send))
     st = s.solve(m, _Progress(f"freed, part {i}", t0))
-    _clock(options).solved(s, len(m.proto.variables))
+    clock_of(options).solved(s, len(m.proto.variables))
     q.size, q.model = _size(m), (m, v)
     log.info("cpsat phase 1 (freed), part %d: %s objective %s bound %s (hint %s, at most %d) in %.2fs", i,
              s.status_name(st), s.objective_value if st in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None,
@@ -552,7 +552,7 @@ def _phase1(q: _Part, options: PlanOptions, until: float, t0: float, i: int) -> 
     q.freed_proven = q.freed_proven or q.known >= q.freed_bound
 
 
-def _phase2(q: _Part, options: PlanOptions, until: float, t0: float, i: int) -> None:
+def solve_cost(q: Part, options: PlanOptions, until: float, t0: float, i: int) -> None:
     data = q.data
     if q.refused:  # phase 1 found the model broken: nothing it says can be trusted
         return
@@ -573,9 +573,9 @@ def _phase2(q: _Part, options: PlanOptions, until: float, t0: float, i: int) -> 
     m.minimize(cost_expr(data, v))
     hint = q.hint if q.hint is not None and len(q.hint.freed_nodes) == freed else q.plan
     add_hint(data, v, m, hint)
-    s = _solver(options, _clock(options).left(until), len(v.send), phase=2)
+    s = solver_for(options, clock_of(options).left(until), len(v.send), phase=2)
     st = s.solve(m, _Progress(f"cost, part {i}", t0))
-    _clock(options).solved(s, built)
+    clock_of(options).solved(s, built)
     q.size = _size(m)
     log.info("cpsat phase 2 (cost), part %d: %s objective %s bound %s in %.2fs", i, s.status_name(st),
              s.objective_value if st in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None,

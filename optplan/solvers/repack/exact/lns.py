@@ -111,12 +111,12 @@ def improve(data: ModelData, plan: RepackPlan, options: PlanOptions, deadline: f
         stats.steps += 1
         if sub is None:
             continue
-        part = cpsat._part(sub, plan_part(plan, hood), plan)
+        part = cpsat.new_part(sub, plan_part(plan, hood), plan)
         clock.charge(STEP_CHARGE)
         start = clock.now()
         step_end = min(deadline, start + STEP_SECONDS)
-        cpsat._phase1(part, options, start + (step_end - start) / 2, t0, stats.steps)
-        cpsat._phase2(part, options, step_end, t0, stats.steps)
+        cpsat.solve_freed(part, options, start + (step_end - start) / 2, t0, stats.steps)
+        cpsat.solve_cost(part, options, step_end, t0, stats.steps)
         stats.variables, stats.constraints = max((stats.variables, stats.constraints), part.size)
         if part.refused:  # CP-SAT refused the neighbourhood's model (a bug, reported): the step is dropped
             stats.rejected += 1

@@ -15,11 +15,10 @@ from typing import Any
 
 import pulp
 
-from optplan.errors import InputError
-from optplan.models.limits import MAX_MILP_BOUND, MAX_MILP_COEFFICIENT
 from optplan.models.repack import RepackPlan
 from optplan.solvers.core.exact import exact_record
 from optplan.solvers.core.highs import quiet
+from optplan.solvers.core.milp import EQ, GE, LE, Term, backend, dual_bound, proven_optimal, row
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack.base import PlanResult
 from optplan.solvers.repack.exact.model import (
@@ -38,62 +37,6 @@ from optplan.solvers.repack.rules import RepackProblem, explain
 log = logging.getLogger(__name__)
 
 
-class _HiGHS(pulp.HiGHS):
-    """PuLP's HiGHS, started from the variables' current values when ``start`` is set (PuLP's own
-    HiGHS interface takes no warm start)."""
-
-    start = False
-
-    def callSolver(self, lp: pulp.LpProblem) -> None:
-        if self.start:
-            import highspy
-
-            sol = highspy.HighsSolution()
-            sol.col_value = [float(x.varValue or 0) for x in lp.variables()]
-            sol.value_valid = True
-            lp.solverModel.setSolution(sol)
-        lp.solverModel.run()
-
-
-def _backend(options: PlanOptions, limit: float, start: bool = False) -> Any:
-    limit = max(limit, 0.1)
-    try:
-        import highspy  # noqa: F401
-
-        solver = _HiGHS(msg=False, timeLimit=limit, threads=options.workers, random_seed=options.seed)
-        if solver.available():
-            solver.start = start
-            return solver
-    except (ImportError, TypeError):  # pragma: no cover - depends on the installation
-        pass
-    return pulp.PULP_CBC_CMD(msg=False, timeLimit=limit, threads=options.workers, warmStart=start,
-                             options=[f"randomSeed {options.seed + 1}"])
-
-
-Term = tuple[Any, float]
-
-
-def _row(prob: pulp.LpProblem, terms: list[Term], sense: int, rhs: float) -> None:
-    """Add Σ terms (sense) rhs without PuLP's operator overloading, which copies the expression at
-    every term (the openb model's 3 million arcs took six minutes that way)."""
-    expr: dict[Any, float] = {}
-    for x, coef in terms:
-        expr[x] = expr.get(x, 0) + coef
-    _in_range(max((abs(c) for c in expr.values()), default=0), MAX_MILP_COEFFICIENT, "coefficient")
-    _in_range(abs(rhs), MAX_MILP_BOUND, "right-hand side")
-    prob.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(expr), sense, rhs=rhs))
-
-
-def _in_range(value: float, limit: int, what: str) -> None:
-    """The MILP's range (``limits.MAX_MILP_COEFFICIENT``, ``MAX_MILP_BOUND``): past it HiGHS would read the
-    value as infinite and answer nonsense, so the input is refused before the model is solved."""
-    if value >= limit:
-        raise InputError(f"the milp solver (HiGHS) reads a {what} of {limit:.0e} or more as infinite, and this "
-                         f"snapshot's amounts put {value:.3g} in its model; plan it with --solver cpsat",
-                         field="--solver")
-
-
-LE, GE, EQ = pulp.LpConstraintLE, pulp.LpConstraintGE, pulp.LpConstraintEQ
 
 
 @dataclass
@@ -122,7 +65,7 @@ def build(data: ModelData, name: str) -> tuple[pulp.LpProblem, dict[str, Any]]:
     add_budgets(prob, data, v)
     penalize(v, add_topology(prob, data, v))
     freed = pulp.LpAffineExpression([(x, 1) for x in vacate.values()])
-    _row(prob, list(freed.items()), LE, data.freed_upper)
+    row(prob, list(freed.items()), LE, data.freed_upper)
     return prob, {"vacate": vacate, "send": send, "freed": freed, "cost": cost_expr(data, v)}
 
 
@@ -134,7 +77,7 @@ def penalize(v: Vars, terms: dict[str, list[tuple[Any, int]]]) -> None:
 def add_moves(prob: pulp.LpProblem, data: ModelData, v: Vars) -> dict[str, list[tuple[Any, int]]]:
     """Every pod of a vacated node goes somewhere (see ``cpsat.add_moves``); costs the moved pods and cards."""
     for k in data.classes:
-        _row(prob, [(v.send[k.key, r], 1) for r in k.receivers] + [(v.vacate[k.node], -k.count)], EQ, 0)
+        row(prob, [(v.send[k.key, r], 1) for r in k.receivers] + [(v.vacate[k.node], -k.count)], EQ, 0)
     return {"movedCards": [(v.vacate[k.node], data.cards(k.cards) * k.count) for k in data.classes],
             "movedPods": [(v.vacate[k.node], k.count) for k in data.classes]}
 
@@ -150,13 +93,13 @@ def add_capacity(prob: pulp.LpProblem, data: ModelData, v: Vars) -> None:
             terms: list[Term] = [(v.send[kk, r], d) for kk, d in dem.items()]
             if shut is not None:
                 terms.append((shut, room))
-            _row(prob, terms, LE, room)
+            row(prob, terms, LE, room)
         if shut is not None:
             for k in data.classes_at[r]:
                 cap = data.arc_cap(k, r)
-                _row(prob, [(v.send[k.key, r], 1), (shut, cap)], LE, cap)
+                row(prob, [(v.send[k.key, r], 1), (shut, cap)], LE, cap)
     for _res, take, room in data.room_rows():  # redundant, as in the CP-SAT model
-        _row(prob, [(v.vacate[c], n) for c, n in take.items()], LE, room)
+        row(prob, [(v.vacate[c], n) for c, n in take.items()], LE, room)
 
 
 def add_gang(prob: pulp.LpProblem, data: ModelData, v: Vars) -> dict[str, list[tuple[Any, int]]]:
@@ -170,28 +113,28 @@ def add_gang(prob: pulp.LpProblem, data: ModelData, v: Vars) -> dict[str, list[t
         for j, (_u, unit) in enumerate(rs.units.items()):
             x = prob.add_variable(f"restarted_{i}_{j}", cat="Binary")
             for c in unit.nodes:
-                _row(prob, [(vacate[c], 1), (x, -1)], LE, 0)
+                row(prob, [(vacate[c], 1), (x, -1)], LE, 0)
             restarted.append((x, unit.running))
             cards.append((x, data.cards(unit.cards)))
         total = sum(n for n, _ in rs.singles.values()) + sum(unit.running for unit in rs.units.values())
         a = v.affected[g] = prob.add_variable(f"affected_{i}", cat="Binary")
         b = v.breach[g] = prob.add_variable(f"breach_{i}", cat="Binary")
         for c in by_node:  # disaggregated, as in the CP-SAT model
-            _row(prob, [(vacate[c], 1), (a, -1)], LE, 0)
+            row(prob, [(vacate[c], 1), (a, -1)], LE, 0)
             if len(rs.alone[c]) > gang.safe:
-                _row(prob, [(vacate[c], 1), (b, -1)], LE, 0)
+                row(prob, [(vacate[c], 1), (b, -1)], LE, 0)
         for c1, c2 in breach_pairs(rs.alone, gang.safe):
-            _row(prob, [(vacate[c1], 1), (vacate[c2], 1), (b, -1)], LE, 1)
+            row(prob, [(vacate[c1], 1), (vacate[c2], 1), (b, -1)], LE, 1)
         if total > gang.safe:
-            _row(prob, [*restarted, (b, -(total - gang.safe))], LE, gang.safe)
+            row(prob, [*restarted, (b, -(total - gang.safe))], LE, gang.safe)
         elif not any(len(s) > gang.safe for s in rs.alone.values()):
-            _row(prob, [(b, 1)], EQ, 0)
+            row(prob, [(b, 1)], EQ, 0)
         ac = v.affected_cards[g] = prob.add_variable(f"affected_cards_{i}", lowBound=0)
-        _row(prob, [(ac, 1)] + [(x, -coef) for x, coef in cards], GE, 0)
+        row(prob, [(ac, 1)] + [(x, -coef) for x, coef in cards], GE, 0)
         footprint = data.cards(gang.footprint)
-        _row(prob, [(ac, 1), (b, -footprint)], GE, 0)
+        row(prob, [(ac, 1), (b, -footprint)], GE, 0)
         for c in rs.wide:
-            _row(prob, [(ac, 1), (vacate[c], -footprint)], GE, 0)
+            row(prob, [(ac, 1), (vacate[c], -footprint)], GE, 0)
     return {"affectedPodGroups": [(a, 1) for a in v.affected.values()],
             "podGroupsBelowMinAvailable": [(b, 1) for b in v.breach.values()],
             "affectedCards": [(ac, 1) for ac in v.affected_cards.values()]}
@@ -203,13 +146,13 @@ def add_budgets(prob: pulp.LpProblem, data: ModelData, v: Vars) -> None:
     mpr = p.run.spec.max_per_run
     spent = data.spent  # budgets used by moves fixed outside the model
     if mpr.pod_groups is not None:
-        _row(prob, [(a, 1) for g, a in v.affected.items() if g not in spent.pod_groups], LE,
+        row(prob, [(a, 1) for g, a in v.affected.items() if g not in spent.pod_groups], LE,
              mpr.pod_groups - len(spent.pod_groups))
     for res, budget in sorted(mpr.resources.items()):
-        _row(prob, [(v.vacate[c], n) for c, n in data.budget_use[res].items()], LE,
+        row(prob, [(v.vacate[c], n) for c, n in data.budget_use[res].items()], LE,
              budget - spent.resources.get(res, 0))
     for key, by_node in data.pdb_use.items():
-        _row(prob, [(v.vacate[c], n) for c, n in by_node.items()], LE,
+        row(prob, [(v.vacate[c], n) for c, n in by_node.items()], LE,
              p.snapshot.pdbs[key].disruptions_allowed - spent.pdbs.get(key, 0))
 
 
@@ -219,21 +162,21 @@ def add_topology(prob: pulp.LpProblem, data: ModelData, v: Vars) -> dict[str, li
     topo = p.snapshot.topology
     for i, (g, regions) in enumerate(data.topo_regions.items()):
         region = {h: prob.add_variable(f"region_{i}_{j}", cat="Binary") for j, h in enumerate(regions)}
-        _row(prob, [(y, 1) for y in region.values()], EQ, 1)
+        row(prob, [(y, 1) for y in region.values()], EQ, 1)
         for stay in data.topo_stay_nodes[g]:
             for h, y in region.items():
                 if stay not in topo.region_nodes(h):
-                    _row(prob, [(y, 1), (v.vacate[stay], -1)], LE, 0)
+                    row(prob, [(y, 1), (v.vacate[stay], -1)], LE, 0)
         for k in data.classes:
             if k.group != g:
                 continue
             for r in k.receivers:
-                _row(prob, [(v.send[k.key, r], 1)] + [(y, -k.count) for h, y in region.items()
+                row(prob, [(v.send[k.key, r], 1)] + [(y, -k.count) for h, y in region.items()
                                                       if r in topo.region_nodes(h)], LE, 0)
         if g in p.soft_topology:
             before = topo.lowest_tier(set(p.group_nodes(g)))
             w = v.widening[g] = prob.add_variable(f"widening_{i}", lowBound=0)
-            _row(prob, [(w, 1)] + [(y, -topo.tier(h)) for h, y in region.items()], GE, -before)
+            row(prob, [(w, 1)] + [(y, -topo.tier(h)) for h, y in region.items()], GE, -before)
     return {"topologyWidening": [(w, 1) for w in v.widening.values()]}
 
 
@@ -243,24 +186,6 @@ def cost_expr(data: ModelData, v: Vars) -> pulp.LpAffineExpression:
     for x, coef in weigh(data.weights_int, v.penalties):
         cost[x] += coef
     return pulp.LpAffineExpression([(x, c) for x, c in cost.items() if c])
-
-
-def proven_optimal(prob: pulp.LpProblem) -> bool:
-    """The solver proved its solution optimal: PuLP's 'Optimal' (which alone does not say a limit cut the
-    search) for the solution and the problem, and, with HiGHS, its dual bound meeting the (integer)
-    objective. HiGHS 1.16 started from a solution (``_HiGHS.start``) has answered "optimal" with its dual
-    bound far below the start's objective (317 vs 66; cold, it found 94): no proof is taken from that."""
-    if not (prob.sol_status == pulp.LpSolutionOptimal and prob.status == pulp.LpStatusOptimal):
-        return False
-    b = _dual_bound(prob)
-    if b is None:
-        return getattr(prob, "solverModel", None) is None  # CBC: its own word
-    value = pulp.value(prob.objective) or 0
-    ours = value if prob.sense == pulp.LpMinimize else -value  # HiGHS minimises; PuLP negates a maximisation
-    if math.ceil(b - 1e-6) < round(ours):
-        log.warning("milp: HiGHS answered optimal at %s with its dual bound at %s: not taken as a proof", ours, b)
-        return False
-    return True
 
 
 def _status(prob: pulp.LpProblem) -> str:
@@ -283,16 +208,6 @@ class MilpOutcome:
     size: tuple[int, int] = (0, 0)  # variables, constraints
 
 
-def _dual_bound(prob: pulp.LpProblem) -> float | None:
-    """HiGHS's best bound on the objective as HiGHS minimises it (PuLP negates a maximisation)."""
-    model = getattr(prob, "solverModel", None)
-    try:
-        b = float(model.getInfo().mip_dual_bound)  # type: ignore[union-attr]
-    except (AttributeError, TypeError, ValueError):  # CBC, or no HiGHS model
-        return None
-    return b if math.isfinite(b) else None
-
-
 def solve(problem: RepackProblem, options: PlanOptions) -> MilpOutcome:
     """Both phases on one model: phase 1 maximises freed nodes, phase 2 adds freed = that value and
     minimises the scaled disruption, started from phase 1's solution. Receivers are pruned as for
@@ -308,9 +223,9 @@ def solve(problem: RepackProblem, options: PlanOptions) -> MilpOutcome:
     prob.setObjective(v["freed"])
     prob.sense = pulp.LpMaximize
     with quiet():
-        prob.solve(_backend(options, (deadline - time.perf_counter()) * 0.5))
+        prob.solve(backend(options, (deadline - time.perf_counter()) * 0.5))
     st1 = _status(prob)
-    b1 = _dual_bound(prob)
+    b1 = dual_bound(prob)
     log.info("milp phase 1 (freed): %s objective %s bound %s", st1, pulp.value(prob.objective), b1)
     if st1 == "NONE":  # cut before a solution: HiGHS's bound there proves nothing we claim
         return MilpOutcome(None, "NONE", None, None, None, data, size)
@@ -324,22 +239,22 @@ def solve(problem: RepackProblem, options: PlanOptions) -> MilpOutcome:
         most = None if b1 is None else math.floor(-b1 + 1e-6)
         freed_bound = data.freed_upper if most is None or most < freed else min(data.freed_upper, most)
     first = _values(v)
-    _row(prob, list(v["freed"].items()), EQ, freed)
+    row(prob, list(v["freed"].items()), EQ, freed)
     prob.setObjective(v["cost"])
     prob.sense = pulp.LpMinimize
     with quiet():
-        prob.solve(_backend(options, deadline - time.perf_counter(), start=True))
+        prob.solve(backend(options, deadline - time.perf_counter(), start=True))
     st2 = _status(prob)
     kept = _values(v) if st2 != "NONE" else first
     if st2 == "FEASIBLE" and prob.status == pulp.LpStatusOptimal and deadline - time.perf_counter() > 0.1:
         # HiGHS said optimal from its start without the bound to prove it (``proven_optimal``): once more, cold
         with quiet():
-            prob.solve(_backend(options, deadline - time.perf_counter()))
+            prob.solve(backend(options, deadline - time.perf_counter()))
         st2 = _status(prob)
         if st2 != "NONE" and scaled_cost(data, decode(data, *_values(v))) <= scaled_cost(data, decode(data, *kept)):
             kept = _values(v)
         st2 = "OPTIMAL" if st2 == "OPTIMAL" else "FEASIBLE"
-    b2 = _dual_bound(prob)
+    b2 = dual_bound(prob)
     log.info("milp phase 2 (cost): %s objective %s bound %s", st2, pulp.value(prob.objective), b2)
     plan = decode(data, *kept)
     cost = scaled_cost(data, plan)

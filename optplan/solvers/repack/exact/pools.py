@@ -333,7 +333,7 @@ def _start(sm: ShapeModel, hint: RepackPlan, whole: RepackPlan, i: int) -> _Part
     the part has no budget or PDB and it is better, ``greedy``'s."""
     data = sm.data
     best, score = hint, plan_score(data, hint)
-    if not cpsat._budgeted(data):
+    if not cpsat.budgeted(data):
         quick = greedy(sm)
         log.info("pools: part %d, greedy freed %d (hint %d)", i, len(quick.freed_nodes), score.freed)
         if better(plan_score(data, quick), score):
@@ -347,7 +347,7 @@ def _start(sm: ShapeModel, hint: RepackPlan, whole: RepackPlan, i: int) -> _Part
 def _phase1(q: _Part, options: PlanOptions, until: float, i: int, hinted: bool = False) -> None:
     """Most freed nodes (see ``SEARCH``), ``hinted`` with the part's best plan or not; the model is kept
     for phase 2."""
-    clock: Clock = cpsat._clock(options)
+    clock: Clock = cpsat.clock_of(options)
     sm, out = q.sm, q.out
     m, v = build(sm)
     q.model, q.built = (m, v), len(m.proto.variables)
@@ -356,7 +356,7 @@ def _phase1(q: _Part, options: PlanOptions, until: float, i: int, hinted: bool =
     if hinted:
         add_hint(sm, v, m, out.plan)
     m.maximize(v.freed())
-    s = cpsat._solver(options, clock.left(until), len(v.send))
+    s = cpsat.solver_for(options, clock.left(until), len(v.send))
     s.parameters.search_branching = cp_model.LP_SEARCH  # see SEARCH
     s.parameters.linearization_level = 1
     st = s.solve(m)
@@ -389,7 +389,7 @@ def _keep_better(q: _Part, v: cpsat.Vars, s: cp_model.CpSolver, st: Any) -> None
 
 def _phase2(q: _Part, options: PlanOptions, until: float, i: int) -> None:
     """Least disruption with the part's freed nodes fixed, on phase 1's model."""
-    clock: Clock = cpsat._clock(options)
+    clock: Clock = cpsat.clock_of(options)
     sm, out = q.sm, q.out
     if q.model is None:
         return
@@ -400,7 +400,7 @@ def _phase2(q: _Part, options: PlanOptions, until: float, i: int) -> None:
     m.add(v.freed() == q.best.freed)
     m.minimize(cpsat.cost_expr(sm.data, v))
     add_hint(sm, v, m, out.plan)
-    s = cpsat._solver(options, clock.left(until), len(v.send), phase=2)
+    s = cpsat.solver_for(options, clock.left(until), len(v.send), phase=2)
     st = s.solve(m)
     clock.solved(s, q.built)
     log.info("pools phase 2, part %d: %s cost %s bound %s (hint %d) in %.2fs", i, s.status_name(st),
@@ -428,7 +428,7 @@ def solve(data: ModelData, hint: RepackPlan, options: PlanOptions, until: float,
     with a share of a phase's time by size (what a part leaves flows to the next); parts not solvable
     here keep the hint's plan. The merged plan, when it is better than the hint and the validator
     accepts it; else None."""
-    clock = cpsat._clock(options)
+    clock = cpsat.clock_of(options)
     t0 = time.perf_counter()
     models = list(prepared if prepared is not None else prepare(data))
     models.sort(key=lambda pm: (pm[1].size if pm[1] is not None else 0, pm[0].candidates[0]))
@@ -438,7 +438,7 @@ def solve(data: ModelData, hint: RepackPlan, options: PlanOptions, until: float,
                for i, (p, sm) in enumerate(models) if sm is not None]
     weights = [len(q.out.nodes) + q.sm.size for q in solving]
     now = clock.now()
-    chunked = [i for i, q in enumerate(solving) if len(q.out.nodes) > CHUNK and not cpsat._budgeted(q.sm.data)]
+    chunked = [i for i, q in enumerate(solving) if len(q.out.nodes) > CHUNK and not cpsat.budgeted(q.sm.data)]
     chunk_end = now + (until - now) * CHUNK_SHARE
     for j, i in enumerate(chunked):
         _chunks(solving[i], options, _share([weights[c] for c in chunked], j, chunk_end, clock), i)
@@ -471,7 +471,7 @@ def _chunks(q: _Part, options: PlanOptions, until: float, i: int) -> None:
     chunk solved alone (phase 1 only: the whole part's phase 2 lowers the cost; a restriction: pods stay
     within their chunk, so the chunks' plans merge into a plan of the part). The merged plan replaces the
     part's when better."""
-    clock: Clock = cpsat._clock(options)
+    clock: Clock = cpsat.clock_of(options)
     data = q.sm.data
     cands = sorted(data.candidates, key=lambda c: (sum(k.cards * k.count for k in data.classes_of[c]), c))
     n = math.ceil(len(cands) / CHUNK)
