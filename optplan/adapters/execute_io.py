@@ -9,6 +9,7 @@ from typing import Any
 from optplan.adapters.kubefile import RawObject, parse_model
 from optplan.errors import InputError
 from optplan.models.execute import ExecuteStatus, Relocation
+from optplan.models.journal import RunStatus
 from optplan.models.repack import RepackRun
 
 
@@ -21,6 +22,19 @@ def execute_status(run: RepackRun, source: str = "<run>") -> ExecuteStatus:
     if not isinstance(status, dict):
         raise raw.error("status", f"expected a mapping, got {type(status).__name__}")
     parsed: ExecuteStatus = parse_model(raw, ExecuteStatus, status, "status")
+    return parsed
+
+
+def run_status(obj: Mapping[str, Any], source: str) -> RunStatus:
+    """A RepackRun object's status as its controller reads it (empty when it has none yet), with an error
+    that names the field when it cannot be read."""
+    status = obj.get("status")
+    if status is None:
+        return RunStatus()
+    raw = RawObject(source, dict(obj))
+    if not isinstance(status, dict):
+        raise raw.error("status", f"expected a mapping, got {type(status).__name__}")
+    parsed: RunStatus = parse_model(raw, RunStatus, status, "status")
     return parsed
 
 

@@ -51,8 +51,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from optplan.controller import status as st
+from optplan.controller.base import RUN, ExecuteRecord, Watchdog
 from optplan.controller.informer import Store
-from optplan.controller.reconcile import RUN, ExecuteRecord, Watchdog
 from optplan.errors import ConflictError
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.placement.pending import FRAGMENTATION, PendingGang, pending_gangs

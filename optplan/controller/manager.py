@@ -19,19 +19,11 @@ from typing import Any, Protocol
 
 from optplan.adapters.kube import RESOURCES
 from optplan.controller.autotrigger import AdmitSettings, AutoTrigger, RunCreator, TriggerEvents
+from optplan.controller.base import RUN, ClusterWriter, Events, ExecuteRecord, Settings, Watchdog, plan_deadline
 from optplan.controller.events import Recorder
 from optplan.controller.informer import Informer, Store, WatchClient
 from optplan.controller.leader import LeaderElector
-from optplan.controller.reconcile import (
-    RUN,
-    ClusterWriter,
-    Events,
-    ExecuteRecord,
-    Reconciler,
-    Settings,
-    Watchdog,
-    plan_deadline,
-)
+from optplan.controller.reconcile import Reconciler
 
 log = logging.getLogger(__name__)
 
