@@ -143,6 +143,8 @@ class Steps:
         self._failures: dict[str, int] = {}  # run name -> failed passes in a row
         self._snapshot: tuple[tuple[int, ...], Snapshot] | None = None
         self._parsed: ParseCache = {}  # objects parsed once each: a pod event re-parses one pod, not all
+        self._views: dict[str, RunView] = {}  # run name -> the run last read: its status is typed once per
+        # object, so a pass over finished runs with long journals costs no parsing while they do not change
         self.plans = 0  # plans made by this reconciler (a test counts re-planning)
 
     def snapshot(self) -> Snapshot:  # pragma: no cover - the reconciler's
@@ -168,6 +170,21 @@ class Steps:
             return None
         self.store.put(RUN, obj)
         return obj
+
+    def _view(self, obj: dict[str, Any]) -> RunView:
+        """The run ``obj`` (as stored), its status read on first use and kept while the object is the same."""
+        view = RunView(obj)
+        held = self._views.get(view.name)
+        if held is not None and held.obj is obj:
+            return held
+        self._views[view.name] = view
+        return view
+
+    def _read(self, obj: dict[str, Any]) -> RunView:
+        """``_view``, its status read now: an ``InputError`` naming the field when it cannot be read."""
+        view = self._view(obj)
+        view.status  # noqa: B018 - read now
+        return view
 
     @staticmethod
     def _parse(view: RunView) -> RepackRun:
@@ -201,7 +218,7 @@ class Steps:
     def _write(self, view: RunView, change: StatusChange) -> RunView:
         """``_send``, then the run as written, read again (itself when nothing was sent)."""
         written = self._send(view.obj, change)
-        return view if written is None else st.read(written)
+        return view if written is None else self._read(written)
 
     def _journal(self, view: RunView, *entries: RelocationChange) -> RunView:
         """Journal entries written (merged by key into the stored ones)."""

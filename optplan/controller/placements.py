@@ -121,7 +121,7 @@ class Placements(Steps):
         obj = self._fresh(view.name)
         if obj is None:
             raise NotFoundError(f"RepackRun {view.name} is gone")
-        held = st.read(obj)
+        held = self._read(obj)
         journal = {r.key: r.place_state for r in held.status.relocations}
         kept = [(key, ns, name, node) for key, ns, name, node in nominations
                 if key in journal and journal[key].phase == st.PL_NOMINATED

@@ -95,11 +95,15 @@ class Reconciler(Evictions, Placements):
     def reconcile_all(self) -> float | None:
         """One pass over every run; the seconds until a pass is due again without any change (None: none)."""
         waits = []
+        names = set()
         for obj in self.store.all(RUN):
-            wait = self.reconcile(RunView(obj).name)
+            names.add(name := RunView(obj).name)
+            wait = self.reconcile(name)
             if wait is not None:
                 waits.append(wait)
             self._beat()
+        for gone in set(self._views) - names:  # deleted runs: their last reading goes too
+            del self._views[gone]
         if self.recorder is not None and self.may_act():
             self.recorder.flush()  # the Event series counts the rate limit held back
         return min(waits) if waits else None
@@ -110,7 +114,7 @@ class Reconciler(Evictions, Placements):
             if obj is None or st.deleting(obj) or not self.may_act():
                 return None
             try:
-                wait = self._pass(st.read(obj))  # a status that cannot be read fails the pass, naming the field
+                wait = self._pass(self._read(obj))  # a status that cannot be read fails the pass, naming the field
             except ConflictError:
                 log.info("RepackRun %s changed under this pass (409); reading it again", name)
                 obj = self._fresh(name)
@@ -148,7 +152,7 @@ class Reconciler(Evictions, Placements):
         if obj is None:
             return
         try:
-            view = st.read(obj)
+            view = self._read(obj)
             cond = view.status.condition(st.RECONCILED)
             if cond is not None and cond.status == "False":
                 self._write(view, StatusChange(conditions=(st.cond(st.RECONCILED, True, "Reconciled", ""),)))
@@ -266,24 +270,28 @@ class Reconciler(Evictions, Placements):
         return self._execute(written, self._parse(written))
 
     def _gate(self, view: RunView) -> tuple[str, str, float | None] | None:
-        """Why this Execute run may not start now (reason, message, seconds to wait), or None. Another
-        Execute run whose status cannot be read fails this pass (it may be executing)."""
+        """Why this Execute run may not start now (reason, message, seconds to wait), or None. Of another
+        Execute run whose status cannot be read, only the phase counts (its evictions are not known)."""
         name = view.name
         mine = (view.created, name)
         last: tuple[float, str] | None = None
         for obj in self.store.all(RUN):
-            other = RunView(obj)
+            other = self._view(obj)
             oname = other.name
             if oname == name or other.mode != "Execute":
                 continue
-            phase = other.status.phase
+            try:
+                status = other.status
+                phase, done = status.phase, st.parse_time(status.completion_time)
+                evicted = any(r.evicted for r in status.relocations)
+            except InputError as e:  # another writer's malformed status: its phase still says whether it runs
+                log.warning("RepackRun %s: RepackRun %s's status cannot be read beyond its phase: %s", name, oname, e)
+                phase, done, evicted = st.phase_of(other.obj), None, False
             if phase == st.RUNNING:
                 return st.ANOTHER_RUN_ACTIVE, f"RepackRun {oname} is executing; Execute runs one at a time", None
             theirs = (other.created, oname)
             if phase in (None, st.PENDING) and theirs < mine and not other.deleting:
                 return st.ANOTHER_RUN_ACTIVE, f"RepackRun {oname} was created first and executes first", None
-            done = st.parse_time(other.status.completion_time)
-            evicted = any(r.evicted for r in other.status.relocations)
             if phase in st.FINISHED and evicted and done is not None and (last is None or done > last[0]):
                 last = (done, oname)
         if self.record is not None:  # the runs may be gone (TTL, deleted): the record outlives them

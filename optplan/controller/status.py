@@ -1,5 +1,5 @@
-"""The RepackRun status as the controller reads and writes it: a run read once (``read``: the object as
-stored and its status typed, ``RunView``), metav1.Condition-shaped conditions, the relocation journal, and
+"""The RepackRun status as the controller reads and writes it: a run read once (``RunView``: the object as
+stored and its status typed), metav1.Condition-shaped conditions, the relocation journal, and
 the merge rules that keep what other writers own (``patch``: the one way a change becomes a status patch).
 
 Every status written to a cluster (by the controller, ``repack --write-status`` and ``verify
@@ -229,7 +229,7 @@ def generation_of(obj: Mapping[str, Any]) -> int | None:
 @dataclass(frozen=True)
 class RunView:
     """A RepackRun read once: ``obj`` as stored (every field, other writers' and newer versions' included: a
-    write merges into it) and ``status``, its status typed, read on first use (``read`` reads it at once)."""
+    write merges into it) and ``status``, its status typed, read on first use."""
 
     obj: dict[str, Any]
 
@@ -275,13 +275,6 @@ class RunView:
         """``spec.ttlSecondsAfterFinished`` when it is a non-negative integer."""
         ttl = (self.obj.get("spec") or {}).get("ttlSecondsAfterFinished")
         return ttl if isinstance(ttl, int) and not isinstance(ttl, bool) and ttl >= 0 else None
-
-
-def read(obj: Mapping[str, Any]) -> RunView:
-    """``obj`` read once, its status at once: an ``InputError`` naming the field when it cannot be read."""
-    view = RunView(obj if isinstance(obj, dict) else dict(obj))
-    view.status  # noqa: B018 - read now, so that a malformed status fails here
-    return view
 
 
 def deleting(obj: Mapping[str, Any]) -> bool:
