@@ -257,8 +257,7 @@ class AutoTrigger:
     def _open_run(self, gang: PendingGang) -> str | None:
         """An auto-created run for the gang that has not finished (nor is being deleted), or None."""
         for r in self._runs_for(gang):
-            phase = (r.get("status") or {}).get("phase")
-            if phase not in st.FINISHED and not _meta(r).get("deletionTimestamp"):
+            if st.phase_of(r) not in st.FINISHED and not _meta(r).get("deletionTimestamp"):
                 return str(_meta(r).get("name"))
         return None
 

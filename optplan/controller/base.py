@@ -203,9 +203,8 @@ class Steps:
         patch = st.patch(obj, change, self.now())
         if patch is None:
             return None
-        meta = obj.get("metadata") or {}
-        written = self.api.patch_repack_run_status(str(meta.get("name") or ""), patch,
-                                                   str(meta.get("resourceVersion") or ""))
+        run = RunView(dict(obj))  # its name and resourceVersion (the precondition)
+        written = self.api.patch_repack_run_status(run.name, patch, run.resource_version)
         self.store.put(RUN, written)
         self._beat()  # progress: a journal step written
         return written
@@ -288,7 +287,7 @@ class Steps:
         try:
             self.recorder.emit(obj, type_, reason, action, note, related=related)
         except Exception:  # pragma: no cover - the recorder guards its writes; this guards a bug in it
-            log.exception("Event %s on %s not recorded", reason, str((obj.get("metadata") or {}).get("name") or ""))
+            log.exception("Event %s on %s not recorded", reason, RunView(dict(obj)).name)
 
     def _refused(self, obj: Mapping[str, Any], victim: Mapping[str, Any], key: str, reason: str, note: str) -> None:
         """An eviction refused for now (asked again): counted by reason, and an Event."""

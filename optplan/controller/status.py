@@ -248,6 +248,10 @@ class RunView:
         return str(self.meta.get("name") or "")
 
     @property
+    def resource_version(self) -> str:
+        return str(self.meta.get("resourceVersion") or "")
+
+    @property
     def uid(self) -> str | None:
         uid = self.meta.get("uid")
         return str(uid) if uid else None
