@@ -171,3 +171,13 @@ def test_an_unchanged_run_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
     for _ in range(3):
         r.reconcile_all()
     assert len(reads) <= 1
+
+
+def test_a_finished_run_whose_journal_another_writer_damaged_is_still_deleted_after_its_ttl() -> None:
+    c = Cluster(seed_objects(ttl=60), Clock())
+    r = drive(c, steps=40, until=lambda: _phase(c.run(RUN)) in st.FINISHED)
+    broken = copy.deepcopy(c.run(RUN))
+    broken["status"]["relocations"][0]["victimPodUID"] = 5  # the journal is not read again once finished
+    c.add(broken)
+    drive(c, r, steps=5)
+    assert c.deleted_runs == [RUN]

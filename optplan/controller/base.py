@@ -215,9 +215,9 @@ class Steps:
         return dict(obj) if written is None else written
 
     def _write(self, view: RunView, change: StatusChange) -> RunView:
-        """``_send``, then the run as written, read again (itself when nothing was sent)."""
+        """``_send``, then the run as written (itself when nothing was sent), its status read on first use."""
         written = self._send(view.obj, change)
-        return view if written is None else self._read(written)
+        return view if written is None else self._view(written)
 
     def _journal(self, view: RunView, *entries: RelocationChange) -> RunView:
         """Journal entries written (merged by key into the stored ones)."""
@@ -232,7 +232,7 @@ class Steps:
         written = self._write(view, StatusChange(
             phase=phase, plan=plan, result=result, relocations=relocations,
             conditions=(st.cond(st.COMPLETE, True, reason, message), *more), completion_time=now,
-            start_time=view.status.start_time or now))
+            start_time=view.head.start_time or now))
         log.info("RepackRun %s: %s (%s)", view.name, phase, reason)
         if self.events is not None:
             self.events.run_finished(phase, reason)
@@ -249,7 +249,7 @@ class Steps:
         ttl = view.ttl
         if ttl is None:
             return None
-        done = st.parse_time(view.status.completion_time)
+        done = st.parse_time(view.head.completion_time)
         if done is None:  # finished by a writer that records no time (the CLI): count from now
             self._write(view, StatusChange(completion_time=st.rfc3339(self.now())))
             return float(ttl)

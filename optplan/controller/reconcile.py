@@ -114,7 +114,7 @@ class Reconciler(Evictions, Placements):
             if obj is None or st.deleting(obj) or not self.may_act():
                 return None
             try:
-                wait = self._pass(self._read(obj))  # a status that cannot be read fails the pass, naming the field
+                wait = self._pass(self._view(obj))
             except ConflictError:
                 log.info("RepackRun %s changed under this pass (409); reading it again", name)
                 obj = self._fresh(name)
@@ -160,9 +160,10 @@ class Reconciler(Evictions, Placements):
             log.warning("RepackRun %s: cannot clear the failure condition: %s", name, e)
 
     def _pass(self, view: RunView) -> float | None:
-        phase = view.status.phase
-        if phase in st.FINISHED:
+        phase = view.head.phase
+        if phase in st.FINISHED:  # its journal is not read again: only the TTL is left to do
             return self._ttl(view)
+        view.status  # noqa: B018 - read whole now: a status that cannot be read fails the pass, naming the field
         try:
             run = self._parse(view)
         except InputError as e:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from optplan.adapters.execute_io import run_status
+from optplan.adapters.execute_io import run_head, run_status
 from optplan.models.journal import (  # the status' vocabulary, re-exported
     EV_EVICTED as EV_EVICTED,
 )
@@ -84,7 +84,7 @@ from optplan.models.journal import (
 from optplan.models.journal import (
     SUCCEEDED as SUCCEEDED,
 )
-from optplan.models.journal import RunStatus, StatusChange
+from optplan.models.journal import RunHead, RunStatus, StatusChange
 from optplan.models.repack import Condition
 from optplan.solvers.quota import times
 
@@ -229,14 +229,24 @@ def generation_of(obj: Mapping[str, Any]) -> int | None:
 @dataclass(frozen=True)
 class RunView:
     """A RepackRun read once: ``obj`` as stored (every field, other writers' and newer versions' included: a
-    write merges into it) and ``status``, its status typed, read on first use."""
+    write merges into it), ``status``, its status typed, and ``head``, its phase and times alone, each read on
+    first use."""
 
     obj: dict[str, Any]
+    """The run as stored."""
 
     @cached_property
     def status(self) -> RunStatus:
         """An ``InputError`` naming the field when the status cannot be read."""
         return run_status(self.obj, f"RepackRun/{self.name}")
+
+    @cached_property
+    def head(self) -> RunHead:
+        """The status' phase and times alone (its journal not read): an ``InputError`` when they cannot be read."""
+        if "status" in self.__dict__:
+            return RunHead(phase=self.status.phase, start_time=self.status.start_time,
+                           completion_time=self.status.completion_time)
+        return run_head(self.obj, f"RepackRun/{self.name}")
 
     @property
     def meta(self) -> Mapping[str, Any]:

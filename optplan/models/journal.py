@@ -1,6 +1,6 @@
 """A RepackRun's status as its controller reads and writes it: the phase, the conditions, the plan and the
-relocation journal (read: ``RunStatus``), and the changes one journal step makes (written:
-``StatusChange``, ``RelocationChange``).
+relocation journal (read: ``RunStatus``, and ``RunHead`` for the phase and times alone), and the changes
+one journal step makes (written: ``StatusChange``, ``RelocationChange``).
 
 Read leniently where the CRD is (a condition without a message, a relocation not yet evicted); unknown
 fields are not modelled here, and need not be: a write merges its change into the status as stored, so
@@ -17,7 +17,6 @@ from pydantic import Field
 
 from optplan.models.execute import (
     EvictionState,
-    ExecutePlan,
     ExecuteStatus,
     ExecutionResult,
     PlacementState,
@@ -96,6 +95,19 @@ class JournalEntry(Relocation):
         return self.placement if self.placement is not None else PlacementState()
 
 
+class RunHead(KubeModel):
+    """The phase and the times of a run's status, read without the rest: all a finished run's pass needs (its
+    TTL), so a journal another writer damaged after the end never holds the run."""
+
+    phase: str | None = None
+    start_time: str | None = None
+    completion_time: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in FINISHED
+
+
 class RunStatus(ExecuteStatus):
     """``status`` of a RepackRun, the parts its controller reads (``ExecuteStatus``, which nominate and verify
     read, and the conditions and times)."""
@@ -103,7 +115,6 @@ class RunStatus(ExecuteStatus):
     conditions: tuple[StatusCondition, ...] = ()
     start_time: str | None = None
     completion_time: str | None = None
-    plan: ExecutePlan = Field(default_factory=ExecutePlan)
     relocations: tuple[JournalEntry, ...] = ()
 
     @property
