@@ -3,7 +3,11 @@
 Each pass reads the run from the store and decides the next step from its status alone; it writes the
 status (a merge patch on ``/status`` guarded by the run's resourceVersion; on 409 it reads the run again
 and starts the pass over) and only then acts. A crash at any instant leaves a status from which the next
-pass, in this process or another, carries on without repeating an act that matters.
+pass, in this process or another, carries on without repeating an act that matters. The run is read as
+``status.RunView``: its status typed (``optplan.models.journal``), read once per object (of a finished run,
+the phase and times alone); each step writes a typed change (``StatusChange``) through one function
+(``base.Steps._write``, ``status.patch``), which sends only the fields optplan owns, merged into the status
+as stored. Steps 4 (``evictions``) and 5-6 (``placements``) live in their own modules.
 
 DryRun: planned once on the live state (a phase set means never again); the status is the plan.
 
