@@ -297,7 +297,8 @@ def deleting(obj: Mapping[str, Any]) -> bool:
 
 
 def phase_of(obj: Mapping[str, Any]) -> str | None:
-    """``status.phase`` of a run whose status may not be readable (the failure path only reads this)."""
+    """``status.phase`` read leniently (None when absent or not a string): for what must not fail on a status
+    another writer broke (the failure path, the gate's view of another run, the phase metric, the trigger)."""
     status = obj.get("status")
     phase = status.get("phase") if isinstance(status, Mapping) else None
     return phase if isinstance(phase, str) else None
