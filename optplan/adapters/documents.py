@@ -72,8 +72,9 @@ def snapshot_paths(paths: Sequence[str | Path]) -> list[str]:
     return out
 
 
-def read_documents(path: str | Path, budget: ReadBudget | None = None) -> list[dict[str, Any]]:
-    """Every Kubernetes object in one file (``-``: standard input), with List kinds expanded."""
+def read_data(path: str | Path, budget: ReadBudget | None = None) -> list[Any]:
+    """The documents of one YAML or JSON file (``-``: standard input) as plain data, within the input
+    limits: for files that are not Kubernetes objects (configuration)."""
     budget = budget or ReadBudget()
     name = STDIN_NAME if str(path) == STDIN else str(path)
     text = _read_text(str(path), name, budget)
@@ -81,8 +82,14 @@ def read_documents(path: str | Path, budget: ReadBudget | None = None) -> list[d
         as_json = text.lstrip()[:1] in ("{", "[")
     else:
         as_json = Path(path).suffix.lower() == ".json"
-    docs = _parse(text, name, as_json)
-    del text
+    return _parse(text, name, as_json)
+
+
+def read_documents(path: str | Path, budget: ReadBudget | None = None) -> list[dict[str, Any]]:
+    """Every Kubernetes object in one file (``-``: standard input), with List kinds expanded."""
+    budget = budget or ReadBudget()
+    name = STDIN_NAME if str(path) == STDIN else str(path)
+    docs = read_data(path, budget)
     out: list[dict[str, Any]] = []
     for i, doc in enumerate(docs):
         out.extend(_expand(doc, name, f"document {i + 1}", budget))

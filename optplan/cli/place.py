@@ -13,11 +13,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from pydantic import ValidationError
+
 from optplan.adapters.args import add_snapshot_source, int_in, positive_float
+from optplan.adapters.documents import read_data
 from optplan.adapters.kubefile import LoadedInput, load_files
 from optplan.adapters.output import dump, table
 from optplan.errors import InputError
-from optplan.models.placement import BinpackWeights, PlacementPlan
+from optplan.models.placement import BinpackWeights, PlacementPlan, SafePreemption
 from optplan.models.queues import VCJob
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core import registry
@@ -67,6 +70,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the time limit counts CP-SAT's deterministic time, not wall seconds: the same input "
                         "gives the same plan on any machine and under any load (a wall-clock cap of 3x the "
                         "limit stays)")
+    p.add_argument("--safe-preemption", default=None, metavar="seed|FILE",
+                   help="safe preemption's rules against avalanche eviction: 'seed' (PDBs checked, a 300 s cooldown "
+                        "per queue, grades Critical>High>Medium>Low two apart, approval above queue weight 50) or "
+                        "a YAML/JSON file of them (pdb, cooldownSeconds, lastPreemption, levels, levelGap, "
+                        "approvalWeight); default: off, as Volcano")
     p.add_argument("--timings", action="store_true", help="record solver.wallSeconds")
     p.add_argument("-o", "--output", choices=("yaml", "json", "table"), default="yaml",
                    help="output format (default yaml)")
@@ -85,11 +93,31 @@ def jobs_to_place(snapshot: Snapshot, job_files: Sequence[str]) -> list[VCJob]:
     return [jobs[k] for k in sorted(jobs)]
 
 
+def load_safety(spec: str | None) -> SafePreemption | None:
+    """``--safe-preemption``: None (off), ``seed``, or a file of ``SafePreemption``'s fields; a bad file is
+    one InputError naming it and the field."""
+    if spec is None:
+        return None
+    if spec == "seed":
+        return SafePreemption.seed()
+    docs = read_data(spec)
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise InputError("expected one mapping of safe preemption rules", file=spec, field="--safe-preemption")
+    try:
+        return SafePreemption.model_validate(docs[0])
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"]) or "(top)"
+        raise InputError(err["msg"], file=spec, obj="SafePreemption", field=where) from None
+
+
 def run(args: argparse.Namespace, loaded: LoadedInput) -> str:
     jobs = jobs_to_place(loaded.snapshot, args.job)
+    safety = load_safety(args.safe_preemption)
     try:
         plan = place_jobs(loaded.snapshot, jobs, solver=args.solver, time_limit=args.time_limit, workers=args.workers,
-                     seed=args.seed, weights=args.binpack, now=args.now, deterministic=args.deterministic)
+                     seed=args.seed, weights=args.binpack, now=args.now, deterministic=args.deterministic,
+                     safety=safety)
     except InputError as e:  # the planner names the object and field; the files are known here
         if e.file is not None:
             raise
@@ -119,4 +147,7 @@ def placement_table(plan: PlacementPlan) -> str:
         vrows = [["JOB", "VICTIM", "NODE", "REASON", "SET"]]
         vrows += [[j.key, f"{v.namespace}/{v.name}", v.node, v.reason, s] for j, v, s in victims]
         text += "\nVictims (SET greedy: the greedy's choice where the optimal one differs):\n" + table(vrows)
+    gated = [[j.key, j.approval_required] for j in plan.jobs if j.approval_required]
+    if gated:
+        text += "\nApproval required before these evictions:\n" + table([["JOB", "WHY"], *gated])
     return text

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
 
 from optplan.models.repack import SolverRecord
 from optplan.models.selectors import KubeModel
@@ -58,6 +59,9 @@ class JobPlacement(KubeModel):
     greedy_victims: tuple[Victim, ...] | None = None
     """Only when the exact model's victims differ from the greedy's (Volcano's) set: the greedy's, for
     comparison; absent from the wire shape otherwise."""
+    approval_required: str | None = None
+    """Safe preemption's approval gate: why this job's evictions wait for a person's approval (absent from
+    the wire shape when no approval is needed)."""
     after_evictions: bool = Field(default=False, exclude=True)
     """Placed after the evictions of the jobs before it — by the greedy's preempt/reclaim pass, or as a
     late job of the exact model — (not on the wire): the validator replays jobs in this order."""
@@ -86,6 +90,8 @@ class PlacementPlan(KubeModel):
         for j in jobs:
             if j["greedyVictims"] is None:
                 del j["greedyVictims"]
+            if j["approvalRequired"] is None:
+                del j["approvalRequired"]
         solver = self.solver.model_dump(mode="json", by_alias=True, exclude_none=True)
         if not timings:
             solver.pop("wallSeconds", None)
@@ -114,3 +120,66 @@ class BinpackWeights(KubeModel):
     def of(self) -> dict[str, int]:
         """Resource -> weight for every resource the plugin scores (cpu and memory always)."""
         return {"cpu": self.cpu, "memory": self.memory, **self.resources}
+
+
+class PreemptionLevel(KubeModel):
+    """One grade of graded preemption: jobs whose priority is at least ``min_priority`` (and below the next
+    grade's) are at this level."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid")
+
+    name: str
+    min_priority: int
+
+
+SEED_LEVELS = (PreemptionLevel(name="Critical", min_priority=1000), PreemptionLevel(name="High", min_priority=800),
+               PreemptionLevel(name="Medium", min_priority=100), PreemptionLevel(name="Low", min_priority=-(2 ** 31)))
+"""Seed 004's grades Critical > High > Medium > Low, from seed 002's PriorityClasses (critical 1000, large
+800, normal 100, debug and spot 50)."""
+
+
+class SafePreemption(KubeModel):
+    """Seed 004's four rules against avalanche eviction, each off unless set (``seed()``: all on, with the
+    seed's values). Read by placement's greedy, its exact model and its validator alike
+    (``solvers/placement/safety.py``)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid")
+
+    pdb: bool = False
+    """No victim whose eviction would break its PodDisruptionBudget (Volcano's ``pdb`` plugin, counted over
+    the whole plan with the Eviction API's rule for pods that are not Ready)."""
+    cooldown_seconds: int | None = Field(default=None, ge=0)
+    """At most one evicting job per queue within this window (seed: 300)."""
+    last_preemption: dict[str, str] = Field(default_factory=dict)
+    """Queue -> RFC 3339 time of its last preemption; else the Queue's ``optplan.io/last-preemption-time``
+    annotation."""
+    levels: tuple[PreemptionLevel, ...] | None = None
+    """Graded preemption: the grades, highest first; None: off."""
+    level_gap: int = Field(default=2, ge=1)
+    """A grade preempts only grades at least this many below it (seed: 2, Critical may take Medium, not High)."""
+    approval_weight: int | None = None
+    """Evictions for a job whose queue's weight is above this wait for approval (seed: 50); None: off."""
+
+    @field_validator("levels")
+    @classmethod
+    def _ordered(cls, v: tuple[PreemptionLevel, ...] | None) -> tuple[PreemptionLevel, ...] | None:
+        if v is not None:
+            if not v:
+                raise ValueError("levels must name at least one grade")
+            mins = [lv.min_priority for lv in v]
+            if mins != sorted(mins, reverse=True) or len(set(mins)) != len(mins):
+                raise ValueError("levels go highest first, each minPriority strictly below the one before")
+            if len({lv.name for lv in v}) != len(v):
+                raise ValueError("level names must differ")
+        return v
+
+    @classmethod
+    def seed(cls) -> SafePreemption:
+        """Seed 004 §5.3 as written: PDBs checked, a 300 s cooldown per queue, grades two apart, approval above
+        weight 50."""
+        return cls(pdb=True, cooldown_seconds=300, levels=SEED_LEVELS, level_gap=2, approval_weight=50)
+
+    @property
+    def on(self) -> bool:
+        return self.pdb or self.cooldown_seconds is not None or self.levels is not None or \
+            self.approval_weight is not None

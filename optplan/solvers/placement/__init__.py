@@ -113,6 +113,7 @@ Every plan passes ``validate_placement`` (an independent re-check) before ``plan
   through a ``Statement``, a plan put on it by ``replay``);
 - ``jobs``: the pod facts, gang minimums, held pods and regions; ``binpack``: the binpack score;
 - ``victims``: who may be a victim and the capacity plugin's reclaim rules.
+- ``safety``: safe preemption's rules (PDBs, cooldown, grades, approval), off unless asked for.
 
 Static predicates and room are the oracle's (``optplan.solvers.core.oracle``: ``Predicates``, ``Capacity``),
 one table per run.

@@ -15,7 +15,7 @@ from fractions import Fraction
 from functools import cmp_to_key
 from typing import Any
 
-from optplan.models.placement import BinpackWeights, PlacementPlan
+from optplan.models.placement import BinpackWeights, PlacementPlan, SafePreemption
 from optplan.models.quantity import format_milli
 from optplan.models.queues import ROOT as ROOT_QUEUE
 from optplan.models.queues import QueueTree, VCJob
@@ -35,6 +35,7 @@ from optplan.solvers.placement.jobs import (
     needed,
     shield,
 )
+from optplan.solvers.placement.safety import OFF
 from optplan.solvers.placement.victims import Catalogue, never_tasks
 from optplan.solvers.quota.queues import QueueAccount, account_queues
 
@@ -183,6 +184,8 @@ class Context:
     """job key -> the nodes its running pods are on."""
     never: dict[str, frozenset[str]] = field(default_factory=dict)
     """job key -> its tasks whose PriorityClass says preemptionPolicy Never (``victims.never_tasks``)."""
+    safety: SafePreemption = OFF
+    """Safe preemption's rules (``safety``), off by default."""
     turns: list[str] = field(default_factory=list)
     """Job keys in the order the greedy's allocate gave them their first turn (``greedy_place`` fills it):
     Volcano's order with the queues interleaved, which ``order_weights`` follows."""
@@ -191,7 +194,8 @@ class Context:
     @classmethod
     def build(cls, snap: Snapshot, jobs: Sequence[VCJob], weights: BinpackWeights,
               now: datetime | None = None, *, accounts: dict[str, QueueAccount] | None = None,
-              capacity: Capacity | None = None, predicates: Predicates | None = None) -> Context:
+              capacity: Capacity | None = None, predicates: Predicates | None = None,
+              safety: SafePreemption = OFF) -> Context:
         """The context of placing ``jobs`` on ``snap``.  ``accounts``, ``capacity`` and ``predicates``:
         the snapshot's own (``account_queues``, ``Capacity``, ``Predicates``; never changed by a
         context), given when several contexts of one snapshot are built (``pending.pending_gangs``);
@@ -217,7 +221,7 @@ class Context:
                    regions={j.key: job_regions(j, snap, nodes[j.key]) for j in ordered},
                    now=now or datetime.now(UTC), unfit=unfit,
                    held={k: {t: frozenset(ps) for t, ps in by_task.items()} for k, by_task in running.items()},
-                   held_nodes=nodes, never={j.key: never_tasks(snap, j) for j in ordered})
+                   held_nodes=nodes, never={j.key: never_tasks(snap, j) for j in ordered}, safety=safety)
 
     def held_count(self, job: str) -> Counter[str]:
         """Task -> its pods already running."""

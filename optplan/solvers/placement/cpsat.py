@@ -115,6 +115,7 @@ def build(data: Data) -> tuple[cp_model.CpModel, Vars, dict[str, Any]]:
         victims_cpsat.add_queues(m, data, v)
         victims_cpsat.add_entitlement(m, data, v)
         victims_cpsat.add_victim_gangs(m, data, v)
+        victims_cpsat.add_safety(m, data, v)
         victims_cpsat.add_reclaim_rules(m, data, v)
         victims_cpsat.add_region_cuts(m, data, v)
     else:

@@ -11,6 +11,7 @@ from optplan.models.queues import VCJob
 from optplan.solvers.placement.context import Context, State, Statement, replay
 from optplan.solvers.placement.greedy import Greedy, VictimChoice
 from optplan.solvers.placement.jobs import gang_order, job_needs
+from optplan.solvers.placement.safety import cooldown_blocks
 from optplan.solvers.placement.victims import (
     REASONS,
     Candidate,
@@ -42,10 +43,12 @@ def job_rules(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: Re
                 return None, why
     priority = ctx.priority[job.key]
     static = {k: c for k, c in cat.candidates.items() if k not in state.evicted
-              and statically_allowed(c, reason, job.queue, priority, qs.reclaimable.get(c.queue, True), needs) is None}
+              and statically_allowed(c, reason, job.queue, priority, qs.reclaimable.get(c.queue, True), needs,
+                                     snap=snap, safety=ctx.safety) is None}
     if reason == "preempt":
         if not static:
-            return None, f"no running pod in queue {job.queue} of lower priority may be evicted"
+            return None, f"no running pod in queue {job.queue} of lower priority may be evicted" + _safety_note(
+                ctx, state, cat, job, reason, needs)
         return Rules(reason=reason, job=job, needs=needs, eligible=static), ""
     eligible: dict[str, Candidate] = {}
     refused: dict[str, str] = {}
@@ -59,6 +62,24 @@ def job_rules(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: Re
     if not eligible:
         return None, reclaim_blocked_text(static, list(refused.values()))
     return Rules(reason=reason, job=job, needs=needs, eligible=eligible, blocked=refused), ""
+
+
+def _safety_note(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: Reason, needs: frozenset[str]) -> str:
+    """Where safe preemption's static rules refused a pod Volcano alone would take: the first such refusal."""
+    if not ctx.safety.on:
+        return ""
+    qs, priority = state.queues, ctx.priority[job.key]
+    for k in sorted(cat.candidates):
+        c = cat.candidates[k]
+        if k in state.evicted:
+            continue
+        allowed = qs.reclaimable.get(c.queue, True)
+        if statically_allowed(c, reason, job.queue, priority, allowed, needs) is None:
+            why = statically_allowed(c, reason, job.queue, priority, allowed, needs, snap=ctx.snapshot,
+                                     safety=ctx.safety)
+            if why is not None:
+                return f" ({k}: {why})"
+    return ""
 
 
 def reclaim_blocked_text(static: dict[str, Candidate], blocked: list[str]) -> str:
@@ -108,6 +129,7 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
     cat = ctx.catalogue
     g = Greedy(ctx, state, cat)
     out: list[JobPlacement] = []
+    evicting: list[str] = []  # the queues whose jobs evict in this plan (the cooldown rule)
     for jp in plan.jobs:
         job = by_key[jp.key]
         if (jp.admitted or job.key in ctx.unfit or state.queues.admission_reason(job.queue) is not None
@@ -122,7 +144,8 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
                 continue
         notes: list[str] = []
         placed: JobPlacement | None = None
-        for reason in REASONS:
+        cooling = cooldown_blocks(ctx.safety, ctx.snapshot, job.queue, ctx.now, evicting)
+        for reason in REASONS if cooling is None else ():
             rules, why = job_rules(ctx, state, cat, job, reason)
             if rules is None:
                 notes.append(f"{reason}: {why}")
@@ -139,7 +162,10 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
                                   reason=text, hyper_node=r.hyper_node, tier=r.tier, bindings=tuple(chosen.bindings),
                                   victims=_victims(chosen, reason), after_evictions=True)
             log.info("placement victims: %s %s %d pods, cost %d", job.key, reason, len(chosen.victims), chosen.cost)
+            evicting.append(job.queue)
             break
+        if cooling is not None:
+            notes.append(cooling)
         if placed is None:
             placed = jp.model_copy(update={"reason": f"{jp.reason}; no victims ({'; '.join(notes)})"})
         out.append(placed)

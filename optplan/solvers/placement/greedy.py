@@ -20,6 +20,7 @@ from optplan.solvers.core.oracle import POD_SLOT, constraint_signature
 from optplan.solvers.placement.binpack import binpack_score
 from optplan.solvers.placement.context import Context, State, Statement
 from optplan.solvers.placement.jobs import Region, gang_shortfall, gang_steps, task_pos
+from optplan.solvers.placement.safety import pdb_over
 from optplan.solvers.placement.victims import Candidate, Catalogue, Rules, dims, reclaimer_blocked, victim_blocked
 
 
@@ -379,8 +380,14 @@ class Greedy:
         return sorted((rules.eligible[k] for k in rest), key=Candidate.order_key)
 
     def may_take(self, unit: list[Candidate], rules: Rules) -> bool:
-        """Reclaim: the capacity plugin's ReclaimableFn lets every pod of the unit go, in turn, from its
+        """Safe preemption's PDB rule (``safety.pdb_over``) on the plan's evictions so far with the unit; then
+        reclaim: the capacity plugin's ReclaimableFn lets every pod of the unit go, in turn, from its
         queue as the evictions so far left it (``victims.victim_blocked``); preempt: always."""
+        if self.ctx.safety.pdb:
+            snap = self.ctx.snapshot
+            if pdb_over(self.ctx.safety, snap, [*(snap.pods[k] for k in self.state.evicted),
+                                                *(c.pod for c in unit)]) is not None:
+                return False
         if rules.reason != "reclaim":
             return True
         qs = self.state.queues

@@ -18,6 +18,7 @@ from optplan.models.queues import VCJob
 from optplan.solvers.core.oracle import POD_SLOT, max_fit
 from optplan.solvers.placement.context import Context, QueueState
 from optplan.solvers.placement.jobs import job_needs
+from optplan.solvers.placement.safety import cooling_until, pdb_spends
 from optplan.solvers.placement.victims import Candidate, Reason, dims, statically_allowed
 
 
@@ -89,6 +90,8 @@ class VictimClass:
     cost: int
     pods: tuple[Candidate, ...]
     """In victim order: the extraction hands out the first ones."""
+    pdb: str | None = None
+    """The PodDisruptionBudget each of its pods is charged to under safe preemption's PDB rule."""
 
     @property
     def size(self) -> int:
@@ -188,17 +191,18 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
     vd = VictimData()
     if not cat.candidates:
         return vd
-    members: dict[tuple[str, str, tuple[tuple[str, int], ...], int], list[Candidate]] = defaultdict(list)
+    members: dict[tuple[str, str, tuple[tuple[str, int], ...], int, str], list[Candidate]] = defaultdict(list)
     for node in sorted(cat.by_node):
         for c in cat.by_node[node]:  # victim order
-            members[node, c.group, tuple(sorted(c.pod.requests.items())), c.cost].append(c)
+            pdb = pdb_spends(ctx.safety, ctx.snapshot, c.pod) or ""
+            members[node, c.group, tuple(sorted(c.pod.requests.items())), c.cost, pdb].append(c)
     seen: dict[tuple[str, str], int] = defaultdict(int)
-    for (node, group, reqs, cost), pods in members.items():
+    for (node, group, reqs, cost, pdb), pods in members.items():
         i = seen[node, group]
         seen[node, group] += 1
         name = f"{group}@{node}" + (f"#{i}" if i else "")
         vd.classes[name] = VictimClass(name=name, node=node, group=group, queue=pods[0].queue, requests=dict(reqs),
-                                       cost=cost, pods=tuple(pods))
+                                       cost=cost, pods=tuple(pods), pdb=pdb or None)
         for p in pods:
             vd.class_of[p.key] = name
     most = {j.key: most_requests(j, ctx) for j in valid}
@@ -215,6 +219,8 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
     for job in valid:
         if not ctx.preempting(job):  # every task with pending pods is preemptionPolicy Never
             continue
+        if cooling_until(ctx.safety, ctx.snapshot, job.queue, ctx.now) is not None:  # safe preemption's cooldown
+            continue
         needs = job_needs(job)
         prio = ctx.priority[job.key]
         may_reclaim = any(queues.deserved[job.queue].get(r, 0) > 0 for r in needs)
@@ -223,7 +229,8 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
             for reason in ("preempt", "reclaim"):
                 if reason == "reclaim" and not may_reclaim:
                     continue
-                why = statically_allowed(c, reason, job.queue, prio, queues.reclaimable.get(c.queue, True), needs)
+                why = statically_allowed(c, reason, job.queue, prio, queues.reclaimable.get(c.queue, True), needs,
+                                         snap=ctx.snapshot, safety=ctx.safety)
                 if why is None and reason == "reclaim" and not _may_be_over(c, queues, could_be_over):
                     why = "its queue is never above deserved for it"
                 if why is None:

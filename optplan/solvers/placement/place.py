@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from datetime import datetime
 
-from optplan.models.placement import BinpackWeights, PlacementPlan
+from optplan.models.placement import BinpackWeights, PlacementPlan, SafePreemption
 from optplan.models.queues import VCJob
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core import registry
@@ -20,6 +20,7 @@ from optplan.solvers.placement.allocate import greedy_place
 from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.evict import plan_victims
 from optplan.solvers.placement.model import plan_key
+from optplan.solvers.placement.safety import OFF, mark_approvals
 from optplan.solvers.placement.validate import check_inputs, validate_placement
 from optplan.solvers.quota.times import parse_now
 
@@ -28,18 +29,20 @@ log = logging.getLogger(__name__)
 
 def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
                    options: PlanOptions | None = None, weights: BinpackWeights | None = None,
-                   now: datetime | str | None = None) -> PlacementPlan:
+                   now: datetime | str | None = None, safety: SafePreemption | None = None) -> PlacementPlan:
     """Place the jobs with the named solver (greedy | cpsat | auto); the plan is validated first.
     greedy: Volcano's allocate, then its preempt and reclaim for the jobs that do not fit; cpsat: the
     exact model, which chooses placements and victims jointly for all jobs, hinted with the greedy's
     plan (always run first) and, when it admits the greedy's weight, no worse than it on victim cost
     and on tier sum; auto: the exact plan when ``plan_key`` ranks it strictly better, else the greedy's.
-    ``now`` (RFC 3339, default the current time) prices victims by how long they have run."""
+    ``now`` (RFC 3339, default the current time) prices victims by how long they have run; ``safety``: safe
+    preemption's rules (``safety`` module), off by default."""
     if solver not in registry.names("placement"):
         raise ValueError(registry.unknown_message(solver, registry.names("placement")))
     check_inputs(snap, jobs)
     options = options or PlanOptions()
-    ctx = Context.build(snap, jobs, weights or BinpackWeights(), parse_now(now))
+    safety = safety or OFF
+    ctx = Context.build(snap, jobs, weights or BinpackWeights(), parse_now(now), safety=safety)
     t0 = time.perf_counter()
     greedy = plan_victims(ctx, greedy_place(ctx))
     if solver == "greedy":
@@ -59,14 +62,16 @@ def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
                                                                                          "status": status})})
     wall = round(time.perf_counter() - t0, 3)
     plan = plan.model_copy(update={"solver": plan.solver.model_copy(update={"wall_seconds": wall})})
-    validate_placement(snap, ctx.jobs, plan)
+    plan = mark_approvals(safety, snap, plan)
+    validate_placement(snap, ctx.jobs, plan, safety=safety, now=ctx.now)
     return plan
 
 
 def place_jobs(snap: Snapshot, jobs: Sequence[VCJob], *, solver: str = "auto", time_limit: float = 10.0,
                workers: int = 1, seed: int = 0, weights: BinpackWeights | None = None,
-               now: datetime | str | None = None, deterministic: bool = False) -> PlacementPlan:
+               now: datetime | str | None = None, deterministic: bool = False,
+               safety: SafePreemption | None = None) -> PlacementPlan:
     """``plan_placement`` with the options spelled out (what the CLI adapter calls). ``deterministic``: the
     exact model's limit counts CP-SAT's deterministic time, not wall-clock seconds (``core.clock``)."""
     options = PlanOptions(time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic)
-    return plan_placement(snap, jobs, solver, options, weights, now)
+    return plan_placement(snap, jobs, solver, options, weights, now, safety)

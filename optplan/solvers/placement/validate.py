@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from optplan.errors import InputError, PlanInvalidError
 from optplan.models.limits import SYSTEM_PRIORITY_CLASSES
-from optplan.models.placement import Binding, JobPlacement, PlacementPlan, Victim
+from optplan.models.placement import Binding, JobPlacement, PlacementPlan, SafePreemption, Victim
 from optplan.models.quantity import format_milli
 from optplan.models.queues import ROOT as ROOT_QUEUE
 from optplan.models.queues import QueueTree, VCJob
@@ -30,6 +30,7 @@ from optplan.solvers.placement.jobs import (
     job_priority,
     shield,
 )
+from optplan.solvers.placement.safety import OFF, approval_reason, cooldown_blocks, pdb_over
 from optplan.solvers.placement.victims import (
     Candidate,
     Catalogue,
@@ -42,9 +43,11 @@ from optplan.solvers.placement.victims import (
 from optplan.solvers.quota.queues import QueueAccount, account_queues, unheld_deserved
 
 
-def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPlan) -> list[str]:
+def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPlan, *,
+                         safety: SafePreemption = OFF, now: datetime | None = None) -> list[str]:
     """Every rule the plan breaks, as short sentences; empty when valid. Shares only the oracle, the
-    queue accounting and the pod facts with the planners."""
+    queue accounting, the pod facts and safe preemption's rules (``safety``, with the planners' ``now``)
+    with the planners."""
     out: list[str] = []
     given = {j.key: j for j in jobs}
     listed = [jp.key for jp in plan.jobs]
@@ -88,7 +91,7 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
         if jp.victims:
             if cat is None:  # the time only prices victims
                 cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
-            out.extend(_victim_violations(snap, job, jp, cat, tree, accounts, allocated, taken, evicted))
+            out.extend(_victim_violations(snap, job, jp, cat, tree, accounts, allocated, taken, evicted, safety))
             for vic in jp.victims:
                 p = snap.pods.get(f"{vic.namespace}/{vic.name}")
                 c = cat.candidates.get(f"{vic.namespace}/{vic.name}")
@@ -143,12 +146,34 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                        f"{format_milli(real.get(r, 0))} after placement")
                 if allocated[q].get(r, 0) > real.get(r, 0) and msg not in out:
                     out.append(msg)
+    out.extend(_safety_violations(snap, plan, safety, now or datetime.now(UTC)))
+    return out
+
+
+def _safety_violations(snap: Snapshot, plan: PlacementPlan, safety: SafePreemption, now: datetime) -> list[str]:
+    """Safe preemption's plan-wide rules (``safety``): PDBs over the plan's victims, the cooldown per queue,
+    the approval marks. The static ones (several PDBs, grades) are checked per victim."""
+    out: list[str] = []
+    victims = [snap.pods[k] for jp in plan.jobs for v in jp.victims if (k := f"{v.namespace}/{v.name}") in snap.pods]
+    over = pdb_over(safety, snap, victims)
+    if over is not None:
+        out.append(over)
+    evicting: list[str] = []
+    for jp in plan.jobs:
+        if jp.victims:
+            why = cooldown_blocks(safety, snap, jp.queue, now, evicting)
+            if why is not None:
+                out.append(f"job {jp.key} evicts: {why}")
+            evicting.append(jp.queue)
+        want = approval_reason(safety, snap, jp.queue) if jp.victims else None
+        if jp.approval_required != want:
+            out.append(f"job {jp.key}: approvalRequired is {jp.approval_required!r}, the approval rule says {want!r}")
     return out
 
 
 def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalogue, tree: QueueTree,
                        accounts: dict[str, QueueAccount], allocated: dict[str, dict[str, int]],
-                       taken: Counter[str], evicted: set[str]) -> list[str]:
+                       taken: Counter[str], evicted: set[str], safety: SafePreemption) -> list[str]:
     """The victims of one job against the rules (``victims``): allowed pods, the action's queue rules,
     the gang of every victim PodGroup over the plan so far, the victims' nodes, and the capacity
     plugin's reclaim rules (``reclaimer_blocked`` per pod, ``reclaim_order`` per victim queue). Updates ``taken``
@@ -191,7 +216,8 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
             continue
         if v.node != c.node:
             out.append(f"{where}: runs on {c.node}, not {v.node}")
-        why2 = statically_allowed(c, v.reason, job.queue, priority, accounts[c.queue].reclaimable, needs)
+        why2 = statically_allowed(c, v.reason, job.queue, priority, accounts[c.queue].reclaimable, needs,
+                                  snap=snap, safety=safety)
         if why2 is not None:
             out.append(f"{where} ({v.reason}): {why2}")
         evicted.add(key)
@@ -276,9 +302,10 @@ def _topology_violations(jp: JobPlacement, job: VCJob, nodes: set[str], snap: Sn
     return out
 
 
-def validate_placement(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPlan) -> None:
+def validate_placement(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPlan, *,
+                       safety: SafePreemption = OFF, now: datetime | None = None) -> None:
     """Raise PlanInvalidError when the plan breaks any rule."""
-    violations = placement_violations(snap, jobs, plan)
+    violations = placement_violations(snap, jobs, plan, safety=safety, now=now)
     if violations:
         raise PlanInvalidError(violations)
 

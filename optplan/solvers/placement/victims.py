@@ -64,10 +64,12 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Literal
 
+from optplan.models.placement import SafePreemption
 from optplan.models.quantity import format_milli
 from optplan.models.queues import VCJob
 from optplan.models.snapshot import Pod, Snapshot
 from optplan.solvers.core.protection import PREEMPTABLE_KEY, disruption_protection
+from optplan.solvers.placement.safety import OFF, graded_blocks, pdb_refused
 from optplan.solvers.quota.times import parse_time
 
 Reason = Literal["preempt", "reclaim"]
@@ -247,10 +249,19 @@ def dims(requests: Mapping[str, int]) -> frozenset[str]:
 
 
 def statically_allowed(c: Candidate, reason: Reason, queue: str, priority: int, reclaimable: bool,
-                       needs: set[str] | frozenset[str]) -> str | None:
+                       needs: set[str] | frozenset[str], *, snap: Snapshot | None = None,
+                       safety: SafePreemption = OFF) -> str | None:
     """Why the candidate can never be a victim of this job by this action, whatever the queues hold
-    (gang aside), or None. ``needs``: the dimensions of the preemptor's request."""
+    (gang aside), or None. ``needs``: the dimensions of the preemptor's request. With ``safety`` (and the
+    snapshot), safe preemption's static rules too: a pod under several PDBs, and graded preemption."""
+    if snap is not None:
+        why = pdb_refused(safety, snap, c.pod)
+        if why is not None:
+            return why
     if reason == "preempt":
+        graded = graded_blocks(safety, priority, c.job_priority)
+        if graded is not None:
+            return graded
         if c.queue != queue:
             return f"queue {c.queue}, not the preemptor's {queue}"
         if c.job_priority >= priority:

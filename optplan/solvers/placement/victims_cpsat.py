@@ -49,6 +49,8 @@ Constraints (families, one function each):
   pods (a pod is evicted once, its room released once);
 - victim gangs (``add_victim_gangs``): per PodGroup, evicted ≤ ready − minMember, unless one job takes
   the rest of it, the jobs before that one staying within ready − minMember;
+- safe preemption (``add_safety``, when its rules are on): victims per PodDisruptionBudget within its
+  disruptionsAllowed; with a cooldown, at most one evicting job per queue;
 - region cuts (``add_region_cuts``, redundant): a job that ends in a region finds its gang's least
   demand in the free room of the region's nodes plus what evictions there release;
 - reclaim (``add_reclaim_rules``), the capacity plugin's rules (``victims``) on the queue allocations
@@ -75,6 +77,7 @@ from optplan.solvers.core.oracle import POD_SLOT
 from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.jobs import job_needs
 from optplan.solvers.placement.model import Data, Vars, VictimClass, VictimVars, most_requests
+from optplan.solvers.placement.safety import pdb_allowed
 from optplan.solvers.placement.victims import Candidate, Reason, dims, not_over_deserved
 
 
@@ -264,6 +267,36 @@ def add_entitlement(m: cp_model.CpModel, data: Data, v: Vars) -> None:
             m.add(sum(at[j, n]) >= 1).only_enforce_if(lit)
         else:
             m.add(lit == 0)
+
+
+def add_safety(m: cp_model.CpModel, data: Data, v: Vars) -> None:
+    """Safe preemption's plan-wide rules (``safety``; its static ones are in the pairs): per
+    PodDisruptionBudget, the victims charged to it ≤ its disruptionsAllowed; with a cooldown, at most one
+    job per queue evicts."""
+    vd, ev = data.victims, v.ev
+    safety, snap = data.ctx.safety, data.ctx.snapshot
+    if safety.pdb:
+        allowed = pdb_allowed(snap)
+        by_pdb: dict[str, list[Any]] = defaultdict(list)
+        for (_j, k), y in ev.take.items():
+            pdb = vd.classes[k].pdb
+            if pdb is not None:
+                by_pdb[pdb].append(y)
+        for key, ys in sorted(by_pdb.items()):
+            m.add(sum(ys) <= allowed.get(key, 0))
+    if safety.cooldown_seconds is not None:
+        takes: dict[str, list[tuple[str, Any]]] = defaultdict(list)
+        for (j, k), y in ev.take.items():
+            takes[j].append((k, y))
+        by_queue: dict[str, list[Any]] = defaultdict(list)
+        queue_of = {job.key: job.queue for job in data.valid}
+        for j, ys in sorted(takes.items()):
+            evicts = m.new_bool_var(f"evicts[{j}]")
+            for k, y in ys:
+                m.add(y <= vd.classes[k].size * evicts)
+            by_queue[queue_of[j]].append(evicts)
+        for _q, flags in sorted(by_queue.items()):
+            m.add_at_most_one(flags)
 
 
 def add_victim_gangs(m: cp_model.CpModel, data: Data, v: Vars) -> None:
