@@ -25,6 +25,7 @@ from tests.builders import node, pdb, queue, ready
 from tests.test_victims import CLASSES, pending, running
 
 OPTS = PlanOptions(time_limit=5, workers=1, seed=0, deterministic=True)
+QUICK = PlanOptions(time_limit=1, workers=1, seed=0, deterministic=True)
 NOW = "2025-06-01T12:00:00Z"
 SOLVERS = ("greedy", "cpsat", "auto")
 
@@ -202,7 +203,8 @@ def test_generated_instances_plan_validly_with_every_rule(seed: int) -> None:
              "graded": SafePreemption(levels=SafePreemption.seed().levels),
              "approval": SafePreemption(approval_weight=50), "seed": SafePreemption.seed()}
     for name, safety in rules.items():
-        plans = {s: plan_placement(snap, jobs, s, OPTS, now="2026-01-04T00:00:00Z", safety=safety) for s in SOLVERS}
+        plans = {s: plan_placement(snap, jobs, s, QUICK, now="2026-01-04T00:00:00Z", safety=safety)
+                 for s in ("greedy", "auto")}
         for s, p in plans.items():  # plan_placement validated each; check again from outside, rules on
             assert placement_violations(snap, jobs, p, safety=safety,
                                         now=datetime(2026, 1, 4, tzinfo=UTC)) == [], (name, s)
