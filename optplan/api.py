@@ -30,7 +30,7 @@ from optplan.adapters.kubefile import LoadedInput, load_files, load_objects
 from optplan.adapters.output import repack_run_document, status_dict
 from optplan.errors import ConflictError, InputError, KubeError, OptplanError, PlanInvalidError
 from optplan.models.execute import Nomination, Relocation, Verification
-from optplan.models.placement import BinpackWeights, PlacementPlan
+from optplan.models.placement import BinpackWeights, PlacementPlan, SafePreemption
 from optplan.models.queues import VCJob
 from optplan.models.repack import RepackRun, Weights
 from optplan.models.snapshot import Snapshot
@@ -166,9 +166,11 @@ class PlacementResult:
 
 def place_jobs(cluster: Cluster, jobs: Sequence[VCJob | Mapping[str, Any]] | None = None, *, solver: str = "auto",
                time_limit: float = 10.0, workers: int = 1, seed: int = 0, weights: BinpackWeights | None = None,
-               now: str | None = None, timings: bool = False, deterministic: bool = False) -> PlacementResult:
+               now: str | None = None, timings: bool = False, deterministic: bool = False,
+               safety: SafePreemption | None = None) -> PlacementResult:
     """Place VCJobs (objects or dicts); without ``jobs``, the snapshot's VCJobs with pods to place: pending
-    ones, and running ones with replicas that do not run (they join their running gang)."""
+    ones, and running ones with replicas that do not run (they join their running gang). ``safety``: safe
+    preemption's rules (off by default)."""
     if jobs is None:
         chosen = placement_mod.jobs_to_place(cluster.snapshot)
     else:
@@ -181,7 +183,7 @@ def place_jobs(cluster: Cluster, jobs: Sequence[VCJob | Mapping[str, Any]] | Non
         raise InputError(registry.unknown_message(solver, registry.names("placement")), field="solver")
     plan = place_mod.place_jobs(cluster.snapshot, chosen, solver=solver, time_limit=time_limit,
                                     workers=workers, seed=seed, weights=weights, now=now,
-                                    deterministic=deterministic)
+                                    deterministic=deterministic, safety=safety)
     return PlacementResult(plan=plan, document=plan.to_dict(timings=timings))
 
 

@@ -5,6 +5,7 @@ refuses a plan that breaks each rule; with the rules off, plans are Volcano's as
 from __future__ import annotations
 
 import json
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import load_objects
 from optplan.cli import main
 from optplan.models.placement import BinpackWeights, PlacementPlan, SafePreemption
+from optplan.serve import make_server
+from optplan.serve.config import ServeConfig
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.model import plan_key
@@ -22,6 +25,7 @@ from optplan.solvers.placement.place import plan_placement
 from optplan.solvers.placement.safety import LAST_PREEMPTION
 from optplan.solvers.placement.validate import placement_violations
 from tests.builders import node, pdb, queue, ready
+from tests.test_serve import Client
 from tests.test_victims import CLASSES, pending, running
 
 OPTS = PlanOptions(time_limit=5, workers=1, seed=0, deterministic=True)
@@ -211,3 +215,24 @@ def test_generated_instances_plan_validly_with_every_rule(seed: int) -> None:
         ctx = Context.build(snap, jobs, BinpackWeights(), datetime(2026, 1, 4, tzinfo=UTC),
                             safety=safety)
         assert plan_key(ctx, plans["auto"]) <= plan_key(ctx, plans["greedy"]), name
+
+
+def test_the_plan_server_takes_the_rules_and_names_a_bad_field() -> None:
+    server = make_server(ServeConfig(port=0))
+    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    t.start()
+    try:
+        _served(Client(server))
+    finally:
+        server.shutdown()
+        server.server_close()
+        t.join()
+
+
+def _served(c: Client) -> None:
+    body = {"objects": pdb_case(1), "solver": "greedy", "now": NOW}
+    assert c.post("/v1/place", body).json["jobs"][0]["admitted"] is True
+    r = c.post("/v1/place", {**body, "safePreemption": {"pdb": True}})
+    assert r.status == 200 and r.json["jobs"][0]["admitted"] is False
+    bad = c.post("/v1/place", {**body, "safePreemption": {"pdb": True, "cooldownSeconds": "300"}})
+    assert bad.status == 400 and "cooldownSeconds" in bad.json["error"]

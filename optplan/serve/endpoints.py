@@ -83,7 +83,7 @@ def place(req: PlaceRequest, config: ServeConfig, metrics: Metrics) -> Answer:
     try:
         res, dt = _timed(lambda: api.place_jobs(cluster, jobs, solver=req.solver, time_limit=limit,
                                                 workers=config.workers, seed=req.seed, now=req.now,
-                                                deterministic=req.deterministic))
+                                                deterministic=req.deterministic, safety=req.safe_preemption))
     except InputError as e:
         if e.field == "--now":  # the CLI's name for it
             raise InputError(e.reason, file=REQUEST, field="now") from None

@@ -32,6 +32,7 @@ from typing_extensions import TypedDict  # pydantic needs this one before Python
 from optplan.errors import InputError, printable
 from optplan.models.execute import Relocation
 from optplan.models.limits import MAX_WEIGHT, WEIGHT_DIGITS, WEIGHT_RESOLUTION
+from optplan.models.placement import SafePreemption
 from optplan.models.repack import DIMENSIONS
 from optplan.solvers.core import registry
 
@@ -212,6 +213,13 @@ class RepackPlanRequest(Request):
         return None if self.weights is None else self.weights.model_dump(exclude_unset=True)
 
 
+class SafePreemptionRules(SafePreemption):
+    """Safe preemption's rules (docs/queues.md#safe-preemption): ``pdb``, ``cooldownSeconds``,
+    ``lastPreemption``, ``levels``, ``levelGap``, ``approvalWeight``; each off unless given."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
 class PlaceRequest(Request):
     objects: Annotated[Objects, Field(description=OBJECTS_HELP)]
     jobs: Annotated[Objects | None, Field(description="VCJobs to place; without it, the pending VCJobs in objects")
@@ -222,6 +230,8 @@ class PlaceRequest(Request):
     now: Annotated[NonEmpty | None, Field(description="RFC 3339 time victims are priced at (reproducible outputs)",
                                           json_schema_extra={"format": "date-time"})] = None
     deterministic: Deterministic = False
+    safe_preemption: Annotated[SafePreemptionRules | None,
+                               Expect("an object of safe preemption rules", within=dict)] = None
 
 
 class NominateRequest(Request):
