@@ -22,7 +22,7 @@ from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.model import plan_key
 from optplan.solvers.placement.place import plan_placement
-from optplan.solvers.placement.safety import LAST_PREEMPTION
+from optplan.solvers.placement.safety import APPROVED, LAST_PREEMPTION, REQUESTED
 from optplan.solvers.placement.validate import placement_violations
 from tests.builders import node, pdb, queue, ready
 from tests.test_serve import Client
@@ -144,6 +144,25 @@ def test_evictions_in_a_heavy_queue_are_marked_for_approval(solver: str, weight:
     assert (jp.approval_required is not None) is gated
     wire = plan(solver, objs, SafePreemption(approval_weight=50)).to_dict()["jobs"][0]
     assert ("approvalRequired" in wire) is gated
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize(("annotations", "admitted", "gated"), [
+    ({}, True, True),  # asked for nothing yet: planned, marked
+    ({APPROVED: "true"}, True, False),  # approved: planned, unmarked
+    ({REQUESTED: "2025-06-01T11:55:00Z"}, True, True),  # asked 5 minutes ago, within 600 s: still waiting
+    ({REQUESTED: "2025-06-01T11:00:00Z"}, False, False),  # asked an hour ago, never given: cancelled
+])
+def test_an_approval_is_given_waited_for_or_cancelled(solver: str, annotations: dict[str, str], admitted: bool,
+                                                     gated: bool) -> None:
+    job = pending("big", "q", 1, 8)
+    job["metadata"]["annotations"] = annotations
+    objs = [*CLASSES, node("a", 8), queue("q", weight=60), *running("v", "q", [("a", 8)]), job]
+    jp = plan(solver, objs, SafePreemption(approval_weight=50)).job("default/big")
+    assert jp.admitted is admitted
+    assert (jp.approval_required is not None) is gated
+    if not admitted and solver == "greedy":
+        assert "approval gate" in jp.reason
 
 
 # ---- the validator refuses each broken rule -------------------------------------------------------

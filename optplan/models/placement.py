@@ -159,6 +159,9 @@ class SafePreemption(KubeModel):
     """A grade preempts only grades at least this many below it (seed: 2, Critical may take Medium, not High)."""
     approval_weight: int | None = None
     """Evictions for a job whose queue's weight is above this wait for approval (seed: 50); None: off."""
+    approval_timeout_seconds: int = Field(default=600, ge=1)
+    """An approval asked for (the job's ``optplan.io/preemption-requested`` time) and not given within this
+    long is cancelled: the job then evicts nothing (the seed names no value; 10 minutes here)."""
 
     @field_validator("levels")
     @classmethod

@@ -11,7 +11,7 @@ from optplan.models.queues import VCJob
 from optplan.solvers.placement.context import Context, State, Statement, replay
 from optplan.solvers.placement.greedy import Greedy, VictimChoice
 from optplan.solvers.placement.jobs import gang_order, job_needs
-from optplan.solvers.placement.safety import cooldown_blocks
+from optplan.solvers.placement.safety import evict_blocks
 from optplan.solvers.placement.victims import (
     REASONS,
     Candidate,
@@ -144,7 +144,7 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
                 continue
         notes: list[str] = []
         placed: JobPlacement | None = None
-        cooling = cooldown_blocks(ctx.safety, ctx.snapshot, job.queue, ctx.now, evicting)
+        cooling = evict_blocks(ctx.safety, ctx.snapshot, job, ctx.now, evicting)
         for reason in REASONS if cooling is None else ():
             rules, why = job_rules(ctx, state, cat, job, reason)
             if rules is None:

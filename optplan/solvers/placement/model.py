@@ -18,7 +18,7 @@ from optplan.models.queues import VCJob
 from optplan.solvers.core.oracle import POD_SLOT, max_fit
 from optplan.solvers.placement.context import Context, QueueState
 from optplan.solvers.placement.jobs import job_needs
-from optplan.solvers.placement.safety import cooling_until, pdb_spends
+from optplan.solvers.placement.safety import approval_cancelled, cooling_until, pdb_spends
 from optplan.solvers.placement.victims import Candidate, Reason, dims, statically_allowed
 
 
@@ -219,7 +219,8 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
     for job in valid:
         if not ctx.preempting(job):  # every task with pending pods is preemptionPolicy Never
             continue
-        if cooling_until(ctx.safety, ctx.snapshot, job.queue, ctx.now) is not None:  # safe preemption's cooldown
+        if (cooling_until(ctx.safety, ctx.snapshot, job.queue, ctx.now) is not None  # safe preemption's cooldown
+                or approval_cancelled(ctx.safety, ctx.snapshot, job, ctx.now) is not None):  # or approval gate
             continue
         needs = job_needs(job)
         prio = ctx.priority[job.key]

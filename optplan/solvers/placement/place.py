@@ -62,7 +62,7 @@ def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
                                                                                          "status": status})})
     wall = round(time.perf_counter() - t0, 3)
     plan = plan.model_copy(update={"solver": plan.solver.model_copy(update={"wall_seconds": wall})})
-    plan = mark_approvals(safety, snap, plan)
+    plan = mark_approvals(safety, snap, plan, {j.key: j for j in ctx.jobs})
     validate_placement(snap, ctx.jobs, plan, safety=safety, now=ctx.now)
     return plan
 

@@ -15,23 +15,32 @@ two actions that evict for a job.
 - **Graded preemption** (``levels``, ``level_gap``): a job's grade is the highest whose ``minPriority`` its
   priority reaches; preempt may take a victim only when the victim's job is ``level_gap`` grades or more
   below the preemptor's (reclaim takes by queue shares, not by priority: not graded).
-- **Approval** (``approval_weight``): a job whose queue's weight is above it is planned with its victims
-  but marked ``approvalRequired``; nothing is evicted for it until a person approves.
+- **Approval** (``approval_weight``, ``approval_timeout_seconds``): a job whose queue's weight is above it
+  is planned with its victims but marked ``approvalRequired``, until a person (or a bot) approves by setting
+  the VCJob's annotation ``optplan.io/preemption-approved: "true"``; once approved it is planned unmarked.
+  Whoever asks for the approval records when, in the annotation ``optplan.io/preemption-requested`` (RFC
+  3339); an approval not given within the timeout is cancelled: the job evicts nothing and says since when.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 from optplan.errors import InputError
 from optplan.models.placement import PlacementPlan, SafePreemption
+from optplan.models.queues import VCJob
 from optplan.models.snapshot import Pod, Snapshot, eviction_need
 from optplan.solvers.quota.times import parse_time
 
 LAST_PREEMPTION = "optplan.io/last-preemption-time"
 """Queue annotation: when the queue last evicted for a job (RFC 3339), read by the cooldown rule."""
+
+APPROVED = "optplan.io/preemption-approved"
+"""VCJob annotation: "true" when a person approved the evictions its plan needs."""
+REQUESTED = "optplan.io/preemption-requested"
+"""VCJob annotation: when the approval was asked for (RFC 3339); the timeout runs from it."""
 
 OFF = SafePreemption()
 
@@ -142,21 +151,51 @@ def cooldown_blocks(safety: SafePreemption, snap: Snapshot, queue: str, now: dat
     return None
 
 
-def approval_reason(safety: SafePreemption, snap: Snapshot, queue: str) -> str | None:
-    """Why evictions for a job of this queue wait for approval, or None."""
-    if safety.approval_weight is None:
+def _needs_approval(safety: SafePreemption, snap: Snapshot, job: VCJob) -> str | None:
+    if safety.approval_weight is None or job.annotations.get(APPROVED) == "true":
         return None
-    q = snap.queues.get(queue)
+    q = snap.queues.get(job.queue)
     weight = q.weight if q is not None else 1
     if weight <= safety.approval_weight:
         return None
-    return f"queue {queue} has weight {weight} > {safety.approval_weight}: its evictions wait for approval"
+    return f"queue {job.queue} has weight {weight} > {safety.approval_weight}"
 
 
-def mark_approvals(safety: SafePreemption, snap: Snapshot, plan: PlacementPlan) -> PlacementPlan:
-    """Every job that evicts, marked when its queue needs approval (the same for every planner)."""
+def approval_cancelled(safety: SafePreemption, snap: Snapshot, job: VCJob, now: datetime) -> str | None:
+    """Why the job may evict nothing: its approval was asked for and not given in time; else None."""
+    if _needs_approval(safety, snap, job) is None or REQUESTED not in job.annotations:
+        return None
+    try:
+        asked = parse_time(job.annotations[REQUESTED])
+    except ValueError as e:
+        raise InputError(f"{e}", obj=f"Job/{job.key}", field=f"metadata.annotations.{REQUESTED}") from None
+    expired = asked + timedelta(seconds=safety.approval_timeout_seconds)
+    if now < expired:
+        return None
+    return (f"approval gate: the approval asked for at {asked:%Y-%m-%dT%H:%M:%SZ} was not given within "
+            f"{safety.approval_timeout_seconds} s: its evictions are cancelled")
+
+
+def approval_reason(safety: SafePreemption, snap: Snapshot, job: VCJob) -> str | None:
+    """Why the job's evictions wait for approval (not approved yet), or None."""
+    why = _needs_approval(safety, snap, job)
+    if why is None:
+        return None
+    return f"{why}: its evictions wait for approval ({APPROVED}: \"true\" on the VCJob)"
+
+
+def evict_blocks(safety: SafePreemption, snap: Snapshot, job: VCJob, now: datetime,
+                 evicted_in_plan: Iterable[str]) -> str | None:
+    """Why the job may evict nothing at all: the cooldown, or a cancelled approval."""
+    return (cooldown_blocks(safety, snap, job.queue, now, evicted_in_plan)
+            or approval_cancelled(safety, snap, job, now))
+
+
+def mark_approvals(safety: SafePreemption, snap: Snapshot, plan: PlacementPlan,
+                   jobs: Mapping[str, VCJob]) -> PlacementPlan:
+    """Every job that evicts, marked when it needs approval (the same for every planner)."""
     if safety.approval_weight is None:
         return plan
-    jobs = tuple(jp.model_copy(update={"approval_required": approval_reason(safety, snap, jp.queue)})
-                 if jp.victims else jp for jp in plan.jobs)
-    return plan.model_copy(update={"jobs": jobs})
+    marked = tuple(jp.model_copy(update={"approval_required": approval_reason(safety, snap, jobs[jp.key])})
+                   if jp.victims else jp for jp in plan.jobs)
+    return plan.model_copy(update={"jobs": marked})

@@ -9,7 +9,7 @@ schedule with."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from optplan.errors import InputError, PlanInvalidError
@@ -30,7 +30,7 @@ from optplan.solvers.placement.jobs import (
     job_priority,
     shield,
 )
-from optplan.solvers.placement.safety import OFF, approval_reason, cooldown_blocks, pdb_over
+from optplan.solvers.placement.safety import OFF, approval_reason, evict_blocks, pdb_over
 from optplan.solvers.placement.victims import (
     Candidate,
     Catalogue,
@@ -146,11 +146,12 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                        f"{format_milli(real.get(r, 0))} after placement")
                 if allocated[q].get(r, 0) > real.get(r, 0) and msg not in out:
                     out.append(msg)
-    out.extend(_safety_violations(snap, plan, safety, now or datetime.now(UTC)))
+    out.extend(_safety_violations(snap, given, plan, safety, now or datetime.now(UTC)))
     return out
 
 
-def _safety_violations(snap: Snapshot, plan: PlacementPlan, safety: SafePreemption, now: datetime) -> list[str]:
+def _safety_violations(snap: Snapshot, jobs: Mapping[str, VCJob], plan: PlacementPlan, safety: SafePreemption,
+                       now: datetime) -> list[str]:
     """Safe preemption's plan-wide rules (``safety``): PDBs over the plan's victims, the cooldown per queue,
     the approval marks. The static ones (several PDBs, grades) are checked per victim."""
     out: list[str] = []
@@ -160,12 +161,15 @@ def _safety_violations(snap: Snapshot, plan: PlacementPlan, safety: SafePreempti
         out.append(over)
     evicting: list[str] = []
     for jp in plan.jobs:
+        job = jobs.get(jp.key)
+        if job is None:
+            continue
         if jp.victims:
-            why = cooldown_blocks(safety, snap, jp.queue, now, evicting)
+            why = evict_blocks(safety, snap, job, now, evicting)
             if why is not None:
                 out.append(f"job {jp.key} evicts: {why}")
             evicting.append(jp.queue)
-        want = approval_reason(safety, snap, jp.queue) if jp.victims else None
+        want = approval_reason(safety, snap, job) if jp.victims else None
         if jp.approval_required != want:
             out.append(f"job {jp.key}: approvalRequired is {jp.approval_required!r}, the approval rule says {want!r}")
     return out
