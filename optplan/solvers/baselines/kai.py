@@ -51,7 +51,7 @@ class KaiPlanner:
 
     name = "kai"
 
-    def plan(self, problem: GoalProblem, options: PlanOptions) -> GoalResult:
+    def plan(self, problem: GoalProblem, options: PlanOptions, hint: GoalResult | None = None) -> GoalResult:
         room = Room(problem)
         tried: dict[str, int] = {}
         admissions = [consolidate(room, g, tried) for g in problem.gangs]

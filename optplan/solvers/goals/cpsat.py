@@ -689,12 +689,14 @@ class CpSatGoalPlanner:
 
     name = "cpsat"
 
-    def plan(self, problem: GoalProblem, options: PlanOptions, hint: GoalPlan | None = None) -> GoalResult:
+    def plan(self, problem: GoalProblem, options: PlanOptions, hint: GoalResult | None = None) -> GoalResult:
+        """``hint``: a plan to start from (the greedy's), kept when nothing better is found."""
         t0 = time.perf_counter()
+        start = hint.plan if hint is not None else None
         clock = options.timer()
         options = replace(options, clock=clock)
         end = clock.now() + options.time_limit * (1 - RESERVE)
-        out = solve(problem, options, hint)
+        out = solve(problem, options, start)
         data = out.data
         checked = copy.copy(problem)
         if out.infeasible_required:  # the caller reports the count not met; every other rule holds
@@ -719,7 +721,7 @@ class CpSatGoalPlanner:
         wall = round(time.perf_counter() - t0, 3)
         stats = self._stats(out)
         if plan is None:  # no solution, or a bug: the valid hint, else the gangs that fit now, else nothing
-            plan = fallback(problem, data, hint)
+            plan = fallback(problem, data, start)
             record = exact_record(self.name, "FALLBACK", freed=None, freed_bound=None, objective=None, bound=None,
                                   wall=wall)
             return GoalResult(plan, record, plan_disruption(problem, plan), stats)

@@ -64,7 +64,7 @@ class GreedyGoalPlanner:
 
     name = "greedy"
 
-    def plan(self, problem: GoalProblem, options: PlanOptions) -> GoalResult:
+    def plan(self, problem: GoalProblem, options: PlanOptions, hint: GoalResult | None = None) -> GoalResult:
         room = Room(problem)
         freed: list[str] = []
         if problem.free_required:

@@ -63,7 +63,7 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from optplan.models.placement import Binding, JobPlacement, PlacementPlan, Victim
+from optplan.models.placement import Binding, JobPlacement, PlacementPlan, PlacementResult, Victim
 from optplan.models.queues import VCJob
 from optplan.models.repack import SolverRecord
 from optplan.models.snapshot import Pod
@@ -446,3 +446,12 @@ def solve(ctx: Context, options: PlanOptions, greedy: PlacementPlan | None = Non
     record = SolverRecord(name="cpsat", status="OPTIMAL" if proven else "FEASIBLE",
                           objective=objective, best_bound=bound, gap_percent=gap, wall_seconds=wall)
     return best.model_copy(update={"solver": record})
+
+
+class CpSatPlacer:
+    """The exact placement planner (``solve``), hinted with a greedy's result when given."""
+
+    name = "cpsat"
+
+    def plan(self, problem: Context, options: PlanOptions, hint: PlacementResult | None = None) -> PlacementResult:
+        return PlacementResult(solve(problem, options, hint.plan if hint is not None else None))

@@ -262,7 +262,7 @@ class GreedyPlanner:
     setup_seconds = 0.0
     """Wall-clock seconds its last ``plan`` took to build its tables (``auto`` reads it)."""
 
-    def plan(self, problem: RepackProblem, options: PlanOptions) -> PlanResult:
+    def plan(self, problem: RepackProblem, options: PlanOptions, hint: PlanResult | None = None) -> PlanResult:
         t0 = time.perf_counter()
         clock = options.timer()
         deadline = clock.now() + options.time_limit  # building the tables counts (on the wall clock)

@@ -607,7 +607,7 @@ def model_stats(out: ExactOutcome) -> dict[str, int]:
 class CpSatPlanner:
     name = "cpsat"
 
-    def plan(self, problem: RepackProblem, options: PlanOptions) -> PlanResult:
+    def plan(self, problem: RepackProblem, options: PlanOptions, hint: PlanResult | None = None) -> PlanResult:
         t0 = time.perf_counter()
         out = solve(problem, options, max_receivers=receiver_cap(problem))
         wall = round(time.perf_counter() - t0, 3)

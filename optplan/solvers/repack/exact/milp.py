@@ -274,7 +274,7 @@ def _values(v: dict[str, Any]) -> tuple[list[str], dict[tuple[int, str], int]]:
 class MilpPlanner:
     name = "milp"
 
-    def plan(self, problem: RepackProblem, options: PlanOptions) -> PlanResult:
+    def plan(self, problem: RepackProblem, options: PlanOptions, hint: PlanResult | None = None) -> PlanResult:
         t0 = time.perf_counter()
         out = solve(problem, options)
         wall = round(time.perf_counter() - t0, 3)
