@@ -73,6 +73,7 @@ from optplan.models.results import Disruption, PlanResult
 from optplan.models.snapshot import Pod
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import POD_SLOT, Capacity, Predicates
+from optplan.solvers.core.planner import Planner
 from optplan.solvers.repack.rules import DO_NOT_DISRUPT, RepackProblem, disruption_protection
 
 STATUS = "BASELINE"
@@ -370,7 +371,7 @@ def descheduler_high_node_utilization(problem: RepackProblem, options: PlanOptio
 
 # ---- the peers as planners (the registry's ``baselines`` family) -------------------------------------------
 
-class KarpenterBaseline:
+class KarpenterBaseline(Planner[RepackProblem, PlanResult]):
     """``karpenter``: ``karpenter_multi_node``."""
 
     name = "karpenter"
@@ -379,7 +380,7 @@ class KarpenterBaseline:
         return karpenter_multi_node(problem, options)
 
 
-class ClusterAutoscalerBaseline:
+class ClusterAutoscalerBaseline(Planner[RepackProblem, PlanResult]):
     """``cluster-autoscaler``: ``cluster_autoscaler_scale_down``."""
 
     name = "cluster-autoscaler"
@@ -388,7 +389,7 @@ class ClusterAutoscalerBaseline:
         return cluster_autoscaler_scale_down(problem, options)
 
 
-class DeschedulerBaseline:
+class DeschedulerBaseline(Planner[RepackProblem, PlanResult]):
     """``descheduler``: ``descheduler_high_node_utilization``."""
 
     name = "descheduler"

@@ -68,7 +68,7 @@ class Planner(Protocol[P_contra, R]):
     def plan(self, problem: P_contra, options: PlanOptions, hint: R | None = None) -> R: ...
 
 
-class Auto(Generic[P, R]):
+class Auto(Planner[P, R], Generic[P, R]):
     """The greedy to its end, then the exact planner hinted with it; the better by ``key`` wins (the module)."""
 
     name = AUTO

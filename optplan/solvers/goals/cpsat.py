@@ -68,6 +68,7 @@ from optplan.models.goals import BUDGET, HIGHER_GOAL, SEARCH, GoalPlan
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.exact import ExactModelError, exact_record, model_bug, proven_bound, strict
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.core.planner import Planner
 from optplan.solvers.goals.model import (
     Data,
     MoveClass,
@@ -684,7 +685,7 @@ def fallback(problem: GoalProblem, data: Data, hint: GoalPlan | None) -> GoalPla
 
 # ---- the planner -------------------------------------------------------------------------------------------
 
-class CpSatGoalPlanner:
+class CpSatGoalPlanner(Planner[GoalProblem, GoalResult]):
     """The exact goal planner (see the module)."""
 
     name = "cpsat"

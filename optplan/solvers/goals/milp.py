@@ -59,6 +59,7 @@ from optplan.solvers.core.exact import ExactModelError, exact_record, strict
 from optplan.solvers.core.highs import quiet
 from optplan.solvers.core.milp import EQ, GE, LE, WarmHiGHS, backend, dual_bound, proven_optimal, row
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.core.planner import Planner
 from optplan.solvers.goals.model import (
     Data,
     MoveClass,
@@ -522,7 +523,7 @@ def _bug(what: str) -> None:
 
 # ---- the planner -------------------------------------------------------------------------------------------
 
-class MilpGoalPlanner:
+class MilpGoalPlanner(Planner[GoalProblem, GoalResult]):
     """The MILP twin of the exact goal planner (see the module)."""
 
     name = "milp"

@@ -71,6 +71,7 @@ from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.exact import proven_bound
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import POD_SLOT
+from optplan.solvers.core.planner import Planner
 from optplan.solvers.placement import victims_cpsat
 from optplan.solvers.placement.allocate import explain_rejections, greedy_place
 from optplan.solvers.placement.context import Context
@@ -448,7 +449,7 @@ def solve(ctx: Context, options: PlanOptions, greedy: PlacementPlan | None = Non
     return best.model_copy(update={"solver": record})
 
 
-class CpSatPlacer:
+class CpSatPlacer(Planner[Context, PlacementResult]):
     """The exact placement planner (``solve``), hinted with a greedy's result when given."""
 
     name = "cpsat"

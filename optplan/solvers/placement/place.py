@@ -28,7 +28,7 @@ from optplan.solvers.quota.times import parse_now
 FAMILY = "placement"
 
 
-class GreedyPlacer:
+class GreedyPlacer(Planner[Context, PlacementResult]):
     """Volcano's allocate, then its preempt and reclaim for the jobs that do not fit."""
 
     name = "greedy"

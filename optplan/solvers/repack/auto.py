@@ -41,7 +41,7 @@ from optplan.solvers.core.clock import EVALS_PER_SECOND
 from optplan.solvers.core.exact import better, exact_record, gap_percent
 from optplan.solvers.core.exact import rank as exact_rank
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.core.planner import AUTO, Auto
+from optplan.solvers.core.planner import AUTO, Auto, Planner
 from optplan.solvers.repack.base import PlanResult
 from optplan.solvers.repack.exact import cpsat, lns, pools
 from optplan.solvers.repack.exact.model import (
@@ -115,7 +115,7 @@ class AutoPlanner(Auto[RepackProblem, PlanResult]):
         return replace(greedy, record=record, stats=exact.stats)
 
 
-class RepackExact:
+class RepackExact(Planner[RepackProblem, PlanResult]):
     """auto's exact part, from greedy-fast's plan (the hint): the seed's greedy when it fits, then CP-SAT, or
     the parts by shape (``pools``) and the LNS (see the module)."""
 

@@ -36,6 +36,7 @@ from optplan.solvers.core.clock import WALL, Clock
 from optplan.solvers.core.exact import exact_record, model_bug, proven_bound
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import Capacity
+from optplan.solvers.core.planner import Planner
 from optplan.solvers.repack.base import PlanResult
 from optplan.solvers.repack.exact.model import (
     ModelData,
@@ -604,7 +605,7 @@ def model_stats(out: ExactOutcome) -> dict[str, int]:
             "components": out.parts, "componentsProven": out.parts_proven}
 
 
-class CpSatPlanner:
+class CpSatPlanner(Planner[RepackProblem, PlanResult]):
     name = "cpsat"
 
     def plan(self, problem: RepackProblem, options: PlanOptions, hint: PlanResult | None = None) -> PlanResult:
