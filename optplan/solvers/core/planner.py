@@ -14,7 +14,8 @@ planners against it as they are.
   its CPU seconds, ``MIN_CPU_SAMPLE``; 1 in deterministic mode) goes to the exact planner in
   ``PlanOptions.starved``, to scale its wall-clock setup estimates;
 - the exact planner, hinted with the greedy's result, gets the time left on the run's clock (when at least
-  ``min_left`` is left; else the greedy's plan is the answer, as ``FALLBACK``);
+  ``min_left`` is left; else the greedy's plan is the answer, as ``FALLBACK``), and in
+  ``PlanOptions.spent`` what the greedy used of the whole limit;
 - the better by the family's ``key`` (greater is better) wins: the exact's unless the greedy's is strictly
   better, or, for a family whose ties go to the greedy (``ties_to_greedy``: placement keeps Volcano's own
   choices), as good. When the greedy's plan is kept, the exact's record goes with it (its bounds hold for
@@ -99,7 +100,8 @@ class Auto(Planner[P, R], Generic[P, R]):
         if left <= self.min_left:
             log.info("auto: %.1fs left, below the exact planner's %.1fs: the greedy plan stands", left, self.min_left)
             return self._named(greedy, greedy.record.model_copy(update={"status": "FALLBACK"}), t0)
-        exact = self.exact.plan(problem, replace(options, time_limit=left, starved=starved), hint=greedy)
+        spent = clock.now() - start
+        exact = self.exact.plan(problem, replace(options, time_limit=left, starved=starved, spent=spent), hint=greedy)
         g, e = self.key(problem, greedy), self.key(problem, exact)
         if g > e or (self.ties_to_greedy and g == e):
             if g > e:

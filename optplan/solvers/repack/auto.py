@@ -128,8 +128,9 @@ class RepackExact(Planner[RepackProblem, PlanResult]):
     def plan(self, problem: RepackProblem, options: PlanOptions, hint: PlanResult | None = None) -> PlanResult:
         t0 = time.perf_counter()
         clock = options.timer()
-        options = replace(options, clock=clock)
-        start = clock.now()
+        # the shares below (half for the seed's greedy, the reserve) are of auto's whole limit, from its start
+        start = clock.now() - options.spent
+        options = replace(options, clock=clock, time_limit=options.time_limit + options.spent, spent=0.0)
         greedy = hint if hint is not None else self.fast.plan(problem, replace(options, time_limit=math.inf))
         return self._plan(problem, options, greedy, self.fast, t0, start, options.starved)
 
