@@ -12,7 +12,7 @@ import pytest
 from optplan.cli import build_parser
 from optplan.errors import InputError
 from optplan.experiments import bench
-from optplan.experiments.sim.online import POLICIES
+from optplan.solvers.core import registry
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -67,7 +67,7 @@ def test_bench_tiny_writes_report_json_and_plots(tmp_path: Path) -> None:
     assert "## 4. Online placement (openb, 130% arrivals)" in md
     if openb.is_file():
         assert pl["nodeStride"] == 8 and pl["nodes"] == 152 and pl["seeds"] == [0]
-        assert [r["policy"] for r in pl["policies"]] == list(POLICIES)
+        assert [r["policy"] for r in pl["policies"]] == list(registry.names(registry.SIM))
         assert all(90.0 < r["allocPercent"] <= 100.0 for r in pl["policies"])
         assert all(r["arrivals"] == pl["runs"][0]["arrivals"] for r in pl["runs"])  # one stream for all policies
         assert pl["runs"][0]["requestedGpus"] <= 1.3 * pl["gpus"] < pl["runs"][0]["requestedGpus"] + 8

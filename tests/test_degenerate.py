@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from optplan import api
-from optplan.solvers.baselines.repack import BASELINES
+from optplan.solvers.core import registry
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.repack.base import planner_names
 from optplan.solvers.repack.exact import model as repack_model
@@ -144,13 +144,13 @@ BASELINE_CASES: dict[str, dict[str, str]] = {
 }
 
 
-@pytest.mark.parametrize("peer", sorted(BASELINES))
+@pytest.mark.parametrize("peer", sorted(registry.names(registry.BASELINES)))
 @pytest.mark.parametrize(("case", "objects", "outcome", "message", "reasons"), CASES, ids=IDS)
 def test_every_baseline_answers_a_degenerate_input(case: str, objects: list[dict[str, Any]], outcome: str,
                                                    message: str, reasons: dict[str, int], peer: str) -> None:
     loaded, run = load_with_run(*objects)
     problem = RepackProblem(loaded.snapshot, run)
-    result = BASELINES[peer](problem, OPTS)
+    result = registry.load(registry.BASELINES, peer)().plan(problem, OPTS)
     freed, _, moved = BASELINE_CASES.get(case, {}).get(peer, "").partition(": ")
     assert list(result.plan.freed_nodes) == freed.split()
     assert [m.pod.split("/")[1] for m in result.plan.moves] == moved.split()

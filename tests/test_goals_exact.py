@@ -51,7 +51,7 @@ def problem(objs: list[dict[str, Any]], *, run: dict[str, Any] | None = None, fr
     return GoalProblem(snap, rr, goals)
 
 
-def solve(p: GoalProblem, hint: GoalPlan | None = None, options: PlanOptions = OPTIONS) -> GoalResult:
+def solve(p: GoalProblem, hint: GoalResult | None = None, options: PlanOptions = OPTIONS) -> GoalResult:
     res = CpSatGoalPlanner().plan(p, options, hint)
     checked = p
     if res.record.status == "INFEASIBLE":  # the required count is reported by the caller, not met by the plan
@@ -259,7 +259,7 @@ def test_required_hypernode_outranks_nothing_but_gangs() -> None:
 def test_hint_is_accepted_and_gives_the_same_plan() -> None:
     p = problem(scattered())
     first = solve(p)
-    again = solve(p, hint=first.plan)
+    again = solve(p, hint=first)
     assert again.plan == first.plan and again.record.status == "OPTIMAL"
 
 
@@ -278,7 +278,7 @@ def test_restart_policy_changes_which_pod_moves() -> None:
 
     plain = solve(problem(objs(None), jobs=("big",)))
     assert [m.pod for m in plain.plan.repack.moves] == ["default/job-w-0"]
-    worse = solve(problem(objs("RestartJob"), jobs=("big",))).plan  # moves b1: valid here too, but dearer
+    worse = solve(problem(objs("RestartJob"), jobs=("big",)))  # moves b1: valid here too, but dearer
     assert [m.pod for m in solve(problem(objs(None), jobs=("big",)), hint=worse).plan.repack.moves] == [
         "default/job-w-0"]
     restart = solve(problem(objs("RestartJob"), jobs=("big",)))

@@ -44,7 +44,7 @@ def test_every_plan_is_valid_and_the_exact_plan_is_never_worse_than_the_greedy(s
     greedy = GreedyGoalPlanner().plan(p, OPTS)
     results = {"greedy": greedy, "kai": KaiPlanner().plan(p, OPTS),
                "cpsat": CpSatGoalPlanner().plan(p, OPTS),
-               "cpsat+hint": CpSatGoalPlanner().plan(p, OPTS, hint=greedy.plan)}
+               "cpsat+hint": CpSatGoalPlanner().plan(p, OPTS, hint=greedy)}
     for name, r in results.items():
         assert goal_violations(p, r.plan, claimed=r.disruption) == [], name
     best = p.score(greedy.plan, greedy.disruption)

@@ -65,7 +65,7 @@ def test_cpsat_and_milp_reach_the_same_score(seed: int, free: bool) -> None:
 def test_a_hint_gives_the_same_score() -> None:
     p = problem(random_case(33))  # the exact planners admit a gang the greedy cannot here
     greedy = GreedyGoalPlanner().plan(p, OPTS)
-    twin = milp(p, hint=greedy.plan)
+    twin = milp(p, hint=greedy)
     assert len(twin.plan.admitted()) == 2 > len(greedy.plan.admitted())
     cold = milp(p)
     assert p.score(twin.plan, twin.disruption) == p.score(cold.plan, cold.disruption)

@@ -11,8 +11,9 @@ import pytest
 
 from optplan.errors import InputError, PlanInvalidError
 from optplan.experiments.sim import online
-from optplan.experiments.sim.online import POLICIES, OnlineConfig, SimNode, SimPod, fgd_workload, simulate, verify
+from optplan.experiments.sim.online import OnlineConfig, SimNode, SimPod, fgd_workload, simulate, verify
 from optplan.models.placement import BinpackWeights
+from optplan.solvers.core import registry
 from optplan.solvers.placement.binpack import binpack_score
 
 GB = 1024  # MiB
@@ -125,7 +126,7 @@ def test_cpsat_batch_prefers_used_nodes_then_the_fullest() -> None:
 
 # ---- every policy -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", registry.names(registry.SIM))
 def test_gpu_model_constraint_is_respected(policy: str) -> None:
     nodes = [node("a-p100", 8, model="P100"), node("b-v100", 8, model="V100"), node("c-t4", 4, model="T4")]
     pods = [pod("v1", models=("V100",)), pod("v2", 2, models=("V100",)), pod("any", 4),
@@ -141,7 +142,7 @@ def test_gpu_model_constraint_is_respected(policy: str) -> None:
     assert res.allocated_gpus == 11 and res.total_gpus == 20
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", registry.names(registry.SIM))
 def test_a_rejected_pod_does_not_stop_the_stream(policy: str) -> None:
     nodes = [node("only", 2, cpu=8000)]
     pods = [pod("p1", cpu=6000), pod("p2", cpu=4000), pod("p3", cpu=2000)]

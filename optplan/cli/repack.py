@@ -18,7 +18,6 @@ from optplan.models.goals import GoalRunStatus
 from optplan.models.limits import MAX_WEIGHT, WEIGHT_DIGITS
 from optplan.models.quantity import format_amount, format_milli, to_milli, unit_of, with_unit
 from optplan.models.repack import DIMENSIONS, AdmitGoal, FreeHyperNodesGoal, RepackRun, Weights, namespaced_name
-from optplan.solvers.baselines.repack import BASELINES
 from optplan.solvers.binpack.frag import FragReport, fragmentation, round_half_up
 from optplan.solvers.binpack.hyperfrag import TierFrag, hypernode_fragmentation
 from optplan.solvers.binpack.hyperfrag import tiers as hypernode_tiers
@@ -389,7 +388,7 @@ def compare(args: argparse.Namespace, loaded: LoadedInput) -> str:
     written = pick_run_arg(args, loaded)
     if written.spec.has_purpose:
         return compare_goals(args, loaded, written, names)
-    known = [*planner_names(), *BASELINES]
+    known = [*planner_names(), *registry.names(registry.BASELINES)]
     unknown = [n for n in names if n not in known]
     if unknown or not names:
         raise InputError(f"unknown solver(s) {', '.join(unknown) or '(none)'}; choose from "
@@ -400,7 +399,7 @@ def compare(args: argparse.Namespace, loaded: LoadedInput) -> str:
     rows: list[dict[str, Any]] = []
     frag: FragReport | None = None
     for name in names:
-        if name in BASELINES:
+        if name in registry.names(registry.BASELINES):
             rows.append(_baseline_row(name, loaded, run, options, args.weights))
             continue
         out = plan_repack(loaded.snapshot, run, solver=name, options=options, weights=args.weights)
@@ -482,7 +481,7 @@ def _baseline_row(name: str, loaded: LoadedInput, run: RepackRun, options: PlanO
                   weights: Weights) -> dict[str, Any]:
     """A peer's plan, validated and reported (never printed as a RepackRun: it may break the rules)."""
     problem = RepackProblem(loaded.snapshot, run, weights)
-    result = BASELINES[name](problem, options)
+    result = registry.load(registry.BASELINES, name)().plan(problem, options)
     violations = plan_violations(problem, result.plan)
     d = result.disruption
     return {"solver": name, "status": result.record.status, "reason": "-",

@@ -49,11 +49,12 @@ from optplan.errors import InputError
 from optplan.experiments.goals_bench import bench_goals
 from optplan.experiments.goals_bench import plot as goals_plot
 from optplan.experiments.goals_bench import report_lines as goals_report
-from optplan.experiments.sim.online import POLICIES, OnlineConfig, OnlineResult, SimNode, SimPod, fgd_workload, simulate
-from optplan.solvers.baselines.repack import BASELINES
+from optplan.experiments.sim.online import OnlineConfig, OnlineResult, SimNode, SimPod, fgd_workload, simulate
 from optplan.solvers.binpack.binpacking import min_bins
 from optplan.solvers.binpack.frag import FragReport, round_half_up
+from optplan.solvers.core import registry
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.core.registry import BASELINES, SIM
 from optplan.solvers.repack.exact.model import MAX_ARCS
 from optplan.solvers.repack.rules import Disruption, RepackProblem
 from optplan.solvers.repack.run import plan_repack
@@ -104,7 +105,7 @@ class Suite:
     """Every k-th node of the openb node list (1: all 1,213)."""
     online_batch_time: float = 0.2
     """Seconds per CP-SAT solve of cpsat-batch."""
-    online_policies: tuple[str, ...] = POLICIES
+    online_policies: tuple[str, ...] = registry.names(SIM)
     twin_max_nodes: int = 0
     """Scaling sizes up to this also run the CP-SAT model and its MILP twin side by side."""
 
@@ -324,7 +325,7 @@ def _baseline_row(name: str, loaded: LoadedInput, limit: float, frag: FragReport
     run = next(iter(loaded.runs.values()))
     problem = RepackProblem(loaded.snapshot, run)
     t0 = time.perf_counter()
-    res = BASELINES[name](problem, PlanOptions(time_limit=limit))
+    res = registry.load(BASELINES, name)().plan(problem, PlanOptions(time_limit=limit))
     wall = time.perf_counter() - t0
     violations = plan_violations(problem, res.plan)
     freed = len(res.plan.freed_nodes)
@@ -339,7 +340,7 @@ def bench_repack(suite: Suite, data: Path | None) -> dict[str, Any]:
     if data is None or not (data / OPENB_NODES).is_file() or not (data / OPENB_PODS).is_file():
         return {"skipped": f"no {OPENB_NODES} and {OPENB_PODS} under --data"}
     scenarios: list[dict[str, Any]] = []
-    per_budget = len(suite.planners) + len(BASELINES)
+    per_budget = len(suite.planners) + len(registry.names(BASELINES))
     bar = Progress("repack", len(suite.fills) * len(suite.departures) * (1 + len(suite.budgets) * per_budget))
     with bar:
         for fill in suite.fills:
@@ -371,7 +372,7 @@ def _repack_scenarios(suite: Suite, data: Path, fill: float, dep: float, bar: Pr
             rows.append(row)
             bar.advance()
         assert frag is not None
-        for b in BASELINES:
+        for b in registry.names(BASELINES):
             bar.start(f"{name}: {b}")
             rows.append(_baseline_row(b, loaded, suite.time_limit, frag))
             bar.advance()

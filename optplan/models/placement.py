@@ -20,6 +20,7 @@ them from flags and solvers read them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
@@ -96,6 +97,20 @@ class PlacementPlan(KubeModel):
         if not timings:
             solver.pop("wallSeconds", None)
         return {"jobs": jobs, "solver": solver}
+
+
+@dataclass(frozen=True)
+class PlacementResult:
+    """What a placement planner returns (``core.planner.Solved``): the plan, whose ``solver`` is its record."""
+
+    plan: PlacementPlan
+
+    @property
+    def record(self) -> SolverRecord:
+        return self.plan.solver
+
+    def with_record(self, record: SolverRecord) -> PlacementResult:
+        return PlacementResult(self.plan.model_copy(update={"solver": record}))
 
 
 class BinpackWeights(KubeModel):

@@ -5,7 +5,7 @@ plan server and the API read these; ``optplan.solvers.repack`` computes them."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from optplan.models.repack import RepackPlan, RepackRun, RepackRunStatus, SolverRecord, Weights
@@ -55,6 +55,9 @@ class PlanResult:
     """Why vacate candidates were not chosen: reason -> count of nodes (explanations for people)."""
     stats: dict[str, int] = field(default_factory=dict)
     """Model size and search counters (variables, constraints, pod classes, ...) for benchmarks."""
+
+    def with_record(self, record: SolverRecord) -> PlanResult:
+        return replace(self, record=record)
 
 
 @dataclass(frozen=True)

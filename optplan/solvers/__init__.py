@@ -15,8 +15,9 @@ way" contract; "Repack is independent of the other families" adds that ``repack`
 - ``quota`` (Volcano queue accounting and admission, spot capacity and spot reclaim, RFC 3339 times) and
   ``binpack`` (the minimum-bins library and the fragmentation metric: items and bins, nothing of Kubernetes'
   rules);
-- ``core``: what every family shares: the feasibility oracle, the options and clocks (time limits), the
-  planner registry, the exact planners' ranking and record, the disruption-protection markers.
+- ``core``: what every family shares: the planner shape and ``auto``'s composition, the feasibility oracle,
+  the options and clocks (time limits), the planner registry, the exact planners' ranking and record, the
+  disruption-protection markers.
 
 Inside each family a layers contract orders the modules (a module imports only modules on lower lines),
 and each family's ``__init__`` docstring lists them. The experiments that run these planners over time or

@@ -27,10 +27,10 @@ from pydantic import ValidationError
 from optplan.errors import InputError
 from optplan.models.placement import BinpackWeights
 from optplan.models.repack import RepackRun
-from optplan.solvers.baselines.repack import BASELINES
+from optplan.solvers.core import registry
 
 POLICIES = ("none", "interval", "pending")
-PLANNERS = ("greedy", "auto", *sorted(BASELINES))
+PLANNERS = ("greedy", "auto", *sorted(registry.names(registry.BASELINES)))
 RESTARTS = ("pod", "gang")
 """What a move restarts: the moved pod alone, or every running pod of its gang (a RestartJob policy)."""
 RESOURCE = "nvidia.com/gpu"

@@ -28,7 +28,6 @@ from optplan.experiments.replay.config import RESOURCE, ReplayConfig
 from optplan.experiments.replay.snapshot import NAMESPACE
 from optplan.models.repack import AdmitGoal, PodMove, RepackRun
 from optplan.models.snapshot import Snapshot
-from optplan.solvers.baselines.repack import BASELINES
 from optplan.solvers.core import registry
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.goals.run import plan_run
@@ -61,9 +60,9 @@ def options(cfg: ReplayConfig) -> PlanOptions:
 def plan_moves(snapshot: Snapshot, run: RepackRun, cfg: ReplayConfig) -> Planned:
     """Plan one Repack run with ``cfg.planner`` (see the module docstring)."""
     t0 = time.perf_counter()
-    if cfg.planner in BASELINES:
+    if cfg.planner in registry.names(registry.BASELINES):
         problem = RepackProblem(snapshot, run)
-        res = BASELINES[cfg.planner](problem, options(cfg))
+        res = registry.load(registry.BASELINES, cfg.planner)().plan(problem, options(cfg))
         breaks = len(plan_violations(problem, res.plan))
         return Planned(res.plan.moves, len(res.plan.freed_nodes), res.record.status, "Baseline", breaks,
                        time.perf_counter() - t0)

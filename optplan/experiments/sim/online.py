@@ -18,7 +18,8 @@ every policy sees.
 
 **Arrivals.** A pod fits a node when the node's model is allowed (``models`` empty, or the node's
 model among them) and its free cpu, memory and GPUs cover the requests; no other dimension counts. A
-pod that fits nowhere is rejected (counted) and the stream goes on. Policies (``POLICIES``):
+pod that fits nowhere is rejected (counted) and the stream goes on. Policies (the registry's ``sim`` family,
+one class each: ``BinpackPolicy``, ``BestFitPolicy``, ``RandomPolicy``, ``CpSatBatchPolicy``):
 
 - ``greedy``: Volcano's binpack: the node with the highest ``placement.binpack_score`` for the pod
   (Volcano's formula, ``BinpackWeights`` given, default Volcano's own: cpu 1, memory 1 and no extended
@@ -55,7 +56,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -64,12 +65,14 @@ from optplan.errors import InputError, PlanInvalidError
 from optplan.models.placement import BinpackWeights
 from optplan.models.selectors import NodeSelectorRequirement, NodeSelectorTerm
 from optplan.models.snapshot import Node, Pod, Resources, Snapshot
+from optplan.solvers.core import registry
 from optplan.solvers.core.oracle import Capacity, static_reason
 from optplan.solvers.placement.binpack import binpack_score
 
 log = logging.getLogger(__name__)
 
-POLICIES = ("greedy", "best-fit", "random", "cpsat-batch")
+FAMILY = registry.SIM
+"""The policies' family in ``optplan.solvers.core.registry`` (their names, in order, and their classes)."""
 GPU = "nvidia.com/gpu"
 MODEL_LABEL = "nvidia.com/gpu.product"
 _MI_MILLI = 2**20 * 1000
@@ -450,56 +453,119 @@ class _Batch:
         return self.extract(hint), "HINT"
 
 
+# ---- the policies -----------------------------------------------------------------------------
+
+class OnlinePolicy(Protocol):
+    """A placement policy of the simulation: made for one run on its cluster, it places ``batch`` arrivals at a
+    time (``place``: a node index per pod, -1 for a rejection, and the solve's outcome when it solves)."""
+
+    name: str
+    batch: int
+
+    def place(self, pods: Sequence[SimPod]) -> tuple[list[int], str | None]: ...
+
+
+class _OnePod:
+    """A policy that places each arrival alone, on a node where it fits (``choose``)."""
+
+    name = ""
+    batch = 1
+
+    def __init__(self, cl: SimCluster, cfg: OnlineConfig) -> None:
+        self.cl = cl
+
+    def place(self, pods: Sequence[SimPod]) -> tuple[list[int], str | None]:
+        (p,) = pods
+        fits = self.cl.fits(p)
+        return [self.choose(p, fits) if fits.any() else -1], None
+
+    def choose(self, p: SimPod, fits: np.ndarray[Any, Any]) -> int:
+        raise NotImplementedError
+
+
+class BinpackPolicy(_OnePod):
+    """``greedy``: Volcano's binpack (the module)."""
+
+    name = "greedy"
+
+    def __init__(self, cl: SimCluster, cfg: OnlineConfig) -> None:
+        super().__init__(cl, cfg)
+        self.cache = BinpackCache(cl, cfg.weights)
+
+    def choose(self, p: SimPod, fits: np.ndarray[Any, Any]) -> int:
+        i = self.cache.best(p, fits)
+        self.cache.touch(i)
+        return i
+
+
+class BestFitPolicy(_OnePod):
+    """``best-fit``: the node left with the fewest free GPUs."""
+
+    name = "best-fit"
+
+    def choose(self, p: SimPod, fits: np.ndarray[Any, Any]) -> int:
+        return _best_fit(fits, self.cl.free[:, _GPU], p.gpu)
+
+
+class RandomPolicy(_OnePod):
+    """``random``: uniform among the nodes the pod fits."""
+
+    name = "random"
+
+    def __init__(self, cl: SimCluster, cfg: OnlineConfig) -> None:
+        super().__init__(cl, cfg)
+        self.rng = random.Random(f"{cfg.seed}/random")
+
+    def choose(self, p: SimPod, fits: np.ndarray[Any, Any]) -> int:
+        idx = np.flatnonzero(fits)
+        return int(idx[self.rng.randrange(len(idx))])
+
+
+class CpSatBatchPolicy:
+    """``cpsat-batch``: ``batch`` arrivals placed together by one CP-SAT solve (``_Batch``)."""
+
+    name = "cpsat-batch"
+
+    def __init__(self, cl: SimCluster, cfg: OnlineConfig) -> None:
+        self.cl = cl
+        self.cfg = cfg
+        self.batch = cfg.batch
+
+    def place(self, pods: Sequence[SimPod]) -> tuple[list[int], str | None]:
+        batch = _Batch(self.cl, pods, self.cfg)
+        placed, outcome = batch.solve()
+        return list(placed), outcome
+
+
 # ---- simulation --------------------------------------------------------------------------------
 
 def simulate(nodes: Sequence[SimNode], arrivals: Sequence[SimPod], policy: str,
              config: OnlineConfig | None = None, progress: ProgressFn | None = None) -> OnlineResult:
     """Place ``arrivals`` in order on an empty cluster with ``policy``; the final state is verified."""
-    if policy not in POLICIES:
-        raise InputError(f"unknown policy {policy!r} (one of {', '.join(POLICIES)})", field="policy")
+    if policy not in registry.names(FAMILY):
+        raise InputError(f"unknown policy {policy!r} (one of {', '.join(registry.names(FAMILY))})", field="policy")
     cfg = config or OnlineConfig()
     t0 = time.perf_counter()
     cl = SimCluster(nodes)
+    pol: OnlinePolicy = registry.load(FAMILY, policy)(cl, cfg)
     choice: list[int] = []
     first: int | None = None
     at_first: int | None = None
     solves: dict[str, int] = {}
     every = max(1, len(arrivals) // 200)
-    if policy == "cpsat-batch":
-        for start in range(0, len(arrivals), cfg.batch):
-            batch = _Batch(cl, arrivals[start: start + cfg.batch], cfg)
-            placed, outcome = batch.solve()
+    for start in range(0, len(arrivals), pol.batch):
+        pods = arrivals[start: start + pol.batch]
+        placed, outcome = pol.place(pods)
+        if outcome is not None:
             solves[outcome] = solves.get(outcome, 0) + 1
-            for p, i in zip(batch.pods, placed, strict=True):
-                if i >= 0:
-                    cl.take(i, p)
-            if first is None and -1 in placed:
-                first, at_first = start + placed.index(-1) + 1, cl.allocated
-            choice += placed
-            if progress is not None:
-                progress(len(choice))
-    else:
-        bp = BinpackCache(cl, cfg.weights) if policy == "greedy" else None
-        rng = random.Random(f"{cfg.seed}/random")
-        for k, p in enumerate(arrivals):
-            fits = cl.fits(p)
-            if not fits.any():
-                choice.append(-1)
-                if first is None:
-                    first, at_first = k + 1, cl.allocated
-            else:
-                if bp is not None:
-                    i = bp.best(p, fits)
-                    bp.touch(i)
-                elif policy == "best-fit":
-                    i = _best_fit(fits, cl.free[:, _GPU], p.gpu)
-                else:
-                    idx = np.flatnonzero(fits)
-                    i = int(idx[rng.randrange(len(idx))])
+        for p, i in zip(pods, placed, strict=True):
+            if i >= 0:
                 cl.take(i, p)
-                choice.append(i)
-            if progress is not None and (k + 1) % every == 0:
-                progress(k + 1)
+        if first is None and -1 in placed:
+            first, at_first = start + placed.index(-1) + 1, cl.allocated
+        choice += placed
+        if progress is not None and (pol.batch > 1 or len(choice) % every == 0):
+            progress(len(choice))
     assignment = tuple(cl.nodes[i].name if i >= 0 else None for i in choice)
     allocated = verify(cl.nodes, arrivals, assignment)
     if allocated != cl.allocated:

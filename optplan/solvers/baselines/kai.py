@@ -29,6 +29,7 @@ from fractions import Fraction
 from optplan.models.goals import BUDGET, SEARCH, Admission
 from optplan.models.snapshot import Pod
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.core.planner import Planner
 from optplan.solvers.goals.problem import Gang, GoalProblem, GoalResult
 from optplan.solvers.goals.room import (
     Room,
@@ -46,12 +47,12 @@ MAX_SCENARIOS = 200
 """Simulated victim scenarios per gang (filtered ones are not counted)."""
 
 
-class KaiPlanner:
+class KaiPlanner(Planner[GoalProblem, GoalResult]):
     """KAI-style consolidation (module docstring)."""
 
     name = "kai"
 
-    def plan(self, problem: GoalProblem, options: PlanOptions) -> GoalResult:
+    def plan(self, problem: GoalProblem, options: PlanOptions, hint: GoalResult | None = None) -> GoalResult:
         room = Room(problem)
         tried: dict[str, int] = {}
         admissions = [consolidate(room, g, tried) for g in problem.gangs]

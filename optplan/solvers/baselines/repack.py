@@ -2,8 +2,9 @@
 same snapshot, implemented from the public descriptions in SPEC.md ("Peers (for baselines; implement
 from these descriptions, never copy code)") — no project's code was consulted or copied.
 
-They are plain functions, deliberately *not* in the planner registry: a baseline follows its own
-algorithm, not optplan's rules, so its plan may break them (scope, gangs, budgets, PDBs, moves off
+Each is a function and a planner class (``core.planner.Planner`` on a ``RepackProblem``), registered in
+``optplan.solvers.core.registry`` under their own family, ``baselines``, never ``repack``: a baseline follows
+its own algorithm, not optplan's rules, so its plan may break them (scope, gangs, budgets, PDBs, moves off
 nodes that are not vacated). The benchmark reports those breaks with
 ``optplan.solvers.repack.validate.plan_violations``; nothing here raises for them. Capacity and the static
 predicates (NodeUnschedulable, nodeSelector, required node affinity, taints) always come from the
@@ -72,6 +73,7 @@ from optplan.models.results import Disruption, PlanResult
 from optplan.models.snapshot import Pod
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import POD_SLOT, Capacity, Predicates
+from optplan.solvers.core.planner import Planner
 from optplan.solvers.repack.rules import DO_NOT_DISRUPT, RepackProblem, disruption_protection
 
 STATUS = "BASELINE"
@@ -367,9 +369,30 @@ def descheduler_high_node_utilization(problem: RepackProblem, options: PlanOptio
     return _result(problem, "descheduler", t0, moves, freed, stats)
 
 
-BASELINES = {
-    "karpenter": karpenter_multi_node,
-    "cluster-autoscaler": cluster_autoscaler_scale_down,
-    "descheduler": descheduler_high_node_utilization,
-}
-"""The peers by name, for ``optplan compare --solvers``."""
+# ---- the peers as planners (the registry's ``baselines`` family) -------------------------------------------
+
+class KarpenterBaseline(Planner[RepackProblem, PlanResult]):
+    """``karpenter``: ``karpenter_multi_node``."""
+
+    name = "karpenter"
+
+    def plan(self, problem: RepackProblem, options: PlanOptions, hint: PlanResult | None = None) -> PlanResult:
+        return karpenter_multi_node(problem, options)
+
+
+class ClusterAutoscalerBaseline(Planner[RepackProblem, PlanResult]):
+    """``cluster-autoscaler``: ``cluster_autoscaler_scale_down``."""
+
+    name = "cluster-autoscaler"
+
+    def plan(self, problem: RepackProblem, options: PlanOptions, hint: PlanResult | None = None) -> PlanResult:
+        return cluster_autoscaler_scale_down(problem, options)
+
+
+class DeschedulerBaseline(Planner[RepackProblem, PlanResult]):
+    """``descheduler``: ``descheduler_high_node_utilization``."""
+
+    name = "descheduler"
+
+    def plan(self, problem: RepackProblem, options: PlanOptions, hint: PlanResult | None = None) -> PlanResult:
+        return descheduler_high_node_utilization(problem, options)

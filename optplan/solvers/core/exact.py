@@ -44,9 +44,14 @@ class Score:
     cost: int
 
 
+def rank(s: Score) -> tuple[int, int]:
+    """The order of plans as a value (greater is better): freed nodes, then the lower cost."""
+    return (s.freed, -s.cost)
+
+
 def better(a: Score, b: Score) -> bool:
     """``a`` frees more nodes than ``b``, or as many at a lower cost. Ties keep ``b``."""
-    return (a.freed, -a.cost) > (b.freed, -b.cost)
+    return rank(a) > rank(b)
 
 
 def gap_percent(objective: int | None, bound: int | None, freed: int | None = None,

@@ -1,18 +1,25 @@
 """Every named planner, keyed by (family, name): the one list the CLI (choices and help), the plan server
-(validation and its OpenAPI enums), the Python API and the planners' own dispatch read.
+(validation and its OpenAPI enums), the Python API, the bench, the replay and the planners' own dispatch read.
 
-A planner's code is named as ``"module:attribute"`` and imported only when asked for (``load``), so that
-reading the names costs no OR-Tools, MILP or numpy import. Families:
+A planner's code is a class named as ``"module:Class"`` and imported only when asked for (``load``), so that
+reading the names costs no OR-Tools, MILP or numpy import. Every planning family's classes are
+``optplan.solvers.core.planner.Planner``: ``plan(problem, options, hint=None) -> result`` (the plan and its
+solver record), each ``auto`` that module's ``Auto`` of the family's greedy and exact planner. Families:
 
-- ``repack``: ``plan(problem, options) -> PlanResult`` planner classes (``optplan.solvers.repack.base.Planner``);
-- ``placement``: queue placement of pending VCJobs with preempt/reclaim victims; ``greedy`` is Volcano's
-  allocate (always run first), ``cpsat`` the exact model hinted with it, ``auto`` the better of the two
-  (no code of its own: ``optplan.solvers.placement.place`` composes it);
-- ``goals``: planners of RepackRuns with admit / freeHyperNodes goals (``optplan.solvers.goals``): ``greedy``,
-  ``cpsat`` (the joint model), ``kai`` (KAI-scheduler's consolidation, a peer), ``milp`` (the joint model's
-  PuLP/HiGHS twin) and ``auto`` (composed by ``optplan.solvers.goals.run``).
+- ``repack``: ``RepackProblem`` -> ``PlanResult`` (``optplan.solvers.repack.base.Planner``);
+- ``placement``: queue placement of pending VCJobs with preempt/reclaim victims, on a ``Context`` ->
+  ``PlacementResult``: ``greedy`` is Volcano's allocate, ``cpsat`` the exact model hinted with it, ``auto``
+  the better of the two (ties to the greedy);
+- ``goals``: planners of RepackRuns with admit / freeHyperNodes goals (``optplan.solvers.goals``), on a
+  ``GoalProblem`` -> ``GoalResult``: ``greedy``, ``cpsat`` (the joint model), ``kai`` (KAI-scheduler's
+  consolidation, a peer), ``milp`` (the joint model's PuLP/HiGHS twin) and ``auto``;
+- ``baselines`` (``BASELINES``): Repack's peers (``optplan.solvers.baselines.repack``), planners on a
+  ``RepackProblem`` that follow their own algorithm, not optplan's rules (``optplan repack --baseline``,
+  ``optplan compare``, the bench and the replay);
+- ``sim`` (``SIM``): the online simulation's placement policies (``optplan.experiments.sim.online``), each
+  a class made for one run on its cluster (``OnlinePolicy``), not a planner of a snapshot.
 
-To add a planner: one ``Entry`` here (the order is the order users see), and the class or function it names.
+To add a planner: one ``Entry`` here (the order is the order users see), and the class it names.
 """
 
 from __future__ import annotations
@@ -26,12 +33,14 @@ from typing import Any
 class Entry:
     family: str
     name: str
-    target: str | None
-    """``module:attribute`` of the planner's code; None for a composite (``auto`` of placement)."""
+    target: str
+    """``module:Class`` of the planner's code."""
 
 
 DEFAULT = "auto"
-"""Every family's default planner."""
+"""Every planning family's default planner."""
+BASELINES = "baselines"
+SIM = "sim"
 
 _ENTRIES: tuple[Entry, ...] = (
     Entry("repack", "greedy", "optplan.solvers.repack.greedy:GreedyPlanner"),
@@ -39,14 +48,21 @@ _ENTRIES: tuple[Entry, ...] = (
     Entry("repack", "milp", "optplan.solvers.repack.exact.milp:MilpPlanner"),
     Entry("repack", "greedy-fast", "optplan.solvers.repack.greedy:FastGreedyPlanner"),
     Entry("repack", "auto", "optplan.solvers.repack.auto:AutoPlanner"),
-    Entry("placement", "greedy", "optplan.solvers.placement.allocate:greedy_place"),
-    Entry("placement", "cpsat", "optplan.solvers.placement.cpsat:solve"),
-    Entry("placement", "auto", None),
+    Entry("placement", "greedy", "optplan.solvers.placement.place:GreedyPlacer"),
+    Entry("placement", "cpsat", "optplan.solvers.placement.cpsat:CpSatPlacer"),
+    Entry("placement", "auto", "optplan.solvers.placement.place:AutoPlacer"),
     Entry("goals", "greedy", "optplan.solvers.goals.greedy:GreedyGoalPlanner"),
     Entry("goals", "cpsat", "optplan.solvers.goals.cpsat:CpSatGoalPlanner"),
     Entry("goals", "kai", "optplan.solvers.baselines.kai:KaiPlanner"),
     Entry("goals", "milp", "optplan.solvers.goals.milp:MilpGoalPlanner"),
-    Entry("goals", "auto", None),
+    Entry("goals", "auto", "optplan.solvers.goals.run:AutoGoalPlanner"),
+    Entry(BASELINES, "karpenter", "optplan.solvers.baselines.repack:KarpenterBaseline"),
+    Entry(BASELINES, "cluster-autoscaler", "optplan.solvers.baselines.repack:ClusterAutoscalerBaseline"),
+    Entry(BASELINES, "descheduler", "optplan.solvers.baselines.repack:DeschedulerBaseline"),
+    Entry(SIM, "greedy", "optplan.experiments.sim.online:BinpackPolicy"),
+    Entry(SIM, "best-fit", "optplan.experiments.sim.online:BestFitPolicy"),
+    Entry(SIM, "random", "optplan.experiments.sim.online:RandomPolicy"),
+    Entry(SIM, "cpsat-batch", "optplan.experiments.sim.online:CpSatBatchPolicy"),
 )
 
 HELP = {
@@ -86,9 +102,6 @@ def entry(family: str, name: str) -> Entry:
 
 
 def load(family: str, name: str) -> Any:
-    """The class or function registered under (family, name); its module is imported on first use."""
-    target = entry(family, name).target
-    if target is None:
-        raise ValueError(f"{family} planner {name!r} is composed by its family's dispatch, not loaded")
-    module, _, attr = target.partition(":")
+    """The class registered under (family, name); its module is imported on first use."""
+    module, _, attr = entry(family, name).target.partition(":")
     return getattr(importlib.import_module(module), attr)

@@ -6,8 +6,9 @@ placement's pending gangs, gang minimums, quotas and network topology (``solvers
 above both in the import contracts. Its modules, top to bottom; each imports only the lines below it
 (pyproject's "Goals imports one way" contract):
 
-- ``run``: one planner's plan, validated, as a RepackRun status (``plan_run``, ``plan_goals``; ``auto``:
-  the greedy, then the joint CP-SAT model hinted with it, the better plan winning);
+- ``run``: one planner's plan, validated, as a RepackRun status (``plan_run``, ``plan_goals``, in Repack's
+  ``pipeline``; ``AutoGoalPlanner``, registered as ``auto``: ``core.planner.Auto`` of the greedy and the joint
+  CP-SAT model hinted with it, the better plan winning);
 - the planners: ``greedy`` (the fallback and baseline), ``cpsat`` (one model deciding moves, placements
   and HyperNodes together) and ``milp`` (its PuLP/HiGHS twin); KAI-scheduler's consolidation, the peer, is
   ``optplan.solvers.baselines.kai``;

@@ -68,6 +68,7 @@ from optplan.models.goals import BUDGET, HIGHER_GOAL, SEARCH, GoalPlan
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.exact import ExactModelError, exact_record, model_bug, proven_bound, strict
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.core.planner import Planner
 from optplan.solvers.goals.model import (
     Data,
     MoveClass,
@@ -684,17 +685,19 @@ def fallback(problem: GoalProblem, data: Data, hint: GoalPlan | None) -> GoalPla
 
 # ---- the planner -------------------------------------------------------------------------------------------
 
-class CpSatGoalPlanner:
+class CpSatGoalPlanner(Planner[GoalProblem, GoalResult]):
     """The exact goal planner (see the module)."""
 
     name = "cpsat"
 
-    def plan(self, problem: GoalProblem, options: PlanOptions, hint: GoalPlan | None = None) -> GoalResult:
+    def plan(self, problem: GoalProblem, options: PlanOptions, hint: GoalResult | None = None) -> GoalResult:
+        """``hint``: a plan to start from (the greedy's), kept when nothing better is found."""
         t0 = time.perf_counter()
+        start = hint.plan if hint is not None else None
         clock = options.timer()
         options = replace(options, clock=clock)
         end = clock.now() + options.time_limit * (1 - RESERVE)
-        out = solve(problem, options, hint)
+        out = solve(problem, options, start)
         data = out.data
         checked = copy.copy(problem)
         if out.infeasible_required:  # the caller reports the count not met; every other rule holds
@@ -719,7 +722,7 @@ class CpSatGoalPlanner:
         wall = round(time.perf_counter() - t0, 3)
         stats = self._stats(out)
         if plan is None:  # no solution, or a bug: the valid hint, else the gangs that fit now, else nothing
-            plan = fallback(problem, data, hint)
+            plan = fallback(problem, data, start)
             record = exact_record(self.name, "FALLBACK", freed=None, freed_bound=None, objective=None, bound=None,
                                   wall=wall)
             return GoalResult(plan, record, plan_disruption(problem, plan), stats)

@@ -37,6 +37,7 @@ from optplan.models.goals import BUDGET, HIGHER_GOAL, SEARCH, Admission
 from optplan.models.results import Disruption
 from optplan.models.snapshot import Pod
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.core.planner import Planner
 from optplan.solvers.goals.problem import Gang, GangPod, GoalProblem, GoalResult
 from optplan.solvers.goals.room import (
     Room,
@@ -59,12 +60,12 @@ MAX_REGIONS = 16
 KEPT_FREE = "it fits only on the HyperNodes the required freeHyperNodes goal keeps free"
 
 
-class GreedyGoalPlanner:
+class GreedyGoalPlanner(Planner[GoalProblem, GoalResult]):
     """Gangs by priority, each on the plan so far; then HyperNodes, cheapest first (module docstring)."""
 
     name = "greedy"
 
-    def plan(self, problem: GoalProblem, options: PlanOptions) -> GoalResult:
+    def plan(self, problem: GoalProblem, options: PlanOptions, hint: GoalResult | None = None) -> GoalResult:
         room = Room(problem)
         freed: list[str] = []
         if problem.free_required:

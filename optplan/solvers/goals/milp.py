@@ -59,6 +59,7 @@ from optplan.solvers.core.exact import ExactModelError, exact_record, strict
 from optplan.solvers.core.highs import quiet
 from optplan.solvers.core.milp import EQ, GE, LE, WarmHiGHS, backend, dual_bound, proven_optimal, row
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.core.planner import Planner
 from optplan.solvers.goals.model import (
     Data,
     MoveClass,
@@ -522,14 +523,16 @@ def _bug(what: str) -> None:
 
 # ---- the planner -------------------------------------------------------------------------------------------
 
-class MilpGoalPlanner:
+class MilpGoalPlanner(Planner[GoalProblem, GoalResult]):
     """The MILP twin of the exact goal planner (see the module)."""
 
     name = "milp"
 
-    def plan(self, problem: GoalProblem, options: PlanOptions, hint: GoalPlan | None = None) -> GoalResult:
+    def plan(self, problem: GoalProblem, options: PlanOptions, hint: GoalResult | None = None) -> GoalResult:
+        """``hint``: a plan to start from (the greedy's), kept when nothing better is found."""
         t0 = time.perf_counter()
-        out = solve(problem, options, hint)
+        start = hint.plan if hint is not None else None
+        out = solve(problem, options, start)
         data = out.data
         checked = copy.copy(problem)
         if out.infeasible_required:  # the caller reports the count not met; every other rule holds
@@ -555,7 +558,7 @@ class MilpGoalPlanner:
         wall = round(time.perf_counter() - t0, 3)
         stats = self._stats(out)
         if plan is None:  # no solution, or a bug: the valid hint, else the gangs that fit now, else nothing
-            plan = fallback(problem, data, hint, lambda pl: not goal_violations(problem, pl))
+            plan = fallback(problem, data, start, lambda pl: not goal_violations(problem, pl))
             record = exact_record(self.name, "FALLBACK", freed=None, freed_bound=None, objective=None, bound=None,
                                   wall=wall)
             return GoalResult(plan, record, plan_disruption(problem, plan), stats)

@@ -14,7 +14,7 @@ A move is needed: its source hosts a pod of an admitted gang's forecast, or lies
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cached_property
 from typing import Protocol
@@ -25,8 +25,8 @@ from optplan.models.queues import VCJob
 from optplan.models.repack import DIMENSIONS, PodMove, RepackRun, SolverRecord, Weights
 from optplan.models.results import Disruption
 from optplan.models.snapshot import Pod, Resources, Snapshot
-from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import Capacity, Predicates
+from optplan.solvers.core.planner import Planner
 from optplan.solvers.placement.context import Context, QueueState
 from optplan.solvers.placement.jobs import Region
 from optplan.solvers.placement.pending import FRAGMENTATION, PendingGang, minimum_pods, pending_gangs
@@ -97,16 +97,17 @@ class GoalResult:
     disruption: Disruption
     stats: dict[str, int] = field(default_factory=dict)
 
+    def with_record(self, record: SolverRecord) -> GoalResult:
+        return replace(self, record=record)
+
 
 Score = tuple[tuple[int, ...], int, Fraction]
 """A plan's rank, compared as a tuple (greater is better): gangs admitted per priority level (highest
 level first), HyperNodes freed (at most the goal's count), and the weighted disruption, negated."""
 
 
-class GoalPlanner(Protocol):
-    name: str
-
-    def plan(self, problem: GoalProblem, options: PlanOptions) -> GoalResult: ...
+GoalPlanner = Planner["GoalProblem", GoalResult]
+"""A goal planner: ``core.planner.Planner`` on a ``GoalProblem``."""
 
 
 class GoalProblem:

@@ -1,7 +1,7 @@
-"""Plan a RepackRun with goals end to end (issue 15): resolve the goals, plan (``auto``: the greedy, then the
-joint CP-SAT model hinted with it, the better plan by ``GoalProblem.score``), validate with the goal
-validator, and build the status: the seed's status of the moves, with ``plan.goals`` and a ``GoalsMet``
-condition added.
+"""Plan a RepackRun with goals end to end: resolve the goals, plan (``AutoGoalPlanner``, registered as ``auto``:
+``core.planner.Auto`` of the greedy and the joint CP-SAT model hinted with it, the better plan by
+``GoalProblem.score``) in Repack's ``pipeline``, validate with the goal validator, and build the status: the
+seed's status of the moves, with ``plan.goals`` and a ``GoalsMet`` condition added.
 
 ``plan_run`` is the one entry for every RepackRun: without goals it is the seed's ``plan_repack``,
 unchanged.
@@ -34,18 +34,17 @@ from optplan.models.goals import (
 from optplan.models.repack import Condition, HyperNodeTierOut, RepackRun, RepackRunStatus, Weights
 from optplan.models.results import FragReport, PlanResult, RepackOutcome
 from optplan.models.snapshot import Snapshot
-from optplan.solvers.binpack.frag import fragmentation
 from optplan.solvers.core import registry
 from optplan.solvers.core.clock import Clock
-from optplan.solvers.core.exact import with_overrun
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.core.planner import Auto
 from optplan.solvers.goals.problem import GoalPlanner, GoalProblem, GoalResult, moved, r_nodes
 from optplan.solvers.goals.resolve import resolve_goals
 from optplan.solvers.goals.validate import validate_goal_plan
 from optplan.solvers.placement.jobs import jobs_to_place
 from optplan.solvers.placement.pending import FITS, FRAGMENTATION, PendingGang, pending_gangs
 from optplan.solvers.repack.checks import check_status
-from optplan.solvers.repack.run import INSUFFICIENT, RECOMMENDED, build_status, plan_repack
+from optplan.solvers.repack.run import INSUFFICIENT, RECOMMENDED, build_status, pipeline, plan_repack
 
 FAMILY = "goals"
 
@@ -73,18 +72,15 @@ def get_goal_planner(name: str) -> GoalPlanner:
     return planner
 
 
-def _auto(problem: GoalProblem, options: PlanOptions) -> GoalResult:
-    """The greedy, then the exact model hinted with it (when time is left); the better plan wins."""
-    clock = options.timer()
-    greedy = get_goal_planner("greedy").plan(problem, options)
-    left = options.time_limit - clock.now()
-    if left <= 0.5:
-        return replace(greedy, record=greedy.record.model_copy(update={"name": "auto", "status": "FALLBACK"}))
-    exact = get_goal_planner("cpsat")
-    result: GoalResult = exact.plan(problem, replace(options, time_limit=left), hint=greedy.plan)  # type: ignore[call-arg]
-    if problem.score(greedy.plan, greedy.disruption) > problem.score(result.plan, result.disruption):
-        return replace(greedy, record=result.record.model_copy(update={"name": "auto", "status": "FEASIBLE"}))
-    return replace(result, record=result.record.model_copy(update={"name": "auto"}))
+class AutoGoalPlanner(Auto[GoalProblem, GoalResult]):
+    """The greedy, then the joint CP-SAT model hinted with it when at least ``min_left`` seconds are left; the
+    better plan by ``GoalProblem.score`` wins (``core.planner.Auto``)."""
+
+    min_left = 0.5
+
+    def __init__(self) -> None:
+        super().__init__(get_goal_planner("greedy"), get_goal_planner("cpsat"),
+                         lambda problem, result: problem.score(result.plan, result.disruption))
 
 
 def plan_goals(snapshot: Snapshot, run: RepackRun, *, solver: str = registry.DEFAULT,
@@ -94,27 +90,25 @@ def plan_goals(snapshot: Snapshot, run: RepackRun, *, solver: str = registry.DEF
     if solver not in registry.names(FAMILY):
         raise InputError(f"solver {solver} does not plan admit / freeHyperNodes goals; choose from "
                          f"{', '.join(planner_names())}", file=file, obj=f"RepackRun {run.name}", field="--solver")
-    options = options or PlanOptions()
-    clock = Clock(options.deterministic, options.time_limit)
-    options = replace(options, clock=clock)
     goals = resolve_goals(snapshot, run, file=file)
     problem = GoalProblem(snapshot, run, goals, weights)
-    frag = fragmentation(snapshot, problem.resource, time_limit=options.time_limit / 6, workers=options.workers,
-                         clock=clock)
-    problem.repack.freed_upper = frag.occupied - frag.theoretical_min
-    left = max(options.time_limit * 0.9 - clock.now(), min(1.0, options.time_limit))
-    sub = replace(options, time_limit=left)
-    result = _auto(problem, sub) if solver == registry.DEFAULT else get_goal_planner(solver).plan(problem, sub)
-    result = replace(result, record=with_overrun(result.record, clock, options.time_limit))
-    validate_goal_plan(problem, result.plan, claimed=result.disruption)
-    status = goal_status(problem, result, frag)
-    plan_result = PlanResult(plan=result.plan.repack, record=result.record, disruption=result.disruption,
-                             stats=result.stats)
-    bad = [v.message for v in check_status(problem.repack, result.plan.repack, status, frag)]
-    if bad:
-        raise PlanInvalidError(bad)
-    return RepackOutcome(run=run, status=status, result=plan_result, frag=frag,
-                         reason=status.conditions[0].reason)
+
+    def bound(frag: FragReport, clock: Clock, limit: float) -> None:
+        problem.repack.freed_upper = frag.occupied - frag.theoretical_min
+
+    def finish(result: GoalResult, frag: FragReport) -> RepackOutcome:
+        validate_goal_plan(problem, result.plan, claimed=result.disruption)
+        status = goal_status(problem, result, frag)
+        plan_result = PlanResult(plan=result.plan.repack, record=result.record, disruption=result.disruption,
+                                 stats=result.stats)
+        bad = [v.message for v in check_status(problem.repack, result.plan.repack, status, frag)]
+        if bad:
+            raise PlanInvalidError(bad)
+        return RepackOutcome(run=run, status=status, result=plan_result, frag=frag,
+                             reason=status.conditions[0].reason)
+
+    return pipeline(snapshot, problem, lambda: get_goal_planner(solver), options, resource=problem.resource,
+                    frag_part=6, bound=bound, finish=finish)
 
 
 def hyper_node_tiers(snap: Snapshot, resource: str, after: Snapshot,

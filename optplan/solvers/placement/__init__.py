@@ -100,7 +100,9 @@ Every plan passes ``validate_placement`` (an independent re-check) before ``plan
 
 **Modules**, each importing only the ones below it (pyproject's import-linter contracts):
 
-- ``place``: the dispatch by solver name (``plan_placement``, ``place_jobs``): greedy | cpsat | auto;
+- ``place``: the dispatch by solver name (``plan_placement``, ``place_jobs``): greedy | cpsat | auto, each a
+  ``core.planner.Planner`` on a ``Context`` (``GreedyPlacer``, ``cpsat.CpSatPlacer``, ``AutoPlacer``: the
+  one ``core.planner.Auto``);
 - ``pending``: which pending gangs wait by fragmentation (``pending_gangs``: each alone, one greedy turn,
   no victims), for ``optplan frag --pending``;
 - ``cpsat``, ``victims_cpsat``: the exact model (imported only when asked for); ``model``: its data and

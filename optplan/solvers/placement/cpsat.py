@@ -63,7 +63,7 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from optplan.models.placement import Binding, JobPlacement, PlacementPlan, Victim
+from optplan.models.placement import Binding, JobPlacement, PlacementPlan, PlacementResult, Victim
 from optplan.models.queues import VCJob
 from optplan.models.repack import SolverRecord
 from optplan.models.snapshot import Pod
@@ -71,6 +71,7 @@ from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.exact import proven_bound
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import POD_SLOT
+from optplan.solvers.core.planner import Planner
 from optplan.solvers.placement import victims_cpsat
 from optplan.solvers.placement.allocate import explain_rejections, greedy_place
 from optplan.solvers.placement.context import Context
@@ -447,3 +448,12 @@ def solve(ctx: Context, options: PlanOptions, greedy: PlacementPlan | None = Non
     record = SolverRecord(name="cpsat", status="OPTIMAL" if proven else "FEASIBLE",
                           objective=objective, best_bound=bound, gap_percent=gap, wall_seconds=wall)
     return best.model_copy(update={"solver": record})
+
+
+class CpSatPlacer(Planner[Context, PlacementResult]):
+    """The exact placement planner (``solve``), hinted with a greedy's result when given."""
+
+    name = "cpsat"
+
+    def plan(self, problem: Context, options: PlanOptions, hint: PlacementResult | None = None) -> PlacementResult:
+        return PlacementResult(solve(problem, options, hint.plan if hint is not None else None))

@@ -1,21 +1,23 @@
 """The placement family's entry: ``plan_placement`` runs the planner named in ``optplan.solvers.core.registry``
-(greedy | cpsat | auto) and validates its plan. The greedy is Volcano's actions (``allocate``, then ``evict``),
-the exact model ``cpsat`` (imported only when asked for), the validator ``validate``; keeping the dispatch
-here keeps the imports one way (the package docstring lists the modules).
+(greedy | cpsat | auto, each a ``core.planner.Planner`` on a ``Context``) and validates its plan. The greedy
+(``GreedyPlacer``) is Volcano's actions (``allocate``, then ``evict``), the exact model ``cpsat.CpSatPlacer``
+(imported only when asked for), ``AutoPlacer`` the two composed by ``core.planner.Auto``, the validator
+``validate``; keeping the dispatch here keeps the imports one way (the package docstring lists the modules).
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
+from dataclasses import astuple
 from datetime import datetime
 
-from optplan.models.placement import BinpackWeights, PlacementPlan, SafePreemption
+from optplan.models.placement import BinpackWeights, PlacementPlan, PlacementResult, SafePreemption
 from optplan.models.queues import VCJob
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core import registry
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.core.planner import Auto, Planner
 from optplan.solvers.placement.allocate import greedy_place
 from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.evict import plan_victims
@@ -24,7 +26,31 @@ from optplan.solvers.placement.safety import OFF, mark_approvals
 from optplan.solvers.placement.validate import check_inputs, validate_placement
 from optplan.solvers.quota.times import parse_now
 
-log = logging.getLogger(__name__)
+FAMILY = "placement"
+
+
+class GreedyPlacer(Planner[Context, PlacementResult]):
+    """Volcano's allocate, then its preempt and reclaim for the jobs that do not fit."""
+
+    name = "greedy"
+
+    def plan(self, problem: Context, options: PlanOptions, hint: PlacementResult | None = None) -> PlacementResult:
+        return PlacementResult(plan_victims(problem, greedy_place(problem)))
+
+
+def rank(ctx: Context, result: PlacementResult) -> tuple[int, ...]:
+    """auto's key: ``plan_key`` (lower is better) negated."""
+    return tuple(-x for x in astuple(plan_key(ctx, result.plan)))
+
+
+class AutoPlacer(Auto[Context, PlacementResult]):
+    """The greedy, then CP-SAT hinted with its plan; the exact plan when ``plan_key`` ranks it strictly better,
+    else the greedy's (a tie keeps Volcano's own choices; optimal when CP-SAT proved its equal)."""
+
+    ties_to_greedy = True
+
+    def __init__(self) -> None:
+        super().__init__(GreedyPlacer(), registry.load(FAMILY, "cpsat")(), rank)  # heavy backend, loaded here
 
 
 def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
@@ -37,29 +63,15 @@ def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
     and on tier sum; auto: the exact plan when ``plan_key`` ranks it strictly better, else the greedy's.
     ``now`` (RFC 3339, default the current time) prices victims by how long they have run; ``safety``: safe
     preemption's rules (``safety`` module), off by default."""
-    if solver not in registry.names("placement"):
-        raise ValueError(registry.unknown_message(solver, registry.names("placement")))
+    if solver not in registry.names(FAMILY):
+        raise ValueError(registry.unknown_message(solver, registry.names(FAMILY)))
     check_inputs(snap, jobs)
     options = options or PlanOptions()
     safety = safety or OFF
     ctx = Context.build(snap, jobs, weights or BinpackWeights(), parse_now(now), safety=safety)
     t0 = time.perf_counter()
-    greedy = plan_victims(ctx, greedy_place(ctx))
-    if solver == "greedy":
-        plan = greedy
-    else:
-        exact = registry.load("placement", "cpsat")(ctx, options, greedy)  # heavy backend, imported when asked for
-        if solver == "cpsat":
-            plan = exact
-        else:
-            g_key, e_key = plan_key(ctx, greedy), plan_key(ctx, exact)
-            log.info("placement auto: greedy %s, cpsat %s (%s)", g_key, e_key, exact.solver.status)
-            if e_key < g_key:
-                plan = exact.model_copy(update={"solver": exact.solver.model_copy(update={"name": "auto"})})
-            else:  # a tie keeps the greedy's plan (Volcano's own choices); optimal when CP-SAT proved its equal
-                status = exact.solver.status if e_key == g_key else "FEASIBLE"
-                plan = greedy.model_copy(update={"solver": exact.solver.model_copy(update={"name": "auto",
-                                                                                         "status": status})})
+    planner: Planner[Context, PlacementResult] = registry.load(FAMILY, solver)()
+    plan = planner.plan(ctx, options).plan
     wall = round(time.perf_counter() - t0, 3)
     plan = plan.model_copy(update={"solver": plan.solver.model_copy(update={"wall_seconds": wall})})
     plan = mark_approvals(safety, snap, plan, {j.key: j for j in ctx.jobs})

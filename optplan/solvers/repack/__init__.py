@@ -3,11 +3,13 @@
 Modules, top to bottom; each imports only the lines below it (pyproject's "Repack imports one way"
 contract):
 
-- ``auto`` (greedy-fast, then the exact planners hinted with it, the better plan winning) and ``run``
-  (``plan_repack``: measure, plan, validate, build the status);
+- ``auto`` (``core.planner.Auto`` of greedy-fast and the exact part, ``RepackExact``, hinted with it, the
+  better plan winning) and ``run`` (``plan_repack``: measure, plan, validate, build the status, in the
+  ``pipeline`` goals' runs share);
 - ``exact`` (the exact planners: CP-SAT, its MILP twin, the per-pool and neighbourhood searches; its own
   docstring lists them) and ``greedy`` (the design document's incremental greedy, and greedy-fast);
-- ``base`` (the planner interface) and ``validate`` (``validate_plan``, every rule re-checked);
+- ``base`` (Repack's planners by name, each a ``core.planner.Planner``) and ``validate`` (``validate_plan``,
+  every rule re-checked);
 - ``checks``: one check per rule family;
 - ``rules``: the Repack problem and each rule's definition, written once.
 

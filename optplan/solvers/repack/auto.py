@@ -1,11 +1,12 @@
-"""auto: the greedy first, then CP-SAT hinted with the greedy plan; the better plan wins, and on a
-tie the greedy's (its receivers follow the seed's order).
+"""auto: Repack's ``core.planner.Auto``: greedy-fast first, then the exact part (``RepackExact``) hinted with
+its plan; the better plan wins, and on a tie the exact part's (which keeps the greedy's on its own ties).
 
-The greedy is greedy-fast, run to its end whatever the limit: auto never returns a plan below it
-(``_floor``), and a run that greedy-fast alone makes late says so in its record (``plan_repack``). Then (up
-to FAST_GREEDY_ABOVE candidates, and when its expected time fits in half the limit) the seed's greedy as well;
-the better of the two is the hint. How starved the process is (greedy-fast's wall over CPU seconds) scales the
-wall-clock setup estimates of what follows.
+greedy-fast runs to its end whatever the limit: auto never returns a plan below it (``AutoPlanner.keep_greedy``
+then keeps the exact part's freed-node bound only), and a run that greedy-fast alone makes late says so in its
+record (``plan_repack``). The exact part: (up to FAST_GREEDY_ABOVE candidates, and when its expected time fits in
+half the limit) the seed's greedy as well; the better of the two is the hint. How starved the process is
+(``PlanOptions.starved``: greedy-fast's wall over CPU seconds, measured by ``Auto``) scales the wall-clock setup
+estimates of what follows.
 
 "Better" is ``exact.better``, the exact model's lexicographic order on integers: more freed nodes,
 then lower scaled disruption; a tie keeps the incumbent (the seed's greedy over greedy-fast, the
@@ -38,7 +39,9 @@ from dataclasses import replace
 from optplan.models.repack import RepackPlan, SolverRecord
 from optplan.solvers.core.clock import EVALS_PER_SECOND
 from optplan.solvers.core.exact import better, exact_record, gap_percent
+from optplan.solvers.core.exact import rank as exact_rank
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.core.planner import AUTO, Auto, Planner
 from optplan.solvers.repack.base import PlanResult
 from optplan.solvers.repack.exact import cpsat, lns, pools
 from optplan.solvers.repack.exact.model import (
@@ -80,35 +83,56 @@ SHAPES_FIRST_ABOVE = 200
 """Above this many vacate candidates, auto solves the parts by shape (``pools``) even when the whole model
 fits: the same optimum, proven far sooner (generated 500 nodes of 4 and 8 cards in four pools: the whole
 model 185 of 188 freed unproven in 10 s; by shape, see docs/benchmarks.md)."""
-MIN_CPU_SAMPLE = 0.05
-"""CPU seconds of greedy-fast below which its wall-over-CPU ratio is noise (the machine is taken as quiet)."""
 POOLS_SHARE = 0.6
 """With a topology PodGroup, of the time left once the large model is built, what the shape models of the
 parts without one (``pools``) may use; the LNS has the rest (and what they leave). Without, the shape
 models may use all of it (they solve every part; the LNS only lowers the cost)."""
 
 
-class AutoPlanner:
-    name = "auto"
+def rank(problem: RepackProblem, result: PlanResult) -> tuple[int, int]:
+    """auto's key: the exact models' order (``exact.rank``) of a Repack plan."""
+    return exact_rank(exact_score(problem, result.plan, result.disruption))
 
-    def plan(self, problem: RepackProblem, options: PlanOptions) -> PlanResult:
-        """greedy-fast to its end first, whatever the limit: the plan auto never falls below (``_floor``);
-        then the exact paths with the time left (see the module)."""
+
+class AutoPlanner(Auto[RepackProblem, PlanResult]):
+    """greedy-fast to its end, then the exact part (``RepackExact``) hinted with it; the better plan wins."""
+
+    def __init__(self) -> None:
+        fast = FastGreedyPlanner()
+        super().__init__(fast, RepackExact(fast), rank)
+
+    def keep_greedy(self, problem: RepackProblem, greedy: PlanResult, exact: PlanResult, *, tie: bool) -> PlanResult:
+        """greedy-fast's plan, better than the exact part's: the freed-node bound the exact part proved (bounds hold
+        whichever plan is kept), FEASIBLE unless it meets that bound; no cost bound (it was proven for the other
+        plan)."""
+        bound = exact.record.freed_nodes_bound
+        freed = len(greedy.plan.freed_nodes)
+        status = "FEASIBLE" if bound is None or freed < bound else exact.record.status
+        if status == "OPTIMAL":  # the bound is met in freed nodes, but the cost was proven for the other plan
+            status = "FEASIBLE"
+        record = exact_record(AUTO, status, freed=freed, freed_bound=bound, objective=None, bound=None,
+                              wall=exact.record.wall_seconds or 0.0)
+        return replace(greedy, record=record, stats=exact.stats)
+
+
+class RepackExact(Planner[RepackProblem, PlanResult]):
+    """auto's exact part, from greedy-fast's plan (the hint): the seed's greedy when it fits, then CP-SAT, or
+    the parts by shape (``pools``) and the LNS (see the module)."""
+
+    name = AUTO
+
+    def __init__(self, fast: FastGreedyPlanner) -> None:
+        self.fast = fast
+        """greedy-fast, whose table-building time (``setup_seconds``) sizes the LNS model's."""
+
+    def plan(self, problem: RepackProblem, options: PlanOptions, hint: PlanResult | None = None) -> PlanResult:
         t0 = time.perf_counter()
         clock = options.timer()
-        options = replace(options, clock=clock)
-        start = clock.now()
-        fast = FastGreedyPlanner()
-        cpu = time.process_time()
-        floor = fast.plan(problem, replace(options, time_limit=math.inf))
-        cpu, wall = time.process_time() - cpu, time.perf_counter() - t0
-        # How starved this process is: wall-clock over CPU seconds of a single-threaded step (1 on a quiet
-        # machine, about (n + 1) / 2 beside n busy processes on 2 cores). The wall-clock estimates of the
-        # exact paths' setup are CPU seconds of the reference machine: scaled by it.
-        starved = max(1.0, wall / cpu) if cpu > MIN_CPU_SAMPLE and not clock.deterministic else 1.0
-        if starved > 1.5:
-            log.info("auto: greedy-fast ran %.1fx slower than its CPU time (a busy machine)", starved)
-        return _floor(problem, floor, self._plan(problem, options, floor, fast, t0, start, starved))
+        # the shares below (half for the seed's greedy, the reserve) are of auto's whole limit, from its start
+        start = clock.now() - options.spent
+        options = replace(options, clock=clock, time_limit=options.time_limit + options.spent, spent=0.0)
+        greedy = hint if hint is not None else self.fast.plan(problem, replace(options, time_limit=math.inf))
+        return self._plan(problem, options, greedy, self.fast, t0, start, options.starved)
 
     def _plan(self, problem: RepackProblem, options: PlanOptions, greedy: PlanResult, fast: FastGreedyPlanner,
               t0: float, start: float, starved: float = 1.0) -> PlanResult:
@@ -232,21 +256,3 @@ class AutoPlanner:
         return PlanResult(plan=plan, record=record, disruption=problem.plan_disruption(plan),
                           rejections=explain(problem, plan, stuck(data)), stats=stats)
 
-
-def _floor(problem: RepackProblem, floor: PlanResult, result: PlanResult) -> PlanResult:
-    """``result``, unless greedy-fast's plan (``floor``) is better: then that plan, with the bound ``result``
-    proved (bounds hold whichever plan is kept), FEASIBLE unless it meets that bound."""
-    mine, theirs = exact_score(problem, result.plan, result.disruption), exact_score(problem, floor.plan,
-                                                                                    floor.disruption)
-    if not better(theirs, mine):
-        return result
-    log.info("auto: greedy-fast's plan (%d freed) is better than the exact paths' (%d): it is kept", theirs.freed,
-             mine.freed)
-    bound = result.record.freed_nodes_bound
-    freed = len(floor.plan.freed_nodes)
-    status = "FEASIBLE" if bound is None or freed < bound else result.record.status
-    if status == "OPTIMAL":  # the bound is met in freed nodes, but the cost was proven for the other plan
-        status = "FEASIBLE"
-    record = exact_record("auto", status, freed=freed, freed_bound=bound, objective=None, bound=None,
-                          wall=result.record.wall_seconds or 0.0)
-    return replace(floor, record=record, stats=result.stats)

@@ -1,20 +1,15 @@
-"""One planner interface: ``plan(problem, options) -> PlanResult``, and the Repack planners by name
-(``optplan.solvers.core.registry``, whose heavy backends are imported only when asked for)."""
+"""Repack's planners: ``core.planner.Planner`` on a ``RepackProblem`` (``plan(problem, options, hint=None) ->
+PlanResult``), by name (``optplan.solvers.core.registry``, whose heavy backends are imported only when asked for)."""
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from optplan.models.results import PlanResult  # the planners' result (also imported from here)
 from optplan.solvers.core import registry
-from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.core.planner import Planner as CorePlanner
 from optplan.solvers.repack.rules import RepackProblem
 
-
-class Planner(Protocol):
-    name: str
-
-    def plan(self, problem: RepackProblem, options: PlanOptions) -> PlanResult: ...
+Planner = CorePlanner[RepackProblem, PlanResult]
+"""A Repack planner."""
 
 
 def planner_names() -> list[str]:

@@ -46,6 +46,7 @@ from optplan.runtime import gc_paused
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, Predicates, constraint_signature, pod_demand
+from optplan.solvers.core.planner import Planner
 from optplan.solvers.repack.rules import RepackProblem, RestartUnit, gang_impact, restart_total
 
 log = logging.getLogger(__name__)
@@ -253,7 +254,7 @@ def ledger(problem: RepackProblem, ct: CandidateTable) -> Ledger:
 
 # ---- the search ----------------------------------------------------------------------------------------
 
-class GreedyPlanner:
+class GreedyPlanner(Planner[RepackProblem, PlanResult]):
     """The seed's greedy, exactly: every round re-evaluates every candidate whose placement may
     have changed."""
 
@@ -262,7 +263,7 @@ class GreedyPlanner:
     setup_seconds = 0.0
     """Wall-clock seconds its last ``plan`` took to build its tables (``auto`` reads it)."""
 
-    def plan(self, problem: RepackProblem, options: PlanOptions) -> PlanResult:
+    def plan(self, problem: RepackProblem, options: PlanOptions, hint: PlanResult | None = None) -> PlanResult:
         t0 = time.perf_counter()
         clock = options.timer()
         deadline = clock.now() + options.time_limit  # building the tables counts (on the wall clock)

@@ -1,9 +1,12 @@
-"""Plan a RepackRun end to end: measure, plan, validate, and build the status the seed shows."""
+"""Plan a RepackRun end to end: measure, plan, validate, and build the status the seed shows; ``pipeline`` is
+that order for every RepackRun family (goals' ``plan_goals`` too)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import replace
+from typing import TypeVar
 
 from optplan.models.quantity import format_milli
 from optplan.models.repack import (
@@ -26,6 +29,7 @@ from optplan.solvers.binpack.frag import fragmentation
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.exact import with_overrun
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.core.planner import Planner, Solved
 from optplan.solvers.repack.base import get_planner
 from optplan.solvers.repack.exact.bound import BOUND_SECONDS, freed_upper
 from optplan.solvers.repack.rules import RepackProblem
@@ -35,6 +39,9 @@ NO_FRAGMENTATION = "NoFragmentation"
 RECOMMENDED = "RepackRecommended"
 INSUFFICIENT = "InsufficientImprovement"
 
+P = TypeVar("P")
+R = TypeVar("R", bound=Solved)
+
 
 def plan_repack(snapshot: Snapshot, run: RepackRun, *, solver: str = "greedy",
                 options: PlanOptions | None = None, weights: Weights | None = None) -> RepackOutcome:
@@ -42,23 +49,41 @@ def plan_repack(snapshot: Snapshot, run: RepackRun, *, solver: str = "greedy",
 
     Raises PlanInvalidError if the planner's plan breaks a rule (a bug, never bad input).
     """
+    problem = RepackProblem(snapshot, run, weights or Weights())
+
+    def bound(frag: FragReport, clock: Clock, limit: float) -> None:
+        # occupied − theoretical minimum, the budgets' count and the pool bound (``bound``), each valid alone
+        problem.freed_upper = freed_upper(problem, frag, clock=clock, limit=min(BOUND_SECONDS, limit / 10))
+
+    def finish(result: PlanResult, frag: FragReport) -> RepackOutcome:
+        reason, message = outcome(problem, frag, len(result.plan.freed_nodes), result.record.freed_nodes_bound)
+        status = build_status(problem, result, frag, reason, message)
+        validate_plan(snapshot, run, result.plan, claimed=result.disruption, status=status, frag=frag,
+                      weights=problem.weights)
+        return RepackOutcome(run=run, status=status, result=result, frag=frag, reason=reason)
+
+    return pipeline(snapshot, problem, lambda: get_planner(solver), options, resource=problem.resource,
+                    frag_part=3, bound=bound, finish=finish)
+
+
+def pipeline(snapshot: Snapshot, problem: P, planner: Callable[[], Planner[P, R]], options: PlanOptions | None, *,
+             resource: str, frag_part: int, bound: Callable[[FragReport, Clock, float], None],
+             finish: Callable[[R, FragReport], RepackOutcome]) -> RepackOutcome:
+    """What every RepackRun family does around its planner (``plan_repack``, ``plan_goals``): start the run's
+    clock, measure fragmentation (with 1/``frag_part`` of the limit), set the family's freed-node ``bound``, plan
+    with the time left (a tenth of the limit is kept for status and validation), say in the record when the run
+    went past its limit, then ``finish``: the family's validation and status."""
     options = options or PlanOptions()
     clock = Clock(options.deterministic, options.time_limit)
     options = replace(options, clock=clock)
-    problem = RepackProblem(snapshot, run, weights or Weights())
-    frag = fragmentation(snapshot, problem.resource, time_limit=options.time_limit / 3, workers=options.workers,
+    frag = fragmentation(snapshot, resource, time_limit=options.time_limit / frag_part, workers=options.workers,
                          clock=clock)
-    # occupied − theoretical minimum, the budgets' count and the pool bound (``bound``), each valid alone
-    problem.freed_upper = freed_upper(problem, frag, clock=clock, limit=min(BOUND_SECONDS, options.time_limit / 10))
+    bound(frag, clock, options.time_limit)
     # The metric's time comes out of the planner's budget; a tenth is kept for status and validation.
     left = max(options.time_limit * 0.9 - clock.now(), min(1.0, options.time_limit))
-    result = get_planner(solver).plan(problem, replace(options, time_limit=left))
-    result = replace(result, record=with_overrun(result.record, clock, options.time_limit))
-    reason, message = outcome(problem, frag, len(result.plan.freed_nodes), result.record.freed_nodes_bound)
-    status = build_status(problem, result, frag, reason, message)
-    validate_plan(snapshot, run, result.plan, claimed=result.disruption, status=status, frag=frag,
-                  weights=problem.weights)
-    return RepackOutcome(run=run, status=status, result=result, frag=frag, reason=reason)
+    result = planner().plan(problem, replace(options, time_limit=left))
+    result = result.with_record(with_overrun(result.record, clock, options.time_limit))
+    return finish(result, frag)
 
 
 def outcome(problem: RepackProblem, frag: FragReport, freed: int, bound: int | None = None) -> tuple[str, str]:

@@ -36,6 +36,7 @@ from optplan.solvers.core.clock import WALL, Clock
 from optplan.solvers.core.exact import exact_record, model_bug, proven_bound
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import Capacity
+from optplan.solvers.core.planner import Planner
 from optplan.solvers.repack.base import PlanResult
 from optplan.solvers.repack.exact.model import (
     ModelData,
@@ -604,10 +605,10 @@ def model_stats(out: ExactOutcome) -> dict[str, int]:
             "components": out.parts, "componentsProven": out.parts_proven}
 
 
-class CpSatPlanner:
+class CpSatPlanner(Planner[RepackProblem, PlanResult]):
     name = "cpsat"
 
-    def plan(self, problem: RepackProblem, options: PlanOptions) -> PlanResult:
+    def plan(self, problem: RepackProblem, options: PlanOptions, hint: PlanResult | None = None) -> PlanResult:
         t0 = time.perf_counter()
         out = solve(problem, options, max_receivers=receiver_cap(problem))
         wall = round(time.perf_counter() - t0, 3)

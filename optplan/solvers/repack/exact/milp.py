@@ -20,6 +20,7 @@ from optplan.solvers.core.exact import exact_record
 from optplan.solvers.core.highs import quiet
 from optplan.solvers.core.milp import EQ, GE, LE, Term, backend, dual_bound, proven_optimal, row
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.core.planner import Planner
 from optplan.solvers.repack.base import PlanResult
 from optplan.solvers.repack.exact.model import (
     ModelData,
@@ -271,10 +272,10 @@ def _values(v: dict[str, Any]) -> tuple[list[str], dict[tuple[int, str], int]]:
     return vacated, sends
 
 
-class MilpPlanner:
+class MilpPlanner(Planner[RepackProblem, PlanResult]):
     name = "milp"
 
-    def plan(self, problem: RepackProblem, options: PlanOptions) -> PlanResult:
+    def plan(self, problem: RepackProblem, options: PlanOptions, hint: PlanResult | None = None) -> PlanResult:
         t0 = time.perf_counter()
         out = solve(problem, options)
         wall = round(time.perf_counter() - t0, 3)
