@@ -158,13 +158,13 @@ def test_a_time_out_is_never_a_proof() -> None:
 
 @pytest.mark.skipif(not (BPPLIB / "instance_index.csv").is_file(), reason=f"BPPLIB data not found at {BPPLIB}")
 def test_bpplib_hard28_bpp119_proven_above_its_lp_bound() -> None:
-    """Hard28's BPP119 is not IRUP: its LP bound rounds up to 76, the optimum is 77.  The flow MIP
-    proves 76 bins impossible (about 2 s).  (A packing into 77 is the heuristics' job: there the LP
-    fixes few arcs and the MIP is slow.)"""
+    """Hard28's BPP119 is not IRUP: its LP bound rounds up to 76, the optimum is 77.  The branch and
+    bound over the patterns the LP leaves proves 76 bins impossible (about 1 s).  (A packing into 77
+    is the heuristics' job.)"""
     weights, capacity = read_bpplib(BPPLIB / "instances" / "Hard28" / "Hard28_BPP119.txt")
     n = len(weights)
     out = solve(weights, [capacity] * n, 76)
-    assert out.status == "infeasible"
+    assert out.status == "infeasible" and out.stats["reason"] == "branch and bound"
     assert out.stats["arcs"] < out.stats["state_arcs"] / 3  # the compression
 
 
