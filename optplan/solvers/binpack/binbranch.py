@@ -165,9 +165,10 @@ class _Search:
             return False
         allowed = fits & ~(red > bins - bound + _SAFETY)
         left = np.flatnonzero(r > 0)
-        holders = [np.flatnonzero(allowed & (self.a[i] > 0)) for i in left]
-        i = min(range(len(left)), key=lambda k: (len(holders[k]), k))
-        for j in sorted(holders[i].tolist(), key=lambda j: (-x[j], self.rc[j], j)):
+        held = self.a[left][:, allowed] > 0
+        i = int(left[int(np.argmin(held.sum(axis=1)))])  # the first of the sizes with the fewest holders
+        holders = np.flatnonzero(allowed & (self.a[i] > 0))
+        for j in sorted(holders.tolist(), key=lambda j: (-x[j], self.rc[j], j)):
             chosen.append(j)
             if self.node(r - self.a[:, j], bins - 1, room - self.rc[j], allowed, chosen):
                 return True
