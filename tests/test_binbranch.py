@@ -108,6 +108,26 @@ def test_a_weakened_branching_is_caught(monkeypatch: pytest.MonkeyPatch) -> None
     assert not all(check(random_case(seed)) for seed in range(150))
 
 
+def test_too_many_bins_is_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search recurses once per bin: beyond ``_MAX_BINS`` it does not start."""
+    monkeypatch.setattr(binbranch, "_MAX_BINS", 1)
+    items = [3, 3, 3, 4, 4, 5]
+    patterns = all_patterns(items, 10)
+    out = branch_patterns(patterns, [0.0] * len(patterns), Counter(items), 2, 0.0, time_limit=10.0,
+                          clock=Clock(deterministic=True, limit=10.0))
+    assert out.status == "unknown"
+
+
+def test_too_many_patterns_are_not_listed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """binflow's listing gives up beyond ``_MAX_PATTERNS`` (HiGHS's MIP then decides)."""
+    graph = binflow.flow_graph(Counter([3, 3, 3, 4, 4, 5]), 10)
+    assert graph is not None
+    weight = np.zeros(len(graph.arcs))
+    assert binflow._patterns([(graph, 6)], weight, 0.0) is not None
+    monkeypatch.setattr(binflow, "_MAX_PATTERNS", 1)
+    assert binflow._patterns([(graph, 6)], weight, 0.0) is None
+
+
 def test_out_of_time_is_unknown() -> None:
     items = [3, 3, 3, 4, 4, 5]
     out = branch_patterns(all_patterns(items, 10), [0.0] * len(all_patterns(items, 10)), Counter(items), 2, 0.0,

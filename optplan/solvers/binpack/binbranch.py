@@ -44,6 +44,7 @@ logger = logging.getLogger(__name__)
 _SAFETY = 1e-6  # a bound counts as above ``B`` (a reduced cost as above ``B - L``) only beyond this margin
 _ARTIFICIAL = 1_000.0  # cost of an artificial column (the LP stays feasible; its duals stay bounded)
 _SECONDS_PER_NODE = 3e-3  # charged to deterministic clocks (BPP14: 434 nodes in 1.1 s)
+_MAX_BINS = 400  # the search recurses once per bin: beyond, "unknown" (Python's recursion limit is 1,000)
 
 Status = Literal["infeasible", "feasible", "unknown"]
 
@@ -51,7 +52,7 @@ Status = Literal["infeasible", "feasible", "unknown"]
 @dataclass
 class BranchOutcome:
     """``status``: "infeasible" (proven), "feasible" (``packing``: one Counter per bin), "unknown"
-    (the budget ran out)."""
+    (the budget ran out, or more than ``_MAX_BINS`` bins)."""
 
     status: Status
     packing: list[Counter[int]] | None = None
@@ -66,6 +67,8 @@ def branch_patterns(
     items ``demand`` (size -> count) with reduced costs ``rc`` (>= 0, one per pattern) adding up to at
     most ``room``: found, proven impossible, or unknown after ``time_limit`` seconds of ``clock``
     (charged ``_SECONDS_PER_NODE`` per node)."""
+    if bins > _MAX_BINS:
+        return BranchOutcome("unknown", None, {"patterns": len(patterns), "reason": "too many bins"})
     sizes = sorted(demand, reverse=True)
     row = {s: i for i, s in enumerate(sizes)}
     n_rows, n_cols = len(sizes), len(patterns)
