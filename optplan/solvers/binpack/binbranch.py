@@ -61,12 +61,12 @@ class BranchOutcome:
 
 def branch_patterns(
     patterns: Sequence[Counter[int]], rc: Sequence[float], demand: Counter[int], bins: int, room: float, *,
-    time_limit: float, clock: Clock,
+    time_limit: float, clock: Clock, max_nodes: int | None = None,
 ) -> BranchOutcome:
     """At most ``bins`` patterns (each a bin's contents, any number of copies) holding exactly the
     items ``demand`` (size -> count) with reduced costs ``rc`` (>= 0, one per pattern) adding up to at
     most ``room``: found, proven impossible, or unknown after ``time_limit`` seconds of ``clock``
-    (charged ``_SECONDS_PER_NODE`` per node)."""
+    (charged ``_SECONDS_PER_NODE`` per node) or ``max_nodes`` nodes."""
     if bins > _MAX_BINS:
         return BranchOutcome("unknown", None, {"patterns": len(patterns), "reason": "too many bins"})
     sizes = sorted(demand, reverse=True)
@@ -78,7 +78,7 @@ def branch_patterns(
             if s not in row:
                 raise ValueError(f"pattern {j} holds size {s}, which is not demanded")
             a[row[s], j] = c
-    search = _Search(a, np.asarray(rc, dtype=np.float64), clock, clock.now() + time_limit)
+    search = _Search(a, np.asarray(rc, dtype=np.float64), clock, clock.now() + time_limit, max_nodes)
     r = np.asarray([float(demand[s]) for s in sizes])
     chosen: list[int] = []
     try:
@@ -100,10 +100,11 @@ class _OutOfTime(Exception):
 class _Search:
     """The LP (HiGHS, kept between nodes for its warm start) and the depth-first search."""
 
-    def __init__(self, a: np.ndarray, rc: np.ndarray, clock: Clock, deadline: float) -> None:
+    def __init__(self, a: np.ndarray, rc: np.ndarray, clock: Clock, deadline: float, max_nodes: int | None) -> None:
         import highspy
 
         self.a, self.rc, self.clock, self.deadline = a, rc, clock, deadline
+        self.max_nodes = max_nodes
         self.nodes = 0
         n_rows, n_cols = a.shape
         with quiet():
@@ -153,7 +154,7 @@ class _Search:
         patterns of a packing found are appended to ``chosen``."""
         self.nodes += 1
         self.clock.charge(_SECONDS_PER_NODE)
-        if self.clock.over(self.deadline):
+        if self.clock.over(self.deadline) or (self.max_nodes is not None and self.nodes > self.max_nodes):
             raise _OutOfTime
         if not r.any():
             return True
