@@ -86,9 +86,9 @@ _FEW_MIP_ARCS = 1_500
 _MAX_PATTERNS = 5_000  # patterns listed for the branch and bound (BPP14: 824); beyond, HiGHS's MIP
 _MAX_PATHS = 200_000  # paths walked to list them
 # The branch and bound's nodes before HiGHS's MIP has the rest of the time (Hard28 BPP14: proven in
-# 461 nodes, where the MIP and its confirmation take 7-15 s; BPP175, room 4e-5 for 83 bins: 1,590
-# nodes did not end, the MIP proves it in a few seconds).
-_MAX_BRANCH_NODES = 1_000
+# 434-464 nodes, where the MIP and its confirmation take 7-15 s; BPP175, room 4e-5 for 83 bins: 1,590
+# nodes did not end, the previous version's MIP proved it in 4.6 s of CPU in all).
+_MAX_BRANCH_NODES = 600
 _MAX_STATES = 5_000_000  # positions x (capacity + 1) of step 1's tables (int32: 20 MB each); beyond: "unknown"
 # The LP: interior point without crossover (its duals are central: the reduced costs are positive on
 # every arc no optimal flow uses, so fixing removes the most; the simplex took 25 s on Hard28's
