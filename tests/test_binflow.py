@@ -133,12 +133,17 @@ def test_a_flow_that_does_not_decode_is_unknown(monkeypatch: pytest.MonkeyPatch)
     """A solver answer that is not a packing of exactly the items is never returned as one."""
 
     def broken(sizes: Counter[int], graphs: list[tuple[FlowGraph, int]], *args: object,
-               **kwargs: object) -> tuple[str, list[np.ndarray], dict[str, object]]:
-        return "feasible", [np.zeros(len(g.arcs), dtype=np.int64) for g, _ in graphs], {}
+               **kwargs: object) -> tuple[str, list[Counter[int]] | None, dict[str, object]]:
+        return "feasible", [Counter({5: 1, 4: 1, 3: 1})], {}  # 12 units in a bin of 10
 
-    monkeypatch.setattr(binflow, "_solve", broken)
-    out = solve([5, 4, 3], [10, 10], 2)
-    assert out.status == "unknown" and out.packing is None
+    def short(sizes: Counter[int], graphs: list[tuple[FlowGraph, int]], *args: object,
+              **kwargs: object) -> tuple[str, list[Counter[int]] | None, dict[str, object]]:
+        return "feasible", [Counter({5: 1, 4: 1})], {}  # the 3 is missing
+
+    for wrong in (broken, short):
+        monkeypatch.setattr(binflow, "_solve", wrong)
+        out = solve([5, 4, 3], [10, 10], 2)
+        assert out.status == "unknown" and out.packing is None
 
 
 def test_a_time_out_is_never_a_proof() -> None:
@@ -153,13 +158,13 @@ def test_a_time_out_is_never_a_proof() -> None:
 
 @pytest.mark.skipif(not (BPPLIB / "instance_index.csv").is_file(), reason=f"BPPLIB data not found at {BPPLIB}")
 def test_bpplib_hard28_bpp119_proven_above_its_lp_bound() -> None:
-    """Hard28's BPP119 is not IRUP: its LP bound rounds up to 76, the optimum is 77.  The flow MIP
-    proves 76 bins impossible (about 2 s).  (A packing into 77 is the heuristics' job: there the LP
-    fixes few arcs and the MIP is slow.)"""
+    """Hard28's BPP119 is not IRUP: its LP bound rounds up to 76, the optimum is 77.  The branch and
+    bound over the patterns the LP leaves proves 76 bins impossible (about 1 s).  (A packing into 77
+    is the heuristics' job.)"""
     weights, capacity = read_bpplib(BPPLIB / "instances" / "Hard28" / "Hard28_BPP119.txt")
     n = len(weights)
     out = solve(weights, [capacity] * n, 76)
-    assert out.status == "infeasible"
+    assert out.status == "infeasible" and out.stats["reason"] == "branch and bound"
     assert out.stats["arcs"] < out.stats["state_arcs"] / 3  # the compression
 
 
@@ -219,9 +224,11 @@ def test_bpplib_waescher_test0014_packed_with_the_lp_duals() -> None:
 
 @pytest.mark.skipif(not (BPPLIB / "instance_index.csv").is_file(), reason=f"BPPLIB data not found at {BPPLIB}")
 def test_an_infeasibility_is_confirmed_on_a_model_holding_the_mips(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Hard28 BPP119 in 76 bins: the run without presolve confirms on the model of the arcs' own
-    reduced costs, which holds every arc the MIP kept (the lightest paths fix more): both are proofs,
-    and the claim rests on the confirmation."""
+    """Hard28 BPP119 in 76 bins, by HiGHS's MIP (the patterns not listed for the branch and bound):
+    the run without presolve confirms on the model of the arcs' own reduced costs, which holds every
+    arc the MIP kept (the lightest paths fix more): both are proofs, and the claim rests on the
+    confirmation."""
+    monkeypatch.setattr(binflow, "_MAX_PATTERNS", 0)
     seen: list[int] = []
     confirm = binflow._confirm_infeasible
 

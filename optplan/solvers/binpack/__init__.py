@@ -9,5 +9,6 @@ contract):
   use) and ``hyperfrag`` (the same per HyperNode tier);
 - ``binpacking`` (``min_bins``: the exact minimum number of bins, with its proof or its bounds);
 - ``binlp`` (the Gilmore–Gomory LP bound and LP-guided packing);
-- ``binfill`` (a search for a packing at the bound) and ``binflow`` (the arc-flow MIP and its arc fixing).
+- ``binfill`` (a search for a packing at the bound) and ``binflow`` (the arc-flow MIP and its arc fixing);
+- ``binbranch`` (the branch and bound over the patterns the arc-flow LP's reduced costs leave).
 """

@@ -45,6 +45,14 @@ the MIP on the rest proves infeasibility in under 4 s.  "infeasible" is claimed 
 MIP status *infeasible* on the fixed model, or from the LP's Lagrangian bound above ``B`` (computed
 by us from the duals, valid for any duals), never from a time-out; "feasible" only with a packing
 decoded from the flow and checked item by item.
+
+**With one capacity, the patterns instead of the MIP.**  After the graph's own LP, every pattern
+whose lightest path weighs at most ``B - L`` (under the positive reduced costs) is listed
+(``_patterns``: a walk cut where the lightest way on to the sink leaves no room); any packing into
+the bins uses only those, their weights adding up to at most ``B - L``.  When there are at most
+``_MAX_PATTERNS`` of them, ``binbranch`` decides the set partitioning over them (Hard28 BPP14: 824-1,203
+patterns, about 460 nodes), and HiGHS's MIP and its confirmation run only when it has not ended
+within ``_MAX_BRANCH_NODES`` nodes.
 """
 
 from __future__ import annotations
@@ -58,6 +66,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from optplan.solvers.binpack.binbranch import branch_patterns
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.highs import quiet
 
@@ -74,6 +83,12 @@ _MAX_MIP_ARCS = 10_000
 # graph's own LP runs too (Hard28: the Gilmore-Gomory duals left 760-30,000 arcs, the interior point's
 # 700-1,400 in 1-4 s; Waescher TEST0014: 1,085, and the interior point needs 18 s).
 _FEW_MIP_ARCS = 1_500
+_MAX_PATTERNS = 5_000  # patterns listed for the branch and bound (BPP14: 824); beyond, HiGHS's MIP
+_MAX_PATHS = 200_000  # paths walked to list them
+# The branch and bound's nodes before HiGHS's MIP has the rest of the time (Hard28 BPP14: proven in
+# 434-464 nodes, where the MIP and its confirmation take 7-15 s; BPP175, room 4e-5 for 83 bins: 1,590
+# nodes did not end, the previous version's MIP proved it in 4.6 s of CPU in all).
+_MAX_BRANCH_NODES = 600
 _MAX_STATES = 5_000_000  # positions x (capacity + 1) of step 1's tables (int32: 20 MB each); beyond: "unknown"
 # The LP: interior point without crossover (its duals are central: the reduced costs are positive on
 # every arc no optimal flow uses, so fixing removes the most; the simplex took 25 s on Hard28's
@@ -156,15 +171,13 @@ def flow_pack(
     stats["arcs"] = sum(len(g.arcs) for g, _ in graphs)
     stats["build_seconds"] = round(time.perf_counter() - t0, 3)
     clock.charge(stats["state_arcs"] * _SECONDS_PER_STATE_ARC)
-    status, flows, info = _solve(Counter(items), graphs, clock.left(start + time_limit), clock, duals=duals)
+    status, packing, info = _solve(Counter(items), graphs, clock.left(start + time_limit), clock, duals=duals)
     stats.update(info)
     stats["seconds"] = round(time.perf_counter() - t0, 3)
     logger.info("arc-flow MIP (HiGHS), %d bins: %s %s", bins, status, stats)
     if status == "feasible":
-        assert flows is not None
-        packing = _decode(graphs, flows)
         if packing is None or not _valid(packing, Counter(items), caps_desc):
-            logger.warning("arc-flow: HiGHS's solution did not decode into a valid packing; reporting unknown")
+            logger.warning("arc-flow: the solution found did not decode into a valid packing; reporting unknown")
             return FlowOutcome("unknown", None, stats)
         return FlowOutcome("feasible", packing, stats)
     return FlowOutcome(status, None, stats)
@@ -354,9 +367,10 @@ def _lagrangian(model: _Model, y: np.ndarray) -> tuple[float, np.ndarray]:
 def _solve(
     sizes: Counter[int], graphs: list[tuple[FlowGraph, int]], time_limit: float, clock: Clock,
     options: dict[str, Any] | None = None, duals: Callable[[], dict[int, float] | None] | None = None,
-) -> tuple[Status, list[np.ndarray] | None, dict[str, Any]]:
-    """The LP (interior point), reduced-cost fixing, then the MIP on what is left; the flows (one
-    integer array per graph, by arc) when feasible.  ``graphs``: (graph, how many bins of its capacity).
+) -> tuple[Status, list[Counter[int]] | None, dict[str, Any]]:
+    """The LP (interior point), reduced-cost fixing, then with one capacity type and few patterns
+    left the branch and bound over them (``binbranch``), else the MIP on what is left; the packing
+    (decoded, still to be checked) when feasible.  ``graphs``: (graph, how many bins of its capacity).
 
     Fixing: with ``(L, d)`` from ``_lagrangian``, every packing into those bins has
     ``L + sum_j max(d_j, 0) x_j <= c.x <= B`` (``B``: the capacity of those bins).  The flow of
@@ -413,6 +427,17 @@ def _solve(
         keep = through <= room
         cap = np.where(through > _SAFETY, np.floor(room / np.maximum(through, _SAFETY)), model.upper)
         upper = np.minimum(model.upper, cap)
+        listed = _patterns(graphs, np.maximum(d, 0.0), room) if len(graphs) == 1 else None
+        if listed is not None:
+            found = branch_patterns(listed[0], listed[1], sizes, graphs[0][1], room, time_limit=clock.left(deadline),
+                                    clock=clock, max_nodes=_MAX_BRANCH_NODES)
+            out.update({"branch_" + key: value for key, value in found.stats.items()})
+            if found.status == "infeasible":
+                out["reason"] = "branch and bound"
+                return "infeasible", None, out
+            if found.status == "feasible":
+                return "feasible", found.packing, out
+            # else HiGHS's MIP below, with the time left
     if fixed is not None:  # both fixings are proofs: what both keep (the given duals' when the LP was cut)
         keep = keep & fixed[1]
         upper = np.minimum(upper, fixed[2])
@@ -425,7 +450,7 @@ def _solve(
 def _solve_mip(model: _Model, graphs: list[tuple[FlowGraph, int]], keep: np.ndarray, upper: np.ndarray,
                deadline: float, clock: Clock, opts: dict[str, Any], out: dict[str, Any],
                confirm: tuple[np.ndarray, np.ndarray] | None = None,
-               ) -> tuple[Status, list[np.ndarray] | None, dict[str, Any]]:
+               ) -> tuple[Status, list[Counter[int]] | None, dict[str, Any]]:
     """The MIP on the columns ``keep`` (bounds ``upper``), the rest fixed at 0 by a proof; an
     infeasibility is confirmed on ``confirm`` (columns, bounds: another proof's) when given, else on
     the same model."""
@@ -459,7 +484,7 @@ def _solve_mip(model: _Model, graphs: list[tuple[FlowGraph, int]], keep: np.ndar
         for graph, _ in graphs:
             flows.append(x[at : at + len(graph.arcs)])
             at += len(graph.arcs)
-        return "feasible", flows, out
+        return "feasible", _decode(graphs, flows), out
     return "unknown", None, out
 
 
@@ -484,6 +509,40 @@ def _through(graphs: list[tuple[FlowGraph, int]], weight: np.ndarray) -> np.ndar
         out[at : at + m] = np.asarray(to)[tail] + weight[at : at + m] + np.asarray(on)[head]
         at += m
     return out
+
+
+def _patterns(graphs: list[tuple[FlowGraph, int]], weight: np.ndarray, room: float,
+              ) -> tuple[list[Counter[int]], list[float]] | None:
+    """Every pattern of the (one) graph with a source-sink path of ``weight`` (>= 0, by arc) at most
+    ``room``, with the least such weight: a depth-first walk cut where the lightest way on to the sink
+    (``on``) leaves no room.  None beyond ``_MAX_PATTERNS`` patterns or ``_MAX_PATHS`` paths."""
+    graph, _ = graphs[0]
+    n = graph.n_nodes
+    w = weight.tolist()
+    on = [np.inf] * n  # the lightest path from a node to the sink
+    on[n - 1] = 0.0
+    out_arcs: list[list[tuple[int, int, float]]] = [[] for _ in range(n)]
+    for j in sorted(range(len(graph.arcs)), key=lambda j: -graph.arcs[j][1]):
+        tail, head, size = graph.arcs[j]
+        on[tail] = min(on[tail], w[j] + on[head])
+        out_arcs[tail].append((head, size, w[j]))
+    best: dict[tuple[int, ...], float] = {}
+    paths = 0
+    stack: list[tuple[int, float, tuple[int, ...]]] = [(0, 0.0, ())]
+    while stack:
+        node, acc, content = stack.pop()
+        if node == n - 1:
+            paths += 1
+            if content and acc < best.get(content, np.inf):
+                best[content] = acc
+            if paths > _MAX_PATHS or len(best) > _MAX_PATTERNS:
+                return None
+            continue
+        for head, size, arc_weight in out_arcs[node]:
+            if acc + arc_weight + on[head] <= room:
+                stack.append((head, acc + arc_weight, (*content, size) if size else content))
+    listed = sorted(best)
+    return [Counter(p) for p in listed], [best[p] for p in listed]
 
 
 def _path_fixing(model: _Model, sizes: Counter[int], graphs: list[tuple[FlowGraph, int]],

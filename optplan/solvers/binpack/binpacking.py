@@ -158,7 +158,8 @@ def _narrow(
        instances without the round-up property) or finds one.  The LP is first solved on to its
        optimum (at most ``_DUALS_SHARE`` of the time left): its duals fix the MIP's arcs without
        the MIP's own LP (Waescher TEST0014: 58,425 arcs, 1,085 left, a packing in 1 s; its own LP
-       took 18 s).  HiGHS has no deterministic limit:
+       took 18 s); with one capacity and few patterns left in the gap, ``binbranch`` decides instead
+       of the MIP (Hard28 BPP14).  HiGHS has no deterministic limit:
        under deterministic limits (the same answer on any machine) this step is left out;
     3. a packing into ``lb`` bins by the LP's dive (at most ``_DIVE_SHARE`` of the time left:
        instances whose bins must be almost full);
