@@ -33,6 +33,7 @@ from optplan.solvers.placement.jobs import (
 from optplan.solvers.placement.victims import (
     Candidate,
     Catalogue,
+    action_refused,
     dims,
     never_tasks,
     reclaim_order,
@@ -191,7 +192,8 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
             continue
         if v.node != c.node:
             out.append(f"{where}: runs on {c.node}, not {v.node}")
-        why2 = statically_allowed(c, v.reason, job.queue, priority, accounts[c.queue].reclaimable, needs)
+        why2 = action_refused(job, v.reason) or statically_allowed(c, v.reason, job.queue, priority,
+                                                                   accounts[c.queue].reclaimable, needs)
         if why2 is not None:
             out.append(f"{where} ({v.reason}): {why2}")
         evicted.add(key)
