@@ -106,3 +106,26 @@ def test_validator_flags_the_plan_that_breaks_the_rule(name: str) -> None:
                          for p, n, r in case.bad_victims)})
     out = placement_violations(s, list(s.jobs.values()), plan.model_copy(update={"jobs": (bad,)}))
     assert any(case.flag in line for line in out), out
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_one_pod_is_evicted_once_for_one_job(solver: str) -> None:
+    # Rule: a victim's room serves the job that evicts it (and later jobs only with what it leaves). Only n0
+    # is in pool x, full with a-0, one of three 8-GPU pods of team-a's gang a (minMember 1: two may go);
+    # two jobs of team-b each need all of n0. The exact model once let both jobs take a-0, each counting
+    # its 8 GPUs: two admitted, which the validator refused.
+    pool = {"nodeSelector": {"pool": "x"}}
+    gang = podgroup_in("team-a", "a", 1)
+    gang["spec"]["priorityClassName"] = "low"
+    pods = [pod(f"a-{i}", f"n{i}", 8, group="a") for i in range(3)]
+    for p in pods:
+        p["spec"]["priorityClassName"] = "low"
+    objs = [node("n0", labels={"pool": "x"}), node("n1"), node("n2"), queue("team-a", deserved={GPU: 0}),
+            queue("team-b", deserved={GPU: 16}), gang, *pods,
+            *(vcjob(n, "team-b", [job_task("w", 1, 8, template_spec=pool)], priority_class_name="high")
+              for n in ("one", "two"))]
+    s = load_objects([*CLASSES, *objs]).snapshot
+    plan = plan_placement(s, list(s.jobs.values()), solver, OPTS, now=NOW)
+    assert sum(jp.admitted for jp in plan.jobs) == 1
+    assert [x.name for jp in plan.jobs for x in jp.victims] == ["a-0"]
+    assert placement_violations(s, list(s.jobs.values()), plan) == []
