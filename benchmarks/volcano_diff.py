@@ -18,6 +18,8 @@ K times, to tell Volcano's nondeterminism from a rule).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import sys
 import tempfile
@@ -31,15 +33,14 @@ if str(ROOT) not in sys.path:  # tests.realcluster, when run as a script from an
 
 from tests.realcluster.cluster import Cluster, missing  # noqa: E402
 from tests.realcluster.vcdiff import (  # noqa: E402
+    PLACE_ARGS,
     Case,
     Observed,
     Verdict,
     compare,
     generate,
     load,
-    place,
     priority_classes,
-    result,
     run_case,
 )
 
@@ -112,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
                     if not saved.exists():
                         continue
                     obs = load(saved)
-                    procs = {} if obs.snapshot_error else {s: place(work / f"{case.ns}.yaml", s) for s in solvers}
-                    obs.plans = {s: result(proc) for s, proc in procs.items()}
+                    if not obs.snapshot_error:
+                        obs.plans = {s: place_here(work / f"{case.ns}.yaml", s) for s in solvers}
                 records.append(_record(args.seed, i, r, case, obs, solvers, verdicts, args.repeat > 1))
                 if args.json:
                     args.json.write_text(json.dumps({"cases": records}, indent=1), encoding="utf-8")
@@ -130,6 +131,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps({"summary": sums, "cases": records}, indent=1), encoding="utf-8")
     return 0
+
+
+def place_here(snapshot: Path, solver: str) -> dict[str, Any]:
+    """``vcdiff.place`` in this process (the CLI's ``main``, its output captured): no interpreter start
+    per plan when re-planning saved snapshots."""
+    from optplan.cli import main as optplan_main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = optplan_main(["place", str(snapshot), "--solver", solver, *PLACE_ARGS])
+    return json.loads(out.getvalue()) if code == 0 else {"error": err.getvalue().strip(), "exit": code}
 
 
 def _record(seed: int, i: int, r: int, case: Case, obs: Observed, solvers: tuple[str, ...],

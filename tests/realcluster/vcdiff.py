@@ -38,6 +38,7 @@ from tests.realcluster.cluster import CODE, KWOK_ANNOTATION, ROOT, Cluster
 GPU = "nvidia.com/gpu"
 BINPACK = "weight=10,cpu=5,memory=2,nvidia.com/gpu=10"  # hack/cluster/volcano-scheduler.conf's binpack arguments
 NOW = "2030-01-01T00:00:00Z"  # victims' cost only (the exact model); Volcano's order needs no clock
+PLACE_ARGS = ("--binpack", BINPACK, "--now", NOW, "--deterministic", "--time-limit", "5", "-o", "json")
 PRIORITY_CLASSES = (("critical-job", 1000, "PreemptLowerPriority"), ("large-job", 800, "PreemptLowerPriority"),
                     ("normal-job", 100, "PreemptLowerPriority"), ("debug-job", 50, "Never"),
                     ("spot-job", 50, "PreemptLowerPriority"))
@@ -380,8 +381,7 @@ def run_case(c: Cluster, case: Case, workdir: Path, *, settle: float = 4.0, limi
 
 def place(snapshot: Path, solver: str) -> subprocess.Popen[str]:
     """``optplan place SNAPSHOT --solver S -o json`` with the scheduler configuration's binpack weights."""
-    return _optplan("place", str(snapshot), "--solver", solver, "--binpack", BINPACK, "--now", NOW,
-                    "--deterministic", "--time-limit", "5", "-o", "json")
+    return _optplan("place", str(snapshot), "--solver", solver, *PLACE_ARGS)
 
 
 def result(proc: subprocess.Popen[str]) -> dict[str, Any]:
