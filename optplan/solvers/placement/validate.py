@@ -8,6 +8,7 @@ schedule with."""
 
 from __future__ import annotations
 
+import logging
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -42,6 +43,7 @@ from optplan.solvers.placement.victims import (
 )
 from optplan.solvers.quota.queues import QueueAccount, account_queues, unheld_deserved
 
+log = logging.getLogger(__name__)
 
 def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPlan) -> list[str]:
     """Every rule the plan breaks, as short sentences; empty when valid. Shares only the oracle, the
@@ -288,9 +290,10 @@ def validate_placement(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPla
 def check_inputs(snap: Snapshot, jobs: Sequence[VCJob]) -> None:
     """Input Volcano cannot schedule with, as an InputError naming the object and field (the CLI adds
     the file): a cycle in the queues' parents (the capacity plugin with hierarchy refuses the whole
-    session: ``updateAncestors``), a ``deserved`` naming a resource no node has (``queues.unheld_deserved``),
-    a PriorityClass a job to place names that does not exist (Kubernetes' Priority admission refuses such
-    pods, so the job never runs)."""
+    session: ``updateAncestors``), a PriorityClass a job to place names that does not exist (Kubernetes'
+    Priority admission refuses such pods, so the job never runs). A ``deserved`` naming a resource no node
+    has (``queues.unheld_deserved``, almost always a misspelt name) is a warning: Volcano schedules with
+    it, and so does optplan (the dimension is listed, 0 allocated; it matters only to a pod requesting it)."""
     tree = QueueTree(snap.queues)
     for name in sorted(tree.broken):
         if "cycle" in tree.broken[name]:
@@ -300,9 +303,9 @@ def check_inputs(snap: Snapshot, jobs: Sequence[VCJob]) -> None:
                 cur = snap.queues[cur].parent_name
             raise InputError(f"the parent chain {' -> '.join([*chain, name])} is a cycle: Volcano's capacity "
                              "plugin (hierarchy) then schedules nothing", obj=f"Queue/{name}", field="spec.parent")
-    for v in unheld_deserved(snap, tree)[:1]:  # any queue: it may reclaim or be reclaimed from
-        raise InputError(f"no node has {v.resource}: {v.message.split(': ', 1)[1]}; fix or remove it",
-                         obj=f"Queue/{v.queue}", field=f"spec.deserved.{v.resource}")
+    for v in unheld_deserved(snap, tree):  # Volcano schedules with it: a warning, and the same decisions
+        log.warning("Queue/%s: spec.deserved.%s: no node has %s (%s); placing as Volcano does, which compares "
+                    "it only for pods that request it", v.queue, v.resource, v.resource, v.message.split(": ", 1)[1])
     known = set(snap.priority_classes) | set(SYSTEM_PRIORITY_CLASSES)
     for job in jobs:
         fields = [(job.priority_class_name, "spec.priorityClassName")]
