@@ -32,9 +32,9 @@ def job_rules(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: Re
     qs = state.queues
     if not ctx.preempting(job):
         return None, "preemptionPolicy Never: no victims"
-    refused = action_refused(job, reason)
-    if refused is not None:
-        return None, refused
+    no_action = action_refused(job, reason)
+    if no_action is not None:
+        return None, no_action
     needs = job_needs(job)
     if reason == "reclaim":  # the capacity plugin's PreemptiveFn, for the first pod the action tries
         order = gang_order(job, snap, ctx.held.get(job.key))
