@@ -264,6 +264,24 @@ class Cluster:
                 "status": {"capacity": capacity, "allocatable": capacity}}
         self.apply([node])
 
+    def scheduler_args(self) -> list[str]:
+        p = self.ports
+        return [str(self.bin / "vc-scheduler"), "--kubeconfig", str(self.kubeconfig), "--leader-elect=false",
+                "--scheduler-conf", str(HACK / "volcano-scheduler.conf"), "--schedule-period", "1s",
+                "--listen-address", f"127.0.0.1:{p['vc-scheduler']}",
+                "--healthz-address", f"127.0.0.1:{p['vc-scheduler-healthz']}", "--enable-healthz=true", "-v=2"]
+
+    def stop_scheduler(self) -> None:
+        """Stop vc-scheduler (by its PID) until ``start_scheduler``; nothing is placed meanwhile."""
+        for proc in [p for p in self.procs if p.name == "vc-scheduler"]:
+            self.end(proc)
+            self.procs.remove(proc)
+
+    def start_scheduler(self) -> None:
+        """Start vc-scheduler again (same arguments and ports) when ``stop_scheduler`` stopped it."""
+        if not any(p.name == "vc-scheduler" and p.popen.poll() is None for p in self.procs):
+            self._spawn("vc-scheduler", self.scheduler_args())
+
     # ---- start -------------------------------------------------------------------------------
 
     def start(self, timeout: float = 120) -> Cluster:
@@ -336,12 +354,7 @@ class Cluster:
             "--listen-address", f"127.0.0.1:{p['vc-controller-manager']}",
             "--healthz-address", f"127.0.0.1:{p['vc-controller-manager-healthz']}", "--enable-healthz=true",
             "-v=2"])
-        scheduler = self._spawn("vc-scheduler", [
-            str(self.bin / "vc-scheduler"), "--kubeconfig", str(self.kubeconfig), "--leader-elect=false",
-            "--scheduler-conf", str(HACK / "volcano-scheduler.conf"), "--schedule-period", "1s",
-            "--listen-address", f"127.0.0.1:{p['vc-scheduler']}",
-            "--healthz-address", f"127.0.0.1:{p['vc-scheduler-healthz']}", "--enable-healthz=true",
-            "-v=2"])
+        scheduler = self._spawn("vc-scheduler", self.scheduler_args())
         # vc-scheduler creates the queues "default" and "root" when it starts.
         self._wait("vc-scheduler (queue root)", lambda: self.kubectl(
             "get", "queue", "root", check=False).returncode == 0, timeout, scheduler)

@@ -60,9 +60,10 @@ namespace/name (Volcano: creationTimestamp, then UID); the required replicas of 
 it did not admit, in job order, on the state the jobs before it left (allocate's placements, and the
 earlier jobs' victims gone: their room and their queue allocation are free for the jobs that follow).
 A job that now fits without victims is placed there first (room an earlier job's victims freed beyond
-its own need), as Volcano's next allocate would, whatever its preemptionPolicy. Else preempt, then
-reclaim: regions in the order above, the first whose dry run readies the gang; in a dry run each pod,
-task by task, goes where it fits as in allocate, else to the first node, in the order below, whose
+its own need), as Volcano's next allocate would, whatever its preemptionPolicy. Else preempt (never for
+a job with a networkTopology: Volcano's preempt skips it, ``victims.action_refused``), then reclaim:
+regions in the order above, the first whose dry run readies the gang; in a dry run each pod, task by task,
+goes where it fits as in allocate, else to the first node, in the order below, whose
 victims would all together make room (Volcano's ``ValidateVictims``), evicting them one by one in
 victim order until the pod fits, the node's evictions undone when it still does not.
 

@@ -18,6 +18,7 @@ from optplan.solvers.placement.victims import (
     Catalogue,
     Reason,
     Rules,
+    action_refused,
     reclaimer_blocked,
     statically_allowed,
     victim_blocked,
@@ -32,6 +33,9 @@ def job_rules(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: Re
     qs = state.queues
     if not ctx.preempting(job):
         return None, "preemptionPolicy Never: no victims"
+    no_action = action_refused(job, reason)
+    if no_action is not None:
+        return None, no_action
     needs = job_needs(job)
     if reason == "reclaim":  # the capacity plugin's PreemptiveFn, for the first pod the action tries
         order = gang_order(job, snap, ctx.held.get(job.key))

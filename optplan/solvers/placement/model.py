@@ -19,7 +19,7 @@ from optplan.solvers.core.oracle import POD_SLOT, max_fit
 from optplan.solvers.placement.context import Context, QueueState
 from optplan.solvers.placement.jobs import job_needs
 from optplan.solvers.placement.safety import approval_cancelled, cooling_until, pdb_spends
-from optplan.solvers.placement.victims import Candidate, Reason, dims, statically_allowed
+from optplan.solvers.placement.victims import Candidate, Reason, action_refused, dims, statically_allowed
 
 
 def admission_weight(priority: int) -> int:
@@ -230,8 +230,9 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
             for reason in ("preempt", "reclaim"):
                 if reason == "reclaim" and not may_reclaim:
                     continue
-                why = statically_allowed(c, reason, job.queue, prio, queues.reclaimable.get(c.queue, True), needs,
-                                         snap=ctx.snapshot, safety=ctx.safety)
+                why = action_refused(job, reason) or statically_allowed(
+                    c, reason, job.queue, prio, queues.reclaimable.get(c.queue, True), needs, snap=ctx.snapshot,
+                    safety=ctx.safety)
                 if why is None and reason == "reclaim" and not _may_be_over(c, queues, could_be_over):
                     why = "its queue is never above deserved for it"
                 if why is None:

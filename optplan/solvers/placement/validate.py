@@ -8,6 +8,7 @@ schedule with."""
 
 from __future__ import annotations
 
+import logging
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -34,6 +35,7 @@ from optplan.solvers.placement.safety import OFF, approval_reason, evict_blocks,
 from optplan.solvers.placement.victims import (
     Candidate,
     Catalogue,
+    action_refused,
     dims,
     never_tasks,
     reclaim_order,
@@ -42,6 +44,7 @@ from optplan.solvers.placement.victims import (
 )
 from optplan.solvers.quota.queues import QueueAccount, account_queues, unheld_deserved
 
+log = logging.getLogger(__name__)
 
 def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPlan, *,
                          safety: SafePreemption = OFF, now: datetime | None = None) -> list[str]:
@@ -220,8 +223,9 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
             continue
         if v.node != c.node:
             out.append(f"{where}: runs on {c.node}, not {v.node}")
-        why2 = statically_allowed(c, v.reason, job.queue, priority, accounts[c.queue].reclaimable, needs,
-                                  snap=snap, safety=safety)
+        why2 = action_refused(job, v.reason) or statically_allowed(c, v.reason, job.queue, priority,
+                                                                   accounts[c.queue].reclaimable, needs, snap=snap,
+                                                                   safety=safety)
         if why2 is not None:
             out.append(f"{where} ({v.reason}): {why2}")
         evicted.add(key)
@@ -317,9 +321,10 @@ def validate_placement(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPla
 def check_inputs(snap: Snapshot, jobs: Sequence[VCJob]) -> None:
     """Input Volcano cannot schedule with, as an InputError naming the object and field (the CLI adds
     the file): a cycle in the queues' parents (the capacity plugin with hierarchy refuses the whole
-    session: ``updateAncestors``), a ``deserved`` naming a resource no node has (``queues.unheld_deserved``),
-    a PriorityClass a job to place names that does not exist (Kubernetes' Priority admission refuses such
-    pods, so the job never runs)."""
+    session: ``updateAncestors``), a PriorityClass a job to place names that does not exist (Kubernetes'
+    Priority admission refuses such pods, so the job never runs). A ``deserved`` naming a resource no node
+    has (``queues.unheld_deserved``, almost always a misspelt name) is a warning: Volcano schedules with
+    it, and so does optplan (the dimension is listed, 0 allocated; it matters only to a pod requesting it)."""
     tree = QueueTree(snap.queues)
     for name in sorted(tree.broken):
         if "cycle" in tree.broken[name]:
@@ -329,9 +334,9 @@ def check_inputs(snap: Snapshot, jobs: Sequence[VCJob]) -> None:
                 cur = snap.queues[cur].parent_name
             raise InputError(f"the parent chain {' -> '.join([*chain, name])} is a cycle: Volcano's capacity "
                              "plugin (hierarchy) then schedules nothing", obj=f"Queue/{name}", field="spec.parent")
-    for v in unheld_deserved(snap, tree)[:1]:  # any queue: it may reclaim or be reclaimed from
-        raise InputError(f"no node has {v.resource}: {v.message.split(': ', 1)[1]}; fix or remove it",
-                         obj=f"Queue/{v.queue}", field=f"spec.deserved.{v.resource}")
+    for v in unheld_deserved(snap, tree):  # Volcano schedules with it: a warning, and the same decisions
+        log.warning("Queue/%s: spec.deserved.%s: no node has %s (%s); placing as Volcano does, which compares "
+                    "it only for pods that request it", v.queue, v.resource, v.resource, v.message.split(": ", 1)[1])
     known = set(snap.priority_classes) | set(SYSTEM_PRIORITY_CLASSES)
     for job in jobs:
         fields = [(job.priority_class_name, "spec.priorityClassName")]

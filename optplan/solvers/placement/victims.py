@@ -18,7 +18,9 @@ else the job's.
 newer first (LIFO: ``status.startTime``, else ``creationTimestamp``; a pod with neither counts as
 started at ``now``), then UID, then namespace/name.
 
-**Preempt**: victims in the preemptor's queue whose job priority is strictly lower. **Reclaim**: victims
+**Preempt**: victims in the preemptor's queue whose job priority is strictly lower; a job with a
+``networkTopology`` (hard or soft) does not preempt at all (``action_refused``: Volcano's preempt skips
+it), it may still reclaim. **Reclaim**: victims
 in other, ``reclaimable`` (not false) queues, by the capacity plugin's rules below. A preemptor pod
 whose own PriorityClass (the task's template's, else the job's) has ``preemptionPolicy: Never``
 evicts nothing (neither action); the job's other tasks still may (``never_tasks``).
@@ -241,6 +243,15 @@ def never_tasks(snap: Snapshot, job: VCJob) -> frozenset[str]:
     template's ``priorityClassName``, else the job's, else the globalDefault) says ``preemptionPolicy:
     Never`` (Volcano checks the preemptor pod's policy in preempt and in reclaim)."""
     return frozenset(t.name for t in job.tasks if preemption_never(snap, job.task_priority_class(t)))
+
+
+def action_refused(job: VCJob, reason: Reason) -> str | None:
+    """Why this job may not evict by this action at all, or None: Volcano's preempt skips every job with a
+    ``networkTopology`` (hard or soft; ``actions/preempt``: "jobs containing networkTopology do not support
+    preemption"), while its reclaim takes them."""
+    if reason == "preempt" and job.network_topology is not None:
+        return "a job with a networkTopology does not preempt (Volcano's preempt skips it)"
+    return None
 
 
 def dims(requests: Mapping[str, int]) -> frozenset[str]:

@@ -1,0 +1,179 @@
+"""``optplan place`` against the real vc-scheduler on seeded small clusters (differential tests).
+
+Example::
+
+    python benchmarks/volcano_diff.py --clusters 20 --seed 1            # a table on stdout
+    python benchmarks/volcano_diff.py --clusters 300 --seed 1 --json out.json --keep-going
+
+Starts one real cluster (tests/realcluster/cluster.py; the binaries of hack/cluster/build.sh), then for
+each case of ``tests.realcluster.vcdiff.generate(seed, i)``: creates it with vc-scheduler stopped, takes
+``optplan snapshot`` of it, plans it with ``optplan place --solver greedy`` and ``auto`` (the binpack
+weights of hack/cluster/volcano-scheduler.conf), starts vc-scheduler, waits until nothing changes and
+compares (``vcdiff.compare``): admitted job sets, preempt and reclaim victim sets, the HyperNode of each
+topology job both admitted, per pod the node. Prints agreement per action and solver, and every
+disagreement with the case's seed and index (``--only I`` reruns one case; ``--repeat K`` runs each case
+K times, to tell Volcano's nondeterminism from a rule).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # tests.realcluster, when run as a script from anywhere
+    sys.path.insert(0, str(ROOT))
+
+from tests.realcluster.cluster import Cluster, missing  # noqa: E402
+from tests.realcluster.vcdiff import (  # noqa: E402
+    PLACE_ARGS,
+    Case,
+    Observed,
+    Verdict,
+    compare,
+    generate,
+    load,
+    priority_classes,
+    run_case,
+)
+
+SOLVERS = ("greedy", "auto")
+
+
+def summarise(verdicts: list[Verdict]) -> dict[str, Any]:
+    """Agreement per action: agreeing cases / cases with something to compare."""
+    out: dict[str, Any] = {}
+    for action in ("allocate", "preempt", "reclaim"):
+        vals = [getattr(v, action) for v in verdicts if not v.error and getattr(v, action) is not None]
+        out[action] = (sum(vals), len(vals))
+    topo = [t for v in verdicts if not v.error for t in v.topology]
+    out["topology"] = (sum(topo), len(topo))
+    out["nodes"] = (sum(v.nodes[0] for v in verdicts), sum(v.nodes[1] for v in verdicts))
+    out["fewer"] = sum(v.fewer for v in verdicts)
+    out["errors"] = sum(bool(v.error) for v in verdicts)
+    return out
+
+
+def pct(a: int, b: int) -> str:
+    return f"{a}/{b} ({100 * a / b:.1f}%)" if b else "-"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--clusters", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--start", type=int, default=0, help="first case index")
+    ap.add_argument("--only", type=int, action="append", default=[], help="run only this case index (repeatable)")
+    ap.add_argument("--repeat", type=int, default=1, help="run each case this many times")
+    ap.add_argument("--json", type=Path, help="write every case's verdicts here (after each case)")
+    ap.add_argument("--dir", type=Path, help="working folder (cluster, snapshots, what Volcano did); a temporary "
+                                             "one by default")
+    ap.add_argument("--replan", action="store_true",
+                    help="no cluster: re-plan the snapshots --dir holds with this checkout's optplan and compare "
+                         "them with what Volcano did then")
+    ap.add_argument("--solvers", default=",".join(SOLVERS))
+    args = ap.parse_args(argv)
+    solvers = tuple(s for s in args.solvers.split(",") if s)
+    if args.replan and not args.dir:
+        print("--replan needs --dir", file=sys.stderr)
+        return 2
+    work = args.dir or Path(tempfile.mkdtemp(prefix="volcano-diff-"))
+    work.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    cluster = None
+    if not args.replan:
+        absent = missing()
+        if absent:
+            print(f"real-cluster binaries missing (hack/cluster/build.sh): {absent[0]}", file=sys.stderr)
+            return 2
+        cluster = Cluster(work / "cluster")
+        cluster.start()
+        cluster.apply(priority_classes())
+        print(f"cluster up in {time.monotonic() - started:.0f} s ({work})", file=sys.stderr)
+    indices = args.only or list(range(args.start, args.start + args.clusters))
+    verdicts: dict[str, list[Verdict]] = {s: [] for s in solvers}
+    records: list[dict[str, Any]] = []
+    try:
+        for i in indices:
+            for r in range(args.repeat):
+                case = generate(args.seed, i)
+                if args.repeat > 1:
+                    case = _renamed(case, f"{case.ns}-x{r}")
+                if cluster is not None:
+                    obs = run_case(cluster, case, work, solvers=solvers, restart=False)
+                else:
+                    saved = work / f"{case.ns}.volcano.json"
+                    if not saved.exists():
+                        continue
+                    obs = load(saved)
+                    if not obs.snapshot_error:
+                        obs.plans = {s: place_here(work / f"{case.ns}.yaml", s) for s in solvers}
+                records.append(_record(args.seed, i, r, case, obs, solvers, verdicts, args.repeat > 1))
+                if args.json:
+                    args.json.write_text(json.dumps({"cases": records}, indent=1), encoding="utf-8")
+    finally:
+        if cluster is not None:
+            cluster.stop()
+    print("\n| action | " + " | ".join(solvers) + " |\n|---|" + "---|" * len(solvers))
+    sums = {s: summarise(verdicts[s]) for s in solvers}
+    for action in ("allocate", "preempt", "reclaim", "topology", "nodes"):
+        print(f"| {action} | " + " | ".join(pct(*sums[s][action]) for s in solvers) + " |")
+    print("| fewer jobs than Volcano | " + " | ".join(str(sums[s]["fewer"]) for s in solvers) + " |")
+    print("| errors | " + " | ".join(str(sums[s]["errors"]) for s in solvers) + " |")
+    print(f"\n{len(records)} cases in {time.monotonic() - started:.0f} s")
+    if args.json:
+        args.json.write_text(json.dumps({"summary": sums, "cases": records}, indent=1), encoding="utf-8")
+    return 0
+
+
+def place_here(snapshot: Path, solver: str) -> dict[str, Any]:
+    """``vcdiff.place`` in this process (the CLI's ``main``, its output captured): no interpreter start
+    per plan when re-planning saved snapshots."""
+    from optplan.cli import main as optplan_main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = optplan_main(["place", str(snapshot), "--solver", solver, *PLACE_ARGS])
+    return json.loads(out.getvalue()) if code == 0 else {"error": err.getvalue().strip(), "exit": code}
+
+
+def _record(seed: int, i: int, r: int, case: Case, obs: Observed, solvers: tuple[str, ...],
+            verdicts: dict[str, list[Verdict]], repeated: bool) -> dict[str, Any]:
+    """One case's verdicts: printed as a line, added to ``verdicts``, returned for the JSON."""
+    rec: dict[str, Any] = {"seed": seed, "index": i, "repeat": r, "kinds": case.kinds,
+                           "seconds": {k: round(v, 1) for k, v in obs.seconds.items()},
+                           "volcano": {"bound": obs.bound, "evicted": obs.evicted, "phases": obs.phases}}
+    line = [f"case {seed}/{i}" + (f"#{r}" if repeated else ""), f"{obs.seconds.get('total', 0):.0f}s"]
+    for s in solvers:
+        v = compare(case, obs, s)
+        verdicts[s].append(v)
+        rec[s] = {"allocate": v.allocate, "preempt": v.preempt, "reclaim": v.reclaim, "topology": v.topology,
+                  "nodes": v.nodes, "fewer": v.fewer, "error": v.error, "details": v.details}
+        bad = [a for a in ("allocate", "preempt", "reclaim") if getattr(v, a) is False]
+        bad += ["topology"] if False in v.topology else []
+        state = "ok" if not bad else "DIFF " + ",".join(bad)
+        line.append(f"{s}: " + ("ERROR " + v.error[:160] if v.error else state))
+        if bad:
+            line.append(json.dumps(v.details, sort_keys=True))
+    print("  ".join(line), flush=True)
+    return rec
+
+
+def _renamed(case: Case, ns: str) -> Case:
+    """The same case under another namespace and prefix (every name in it is derived from the namespace)."""
+    d = {"nodes": case.nodes, "hypernodes": case.hypernodes, "queues": case.queues, "running": case.running,
+         "pending": case.pending, "members": {k: [t, sorted(m)] for k, (t, m) in case.members.items()}}
+    d = json.loads(json.dumps(d).replace(case.ns, ns))
+    return Case(case.seed, case.index, ns, d["nodes"], d["hypernodes"], d["queues"], d["running"], d["pending"],
+                {k: (t, frozenset(m)) for k, (t, m) in d["members"].items()}, case.kinds)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""``optplan place`` against the real vc-scheduler on a few seeded clusters (tests/realcluster/vcdiff.py;
+``benchmarks/volcano_diff.py`` runs many). Each case is created with vc-scheduler stopped, snapshotted,
+planned by ``optplan place --solver greedy``, then scheduled by Volcano until nothing changes; the
+admitted job sets, the victims and the HyperNodes of the topology jobs must be the same.
+
+The cases are ones where the two agree today (docs/benchmarks.md lists where they do not, and why):
+seed 1's case 12 (two topology jobs in two HyperNodes, one plain job, a full tier-2 search) and case 21
+(hard and soft topology jobs beside running gangs)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.realcluster.cluster import Cluster, optplan
+from tests.realcluster.vcdiff import compare, generate, priority_classes, run_case
+
+pytestmark = pytest.mark.realcluster
+CASES = [(1, 12), (1, 21)]
+JOB: dict[str, Any] = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+       "spec": {"schedulerName": "volcano", "minAvailable": 1, "tasks": [{"name": "w", "replicas": 1, "template": {
+           "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "x:1", "resources": {
+               "requests": {"nvidia.com/gpu": "2"}, "limits": {"nvidia.com/gpu": "2"}}}]}}}]}}
+
+
+@pytest.mark.parametrize(("seed", "index"), CASES)
+def test_optplan_places_as_volcano_does(real_cluster: Cluster, tmp_path: Path, seed: int, index: int) -> None:
+    real_cluster.apply(priority_classes())
+    case = generate(seed, index)
+    obs = run_case(real_cluster, case, tmp_path, solvers=("greedy",))
+    assert obs.snapshot_error == ""
+    v = compare(case, obs, "greedy")
+    assert v.error == "", v.error
+    assert v.allocate is True, v.details
+    assert v.preempt is not False and v.reclaim is not False, v.details
+    assert v.topology and all(v.topology), v.details
+    # the cluster is left as it was: the case's nodes are gone, vc-scheduler runs again
+    names = {n["metadata"]["name"] for n in real_cluster.kubectl_json("get", "nodes")["items"]}
+    assert not names & {n["metadata"]["name"] for n in case.nodes}
+    assert "vc-scheduler" in real_cluster.alive()
+
+
+def test_a_deserved_naming_a_resource_no_node_has_is_scheduled_and_planned(real_cluster: Cluster,
+                                                                           tmp_path: Path) -> None:
+    """Volcano schedules a job of a queue whose deserved names a resource no node has; optplan place warns
+    and admits it the same way (it refused the snapshot before)."""
+    c = real_cluster
+    ns, q, n = "vcd-fpga", "vcd-fpga-q", "vcd-fpga-n0"
+    c.add_node(n, gpus=8)
+    c.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+             {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": q},
+              "spec": {"parent": "root", "deserved": {"nvidia.com/gpu": 8, "example.com/fpga": 2}}}])
+    c.wait_for("the queue Open", lambda: c.kubectl_json("get", "queue", q).get("status", {}).get("state") == "Open")
+    c.apply([{**JOB, "metadata": {"name": "j", "namespace": ns}, "spec": {**JOB["spec"], "queue": q}}])
+    try:
+        c.wait_for("Volcano binds the job's pod", lambda: any(
+            p["spec"].get("nodeName") == n for p in c.kubectl_json("get", "pods", "-n", ns)["items"]), timeout=90)
+        c.stop_scheduler()  # a second job, pending while optplan plans it
+        c.apply([{**JOB, "metadata": {"name": "k", "namespace": ns}, "spec": {**JOB["spec"], "queue": q}}])
+        c.wait_for("the second job's PodGroup", lambda: len(c.kubectl_json("get", "podgroups", "-n", ns)["items"]) == 2)
+        snap = tmp_path / "snap.yaml"
+        res = optplan("snapshot", "--kubeconfig", str(c.kubeconfig), "-o", str(snap))
+        assert res.returncode == 0, res.stderr
+        res = optplan("place", str(snap), "--solver", "greedy", "-o", "json")
+        assert res.returncode == 0, res.stderr
+        assert f"Queue/{q}: spec.deserved.example.com/fpga: no node has example.com/fpga" in res.stderr
+        [job] = [j for j in json.loads(res.stdout)["jobs"] if j["namespace"] == ns]
+        assert job["name"] == "k" and job["admitted"] and [b["node"] for b in job["bindings"]] == [n]
+    finally:
+        c.start_scheduler()
+        c.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=120s", check=False)
+        c.kubectl("delete", "queue", q, check=False)
+        c.kubectl("delete", "node", n, check=False)
