@@ -2,6 +2,7 @@
 
 Modules, each importing only the lines below it (pyproject's "Models import one way" contract):
 
+- ``provision`` (node groups of a catalogue, provisioning plans; it holds a placement plan);
 - ``execute`` (Execute's records: relocations, ``Nomination``, ``Verification``), ``placement`` (queue
   placement plans, ``BinpackWeights``), ``results`` (what Repack returns: disruption, restarts, planner
   results, the fragmentation report, a run's outcome);

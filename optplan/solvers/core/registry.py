@@ -8,6 +8,9 @@ reading the names costs no OR-Tools, MILP or numpy import. Families:
 - ``placement``: queue placement of pending VCJobs with preempt/reclaim victims; ``greedy`` is Volcano's
   allocate (always run first), ``cpsat`` the exact model hinted with it, ``auto`` the better of the two
   (no code of its own: ``optplan.solvers.placement.place`` composes it);
+- ``provision``: nodes to add from a catalogue so that pending gangs place (``optplan.solvers.provision``):
+  ``greedy``, ``cpsat`` (the exact model, with a proven bound), ``auto`` (composed by
+  ``optplan.solvers.provision.run``), and the peers ``seed`` and ``least-waste``;
 - ``goals``: planners of RepackRuns with admit / freeHyperNodes goals (``optplan.solvers.goals``): ``greedy``,
   ``cpsat`` (the joint model), ``kai`` (KAI-scheduler's consolidation, a peer), ``milp`` (the joint model's
   PuLP/HiGHS twin) and ``auto`` (composed by ``optplan.solvers.goals.run``).
@@ -47,6 +50,11 @@ _ENTRIES: tuple[Entry, ...] = (
     Entry("goals", "kai", "optplan.solvers.baselines.kai:KaiPlanner"),
     Entry("goals", "milp", "optplan.solvers.goals.milp:MilpGoalPlanner"),
     Entry("goals", "auto", None),
+    Entry("provision", "greedy", "optplan.solvers.provision.greedy:greedy_counts"),
+    Entry("provision", "cpsat", "optplan.solvers.provision.cpsat:solve"),
+    Entry("provision", "auto", None),
+    Entry("provision", "seed", "optplan.solvers.provision.peers:seed_formula"),
+    Entry("provision", "least-waste", "optplan.solvers.provision.peers:least_waste"),
 )
 
 HELP = {
@@ -56,6 +64,9 @@ HELP = {
              "consolidation, a peer)",
     "placement": "greedy (Volcano's allocate), cpsat (exact, lexicographic), auto (default: both, the better "
                  "plan wins)",
+    "provision": "auto (default: the greedy, the exact model and the peers' nodes completed, the plan serving "
+                 "most gangs at least cost wins), greedy, cpsat (with a proven bound), seed (seed 004's formula, "
+                 "a peer), least-waste (Cluster Autoscaler's expander, a peer)",
 }
 """The ``--solver`` help of each family's command."""
 
