@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 
 from optplan.models.provision import NodeGroup
 from optplan.solvers.placement.jobs import task_minima
-from optplan.solvers.provision.nodes import Counts
+from optplan.solvers.provision.nodes import Counts, cost_of
 from optplan.solvers.provision.problem import Outcome, Problem, host_groups
 
 log = logging.getLogger(__name__)
@@ -68,15 +68,21 @@ def serve(problem: Problem, counts: Counts, cur: Outcome, job_key: str) -> Count
 
     best: tuple[int, Counts] | None = None
     whole, per_task = usable_groups(problem, job_key)
-    for g in sorted(whole, key=lambda g: (g.price, g.name)):
-        if best is not None and g.price >= best[0]:
-            break  # one more node of this group already costs as much
-        def ok(k: int, name: str = g.name) -> bool:
-            return works(added(counts, {name: k}))
+    whole.sort(key=lambda g: (g.price, g.name))
+    for i, g in enumerate(whole):
+        # the cheaper groups at their maximum, then the fewest of this one; pruned, the most expensive first
+        prefix = added(counts, {h.name: h.max_count - counts.get(h.name, 0) for h in whole[:i]})
+
+        def ok(k: int, name: str = g.name, prefix: Counts = prefix) -> bool:
+            return works(added(prefix, {name: k}))
 
         k = smallest(ok, g.max_count - counts.get(g.name, 0))
-        if k is not None and (best is None or k * g.price < best[0]):
-            best = (k * g.price, added(counts, {g.name: k}))
+        if k is None:
+            continue
+        found = prune(problem, added(prefix, {g.name: k}), keep | {job_key}, floor=counts)
+        cost = cost_of(problem.groups, found)
+        if best is None or cost < best[0]:
+            best = (cost, found)
     if best is None and per_task and all(per_task) and len(per_task) > 1:
         mix = {ts[0].name: 0 for ts in per_task}  # each task's cheapest group, grown together
         room = min(g.max_count - counts.get(g.name, 0) for ts in per_task for g in ts[:1])
@@ -86,11 +92,13 @@ def serve(problem: Problem, counts: Counts, cur: Outcome, job_key: str) -> Count
     return None if best is None else best[1]
 
 
-def prune(problem: Problem, counts: Counts, served: frozenset[str]) -> Counts:
-    """Remove nodes while every gang in ``served`` stays admitted, the most expensive group first."""
+def prune(problem: Problem, counts: Counts, served: frozenset[str], floor: Mapping[str, int] | None = None) -> Counts:
+    """Remove nodes while every gang in ``served`` stays admitted, the most expensive group first (never
+    below ``floor``)."""
     counts = dict(counts)
+    floor = floor or {}
     for g in sorted(problem.groups, key=lambda g: (-g.price, g.name)):
-        while counts.get(g.name, 0) > 0:
+        while counts.get(g.name, 0) > floor.get(g.name, 0):
             trial = added(counts, {g.name: -1})
             if served <= problem.evaluate(trial).served:
                 counts = trial
