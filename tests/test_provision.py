@@ -17,8 +17,8 @@ from optplan.cli import main
 from optplan.models.provision import NodeGroup, ProvisionPlan
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.provision.problem import Problem, headroom_jobs
 from optplan.solvers.provision.peers import least_waste, seed_formula
+from optplan.solvers.provision.problem import Problem, headroom_jobs
 from optplan.solvers.provision.run import plan_provision
 from optplan.solvers.provision.validate import provision_violations
 from tests.builders import GPU, hypernode, job_task, load, node, pod, podgroup_in, queue, vcjob
@@ -107,7 +107,7 @@ def test_new_nodes_join_the_named_hypernode_and_a_hard_gang_lands_within_one(sol
     job = vcjob("llm", tasks=[job_task("w", 2, 8)], network_topology={"mode": "hard", "highestTierAllowed": 1})
     # a group that joins no HyperNode cannot serve a hard-topology gang, however cheap
     groups = [group("loose", "5", 4), group("in-s1", "30", 4, hyper="s1")]
-    p, snap = plan([*_fabric(), job], groups, solver)
+    p, _ = plan([*_fabric(), job], groups, solver)
     jp = p.placement.job("default/llm")
     assert added(p) == {"in-s1": 2} and jp.hyper_node == "s1" and jp.tier == 1
     assert {b.node for b in jp.bindings} == {"in-s1-new-0", "in-s1-new-1"}
@@ -242,7 +242,7 @@ def test_cli_demo_json_and_patch(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def _catalogue(tmp_path: Path, spec: dict[str, Any], kind: str = "NodeGroup") -> str:
-    obj = {"apiVersion": "optplan.volcano.sh/v1alpha1", "kind": kind, "metadata": {"name": "g"}, "spec": spec}
+    obj = {"apiVersion": "provision.volcano.sh/v1alpha1", "kind": kind, "metadata": {"name": "g"}, "spec": spec}
     f = tmp_path / "cat.yaml"
     f.write_text(yaml.safe_dump(obj))
     return str(f)

@@ -11,7 +11,7 @@ from optplan.adapters.kubefile import RawObject, ReadBudget, parse_model, read_d
 from optplan.models.provision import NodeGroup
 
 KIND = "NodeGroup"
-API_VERSION = "optplan.volcano.sh/v1alpha1"
+API_VERSION = "provision.volcano.sh/v1alpha1"
 
 
 def parse_node_group(raw: RawObject) -> NodeGroup:

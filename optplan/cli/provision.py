@@ -160,6 +160,7 @@ def provision_table(plan: ProvisionPlan) -> str:
     text += table(rows)
     jrows = [["JOB", "QUEUE", "SERVED", "HYPERNODE", "NODES", "REASON"]]
     unserved = {u.job: u.reason for u in plan.unserved}
+    unserved |= {d.job: "no node group can host it (Deadlocks below)" for d in plan.deadlocks}
     for jp in plan.placement.jobs:
         nodes = ",".join(sorted({b.node for b in jp.bindings})) or "-"
         jrows.append([jp.key, jp.queue, "yes" if jp.admitted else "no", jp.hyper_node or "-", nodes,

@@ -5,7 +5,7 @@ can add: their labels, taints and allocatable, the HyperNode new nodes join, the
 unit, per node and hour by convention; compared only with each other), and the most nodes that may be
 added. The catalogue file holds one ``NodeGroup`` object per group::
 
-    apiVersion: optplan.volcano.sh/v1alpha1
+    apiVersion: provision.volcano.sh/v1alpha1
     kind: NodeGroup
     metadata: {name: a100}
     spec:
