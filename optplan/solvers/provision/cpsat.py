@@ -56,7 +56,10 @@ def slots_of(problem: Problem) -> dict[str, int]:
     return {g.name: min(g.max_count, pods) for g in problem.groups}
 
 
-def build(problem: Problem, hint: Outcome | None) -> tuple[cp_model.CpModel, Vars, int, list[str]]:
+def build(problem: Problem, hint: Outcome | None, at_least: int | None = None
+          ) -> tuple[cp_model.CpModel, Vars, int, list[str]]:
+    """The model; ``at_least``: serve at least that many gangs and minimize the cost alone (the bound on
+    the cost of serving as many gangs as a plan does)."""
     slots = slots_of(problem)
     big_snap = augment(problem.snapshot, problem.groups, slots)
     ctx = Context.build(big_snap, problem.jobs, problem.weights, problem.now, predicates=problem.predicates)
@@ -137,8 +140,13 @@ def build(problem: Problem, hint: Outcome | None) -> tuple[cp_model.CpModel, Var
             head = queues.real[q].get(res, 0) - queues.allocated[q].get(res, 0)
             m.add(sum(e * d[res] for e, d in items if d.get(res, 0) > 0) <= max(head, 0))
     big = sum(g.price * slots[g.name] for g in problem.groups) + 1
-    unserved = sum(1 - s for s in v.serve.values())
-    m.minimize(big * unserved + sum(g.price * v.count[g.name] for g in problem.groups))
+    cost = sum(g.price * v.count[g.name] for g in problem.groups)
+    if at_least is None:
+        m.minimize(big * sum(1 - s for s in v.serve.values()) + cost)
+    else:
+        big = 0
+        m.add(sum(v.serve.values()) >= at_least)
+        m.minimize(cost)
     if hint is not None:
         add_hint(m, v, hint, problem, slots)
     return m, v, big, [j.key for j in jobs]
@@ -163,8 +171,10 @@ def add_hint(m: cp_model.CpModel, v: Vars, hint: Outcome, problem: Problem, slot
         m.add_hint(x, placed.get(key, 0))
 
 
-def solve(problem: Problem, options: PlanOptions, hint: Outcome | None = None) -> ExactResult:
-    m, v, big, jobs = build(problem, hint)
+def solve(problem: Problem, options: PlanOptions, hint: Outcome | None = None,
+          at_least: int | None = None) -> ExactResult:
+    """Solve the model (``build``); ``big`` is 0 with ``at_least`` (the objective is the cost alone)."""
+    m, v, big, jobs = build(problem, hint, at_least)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = options.time_limit
     if options.deterministic:  # the same input, the same plan: the limit counts work (a wall cap of 3x stays)

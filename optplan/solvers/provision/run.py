@@ -81,6 +81,10 @@ def plan_provision(snap: Snapshot, jobs: Sequence[VCJob], groups: Sequence[NodeG
                 candidates += [problem.evaluate(greedy_counts(problem, start=peers[p], skip=skip)) for p in PEERS]
             chosen = min(candidates, key=rank)
             record = exact_record(solver, exact, chosen)
+            if record.status != "OPTIMAL" and exact.objective is not None:
+                # the model served more than allocate does: bound the cost of serving as many as the plan
+                again = registry.load("provision", "cpsat")(problem, options, chosen, len(chosen.served))
+                record = max(record, exact_record(solver, again, chosen), key=lambda r: r.best_bound or 0)
     wall = round(time.perf_counter() - t0, 3)
     plan = build_plan(problem, chosen, dead, peers, record.model_copy(update={"wall_seconds": wall}))
     validate_provision(snap, problem.jobs, problem.groups, plan)
