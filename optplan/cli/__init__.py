@@ -103,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     report(p)
     p.add_argument("--flat", action="store_true",
                    help="account as the capacity plugin without enableHierarchy (default: with it)")
+    queues.add_payg_arguments(p)
 
     p = sub.add_parser("spot-capacity", help="each tenant's spot queue capability by seed 002's formula")
     report(p)

@@ -2,7 +2,8 @@
 
 Modules, each importing only the lines below it (pyproject's "Models import one way" contract):
 
-- ``provision`` (node groups of a catalogue, provisioning plans; it holds a placement plan);
+- ``provision`` (node groups of a catalogue, provisioning plans; it holds a placement plan), ``payg``
+  (pay-as-you-go queue sizing: the queue patches to apply and to return to);
 - ``execute`` (Execute's records: relocations, ``Nomination``, ``Verification``), ``placement`` (queue
   placement plans, ``BinpackWeights``), ``results`` (what Repack returns: disruption, restarts, planner
   results, the fragmentation report, a run's outcome);

@@ -11,7 +11,9 @@ re-checks it; nobody is evicted. Gangs are served in Volcano's order; a gang ser
 **Modules**, each importing only the ones below it (pyproject's import-linter contracts):
 
 - ``run``: the dispatch by solver name (``plan_provision``): greedy | cpsat | auto | seed | least-waste,
-  the unserved gangs' reasons, the peers' results, the validator last;
+  the unserved gangs' reasons, the peers' results, the validator last; ``payg``: pay-as-you-go queue
+  sizing (seed 002 §4.3, ``size_payg``): the capability = deserved that lets pending payg jobs place
+  without taking anyone's deserved share, the values to return to, the spot capabilities that follow;
 - ``cpsat``: the exact model over group counts and the gangs' minimum pods, a relaxation of allocate, so
   its bound is a proven lower bound on the cost of serving as many gangs (imported only when asked for);
   ``greedy``: gang by gang, the cheapest nodes after which allocate admits it, then pruning; ``peers``:
