@@ -271,3 +271,37 @@ def test_bad_catalogue_is_one_line_naming_file_object_field(tmp_path: Path, caps
 def test_a_catalogue_of_another_kind_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["provision", DEMO, "--catalogue", _catalogue(tmp_path, GOOD, kind="Node")]) == 2
     assert "kind" in capsys.readouterr().err
+
+
+MACHINE_DEPLOYMENT = {
+    "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment",
+    "metadata": {"name": "gpu-md", "namespace": "capi", "annotations": {
+        "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "5",
+        "capacity.cluster-autoscaler.kubernetes.io/cpu": "96",
+        "capacity.cluster-autoscaler.kubernetes.io/memory": "768Gi",
+        "capacity.cluster-autoscaler.kubernetes.io/gpu-count": "8",
+        "capacity.cluster-autoscaler.kubernetes.io/labels": "node-type=gpu",
+        "capacity.cluster-autoscaler.kubernetes.io/taints": f"{GPU}=true:NoSchedule",
+        "provision.volcano.sh/price": "30", "provision.volcano.sh/hyper-node": "s1"}},
+    "spec": {"replicas": 1}}
+
+
+def test_an_autoscaled_machine_deployment_is_a_group(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cat, patch = tmp_path / "md.yaml", tmp_path / "patch.yaml"
+    cat.write_text(yaml.safe_dump(MACHINE_DEPLOYMENT))
+    assert main(["provision", DEMO, "--catalogue", str(cat), "-o", "json", "--write", str(patch)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (g,) = out["groups"]
+    assert (g["name"], g["count"], g["hyperNode"]) == ("gpu-md", 2, "s1")
+    (item,) = yaml.safe_load(patch.read_text())["items"]
+    assert item["kind"] == "MachineDeployment" and item["spec"] == {"replicas": 3}  # 1 running + 2 new
+
+
+def test_a_machine_deployment_without_a_price_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    md = copy.deepcopy(MACHINE_DEPLOYMENT)
+    del md["metadata"]["annotations"]["provision.volcano.sh/price"]
+    cat = tmp_path / "md.yaml"
+    cat.write_text(yaml.safe_dump(md))
+    assert main(["provision", DEMO, "--catalogue", str(cat)]) == 2
+    err = capsys.readouterr().err
+    assert "MachineDeployment/capi/gpu-md" in err and "provision.volcano.sh/price" in err

@@ -116,8 +116,8 @@ def patch_document(snap: Snapshot, groups: Sequence[NodeGroup], plan: ProvisionP
     """A List of partial objects for ``kubectl apply --server-side``: for each group with nodes to add and a
     ``target``, a Karpenter NodePool's ``spec.limits`` raised to the resources of its current nodes (the
     snapshot's nodes with the group's labels) plus the new ones, or a Cluster API MachineDeployment's
-    ``spec.replicas`` set to its current nodes plus the new ones (Cluster Autoscaler's clusterapi provider
-    scales node groups there)."""
+    ``spec.replicas`` set to its current replicas (read from the MachineDeployment, else its nodes in the
+    snapshot) plus the new ones (Cluster Autoscaler's clusterapi provider scales node groups there)."""
     items: list[dict[str, Any]] = []
     counts = plan.counts
     for g in groups:
@@ -143,7 +143,7 @@ def patch_document(snap: Snapshot, groups: Sequence[NodeGroup], plan: ProvisionP
             if g.target.namespace:
                 meta["namespace"] = g.target.namespace
             items.append({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment", "metadata": meta,
-                          "spec": {"replicas": len(have) + n}})
+                          "spec": {"replicas": (len(have) if g.target.replicas is None else g.target.replicas) + n}})
     return {"apiVersion": "v1", "kind": "List", "items": items}
 
 

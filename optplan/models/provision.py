@@ -60,6 +60,8 @@ class Target(KubeModel):
     kind: Literal["NodePool", "MachineDeployment"]
     name: str = Field(min_length=1)
     namespace: str | None = None
+    replicas: int | None = Field(default=None, ge=0)
+    """A MachineDeployment's ``spec.replicas`` when read from it; None: its nodes in the snapshot count."""
 
 
 class NodeGroup(KubeModel):
