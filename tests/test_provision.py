@@ -305,3 +305,12 @@ def test_a_machine_deployment_without_a_price_is_refused(tmp_path: Path, capsys:
     assert main(["provision", DEMO, "--catalogue", str(cat)]) == 2
     err = capsys.readouterr().err
     assert "MachineDeployment/capi/gpu-md" in err and "provision.volcano.sh/price" in err
+
+
+def test_a_gang_whose_tasks_need_different_groups_gets_both() -> None:
+    cpu_task = job_task("driver", 1, 0, template_spec={"nodeSelector": {"node-type": "cpu"}})
+    gpu_task = job_task("worker", 2, 8, template_spec={"nodeSelector": {"node-type": "gpu"}})
+    groups = [group("cpu", "2", 4, gpu=0, labels={"node-type": "cpu"}),
+              group("gpu8", "40", 4, labels={"node-type": "gpu"})]
+    p, _ = plan([node("n0"), full("n0"), vcjob("mixed", tasks=[cpu_task, gpu_task])], groups)
+    assert added(p) == {"cpu": 1, "gpu8": 2} and p.served == ("default/mixed",)

@@ -88,7 +88,8 @@ def serve(problem: Problem, counts: Counts, cur: Outcome, job_key: str) -> Count
         room = min(g.max_count - counts.get(g.name, 0) for ts in per_task for g in ts[:1])
         k = smallest(lambda k: works(added(counts, dict.fromkeys(mix, k))), room)
         if k is not None:
-            best = (0, added(counts, dict.fromkeys(mix, k)))
+            found = prune(problem, added(counts, dict.fromkeys(mix, k)), keep | {job_key}, floor=counts)
+            best = (cost_of(problem.groups, found), found)
     return None if best is None else best[1]
 
 
