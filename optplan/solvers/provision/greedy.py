@@ -1,6 +1,9 @@
-"""The provisioning greedy: gang by gang in Volcano's order, the cheapest number of nodes of one group (or
-of each task's cheapest group together) after which allocate admits the gang and keeps every gang it
-admitted before; then the nodes not needed are removed again, the most expensive first (``prune``).
+"""The provisioning greedy: gang by gang in Volcano's order, the cheapest nodes after which allocate admits
+the gang and keeps every gang it admitted before. For each group whose nodes can host every task the gang
+needs (cheapest first), the cheaper groups are taken at their maximum and the fewest nodes of this one
+found (doubling, then bisection); the nodes not needed are then removed, the most expensive first
+(``prune``), and the cheapest candidate wins. A gang whose tasks need different groups grows each task's
+cheapest group together. At the end, nodes not needed are removed again.
 
 Binpack onto what is there first: a gang that allocate admits on the cluster as it is costs nothing, and
 each search starts from the nodes added so far.
