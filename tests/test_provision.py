@@ -314,3 +314,13 @@ def test_a_gang_whose_tasks_need_different_groups_gets_both() -> None:
               group("gpu8", "40", 4, labels={"node-type": "gpu"})]
     p, _ = plan([node("n0"), full("n0"), vcjob("mixed", tasks=[cpu_task, gpu_task])], groups)
     assert added(p) == {"cpu": 1, "gpu8": 2} and p.served == ("default/mixed",)
+
+
+def test_cli_threshold_keeps_room_per_queue(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["provision", DEMO, "--catalogue", CATALOGUE, "--threshold", "8", "--solver", "greedy",
+                 "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert "optplan-headroom/headroom-team-a" in out["served"]
+    assert "optplan-headroom/headroom-team-b" in [u["job"] for u in out["unserved"]]  # its capability is used up
+    assert main(["provision", DEMO, "--catalogue", CATALOGUE, "--threshold", "lots"]) == 2
+    assert "--threshold" in capsys.readouterr().err
