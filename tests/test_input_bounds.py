@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from optplan.adapters import kubefile
+from optplan.adapters import documents
 from optplan.adapters.kubefile import load_files
 from optplan.cli import main
 from optplan.errors import InputError, printable
@@ -389,7 +389,7 @@ def test_small_anchors_are_read_like_safe_load(tmp_path: Path) -> None:
     snap = load_files([write(tmp_path, "a.yaml", text)]).snapshot
     assert snap.nodes["n2"].labels == {"a": "b"}
     assert snap.nodes["n2"].allocatable == {"cpu": 4000, GPU: 8000}
-    assert kubefile._yaml_documents(text, "x") == list(yaml.safe_load_all(text))
+    assert documents.yaml_documents(text, "x") == list(yaml.safe_load_all(text))
 
 
 def test_queue_hierarchy_too_deep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -443,7 +443,7 @@ def test_a_backtracking_regex_cannot_hang_and_go_syntax_is_enforced(tmp_path: Pa
 def test_input_size_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     first = write(tmp_path, "a.yaml", base())
     second = write(tmp_path, "b.yaml", [node("n3")])
-    monkeypatch.setattr(kubefile, "MAX_INPUT_BYTES", Path(first).stat().st_size + 10)
+    monkeypatch.setattr(documents, "MAX_INPUT_BYTES", Path(first).stat().st_size + 10)
     line = error_line(capsys, first, second)
     assert line.startswith(f"optplan: error: {second}: ") and "MAX_INPUT_BYTES" in line
     ok(first)
@@ -451,7 +451,7 @@ def test_input_size_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str], mo
 
 def test_object_count_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                             monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kubefile, "MAX_OBJECTS", len(base()))
+    monkeypatch.setattr(documents, "MAX_OBJECTS", len(base()))
     path = write(tmp_path, "a.yaml", [*base(), node("n3")])
     line = error_line(capsys, path)
     assert "document 6" in line and "MAX_OBJECTS" in line

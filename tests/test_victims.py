@@ -428,3 +428,19 @@ def test_output_shape_table_and_determinism_with_now(tmp_path: Any) -> None:
     assert later["reason"] != job["reason"]  # victims priced by how long they have run at --now
     table = _cli(tmp_path, "-o", "table", "--now", NOW)
     assert "Victims" in table and "default/z-0" in table and "greedy" in table
+
+
+# ---- a pod is evicted once ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_two_jobs_never_share_one_victim_s_room(solver: str) -> None:
+    """One 8-GPU victim frees one node's 8 GPUs once: two 8-GPU jobs of higher priority cannot both land
+    there by each counting its eviction (the exact model once let two jobs take the same victim)."""
+    gang = running("v", "q", [("a", 8), ("c", 4), ("c", 4)], min_member=1)  # slack 2: two pods may go
+    for o in gang[2:]:  # the pods on c may not be victims: only the one on a can make room
+        o["metadata"]["annotations"]["volcano.sh/preemptable"] = "false"
+    objs = [*CLASSES, node("a", 8), node("c", 8), queue("q"), *gang,
+            pending("big1", "q", 1, 8), pending("big2", "q", 1, 8)]
+    p = plan(solver, *objs)
+    assert sum(jp.admitted for jp in p.jobs) == 1
+    assert sum(len(jp.victims) for jp in p.jobs) == 1

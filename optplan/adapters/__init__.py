@@ -1,8 +1,9 @@
 """Adapters: the only code that knows Kubernetes' file and API shapes, and (``kube``) the only module that
 imports the ``kubernetes`` client (pyproject's "Only adapters know the kubernetes client" contract).
 
-- ``kubefile``: snapshots read from ``kubectl get -o yaml|json`` files, stdin or directories, within the
-  input limits; ``kube``: live clusters (list, watch, patch, evict, leases) through the client;
+- ``kubefile``: snapshots built from ``kubectl get -o yaml|json`` objects, every field checked, and
+  ``documents``: the files, stdin or directories read into those objects within the input limits;
+  ``kube``: live clusters (list, watch, patch, evict, leases) through the client;
 - ``output``: objects written as kubectl prints them (YAML, JSON, tables), byte-for-byte deterministic;
   ``execute_io``: the Execute parts of a RepackRun read with errors naming the field;
 - ``generate``: seeded synthetic snapshots; ``openb``: the Alibaba openb GPU trace as a snapshot;

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from optplan.adapters.kubefile import RawObject, ReadBudget, parse_model, read_documents
+from optplan.adapters.documents import ReadBudget, read_documents
+from optplan.adapters.kubefile import RawObject, parse_model
 from optplan.models.provision import NodeGroup
 
 KIND = "NodeGroup"

@@ -51,8 +51,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from optplan.controller import status as st
+from optplan.controller.base import RUN, ExecuteRecord, Watchdog
 from optplan.controller.informer import Store
-from optplan.controller.reconcile import RUN, ExecuteRecord, Watchdog
 from optplan.errors import ConflictError
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.placement.pending import FRAGMENTATION, PendingGang, pending_gangs
@@ -257,8 +257,7 @@ class AutoTrigger:
     def _open_run(self, gang: PendingGang) -> str | None:
         """An auto-created run for the gang that has not finished (nor is being deleted), or None."""
         for r in self._runs_for(gang):
-            phase = (r.get("status") or {}).get("phase")
-            if phase not in st.FINISHED and not _meta(r).get("deletionTimestamp"):
+            if st.phase_of(r) not in st.FINISHED and not _meta(r).get("deletionTimestamp"):
                 return str(_meta(r).get("name"))
         return None
 

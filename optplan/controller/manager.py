@@ -18,20 +18,13 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from optplan.adapters.kube import RESOURCES
+from optplan.controller import status as st
 from optplan.controller.autotrigger import AdmitSettings, AutoTrigger, RunCreator, TriggerEvents
+from optplan.controller.base import RUN, ClusterWriter, Events, ExecuteRecord, Settings, Watchdog, plan_deadline
 from optplan.controller.events import Recorder
 from optplan.controller.informer import Informer, Store, WatchClient
 from optplan.controller.leader import LeaderElector
-from optplan.controller.reconcile import (
-    RUN,
-    ClusterWriter,
-    Events,
-    ExecuteRecord,
-    Reconciler,
-    Settings,
-    Watchdog,
-    plan_deadline,
-)
+from optplan.controller.reconcile import Reconciler
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +172,7 @@ class Controller:
                 self.metrics.leader(self.elector.leading())
 
     def _phases(self) -> dict[str, int]:
-        return dict(Counter(str((o.get("status") or {}).get("phase") or "") for o in self.store.all(RUN)))
+        return dict(Counter(st.phase_of(o) or "" for o in self.store.all(RUN)))
 
     def summary(self) -> list[dict[str, Any]]:
         """Every run as the store has it: name, mode, phase, Complete's reason and message."""

@@ -1,5 +1,6 @@
-"""The RepackRun status as the controller writes it: phases, metav1.Condition-shaped conditions, the
-relocation journal, and the merge rules that keep what other writers own.
+"""The RepackRun status as the controller reads and writes it: a run read once (``RunView``: the object as
+stored and its status typed), metav1.Condition-shaped conditions, the relocation journal, and
+the merge rules that keep what other writers own (``patch``: the one way a change becomes a status patch).
 
 Every status written to a cluster (by the controller, ``repack --write-status`` and ``verify
 --write-status``) goes through ``stamped``: conditions are merged by type, ``lastTransitionTime`` is
@@ -15,36 +16,79 @@ import copy
 import datetime as dt
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
+from optplan.adapters.execute_io import run_head, run_status
+from optplan.models.journal import (  # the status' vocabulary, re-exported
+    EV_EVICTED as EV_EVICTED,
+)
+from optplan.models.journal import (
+    EV_EVICTING as EV_EVICTING,
+)
+from optplan.models.journal import (
+    EV_PENDING as EV_PENDING,
+)
+from optplan.models.journal import (
+    EV_REJECTED as EV_REJECTED,
+)
+from optplan.models.journal import (
+    EV_SKIPPED as EV_SKIPPED,
+)
+from optplan.models.journal import (
+    EVICTION_PHASES as EVICTION_PHASES,
+)
+from optplan.models.journal import (
+    FAILED as FAILED,
+)
+from optplan.models.journal import (
+    FINISHED as FINISHED,
+)
+from optplan.models.journal import (
+    PENDING as PENDING,
+)
+from optplan.models.journal import (
+    PHASES as PHASES,
+)
+from optplan.models.journal import (
+    PL_BOUND as PL_BOUND,
+)
+from optplan.models.journal import (
+    PL_ELSEWHERE as PL_ELSEWHERE,
+)
+from optplan.models.journal import (
+    PL_NOMINATED as PL_NOMINATED,
+)
+from optplan.models.journal import (
+    PL_PENDING as PL_PENDING,
+)
+from optplan.models.journal import (
+    PL_SCHEDULING as PL_SCHEDULING,
+)
+from optplan.models.journal import (
+    PL_SKIPPED as PL_SKIPPED,
+)
+from optplan.models.journal import (
+    PL_TIMED_OUT as PL_TIMED_OUT,
+)
+from optplan.models.journal import (
+    PLACEMENT_DONE as PLACEMENT_DONE,
+)
+from optplan.models.journal import (
+    PLACEMENT_PHASES as PLACEMENT_PHASES,
+)
+from optplan.models.journal import (
+    RUNNING as RUNNING,
+)
+from optplan.models.journal import (
+    SUCCEEDED as SUCCEEDED,
+)
+from optplan.models.journal import RunHead, RunStatus, StatusChange
+from optplan.models.repack import Condition
 from optplan.solvers.quota import times
 
-# status.phase
-PENDING = "Pending"
-RUNNING = "Running"
-SUCCEEDED = "Succeeded"
-FAILED = "Failed"
-FINISHED = frozenset({SUCCEEDED, FAILED})
-PHASES = (PENDING, RUNNING, SUCCEEDED, FAILED)
-
-# relocations[].eviction.phase
-EV_PENDING = "Pending"  # planned, not asked yet
-EV_EVICTING = "Evicting"  # journaled before the Eviction call: on restart, look at the pod
-EV_EVICTED = "Evicted"  # the API accepted the eviction (or the victim was gone already)
-EV_REJECTED = "Rejected"  # the API refused it until the eviction deadline (a PDB: 429), with its message
-EV_SKIPPED = "Skipped"  # never asked: another pod of its node was rejected, so the node cannot be freed
-EVICTION_PHASES = (EV_PENDING, EV_EVICTING, EV_EVICTED, EV_REJECTED, EV_SKIPPED)
-
-# relocations[].placement.phase
-PL_PENDING = "Pending"  # no replacement pod seen yet
-PL_NOMINATED = "Nominated"  # the replacement's status.nominatedNodeName is selectedNodeName
-PL_SCHEDULING = "Scheduling"  # a replacement exists; no node could be suggested, the scheduler decides
-PL_BOUND = "Bound"  # bound to the planned node
-PL_ELSEWHERE = "BoundElsewhere"  # bound to another node
-PL_TIMED_OUT = "TimedOut"  # not bound within the replacement deadline
-PL_SKIPPED = "Skipped"  # the victim was not evicted
-PLACEMENT_PHASES = (PL_PENDING, PL_NOMINATED, PL_SCHEDULING, PL_BOUND, PL_ELSEWHERE, PL_TIMED_OUT, PL_SKIPPED)
-PLACEMENT_DONE = frozenset({PL_BOUND, PL_ELSEWHERE, PL_TIMED_OUT, PL_SKIPPED})
+# The phases of a run and of its relocations' eviction and placement: ``optplan.models.journal``.
 
 # condition types and reasons the controller sets (the outcome reasons come from the planner and verify)
 COMPLETE = "Complete"
@@ -89,10 +133,15 @@ def reason(text: str) -> str:
     return cleaned or "Unknown"
 
 
-def condition(type_: str, status: bool | str, reason_: str, message: str) -> dict[str, Any]:
-    """A condition without its times (``stamped`` adds them)."""
+def cond(type_: str, status: bool | str, reason_: str, message: str) -> Condition:
+    """A condition without its times (``stamped`` adds them): a valid reason, the message within the limit."""
     value = status if isinstance(status, str) else ("True" if status else "False")
-    return {"type": type_, "status": value, "reason": reason(reason_), "message": message[:MAX_MESSAGE]}
+    return Condition(type=type_, status=value, reason=reason(reason_), message=message[:MAX_MESSAGE])
+
+
+def condition(type_: str, status: bool | str, reason_: str, message: str) -> dict[str, Any]:
+    """``cond`` as the CRD spells it."""
+    return cond(type_, status, reason_, message).model_dump(by_alias=True, exclude_none=True)
 
 
 def merge_conditions(old: Iterable[Mapping[str, Any]], new: Iterable[Mapping[str, Any]], now: str | None,
@@ -173,3 +222,93 @@ def stamped(old: Mapping[str, Any] | None, new: Mapping[str, Any], *, now: str |
 def generation_of(obj: Mapping[str, Any]) -> int | None:
     g = (obj.get("metadata") or {}).get("generation")
     return g if isinstance(g, int) and not isinstance(g, bool) and g >= 0 else None
+
+
+# ---- a run as the controller reads it, and the one way its status is written -----------------------
+
+@dataclass(frozen=True)
+class RunView:
+    """A RepackRun read once: ``obj`` as stored (every field, other writers' and newer versions' included: a
+    write merges into it), ``status``, its status typed, and ``head``, its phase and times alone, each read on
+    first use."""
+
+    obj: dict[str, Any]
+    """The run as stored."""
+
+    @cached_property
+    def status(self) -> RunStatus:
+        """An ``InputError`` naming the field when the status cannot be read."""
+        return run_status(self.obj, f"RepackRun/{self.name}")
+
+    @cached_property
+    def head(self) -> RunHead:
+        """The status' phase and times alone (its journal not read): an ``InputError`` when they cannot be read."""
+        if "status" in self.__dict__:
+            return RunHead(phase=self.status.phase, start_time=self.status.start_time,
+                           completion_time=self.status.completion_time)
+        return run_head(self.obj, f"RepackRun/{self.name}")
+
+    @property
+    def meta(self) -> Mapping[str, Any]:
+        m = self.obj.get("metadata")
+        return m if isinstance(m, Mapping) else {}
+
+    @property
+    def name(self) -> str:
+        return str(self.meta.get("name") or "")
+
+    @property
+    def resource_version(self) -> str:
+        return str(self.meta.get("resourceVersion") or "")
+
+    @property
+    def uid(self) -> str | None:
+        uid = self.meta.get("uid")
+        return str(uid) if uid else None
+
+    @property
+    def run_uid(self) -> str:
+        """What tells this run from a later one of the same name (its UID, else its name)."""
+        return self.uid or self.name
+
+    @property
+    def created(self) -> str:
+        return str(self.meta.get("creationTimestamp") or "")
+
+    @property
+    def deleting(self) -> bool:
+        return deleting(self.obj)
+
+    @property
+    def mode(self) -> str:
+        spec = self.obj.get("spec") or {}
+        return str(spec.get("mode") or "DryRun")
+
+    @property
+    def ttl(self) -> int | None:
+        """``spec.ttlSecondsAfterFinished`` when it is a non-negative integer."""
+        ttl = (self.obj.get("spec") or {}).get("ttlSecondsAfterFinished")
+        return ttl if isinstance(ttl, int) and not isinstance(ttl, bool) and ttl >= 0 else None
+
+
+def deleting(obj: Mapping[str, Any]) -> bool:
+    """The run is being deleted (``metadata.deletionTimestamp``): not acted on."""
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def phase_of(obj: Mapping[str, Any]) -> str | None:
+    """``status.phase`` read leniently (None when absent or not a string): for what must not fail on a status
+    another writer broke (the failure path, the gate's view of another run, the phase metric, the trigger)."""
+    status = obj.get("status")
+    phase = status.get("phase") if isinstance(status, Mapping) else None
+    return phase if isinstance(phase, str) else None
+
+
+def patch(obj: Mapping[str, Any], change: StatusChange, now: float) -> dict[str, Any] | None:
+    """The merge patch of ``obj``'s status that writes ``change``: its fields only, the conditions stamped and
+    merged, the relocations merged into the stored ones (``stamped``); None when it would change nothing."""
+    old = obj.get("status") or {}
+    out = stamped(old, change.fields(), now=rfc3339(now), generation=generation_of(obj))
+    if all(old.get(k) == v for k, v in out.items()):
+        return None
+    return out

@@ -45,7 +45,8 @@ Constraints (families, one function each):
   charge; after each late job, its queue and ancestors within realCapability, evictions giving back
   allocation to the victims' queues and their ancestors;
 - entitlement (``add_entitlement``): a victim is taken only by an admitted, late job that lands on its
-  node or takes its whole PodGroup, and by one action per job;
+  node or takes its whole PodGroup, and by one action per job; the jobs together take at most the class's
+  pods (a pod is evicted once, its room released once);
 - victim gangs (``add_victim_gangs``): per PodGroup, evicted ≤ ready − minMember, unless one job takes
   the rest of it, the jobs before that one staying within ready − minMember;
 - region cuts (``add_region_cuts``, redundant): a job that ends in a region finds its gang's least
@@ -240,6 +241,12 @@ def add_entitlement(m: cp_model.CpModel, data: Data, v: Vars) -> None:
     """A class is taken only by an admitted late job that lands on its node or takes its whole PodGroup,
     by the job's one action; landing means a pod there."""
     vd, ev = data.victims, v.ev
+    by_class: dict[str, list[Any]] = defaultdict(list)
+    for (_j, k), y in ev.take.items():
+        by_class[k].append(y)
+    for k, ys in sorted(by_class.items()):  # a pod is evicted once: the jobs together take at most the class
+        if len(ys) > 1:
+            m.add(sum(ys) <= vd.classes[k].size)
     for (j, k), y in ev.take.items():
         cls = vd.classes[k]
         ways = [x for x in (ev.lands.get((j, cls.node)), ev.finish.get((j, cls.group))) if x is not None]
