@@ -7,6 +7,8 @@ Stable names (everything else in the package may change between versions):
 - ``plan_repack(cluster, run)`` plans a RepackRun (DryRun or the planning step of an Execute) and returns
   the status to write, validated;
 - ``place_jobs(cluster, jobs)`` places pending VCJobs under queues and network topology;
+- ``size_payg(cluster, jobs)`` sizes the pay-as-you-go queues for their pending jobs (the Queue patches to
+  apply and to return to, the spot capabilities that follow);
 - ``nominate(cluster, run, relocation, replacement)`` and ``verify(cluster_after, run)`` are the two calls
   an Execute needs while and after it moves pods.
 
@@ -30,6 +32,7 @@ from optplan.adapters.kubefile import LoadedInput, load_files, load_objects
 from optplan.adapters.output import repack_run_document, status_dict
 from optplan.errors import ConflictError, InputError, KubeError, OptplanError, PlanInvalidError
 from optplan.models.execute import Nomination, Relocation, Verification
+from optplan.models.payg import PaygSizing
 from optplan.models.placement import BinpackWeights, PlacementPlan, SafePreemption
 from optplan.models.queues import VCJob
 from optplan.models.repack import RepackRun, Weights
@@ -40,6 +43,8 @@ from optplan.solvers.execute import steps as execute_mod
 from optplan.solvers.goals.run import plan_run as _plan_run
 from optplan.solvers.placement import jobs as placement_mod
 from optplan.solvers.placement import place as place_mod
+from optplan.solvers.provision import payg as payg_mod
+from optplan.solvers.quota.times import parse_now
 from optplan.solvers.repack.base import planner_names
 from optplan.solvers.repack.run import RepackOutcome
 
@@ -50,6 +55,7 @@ __all__ = [
     "KubeError",
     "Nomination",
     "OptplanError",
+    "PaygSizing",
     "PlacementResult",
     "PlanInvalidError",
     "Relocation",
@@ -61,6 +67,7 @@ __all__ = [
     "place_jobs",
     "plan_repack",
     "read_cluster",
+    "size_payg",
     "snapshot_from_objects",
     "verify",
     "write_status",
@@ -185,6 +192,19 @@ def place_jobs(cluster: Cluster, jobs: Sequence[VCJob | Mapping[str, Any]] | Non
                                     workers=workers, seed=seed, weights=weights, now=now,
                                     deterministic=deterministic, safety=safety)
     return PlacementResult(plan=plan, document=plan.to_dict(timings=timings))
+
+
+def size_payg(cluster: Cluster, jobs: Sequence[VCJob | Mapping[str, Any]] | None = None, *,
+              resource: str = "nvidia.com/gpu", now: str | None = None) -> PaygSizing:
+    """The pay-as-you-go queue values for the pending payg jobs (``jobs``, objects or dicts; default the
+    snapshot's jobs with pods to place): capability = deserved to set now and when they finish, the spot
+    capabilities by the seed's formula, and the Queue patches (``apply``, ``release``)."""
+    chosen: list[VCJob] | None = None
+    if jobs is not None:
+        dicts = [j for j in jobs if isinstance(j, Mapping)]
+        parsed = load_objects(dicts, "<jobs>").snapshot.jobs if dicts else {}
+        chosen = [j for j in jobs if isinstance(j, VCJob)] + [parsed[k] for k in sorted(parsed)]
+    return payg_mod.size_payg(cluster.snapshot, chosen, resource, now=parse_now(now))
 
 
 def nominate(cluster: Cluster, run: RepackRun | Mapping[str, Any] | str | None,

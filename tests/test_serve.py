@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "instances" / "seed-dryrun.yaml"
 PLACE_DEMO = ROOT / "instances" / "place-demo.yaml"
 PLACE_JOBS = ROOT / "instances" / "place-demo-job.yaml"
+PAYG_DEMO = ROOT / "instances" / "payg-demo.yaml"
 
 
 def _docs(path: Path) -> list[dict[str, Any]]:
@@ -170,6 +171,19 @@ def test_place_the_demo_as_the_api_does(serve: Callable[..., Client]) -> None:
     c.conforms("PlacementPlan", r.json)
     bad_now = c.post("/v1/place", {**req, "now": "yesterday"})
     assert (bad_now.status, bad_now.json["field"]) == (400, "now")
+
+
+def test_size_payg_the_demo_as_the_api_does(serve: Callable[..., Client]) -> None:
+    c = serve()
+    req = {"objects": _docs(PAYG_DEMO)}
+    r = c.post("/v1/queues/size-payg", req)
+    assert r.status == 200
+    assert r.json == api.size_payg(api.snapshot_from_objects(_flat(_docs(PAYG_DEMO)))).to_dict()
+    assert [j["job"] for q in r.json["queues"] for j in q["jobs"] if j["granted"]] == ["default/beta-eval"]
+    c.conforms("SizePaygRequest", req)
+    c.conforms("PaygSizing", r.json)
+    bad = c.post("/v1/queues/size-payg", {**req, "resource": 3})
+    assert (bad.status, bad.json["field"]) == (400, "resource")
 
 
 # ---- Execute: nominate and verify on a 3-node cluster ------------------------------------------------------

@@ -8,5 +8,6 @@ imports the ``kubernetes`` client (pyproject's "Only adapters know the kubernete
   ``execute_io``: the Execute parts of a RepackRun read with errors naming the field;
 - ``generate``: seeded synthetic snapshots; ``openb``: the Alibaba openb GPU trace as a snapshot;
   ``inject``: pending gangs and a HyperNode fabric added to a snapshot (the bench's goals section);
+- ``catalogue``: node-group catalogues (``NodeGroup`` objects) for ``optplan provision``;
 - ``render``: a snapshot and a plan as a PNG; ``args``: argument types shared by the commands.
 """

@@ -1,6 +1,6 @@
 """The optplan command line: parse, call, print. Bad input exits 2 with one line; bugs exit 1.
 
-One module per command family: ``repack`` (repack, compare, frag), ``place``, ``spot`` (reclaim-spot),
+One module per command family: ``repack`` (repack, compare, frag), ``place``, ``provision``, ``spot`` (reclaim-spot),
 ``queues`` (queues, spot-capacity), ``execute`` (nominate, verify), ``replay``, ``controller``, ``sources``
 (snapshot, generate, and where a command's snapshot comes from); ``render``, ``import openb``, ``bench`` and
 ``serve`` are run by their own modules (``adapters.render``, ``adapters.openb``, ``optplan.experiments.bench``,
@@ -23,7 +23,7 @@ from optplan.adapters import openb as openb_mod
 from optplan.adapters import render
 from optplan.adapters.args import add_live_cluster, add_snapshot_source, int_in, positive_float
 from optplan.adapters.kubefile import LoadedInput
-from optplan.cli import controller, execute, place, queues, repack, replay, serve, sources, spot
+from optplan.cli import controller, execute, place, provision, queues, repack, replay, serve, sources, spot
 from optplan.cli.execute import verification_status
 from optplan.errors import InputError, OptplanError, PlanInvalidError, printable
 from optplan.experiments import bench
@@ -103,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     report(p)
     p.add_argument("--flat", action="store_true",
                    help="account as the capacity plugin without enableHierarchy (default: with it)")
+    queues.add_payg_arguments(p)
 
     p = sub.add_parser("spot-capacity", help="each tenant's spot queue capability by seed 002's formula")
     report(p)
@@ -111,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("place", help="place pending VCJobs: gang, predicates, queue capability, network topology")
     place.add_arguments(p)
+
+    p = sub.add_parser("provision", help="the cheapest nodes to add from a catalogue so that pending gangs place")
+    provision.add_arguments(p)
 
     p = sub.add_parser("reclaim-spot", help="choose spot jobs to delete so that N units are freed (seed 002 §6.5)")
     spot.add_arguments(p)
@@ -290,6 +294,8 @@ def _dispatch(args: argparse.Namespace) -> str:
         return serve.run(args)
     if args.command == "controller":
         return controller.run(args)
+    if args.command == "provision":
+        return provision.run(args)
     loaded = sources.load(args)
     for w in loaded.snapshot.warnings:
         log.warning("%s", w)

@@ -1,4 +1,6 @@
-"""``optplan queues`` and ``spot-capacity``: the queue tree's accounts and each tenant's spot capability."""
+"""``optplan queues`` and ``spot-capacity``: the queue tree's accounts and each tenant's spot capability;
+``optplan queues --size-payg``: the pay-as-you-go queue values to set so that pending payg jobs place
+(``optplan.solvers.provision.payg.size_payg``), as a patch to apply and one to return to."""
 
 from __future__ import annotations
 
@@ -6,10 +8,14 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from optplan.adapters.kubefile import LoadedInput
-from optplan.adapters.output import dump, table
+from optplan.adapters.kubefile import LoadedInput, load_files
+from optplan.adapters.output import dump, table, to_yaml, write_atomic
+from optplan.errors import InputError
+from optplan.models.payg import PaygSizing
 from optplan.models.quantity import format_amount
+from optplan.solvers.provision.payg import size_payg
 from optplan.solvers.quota.queues import QueueReport, SpotReport, queue_report, spot_capacity
+from optplan.solvers.quota.times import parse_now
 
 
 def _amounts(m: dict[str, int], resources: Sequence[str] | None = None) -> dict[str, int | str]:
@@ -34,7 +40,30 @@ def queue_report_dict(rep: QueueReport) -> dict[str, Any]:
             "unaccountedPods": [{"pod": p, "reason": why} for p, why in rep.unaccounted]}
 
 
+def add_payg_arguments(p: argparse.ArgumentParser) -> None:
+    """``optplan queues``' pay-as-you-go sizing flags."""
+    p.add_argument("--size-payg", action="store_true",
+                   help="size the pay-as-you-go queues for their pending jobs (seed 002 §4.3): capability = "
+                        "deserved to set now and to return to, and the spot capabilities that follow")
+    p.add_argument("--job", action="append", default=[], metavar="JOB.yaml",
+                   help="with --size-payg: a file of VCJobs to size for (repeatable; default the snapshot's "
+                        "pending VCJobs)")
+    p.add_argument("--resource", default="nvidia.com/gpu", metavar="R",
+                   help="with --size-payg: the resource of the spot formula (default nvidia.com/gpu)")
+    p.add_argument("--now", default=None, metavar="RFC3339", help="with --size-payg: the time of the snapshot")
+    p.add_argument("--write", default=None, metavar="FILE",
+                   help="with --size-payg: write the Queue patch to apply now (kubectl apply --server-side -f FILE)")
+    p.add_argument("--write-release", default=None, metavar="FILE",
+                   help="with --size-payg: write the Queue patch to apply when the granted jobs finish")
+
+
 def queues(args: argparse.Namespace, loaded: LoadedInput) -> str:
+    if getattr(args, "size_payg", False):
+        return payg(args, loaded)
+    for flag, given in (("--job", args.job), ("--now", args.now), ("--write", args.write),
+                        ("--write-release", args.write_release)):
+        if given:
+            raise InputError("only with --size-payg", field=flag)
     rep = queue_report(loaded.snapshot, hierarchical=not args.flat)
     if args.output != "table":
         return dump(queue_report_dict(rep), args.output)
@@ -125,3 +154,41 @@ def spot_table(rep: SpotReport) -> str:
             cells.append(cell)
         rows.append([t.tenant, amt(r, t.subscription), amt(r, t.payg_allocated), t.spot_queue or "-", *cells])
     return text + table(rows)
+
+
+def payg(args: argparse.Namespace, loaded: LoadedInput) -> str:
+    jobs = None
+    if args.job:
+        jobs = list(load_files(args.job).snapshot.jobs.values())
+    sizing = size_payg(loaded.snapshot, jobs, args.resource, now=parse_now(args.now))
+    if args.write:
+        write_atomic(args.write, to_yaml(sizing.apply))
+    if args.write_release:
+        write_atomic(args.write_release, to_yaml(sizing.release))
+    if args.output != "table":
+        return dump(sizing.to_dict(), args.output)
+    return payg_table(sizing)
+
+
+def payg_table(sizing: PaygSizing) -> str:
+    def amt(m: dict[str, int | str]) -> str:
+        return ", ".join(f"{r} {v}" for r, v in m.items()) or "-"
+
+    text = (f"Pay-as-you-go sizing (seed 002 §4.3): capability = deserved = use + the granted jobs; the spot "
+            f"capabilities by the formula with the new use ({sizing.resource})\n\n")
+    rows = [["QUEUE", "TENANT", "ALLOCATED (RETURN TO)", "CAPABILITY NOW", "SET CAPABILITY = DESERVED"]]
+    rows += [[q.queue, q.tenant, amt(q.allocated), amt(q.current), amt(q.capability)] for q in sizing.queues]
+    text += table(rows)
+    jobs = [j for q in sizing.queues for j in q.jobs]
+    if jobs:
+        jrows = [["JOB", "QUEUE", "GRANTED", "REQUEST", "REASON"]]
+        jrows += [[j.job, j.queue, "yes" if j.granted else "no", amt(j.request), j.reason] for j in jobs]
+        text += "\nJobs:\n" + table(jrows)
+    if sizing.spot:
+        srows = [["SPOT QUEUE", "TENANT", "CAPABILITY NOW", "SET CAPABILITY", "TO FREE", "AFTER"]]
+        srows += [[s.queue, s.tenant, amt(s.current), amt(s.capability), str(s.to_free), amt(s.release)]
+                  for s in sizing.spot]
+        text += "\nSpot queues (TO FREE: what their jobs hold beyond the new capability; optplan reclaim-spot):\n"
+        text += table(srows)
+    n, m = len(sizing.apply["items"]), len(sizing.release["items"])
+    return text + f"\n{n} Queue patch(es) to apply now, {m} when the granted jobs finish (--write, --write-release).\n"

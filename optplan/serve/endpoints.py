@@ -21,6 +21,7 @@ from optplan.serve.requests import (
     PlaceRequest,
     RepackPlanRequest,
     Request,
+    SizePaygRequest,
     VerifyRequest,
     expand,
 )
@@ -94,6 +95,18 @@ def place(req: PlaceRequest, config: ServeConfig, metrics: Metrics) -> Answer:
                   solver_status=doc.get("solver", {}).get("status"))
 
 
+def size_payg(req: SizePaygRequest, config: ServeConfig, metrics: Metrics) -> Answer:
+    jobs = None if req.jobs is None else expand(req.jobs)
+    cluster = api.snapshot_from_objects(expand(req.objects), source="objects")
+    try:
+        res, dt = _timed(lambda: api.size_payg(cluster, jobs, resource=req.resource, now=req.now))
+    except InputError as e:
+        if e.field == "--now":  # the CLI's name for it
+            raise InputError(e.reason, file=REQUEST, field="now") from None
+        raise
+    return Answer(cast(api.PaygSizing, res).to_dict(), solve_seconds=dt)
+
+
 def nominate(req: NominateRequest, config: ServeConfig, metrics: Metrics) -> Answer:
     cluster = api.snapshot_from_objects(expand(req.objects), source="objects")
     res, dt = _timed(lambda: api.nominate(cluster, req.run, req.relocation, req.replacement))
@@ -133,6 +146,9 @@ ENDPOINTS: dict[str, Endpoint] = {
                                 "RepackPlanResponse", repack_plan, time_limited=True),
     "/v1/place": Endpoint("POST", "Place VCJobs under queues and network topology", PlaceRequest, "PlacementPlan",
                           place, time_limited=True),
+    "/v1/queues/size-payg": Endpoint("POST", "Size the pay-as-you-go queues for their pending jobs: the Queue "
+                                     "patches to apply now and when they finish, the spot capabilities that follow",
+                                     SizePaygRequest, "PaygSizing", size_payg),
     "/v1/execute/nominate": Endpoint("POST", "The node for an evicted pod's replacement (status.nominatedNodeName), "
                                      "or none", NominateRequest, "Nomination", nominate),
     "/v1/execute/verify": Endpoint("POST", "Measure an Execute run on the snapshot after it: result, final "

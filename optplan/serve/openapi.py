@@ -10,6 +10,7 @@ from pydantic.json_schema import models_json_schema
 
 from optplan import __version__
 from optplan.models.execute import Nomination, Relocation, Verification
+from optplan.models.payg import PaygSizing
 from optplan.models.placement import PlacementPlan
 from optplan.models.repack import RepackRunStatus
 from optplan.serve.config import ServeConfig
@@ -80,7 +81,8 @@ def openapi_document(config: ServeConfig) -> dict[str, Any]:
     """OpenAPI 3.1 of a server with this configuration."""
     _, defs = models_json_schema(
         [(RepackRunStatus, "serialization"), (PlacementPlan, "serialization"), (Nomination, "serialization"),
-         (Verification, "serialization"), (Relocation, "validation"), *((r, "validation") for r in REQUESTS)],
+         (Verification, "serialization"), (PaygSizing, "serialization"), (Relocation, "validation"),
+         *((r, "validation") for r in REQUESTS)],
         by_alias=True, ref_template="#/components/schemas/{model}")
     requests = {name: defs["$defs"][name] for name in (*(r.__name__ for r in REQUESTS), "KubeObject", "Weights")}
     _with_config(requests, config)

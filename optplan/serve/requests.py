@@ -234,6 +234,15 @@ class PlaceRequest(Request):
                                Expect("an object of safe preemption rules", within=dict)] = None
 
 
+class SizePaygRequest(Request):
+    objects: Annotated[Objects, Field(description=OBJECTS_HELP)]
+    jobs: Annotated[Objects | None, Field(description="VCJobs to size for; without it, the pending VCJobs in "
+                                                      "objects (those of pay-as-you-go queues count)")] = None
+    resource: Annotated[NonEmpty, Field(description="The resource of the spot formula")] = "nvidia.com/gpu"
+    now: Annotated[NonEmpty | None, Field(description="RFC 3339 time of the snapshot",
+                                          json_schema_extra={"format": "date-time"})] = None
+
+
 class NominateRequest(Request):
     objects: Annotated[Objects, Field(description="The live snapshot")]
     run: Run = None
@@ -248,7 +257,8 @@ class VerifyRequest(Request):
     time_limit_seconds: TimeLimit = None
 
 
-REQUESTS: tuple[type[Request], ...] = (RepackPlanRequest, PlaceRequest, NominateRequest, VerifyRequest)
+REQUESTS: tuple[type[Request], ...] = (RepackPlanRequest, PlaceRequest, NominateRequest, VerifyRequest,
+                                       SizePaygRequest)
 
 
 # ---- a pydantic error as an InputError -----------------------------------------------------------------

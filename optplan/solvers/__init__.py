@@ -8,7 +8,8 @@ way" contract; "Repack is independent of the other families" adds that ``repack`
   their published algorithms, measured under optplan's validator; ``execute``: Execute's checks (nominate,
   verify, find the replacement), read by the controller and the Python API;
 - ``goals``: Repack with a purpose (admit pending gangs, free HyperNodes); it composes Repack's moves and
-  rules with placement's gangs, so it sits above both;
+  rules with placement's gangs, so it sits above both; ``provision``: the cheapest nodes to add from a
+  catalogue so that pending gangs place (placement's allocate and validator on the cluster with them);
 - ``repack``: the Repack problem, its rules and validator and its planners (greedy, the exact planners of
   ``repack.exact``, auto);
 - ``placement``: pending VCJobs placed as Volcano would (allocate, preempt, reclaim) and by an exact model;

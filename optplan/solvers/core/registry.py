@@ -18,6 +18,10 @@ solver record), each ``auto`` that module's ``Auto`` of the family's greedy and 
   ``optplan compare``, the bench and the replay);
 - ``sim`` (``SIM``): the online simulation's placement policies (``optplan.experiments.sim.online``), each
   a class made for one run on its cluster (``OnlinePolicy``), not a planner of a snapshot.
+- ``provision``: nodes to add from a catalogue so that pending gangs place (``optplan.solvers.provision``),
+  on a ``provision.problem.Problem``: ``greedy``, ``cpsat`` (the exact model, with a proven bound), ``auto``
+  (composed by ``optplan.solvers.provision.run``: the best of the greedy, the exact plan and the peers' nodes
+  completed), and the peers ``seed`` and ``least-waste``;
 
 To add a planner: one ``Entry`` here (the order is the order users see), and the class it names.
 """
@@ -63,6 +67,11 @@ _ENTRIES: tuple[Entry, ...] = (
     Entry(SIM, "best-fit", "optplan.experiments.sim.online:BestFitPolicy"),
     Entry(SIM, "random", "optplan.experiments.sim.online:RandomPolicy"),
     Entry(SIM, "cpsat-batch", "optplan.experiments.sim.online:CpSatBatchPolicy"),
+    Entry("provision", "greedy", "optplan.solvers.provision.greedy:GreedyProvisioner"),
+    Entry("provision", "cpsat", "optplan.solvers.provision.cpsat:CpSatProvisioner"),
+    Entry("provision", "auto", "optplan.solvers.provision.run:AutoProvisioner"),
+    Entry("provision", "seed", "optplan.solvers.provision.peers:SeedFormulaPeer"),
+    Entry("provision", "least-waste", "optplan.solvers.provision.peers:LeastWastePeer"),
 )
 
 HELP = {
@@ -72,6 +81,9 @@ HELP = {
              "consolidation, a peer)",
     "placement": "greedy (Volcano's allocate), cpsat (exact, lexicographic), auto (default: both, the better "
                  "plan wins)",
+    "provision": "auto (default: the greedy, the exact model and the peers' nodes completed, the plan serving "
+                 "most gangs at least cost wins), greedy, cpsat (with a proven bound), seed (seed 004's formula, "
+                 "a peer), least-waste (Cluster Autoscaler's expander, a peer)",
 }
 """The ``--solver`` help of each family's command."""
 

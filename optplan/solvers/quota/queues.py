@@ -65,6 +65,7 @@ added again), its pay-as-you-go usage the allocated R of its top payg queue(s), 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from optplan.errors import InputError
@@ -466,8 +467,11 @@ def _floor_units(milli: int) -> int:
     return milli // MILLI * MILLI
 
 
-def spot_capacity(snap: Snapshot, resource: str = "nvidia.com/gpu") -> SpotReport:
-    """Each tenant's spot queue capability by the seed's formula (see the module docstring)."""
+def spot_capacity(snap: Snapshot, resource: str = "nvidia.com/gpu",
+                  payg_use: Mapping[str, int] | None = None) -> SpotReport:
+    """Each tenant's spot queue capability by the seed's formula (see the module docstring). ``payg_use``:
+    pay-as-you-go queue -> its use of the resource to count instead of its allocation (the use a sizing
+    plans, ``optplan queues --size-payg``)."""
     tree = QueueTree(snap.queues)
     accounts = account_queues(snap, hierarchical=True)
     total = cluster_total(snap)
@@ -484,7 +488,8 @@ def spot_capacity(snap: Snapshot, resource: str = "nvidia.com/gpu") -> SpotRepor
             per[b.tenant][b.billing].append(name)
     subscription = {t: sum(tree.queues[q].deserved.get(resource, 0) for q in v["subscription"])
                     for t, v in per.items()}
-    payg = {t: sum(accounts[q].allocated.get(resource, 0) for q in v["payg"]) for t, v in per.items()}
+    use = payg_use or {}
+    payg = {t: sum(use.get(q, accounts[q].allocated.get(resource, 0)) for q in v["payg"]) for t, v in per.items()}
     sub_total = sum(subscription.values())
     payg_total = sum(payg.values())
     idle = max(0, total.get(resource, 0) - sub_total - payg_total)
