@@ -54,7 +54,6 @@ feasible without maxPerRun and the PDBs — BUDGET; else SEARCH.
 
 from __future__ import annotations
 
-import copy
 import logging
 import time
 from collections import defaultdict
@@ -65,7 +64,7 @@ from ortools.sat.python import cp_model
 
 from optplan.models.goals import BUDGET, HIGHER_GOAL, SEARCH, GoalPlan
 from optplan.solvers.core.clock import Clock
-from optplan.solvers.core.exact import ExactModelError, exact_record, model_bug, proven_bound, strict
+from optplan.solvers.core.exact import model_bug, proven_bound
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.goals.model import (
     EQ,
@@ -78,17 +77,12 @@ from optplan.solvers.goals.model import (
     Stage,
     Term,
     build_data,
-    build_plan,
-    decode,
+    exact_result,
     fits_now,
-    goal_record,
-    plan_disruption,
-    settle,
 )
 from optplan.solvers.goals.model import fallback as shared_fallback
 from optplan.solvers.goals.problem import GoalProblem, GoalResult
 from optplan.solvers.goals.validate import goal_violations
-from optplan.solvers.repack.exact.model import weighted_cost
 from optplan.solvers.repack.rules import gang_impact
 
 log = logging.getLogger(__name__)
@@ -257,7 +251,6 @@ class Outcome:
     stages: list[Stage]
     required: bool  # the required HyperNode count is a constraint of the final model
     infeasible_required: bool  # the required count was proven out of reach
-    exact_cost: bool = True  # stage 3's optimum is the rules' weighted disruption of the plan
 
 
 BIG_MODEL = 20_000
@@ -480,46 +473,11 @@ class CpSatGoalPlanner:
         options = replace(options, clock=clock)
         end = clock.now() + options.time_limit * (1 - RESERVE)
         out = solve(problem, options, hint)
-        data = out.data
-        checked = copy.copy(problem)
-        if out.infeasible_required:  # the caller reports the count not met; every other rule holds
-            checked.free_required = False
-        plan: GoalPlan | None = None
-        if out.solver is not None and out.vars is not None:
-            solver = out.solver
-            of = out.vars.of
-            moves, admitted, freed_h = decode(data, lambda key: int(solver.value(of[key])))
-            causes = explain(out, options, clock, set(admitted), end)
-            plan = build_plan(problem, moves, admitted, causes, freed_h)
-            d = plan_disruption(problem, plan)
-            found = goal_violations(checked, plan, claimed=d)
-            if found:
-                message = f"goals cpsat: the model's plan breaks the goal rules: {'; '.join(found[:5])}"
-                if strict():
-                    raise ExactModelError(message)
-                log.error("%s (a bug in the exact model); FALLBACK", message)
-                plan = None
-            else:
-                out.exact_cost = settle(out.stages, weighted_cost(data.weights_int, data.card_unit, d),
-                                        out.exact_cost, self.name)
-        wall = round(time.perf_counter() - t0, 3)
-        stats = self._stats(out)
-        if plan is None:  # no solution, or a bug: the valid hint, else the gangs that fit now, else nothing
-            plan = fallback(problem, data, hint)
-            record = exact_record(self.name, "FALLBACK", freed=None, freed_bound=None, objective=None, bound=None,
-                                  wall=wall)
-            return GoalResult(plan, record, plan_disruption(problem, plan), stats)
-        record = goal_record(self.name, problem, data, out.stages, exact_cost=out.exact_cost,
-                             infeasible_required=out.infeasible_required, wall=wall)
-        return GoalResult(plan, record, plan_disruption(problem, plan), stats)
-
-    @staticmethod
-    def _stats(out: Outcome) -> dict[str, int]:
-        data = out.data
-        stats = {"moveClasses": len(data.classes), "sendVariables": sum(len(k.receivers) for k in data.classes),
-                 "placeVariables": sum(len(gc.nodes) for gc in data.gang_classes), "restricted": int(data.restricted)}
-        if out.model is not None:
-            stats |= {"variables": len(out.model.proto.variables), "constraints": len(out.model.proto.constraints)}
-        for name, st in zip(("admitWeight", "freedHyperNodes", "cost"), out.stages, strict=False):
-            stats |= {name: st.value, f"{name}Bound": st.bound, f"{name}Proven": int(st.proven)}
-        return stats
+        solver, v = out.solver, out.vars
+        value = None if solver is None or v is None else (lambda key: int(solver.value(v.of[key])))
+        counts = ({} if out.model is None else
+                  {"variables": len(out.model.proto.variables), "constraints": len(out.model.proto.constraints)})
+        return exact_result(self.name, problem, out.data, out.stages, value=value,
+                            infeasible_required=out.infeasible_required,
+                            causes=lambda admitted: explain(out, options, clock, admitted, end),
+                            violations=goal_violations, hint=hint, counts=counts, started=t0)

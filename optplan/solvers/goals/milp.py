@@ -43,7 +43,6 @@ without changing its plan.
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 import time
@@ -55,7 +54,7 @@ from typing import Any
 import pulp
 
 from optplan.models.goals import SEARCH, GoalPlan
-from optplan.solvers.core.exact import ExactModelError, exact_record, strict
+from optplan.solvers.core.exact import ExactModelError, strict
 from optplan.solvers.core.highs import quiet
 from optplan.solvers.core.milp import EQ as pulp_EQ
 from optplan.solvers.core.milp import GE as pulp_GE
@@ -72,16 +71,10 @@ from optplan.solvers.goals.model import (
     Stage,
     Term,
     build_data,
-    build_plan,
-    decode,
-    fallback,
-    goal_record,
-    plan_disruption,
-    settle,
+    exact_result,
 )
 from optplan.solvers.goals.problem import GoalProblem, GoalResult
 from optplan.solvers.goals.validate import goal_violations
-from optplan.solvers.repack.exact.model import weighted_cost
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +185,6 @@ class Outcome:
     stages: list[Stage]
     required: bool  # the required HyperNode count is a row of the final model
     infeasible_required: bool  # the required count was proven out of reach
-    exact_cost: bool = True  # stage 3's optimum is the rules' weighted disruption of the plan
 
 
 def solve(problem: GoalProblem, options: PlanOptions, hint: GoalPlan | None = None) -> Outcome:
@@ -281,49 +273,16 @@ class MilpGoalPlanner:
         t0 = time.perf_counter()
         out = solve(problem, options, hint)
         data = out.data
-        checked = copy.copy(problem)
-        if out.infeasible_required:  # the caller reports the count not met; every other rule holds
-            checked.free_required = False
-        plan: GoalPlan | None = None
-        if out.values is not None and out.vars is not None:
-            values = out.values
-            of = out.vars.of
-            moves, admitted, freed_h = decode(data, lambda key: values[of[key]])
-            causes = {i: (SEARCH, "no plan admitting it was found (the MILP twin does not re-check why; the "
-                                  "cpsat planner does)") for i in data.eligible if i not in admitted} | data.causes
-            plan = build_plan(problem, moves, admitted, causes, freed_h)
-            d = plan_disruption(problem, plan)
-            found = goal_violations(checked, plan, claimed=d)
-            if found:
-                message = f"goals milp: the model's plan breaks the goal rules: {'; '.join(found[:5])}"
-                if strict():
-                    raise ExactModelError(message)
-                log.error("%s (a bug in the MILP twin); FALLBACK", message)
-                plan = None
-            else:
-                out.exact_cost = settle(out.stages, weighted_cost(data.weights_int, data.card_unit, d),
-                                        out.exact_cost, self.name)
-        wall = round(time.perf_counter() - t0, 3)
-        stats = self._stats(out)
-        if plan is None:  # no solution, or a bug: the valid hint, else the gangs that fit now, else nothing
-            plan = fallback(problem, data, hint, lambda pl: not goal_violations(problem, pl))
-            record = exact_record(self.name, "FALLBACK", freed=None, freed_bound=None, objective=None, bound=None,
-                                  wall=wall)
-            return GoalResult(plan, record, plan_disruption(problem, plan), stats)
-        record = goal_record(self.name, problem, data, out.stages, exact_cost=out.exact_cost,
-                             infeasible_required=out.infeasible_required, wall=wall)
-        return GoalResult(plan, record, plan_disruption(problem, plan), stats)
-
-    @staticmethod
-    def _stats(out: Outcome) -> dict[str, int]:
-        data = out.data
-        stats = {"moveClasses": len(data.classes), "sendVariables": sum(len(k.receivers) for k in data.classes),
-                 "placeVariables": sum(len(gc.nodes) for gc in data.gang_classes), "restricted": int(data.restricted)}
-        if out.model is not None:
-            stats |= {"variables": len(out.model.variables()), "constraints": out.model.numConstraints()}
-        for name, st in zip(("admitWeight", "freedHyperNodes", "cost"), out.stages, strict=False):
-            stats |= {name: st.value, f"{name}Bound": st.bound, f"{name}Proven": int(st.proven)}
-        return stats
+        values, v = out.values, out.vars
+        value = None if values is None or v is None else (lambda key: values[v.of[key]])
+        counts = ({} if out.model is None else
+                  {"variables": len(out.model.variables()), "constraints": out.model.numConstraints()})
+        return exact_result(self.name, problem, data, out.stages, value=value,
+                            infeasible_required=out.infeasible_required,
+                            causes=lambda admitted: {i: (SEARCH, "no plan admitting it was found (the MILP twin does "
+                                                                 "not re-check why; the cpsat planner does)")
+                                                     for i in data.eligible if i not in admitted} | data.causes,
+                            violations=goal_violations, hint=hint, counts=counts, started=t0)
 
 
 __all__ = ["MilpGoalPlanner"]

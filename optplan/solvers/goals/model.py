@@ -27,13 +27,15 @@ rules' cost (``settle``) and the record of the stages (``goal_record``).
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -43,11 +45,11 @@ from optplan.models.quantity import format_milli
 from optplan.models.repack import PodMove, SolverRecord
 from optplan.models.results import Disruption
 from optplan.models.snapshot import ROOT, Pod
-from optplan.solvers.core.exact import exact_record
+from optplan.solvers.core.exact import ExactModelError, exact_record, strict
 from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, constraint_signature, pod_demand
-from optplan.solvers.goals.problem import Gang, GangPod, GoalProblem
+from optplan.solvers.goals.problem import Gang, GangPod, GoalProblem, GoalResult
 from optplan.solvers.placement.jobs import Region
-from optplan.solvers.repack.exact.model import integer_weights, weigh
+from optplan.solvers.repack.exact.model import integer_weights, weigh, weighted_cost
 from optplan.solvers.repack.rules import RestartUnit
 
 log = logging.getLogger(__name__)
@@ -531,6 +533,56 @@ def goal_record(name: str, problem: GoalProblem, data: Data, stages: list[Stage]
     return exact_record(name, status, freed=first.value, freed_bound=first.bound, objective=s3.value,
                         bound=bound, wall=wall)
 
+
+
+class Violations(Protocol):
+    """The goal validator (``validate.goal_violations``), passed in by the planners."""
+
+    def __call__(self, problem: GoalProblem, plan: GoalPlan, *, claimed: Disruption | None = None) -> list[str]: ...
+
+
+def exact_result(name: str, problem: GoalProblem, data: Data, stages: list[Stage], *,
+                 value: Callable[[Key], int] | None, infeasible_required: bool,
+                 causes: Callable[[set[int]], dict[int, tuple[str, str]]], violations: Violations,
+                 hint: GoalPlan | None, counts: dict[str, int], started: float) -> GoalResult:
+    """An exact planner's result: the plan read back from the solution's ``value`` of each variable
+    (``decode``; None: no solution), the gangs not admitted explained by ``causes`` (of the admitted ones),
+    re-checked by ``violations`` (a required count proven out of reach is the caller's to report) — a plan
+    breaking the rules is a bug in the model: raised in strict mode (``core.exact.strict``), else FALLBACK —,
+    stage 3 settled on the rules' cost (``settle``) and the record (``goal_record``); with no plan, the
+    ``fallback`` and a FALLBACK record. ``counts``: the solver model's size, for the stats; ``started``: the
+    ``time.perf_counter()`` the planner started at."""
+    checked = copy.copy(problem)
+    if infeasible_required:  # the caller reports the count not met; every other rule holds
+        checked.free_required = False
+    plan: GoalPlan | None = None
+    exact_cost = True
+    if value is not None:
+        moves, admitted, freed_h = decode(data, value)
+        plan = build_plan(problem, moves, admitted, causes(set(admitted)), freed_h)
+        d = plan_disruption(problem, plan)
+        found = violations(checked, plan, claimed=d)
+        if found:
+            message = f"goals {name}: the model's plan breaks the goal rules: {'; '.join(found[:5])}"
+            if strict():
+                raise ExactModelError(message)
+            log.error("%s (a bug in the %s model); FALLBACK", message, name)
+            plan = None
+        else:
+            exact_cost = settle(stages, weighted_cost(data.weights_int, data.card_unit, d), exact_cost, name)
+    wall = round(time.perf_counter() - started, 3)
+    stats = {"moveClasses": len(data.classes), "sendVariables": sum(len(k.receivers) for k in data.classes),
+             "placeVariables": sum(len(gc.nodes) for gc in data.gang_classes), "restricted": int(data.restricted)}
+    stats |= counts
+    for what, st in zip(("admitWeight", "freedHyperNodes", "cost"), stages, strict=False):
+        stats |= {what: st.value, f"{what}Bound": st.bound, f"{what}Proven": int(st.proven)}
+    if plan is None:  # no solution, or a bug: the valid hint, else the gangs that fit now, else nothing
+        plan = fallback(problem, data, hint, lambda pl: not violations(problem, pl))
+        record = exact_record(name, "FALLBACK", freed=None, freed_bound=None, objective=None, bound=None, wall=wall)
+        return GoalResult(plan, record, plan_disruption(problem, plan), stats)
+    record = goal_record(name, problem, data, stages, exact_cost=exact_cost, infeasible_required=infeasible_required,
+                         wall=wall)
+    return GoalResult(plan, record, plan_disruption(problem, plan), stats)
 
 # ---- the exact model's rows (``cpsat`` and ``milp`` only create the variables and emit them) ------------------
 
