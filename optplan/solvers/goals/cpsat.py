@@ -41,7 +41,10 @@ stage: admission weight, then freed HyperNodes; ``best_bound`` of the disruption
 required HyperNode count cannot be met (the plan then frees as many as it can, the caller reports
 RequiredNodeBlocksNotMet); FALLBACK when no solution was found (the hint, or the plan that does nothing).
 
-The data (classes, receivers, regions, scales) are ``model``'s. Scale: above ``model.MAX_VARIABLES`` the
+The data (classes, receivers, regions, scales) and the rows of every family are ``model``'s
+(``model.exact_model``): this module creates a CP-SAT variable per key and emits the rows (``build``,
+``emit``); the hints, the stages and the re-checks of gangs not admitted are its own.
+Scale: above ``model.MAX_VARIABLES`` the
 model is restricted: sources to the nodes of the gangs' regions where most R could be made free (and the
 HyperNodes cheapest to free), receivers per class to the best fits, always keeping what the hint uses; a
 restricted model is never OPTIMAL, and its bounds are the goals' own (every gang, the HyperNode count).

@@ -2,8 +2,8 @@
 solved by HiGHS (else CBC) as Repack's twin is (``core.milp``: its backend, rows and proof; ``core.highs``:
 quiet stdout).
 
-The same model as ``cpsat`` (which documents the decisions and constraints), built by one function per
-family mirroring cpsat's, on the same data (``model.build_data``: the same classes, receivers, regions and
+The same model as ``cpsat`` (which documents the decisions and constraints): both only emit the rows of
+``model.exact_model``, on the same data (``model.build_data``: the same classes, receivers, regions and
 integer scales, restricted exactly when cpsat's is), with the same three lexicographic stages: (1) gangs
 admitted weighted by priority level, (2) HyperNodes freed, (3) the weighted disruption on Repack's integer
 scale. Each stage's value is then fixed as a row for the next (= the optimum when proven, ≥ the value found
@@ -17,7 +17,10 @@ violations" of its own solutions. Cold and without presolve, the 400 family case
 without a HyperNode goal) and 150 of ``test_goals_exact``'s richer family all reach CP-SAT's proven score.
 A hint therefore only keeps its arcs in a restricted model and is the fallback plan, as in cpsat.
 
-CP-SAT's enforced constraints, linearised (every variable is an integer with finite bounds):
+CP-SAT's enforced constraints, linearised (``model.ExactModel.sides``; every variable is an integer with
+finite bounds): a row ``Σ ≤ rhs`` enforced by a literal ``f`` becomes ``Σ + (U − rhs)·f ≤ U``, U the most
+Σ can be by the bounds (or the row's ``off``, where the other rows bound it tighter), a ``≥`` side likewise,
+a side the bounds imply is left out. So:
 
 - an over-committed node's capacity row binds only when something requesting that resource lands:
   ``expr ≤ room · on`` (room < 0) and ``x ≤ ub(x) · on`` for each landing x;
@@ -30,10 +33,10 @@ integer cost short of the optimum "optimal". Threads and random seed are the opt
 small models HiGHS proves each stage well inside the limit, so one input gives one plan. Time limits are
 wall-clock (HiGHS has no deterministic limit): a model cut short may differ run to run.
 
-Plan read-back, status and record are the shared ones (``model.decode``, ``build_plan``, ``settle``,
-``goal_record``): OPTIMAL only when every stage was proven on the whole model; FEASIBLE otherwise (always
-for a restricted model); INFEASIBLE when a required HyperNode count is proven out of reach (the count is then
-dropped and the plan frees what it can); FALLBACK when HiGHS found no solution (``model.fallback``).
+Plan read-back, status and record are the shared ones (``model.exact_result``: ``decode``, ``build_plan``,
+``settle``, ``goal_record``): OPTIMAL only when every stage was proven on the whole model; FEASIBLE otherwise
+(always for a restricted model); INFEASIBLE when a required HyperNode count is proven out of reach (the count
+is then dropped and the plan frees what it can); FALLBACK when HiGHS found no solution (``model.fallback``).
 
 Gangs not admitted name the gang's own cause when it was proven before planning (``Data.causes``: capacity,
 quota, topology), else SEARCH: unlike cpsat, the twin does not re-check each gang with it forced in. It is

@@ -19,10 +19,18 @@ Restriction (``restrict``; automatic above ``MAX_VARIABLES`` send and place vari
 only on the sources ``_sources`` picks, receivers per class cut to the ``KEEP_RECEIVERS`` best fits
 (nodes that lose nothing first, then the least free R), always keeping the hint's.
 
-Shared by both exact models, so that each rule is written once: the variables they name alike
-(``ModelVars``), the start without a hint (``fits_now``), the
-read-back (``decode``, ``build_plan``), the plan when the model gave none (``fallback``), stage 3 on the
-rules' cost (``settle``) and the record of the stages (``goal_record``).
+The model itself, as data (``exact_model``, built once per ``Data``: ``Data.model``): its variables, each
+named by a key (``Key``: the family and index, as ``("send", class, receiver)``) with its upper bound; its
+rows per constraint family (``FAMILIES``: moves, gang minimums and region choice, capacity, quota, freed
+HyperNodes and the required count, necessity, topology, the disruption terms, maxPerRun and the PDBs), each
+``Σ terms (≤ ≥ =) rhs``, optionally enforced by a 0-1 literal (``Row``); and its three objectives. The
+solvers only create a variable per key and emit the rows: CP-SAT with ``only_enforce_if``, the MILP with
+the big-M the variables' bounds give (``ExactModel.sides``).
+
+Shared by both exact models, so that each rule is written once: the start without a hint (``fits_now``),
+the read-back (``decode``, ``build_plan``), the plan when the model gave none (``fallback``), stage 3 on
+the rules' cost (``settle``), the record of the stages (``goal_record``) and the planner's result from a
+solution (``exact_result``).
 """
 
 from __future__ import annotations
