@@ -162,8 +162,7 @@ def emit(m: cp_model.CpModel, ex: ExactModel, of: dict[Key, Any], r: Row) -> Non
 
 
 def budgeted(data: Data) -> bool:
-    mpr = data.problem.run.spec.max_per_run
-    return mpr.pod_groups is not None or bool(mpr.resources) or any(k.pdbs for k in data.classes)
+    return data.problem.repack.budgets.per_run or any(k.pdbs for k in data.classes)
 
 
 # ---- hints ----------------------------------------------------------------------------------------------

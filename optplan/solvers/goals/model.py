@@ -927,18 +927,19 @@ def _disruption(ex: ExactModel, data: Data) -> None:
 
 def _budgets(ex: ExactModel, data: Data) -> None:
     """maxPerRun.podGroups (affected PodGroups), maxPerRun.resources (moved amounts), PDB disruptions."""
-    p = data.problem
-    mpr = p.run.spec.max_per_run
-    if mpr.pod_groups is not None:
-        ex.add("budgets", list(ex.penalties["affectedPodGroups"]), LE, mpr.pod_groups)
-    for res, budget in sorted(mpr.resources.items()):
-        terms: list[Term] = [(("moved", k.key), k.pods[0].request(res)) for k in data.classes
-                             if k.pods[0].request(res) > 0]
+    rp = data.problem.repack
+    budgets = rp.budgets
+    if budgets.pod_groups is not None:  # each affected PodGroup (``affected``) counts once
+        ex.add("budgets", list(ex.penalties["affectedPodGroups"]), LE, budgets.pod_groups)
+    spend = [rp.spend(k.pods[:1]) for k in data.classes]  # what moving one pod of each class charges
+    for res, budget in budgets.resources.items():
+        terms: list[Term] = [(("moved", k.key), s.resources[res]) for k, s in zip(data.classes, spend, strict=True)
+                             if s.resources[res] > 0]
         if terms:
             ex.add("budgets", terms, LE, budget)
     use: dict[str, list[Key]] = defaultdict(list)
-    for k in data.classes:
-        for key in k.pdbs:
+    for k, s in zip(data.classes, spend, strict=True):
+        for key in s.pdbs:
             use[key].append(("moved", k.key))
     for key, xs in sorted(use.items()):
-        ex.add("budgets", [(x, 1) for x in xs], LE, p.snapshot.pdbs[key].disruptions_allowed)
+        ex.add("budgets", [(x, 1) for x in xs], LE, budgets.pdbs[key])
