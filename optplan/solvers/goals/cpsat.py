@@ -43,11 +43,11 @@ RequiredNodeBlocksNotMet); FALLBACK when no solution was found (the hint, or the
 
 The data (classes, receivers, regions, scales) and the rows of every family are ``model``'s
 (``model.exact_model``): this module creates a CP-SAT variable per key and emits the rows (``build``,
-``emit``); the hints, the stages and the re-checks of gangs not admitted are its own.
-Scale: above ``model.MAX_VARIABLES`` the
-model is restricted: sources to the nodes of the gangs' regions where most R could be made free (and the
-HyperNodes cheapest to free), receivers per class to the best fits, always keeping what the hint uses; a
-restricted model is never OPTIMAL, and its bounds are the goals' own (every gang, the HyperNode count).
+``emit``); the hints, the stages and the re-checks of gangs not admitted are its own. Scale: above
+``model.MAX_VARIABLES`` the model is restricted: sources to the nodes of the gangs' regions where most R
+could be made free (and the HyperNodes cheapest to free), receivers per class to the best fits, always
+keeping what the hint uses; a restricted model is never OPTIMAL, and its bounds are the goals' own (every
+gang, the HyperNode count).
 
 Gangs not admitted name a cause: the gang's own (proven before planning), else a bounded re-check with
 the gang forced in: feasible — HIGHER_GOAL (admitting it costs gangs of at least its priority) or, when
@@ -73,6 +73,7 @@ from optplan.solvers.goals.model import (
     EQ,
     GE,
     LE,
+    RESERVE,
     Data,
     ExactModel,
     Key,
@@ -82,6 +83,7 @@ from optplan.solvers.goals.model import (
     build_data,
     exact_result,
     fits_now,
+    stage_seconds,
 )
 from optplan.solvers.goals.model import fallback as shared_fallback
 from optplan.solvers.goals.problem import GoalProblem, GoalResult
@@ -90,9 +92,6 @@ from optplan.solvers.repack.rules import gang_impact
 
 log = logging.getLogger(__name__)
 
-STAGE_SHARES = (0.45, 0.2, 0.35)
-"""Share of the solving time of each stage (admissions, HyperNodes, disruption); what a stage leaves
-flows to the next."""
 CAUSE_SHARE = 0.1
 """Share of the time limit kept for telling why gangs are not admitted."""
 CAUSE_SECONDS = 2.0
@@ -328,11 +327,9 @@ def solve(problem: GoalProblem, options: PlanOptions, hint: GoalPlan | None = No
     data = build_data(problem, hint)
     hint_ok = hint is not None and not goal_violations(problem, hint)
     required = bool(problem.free_count and problem.free_required)
-    shares = [STAGE_SHARES[0], STAGE_SHARES[1] if data.hyper else 0.0, STAGE_SHARES[2]]
 
     def until(i: int) -> float:
-        now = clock.now()
-        return (end - now) * shares[i] / max(sum(shares[i:]), 1e-9)
+        return stage_seconds(data, i, clock.now(), end)
 
     warm = fits_now(data) if hint is None else hint
 
@@ -391,10 +388,6 @@ def solve(problem: GoalProblem, options: PlanOptions, hint: GoalPlan | None = No
     else:
         stages.append(Stage(round(best.value(v.cost(data))), 0, False))
     return Outcome(data, m, v, best, stages, required, infeasible_required)
-
-
-RESERVE = 0.03
-"""Share of the time limit kept for reading the solution back and validating it."""
 
 
 # ---- reading the solution back ------------------------------------------------------------------------------

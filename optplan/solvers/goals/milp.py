@@ -68,6 +68,7 @@ from optplan.solvers.goals.model import (
     EQ,
     GE,
     LE,
+    RESERVE,
     Data,
     ExactModel,
     Key,
@@ -75,17 +76,13 @@ from optplan.solvers.goals.model import (
     Term,
     build_data,
     exact_result,
+    stage_seconds,
 )
 from optplan.solvers.goals.problem import GoalProblem, GoalResult
 from optplan.solvers.goals.validate import goal_violations
 
 log = logging.getLogger(__name__)
 
-STAGE_SHARES = (0.45, 0.2, 0.35)
-"""Share of the solving time of each stage (admissions, HyperNodes, disruption); what a stage leaves flows
-to the next."""
-RESERVE = 0.03
-"""Share of the time limit kept for reading the solution back and validating it."""
 PRESOLVE = "off"
 """HiGHS's presolve (off: see the module)."""
 
@@ -197,10 +194,9 @@ def solve(problem: GoalProblem, options: PlanOptions, hint: GoalPlan | None = No
     data = build_data(problem, hint)
     hint_ok = hint is not None and not goal_violations(problem, hint)
     required = bool(problem.free_count and problem.free_required)
-    shares = [STAGE_SHARES[0], STAGE_SHARES[1] if data.hyper else 0.0, STAGE_SHARES[2]]
 
     def until(i: int) -> float:
-        return (end - time.perf_counter()) * shares[i] / max(sum(shares[i:]), 1e-9)
+        return stage_seconds(data, i, time.perf_counter(), end)
 
     most = sum(data.priority_weight.values())
 

@@ -70,6 +70,11 @@ KEEP_REGIONS = 4
 """Regions per gang whose nodes a restricted model may move pods off (the most R that could be free first)."""
 KEEP_RECEIVERS = 16
 """Receivers a move class keeps at least in a restricted model (best fit first)."""
+STAGE_SHARES = (0.45, 0.2, 0.35)
+"""Share of the solving time of each stage (admissions, HyperNodes, disruption); what a stage leaves
+flows to the next (``stage_seconds``)."""
+RESERVE = 0.03
+"""Share of the time limit the exact planners keep for reading the solution back and validating it."""
 
 
 @dataclass
@@ -379,6 +384,13 @@ def _sources(problem: GoalProblem, eligible: list[int], free0: dict[str, dict[st
 
 
 # ---- shared by the exact models (``cpsat`` and its MILP twin ``milp``) -----------------------------------------
+
+def stage_seconds(data: Data, stage: int, now: float, end: float) -> float:
+    """The seconds stage ``stage`` (0, 1, 2) may take from ``now`` until ``end``: its share of what is left
+    over it and the stages after (``STAGE_SHARES``; none for the HyperNodes when there are none to free)."""
+    shares = [STAGE_SHARES[0], STAGE_SHARES[1] if data.hyper else 0.0, STAGE_SHARES[2]]
+    return (end - now) * shares[stage] / max(sum(shares[stage:]), 1e-9)
+
 
 @dataclass
 class Stage:
