@@ -130,11 +130,11 @@ def karpenter_pod_cost(pod: Pod) -> float:
 
 
 def _karpenter_blocked(problem: RepackProblem, node: str) -> bool:
-    pdbs = problem.snapshot.pdbs
+    pdbs = problem.budgets.pdbs
     for pod in problem.snapshot.pods_by_node.get(node, ()):
         if disruption_protection(pod, (DO_NOT_DISRUPT,)) is not None:  # Karpenter reads its own marker only
             return True
-        if any(pdbs[k].disruptions_allowed <= 0 for k in problem.pdbs_charged(pod)):
+        if any(pdbs[k] <= 0 for k in problem.pdbs_charged(pod)):
             return True
     return False
 
@@ -206,7 +206,7 @@ def cluster_autoscaler_scale_down(problem: RepackProblem, options: PlanOptions) 
     on: dict[str, list[Pod]] = {n: list(problem.r_pods[n]) for n in problem.providers}
     r_used = {n: sum(problem.request(p) for p in pods) for n, pods in on.items()}
     loc: dict[str, str] = {}  # pod key -> current node, for pods that moved
-    pdb_left = {k: b.disruptions_allowed for k, b in snap.pdbs.items()}
+    pdb_left = dict(problem.budgets.pdbs)
     pdb_of: dict[str, list[str]] = {}
     present = set(problem.providers)
     removed: list[str] = []
@@ -312,7 +312,7 @@ def descheduler_high_node_utilization(problem: RepackProblem, options: PlanOptio
     resources = (R, *_POOLED)
     # A node without a pod limit pools NO_POD_LIMIT pods (``Capacity.room``): the pool never runs out of them.
     pool = {r: sum(max(cap.room(n, r), 0) for n in problem.providers if n not in source_set) for r in resources}
-    pdb_left = {k: b.disruptions_allowed for k, b in snap.pdbs.items()}
+    pdb_left = dict(problem.budgets.pdbs)
     evicted: list[Pod] = []
     pdb_skipped = 0
     for node in sources:

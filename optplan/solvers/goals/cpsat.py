@@ -41,10 +41,13 @@ stage: admission weight, then freed HyperNodes; ``best_bound`` of the disruption
 required HyperNode count cannot be met (the plan then frees as many as it can, the caller reports
 RequiredNodeBlocksNotMet); FALLBACK when no solution was found (the hint, or the plan that does nothing).
 
-The data (classes, receivers, regions, scales) are ``model``'s. Scale: above ``model.MAX_VARIABLES`` the
-model is restricted: sources to the nodes of the gangs' regions where most R could be made free (and the
-HyperNodes cheapest to free), receivers per class to the best fits, always keeping what the hint uses; a
-restricted model is never OPTIMAL, and its bounds are the goals' own (every gang, the HyperNode count).
+The data (classes, receivers, regions, scales) and the rows of every family are ``model``'s
+(``model.exact_model``): this module creates a CP-SAT variable per key and emits the rows (``build``,
+``emit``); the hints, the stages and the re-checks of gangs not admitted are its own. Scale: above
+``model.MAX_VARIABLES`` the model is restricted: sources to the nodes of the gangs' regions where most R
+could be made free (and the HyperNodes cheapest to free), receivers per class to the best fits, always
+keeping what the hint uses; a restricted model is never OPTIMAL, and its bounds are the goals' own (every
+gang, the HyperNode count).
 
 Gangs not admitted name a cause: the gang's own (proven before planning), else a bounded re-check with
 the gang forced in: feasible — HIGHER_GOAL (admitting it costs gangs of at least its priority) or, when
@@ -54,9 +57,7 @@ feasible without maxPerRun and the PDBs — BUDGET; else SEARCH.
 
 from __future__ import annotations
 
-import copy
 import logging
-import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
@@ -66,32 +67,32 @@ from ortools.sat.python import cp_model
 
 from optplan.models.goals import BUDGET, HIGHER_GOAL, SEARCH, GoalPlan
 from optplan.solvers.core.clock import Clock
-from optplan.solvers.core.exact import ExactModelError, exact_record, model_bug, proven_bound, strict
+from optplan.solvers.core.exact import model_bug, proven_bound
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.planner import Planner
 from optplan.solvers.goals.model import (
+    EQ,
+    GE,
+    LE,
+    RESERVE,
     Data,
-    MoveClass,
+    ExactModel,
+    Key,
+    Row,
     Stage,
+    Term,
     build_data,
-    build_plan,
-    decode,
+    exact_result,
     fits_now,
-    goal_record,
-    plan_disruption,
-    settle,
+    stage_seconds,
 )
 from optplan.solvers.goals.model import fallback as shared_fallback
 from optplan.solvers.goals.problem import GoalProblem, GoalResult
 from optplan.solvers.goals.validate import goal_violations
-from optplan.solvers.repack.exact.model import weigh, weighted_cost
-from optplan.solvers.repack.rules import RestartUnit, gang_impact
+from optplan.solvers.repack.rules import gang_impact
 
 log = logging.getLogger(__name__)
 
-STAGE_SHARES = (0.45, 0.2, 0.35)
-"""Share of the solving time of each stage (admissions, HyperNodes, disruption); what a stage leaves
-flows to the next."""
 CAUSE_SHARE = 0.1
 """Share of the time limit kept for telling why gangs are not admitted."""
 CAUSE_SECONDS = 2.0
@@ -100,295 +101,68 @@ MAX_CAUSE_CHECKS = 8
 """Gangs re-checked at most (the others: SEARCH)."""
 
 
-# ---- the model ----------------------------------------------------------------------------------------
-
-Penalties = dict[str, list[tuple[Any, int]]]
-
+# ---- the model: ``model.exact_model``'s rows, emitted ------------------------------------------------------
 
 @dataclass
 class Vars:
-    send: dict[tuple[int, str], Any] = field(default_factory=dict)
-    moved: dict[int, Any] = field(default_factory=dict)
-    source: dict[str, Any] = field(default_factory=dict)
-    receiver: dict[str, Any] = field(default_factory=dict)
-    admit: dict[int, Any] = field(default_factory=dict)
-    place: dict[tuple[int, str], Any] = field(default_factory=dict)  # (gang class index, node)
-    hyper: dict[int, list[Any]] = field(default_factory=dict)  # gang -> per region of ``Data.regions``
-    free: dict[str, Any] = field(default_factory=dict)
-    region: dict[str, dict[str, Any]] = field(default_factory=dict)  # topology PodGroup -> region -> var
-    affected: dict[str, Any] = field(default_factory=dict)
-    breach: dict[str, Any] = field(default_factory=dict)
-    affected_cards: dict[str, Any] = field(default_factory=dict)
-    restarted: dict[str, Any] = field(default_factory=dict)  # restart unit wider than a pod -> var
-    wide: dict[str, Any] = field(default_factory=dict)  # PodGroup -> a pod whose unit is the whole group moves
-    widening: dict[str, Any] = field(default_factory=dict)
-    penalties: Penalties = field(default_factory=dict)
+    """The CP-SAT variable of each of the model's keys (``model.Key``), and the three objectives."""
+
+    model: ExactModel
+    of: dict[Key, Any] = field(default_factory=dict)
+
+    def _sum(self, terms: list[Term]) -> Any:
+        return cp_model.LinearExpr.weighted_sum([self.of[x] for x, _ in terms], [c for _, c in terms])
 
     def admitted(self, data: Data) -> Any:
-        return cp_model.LinearExpr.weighted_sum([self.admit[i] for i in data.eligible],
-                                                [data.priority_weight[i] for i in data.eligible])
+        return self._sum(self.model.admitted)
 
     def freed(self) -> Any:
-        return cp_model.LinearExpr.sum(list(self.free.values()))
+        return cp_model.LinearExpr.sum([self.of[x] for x, _ in self.model.freed])
 
     def cost(self, data: Data) -> Any:
-        terms = weigh(data.weights_int, self.penalties)
-        return cp_model.LinearExpr.weighted_sum([x for x, _ in terms], [n for _, n in terms])
+        return self._sum(self.model.cost(data.weights_int))
 
 
 def build(data: Data, *, budgets: bool = True, required: bool = False) -> tuple[cp_model.CpModel, Vars]:
-    """The model (see the module); ``budgets``: maxPerRun and the PDBs; ``required``: Σ free ≥ count."""
+    """The model (``model.exact_model``, see the module); ``budgets``: maxPerRun and the PDBs; ``required``:
+    Σ free ≥ count. Every variable is an integer from 0 to its upper bound, named after its key."""
+    ex = data.model
     m = cp_model.CpModel()
-    v = Vars()
-    add_moves(m, data, v)
-    add_gangs(m, data, v)
-    add_capacity(m, data, v)
-    add_quota(m, data, v)
-    add_hyper_nodes(m, data, v, required)
-    add_necessity(m, data, v)
-    add_topology(m, data, v)
-    add_disruption(m, data, v)
-    if budgets:
-        add_budgets(m, data, v)
+    v = Vars(ex)
+    of = v.of
+    for key, upper in ex.upper.items():
+        of[key] = m.new_int_var(0, upper, f"{key[0]}[{','.join(map(str, key[1:]))}]")
+    for r in ex.emitted(budgets=budgets, required=required):
+        emit(m, ex, of, r)
     return m, v
 
 
-def add_moves(m: cp_model.CpModel, data: Data, v: Vars) -> None:
-    """send, moved, and the node's role: a node that loses pods receives none."""
-    nodes = sorted({k.node for k in data.classes} | {r for k in data.classes for r in k.receivers})
-    for n in nodes:
-        v.source[n] = m.new_bool_var(f"source[{n}]")
-        v.receiver[n] = m.new_bool_var(f"receiver[{n}]")
-        m.add(v.source[n] + v.receiver[n] <= 1)
-    for k in data.classes:
-        xs = []
-        for r, c in zip(k.receivers, k.caps, strict=True):
-            x = v.send[k.key, r] = m.new_int_var(0, c, f"send[{k.key}->{r}]")
-            m.add(x <= c * v.receiver[r])
-            xs.append(x)
-        y = v.moved[k.key] = m.new_int_var(0, k.count if xs else 0, f"moved[{k.key}]")
-        m.add(y == cp_model.LinearExpr.sum(xs))
-        m.add(y <= k.count * v.source[k.node])
-
-
-def add_gangs(m: cp_model.CpModel, data: Data, v: Vars) -> None:
-    """admit, region choice and the gang's pods: all of its minimum, inside the chosen region."""
-    for i in data.eligible:
-        v.admit[i] = m.new_bool_var(f"admit[{i}]")
-        v.hyper[i] = [m.new_bool_var(f"hyper[{i},{j}]") for j in range(len(data.regions[i]))]
-        m.add(cp_model.LinearExpr.sum(v.hyper[i]) == v.admit[i])
-    for ci, gc in enumerate(data.gang_classes):
-        xs = []
-        regs = data.regions[gc.gang]
-        for n in gc.nodes:
-            inside = [y for y, reg in zip(v.hyper[gc.gang], regs, strict=True) if n in reg.nodes]
-            if not inside:
-                continue
-            x = v.place[ci, n] = m.new_int_var(0, len(gc.pods), f"place[{ci},{n}]")
-            if len(inside) < len(regs):
-                m.add(x <= len(gc.pods) * cp_model.LinearExpr.sum(inside))
-            xs.append(x)
-        m.add(cp_model.LinearExpr.sum(xs) == len(gc.pods) * v.admit[gc.gang])
-
-
-def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
-    """Per node and resource something landing there requests: free now + what leaves − what arrives −
-    the gang pods ≥ 0. Rows are divided by the resource's gcd (exact: every term is a multiple of it). A
-    row of an over-committed node binds only when something requesting that resource lands."""
-    lands: dict[str, list[tuple[Any, dict[str, int]]]] = defaultdict(list)
-    for k in data.classes:
-        for r in k.receivers:
-            lands[r].append((v.send[k.key, r], k.demand))
-    for (ci, n), x in v.place.items():
-        lands[n].append((x, data.gang_classes[ci].demand))
-    leaves: dict[str, list[tuple[Any, dict[str, int]]]] = defaultdict(list)
-    for k in data.classes:
-        leaves[k.node].append((v.moved[k.key], k.demand))
-    for n in sorted(lands):
-        free = data.free0[n]
-        for res in sorted({r for _, d in lands[n] for r, a in d.items() if a > 0 and (r != "pods" or r in free)}):
-            unit = data.units[res]
-            inc = [(x, d[res] // unit) for x, d in lands[n] if d.get(res, 0) > 0]
-            out = [(x, d[res] // unit) for x, d in leaves.get(n, []) if d.get(res, 0) > 0]
-            expr = (cp_model.LinearExpr.weighted_sum([x for x, _ in inc], [c for _, c in inc])
-                    - cp_model.LinearExpr.weighted_sum([x for x, _ in out], [c for _, c in out]))
-            room = free.get(res, 0) // unit
-            if room >= 0:
-                m.add(expr <= room)
-            else:
-                on = m.new_bool_var(f"lands[{n},{res}]")
-                m.add(expr <= room).only_enforce_if(on)
-                for x, _ in inc:
-                    m.add(x == 0).only_enforce_if(on.Not())
-
-
-def add_quota(m: cp_model.CpModel, data: Data, v: Vars) -> None:
-    """Per queue of each gang's chain and resource the gangs request: allocated + Σ admit·requests ≤
-    realCapability (``QueueState.fit_reason``)."""
-    qs = data.problem.queue_state()
-    rows: dict[tuple[str, str], list[tuple[Any, int]]] = defaultdict(list)
-    for i in data.eligible:
-        g = data.problem.gangs[i]
-        for q in qs.chain(g.queue):
-            for r, amount in g.requests.items():
-                if amount > 0:
-                    rows[q, r].append((v.admit[i], amount))
-    for (q, r), terms in sorted(rows.items()):
-        room = qs.real.get(q, {}).get(r, 0) - qs.allocated.get(q, {}).get(r, 0)
-        if room < 0:  # over its capability already: no gang asking for r gets in
-            for x, _ in terms:
-                m.add(x == 0)
-            continue
-        unit = 0
-        for _, a in terms:
-            unit = math.gcd(unit, a)
-        m.add(cp_model.LinearExpr.weighted_sum([x for x, _ in terms], [a // unit for _, a in terms]) <= room // unit)
-
-
-def add_hyper_nodes(m: cp_model.CpModel, data: Data, v: Vars, required: bool) -> None:
-    """A freed HyperNode: every R pod on its nodes moves, nothing R lands; Σ free ≤ count (≥ when required)."""
-    p = data.problem
-    if not p.free_count:
+def emit(m: cp_model.CpModel, ex: ExactModel, of: dict[Key, Any], r: Row) -> None:
+    """One row: linear, only enforced if its literal has its value; CP-SAT's own constraint where the row
+    is one: Σ of 0-1 variables = 1 (exactly one), one 0-1 variable fixed when a literal holds (an
+    implication, written with a positive literal first)."""
+    if r.enforce is None and r.sense == EQ and r.rhs == 1 and all(c == 1 and ex.upper[x] == 1 for x, c in r.terms):
+        m.add_exactly_one([of[x] for x, _ in r.terms])
         return
-    R = p.resource
-    on: dict[str, list[MoveClass]] = defaultdict(list)
-    for k in data.classes:
-        on[k.node].append(k)
-    lands: dict[str, list[Any]] = defaultdict(list)  # node -> the gang pods requesting R placed there
-    for (ci, n), x in v.place.items():
-        if data.gang_classes[ci].demand.get(R, 0) > 0:
-            lands[n].append(x)
-    for h, nodes in data.hyper.items():
-        f = v.free[h] = m.new_bool_var(f"free[{h}]")
-        for n in sorted(nodes):
-            if p.movable.get(n) and not on.get(n):  # an R pod the model cannot move (restricted away) stays
-                m.add(f == 0)
-            for k in on.get(n, []):
-                m.add(v.moved[k.key] == k.count).only_enforce_if(f)
-            if n in v.receiver:
-                m.add_implication(f, v.receiver[n].Not())
-            for x in lands.get(n, []):
-                m.add(x == 0).only_enforce_if(f)
-    m.add(v.freed() <= p.free_count)
-    if required:
-        m.add(v.freed() >= p.free_count)
-
-
-def add_necessity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
-    """A node loses pods only where a gang pod lands or inside a freed HyperNode."""
-    landing: dict[str, list[Any]] = defaultdict(list)
-    for (_, n), x in v.place.items():
-        landing[n].append(x)
-    for n in sorted({k.node for k in data.classes}):
-        why = landing.get(n, []) + [f for h, f in v.free.items() if n in data.hyper[h]]
-        m.add(v.source[n] <= cp_model.LinearExpr.sum(why))
-
-
-def add_topology(m: cp_model.CpModel, data: Data, v: Vars) -> None:
-    """A topology PodGroup with moved pods ends inside one region: a class outside it moves whole, pods
-    land only inside it; a soft group's widening ≥ the region's tier − its tier now."""
-    topology = data.problem.snapshot.topology
-    for g, regions in data.topo.items():
-        if not regions:  # no region holds its pods that stay: none of its pods moves
-            for k in data.classes:
-                if k.group == g:
-                    m.add(v.moved[k.key] == 0)
-            continue
-        region = v.region[g] = {h: m.new_bool_var(f"region[{g}@{h}]") for h in regions}
-        m.add_exactly_one(region.values())
-        for k in data.classes:
-            if k.group != g:
-                continue
-            inside_here = [y for h, y in region.items() if k.node in topology.region_nodes(h)]
-            if len(inside_here) < len(region):
-                m.add(v.moved[k.key] >= k.count * (1 - cp_model.LinearExpr.sum(inside_here)))
-            for r in k.receivers:
-                inside = [y for h, y in region.items() if r in topology.region_nodes(h)]
-                if len(inside) < len(region):
-                    m.add(v.send[k.key, r] <= k.count * cp_model.LinearExpr.sum(inside))
-        if g in data.topo_before:
-            w = v.widening[g] = m.new_int_var(0, topology.top_tier, f"widening[{g}]")
-            m.add(w >= cp_model.LinearExpr.weighted_sum(list(region.values()), [topology.tier(h) for h in region])
-                  - data.topo_before[g])
-    v.penalties["topologyWidening"] = [(w, 1) for w in v.widening.values()]
-
-
-def add_disruption(m: cp_model.CpModel, data: Data, v: Vars) -> None:
-    """Repack's dimensions (``rules``): per PodGroup affected, below minAvailable and affected cards, with
-    its restart units (a pod alone, a task or role unit, the whole group); moved cards and pods.
-    Minimisation keeps the lower bounds tight, so at an optimum each is the rules' count."""
-    rp = data.problem.repack
-    by_group: dict[str, list[MoveClass]] = defaultdict(list)
-    for k in data.classes:
-        by_group[k.group].append(k)
-    for g, ks in sorted(by_group.items()):
-        gang = rp.gangs[g]
-        a = v.affected[g] = m.new_bool_var(f"affected[{g}]")
-        b = v.breach[g] = m.new_bool_var(f"breach[{g}]")
-        singles = [k for k in ks if k.unit.policy is None]
-        units: dict[str, RestartUnit] = {}
-        wide: list[MoveClass] = []
-        for k in ks:
-            m.add(v.moved[k.key] <= k.count * a)
-            if k.unit.whole_group:
-                wide.append(k)
-            elif k.unit.policy is not None:
-                units[k.unit.key] = k.unit
-                x = v.restarted.get(k.unit.key)
-                if x is None:
-                    x = v.restarted[k.unit.key] = m.new_bool_var(f"restarted[{k.unit.key}]")
-                m.add(v.moved[k.key] <= k.count * x)
-        running = ([(v.moved[k.key], 1) for k in singles]
-                   + [(v.restarted[u], unit.running) for u, unit in sorted(units.items())])
-        total = sum(k.count for k in singles) + sum(unit.running for unit in units.values())
-        expr = cp_model.LinearExpr.weighted_sum([x for x, _ in running], [c for _, c in running])
-        if total > gang.safe:
-            m.add(expr <= gang.safe + (total - gang.safe) * b)
-        cards = ([(v.moved[k.key], data.cards(k.cards)) for k in singles]
-                 + [(v.restarted[u], data.cards(unit.cards)) for u, unit in sorted(units.items())])
-        footprint = data.cards(gang.footprint)
-        upper = max(footprint, sum(data.cards(k.cards) * k.count for k in singles)
-                    + sum(data.cards(unit.cards) for unit in units.values()),
-                    max((data.cards(k.unit.cards) for k in wide), default=0))
-        ac = v.affected_cards[g] = m.new_int_var(0, upper, f"affected_cards[{g}]")
-        m.add(ac >= cp_model.LinearExpr.weighted_sum([x for x, _ in cards], [c for _, c in cards]))
-        m.add(ac >= footprint * b)
-        if wide:
-            w = v.wide[g] = m.new_bool_var(f"wide[{g}]")
-            for k in wide:
-                m.add(v.moved[k.key] <= k.count * w)
-            whole = wide[0].unit
-            if whole.running > gang.safe:
-                m.add_implication(w, b)
-            m.add(ac >= data.cards(whole.cards) * w)
-    v.penalties["affectedPodGroups"] = [(a, 1) for a in v.affected.values()]
-    v.penalties["podGroupsBelowMinAvailable"] = [(b, 1) for b in v.breach.values()]
-    v.penalties["affectedCards"] = [(ac, 1) for ac in v.affected_cards.values()]
-    v.penalties["movedCards"] = [(v.moved[k.key], data.cards(k.cards)) for k in data.classes]
-    v.penalties["movedPods"] = [(v.moved[k.key], 1) for k in data.classes]
-
-
-def add_budgets(m: cp_model.CpModel, data: Data, v: Vars) -> None:
-    """maxPerRun.podGroups (affected PodGroups), maxPerRun.resources (moved amounts), PDB disruptions."""
-    p = data.problem
-    mpr = p.run.spec.max_per_run
-    if mpr.pod_groups is not None:
-        m.add(cp_model.LinearExpr.sum(list(v.affected.values())) <= mpr.pod_groups)
-    for res, budget in sorted(mpr.resources.items()):
-        terms = [(v.moved[k.key], k.pods[0].request(res)) for k in data.classes if k.pods[0].request(res) > 0]
-        if terms:
-            m.add(cp_model.LinearExpr.weighted_sum([x for x, _ in terms], [a for _, a in terms]) <= budget)
-    use: dict[str, list[Any]] = defaultdict(list)
-    for k in data.classes:
-        for key in k.pdbs:
-            use[key].append(v.moved[k.key])
-    for key, xs in sorted(use.items()):
-        m.add(cp_model.LinearExpr.sum(xs) <= p.snapshot.pdbs[key].disruptions_allowed)
+    if r.enforce is not None and len(r.terms) == 1 and r.terms[0][1] == 1 and ex.upper[r.terms[0][0]] == 1 \
+            and (r.sense, r.rhs) in ((LE, 0), (GE, 1)):
+        key, value = r.enforce
+        x = of[r.terms[0][0]]
+        then = x.Not() if r.sense == LE else x
+        if value:
+            m.add_implication(of[key], then)
+        else:  # ¬key → then, as ¬then → key
+            m.add_implication(then.Not(), of[key])
+        return
+    expr = cp_model.LinearExpr.weighted_sum([of[x] for x, _ in r.terms], [c for _, c in r.terms])
+    c = m.add(expr <= r.rhs if r.sense == LE else expr >= r.rhs if r.sense == GE else expr == r.rhs)
+    if r.enforce is not None:
+        key, value = r.enforce
+        c.only_enforce_if(of[key] if value else of[key].Not())
 
 
 def budgeted(data: Data) -> bool:
-    mpr = data.problem.run.spec.max_per_run
-    return mpr.pod_groups is not None or bool(mpr.resources) or any(k.pdbs for k in data.classes)
+    return data.problem.repack.budgets.per_run or any(k.pdbs for k in data.classes)
 
 
 # ---- hints ----------------------------------------------------------------------------------------------
@@ -397,24 +171,26 @@ def hint_values(data: Data, v: Vars, plan: GoalPlan) -> list[tuple[Any, int]]:
     """A plan as values of the model's variables (those the model has: a restricted model may lack some)."""
     p = data.problem
     rp = p.repack
+    ex = v.model
+    of = v.of
     class_of = {pod.key: k for k in data.classes for pod in k.pods}
     sends: dict[tuple[int, str], int] = defaultdict(int)
     for mv in plan.repack.moves:
         k = class_of.get(mv.pod)
         if k is not None:
             sends[k.key, mv.to_node] += 1
-    out: list[tuple[Any, int]] = [(x, sends.get(key, 0)) for key, x in v.send.items()]
-    out += [(v.moved[k.key], sum(n for (kk, _), n in sends.items() if kk == k.key)) for k in data.classes]
+    out: list[tuple[Any, int]] = [(of[key], sends.get(key[1:], 0)) for key in ex.keys("send")]
+    out += [(of["moved", k.key], sum(n for (kk, _), n in sends.items() if kk == k.key)) for k in data.classes]
     sources = {mv.from_node for mv in plan.repack.moves}
     receivers = {mv.to_node for mv in plan.repack.moves}
-    out += [(x, int(n in sources)) for n, x in v.source.items()]
-    out += [(x, int(n in receivers)) for n, x in v.receiver.items()]
+    out += [(of[key], int(key[1] in sources)) for key in ex.keys("source")]
+    out += [(of[key], int(key[1] in receivers)) for key in ex.keys("receiver")]
     admitted = {a.key: a for a in plan.admissions if a.admitted}
     gclass = {(gp.task, gp.index): ci for ci, gc in enumerate(data.gang_classes) for gp in gc.pods}
     places: dict[tuple[int, str], int] = defaultdict(int)
     for i in data.eligible:
         a = admitted.get(p.gangs[i].key)
-        out.append((v.admit[i], int(a is not None)))
+        out.append((of["admit", i], int(a is not None)))
         chosen = -1
         if a is not None:
             nodes = {b.node for b in a.bindings}
@@ -425,29 +201,33 @@ def hint_values(data: Data, v: Vars, plan: GoalPlan) -> list[tuple[Any, int]]:
                 ci = gclass.get((b.task, b.index))
                 if ci is not None and data.gang_classes[ci].gang == i:
                     places[ci, b.node] += 1
-        out += [(y, int(j == chosen)) for j, y in enumerate(v.hyper[i])]
-    out += [(x, places.get(key, 0)) for key, x in v.place.items()]
+        out += [(of["hyper", i, j], int(j == chosen)) for j in range(len(data.regions[i]))]
+    out += [(of[key], places.get(key[1:], 0)) for key in ex.keys("place")]
     freed = set(plan.freed_hyper_nodes)
-    out += [(f, int(h in freed)) for h, f in v.free.items()]
+    out += [(of[key], int(key[1] in freed)) for key in ex.keys("free")]
     moved = [p.snapshot.pods[mv.pod] for mv in plan.repack.moves if mv.pod in p.snapshot.pods]
     restarted = rp.restarted(moved)
     groups = {q.group_key for q in moved}
     units = {rp.restart_unit(q).key for q in moved}
-    for g, a in v.affected.items():
+    for _, g in ex.keys("affected"):
         r = restarted.get(g)
         breach, hit = gang_impact(rp.gangs[g], r.running, r.cards) if r is not None else (False, 0)
-        out += [(a, int(g in groups)), (v.breach[g], int(breach)), (v.affected_cards[g], data.cards(hit))]
-    out += [(x, int(u in units)) for u, x in v.restarted.items()]
-    out += [(x, int(any(rp.restart_unit(q).whole_group and q.group_key == g for q in moved)))
-            for g, x in v.wide.items()]
+        out += [(of["affected", g], int(g in groups)), (of["breach", g], int(breach)),
+                (of["affected_cards", g], data.cards(hit))]
+    out += [(of[key], int(key[1] in units)) for key in ex.keys("restarted")]
+    out += [(of[key], int(any(rp.restart_unit(q).whole_group and q.group_key == key[1] for q in moved)))
+            for key in ex.keys("wide")]
     dest = {mv.pod: mv.to_node for mv in plan.repack.moves}
     topology = p.snapshot.topology
-    for g, region in v.region.items():
+    regions: dict[str, list[str]] = defaultdict(list)
+    for _, g, h in ex.keys("region"):
+        regions[g].append(h)
+    for g, region in regions.items():
         after = {dest.get(q.key, q.node_name) or "" for q in p.snapshot.pods_by_group.get(g, [])}
         inside = [h for h in region if after <= topology.region_nodes(h)]
-        out += [(y, int(bool(inside) and h == inside[0])) for h, y in region.items()]
-        if g in v.widening and inside:
-            out.append((v.widening[g], max(topology.tier(inside[0]) - data.topo_before[g], 0)))
+        out += [(of["region", g, h], int(bool(inside) and h == inside[0])) for h in region]
+        if ("widening", g) in of and inside:
+            out.append((of["widening", g], max(topology.tier(inside[0]) - data.topo_before[g], 0)))
     return out
 
 
@@ -473,7 +253,6 @@ class Outcome:
     stages: list[Stage]
     required: bool  # the required HyperNode count is a constraint of the final model
     infeasible_required: bool  # the required count was proven out of reach
-    exact_cost: bool = True  # stage 3's optimum is the rules' weighted disruption of the plan
 
 
 BIG_MODEL = 20_000
@@ -549,11 +328,9 @@ def solve(problem: GoalProblem, options: PlanOptions, hint: GoalPlan | None = No
     data = build_data(problem, hint)
     hint_ok = hint is not None and not goal_violations(problem, hint)
     required = bool(problem.free_count and problem.free_required)
-    shares = [STAGE_SHARES[0], STAGE_SHARES[1] if data.hyper else 0.0, STAGE_SHARES[2]]
 
     def until(i: int) -> float:
-        now = clock.now()
-        return (end - now) * shares[i] / max(sum(shares[i:]), 1e-9)
+        return stage_seconds(data, i, clock.now(), end)
 
     warm = fits_now(data) if hint is None else hint
 
@@ -585,7 +362,7 @@ def solve(problem: GoalProblem, options: PlanOptions, hint: GoalPlan | None = No
     best = s
     # stage 2: freed HyperNodes, the admissions kept
     m.add(v.admitted(data) == stages[0].value if stages[0].proven else v.admitted(data) >= stages[0].value)
-    if v.free:
+    if v.model.freed:
         ran = _next_stage(m, best, v.freed(), True, options, clock, until(1), "stage 2 (HyperNodes)")
         if ran is None:
             return Outcome(data, m, v, None, [], required, infeasible_required)
@@ -594,13 +371,13 @@ def solve(problem: GoalProblem, options: PlanOptions, hint: GoalPlan | None = No
             stages.append(_stage(st, s, True, problem.free_count))
             best = s
         else:
-            value = sum(int(best.value(f)) for f in v.free.values())
+            value = sum(int(best.value(v.of[f])) for f, _ in v.model.freed)
             stages.append(Stage(value, problem.free_count, False))
     else:
         stages.append(Stage(0, 0, True))
     # stage 3: the weighted disruption, admissions and HyperNodes kept
     freed = v.freed()
-    if v.free:
+    if v.model.freed:
         m.add(freed == stages[1].value if stages[1].proven else freed >= stages[1].value)
     ran = _next_stage(m, best, v.cost(data), False, options, clock, until(2), "stage 3 (disruption)")
     if ran is None:
@@ -612,10 +389,6 @@ def solve(problem: GoalProblem, options: PlanOptions, hint: GoalPlan | None = No
     else:
         stages.append(Stage(round(best.value(v.cost(data))), 0, False))
     return Outcome(data, m, v, best, stages, required, infeasible_required)
-
-
-RESERVE = 0.03
-"""Share of the time limit kept for reading the solution back and validating it."""
 
 
 # ---- reading the solution back ------------------------------------------------------------------------------
@@ -641,7 +414,7 @@ def explain(out: Outcome, options: PlanOptions, clock: Clock, admitted: set[int]
 def _forced(data: Data, i: int, options: PlanOptions, clock: Clock, seconds: float, *, budgets: bool,
             required: bool) -> tuple[Any, cp_model.CpSolver, Vars]:
     m, v = build(data, budgets=budgets, required=required)
-    m.add(v.admit[i] == 1)
+    m.add(v.of["admit", i] == 1)
     m.maximize(v.admitted(data))
     st, s = _run(m, options, clock, seconds, f"cause of {data.problem.gangs[i].key}", interleave=True)
     return st, s, v
@@ -655,7 +428,7 @@ def _cause(data: Data, i: int, out: Outcome, options: PlanOptions, clock: Clock,
     if st in FOUND:
         if not stage1_proven:
             return SEARCH, "a plan admitting it exists, but none better than the plan's admissions was proven"
-        lost = sorted(p.gangs[j].key for j in admitted if not s.value(v.admit[j]))
+        lost = sorted(p.gangs[j].key for j in admitted if not s.value(v.of["admit", j]))
         if lost:
             return HIGHER_GOAL, (f"admitting it would cost {', '.join(lost)} (of at least its priority) its "
                                  f"place{restricted}")
@@ -698,45 +471,11 @@ class CpSatGoalPlanner(Planner[GoalProblem, GoalResult]):
         options = replace(options, clock=clock)
         end = clock.now() + options.time_limit * (1 - RESERVE)
         out = solve(problem, options, start)
-        data = out.data
-        checked = copy.copy(problem)
-        if out.infeasible_required:  # the caller reports the count not met; every other rule holds
-            checked.free_required = False
-        plan: GoalPlan | None = None
-        if out.solver is not None and out.vars is not None:
-            solver = out.solver
-            moves, admitted, freed_h = decode(data, out.vars, lambda x: int(solver.value(x)))
-            causes = explain(out, options, clock, set(admitted), end)
-            plan = build_plan(problem, moves, admitted, causes, freed_h)
-            d = plan_disruption(problem, plan)
-            found = goal_violations(checked, plan, claimed=d)
-            if found:
-                message = f"goals cpsat: the model's plan breaks the goal rules: {'; '.join(found[:5])}"
-                if strict():
-                    raise ExactModelError(message)
-                log.error("%s (a bug in the exact model); FALLBACK", message)
-                plan = None
-            else:
-                out.exact_cost = settle(out.stages, weighted_cost(data.weights_int, data.card_unit, d),
-                                        out.exact_cost, self.name)
-        wall = round(time.perf_counter() - t0, 3)
-        stats = self._stats(out)
-        if plan is None:  # no solution, or a bug: the valid hint, else the gangs that fit now, else nothing
-            plan = fallback(problem, data, start)
-            record = exact_record(self.name, "FALLBACK", freed=None, freed_bound=None, objective=None, bound=None,
-                                  wall=wall)
-            return GoalResult(plan, record, plan_disruption(problem, plan), stats)
-        record = goal_record(self.name, problem, data, out.stages, exact_cost=out.exact_cost,
-                             infeasible_required=out.infeasible_required, wall=wall)
-        return GoalResult(plan, record, plan_disruption(problem, plan), stats)
-
-    @staticmethod
-    def _stats(out: Outcome) -> dict[str, int]:
-        data = out.data
-        stats = {"moveClasses": len(data.classes), "sendVariables": sum(len(k.receivers) for k in data.classes),
-                 "placeVariables": sum(len(gc.nodes) for gc in data.gang_classes), "restricted": int(data.restricted)}
-        if out.model is not None:
-            stats |= {"variables": len(out.model.proto.variables), "constraints": len(out.model.proto.constraints)}
-        for name, st in zip(("admitWeight", "freedHyperNodes", "cost"), out.stages, strict=False):
-            stats |= {name: st.value, f"{name}Bound": st.bound, f"{name}Proven": int(st.proven)}
-        return stats
+        solver, v = out.solver, out.vars
+        value = None if solver is None or v is None else (lambda key: int(solver.value(v.of[key])))
+        counts = ({} if out.model is None else
+                  {"variables": len(out.model.proto.variables), "constraints": len(out.model.proto.constraints)})
+        return exact_result(self.name, problem, out.data, out.stages, value=value,
+                            infeasible_required=out.infeasible_required,
+                            causes=lambda admitted: explain(out, options, clock, admitted, end),
+                            violations=goal_violations, hint=start, counts=counts, started=t0)

@@ -6,7 +6,7 @@ region tried for a gang, one HyperNode tried) is undone exactly, as Volcano's ``
 The rules are the goal validator's (``validate``), applied as the plan grows so the finished plan passes
 it: a node that loses pods never receives one and a receiver never loses one (the moves then run in any
 order); a moved pod lands where the static predicates, the room, its PodGroup's hard topology
-(``GoalProblem.destinations``) and the budgets (maxPerRun, PDBs: Repack's ``budget_use``/``pdb_use``)
+(``GoalProblem.destinations``) and the budgets (maxPerRun, PDBs: Repack's ``overruns``)
 allow; each pod moves at most once.
 """
 
@@ -24,6 +24,7 @@ from optplan.models.snapshot import Pod, Resources
 from optplan.solvers.core.oracle import POD_SLOT, constraint_signature
 from optplan.solvers.goals.problem import Gang, GoalProblem, GoalResult
 from optplan.solvers.placement.jobs import Region, held_pods
+from optplan.solvers.repack.rules import Spent
 
 
 def fits_in(pod: Pod, free: Resources, limits_pods: bool) -> bool:
@@ -138,7 +139,7 @@ class Room:
     def move(self, pod: Pod, src: str, dst: str, why: str) -> None:
         self._change(src, pod, +1)
         self._change(dst, pod, -1)
-        gk = pod.group_key or pod.key
+        gk = self.problem.repack.charged_group(pod)
         pdbs = self.problem.repack.pdbs_charged(pod)
         budget = self.problem.repack.budget_use([pod])
         self.moved[pod.key] = pod
@@ -219,21 +220,10 @@ class Room:
         return [p for p in self.movable.get(node, ()) if p.key not in self.moved]
 
     def budget_reason(self, pods: Collection[Pod]) -> str | None:
-        """Why moving ``pods`` as well would break maxPerRun or a PDB, or None."""
-        rp = self.problem.repack
-        mpr = self.problem.run.spec.max_per_run
-        if mpr.pod_groups is not None:
-            groups = {g for g, n in self.groups.items() if n > 0} | {p.group_key or p.key for p in pods}
-            if len(groups) > mpr.pod_groups:
-                return f"maxPerRun.podGroups {mpr.pod_groups}"
-        for r, used in rp.budget_use(pods).items():
-            if used and self.budget[r] + used > mpr.resources[r]:
-                return f"maxPerRun.resources[{r}]"
-        pdbs = self.problem.snapshot.pdbs
-        for k, n in sorted(rp.pdb_use(pods).items()):
-            if self.pdb[k] + n > pdbs[k].disruptions_allowed:
-                return f"PodDisruptionBudget {k}"
-        return None
+        """Why moving ``pods`` as well would break maxPerRun or a PDB (Repack's ``overruns``), or None."""
+        spent = Spent(frozenset(g for g, n in self.groups.items() if n > 0), dict(self.budget), dict(self.pdb))
+        over = self.problem.repack.overruns(pods, spent)
+        return over[0].budget if over else None
 
     def receiver_for(self, pod: Pod, src: str, banned: Collection[str]) -> str | None:
         """The fullest node the pod may move to (best fit): not a node that loses pods, not ``banned``, not

@@ -37,7 +37,7 @@ from optplan.models.repack import PodMove, RepackPlan, RepackRunStatus
 from optplan.models.results import Disruption, FragReport, round_half_up
 from optplan.models.snapshot import Pod
 from optplan.solvers.core.oracle import Capacity, Predicates
-from optplan.solvers.repack.rules import DISRUPTION_PROTECTED, RepackProblem
+from optplan.solvers.repack.rules import DISRUPTION_PROTECTED, PDBS, POD_GROUPS, RESOURCES, RepackProblem
 
 # Where a violation is reported (``Violation.at[0]``): the validator's passes, in order.
 PLAN, MOVE, FREED, RECEIVER, BUDGET, PDB, TOPOLOGY, CLAIM, STATUS = range(9)
@@ -197,27 +197,22 @@ def check_fit(problem: RepackProblem, plan: RepackPlan) -> list[Violation]:
 
 
 def check_budgets(problem: RepackProblem, plan: RepackPlan) -> list[Violation]:
-    moved = read_plan(problem, plan).moved
-    mpr = problem.run.spec.max_per_run
+    over = problem.overruns(read_plan(problem, plan).moved)
+    resources = list(problem.budgets.resources)
     out = []
-    groups = {p.group_key for p in moved}
-    if mpr.pod_groups is not None and len(groups) > mpr.pod_groups:
-        out.append(Violation((BUDGET, 0, 0),
-                             f"maxPerRun.podGroups {mpr.pod_groups} exceeded: {len(groups)} PodGroups affected"))
-    for j, (r, used) in enumerate(problem.budget_use(moved).items()):
-        budget = mpr.resources[r]
-        if used > budget:
-            out.append(Violation((BUDGET, 1 + j, 0),
-                                 f"maxPerRun.resources[{r}] exceeded: {used}m moved, budget {budget}m"))
+    for o in over:
+        if o.kind == POD_GROUPS:
+            out.append(Violation((BUDGET, 0, 0), f"{o.budget} {o.limit} exceeded: {o.used} PodGroups affected"))
+        elif o.kind == RESOURCES:
+            out.append(Violation((BUDGET, 1 + resources.index(o.key), 0),
+                                 f"{o.budget} exceeded: {o.used}m moved, budget {o.limit}m"))
     return out
 
 
 def check_pdbs(problem: RepackProblem, plan: RepackPlan) -> list[Violation]:
-    pdbs = problem.snapshot.pdbs
-    use = problem.pdb_use(read_plan(problem, plan).moved)
-    return [Violation((PDB, j, 0), f"PodDisruptionBudget {k} allows {pdbs[k].disruptions_allowed} disruptions, "
-                                   f"plan moves {n}")
-            for j, (k, n) in enumerate(sorted(use.items())) if n > pdbs[k].disruptions_allowed]
+    over = [o for o in problem.overruns(read_plan(problem, plan).moved) if o.kind == PDBS]
+    return [Violation((PDB, j, 0), f"{o.budget} allows {o.limit} disruptions, plan moves {o.used}")
+            for j, o in enumerate(over)]
 
 
 def check_topology(problem: RepackProblem, plan: RepackPlan) -> list[Violation]:

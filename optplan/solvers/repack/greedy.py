@@ -201,7 +201,7 @@ def candidate_table(problem: RepackProblem, rx: ReceiverTable, predicates: Predi
     row_sig = np.array(sig_of, dtype=np.int64)
     row_dem = np.array(dem_of, dtype=np.int64).reshape(row, len(rx.resources)).T.copy()
     C = len(cands)
-    budget_res = dict(sorted(problem.run.spec.max_per_run.resources.items()))
+    budget_res = dict(problem.budgets.resources)
     budget_use = np.array([list(problem.budget_use(cand.pods).values()) for cand in cands],
                           dtype=np.int64).reshape(C, len(budget_res))
     pdb_use = [problem.pdb_use(cand.pods) for cand in cands]
@@ -248,7 +248,7 @@ class Ledger:
 
 def ledger(problem: RepackProblem, ct: CandidateTable) -> Ledger:
     return Ledger(used_res=np.zeros(len(ct.budget_res), dtype=np.int64),
-                  pdb_left={k: pdb.disruptions_allowed for k, pdb in problem.snapshot.pdbs.items()},
+                  pdb_left=dict(problem.budgets.pdbs),
                   positions={g: Counter(problem.group_nodes(g)) for g in problem.topology_groups})
 
 
@@ -587,7 +587,7 @@ class _Greedy:
         """Which of ``cands`` (fresh deltas) fit maxPerRun and the PDBs, vectorised."""
         ct, led = self.ct, self.led
         ok = np.ones(len(cands), dtype=bool)
-        limit = self.p.run.spec.max_per_run.pod_groups
+        limit = self.p.budgets.pod_groups
         if limit is not None:
             ok &= led.totals[0] + self.delta[cands, 0] <= limit
         if len(budget_res):
@@ -602,7 +602,7 @@ class _Greedy:
         if self.delta_dirty[ci]:
             self._delta(ci)
         d = led.totals + self.delta[ci]
-        limit = self.p.run.spec.max_per_run.pod_groups
+        limit = self.p.budgets.pod_groups
         if limit is not None and d[0] > limit:
             return "budget-podGroups"
         if len(ct.budget_res) and (led.used_res + ct.budget_use[ci] > np.array(

@@ -38,7 +38,10 @@ Written once here and read by every planner, ``checks`` and the exact model's da
 (``pdbs_charged``, ``pdb_use``: the Eviction API's rule, ``snapshot.eviction_need`` — a pod that is not
 Ready may go without it under the PDB's ``unhealthyPodEvictionPolicy``; a pod under several PDBs is never
 evicted, ``pod-under-several-pdbs``) and what moving pods takes from ``maxPerRun.resources``
-(``budget_use``).
+(``budget_use``). The budgets themselves are here too: the run's limits (``budgets``: maxPerRun.podGroups
+and .resources, each PDB's disruptionsAllowed; ``Budgets.left`` once some are spent), what moves charge them
+(``spend``: their PodGroups, ``charged_group``; their requests; their PDBs) and the budgets a set of moves
+overruns (``overruns``), read by every planner, the exact models and the validator.
 
 Nothing here chooses anything; planners decide, and ``checks`` (run by ``validate``) re-checks with
 these same rules.
@@ -158,6 +161,60 @@ def restart_total(units: Iterable[RestartUnit], running: int = 0, cards: int = 0
         total_running += unit.running
         total_cards += unit.cards
     return total_running, total_cards
+
+
+@dataclass(frozen=True)
+class Spent:
+    """What moves charge the budgets: the PodGroups they affect (each counts once against
+    maxPerRun.podGroups), the maxPerRun.resources amounts (milli) and the PDB disruptions."""
+
+    pod_groups: frozenset[str] = frozenset()
+    resources: dict[str, int] = field(default_factory=dict)
+    pdbs: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """What one run may spend: maxPerRun.podGroups (None: no limit), maxPerRun.resources (by name, milli)
+    and each PDB's disruptionsAllowed (by key, in snapshot order). What a move charges them is
+    ``RepackProblem.spend``; what a set of moves overruns, ``RepackProblem.overruns``."""
+
+    pod_groups: int | None
+    resources: dict[str, int]
+    pdbs: dict[str, int]
+
+    @property
+    def per_run(self) -> bool:
+        """maxPerRun limits something (PodGroups or resources)."""
+        return self.pod_groups is not None or bool(self.resources)
+
+    def left(self, spent: Spent) -> Budgets:
+        """What is left once ``spent`` is charged (the limits ``spent`` affects lowered by it)."""
+        groups = None if self.pod_groups is None else self.pod_groups - len(spent.pod_groups)
+        return Budgets(groups, {r: b - spent.resources.get(r, 0) for r, b in self.resources.items()},
+                       {k: b - spent.pdbs.get(k, 0) for k, b in self.pdbs.items()})
+
+
+@dataclass(frozen=True)
+class Overrun:
+    """A budget a set of moves spends beyond its limit: ``kind`` (``POD_GROUPS``, ``RESOURCES``, ``PDBS``),
+    ``key`` the resource or the PDB ("" for the PodGroups), ``used`` what the moves spend in all, ``limit``
+    the budget."""
+
+    kind: str
+    key: str
+    used: int
+    limit: int
+
+    @property
+    def budget(self) -> str:
+        """Its name: ``maxPerRun.podGroups``, ``maxPerRun.resources[r]``, ``PodDisruptionBudget k``."""
+        return {POD_GROUPS: "maxPerRun.podGroups", RESOURCES: f"maxPerRun.resources[{self.key}]"}.get(
+            self.kind, f"PodDisruptionBudget {self.key}")
+
+
+POD_GROUPS, RESOURCES, PDBS = "podGroups", "resources", "pdbs"
+"""The kinds of budget (``Overrun.kind``)."""
 
 
 @dataclass
@@ -376,10 +433,47 @@ class RepackProblem:
         return {pod.key: keys for name in self.occupied for pod in self.r_pods[name]
                 if (keys := self.pdbs_charged(pod))}
 
+    @cached_property
+    def budgets(self) -> Budgets:
+        """The run's budgets (maxPerRun, the PDBs): the limits every planner and validator reads."""
+        mpr = self.run.spec.max_per_run
+        return Budgets(mpr.pod_groups, dict(sorted(mpr.resources.items())),
+                       {k: b.disruptions_allowed for k, b in self.snapshot.pdbs.items()})
+
+    @staticmethod
+    def charged_group(pod: Pod) -> str:
+        """The PodGroup moving the pod charges to maxPerRun.podGroups (a pod without one: itself), as the
+        disruption counts affected PodGroups."""
+        return pod.group_key or f"<none>/{pod.key}"
+
+    def spend(self, pods: Iterable[Pod]) -> Spent:
+        """What moving ``pods`` charges the budgets: their PodGroups (``charged_group``), their requests
+        on each maxPerRun resource (``budget_use``) and one disruption of each PDB charged for them
+        (``pdb_use``)."""
+        pods = list(pods)
+        return Spent(frozenset(self.charged_group(p) for p in pods), self.budget_use(pods), dict(self.pdb_use(pods)))
+
+    def overruns(self, pods: Iterable[Pod], before: Spent | None = None) -> list[Overrun]:
+        """The budgets that moving ``pods`` as well as what ``before`` spent overruns: maxPerRun.podGroups,
+        then maxPerRun.resources the pods request by name, then the PDBs by key."""
+        b = self.budgets
+        now = self.spend(pods)
+        before = before or Spent()
+        out = []
+        if b.pod_groups is not None and len(groups := before.pod_groups | now.pod_groups) > b.pod_groups:
+            out.append(Overrun(POD_GROUPS, "", len(groups), b.pod_groups))
+        for r, used in now.resources.items():
+            if used and (total := before.resources.get(r, 0) + used) > b.resources[r]:
+                out.append(Overrun(RESOURCES, r, total, b.resources[r]))
+        for k, n in sorted(now.pdbs.items()):
+            if (total := before.pdbs.get(k, 0) + n) > b.pdbs[k]:
+                out.append(Overrun(PDBS, k, total, b.pdbs[k]))
+        return out
+
     def budget_use(self, pods: Iterable[Pod]) -> dict[str, int]:
         """maxPerRun.resources name -> what moving ``pods`` takes from it (milli), by name."""
         pods = list(pods)
-        return {r: sum(p.request(r) for p in pods) for r in sorted(self.run.spec.max_per_run.resources)}
+        return {r: sum(p.request(r) for p in pods) for r in self.budgets.resources}
 
     def budget_freed_upper(self) -> int:
         """At most how many candidates the budgets let one plan vacate (a valid, cheap bound):
@@ -387,7 +481,7 @@ class RepackProblem:
         — every vacated node moves some PodGroup, so at most the candidates of the P PodGroups that
         appear on most candidates."""
         bound = len(self.candidates)
-        mpr = self.run.spec.max_per_run
+        mpr = self.budgets
         for res, budget in mpr.resources.items():
             use = sorted(self.budget_use(self.r_pods[c])[res] for c in self.candidates)
             total = count = 0

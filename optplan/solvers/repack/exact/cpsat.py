@@ -184,19 +184,16 @@ def add_gang(m: cp_model.CpModel, data: ModelData, v: Vars) -> Penalties:
 
 def add_budgets(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
     """maxPerRun.podGroups, maxPerRun.resources and PodDisruptionBudgets, all hard."""
-    p = data.problem
-    mpr = p.run.spec.max_per_run
     spent = data.spent
-    if mpr.pod_groups is not None:
-        m.add(sum(x for g, x in v.affected.items() if g not in spent.pod_groups)
-              <= mpr.pod_groups - len(spent.pod_groups))
-    for res, budget in sorted(mpr.resources.items()):
+    left = data.problem.budgets.left(spent)  # moves fixed outside the model spent the rest
+    if left.pod_groups is not None:
+        m.add(sum(x for g, x in v.affected.items() if g not in spent.pod_groups) <= left.pod_groups)
+    for res, budget in left.resources.items():
         terms = [n * v.vacate[c] for c, n in data.budget_use[res].items()]
         if terms:
-            m.add(sum(terms) <= budget - spent.resources.get(res, 0))
+            m.add(sum(terms) <= budget)
     for key, by_node in data.pdb_use.items():
-        m.add(sum(n * v.vacate[c] for c, n in by_node.items())
-              <= p.snapshot.pdbs[key].disruptions_allowed - spent.pdbs.get(key, 0))
+        m.add(sum(n * v.vacate[c] for c, n in by_node.items()) <= left.pdbs[key])
 
 
 def budget_bound(data: ModelData, options: PlanOptions, limit: float) -> int | None:
@@ -264,8 +261,7 @@ def tighten(data: ModelData, options: PlanOptions, hint: RepackPlan | None) -> N
 
 
 def budgeted(data: ModelData) -> bool:
-    mpr = data.problem.run.spec.max_per_run
-    return mpr.pod_groups is not None or bool(mpr.resources) or bool(data.pdb_use)
+    return data.problem.budgets.per_run or bool(data.pdb_use)
 
 
 def add_topology(m: cp_model.CpModel, data: ModelData, v: Vars) -> Penalties:

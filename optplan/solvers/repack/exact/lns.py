@@ -16,7 +16,7 @@ Under maxPerRun every fourth step takes instead the nodes the budget relaxation'
 (``cpsat.budget_bound``) and every other step two PodGroups' nodes whole (one of the widest, in
 turn, and one at random), each with the vacated nodes, so that the plan can trade the PodGroups it
 spends its budget on. Budgets carry over: what the moves outside N use of maxPerRun (PodGroups they affect count once,
-there) and of the PDBs is taken off the neighbourhood's (``repack_model.Spent``). The re-planned
+there) and of the PDBs is taken off the neighbourhood's (``rules.Spent``). The re-planned
 part replaces the plan's when the whole plan then frees more nodes, or as many with a lower scaled
 disruption, and breaks no rule (``plan_violations``); the neighbourhood's own costs may be off for
 PodGroups that span N and the rest, which is why the whole plan is priced again.
@@ -37,7 +37,8 @@ from optplan.solvers.core.exact import better
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity
 from optplan.solvers.repack.exact import cpsat
-from optplan.solvers.repack.exact.model import ModelData, Spent, merge_plans, plan_part, plan_score, restrict
+from optplan.solvers.repack.exact.model import ModelData, merge_plans, plan_part, plan_score, restrict
+from optplan.solvers.repack.rules import Spent
 from optplan.solvers.repack.validate import plan_violations
 
 log = logging.getLogger(__name__)
@@ -82,12 +83,11 @@ def improve(data: ModelData, plan: RepackPlan, options: PlanOptions, deadline: f
     clock = options.timer()
     options = replace(options, clock=clock)
     turn = idle = 0
-    mpr = problem.run.spec.max_per_run
     # Under maxPerRun, every other step takes two PodGroups' nodes whole (one of the widest first, in
     # turn, one at random) with the vacated nodes: the plan may then trade the PodGroups it spends the
     # budget on.
     gangs: list[str] = []
-    if mpr.pod_groups is not None or mpr.resources:
+    if problem.budgets.per_run:
         gangs = sorted((g for g, by_node in data.group_moved_by.items() if len(by_node) > 1),
                        key=lambda g: (-len(data.group_moved_by[g]), g))
     load = {c: sum(k.cards * k.count for k in data.classes_of[c]) for c in data.candidates}

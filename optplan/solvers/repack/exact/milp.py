@@ -143,18 +143,14 @@ def add_gang(prob: pulp.LpProblem, data: ModelData, v: Vars) -> dict[str, list[t
 
 def add_budgets(prob: pulp.LpProblem, data: ModelData, v: Vars) -> None:
     """maxPerRun.podGroups, maxPerRun.resources and PodDisruptionBudgets, all hard (see ``cpsat.add_budgets``)."""
-    p = data.problem
-    mpr = p.run.spec.max_per_run
-    spent = data.spent  # budgets used by moves fixed outside the model
-    if mpr.pod_groups is not None:
-        row(prob, [(a, 1) for g, a in v.affected.items() if g not in spent.pod_groups], LE,
-             mpr.pod_groups - len(spent.pod_groups))
-    for res, budget in sorted(mpr.resources.items()):
-        row(prob, [(v.vacate[c], n) for c, n in data.budget_use[res].items()], LE,
-             budget - spent.resources.get(res, 0))
+    spent = data.spent
+    left = data.problem.budgets.left(spent)  # moves fixed outside the model spent the rest
+    if left.pod_groups is not None:
+        row(prob, [(a, 1) for g, a in v.affected.items() if g not in spent.pod_groups], LE, left.pod_groups)
+    for res, budget in left.resources.items():
+        row(prob, [(v.vacate[c], n) for c, n in data.budget_use[res].items()], LE, budget)
     for key, by_node in data.pdb_use.items():
-        row(prob, [(v.vacate[c], n) for c, n in by_node.items()], LE,
-             p.snapshot.pdbs[key].disruptions_allowed - spent.pdbs.get(key, 0))
+        row(prob, [(v.vacate[c], n) for c, n in by_node.items()], LE, left.pdbs[key])
 
 
 def add_topology(prob: pulp.LpProblem, data: ModelData, v: Vars) -> dict[str, list[tuple[Any, int]]]:

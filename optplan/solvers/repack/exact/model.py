@@ -55,7 +55,7 @@ from optplan.models.repack import DIMENSIONS, PodMove, RepackPlan, Weights
 from optplan.models.snapshot import Pod
 from optplan.solvers.core.exact import Score
 from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, Predicates, constraint_signature, pod_demand
-from optplan.solvers.repack.rules import Disruption, RepackProblem
+from optplan.solvers.repack.rules import Disruption, RepackProblem, Spent
 
 
 @dataclass
@@ -93,17 +93,6 @@ class GroupRestart:
     """Candidates holding a pod whose restart unit is the whole group."""
     alone: dict[str, frozenset[str]]
     """Candidate -> the group's Running pods that restart when that candidate alone is vacated."""
-
-
-@dataclass(frozen=True)
-class Spent:
-    """Budgets already used by moves fixed outside the model (``lns``): PodGroups those moves affect
-    (they count once against maxPerRun.podGroups, there), maxPerRun.resources amounts and PDB
-    disruptions."""
-
-    pod_groups: frozenset[str] = frozenset()
-    resources: dict[str, int] = field(default_factory=dict)
-    pdbs: dict[str, int] = field(default_factory=dict)
 
 
 class Admitted(Mapping[int, np.ndarray]):
@@ -433,7 +422,7 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
             classes_at[r].append(k)
     moving = {c: problem.budget_use(problem.r_pods[c]) for c in cands}  # what vacating c takes (rules)
     budget_use = {res: {c: amt for c in cands if (amt := moving[c][res])}
-                  for res in sorted(problem.run.spec.max_per_run.resources)}
+                  for res in problem.budgets.resources}
     pdb_use: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for c in cands:
         for key, n in problem.pdb_use(problem.r_pods[c]).items():
@@ -481,8 +470,8 @@ def components(data: ModelData) -> list[list[str]]:
     or not, so the parts of a pruned model are parts of the whole model too."""
     dead = set(stuck(data))
     live = [c for c in data.candidates if c not in dead]
-    mpr = data.problem.run.spec.max_per_run
-    if mpr.pod_groups is not None or any(data.budget_use.get(res) for res in mpr.resources):
+    budgets = data.problem.budgets
+    if budgets.pod_groups is not None or any(data.budget_use.get(res) for res in budgets.resources):
         return [sorted(live)] if live else []
     parent: dict[str, str] = {c: c for c in live}
 
