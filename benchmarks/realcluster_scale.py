@@ -351,14 +351,22 @@ def main(argv: list[str] | None = None) -> int:
         t = time.perf_counter()
         want = counts.get("Pod", 0) + 2 * args.exec_jobs
 
-        def all_running() -> bool:
-            n, running = running_pods(api)
-            return n >= want and running >= want
+        seen = [0]
 
-        wait("every pod Running (kwok)", all_running, args.timeout, interval=5)
-        report["running_after_seconds"] = time.perf_counter() - t
-        print(f"kwok:    every pod Running {report['running_after_seconds']:.1f} s after the last was created",
-              flush=True)
+        def all_running() -> bool:
+            n, seen[0] = running_pods(api)
+            return n >= want and seen[0] >= want
+
+        try:
+            wait("every pod Running (kwok)", all_running, 3 * args.timeout, interval=10)
+            report["running_after_seconds"] = time.perf_counter() - t
+            print(f"kwok:    every pod Running {report['running_after_seconds']:.1f} s after the last was created",
+                  flush=True)
+        except SystemExit:  # measured as it is: a bound Pending pod holds its node as a Running one does
+            report["running_after_seconds"] = None
+            report["running_at_timeout"] = seen[0]
+            print(f"kwok:    {seen[0]:,} of {want:,} pods Running after {time.perf_counter() - t:.0f} s; going on",
+                  flush=True)
         report["load_average_before_measuring"] = os.getloadavg()
         listed = subprocess.run([sys.executable, "-c", cs.LIST_CHILD, str(c.kubeconfig)], capture_output=True,
                                 text=True, env=cs.child_env(), check=False)
