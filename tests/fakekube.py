@@ -57,7 +57,9 @@ Emulated (apiserver behaviour, from the Kubernetes API conventions and the apise
   default when absent, as optplan's own requests are) prunes them and answers a ``Warning: 299 - "unknown
   field \\"spec.x\\""`` header; ``Ignore`` prunes silently. Built-in types have no schema here: their unknown
   fields are kept.
-- **Pods** created (POST) are validated as the apiserver does for what tests can get wrong: every
+- **Pods**: a status write that sets ``status.nominatedNodeName`` on a pod already bound to a node is 422
+  (``status.nominatedNodeName: Forbidden: may not be set on pods that are already bound to a node``). Pods
+  created (POST) are validated as the apiserver does for what tests can get wrong: every
   container needs an ``image`` (``spec.containers[0].image: Required value``), and a request of a resource
   that cannot be overcommitted (an extended resource such as ``nvidia.com/gpu``, huge pages) needs a limit
   (``spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable
@@ -968,6 +970,13 @@ class FakeKube:
             causes = _pod_causes(obj)
             if causes:
                 raise self._invalid(rt, obj["metadata"].get("name", ""), causes)
+        if rt.kind == "Pod" and not rt.group and sub == "status" and old is not None \
+                and (old.get("spec") or {}).get("nodeName"):
+            nominated = (obj.get("status") or {}).get("nominatedNodeName")
+            if nominated and nominated != (old.get("status") or {}).get("nominatedNodeName"):
+                raise self._invalid(rt, obj["metadata"].get("name", ""), [(
+                    "FieldValueForbidden", "status.nominatedNodeName",
+                    "Forbidden: may not be set on pods that are already bound to a node")])
         if rt.schema is None:
             return obj
         unknown = sorted(_unknown_fields(obj, rt.schema, "", root=True))  # the API server sorts them

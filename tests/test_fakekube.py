@@ -653,3 +653,19 @@ def test_faults_apply_to_writes_evictions_and_watches(http: Http, fake: FakeKube
     fake.forbid(RUNS)
     code, out = http("POST", RUNS, run_body())
     assert code == 403 and 'cannot create resource "repackruns"' in out["message"]
+
+
+
+def test_nominating_a_bound_pod_is_forbidden_as_on_the_real_server(http: Http, fake: FakeKube,
+                                                                  tmp_path: Path) -> None:
+    """The real API server refuses status.nominatedNodeName on a pod already bound (found when vc-scheduler
+    bound a replacement before optplan nominated it); a pending pod takes it. optplan's client says which
+    (AlreadyBoundError), and the controller then records where the pod was bound instead of retrying."""
+    fake.add(pod("bound", "n1"), pod("waiting", None), server_fields=True)
+    code, status = http("PATCH", f"{PODS}/bound/status", {"status": {"nominatedNodeName": "n2"}}, MERGE)
+    assert code == 422 and status["message"] == ('Pod "bound" is invalid: status.nominatedNodeName: Forbidden: may '
+                                                 "not be set on pods that are already bound to a node")
+    assert http("PATCH", f"{PODS}/waiting/status", {"status": {"nominatedNodeName": "n2"}}, MERGE)[0] == 200
+    with kube.connect(str(fake.write_kubeconfig(tmp_path / "kc"))) as client, \
+            pytest.raises(kube.AlreadyBoundError, match="already bound"):
+        client.patch_pod_status("default", "bound", {"nominatedNodeName": "n2"})

@@ -73,7 +73,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from optplan.adapters.execute_io import execute_status
-from optplan.adapters.kube import Answer, NotFoundError
+from optplan.adapters.kube import AlreadyBoundError, Answer, NotFoundError
 from optplan.adapters.kubefile import ParseCache, load_objects
 from optplan.adapters.output import status_dict
 from optplan.controller import status as st
@@ -784,6 +784,8 @@ class Reconciler:
                            related=told)
             except NotFoundError:
                 log.info("RepackRun %s: replacement %s/%s went away before its nomination", _name(obj), ns, name)
+            except AlreadyBoundError:  # the scheduler was first: the next pass records where it was bound
+                log.info("RepackRun %s: replacement %s/%s was bound before its nomination", _name(obj), ns, name)
         if lost is not None:  # what the server did not hold is done again on the next pass
             raise lost
         return obj, (min(waits) if waits else None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 import time
+import urllib.error
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +40,24 @@ def _job(name: str, gpus: int) -> dict[str, Any]:
                      "tasks": [{"name": "worker", "replicas": 1, "template": {"spec": spec}}]}}
 
 
+def _get(c: Cluster, path: str) -> Any:
+    """GET as the admin, asked again on 429 (a busy API server sheds load with it)."""
+    for attempt in range(20):
+        try:
+            return c.get(path, timeout=20)
+        except urllib.error.HTTPError as e:
+            if e.code != 429 or attempt == 19:
+                raise
+            time.sleep(0.5)
+    raise AssertionError("unreachable")
+
+
 def _pods(c: Cluster, job: str) -> list[dict[str, Any]]:
-    return list(c.get(f"/api/v1/namespaces/{NS}/pods?labelSelector=volcano.sh/job-name%3D{job}")["items"])
+    return list(_get(c, f"/api/v1/namespaces/{NS}/pods?labelSelector=volcano.sh/job-name%3D{job}")["items"])
 
 
 def _runs(c: Cluster) -> list[dict[str, Any]]:
-    items = c.get(f"/apis/repack.volcano.sh/v1alpha1/repackruns?labelSelector={TRIGGER}")["items"]
+    items = _get(c, f"/apis/repack.volcano.sh/v1alpha1/repackruns?labelSelector={TRIGGER}")["items"]
     return [r for r in items if r["spec"]["goals"][0].get("admit", {}).get("jobs") == [f"{NS}/whole"]]
 
 
@@ -98,7 +111,7 @@ def test_a_gang_pending_by_fragmentation_gets_its_run_and_volcano_then_places_it
         assert run["metadata"]["annotations"]["optplan.io/admit-job"] == f"{NS}/whole"
 
         def status() -> dict[str, Any]:
-            return dict(c.get(f"/apis/repack.volcano.sh/v1alpha1/repackruns/{name}").get("status") or {})
+            return dict(_get(c, f"/apis/repack.volcano.sh/v1alpha1/repackruns/{name}").get("status") or {})
 
         c.wait_for(f"RepackRun {name} finished", lambda: status().get("phase") in ("Succeeded", "Failed"),
                    timeout=240)
