@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,8 @@ def orphan(real_cluster: Cluster) -> Iterator[Cluster]:
     try:
         c.add_node(NODE, gpus=8)
         res = {"requests": {GPU: "2"}, "limits": {GPU: "2"}}
-        # a finalizer of ours holds the pod past the pod GC's orphan sweep (40 s after the node goes; a busy
-        # machine can take that long for the reads below): deleted, it stays, terminating, bound to the node
+        # a finalizer of ours keeps the pod readable after the pod GC's orphan sweep (40-60 s after the node
+        # goes: it marks the pod Failed, then deletes it)
         c.apply([{"apiVersion": "v1", "kind": "Pod",
                   "metadata": {"name": "left-behind", "namespace": NS, "finalizers": [HOLD]},
                   "spec": {"nodeName": NODE, "containers": [{"name": "c", "image": "serve:1", "resources": res}]}}])
@@ -55,24 +56,30 @@ def _untimed(out: str) -> Any:
 
 def test_a_pod_on_a_deleted_node_is_left_out_of_live_reads(orphan: Cluster, sa_kubeconfig: Path,
                                                            tmp_path: Path) -> None:
+    """The three live reads run at once, right after the node went: the pod GC marks such a pod Failed
+    40-60 s later (then it holds nothing and is no orphan any more), and one optplan process can take
+    10-20 s on a busy machine."""
     c = orphan
-    pod = c.kubectl_json("get", "pod", "left-behind", "-n", NS)
-    assert pod["spec"]["nodeName"] == NODE  # the server keeps it, bound to the node that is gone
-    assert c.kubectl("get", "node", NODE, check=False).returncode != 0
     warning = f"pod {NS}/left-behind is left out: bound to node '{NODE}', which does not exist"
     kube = ("--kubeconfig", str(sa_kubeconfig))
     snap = tmp_path / "snap.yaml"
-    res = optplan("snapshot", *kube, "-o", str(snap))
-    assert res.returncode == 0 and warning in res.stderr, res.stderr
-    assert "left-behind" not in snap.read_text()
     run = tmp_path / "run.yaml"
     run.write_text(json.dumps({"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun",
                                "metadata": {"name": "orphans"},
                                "spec": {"mode": "DryRun", "goals": [{"resource": GPU}]}}))
-    for argv in (("frag", "--resource", GPU), ("repack", "--run", str(run), "--solver", "greedy")):
-        live = optplan(*argv, *kube, "-o", "json")
-        dumped = optplan(*argv, str(snap), "-o", "json")
-        assert live.returncode == 0 and warning in live.stderr, live.stderr
-        assert dumped.returncode == 0 and _untimed(live.stdout) == _untimed(dumped.stdout)
-    # the pod was there all along, bound to the missing node
-    assert c.kubectl_json("get", "pod", "left-behind", "-n", NS)["spec"]["nodeName"] == NODE
+    reads = {"snapshot": ("snapshot", *kube, "-o", str(snap)),
+             "frag": ("frag", "--resource", GPU, *kube, "-o", "json"),
+             "repack": ("repack", "--run", str(run), "--solver", "greedy", *kube, "-o", "json")}
+    with ThreadPoolExecutor(len(reads)) as pool:
+        done = dict(zip(reads, pool.map(lambda argv: optplan(*argv), reads.values()), strict=True))
+    pod = c.kubectl_json("get", "pod", "left-behind", "-n", NS)
+    assert pod["spec"]["nodeName"] == NODE  # the server kept it, bound to the node that is gone
+    if pod["status"].get("phase") in ("Succeeded", "Failed"):
+        pytest.skip("the pod GC marked the pod Failed before the reads ended (a slow machine)")
+    for what, res in done.items():
+        assert res.returncode == 0 and warning in res.stderr, (what, res.stderr)
+    assert "left-behind" not in snap.read_text()
+    for what in ("frag", "repack"):
+        dumped = optplan(*[a for a in reads[what] if a not in kube], str(snap))
+        assert dumped.returncode == 0, dumped.stderr
+        assert _untimed(done[what].stdout) == _untimed(dumped.stdout), what
