@@ -92,23 +92,28 @@ def load_snapshot(*paths: str | Path) -> Cluster:
     return Cluster._of(load_files(list(paths)), ", ".join(str(p) for p in paths))
 
 
-def snapshot_from_objects(objects: Sequence[Mapping[str, Any]], source: str = "<objects>") -> Cluster:
-    """The same for objects already in memory, shaped as the API server returns them."""
+def snapshot_from_objects(objects: Sequence[Mapping[str, Any]], source: str = "<objects>", *,
+                          orphans: bool = False) -> Cluster:
+    """The same for objects already in memory, shaped as the API server returns them. ``orphans``: a pod
+    bound to a node that does not exist is left out with a warning (``Cluster.snapshot.warnings``)
+    instead of refused, as for a live cluster (``kubefile.orphaned_pods``)."""
     for i, obj in enumerate(objects):
         if not isinstance(obj, Mapping):
             raise InputError(f"expected an object (a mapping), got {type(obj).__name__}", file=source,
                              field=f"objects[{i}]")
-    return Cluster._of(load_objects(objects, source), source)
+    return Cluster._of(load_objects(objects, source, orphans=orphans), source)
 
 
 def read_cluster(kubeconfig: str | None = None, context: str | None = None, *, timeout: float = kube.REQUEST_TIMEOUT,
                  deadline: float | None = kube.API_DEADLINE) -> Cluster:
     """A live snapshot through the official client (in-cluster config when running in a pod). ``timeout``:
-    the total deadline of each API request; ``deadline``: of all of them together, retries included."""
+    the total deadline of each API request; ``deadline``: of all of them together, retries included. A pod
+    bound to a node that no longer exists is left out with a warning (``snapshot.warnings``), as
+    ``optplan snapshot`` and the controller leave it out."""
     with kube.connect(kubeconfig, context, timeout=timeout, deadline=deadline) as client:
         objects = client.snapshot_objects()
         source = f"cluster {client.host}"
-    return snapshot_from_objects(objects, source=source)
+    return snapshot_from_objects(objects, source=source, orphans=True)
 
 
 def _run(cluster: Cluster, run: RepackRun | Mapping[str, Any] | str | None) -> RepackRun:

@@ -28,6 +28,16 @@ def node(name: str, gpu: int | str = 8, *, cpu: str = "96", memory: str = "768Gi
             "spec": spec, "status": {"allocatable": alloc}}
 
 
+IMAGE = "registry.example/workload:1"  # the real API server refuses a container without an image
+
+
+def resources(requests: dict[str, Any]) -> dict[str, Any]:
+    """A container's resources as the real API server accepts them: every extended resource (a
+    domain-prefixed name outside kubernetes.io) requested with an equal limit."""
+    limits = {k: v for k, v in requests.items() if "/" in k and "kubernetes.io/" not in k}
+    return {"requests": requests, **({"limits": limits} if limits else {})}
+
+
 def pod(name: str, node_name: str | None, gpu: int | str = 1, *, group: str | None = "pg", ns: str = "default",
         cpu: str = "1", memory: str = "1Gi", phase: str = "Running", scheduler: str = "volcano",
         labels: dict[str, str] | None = None, node_selector: dict[str, str] | None = None,
@@ -39,7 +49,7 @@ def pod(name: str, node_name: str | None, gpu: int | str = 1, *, group: str | No
         requests[resource] = str(gpu)
     requests.update(extra_requests or {})
     spec: dict[str, Any] = {"schedulerName": scheduler,
-                            "containers": [{"name": "main", "resources": {"requests": requests}}]}
+                            "containers": [{"name": "main", "image": IMAGE, "resources": resources(requests)}]}
     if node_name is not None:
         spec["nodeName"] = node_name
     if node_selector:
@@ -158,8 +168,8 @@ def priority_class(name: str, value: int, policy: str | None = None) -> dict[str
 
 def job_task(name: str, replicas: int, gpu: int | str = 1, *, cpu: str = "1", memory: str = "1Gi",
              min_available: int | None = None, template_spec: dict[str, Any] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": [{"name": "main", "resources": {"requests": {
-        GPU: str(gpu), "cpu": cpu, "memory": memory}}}]}
+    spec: dict[str, Any] = {"containers": [{"name": "main", "image": IMAGE, "resources": resources({
+        GPU: str(gpu), "cpu": cpu, "memory": memory})}]}
     spec.update(template_spec or {})
     task: dict[str, Any] = {"name": name, "replicas": replicas, "template": {"spec": spec}}
     if min_available is not None:

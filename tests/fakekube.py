@@ -49,6 +49,22 @@ Emulated (apiserver behaviour, from the Kubernetes API conventions and the apise
   ``Invalid value: ...``). Main-resource writes validate everything but ``.status``; status writes
   validate ``.status`` only (the apiserver's ratcheting of unchanged fields, simplified). Without
   ``crd_schemas`` the CRs are stored as sent (existing tests write statuses the schema would refuse).
+  ``x-kubernetes-validations`` (CEL) rules are evaluated once a value's own schema holds (``cel_eval``: the
+  part of CEL the shipped CRDs write; any other rule raises instead of passing), a failed one is the
+  cause ``FIELD: Invalid value: MESSAGE``. Unknown fields follow the request's
+  ``fieldValidation``: ``Strict`` (what kubectl sends by default) refuses them, 400 ``KIND in version "V"
+  cannot be handled as a KIND: strict decoding error: unknown field "spec.x", ...``; ``Warn`` (the
+  default when absent, as optplan's own requests are) prunes them and answers a ``Warning: 299 - "unknown
+  field \\"spec.x\\""`` header; ``Ignore`` prunes silently. Built-in types have no schema here: their unknown
+  fields are kept.
+- **Pods**: a status write that sets ``status.nominatedNodeName`` on a pod already bound to a node is 422
+  (``status.nominatedNodeName: Forbidden: may not be set on pods that are already bound to a node``). Pods
+  created (POST) are validated as the apiserver does for what tests can get wrong: every
+  container needs an ``image`` (``spec.containers[0].image: Required value``), and a request of a resource
+  that cannot be overcommitted (an extended resource such as ``nvidia.com/gpu``, huge pages) needs a limit
+  (``spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable
+  resources``) equal to it (``...resources.requests: Invalid value: "1": must be equal to nvidia.com/gpu
+  limit of 2``).
 - **Watch**: ``?watch=1`` (or ``/watch/`` paths are not served: the query form only) with
   ``resourceVersion``, ``allowWatchBookmarks``, ``timeoutSeconds``, ``fieldSelector``, ``labelSelector``,
   ``sendInitialEvents``, per type, cluster-wide or per namespace: newline-delimited JSON events (ADDED,
@@ -304,6 +320,8 @@ class FakeKube:
         self._deliveries: dict[str, _Delivery] = {}
         self._stopping = threading.Event()
         self._rng = random.Random(seed)
+        self._field_validation = ""  # the request's fieldValidation (Strict, Warn, Ignore; "" as Warn)
+        self._warnings: list[str] = []  # the request's Warning headers
         self._watchers: list[_Watcher] = []
         self._bookmark_seq = 0
         self._hold_pods = False
@@ -610,14 +628,19 @@ class FakeKube:
         if stall:
             self._stopping.wait(stall)
         with self._lock:
+            self._field_validation = query.get("fieldValidation", "")
+            self._warnings = []
             try:
                 self._inject(method, path, query)
                 if bad_json:
                     raise _HttpError(400, "the body of the request is not valid JSON")
                 code, out = self._serve(method, path, query, headers, body)
-                return code, out, {}
+                warned = {"Warning": ", ".join(f'299 - "{w}"' for w in self._warnings)} if self._warnings else {}
+                return code, out, warned
             except _HttpError as e:
                 return e.status, e.body or _status(e.status, e.message), e.headers
+            finally:
+                self._field_validation, self._warnings = "", []
 
     def _inject(self, method: str, path: str, query: dict[str, str]) -> None:
         for fault in self._faults.get(path, []):
@@ -943,8 +966,27 @@ class FakeKube:
             if causes:
                 raise self._invalid(rt, obj["metadata"].get("name", ""), causes)
             return obj
+        if rt.kind == "Pod" and not rt.group and sub is None and old is None:
+            causes = _pod_causes(obj)
+            if causes:
+                raise self._invalid(rt, obj["metadata"].get("name", ""), causes)
+        if rt.kind == "Pod" and not rt.group and sub == "status" and old is not None \
+                and (old.get("spec") or {}).get("nodeName"):
+            nominated = (obj.get("status") or {}).get("nominatedNodeName")
+            if nominated and nominated != (old.get("status") or {}).get("nominatedNodeName"):
+                raise self._invalid(rt, obj["metadata"].get("name", ""), [(
+                    "FieldValueForbidden", "status.nominatedNodeName",
+                    "Forbidden: may not be set on pods that are already bound to a node")])
         if rt.schema is None:
             return obj
+        unknown = sorted(_unknown_fields(obj, rt.schema, "", root=True))  # the API server sorts them
+        if unknown and self._field_validation == "Strict":
+            listed = ", ".join(f'unknown field "{u}"' for u in unknown)
+            message = (f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: strict decoding '
+                       f"error: {listed}")
+            raise _HttpError(400, message, body=_status(400, message, reason="BadRequest"))
+        if unknown and self._field_validation != "Ignore":
+            self._warnings.extend(f'unknown field \\"{u}\\"' for u in unknown)
         obj = _prune(obj, rt.schema, root=True)
         _default(obj, rt.schema)
         causes = []
@@ -1538,6 +1580,34 @@ def _prune(value: Any, schema: dict[str, Any], *, root: bool = False) -> Any:
     return copy.deepcopy(value)
 
 
+def _unknown_fields(value: Any, schema: dict[str, Any], path: str, *, root: bool = False) -> list[str]:
+    """The fields ``_prune`` drops, as dotted paths (``spec.priority``), in the order they come."""
+    out: list[str] = []
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        keep_all = schema.get("x-kubernetes-preserve-unknown-fields")
+        if keep_all and "properties" not in schema and "additionalProperties" not in schema and not root:
+            return out
+        for k, v in value.items():
+            where = f"{path}.{k}" if path else k
+            if root and k in ("apiVersion", "kind"):
+                continue
+            if root and k == "metadata":
+                if isinstance(v, dict):
+                    out += [f"metadata.{mk}" for mk in v if mk not in _META_FIELDS]
+            elif k in props:
+                out += _unknown_fields(v, props[k], where)
+            elif isinstance(extra, dict):
+                out += _unknown_fields(v, extra, f"{path}[{k}]")
+            elif not (extra is True or keep_all):
+                out.append(where)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, v in enumerate(value):
+            out += _unknown_fields(v, schema["items"], f"{path}[{i}]")
+    return out
+
+
 def _default(value: Any, schema: dict[str, Any]) -> None:
     """Fill ``default`` values of missing properties, in place."""
     if isinstance(value, dict):
@@ -1670,6 +1740,200 @@ def _validate(v: Any, s: dict[str, Any], path: str) -> list[tuple[str, str, str]
                                                        f"schema (oneOf). Found {found}"))
             if valid == 0:
                 out += results[0]
+    # x-kubernetes-validations (CEL), evaluated once the value's own schema holds, as the API server does
+    if not out:
+        for rule in s.get("x-kubernetes-validations") or []:
+            if not cel_eval(rule["rule"], v):
+                message = rule.get("message") or f"failed rule: {rule['rule']}"
+                out.append(("FieldValueInvalid", path, f"Invalid value: {message}"))
+    return out
+
+
+# ---- CEL: the subset the shipped CRDs use -------------------------------------------------------
+
+_CEL_TOKEN = re.compile(r"\s*(\|\||&&|==|!=|[!().,]|[A-Za-z_][A-Za-z0-9_]*|\d+|\"[^\"]*\"|'[^']*')")
+
+
+def cel_eval(rule: str, self_value: Any) -> bool:
+    """A CRD's ``x-kubernetes-validations`` rule on ``self``, for the part of CEL the shipped CRDs write:
+    ``!``, ``||``, ``&&``, ``==``/``!=``, parentheses, ``self`` and variables, field selection,
+    ``has(x.f)``, ``x.all(v, e)``, ``x.exists(v, e)``, ``size(x)``, integer and string literals.
+    Anything else raises ``ValueError`` (never a rule silently passed)."""
+    tokens: list[str] = []
+    pos = 0
+    while pos < len(rule):
+        if rule[pos:].strip() == "":
+            break
+        m = _CEL_TOKEN.match(rule, pos)
+        if m is None:
+            raise ValueError(f"CEL rule {rule!r}: cannot read it at {rule[pos:]!r}")
+        tokens.append(m.group(1))
+        pos = m.end()
+    at = [0]
+
+    def peek() -> str:
+        return tokens[at[0]] if at[0] < len(tokens) else ""
+
+    def take(want: str | None = None) -> str:
+        tok = peek()
+        if want is not None and tok != want:
+            raise ValueError(f"CEL rule {rule!r}: expected {want!r}, found {tok!r}")
+        at[0] += 1
+        return tok
+
+    # The parser builds closures over an environment (variable -> value).
+    Expr = Callable[[dict[str, Any]], Any]
+
+    def parse_or() -> Expr:
+        left = parse_and()
+        while peek() == "||":
+            take()
+            right, first = parse_and(), left
+            left = lambda env, a=first, b=right: bool(a(env)) or bool(b(env))  # noqa: E731
+        return left
+
+    def parse_and() -> Expr:
+        left = parse_eq()
+        while peek() == "&&":
+            take()
+            right, first = parse_eq(), left
+            left = lambda env, a=first, b=right: bool(a(env)) and bool(b(env))  # noqa: E731
+        return left
+
+    def parse_eq() -> Expr:
+        left = parse_unary()
+        while peek() in ("==", "!="):
+            op, right, first = take(), parse_unary(), left
+            left = (lambda env, a=first, b=right: a(env) == b(env)) if op == "==" else \
+                (lambda env, a=first, b=right: a(env) != b(env))
+        return left
+
+    def parse_unary() -> Expr:
+        if peek() == "!":
+            take()
+            inner = parse_unary()
+            return lambda env: not inner(env)
+        return parse_postfix()
+
+    def parse_postfix() -> Expr:
+        tok = take()
+        expr: Expr
+        if tok == "(":
+            expr = parse_or()
+            take(")")
+        elif tok == "has":
+            take("(")
+            target = parse_postfix()
+            take(")")
+            has = getattr(target, "has", None)
+            if has is None:
+                raise ValueError(f"CEL rule {rule!r}: has() needs a field selection")
+            expr = has
+        elif tok == "size":
+            take("(")
+            inner = parse_or()
+            take(")")
+            expr = lambda env: len(inner(env))  # noqa: E731
+        elif tok.isdigit():
+            expr = lambda env, n=int(tok): n  # noqa: E731
+        elif tok[:1] in ("'", '"'):
+            expr = lambda env, t=tok[1:-1]: t  # noqa: E731
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", tok):
+            expr = lambda env, name=tok: env[name]  # noqa: E731
+        else:
+            raise ValueError(f"CEL rule {rule!r}: unexpected {tok!r}")
+        while peek() == ".":
+            take()
+            name = take()
+            if name in ("all", "exists") and peek() == "(":
+                take("(")
+                var = take()
+                take(",")
+                body = parse_or()
+                take(")")
+                items, quantifier = expr, all if name == "all" else any
+                expr = lambda env, it=items, v=var, b=body, q=quantifier: q(  # noqa: E731
+                    bool(b({**env, v: x})) for x in it(env))
+                continue
+            base = expr
+
+            def select(env: dict[str, Any], b: Expr = base, f: str = name) -> Any:
+                obj = b(env)
+                if not isinstance(obj, dict) or f not in obj:
+                    raise ValueError(f"CEL rule {rule!r}: no such key: {f}")
+                return obj[f]
+
+            def has_field(env: dict[str, Any], b: Expr = base, f: str = name) -> bool:
+                obj = b(env)
+                return isinstance(obj, dict) and f in obj
+
+            select.has = has_field  # type: ignore[attr-defined]
+            expr = select
+        return expr
+
+    tree = parse_or()
+    if at[0] != len(tokens):
+        raise ValueError(f"CEL rule {rule!r}: unexpected {peek()!r}")
+    return bool(tree({"self": self_value}))
+
+
+# ---- built-in types: what the API server's validation refuses ----------------------------------
+
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?$")
+_SUFFIX = {"n": "1e-9", "u": "1e-6", "m": "1e-3", "": "1", "k": "1e3", "M": "1e6", "G": "1e9", "T": "1e12",
+           "P": "1e15", "E": "1e18", "Ki": str(2**10), "Mi": str(2**20), "Gi": str(2**30), "Ti": str(2**40),
+           "Pi": str(2**50), "Ei": str(2**60)}
+
+
+def _quantity(text: Any) -> Any:
+    """A resource quantity's value (decimal.Decimal), or None when it does not read as one."""
+    from decimal import Decimal, InvalidOperation
+    m = _QUANTITY.match(str(text))
+    if m is None:
+        return None
+    try:
+        number, suffix = Decimal(m[1]), m[2] or ""
+    except InvalidOperation:
+        return None
+    if suffix[:1] in ("e", "E") and len(suffix) > 1:
+        return number * Decimal(10) ** int(suffix[1:])
+    return number * Decimal(_SUFFIX[suffix])
+
+
+def _overcommit_forbidden(name: str) -> bool:
+    """An extended resource (a domain-prefixed name outside kubernetes.io) or huge pages: its request must
+    equal its limit (the API server's rule for resources that cannot be overcommitted)."""
+    native = "/" not in name or "kubernetes.io/" in name
+    return not native or name.startswith("hugepages-")
+
+
+def _pod_causes(pod: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """What the API server refuses in a new Pod that the fake emulates: a container without ``image``; a
+    request of a resource that cannot be overcommitted without a limit, or with a different one."""
+    out: list[tuple[str, str, str]] = []
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        return [("FieldValueRequired", "spec.containers", "Required value")]
+    if not spec.get("containers"):
+        out.append(("FieldValueRequired", "spec.containers", "Required value"))
+    for field_name in ("initContainers", "containers"):
+        for i, c in enumerate(spec.get(field_name) or []):
+            where = f"spec.{field_name}[{i}]"
+            if not isinstance(c, dict):
+                continue
+            if not c.get("image"):
+                out.append(("FieldValueRequired", f"{where}.image", "Required value"))
+            res = c.get("resources") or {}
+            requests, limits = res.get("requests") or {}, res.get("limits") or {}
+            for name, value in requests.items():
+                if not _overcommit_forbidden(name):
+                    continue
+                if name not in limits:
+                    out.append(("FieldValueRequired", f"{where}.resources.limits",
+                                "Required value: Limit must be set for non overcommitable resources"))
+                elif _quantity(value) != _quantity(limits[name]):
+                    out.append(("FieldValueInvalid", f"{where}.resources.requests",
+                                f'Invalid value: "{value}": must be equal to {name} limit of {limits[name]}'))
     return out
 
 

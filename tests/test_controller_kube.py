@@ -72,7 +72,7 @@ def test_a_too_old_version_is_410_and_the_informer_lists_again(fk: FakeKube, cli
 
 
 def test_the_watch_follows_changes_and_deletions_into_the_store(fk: FakeKube, client: KubeClient) -> None:
-    fk.add(node("n1"), pod("a", "n1"), pod("gone", "n1"), server_fields=True)
+    fk.add(node("n1"), pod("a", None), pod("gone", "n1"), server_fields=True)  # a: pending, nominated below
     store = Store()
     inf = Informer(client, PODS, store, watch_timeout=1)
     inf.start()

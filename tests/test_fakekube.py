@@ -136,6 +136,76 @@ def test_unknown_fields_are_pruned_and_defaults_filled(http: Http) -> None:
     assert http("GET", f"{RUNS}/run")[1]["spec"] == made["spec"]
 
 
+def test_strict_field_validation_refuses_unknown_fields_and_warn_names_them(http: Http, fake: FakeKube) -> None:
+    """As the real API server: ``fieldValidation=Strict`` (kubectl's default) refuses an unknown field with
+    400; without it (optplan's own requests) the field is pruned and a ``Warning`` header names it;
+    ``Ignore`` prunes silently."""
+    body = run_body()
+    body["spec"]["priority"] = 1
+    body["spec"]["goals"][0]["weight"] = 3
+    code, status = http("POST", RUNS, body, fieldValidation="Strict")
+    assert code == 400 and status["reason"] == "BadRequest"
+    assert status["message"] == ('RepackRun in version "v1alpha1" cannot be handled as a RepackRun: strict decoding '
+                                 'error: unknown field "spec.goals[0].weight", unknown field "spec.priority"')
+    assert fake.objects("repack.volcano.sh/v1alpha1", "RepackRun") == []
+    _, url, headers, out, _ = http.api.param_serialize(
+        method="POST", resource_path=RUNS, body=body, auth_settings=["BearerToken"],
+        header_params={"Content-Type": "application/json", "Accept": "application/json"})
+    resp = http.api.call_api("POST", url, header_params=headers, body=out, _request_timeout=10)
+    assert resp.status == 201
+    assert resp.getheader("Warning") == ('299 - "unknown field \\"spec.goals[0].weight\\"", '
+                                         '299 - "unknown field \\"spec.priority\\""')
+    assert "priority" not in json.loads(resp.read())["spec"]
+    code, _ = http("POST", RUNS, {**body, "metadata": {"name": "ignored"}}, fieldValidation="Ignore")
+    assert code == 201
+
+
+def test_the_crds_cel_rule_is_enforced(http: Http, fake: FakeKube) -> None:
+    """spec's x-kubernetes-validations rule (freeHyperNodes or networkTopology, not both), with the real
+    server's cause."""
+    both = run_body(goals=[{"resource": "nvidia.com/gpu", "freeHyperNodes": {"tier": 1, "count": 1}}],
+                    networkTopology={"tier": 1, "requiredNodeBlocks": 1})
+    code, status = http("POST", RUNS, both)
+    assert code == 422, status
+    assert status["details"]["causes"] == [{"reason": "FieldValueInvalid", "field": "spec", "message": (
+        "Invalid value: give freeHyperNodes or networkTopology, not both")}]
+    either = run_body(goals=[{"resource": "nvidia.com/gpu", "freeHyperNodes": {"tier": 1, "count": 1}}])
+    assert http("POST", RUNS, either)[0] == 201
+
+
+def test_cel_rules_outside_the_supported_subset_are_refused_not_passed() -> None:
+    from tests.fakekube import cel_eval
+    assert cel_eval("self.a.exists(x, x == 'b') && size(self.a) == 2", {"a": ["a", "b"]})
+    with pytest.raises(ValueError, match="cannot read it"):
+        cel_eval("self.a + 1 > 2", {"a": 1})
+    with pytest.raises(ValueError, match="unexpected"):
+        cel_eval("self.a.map(x, x)", {"a": []})
+
+
+@pytest.mark.parametrize(("edit", "field", "message"), [
+    (lambda c: c.pop("image"), "spec.containers[0].image", "Required value"),
+    (lambda c: c["resources"].pop("limits"), "spec.containers[0].resources.limits",
+     "Required value: Limit must be set for non overcommitable resources"),
+    (lambda c: c["resources"]["limits"].update({"nvidia.com/gpu": "2"}),
+     "spec.containers[0].resources.requests",
+     'Invalid value: "1": must be equal to nvidia.com/gpu limit of 2'),
+])
+def test_a_pod_is_refused_as_the_real_server_refuses_it(http: Http, fake: FakeKube, edit: Any, field: str,
+                                                        message: str) -> None:
+    """A container needs an image; an extended resource's request needs an equal limit."""
+    body = pod("p", None)
+    body.pop("status")
+    edit(body["spec"]["containers"][0])
+    code, status = http("POST", PODS, body)
+    assert code == 422, status
+    assert status["details"]["causes"] == [{"reason": status["details"]["causes"][0]["reason"], "field": field,
+                                            "message": message}]
+    assert status["message"] == f'Pod "p" is invalid: {field}: {message}'
+    ok = pod("q", None)
+    ok["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "1000m"}  # equal, spelled otherwise
+    assert http("POST", PODS, ok)[0] == 201
+
+
 def test_status_writes_are_validated_and_pruned(http: Http) -> None:
     http("POST", RUNS, run_body())
     status = _status_doc()
@@ -583,3 +653,19 @@ def test_faults_apply_to_writes_evictions_and_watches(http: Http, fake: FakeKube
     fake.forbid(RUNS)
     code, out = http("POST", RUNS, run_body())
     assert code == 403 and 'cannot create resource "repackruns"' in out["message"]
+
+
+
+def test_nominating_a_bound_pod_is_forbidden_as_on_the_real_server(http: Http, fake: FakeKube,
+                                                                  tmp_path: Path) -> None:
+    """The real API server refuses status.nominatedNodeName on a pod already bound (found when vc-scheduler
+    bound a replacement before optplan nominated it); a pending pod takes it. optplan's client says which
+    (AlreadyBoundError), and the controller then records where the pod was bound instead of retrying."""
+    fake.add(pod("bound", "n1"), pod("waiting", None), server_fields=True)
+    code, status = http("PATCH", f"{PODS}/bound/status", {"status": {"nominatedNodeName": "n2"}}, MERGE)
+    assert code == 422 and status["message"] == ('Pod "bound" is invalid: status.nominatedNodeName: Forbidden: may '
+                                                 "not be set on pods that are already bound to a node")
+    assert http("PATCH", f"{PODS}/waiting/status", {"status": {"nominatedNodeName": "n2"}}, MERGE)[0] == 200
+    with kube.connect(str(fake.write_kubeconfig(tmp_path / "kc"))) as client, \
+            pytest.raises(kube.AlreadyBoundError, match="already bound"):
+        client.patch_pod_status("default", "bound", {"nominatedNodeName": "n2"})

@@ -59,6 +59,31 @@ def test_a_dump_plans_like_the_live_cluster(fake_kube: FakeKube, kubeconfig: str
     assert not any("secrets" in p or "configmaps" in p for p in fake_kube.paths())
 
 
+def test_a_pod_left_on_a_deleted_node_is_left_out_of_the_snapshot_and_the_live_plan(
+        fake_kube: FakeKube, kubeconfig: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A real cluster keeps a deleted node's pods, bound to it, until they are deleted: `optplan snapshot`
+    and the planning commands reading the cluster leave them out with a warning naming each (the rule the
+    controller follows), so the dump plans as the live cluster does; a file naming a missing node is refused."""
+    orphan = pod("left-behind", "deleted-node", 4, group=None, ns="other", resource="huawei.com/ascend-1980")
+    fake_kube.add(*seed_objects(), orphan)
+    snap = tmp_path / "snap.yaml"
+    code, _, err = run_cli(capsys, "snapshot", "--kubeconfig", kubeconfig, "-o", str(snap))
+    warning = "pod other/left-behind is left out: bound to node 'deleted-node', which does not exist"
+    assert code == 0 and warning in err, err
+    assert "left-behind" not in snap.read_text()
+    code, offline, _ = run_cli(capsys, "repack", str(snap), "--solver", "greedy", "-o", "json")
+    assert code == 0
+    code, live, err = run_cli(capsys, "repack", "--kubeconfig", kubeconfig, "--solver", "greedy", "-o", "json")
+    assert code == 0 and warning in err, err
+    assert live == offline
+    assert json.loads(live)["status"]["plan"]["freedNodes"] == ["ascend-node-01"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [*seed_objects(), orphan]}))
+    code, out, err = run_cli(capsys, "repack", str(bad), "--solver", "greedy")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "Pod/other/left-behind" in err and "spec.nodeName" in err and "deleted-node" in err
+
+
 def test_every_reporting_command_reads_the_live_cluster(fake_kube: FakeKube, kubeconfig: str,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     fake_kube.add(*seed_objects())

@@ -92,6 +92,11 @@ class NotFoundError(KubeError):
     """The object asked for does not exist (404)."""
 
 
+class AlreadyBoundError(KubeError):
+    """A pod's ``status.nominatedNodeName`` refused because the pod is bound already (422: the API server
+    forbids nominating a bound pod)."""
+
+
 class WatchExpired(KubeError):
     """The watch's resourceVersion is too old (410 Gone): list again, then watch from the new list."""
 
@@ -283,6 +288,8 @@ class KubeClient:
                              content_type="application/merge-patch+json", verb="patch", what=what)
         if resp.status == 404:
             raise NotFoundError(f"not found: no pod {namespace}/{name} (404): {resp.message()}")
+        if resp.status == 422 and "already bound" in resp.message():
+            raise AlreadyBoundError(f"cannot patch {what} (422): {resp.message()}")
         return clean(PODS, self._ok(resp, "patch", what))
 
     def create_repack_run(self, run: Mapping[str, Any]) -> dict[str, Any]:

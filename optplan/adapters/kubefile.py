@@ -614,19 +614,60 @@ ParseCache = dict[int, tuple[Any, Any]]
 object that did not change (the same dict, held here so its id stays its own) is not parsed again."""
 
 
+def orphaned_pods(objects: Sequence[Mapping[str, Any]]) -> dict[int, str]:
+    """The live-cluster rule for pods bound to a node that does not exist: index -> the warning naming
+    the pod and the node. A node deleted before its pods leaves them bound to it until they are deleted
+    (their namespace's deletion, or the pod garbage collector's orphan sweep); they hold nothing
+    anywhere, so a live read leaves them out (``optplan snapshot``, the planning commands reading the
+    cluster, the controller), with this warning each. A Pod with a ``spec.nodeName`` that names no Node
+    among ``objects``, not in a terminal phase. A file naming a missing node is still refused (build)."""
+    nodes = {str(_meta(o).get("name")) for o in objects if o.get("kind") == "Node" and not _group_of(o)}
+    out: dict[int, str] = {}
+    for i, o in enumerate(objects):
+        if o.get("kind") != "Pod" or _group_of(o):
+            continue
+        spec, status = o.get("spec"), o.get("status")
+        node = spec.get("nodeName") if isinstance(spec, Mapping) else None
+        phase = status.get("phase") if isinstance(status, Mapping) else None
+        if isinstance(node, str) and node and node not in nodes and phase not in TERMINAL_PHASES:
+            meta = _meta(o)
+            key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+            out[i] = f"pod {key} is left out: bound to node {node!r}, which does not exist"
+    return out
+
+
+def without_orphans(objects: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], list[str]]:
+    """``objects`` less ``orphaned_pods``, and their warnings (sorted)."""
+    left = orphaned_pods(objects)
+    return [o for i, o in enumerate(objects) if i not in left], sorted(left.values())
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _group_of(obj: Mapping[str, Any]) -> str:
+    api = str(obj.get("apiVersion", ""))
+    return api.split("/")[0] if "/" in api else ""
+
+
 def load_objects(objects: Iterable[Mapping[str, Any]], source: str = "<objects>", *,
                  cache: ParseCache | None = None, orphans: bool = False) -> LoadedInput:
     """The same as load_files for objects already in memory (the API adapter uses this). ``cache``: see
     ParseCache; it keeps the objects of this call only. The objects must not change while cached.
-    ``orphans``: a pod bound to a node that is not there is left out with a warning instead of refused
-    (a live cluster: a deleted node's pods stay until they are deleted, or the pod garbage collector's
-    orphan sweep; they hold nothing anywhere)."""
+    ``orphans``: the pods of ``orphaned_pods`` are left out with its warnings instead of refused (a live
+    cluster)."""
     objs = list(objects)
-    return build([RawObject(source, dict(o)) for o in objs], cache=cache, originals=objs, orphans=orphans)
+    warnings: list[str] = []
+    if orphans:
+        objs, warnings = without_orphans(objs)
+    return build([RawObject(source, dict(o)) for o in objs], cache=cache, originals=objs, warnings=warnings)
 
 
 def build(raws: Sequence[RawObject], *, cache: ParseCache | None = None,
-          originals: Sequence[Mapping[str, Any]] | None = None, orphans: bool = False) -> LoadedInput:
+          originals: Sequence[Mapping[str, Any]] | None = None, warnings: Sequence[str] = ()) -> LoadedInput:
+    """The objects of ``raws`` checked and parsed; ``warnings``: the caller's, first among the snapshot's."""
     nodes: dict[str, Node] = {}
     pods: dict[str, Pod] = {}
     groups: dict[str, PodGroup] = {}
@@ -665,12 +706,9 @@ def build(raws: Sequence[RawObject], *, cache: ParseCache | None = None,
         table[key] = parsed
         if raw.kind == "Pod":
             pod_raw[key] = raw
-    warnings: list[str] = []
+    warnings = list(warnings)
     for key, pod in sorted(pods.items()):
         if pod.occupying and pod.node_name not in nodes:
-            if orphans:
-                warnings.append(f"pod {key} is left out: bound to node {pod.node_name!r}, which does not exist")
-                continue
             raise pod_raw[key].error("spec.nodeName", f"bound to node {pod.node_name!r}, which is not in the snapshot")
     kept = {k: p for k, p in pods.items() if not p.node_name or p.node_name in nodes}
     _check_model_range(nodes, kept, jobs, origin)

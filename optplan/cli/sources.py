@@ -14,7 +14,7 @@ from typing import Any
 from optplan import api
 from optplan.adapters import generate as generate_mod
 from optplan.adapters import kube
-from optplan.adapters.kubefile import LoadedInput, load_files, pick_run
+from optplan.adapters.kubefile import LoadedInput, load_files, pick_run, without_orphans
 from optplan.adapters.output import to_yaml, write_atomic
 from optplan.controller.status import generation_of, rfc3339, stamped
 from optplan.errors import InputError
@@ -50,6 +50,12 @@ def snapshot(args: argparse.Namespace) -> str:
                       page_size=args.page_size) as client:
         objects = client.snapshot_objects()
         host = client.host
+    # what the planners would leave out reading the cluster live, left out of the file too (the same
+    # rule), so that planning the file plans the live cluster
+    kept, warnings = without_orphans(objects)
+    for w in warnings:
+        log.warning("%s", w)
+    objects = [dict(o) for o in kept]
     kube.write_snapshot(objects, args.output)
     kinds = Counter(str(o.get("kind")) for o in objects)
     listed = ", ".join(f"{n} {k}s" for k, n in sorted(kinds.items())) or "no objects"

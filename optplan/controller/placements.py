@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from optplan.adapters.kube import NotFoundError
+from optplan.adapters.kube import AlreadyBoundError, NotFoundError
 from optplan.controller import status as st
 from optplan.controller.base import NotLeading, Steps, log
 from optplan.controller.events import NORMAL
@@ -108,6 +108,8 @@ class Placements(Steps):
                            related=told)
             except NotFoundError:
                 log.info("RepackRun %s: replacement %s/%s went away before its nomination", view.name, ns, name)
+            except AlreadyBoundError:  # the scheduler was first: the next pass records where it was bound
+                log.info("RepackRun %s: replacement %s/%s was bound before its nomination", view.name, ns, name)
         if lost is not None:  # what the server did not hold is done again on the next pass
             raise lost
         return view, (min(waits) if waits else None)

@@ -73,12 +73,11 @@ def _replay_and_plan(real_cluster: Cluster, sa_kubeconfig: Path, objs: list[dict
             o["metadata"].pop("ownerReferences", None)
         if o["kind"] == "Pod":
             for c in o["spec"]["containers"]:
-                c.setdefault("image", "registry.example/seed:1")  # the real API server requires an image
-                # ... and a limit equal to the request of an extended resource (the seed's inference pods
-                # give only requests: "Limit must be set for non overcommitable resources").
-                res = c.setdefault("resources", {})
-                extended = {k: v for k, v in res.get("requests", {}).items() if "/" in k}
-                res["limits"] = {**extended, **res.get("limits", {})}
+                # the real API server requires an image and extended-resource limits equal to the requests:
+                # the seed's pods carry both (the fake server refuses them otherwise too)
+                assert c.get("image"), o["metadata"]["name"]
+                extended = {k: v for k, v in c["resources"]["requests"].items() if "/" in k}
+                assert c["resources"].get("limits", {}) == extended, o["metadata"]["name"]
             o.pop("status", None)  # a Pod's status is not written on create; kwok sets it Running
     real_cluster.apply([o for o in objs if o["kind"] != "Node"])
     names = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objs if o["kind"] == "Pod"]

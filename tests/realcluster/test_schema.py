@@ -114,11 +114,87 @@ def test_a_broken_document_is_refused_by_the_real_server_as_by_the_fake(
         assert fake_says, f"{name}: the real server refuses it ({real}); the fake accepts it"
 
 
-def test_the_crds_cel_rule_is_enforced_by_the_real_server(real_cluster: Cluster, probe: dict[str, Any]) -> None:
-    """spec's x-kubernetes-validations rule: freeHyperNodes or networkTopology, not both. The fake server
-    does not evaluate CEL rules (a difference listed in docs/real-cluster.md)."""
+def test_the_crds_cel_rule_is_enforced_by_the_real_server_as_by_the_fake(real_cluster: Cluster, probe: dict[str, Any],
+                                                                         fake: FakeKube) -> None:
+    """spec's x-kubernetes-validations rule: freeHyperNodes or networkTopology, not both; the same cause from
+    both servers."""
     doc = copy.deepcopy(probe)
     doc["spec"]["goals"] = [{"resource": "huawei.com/ascend-1980", "freeHyperNodes": {"tier": 1, "count": 1}}]
     doc["spec"]["networkTopology"] = {"tier": 1, "requiredNodeBlocks": 1}
     real = _real_refuses(real_cluster, doc, status=False)
-    assert "give freeHyperNodes or networkTopology, not both" in real, real
+    cause = "spec: Invalid value: give freeHyperNodes or networkTopology, not both"
+    assert cause in real, real
+    assert cause in _fake_refuses(fake, doc, status=False)
+
+
+def _http(c: Cluster, method: str, path: str, body: Any) -> tuple[int, dict[str, Any], str]:
+    """A request as the admin, over the REST API: (status, the answer, its Warning header)."""
+    import urllib.error
+    import urllib.request
+    req = urllib.request.Request(c.server + path, data=json.dumps(body).encode(), method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, context=c.ssl_context(), timeout=20) as r:
+            return r.status, json.loads(r.read()), ", ".join(r.headers.get_all("Warning") or [])
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read()), ", ".join(e.headers.get_all("Warning") or [])
+
+
+def _fake_http(fake: FakeKube, method: str, path: str, body: Any) -> tuple[int, dict[str, Any], str]:
+    code, out, headers = fake.handle(method, path, {"content-type": "application/json"}, json.dumps(body).encode())
+    assert isinstance(out, dict)
+    return code, out, headers.get("Warning", "")
+
+
+def _answer(code: int, out: dict[str, Any], warning: str) -> tuple[Any, ...]:
+    causes = sorted((c.get("field"), c.get("message")) for c in (out.get("details") or {}).get("causes") or [])
+    return (code, out.get("reason"), out.get("message") if code >= 400 else None, causes if code >= 400 else [],
+            warning)
+
+
+RUNS = "/apis/repack.volcano.sh/v1alpha1/repackruns"
+
+
+@pytest.mark.parametrize("validation", ["Strict", "Warn", "Ignore"])
+def test_unknown_fields_are_answered_by_the_fake_as_by_the_real_server(real_cluster: Cluster, probe: dict[str, Any],
+                                                                      fake: FakeKube, validation: str) -> None:
+    """fieldValidation=Strict (kubectl's default) refuses an unknown field (400, the same message); Warn (the
+    default without the parameter) and Ignore store the run pruned, Warn with the same Warning header."""
+    doc = {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": {"name": "schema-unknown"},
+           "spec": {"mode": "DryRun", "priority": 1, "goals": [{"resource": "nvidia.com/gpu", "weight": 3}]}}
+    path = f"{RUNS}?dryRun=All&fieldValidation={validation}"
+    real = _answer(*_http(real_cluster, "POST", path, doc))
+    faked = _answer(*_fake_http(fake, "POST", f"{RUNS}?fieldValidation={validation}", doc))
+    if faked[0] == 201:
+        fake.delete("repack.volcano.sh/v1alpha1", "RepackRun", "schema-unknown")
+    print(f"real: {real}\nfake: {faked}")
+    assert faked == real
+
+
+PODS = "/api/v1/namespaces/default/pods"
+GPU = "nvidia.com/gpu"
+NPU = "huawei.com/ascend-1980"
+
+
+def _pod(**container: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "parity", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", **container}]}}
+
+
+@pytest.mark.parametrize("pod", [
+    _pod(resources={"requests": {GPU: "1"}, "limits": {GPU: "1"}}),
+    _pod(image="i:1", resources={"requests": {GPU: "1"}}),
+    _pod(image="i:1", resources={"requests": {GPU: "1", "cpu": "1"}, "limits": {GPU: "2"}}),
+    _pod(image="i:1", resources={"requests": {GPU: "1", "cpu": "1"}, "limits": {GPU: "1"}}),
+    _pod(image="i:1", resources={"requests": {NPU: "2"}, "limits": {NPU: "2000m"}}),
+], ids=["no-image", "no-limit", "other-limit", "valid", "valid-npu"])
+def test_a_new_pod_is_answered_by_the_fake_as_by_the_real_server(real_cluster: Cluster, fake: FakeKube,
+                                                                 pod: dict[str, Any]) -> None:
+    """The pod rules tests used to get wrong against the lenient fake: a container needs an image, an
+    extended resource's request an equal limit. A server-side dry run on the real server."""
+    real = _answer(*_http(real_cluster, "POST", f"{PODS}?dryRun=All", pod))
+    faked = _answer(*_fake_http(fake, "POST", PODS, pod))
+    if faked[0] == 201:
+        fake.delete("v1", "Pod", "parity", "default")
+    print(f"real: {real}\nfake: {faked}")
+    assert faked == real

@@ -163,10 +163,20 @@ def _plan(out: str) -> dict[str, Any]:
     return plan
 
 
+def _untimed(doc: Any) -> Any:
+    """A command's JSON without its wall-clock fields."""
+    if isinstance(doc, dict):
+        return {k: _untimed(v) for k, v in doc.items() if k != "wallSeconds"}
+    if isinstance(doc, list):
+        return [_untimed(v) for v in doc]
+    return doc
+
+
 def test_a_snapshot_of_the_real_cluster_plans_as_reading_it_live(journey: Cluster, sa_kubeconfig: Path,
                                                                   tmp_path: Path) -> None:
-    """Issue 25 §5: `optplan snapshot` of the live cluster, as the controller's ServiceAccount, and the
-    planning command without files (reading the live cluster) give the same plan; --write-status is accepted."""
+    """`optplan snapshot` of the live cluster, as the controller's ServiceAccount, and the planning and
+    reporting commands without files (reading the live cluster) give the same plans and reports;
+    --write-status is accepted."""
     name = STEP4["metadata"]["name"]
     snap = tmp_path / "snap.yaml"
     kube = ("--kubeconfig", str(sa_kubeconfig))
@@ -177,6 +187,13 @@ def test_a_snapshot_of_the_real_cluster_plans_as_reading_it_live(journey: Cluste
     assert dumped.returncode == 0 and live.returncode == 0, dumped.stderr + live.stderr
     assert _plan(dumped.stdout) == _plan(live.stdout)
     assert _plan(live.stdout)["freedNodes"] == ["ascend-node-01"]
+    # the reporting commands too: the same answer from the dump and from the live cluster
+    for argv in (("frag", "--resource", NPU), ("queues",),
+                 ("compare", "--run", name, "--solvers", "greedy,cpsat", "--deterministic")):
+        from_file = optplan(*argv, str(snap), "-o", "json")
+        from_cluster = optplan(*argv, *kube, "-o", "json")
+        assert from_file.returncode == 0 and from_cluster.returncode == 0, from_file.stderr + from_cluster.stderr
+        assert _untimed(json.loads(from_file.stdout)) == _untimed(json.loads(from_cluster.stdout)), argv
     written = optplan("repack", *kube, "--run", name, "--write-status", "-o", "json", "--deterministic")
     assert written.returncode == 0, written.stderr
     stored = journey.kubectl_json("get", "repackrun", name)["status"]
@@ -270,6 +287,29 @@ def test_step5_6_the_execute_run_ends_truthfully(journey: Cluster, executed: dic
         assert status["result"]["freedNodeCount"] == 1 and status["result"]["fragAfterPercent"] == 0
 
 
+def test_verify_of_the_executed_run_writes_its_status_on_the_real_server(journey: Cluster, executed: dict[str, Any],
+                                                                         sa_kubeconfig: Path) -> None:
+    """`optplan verify --write-status` on the live cluster, as the controller's ServiceAccount: the real API
+    server accepts the Execute fields it writes (the status subresource, the CRD schema), and what it
+    stores is the verdict the command prints, the same as the controller's (the cluster has not changed
+    since the run finished)."""
+    name = STEP5["metadata"]["name"]
+    kube = ("--kubeconfig", str(sa_kubeconfig))
+    res = optplan("verify", *kube, "--run", name, "--write-status", "-o", "json")
+    assert res.returncode == 0, res.stderr
+    assert f"wrote status of RepackRun {name}" in res.stderr
+    printed = json.loads(res.stdout)
+    stored = journey.kubectl_json("get", "repackrun", name)["status"]
+    assert stored["result"] == printed["result"] == executed["status"]["result"]
+    assert stored["phase"] == printed["phase"] == executed["status"]["phase"]
+    verdict = {c["type"]: c["reason"] for c in printed["conditions"]}
+    assert {c["type"]: c["reason"] for c in stored["conditions"] if c["type"] in verdict} == verdict
+    assert stored["plan"] == executed["status"]["plan"]  # the merge patch keeps what the controller wrote
+    for r in stored["relocations"]:
+        before = next(x for x in executed["status"]["relocations"] if x["victimPodName"] == r["victimPodName"])
+        assert r["placement"]["actualNodeName"] == before["placement"]["actualNodeName"], (r, before)
+
+
 def test_step7_the_large_job_needs_the_freed_node(journey: Cluster, executed: dict[str, Any]) -> None:
     """Step 7: 2 workers x 4 cards fit only on a whole free node: they run on ascend-node-01 when the
     Execute run freed it, and the gang stays pending when it did not."""
@@ -336,3 +376,4 @@ def test_the_execute_run_and_each_evicted_pod_have_events(journey: Cluster, exec
     for r in executed["status"]["relocations"]:
         pod_events = _events(journey, NS, "Pod", r["victimPodName"])
         assert any(e["reason"] == "Repacked" and name in e["note"] for e in pod_events), pod_events
+

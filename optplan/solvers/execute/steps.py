@@ -200,10 +200,15 @@ def verify(after: Snapshot, run: RepackRun, status: ExecuteStatus, *, time_limit
         done.append(rel.model_copy(update=rel_updates))
     still: dict[str, tuple[str, ...]] = {}
     free_now = []
+    admitted = _admitted_jobs(status)
+    taken = []  # emptied, and now holding only pods of gangs the plan admits: the room was for them
     for node in status.plan.freed_nodes:
-        holders = tuple(p.key for p in after.pods_by_node.get(node, ()) if p.request(resource) > 0)
+        holding = [p for p in after.pods_by_node.get(node, ()) if p.request(resource) > 0]
+        holders = tuple(p.key for p in holding if _job_of(p, after) not in admitted)
         if node not in after.nodes or holders:
             still[node] = holders or ("<node is gone>",)
+        elif holding:
+            taken.append(node)
         else:
             free_now.append(node)
     frag = fragmentation(after, resource, time_limit=time_limit, workers=workers)
@@ -213,6 +218,9 @@ def verify(after: Snapshot, run: RepackRun, status: ExecuteStatus, *, time_limit
     # A plan with goals may free no node (its moves make room for a gang): say what was done then.
     done_what = (f"all {len(free_now)} planned node(s) freed" if status.plan.freed_nodes
                  else f"all {len(done)} relocation(s) finished (the plan frees no node)")
+    if taken:
+        done_what = (f"every planned node freed: {len(free_now)} still free, {len(taken)} taken by the admitted "
+                     f"gang(s) ({', '.join(taken[:5])})")
     if pending:
         cond = Condition(type="Complete", status="False", reason=PENDING,
                          message=f"{len(pending)} relocation(s) not finished: " + "; ".join(pending[:5]))
@@ -232,6 +240,23 @@ def verify(after: Snapshot, run: RepackRun, status: ExecuteStatus, *, time_limit
         phase = "Succeeded"
     return Verification(phase=phase, result=result, conditions=(cond,), relocations=tuple(done),
                         freed_nodes=tuple(sorted(free_now)), still_occupied=dict(sorted(still.items())))
+
+
+def _admitted_jobs(status: ExecuteStatus) -> set[tuple[str, str]]:
+    """(namespace, VCJob name) of every gang the plan admits (a run with admit goals)."""
+    goals = status.plan.goals
+    return {(a.namespace, a.name) for a in goals.admissions if a.admitted} if goals is not None else set()
+
+
+def _job_of(pod: Pod, snapshot: Snapshot) -> tuple[str, str] | None:
+    """(namespace, VCJob name) of a pod Volcano's job controller made: its PodGroup's controller owner when
+    that is a Job, else its ``volcano.sh/job-name`` label."""
+    pg = snapshot.pod_groups.get(pod.group_key) if pod.group_key is not None else None
+    owner = pg.owner if pg is not None else None
+    if owner is not None and owner.kind == "Job":
+        return pod.namespace, owner.name
+    label = pod.labels.get("volcano.sh/job-name")
+    return (pod.namespace, label) if label else None
 
 
 def find_replacement(snapshot: Snapshot, run: RepackRun, status: ExecuteStatus,
