@@ -13,9 +13,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from optplan.adapters.args import add_snapshot_source, int_in, positive_float
 from optplan.adapters.kubefile import LoadedInput, load_files
 from optplan.adapters.output import dump, table
+from optplan.cli import options
+from optplan.cli.sources import load
 from optplan.errors import InputError
 from optplan.models.placement import BinpackWeights, PlacementPlan
 from optplan.models.queues import VCJob
@@ -48,29 +49,25 @@ def parse_binpack(text: str) -> BinpackWeights:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_snapshot_source(p)
+    options.snapshot_source(p)
     p.add_argument("--job", action="append", default=[], metavar="JOB.yaml",
                    help="a file of VCJobs to place (repeatable); the snapshot's pending VCJobs are placed too")
-    p.add_argument("--solver", choices=registry.names("placement"), default=registry.DEFAULT,
-                   help=registry.HELP["placement"])
-    p.add_argument("--time-limit", type=positive_float, default=10.0, metavar="SECONDS",
-                   help="time limit of the exact solver (default 10)")
+    options.solver(p, registry.names("placement"), registry.DEFAULT, registry.HELP["placement"])
+    options.time_limit(p, 10.0, "time limit of the exact solver (default 10)")
     p.add_argument("--binpack", type=parse_binpack, default=BinpackWeights(), metavar="W",
                    help="binpack plugin weights, e.g. weight=10,cpu=5,memory=2,nvidia.com/gpu=10 "
                         "(default: Volcano's, all 1)")
-    p.add_argument("--workers", type=int_in(1, 64), default=1, help="solver worker threads, 1-64 (default 1)")
-    p.add_argument("--seed", type=int_in(0, 2**31 - 1), default=0, help="solver random seed (default 0)")
+    options.workers(p)
+    options.seed(p)
     p.add_argument("--now", default=None, metavar="RFC3339",
                    help="the time victims are priced at (newer pods are cheaper), e.g. 2025-06-01T12:00:00Z "
                         "(default: the current time)")
-    p.add_argument("--deterministic", action="store_true",
-                   help="the time limit counts CP-SAT's deterministic time, not wall seconds: the same input "
-                        "gives the same plan on any machine and under any load (a wall-clock cap of 3x the "
-                        "limit stays)")
+    options.deterministic(p, "the time limit counts CP-SAT's deterministic time, not wall seconds: the same input "
+                             "gives the same plan on any machine and under any load (a wall-clock cap of 3x the "
+                             "limit stays)")
     p.add_argument("--timings", action="store_true", help="record solver.wallSeconds")
-    p.add_argument("-o", "--output", choices=("yaml", "json", "table"), default="yaml",
-                   help="output format (default yaml)")
-    p.add_argument("-v", "--verbose", action="count", default=0, help="log progress to stderr")
+    options.output_format(p, ("yaml", "json", "table"), "yaml")
+    options.verbose(p, "log progress to stderr")
 
 
 def jobs_to_place(snapshot: Snapshot, job_files: Sequence[str]) -> list[VCJob]:
@@ -85,7 +82,9 @@ def jobs_to_place(snapshot: Snapshot, job_files: Sequence[str]) -> list[VCJob]:
     return [jobs[k] for k in sorted(jobs)]
 
 
-def run(args: argparse.Namespace, loaded: LoadedInput) -> str:
+def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
+    """The placement plan; ``loaded``: the snapshot already read (default: read as ``args`` says)."""
+    loaded = load(args) if loaded is None else loaded
     jobs = jobs_to_place(loaded.snapshot, args.job)
     try:
         plan = place_jobs(loaded.snapshot, jobs, solver=args.solver, time_limit=args.time_limit, workers=args.workers,

@@ -1,5 +1,5 @@
-"""Where a command's snapshot comes from (files or the live cluster), the Execute run it names, the
-status write-back, and the commands that write snapshots: ``snapshot`` (live cluster) and ``generate``."""
+"""Where a command's snapshot comes from (files or the live cluster), the run it names, and the status
+write-back to the live cluster's run."""
 
 from __future__ import annotations
 
@@ -7,15 +7,12 @@ import argparse
 import logging
 import os
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from optplan import api
-from optplan.adapters import generate as generate_mod
 from optplan.adapters import kube
 from optplan.adapters.kubefile import LoadedInput, load_files, pick_run
-from optplan.adapters.output import to_yaml, write_atomic
 from optplan.controller.status import generation_of, rfc3339, stamped
 from optplan.errors import InputError
 from optplan.models.repack import RepackRun
@@ -28,6 +25,14 @@ def live(args: argparse.Namespace) -> bool:
 
 
 def load(args: argparse.Namespace) -> LoadedInput:
+    """SNAPSHOT files, or the live cluster when none are given; the snapshot's warnings are logged."""
+    loaded = read(args)
+    for w in loaded.snapshot.warnings:
+        log.warning("%s", w)
+    return loaded
+
+
+def read(args: argparse.Namespace) -> LoadedInput:
     """SNAPSHOT files, or the live cluster when none are given."""
     if args.snapshots:
         if args.kubeconfig or args.context:
@@ -43,17 +48,6 @@ def load(args: argparse.Namespace) -> LoadedInput:
     log.info("read %d nodes and %d pods from %s", len(cluster.snapshot.nodes), len(cluster.snapshot.pods),
              cluster.source)
     return LoadedInput(snapshot=cluster.snapshot, runs=cluster.runs)
-
-
-def snapshot(args: argparse.Namespace) -> str:
-    with kube.connect(args.kubeconfig, args.context, timeout=args.request_timeout, deadline=args.api_deadline,
-                      page_size=args.page_size) as client:
-        objects = client.snapshot_objects()
-        host = client.host
-    kube.write_snapshot(objects, args.output)
-    kinds = Counter(str(o.get("kind")) for o in objects)
-    listed = ", ".join(f"{n} {k}s" for k, n in sorted(kinds.items())) or "no objects"
-    return f"wrote {args.output} from {host}: {listed}\n"
 
 
 def write_status(args: argparse.Namespace, run: RepackRun, status: dict[str, Any]) -> None:
@@ -76,21 +70,10 @@ def write_status(args: argparse.Namespace, run: RepackRun, status: dict[str, Any
     log.warning("wrote status of RepackRun %s (resourceVersion %s -> %s)", run.name, version, new)
 
 
-# ---- generate ------------------------------------------------------------------------------------
-
-def generate(args: argparse.Namespace) -> str:
-    cfg = generate_mod.config_from_args(args)
-    objs = generate_mod.generate(cfg)
-    write_atomic(args.output, to_yaml({"apiVersion": "v1", "kind": "List", "items": objs}))
-    kinds = Counter(o["kind"] for o in objs)
-    return (f"wrote {args.output}: " + ", ".join(f"{n} {k}s" for k, n in sorted(kinds.items())) + "\n")
-
-
 def pick_run_arg(args: argparse.Namespace, loaded: LoadedInput) -> RepackRun:
     run = pick_run(loaded, args.run, args.snapshots or [getattr(args, "source", "cluster")])
     assert run is not None  # required=True raises instead
     return run
-
 
 
 def cluster(args: argparse.Namespace, loaded: LoadedInput) -> api.Cluster:
