@@ -8,7 +8,8 @@ from optplan import api
 from optplan.adapters.kubefile import LoadedInput
 from optplan.adapters.output import dump
 from optplan.cli import options
-from optplan.cli.sources import cluster, load, pick_run_arg
+from optplan.cli.cluster import cluster
+from optplan.cli.sources import load, pick_run_arg
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

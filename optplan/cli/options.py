@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from optplan.adapters.kube import API_DEADLINE, REQUEST_TIMEOUT
+from optplan.adapters.kubelimits import API_DEADLINE, REQUEST_TIMEOUT
 from optplan.models.limits import MAX_WEIGHT, WEIGHT_DIGITS
 from optplan.models.repack import DIMENSIONS, Weights
 

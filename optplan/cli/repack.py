@@ -9,8 +9,9 @@ from pathlib import Path
 from optplan.adapters.kubefile import LoadedInput
 from optplan.adapters.output import dump, repack_run_document, status_dict, table
 from optplan.cli import options
+from optplan.cli.cluster import write_status
 from optplan.cli.goalflags import add_goal_arguments, resolve_run_goals, with_flag_goals
-from optplan.cli.sources import load, pick_run_arg, write_status
+from optplan.cli.sources import load, pick_run_arg
 from optplan.cli.units import amount
 from optplan.errors import InputError
 from optplan.models.goals import GoalRunStatus

@@ -10,7 +10,8 @@ from optplan import api
 from optplan.adapters.kubefile import LoadedInput
 from optplan.adapters.output import dump, table
 from optplan.cli import options
-from optplan.cli.sources import cluster, load, pick_run_arg, write_status
+from optplan.cli.cluster import cluster, write_status
+from optplan.cli.sources import load, pick_run_arg
 from optplan.models.quantity import format_amount, to_milli
 
 
