@@ -5,13 +5,15 @@ One module per command, each with ``add_arguments(parser)`` and ``run(args) -> s
 ``import_openb`` (``import openb``), ``replay``, ``bench``, ``snapshot``, ``nominate``, ``verify``, ``serve``,
 ``controller``, ``generate``. ``COMMANDS`` names each command's module and one-line help; a module is
 imported only when its command is parsed or run, so ``optplan --help`` imports no command and
-``optplan CMD`` no other command's planners, plots or clients. The commands share ``options`` (every
-option two commands declare, declared once, and the argument types), ``sources`` (where a snapshot
-comes from, the run it names, the status write-back), ``goalflags`` (repack's and compare's goal flags)
-and ``units`` (amounts in a resource's unit). This module builds the parser, runs the command and maps
-errors to exit codes. The CLI is the top layer: it imports the plan server, the controller, the
-experiments, solvers, adapters and the API directly; inside it, commands -> goalflags -> sources, units
--> options.
+``optplan CMD`` no other command's planners, plots or clients. The commands share ``goalflags``
+(repack's and compare's goal flags), ``cluster`` (the input as ``api.Cluster``, the status write-back to
+a live run), ``sources`` (where a snapshot comes from: files, or the live cluster through the API,
+imported only then; the run it names), ``units`` (amounts in a resource's unit) and ``options`` (every
+option two commands declare, declared once, and the argument types; adapters, solvers, experiments and
+the plan server declare none). This module builds the parser, runs the command and maps errors to exit
+codes. The CLI is the top layer: it imports the plan server, the controller, the experiments, solvers,
+adapters and the API directly; inside it (pyproject's contract), commands -> goalflags -> cluster ->
+sources | units -> options.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 A command module calls these from its ``add_arguments``: ``snapshot_source`` (SNAPSHOT files or the live
 cluster), ``live_cluster`` (``--kubeconfig``, ``--context``, the API limits), ``output_format`` and
 ``output_file`` (``-o/--output``), ``verbose`` (``-v``), ``time_limit``, ``workers``, ``seed``,
-``deterministic``, ``solver``, ``run_ref`` (``--run``) and ``weights``. A help text that differs from
+``deterministic``, ``solver``, ``now``, ``timings``, ``write_status``, ``run_ref`` (``--run``) and
+``weights``. A help text that differs from
 command to command is an argument; the flag, its type and its default are written here. Nothing in this
 module imports a planner: ``optplan CMD --help`` builds one command's options and no more.
 """
@@ -200,6 +201,21 @@ def workers(p: Declares) -> None:
 def seed(p: Declares, help: str = "solver random seed (default 0)") -> None:
     """``--seed``: a solver's random seed, 0..2^31-1."""
     p.add_argument("--seed", type=int_in(0, MAX_SEED), default=0, help=help)
+
+
+def now(p: Declares, help: str) -> None:
+    """``--now RFC3339``: the clock a plan prices running times at (default: the current time)."""
+    p.add_argument("--now", default=None, metavar="RFC3339", help=help)
+
+
+def timings(p: Declares, help: str) -> None:
+    """``--timings``: also record wall seconds (the output then differs from run to run)."""
+    p.add_argument("--timings", action="store_true", help=help)
+
+
+def write_status(p: Declares, help: str) -> None:
+    """``--write-status``: patch the live cluster's run with the result."""
+    p.add_argument("--write-status", action="store_true", help=help)
 
 
 def deterministic(p: Declares, help: str) -> None:

@@ -59,13 +59,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default: Volcano's, all 1)")
     options.workers(p)
     options.seed(p)
-    p.add_argument("--now", default=None, metavar="RFC3339",
-                   help="the time victims are priced at (newer pods are cheaper), e.g. 2025-06-01T12:00:00Z "
-                        "(default: the current time)")
+    options.now(p, "the time victims are priced at (newer pods are cheaper), e.g. 2025-06-01T12:00:00Z "
+                   "(default: the current time)")
     options.deterministic(p, "the time limit counts CP-SAT's deterministic time, not wall seconds: the same input "
                              "gives the same plan on any machine and under any load (a wall-clock cap of 3x the "
                              "limit stays)")
-    p.add_argument("--timings", action="store_true", help="record solver.wallSeconds")
+    options.timings(p, "record solver.wallSeconds")
     options.output_format(p, ("yaml", "json", "table"), "yaml")
     options.verbose(p, "log progress to stderr")
 

@@ -45,9 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="units of the resource to free (a quantity: 12, or 1500m for a finer resource)")
     p.add_argument("--resource", default=DEFAULT_RESOURCE, metavar="R",
                    help=f"the resource to free (default {DEFAULT_RESOURCE})")
-    p.add_argument("--now", metavar="RFC3339",
-                   help="the clock for running times, e.g. 2025-06-01T12:00:00Z (default: the current time; "
-                        "fix it for reproducible output)")
+    options.now(p, "the clock for running times, e.g. 2025-06-01T12:00:00Z (default: the current time; "
+                   "fix it for reproducible output)")
     options.output_format(p, ("table", "yaml", "json"), "table")
     options.time_limit(p, 10.0, "time limit of each exact plan (optimal, wholeNodes; default 10)")
     options.workers(p)

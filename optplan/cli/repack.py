@@ -28,11 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     options.repack_planning(p)
     options.solver(p, sorted({*planner_names(), *registry.names("goals")}), registry.DEFAULT,
                    f"{registry.HELP['repack']}; {registry.HELP['goals']}")
-    p.add_argument("--timings", action="store_true",
-                   help="record status.plan.solver.wallSeconds (output then differs from run to run)")
-    p.add_argument("--write-status", action="store_true",
-                   help="live cluster only: patch the DryRun RepackRun's status subresource with the plan, "
-                        "refused (409) if the run changed since it was read")
+    options.timings(p, "record status.plan.solver.wallSeconds (output then differs from run to run)")
+    options.write_status(p, "live cluster only: patch the DryRun RepackRun's status subresource with the plan, "
+                            "refused (409) if the run changed since it was read")
     add_goal_arguments(p)
 
 

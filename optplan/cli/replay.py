@@ -151,8 +151,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--horizon-hours", type=positive_float, metavar="H",
                    help="replay this long (default: until the trace's last pod would have left)")
     options.seed(p, "gang sizes and planner seed (default 0)")
-    p.add_argument("--timings", action="store_true",
-                   help="also report planning wall seconds (output then differs from run to run)")
+    options.timings(p, "also report planning wall seconds (output then differs from run to run)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--sweep", metavar="SWEEP.yaml", help="run the grid this file describes (see docs/replay.md)")
     p.add_argument("--workers", type=int_in(1, 256), default=os.cpu_count() or 1, metavar="N",

@@ -19,8 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     options.snapshot_source(p)
     options.run_ref(p, "the Execute RepackRun (file or name; default the only one)")
     options.time_limit(p, 10.0, "time limit of the theoretical minimum (default 10)")
-    p.add_argument("--write-status", action="store_true",
-                   help="live cluster only: patch phase, conditions, result and relocations into the run's status")
+    options.write_status(p, "live cluster only: patch phase, conditions, result and relocations into the run's "
+                            "status")
     options.output_format(p, ("yaml", "json", "table"), "yaml", "default yaml")
     options.verbose(p)
 
