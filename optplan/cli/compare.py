@@ -37,6 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 _AMOUNTS = frozenset({"affectedCards", "movedCards"})
 """The compare rows that hold amounts of the run's resource (status values, ``format_milli``'s form)."""
 
+
 def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
     """The plans side by side; ``loaded``: the snapshot already read (default: read as ``args`` says)."""
     loaded = load(args) if loaded is None else loaded

@@ -4,13 +4,13 @@ violations."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from typing import Any
 
 from optplan.adapters.kubefile import LoadedInput
 from optplan.adapters.output import dump, table
 from optplan.cli import options
 from optplan.cli.sources import load
+from optplan.cli.units import amounts
 from optplan.models.quantity import format_amount
 from optplan.solvers.quota.queues import QueueReport, queue_report
 
@@ -66,11 +66,6 @@ def queue_table(rep: QueueReport) -> str:
 
 
 
-def _amounts(m: dict[str, int], resources: Sequence[str] | None = None) -> dict[str, int | str]:
-    keys = sorted(m) if resources is None else [r for r in resources if r in m]
-    return {r: format_amount(r, m[r]) for r in keys}
-
-
 def queue_report_dict(rep: QueueReport) -> dict[str, Any]:
     shown = rep.resources
     queues = []
@@ -78,11 +73,11 @@ def queue_report_dict(rep: QueueReport) -> dict[str, Any]:
         queues.append({
             "name": a.name, "parent": a.parent, "depth": a.depth, "leaf": a.leaf, "implicit": a.implicit,
             "state": a.state, "open": a.open, "reclaimable": a.reclaimable, "weight": a.weight,
-            "guarantee": _amounts(a.guarantee), "deserved": _amounts(a.deserved), "capability": _amounts(a.capability),
-            "realCapability": _amounts(a.real_capability, shown),
-            "effectiveDeserved": _amounts(a.effective_deserved, shown),
-            "allocated": _amounts(a.allocated, shown), "overDeserved": list(a.over_deserved)})
-    return {"hierarchy": rep.hierarchical, "clusterTotal": _amounts(rep.cluster_total), "queues": queues,
+            "guarantee": amounts(a.guarantee), "deserved": amounts(a.deserved), "capability": amounts(a.capability),
+            "realCapability": amounts(a.real_capability, shown),
+            "effectiveDeserved": amounts(a.effective_deserved, shown),
+            "allocated": amounts(a.allocated, shown), "overDeserved": list(a.over_deserved)})
+    return {"hierarchy": rep.hierarchical, "clusterTotal": amounts(rep.cluster_total), "queues": queues,
             "violations": [{"queue": v.queue, "resource": v.resource, "rule": v.rule, "message": v.message}
                            for v in rep.violations],
             "unaccountedPods": [{"pod": p, "reason": why} for p, why in rep.unaccounted]}

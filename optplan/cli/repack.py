@@ -104,6 +104,7 @@ def repack_table(out: RepackOutcome) -> str:
         text += goals_table(out.status)
     return text
 
+
 def goals_table(status: GoalRunStatus) -> str:
     """The goals' part of the table: the GoalsMet condition, each gang and where it lands, why each move."""
     g = status.plan.goals

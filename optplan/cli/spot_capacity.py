@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from typing import Any
 
 from optplan.adapters.kubefile import LoadedInput
 from optplan.adapters.output import dump, table
 from optplan.cli import options
 from optplan.cli.sources import load
+from optplan.cli.units import amounts
 from optplan.models.quantity import format_amount
 from optplan.solvers.quota.queues import SpotReport, spot_capacity
 
@@ -27,7 +27,6 @@ def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
     if args.output != "table":
         return dump(spot_report_dict(rep), args.output)
     return spot_table(rep)
-
 
 
 def spot_table(rep: SpotReport) -> str:
@@ -68,12 +67,8 @@ def spot_report_dict(rep: SpotReport) -> dict[str, Any]:
             "tenant": t.tenant, "subscriptionQueues": list(t.subscription_queues),
             "subscription": format_amount(r, t.subscription), "paygQueues": list(t.payg_queues),
             "paygAllocated": format_amount(r, t.payg_allocated), "spotQueue": t.spot_queue,
-            "capability": _amounts(t.capability), "current": _amounts(t.current), "changed": t.changed}
+            "capability": amounts(t.capability), "current": amounts(t.current), "changed": t.changed}
             for t in rep.tenants],
         "queues": [{"queue": q.queue, "tenant": q.tenant, "billingType": q.billing, "source": q.source}
                    for q in rep.queues]}
 
-
-def _amounts(m: dict[str, int], resources: Sequence[str] | None = None) -> dict[str, int | str]:
-    keys = sorted(m) if resources is None else [r for r in resources if r in m]
-    return {r: format_amount(r, m[r]) for r in keys}

@@ -31,7 +31,6 @@ def verification_status(v: Any) -> dict[str, Any]:
     return {k: d[k] for k in ("phase", "conditions", "result", "relocations")}
 
 
-
 def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
     """The verification; ``loaded``: the snapshot already read (default: read as ``args`` says)."""
     loaded = load(args) if loaded is None else loaded
