@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from optplan.cli import bench as bench_cli
 from optplan.cli import build_parser
 from optplan.errors import InputError
 from optplan.experiments import bench
@@ -24,7 +25,7 @@ def test_bench_tiny_writes_report_json_and_plots(tmp_path: Path) -> None:
         argv += ["--data", str(DATA)]
     args = build_parser().parse_args(argv)
     assert args.verbose == 0
-    text = bench.run(args)
+    text = bench_cli.run(args)
     assert "report.md" in text
 
     results = json.loads((out / "results.json").read_text())
@@ -97,7 +98,7 @@ def test_bench_skips_sections_without_data(tmp_path: Path) -> None:
 def test_sections_run_alone(tmp_path: Path) -> None:
     args = build_parser().parse_args(["bench", "--tiny", "--sections", "placement", "--data", str(tmp_path),
                                       "--out", str(tmp_path / "o")])
-    bench.run(args)
+    bench_cli.run(args)
     results = json.loads((tmp_path / "o" / "results.json").read_text())
     for section in ("repack", "bpplib", "scaling"):
         assert results[section] == {"skipped": "not among --sections"}
@@ -105,7 +106,7 @@ def test_sections_run_alone(tmp_path: Path) -> None:
     assert not (tmp_path / "o" / "scaling.png").exists()
     args.sections = "placement,nope"
     with pytest.raises(InputError, match="unknown section 'nope'"):
-        bench.run(args)
+        bench_cli.run(args)
 
 
 class _Terminal(io.StringIO):

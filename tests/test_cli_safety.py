@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from optplan import cli
 from optplan.adapters.output import table
 from optplan.cli import main
+from optplan.cli import repack as repack_cli
 from optplan.errors import printable
 
 SEED = "instances/seed-dryrun.yaml"
@@ -57,7 +57,7 @@ def test_a_bug_is_one_line_with_a_hint_and_exit_1(capsys: pytest.CaptureFixture[
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(args: object) -> str:
         raise ZeroDivisionError("division by zero\nsecond line")
-    monkeypatch.setattr(cli, "_dispatch", boom)
+    monkeypatch.setattr(repack_cli, "run", boom)
     code, out, err = _run(capsys, "repack", SEED)
     assert code == 1 and not out
     assert err.count("\n") == 1
@@ -69,7 +69,7 @@ def test_a_bug_shows_its_traceback_with_v(capsys: pytest.CaptureFixture[str],
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(args: object) -> str:
         raise KeyError("x")
-    monkeypatch.setattr(cli, "_dispatch", boom)
+    monkeypatch.setattr(repack_cli, "run", boom)
     code, _, err = _run(capsys, "repack", SEED, "-v")
     assert code == 1
     assert "Traceback" in err and "KeyError" in err and "rerun with -v" not in err

@@ -247,7 +247,7 @@ def test_verify_rejects_a_malformed_status_naming_the_field() -> None:
 
 
 def test_verify_output_fits_the_crd_status_schema() -> None:
-    from optplan.cli import verification_status
+    from optplan.cli.verify import verification_status
     from tests.test_crd_schema import assert_valid
 
     c = cluster(replacement_on="n3")

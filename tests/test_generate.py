@@ -14,12 +14,11 @@ from optplan.adapters.generate import (
     POOL_LABEL,
     PROTECTED_LABEL,
     GenConfig,
-    add_arguments,
-    config_from_args,
     generate,
 )
 from optplan.adapters.kubefile import LoadedInput, load_objects
 from optplan.adapters.output import to_yaml
+from optplan.cli.generate import add_arguments, config_from_args
 from optplan.errors import InputError
 from optplan.models.snapshot import Pod, Snapshot
 from optplan.solvers.core.oracle import Capacity, static_reason

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from optplan.adapters.kubefile import load_files, load_objects
-from optplan.adapters.openb import MODEL_LABEL, ImportConfig, add_arguments, import_openb, run
+from optplan.adapters.openb import MODEL_LABEL, ImportConfig, import_openb
+from optplan.cli.import_openb import add_arguments, run
 from optplan.errors import InputError
 from optplan.solvers.binpack.frag import fragmentation
 from optplan.solvers.repack.run import plan_repack
@@ -278,9 +279,7 @@ def test_bad_config_is_an_input_error(kwargs: dict[str, Any]) -> None:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="command", required=True)
-    imp = sub.add_parser("import")
-    isub = imp.add_subparsers(dest="source", required=True)
-    add_arguments(isub.add_parser("openb"))
+    add_arguments(sub.add_parser("import"))
     return ap
 
 

@@ -12,6 +12,7 @@ import yaml
 from optplan.adapters import render
 from optplan.adapters.kubefile import load_files, load_run_file
 from optplan.cli import main
+from optplan.cli import render as render_cli
 from optplan.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,9 +31,9 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 def _run(argv: list[str]) -> tuple[str, argparse.Namespace]:
     p = argparse.ArgumentParser()
-    render.add_arguments(p)
+    render_cli.add_arguments(p)
     args = p.parse_args(argv)
-    return render.run(args, load_files(args.snapshots)), args
+    return render_cli.run(args, load_files(args.snapshots)), args
 
 
 @pytest.fixture(scope="module")

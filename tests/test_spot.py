@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from optplan.adapters.kubefile import LoadedInput, load_files
-from optplan.cli import spot as spot_cli
+from optplan.cli import reclaim_spot as spot_cli
 from optplan.errors import InputError
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.quota.spot import (

@@ -3,11 +3,12 @@ imports the ``kubernetes`` client (pyproject's "Only adapters know the kubernete
 
 - ``kubefile``: snapshots built from ``kubectl get -o yaml|json`` objects, every field checked, and
   ``documents``: the files, stdin or directories read into those objects within the input limits;
-  ``kube``: live clusters (list, watch, patch, evict, leases) through the client;
+  ``kube``: live clusters (list, watch, patch, evict, leases) through the client, within the API limits of
+  ``kubelimits`` (which imports no client: the commands' defaults);
 - ``output``: objects written as kubectl prints them (YAML, JSON, tables), byte-for-byte deterministic;
   ``execute_io``: the Execute parts of a RepackRun read with errors naming the field;
 - ``generate``: seeded synthetic snapshots; ``openb``: the Alibaba openb GPU trace as a snapshot;
   ``inject``: pending gangs and a HyperNode fabric added to a snapshot (the bench's goals section);
 - ``catalogue``: node-group catalogues (``NodeGroup`` objects) for ``optplan provision``;
-- ``render``: a snapshot and a plan as a PNG; ``args``: argument types shared by the commands.
+- ``render``: a snapshot and a plan as a PNG. The commands' arguments are the CLI's (``optplan.cli``).
 """

@@ -47,13 +47,12 @@ concern, so changing e.g. ``pdb_share`` does not move a single pod):
 
 from __future__ import annotations
 
-import argparse
 import functools
 import itertools
 import math
 import random
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from typing import Any
@@ -856,122 +855,3 @@ def _repack_run(cfg: GenConfig) -> dict[str, Any]:
         spec["maxPerRun"] = budget
     return {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun",
             "metadata": {"name": f"synthetic-{cfg.seed}"}, "spec": spec}
-
-
-# ---- command-line flags -----------------------------------------------------------------------
-
-def _int_list(text: str) -> tuple[int, ...]:
-    try:
-        out = tuple(int(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected integers separated by commas: {text!r}") from None
-    if not out or any(v < 1 for v in out):
-        raise argparse.ArgumentTypeError(f"expected positive integers: {text!r}")
-    return out
-
-
-def parse_dist(text: str) -> tuple[tuple[int, float], ...]:
-    out = []
-    for part in text.split(","):
-        size, sep, weight = part.partition(":")
-        try:
-            pair = (int(size), float(weight) if sep else 1.0)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected SIZE:WEIGHT pairs separated by commas: {text!r}") from None
-        if pair[0] < 1 or not pair[1] >= 0:
-            raise argparse.ArgumentTypeError(f"sizes must be >= 1 and weights >= 0: {text!r}")
-        out.append(pair)
-    return tuple(out)
-
-
-def parse_share(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 <= v <= 1:
-        raise argparse.ArgumentTypeError(f"must be within 0..1: {text!r}")
-    return v
-
-
-def _non_negative(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
-    return v
-
-
-def _positive(text: str) -> int:
-    v = _non_negative(text)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return v
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-_FLAG_HELP: dict[str, tuple[Callable[[str], Any], str, str]] = {
-    "nodes": (_positive, "N", "provider nodes"),
-    "cards_per_node": (_int_list, "C[,C...]", "node sizes in cards, drawn uniformly"),
-    "resource": (str, "R", "target resource"),
-    "pools": (_positive, "N", "node pools (label optplan.io/pool)"),
-    "occupancy": (parse_share, "F", "fraction of cards requested by pods"),
-    "pod_sizes": (parse_dist, "S:W,...", "cards per pod and their weights"),
-    "gang_sizes": (parse_dist, "S:W,...", "pods per PodGroup and their weights"),
-    "min_member_ratio": (parse_share, "F", "VCJob minMember = max(1, ceil(F × size))"),
-    "cpu_per_card": (str, "Q", "cpu request per card of a GPU pod"),
-    "memory_per_card": (str, "Q", "memory request per card of a GPU pod"),
-    "node_cpu_per_card": (str, "Q", "node allocatable cpu per card"),
-    "node_memory_per_card": (str, "Q", "node allocatable memory per card"),
-    "cpu_pressure": (parse_share, "F", "share of node cpu taken by extra cpu-only pods"),
-    "protected_share": (parse_share, "F", "share of workloads labelled repack.volcano.sh/protected=true"),
-    "pdb_share": (parse_share, "F", "share of PodGroups with a PodDisruptionBudget"),
-    "pending_share": (parse_share, "F", "share of GPU pods bound but Pending (unmovable)"),
-    "non_volcano_share": (parse_share, "F", "share of workloads run by default-scheduler without a PodGroup"),
-    "serving_share": (parse_share, "F", "share of Volcano workloads that are Kthena ModelServings"),
-    "seed": (int, "N", "random seed"),
-    "min_improvement": (_non_negative, "PCT", "RepackRun goals[0].minFragImprovementPercent"),
-    "max_pod_groups": (_non_negative, "N", "RepackRun maxPerRun.podGroups"),
-    "max_cards": (_non_negative, "N", "RepackRun maxPerRun.resources[R]"),
-    "rack_size": (_non_negative, "N", "nodes per tier-1 HyperNode; 0 for none"),
-    "racks_per_spine": (_positive, "N", "tier-1 HyperNodes per tier-2 HyperNode"),
-    "topology_share": (parse_share, "F",
-                       "share of PodGroups and pending jobs with networkTopology (half hard, half soft)"),
-    "queues": (_non_negative, "N", "leaf team queues under tenant parents; 0 keeps PodGroups in default"),
-    "pending_jobs": (_non_negative, "N", "pending VCJobs to emit"),
-}
-_BOOL_FLAGS = {"tainted_pools": "taint every pool but pool-0",
-               "daemonset_pods": "one kube-proxy pod per node",
-               "priority_classes": "PriorityClasses high/normal/low on workloads and pending jobs"}
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Flags for every GenConfig field (defaults come from GenConfig), plus a required -o/--output FILE."""
-    defaults = GenConfig()
-    for f in fields(GenConfig):
-        default = getattr(defaults, f.name)
-        if f.name in _BOOL_FLAGS:
-            p.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction, default=None,
-                           help=f"{_BOOL_FLAGS[f.name]} (default {'yes' if default else 'no'})")
-            continue
-        conv, metavar, text = _FLAG_HELP[f.name]
-        shown = (",".join(f"{a}:{b:g}" for a, b in default) if f.name.endswith("_sizes")
-                 else ",".join(map(str, default)) if isinstance(default, tuple) else default)
-        p.add_argument(_flag(f.name), type=conv, default=None, metavar=metavar,
-                       help=f"{text} (default {shown if shown is not None else 'unset'})")
-    p.add_argument("-o", "--output", required=True, metavar="FILE", help="write the snapshot (a List) here")
-
-
-def config_from_args(ns: argparse.Namespace) -> GenConfig:
-    """The GenConfig for parsed flags; a flag left out keeps GenConfig's default."""
-    given = {f.name: getattr(ns, f.name) for f in fields(GenConfig) if getattr(ns, f.name, None) is not None}
-    try:
-        return GenConfig(**given)
-    except InputError as e:
-        raise InputError(e.reason, field=_flag(e.field) if e.field else None) from None

@@ -39,6 +39,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from optplan.adapters.kubelimits import API_DEADLINE, REQUEST_TIMEOUT
 from optplan.adapters.output import to_yaml, write_atomic
 from optplan.errors import ConflictError, InputError, KubeError
 
@@ -116,10 +117,6 @@ def _ns_path(res: Resource, namespace: str, name: str = "") -> str:
 
 _RETRYABLE = frozenset({429, 500, 502, 503, 504})
 
-REQUEST_TIMEOUT = 30.0
-"""Default total deadline of one API request, from connecting to the last byte of the answer (seconds)."""
-API_DEADLINE = 600.0
-"""Default deadline of all the requests of one client (a command's read, or its write), retries included."""
 MAX_RESPONSE_BYTES = 128 * 2**20
 """Default cap on one response body. A page is at most ``page_size`` objects (500): pods and nodes run
 2-50 KiB each, so a page of large ones is ~25 MiB; only a broken server or proxy sends more."""

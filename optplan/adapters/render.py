@@ -14,14 +14,11 @@ Software metadata in the PNG: the same input gives the same bytes. The file is w
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from optplan.adapters.args import add_snapshot_source
-from optplan.adapters.kubefile import LoadedInput, pick_run
 from optplan.adapters.output import png, write_atomic
 from optplan.errors import InputError
 from optplan.models.quantity import BYTES, MILLI, format_amount, to_milli, unit_of
@@ -276,29 +273,3 @@ def render_cluster(snapshot: Snapshot, run: RepackRun | None, resource: str, pat
 
 def _save_atomic(fig: Any, path: str) -> None:
     write_atomic(path, png(fig, dpi=DPI))
-
-
-# ---- the command line ---------------------------------------------------------------------------
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_snapshot_source(p)
-    p.add_argument("--run", metavar="RUN",
-                   help="a RepackRun with status (what `optplan repack` prints), in a file or by name inside the "
-                        "snapshots (default: the only one there, if any); without a status only 'before' is drawn")
-    p.add_argument("--resource", metavar="R",
-                   help=f"target resource (default: the run's goal resource, else {DEFAULT_RESOURCE})")
-    p.add_argument("-o", "--output", required=True, metavar="FILE.png", help="write the PNG here")
-    p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
-
-
-def run(args: argparse.Namespace, loaded: LoadedInput) -> str:
-    repack_run = pick_run(loaded, args.run, args.snapshots, required=False)
-    resource = args.resource or (repack_run.spec.resource if repack_run is not None else DEFAULT_RESOURCE)
-    out = render_cluster(loaded.snapshot, repack_run, resource, args.output)
-    if not out["after"]:
-        why = "no RepackRun" if repack_run is None else f"RepackRun {repack_run.name} has no status.plan"
-        return f"wrote {out['path']}: {out['nodes']} {resource} nodes, before only ({why})\n"
-    how = (f"{out['movesDrawn']} arrows" if out["movesDrawn"] or out["moves"] <= MAX_ARROWS
-           else f"{out['movesListed']} listed")
-    return (f"wrote {out['path']}: {out['nodes']} {resource} nodes before/after, {out['moves']} pod moves "
-            f"({how}), {out['freed']} freed\n")

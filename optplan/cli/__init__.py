@@ -1,175 +1,110 @@
 """The optplan command line: parse, call, print. Bad input exits 2 with one line; bugs exit 1.
 
-One module per command family: ``repack`` (repack, compare, frag), ``place``, ``provision``, ``spot`` (reclaim-spot),
-``queues`` (queues, spot-capacity), ``execute`` (nominate, verify), ``replay``, ``controller``, ``sources``
-(snapshot, generate, and where a command's snapshot comes from); ``render``, ``import openb``, ``bench`` and
-``serve`` are run by their own modules (``adapters.render``, ``adapters.openb``, ``optplan.experiments.bench``,
-``optplan.serve``). This module builds the parser and dispatches. The CLI is the top layer: it imports
-the plan server, the controller, solvers, adapters and the API directly.
+One module per command, each with ``add_arguments(parser)`` and ``run(args) -> str`` (the text to print):
+``frag``, ``repack``, ``compare``, ``queues``, ``spot_capacity``, ``place``, ``reclaim_spot``, ``render``,
+``import_openb`` (``import openb``), ``replay``, ``bench``, ``snapshot``, ``nominate``, ``verify``, ``serve``,
+``controller``, ``generate``. ``COMMANDS`` names each command's module and one-line help; a module is
+imported only when its command is parsed or run, so ``optplan --help`` imports no command and
+``optplan CMD`` no other command's planners, plots or clients. The commands share ``goalflags``
+(repack's and compare's goal flags), ``cluster`` (the input as ``api.Cluster``, the status write-back to
+a live run), ``sources`` (where a snapshot comes from: files, or the live cluster through the API,
+imported only then; the run it names), ``units`` (amounts in a resource's unit) and ``options`` (every
+option two commands declare, declared once, and the argument types; adapters, solvers, experiments and
+the plan server declare none). This module builds the parser, runs the command and maps errors to exit
+codes. The CLI is the top layer: it imports the plan server, the controller, the experiments, solvers,
+adapters and the API directly; inside it (pyproject's contract), commands -> goalflags -> cluster ->
+sources | units -> options.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Collection, Sequence
+from typing import Any, NamedTuple
 
 from optplan import __version__
-from optplan.adapters import generate as generate_mod
-from optplan.adapters import openb as openb_mod
-from optplan.adapters import render
-from optplan.adapters.args import add_live_cluster, add_snapshot_source, int_in, positive_float
-from optplan.adapters.kubefile import LoadedInput
-from optplan.cli import controller, execute, place, provision, queues, repack, replay, serve, sources, spot
-from optplan.cli.execute import verification_status
 from optplan.errors import InputError, OptplanError, PlanInvalidError, printable
-from optplan.experiments import bench
-from optplan.models.repack import Weights
-from optplan.solvers.core import registry
-from optplan.solvers.repack.base import planner_names
 
-__all__ = ["build_parser", "main", "verification_status"]
+__all__ = ["COMMANDS", "build_parser", "main", "parse"]
 
 log = logging.getLogger("optplan")
 
-def build_parser() -> argparse.ArgumentParser:
+
+class Command(NamedTuple):
+    """A command's module (``add_arguments``, ``run``) and its one-line help in ``optplan --help``."""
+
+    module: str
+    help: str
+
+
+COMMANDS: dict[str, Command] = {
+    "frag": Command("optplan.cli.frag", "measure fragmentation of a target resource"),
+    "repack": Command("optplan.cli.repack", "plan a RepackRun (DryRun) and print it with its status"),
+    "compare": Command("optplan.cli.compare", "plan with the greedy and the exact solver and print them side by side"),
+    "queues": Command("optplan.cli.queues",
+                      "the queue tree: quotas, realCapability, allocation, admission violations"),
+    "spot-capacity": Command("optplan.cli.spot_capacity", "each tenant's spot queue capability by seed 002's formula"),
+    "place": Command("optplan.cli.place",
+                     "place pending VCJobs: gang, predicates, queue capability, network topology"),
+    "provision": Command("optplan.cli.provision",
+                         "the cheapest nodes to add from a catalogue so that pending gangs place"),
+    "reclaim-spot": Command("optplan.cli.reclaim_spot",
+                            "choose spot jobs to delete so that N units are freed (seed 002 §6.5)"),
+    "render": Command("optplan.cli.render", "draw the cluster's nodes before and after a plan as a PNG"),
+    "import": Command("optplan.cli.import_openb", "turn a public trace into a snapshot with a RepackRun"),
+    "replay": Command("optplan.cli.replay", "replay a GPU trace over time with a Repack policy, or sweeps"),
+    "bench": Command("optplan.cli.bench", "run the benchmark suite and write a Markdown report with plots"),
+    "snapshot": Command("optplan.cli.snapshot",
+                        "read a live cluster through the kubernetes client into a snapshot file"),
+    "nominate": Command("optplan.cli.nominate",
+                        "Execute: the node to write into a replacement pod's nominatedNodeName"),
+    "verify": Command("optplan.cli.verify",
+                      "Execute: status.result, the final condition and actualNodeName after moves"),
+    "serve": Command("optplan.cli.serve", "plan, place, nominate and verify over HTTP/JSON for a controller "
+                                          "(binds 127.0.0.1; OpenAPI at /openapi.json)"),
+    "controller": Command("optplan.cli.controller",
+                          "watch RepackRuns and carry them out: DryRun plans, Execute evicts, nominates and "
+                          "verifies (leader election, metrics, probes)"),
+    "generate": Command("optplan.cli.generate", "write a seeded synthetic cluster snapshot with a RepackRun"),
+}
+"""Every command, in ``optplan --help``'s order."""
+
+
+def command_module(name: str) -> Any:
+    """The module of command ``name``, imported now."""
+    return importlib.import_module(COMMANDS[name].module)
+
+
+def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of ``commands`` alone: the others are listed (``optplan --help``,
+    the invalid-choice error) without their arguments, and their modules are not imported."""
     ap = argparse.ArgumentParser(
         prog="optplan",
         description="Optimization-based planning for Volcano-scheduled AI clusters: measure fragmentation, plan "
                     "Repack (defragmentation) runs exactly, within scope, budgets and scheduling constraints.")
     ap.add_argument("--version", action="version", version=f"optplan {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
-
-    def common(p: argparse.ArgumentParser, formats: Sequence[str], default: str, limit: float) -> None:
-        add_snapshot_source(p)
-        p.add_argument("-o", "--output", choices=formats, default=default, help=f"output format (default {default})")
-        p.add_argument("--time-limit", type=positive_float, default=limit, metavar="SECONDS",
-                       help=f"time budget for planning; docs/limits.md says what it covers (default {limit:g})")
-        p.add_argument("-v", "--verbose", action="count", default=0,
-                       help="log progress to stderr (incumbents with time, objective and bound)")
-
-    def planning(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--run", metavar="RUN",
-                       help="a file holding the RepackRun, or the name of one inside the snapshots")
-        p.add_argument("--weights", type=repack.parse_weights, default=Weights(), metavar=repack.WEIGHTS_METAVAR,
-                       help=repack.weights_help())
-        p.add_argument("--workers", type=int_in(1, 64), default=1, help="solver worker threads, 1-64 (default 1)")
-        p.add_argument("--seed", type=int_in(0, 2**31 - 1), default=0, help="solver random seed (default 0)")
-        p.add_argument("--deterministic", action="store_true",
-                       help="time limits count work (solver deterministic time, greedy evaluations), not wall "
-                            "seconds: the same input gives the same plan on any machine and under any load "
-                            "(a wall-clock cap of 3x the limit stays)")
-
-    p = sub.add_parser("frag", help="measure fragmentation of a target resource")
-    common(p, ("table", "yaml", "json"), "table", 10.0)
-    p.add_argument("--resource", required=True, metavar="R", help="target resource, e.g. nvidia.com/gpu")
-    p.add_argument("--hypernodes", action="store_true",
-                   help="per HyperNode tier: HyperNodes holding R, how many are free of R now, and the most "
-                        "compacting R could free (exact, or proven bounds)")
-    p.add_argument("--tier", type=int_in(0, 2**31 - 1), action="append", metavar="T",
-                   help="only this HyperNode tier (repeatable; implies --hypernodes)")
-    p.add_argument("--pending", action="store_true",
-                   help="pendingByFragmentation: pending gangs whose R fits the free R in total and their "
-                        "queue's quota, but that the placement greedy cannot place")
-
-    p = sub.add_parser("repack", help="plan a RepackRun (DryRun) and print it with its status")
-    common(p, ("yaml", "json", "table"), "yaml", 30.0)
-    planning(p)
-    p.add_argument("--solver", choices=sorted({*planner_names(), *registry.names("goals")}), default=registry.DEFAULT,
-                   help=f"{registry.HELP['repack']}; {registry.HELP['goals']}")
-    p.add_argument("--timings", action="store_true",
-                   help="record status.plan.solver.wallSeconds (output then differs from run to run)")
-    p.add_argument("--write-status", action="store_true",
-                   help="live cluster only: patch the DryRun RepackRun's status subresource with the plan, "
-                        "refused (409) if the run changed since it was read")
-    repack.add_goal_arguments(p)
-
-    p = sub.add_parser("compare", help="plan with the greedy and the exact solver and print them side by side")
-    common(p, ("table", "yaml", "json"), "table", 30.0)
-    planning(p)
-    p.add_argument("--solvers", default="greedy,cpsat", metavar="LIST",
-                   help=f"comma-separated solvers to compare (default greedy,cpsat; from {', '.join(planner_names())})")
-
-    def report(p: argparse.ArgumentParser) -> None:
-        add_snapshot_source(p)
-        p.add_argument("-o", "--output", choices=("table", "yaml", "json"), default="table",
-                       help="output format (default table)")
-        p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
-
-    p = sub.add_parser("queues", help="the queue tree: quotas, realCapability, allocation, admission violations")
-    report(p)
-    p.add_argument("--flat", action="store_true",
-                   help="account as the capacity plugin without enableHierarchy (default: with it)")
-    queues.add_payg_arguments(p)
-
-    p = sub.add_parser("spot-capacity", help="each tenant's spot queue capability by seed 002's formula")
-    report(p)
-    p.add_argument("--resource", default="nvidia.com/gpu", metavar="R",
-                   help="the resource shared out (default nvidia.com/gpu); cpu and memory follow it")
-
-    p = sub.add_parser("place", help="place pending VCJobs: gang, predicates, queue capability, network topology")
-    place.add_arguments(p)
-
-    p = sub.add_parser("provision", help="the cheapest nodes to add from a catalogue so that pending gangs place")
-    provision.add_arguments(p)
-
-    p = sub.add_parser("reclaim-spot", help="choose spot jobs to delete so that N units are freed (seed 002 §6.5)")
-    spot.add_arguments(p)
-
-    p = sub.add_parser("render", help="draw the cluster's nodes before and after a plan as a PNG")
-    render.add_arguments(p)
-
-    imp = sub.add_parser("import", help="turn a public trace into a snapshot with a RepackRun")
-    isub = imp.add_subparsers(dest="source", required=True)
-    p = isub.add_parser("openb", help="Alibaba openb GPU trace (node and pod CSVs) -> snapshot")
-    openb_mod.add_arguments(p)
-
-    replay.add_arguments(sub.add_parser("replay", help="replay a GPU trace over time with a Repack policy, or sweeps"))
-    p = sub.add_parser("bench", help="run the benchmark suite and write a Markdown report with plots")
-    bench.add_arguments(p)
-
-    p = sub.add_parser("snapshot", help="read a live cluster through the kubernetes client into a snapshot file")
-    add_live_cluster(p, "live cluster", timeout_alias=True)
-    p.add_argument("-o", "--output", required=True, metavar="FILE.yaml", help="write the snapshot here")
-    p.add_argument("--page-size", type=int_in(1, 100_000), default=500, metavar="N",
-                   help="objects per list request (default 500)")
-    p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
-
-    p = sub.add_parser("nominate", help="Execute: the node to write into a replacement pod's nominatedNodeName")
-    add_snapshot_source(p)
-    p.add_argument("--run", metavar="RUN", help="the Execute RepackRun (file or name; default the only one)")
-    p.add_argument("--victim", required=True, metavar="POD",
-                   help="the evicted pod, NAME or NAMESPACE/NAME, as in status.relocations (or status.plan.moves)")
-    p.add_argument("--replacement", metavar="POD", help="the replacement pod (default: the victim's name, as a "
-                                                         "VCJob or StatefulSet recreates it)")
-    p.add_argument("-o", "--output", choices=("yaml", "json", "table"), default="yaml", help="default yaml")
-    p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
-
-    p = sub.add_parser("verify", help="Execute: status.result, the final condition and actualNodeName after moves")
-    add_snapshot_source(p)
-    p.add_argument("--run", metavar="RUN", help="the Execute RepackRun (file or name; default the only one)")
-    p.add_argument("--time-limit", type=positive_float, default=10.0, metavar="SECONDS",
-                   help="time limit of the theoretical minimum (default 10)")
-    p.add_argument("--write-status", action="store_true",
-                   help="live cluster only: patch phase, conditions, result and relocations into the run's status")
-    p.add_argument("-o", "--output", choices=("yaml", "json", "table"), default="yaml", help="default yaml")
-    p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
-
-    p = sub.add_parser("serve", help="plan, place, nominate and verify over HTTP/JSON for a controller "
-                                     "(binds 127.0.0.1; OpenAPI at /openapi.json)")
-    serve.add_arguments(p)
-
-    p = sub.add_parser("controller", help="watch RepackRuns and carry them out: DryRun plans, Execute evicts, "
-                                          "nominates and verifies (leader election, metrics, probes)")
-    controller.add_arguments(p)
-
-    p = sub.add_parser("generate", help="write a seeded synthetic cluster snapshot with a RepackRun")
-    generate_mod.add_arguments(p)
-    p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
+    for name, command in COMMANDS.items():
+        p = sub.add_parser(name, help=command.help)
+        if commands is None or name in commands:
+            command_module(name).add_arguments(p)
     return ap
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """``argv`` parsed with the parser of the one command it names. argparse takes the first word that is
+    not an option as the command (optplan's own options take no value) and parses the rest with that
+    command's parser alone; any other first word is an error, or there is none (``--help``, ``--version``,
+    the missing command), and argparse exits without a command's arguments."""
+    first = next((w for w in argv if not w.startswith("-")), None)
+    args = build_parser([first] if first in COMMANDS else []).parse_args(argv)
+    if args.command != first:  # not expected: then with every command's arguments, as argparse would
+        args = build_parser().parse_args(argv)
+    return args
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -232,11 +167,11 @@ def _log_to_stderr(level: int, *, service: bool = False) -> _StderrHandler:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(sys.argv[1:] if argv is None else argv)
     level = logging.WARNING if args.verbose == 0 else logging.INFO if args.verbose == 1 else logging.DEBUG
     handler = _log_to_stderr(level, service=args.command in SERVICE_COMMANDS)
     try:
-        text = _dispatch(args)
+        text = command_module(args.command).run(args)
     except InputError as e:
         return _refuse(f"optplan: error: {_one_line(str(e))}")
     except PlanInvalidError as e:
@@ -277,30 +212,3 @@ def _one_line(text: str, limit: int | None = None) -> str:
     """A message as one printable line: control, line-break and bidi characters escaped, cut at ``limit``."""
     out = printable(text)
     return out if limit is None or len(out) <= limit else out[:limit] + "…"
-
-
-def _dispatch(args: argparse.Namespace) -> str:
-    if args.command == "bench":
-        return bench.run(args)
-    if args.command == "replay":
-        return replay.run(args)
-    if args.command == "import":
-        return openb_mod.run(args)
-    if args.command == "generate":
-        return sources.generate(args)
-    if args.command == "snapshot":
-        return sources.snapshot(args)
-    if args.command == "serve":
-        return serve.run(args)
-    if args.command == "controller":
-        return controller.run(args)
-    if args.command == "provision":
-        return provision.run(args)
-    loaded = sources.load(args)
-    for w in loaded.snapshot.warnings:
-        log.warning("%s", w)
-    commands: dict[str, Callable[[argparse.Namespace, LoadedInput], str]] = {
-        "frag": repack.frag, "compare": repack.compare, "place": place.run, "render": render.run,
-        "reclaim-spot": spot.run, "queues": queues.queues, "spot-capacity": queues.spot_capacity_report,
-        "nominate": execute.nominate, "verify": execute.verify}
-    return commands.get(args.command, repack.repack)(args, loaded)

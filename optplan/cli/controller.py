@@ -13,8 +13,9 @@ import uuid
 from types import FrameType
 
 from optplan.adapters import kube
-from optplan.adapters.args import add_live_cluster, int_in, positive_float
 from optplan.adapters.output import table
+from optplan.cli import options
+from optplan.cli.options import int_in, positive_float
 from optplan.controller import autotrigger
 from optplan.controller.events import Recorder, instance_name
 from optplan.controller.leader import ExecuteRecord, LeaderElector
@@ -31,12 +32,11 @@ DEFAULTS = Settings()
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_live_cluster(p, "cluster", per_call=True)
+    options.live_cluster(p, "cluster", per_call=True)
     g = p.add_argument_group("planning")
-    g.add_argument("--solver", choices=planner_names(), default=registry.DEFAULT, help=registry.HELP["repack"])
-    g.add_argument("--time-limit", type=positive_float, default=DEFAULTS.time_limit, metavar="SECONDS",
-                   help=f"time limit of each plan (default {DEFAULTS.time_limit:g})")
-    g.add_argument("--workers", type=int_in(1, 64), default=1, help="solver worker threads, 1-64 (default 1)")
+    options.solver(g, planner_names(), registry.DEFAULT, registry.HELP["repack"])
+    options.time_limit(g, DEFAULTS.time_limit, f"time limit of each plan (default {DEFAULTS.time_limit:g})")
+    options.workers(g)
     g = p.add_argument_group("Execute")
     g.add_argument("--cooldown", type=_seconds, default=DEFAULTS.cooldown, metavar="SECONDS",
                    help="after an Execute run that evicted pods, the wait before the next one starts "
@@ -77,7 +77,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the port of --metrics-address alone")
     p.add_argument("--once", action="store_true",
                    help="list everything, reconcile every RepackRun once, print their phases and exit")
-    p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
+    options.verbose(p)
 
 
 def _seconds(text: str) -> float:

@@ -11,86 +11,45 @@ are priced at (how long each has run), so that outputs are reproducible.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 
 from pydantic import ValidationError
 
-from optplan.adapters.args import add_snapshot_source, int_in, positive_float
 from optplan.adapters.documents import read_data
-from optplan.adapters.kubefile import LoadedInput, load_files
+from optplan.adapters.kubefile import LoadedInput
 from optplan.adapters.output import dump, table
+from optplan.cli import options
+from optplan.cli.options import parse_binpack
+from optplan.cli.sources import jobs_to_place, load
 from optplan.errors import InputError
 from optplan.models.placement import BinpackWeights, PlacementPlan, SafePreemption
-from optplan.models.queues import VCJob
-from optplan.models.snapshot import Snapshot
 from optplan.solvers.core import registry
-from optplan.solvers.placement.jobs import jobs_to_place as waiting_jobs
 from optplan.solvers.placement.place import place_jobs
-
-MAX_BINPACK_WEIGHT = 10_000
-"""Volcano's binpack weights are small integers (default 1); larger ones would only overflow the exact
-model's integer objective."""
-
-
-def parse_binpack(text: str) -> BinpackWeights:
-    """``weight=10,cpu=5,memory=2,nvidia.com/gpu=10``: Volcano's binpack arguments (others default to 1)."""
-    fields: dict[str, int] = {}
-    extra: dict[str, int] = {}
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        name, sep, value = part.partition("=")
-        v = value.strip()
-        w = int(v) if v.isascii() and v.isdigit() and len(v) <= 6 else -1
-        if not sep or not name or not 0 <= w <= MAX_BINPACK_WEIGHT:
-            raise argparse.ArgumentTypeError(f"expected NAME=WEIGHT with an integer weight in [0, "
-                                             f"{MAX_BINPACK_WEIGHT}], got {part!r}")
-        if name in ("weight", "cpu", "memory"):
-            fields[name] = w
-        else:
-            extra[name] = w
-    return BinpackWeights(**fields, resources=extra)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_snapshot_source(p)
+    options.snapshot_source(p)
     p.add_argument("--job", action="append", default=[], metavar="JOB.yaml",
                    help="a file of VCJobs to place (repeatable); the snapshot's pending VCJobs are placed too")
-    p.add_argument("--solver", choices=registry.names("placement"), default=registry.DEFAULT,
-                   help=registry.HELP["placement"])
-    p.add_argument("--time-limit", type=positive_float, default=10.0, metavar="SECONDS",
-                   help="time limit of the exact solver (default 10)")
+    options.solver(p, registry.names("placement"), registry.DEFAULT, registry.HELP["placement"])
+    options.time_limit(p, 10.0, "time limit of the exact solver (default 10)")
     p.add_argument("--binpack", type=parse_binpack, default=BinpackWeights(), metavar="W",
                    help="binpack plugin weights, e.g. weight=10,cpu=5,memory=2,nvidia.com/gpu=10 "
                         "(default: Volcano's, all 1)")
-    p.add_argument("--workers", type=int_in(1, 64), default=1, help="solver worker threads, 1-64 (default 1)")
-    p.add_argument("--seed", type=int_in(0, 2**31 - 1), default=0, help="solver random seed (default 0)")
-    p.add_argument("--now", default=None, metavar="RFC3339",
-                   help="the time victims are priced at (newer pods are cheaper), e.g. 2025-06-01T12:00:00Z "
-                        "(default: the current time)")
-    p.add_argument("--deterministic", action="store_true",
-                   help="the time limit counts CP-SAT's deterministic time, not wall seconds: the same input "
-                        "gives the same plan on any machine and under any load (a wall-clock cap of 3x the "
-                        "limit stays)")
+    options.workers(p)
+    options.seed(p)
+    options.now(p, "the time victims are priced at (newer pods are cheaper), e.g. 2025-06-01T12:00:00Z "
+                   "(default: the current time)")
+    options.deterministic(p, "the time limit counts CP-SAT's deterministic time, not wall seconds: the same input "
+                             "gives the same plan on any machine and under any load (a wall-clock cap of 3x the "
+                             "limit stays)")
     p.add_argument("--safe-preemption", default=None, metavar="seed|FILE",
                    help="safe preemption's rules against avalanche eviction: 'seed' (PDBs checked, a 300 s cooldown "
                         "per queue, grades Critical>High>Medium>Low two apart, approval above queue weight 50) or "
                         "a YAML/JSON file of them (pdb, cooldownSeconds, lastPreemption, levels, levelGap, "
-                        "approvalWeight); default: off, as Volcano")
-    p.add_argument("--timings", action="store_true", help="record solver.wallSeconds")
-    p.add_argument("-o", "--output", choices=("yaml", "json", "table"), default="yaml",
-                   help="output format (default yaml)")
-    p.add_argument("-v", "--verbose", action="count", default=0, help="log progress to stderr")
-
-
-def jobs_to_place(snapshot: Snapshot, job_files: Sequence[str]) -> list[VCJob]:
-    """The ``--job`` files' VCJobs and the snapshot's VCJobs with pods to place (the planner's rule:
-    ``optplan.solvers.placement.jobs.jobs_to_place``)."""
-    jobs = {j.key: j for j in waiting_jobs(snapshot)}
-    if job_files:
-        jobs.update(load_files(job_files).snapshot.jobs)
-    if not jobs:
-        raise InputError("no VCJob to place: pass --job JOB.yaml or include a pending VCJob in a snapshot",
-                         field="--job")
-    return [jobs[k] for k in sorted(jobs)]
+                        "approvalWeight, approvalTimeoutSeconds); default: off, as Volcano")
+    options.timings(p, "record solver.wallSeconds")
+    options.output_format(p, ("yaml", "json", "table"), "yaml")
+    options.verbose(p, "log progress to stderr")
 
 
 def load_safety(spec: str | None) -> SafePreemption | None:
@@ -111,7 +70,9 @@ def load_safety(spec: str | None) -> SafePreemption | None:
         raise InputError(err["msg"], file=spec, obj="SafePreemption", field=where) from None
 
 
-def run(args: argparse.Namespace, loaded: LoadedInput) -> str:
+def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
+    """The placement plan; ``loaded``: the snapshot already read (default: read as ``args`` says)."""
+    loaded = load(args) if loaded is None else loaded
     jobs = jobs_to_place(loaded.snapshot, args.job)
     safety = load_safety(args.safe_preemption)
     try:

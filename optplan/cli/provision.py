@@ -14,11 +14,10 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from optplan.adapters.args import add_snapshot_source, int_in, positive_float
 from optplan.adapters.catalogue import load_catalogue
 from optplan.adapters.output import dump, table, to_yaml, write_atomic
-from optplan.cli import sources
-from optplan.cli.place import jobs_to_place, parse_binpack
+from optplan.cli import options, sources
+from optplan.cli.sources import jobs_to_place
 from optplan.errors import InputError
 from optplan.models.placement import BinpackWeights
 from optplan.models.provision import NodeGroup, ProvisionPlan, price_text
@@ -35,7 +34,7 @@ log = logging.getLogger(__name__)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_snapshot_source(p)
+    options.snapshot_source(p)
     p.add_argument("--catalogue", action="append", default=[], required=True, metavar="FILE",
                    help="a file of NodeGroup objects: the nodes that may be added (repeatable; docs/provision.md)")
     p.add_argument("--job", action="append", default=[], metavar="JOB.yaml",
@@ -45,25 +44,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "queue below it)")
     p.add_argument("--resource", default=DEFAULT_RESOURCE, metavar="R",
                    help=f"the resource of --threshold and of the seed formula peer (default {DEFAULT_RESOURCE})")
-    p.add_argument("--solver", choices=registry.names("provision"), default=registry.DEFAULT,
-                   help=registry.HELP["provision"])
-    p.add_argument("--time-limit", type=positive_float, default=10.0, metavar="SECONDS",
-                   help="time limit of the exact model (default 10)")
-    p.add_argument("--binpack", type=parse_binpack, default=BinpackWeights(), metavar="W",
+    options.solver(p, registry.names("provision"), registry.DEFAULT, registry.HELP["provision"])
+    options.time_limit(p, 10.0, "time limit of the exact model (default 10)")
+    p.add_argument("--binpack", type=options.parse_binpack, default=BinpackWeights(), metavar="W",
                    help="binpack plugin weights, as for optplan place (default: Volcano's, all 1)")
-    p.add_argument("--workers", type=int_in(1, 64), default=1, help="solver worker threads, 1-64 (default 1)")
-    p.add_argument("--seed", type=int_in(0, 2**31 - 1), default=0, help="solver random seed (default 0)")
-    p.add_argument("--deterministic", action="store_true",
-                   help="the time limit counts CP-SAT's deterministic time, not wall seconds (a wall-clock cap "
-                        "of 3x the limit stays)")
-    p.add_argument("--now", default=None, metavar="RFC3339", help="the time of the snapshot (default: now)")
+    options.workers(p)
+    options.seed(p)
+    options.deterministic(p, "the time limit counts CP-SAT's deterministic time, not wall seconds (a wall-clock "
+                             "cap of 3x the limit stays)")
+    options.now(p, "the time of the snapshot (default: now)")
     p.add_argument("--write", default=None, metavar="FILE",
                    help="also write the patch to apply (NodePool spec.limits, MachineDeployment spec.replicas) "
                         "for `kubectl apply --server-side -f FILE`")
-    p.add_argument("--timings", action="store_true", help="record solver.wallSeconds")
-    p.add_argument("-o", "--output", choices=("yaml", "json", "table"), default="table",
-                   help="output format (default table)")
-    p.add_argument("-v", "--verbose", action="count", default=0, help="log progress to stderr")
+    options.timings(p, "record solver.wallSeconds")
+    options.output_format(p, ("yaml", "json", "table"), "table")
+    options.verbose(p, "log progress to stderr")
 
 
 def threshold_milli(text: str | None) -> int | None:
@@ -80,8 +75,6 @@ def threshold_milli(text: str | None) -> int | None:
 
 def run(args: argparse.Namespace) -> str:
     loaded = sources.load(args)
-    for w in loaded.snapshot.warnings:
-        log.warning("%s", w)
     snap = loaded.snapshot
     groups = load_catalogue(args.catalogue)
     threshold = threshold_milli(args.threshold)

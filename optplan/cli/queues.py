@@ -1,43 +1,30 @@
-"""``optplan queues`` and ``spot-capacity``: the queue tree's accounts and each tenant's spot capability;
-``optplan queues --size-payg``: the pay-as-you-go queue values to set so that pending payg jobs place
-(``optplan.solvers.provision.payg.size_payg``), as a patch to apply and one to return to."""
+"""``optplan queues``: the queue tree's accounts (quotas, realCapability, allocation) and its admission
+violations; ``optplan queues --size-payg``: the pay-as-you-go queue values to set so that pending payg jobs
+place (``optplan.solvers.provision.payg.size_payg``), as a patch to apply and one to return to."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from typing import Any
 
 from optplan.adapters.kubefile import LoadedInput, load_files
 from optplan.adapters.output import dump, table, to_yaml, write_atomic
+from optplan.cli import options
+from optplan.cli.sources import load
+from optplan.cli.units import amounts
 from optplan.errors import InputError
 from optplan.models.payg import PaygSizing
 from optplan.models.quantity import format_amount
 from optplan.solvers.provision.payg import size_payg
-from optplan.solvers.quota.queues import QueueReport, SpotReport, queue_report, spot_capacity
+from optplan.solvers.quota.queues import QueueReport, queue_report
 from optplan.solvers.quota.times import parse_now
 
 
-def _amounts(m: dict[str, int], resources: Sequence[str] | None = None) -> dict[str, int | str]:
-    keys = sorted(m) if resources is None else [r for r in resources if r in m]
-    return {r: format_amount(r, m[r]) for r in keys}
-
-
-def queue_report_dict(rep: QueueReport) -> dict[str, Any]:
-    shown = rep.resources
-    queues = []
-    for a in rep.accounts.values():
-        queues.append({
-            "name": a.name, "parent": a.parent, "depth": a.depth, "leaf": a.leaf, "implicit": a.implicit,
-            "state": a.state, "open": a.open, "reclaimable": a.reclaimable, "weight": a.weight,
-            "guarantee": _amounts(a.guarantee), "deserved": _amounts(a.deserved), "capability": _amounts(a.capability),
-            "realCapability": _amounts(a.real_capability, shown),
-            "effectiveDeserved": _amounts(a.effective_deserved, shown),
-            "allocated": _amounts(a.allocated, shown), "overDeserved": list(a.over_deserved)})
-    return {"hierarchy": rep.hierarchical, "clusterTotal": _amounts(rep.cluster_total), "queues": queues,
-            "violations": [{"queue": v.queue, "resource": v.resource, "rule": v.rule, "message": v.message}
-                           for v in rep.violations],
-            "unaccountedPods": [{"pod": p, "reason": why} for p, why in rep.unaccounted]}
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    options.report_inputs(p)
+    p.add_argument("--flat", action="store_true",
+                   help="account as the capacity plugin without enableHierarchy (default: with it)")
+    add_payg_arguments(p)
 
 
 def add_payg_arguments(p: argparse.ArgumentParser) -> None:
@@ -57,7 +44,9 @@ def add_payg_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --size-payg: write the Queue patch to apply when the granted jobs finish")
 
 
-def queues(args: argparse.Namespace, loaded: LoadedInput) -> str:
+def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
+    """The report; ``loaded``: the snapshot already read (default: read as ``args`` says)."""
+    loaded = load(args) if loaded is None else loaded
     if getattr(args, "size_payg", False):
         return payg(args, loaded)
     for flag, given in (("--job", args.job), ("--now", args.now), ("--write", args.write),
@@ -105,55 +94,22 @@ def queue_table(rep: QueueReport) -> str:
     return text
 
 
-def spot_report_dict(rep: SpotReport) -> dict[str, Any]:
-    r = rep.resource
-    return {
-        "resource": r,
-        "formula": "capability(spot_i) = idle * subscription_i / total subscription (seed 002 §4.3), "
-                   "rounded down; cpu and memory in the cluster's ratio to the resource",
-        "clusterTotal": format_amount(r, rep.cluster_total.get(r, 0)),
-        "subscriptionDeserved": format_amount(r, rep.subscription_total),
-        "paygAllocated": format_amount(r, rep.payg_allocated), "idle": format_amount(r, rep.idle),
-        "tenants": [{
-            "tenant": t.tenant, "subscriptionQueues": list(t.subscription_queues),
-            "subscription": format_amount(r, t.subscription), "paygQueues": list(t.payg_queues),
-            "paygAllocated": format_amount(r, t.payg_allocated), "spotQueue": t.spot_queue,
-            "capability": _amounts(t.capability), "current": _amounts(t.current), "changed": t.changed}
-            for t in rep.tenants],
-        "queues": [{"queue": q.queue, "tenant": q.tenant, "billingType": q.billing, "source": q.source}
-                   for q in rep.queues]}
 
-
-def spot_capacity_report(args: argparse.Namespace, loaded: LoadedInput) -> str:
-    rep = spot_capacity(loaded.snapshot, args.resource)
-    if args.output != "table":
-        return dump(spot_report_dict(rep), args.output)
-    return spot_table(rep)
-
-
-def spot_table(rep: SpotReport) -> str:
-    r = rep.resource
-
-    def amt(res: str, v: int) -> str:
-        return str(format_amount(res, v))
-
-    text = (f"Spot capability of {r} (seed 002 §4.3): idle x subscription_i / total subscription, rounded down\n"
-            f"idle = cluster {amt(r, rep.cluster_total.get(r, 0))} - subscription deserved "
-            f"{amt(r, rep.subscription_total)} - pay-as-you-go allocated {amt(r, rep.payg_allocated)} = "
-            f"{amt(r, rep.idle)}\n\n")
-    if not rep.tenants:
-        return text + "No subscription, pay-as-you-go or spot queues found (see optplan/solvers/quota/queues.py).\n"
-    resources = sorted({res for t in rep.tenants for res in t.capability}, key=lambda x: (x != r, x))
-    rows = [["TENANT", "SUBSCRIPTION", "PAYG ALLOCATED", "SPOT QUEUE", *[res.upper() for res in resources]]]
-    for t in rep.tenants:
-        cells = []
-        for res in resources:
-            cell = amt(res, t.capability[res]) if res in t.capability else "-"
-            if t.spot_queue is not None and t.current.get(res) != t.capability.get(res):
-                cell += f" (now {amt(res, t.current[res]) if res in t.current else 'unset'})"
-            cells.append(cell)
-        rows.append([t.tenant, amt(r, t.subscription), amt(r, t.payg_allocated), t.spot_queue or "-", *cells])
-    return text + table(rows)
+def queue_report_dict(rep: QueueReport) -> dict[str, Any]:
+    shown = rep.resources
+    queues = []
+    for a in rep.accounts.values():
+        queues.append({
+            "name": a.name, "parent": a.parent, "depth": a.depth, "leaf": a.leaf, "implicit": a.implicit,
+            "state": a.state, "open": a.open, "reclaimable": a.reclaimable, "weight": a.weight,
+            "guarantee": amounts(a.guarantee), "deserved": amounts(a.deserved), "capability": amounts(a.capability),
+            "realCapability": amounts(a.real_capability, shown),
+            "effectiveDeserved": amounts(a.effective_deserved, shown),
+            "allocated": amounts(a.allocated, shown), "overDeserved": list(a.over_deserved)})
+    return {"hierarchy": rep.hierarchical, "clusterTotal": amounts(rep.cluster_total), "queues": queues,
+            "violations": [{"queue": v.queue, "resource": v.resource, "rule": v.rule, "message": v.message}
+                           for v in rep.violations],
+            "unaccountedPods": [{"pod": p, "reason": why} for p, why in rep.unaccounted]}
 
 
 def payg(args: argparse.Namespace, loaded: LoadedInput) -> str:

@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from optplan.adapters import openb
-from optplan.adapters.args import int_in, positive_float
 from optplan.adapters.output import write_atomic
+from optplan.cli import options
+from optplan.cli.options import int_in, positive_float
 from optplan.errors import InputError
 from optplan.experiments.bench import Progress
 from optplan.experiments.replay import report, sweep
@@ -146,13 +147,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds a moved pod loses restarting (default 300)")
     p.add_argument("--restart", default="pod", metavar="WHAT",
                    help=f"what a move restarts: {' or '.join(RESTARTS)} (default pod)")
-    p.add_argument("--time-limit", type=positive_float, default=10.0, metavar="SECONDS",
-                   help="limit of each plan, counted in deterministic work (default 10)")
+    options.time_limit(p, 10.0, "limit of each plan, counted in deterministic work (default 10)")
     p.add_argument("--horizon-hours", type=positive_float, metavar="H",
                    help="replay this long (default: until the trace's last pod would have left)")
-    p.add_argument("--seed", type=int_in(0, 2**31 - 1), default=0, help="gang sizes and planner seed (default 0)")
-    p.add_argument("--timings", action="store_true",
-                   help="also report planning wall seconds (output then differs from run to run)")
+    options.seed(p, "gang sizes and planner seed (default 0)")
+    options.timings(p, "also report planning wall seconds (output then differs from run to run)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--sweep", metavar="SWEEP.yaml", help="run the grid this file describes (see docs/replay.md)")
     p.add_argument("--workers", type=int_in(1, 256), default=os.cpu_count() or 1, metavar="N",
@@ -160,8 +159,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray", action="store_true", help="sweep: run the cells on a local Ray instance")
     p.add_argument("--ray-address", metavar="ADDR", help="sweep: run the cells on this Ray cluster (ray://host:10001)")
     p.add_argument("--retries", type=int_in(0, 10), default=2, metavar="N", help="sweep: retries of a failed cell")
-    p.add_argument("-o", "--output", required=True, metavar="DIR", help="write report.md, results.json and plots here")
-    p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
+    options.output_file(p, "DIR", "write report.md, results.json and plots here")
+    options.verbose(p)
 
 
 def _mapping(path: str, what: str) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import argparse
 import math
 from collections.abc import Callable
 
+from optplan.cli import options
 from optplan.serve import (
     DEFAULT_HOST,
     DEFAULT_IDLE_TIMEOUT,
@@ -83,8 +84,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "otherwise, an idle keep-alive one included, so that the connection cap counts work")
     p.add_argument("--workers", type=_positive_int, default=1, metavar="N",
                    help="CP-SAT worker threads per solve (default 1: deterministic results)")
-    p.add_argument("-v", "--verbose", action="count", default=0,
-                   help="log to stderr: -v one access line per request, -vv solver progress")
+    options.verbose(p, "log to stderr: -v one access line per request, -vv solver progress")
 
 
 def config_from_args(args: argparse.Namespace) -> ServeConfig:

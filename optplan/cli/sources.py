@@ -1,24 +1,20 @@
-"""Where a command's snapshot comes from (files or the live cluster), the Execute run it names, the
-status write-back, and the commands that write snapshots: ``snapshot`` (live cluster) and ``generate``."""
+"""Where a command's snapshot comes from (SNAPSHOT files or the live cluster) and the run it names. The
+live cluster is read through ``optplan.api``, imported only then: a command on files loads neither the
+API's planners nor the kubernetes client."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import os
-import time
-from collections import Counter
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
 
-from optplan import api
-from optplan.adapters import generate as generate_mod
-from optplan.adapters import kube
-from optplan.adapters.kubefile import LoadedInput, load_files, pick_run, without_orphans
-from optplan.adapters.output import to_yaml, write_atomic
-from optplan.controller.status import generation_of, rfc3339, stamped
+from optplan.adapters.kubefile import LoadedInput, load_files, pick_run
 from optplan.errors import InputError
+from optplan.models.queues import VCJob
 from optplan.models.repack import RepackRun
+from optplan.models.snapshot import Snapshot
+from optplan.solvers.placement.jobs import jobs_to_place as waiting_jobs
 
 log = logging.getLogger("optplan")
 
@@ -28,6 +24,14 @@ def live(args: argparse.Namespace) -> bool:
 
 
 def load(args: argparse.Namespace) -> LoadedInput:
+    """SNAPSHOT files, or the live cluster when none are given; the snapshot's warnings are logged."""
+    loaded = read(args)
+    for w in loaded.snapshot.warnings:
+        log.warning("%s", w)
+    return loaded
+
+
+def read(args: argparse.Namespace) -> LoadedInput:
     """SNAPSHOT files, or the live cluster when none are given."""
     if args.snapshots:
         if args.kubeconfig or args.context:
@@ -37,6 +41,8 @@ def load(args: argparse.Namespace) -> LoadedInput:
             or os.environ.get("KUBECONFIG")):
         raise InputError("no snapshot: pass SNAPSHOT files, or --kubeconfig/--context to read a live cluster",
                          field="SNAPSHOT")
+    from optplan import api  # only for a live cluster: see the module docstring
+
     cluster = api.read_cluster(args.kubeconfig, args.context, timeout=args.request_timeout, deadline=args.api_deadline)
     args.snapshots = []
     args.source = cluster.source
@@ -45,61 +51,19 @@ def load(args: argparse.Namespace) -> LoadedInput:
     return LoadedInput(snapshot=cluster.snapshot, runs=cluster.runs)
 
 
-def snapshot(args: argparse.Namespace) -> str:
-    with kube.connect(args.kubeconfig, args.context, timeout=args.request_timeout, deadline=args.api_deadline,
-                      page_size=args.page_size) as client:
-        objects = client.snapshot_objects()
-        host = client.host
-    # what the planners would leave out reading the cluster live, left out of the file too (the same
-    # rule), so that planning the file plans the live cluster
-    kept, warnings = without_orphans(objects)
-    for w in warnings:
-        log.warning("%s", w)
-    objects = [dict(o) for o in kept]
-    kube.write_snapshot(objects, args.output)
-    kinds = Counter(str(o.get("kind")) for o in objects)
-    listed = ", ".join(f"{n} {k}s" for k, n in sorted(kinds.items())) or "no objects"
-    return f"wrote {args.output} from {host}: {listed}\n"
-
-
-def write_status(args: argparse.Namespace, run: RepackRun, status: dict[str, Any]) -> None:
-    if not live(args):
-        raise InputError("--write-status needs a live cluster (--kubeconfig/--context), not SNAPSHOT files",
-                         field="--write-status")
-    if args.run is not None and Path(args.run).is_file():
-        raise InputError("--write-status needs the run by name from the cluster, not a file", field="--run")
-    version = str((run.raw.get("metadata") or {}).get("resourceVersion") or "")
-    if not version:
-        raise InputError("the run has no metadata.resourceVersion to guard the write", obj=f"RepackRun/{run.name}",
-                         field="metadata.resourceVersion")
-    # as the controller writes it: conditions stamped (metav1.Condition), relocations merged by key
-    status = stamped(run.raw.get("status") or {}, status, now=rfc3339(time.time()),
-                     generation=generation_of(run.raw))
-    with kube.connect(args.kubeconfig, args.context, timeout=args.request_timeout,
-                      deadline=args.api_deadline) as client:
-        written = client.patch_repack_run_status(run.name, status, version)
-    new = (written.get("metadata") or {}).get("resourceVersion")
-    log.warning("wrote status of RepackRun %s (resourceVersion %s -> %s)", run.name, version, new)
-
-
-# ---- generate ------------------------------------------------------------------------------------
-
-def generate(args: argparse.Namespace) -> str:
-    cfg = generate_mod.config_from_args(args)
-    objs = generate_mod.generate(cfg)
-    write_atomic(args.output, to_yaml({"apiVersion": "v1", "kind": "List", "items": objs}))
-    kinds = Counter(o["kind"] for o in objs)
-    return (f"wrote {args.output}: " + ", ".join(f"{n} {k}s" for k, n in sorted(kinds.items())) + "\n")
-
-
 def pick_run_arg(args: argparse.Namespace, loaded: LoadedInput) -> RepackRun:
     run = pick_run(loaded, args.run, args.snapshots or [getattr(args, "source", "cluster")])
     assert run is not None  # required=True raises instead
     return run
 
 
-
-def cluster(args: argparse.Namespace, loaded: LoadedInput) -> api.Cluster:
-    return api.Cluster(snapshot=loaded.snapshot, runs=loaded.runs,
-                       source=", ".join(args.snapshots) or getattr(args, "source", "cluster"))
-
+def jobs_to_place(snapshot: Snapshot, job_files: Sequence[str]) -> list[VCJob]:
+    """The ``--job`` files' VCJobs and the snapshot's VCJobs with pods to place (the planner's rule:
+    ``optplan.solvers.placement.jobs.jobs_to_place``)."""
+    jobs = {j.key: j for j in waiting_jobs(snapshot)}
+    if job_files:
+        jobs.update(load_files(job_files).snapshot.jobs)
+    if not jobs:
+        raise InputError("no VCJob to place: pass --job JOB.yaml or include a pending VCJob in a snapshot",
+                         field="--job")
+    return [jobs[k] for k in sorted(jobs)]

@@ -24,7 +24,6 @@ section with count/total, elapsed time and ETA, redrawn in place, when stderr is
 
 from __future__ import annotations
 
-import argparse
 import copy
 import csv
 import json
@@ -40,7 +39,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from optplan.adapters.args import positive_float
 from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import LoadedInput, load_objects
 from optplan.adapters.openb import RESOURCE, ImportConfig, import_openb, read_nodes, read_pods
@@ -128,37 +126,6 @@ def suite_for(quick: bool, tiny: bool = False, time_limit: float | None = None) 
                  ("greedy-fast", "greedy", "cpsat", "milp", "auto"), time_limit or 20.0, BPP_FAMILIES, 20, 3.0,
                  (100, 300, 1000, 3000, 10000), time_limit or 30.0, online_seeds=(0, 1, 2, 3, 4),
                  twin_max_nodes=100)
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", metavar="DIR",
-                   help="folder holding openb/, bpplib/ and fgd-expected/ (sections are skipped without)")
-    p.add_argument("--quick", action="store_true", help="a smaller suite (about 2 minutes on 2 cores)")
-    p.add_argument("--out", metavar="DIR", default="bench-out", help="output folder (default bench-out/)")
-    p.add_argument("--time-limit", type=positive_float, default=None, metavar="S",
-                   help="time limit of the exact planners (cpsat, milp, auto) on openb and at scale "
-                        "(default 20, 10 with --quick)")
-    p.add_argument("--sections", default=",".join(SECTIONS), metavar="LIST",
-                   help=f"comma-separated sections to run (default all: {','.join(SECTIONS)})")
-    p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
-
-
-def run(args: argparse.Namespace) -> str:
-    if args.time_limit is not None and not args.time_limit > 0:
-        raise InputError(f"must be positive, got {args.time_limit}", field="--time-limit")
-    suite = suite_for(args.quick, getattr(args, "tiny", False), args.time_limit)
-    data = Path(args.data) if args.data else None
-    if data is not None and not data.exists():
-        log.warning("--data %s does not exist: the sections that need its data are skipped", data)
-    elif data is not None and not data.is_dir():
-        raise InputError(f"not a folder: {data}", field="--data")
-    sections = tuple(s.strip() for s in str(getattr(args, "sections", ",".join(SECTIONS))).split(",") if s.strip())
-    unknown = [s for s in sections if s not in SECTIONS]
-    if unknown or not sections:
-        raise InputError(f"unknown section {unknown[0]!r} (one of {', '.join(SECTIONS)})" if unknown
-                         else "no section named", field="--sections")
-    return run_suite(suite, data, Path(args.out), sections)
 
 
 def run_suite(suite: Suite, data: Path | None, out: Path, sections: Sequence[str] = SECTIONS) -> str:

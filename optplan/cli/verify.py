@@ -1,4 +1,5 @@
-"""``optplan nominate`` and ``verify``: the Execute-time calls."""
+"""``optplan verify``: after an Execute run's moves, its status.result, final condition and each
+replacement's actualNodeName (``--write-status``: into the live cluster's run)."""
 
 from __future__ import annotations
 
@@ -8,19 +9,20 @@ from typing import Any
 from optplan import api
 from optplan.adapters.kubefile import LoadedInput
 from optplan.adapters.output import dump, table
-from optplan.cli.sources import cluster, pick_run_arg, write_status
+from optplan.cli import options
+from optplan.cli.cluster import cluster, write_status
+from optplan.cli.sources import load, pick_run_arg
 from optplan.models.quantity import format_amount, to_milli
 
 
-def nominate(args: argparse.Namespace, loaded: LoadedInput) -> str:
-    run = pick_run_arg(args, loaded)
-    n = api.nominate(cluster(args, loaded), run, args.victim, args.replacement)
-    if args.output == "table":
-        return (f"nominatedNodeName: {n.node_name or '(none)'}\n"
-                f"planned node:      {n.planned_node_name or '-'}\n"
-                f"feasible nodes:    {n.feasible_node_count}\n"
-                f"reason:            {n.reason}\n")
-    return dump(n.model_dump(by_alias=True, exclude_none=True, mode="json"), args.output)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    options.snapshot_source(p)
+    options.run_ref(p, "the Execute RepackRun (file or name; default the only one)")
+    options.time_limit(p, 10.0, "time limit of the theoretical minimum (default 10)")
+    options.write_status(p, "live cluster only: patch phase, conditions, result and relocations into the run's "
+                            "status")
+    options.output_format(p, ("yaml", "json", "table"), "yaml", "default yaml")
+    options.verbose(p)
 
 
 def verification_status(v: Any) -> dict[str, Any]:
@@ -29,7 +31,9 @@ def verification_status(v: Any) -> dict[str, Any]:
     return {k: d[k] for k in ("phase", "conditions", "result", "relocations")}
 
 
-def verify(args: argparse.Namespace, loaded: LoadedInput) -> str:
+def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
+    """The verification; ``loaded``: the snapshot already read (default: read as ``args`` says)."""
+    loaded = load(args) if loaded is None else loaded
     run = pick_run_arg(args, loaded)
     v = api.verify(cluster(args, loaded), run, time_limit=args.time_limit)
     if args.write_status:
@@ -52,4 +56,3 @@ def verify(args: argparse.Namespace, loaded: LoadedInput) -> str:
                      (pl.actual_node_name if pl else None) or "-", (pl.replacement_pod_name if pl else None) or "-",
                      rel.replacement_pod_group_name or "-"])
     return text + "\n" + table(rows)
-

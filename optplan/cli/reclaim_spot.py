@@ -22,9 +22,10 @@ from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 from typing import Any
 
-from optplan.adapters.args import add_snapshot_source, int_in, positive_float
 from optplan.adapters.kubefile import LoadedInput
 from optplan.adapters.output import dump, table
+from optplan.cli import options
+from optplan.cli.sources import load
 from optplan.errors import InputError
 from optplan.models.quantity import format_amount, format_milli, to_milli
 from optplan.solvers.quota.spot import ReclaimPlan, SpotReclaim, reclaim_spot
@@ -39,21 +40,18 @@ DEFAULT_RESOURCE = "nvidia.com/gpu"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Every argument of ``reclaim-spot`` (snapshots, output and verbosity included)."""
-    add_snapshot_source(p)
+    options.snapshot_source(p)
     p.add_argument("--gpus", required=True, metavar="N",
                    help="units of the resource to free (a quantity: 12, or 1500m for a finer resource)")
     p.add_argument("--resource", default=DEFAULT_RESOURCE, metavar="R",
                    help=f"the resource to free (default {DEFAULT_RESOURCE})")
-    p.add_argument("--now", metavar="RFC3339",
-                   help="the clock for running times, e.g. 2025-06-01T12:00:00Z (default: the current time; "
-                        "fix it for reproducible output)")
-    p.add_argument("-o", "--output", choices=("table", "yaml", "json"), default="table",
-                   help="output format (default table)")
-    p.add_argument("--time-limit", type=positive_float, default=10.0, metavar="SECONDS",
-                   help="time limit of each exact plan (optimal, wholeNodes; default 10)")
-    p.add_argument("--workers", type=int_in(1, 64), default=1, help="solver worker threads, 1-64 (default 1)")
-    p.add_argument("--seed", type=int_in(0, 2**31 - 1), default=0, help="solver random seed (default 0)")
-    p.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr")
+    options.now(p, "the clock for running times, e.g. 2025-06-01T12:00:00Z (default: the current time; "
+                   "fix it for reproducible output)")
+    options.output_format(p, ("table", "yaml", "json"), "table")
+    options.time_limit(p, 10.0, "time limit of each exact plan (optimal, wholeNodes; default 10)")
+    options.workers(p)
+    options.seed(p)
+    options.verbose(p)
 
 
 def needed_milli(value: object) -> int:
@@ -66,8 +64,10 @@ def needed_milli(value: object) -> int:
         raise InputError(str(e), field="--gpus") from None
 
 
-def run(args: argparse.Namespace, loaded: LoadedInput) -> str:
-    """Plan with ``optplan.solvers.quota.spot.reclaim_spot`` and render as ``args.output`` asks."""
+def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
+    """Plan with ``optplan.solvers.quota.spot.reclaim_spot`` and render as ``args.output`` asks; ``loaded``:
+    the snapshot already read (default: read as ``args`` says)."""
+    loaded = load(args) if loaded is None else loaded
     workers = getattr(args, "workers", 1)  # 1..64: checked by the flag's type
     rep = reclaim_spot(loaded.snapshot, needed_milli(getattr(args, "gpus", None)),
                       getattr(args, "resource", DEFAULT_RESOURCE), getattr(args, "now", None),
