@@ -1,9 +1,9 @@
 """The optplan command line: parse, call, print. Bad input exits 2 with one line; bugs exit 1.
 
 One module per command, each with ``add_arguments(parser)`` and ``run(args) -> str`` (the text to print):
-``frag``, ``repack``, ``compare``, ``queues``, ``spot_capacity``, ``place``, ``reclaim_spot``, ``render``,
-``import_openb`` (``import openb``), ``replay``, ``bench``, ``snapshot``, ``nominate``, ``verify``, ``serve``,
-``controller``, ``generate``. ``COMMANDS`` names each command's module and one-line help; a module is
+``frag``, ``repack``, ``compare``, ``queues``, ``spot_capacity``, ``place``, ``provision``, ``reclaim_spot``,
+``render``, ``import_openb`` (``import openb``), ``replay``, ``bench``, ``snapshot``, ``nominate``, ``verify``,
+``serve``, ``controller``, ``generate``. ``COMMANDS`` names each command's module and one-line help; a module is
 imported only when its command is parsed or run, so ``optplan --help`` imports no command and
 ``optplan CMD`` no other command's planners, plots or clients. The commands share ``goalflags``
 (repack's and compare's goal flags), ``cluster`` (the input as ``api.Cluster``, the status write-back to
