@@ -1,6 +1,6 @@
 """The shipped RepackRun CRD on the real API server: what it accepts and refuses, beside the fake server.
 
-Every broken document of tests/test_crd_schema.py (refused there by the offline OpenAPI validator) is sent
+Every broken document of tests/controller/test_crd_schema.py (refused there by the offline OpenAPI validator) is sent
 to the real API server as a server-side dry run — a spec change as a create, a status change as a replace
 of the status subresource — and to tests/fakekube.py's FakeKube enforcing the same CRD; the full document
 (the seed's complete spec with a planned Execute status) is accepted by both.
@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from tests.controller.test_crd_schema import BROKEN, full_doc  # noqa: F401 (full_doc is a fixture)
 from tests.fakekube import ApiError, FakeKube
 from tests.realcluster.cluster import ROOT, Cluster
-from tests.test_crd_schema import BROKEN, full_doc  # noqa: F401 (full_doc is a fixture)
 
 pytestmark = pytest.mark.realcluster
 PROBE = "schema-probe"
