@@ -24,7 +24,9 @@ def condition(obj: dict[str, Any], kind: str) -> str | None:
 
 def test_the_cluster_comes_up_with_every_component(real_cluster: Cluster) -> None:
     assert real_cluster.get("/version")["gitVersion"] == K8S_VERSION
-    assert real_cluster.alive() == [p.name for p in real_cluster.procs]
+    # every component of the cluster runs (processes other tests spawned and ended beside it aside)
+    components = {"etcd", "kube-apiserver", "kube-controller-manager", "kwok", "vc-controller-manager", "vc-scheduler"}
+    assert components <= set(real_cluster.alive()), real_cluster.alive()
     # The controller manager runs: it created the default ServiceAccount and the root CA ConfigMap.
     assert real_cluster.kubectl_json("get", "configmap", "kube-root-ca.crt", "-n", "default")["data"]["ca.crt"]
     # vc-scheduler created its queues.
