@@ -10,7 +10,8 @@ re-checks it; nobody is evicted. Gangs are served in Volcano's order; a gang ser
 
 **Modules**, each importing only the ones below it (pyproject's import-linter contracts):
 
-- ``run``: the dispatch by solver name (``plan_provision``): greedy | cpsat | auto | seed | least-waste,
+- ``run``: the dispatch by solver name (``plan_provision``): greedy | cpsat | auto | seed | least-waste
+  (cpsat and auto are ``AutoProvisioner``, ``core.planner.Auto`` over the greedy and the exact model completed),
   the unserved gangs' reasons, the peers' results, the validator last; ``payg``: pay-as-you-go queue
   sizing (seed 002 §4.3, ``size_payg``): the capability = deserved that lets pending payg jobs place
   without taking anyone's deserved share, the values to return to, the spot capabilities that follow;

@@ -27,11 +27,13 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from optplan.models.provision import NodeGroup
+from optplan.models.repack import SolverRecord
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import Capacity, max_fit, pod_demand
+from optplan.solvers.core.planner import Planner
 from optplan.solvers.placement.context import Context, QueueState
 from optplan.solvers.provision.nodes import augment
-from optplan.solvers.provision.problem import ExactResult, Outcome, Problem
+from optplan.solvers.provision.problem import ExactResult, Outcome, Problem, ProvisionResult
 
 log = logging.getLogger(__name__)
 
@@ -193,11 +195,18 @@ def solve(problem: Problem, options: PlanOptions, hint: Outcome | None = None,
     return ExactResult(counts, name, objective, bound, big, tuple(jobs))
 
 
-class CpSatProvisioner:
-    """The registry's ``cpsat``: ``solve`` hinted with a plan's outcome."""
+class CpSatProvisioner(Planner[Problem, ProvisionResult]):
+    """The registry's ``cpsat``: the exact model (``solve``) hinted with a plan; the result's outcome is the
+    model's counts run through allocate (the hint's when the model found none)."""
 
     name = "cpsat"
 
-    def plan(self, problem: Problem, options: PlanOptions, hint: Outcome | None = None,
-             at_least: int | None = None) -> ExactResult:
-        return solve(problem, options, hint, at_least)
+    def plan(self, problem: Problem, options: PlanOptions, hint: ProvisionResult | None = None, *,
+             at_least: int | None = None) -> ProvisionResult:
+        start = hint.outcome if hint is not None else None
+        exact = solve(problem, options, start, at_least)
+        if exact.objective is None and start is not None:
+            outcome = start
+        else:
+            outcome = problem.evaluate(exact.counts)
+        return ProvisionResult(outcome, SolverRecord(name=self.name, status=exact.status), exact)

@@ -15,9 +15,12 @@ import logging
 from collections.abc import Callable, Mapping
 
 from optplan.models.provision import NodeGroup
+from optplan.models.repack import SolverRecord
+from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.core.planner import Planner
 from optplan.solvers.placement.jobs import task_minima
 from optplan.solvers.provision.nodes import Counts, cost_of
-from optplan.solvers.provision.problem import Outcome, Problem, host_groups
+from optplan.solvers.provision.problem import HEURISTIC, Outcome, Problem, ProvisionResult, host_groups
 
 log = logging.getLogger(__name__)
 
@@ -129,11 +132,16 @@ def greedy_counts(problem: Problem, start: Mapping[str, int] | None = None,
     return out
 
 
-class GreedyProvisioner:
-    """The registry's ``greedy``: ``greedy_counts`` from ``hint`` (counts to start from)."""
+class GreedyProvisioner(Planner[Problem, ProvisionResult]):
+    """The registry's ``greedy``: ``greedy_counts`` from the hint's counts (none: from no node added);
+    ``skip``: the gangs no group can host (``deadlocks``), never searched for."""
 
     name = "greedy"
 
-    def plan(self, problem: Problem, options: object = None, hint: Mapping[str, int] | None = None, *,
-             skip: frozenset[str] = frozenset()) -> Counts:
-        return greedy_counts(problem, start=hint, skip=skip)
+    def __init__(self, skip: frozenset[str] = frozenset()) -> None:
+        self.skip = skip
+
+    def plan(self, problem: Problem, options: PlanOptions, hint: ProvisionResult | None = None) -> ProvisionResult:
+        start = hint.outcome.counts if hint is not None else None
+        counts = greedy_counts(problem, start=start, skip=self.skip)
+        return ProvisionResult(problem.evaluate(counts), SolverRecord(name=self.name, status=HEURISTIC))

@@ -24,11 +24,14 @@ from fractions import Fraction
 
 from optplan.models.provision import NodeGroup
 from optplan.models.queues import VCJob
+from optplan.models.repack import SolverRecord
 from optplan.models.snapshot import Pod
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import Capacity, max_fit, pod_demand, static_reason
+from optplan.solvers.core.planner import Planner
 from optplan.solvers.placement.jobs import job_pods, task_minima
 from optplan.solvers.provision.nodes import Counts, group_reason
-from optplan.solvers.provision.problem import Outcome, Problem, usable_free
+from optplan.solvers.provision.problem import HEURISTIC, Outcome, Problem, ProvisionResult, usable_free
 from optplan.solvers.quota.queues import account_queues
 
 
@@ -163,7 +166,7 @@ def least_waste(problem: Problem) -> Counts:
     return counts
 
 
-class SeedFormulaPeer:
+class SeedFormulaPeer(Planner[Problem, ProvisionResult]):
     """The registry's ``seed``: the seed's formula for ``resource`` (and its daily rule's ``threshold``)."""
 
     name = "seed"
@@ -171,14 +174,15 @@ class SeedFormulaPeer:
     def __init__(self, resource: str = "nvidia.com/gpu", threshold: int | None = None) -> None:
         self.resource, self.threshold = resource, threshold
 
-    def plan(self, problem: Problem, options: object = None, hint: object = None) -> Counts:
-        return seed_formula(problem, self.resource, self.threshold)
+    def plan(self, problem: Problem, options: PlanOptions, hint: ProvisionResult | None = None) -> ProvisionResult:
+        counts = seed_formula(problem, self.resource, self.threshold)
+        return ProvisionResult(problem.evaluate(counts), SolverRecord(name=self.name, status=HEURISTIC))
 
 
-class LeastWastePeer:
+class LeastWastePeer(Planner[Problem, ProvisionResult]):
     """The registry's ``least-waste``: Cluster Autoscaler's least-waste expander."""
 
     name = "least-waste"
 
-    def plan(self, problem: Problem, options: object = None, hint: object = None) -> Counts:
-        return least_waste(problem)
+    def plan(self, problem: Problem, options: PlanOptions, hint: ProvisionResult | None = None) -> ProvisionResult:
+        return ProvisionResult(problem.evaluate(least_waste(problem)), SolverRecord(name=self.name, status=HEURISTIC))

@@ -9,7 +9,7 @@ allocate, no preemption or reclaim: new nodes are bought so that nobody is evict
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from optplan.models.placement import BinpackWeights, PlacementPlan
@@ -17,6 +17,7 @@ from optplan.models.provision import Deadlock, NodeGroup
 from optplan.models.quantity import MILLI
 from optplan.models.queues import ROOT as ROOT_QUEUE
 from optplan.models.queues import JobTask, PodTemplate, QueueTree, VCJob
+from optplan.models.repack import SolverRecord
 from optplan.models.selectors import Toleration
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core.oracle import Capacity, Predicates, static_reason
@@ -52,6 +53,22 @@ class ExactResult:
     """Lower bound on Σ unserved × ``big`` + cost."""
     big: int
     jobs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ProvisionResult:
+    """What every provisioning planner returns (``core.planner.Solved``): the outcome of its counts, its
+    record, and the exact model's answer when one ran (its bound is the plan's)."""
+
+    outcome: Outcome
+    record: SolverRecord
+    exact: ExactResult | None = None
+
+    def with_record(self, record: SolverRecord) -> ProvisionResult:
+        return replace(self, record=record)
+
+
+HEURISTIC = "HEURISTIC"
 
 
 @dataclass

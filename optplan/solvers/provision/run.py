@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from optplan.models.placement import BinpackWeights
@@ -28,10 +29,11 @@ from optplan.models.repack import SolverRecord
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core import registry
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.core.planner import Auto, Planner
 from optplan.solvers.placement.validate import check_inputs
-from optplan.solvers.provision.greedy import greedy_counts
+from optplan.solvers.provision.greedy import GreedyProvisioner, greedy_counts
 from optplan.solvers.provision.nodes import Counts
-from optplan.solvers.provision.problem import ExactResult, Outcome, Problem, deadlocks
+from optplan.solvers.provision.problem import HEURISTIC, ExactResult, Outcome, Problem, ProvisionResult, deadlocks
 from optplan.solvers.provision.validate import validate_provision
 
 log = logging.getLogger(__name__)
@@ -45,9 +47,50 @@ def rank(out: Outcome) -> tuple[int, int]:
     return (-len(out.served), out.cost)
 
 
-def peer_counts(problem: Problem, name: str, resource: str, threshold: int | None) -> Counts:
+def peer_result(problem: Problem, name: str, resource: str, threshold: int | None,
+                options: PlanOptions) -> ProvisionResult:
     peer = registry.load("provision", name)
-    return peer(resource, threshold).plan(problem) if name == "seed" else peer().plan(problem)
+    return (peer(resource, threshold) if name == "seed" else peer()).plan(problem, options)
+
+
+class Completed(Planner[Problem, ProvisionResult]):
+    """The exact side of ``cpsat`` and ``auto``: the exact model hinted with the greedy's plan, its counts
+    completed by the greedy (gangs allocate still refuses there; the model leaves allocate's order and node
+    choice out), and — for ``auto`` — each peer's nodes completed the same way; the best by ``rank`` (the
+    first on a tie). The result carries the exact model's answer for its bound."""
+
+    name = "cpsat"
+
+    def __init__(self, skip: frozenset[str], peers: Mapping[str, Counts]) -> None:
+        self.skip, self.peers = skip, peers
+
+    def plan(self, problem: Problem, options: PlanOptions, hint: ProvisionResult | None = None) -> ProvisionResult:
+        solved = registry.load("provision", "cpsat")().plan(problem, options, hint)  # OR-Tools, loaded here
+        exact = solved.exact
+        assert exact is not None
+        found = (problem.evaluate(greedy_counts(problem, start=exact.counts, skip=self.skip))
+                 if exact.objective is not None or hint is None else hint.outcome)
+        candidates = [found] + [problem.evaluate(greedy_counts(problem, start=c, skip=self.skip))
+                                for c in self.peers.values()]
+        best = min(candidates, key=rank)
+        return ProvisionResult(best, exact_record(self.name, exact, best), exact)
+
+
+class AutoProvisioner(Auto[Problem, ProvisionResult]):
+    """``cpsat`` and ``auto`` as ``core.planner.Auto`` composes them: the greedy to its end, then ``Completed``
+    hinted with it; the better by ``rank`` wins — the greedy's on a tie for ``auto`` (``with_peers``), the
+    exact's for ``cpsat``. The kept plan keeps the exact model's answer, whose bound it reports."""
+
+    def __init__(self, skip: frozenset[str] = frozenset(), peers: Mapping[str, Counts] | None = None, *,
+                 with_peers: bool = True) -> None:
+        super().__init__(GreedyProvisioner(skip), Completed(skip, peers if with_peers and peers else {}),
+                         lambda _p, r: tuple(-x for x in rank(r.outcome)))
+        self.ties_to_greedy = with_peers
+
+    def keep_greedy(self, problem: Problem, greedy: ProvisionResult, exact: ProvisionResult, *,
+                    tie: bool) -> ProvisionResult:
+        kept = super().keep_greedy(problem, greedy, exact, tie=tie)
+        return replace(kept, exact=exact.exact)
 
 
 def plan_provision(snap: Snapshot, jobs: Sequence[VCJob], groups: Sequence[NodeGroup], solver: str = "auto",
@@ -65,26 +108,23 @@ def plan_provision(snap: Snapshot, jobs: Sequence[VCJob], groups: Sequence[NodeG
     base = problem.evaluate({})
     dead = deadlocks(problem, [j for j in problem.jobs if j.key not in base.served])
     skip = frozenset(d.job for d in dead)
-    peers = {name: peer_counts(problem, name, resource, threshold) for name in PEERS}
-    record = SolverRecord(name=solver, status="HEURISTIC")
+    peers = {name: peer_result(problem, name, resource, threshold, options).outcome.counts for name in PEERS}
+    result: ProvisionResult
     if solver in PEERS:
-        chosen = problem.evaluate(peers[solver])
+        result = ProvisionResult(problem.evaluate(peers[solver]), SolverRecord(name=solver, status=HEURISTIC))
+    elif solver == "greedy":
+        result = GreedyProvisioner(skip).plan(problem, options)
     else:
-        greedy = problem.evaluate(greedy_counts(problem, skip=skip))
-        chosen = greedy
-        if solver in ("cpsat", "auto"):
-            exact = registry.load("provision", "cpsat")().plan(problem, options, greedy)  # OR-Tools, loaded here
-            found = problem.evaluate(greedy_counts(problem, start=exact.counts, skip=skip)) if exact.objective \
-                is not None else greedy
-            candidates = [found, greedy] if solver == "cpsat" else [greedy, found]
-            if solver == "auto":
-                candidates += [problem.evaluate(greedy_counts(problem, start=peers[p], skip=skip)) for p in PEERS]
-            chosen = min(candidates, key=rank)
-            record = exact_record(solver, exact, chosen)
-            if record.status != "OPTIMAL" and exact.objective is not None:
-                # the model served more than allocate does: bound the cost of serving as many as the plan
-                again = registry.load("provision", "cpsat")().plan(problem, options, chosen, len(chosen.served))
-                record = max(record, exact_record(solver, again, chosen), key=lambda r: r.best_bound or 0)
+        result = AutoProvisioner(skip, peers, with_peers=solver == "auto").plan(problem, options)
+    chosen, exact = result.outcome, result.exact
+    record = SolverRecord(name=solver, status=HEURISTIC)
+    if exact is not None:
+        record = exact_record(solver, exact, chosen)
+        if record.status != "OPTIMAL" and exact.objective is not None:
+            # the model served more than allocate does: bound the cost of serving as many as the plan
+            again = registry.load("provision", "cpsat")().plan(problem, options, result, at_least=len(chosen.served))
+            assert again.exact is not None
+            record = max(record, exact_record(solver, again.exact, chosen), key=lambda r: r.best_bound or 0)
     wall = round(time.perf_counter() - t0, 3)
     plan = build_plan(problem, chosen, dead, peers, record.model_copy(update={"wall_seconds": wall}))
     validate_provision(snap, problem.jobs, problem.groups, plan)
@@ -131,10 +171,3 @@ def build_plan(problem: Problem, out: Outcome, locks: Sequence[Deadlock], peers:
         update={"wall_seconds": None})})
     return ProvisionPlan(groups=groups, served=tuple(sorted(out.served)), unserved=unserved,
                          deadlocks=tuple(locks), placement=placement, peers=tuple(peer_results), solver=record)
-
-
-class AutoProvisioner:
-    """The registry's ``auto``: composed by ``plan_provision`` (the greedy, the exact model hinted with it, the
-    peers' nodes completed by the greedy; the best by ``rank``)."""
-
-    name = "auto"
