@@ -251,3 +251,16 @@ def place_validated(objects: list[dict[str, Any]], solver: str, options: Any, no
     plan = plan_placement(snap, jobs, solver, options, now=now)
     assert placement_violations(snap, jobs, plan) == []
     return plan
+
+
+def admitted_with(plan: Any, job: str, nodes: tuple[str, ...], victims: tuple[tuple[str, str, str], ...]) -> Any:
+    """``plan`` with ``job`` admitted on ``nodes`` (task ``w``, one replica each) evicting ``victims``
+    (default-namespace pod, node, reason): a plan a validator test hands in to be refused."""
+    from optplan.models.placement import Binding, Victim
+
+    jp = plan.job(job)
+    bad = jp.model_copy(update={
+        "admitted": True, "after_evictions": True,
+        "bindings": tuple(Binding(task="w", index=i, node=n) for i, n in enumerate(nodes)),
+        "victims": tuple(Victim(namespace="default", name=p, node=n, reason=r) for p, n, r in victims)})
+    return plan.model_copy(update={"jobs": (bad,)})

@@ -261,7 +261,7 @@ def run(args: argparse.Namespace) -> str:
     lines = [f"wrote {args.output}: {', '.join(sorted(files))}"]
     for r in results:
         lines.append(f"{r.label}: GPU allocation {r.allocation_percent:.2f}%, wait p95 "
-                     f"{report._minutes(r.waits['all']['p95'])} min, {r.pods_moved} pods moved, "
+                     f"{report.minutes(r.waits['all']['p95'])} min, {r.pods_moved} pods moved, "
                      f"{r.repack['runs']} Repack runs")
     return "\n".join(lines) + "\n"
 

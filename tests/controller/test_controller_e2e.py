@@ -10,7 +10,7 @@ from __future__ import annotations
 import http.client
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +33,6 @@ RUN_API = ("repack.volcano.sh/v1alpha1", "RepackRun")
 SETTINGS = Settings(solver="greedy", time_limit=5.0, cooldown=600.0, eviction_deadline=120.0,
                     replacement_deadline=300.0, retry=1.0, max_retry=8.0, verify_time_limit=2.0)
 STEP = 30.0  # fake seconds between steps
-
-
-@pytest.fixture
-def kubeconfig(fk: FakeKube, tmp_path: Path) -> str:
-    return str(fk.write_kubeconfig(tmp_path / "kubeconfig"))
 
 
 class Env:
@@ -83,15 +78,6 @@ class Env:
     def close(self) -> None:
         for c in self.clients:
             c.close()
-
-
-@pytest.fixture
-def env(fk: FakeKube, kubeconfig: str) -> Iterator[Env]:
-    e = Env(fk, kubeconfig, seed_objects())
-    try:
-        yield e
-    finally:
-        e.close()
 
 
 def complete(run: Mapping[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,6 @@ validation, as the apiserver's."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,20 +30,6 @@ from tests.fakekube import ApiError, FakeKube
 
 EVENT_API = ("events.k8s.io/v1", "Event")
 RUN = "ascend-execute-001"
-
-
-@pytest.fixture
-def kubeconfig(fk: FakeKube, tmp_path: Path) -> str:
-    return str(fk.write_kubeconfig(tmp_path / "kubeconfig"))
-
-
-@pytest.fixture
-def env(fk: FakeKube, kubeconfig: str) -> Iterator[Env]:
-    e = Env(fk, kubeconfig, seed_objects())
-    try:
-        yield e
-    finally:
-        e.close()
 
 
 def controller(env: Env, client: KubeClient | None = None, metrics: Metrics | None = None) -> Controller:

@@ -19,12 +19,12 @@ import yaml
 from optplan.adapters.kubefile import load_objects
 from optplan.cli import main
 from optplan.errors import InputError
-from optplan.models.placement import Binding, PlacementPlan, Victim
+from optplan.models.placement import PlacementPlan
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.placement.place import plan_placement
 from optplan.solvers.placement.validate import placement_violations
 from optplan.solvers.quota.queues import validate_queues
-from tests.builders import GPU, job_task, node, pod, podgroup_in, priority_class, queue, vcjob
+from tests.builders import GPU, admitted_with, job_task, node, pod, podgroup_in, priority_class, queue, vcjob
 
 OPTS = PlanOptions(time_limit=5, workers=1, seed=0)
 NOW = "2025-06-01T12:00:00Z"
@@ -187,12 +187,8 @@ def test_reclaim_case(name: str, solver: str) -> None:
 def test_validator_flags_the_plan_that_breaks_the_rule(name: str) -> None:
     case = CASES[name]
     s, plan = _plan(case, "greedy")
-    jp = plan.job("default/new")
-    bad = jp.model_copy(update={
-        "admitted": True, "after_evictions": True,
-        "bindings": tuple(Binding(task="w", index=i, node=n) for i, n in enumerate(case.bad_nodes)),
-        "victims": tuple(Victim(namespace="default", name=p, node=n, reason="reclaim") for p, n in case.bad_victims)})
-    out = placement_violations(s, list(s.jobs.values()), plan.model_copy(update={"jobs": (bad,)}))
+    bad = admitted_with(plan, "default/new", case.bad_nodes, tuple((p, n, "reclaim") for p, n in case.bad_victims))
+    out = placement_violations(s, list(s.jobs.values()), bad)
     assert any(case.flag in line for line in out), out
 
 

@@ -17,7 +17,7 @@ def _num(v: float | None, digits: int = 1) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
-def _minutes(v: float | None) -> str:
+def minutes(v: float | None) -> str:
     return "-" if v is None else f"{v / 60:.1f}"
 
 
@@ -56,8 +56,8 @@ def markdown(results: Sequence[ReplayResult], trace_stats: Mapping[str, Any], ti
         gain = "-" if base is None else f"{r.allocation_percent - base.allocation_percent:+.2f}"
         rp = r.repack
         skipped = rp["skippedUnchanged"] + rp["skippedPacked"]
-        out.write(f"| {r.label} | {r.allocation_percent:.2f} | {gain} | {_minutes(r.waits['all']['p95'])} | "
-                  f"{_minutes(r.waits.get('8', {}).get('p95'))} | {r.per_day(r.cards_disrupted):.1f} | "
+        out.write(f"| {r.label} | {r.allocation_percent:.2f} | {gain} | {minutes(r.waits['all']['p95'])} | "
+                  f"{minutes(r.waits.get('8', {}).get('p95'))} | {r.per_day(r.cards_disrupted):.1f} | "
                   f"{r.per_day(r.pods_moved):.1f} | {rp['runs']} | {skipped} | {rp['freedNodes']} | "
                   f"{rp['ruleBreaks']} ({rp.get('refusedPlans', 0)}) |\n")
     out.write("\n## Waiting time by gang size (minutes; censored = still waiting at the horizon, counted with "
@@ -68,8 +68,8 @@ def markdown(results: Sequence[ReplayResult], trace_stats: Mapping[str, Any], ti
             w = r.waits.get(b)
             if w is None:
                 continue
-            out.write(f"| {r.label} | {b} | {w['gangs']} | {w['censored']} | {_minutes(w['p50'])} | "
-                      f"{_minutes(w['p95'])} | {_minutes(w['p99'])} |\n")
+            out.write(f"| {r.label} | {b} | {w['gangs']} | {w['censored']} | {minutes(w['p50'])} | "
+                      f"{minutes(w['p95'])} | {minutes(w['p99'])} |\n")
     out.write("\n## Repack runs\n\n")
     for r in results:
         if r.config["policy"] == "none":
