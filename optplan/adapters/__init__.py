@@ -4,7 +4,8 @@ imports the ``kubernetes`` client (pyproject's "Only adapters know the kubernete
 - ``kubefile``: snapshots built from ``kubectl get -o yaml|json`` objects, every field checked, and
   ``documents``: the files, stdin or directories read into those objects within the input limits;
   ``kube``: live clusters (list, watch, patch, evict, leases) through the client, within the API limits of
-  ``kubelimits`` (which imports no client: the commands' defaults);
+  ``kubelimits`` (which imports no client: the commands' defaults); ``vgpu``: GPUs as devices and pods'
+  shares of them, read from (and written in) Volcano's device-share resources and annotations;
 - ``output``: objects written as kubectl prints them (YAML, JSON, tables), byte-for-byte deterministic;
   ``execute_io``: the Execute parts of a RepackRun read with errors naming the field;
 - ``generate``: seeded synthetic snapshots; ``openb``: the Alibaba openb GPU trace as a snapshot;

@@ -15,6 +15,7 @@ from typing import Any
 import re2
 from pydantic import ValidationError
 
+from optplan.adapters import vgpu
 from optplan.adapters.documents import STDIN, STDIN_NAME, ReadBudget, read_documents, snapshot_paths
 from optplan.errors import InputError
 from optplan.models.limits import (
@@ -238,10 +239,11 @@ def parse_node(raw: RawObject) -> Node:
     for i, t in enumerate(_get(raw, obj, "spec.taints", [], types=list)):
         taints.append(parse_model(raw, Taint, t, f"spec.taints[{i}]"))
     alloc = _get(raw, obj, "status.allocatable", required=True, types=dict)
+    allocatable = _resources(raw, alloc, "status.allocatable")
     return Node(
         name=_name(raw), labels=_str_map(raw, obj, "metadata.labels"), taints=tuple(taints),
-        unschedulable=_get(raw, obj, "spec.unschedulable", False, types=bool),
-        allocatable=_resources(raw, alloc, "status.allocatable"))
+        unschedulable=_get(raw, obj, "spec.unschedulable", False, types=bool), allocatable=allocatable,
+        devices=vgpu.node_devices(_str_map(raw, obj, "metadata.annotations"), allocatable, raw.error))
 
 
 def _container_requests(raw: RawObject, spec: Mapping[str, Any], key: str, prefix: str) -> list[tuple[Resources, bool]]:
@@ -309,10 +311,11 @@ def parse_pod(raw: RawObject) -> Pod:
                         for i, t in enumerate(_get(raw, spec, "tolerations", [], types=list, prefix="spec.")))
     priority = _int(raw, spec, "priority", None, low=-(2**31), prefix="spec.")
     node_name = _get(raw, spec, "nodeName", None, types=str, prefix="spec.") or None
+    annotations = _str_map(raw, obj, "metadata.annotations")
     return Pod(
         namespace=_namespace(raw), name=_name(raw),
         uid=str(_get(raw, obj, "metadata.uid", "")),
-        labels=_str_map(raw, obj, "metadata.labels"), annotations=_str_map(raw, obj, "metadata.annotations"),
+        labels=_str_map(raw, obj, "metadata.labels"), annotations=annotations,
         owner_references=_owners(raw), creation_timestamp=str(_get(raw, obj, "metadata.creationTimestamp", "")),
         start_time=str(_get(raw, obj, "status.startTime", "")),
         node_name=node_name, scheduler_name=str(_get(raw, spec, "schedulerName", "default-scheduler")),
@@ -321,7 +324,8 @@ def parse_pod(raw: RawObject) -> Pod:
         priority_class_name=_get(raw, spec, "priorityClassName", None, types=str, prefix="spec.") or None,
         required_node_affinity=parse_node_affinity(raw, spec), requests=effective_requests(raw, spec),
         phase=_get(raw, obj, "status.phase", None, types=str) or "Pending", ready=_pod_ready(raw),
-        deleting=_get(raw, obj, "metadata.deletionTimestamp", None) is not None)
+        deleting=_get(raw, obj, "metadata.deletionTimestamp", None) is not None,
+        gpu_share=vgpu.pod_share(annotations, spec, lambda m, path: _resources(raw, m, path), raw.error))
 
 
 def _pod_ready(raw: RawObject) -> bool:
@@ -711,6 +715,9 @@ def build(raws: Sequence[RawObject], *, cache: ParseCache | None = None,
         if pod.occupying and pod.node_name not in nodes:
             raise pod_raw[key].error("spec.nodeName", f"bound to node {pod.node_name!r}, which is not in the snapshot")
     kept = {k: p for k, p in pods.items() if not p.node_name or p.node_name in nodes}
+    for key, pod in kept.items():
+        if pod.gpu_share is not None and pod.occupying and pod.node_name is not None:
+            kept[key] = vgpu.pin(pod, nodes[pod.node_name], pod_raw[key].error)
     _check_model_range(nodes, kept, jobs, origin)
     used: dict[str, Resources] = {}
     for pod in kept.values():

@@ -45,6 +45,17 @@ its first pod), named ``job-<n>-<job uid>`` as Volcano names them, queue ``defau
 namespace ``openb``, ``schedulerName: volcano``, owned by its VCJob, and keeps its trace name. Pods whose
 ``gpu_spec`` names models get a required node affinity ``nvidia.com/gpu.product In [...]``.
 
+Shared GPUs (``shared``, ``--shared``). The fractional-GPU pods are kept too, each a share of one device:
+the replay tracks every node's GPUs one by one in milli-GPU (a whole-GPU pod takes the first devices no
+pod touches; a share the device where it fits tightest, ties to the first, as the device-share plugin's
+binpack policy; the LeastAllocated GPU term counts milli-GPU, which leaves whole-GPU replays as they were).
+Nodes get Volcano's vGPU register annotation (``volcano.sh/node-vgpu-register``: device ``GPU-<node>-<i>``,
+type ``NVIDIA-<model>``, memory from ``MODEL_MEMORY_MIB``) and ``volcano.sh/vgpu-number|cores|memory`` in
+their allocatable; a share pod asks ``volcano.sh/vgpu-number: 1`` and ``volcano.sh/vgpu-cores``
+(``gpu_milli`` in whole percent, rounded up; the exact ``gpu_milli`` in ``optplan.io/gpu-milli``) and carries
+the device it sits on (``volcano.sh/vgpu-ids-new``, ``volcano.sh/vgpu-node``); ``gpu_spec`` stays the node
+affinity. The fill counts milli-GPU. Without ``shared`` the output is what it was.
+
 UIDs come from stream ``<seed>/uids``. The RepackRun ``openb-<seed>`` (DryRun) targets ``nvidia.com/gpu``.
 The same files and config give the same objects.
 """
@@ -74,7 +85,20 @@ from optplan.adapters.generate import (
     random_uid,
     timestamp,
 )
+from optplan.adapters.vgpu import ids_annotation, register_annotation
 from optplan.errors import InputError
+from optplan.models.devices import (
+    MILLI_PER_GPU,
+    SHARE_MILLI,
+    VGPU_CORES,
+    VGPU_IDS,
+    VGPU_MEMORY,
+    VGPU_NODE,
+    VGPU_NUMBER,
+    VGPU_REGISTER,
+    GpuDevice,
+    GpuShare,
+)
 from optplan.runtime import gc_paused
 
 RESOURCE = "nvidia.com/gpu"
@@ -84,6 +108,11 @@ SOURCE_LABEL = "optplan.io/source"
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 _MI_MILLI = 2**20 * 1000
+MODEL_MEMORY_MIB = {"P100": 16384, "T4": 15360, "V100M16": 16384, "V100M32": 32768, "A10": 24576}
+"""Device memory (MiB) of the trace's GPU models with a public datasheet; the anonymised ones (G2, G3) get 0,
+unknown (the trace's pods ask for no GPU memory)."""
+SHARES_PER_DEVICE = 100
+"""Shares one device may hold (the register's count): above what the trace's smallest shares need."""
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _NAME_ROOM = 240
 """Longest trace name accepted: room is kept for the ``-r<k>`` suffix of later passes."""
@@ -104,6 +133,8 @@ class ImportConfig:
     """minMember = max(1, ceil(ratio × size))."""
     max_passes: int = 20
     """Replays of the trace at most, to reach ``fill``."""
+    shared: bool = False
+    """Keep the fractional-GPU pods as shares of one device (see "Shared GPUs" in the module docstring)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.fill <= 100:
@@ -238,15 +269,23 @@ def read_pods(path: str) -> list[PodRow]:
 # ---- placement ---------------------------------------------------------------------------------
 
 class _Nodes:
-    """Free resources per node (sorted by name) and kube-scheduler's LeastAllocated score, vectorised."""
+    """Free resources per node (sorted by name) and kube-scheduler's LeastAllocated score, vectorised; GPUs
+    in milli-GPU, and each node's devices one by one (free milli-GPU per device)."""
 
     def __init__(self, nodes: list[_NodeRow]) -> None:
-        self.cap = np.array([[n.cpu, n.memory, n.gpu] for n in nodes], dtype=np.int64).reshape(len(nodes), 3)
+        self.cap = np.array([[n.cpu, n.memory, n.gpu * MILLI_PER_GPU] for n in nodes],
+                            dtype=np.int64).reshape(len(nodes), 3)
         self.div = np.maximum(self.cap, 1)
         self.used = np.zeros_like(self.cap)
         self.pods = np.zeros(len(nodes), dtype=np.int64)
         self.models = [n.model for n in nodes]
         self._allowed: dict[tuple[str, ...], np.ndarray[Any, Any]] = {}
+        self.device_free = [[MILLI_PER_GPU] * n.gpu for n in nodes]
+        """node -> device -> free milli-GPU."""
+        self.whole_free = np.array([n.gpu for n in nodes], dtype=np.int64)
+        """node -> devices no pod touches."""
+        self.most_free = np.array([MILLI_PER_GPU if n.gpu else 0 for n in nodes], dtype=np.int64)
+        """node -> the largest free milli-GPU of one device."""
 
     def allowed(self, models: tuple[str, ...]) -> np.ndarray[Any, Any]:
         mask = self._allowed.get(models)
@@ -255,22 +294,40 @@ class _Nodes:
             self._allowed[models] = mask
         return mask
 
-    def place(self, pod: PodRow) -> int:
-        """The node index chosen for the pod (and take its resources), or -1 when it fits nowhere."""
-        req = np.array([pod.cpu, pod.memory, pod.gpu], dtype=np.int64)
+    def place(self, pod: PodRow) -> tuple[int, tuple[int, ...]]:
+        """The node index chosen for the pod and its devices (and take its resources), or (-1, ())."""
+        req = _request(pod)
         left = self.cap - self.used - req
         fits = self.allowed(pod.models) & (left >= 0).all(axis=1) & (self.pods < MAX_PODS)
+        fits &= (self.whole_free >= pod.gpu) if pod.gpu_milli >= MILLI_PER_GPU else (self.most_free >= pod.gpu_milli)
         if not fits.any():
-            return -1
+            return -1, ()
         score = (left * 100 // self.div).sum(axis=1) // 3
         i = int(np.argmax(np.where(fits, score, -1)))  # the first maximum: ties go to the first name
-        self.used[i] += req
-        self.pods[i] += 1
-        return i
+        free = self.device_free[i]
+        if pod.gpu_milli >= MILLI_PER_GPU:  # whole cards: the first untouched ones
+            devices = tuple([d for d, f in enumerate(free) if f == MILLI_PER_GPU][:pod.gpu])
+        else:  # a share: the device it fits tightest (the plugin's binpack policy), ties to the first
+            devices = (min((f, d) for d, f in enumerate(free) if f >= pod.gpu_milli)[1],)
+        self._take(i, pod, devices, -1)
+        return i, devices
 
-    def remove(self, i: int, pod: PodRow) -> None:
-        self.used[i] -= np.array([pod.cpu, pod.memory, pod.gpu], dtype=np.int64)
-        self.pods[i] -= 1
+    def remove(self, i: int, pod: PodRow, devices: tuple[int, ...]) -> None:
+        self._take(i, pod, devices, +1)
+
+    def _take(self, i: int, pod: PodRow, devices: tuple[int, ...], sign: int) -> None:
+        self.used[i] -= sign * _request(pod)
+        self.pods[i] -= sign
+        free = self.device_free[i]
+        for d in devices:
+            free[d] += sign * min(pod.gpu_milli, MILLI_PER_GPU)
+        self.whole_free[i] = sum(1 for f in free if f == MILLI_PER_GPU)
+        self.most_free[i] = max(free, default=0)
+
+
+def _request(pod: PodRow) -> np.ndarray[Any, Any]:
+    """cpu milli, memory MiB, milli-GPU."""
+    return np.array([pod.cpu, pod.memory, pod.gpu * min(pod.gpu_milli, MILLI_PER_GPU)], dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -279,11 +336,12 @@ class PlacedPod:
     name: str
     node: int
     created: int
+    devices: tuple[int, ...] = ()
 
 
 def _replay(cfg: ImportConfig, nodes: _Nodes, pods: list[PodRow], total_gpus: int) -> tuple[list[PlacedPod], int, int]:
     """Placed pods in trace order, the number skipped and the number of passes made."""
-    target = math.ceil(Fraction(str(cfg.fill)) * total_gpus / 100)
+    target = math.ceil(Fraction(str(cfg.fill)) * total_gpus / 100) * MILLI_PER_GPU
     span = (max((p.created for p in pods), default=0) + 1)
     placed: list[PlacedPod] = []
     taken = skipped = passes = 0
@@ -291,13 +349,13 @@ def _replay(cfg: ImportConfig, nodes: _Nodes, pods: list[PodRow], total_gpus: in
         passes += 1
         before = len(placed)
         for p in pods:
-            i = nodes.place(p)
+            i, devices = nodes.place(p)
             if i < 0:
                 skipped += 1
                 continue
             name = p.name if passes == 1 else f"{p.name}-r{passes}"
-            placed.append(PlacedPod(p, name, i, p.created + (passes - 1) * span))
-            taken += p.gpu
+            placed.append(PlacedPod(p, name, i, p.created + (passes - 1) * span, devices))
+            taken += p.gpu * min(p.gpu_milli, MILLI_PER_GPU)
             if taken >= target:
                 break
         if len(placed) == before:
@@ -309,7 +367,7 @@ def _depart(cfg: ImportConfig, nodes: _Nodes, placed: list[PlacedPod]) -> tuple[
     n = math.floor(Fraction(str(cfg.departures)) * len(placed) + Fraction(1, 2))
     gone = set(random.Random(f"{cfg.seed}/departures").sample(range(len(placed)), n))
     for k in sorted(gone):
-        nodes.remove(placed[k].node, placed[k].pod)
+        nodes.remove(placed[k].node, placed[k].pod, placed[k].devices)
     return [p for k, p in enumerate(placed) if k not in gone], n
 
 
@@ -331,13 +389,18 @@ def cut_gangs(cfg: ImportConfig, pods: list[PlacedPod]) -> list[list[PlacedPod]]
     return out
 
 
-def _shape(p: PodRow) -> tuple[int, int, int, tuple[str, ...]]:
-    return p.cpu, p.memory, p.gpu, p.models
+def _shape(p: PodRow) -> tuple[int, int, int, int, tuple[str, ...]]:
+    return p.cpu, p.memory, p.gpu, p.gpu_milli, p.models
 
 
 # ---- objects -----------------------------------------------------------------------------------
 
-def _node(n: _NodeRow) -> dict[str, Any]:
+def _devices(n: _NodeRow) -> list[GpuDevice]:
+    return [GpuDevice(index=d, uuid=f"GPU-{n.name}-{d}", model=f"NVIDIA-{n.model}" if n.model else "NVIDIA",
+                      memory_mib=MODEL_MEMORY_MIB.get(n.model, 0)) for d in range(n.gpu)]
+
+
+def _node(n: _NodeRow, shared: bool) -> dict[str, Any]:
     alloc: dict[str, str] = {"cpu": cpu_quantity(n.cpu), "memory": memory_quantity(n.memory * _MI_MILLI),
                              "pods": str(MAX_PODS)}
     if n.gpu > 0:
@@ -346,7 +409,15 @@ def _node(n: _NodeRow) -> dict[str, Any]:
               SOURCE_LABEL: "openb"}
     if n.model:
         labels[MODEL_LABEL] = n.model
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": n.name, "labels": labels}, "spec": {},
+    metadata: dict[str, Any] = {"name": n.name, "labels": labels}
+    if shared and n.gpu > 0:
+        devices = _devices(n)
+        metadata["annotations"] = {VGPU_REGISTER: register_annotation(devices, SHARES_PER_DEVICE)}
+        alloc[VGPU_NUMBER] = str(n.gpu * SHARES_PER_DEVICE)
+        alloc[VGPU_CORES] = str(n.gpu * 100)
+        if devices[0].memory_mib:
+            alloc[VGPU_MEMORY] = str(sum(d.memory_mib for d in devices))
+    return {"apiVersion": "v1", "kind": "Node", "metadata": metadata, "spec": {},
             "status": {"allocatable": alloc, "capacity": dict(alloc)}}
 
 
@@ -357,7 +428,7 @@ def _affinity(models: tuple[str, ...]) -> dict[str, Any] | None:
         {"matchExpressions": [{"key": MODEL_LABEL, "operator": "In", "values": list(models)}]}]}}}
 
 
-def _gang_objects(cfg: ImportConfig, index: int, width: int, gang: list[PlacedPod], node_names: list[str],
+def _gang_objects(cfg: ImportConfig, index: int, width: int, gang: list[PlacedPod], node_rows: list[_NodeRow],
                   uids: random.Random) -> list[dict[str, Any]]:
     job = f"job-{index:0{width}d}"
     job_uid = random_uid(uids)
@@ -374,11 +445,25 @@ def _gang_objects(cfg: ImportConfig, index: int, width: int, gang: list[PlacedPo
     requests = {"cpu": cpu_quantity(first.cpu), "memory": memory_quantity(first.memory * _MI_MILLI),
                 RESOURCE: str(first.gpu)}
     limits = {RESOURCE: str(first.gpu)}
+    share: GpuShare | None = None
+    if first.gpu_milli < MILLI_PER_GPU:  # a share of one card: the device-share plugin's resources
+        share = GpuShare(count=1, milli=first.gpu_milli)
+        del requests[RESOURCE]
+        limits = {VGPU_NUMBER: "1", VGPU_CORES: str(math.ceil(first.gpu_milli / 10))}
+        requests.update(limits)
+        annotations = {**annotations, SHARE_MILLI: str(first.gpu_milli)}
     affinity = _affinity(first.models)
-    out = [pod_object(p.name, NAMESPACE, random_uid(uids), node_names[p.node], requests, scheduler="volcano",
-                      labels=labels, annotations=annotations, owner=owner, created=timestamp(p.created),
-                      affinity=affinity, limits=limits)
-           for p in gang]
+    out = []
+    for p in gang:
+        node = node_rows[p.node]
+        pinned = annotations
+        if share is not None:
+            devices = _devices(node)
+            pinned = {**annotations, VGPU_IDS: ids_annotation([devices[d] for d in p.devices], share),
+                      VGPU_NODE: node.name}
+        out.append(pod_object(p.name, NAMESPACE, random_uid(uids), node.name, requests, scheduler="volcano",
+                              labels=labels, annotations=pinned, owner=owner, created=timestamp(p.created),
+                              affinity=affinity, limits=limits))
     out.append(pod_group_object(pg, NAMESPACE, {SOURCE_LABEL: "openb"}, owner, min_member, size,
                                 timestamp(gang[0].created), random_uid(uids)))
     return out
@@ -395,25 +480,31 @@ def import_openb(nodes_csv: str, pods_csv: str, cfg: ImportConfig) -> tuple[list
     node_rows = read_nodes(str(nodes_csv))
     trace = read_pods(str(pods_csv))
     whole = [p for p in trace if p.gpu >= 1 and p.gpu_milli == 1000]
+    shares = [p for p in trace if p.gpu == 1 and 0 < p.gpu_milli < 1000]
     fractional = sum(1 for p in trace if p.gpu >= 1 and p.gpu_milli < 1000)
     total_gpus = sum(n.gpu for n in node_rows)
+    replayed = [p for p in trace if p.gpu_milli == 1000 or p.gpu == 1] if cfg.shared else whole
+    replayed = [p for p in replayed if p.gpu >= 1 and p.gpu_milli > 0]
     with gc_paused():
         nodes = _Nodes(node_rows)
-        placed, skipped, passes = _replay(cfg, nodes, whole, total_gpus)
-        taken_at_fill = sum(p.pod.gpu for p in placed)
+        placed, skipped, passes = _replay(cfg, nodes, replayed, total_gpus)
         kept, departed = _depart(cfg, nodes, placed)
         gangs = cut_gangs(cfg, kept)
-        node_names = [n.name for n in node_rows]
         uids = random.Random(f"{cfg.seed}/uids")
         width = max(5, len(str(len(gangs))))
-        objs = [_node(n) for n in node_rows]
+        objs = [_node(n, cfg.shared) for n in node_rows]
         for k, gang in enumerate(gangs):
-            objs.extend(_gang_objects(cfg, k + 1, width, gang, node_names, uids))
+            objs.extend(_gang_objects(cfg, k + 1, width, gang, node_rows, uids))
         objs.append(_repack_run(cfg))
         objs.sort(key=object_order)
-    taken = taken_at_fill - sum(p.pod.gpu for p in placed) + sum(p.pod.gpu for p in kept)
 
-    def pct(x: int) -> float:
+    def gpus(pods: list[PlacedPod]) -> int | float:
+        milli = sum(int(_request(p.pod)[2]) for p in pods)
+        return milli / MILLI_PER_GPU if cfg.shared else milli // MILLI_PER_GPU
+
+    taken_at_fill, taken = gpus(placed), gpus(kept)
+
+    def pct(x: float) -> float:
         return round(100 * x / total_gpus, 2) if total_gpus else 0.0
 
     stats: dict[str, Any] = {
@@ -424,4 +515,8 @@ def import_openb(nodes_csv: str, pods_csv: str, cfg: ImportConfig) -> tuple[list
         "gpus_taken_at_fill": taken_at_fill, "fill_reached_percent": pct(taken_at_fill),
         "gpus_taken": taken, "fill_percent": pct(taken),
     }
+    if cfg.shared:
+        stats["fractional_left_out"] = fractional - len(shares)
+        stats["shared_gpu_pods"] = len(shares)
+        stats["shares_kept"] = sum(1 for p in kept if p.pod.gpu_milli < MILLI_PER_GPU)
     return objs, stats

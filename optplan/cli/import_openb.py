@@ -60,6 +60,8 @@ def add_openb_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"minMember = max(1, ceil(F × size)) (default {d.min_member_ratio:g})")
     p.add_argument("--max-passes", type=_positive, default=d.max_passes, metavar="N",
                    help=f"replays of the trace at most, to reach the fill (default {d.max_passes})")
+    p.add_argument("--shared", action="store_true",
+                   help="keep the fractional-GPU pods as shares of one device (Volcano's vGPU annotations)")
     options.output_file(p, "FILE", "write the snapshot (a List) here")
     options.verbose(p)
 
@@ -67,7 +69,8 @@ def add_openb_arguments(p: argparse.ArgumentParser) -> None:
 def config_from_args(ns: argparse.Namespace) -> ImportConfig:
     try:
         return ImportConfig(fill=ns.fill, departures=ns.departures, seed=ns.seed, gang_sizes=tuple(ns.gang_sizes),
-                            min_member_ratio=ns.min_member_ratio, max_passes=ns.max_passes)
+                            min_member_ratio=ns.min_member_ratio, max_passes=ns.max_passes,
+                            shared=ns.shared)
     except InputError as e:
         raise InputError(e.reason, field=_FLAGS.get(e.field or "", e.field)) from None
 

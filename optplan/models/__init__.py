@@ -13,8 +13,9 @@ Modules, each importing only the lines below it (pyproject's "Models import one 
   ``repack`` (the RepackRun spec, its goals and status, the disruption ``DIMENSIONS`` and ``Weights``);
 - ``queues`` (Volcano queues, PriorityClasses, VCJobs and the queue tree) and ``quantity`` (Kubernetes
   quantities, parsed exactly);
-- ``selectors`` (label selectors, node affinity, taints and tolerations) and ``limits`` (the bounds on
-  input, one constant each).
+- ``selectors`` (label selectors, node affinity, taints and tolerations), ``limits`` (the bounds on
+  input, one constant each) and ``devices`` (GPUs one by one and a pod's share of one: ``GpuDevice``,
+  ``GpuShare``, the device-share plugin's resource and annotation names).
 
 ``goals`` (the plan and status of a run with goals; it re-exports the goal specs ``repack`` defines) sits
 beside ``execute`` and ``placement``, above ``repack``.

@@ -15,6 +15,7 @@ from typing import Literal
 import re2
 from pydantic import BaseModel, ConfigDict, Field
 
+from optplan.models.devices import GpuDevice, GpuShare
 from optplan.models.queues import PriorityClass, Queue, VCJob
 from optplan.models.selectors import LabelSelector, NodeSelectorTerm, Taint, Toleration
 
@@ -43,6 +44,8 @@ class Node(Model):
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     allocatable: Resources = Field(default_factory=dict)
+    devices: tuple[GpuDevice, ...] = ()
+    """The node's GPUs one by one (``devices``); () when the snapshot does not say (whole cards only)."""
 
     def provides(self, resource: str) -> bool:
         return self.allocatable.get(resource, 0) > 0
@@ -76,6 +79,9 @@ class Pod(Model):
     """status.conditions[type=Ready].status is "True" (Kubernetes' IsPodReady; no such condition: not ready)."""
     deleting: bool = False
     """metadata.deletionTimestamp is set: the pod is terminating."""
+    gpu_share: GpuShare | None = None
+    """Its ask for shared GPUs and, when running, the devices it sits on (``devices``); None for a pod
+    that asks for whole cards or no GPU."""
 
     @property
     def key(self) -> str:
