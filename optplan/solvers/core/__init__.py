@@ -9,6 +9,8 @@ Modules (pyproject's "Core imports one way" contract: ``options`` above the rest
 - ``clock``: time limits as wall-clock seconds or as work (``--deterministic``);
 - ``oracle``: the feasibility oracle every planner, baseline and validator asks (static predicates,
   room, ``max_fit``);
+- ``gpushare``: the device-fit rule of shared GPUs (``GpuAsk``: whole GPUs or a share of one; ``fits``,
+  ``choose_devices``) and the FGD paper's fragmentation of a node for a target workload; pure, below the oracle;
 - ``registry``: every named planner class by (family, name): repack, placement, goals, the peers' baselines
   and the simulation's policies; read by the CLI, the plan server, the API, the bench, the replay and each
   family's dispatch;

@@ -1,0 +1,233 @@
+"""The device-fit rule of shared GPUs, written once: pure functions on a node's free milli-GPU per device.
+
+A node's GPUs are devices; each has ``MILLI`` (1000) milli-GPUs and, optionally, GPU memory (MiB). A pod asks
+(``GpuAsk``):
+
+- nothing (``whole == 0`` and ``milli == 0``): it uses no device; the GPU models it names do not matter;
+- a share (``whole == 0``, ``0 < milli < MILLI``): ``milli`` milli-GPUs (and ``memory_mib``) of ONE device;
+- whole GPUs (``whole >= 1``, ``milli == 0``): ``whole`` devices that are entirely free.
+
+``models`` (empty: any) are the GPU models the pod accepts; a node has one model. ``ask_problem`` is the one
+bad-input rule. ``fits`` says whether a node's devices can take an ask; ``choose_devices`` says which:
+
+- ``best-fit`` (default): a share goes to the device with the least free milli that is still enough (ties: the
+  lowest index); whole GPUs to the lowest-indexed entirely free devices;
+- ``first-fit``: the lowest-indexed devices that can take it;
+- ``worst-fit``: a share to the device with the most free milli (ties: the lowest index); whole GPUs as
+  ``first-fit``.
+
+**Fragmentation** (Weng et al., "Beware of Fragmentation", USENIX ATC'23, §3): a node's fragmentation for a
+*target workload* (task types with their frequencies, ``TargetWorkload``) is the expected free GPU capacity
+(milli) that a task drawn from it could not use on the node:
+
+- a task asking no GPU can use none of it: all the node's free milli;
+- a task the node cannot host (too little free cpu, a GPU model it does not accept, no device with enough free
+  milli for a share, fewer entirely free devices than its whole GPUs): all the node's free milli;
+- otherwise the free milli of the devices it could not use: for a share of ``m`` milli, the devices with less
+  than ``m`` free; for whole GPUs, the devices partly taken.
+
+``fragmentation`` computes it for many nodes at once (numpy, devices padded with 0 free); ``node_fragmentation``
+for one. Memory (host and GPU) is not part of the measure, as in the paper.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+MILLI = 1000
+RULES = ("best-fit", "first-fit", "worst-fit")
+
+
+@dataclass(frozen=True)
+class GpuAsk:
+    """What one pod asks of a node's GPU devices (module docstring)."""
+
+    whole: int = 0
+    milli: int = 0
+    memory_mib: int = 0
+    models: frozenset[str] = frozenset()
+
+    @property
+    def is_share(self) -> bool:
+        return self.whole == 0 and self.milli > 0
+
+    @property
+    def none(self) -> bool:
+        return self.whole == 0 and self.milli == 0
+
+    @property
+    def devices(self) -> int:
+        """Devices it takes: ``whole``, 1 for a share, 0 for none."""
+        return self.whole if self.whole else int(self.milli > 0)
+
+    @property
+    def total_milli(self) -> int:
+        """Milli-GPUs it takes in all."""
+        return self.whole * MILLI + self.milli
+
+
+def ask_of(num_gpu: int, gpu_milli: int, models: Iterable[str] = ()) -> GpuAsk:
+    """The trace's form (openb: ``num_gpu`` devices of ``gpu_milli`` each) as an ask: ``gpu_milli == MILLI`` is
+    ``num_gpu`` whole GPUs, ``num_gpu == 1`` and less is a share, ``num_gpu == 0`` is no GPU. A share of
+    several devices is kept as given (whole and milli both set) so that ``ask_problem`` names it."""
+    ms = frozenset(m for m in models if m)
+    if num_gpu == 0:
+        return GpuAsk(models=ms)
+    if gpu_milli == MILLI:
+        return GpuAsk(whole=num_gpu, models=ms)
+    if num_gpu == 1:
+        return GpuAsk(milli=gpu_milli, models=ms)
+    return GpuAsk(whole=num_gpu, milli=gpu_milli, models=ms)
+
+
+def ask_problem(ask: GpuAsk) -> str | None:
+    """Why an ask is malformed (one line), or None."""
+    if ask.whole < 0 or ask.milli < 0 or ask.memory_mib < 0:
+        return f"a GPU ask is never negative (whole {ask.whole}, milli {ask.milli}, memory {ask.memory_mib} MiB)"
+    if ask.whole and ask.milli:
+        return (f"a GPU ask is whole GPUs or a share of one, not both (whole {ask.whole}, milli {ask.milli}); "
+                f"a share of several GPUs is not schedulable")
+    if ask.milli >= MILLI:
+        return f"a share is below {MILLI} milli-GPU, got {ask.milli} (whole GPUs go in whole)"
+    if ask.none and ask.memory_mib:
+        return f"GPU memory ({ask.memory_mib} MiB) without a GPU"
+    return None
+
+
+def _model_ok(ask: GpuAsk, model: str | None) -> bool:
+    return ask.none or not ask.models or model is None or model in ask.models
+
+
+def usable(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence[int] | None = None) -> list[int]:
+    """The device indices that could take (one device of) the ask, in index order."""
+    if ask.none:
+        return []
+    if ask.is_share:
+        return [d for d, f in enumerate(free_milli)
+                if f >= ask.milli and (free_memory is None or free_memory[d] >= ask.memory_mib)]
+    return [d for d, f in enumerate(free_milli)
+            if f == MILLI and (free_memory is None or free_memory[d] >= ask.memory_mib)]
+
+
+def fits(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence[int] | None = None,
+         model: str | None = None) -> bool:
+    """Whether a node with these free milli (and GPU memory) per device, of this model, can take the ask's GPUs
+    (cpu and memory of the host are the caller's; ``model`` None: not checked)."""
+    if not _model_ok(ask, model):
+        return False
+    return ask.none or len(usable(free_milli, ask, free_memory)) >= ask.devices
+
+
+def choose_devices(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence[int] | None = None,
+                   model: str | None = None, rule: str = "best-fit") -> tuple[int, ...] | None:
+    """The device indices the ask takes (module docstring: rules and ties), () for no GPU, None when it does
+    not fit."""
+    if rule not in RULES:
+        raise ValueError(f"unknown device rule {rule!r} (one of {', '.join(RULES)})")
+    if not _model_ok(ask, model):
+        return None
+    if ask.none:
+        return ()
+    ok = usable(free_milli, ask, free_memory)
+    if len(ok) < ask.devices:
+        return None
+    if not ask.is_share or rule == "first-fit":
+        return tuple(ok[: ask.devices])
+    if rule == "best-fit":
+        return (min(ok, key=lambda d: (free_milli[d], d)),)
+    return (min(ok, key=lambda d: (-free_milli[d], d)),)
+
+
+def take(free_milli: Sequence[int], ask: GpuAsk, devices: Sequence[int]) -> tuple[int, ...]:
+    """The free milli per device after the ask takes ``devices``."""
+    out = list(free_milli)
+    per = ask.milli if ask.is_share else MILLI
+    for d in devices:
+        out[d] -= per
+    return tuple(out)
+
+
+# ---- fragmentation ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TaskType:
+    """One task type of a target workload: host cpu (milli) and GPU ask; ``weight`` its frequency."""
+
+    cpu: int
+    ask: GpuAsk
+    weight: float
+
+
+@dataclass(frozen=True)
+class TargetWorkload:
+    """Task types and their frequencies (summing to 1), grouped for ``fragmentation``: per (GPU ask without
+    memory) the cpu thresholds sorted with their cumulative frequencies."""
+
+    types: tuple[TaskType, ...]
+
+    @staticmethod
+    def of(tasks: Iterable[tuple[int, GpuAsk]]) -> TargetWorkload:
+        """The task-type distribution of a list of tasks (cpu, ask): each distinct (cpu, ask) with its share."""
+        counts: dict[tuple[int, GpuAsk], int] = {}
+        for cpu, ask in tasks:
+            key = (cpu, GpuAsk(ask.whole, ask.milli, 0, ask.models))
+            counts[key] = counts.get(key, 0) + 1
+        n = sum(counts.values())
+        types = tuple(TaskType(cpu, ask, c / n) for (cpu, ask), c in
+                      sorted(counts.items(), key=lambda kv: (kv[0][1].whole, kv[0][1].milli,
+                                                             sorted(kv[0][1].models), kv[0][0])))
+        return TargetWorkload(types)
+
+    def groups(self) -> list[tuple[GpuAsk, np.ndarray[Any, Any], np.ndarray[Any, Any]]]:
+        """(ask, cpu thresholds ascending, cumulative weight at each threshold) per distinct ask."""
+        by: dict[GpuAsk, list[TaskType]] = {}
+        for t in self.types:
+            by.setdefault(t.ask, []).append(t)
+        out = []
+        for ask, ts in by.items():
+            ts = sorted(ts, key=lambda t: t.cpu)
+            out.append((ask, np.array([t.cpu for t in ts], dtype=np.int64),
+                        np.cumsum([t.weight for t in ts], dtype=np.float64)))
+        return out
+
+
+def fragmentation(free_milli: np.ndarray[Any, Any], free_cpu: np.ndarray[Any, Any], models: Sequence[str],
+                  target: TargetWorkload,
+                  groups: list[tuple[GpuAsk, np.ndarray[Any, Any], np.ndarray[Any, Any]]] | None = None,
+                  ) -> np.ndarray[Any, Any]:
+    """Fragmentation (milli, expected over the target workload) of N nodes: ``free_milli`` (N, D) free milli per
+    device (absent devices 0), ``free_cpu`` (N,), ``models`` the node's GPU model each; ``groups`` the target's
+    ``groups()`` when the caller keeps them."""
+    free = np.asarray(free_milli, dtype=np.int64).reshape(len(free_cpu), -1)
+    cpu = np.asarray(free_cpu, dtype=np.int64)
+    model_arr = np.asarray(list(models), dtype=object)
+    total = free.sum(axis=1).astype(np.float64)
+    out = np.zeros(len(cpu), dtype=np.float64)
+    whole_free = (free == MILLI).sum(axis=1)
+    for ask, cpus, cum in target.groups() if groups is None else groups:
+        weight = float(cum[-1])
+        out += weight * total
+        if ask.none:
+            continue
+        hostable_w = np.where(cpu >= cpus[0], cum[np.clip(np.searchsorted(cpus, cpu, side="right") - 1, 0, None)],
+                              0.0)
+        if ask.is_share:
+            gpu_ok = (free >= ask.milli).any(axis=1)
+            below = np.where(free < ask.milli, free, 0).sum(axis=1)
+        else:
+            gpu_ok = whole_free >= ask.whole
+            below = np.where(free < MILLI, free, 0).sum(axis=1)
+        if ask.models:
+            gpu_ok &= np.isin(model_arr, list(ask.models))
+        out -= np.where(gpu_ok, hostable_w * (total - below), 0.0)
+    return out
+
+
+def node_fragmentation(free_milli: Sequence[int], free_cpu: int, model: str, target: TargetWorkload) -> float:
+    """``fragmentation`` of one node."""
+    arr = np.array([list(free_milli) or [0]], dtype=np.int64)
+    return float(fragmentation(arr, np.array([free_cpu]), [model], target)[0])
