@@ -161,7 +161,11 @@ def _vgpu_share(vgpu: Mapping[str, int], annotations: Mapping[str, str], path: s
     percent = vgpu.get(VGPU_MEMORY_PERCENTAGE, 0)
     if percent > 100:
         raise fail(f"{path}.{VGPU_MEMORY_PERCENTAGE}", f"above 100 percent of a card's memory: {percent}")
-    return GpuShare(count=vgpu.get(VGPU_NUMBER, 1), milli=milli, memory_mib=vgpu.get(VGPU_MEMORY, 0),
+    count = vgpu.get(VGPU_NUMBER, 1)
+    if count > 1 and milli < MILLI_PER_GPU and percent < 100:
+        raise fail(f"{path}.{VGPU_NUMBER}", f"a share on {count} devices ({cores} percent of each) is not modelled: "
+                                            "a share sits on one device, several devices are taken whole")
+    return GpuShare(count=count, milli=milli, memory_mib=vgpu.get(VGPU_MEMORY, 0),
                     memory_percent=percent, use_types=_types(annotations.get(GPU_USE_TYPE)),
                     nouse_types=_types(annotations.get(GPU_NOUSE_TYPE)))
 

@@ -4,6 +4,12 @@ by the validator, so that "feasible" means one thing everywhere.
 Static predicates (NodeUnschedulable, nodeSelector, required node affinity, TaintToleration) do not
 depend on what else runs on the node; resource fit (every requested resource, and the node's pod
 count) does, and is checked against a ``Capacity`` that planners update as they simulate moves.
+
+On a node whose GPUs are known one by one (``Node.devices``), fit is also decided at device level: a pod's
+GPU ask on the node (``gpu_ask``: k whole cards, or a share of one card) must fit the free milli-GPU and
+memory of its devices by ``gpushare``'s rule, and ``Capacity`` keeps which devices each pod holds (a running
+share where its annotation pins it; whole cards, then unpinned shares, where ``gpushare.choose_devices``
+puts them, pods in key order). A node without devices is checked as before, on its totals only.
 """
 
 from __future__ import annotations
@@ -13,7 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from optplan.models.devices import MILLI_PER_GPU, WHOLE_GPU
 from optplan.models.snapshot import Node, Pod, Resources, Snapshot
+from optplan.solvers.core import gpushare
+from optplan.solvers.core.gpushare import GpuAsk
 
 POD_SLOT = 1000
 """One pod, in milli-units of the ``pods`` resource."""
@@ -110,11 +119,55 @@ def pod_demand(pod: Pod) -> Resources:
     return demand
 
 
+NO_TYPE = "<no device type allowed>"
+"""The model an ask accepts when ``nvidia.com/use-gputype`` / ``nouse-gputype`` rule out every device."""
+
+
+def gpu_ask(pod: Pod, node: Node) -> GpuAsk:
+    """The pod's ask of the node's GPU devices: its share (memory by percent resolved against the node's
+    device memory; a share naming no compute counts as 1 milli-GPU, so that it holds its device), its
+    whole shared cards, or its ``nvidia.com/gpu`` cards. The device types it accepts are the node's
+    device models that Volcano's type rule admits (a type containing one of ``use_types`` and none of
+    ``nouse_types``, case-insensitive)."""
+    share = pod.gpu_share
+    if share is None:
+        return GpuAsk(whole=pod.requests.get(WHOLE_GPU, 0) // MILLI_PER_GPU)
+    memory = share.memory_mib
+    if share.memory_percent and node.devices:
+        memory = max(memory, node.devices[0].memory_mib * min(share.memory_percent, 100) // 100)
+    models: frozenset[str] = frozenset()
+    if share.use_types or share.nouse_types:
+        models = frozenset(d.model for d in node.devices if _type_allowed(d.model, share.use_types,
+                                                                          share.nouse_types)) or frozenset({NO_TYPE})
+    if share.whole:
+        return GpuAsk(whole=share.count, memory_mib=memory, models=models)
+    return GpuAsk(milli=max(share.milli, 1), memory_mib=memory, models=models)
+
+
+def _type_allowed(model: str, use: Sequence[str], nouse: Sequence[str]) -> bool:
+    m = model.upper()
+    if use:
+        return any(t.upper() in m for t in use)
+    return not any(t.upper() in m for t in nouse)
+
+
 class Capacity:
     """Free resources per node (allocatable minus occupying pods' requests), updated as moves are
-    simulated. A node without ``pods`` in allocatable has no pod-count limit."""
+    simulated. A node without ``pods`` in allocatable has no pod-count limit. On nodes with devices, the
+    free milli-GPU and memory of each device too, and the devices each pod holds."""
+
+    gpu_free: dict[str, list[int]]
+    """node with devices -> free milli-GPU per device (in the node's device order; 0 on an unhealthy one)."""
+    gpu_memory: dict[str, list[int] | None]
+    """node with devices -> free GPU memory (MiB) per device; None when a device's memory is unknown."""
+    gpu_held: dict[str, tuple[str, tuple[int, ...], int, int]]
+    """pod key -> (node, device positions, milli-GPU and memory taken on each)."""
+    gpu_over: dict[str, list[str]]
+    """node -> the pods whose GPU ask its devices could not take (the snapshot over-commits them)."""
 
     def __init__(self, snapshot: Snapshot) -> None:
+        self.nodes = snapshot.nodes
+        self.gpu_free, self.gpu_memory, self.gpu_held, self.gpu_over = {}, {}, {}, {}
         self.free: dict[str, Resources] = {}
         for name, node in snapshot.nodes.items():
             self.free[name] = dict(node.allocatable)
@@ -127,18 +180,83 @@ class Capacity:
                     free[r] = free.get(r, 0) - (v + POD_SLOT if r == "pods" else v)
                 if "pods" not in requests:
                     free["pods"] = free.get("pods", 0) - POD_SLOT
+        for name, node in snapshot.nodes.items():
+            if node.devices:
+                self._hold_running(node, snapshot.pods_by_node.get(name, []))
+
+    def _hold_running(self, node: Node, pods: Sequence[Pod]) -> None:
+        """The devices of the node's running pods: pinned shares where they sit, then whole cards, then the
+        unpinned shares, each by ``gpushare.choose_devices`` in key order."""
+        self.gpu_free[node.name] = [MILLI_PER_GPU if d.healthy else 0 for d in node.devices]
+        known = all(d.memory_mib > 0 for d in node.devices)
+        self.gpu_memory[node.name] = [d.memory_mib if d.healthy else 0 for d in node.devices] if known else None
+        position = {d.index: i for i, d in enumerate(node.devices)}
+        asks = [(p, gpu_ask(p, node)) for p in pods]
+        for p, ask in asks:
+            share = p.gpu_share
+            if share is not None and share.devices and not ask.none:
+                self._take(node.name, p, ask, tuple(position[d] for d in share.devices))
+        unpinned = [(p, a) for p, a in asks if not a.none and (p.gpu_share is None or not p.gpu_share.devices)]
+        for p, ask in sorted(unpinned, key=lambda pa: (pa[1].is_share, pa[0].key)):
+            self._place_gpus(node.name, p, ask)
+
+    def _take(self, node: str, pod: Pod, ask: GpuAsk, devices: tuple[int, ...]) -> None:
+        milli = ask.milli if ask.is_share else MILLI_PER_GPU
+        free, memory = self.gpu_free[node], self.gpu_memory[node]
+        for d in devices:
+            free[d] -= milli
+            if memory is not None:
+                memory[d] -= ask.memory_mib
+        self.gpu_held[pod.key] = (node, devices, milli, ask.memory_mib)
+
+    def _place_gpus(self, node: str, pod: Pod, ask: GpuAsk) -> None:
+        devices = gpushare.choose_devices(self.gpu_free[node], ask, self.gpu_memory[node], self._model(node))
+        if devices is None:
+            self.gpu_over.setdefault(node, []).append(pod.key)
+        else:
+            self._take(node, pod, ask, devices)
+
+    def _model(self, node: str) -> str | None:
+        devices = self.nodes[node].devices
+        return devices[0].model if devices else None
 
     def copy(self) -> Capacity:
         """An independent copy of the free room (cheaper than reading the snapshot's pods again)."""
         out = Capacity.__new__(Capacity)
         out.free = {name: dict(free) for name, free in self.free.items()}
         out._limits_pods = self._limits_pods
+        out.nodes = self.nodes
+        out.gpu_free = {n: list(f) for n, f in self.gpu_free.items()}
+        out.gpu_memory = {n: None if m is None else list(m) for n, m in self.gpu_memory.items()}
+        out.gpu_held = dict(self.gpu_held)
+        out.gpu_over = {n: list(v) for n, v in self.gpu_over.items()}
         return out
 
     def _apply(self, node: str, pod: Pod, sign: int) -> None:
         free = self.free[node]
         for r, v in pod_demand(pod).items():
             free[r] = free.get(r, 0) + sign * v
+
+    def device_reason(self, pod: Pod, node: str) -> str | None:
+        """Why the node's devices cannot take the pod's GPU ask now, or None (always None on a node without
+        devices, or for a pod that asks for no GPU)."""
+        if node not in self.gpu_free:
+            return None
+        ask = gpu_ask(pod, self.nodes[node])
+        if ask.none or gpushare.fits(self.gpu_free[node], ask, self.gpu_memory[node], self._model(node)):
+            return None
+        what = f"{ask.whole} whole GPU(s)" if ask.whole else f"a share of {ask.milli} milli-GPU"
+        if ask.memory_mib:
+            what += f" and {ask.memory_mib} MiB"
+        return f"no device fits {what}"
+
+    def devices_of(self, pod: Pod) -> tuple[str, tuple[int, ...]] | None:
+        """(node, device indices) the pod holds, when it holds devices."""
+        held = self.gpu_held.get(pod.key)
+        if held is None:
+            return None
+        devices = self.nodes[held[0]].devices
+        return held[0], tuple(devices[d].index for d in held[1])
 
     def fit_reason(self, pod: Pod, node: str) -> str | None:
         """The first resource that does not fit, or None when every requested one does."""
@@ -148,7 +266,7 @@ class Capacity:
                 return f"insufficient {r}"
         if self._limits_pods[node] and free.get("pods", 0) < POD_SLOT:
             return "too many pods"
-        return None
+        return self.device_reason(pod, node)
 
     def fits(self, pod: Pod, node: str) -> bool:
         """``fit_reason(pod, node) is None``, without building the reason (a planner's hot path)."""
@@ -156,13 +274,30 @@ class Capacity:
         for r, v in pod.requests.items():
             if v > 0 and free.get(r, 0) < v:
                 return False
-        return not self._limits_pods[node] or free.get("pods", 0) >= POD_SLOT
+        if self._limits_pods[node] and free.get("pods", 0) < POD_SLOT:
+            return False
+        return node not in self.gpu_free or self.device_reason(pod, node) is None
 
     def add(self, pod: Pod, node: str) -> None:
         self._apply(node, pod, -1)
+        if node in self.gpu_free:
+            ask = gpu_ask(pod, self.nodes[node])
+            if not ask.none:
+                self._place_gpus(node, pod, ask)
 
     def remove(self, pod: Pod, node: str) -> None:
         self._apply(node, pod, +1)
+        held = self.gpu_held.get(pod.key)
+        if held is not None and held[0] == node:
+            del self.gpu_held[pod.key]
+            _, devices, milli, memory_mib = held
+            free, memory = self.gpu_free[node], self.gpu_memory[node]
+            for d in devices:
+                free[d] += milli
+                if memory is not None:
+                    memory[d] += memory_mib
+        elif pod.key in self.gpu_over.get(node, ()):
+            self.gpu_over[node].remove(pod.key)
 
     def limits_pods(self, node: str) -> bool:
         """Whether the node has a pod-count limit (``pods`` in its allocatable)."""
@@ -189,4 +324,6 @@ class Capacity:
         out = [r for r in resources if r != "pods" and free.get(r, 0) < 0]
         if self._limits_pods[node] and free.get("pods", 0) < 0:
             out.append("pods")
+        if self.gpu_over.get(node) or any(f < 0 for f in self.gpu_free.get(node, ())):
+            out.append("gpu devices")
         return out

@@ -1,0 +1,131 @@
+"""Shared GPUs read from Volcano's device-share annotations (``adapters.vgpu``), the importer's ``--shared``,
+the bad input (one line, exit 2), and the oracle's device-level fit (``core.oracle``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from optplan.adapters.kubefile import load_objects
+from optplan.adapters.openb import ImportConfig, import_openb
+from optplan.errors import InputError
+from optplan.models.devices import VGPU_IDS, VGPU_REGISTER
+from optplan.solvers.core.oracle import Capacity, gpu_ask
+from tests.adapters.test_openb import nodes_csv, pods_csv
+
+REGISTER = "GPU-a,10,16384,NVIDIA-Tesla T4,true,hami-core:GPU-b,10,16384,NVIDIA-Tesla T4,true,hami-core:"
+
+
+def vnode(name: str = "n1", register: str = REGISTER, gpus: int = 2) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "annotations": {VGPU_REGISTER: register}},
+            "status": {"allocatable": {"cpu": "32", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": str(gpus),
+                                       "volcano.sh/vgpu-number": "20", "volcano.sh/vgpu-cores": "200",
+                                       "volcano.sh/vgpu-memory": "32768"}}}
+
+
+def vpod(name: str, limits: dict[str, str], *, node: str | None = "n1", ids: str | None = None,
+         annotations: dict[str, str] | None = None, containers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    ann = dict(annotations or {})
+    if ids is not None:
+        ann[VGPU_IDS] = ids
+    spec: dict[str, Any] = {"containers": containers or [{"name": "c", "resources": {"limits": limits,
+                                                                                      "requests": limits}}]}
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns", "annotations": ann},
+            "spec": spec, "status": {"phase": "Running" if node else "Pending"}}
+
+
+SHARE = {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-cores": "30", "volcano.sh/vgpu-memory": "4000"}
+
+
+def test_devices_and_pinned_share_are_read() -> None:
+    snap = load_objects([vnode(), vpod("p", SHARE, ids="GPU-b,NVIDIA,4000,30:")]).snapshot
+    assert [(d.index, d.uuid, d.memory_mib) for d in snap.nodes["n1"].devices] == [(0, "GPU-a", 16384),
+                                                                                   (1, "GPU-b", 16384)]
+    share = snap.pods["ns/p"].gpu_share
+    assert share is not None and (share.milli, share.memory_mib, share.devices) == (300, 4000, (1,))
+
+
+def test_snapshot_without_device_information_has_none() -> None:
+    node = vnode()
+    del node["metadata"]["annotations"]
+    pod = vpod("w", {"nvidia.com/gpu": "1"})
+    snap = load_objects([node, pod]).snapshot
+    assert snap.nodes["n1"].devices == () and snap.pods["ns/w"].gpu_share is None
+    assert "n1" not in Capacity(snap).gpu_free
+
+
+@pytest.mark.parametrize(("objs", "field", "words"), [
+    ([vnode(), vpod("p", {**SHARE, "volcano.sh/vgpu-cores": "150"})], "vgpu-cores", "above 1000 milli"),
+    ([vnode(), vpod("p", SHARE, ids="GPU-z,NVIDIA,4000,30:")], VGPU_IDS, "lacks"),
+    ([vnode(), vpod("p", {**SHARE, "volcano.sh/vgpu-memory": "20000"}, ids="GPU-a,NVIDIA,20000,30:")], VGPU_IDS,
+     "above device 0's 16384 MiB"),
+    ([vnode(), vpod("p", {**SHARE, "nvidia.com/gpu": "1"})], "spec.containers[0].resources", "mixed in one container"),
+    ([vnode(register="GPU-a,10,16384")], VGPU_REGISTER, "fields"),
+    ([vnode(), vpod("p", SHARE, annotations={"optplan.io/gpu-milli": "1200"})], "gpu-milli", "above 1000"),
+    ([vnode(), vpod("p", SHARE, annotations={"optplan.io/gpu-milli": "100"})], "gpu-milli", "round up"),
+])
+def test_bad_input_is_one_line(objs: list[dict[str, Any]], field: str, words: str) -> None:
+    with pytest.raises(InputError) as e:
+        load_objects(objs)
+    assert field in str(e.value) and words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_cli_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    from optplan.cli import main
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [
+        vnode(), vpod("p", SHARE, ids="GPU-z,NVIDIA,4000,30:")]}))
+    assert main(["frag", str(f), "--resource", "nvidia.com/gpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "GPU-z" in err
+
+
+def test_device_level_fit_in_the_oracle() -> None:
+    # device 0 holds a pinned 0.7 share, device 1 a whole card: a 0.5 share and a whole card fit nowhere,
+    # although the node's totals (2 cards, 200 cores) say they would
+    snap = load_objects([
+        vnode(),
+        vpod("s", {**SHARE, "volcano.sh/vgpu-cores": "70"}, ids="GPU-a,NVIDIA,4000,70:"),
+        vpod("w", {"nvidia.com/gpu": "1"}),
+        vpod("half", {**SHARE, "volcano.sh/vgpu-cores": "50"}, node=None),
+        vpod("tiny", {**SHARE, "volcano.sh/vgpu-cores": "30"}, node=None),
+        vpod("card", {"nvidia.com/gpu": "1"}, node=None),
+    ]).snapshot
+    cap = Capacity(snap)
+    assert cap.gpu_free["n1"] == [300, 0]
+    assert cap.fit_reason(snap.pods["ns/half"], "n1") == "no device fits a share of 500 milli-GPU and 4000 MiB"
+    assert cap.fits(snap.pods["ns/tiny"], "n1")
+    assert cap.fit_reason(snap.pods["ns/card"], "n1") == "no device fits 1 whole GPU(s)"  # 1 card free in total
+    cap.remove(snap.pods["ns/s"], "n1")  # the share moves away: its device is whole again
+    assert cap.gpu_free["n1"] == [1000, 0] and cap.fits(snap.pods["ns/half"], "n1")
+    cap.add(snap.pods["ns/half"], "n1")
+    assert cap.devices_of(snap.pods["ns/half"]) == ("n1", (0,)) and cap.gpu_free["n1"] == [500, 0]
+
+
+def test_use_gputype_limits_the_devices() -> None:
+    snap = load_objects([vnode(), vpod("p", SHARE, node=None, annotations={"nvidia.com/use-gputype": "A100"}),
+                         vpod("q", SHARE, node=None, annotations={"nvidia.com/use-gputype": "t4"})]).snapshot
+    node = snap.nodes["n1"]
+    assert not Capacity(snap).fits(snap.pods["ns/p"], "n1") and Capacity(snap).fits(snap.pods["ns/q"], "n1")
+    assert gpu_ask(snap.pods["ns/q"], node).milli == 300
+
+
+def test_openb_shared_keeps_shares_pinned(tmp_path: Path) -> None:
+    n = nodes_csv(tmp_path, ["n-a,32000,131072,2,T4"])
+    p = pods_csv(tmp_path, [("w", 1000, 1024, 1, 1000, "", 0), ("s1", 1000, 1024, 1, 460, "", 1),
+                            ("s2", 1000, 1024, 1, 455, "", 2), ("s3", 1000, 1024, 1, 300, "", 3)])
+    objs, stats = import_openb(n, p, ImportConfig(fill=100, shared=True, max_passes=1))
+    snap = load_objects(objs).snapshot
+    assert stats["shared_gpu_pods"] == 3 and stats["fractional_left_out"] == 0
+    shares = {k.split("/")[1]: v.gpu_share for k, v in snap.pods.items() if v.gpu_share is not None}
+    assert {k: (s.milli, s.devices) for k, s in shares.items()} == {"s1": (460, (1,)), "s2": (455, (1,))}
+    assert stats["skipped"] == 1  # s3 (300) fits no device: 1000 - 460 - 455 = 85 left on device 1
+    assert Capacity(snap).gpu_free["n-a"] == [0, 85]
+    plain, _ = import_openb(n, p, ImportConfig(fill=100))
+    assert all("annotations" not in o["metadata"] for o in plain if o["kind"] == "Node")
