@@ -13,6 +13,7 @@ from optplan.cli.sources import load
 from optplan.cli.units import amount
 from optplan.errors import InputError, printable
 from optplan.models.quantity import format_milli
+from optplan.solvers.binpack.devfrag import DeviceFrag, device_fragmentation, has_devices
 from optplan.solvers.binpack.frag import FragReport, fragmentation, round_half_up
 from optplan.solvers.binpack.hyperfrag import TierFrag, hypernode_fragmentation
 from optplan.solvers.binpack.hyperfrag import tiers as hypernode_tiers
@@ -49,8 +50,12 @@ def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
     if args.pending:
         gangs = pending_gangs(loaded.snapshot, args.resource)
         pending = (free_total(loaded.snapshot, args.resource), gangs)
+    devices = device_fragmentation(loaded.snapshot, time_limit=args.time_limit) if has_devices(
+        loaded.snapshot) else None
     if args.output != "table":
         doc = frag_dict(f)
+        if devices is not None:
+            doc["devices"] = device_dict(devices)
         if tiers is not None:
             doc["hyperNodeTiers"] = [tier_dict(t) for t in tiers]
         if pending is not None:
@@ -65,6 +70,8 @@ def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
             f"fragmentation       {round_half_up(f.percent())}%  {formula}\n")
     if f.warning is not None:
         text += f"warning             {printable(f.warning)}\n"
+    if devices is not None:
+        text += device_text(devices)
     if tiers is not None:
         text += frag_tiers_text(tiers)
     if pending is not None:
@@ -109,6 +116,28 @@ def frag_dict(f: FragReport) -> dict[str, Any]:
             "theoreticalMinimum": f.theoretical_min, "theoreticalMinimumProven": f.proven,
             "theoreticalMinimumUpperBound": f.upper_bound, "fragPercent": round_half_up(f.percent()),
             "fragPercentExact": str(f.percent()), **({"warning": f.warning} if f.warning is not None else {})}
+
+
+def device_dict(d: DeviceFrag) -> dict[str, Any]:
+    worst = sorted(d.fgd_nodes.items(), key=lambda kv: (-kv[1], kv[0]))
+    return {"providers": d.providers, "devices": d.devices, "occupied": d.occupied, "devicesUsed": d.devices_used,
+            "shares": d.shares, "shareGpus": d.share_gpus, "shareGpusMinimum": d.share_gpus_min,
+            "theoreticalMinimum": d.theoretical_min, "theoreticalMinimumProven": d.proven,
+            "theoreticalMinimumUpperBound": d.upper_bound, "fragPercent": round(d.percent(), 2),
+            "freeMilliGpu": d.free_milli, "fgdMilliGpu": d.fgd_milli, "fgdPercentOfFree": round(d.fgd_percent(), 2),
+            "fgdNodes": [{"node": n, "milliGpu": v} for n, v in worst if v > 0]}
+
+
+def device_text(d: DeviceFrag) -> str:
+    proven = "proven" if d.proven else f"best lower bound; a packing into {d.upper_bound} nodes is known"
+    worst = sorted(d.fgd_nodes.items(), key=lambda kv: (-kv[1], kv[0]))[:TABLE_NAMES]
+    return (f"devices             {d.devices} GPUs on {d.providers} nodes, {d.devices_used} in use\n"
+            f"shares              {d.shares} on {d.share_gpus} GPUs (fewest possible {d.share_gpus_min})\n"
+            f"two-level minimum   {d.theoretical_min} nodes ({proven})\n"
+            f"device frag         {d.percent():.2f}%  (({d.occupied} - {d.theoretical_min}) / {d.providers})\n"
+            f"FGD fragmentation   {d.fgd_milli / 1000:.2f} of {d.free_milli / 1000:.2f} free GPUs "
+            f"({d.fgd_percent():.2f}%)\n"
+            + "".join(f"  FGD node          {printable(n)} {v / 1000:.3f} GPUs\n" for n, v in worst if v > 0))
 
 
 def tier_dict(t: TierFrag) -> dict[str, Any]:

@@ -129,3 +129,21 @@ def test_openb_shared_keeps_shares_pinned(tmp_path: Path) -> None:
     assert Capacity(snap).gpu_free["n-a"] == [0, 85]
     plain, _ = import_openb(n, p, ImportConfig(fill=100))
     assert all("annotations" not in o["metadata"] for o in plain if o["kind"] == "Node")
+
+
+def test_device_fragmentation_two_level_minimum_and_fgd() -> None:
+    from optplan.solvers.binpack.devfrag import device_fragmentation
+    # two nodes of 2 GPUs; shares 0.4 + 0.4 on n1's two devices, 0.2 and 0.9 on n2's: they fit 2 GPUs
+    # (0.4 + 0.4 + 0.2, and 0.9), so one node would do
+    objs = [vnode("n1"), vnode("n2", register=REGISTER.replace("GPU-a", "GPU-c").replace("GPU-b", "GPU-d")),
+            vpod("a", {**SHARE, "volcano.sh/vgpu-cores": "40"}, ids="GPU-a,NVIDIA,4000,40:"),
+            vpod("b", {**SHARE, "volcano.sh/vgpu-cores": "40"}, ids="GPU-b,NVIDIA,4000,40:"),
+            vpod("c", {**SHARE, "volcano.sh/vgpu-cores": "20"}, node="n2", ids="GPU-c,NVIDIA,4000,20:"),
+            vpod("d", {**SHARE, "volcano.sh/vgpu-cores": "90"}, node="n2", ids="GPU-d,NVIDIA,4000,90:")]
+    d = device_fragmentation(load_objects(objs).snapshot, time_limit=5)
+    assert (d.providers, d.occupied, d.shares, d.share_gpus, d.share_gpus_min) == (2, 2, 4, 4, 2)
+    assert (d.theoretical_min, d.proven, d.percent()) == (1, True, 50.0)
+    assert d.free_milli == 2100
+    # FGD, the workload 0.4 (1/2), 0.2 (1/4), 0.9 (1/4): n1 (0.6, 0.6 free) cannot host 0.9: 1/4 of 1200;
+    # n2 (0.8, 0.1 free): the 0.1 is below 0.4 and 0.2 (3/4 of 100), and 0.9 fits nowhere (1/4 of 900)
+    assert d.fgd_nodes == {"n1": 300.0, "n2": 300.0} and d.fgd_milli == 600.0

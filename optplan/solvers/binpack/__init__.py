@@ -6,7 +6,8 @@ Modules, top to bottom; each imports only the lines below it (pyproject's "Binpa
 contract):
 
 - ``frag`` (the fragmentation metric of a snapshot: the theoretical minimum of nodes against the nodes in
-  use) and ``hyperfrag`` (the same per HyperNode tier);
+  use), ``hyperfrag`` (the same per HyperNode tier) and ``devfrag`` (at device level, for nodes whose GPUs
+  are known one by one: the two-level minimum, shares into GPUs and GPUs into nodes, and FGD's measure);
 - ``binpacking`` (``min_bins``: the exact minimum number of bins, with its proof or its bounds);
 - ``binlp`` (the Gilmore–Gomory LP bound and LP-guided packing);
 - ``binfill`` (a search for a packing at the bound) and ``binflow`` (the arc-flow MIP and its arc fixing);
