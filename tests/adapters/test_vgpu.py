@@ -30,8 +30,8 @@ def vpod(name: str, limits: dict[str, str], *, node: str | None = "n1", ids: str
     ann = dict(annotations or {})
     if ids is not None:
         ann[VGPU_IDS] = ids
-    spec: dict[str, Any] = {"containers": containers or [{"name": "c", "resources": {"limits": limits,
-                                                                                      "requests": limits}}]}
+    container = {"name": "c", "resources": {"limits": limits, "requests": limits}}
+    spec: dict[str, Any] = {"schedulerName": "volcano", "containers": containers or [container]}
     if node:
         spec["nodeName"] = node
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns", "annotations": ann},
@@ -101,7 +101,9 @@ def test_device_level_fit_in_the_oracle() -> None:
     assert cap.gpu_free["n1"] == [300, 0]
     assert cap.fit_reason(snap.pods["ns/half"], "n1") == "no device fits a share of 500 milli-GPU and 4000 MiB"
     assert cap.fits(snap.pods["ns/tiny"], "n1")
-    assert cap.fit_reason(snap.pods["ns/card"], "n1") == "no device fits 1 whole GPU(s)"  # 1 card free in total
+    # 1 card is free by the totals, but no device is untouched: the free whole cards are 0
+    assert cap.free["n1"]["nvidia.com/gpu"] == 0
+    assert cap.fit_reason(snap.pods["ns/card"], "n1") == "insufficient nvidia.com/gpu"
     cap.remove(snap.pods["ns/s"], "n1")  # the share moves away: its device is whole again
     assert cap.gpu_free["n1"] == [1000, 0] and cap.fits(snap.pods["ns/half"], "n1")
     cap.add(snap.pods["ns/half"], "n1")
@@ -147,3 +149,29 @@ def test_device_fragmentation_two_level_minimum_and_fgd() -> None:
     # FGD, the workload 0.4 (1/2), 0.2 (1/4), 0.9 (1/4): n1 (0.6, 0.6 free) cannot host 0.9: 1/4 of 1200;
     # n2 (0.8, 0.1 free): the 0.1 is below 0.4 and 0.2 (3/4 of 100), and 0.9 fits nowhere (1/4 of 900)
     assert d.fgd_nodes == {"n1": 300.0, "n2": 300.0} and d.fgd_milli == 600.0
+
+
+@pytest.mark.parametrize("solver", ["greedy", "cpsat"])
+def test_repack_moves_whole_cards_only_onto_untouched_devices(solver: str) -> None:
+    from optplan.solvers.core.options import PlanOptions
+    from optplan.solvers.repack.run import plan_repack
+    # n2 has 1 card free by the totals, but its share sits on it: no whole card may move there (n1 and n3
+    # have an untouched card each); plan_repack validates the plan at device level
+    objs = [vnode("n1"), vnode("n2", register=REGISTER.replace("GPU-a", "GPU-c").replace("GPU-b", "GPU-d")),
+            vnode("n3", register=REGISTER.replace("GPU-a", "GPU-e").replace("GPU-b", "GPU-f")),
+            vpod("w1", {"nvidia.com/gpu": "1"}),
+            vpod("w2", {"nvidia.com/gpu": "1"}, node="n2"),
+            vpod("s2", SHARE, node="n2", ids="GPU-d,NVIDIA,4000,30:"),
+            vpod("w3", {"nvidia.com/gpu": "1"}, node="n3")]
+    from tests.builders import podgroup
+    for o in list(objs):
+        if o["kind"] == "Pod":
+            o["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = o["metadata"]["name"]
+            objs.append(podgroup(o["metadata"]["name"], ns="ns"))
+    objs.append({"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": {"name": "r"},
+                 "spec": {"mode": "DryRun", "goals": [{"resource": "nvidia.com/gpu"}]}})
+    loaded = load_objects(objs)
+    out = plan_repack(loaded.snapshot, loaded.runs["r"], solver=solver, options=PlanOptions(time_limit=5))
+    moves = {(m.pod, m.to_node) for m in out.result.plan.moves}
+    assert moves and all(to != "n2" for _, to in moves)
+    assert out.result.plan.freed_nodes

@@ -9,7 +9,11 @@ On a node whose GPUs are known one by one (``Node.devices``), fit is also decide
 GPU ask on the node (``gpu_ask``: k whole cards, or a share of one card) must fit the free milli-GPU and
 memory of its devices by ``gpushare``'s rule, and ``Capacity`` keeps which devices each pod holds (a running
 share where its annotation pins it; whole cards, then unpinned shares, where ``gpushare.choose_devices``
-puts them, pods in key order). A node without devices is checked as before, on its totals only.
+puts them, pods in key order). There the free ``nvidia.com/gpu`` is the whole cards a pod may still take:
+the devices no pod touches (``gpushare.usable`` for one whole card), at most the node's free total; so a
+planner that counts free cards (the Repack greedy and exact models, the goal planners, placement) moves
+whole-card pods only where whole devices are free. A node without devices is checked as before, on its
+totals only.
 """
 
 from __future__ import annotations
@@ -164,10 +168,13 @@ class Capacity:
     """pod key -> (node, device positions, milli-GPU and memory taken on each)."""
     gpu_over: dict[str, list[str]]
     """node -> the pods whose GPU ask its devices could not take (the snapshot over-commits them)."""
+    whole_total: dict[str, int]
+    """node with devices -> free ``nvidia.com/gpu`` by the totals (allocatable minus requests); ``free`` holds
+    the whole cards its untouched devices leave (``_sync_whole``)."""
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.nodes = snapshot.nodes
-        self.gpu_free, self.gpu_memory, self.gpu_held, self.gpu_over = {}, {}, {}, {}
+        self.gpu_free, self.gpu_memory, self.gpu_held, self.gpu_over, self.whole_total = {}, {}, {}, {}, {}
         self.free: dict[str, Resources] = {}
         for name, node in snapshot.nodes.items():
             self.free[name] = dict(node.allocatable)
@@ -182,7 +189,14 @@ class Capacity:
                     free["pods"] = free.get("pods", 0) - POD_SLOT
         for name, node in snapshot.nodes.items():
             if node.devices:
+                self.whole_total[name] = self.free[name].get(WHOLE_GPU, 0)
                 self._hold_running(node, snapshot.pods_by_node.get(name, []))
+                self._sync_whole(name)
+
+    def _sync_whole(self, node: str) -> None:
+        """``free[node][nvidia.com/gpu]``: the whole cards left on untouched devices, at most the total."""
+        untouched = len(gpushare.usable(self.gpu_free[node], GpuAsk(whole=1), self.gpu_memory[node]))
+        self.free[node][WHOLE_GPU] = min(self.whole_total[node], untouched * MILLI_PER_GPU)
 
     def _hold_running(self, node: Node, pods: Sequence[Pod]) -> None:
         """The devices of the node's running pods: pinned shares where they sit, then whole cards, then the
@@ -230,6 +244,7 @@ class Capacity:
         out.gpu_memory = {n: None if m is None else list(m) for n, m in self.gpu_memory.items()}
         out.gpu_held = dict(self.gpu_held)
         out.gpu_over = {n: list(v) for n, v in self.gpu_over.items()}
+        out.whole_total = dict(self.whole_total)
         return out
 
     def _apply(self, node: str, pod: Pod, sign: int) -> None:
@@ -281,12 +296,20 @@ class Capacity:
     def add(self, pod: Pod, node: str) -> None:
         self._apply(node, pod, -1)
         if node in self.gpu_free:
+            self.whole_total[node] -= pod.requests.get(WHOLE_GPU, 0)
             ask = gpu_ask(pod, self.nodes[node])
             if not ask.none:
                 self._place_gpus(node, pod, ask)
+            self._sync_whole(node)
 
     def remove(self, pod: Pod, node: str) -> None:
         self._apply(node, pod, +1)
+        if node in self.gpu_free:
+            self.whole_total[node] += pod.requests.get(WHOLE_GPU, 0)
+            self._release_gpus(pod, node)
+            self._sync_whole(node)
+
+    def _release_gpus(self, pod: Pod, node: str) -> None:
         held = self.gpu_held.get(pod.key)
         if held is not None and held[0] == node:
             del self.gpu_held[pod.key]
