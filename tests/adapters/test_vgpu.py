@@ -175,3 +175,29 @@ def test_repack_moves_whole_cards_only_onto_untouched_devices(solver: str) -> No
     moves = {(m.pod, m.to_node) for m in out.result.plan.moves}
     assert moves and all(to != "n2" for _, to in moves)
     assert out.result.plan.freed_nodes
+
+
+def test_gpushare_plugin_devices_and_index() -> None:
+    # the older gpushare plugin: 2 cards sharing 32 GiB of volcano.sh/gpu-memory; a pod pinned by gpu-index
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "g"},
+            "status": {"allocatable": {"cpu": "8", "volcano.sh/gpu-number": "2", "volcano.sh/gpu-memory": "32768"}}}
+    pod = vpod("m", {"volcano.sh/gpu-memory": "10000"}, node="g", annotations={"volcano.sh/gpu-index": "1"})
+    snap = load_objects([node, pod]).snapshot
+    assert [(d.index, d.memory_mib) for d in snap.nodes["g"].devices] == [(0, 16384), (1, 16384)]
+    share = snap.pods["ns/m"].gpu_share
+    assert share is not None and (share.milli, share.memory_mib, share.devices) == (0, 10000, (1,))
+    cap = Capacity(snap)  # a memory-only share holds its device (1 milli-GPU)
+    assert cap.gpu_free["g"] == [1000, 999] and cap.gpu_memory["g"] == [16384, 6384]
+    with pytest.raises(InputError, match="names device 2, which node g lacks"):
+        load_objects([node, vpod("x", {"volcano.sh/gpu-memory": "1"}, node="g",
+                                 annotations={"volcano.sh/gpu-index": "2"})])
+
+
+def test_memory_percentage_and_unpinned_share() -> None:
+    # a running share without vgpu-ids-new goes where the fit rule puts it (best fit: the fuller device)
+    snap = load_objects([vnode(), vpod("a", {**SHARE, "volcano.sh/vgpu-cores": "60"}, ids="GPU-b,NVIDIA,4000,60:"),
+                         vpod("u", {"volcano.sh/vgpu-cores": "30", "volcano.sh/vgpu-memory-percentage": "50"})]).snapshot
+    cap = Capacity(snap)
+    assert cap.devices_of(snap.pods["ns/u"]) == ("n1", (1,)) and cap.gpu_free["n1"] == [1000, 100]
+    assert gpu_ask(snap.pods["ns/u"], snap.nodes["n1"]).memory_mib == 8192
+    assert cap.gpu_memory["n1"] == [16384, 16384 - 4000 - 8192]
