@@ -195,8 +195,9 @@ def test_gpushare_plugin_devices_and_index() -> None:
 
 def test_memory_percentage_and_unpinned_share() -> None:
     # a running share without vgpu-ids-new goes where the fit rule puts it (best fit: the fuller device)
+    unpinned = vpod("u", {"volcano.sh/vgpu-cores": "30", "volcano.sh/vgpu-memory-percentage": "50"})
     snap = load_objects([vnode(), vpod("a", {**SHARE, "volcano.sh/vgpu-cores": "60"}, ids="GPU-b,NVIDIA,4000,60:"),
-                         vpod("u", {"volcano.sh/vgpu-cores": "30", "volcano.sh/vgpu-memory-percentage": "50"})]).snapshot
+                         unpinned]).snapshot
     cap = Capacity(snap)
     assert cap.devices_of(snap.pods["ns/u"]) == ("n1", (1,)) and cap.gpu_free["n1"] == [1000, 100]
     assert gpu_ask(snap.pods["ns/u"], snap.nodes["n1"]).memory_mib == 8192
