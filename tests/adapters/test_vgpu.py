@@ -202,3 +202,28 @@ def test_memory_percentage_and_unpinned_share() -> None:
     assert cap.devices_of(snap.pods["ns/u"]) == ("n1", (1,)) and cap.gpu_free["n1"] == [1000, 100]
     assert gpu_ask(snap.pods["ns/u"], snap.nodes["n1"]).memory_mib == 8192
     assert cap.gpu_memory["n1"] == [16384, 16384 - 4000 - 8192]
+
+
+def test_repack_never_vacates_a_node_holding_shares() -> None:
+    from optplan.models.repack import PodMove, RepackPlan
+    from optplan.solvers.core.options import PlanOptions
+    from optplan.solvers.repack.checks import check_goal
+    from optplan.solvers.repack.rules import SHARES_STAY, RepackProblem, Weights
+    from optplan.solvers.repack.run import plan_repack
+    from tests.builders import podgroup
+    objs = [vnode("n1"), vnode("n2", register=REGISTER.replace("GPU-a", "GPU-c").replace("GPU-b", "GPU-d")),
+            vpod("w1", {"nvidia.com/gpu": "1"}), vpod("s1", SHARE, ids="GPU-b,NVIDIA,4000,30:"),
+            vpod("w2", {"nvidia.com/gpu": "1"}, node="n2")]
+    for o in list(objs):
+        if o["kind"] == "Pod":
+            o["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = o["metadata"]["name"]
+            objs.append(podgroup(o["metadata"]["name"], ns="ns"))
+    objs.append({"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": {"name": "r"},
+                 "spec": {"mode": "DryRun", "goals": [{"resource": "nvidia.com/gpu"}]}})
+    loaded = load_objects(objs)
+    problem = RepackProblem(loaded.snapshot, loaded.runs["r"], Weights())
+    assert problem.node_block["n1"] == SHARES_STAY and problem.candidates == ["n2"]
+    out = plan_repack(loaded.snapshot, loaded.runs["r"], solver="greedy", options=PlanOptions(time_limit=5))
+    assert out.result.plan.freed_nodes == ()  # n2's card cannot go to n1 (its free device is shared)
+    wrong = RepackPlan.build([PodMove(pod="ns/w1", from_node="n1", to_node="n2")], ["n1"])
+    assert any("still holds GPU shares" in v.message for v in check_goal(problem, wrong))

@@ -163,6 +163,8 @@ def check_goal(problem: RepackProblem, plan: RepackPlan) -> list[Violation]:
         left = [p.key for p in problem.r_pods[node] if p.key not in read.moved_from.get(node, set())]
         if left:
             out.append(Violation((FREED, j, 3), f"freed node {node} still holds {R} pods: {', '.join(left[:3])}"))
+        if node in problem.share_nodes:
+            out.append(Violation((FREED, j, 4), f"freed node {node} still holds GPU shares"))
     for i, m, _ in _received(problem, read, plan):
         if m.to_node in freed:
             out.append(Violation((RECEIVER, i, 0), f"pod {m.pod} moves to {m.to_node}, a vacated node"))

@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from optplan.models.devices import WHOLE_GPU
 from optplan.models.queues import POD_EVICTED, VCJob
 from optplan.models.repack import (  # noqa: F401  (Weights, DIMENSIONS: re-exported)
     DIMENSIONS,
@@ -83,6 +84,8 @@ from optplan.solvers.core.protection import (  # noqa: F401  (re-exported for th
 )
 
 VOLCANO = "volcano"
+SHARES_STAY = "node-holds-gpu-shares"
+"""Why a node with devices that holds a GPU share is not vacated: Repack moves whole-card pods only."""
 RESTART_JOB = "RestartJob"
 RESTART_TASK = "RestartTask"
 SERVING_GROUP_RECREATE = "ServingGroupRecreate"
@@ -342,12 +345,26 @@ class RepackProblem:
             if not self.node_in_scope(name):
                 out[name] = "node-out-of-scope"
                 continue
+            if name in self.share_nodes:
+                out[name] = SHARES_STAY
+                continue
             for pod in self.r_pods[name]:
                 reason = self.pod_block(pod)
                 if reason is not None:
                     out[name] = reason
                     break
         return out
+
+    @cached_property
+    def share_nodes(self) -> frozenset[str]:
+        """Nodes whose GPUs are known one by one (``Node.devices``) that hold a running GPU share, when R is
+        ``nvidia.com/gpu``: a share is not an R pod, Repack does not move it, so such a node is never vacated
+        (a node freed of whole cards but holding a share would not be free)."""
+        if self.resource != WHOLE_GPU:
+            return frozenset()
+        snap = self.snapshot
+        return frozenset(name for name, pods in snap.pods_by_node.items() if snap.nodes[name].devices
+                         and any(p.gpu_share is not None for p in pods))
 
     @cached_property
     def candidates(self) -> list[str]:
