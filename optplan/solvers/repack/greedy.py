@@ -366,8 +366,14 @@ class _Greedy:
         kinds: dict[tuple[int, ...], int] = {}
         row_kind = [kinds.setdefault((sig, *dem), len(kinds))
                     for sig, dem in zip(self.row_sig, self.row_dem, strict=True)]
+        self.row_kind = np.array(row_kind, dtype=np.int64)
+        self.kind_sig = np.array([k[0] for k in kinds], dtype=np.int64)
+        self.kind_dem = np.array([k[1:] for k in kinds], dtype=np.int64).reshape(len(kinds), len(rx.resources)).T
+        """[resource, kind]: a row kind's demand (``_mark_dirty`` asks "does it fit" once per kind)."""
         self.cand_classes: list[tuple[int, ...]] = [tuple(row_kind[k] for k in cand.rows) for cand in self.ct.cands]
         """Per candidate, its rows' kinds (same signature and demand: placed alike), the ``memo``'s key."""
+        self.topo_of: list[list[str]] = [[g for g in cand.groups if g in self.led.positions] for cand in self.ct.cands]
+        """Per candidate, its topology PodGroups."""
         self.memo: dict[tuple[int, ...], tuple[list[int], list[int], tuple[int, int, int]]] = {}
         """Placements of row-kind prefixes on the current state (``_evaluate``): chosen receivers, R left
         on them, the last order entry examined. Emptied by every commit."""
@@ -409,7 +415,7 @@ class _Greedy:
         """receiver -> the candidate's rows placed there so far (their room is taken from ``free``)."""
         ok = True
         rows = cand.rows
-        topo_groups = [g for g in cand.groups if g in positions]
+        topo_groups = self.topo_of[ci]
         placed: dict[str, Counter[str]] = {}
         if topo_groups:
             for g in topo_groups:
@@ -503,11 +509,17 @@ class _Greedy:
                 for j in row_need[k]:
                     room[j] += dem[j]
         a, b, m = rows.start, rows.stop, len(rows)
-        rest = m - len(chosen)
-        self.evaluated[a:b] = [True] * tried + [False] * (m - tried)
-        self.ch_u[a:b] = chosen + [-1] * rest
-        self.ch_tier[a:b] = [tier[u] for u in chosen] + [NO_POD_LIMIT] * rest
-        self.ch_left[a:b] = left + [NO_POD_LIMIT] * rest
+        if ok:
+            self.evaluated[a:b] = [True] * m
+            self.ch_u[a:b] = chosen
+            self.ch_tier[a:b] = [tier[u] for u in chosen]
+            self.ch_left[a:b] = left
+        else:
+            rest = m - len(chosen)
+            self.evaluated[a:b] = [True] * tried + [False] * (m - tried)
+            self.ch_u[a:b] = chosen + [-1] * rest
+            self.ch_tier[a:b] = [tier[u] for u in chosen] + [NO_POD_LIMIT] * rest
+            self.ch_left[a:b] = left + [NO_POD_LIMIT] * rest
         self.placeable[ci] = ok
         self.dirty[ci] = False
         self.stale[ci] = False
@@ -594,13 +606,15 @@ class _Greedy:
             hit &= ~soft[ct.row_cand]
         # Rows that ran out of receivers are left with an infinite key: any fitting receiver hits.
         ahead_hit = np.zeros_like(hit)
+        kind_need = self.kind_dem > 0
         for u in changed:
             if not rx.active[u]:
                 continue
-            fits = ct.static[ct.row_sig, u] & (ct.row_cand != ct.of_receiver.get(u, -1))
-            need = ct.row_dem > 0
-            fits &= ((rx.free[:, u][:, None] >= ct.row_dem) | ~need).all(axis=0)
-            left = rx.free[rx.iR, u] - ct.row_dem[rx.iR]
+            # Static predicates and room, once per row kind.
+            room = rx.free[:, u][:, None]
+            fits_kind = ct.static[self.kind_sig, u] & ((room >= self.kind_dem) | ~kind_need).all(axis=0)
+            fits = fits_kind[self.row_kind] & (ct.row_cand != ct.of_receiver.get(u, -1))
+            left = (rx.free[rx.iR, u] - self.kind_dem[rx.iR])[self.row_kind]
             tu = rx.tier[u]
             ahead = (tu < ch_tier) | ((tu == ch_tier) & ((left < ch_left) | ((left == ch_left) & (u < ch_u))))
             ahead_hit |= ev & fits & ahead
