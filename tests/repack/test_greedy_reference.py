@@ -273,3 +273,34 @@ def test_the_generated_family_exercises_the_bookkeeping() -> None:
         seen["wider restarts"] += any(r.pods - moved for r in restarted.values())
     assert seen["freed"] >= 8 and seen["wider restarts"] >= 2, seen
     assert seen["pdb-disruptions-allowed"] + seen["budget-podGroups"] + seen["budget-resources"] >= 3, seen
+
+
+class _Unshared(_Greedy):
+    share = False
+
+
+def benchmark_mix(nodes: int, seed: int) -> RepackProblem:
+    """``benchmarks/greedy_scale.py``'s snapshot: nearly full nodes of mostly identical 1-card pods, where
+    candidates share their placements most."""
+    from optplan.adapters.generate import GenConfig, generate
+    from optplan.adapters.kubefile import load_objects
+
+    cfg = GenConfig(nodes=nodes, cards_per_node=(8,), occupancy=0.88, pod_sizes=((1, 0.9), (2, 0.07), (4, 0.03)),
+                    gang_sizes=((1, 0.4), (2, 0.3), (4, 0.2), (8, 0.1)), cpu_pressure=0.008, pdb_share=0.1,
+                    seed=seed)
+    loaded = load_objects(generate(cfg))
+    return RepackProblem(loaded.snapshot, next(iter(loaded.runs.values())))
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["greedy", "greedy-fast"])
+@pytest.mark.parametrize(("nodes", "seed"), [(30, 0), (60, 1), (150, 2)])
+def test_shared_placements_change_nothing(nodes: int, seed: int, lazy: bool) -> None:
+    """Candidates with pods alike share placements within a round; each one placing its own pods gives
+    the same plan after the same number of evaluations, and (greedy) the plain re-evaluation's plan."""
+    p = benchmark_mix(nodes, seed)
+    shared, alone = _Greedy(p, lazy=lazy), _Unshared(p, lazy=lazy)
+    plan = shared.run()
+    assert plan == alone.run() and plan[1]
+    assert (shared.rounds, shared.evaluations) == (alone.rounds, alone.evaluations)
+    if not lazy and nodes <= 60:
+        assert RepackPlan.build(*plan) == reference_greedy(p)

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from optplan.models.repack import PodMove, RepackPlan, SolverRecord
-from optplan.models.results import PlanResult
+from optplan.models.results import Disruption, PlanResult
 from optplan.models.snapshot import Pod
 from optplan.runtime import gc_paused
 from optplan.solvers.core.clock import Clock
@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 
 _INF = np.int64(NO_POD_LIMIT)
 """A key no receiver reaches: the cached key of a row with no receiver yet."""
+_NO_ENTRY = (-1, -1, -1)
+"""Sorts before every (tier, R left, index) entry of the receiver order."""
 
 
 # ---- the greedy's tables, built once per problem ----------------------------------------------------
@@ -83,6 +85,7 @@ class ReceiverTable:
 
 
 def receiver_table(problem: RepackProblem) -> ReceiverTable:
+    """The receivers, all of tier 0 until ``rank_receivers``."""
     names = list(problem.occupied)
     resources: set[str] = {"pods", problem.resource}
     for c in problem.candidates:
@@ -92,17 +95,23 @@ def receiver_table(problem: RepackProblem) -> ReceiverTable:
     row = {r: i for i, r in enumerate(res)}
     free = Capacity(problem.snapshot).room_matrix(names, res)
     index = {n: i for i, n in enumerate(names)}
-    # Receiver order (module docstring): a candidate with a higher future vacate cost receives first.
-    fcost = {c: problem.disruption(problem.r_pods[c]).weighted(problem.weights) for c in problem.candidates}
-    rank = {v: i + 1 for i, v in enumerate(sorted({-v for v in fcost.values()}))}
     tier = np.zeros(len(names), dtype=np.int64)
+    return ReceiverTable(names=names, index=index, resources=res, row=row, free=free, iR=row[problem.resource],
+                         tier=tier, active=np.ones(len(names), dtype=bool), key_exact=True, key=tier.copy())
+
+
+def rank_receivers(rx: ReceiverTable, fcost: dict[str, float]) -> None:
+    """Set the receivers' tiers and keys from ``fcost``, each candidate's future vacate cost (the weighted
+    disruption of vacating it alone): a candidate with a higher one receives first (module docstring)."""
+    rank = {v: i + 1 for i, v in enumerate(sorted({-v for v in fcost.values()}))}
+    tier = np.zeros(len(rx.names), dtype=np.int64)
     for c, v in fcost.items():
-        tier[index[c]] = rank[-v]
-    iR = row[problem.resource]
-    exact = bool(not names or (int(np.abs(free[iR]).max()) < 2**39 and int(tier.max()) < 2**22))
-    key = tier * np.int64(2**40) + free[iR] if exact else tier.copy()
-    return ReceiverTable(names=names, index=index, resources=res, row=row, free=free, iR=iR, tier=tier,
-                         active=np.ones(len(names), dtype=bool), key_exact=exact, key=key)
+        tier[rx.index[c]] = rank[-v]
+    free = rx.free
+    iR = rx.iR
+    rx.tier = tier
+    rx.key_exact = bool(not rx.names or (int(np.abs(free[iR]).max()) < 2**39 and int(tier.max()) < 2**22))
+    rx.key = tier * np.int64(2**40) + free[iR] if rx.key_exact else tier.copy()
 
 
 @dataclass
@@ -305,24 +314,33 @@ class _Greedy:
     current. ``run`` is the move loop; ``_evaluate`` the placement simulation; ``_delta`` and
     ``_budget_ok`` the incremental disruption, budget and PDB accounting."""
 
+    share = True
+    """Share placements between candidates (``_evaluate``'s ``memo``); the tests turn it off to compare."""
+
     def __init__(self, problem: RepackProblem, lazy: bool = False) -> None:
         self.p = problem
         self.lazy = lazy
+        # The candidate table reads the receivers' names and resources, not their tiers: the receivers are
+        # ranked after it, by the candidates' deltas on the empty plan.
         self.rx = receiver_table(problem)
         self.ct = candidate_table(problem, self.rx, Predicates(problem.snapshot))
         self.led = ledger(problem, self.ct)
         nrows, C = len(self.ct.row_cand), len(self.ct.cands)
-        # Cached evaluation per row: chosen receiver and its key (tier, R left, index).
-        self.ch_u = np.full(nrows, -1, dtype=np.int64)
-        self.ch_tier = np.full(nrows, _INF, dtype=np.int64)
-        self.ch_left = np.full(nrows, _INF, dtype=np.int64)
-        self.evaluated = np.zeros(nrows, dtype=bool)
+        self.delta = np.zeros((C, 6), dtype=np.int64)  # what each candidate would add to the totals
+        self.delta_dirty = np.ones(C, dtype=bool)
+        for ci in range(C):
+            self._delta(ci)
+        rank_receivers(self.rx, self.candidate_costs())
+        # Cached evaluation per row: chosen receiver and its key (tier, R left, index). Python lists, written
+        # by every evaluation; ``_mark_dirty`` reads them as arrays once per commit.
+        self.ch_u: list[int] = [-1] * nrows
+        self.ch_tier: list[int] = [NO_POD_LIMIT] * nrows
+        self.ch_left: list[int] = [NO_POD_LIMIT] * nrows
+        self.evaluated: list[bool] = [False] * nrows
         self.placeable = np.zeros(C, dtype=bool)
         self.alive = np.ones(C, dtype=bool)  # still a vacate candidate
         self.dirty = np.ones(C, dtype=bool)
         self.stale = np.zeros(C, dtype=bool)  # lazy mode: a better receiver appeared, feasibility kept
-        self.delta = np.zeros((C, 6), dtype=np.int64)  # what each candidate would add to the totals
-        self.delta_dirty = np.ones(C, dtype=bool)
         # The placement simulation's view (``_evaluate``), in Python lists: per receiver its room and tier,
         # the active receivers sorted by the seed's order, and per pod row its demand and facts.
         rx = self.rx
@@ -345,6 +363,20 @@ class _Greedy:
             for sig, dem, need in zip(self.row_sig, self.row_dem, self.row_need, strict=True)]
         """Per row, which of ``orders`` it reads (``_order_for``'s arguments)."""
         self.row_group: list[str] = [pod.group_key or "" for cand in self.ct.cands for pod in cand.pods]
+        kinds: dict[tuple[int, ...], int] = {}
+        row_kind = [kinds.setdefault((sig, *dem), len(kinds))
+                    for sig, dem in zip(self.row_sig, self.row_dem, strict=True)]
+        self.row_kind = np.array(row_kind, dtype=np.int64)
+        self.kind_sig = np.array([k[0] for k in kinds], dtype=np.int64)
+        self.kind_dem = np.array([k[1:] for k in kinds], dtype=np.int64).reshape(len(kinds), len(rx.resources)).T
+        """[resource, kind]: a row kind's demand (``_mark_dirty`` asks "does it fit" once per kind)."""
+        self.cand_classes: list[tuple[int, ...]] = [tuple(row_kind[k] for k in cand.rows) for cand in self.ct.cands]
+        """Per candidate, its rows' kinds (same signature and demand: placed alike), the ``memo``'s key."""
+        self.topo_of: list[list[str]] = [[g for g in cand.groups if g in self.led.positions] for cand in self.ct.cands]
+        """Per candidate, its topology PodGroups."""
+        self.memo: dict[tuple[int, ...], tuple[list[int], list[int], tuple[int, int, int]]] = {}
+        """Placements of row-kind prefixes on the current state (``_evaluate``): chosen receivers, R left
+        on them, the last order entry examined. Emptied by every commit."""
         # Network topology: HyperNode masks over receivers.
         topo = problem.snapshot.topology
         self.region_mask = {h: np.array([n in topo.region_nodes(h) for n in self.rx.names], dtype=bool)
@@ -362,7 +394,14 @@ class _Greedy:
         passes its static predicates, fits every resource it demands and keeps a hard-topology PodGroup
         in one HyperNode: read from ``order`` (the receivers sorted by that key), skipping the ones
         with less R than the pod needs, and from the receivers this evaluation already used (their
-        room changed, so their place in ``order`` is stale)."""
+        room changed, so their place in ``order`` is stale).
+
+        Candidates without topology PodGroups share placements within a state (``memo``): first-fit
+        places a pod from the pods before it and the state alone, so two candidates whose first j pods
+        have the same demands and signatures place them alike, unless the scan met one of their own
+        nodes (skipped as a receiver). Each stored prefix keeps the last order entry its scans examined
+        (``reach``); it serves a candidate whose own node sorts after that entry, and it is stored only
+        while the scan skipped no node as its own."""
         self.evaluations += 1
         rx, ct = self.rx, self.ct
         cand = ct.cands[ci]
@@ -376,7 +415,7 @@ class _Greedy:
         """receiver -> the candidate's rows placed there so far (their room is taken from ``free``)."""
         ok = True
         rows = cand.rows
-        topo_groups = [g for g in cand.groups if g in positions]
+        topo_groups = self.topo_of[ci]
         placed: dict[str, Counter[str]] = {}
         if topo_groups:
             for g in topo_groups:
@@ -384,11 +423,30 @@ class _Greedy:
                 placed[g][cand.node] -= cand.groups[g]  # every pod of g on the candidate moves
         chosen: list[int] = []
         left: list[int] = []
-        tried = 0
         row_dem, row_need, row_check, row_sig, row_list = (self.row_dem, self.row_need, self.row_check, self.row_sig,
                                                            self.row_list)
+        memo = self.memo if self.share and not topo_groups else None
+        classes = self.cand_classes[ci]
+        reach = _NO_ENTRY
+        start = 0
+        if memo is not None:
+            own_entry = (tier[own], free[own][iR], own)
+            for j in range(len(rows), 0, -1):
+                hit = memo.get(classes[:j])
+                if hit is not None and hit[2] < own_entry:
+                    chosen, left, reach = hit[0][:j], hit[1][:j], hit[2]
+                    start = j
+                    if j == len(rows):
+                        break  # placed whole: the state stays as it is
+                    for k, u in zip(rows[:j], chosen, strict=True):
+                        dem, room = row_dem[k], free[u]
+                        for i in row_need[k]:
+                            room[i] -= dem[i]
+                        touched.setdefault(u, []).append(k)
+                    break
+        tried = start
         orders = self.orders
-        for k in rows:
+        for k in rows[start:]:
             tried += 1
             dem = row_dem[k]
             need = row_need[k]
@@ -403,7 +461,10 @@ class _Greedy:
                 order = self._order_for(*row_list[k])
             for entry in order:
                 u = entry[2]
-                if u == own or u in touched or (region is not None and not region[u]):
+                if u == own:
+                    memo = None  # from here on the placement is this candidate's own
+                    continue
+                if u in touched or (region is not None and not region[u]):
                     continue
                 room = free[u]
                 for i, x in check:
@@ -412,6 +473,10 @@ class _Greedy:
                 else:
                     best = entry
                     break
+            if best is None:
+                memo = None  # the scan examined every receiver
+            elif best > reach:
+                reach = best
             for u in touched:  # ahead of the list's pick? then does it fit?
                 room = free[u]
                 entry = (tier[u], room[iR], u)
@@ -435,6 +500,8 @@ class _Greedy:
             touched.setdefault(u, []).append(k)
             if gk in placed:
                 placed[gk][rx.names[u]] += 1
+            if memo is not None:
+                memo.setdefault(classes[:tried], (chosen, left, reach))
         for u, ks in touched.items():
             room = free[u]
             for k in ks:
@@ -442,20 +509,27 @@ class _Greedy:
                 for j in row_need[k]:
                     room[j] += dem[j]
         a, b, m = rows.start, rows.stop, len(rows)
-        rest = m - len(chosen)
-        self.evaluated[a:b] = [True] * tried + [False] * (m - tried)
-        self.ch_u[a:b] = chosen + [-1] * rest
-        self.ch_tier[a:b] = [tier[u] for u in chosen] + [NO_POD_LIMIT] * rest
-        self.ch_left[a:b] = left + [NO_POD_LIMIT] * rest
+        if ok:
+            self.evaluated[a:b] = [True] * m
+            self.ch_u[a:b] = chosen
+            self.ch_tier[a:b] = [tier[u] for u in chosen]
+            self.ch_left[a:b] = left
+        else:
+            rest = m - len(chosen)
+            self.evaluated[a:b] = [True] * tried + [False] * (m - tried)
+            self.ch_u[a:b] = chosen + [-1] * rest
+            self.ch_tier[a:b] = [tier[u] for u in chosen] + [NO_POD_LIMIT] * rest
+            self.ch_left[a:b] = left + [NO_POD_LIMIT] * rest
         self.placeable[ci] = ok
         self.dirty[ci] = False
         self.stale[ci] = False
-        widen = 0
-        if ok:
-            for g in topo_groups:
-                if g in self.p.soft_topology:
-                    widen += (self.p.widening(g, +placed[g]) - self.p.widening(g, +positions[g]))
-        self.delta[ci, 5] = widen
+        if topo_groups:  # without any, the widening stays 0
+            widen = 0
+            if ok:
+                for g in topo_groups:
+                    if g in self.p.soft_topology:
+                        widen += (self.p.widening(g, +placed[g]) - self.p.widening(g, +positions[g]))
+            self.delta[ci, 5] = widen
 
     def _order_for(self, sig: int, lo: int | None) -> list[tuple[int, int, int]]:
         """``order`` restricted to the receivers a pod of the constraint signature ``sig`` may use by
@@ -497,7 +571,7 @@ class _Greedy:
         if not self.placeable[ci]:
             return None
         cand = self.ct.cands[ci]
-        return [PodMove(pod=pod.key, from_node=cand.node, to_node=self.rx.names[int(self.ch_u[k])])
+        return [PodMove(pod=pod.key, from_node=cand.node, to_node=self.rx.names[self.ch_u[k]])
                 for k, pod in zip(cand.rows, cand.pods, strict=True)]
 
     def _mark_dirty(self, changed: list[int], removed: int) -> None:
@@ -505,16 +579,19 @@ class _Greedy:
         (and moved to tier 0) and receiver ``removed`` left the receiver set."""
         rx, ct = self.rx, self.ct
         C = len(ct.cands)
-        ev = self.evaluated & self.alive[ct.row_cand]
-        hit = ev & np.isin(self.ch_u, [*changed, removed])
+        ch_u = np.array(self.ch_u, dtype=np.int64)
+        ch_tier = np.array(self.ch_tier, dtype=np.int64)
+        ch_left = np.array(self.ch_left, dtype=np.int64)
+        ev = np.array(self.evaluated, dtype=bool) & self.alive[ct.row_cand]
+        hit = ev & np.isin(ch_u, [*changed, removed])
         if self.lazy and hit.any():
             # A placement that still fits where it was (the receiver kept enough room for what this
             # candidate put there) stays valid: keep the candidate feasible, recheck when chosen.
-            gone = ev & (self.ch_u == removed)
+            gone = ev & (ch_u == removed)
             short = np.zeros(C, dtype=bool)
             short[ct.row_cand[gone]] = True
             for u in changed:
-                rows = np.flatnonzero(ev & (self.ch_u == u))
+                rows = np.flatnonzero(ev & (ch_u == u))
                 if not len(rows):
                     continue
                 put = np.zeros((len(rx.resources), C), dtype=np.int64)
@@ -529,16 +606,17 @@ class _Greedy:
             hit &= ~soft[ct.row_cand]
         # Rows that ran out of receivers are left with an infinite key: any fitting receiver hits.
         ahead_hit = np.zeros_like(hit)
+        kind_need = self.kind_dem > 0
         for u in changed:
             if not rx.active[u]:
                 continue
-            fits = ct.static[ct.row_sig, u] & (ct.row_cand != ct.of_receiver.get(u, -1))
-            need = ct.row_dem > 0
-            fits &= ((rx.free[:, u][:, None] >= ct.row_dem) | ~need).all(axis=0)
-            left = rx.free[rx.iR, u] - ct.row_dem[rx.iR]
+            # Static predicates and room, once per row kind.
+            room = rx.free[:, u][:, None]
+            fits_kind = ct.static[self.kind_sig, u] & ((room >= self.kind_dem) | ~kind_need).all(axis=0)
+            fits = fits_kind[self.row_kind] & (ct.row_cand != ct.of_receiver.get(u, -1))
+            left = (rx.free[rx.iR, u] - self.kind_dem[rx.iR])[self.row_kind]
             tu = rx.tier[u]
-            ahead = (tu < self.ch_tier) | (
-                (tu == self.ch_tier) & ((left < self.ch_left) | ((left == self.ch_left) & (u < self.ch_u))))
+            ahead = (tu < ch_tier) | ((tu == ch_tier) & ((left < ch_left) | ((left == ch_left) & (u < ch_u))))
             ahead_hit |= ev & fits & ahead
         if hit.any():
             self.dirty[np.unique(ct.row_cand[hit])] = True
@@ -554,6 +632,13 @@ class _Greedy:
                 self.dirty[cands] = True
 
     # ---- disruption of plan-so-far-plus-candidate ---------------------------------------------
+
+    def candidate_costs(self) -> dict[str, float]:
+        """Each candidate's future vacate cost: the weighted disruption of vacating it alone, which is
+        its delta on the empty plan (``problem.disruption`` of its pods; the tests hold them equal)."""
+        w = self.p.weights
+        return {cand.node: Disruption(*self.delta[ci, :5].tolist()).weighted(w)
+                for ci, cand in enumerate(self.ct.cands)}
 
     def _restarted(self, units: frozenset[str], singles: int, single_cards: int) -> tuple[int, int]:
         """Running pods and R cards that restart in a PodGroup (``rules.restart_total``)."""
@@ -696,7 +781,7 @@ class _Greedy:
             self._evaluate(ci)
         changed: list[int] = []
         for k in cand.rows:
-            u = int(self.ch_u[k])
+            u = self.ch_u[k]
             if u not in changed:
                 changed.append(u)
         for u in [*changed, cand.index]:  # out of the orders while their keys change (the candidate for good)
@@ -709,7 +794,7 @@ class _Greedy:
                 if i < len(order) and order[i] == entry:
                     del order[i]
         for k, pod in zip(cand.rows, cand.pods, strict=True):
-            u = int(self.ch_u[k])
+            u = self.ch_u[k]
             rx.free[:, u] -= ct.row_dem[:, k]
             rx.key[u] -= ct.row_dem[rx.iR, k]
             room = self.free[u]
@@ -719,6 +804,7 @@ class _Greedy:
         led.freed.append(cand.node)
         rx.active[cand.index] = False
         self.alive[ci] = False
+        self.memo = {}
         for u in changed:
             rx.tier[u] = 0  # a receiver will stay occupied
             self.tier[u] = 0
@@ -738,7 +824,7 @@ class _Greedy:
             gk = pod.group_key or ""
             if gk in led.positions:
                 led.positions[gk][cand.node] -= 1
-                led.positions[gk][rx.names[int(self.ch_u[k])]] += 1
+                led.positions[gk][rx.names[self.ch_u[k]]] += 1
         for gk in cand.groups:
             for other in ct.of_topo_group.get(gk, ()):
                 self.dirty[other] = True  # its topology region or widening may have changed
