@@ -186,6 +186,9 @@ class Context:
     """job key -> its tasks whose PriorityClass says preemptionPolicy Never (``victims.never_tasks``)."""
     safety: SafePreemption = OFF
     """Safe preemption's rules (``safety``), off by default."""
+    hyper_weights: BinpackWeights | None = None
+    """The network-topology-aware plugin's HyperNode binpack weights (``--scheduler-conf``); None: the node
+    weights serve (``region_weights``)."""
     turns: list[str] = field(default_factory=list)
     """Job keys in the order the greedy's allocate gave them their first turn (``greedy_place`` fills it):
     Volcano's order with the queues interleaved, which ``order_weights`` follows."""
@@ -195,7 +198,7 @@ class Context:
     def build(cls, snap: Snapshot, jobs: Sequence[VCJob], weights: BinpackWeights,
               now: datetime | None = None, *, accounts: dict[str, QueueAccount] | None = None,
               capacity: Capacity | None = None, predicates: Predicates | None = None,
-              safety: SafePreemption = OFF) -> Context:
+              safety: SafePreemption = OFF, hyper_weights: BinpackWeights | None = None) -> Context:
         """The context of placing ``jobs`` on ``snap``.  ``accounts``, ``capacity`` and ``predicates``:
         the snapshot's own (``account_queues``, ``Capacity``, ``Predicates``; never changed by a
         context), given when several contexts of one snapshot are built (``pending.pending_gangs``);
@@ -221,7 +224,13 @@ class Context:
                    regions={j.key: job_regions(j, snap, nodes[j.key]) for j in ordered},
                    now=now or datetime.now(UTC), unfit=unfit,
                    held={k: {t: frozenset(ps) for t, ps in by_task.items()} for k, by_task in running.items()},
-                   held_nodes=nodes, never={j.key: never_tasks(snap, j) for j in ordered}, safety=safety)
+                   held_nodes=nodes, never={j.key: never_tasks(snap, j) for j in ordered}, safety=safety,
+                   hyper_weights=hyper_weights)
+
+    @property
+    def region_weights(self) -> BinpackWeights:
+        """The weights a HyperNode's binpack score uses: the network-topology-aware plugin's, else the nodes'."""
+        return self.weights if self.hyper_weights is None else self.hyper_weights
 
     def held_count(self, job: str) -> Counter[str]:
         """Task -> its pods already running."""

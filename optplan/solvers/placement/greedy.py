@@ -262,14 +262,16 @@ class Greedy:
 
     def region_score(self, job: VCJob, region: Region) -> Fraction:
         """Volcano's binpack formula over the HyperNode's summed resources, usage as it stands (the dry
-        run applied): Σ w_r × used_r / allocatable_r over the job's requested resources, / Σ w, × 100 × weight."""
+        run applied): Σ w_r × used_r / allocatable_r over the job's requested resources, / Σ w, × 100 × weight,
+        with the network-topology-aware plugin's weights (``Context.region_weights``)."""
         alloc: dict[str, int] = defaultdict(int)
         free: dict[str, int] = defaultdict(int)
         for n in region.nodes:
             for r, v in self.ctx.snapshot.nodes[n].allocatable.items():
                 alloc[r] += v
                 free[r] += self.state.cap.free[n].get(r, 0)
-        table = self.ctx.weights.of()
+        weights = self.ctx.region_weights
+        table = weights.of()
         score = Fraction(0)
         wsum = 0
         for r in sorted(r for r, v in job.total_requests().items() if v > 0 and r in table):
@@ -277,7 +279,7 @@ class Greedy:
             wsum += w
             if alloc[r] > 0 and w > 0:
                 score += Fraction(w * (alloc[r] - free[r]), alloc[r])
-        return (score / wsum if wsum else score) * 100 * self.ctx.weights.weight
+        return (score / wsum if wsum else score) * 100 * weights.weight
 
     def place(self, job: VCJob) -> JobPlacement:
         base = {"namespace": job.namespace, "name": job.name, "queue": job.queue}
