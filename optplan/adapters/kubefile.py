@@ -59,6 +59,7 @@ from optplan.models.snapshot import (
     Resources,
     Snapshot,
     node_pattern,
+    resolve_tier_name,
 )
 
 
@@ -340,7 +341,9 @@ def parse_pod_group(raw: RawObject) -> PodGroup:
     min_member = _int(raw, obj, "spec.minMember", 1)
     nt = _get(raw, obj, "spec.networkTopology", None, types=dict)
     tier = _int(raw, obj, "spec.networkTopology.highestTierAllowed", None)
-    topo = parse_model(raw, NetworkTopology, {"mode": nt.get("mode", "hard"), "highest_tier_allowed": tier},
+    tier_name = _get(raw, obj, "spec.networkTopology.highestTierName", None, types=str) or None
+    topo = parse_model(raw, NetworkTopology, {"mode": nt.get("mode", "hard"), "highest_tier_allowed": tier,
+                                              "highest_tier_name": tier_name},
                   "spec.networkTopology") if nt is not None else None
     return PodGroup(
         namespace=_namespace(raw), name=_name(raw),
@@ -558,8 +561,9 @@ def parse_vcjob(raw: RawObject) -> VCJob:
     if nt is not None:
         tier = _non_negative(raw, nt, "highestTierAllowed", None, prefix=p + "networkTopology.")
         mode = _get(raw, nt, "mode", "hard", types=str, prefix=p + "networkTopology.")
-        topo = parse_model(raw, JobNetworkTopology, {"mode": mode, "highest_tier_allowed": tier},
-                           "spec.networkTopology")
+        tier_name = _get(raw, nt, "highestTierName", None, types=str, prefix=p + "networkTopology.") or None
+        topo = parse_model(raw, JobNetworkTopology, {"mode": mode, "highest_tier_allowed": tier,
+                                                     "highest_tier_name": tier_name}, "spec.networkTopology")
     return VCJob(
         namespace=_namespace(raw), name=_name(raw),
         uid=str(_get(raw, obj, "metadata.uid", "")), labels=_str_map(raw, obj, "metadata.labels"),
@@ -730,6 +734,9 @@ def build(raws: Sequence[RawObject], *, cache: ParseCache | None = None,
                                 f"allocatable {format_milli(cap)}")
     _check_queue_depth(queues, origin)
     _check_hyper_node_depth(hyper, origin)
+    if hyper:
+        _resolve_tier_names(groups, "PodGroup", hyper, origin)
+        _resolve_tier_names(jobs, "Job", hyper, origin)
     if cache is not None:
         cache.clear()
         cache.update(kept_parsed)
@@ -739,6 +746,21 @@ def build(raws: Sequence[RawObject], *, cache: ParseCache | None = None,
                     priority_classes=dict(sorted(priority_classes.items())), jobs=dict(sorted(jobs.items())),
                     model_servings=dict(sorted(servings.items())), warnings=tuple(warnings))
     return LoadedInput(snapshot=snap, runs=dict(sorted(runs.items())))
+
+
+def _resolve_tier_names(objs: dict[str, Any], kind: str, hyper: dict[str, HyperNode],
+                        origin: Mapping[tuple[str, str], RawObject]) -> None:
+    """Each PodGroup's or VCJob's ``networkTopology.highestTierName`` turned into its tier
+    (``resolve_tier_name``), in place; a name no HyperNode's tierName is, one InputError. Without
+    HyperNodes (a file of VCJobs alone) names stay as written: the planner resolves them on its snapshot."""
+    for key, obj in objs.items():
+        nt = obj.network_topology
+        if nt is None or nt.highest_tier_name is None:
+            continue
+        try:
+            objs[key] = obj.model_copy(update={"network_topology": resolve_tier_name(nt, hyper)})
+        except ValueError as e:
+            raise origin[(kind, key)].error("spec.networkTopology.highestTierName", str(e)) from None
 
 
 def _check_model_range(nodes: Mapping[str, Node], pods: Mapping[str, Pod], jobs: Mapping[str, VCJob],

@@ -92,6 +92,9 @@ class JobNetworkTopology(_Model):
 
     mode: Literal["hard", "soft"] = "hard"
     highest_tier_allowed: int | None = None
+    highest_tier_name: str | None = None
+    """``highestTierName``: the tier by the HyperNodes' ``spec.tierName``; read only when
+    ``highestTierAllowed`` is absent (``snapshot.resolve_tier_name`` turns it into the number)."""
 
 
 class PodTemplate(_Model):

@@ -10,12 +10,12 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache, cached_property
-from typing import Literal
+from typing import Literal, TypeVar
 
 import re2
 from pydantic import BaseModel, ConfigDict, Field
 
-from optplan.models.queues import PriorityClass, Queue, VCJob
+from optplan.models.queues import JobNetworkTopology, PriorityClass, Queue, VCJob
 from optplan.models.selectors import LabelSelector, NodeSelectorTerm, Taint, Toleration
 
 Resources = dict[str, int]
@@ -102,6 +102,8 @@ class Pod(Model):
 class NetworkTopology(Model):
     mode: Literal["hard", "soft"] = "hard"
     highest_tier_allowed: int | None = None
+    highest_tier_name: str | None = None
+    """As a VCJob's (``queues.JobNetworkTopology``): resolved by ``resolve_tier_name``."""
 
 
 class PodGroup(Model):
@@ -263,6 +265,33 @@ class HyperNode(BaseModel):
     tier_name: str | None = None
     """``spec.tierName`` (Volcano's HyperNodeSpec.TierName, optional): the tier's name, e.g. ``rack``;
     a RepackRun's ``freeHyperNodes.tierName`` names a tier by it."""
+
+
+def tier_of_name(hyper_nodes: dict[str, HyperNode], name: str) -> int:
+    """The tier whose HyperNodes carry ``spec.tierName`` ``name`` (Volcano's HyperNodeTierNameMap). A name no
+    HyperNode carries, or one HyperNodes of different tiers carry (Volcano keeps whichever it met last),
+    raises ValueError with the reason."""
+    named = sorted({h.tier for h in hyper_nodes.values() if h.tier_name == name})
+    if not named:
+        names = sorted({h.tier_name for h in hyper_nodes.values() if h.tier_name is not None})
+        listed = f"tier names: {', '.join(names)}" if names else "no HyperNode has a tierName"
+        raise ValueError(f"no HyperNode has tierName {name} ({listed}); vc-scheduler would drop the tier limit")
+    if len(named) > 1:
+        raise ValueError(f"tierName {name} names HyperNodes of tiers {', '.join(map(str, named))}: vc-scheduler "
+                         "would pick one at random")
+    return named[0]
+
+
+NT = TypeVar("NT", NetworkTopology, JobNetworkTopology)
+
+
+def resolve_tier_name(nt: NT, hyper_nodes: dict[str, HyperNode]) -> NT:
+    """Volcano's session (``translateHighestTierNameToAllowed``): a ``highestTierName`` with no
+    ``highestTierAllowed`` becomes the tier of that name (``tier_of_name``; ValueError when there is none);
+    otherwise the topology is returned as it is (``highestTierAllowed``, when both are written, wins)."""
+    if nt.highest_tier_name is None or nt.highest_tier_allowed is not None:
+        return nt
+    return nt.model_copy(update={"highest_tier_allowed": tier_of_name(hyper_nodes, nt.highest_tier_name)})
 
 
 class Topology:

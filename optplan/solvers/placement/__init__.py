@@ -36,7 +36,10 @@ requested resource (the capacity plugin with hierarchy, ``queues.account_queues`
 it is placed. The queue must exist, be a leaf and be Open.
 
 **Topology.** ``mode: hard``: every pod inside one HyperNode of tier ≤ ``highestTierAllowed`` (none
-written: any tier, still one HyperNode). ``mode: soft``: the same search over every HyperNode, then
+written: any tier, still one HyperNode). ``highestTierName`` names that tier by the HyperNodes'
+``spec.tierName`` when ``highestTierAllowed`` is absent (Volcano's session translates it the same way;
+``context.resolve_tier_names``, ``snapshot.resolve_tier_name``); a name no HyperNode carries, or one that
+HyperNodes of two tiers carry, is bad input. ``mode: soft``: the same search over every HyperNode, then
 the virtual root (the whole cluster). No ``networkTopology``: the whole cluster, ``hyperNode`` and
 ``tier`` null.
 

@@ -15,11 +15,12 @@ from fractions import Fraction
 from functools import cmp_to_key
 from typing import Any
 
+from optplan.errors import InputError
 from optplan.models.placement import BinpackWeights, PlacementPlan, SafePreemption
 from optplan.models.quantity import format_milli
 from optplan.models.queues import ROOT as ROOT_QUEUE
 from optplan.models.queues import QueueTree, VCJob
-from optplan.models.snapshot import Pod, Resources, Snapshot
+from optplan.models.snapshot import Pod, Resources, Snapshot, resolve_tier_name
 from optplan.solvers.core.oracle import Capacity, Predicates
 from optplan.solvers.placement.binpack import BINPACK_SCALE, binpack_score
 from optplan.solvers.placement.jobs import (
@@ -38,6 +39,22 @@ from optplan.solvers.placement.jobs import (
 from optplan.solvers.placement.safety import OFF
 from optplan.solvers.placement.victims import Catalogue, never_tasks
 from optplan.solvers.quota.queues import QueueAccount, account_queues
+
+
+def resolve_tier_names(jobs: Sequence[VCJob], snap: Snapshot) -> list[VCJob]:
+    """The jobs with each ``networkTopology.highestTierName`` turned into its tier on this snapshot's
+    HyperNodes (``snapshot.resolve_tier_name``, as Volcano's session does: a snapshot's own jobs already are,
+    a ``--job`` file's are here); a name no HyperNode's tierName is, one InputError."""
+    out = []
+    for j in jobs:
+        nt = j.network_topology
+        if nt is not None and nt.highest_tier_name is not None and nt.highest_tier_allowed is None:
+            try:
+                j = j.model_copy(update={"network_topology": resolve_tier_name(nt, snap.hyper_nodes)})
+            except ValueError as e:
+                raise InputError(str(e), obj=f"VCJob {j.key}", field="spec.networkTopology.highestTierName") from None
+        out.append(j)
+    return out
 
 
 def queue_share(qs: QueueState, queue: str) -> tuple[Fraction, bool]:
@@ -203,6 +220,7 @@ class Context:
         the snapshot's own (``account_queues``, ``Capacity``, ``Predicates``; never changed by a
         context), given when several contexts of one snapshot are built (``pending.pending_gangs``);
         ``predicates`` depend on the nodes only, so one table serves any snapshot of the same nodes."""
+        jobs = resolve_tier_names(jobs, snap)
         keys = [j.key for j in jobs]
         dup = [k for k, n in Counter(keys).items() if n > 1]
         if dup:
