@@ -36,6 +36,7 @@ from optplan.models.queues import (
     JobNetworkTopology,
     JobTask,
     LifecyclePolicy,
+    PartitionPolicy,
     PodTemplate,
     PriorityClass,
     Queue,
@@ -58,7 +59,9 @@ from optplan.models.snapshot import (
     PodGroup,
     Resources,
     Snapshot,
+    TierNameError,
     node_pattern,
+    resolve_job_tier_names,
     resolve_tier_name,
 )
 
@@ -512,9 +515,42 @@ def _job_task(raw: RawObject, task: Any, index: int) -> JobTask:
     if min_available is not None and min_available > replicas:
         raise raw.error(prefix + "minAvailable", f"{min_available} is greater than replicas {replicas}")
     template = _get(raw, task, "template", {}, types=dict, prefix=prefix)
+    partition = _partition_policy(raw, task, prefix, replicas)
+    if min_available is None and partition is not None and partition.min_partitions > 0:
+        min_available = partition.min_partitions * partition.partition_size  # the job controller's minTaskMember
     return JobTask(name=name, replicas=replicas, min_available=min_available,
                    template=_pod_template(raw, template, prefix + "template."),
-                   policies=_policies(raw, task, prefix))
+                   policies=_policies(raw, task, prefix), partition_policy=partition)
+
+
+def _partition_policy(raw: RawObject, task: Mapping[str, Any], prefix: str, replicas: int) -> PartitionPolicy | None:
+    """``spec.tasks[].partitionPolicy``: totalPartitions and partitionSize (≥ 1) whose product is the task's
+    replicas, minPartitions (0..totalPartitions), and its networkTopology."""
+    pp = _get(raw, task, "partitionPolicy", None, types=dict, prefix=prefix)
+    if pp is None:
+        return None
+    p = prefix + "partitionPolicy."
+    total = _int(raw, pp, "totalPartitions", None, low=1, prefix=p)
+    size = _int(raw, pp, "partitionSize", None, low=1, prefix=p)
+    if total is None or size is None:
+        raise raw.error(p + ("totalPartitions" if total is None else "partitionSize"), "required (at least 1)")
+    minimum = _int(raw, pp, "minPartitions", 0, prefix=p) or 0
+    if total * size != replicas:
+        raise raw.error(p + "totalPartitions", f"totalPartitions {total} x partitionSize {size} is not the task's "
+                                               f"replicas {replicas}")
+    if minimum > total:
+        raise raw.error(p + "minPartitions", f"{minimum} is greater than totalPartitions {total}")
+    nt = _get(raw, pp, "networkTopology", None, types=dict, prefix=p)
+    topo = None
+    if nt is not None:
+        q = p + "networkTopology."
+        topo = parse_model(raw, JobNetworkTopology, {
+            "mode": _get(raw, nt, "mode", "hard", types=str, prefix=q),
+            "highest_tier_allowed": _non_negative(raw, nt, "highestTierAllowed", None, prefix=q),
+            "highest_tier_name": _get(raw, nt, "highestTierName", None, types=str, prefix=q) or None},
+            q[:-1])
+    return PartitionPolicy(total_partitions=total, partition_size=size, min_partitions=minimum,
+                           network_topology=topo)
 
 
 def _policies(raw: RawObject, owner: Mapping[str, Any], prefix: str) -> tuple[LifecyclePolicy, ...]:
@@ -754,13 +790,13 @@ def _resolve_tier_names(objs: dict[str, Any], kind: str, hyper: dict[str, HyperN
     (``resolve_tier_name``), in place; a name no HyperNode's tierName is, one InputError. Without
     HyperNodes (a file of VCJobs alone) names stay as written: the planner resolves them on its snapshot."""
     for key, obj in objs.items():
-        nt = obj.network_topology
-        if nt is None or nt.highest_tier_name is None:
-            continue
         try:
-            objs[key] = obj.model_copy(update={"network_topology": resolve_tier_name(nt, hyper)})
-        except ValueError as e:
-            raise origin[(kind, key)].error("spec.networkTopology.highestTierName", str(e)) from None
+            if isinstance(obj, VCJob):
+                objs[key] = resolve_job_tier_names(obj, hyper)
+            elif obj.network_topology is not None:
+                objs[key] = obj.model_copy(update={"network_topology": resolve_tier_name(obj.network_topology, hyper)})
+        except TierNameError as e:
+            raise origin[(kind, key)].error(e.field, str(e)) from None
 
 
 def _check_model_range(nodes: Mapping[str, Node], pods: Mapping[str, Pod], jobs: Mapping[str, VCJob],

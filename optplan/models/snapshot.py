@@ -267,6 +267,14 @@ class HyperNode(BaseModel):
     a RepackRun's ``freeHyperNodes.tierName`` names a tier by it."""
 
 
+class TierNameError(ValueError):
+    """A ``highestTierName`` that names no tier; ``field``: where it is written."""
+
+    def __init__(self, message: str, field: str = "spec.networkTopology.highestTierName") -> None:
+        super().__init__(message)
+        self.field = field
+
+
 def tier_of_name(hyper_nodes: dict[str, HyperNode], name: str) -> int:
     """The tier whose HyperNodes carry ``spec.tierName`` ``name`` (Volcano's HyperNodeTierNameMap). A name no
     HyperNode carries, or one HyperNodes of different tiers carry (Volcano keeps whichever it met last),
@@ -275,9 +283,9 @@ def tier_of_name(hyper_nodes: dict[str, HyperNode], name: str) -> int:
     if not named:
         names = sorted({h.tier_name for h in hyper_nodes.values() if h.tier_name is not None})
         listed = f"tier names: {', '.join(names)}" if names else "no HyperNode has a tierName"
-        raise ValueError(f"no HyperNode has tierName {name} ({listed}); vc-scheduler would drop the tier limit")
+        raise TierNameError(f"no HyperNode has tierName {name} ({listed}); vc-scheduler would drop the tier limit")
     if len(named) > 1:
-        raise ValueError(f"tierName {name} names HyperNodes of tiers {', '.join(map(str, named))}: vc-scheduler "
+        raise TierNameError(f"tierName {name} names HyperNodes of tiers {', '.join(map(str, named))}: vc-scheduler "
                          "would pick one at random")
     return named[0]
 
@@ -292,6 +300,29 @@ def resolve_tier_name(nt: NT, hyper_nodes: dict[str, HyperNode]) -> NT:
     if nt.highest_tier_name is None or nt.highest_tier_allowed is not None:
         return nt
     return nt.model_copy(update={"highest_tier_allowed": tier_of_name(hyper_nodes, nt.highest_tier_name)})
+
+
+def resolve_job_tier_names(job: VCJob, hyper_nodes: dict[str, HyperNode]) -> VCJob:
+    """The job with ``resolve_tier_name`` applied to its networkTopology and to each task's partitionPolicy's
+    (the same object when nothing is named); TierNameError names the field."""
+    update: dict[str, object] = {}
+    if job.network_topology is not None:
+        nt = resolve_tier_name(job.network_topology, hyper_nodes)
+        if nt is not job.network_topology:
+            update["network_topology"] = nt
+    tasks = list(job.tasks)
+    for i, t in enumerate(tasks):
+        pp = t.partition_policy
+        if pp is None or pp.network_topology is None:
+            continue
+        try:
+            pnt = resolve_tier_name(pp.network_topology, hyper_nodes)
+        except TierNameError as e:
+            raise TierNameError(str(e), f"spec.tasks[{i}].partitionPolicy.networkTopology.highestTierName") from None
+        if pnt is not pp.network_topology:
+            tasks[i] = t.model_copy(update={"partition_policy": pp.model_copy(update={"network_topology": pnt})})
+            update["tasks"] = tuple(tasks)
+    return job.model_copy(update=update) if update else job
 
 
 class Topology:

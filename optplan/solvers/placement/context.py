@@ -20,7 +20,7 @@ from optplan.models.placement import BinpackWeights, PlacementPlan, SafePreempti
 from optplan.models.quantity import format_milli
 from optplan.models.queues import ROOT as ROOT_QUEUE
 from optplan.models.queues import QueueTree, VCJob
-from optplan.models.snapshot import Pod, Resources, Snapshot, resolve_tier_name
+from optplan.models.snapshot import Pod, Resources, Snapshot, TierNameError, resolve_job_tier_names
 from optplan.solvers.core.oracle import Capacity, Predicates
 from optplan.solvers.placement.binpack import BINPACK_SCALE, binpack_score
 from optplan.solvers.placement.jobs import (
@@ -47,13 +47,10 @@ def resolve_tier_names(jobs: Sequence[VCJob], snap: Snapshot) -> list[VCJob]:
     a ``--job`` file's are here); a name no HyperNode's tierName is, one InputError."""
     out = []
     for j in jobs:
-        nt = j.network_topology
-        if nt is not None and nt.highest_tier_name is not None and nt.highest_tier_allowed is None:
-            try:
-                j = j.model_copy(update={"network_topology": resolve_tier_name(nt, snap.hyper_nodes)})
-            except ValueError as e:
-                raise InputError(str(e), obj=f"VCJob {j.key}", field="spec.networkTopology.highestTierName") from None
-        out.append(j)
+        try:
+            out.append(resolve_job_tier_names(j, snap.hyper_nodes))
+        except TierNameError as e:
+            raise InputError(str(e), obj=f"VCJob {j.key}", field=e.field) from None
     return out
 
 
