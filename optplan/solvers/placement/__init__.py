@@ -117,6 +117,8 @@ Every plan passes ``validate_placement`` (an independent re-check) before ``plan
 - ``validate``: the validator (``placement_violations``) and ``check_inputs``; it imports no planner;
 - ``context``: the queue order, the planners' ``Context``, and the simulated cluster (``State``, changed
   through a ``Statement``, a plan put on it by ``replay``);
+- ``partitions``: a task's ``partitionPolicy`` (partitions placed whole, each inside one HyperNode, and
+  ``minPartitions``), the rules the planners and the validator share;
 - ``jobs``: the pod facts, gang minimums, held pods and regions; ``binpack``: the binpack score;
 - ``victims``: who may be a victim and the capacity plugin's reclaim rules.
 - ``safety``: safe preemption's rules (PDBs, cooldown, grades, approval), off unless asked for.
