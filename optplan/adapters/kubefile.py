@@ -59,10 +59,11 @@ from optplan.models.snapshot import (
     PodGroup,
     Resources,
     Snapshot,
+    SubGroupPolicy,
     TierNameError,
     node_pattern,
+    resolve_group_tier_names,
     resolve_job_tier_names,
-    resolve_tier_name,
 )
 
 
@@ -352,7 +353,37 @@ def parse_pod_group(raw: RawObject) -> PodGroup:
         namespace=_namespace(raw), name=_name(raw),
         labels=_str_map(raw, obj, "metadata.labels"), owner_references=_owners(raw), min_member=min_member,
         queue=_get(raw, obj, "spec.queue", None, types=str) or "default", network_topology=topo,
+        sub_group_policy=_sub_group_policy(raw),
         priority_class_name=_get(raw, obj, "spec.priorityClassName", None, types=str) or None)
+
+
+def _sub_group_policy(raw: RawObject) -> tuple[SubGroupPolicy, ...]:
+    """``spec.subGroupPolicy``: each entry's name, subGroupSize (≥ 1, default 1), minSubGroups (≥ 0),
+    labelSelector, matchLabelKeys and networkTopology."""
+    out = []
+    for i, e in enumerate(_get(raw, raw.obj, "spec.subGroupPolicy", [], types=list)):
+        p = f"spec.subGroupPolicy[{i}]."
+        if not isinstance(e, dict):
+            raise raw.error(p[:-1], "expected a mapping")
+        sel = _get(raw, e, "labelSelector", None, types=dict, prefix=p)
+        keys = _get(raw, e, "matchLabelKeys", [], types=list, prefix=p)
+        if not all(isinstance(k, str) and k for k in keys):
+            raise raw.error(p + "matchLabelKeys", "expected a list of label keys")
+        nt = _get(raw, e, "networkTopology", None, types=dict, prefix=p)
+        topo = None
+        if nt is not None:
+            q = p + "networkTopology."
+            topo = parse_model(raw, NetworkTopology, {
+                "mode": _get(raw, nt, "mode", "hard", types=str, prefix=q),
+                "highest_tier_allowed": _int(raw, nt, "highestTierAllowed", None, prefix=q),
+                "highest_tier_name": _get(raw, nt, "highestTierName", None, types=str, prefix=q) or None}, q[:-1])
+        out.append(SubGroupPolicy(
+            name=_get(raw, e, "name", "", types=str, prefix=p) or "",
+            sub_group_size=_int(raw, e, "subGroupSize", 1, low=1, prefix=p) or 1,
+            min_sub_groups=_int(raw, e, "minSubGroups", 0, prefix=p) or 0,
+            label_selector=parse_model(raw, LabelSelector, sel, p + "labelSelector") if sel is not None else None,
+            match_label_keys=tuple(keys), network_topology=topo))
+    return tuple(out)
 
 
 def parse_pdb(raw: RawObject) -> PodDisruptionBudget:
@@ -793,8 +824,8 @@ def _resolve_tier_names(objs: dict[str, Any], kind: str, hyper: dict[str, HyperN
         try:
             if isinstance(obj, VCJob):
                 objs[key] = resolve_job_tier_names(obj, hyper)
-            elif obj.network_topology is not None:
-                objs[key] = obj.model_copy(update={"network_topology": resolve_tier_name(obj.network_topology, hyper)})
+            else:
+                objs[key] = resolve_group_tier_names(obj, hyper)
         except TierNameError as e:
             raise origin[(kind, key)].error(e.field, str(e)) from None
 

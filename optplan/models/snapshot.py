@@ -106,6 +106,29 @@ class NetworkTopology(Model):
     """As a VCJob's (``queues.JobNetworkTopology``): resolved by ``resolve_tier_name``."""
 
 
+class SubGroupPolicy(Model):
+    """One entry of a PodGroup's ``spec.subGroupPolicy`` (Volcano's SubGroupPolicySpec; the job controller writes
+    one per partitioned task): the pods its ``labelSelector`` matches, grouped by their values of
+    ``matchLabelKeys``, are subgroups of ``subGroupSize`` pods, each under its ``networkTopology``;
+    ``minSubGroups`` of them make the gang."""
+
+    name: str = ""
+    sub_group_size: int = 1
+    min_sub_groups: int = 0
+    label_selector: LabelSelector | None = None
+    match_label_keys: tuple[str, ...] = ()
+    network_topology: NetworkTopology | None = None
+
+    def subgroup(self, labels: dict[str, str]) -> tuple[str, ...] | None:
+        """The subgroup a pod with these labels is in (its values of matchLabelKeys), or None: not matched by
+        the selector, no matchLabelKeys, or a key missing or empty (Volcano's getSubJobMatchValues; such a pod
+        is in the job's default group)."""
+        if self.label_selector is not None and not self.label_selector.matches(labels):
+            return None
+        values = tuple(labels.get(k, "") for k in self.match_label_keys)
+        return values if values and all(values) else None
+
+
 class PodGroup(Model):
     namespace: str
     name: str
@@ -114,12 +137,22 @@ class PodGroup(Model):
     min_member: int = 1
     queue: str = "default"
     network_topology: NetworkTopology | None = None
+    sub_group_policy: tuple[SubGroupPolicy, ...] = ()
+    """``spec.subGroupPolicy``, in order: a pod belongs to the first whose ``subgroup`` it is in."""
     priority_class_name: str | None = None
     """spec.priorityClassName: the job priority Volcano orders victims by."""
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def subgroup_of(self, labels: dict[str, str]) -> tuple[SubGroupPolicy, tuple[str, ...]] | None:
+        """The policy and subgroup a pod with these labels belongs to, or None (the default group)."""
+        for policy in self.sub_group_policy:
+            values = policy.subgroup(labels)
+            if values is not None:
+                return policy, values
+        return None
 
     @property
     def owner(self) -> OwnerReference | None:
@@ -300,6 +333,24 @@ def resolve_tier_name(nt: NT, hyper_nodes: dict[str, HyperNode]) -> NT:
     if nt.highest_tier_name is None or nt.highest_tier_allowed is not None:
         return nt
     return nt.model_copy(update={"highest_tier_allowed": tier_of_name(hyper_nodes, nt.highest_tier_name)})
+
+
+def resolve_group_tier_names(group: PodGroup, hyper_nodes: dict[str, HyperNode]) -> PodGroup:
+    """The PodGroup with ``resolve_tier_name`` applied to its networkTopology and each subGroupPolicy's."""
+    update: dict[str, object] = {}
+    if group.network_topology is not None:
+        update["network_topology"] = resolve_tier_name(group.network_topology, hyper_nodes)
+    policies = list(group.sub_group_policy)
+    for i, sp in enumerate(policies):
+        if sp.network_topology is not None:
+            try:
+                nt = resolve_tier_name(sp.network_topology, hyper_nodes)
+            except TierNameError as e:
+                raise TierNameError(str(e), f"spec.subGroupPolicy[{i}].networkTopology.highestTierName") from None
+            policies[i] = sp.model_copy(update={"network_topology": nt})
+    if policies:
+        update["sub_group_policy"] = tuple(policies)
+    return group.model_copy(update=update) if update else group
 
 
 def resolve_job_tier_names(job: VCJob, hyper_nodes: dict[str, HyperNode]) -> VCJob:
