@@ -42,7 +42,8 @@ def grouped(policy: dict[str, Any] | None) -> list[dict[str, Any]]:
             podgroup("other", 1), pod("o", "n3", 4, group="other"), repack_run()]
 
 
-HARD = {"name": "w", "subGroupSize": 2, "minSubGroups": 1, "labelSelector": {"matchLabels": {"volcano.sh/task-spec": "w"}},
+HARD = {"name": "w", "subGroupSize": 2, "minSubGroups": 1,
+        "labelSelector": {"matchLabels": {"volcano.sh/task-spec": "w"}},
         "matchLabelKeys": [PARTITION], "networkTopology": {"mode": "hard", "highestTierName": "rack"}}
 
 # policy, whether t0 is pinned by its subgroup
