@@ -121,7 +121,9 @@ Every plan passes ``validate_placement`` (an independent re-check) before ``plan
   ``minPartitions``), the rules the planners and the validator share;
 - ``jobs``: the pod facts, gang minimums, held pods and regions; ``binpack``: the binpack score;
 - ``victims``: who may be a victim and the capacity plugin's reclaim rules.
-- ``safety``: safe preemption's rules (PDBs, cooldown, grades, approval), off unless asked for.
+- ``safety``: safe preemption's rules (PDBs, cooldown, grades, approval), off unless asked for;
+  ``bundles``: the bundle rule of Volcano's gangpreempt and gangreclaim actions (safe and whole bundles of a
+  victim job, ranked by local gain over global cost), not used by the planners yet.
 
 Static predicates and room are the oracle's (``optplan.solvers.core.oracle``: ``Predicates``, ``Capacity``),
 one table per run.

@@ -20,6 +20,7 @@ from optplan.models.placement import BinpackWeights, PlacementPlan, SafePreempti
 from optplan.models.quantity import format_milli
 from optplan.models.queues import ROOT as ROOT_QUEUE
 from optplan.models.queues import QueueTree, VCJob
+from optplan.models.schedconf import SEED_ACTIONS
 from optplan.models.snapshot import Pod, Resources, Snapshot, TierNameError, resolve_job_tier_names
 from optplan.solvers.core.oracle import Capacity, Predicates
 from optplan.solvers.placement.binpack import BINPACK_SCALE, binpack_score
@@ -203,6 +204,8 @@ class Context:
     hyper_weights: BinpackWeights | None = None
     """The network-topology-aware plugin's HyperNode binpack weights (``--scheduler-conf``); None: the node
     weights serve (``region_weights``)."""
+    actions: tuple[str, ...] = SEED_ACTIONS
+    """The scheduler configuration's actions (``--scheduler-conf``): preempt and reclaim evict only when listed."""
     turns: list[str] = field(default_factory=list)
     """Job keys in the order the greedy's allocate gave them their first turn (``greedy_place`` fills it):
     Volcano's order with the queues interleaved, which ``order_weights`` follows."""
@@ -212,7 +215,8 @@ class Context:
     def build(cls, snap: Snapshot, jobs: Sequence[VCJob], weights: BinpackWeights,
               now: datetime | None = None, *, accounts: dict[str, QueueAccount] | None = None,
               capacity: Capacity | None = None, predicates: Predicates | None = None,
-              safety: SafePreemption = OFF, hyper_weights: BinpackWeights | None = None) -> Context:
+              safety: SafePreemption = OFF, hyper_weights: BinpackWeights | None = None,
+              actions: tuple[str, ...] = SEED_ACTIONS) -> Context:
         """The context of placing ``jobs`` on ``snap``.  ``accounts``, ``capacity`` and ``predicates``:
         the snapshot's own (``account_queues``, ``Capacity``, ``Predicates``; never changed by a
         context), given when several contexts of one snapshot are built (``pending.pending_gangs``);
@@ -240,7 +244,7 @@ class Context:
                    now=now or datetime.now(UTC), unfit=unfit,
                    held={k: {t: frozenset(ps) for t, ps in by_task.items()} for k, by_task in running.items()},
                    held_nodes=nodes, never={j.key: never_tasks(snap, j) for j in ordered}, safety=safety,
-                   hyper_weights=hyper_weights)
+                   hyper_weights=hyper_weights, actions=actions)
 
     @property
     def region_weights(self) -> BinpackWeights:

@@ -73,14 +73,15 @@ def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
     safety = safety or OFF
     scheduler = scheduler or SchedulerConf()
     weights = weights or scheduler.binpack_or(BinpackWeights())
-    ctx = Context.build(snap, jobs, weights, parse_now(now), safety=safety, hyper_weights=scheduler.hyper_node_binpack)
+    ctx = Context.build(snap, jobs, weights, parse_now(now), safety=safety, hyper_weights=scheduler.hyper_node_binpack,
+                        actions=scheduler.actions)
     t0 = time.perf_counter()
     planner: Planner[Context, PlacementResult] = registry.load(FAMILY, solver)()
     plan = planner.plan(ctx, options).plan
     wall = round(time.perf_counter() - t0, 3)
     plan = plan.model_copy(update={"solver": plan.solver.model_copy(update={"wall_seconds": wall})})
     plan = mark_approvals(safety, snap, plan, {j.key: j for j in ctx.jobs})
-    validate_placement(snap, ctx.jobs, plan, safety=safety, now=ctx.now)
+    validate_placement(snap, ctx.jobs, plan, safety=safety, now=ctx.now, actions=scheduler.actions)
     return plan
 
 

@@ -19,6 +19,7 @@ from optplan.models.placement import Binding, JobPlacement, PlacementPlan, SafeP
 from optplan.models.quantity import format_milli
 from optplan.models.queues import ROOT as ROOT_QUEUE
 from optplan.models.queues import QueueTree, VCJob
+from optplan.models.schedconf import SEED_ACTIONS
 from optplan.models.snapshot import Pod, Resources, Snapshot
 from optplan.solvers.core.oracle import Capacity, Predicates
 from optplan.solvers.placement.jobs import (
@@ -320,9 +321,13 @@ def _topology_violations(jp: JobPlacement, job: VCJob, nodes: set[str], snap: Sn
 
 
 def validate_placement(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPlan, *,
-                       safety: SafePreemption = OFF, now: datetime | None = None) -> None:
-    """Raise PlanInvalidError when the plan breaks any rule."""
+                       safety: SafePreemption = OFF, now: datetime | None = None,
+                       actions: Sequence[str] = SEED_ACTIONS) -> None:
+    """Raise PlanInvalidError when the plan breaks any rule. ``actions``: the scheduler configuration's (a
+    victim's reason must be one of them)."""
     violations = placement_violations(snap, jobs, plan, safety=safety, now=now)
+    violations += [f"job {jp.key}: victim {v.namespace}/{v.name} by {v.reason}, an action the scheduler "
+                   "configuration does not run" for jp in plan.jobs for v in jp.victims if v.reason not in actions]
     if violations:
         raise PlanInvalidError(violations)
 
