@@ -18,7 +18,6 @@ Bad input raises InputError naming the file, the run and the field (``spec.goals
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 from optplan.errors import InputError
@@ -27,7 +26,6 @@ from optplan.models.repack import AdmitGoal, FreeHyperNodesGoal, RepackRun
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.binpack.hyperfrag import tiers as hypernode_tiers
 from optplan.solvers.placement.jobs import ACTIVE_PHASES, WAITING_PHASES, jobs_to_place
-from optplan.solvers.placement.partitions import partitioned
 from optplan.solvers.repack.rules import vcjob_of
 
 GOAL = "spec.goals[0]"
@@ -72,8 +70,6 @@ def resolve_goals(snap: Snapshot, run: RepackRun, *, file: str | None = None) ->
     return ResolvedGoals(jobs=jobs, free_tier=tier, free_count=free.count, free_required=free.required,
                          hyper_nodes=members)
 
-log = logging.getLogger(__name__)
-
 
 @dataclass(frozen=True)
 class _Where:
@@ -94,8 +90,6 @@ def _admitted(snap: Snapshot, admit: AdmitGoal, where: _Where) -> tuple[VCJob, .
             why = ("all its pods are placed" if job.phase in WAITING_PHASES | ACTIVE_PHASES
                    else f"its phase is {job.phase}")
             raise where.error(f"{GOAL}.admit.jobs[{i}]", f"{named} is not pending: {why}")
-        if partitioned(job):
-            raise where.error(f"{GOAL}.admit.jobs[{i}]", f"{key}: {UNPARTITIONED}")
         out[job.key] = job
     if admit.selector is not None:
         out.update((k, j) for k, j in pending.items() if admit.selector.matches(j.labels))
@@ -107,14 +101,7 @@ def _admitted(snap: Snapshot, admit: AdmitGoal, where: _Where) -> tuple[VCJob, .
                                                                 f"{_listed(sorted(known))})")
         wanted = set(admit.queues)
         out.update((k, j) for k, j in pending.items() if j.queue in wanted)
-    for k in sorted(k for k, j in out.items() if partitioned(j)):
-        log.warning("admit goal: %s left out: %s", k, UNPARTITIONED)
-        del out[k]
     return tuple(out[k] for k in sorted(out))
-
-
-UNPARTITIONED = ("a gang with a partitionPolicy is not planned by the goal planners (optplan place places it; "
-                 "a freeHyperNodes goal of its partitions' tier frees room for it)")
 
 
 def _named_job(snap: Snapshot, key: str, where: _Where, field: str) -> VCJob:

@@ -234,7 +234,7 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
         for k, cls in vd.classes.items():
             c = cls.pods[0]
             for reason in ("preempt", "reclaim"):
-                if reason == "reclaim" and not may_reclaim:
+                if (reason == "reclaim" and not may_reclaim) or reason not in ctx.actions:
                     continue
                 why = action_refused(job, reason) or statically_allowed(
                     c, reason, job.queue, prio, queues.reclaimable.get(c.queue, True), needs, snap=ctx.snapshot,
