@@ -16,7 +16,9 @@ ConfigMap (``kind: ConfigMap``) whose ``data`` holds that YAML as a string (the 
   memory's weights are always ``binpack.cpu``/``binpack.memory``: ``binpack.resources.cpu`` is never read);
 - network-topology-aware: ``weight`` and the HyperNode binpack weights ``hypernode.binpack.cpu``,
   ``hypernode.binpack.memory``, ``hypernode.binpack.resources`` and ``hypernode.binpack.resources.<name>``;
-- capacity: ``enableHierarchy``.
+- capacity: ``enableHierarchy``;
+- actions: placement's preempt and reclaim evict only when listed; gangpreempt, gangreclaim and shuffle are
+  warned about (not modelled).
 
 Anything else a configuration says that optplan's planners do not simulate is one warning line each
 (``SchedulerConf.warnings``): the command logs them; nothing is silently ignored.
@@ -31,7 +33,7 @@ from optplan.adapters.documents import read_data, yaml_documents
 from optplan.errors import InputError
 from optplan.models.limits import MAX_BINPACK_WEIGHT
 from optplan.models.placement import BinpackWeights
-from optplan.models.schedconf import SEED_ACTIONS, VICTIM_ACTIONS, SchedulerConf
+from optplan.models.schedconf import SEED_ACTIONS, SchedulerConf
 
 CONFIGMAP_KEY = "volcano-scheduler.conf"
 """The key of the volcano-scheduler ConfigMap's data that holds the configuration (Volcano's chart)."""
@@ -118,9 +120,6 @@ def parse_scheduler_conf(doc: Mapping[str, Any], source: str) -> SchedulerConf:
             warnings.append(f"action {a}: {UNMODELLED_ACTIONS[a]}")
     if "allocate" not in actions:
         warnings.append("actions: no allocate; optplan's planners always simulate allocate")
-    for a in VICTIM_ACTIONS:
-        if a not in actions:
-            warnings.append(f"actions: no {a}; optplan's placement planners simulate {a} anyway")
     if actions.index("preempt") > actions.index("reclaim") if {"preempt", "reclaim"} <= set(actions) else False:
         warnings.append("actions: reclaim before preempt; optplan simulates preempt first")
     configurations = doc.get("configurations")

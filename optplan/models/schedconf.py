@@ -16,10 +16,6 @@ from optplan.models.placement import BinpackWeights
 SEED_ACTIONS = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
 """Seed 002 §7's actions, in order: what optplan's planners simulate when no configuration is given."""
 
-VICTIM_ACTIONS = ("preempt", "reclaim")
-"""The actions that evict, each modelled by the placement planners (preempt first, then reclaim)."""
-
-
 @dataclass(frozen=True)
 class SchedulerConf:
     """What optplan's planners take from a vc-scheduler configuration.
@@ -27,7 +23,8 @@ class SchedulerConf:
     ``binpack``: the binpack plugin's weights (None: the plugin is not configured by a file, each command's
     default applies, Volcano's all-1 for ``place``); ``hyper_node_binpack``: the network-topology-aware
     plugin's HyperNode binpack weights, its ``weight`` as ``weight`` (None: the node weights serve, as
-    before); ``hierarchy``: the capacity plugin's ``enableHierarchy``; ``actions``: the actions in order;
+    before); ``hierarchy``: the capacity plugin's ``enableHierarchy``; ``actions``: the actions in order
+    (placement's preempt and reclaim evict only when listed);
     ``warnings``: one line for each action, plugin or argument optplan does not model; ``source``: the
     file, None for the default."""
 
@@ -37,10 +34,6 @@ class SchedulerConf:
     hierarchy: bool = True
     warnings: tuple[str, ...] = ()
     source: str | None = None
-
-    def evicts(self, action: str) -> bool:
-        """The victim action (``preempt`` or ``reclaim``) runs."""
-        return action in self.actions
 
     def binpack_or(self, default: BinpackWeights) -> BinpackWeights:
         """The file's binpack weights, else ``default``."""

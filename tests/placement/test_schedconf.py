@@ -61,7 +61,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], list[str]]] = [
              [{"name": "overcommit"}, {"name": "drf"}, {"name": "predicates"}, {"name": "proportion"},
               {"name": "nodeorder"}], actions="enqueue, allocate, backfill"),
      {"actions": ("enqueue", "allocate", "backfill")},
-     ["actions: no preempt", "actions: no reclaim", "plugin proportion: queue shares by weight",
+     ["plugin proportion: queue shares by weight",
       "plugin overcommit: not modelled"]),
     ("gang-aware actions, an unknown plugin, a switch off, no gang",
      plugins([{"name": "priority"}, {"name": "predicates", "enablePredicate": False}, {"name": "capacity"},

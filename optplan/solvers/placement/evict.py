@@ -33,6 +33,8 @@ def job_rules(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: Re
     qs = state.queues
     if not ctx.preempting(job):
         return None, "preemptionPolicy Never: no victims"
+    if reason not in ctx.actions:  # --scheduler-conf's actions
+        return None, f"the scheduler configuration runs no {reason} action"
     no_action = action_refused(job, reason)
     if no_action is not None:
         return None, no_action
