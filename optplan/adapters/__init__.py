@@ -10,6 +10,8 @@ imports the ``kubernetes`` client (pyproject's "Only adapters know the kubernete
   ``execute_io``: the Execute parts of a RepackRun read with errors naming the field;
 - ``generate``: seeded synthetic snapshots; ``openb``: the Alibaba openb GPU trace as a snapshot;
   ``inject``: pending gangs and a HyperNode fabric added to a snapshot (the bench's goals section);
+- ``schedconf``: a vc-scheduler configuration (``--scheduler-conf``: Volcano's YAML, or the volcano-scheduler
+  ConfigMap) read as Volcano reads it, with a warning for each thing optplan cannot model;
 - ``catalogue``: node-group catalogues (``NodeGroup`` objects) for ``optplan provision``;
 - ``render``: a snapshot and a plan as a PNG. The commands' arguments are the CLI's (``optplan.cli``).
 """

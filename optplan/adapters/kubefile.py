@@ -37,6 +37,7 @@ from optplan.models.queues import (
     JobNetworkTopology,
     JobTask,
     LifecyclePolicy,
+    PartitionPolicy,
     PodTemplate,
     PriorityClass,
     Queue,
@@ -59,7 +60,11 @@ from optplan.models.snapshot import (
     PodGroup,
     Resources,
     Snapshot,
+    SubGroupPolicy,
+    TierNameError,
     node_pattern,
+    resolve_group_tier_names,
+    resolve_job_tier_names,
 )
 
 
@@ -344,13 +349,45 @@ def parse_pod_group(raw: RawObject) -> PodGroup:
     min_member = _int(raw, obj, "spec.minMember", 1)
     nt = _get(raw, obj, "spec.networkTopology", None, types=dict)
     tier = _int(raw, obj, "spec.networkTopology.highestTierAllowed", None)
-    topo = parse_model(raw, NetworkTopology, {"mode": nt.get("mode", "hard"), "highest_tier_allowed": tier},
+    tier_name = _get(raw, obj, "spec.networkTopology.highestTierName", None, types=str) or None
+    topo = parse_model(raw, NetworkTopology, {"mode": nt.get("mode", "hard"), "highest_tier_allowed": tier,
+                                              "highest_tier_name": tier_name},
                   "spec.networkTopology") if nt is not None else None
     return PodGroup(
         namespace=_namespace(raw), name=_name(raw),
         labels=_str_map(raw, obj, "metadata.labels"), owner_references=_owners(raw), min_member=min_member,
         queue=_get(raw, obj, "spec.queue", None, types=str) or "default", network_topology=topo,
+        sub_group_policy=_sub_group_policy(raw),
         priority_class_name=_get(raw, obj, "spec.priorityClassName", None, types=str) or None)
+
+
+def _sub_group_policy(raw: RawObject) -> tuple[SubGroupPolicy, ...]:
+    """``spec.subGroupPolicy``: each entry's name, subGroupSize (≥ 1, default 1), minSubGroups (≥ 0),
+    labelSelector, matchLabelKeys and networkTopology."""
+    out = []
+    for i, e in enumerate(_get(raw, raw.obj, "spec.subGroupPolicy", [], types=list)):
+        p = f"spec.subGroupPolicy[{i}]."
+        if not isinstance(e, dict):
+            raise raw.error(p[:-1], "expected a mapping")
+        sel = _get(raw, e, "labelSelector", None, types=dict, prefix=p)
+        keys = _get(raw, e, "matchLabelKeys", [], types=list, prefix=p)
+        if not all(isinstance(k, str) and k for k in keys):
+            raise raw.error(p + "matchLabelKeys", "expected a list of label keys")
+        nt = _get(raw, e, "networkTopology", None, types=dict, prefix=p)
+        topo = None
+        if nt is not None:
+            q = p + "networkTopology."
+            topo = parse_model(raw, NetworkTopology, {
+                "mode": _get(raw, nt, "mode", "hard", types=str, prefix=q),
+                "highest_tier_allowed": _int(raw, nt, "highestTierAllowed", None, prefix=q),
+                "highest_tier_name": _get(raw, nt, "highestTierName", None, types=str, prefix=q) or None}, q[:-1])
+        out.append(SubGroupPolicy(
+            name=_get(raw, e, "name", "", types=str, prefix=p) or "",
+            sub_group_size=_int(raw, e, "subGroupSize", 1, low=1, prefix=p) or 1,
+            min_sub_groups=_int(raw, e, "minSubGroups", 0, prefix=p) or 0,
+            label_selector=parse_model(raw, LabelSelector, sel, p + "labelSelector") if sel is not None else None,
+            match_label_keys=tuple(keys), network_topology=topo))
+    return tuple(out)
 
 
 def parse_pdb(raw: RawObject) -> PodDisruptionBudget:
@@ -513,9 +550,42 @@ def _job_task(raw: RawObject, task: Any, index: int) -> JobTask:
     if min_available is not None and min_available > replicas:
         raise raw.error(prefix + "minAvailable", f"{min_available} is greater than replicas {replicas}")
     template = _get(raw, task, "template", {}, types=dict, prefix=prefix)
+    partition = _partition_policy(raw, task, prefix, replicas)
+    if min_available is None and partition is not None and partition.min_partitions > 0:
+        min_available = partition.min_partitions * partition.partition_size  # the job controller's minTaskMember
     return JobTask(name=name, replicas=replicas, min_available=min_available,
                    template=_pod_template(raw, template, prefix + "template."),
-                   policies=_policies(raw, task, prefix))
+                   policies=_policies(raw, task, prefix), partition_policy=partition)
+
+
+def _partition_policy(raw: RawObject, task: Mapping[str, Any], prefix: str, replicas: int) -> PartitionPolicy | None:
+    """``spec.tasks[].partitionPolicy``: totalPartitions and partitionSize (≥ 1) whose product is the task's
+    replicas, minPartitions (0..totalPartitions), and its networkTopology."""
+    pp = _get(raw, task, "partitionPolicy", None, types=dict, prefix=prefix)
+    if pp is None:
+        return None
+    p = prefix + "partitionPolicy."
+    total = _int(raw, pp, "totalPartitions", None, low=1, prefix=p)
+    size = _int(raw, pp, "partitionSize", None, low=1, prefix=p)
+    if total is None or size is None:
+        raise raw.error(p + ("totalPartitions" if total is None else "partitionSize"), "required (at least 1)")
+    minimum = _int(raw, pp, "minPartitions", 0, prefix=p) or 0
+    if total * size != replicas:
+        raise raw.error(p + "totalPartitions", f"totalPartitions {total} x partitionSize {size} is not the task's "
+                                               f"replicas {replicas}")
+    if minimum > total:
+        raise raw.error(p + "minPartitions", f"{minimum} is greater than totalPartitions {total}")
+    nt = _get(raw, pp, "networkTopology", None, types=dict, prefix=p)
+    topo = None
+    if nt is not None:
+        q = p + "networkTopology."
+        topo = parse_model(raw, JobNetworkTopology, {
+            "mode": _get(raw, nt, "mode", "hard", types=str, prefix=q),
+            "highest_tier_allowed": _non_negative(raw, nt, "highestTierAllowed", None, prefix=q),
+            "highest_tier_name": _get(raw, nt, "highestTierName", None, types=str, prefix=q) or None},
+            q[:-1])
+    return PartitionPolicy(total_partitions=total, partition_size=size, min_partitions=minimum,
+                           network_topology=topo)
 
 
 def _policies(raw: RawObject, owner: Mapping[str, Any], prefix: str) -> tuple[LifecyclePolicy, ...]:
@@ -562,8 +632,9 @@ def parse_vcjob(raw: RawObject) -> VCJob:
     if nt is not None:
         tier = _non_negative(raw, nt, "highestTierAllowed", None, prefix=p + "networkTopology.")
         mode = _get(raw, nt, "mode", "hard", types=str, prefix=p + "networkTopology.")
-        topo = parse_model(raw, JobNetworkTopology, {"mode": mode, "highest_tier_allowed": tier},
-                           "spec.networkTopology")
+        tier_name = _get(raw, nt, "highestTierName", None, types=str, prefix=p + "networkTopology.") or None
+        topo = parse_model(raw, JobNetworkTopology, {"mode": mode, "highest_tier_allowed": tier,
+                                                     "highest_tier_name": tier_name}, "spec.networkTopology")
     return VCJob(
         namespace=_namespace(raw), name=_name(raw),
         uid=str(_get(raw, obj, "metadata.uid", "")), labels=_str_map(raw, obj, "metadata.labels"),
@@ -737,6 +808,9 @@ def build(raws: Sequence[RawObject], *, cache: ParseCache | None = None,
                                 f"allocatable {format_milli(cap)}")
     _check_queue_depth(queues, origin)
     _check_hyper_node_depth(hyper, origin)
+    if hyper:
+        _resolve_tier_names(groups, "PodGroup", hyper, origin)
+        _resolve_tier_names(jobs, "Job", hyper, origin)
     if cache is not None:
         cache.clear()
         cache.update(kept_parsed)
@@ -746,6 +820,21 @@ def build(raws: Sequence[RawObject], *, cache: ParseCache | None = None,
                     priority_classes=dict(sorted(priority_classes.items())), jobs=dict(sorted(jobs.items())),
                     model_servings=dict(sorted(servings.items())), warnings=tuple(warnings))
     return LoadedInput(snapshot=snap, runs=dict(sorted(runs.items())))
+
+
+def _resolve_tier_names(objs: dict[str, Any], kind: str, hyper: dict[str, HyperNode],
+                        origin: Mapping[tuple[str, str], RawObject]) -> None:
+    """Each PodGroup's or VCJob's ``networkTopology.highestTierName`` turned into its tier
+    (``resolve_tier_name``), in place; a name no HyperNode's tierName is, one InputError. Without
+    HyperNodes (a file of VCJobs alone) names stay as written: the planner resolves them on its snapshot."""
+    for key, obj in objs.items():
+        try:
+            if isinstance(obj, VCJob):
+                objs[key] = resolve_job_tier_names(obj, hyper)
+            else:
+                objs[key] = resolve_group_tier_names(obj, hyper)
+        except TierNameError as e:
+            raise origin[(kind, key)].error(e.field, str(e)) from None
 
 
 def _check_model_range(nodes: Mapping[str, Node], pods: Mapping[str, Pod], jobs: Mapping[str, VCJob],

@@ -10,7 +10,7 @@ from optplan.adapters.kubefile import LoadedInput
 from optplan.adapters.output import dump, table
 from optplan.cli import options
 from optplan.cli.goalflags import resolve_run_goals
-from optplan.cli.sources import load, pick_run_arg
+from optplan.cli.sources import load, pick_run_arg, scheduler_conf
 from optplan.cli.units import amount, unit_labels
 from optplan.errors import InputError
 from optplan.models.goals import GoalRunStatus
@@ -108,8 +108,9 @@ def compare_goals(args: argparse.Namespace, loaded: LoadedInput, run: RepackRun,
     options = PlanOptions(time_limit=args.time_limit, workers=args.workers, seed=args.seed,
                           deterministic=args.deterministic)
     rows: list[dict[str, Any]] = []
+    conf = scheduler_conf(args)
     for name in names:
-        out = plan_run(loaded.snapshot, run, solver=name, options=options, weights=args.weights)
+        out = plan_run(loaded.snapshot, run, solver=name, options=options, weights=args.weights, scheduler=conf)
         assert isinstance(out.status, GoalRunStatus)
         g = out.status.plan.goals
         d = out.result.disruption

@@ -3,8 +3,8 @@
 A command module calls these from its ``add_arguments``: ``snapshot_source`` (SNAPSHOT files or the live
 cluster), ``live_cluster`` (``--kubeconfig``, ``--context``, the API limits), ``output_format`` and
 ``output_file`` (``-o/--output``), ``verbose`` (``-v``), ``time_limit``, ``workers``, ``seed``,
-``deterministic``, ``solver``, ``now``, ``timings``, ``write_status``, ``run_ref`` (``--run``) and
-``weights``. A help text that differs from
+``deterministic``, ``solver``, ``now``, ``timings``, ``write_status``, ``run_ref`` (``--run``),
+``weights`` and ``scheduler_conf``. A help text that differs from
 command to command is an argument; the flag, its type and its default are written here. Nothing in this
 module imports a planner: ``optplan CMD --help`` builds one command's options and no more.
 """
@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from optplan.adapters.kubelimits import API_DEADLINE, REQUEST_TIMEOUT
-from optplan.models.limits import MAX_WEIGHT, WEIGHT_DIGITS
+from optplan.models.limits import MAX_BINPACK_WEIGHT, MAX_WEIGHT, WEIGHT_DIGITS
 from optplan.models.placement import BinpackWeights
 from optplan.models.repack import DIMENSIONS, Weights
 
@@ -135,11 +135,6 @@ def parse_weights(text: str) -> Weights:
 
 # ---- where the snapshot comes from --------------------------------------------------------------
 
-MAX_BINPACK_WEIGHT = 10_000
-"""Volcano's binpack weights are small integers (default 1); larger ones would only overflow the exact
-model's integer objective."""
-
-
 def parse_binpack(text: str) -> BinpackWeights:
     """``weight=10,cpu=5,memory=2,nvidia.com/gpu=10``: Volcano's binpack arguments (others default to 1)."""
     fields: dict[str, int] = {}
@@ -156,6 +151,14 @@ def parse_binpack(text: str) -> BinpackWeights:
         else:
             extra[name] = w
     return BinpackWeights(**fields, resources=extra)
+
+
+def scheduler_conf(p: Declares) -> None:
+    """``--scheduler-conf FILE``: the vc-scheduler configuration to plan for (``adapters.schedconf``)."""
+    p.add_argument("--scheduler-conf", default=None, metavar="FILE",
+                   help="vc-scheduler's configuration to plan for: the YAML vc-scheduler reads (--scheduler-conf: "
+                        "actions, tiers) or a dump of the volcano-scheduler ConfigMap; what optplan cannot model is "
+                        "named in a warning (default: seed 002's configuration, docs/queues.md)")
 
 
 def snapshot_source(p: argparse.ArgumentParser) -> None:
@@ -268,9 +271,11 @@ def planning_inputs(p: argparse.ArgumentParser, formats: Sequence[str], default:
 
 
 def repack_planning(p: argparse.ArgumentParser) -> None:
-    """``repack`` and ``compare``: the run, the weights and the solver's workers, seed and clock."""
+    """``repack`` and ``compare``: the run, the weights, the vc-scheduler configuration (a run with goals
+    places gangs as it says) and the solver's workers, seed and clock."""
     run_ref(p, "a file holding the RepackRun, or the name of one inside the snapshots")
     weights(p)
+    scheduler_conf(p)
     workers(p)
     seed(p)
     deterministic(p, "time limits count work (solver deterministic time, greedy evaluations), not wall "

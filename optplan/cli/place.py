@@ -19,9 +19,9 @@ from optplan.adapters.kubefile import LoadedInput
 from optplan.adapters.output import dump, table
 from optplan.cli import options
 from optplan.cli.options import parse_binpack
-from optplan.cli.sources import jobs_to_place, load
+from optplan.cli.sources import jobs_to_place, load, scheduler_conf
 from optplan.errors import InputError
-from optplan.models.placement import BinpackWeights, PlacementPlan, SafePreemption
+from optplan.models.placement import PlacementPlan, SafePreemption
 from optplan.solvers.core import registry
 from optplan.solvers.placement.place import place_jobs
 
@@ -32,9 +32,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a file of VCJobs to place (repeatable); the snapshot's pending VCJobs are placed too")
     options.solver(p, registry.names("placement"), registry.DEFAULT, registry.HELP["placement"])
     options.time_limit(p, 10.0, "time limit of the exact solver (default 10)")
-    p.add_argument("--binpack", type=parse_binpack, default=BinpackWeights(), metavar="W",
+    p.add_argument("--binpack", type=parse_binpack, default=None, metavar="W",
                    help="binpack plugin weights, e.g. weight=10,cpu=5,memory=2,nvidia.com/gpu=10 "
-                        "(default: Volcano's, all 1)")
+                        "(default: --scheduler-conf's binpack arguments, else Volcano's, all 1)")
+    options.scheduler_conf(p)
     options.workers(p)
     options.seed(p)
     options.now(p, "the time victims are priced at (newer pods are cheaper), e.g. 2025-06-01T12:00:00Z "
@@ -72,13 +73,14 @@ def load_safety(spec: str | None) -> SafePreemption | None:
 
 def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
     """The placement plan; ``loaded``: the snapshot already read (default: read as ``args`` says)."""
+    conf = scheduler_conf(args)
     loaded = load(args) if loaded is None else loaded
     jobs = jobs_to_place(loaded.snapshot, args.job)
     safety = load_safety(args.safe_preemption)
     try:
         plan = place_jobs(loaded.snapshot, jobs, solver=args.solver, time_limit=args.time_limit, workers=args.workers,
                      seed=args.seed, weights=args.binpack, now=args.now, deterministic=args.deterministic,
-                     safety=safety)
+                     safety=safety, scheduler=conf)
     except InputError as e:  # the planner names the object and field; the files are known here
         if e.file is not None:
             raise

@@ -10,7 +10,7 @@ from typing import Any
 from optplan.adapters.kubefile import LoadedInput, load_files
 from optplan.adapters.output import dump, table, to_yaml, write_atomic
 from optplan.cli import options
-from optplan.cli.sources import load
+from optplan.cli.sources import load, scheduler_conf
 from optplan.cli.units import amounts
 from optplan.errors import InputError
 from optplan.models.payg import PaygSizing
@@ -23,7 +23,9 @@ from optplan.solvers.quota.times import parse_now
 def add_arguments(p: argparse.ArgumentParser) -> None:
     options.report_inputs(p)
     p.add_argument("--flat", action="store_true",
-                   help="account as the capacity plugin without enableHierarchy (default: with it)")
+                   help="account as the capacity plugin without enableHierarchy (default: with it, or as "
+                        "--scheduler-conf says)")
+    options.scheduler_conf(p)
     add_payg_arguments(p)
 
 
@@ -53,7 +55,7 @@ def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
                         ("--write-release", args.write_release)):
         if given:
             raise InputError("only with --size-payg", field=flag)
-    rep = queue_report(loaded.snapshot, hierarchical=not args.flat)
+    rep = queue_report(loaded.snapshot, hierarchical=not args.flat and scheduler_conf(args).hierarchy)
     if args.output != "table":
         return dump(queue_report_dict(rep), args.output)
     return queue_table(rep)

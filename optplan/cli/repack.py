@@ -11,7 +11,7 @@ from optplan.adapters.output import dump, repack_run_document, status_dict, tabl
 from optplan.cli import options
 from optplan.cli.cluster import write_status
 from optplan.cli.goalflags import add_goal_arguments, resolve_run_goals, with_flag_goals
-from optplan.cli.sources import load, pick_run_arg
+from optplan.cli.sources import load, pick_run_arg, scheduler_conf
 from optplan.cli.units import amount
 from optplan.errors import InputError
 from optplan.models.goals import GoalRunStatus
@@ -46,7 +46,8 @@ def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
     options = PlanOptions(time_limit=args.time_limit, workers=args.workers, seed=args.seed,
                           deterministic=args.deterministic)
     out = plan_run(loaded.snapshot, run, solver=args.solver, options=options, weights=args.weights,
-                   file=args.run if args.run is not None and Path(args.run).is_file() else None)
+                   file=args.run if args.run is not None and Path(args.run).is_file() else None,
+                   scheduler=scheduler_conf(args))
     if args.write_status:
         write_status(args, run, status_dict(out.status))
     if args.output == "table":

@@ -1,4 +1,5 @@
-"""Where a command's snapshot comes from (SNAPSHOT files or the live cluster) and the run it names. The
+"""Where a command's snapshot comes from (SNAPSHOT files or the live cluster), the run it names and the
+vc-scheduler configuration it plans for (``scheduler_conf``: ``--scheduler-conf``, its warnings logged). The
 live cluster is read through ``optplan.api``, imported only then: a command on files loads neither the
 API's planners nor the kubernetes client."""
 
@@ -10,9 +11,11 @@ import os
 from collections.abc import Sequence
 
 from optplan.adapters.kubefile import LoadedInput, load_files, pick_run
+from optplan.adapters.schedconf import read_scheduler_conf
 from optplan.errors import InputError
 from optplan.models.queues import VCJob
 from optplan.models.repack import RepackRun
+from optplan.models.schedconf import SchedulerConf
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.placement.jobs import jobs_to_place as waiting_jobs
 
@@ -67,3 +70,14 @@ def jobs_to_place(snapshot: Snapshot, job_files: Sequence[str]) -> list[VCJob]:
         raise InputError("no VCJob to place: pass --job JOB.yaml or include a pending VCJob in a snapshot",
                          field="--job")
     return [jobs[k] for k in sorted(jobs)]
+
+
+def scheduler_conf(args: argparse.Namespace) -> SchedulerConf:
+    """``--scheduler-conf``'s configuration (its warnings logged, one line each), else seed 002's."""
+    path = getattr(args, "scheduler_conf", None)
+    if path is None:
+        return SchedulerConf()
+    conf = read_scheduler_conf(path)
+    for w in conf.warnings:
+        log.warning("%s: %s", path, w)
+    return conf

@@ -5,7 +5,9 @@ Modules, each importing only the lines below it (pyproject's "Models import one 
 - ``journal`` (a RepackRun's status as its controller reads it, ``RunStatus``, and the changes a journal
   step writes, ``StatusChange``; the phases of a run, an eviction, a placement), ``provision`` (node
   groups of a catalogue, provisioning plans; it holds a placement plan), ``payg`` (pay-as-you-go queue
-  sizing: the queue patches to apply and to return to);
+  sizing: the queue patches to apply and to return to), ``schedconf`` (the vc-scheduler configuration the
+  planners follow, ``SchedulerConf``: actions, binpack and HyperNode binpack weights, the capacity plugin's
+  hierarchy, and what optplan cannot model);
 - ``execute`` (Execute's records: relocations, ``Nomination``, ``Verification``), ``placement`` (queue
   placement plans, ``BinpackWeights``), ``results`` (what Repack returns: disruption, restarts, planner
   results, the fragmentation report, a run's outcome);

@@ -94,3 +94,8 @@ MAX_QUEUE_DEPTH = 100
 """Queues from ``root`` down (``root`` is 0); a ``spec.parent`` chain longer than this is refused."""
 MAX_HYPERNODE_DEPTH = 100
 """HyperNodes nested through HyperNode members."""
+
+MAX_BINPACK_WEIGHT = 10_000
+"""Volcano's binpack weights (``--binpack``, a ``--scheduler-conf`` file's binpack and network-topology-aware
+arguments) are small integers (default 1); larger ones would only overflow the exact model's integer
+objective."""

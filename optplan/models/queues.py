@@ -92,6 +92,9 @@ class JobNetworkTopology(_Model):
 
     mode: Literal["hard", "soft"] = "hard"
     highest_tier_allowed: int | None = None
+    highest_tier_name: str | None = None
+    """``highestTierName``: the tier by the HyperNodes' ``spec.tierName``; read only when
+    ``highestTierAllowed`` is absent (``snapshot.resolve_tier_name`` turns it into the number)."""
 
 
 class PodTemplate(_Model):
@@ -121,13 +124,36 @@ class LifecyclePolicy(_Model):
         return event in self.events or ANY_EVENT in self.events
 
 
+class PartitionPolicy(_Model):
+    """A task's ``partitionPolicy``: its ``replicas`` = ``totalPartitions`` × ``partitionSize`` pods in
+    partitions of ``partitionSize`` (replica ``i`` in partition ``i // partitionSize``, as Volcano's job
+    controller labels it); a partition is placed whole or not at all, inside one HyperNode of tier ≤ its
+    ``networkTopology``'s limit, and the gang needs ``minPartitions`` whole partitions (Volcano's
+    SubGroupPolicy: ``subGroupSize``, ``minSubGroups``, a topology per subgroup)."""
+
+    total_partitions: int = Field(ge=1)
+    partition_size: int = Field(ge=1)
+    min_partitions: int = Field(default=0, ge=0)
+    network_topology: JobNetworkTopology | None = None
+
+    def of(self, index: int) -> int:
+        """The partition replica ``index`` belongs to."""
+        return index // self.partition_size
+
+    def members(self, partition: int) -> range:
+        """The replica indices of a partition."""
+        return range(partition * self.partition_size, (partition + 1) * self.partition_size)
+
+
 class JobTask(_Model):
     """``spec.tasks[]`` of a VCJob: ``replicas`` pods built from ``template``."""
 
     name: str
     replicas: int = 1
     min_available: int | None = None
-    """Task-level minAvailable; Volcano defaults it to replicas."""
+    """Task-level minAvailable; Volcano defaults it to replicas (a partitioned task: ``minPartitions`` ×
+    ``partitionSize`` when both are above 0, as the job controller sets the PodGroup's minTaskMember)."""
+    partition_policy: PartitionPolicy | None = None
     template: PodTemplate = Field(default_factory=PodTemplate)
     policies: tuple[LifecyclePolicy, ...] = ()
     """``spec.tasks[].policies``: for this task's pods they come before the job's."""

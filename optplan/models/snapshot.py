@@ -10,13 +10,13 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache, cached_property
-from typing import Literal
+from typing import Literal, TypeVar
 
 import re2
 from pydantic import BaseModel, ConfigDict, Field
 
 from optplan.models.devices import GpuDevice, GpuShare
-from optplan.models.queues import PriorityClass, Queue, VCJob
+from optplan.models.queues import JobNetworkTopology, PriorityClass, Queue, VCJob
 from optplan.models.selectors import LabelSelector, NodeSelectorTerm, Taint, Toleration
 
 Resources = dict[str, int]
@@ -108,6 +108,31 @@ class Pod(Model):
 class NetworkTopology(Model):
     mode: Literal["hard", "soft"] = "hard"
     highest_tier_allowed: int | None = None
+    highest_tier_name: str | None = None
+    """As a VCJob's (``queues.JobNetworkTopology``): resolved by ``resolve_tier_name``."""
+
+
+class SubGroupPolicy(Model):
+    """One entry of a PodGroup's ``spec.subGroupPolicy`` (Volcano's SubGroupPolicySpec; the job controller writes
+    one per partitioned task): the pods its ``labelSelector`` matches, grouped by their values of
+    ``matchLabelKeys``, are subgroups of ``subGroupSize`` pods, each under its ``networkTopology``;
+    ``minSubGroups`` of them make the gang."""
+
+    name: str = ""
+    sub_group_size: int = 1
+    min_sub_groups: int = 0
+    label_selector: LabelSelector | None = None
+    match_label_keys: tuple[str, ...] = ()
+    network_topology: NetworkTopology | None = None
+
+    def subgroup(self, labels: dict[str, str]) -> tuple[str, ...] | None:
+        """The subgroup a pod with these labels is in (its values of matchLabelKeys), or None: not matched by
+        the selector, no matchLabelKeys, or a key missing or empty (Volcano's getSubJobMatchValues; such a pod
+        is in the job's default group)."""
+        if self.label_selector is not None and not self.label_selector.matches(labels):
+            return None
+        values = tuple(labels.get(k, "") for k in self.match_label_keys)
+        return values if values and all(values) else None
 
 
 class PodGroup(Model):
@@ -118,12 +143,22 @@ class PodGroup(Model):
     min_member: int = 1
     queue: str = "default"
     network_topology: NetworkTopology | None = None
+    sub_group_policy: tuple[SubGroupPolicy, ...] = ()
+    """``spec.subGroupPolicy``, in order: a pod belongs to the first whose ``subgroup`` it is in."""
     priority_class_name: str | None = None
     """spec.priorityClassName: the job priority Volcano orders victims by."""
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def subgroup_of(self, labels: dict[str, str]) -> tuple[SubGroupPolicy, tuple[str, ...]] | None:
+        """The policy and subgroup a pod with these labels belongs to, or None (the default group)."""
+        for policy in self.sub_group_policy:
+            values = policy.subgroup(labels)
+            if values is not None:
+                return policy, values
+        return None
 
     @property
     def owner(self) -> OwnerReference | None:
@@ -269,6 +304,82 @@ class HyperNode(BaseModel):
     tier_name: str | None = None
     """``spec.tierName`` (Volcano's HyperNodeSpec.TierName, optional): the tier's name, e.g. ``rack``;
     a RepackRun's ``freeHyperNodes.tierName`` names a tier by it."""
+
+
+class TierNameError(ValueError):
+    """A ``highestTierName`` that names no tier; ``field``: where it is written."""
+
+    def __init__(self, message: str, field: str = "spec.networkTopology.highestTierName") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def tier_of_name(hyper_nodes: dict[str, HyperNode], name: str) -> int:
+    """The tier whose HyperNodes carry ``spec.tierName`` ``name`` (Volcano's HyperNodeTierNameMap). A name no
+    HyperNode carries, or one HyperNodes of different tiers carry (Volcano keeps whichever it met last),
+    raises ValueError with the reason."""
+    named = sorted({h.tier for h in hyper_nodes.values() if h.tier_name == name})
+    if not named:
+        names = sorted({h.tier_name for h in hyper_nodes.values() if h.tier_name is not None})
+        listed = f"tier names: {', '.join(names)}" if names else "no HyperNode has a tierName"
+        raise TierNameError(f"no HyperNode has tierName {name} ({listed}); vc-scheduler would drop the tier limit")
+    if len(named) > 1:
+        raise TierNameError(f"tierName {name} names HyperNodes of tiers {', '.join(map(str, named))}: vc-scheduler "
+                         "would pick one at random")
+    return named[0]
+
+
+NT = TypeVar("NT", NetworkTopology, JobNetworkTopology)
+
+
+def resolve_tier_name(nt: NT, hyper_nodes: dict[str, HyperNode]) -> NT:
+    """Volcano's session (``translateHighestTierNameToAllowed``): a ``highestTierName`` with no
+    ``highestTierAllowed`` becomes the tier of that name (``tier_of_name``; ValueError when there is none);
+    otherwise the topology is returned as it is (``highestTierAllowed``, when both are written, wins)."""
+    if nt.highest_tier_name is None or nt.highest_tier_allowed is not None:
+        return nt
+    return nt.model_copy(update={"highest_tier_allowed": tier_of_name(hyper_nodes, nt.highest_tier_name)})
+
+
+def resolve_group_tier_names(group: PodGroup, hyper_nodes: dict[str, HyperNode]) -> PodGroup:
+    """The PodGroup with ``resolve_tier_name`` applied to its networkTopology and each subGroupPolicy's."""
+    update: dict[str, object] = {}
+    if group.network_topology is not None:
+        update["network_topology"] = resolve_tier_name(group.network_topology, hyper_nodes)
+    policies = list(group.sub_group_policy)
+    for i, sp in enumerate(policies):
+        if sp.network_topology is not None:
+            try:
+                nt = resolve_tier_name(sp.network_topology, hyper_nodes)
+            except TierNameError as e:
+                raise TierNameError(str(e), f"spec.subGroupPolicy[{i}].networkTopology.highestTierName") from None
+            policies[i] = sp.model_copy(update={"network_topology": nt})
+    if policies:
+        update["sub_group_policy"] = tuple(policies)
+    return group.model_copy(update=update) if update else group
+
+
+def resolve_job_tier_names(job: VCJob, hyper_nodes: dict[str, HyperNode]) -> VCJob:
+    """The job with ``resolve_tier_name`` applied to its networkTopology and to each task's partitionPolicy's
+    (the same object when nothing is named); TierNameError names the field."""
+    update: dict[str, object] = {}
+    if job.network_topology is not None:
+        nt = resolve_tier_name(job.network_topology, hyper_nodes)
+        if nt is not job.network_topology:
+            update["network_topology"] = nt
+    tasks = list(job.tasks)
+    for i, t in enumerate(tasks):
+        pp = t.partition_policy
+        if pp is None or pp.network_topology is None:
+            continue
+        try:
+            pnt = resolve_tier_name(pp.network_topology, hyper_nodes)
+        except TierNameError as e:
+            raise TierNameError(str(e), f"spec.tasks[{i}].partitionPolicy.networkTopology.highestTierName") from None
+        if pnt is not pp.network_topology:
+            tasks[i] = t.model_copy(update={"partition_policy": pp.model_copy(update={"network_topology": pnt})})
+            update["tasks"] = tuple(tasks)
+    return job.model_copy(update=update) if update else job
 
 
 class Topology:

@@ -45,11 +45,13 @@ from optplan.solvers.goals.room import (
     as_it_is,
     could_hold,
     free_hyper_nodes_now,
+    gang_units,
     opened,
     pinned_why,
     refused,
 )
 from optplan.solvers.placement.jobs import Region
+from optplan.solvers.placement.partitions import partitioned
 
 MAX_SUBSET_PODS = 10
 """A node's movable pods whose every subset is tried when making room on it (more: the largest ten)."""
@@ -184,10 +186,24 @@ def make_room(room: Room, gang: Gang, region: Region, budgets: bool = True) -> t
     chosen: set[str] = set()
     blocked = False
     R = room.R
-    for gp in sorted(gang.pods, key=lambda g: -g.pod.request(R)):
-        ok, hit = _place_one(room, gang, gp, region, chosen, budgets)
-        blocked |= hit
-        if not ok:
+    units = gang_units(room, gang, region)
+    if not partitioned(gang.job):  # pod by pod, largest R first
+        units = [([region], [gp]) for gp in sorted(gang.pods, key=lambda g: -g.pod.request(R))]
+    for subs, pods in units:
+        placed = False
+        for sub in subs:  # a partition: the first of its HyperNodes that takes it whole
+            unit_mark, before = room.mark(), set(chosen)
+            for gp in sorted(pods, key=lambda g: -g.pod.request(R)):
+                ok, hit = _place_one(room, gang, gp, sub, chosen, budgets)
+                blocked |= hit
+                if not ok:
+                    break
+            else:
+                placed = True
+                break
+            room.undo(unit_mark)
+            chosen.intersection_update(before)
+        if not placed:
             room.undo(mark)
             return False, blocked
     return True, blocked

@@ -57,6 +57,7 @@ from optplan.solvers.core.exact import ExactModelError, exact_record, strict
 from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, constraint_signature, pod_demand
 from optplan.solvers.goals.problem import Gang, GangPod, GoalProblem, GoalResult
 from optplan.solvers.placement.jobs import Region
+from optplan.solvers.placement.partitions import partitioned
 from optplan.solvers.repack.exact.model import integer_weights, weigh, weighted_cost
 from optplan.solvers.repack.rules import RestartUnit
 
@@ -181,6 +182,9 @@ def build_data(problem: GoalProblem, hint: GoalPlan | None = None, *, restrict: 
             causes[i] = (g.cause, g.why or f"cannot be admitted: {g.cause}")
         elif not g.pods:
             causes[i] = (SEARCH, "the gang has no pod to place")
+        elif partitioned(g.job):
+            causes[i] = (SEARCH, "the exact goal planners do not model partitionPolicy (the greedy places its "
+                                 "partitions whole, each in one HyperNode)")
         elif (why := qs.admission_reason(g.queue)) is not None:
             causes[i] = (QUOTA, why)
         else:

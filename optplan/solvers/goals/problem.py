@@ -24,6 +24,7 @@ from optplan.models.placement import BinpackWeights
 from optplan.models.queues import VCJob
 from optplan.models.repack import DIMENSIONS, PodMove, RepackRun, SolverRecord, Weights
 from optplan.models.results import Disruption
+from optplan.models.schedconf import SchedulerConf
 from optplan.models.snapshot import Pod, Resources, Snapshot
 from optplan.solvers.core.oracle import Capacity, Predicates
 from optplan.solvers.core.planner import Planner
@@ -113,7 +114,10 @@ GoalPlanner = Planner["GoalProblem", GoalResult]
 class GoalProblem:
     """A snapshot, a RepackRun with goals and the resolved goals, as facts for the planners."""
 
-    def __init__(self, snapshot: Snapshot, run: RepackRun, goals: Goals, weights: Weights | None = None) -> None:
+    def __init__(self, snapshot: Snapshot, run: RepackRun, goals: Goals, weights: Weights | None = None,
+                 scheduler: SchedulerConf | None = None) -> None:
+        """``scheduler``: the vc-scheduler configuration the gangs' placements follow (its binpack weights;
+        default seed 002's)."""
         self.snapshot = snapshot
         self.run = run
         self.weights = weights or Weights()
@@ -123,7 +127,9 @@ class GoalProblem:
         self.free_count = goals.free_count
         self.free_required = goals.free_required
         self.hyper_node_names = tuple(goals.hyper_nodes)
-        self.ctx = Context.build(snapshot, list(goals.jobs), BinpackWeights())
+        conf = scheduler or SchedulerConf()
+        self.ctx = Context.build(snapshot, list(goals.jobs), conf.binpack_or(BinpackWeights()),
+                                 hyper_weights=conf.hyper_node_binpack)
         self.pending = pending_gangs(snapshot, self.resource)
         """Every gang of R pending in the snapshot with ``pending``'s verdict (named or not), by key."""
         self.gangs = self._gangs(goals.jobs)

@@ -22,8 +22,9 @@ from optplan.models.placement import Binding
 from optplan.models.repack import PodMove, SolverRecord
 from optplan.models.snapshot import Pod, Resources
 from optplan.solvers.core.oracle import POD_SLOT, constraint_signature
-from optplan.solvers.goals.problem import Gang, GoalProblem, GoalResult
+from optplan.solvers.goals.problem import Gang, GangPod, GoalProblem, GoalResult
 from optplan.solvers.placement.jobs import Region, held_pods
+from optplan.solvers.placement.partitions import partition_regions, partitioned
 from optplan.solvers.repack.rules import Spent
 
 
@@ -290,9 +291,20 @@ def quota_reason(room: Room, gang: Gang) -> str | None:
 
 def place_without_moves(room: Room, gang: Gang, region: Region) -> bool:
     """Place the gang's pods, in gang order, each on the fullest region node where it fits (best fit);
-    all or nothing."""
+    all or nothing. A partition of a partitioned task goes whole into the first of its HyperNodes inside the
+    region (``gang_units``) where every one of its pods fits so."""
     mark = room.mark()
-    for gp in gang.pods:
+    for subs, pods in gang_units(room, gang, region):
+        if not any(_best_fit_all(room, gang, sub, pods) for sub in subs):
+            room.undo(mark)
+            return False
+    return True
+
+
+def _best_fit_all(room: Room, gang: Gang, region: Region, pods: list[GangPod]) -> bool:
+    """Each pod on the fullest node of ``region`` where it fits; all or nothing."""
+    mark = room.mark()
+    for gp in pods:
         node = next(room.best_fit(gp.pod, lambda n: n in region.nodes and n not in room.forbidden, region.nodes),
                     None)
         if node is None:
@@ -300,6 +312,33 @@ def place_without_moves(room: Room, gang: Gang, region: Region) -> bool:
             return False
         room.place(gang, gp.task, gp.index, gp.pod, node)
     return True
+
+
+def gang_units(room: Room, gang: Gang, region: Region) -> list[tuple[list[Region], list[GangPod]]]:
+    """The gang's pods in the units they are placed by, in gang order: each pod of a task without a
+    partitionPolicy alone, in ``region``; each partition of a partitioned task whole, in the HyperNodes inside
+    ``region`` it may use (``partitions.partition_regions``: of tier ≤ its limit, holding its running pods)."""
+    job = gang.job
+    if not partitioned(job):
+        return [([region], [gp]) for gp in gang.pods]
+    tasks = {t.name: t for t in job.tasks}
+    units: list[tuple[list[Region], list[GangPod]]] = []
+    parts: dict[tuple[str, int], list[GangPod]] = {}
+    running = held_pods(job, room.problem.snapshot)
+    for gp in gang.pods:
+        pp = tasks[gp.task].partition_policy
+        if pp is None:
+            units.append(([region], [gp]))
+            continue
+        key = (gp.task, pp.of(gp.index))
+        if key not in parts:
+            parts[key] = []
+            nodes = {p.node_name for i, p in running.get(gp.task, {}).items()
+                     if pp.of(i) == key[1] and p.node_name is not None}
+            units.append((partition_regions(room.problem.snapshot, tasks[gp.task], region,
+                                            {n for n in nodes if n is not None}), parts[key]))
+        parts[key].append(gp)
+    return units
 
 
 def free_hyper_nodes_now(room: Room, limit: int) -> list[str]:

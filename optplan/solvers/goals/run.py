@@ -33,6 +33,7 @@ from optplan.models.goals import (
 )
 from optplan.models.repack import Condition, HyperNodeTierOut, RepackRun, RepackRunStatus, Weights
 from optplan.models.results import FragReport, PlanResult, RepackOutcome
+from optplan.models.schedconf import SchedulerConf
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core import registry
 from optplan.solvers.core.clock import Clock
@@ -57,10 +58,12 @@ def planner_names() -> list[str]:
 
 def plan_run(snapshot: Snapshot, run: RepackRun, *, solver: str = registry.DEFAULT,
              options: PlanOptions | None = None, weights: Weights | None = None,
-             file: str | None = None) -> RepackOutcome:
-    """Plan any RepackRun: the goals' planners when it has goals, else the seed's Repack."""
+             file: str | None = None, scheduler: SchedulerConf | None = None) -> RepackOutcome:
+    """Plan any RepackRun: the goals' planners when it has goals (``scheduler``: the vc-scheduler
+    configuration their placements follow), else the seed's Repack."""
     if run.spec.has_purpose:
-        return plan_goals(snapshot, run, solver=solver, options=options, weights=weights, file=file)
+        return plan_goals(snapshot, run, solver=solver, options=options, weights=weights, file=file,
+                          scheduler=scheduler)
     if solver not in registry.names("repack"):
         raise InputError(f"solver {solver} plans only admit / freeHyperNodes goals; this run has none",
                          file=file, obj=f"RepackRun {run.name}", field="--solver")
@@ -85,13 +88,13 @@ class AutoGoalPlanner(Auto[GoalProblem, GoalResult]):
 
 def plan_goals(snapshot: Snapshot, run: RepackRun, *, solver: str = registry.DEFAULT,
                options: PlanOptions | None = None, weights: Weights | None = None,
-               file: str | None = None) -> RepackOutcome:
+               file: str | None = None, scheduler: SchedulerConf | None = None) -> RepackOutcome:
     """Resolve the goals (bad goals: InputError), plan, validate and build the status."""
     if solver not in registry.names(FAMILY):
         raise InputError(f"solver {solver} does not plan admit / freeHyperNodes goals; choose from "
                          f"{', '.join(planner_names())}", file=file, obj=f"RepackRun {run.name}", field="--solver")
     goals = resolve_goals(snapshot, run, file=file)
-    problem = GoalProblem(snapshot, run, goals, weights)
+    problem = GoalProblem(snapshot, run, goals, weights, scheduler)
 
     def bound(frag: FragReport, clock: Clock, limit: float) -> None:
         problem.repack.freed_upper = frag.occupied - frag.theoretical_min

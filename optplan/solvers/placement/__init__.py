@@ -36,7 +36,10 @@ requested resource (the capacity plugin with hierarchy, ``queues.account_queues`
 it is placed. The queue must exist, be a leaf and be Open.
 
 **Topology.** ``mode: hard``: every pod inside one HyperNode of tier ≤ ``highestTierAllowed`` (none
-written: any tier, still one HyperNode). ``mode: soft``: the same search over every HyperNode, then
+written: any tier, still one HyperNode). ``highestTierName`` names that tier by the HyperNodes'
+``spec.tierName`` when ``highestTierAllowed`` is absent (Volcano's session translates it the same way;
+``context.resolve_tier_names``, ``snapshot.resolve_tier_name``); a name no HyperNode carries, or one that
+HyperNodes of two tiers carry, is bad input. ``mode: soft``: the same search over every HyperNode, then
 the virtual root (the whole cluster). No ``networkTopology``: the whole cluster, ``hyperNode`` and
 ``tier`` null.
 
@@ -114,9 +117,13 @@ Every plan passes ``validate_placement`` (an independent re-check) before ``plan
 - ``validate``: the validator (``placement_violations``) and ``check_inputs``; it imports no planner;
 - ``context``: the queue order, the planners' ``Context``, and the simulated cluster (``State``, changed
   through a ``Statement``, a plan put on it by ``replay``);
+- ``partitions``: a task's ``partitionPolicy`` (partitions placed whole, each inside one HyperNode, and
+  ``minPartitions``), the rules the planners and the validator share;
 - ``jobs``: the pod facts, gang minimums, held pods and regions; ``binpack``: the binpack score;
 - ``victims``: who may be a victim and the capacity plugin's reclaim rules.
-- ``safety``: safe preemption's rules (PDBs, cooldown, grades, approval), off unless asked for.
+- ``safety``: safe preemption's rules (PDBs, cooldown, grades, approval), off unless asked for;
+  ``bundles``: the bundle rule of Volcano's gangpreempt and gangreclaim actions (safe and whole bundles of a
+  victim job, ranked by local gain over global cost), not used by the planners yet.
 
 Static predicates and room are the oracle's (``optplan.solvers.core.oracle``: ``Predicates``, ``Capacity``),
 one table per run.

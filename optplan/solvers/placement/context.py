@@ -15,11 +15,13 @@ from fractions import Fraction
 from functools import cmp_to_key
 from typing import Any
 
+from optplan.errors import InputError
 from optplan.models.placement import BinpackWeights, PlacementPlan, SafePreemption
 from optplan.models.quantity import format_milli
 from optplan.models.queues import ROOT as ROOT_QUEUE
 from optplan.models.queues import QueueTree, VCJob
-from optplan.models.snapshot import Pod, Resources, Snapshot
+from optplan.models.schedconf import SEED_ACTIONS
+from optplan.models.snapshot import Pod, Resources, Snapshot, TierNameError, resolve_job_tier_names
 from optplan.solvers.core.oracle import Capacity, Predicates
 from optplan.solvers.placement.binpack import BINPACK_SCALE, binpack_score
 from optplan.solvers.placement.jobs import (
@@ -38,6 +40,19 @@ from optplan.solvers.placement.jobs import (
 from optplan.solvers.placement.safety import OFF
 from optplan.solvers.placement.victims import Catalogue, never_tasks
 from optplan.solvers.quota.queues import QueueAccount, account_queues
+
+
+def resolve_tier_names(jobs: Sequence[VCJob], snap: Snapshot) -> list[VCJob]:
+    """The jobs with each ``networkTopology.highestTierName`` turned into its tier on this snapshot's
+    HyperNodes (``snapshot.resolve_tier_name``, as Volcano's session does: a snapshot's own jobs already are,
+    a ``--job`` file's are here); a name no HyperNode's tierName is, one InputError."""
+    out = []
+    for j in jobs:
+        try:
+            out.append(resolve_job_tier_names(j, snap.hyper_nodes))
+        except TierNameError as e:
+            raise InputError(str(e), obj=f"VCJob {j.key}", field=e.field) from None
+    return out
 
 
 def queue_share(qs: QueueState, queue: str) -> tuple[Fraction, bool]:
@@ -186,6 +201,11 @@ class Context:
     """job key -> its tasks whose PriorityClass says preemptionPolicy Never (``victims.never_tasks``)."""
     safety: SafePreemption = OFF
     """Safe preemption's rules (``safety``), off by default."""
+    hyper_weights: BinpackWeights | None = None
+    """The network-topology-aware plugin's HyperNode binpack weights (``--scheduler-conf``); None: the node
+    weights serve (``region_weights``)."""
+    actions: tuple[str, ...] = SEED_ACTIONS
+    """The scheduler configuration's actions (``--scheduler-conf``): preempt and reclaim evict only when listed."""
     turns: list[str] = field(default_factory=list)
     """Job keys in the order the greedy's allocate gave them their first turn (``greedy_place`` fills it):
     Volcano's order with the queues interleaved, which ``order_weights`` follows."""
@@ -195,11 +215,13 @@ class Context:
     def build(cls, snap: Snapshot, jobs: Sequence[VCJob], weights: BinpackWeights,
               now: datetime | None = None, *, accounts: dict[str, QueueAccount] | None = None,
               capacity: Capacity | None = None, predicates: Predicates | None = None,
-              safety: SafePreemption = OFF) -> Context:
+              safety: SafePreemption = OFF, hyper_weights: BinpackWeights | None = None,
+              actions: tuple[str, ...] = SEED_ACTIONS) -> Context:
         """The context of placing ``jobs`` on ``snap``.  ``accounts``, ``capacity`` and ``predicates``:
         the snapshot's own (``account_queues``, ``Capacity``, ``Predicates``; never changed by a
         context), given when several contexts of one snapshot are built (``pending.pending_gangs``);
         ``predicates`` depend on the nodes only, so one table serves any snapshot of the same nodes."""
+        jobs = resolve_tier_names(jobs, snap)
         keys = [j.key for j in jobs]
         dup = [k for k, n in Counter(keys).items() if n > 1]
         if dup:
@@ -221,7 +243,13 @@ class Context:
                    regions={j.key: job_regions(j, snap, nodes[j.key]) for j in ordered},
                    now=now or datetime.now(UTC), unfit=unfit,
                    held={k: {t: frozenset(ps) for t, ps in by_task.items()} for k, by_task in running.items()},
-                   held_nodes=nodes, never={j.key: never_tasks(snap, j) for j in ordered}, safety=safety)
+                   held_nodes=nodes, never={j.key: never_tasks(snap, j) for j in ordered}, safety=safety,
+                   hyper_weights=hyper_weights, actions=actions)
+
+    @property
+    def region_weights(self) -> BinpackWeights:
+        """The weights a HyperNode's binpack score uses: the network-topology-aware plugin's, else the nodes'."""
+        return self.weights if self.hyper_weights is None else self.hyper_weights
 
     def held_count(self, job: str) -> Counter[str]:
         """Task -> its pods already running."""

@@ -77,7 +77,18 @@ from optplan.solvers.placement.allocate import explain_rejections, greedy_place
 from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.evict import plan_victims, victim_notes, victim_text
 from optplan.solvers.placement.greedy import placed_reason
-from optplan.solvers.placement.model import Data, PlanKey, Vars, admission_weight, build_data, order_weights, plan_key
+from optplan.solvers.placement.model import (
+    Data,
+    PlanKey,
+    Vars,
+    admission_weight,
+    build_data,
+    order_weights,
+    partition_parts,
+    partition_spots,
+    plan_key,
+)
+from optplan.solvers.placement.partitions import bounded, partition_pending, partitioned
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +119,7 @@ def build(data: Data) -> tuple[cp_model.CpModel, Vars, dict[str, Any]]:
         v.opened[n] = m.new_bool_var(f"opened[{n}]")
     add_gang(m, data, v)
     add_regions(m, data, v)
+    add_partitions(m, data, v)
     add_capacity(m, data, v)
     add_opened(m, data, v)
     if data.victims.pairs:
@@ -154,6 +166,56 @@ def add_regions(m: cp_model.CpModel, data: Data, v: Vars) -> None:
             for n, ub in data.arcs.get((job.key, t.name), {}).items():
                 inside = [v.region[job.key, i] for i, r in enumerate(regions) if n in r.nodes]
                 m.add(v.count[job.key, t.name, n] <= ub * sum(inside))
+
+
+def add_partitions(m: cp_model.CpModel, data: Data, v: Vars) -> None:
+    """A partitioned task (``partitions``): its count on a node is its partitions' counts there; a partition's
+    pending pods are placed all (``whole``) or none; a partition whose topology is hard lies in one of its
+    candidate HyperNodes (``partition_spots``), inside the job's chosen region; an admitted job has
+    ``minPartitions`` whole partitions of each task, counting the partitions that run whole already."""
+    ctx = data.ctx
+    for job in data.valid:
+        if not partitioned(job):
+            continue
+        a = v.admitted[job.key]
+        tasks = {t.name: t for t in job.tasks}
+        regions = ctx.regions[job.key]
+        parts: dict[str, list[Any]] = defaultdict(list)
+        terms: dict[tuple[str, str], list[Any]] = defaultdict(list)
+        for task, p, pending in partition_parts(ctx, job):
+            row = data.arcs.get((job.key, task), {})
+            v.whole[job.key, task, p] = w = m.new_bool_var(f"whole[{job.key}/{task}#{p}]")
+            parts[task].append(w)
+            m.add(w <= a)
+            xs: dict[str, Any] = {}
+            for n, ub in row.items():
+                xs[n] = v.pcount[job.key, task, p, n] = m.new_int_var(0, min(ub, len(pending)),
+                                                                      f"pcount[{job.key}/{task}#{p}->{n}]")
+                terms[task, n].append(xs[n])
+            m.add(sum(xs.values()) == len(pending) * w)
+            if not bounded(tasks[task]):
+                continue
+            spots = partition_spots(ctx, job, task, p)
+            ys = []
+            for i, r in enumerate(spots):
+                v.psub[job.key, task, p, i] = y = m.new_bool_var(f"psub[{job.key}/{task}#{p}@{r.hyper_node}]")
+                ys.append(y)
+                if job.network_topology is not None:  # inside the job's chosen region
+                    m.add(y <= sum(v.region[job.key, k] for k, rg in enumerate(regions) if r.nodes <= rg.nodes))
+            m.add(sum(ys) == w)
+            for n, x in xs.items():
+                m.add(x <= len(pending) * sum(y for y, r in zip(ys, spots, strict=True) if n in r.nodes))
+        for task, t in tasks.items():  # a pod of a partitioned task is a pod of one of its partitions
+            if t.partition_policy is not None:
+                for n in data.arcs.get((job.key, task), {}):
+                    m.add(v.count[job.key, task, n] == sum(terms.get((task, n), [])))
+        for task, t in tasks.items():
+            pp = t.partition_policy
+            if pp is None or pp.min_partitions == 0:
+                continue
+            held = ctx.held.get(job.key, {}).get(task, frozenset())
+            done = sum(1 for p in range(pp.total_partitions) if not partition_pending(t, p, held))
+            m.add(sum(parts[task]) + done >= pp.min_partitions * a)
 
 
 def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
@@ -226,11 +288,46 @@ def add_hint(m: cp_model.CpModel, data: Data, v: Vars, plan: PlacementPlan) -> N
         m.add_hint(y, int(chosen.get(j) == (r.hyper_node, r.tier)))
     for key, x in v.count.items():
         m.add_hint(x, counts.get(key, 0))
+    if v.whole:
+        add_partition_hint(m, data, v, plan, chosen)
     receiving = {n for (_j, _t, n), c in counts.items() if c}
     for n, o in v.opened.items():
         m.add_hint(o, int(n in receiving))
     if data.victims.pairs:
         victims_cpsat.add_hint(m, data, v, plan, counts)
+
+
+def add_partition_hint(m: cp_model.CpModel, data: Data, v: Vars, plan: PlacementPlan,
+                       chosen: dict[str, tuple[str | None, int | None]]) -> None:
+    """Hint the partition variables from a plan: its pods per partition and node, and for each placed
+    partition the first candidate HyperNode (``partition_spots``) inside the job's region holding them."""
+    ctx = data.ctx
+    jobs = data.jobs
+    per: dict[tuple[str, str, int, str], int] = defaultdict(int)
+    nodes: dict[tuple[str, str, int], set[str]] = defaultdict(set)
+    for jp in plan.jobs:
+        if not jp.admitted:
+            continue
+        policies = {t.name: t.partition_policy for t in jobs[jp.key].tasks}
+        for b in jp.bindings:
+            pp = policies.get(b.task)
+            if pp is not None:
+                per[jp.key, b.task, pp.of(b.index), b.node] += 1
+                nodes[jp.key, b.task, pp.of(b.index)].add(b.node)
+    for (j, t, p), w in v.whole.items():
+        m.add_hint(w, int((j, t, p) in nodes))
+    for key, x in v.pcount.items():
+        m.add_hint(x, per.get(key, 0))
+    spots: dict[tuple[str, str, int], int | None] = {}
+    for (j, t, p, i), y in v.psub.items():
+        if (j, t, p) not in spots:
+            job = jobs[j]
+            hyper = chosen.get(j, (None, None))[0]
+            inside = ctx.snapshot.topology.members.get(hyper, frozenset()) if hyper else frozenset(ctx.snapshot.nodes)
+            held = nodes.get((j, t, p), set())
+            spots[j, t, p] = next((k for k, r in enumerate(partition_spots(ctx, job, t, p))
+                                   if held and held <= r.nodes and r.nodes <= inside), None)
+        m.add_hint(y, int(spots[j, t, p] == i))
 
 
 def extract(data: Data, v: Vars, s: cp_model.CpSolver) -> PlacementPlan:
@@ -247,6 +344,15 @@ def extract(data: Data, v: Vars, s: cp_model.CpSolver) -> PlacementPlan:
             continue
         bindings: list[Binding] = []
         for t in job.tasks:
+            if t.partition_policy is not None:  # replica indices partition by partition
+                for task, p, pending in partition_parts(ctx, job):
+                    if task != t.name or not s.value(v.whole[job.key, task, p]):
+                        continue
+                    left = iter(pending)
+                    for n in sorted(data.arcs.get((job.key, task), {})):
+                        for _ in range(int(s.value(v.pcount[job.key, task, p, n]))):
+                            bindings.append(Binding(task=task, index=next(left), node=n))
+                continue
             free = iter(ctx.pending(job, t.name))  # a running gang's pending replicas, by index
             for n in sorted(data.arcs.get((job.key, t.name), {})):
                 for _ in range(int(s.value(v.count[job.key, t.name, n]))):

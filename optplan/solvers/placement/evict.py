@@ -11,6 +11,7 @@ from optplan.models.queues import VCJob
 from optplan.solvers.placement.context import Context, State, Statement, replay
 from optplan.solvers.placement.greedy import Greedy, VictimChoice
 from optplan.solvers.placement.jobs import gang_order, job_needs
+from optplan.solvers.placement.partitions import NO_VICTIMS, partitioned
 from optplan.solvers.placement.safety import evict_blocks
 from optplan.solvers.placement.victims import (
     REASONS,
@@ -33,6 +34,10 @@ def job_rules(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: Re
     qs = state.queues
     if not ctx.preempting(job):
         return None, "preemptionPolicy Never: no victims"
+    if reason not in ctx.actions:  # --scheduler-conf's actions
+        return None, f"the scheduler configuration runs no {reason} action"
+    if partitioned(job):
+        return None, NO_VICTIMS
     no_action = action_refused(job, reason)
     if no_action is not None:
         return None, no_action

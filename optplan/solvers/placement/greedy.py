@@ -8,18 +8,27 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
 from itertools import groupby
 
 from optplan.models.placement import Binding, JobPlacement
-from optplan.models.queues import VCJob
+from optplan.models.queues import JobTask, VCJob
 from optplan.models.snapshot import Pod, Resources
 from optplan.solvers.core.oracle import POD_SLOT, constraint_signature
 from optplan.solvers.placement.binpack import binpack_score
 from optplan.solvers.placement.context import Context, State, Statement
-from optplan.solvers.placement.jobs import Region, gang_shortfall, gang_steps, task_pos
+from optplan.solvers.placement.jobs import Region, gang_shortfall, gang_steps, held_pods, task_pos
+from optplan.solvers.placement.partitions import (
+    NO_VICTIMS,
+    partition_pending,
+    partition_possible,
+    partition_regions,
+    partition_shortfall,
+    partitioned,
+)
 from optplan.solvers.placement.safety import pdb_over
 from optplan.solvers.placement.victims import Candidate, Catalogue, Rules, dims, reclaimer_blocked, victim_blocked
 
@@ -36,10 +45,11 @@ def placed_reason(ctx: Context, job: VCJob, n: int, where: str) -> str:
 
 
 def _gang_result(job: VCJob, placed: Counter[str], bindings: list[Binding], why: str | None,
-                 held: Counter[str], pending: int) -> tuple[list[Binding], str | None]:
+                 held: Counter[str], pending: int, parts: str | None = None) -> tuple[list[Binding], str | None]:
     """A dry run's outcome: the bindings in task order when the gang is ready and at least one pod is
-    placed (Volcano keeps no solution without an operation), else why not."""
-    short = gang_shortfall(job, placed, held)
+    placed (Volcano keeps no solution without an operation), else why not. ``parts``: why its whole
+    partitions do not make it ready (``partition_shortfall``)."""
+    short = gang_shortfall(job, placed, held) or parts
     if short is None and not bindings:
         short = f"0 of its {pending} pending pods placed"
     if short is None:
@@ -113,6 +123,8 @@ class Greedy:
         """Reclaim: the first refusal of the capacity plugin on the nodes the last ``evict_for`` tried."""
         self.region_of: dict[str, Region] = {}
         """job key -> the region its admitted gang was placed in."""
+        self._held_pods: dict[str, dict[str, dict[int, Pod]]] = {}
+        """job key -> ``held_pods`` (its running replicas by task and index), read when a partition needs it."""
         self.dropped: set[tuple[str, str, int]] = set()
         """(job, task, index): pods ``extend`` tried (placed or not): allocate pops each task once."""
 
@@ -205,9 +217,35 @@ class Greedy:
         why: str | None = None
         failures = 0
         slack = len(order) - self.ctx.need(job)[1]
+        parted = partitioned(job)
+        if parted and rules is not None:
+            return [], NO_VICTIMS
+        indices: dict[str, set[int]] = defaultdict(set)
+        tried: set[tuple[str, int]] = set()
+        held_ix = self.ctx.held.get(job.key, {})
+        tasks = {t.name: t for t in job.tasks}
         for task, i, required in order:
-            if bindings and gang_shortfall(job, placed, held) is None:
+            if bindings and gang_shortfall(job, placed, held) is None and (
+                    not parted or partition_shortfall(job, indices, held_ix) is None):
                 break  # allocate stops at the ready gang; the other replicas come one per turn (``extend``)
+            pp = tasks[task].partition_policy
+            if pp is not None:  # a partition goes whole, in one step (Volcano's sub-job)
+                part = pp.of(i)
+                if (task, part) in tried:
+                    continue
+                tried.add((task, part))
+                got, reason = self.place_partition(job, tasks[task], part, region, stmt)
+                if got is None:
+                    failures += len(partition_pending(tasks[task], part, held_ix.get(task, frozenset())))
+                    if why is None:
+                        why = f"task {task} partition {part}: {reason}"
+                    if required or failures > slack:
+                        break
+                    continue
+                placed[task] += len(got)
+                indices[task].update(b.index for b in got)
+                bindings.extend(got)
+                continue
             pod = pods[task][i]
             if rules is None:
                 node, reason = self.best_node(pod, nodes, job.queue)
@@ -225,7 +263,62 @@ class Greedy:
             stmt.allocate(pod, node, job.queue)
             placed[task] += 1
             bindings.append(Binding(task=task, index=i, node=node))
-        return _gang_result(job, placed, bindings, why, held, len(order))
+        parts = partition_shortfall(job, indices, held_ix) if parted else None
+        return _gang_result(job, placed, bindings, why, held, len(order), parts)
+
+    def running_nodes(self, job: VCJob, task: str, indices: Iterable[int]) -> set[str]:
+        """The nodes the job's running replicas ``indices`` of ``task`` are on."""
+        by_task = self._held_pods.get(job.key)
+        if by_task is None:
+            by_task = self._held_pods[job.key] = held_pods(job, self.ctx.snapshot)
+        pods = by_task.get(task, {})
+        out: set[str] = set()
+        for i in indices:
+            node = pods[i].node_name if i in pods else None
+            if node is not None:
+                out.add(node)
+        return out
+
+    def place_partition(self, job: VCJob, task: JobTask, part: int, region: Region,
+                        stmt: Statement) -> tuple[list[Binding] | None, str]:
+        """One partition of a partitioned task, whole, on ``stmt`` (Volcano's sub-job): its candidate
+        HyperNodes inside ``region`` (``partition_regions``) tier by tier, lowest first; in each, its pending
+        pods each to their best node; among the HyperNodes of the lowest tier that take it whole, the best
+        HyperNode binpack score, then the name. The bindings, or None and why not."""
+        held = self.ctx.held.get(job.key, {}).get(task.name, frozenset())
+        pending = partition_pending(task, part, held)
+        assert task.partition_policy is not None
+        if not partition_possible(task, part):
+            return None, "the cluster could never hold all its pods"
+        running = self.running_nodes(job, task.name, (i for i in task.partition_policy.members(part) if i in held))
+        subs = partition_regions(self.ctx.snapshot, task, region, running)
+        if not subs:
+            return None, "no HyperNode inside the job's region holds it (partitionPolicy networkTopology)"
+        pods = self.ctx.pods[job.key][task.name]
+        why = ""
+        for _tier, group in groupby(subs, key=lambda rg: rg.tier):
+            found: list[tuple[Fraction, str, list[Binding]]] = []
+            for sub in group:
+                mark = stmt.mark()
+                got: list[Binding] = []
+                for i in pending:
+                    node, reason = self.best_node(pods[i], self.nodes(sub), job.queue)
+                    if node is None:
+                        why = f"{sub.label}: replica {i}: {reason}" if sub.hyper_node else f"replica {i}: {reason}"
+                        break
+                    stmt.allocate(pods[i], node, job.queue)
+                    got.append(Binding(task=task.name, index=i, node=node))
+                if len(got) == len(pending):
+                    score = self.region_score(job, sub) if sub.hyper_node is not None else Fraction(0)
+                    found.append((score, sub.hyper_node or "", got))
+                stmt.rollback(mark)
+            if found:
+                found.sort(key=lambda f: (-f[0], f[1]))
+                best = found[0][2]
+                for b in best:
+                    stmt.allocate(pods[b.index], b.node, job.queue)
+                return best, ""
+        return None, why
 
     def too_small(self, region: Region, least: Resources, want: int, room: dict[str, int]) -> bool:
         """A region where fewer than ``want`` pods, each taking at least ``least``, fit by the nodes' free
@@ -262,14 +355,16 @@ class Greedy:
 
     def region_score(self, job: VCJob, region: Region) -> Fraction:
         """Volcano's binpack formula over the HyperNode's summed resources, usage as it stands (the dry
-        run applied): Σ w_r × used_r / allocatable_r over the job's requested resources, / Σ w, × 100 × weight."""
+        run applied): Σ w_r × used_r / allocatable_r over the job's requested resources, / Σ w, × 100 × weight,
+        with the network-topology-aware plugin's weights (``Context.region_weights``)."""
         alloc: dict[str, int] = defaultdict(int)
         free: dict[str, int] = defaultdict(int)
         for n in region.nodes:
             for r, v in self.ctx.snapshot.nodes[n].allocatable.items():
                 alloc[r] += v
                 free[r] += self.state.cap.free[n].get(r, 0)
-        table = self.ctx.weights.of()
+        weights = self.ctx.region_weights
+        table = weights.of()
         score = Fraction(0)
         wsum = 0
         for r in sorted(r for r, v in job.total_requests().items() if v > 0 and r in table):
@@ -277,7 +372,7 @@ class Greedy:
             wsum += w
             if alloc[r] > 0 and w > 0:
                 score += Fraction(w * (alloc[r] - free[r]), alloc[r])
-        return (score / wsum if wsum else score) * 100 * self.ctx.weights.weight
+        return (score / wsum if wsum else score) * 100 * weights.weight
 
     def place(self, job: VCJob) -> JobPlacement:
         base = {"namespace": job.namespace, "name": job.name, "queue": job.queue}
@@ -346,9 +441,23 @@ class Greedy:
         region = self.region_of[jp.key]
         done = {(b.task, b.index) for b in jp.bindings}
         pods = self.ctx.pods[job.key]
+        tasks = {t.name: t for t in job.tasks}
         for task, i, _required in self.steps(job):
             if (task, i) in done or (job.key, task, i) in self.dropped:
                 continue
+            pp = tasks[task].partition_policy
+            if pp is not None:  # a whole partition per turn (Volcano's next sub-job)
+                part = pp.of(i)
+                held = self.ctx.held.get(job.key, {}).get(task, frozenset())
+                members = partition_pending(tasks[task], part, held)
+                self.dropped.update((job.key, task, k) for k in members)
+                got, _why = self.place_partition(job, tasks[task], part, region, Statement(self.state))
+                if got is None:
+                    continue
+                bindings = sorted((*jp.bindings, *got), key=lambda b: (task_pos(job, b.task), b.index))
+                where = f" in {region.label}" if job.network_topology is not None else ""
+                return jp.model_copy(update={"bindings": tuple(bindings),
+                                             "reason": placed_reason(self.ctx, job, len(bindings), where)})
             node, _why = self.best_node(pods[task][i], self.nodes(region), job.queue)
             self.dropped.add((job.key, task, i))
             if node is None:

@@ -17,7 +17,13 @@ from optplan.models.placement import PlacementPlan
 from optplan.models.queues import VCJob
 from optplan.solvers.core.oracle import POD_SLOT, max_fit
 from optplan.solvers.placement.context import Context, QueueState
-from optplan.solvers.placement.jobs import job_needs
+from optplan.solvers.placement.jobs import Region, held_pods, job_needs
+from optplan.solvers.placement.partitions import (
+    partition_pending,
+    partition_possible,
+    partition_regions,
+    partitioned,
+)
 from optplan.solvers.placement.safety import approval_cancelled, cooling_until, pdb_spends
 from optplan.solvers.placement.victims import Candidate, Reason, action_refused, dims, statically_allowed
 
@@ -217,7 +223,7 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
     for (j, _t), nodes in feasible.items():
         reachable[j].update(nodes)
     for job in valid:
-        if not ctx.preempting(job):  # every task with pending pods is preemptionPolicy Never
+        if not ctx.preempting(job) or partitioned(job):  # preemptionPolicy Never everywhere, or partitions
             continue
         if (cooling_until(ctx.safety, ctx.snapshot, job.queue, ctx.now) is not None  # safe preemption's cooldown
                 or approval_cancelled(ctx.safety, ctx.snapshot, job, ctx.now) is not None):  # or approval gate
@@ -228,7 +234,7 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
         for k, cls in vd.classes.items():
             c = cls.pods[0]
             for reason in ("preempt", "reclaim"):
-                if reason == "reclaim" and not may_reclaim:
+                if (reason == "reclaim" and not may_reclaim) or reason not in ctx.actions:
                     continue
                 why = action_refused(job, reason) or statically_allowed(
                     c, reason, job.queue, prio, queues.reclaimable.get(c.queue, True), needs, snap=ctx.snapshot,
@@ -282,6 +288,12 @@ class Vars:
     ev: VictimVars = field(default_factory=VictimVars)
     by_task: dict[tuple[str, str], list[Any]] = field(default_factory=dict)
     """(job, task) -> its count variables (an index)."""
+    pcount: dict[tuple[str, str, int, str], Any] = field(default_factory=dict)
+    """pcount[job, task, partition, node]: pods of a partition of a partitioned task placed on the node."""
+    whole: dict[tuple[str, str, int], Any] = field(default_factory=dict)
+    """whole[job, task, partition]: the partition's pending pods are all placed (else none is)."""
+    psub: dict[tuple[str, str, int, int], Any] = field(default_factory=dict)
+    """psub[job, task, partition, i]: the partition lies in its i-th candidate HyperNode (``partition_spots``)."""
 
     def placed(self, job: str, task: str) -> Any:
         return sum(self.by_task.get((job, task), []))
@@ -302,6 +314,43 @@ class Data:
     @property
     def jobs(self) -> dict[str, VCJob]:
         return {j.key: j for j in self.ctx.jobs}
+
+
+def partition_spots(ctx: Context, job: VCJob, task: str, part: int) -> list[Region]:
+    """Where one partition of a task may lie in the exact model: the HyperNodes ``partition_regions`` gives in
+    any of the job's regions, once each, lowest tier first, then by name (only for a task whose partitions
+    must fit one HyperNode, ``partitions.bounded``)."""
+    t = next(x for x in job.tasks if x.name == task)
+    held = ctx.held.get(job.key, {}).get(task, frozenset())
+    assert t.partition_policy is not None
+    mine = [i for i in t.partition_policy.members(part) if i in held]
+    running: set[str] = set()
+    if mine:
+        pods = held_pods(job, ctx.snapshot).get(task, {})
+        for i in mine:
+            node = pods[i].node_name if i in pods else None
+            if node is not None:
+                running.add(node)
+    seen: dict[str | None, Region] = {}
+    for region in ctx.regions.get(job.key, []):
+        for r in partition_regions(ctx.snapshot, t, region, running):
+            seen.setdefault(r.hyper_node, r)
+    return sorted(seen.values(), key=lambda r: (r.tier or 0, r.hyper_node or ""))
+
+
+def partition_parts(ctx: Context, job: VCJob) -> list[tuple[str, int, list[int]]]:
+    """(task, partition, its pending replica indices) of every partition with pods to place."""
+    out = []
+    for t in job.tasks:
+        pp = t.partition_policy
+        if pp is None:
+            continue
+        held = ctx.held.get(job.key, {}).get(t.name, frozenset())
+        for p in range(pp.total_partitions):
+            pending = partition_pending(t, p, held)
+            if pending and partition_possible(t, p):
+                out.append((t.name, p, pending))
+    return out
 
 
 def build_data(ctx: Context) -> Data:

@@ -19,6 +19,7 @@ from optplan.models.placement import Binding, JobPlacement, PlacementPlan, SafeP
 from optplan.models.quantity import format_milli
 from optplan.models.queues import ROOT as ROOT_QUEUE
 from optplan.models.queues import QueueTree, VCJob
+from optplan.models.schedconf import SEED_ACTIONS
 from optplan.models.snapshot import Pod, Resources, Snapshot
 from optplan.solvers.core.oracle import Capacity, Predicates
 from optplan.solvers.placement.jobs import (
@@ -31,6 +32,7 @@ from optplan.solvers.placement.jobs import (
     job_priority,
     shield,
 )
+from optplan.solvers.placement.partitions import NO_VICTIMS, partition_violations, partitioned
 from optplan.solvers.placement.safety import OFF, approval_reason, evict_blocks, pdb_over
 from optplan.solvers.placement.victims import (
     Candidate,
@@ -91,6 +93,8 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
             out.append(f"job {jp.key}: queue {job.queue} is not a leaf queue")
         if not tree.is_open(job.queue):
             out.append(f"job {jp.key}: queue {job.queue} is not Open")
+        if jp.victims and partitioned(job):
+            out.append(f"job {jp.key}: {NO_VICTIMS}")
         if jp.victims:
             if cat is None:  # the time only prices victims
                 cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
@@ -142,6 +146,12 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
             out.append(f"job {jp.key} is admitted but places no pod")
         held_at = {p.node_name for ps in running.values() for p in ps.values() if p.occupying and p.node_name}
         out.extend(_topology_violations(jp, job, nodes, snap, frozenset(held_at)))
+        if partitioned(job):
+            topo = snap.topology
+            inside = topo.members.get(jp.hyper_node, frozenset()) if jp.hyper_node else frozenset(snap.nodes)
+            bound = {t.name: {b.index: b.node for b in jp.bindings if b.task == t.name} for t in job.tasks}
+            at = {t: {i: p.node_name for i, p in ps.items() if p.node_name} for t, ps in running.items()}
+            out.extend(partition_violations(snap, job, bound, at, inside))
         for q in (job.queue, *tree.ancestors(job.queue)):  # after each job: evictions may not excuse it later
             real = accounts[q].real_capability
             for r in sorted(touched[q]):
@@ -311,9 +321,13 @@ def _topology_violations(jp: JobPlacement, job: VCJob, nodes: set[str], snap: Sn
 
 
 def validate_placement(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPlan, *,
-                       safety: SafePreemption = OFF, now: datetime | None = None) -> None:
-    """Raise PlanInvalidError when the plan breaks any rule."""
+                       safety: SafePreemption = OFF, now: datetime | None = None,
+                       actions: Sequence[str] = SEED_ACTIONS) -> None:
+    """Raise PlanInvalidError when the plan breaks any rule. ``actions``: the scheduler configuration's (a
+    victim's reason must be one of them)."""
     violations = placement_violations(snap, jobs, plan, safety=safety, now=now)
+    violations += [f"job {jp.key}: victim {v.namespace}/{v.name} by {v.reason}, an action the scheduler "
+                   "configuration does not run" for jp in plan.jobs for v in jp.victims if v.reason not in actions]
     if violations:
         raise PlanInvalidError(violations)
 

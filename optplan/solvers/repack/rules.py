@@ -100,6 +100,10 @@ MODEL_SERVING_API_GROUPS = ("workload.serving.volcano.sh", "workload.volcano.sh"
 DISRUPTION_PROTECTED = "pod-disruption-protected"
 
 
+SUBGROUP_TOPOLOGY = "podgroup-subgroup-topology"
+"""Why a pod of a hard-topology subgroup (``RepackProblem.in_hard_subgroup``) does not move."""
+
+
 def vcjob_of(snapshot: Snapshot, group: PodGroup) -> VCJob | None:
     """The VCJob named by the PodGroup's controller ownerReference, when it is in the snapshot."""
     ref = group.owner
@@ -292,7 +296,20 @@ class RepackProblem:
             return refused
         if gk in self.hard_topology and not self.hard_topology_holds(gk, self.group_nodes(gk)):
             return "podgroup-topology-unsatisfied"
+        if self.snapshot.hyper_nodes and self.in_hard_subgroup(pod):
+            return SUBGROUP_TOPOLOGY
         return None
+
+    def in_hard_subgroup(self, pod: Pod) -> bool:
+        """The pod is in a subgroup of its PodGroup's ``subGroupPolicy`` (a partition of a VCJob's task) whose
+        networkTopology is hard: Repack does not model subgroups, so it leaves such a pod where it is (a
+        move could take the subgroup out of its HyperNode)."""
+        group = self.snapshot.pod_groups.get(pod.group_key or "")
+        if group is None or not group.sub_group_policy:
+            return False
+        found = group.subgroup_of(pod.labels)
+        nt = found[0].network_topology if found is not None else None
+        return nt is not None and nt.mode == "hard"
 
     @cached_property
     def protected_pods(self) -> dict[str, str]:

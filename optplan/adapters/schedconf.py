@@ -1,0 +1,252 @@
+"""Read a vc-scheduler configuration (``--scheduler-conf FILE``) into ``models.schedconf.SchedulerConf``.
+
+The file is what vc-scheduler reads: YAML with ``actions`` (a comma-separated string) and ``tiers`` (a list
+of ``plugins``, each a ``name``, ``arguments`` and ``enable*`` switches), or a dump of the volcano-scheduler
+ConfigMap (``kind: ConfigMap``) whose ``data`` holds that YAML as a string (the key
+``volcano-scheduler.conf``, else the only key). Parsed as Volcano parses it:
+
+- an action vc-scheduler does not know stops it from starting: one InputError (exit 2), as for YAML that
+  does not parse or a field of the wrong shape (``actions`` not a string, a tier without ``plugins``, a
+  plugin without a ``name``, ``arguments`` not a mapping, an ``enable*`` switch not a boolean);
+- an argument of the wrong type is ignored by Volcano (``Arguments.GetInt`` logs and keeps the default):
+  the default is kept and a warning names it;
+- a plugin Volcano does not know is skipped by vc-scheduler (it logs an error): a warning names it;
+- binpack: ``binpack.weight``, ``binpack.cpu``, ``binpack.memory``, and for each resource listed in
+  ``binpack.resources`` its ``binpack.resources.<name>`` (default 1; a negative weight reads as 1; cpu's and
+  memory's weights are always ``binpack.cpu``/``binpack.memory``: ``binpack.resources.cpu`` is never read);
+- network-topology-aware: ``weight`` and the HyperNode binpack weights ``hypernode.binpack.cpu``,
+  ``hypernode.binpack.memory``, ``hypernode.binpack.resources`` and ``hypernode.binpack.resources.<name>``;
+- capacity: ``enableHierarchy``;
+- actions: placement's preempt and reclaim evict only when listed; gangpreempt, gangreclaim and shuffle are
+  warned about (not modelled).
+
+Anything else a configuration says that optplan's planners do not simulate is one warning line each
+(``SchedulerConf.warnings``): the command logs them; nothing is silently ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from optplan.adapters.documents import read_data, yaml_documents
+from optplan.errors import InputError
+from optplan.models.limits import MAX_BINPACK_WEIGHT
+from optplan.models.placement import BinpackWeights
+from optplan.models.schedconf import SEED_ACTIONS, SchedulerConf
+
+CONFIGMAP_KEY = "volcano-scheduler.conf"
+"""The key of the volcano-scheduler ConfigMap's data that holds the configuration (Volcano's chart)."""
+
+ACTIONS = ("enqueue", "allocate", "backfill", "preempt", "reclaim", "gangpreempt", "gangreclaim", "shuffle")
+"""The actions vc-scheduler v1.15 registers; any other stops it from starting."""
+
+UNMODELLED_ACTIONS = {
+    "gangpreempt": "gang-aware preemption (victims in bundles, HyperNode-gradient search) is not modelled",
+    "gangreclaim": "gang-aware reclaim (victims in bundles, HyperNode-gradient search) is not modelled",
+    "shuffle": "shuffle's evictions are not modelled",
+}
+
+PLUGINS = ("drf", "gang", "deviceshare", "predicates", "priority", "nodeorder", "conformance", "binpack",
+           "resource-strategy-fit", "tdm", "overcommit", "sla", "task-topology", "numa-aware", "cdp",
+           "rescheduling", "usage", "pdb", "nodegroup", "network-topology-aware", "proportion", "capacity",
+           "extender", "resourcequota")
+"""The plugins vc-scheduler v1.15 registers; it skips any other (and logs an error)."""
+
+MODELLED = ("priority", "gang", "conformance", "predicates", "capacity", "binpack", "network-topology-aware")
+"""The plugins whose rules optplan's planners follow (with their arguments read here)."""
+
+PARTLY = {
+    "drf": "job order by dominant share and its preemption rules are not modelled (jobs of equal "
+           "priority go by creation time)",
+    "nodeorder": "node scores are not modelled (only binpack scores nodes)",
+    "proportion": "queue shares by weight are not modelled (optplan plans with the capacity "
+                  "plugin's deserved and capability)",
+}
+
+ASSUMED = ("priority", "gang", "predicates")
+"""Plugins optplan's planners always apply: a configuration without one is warned about."""
+
+SWITCH_PREFIX = "enable"
+
+
+def read_scheduler_conf(path: str) -> SchedulerConf:
+    """The configuration in ``path`` (vc-scheduler's YAML, or a ConfigMap dump holding it)."""
+    docs = read_data(path)
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise InputError("expected one mapping: vc-scheduler's configuration (actions, tiers) or the "
+                         "volcano-scheduler ConfigMap", file=path, field="--scheduler-conf")
+    doc: dict[str, Any] = docs[0]
+    if doc.get("kind") == "ConfigMap":
+        doc = configmap_conf(doc, path)
+    return parse_scheduler_conf(doc, path)
+
+
+def configmap_conf(cm: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """The configuration a volcano-scheduler ConfigMap holds: ``data[volcano-scheduler.conf]``, else the
+    only key of ``data``, parsed as YAML."""
+    data = cm.get("data")
+    if not isinstance(data, dict) or not data:
+        raise InputError("a ConfigMap without data", file=path, obj="ConfigMap", field="data")
+    if CONFIGMAP_KEY in data:
+        key = CONFIGMAP_KEY
+    elif len(data) == 1:
+        key = next(iter(data))
+    else:
+        raise InputError(f"no key {CONFIGMAP_KEY} and more than one key ({', '.join(sorted(data))})",
+                         file=path, obj="ConfigMap", field="data")
+    text = data[key]
+    if not isinstance(text, str):
+        raise InputError("expected the configuration as a string", file=path, obj="ConfigMap", field=f"data.{key}")
+    docs = yaml_documents(text, f"{path}: data.{key}")
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise InputError("expected one mapping (actions, tiers)", file=path, obj="ConfigMap", field=f"data.{key}")
+    return docs[0]
+
+
+def parse_scheduler_conf(doc: Mapping[str, Any], source: str) -> SchedulerConf:
+    """``doc``: the configuration's top-level mapping; ``source`` names it in errors and warnings."""
+    warnings: list[str] = []
+
+    def error(field: str, reason: str) -> InputError:
+        return InputError(reason, file=source, field=field)
+
+    for key in doc:
+        if key not in ("actions", "tiers", "configurations", "metrics"):
+            warnings.append(f"{key}: not a field of vc-scheduler's configuration (Volcano ignores it)")
+    actions = parse_actions(doc.get("actions"), error)
+    for a in actions:
+        if a in UNMODELLED_ACTIONS:
+            warnings.append(f"action {a}: {UNMODELLED_ACTIONS[a]}")
+    if "allocate" not in actions:
+        warnings.append("actions: no allocate; optplan's planners always simulate allocate")
+    if actions.index("preempt") > actions.index("reclaim") if {"preempt", "reclaim"} <= set(actions) else False:
+        warnings.append("actions: reclaim before preempt; optplan simulates preempt first")
+    configurations = doc.get("configurations")
+    if configurations:
+        warnings.append("configurations: action arguments are not modelled")
+    tiers = doc.get("tiers")
+    if tiers is None:
+        tiers = []
+    if not isinstance(tiers, list):
+        raise error("tiers", "expected a list of tiers, each with plugins")
+    plugins: dict[str, tuple[Mapping[str, Any], Mapping[str, Any]]] = {}
+    for i, tier in enumerate(tiers):
+        if not isinstance(tier, dict) or not isinstance(tier.get("plugins", []), list):
+            raise error(f"tiers[{i}]", "expected a mapping with a list of plugins")
+        for j, plugin in enumerate(tier.get("plugins") or []):
+            where = f"tiers[{i}].plugins[{j}]"
+            if not isinstance(plugin, dict) or not isinstance(plugin.get("name"), str) or not plugin["name"]:
+                raise error(where, "expected a mapping with a name")
+            args = plugin.get("arguments") or {}
+            if not isinstance(args, dict):
+                raise error(f"{where}.arguments", "expected a mapping")
+            switches = {k: v for k, v in plugin.items() if k.lower().startswith(SWITCH_PREFIX)}
+            for k, v in switches.items():
+                if not isinstance(v, bool):
+                    raise error(f"{where}.{k}", f"expected true or false, got {v!r}")
+            for k in plugin:
+                if k not in ("name", "arguments") and k not in switches:
+                    warnings.append(f"plugin {plugin['name']}: {k}: not a field of a plugin (Volcano ignores it)")
+            if plugin["name"] in plugins:
+                warnings.append(f"plugin {plugin['name']}: listed twice; optplan reads the first")
+            plugins.setdefault(plugin["name"], (args, switches))
+    binpack = hyper = None
+    hierarchy = True
+    for name, (arguments, flags) in plugins.items():
+        if name not in PLUGINS:
+            warnings.append(f"plugin {name}: vc-scheduler does not know it and skips it")
+            continue
+        if name not in MODELLED:
+            warnings.append(f"plugin {name}: {PARTLY.get(name, 'not modelled')}")
+        off = sorted(k for k, v in flags.items() if v is False and k != "enableHierarchy")
+        if off and name in MODELLED:
+            warnings.append(f"plugin {name}: {', '.join(off)} false is not modelled (optplan applies the whole "
+                            "plugin)")
+        if name == "binpack":
+            binpack = binpack_weights(arguments, "binpack.", warnings, name, source=source)
+        elif name == "network-topology-aware":
+            hyper = binpack_weights(arguments, "hypernode.binpack.", warnings, name, weight_key="weight",
+                                    source=source)
+            for k in map(str, arguments):
+                if k.startswith("hypernode.binpack.normal-pod") or k.startswith("hypernode.gradient"):
+                    warnings.append(f"plugin {name}: {k} is not modelled")
+        elif name == "capacity":
+            hierarchy = flags.get("enableHierarchy") is True
+            if not hierarchy:
+                warnings.append("plugin capacity without enableHierarchy: optplan queues accounts flat; place and "
+                                "the goal planners keep the hierarchy's rules")
+        elif arguments and name in MODELLED:
+            warnings.append(f"plugin {name}: arguments {', '.join(sorted(map(str, arguments)))} not modelled")
+    for name in ASSUMED:
+        if name not in plugins:
+            warnings.append(f"no plugin {name}: optplan's planners apply its rules anyway")
+    if "capacity" not in plugins and "proportion" not in plugins:
+        warnings.append("neither capacity nor proportion: optplan's planners apply the capacity plugin's queue "
+                        "rules anyway")
+    return SchedulerConf(actions=actions, binpack=binpack, hyper_node_binpack=hyper, hierarchy=hierarchy,
+                         warnings=tuple(warnings), source=source)
+
+
+def parse_actions(raw: Any, error: Any) -> tuple[str, ...]:
+    """``actions``: names separated by commas; an action vc-scheduler does not know is an error (it would not
+    start). Absent: none (vc-scheduler would run no action; optplan warns, as for a missing allocate)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, str):
+        raise error("actions", "expected the actions as one string, names separated by commas")
+    names = tuple(a.strip() for a in raw.split(","))
+    for a in names:
+        if a not in ACTIONS:
+            raise error("actions", f"unknown action {a!r} (vc-scheduler would not start); known: "
+                                   f"{', '.join(ACTIONS)}")
+    return names
+
+
+def int_argument(args: Mapping[str, Any], key: str, default: int, warnings: list[str], plugin: str, *,
+                 source: str = "") -> int:
+    """Volcano's ``Arguments.GetInt``: an integer value, else (logged) the default; then a negative reads as the
+    default, as the binpack and network-topology-aware plugins do. Above ``MAX_BINPACK_WEIGHT``: an
+    InputError (optplan's exact models would overflow)."""
+    if key not in args:
+        return default
+    v = args[key]
+    if not isinstance(v, int) or isinstance(v, bool):
+        warnings.append(f"plugin {plugin}: {key}: {v!r} is not an integer; Volcano keeps the default {default}")
+        return default
+    if v > MAX_BINPACK_WEIGHT:
+        raise InputError(f"{v} is above {MAX_BINPACK_WEIGHT}, the largest weight optplan plans with", file=source,
+                         obj=f"plugin {plugin}", field=key)
+    return default if v < 0 else v
+
+
+def binpack_weights(args: Mapping[str, Any], prefix: str, warnings: list[str], plugin: str, *,
+                    weight_key: str | None = None, source: str = "") -> BinpackWeights:
+    """The binpack formula's weights from a plugin's arguments: ``<prefix>weight`` (or ``weight_key``),
+    ``<prefix>cpu``, ``<prefix>memory``, and ``<prefix>resources.<name>`` for each name listed in
+    ``<prefix>resources`` (default 1 each); cpu's and memory's weights always come from ``<prefix>cpu`` and
+    ``<prefix>memory``."""
+    wkey = weight_key or prefix + "weight"
+    weight = int_argument(args, wkey, 1, warnings, plugin, source=source)
+    cpu = int_argument(args, prefix + "cpu", 1, warnings, plugin, source=source)
+    memory = int_argument(args, prefix + "memory", 1, warnings, plugin, source=source)
+    listed = args.get(prefix + "resources", "")
+    if not isinstance(listed, str):
+        warnings.append(f"plugin {plugin}: {prefix}resources: {listed!r} is not a string; Volcano reads no "
+                        "extra resource")
+        listed = ""
+    extra: dict[str, int] = {}
+    for name in (r.strip() for r in listed.split(",")):
+        if name and name not in ("cpu", "memory"):
+            extra[name] = int_argument(args, f"{prefix}resources.{name}", 1, warnings, plugin, source=source)
+    for k in args:
+        key = str(k)
+        if key.startswith(prefix + "resources.") and key[len(prefix + "resources."):] not in extra:
+            warnings.append(f"plugin {plugin}: {key} is not read by Volcano (the resource is not listed in "
+                            f"{prefix}resources, or is cpu or memory: {prefix}cpu and {prefix}memory weigh them)")
+    return BinpackWeights(weight=weight, cpu=cpu, memory=memory, resources=extra)
+
+
+def default_conf() -> SchedulerConf:
+    """Seed 002 §7's configuration, as optplan assumes it without ``--scheduler-conf``."""
+    return SchedulerConf(actions=SEED_ACTIONS)

@@ -1,0 +1,40 @@
+"""The vc-scheduler configuration optplan plans for (``optplan ... --scheduler-conf FILE``), as data.
+
+``SchedulerConf()`` is what optplan assumes when no file is given: seed 002 §7's configuration (actions
+``enqueue, allocate, preempt, reclaim, backfill``; the capacity plugin with hierarchy; binpack and
+network-topology-aware as each command's own default weights say). ``adapters.schedconf`` reads Volcano's
+file (the same YAML vc-scheduler reads with ``--scheduler-conf``, or the volcano-scheduler ConfigMap)
+into one, with a warning for each thing optplan cannot model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from optplan.models.placement import BinpackWeights
+
+SEED_ACTIONS = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
+"""Seed 002 §7's actions, in order: what optplan's planners simulate when no configuration is given."""
+
+@dataclass(frozen=True)
+class SchedulerConf:
+    """What optplan's planners take from a vc-scheduler configuration.
+
+    ``binpack``: the binpack plugin's weights (None: the plugin is not configured by a file, each command's
+    default applies, Volcano's all-1 for ``place``); ``hyper_node_binpack``: the network-topology-aware
+    plugin's HyperNode binpack weights, its ``weight`` as ``weight`` (None: the node weights serve, as
+    before); ``hierarchy``: the capacity plugin's ``enableHierarchy``; ``actions``: the actions in order
+    (placement's preempt and reclaim evict only when listed);
+    ``warnings``: one line for each action, plugin or argument optplan does not model; ``source``: the
+    file, None for the default."""
+
+    actions: tuple[str, ...] = SEED_ACTIONS
+    binpack: BinpackWeights | None = None
+    hyper_node_binpack: BinpackWeights | None = None
+    hierarchy: bool = True
+    warnings: tuple[str, ...] = ()
+    source: str | None = None
+
+    def binpack_or(self, default: BinpackWeights) -> BinpackWeights:
+        """The file's binpack weights, else ``default``."""
+        return default if self.binpack is None else self.binpack

@@ -1,0 +1,143 @@
+"""A VCJob task's ``partitionPolicy`` (Volcano's SubGroupPolicy as the job controller writes it): the rules
+every planner and the validator share.
+
+A partitioned task's replicas come in partitions of ``partitionSize`` (replica ``i`` in partition
+``i // partitionSize``). Volcano's allocate places a partition as one sub-job: its pending pods all, or
+none (the sub-job's statement is kept only when it is ready, ``subGroupSize`` pods); when the partition has a
+``networkTopology``, all its pods — the running ones too — inside one HyperNode of tier ≤ its
+``highestTierAllowed`` (hard), inside the job's own HyperNode; soft, or without one, anywhere in the job's
+region. The gang is ready only with ``minPartitions`` whole partitions (the gang plugin's
+CheckSubJobReady), besides minAvailable and the tasks' minimums (a partitioned task's minimum defaults to
+``minPartitions × partitionSize``). ``partition_regions`` lists where one partition may go, lowest tier
+first (Volcano's HyperNode gradient for a sub-job), ``partition_shortfall`` says why the whole partitions do
+not make the gang ready, ``partition_violations`` checks a plan's bindings against these rules.
+
+Where this departs from Volcano: partitions are tried in index order (Volcano: its SubJobOrderFn, the
+required sub-jobs first); the running pods of a partition count for it but are never moved; a job with a
+partitioned task takes no victims (Volcano's preempt skips a job whose sub-jobs have a networkTopology; its
+reclaim is not modelled for partitions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from optplan.models.queues import JobTask, VCJob
+from optplan.models.snapshot import Snapshot
+from optplan.solvers.placement.jobs import Region
+
+NO_VICTIMS = "a job with a partitionPolicy takes no victims (optplan does not model preempt or reclaim for partitions)"
+
+
+def partitioned(job: VCJob) -> bool:
+    return any(t.partition_policy is not None for t in job.tasks)
+
+
+def partition_pending(task: JobTask, part: int, held: frozenset[int]) -> list[int]:
+    """The partition's replica indices still to place."""
+    assert task.partition_policy is not None
+    return [i for i in task.partition_policy.members(part) if i not in held]
+
+
+def partition_possible(task: JobTask, part: int) -> bool:
+    """Every replica of the partition exists (a task cut to what the cluster could ever hold,
+    ``jobs.clip_to_cluster``, may have lost some: such a partition is never whole)."""
+    assert task.partition_policy is not None
+    return task.partition_policy.members(part).stop <= task.replicas
+
+
+def partition_limit(task: JobTask) -> int | None:
+    """The tier a partition of the task must stay within, or None (no hard topology of its own)."""
+    pp = task.partition_policy
+    if pp is None or pp.network_topology is None or pp.network_topology.mode != "hard":
+        return None
+    nt = pp.network_topology
+    return nt.highest_tier_allowed
+
+
+def bounded(task: JobTask) -> bool:
+    """A partition of the task must fit one HyperNode (hard networkTopology, with or without a tier limit)."""
+    pp = task.partition_policy
+    return pp is not None and pp.network_topology is not None and pp.network_topology.mode == "hard"
+
+
+def partition_regions(snap: Snapshot, task: JobTask, region: Region, running: Iterable[str] = ()) -> list[Region]:
+    """Where one partition of the task may go inside the job's ``region``: the HyperNodes inside it of tier ≤
+    the partition's limit that hold the nodes its running pods are on, lowest tier first, then by name (hard);
+    the region itself (soft, or no topology of its own: only the job's region bounds it; soft lists the
+    HyperNodes first, Volcano's preference for a lower tier)."""
+    pp = task.partition_policy
+    if pp is None or pp.network_topology is None:
+        return [region]
+    topo = snap.topology
+    nt = pp.network_topology
+    limit = nt.highest_tier_allowed if nt.mode == "hard" else None
+    held = frozenset(running)
+    out = [Region(h, topo.hyper_nodes[h].tier, topo.members[h]) for h in topo.regions(limit)
+           if h in topo.hyper_nodes and topo.members[h] <= region.nodes and held <= topo.members[h]
+           and topo.members[h]]
+    if nt.mode == "soft":
+        out = [r for r in out if r.nodes != region.nodes] + [region]
+    return out
+
+
+def whole_partitions(task: JobTask, placed: Iterable[int], held: frozenset[int]) -> int:
+    """How many of the task's partitions have every replica placed or running."""
+    pp = task.partition_policy
+    if pp is None:
+        return 0
+    have = set(placed) | held
+    return sum(all(i in have for i in pp.members(p)) for p in range(pp.total_partitions))
+
+
+def partition_shortfall(job: VCJob, placed: Mapping[str, Iterable[int]],
+                        held: Mapping[str, frozenset[int]] | None = None) -> str | None:
+    """Why the whole partitions (placed replica indices per task, with the running ones ``held``) do not make
+    the gang ready (fewer than ``minPartitions`` of a task), or None."""
+    held = held or {}
+    for t in job.tasks:
+        pp = t.partition_policy
+        if pp is None or pp.min_partitions == 0:
+            continue
+        n = whole_partitions(t, placed.get(t.name, ()), held.get(t.name, frozenset()))
+        if n < pp.min_partitions:
+            return f"task {t.name}: {n} of its minPartitions {pp.min_partitions} partitions placed whole"
+    return None
+
+
+def partition_violations(snap: Snapshot, job: VCJob, placed: Mapping[str, Mapping[int, str]],
+                         held_nodes: Mapping[str, Mapping[int, str]], region_nodes: frozenset[str]) -> list[str]:
+    """A plan's bindings of one admitted job against the partition rules: each partition's pending pods all
+    placed or none; a hard partition inside one HyperNode of tier ≤ its limit (running pods counted) within
+    the job's region (``region_nodes``); ``minPartitions`` whole partitions. ``placed``/``held_nodes``: task
+    -> replica index -> node."""
+    out: list[str] = []
+    topo = snap.topology
+    for t in job.tasks:
+        pp = t.partition_policy
+        if pp is None:
+            continue
+        here, running = placed.get(t.name, {}), held_nodes.get(t.name, {})
+        for p in range(pp.total_partitions):
+            members = pp.members(p)
+            got = [i for i in members if i in here]
+            if not got:
+                continue
+            missing = [i for i in members if i not in here and i not in running]
+            if missing:
+                out.append(f"job {job.key} task {t.name} partition {p}: {len(got)} of its pods placed, "
+                           f"{len(missing)} not (a partition is placed whole)")
+                continue
+            if bounded(t):
+                nodes = {here[i] for i in got} | {running[i] for i in members if i in running}
+                limit = partition_limit(t)
+                inside = [h for h in topo.enclosing(nodes, limit) if topo.members[h] <= region_nodes]
+                if not inside:
+                    bound = f" of tier <= {limit}" if limit is not None else ""
+                    out.append(f"job {job.key} task {t.name} partition {p}: no HyperNode{bound} inside its region "
+                               f"holds its nodes {', '.join(sorted(nodes))}")
+    why = partition_shortfall(job, {t: set(ix) for t, ix in placed.items()},
+                              {t: frozenset(ix) for t, ix in held_nodes.items()})
+    if why is not None:
+        out.append(f"job {job.key}: {why}")
+    return out
