@@ -120,14 +120,16 @@ class ReplayResult:
 class Replay:
     """One replay of ``trace`` under ``cfg``; ``run()`` returns the metrics."""
 
-    def __init__(self, trace: Trace, cfg: ReplayConfig, progress: ProgressFn | None = None) -> None:
+    def __init__(self, trace: Trace, cfg: ReplayConfig, progress: ProgressFn | None = None,
+                 rescan: bool = False) -> None:
         self.trace = trace
         self.cfg = cfg
         self.progress = progress
         self.horizon = cfg.horizon if cfg.horizon is not None else trace.end
         if not self.horizon > 0:
             raise InputError("the trace ends at time 0: give a positive horizon", field="horizon")
-        self.cluster = Cluster(trace.nodes, cfg.weights)
+        self.cluster = Cluster(trace.nodes, cfg.weights, rescan)
+        """``rescan``: the former retry path, every node per question (tests prove both give one result)."""
         self.builder = SnapshotBuilder(trace.nodes)
         self.run_spec = cfg.repack_run()
         self.gangs: list[_Gang] = []
