@@ -144,12 +144,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scope", metavar="SCOPE.json",
                    help="the RepackRun's spec.scope as a JSON or YAML file (podGroups / nodes)")
     p.add_argument("--restart-delay", type=float, default=300.0, metavar="SECONDS",
-                   help="seconds a moved pod loses restarting (default 300)")
-    p.add_argument("--restart", default="pod", metavar="WHAT",
-                   help=f"what a move restarts: {' or '.join(RESTARTS)} (default pod)")
+                   help="restore time: seconds a restarted pod holds its node before it works again (default 300)")
+    p.add_argument("--restart", default="RestartJob", metavar="POLICY",
+                   help=f"the workloads' restart policy, what a move restarts: {', '.join(RESTARTS)} "
+                        "(default RestartJob: the moved pod's whole gang)")
+    p.add_argument("--checkpoint-minutes", type=float, default=60.0, metavar="M",
+                   help="minutes of work between a pod's checkpoints; a restart loses the work since the last "
+                        "one (default 60; 0: nothing lost; 'none' is not a number: use --no-checkpoint)")
+    p.add_argument("--no-checkpoint", action="store_true", help="pods never checkpoint: a restart loses all their work")
+    p.add_argument("--warmup-hours", type=float, default=0.0, metavar="H",
+                   help="the measured window starts this long after the first arrival (default 0)")
     options.time_limit(p, 10.0, "limit of each plan, counted in deterministic work (default 10)")
     p.add_argument("--horizon-hours", type=positive_float, metavar="H",
-                   help="replay this long (default: until the trace's last pod would have left)")
+                   help="stop at this trace time, in hours from the trace's time 0 (default: the last event, "
+                        "when the last pod leaves)")
     options.seed(p, "gang sizes and planner seed (default 0)")
     options.timings(p, "also report planning wall seconds (output then differs from run to run)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -203,11 +211,13 @@ def configs(args: argparse.Namespace) -> list[ReplayConfig]:
             out.append(ReplayConfig(policy=name, interval=args.interval * 60, pending_after=args.pending_after * 60,
                                     planner=args.planner, scope=scope, max_per_run=_budget(args),
                                     restart_delay=args.restart_delay, restart=args.restart,
-                                    time_limit=args.time_limit, seed=args.seed,
+                                    checkpoint=None if args.no_checkpoint else args.checkpoint_minutes * 60,
+                                    warmup=args.warmup_hours * 3600, time_limit=args.time_limit, seed=args.seed,
                                     horizon=None if args.horizon_hours is None else args.horizon_hours * 3600))
         except InputError as e:
             flag = {"policy": "--policy", "planner": "--planner", "restart": "--restart",
-                    "restart_delay": "--restart-delay"}.get(e.field or "", e.field)
+                    "restart_delay": "--restart-delay", "checkpoint": "--checkpoint-minutes",
+                    "warmup": "--warmup-hours", "horizon": "--horizon-hours"}.get(e.field or "", e.field)
             raise InputError(e.reason, file=args.scope if (e.field or "").startswith("spec.") else None,
                              field=flag) from None
     return out
@@ -260,8 +270,9 @@ def run(args: argparse.Namespace) -> str:
     write_outputs(args.output, files)
     lines = [f"wrote {args.output}: {', '.join(sorted(files))}"]
     for r in results:
-        lines.append(f"{r.label}: GPU allocation {r.allocation_percent:.2f}%, wait p95 "
-                     f"{report.minutes(r.waits['all']['p95'])} min, {r.pods_moved} pods moved, "
+        lines.append(f"{r.label}: useful GPU allocation {r.percent('useful'):.2f}% (held {r.allocation_percent:.2f}%), "
+                     f"wait p95 {report.minutes(r.waits['all']['p95'])} min ({r.waits['all']['censored']} censored), "
+                     f"{r.pods_moved} pods moved, "
                      f"{r.repack['runs']} Repack runs")
     return "\n".join(lines) + "\n"
 
@@ -343,6 +354,8 @@ def run_sweep(args: argparse.Namespace) -> str:
                             scope=spec.get("scope") or _scope(args.scope), max_per_run=_budget(args),
                             restart_delay=spec.get("restartDelay", args.restart_delay),
                             restart=spec.get("restart", args.restart),
+                            checkpoint=spec.get("checkpointSeconds", None if args.no_checkpoint
+                                                else args.checkpoint_minutes * 60),
                             time_limit=spec.get("timeLimit", args.time_limit))
         traces, horizons = _sweep_traces(path, spec, seeds)
         cells = sorted((c for name, h in horizons.items()

@@ -21,7 +21,8 @@ def test_censored_samples_leave_the_risk_set_without_a_step() -> None:
     s = kaplan_meier([(1, True), (2, False), (3, True), (4, False), (5, True)])
     assert s.times == (1, 3, 5)
     assert s.surv == pytest.approx((0.8, 8 / 15, 0.0))
-    assert s.quantile(20) == 1 and s.quantile(21) == 3 and s.quantile(46) == 3 and s.quantile(47) == 5  # 1 - 8/15 = 46.7%
+    # 1 - 8/15 = 46.7%
+    assert s.quantile(20) == 1 and s.quantile(21) == 3 and s.quantile(46) == 3 and s.quantile(47) == 5
     assert s.censored == 2 and s.observed == 3
     # area: 1*1 + 0.8*2 + 8/15*2 = 3.6 + 16/15
     assert s.restricted_mean(5) == pytest.approx(1 + 1.6 + 16 / 15)

@@ -6,8 +6,10 @@ memory, ``nvidia.com/gpu`` and 110 pods; the GPU model as the label ``nvidia.com
 running pod a Running pod in namespace ``replay``, scheduled by Volcano, in its gang's PodGroup (owned by
 the VCJob of the gang's name, ``minMember`` the gang's), with a required node affinity on the allowed
 models. A gang judged by placement's pending verdict is also a Pending VCJob (one task ``worker``) so
-that placement sees it as waiting. Node and pod objects are cached: a pod is
-rebuilt only when it moves.
+that placement sees it as waiting. With a restart policy (``build(restart=RestartJob)``, the replay's
+``config.RESTARTS``) every gang is a VCJob whose policy on ``PodEvicted`` is that action (a running gang's
+VCJob is Running), so the Repack planners price a move's restarts with their own rule. Node and pod
+objects are cached: a pod is rebuilt only when it moves.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ from dataclasses import dataclass
 from optplan.experiments.replay.cluster import MAX_PODS
 from optplan.experiments.replay.trace import TraceGang
 from optplan.experiments.sim.online import MODEL_LABEL, SimNode, resources_of
-from optplan.models.queues import JobTask, PodTemplate, VCJob
+from optplan.models.queues import POD_EVICTED, JobTask, LifecyclePolicy, PodTemplate, VCJob
 from optplan.models.selectors import NodeSelectorRequirement, NodeSelectorTerm
 from optplan.models.snapshot import GROUP_NAME_ANNOTATION, Node, OwnerReference, Pod, PodGroup, Snapshot
 
 NAMESPACE = "replay"
 JOB_API = "batch.volcano.sh/v1alpha1"
 TASK = "worker"
+POLICY_ACTIONS = ("RestartJob", "RestartTask")
+"""Restart policies a VCJob states (``pod``, the default unit, states none)."""
 
 
 @dataclass(frozen=True)
@@ -80,28 +84,38 @@ class SnapshotBuilder:
         self._pods.pop(name, None)
 
     @staticmethod
-    def job(g: TraceGang, created: str) -> VCJob:
+    def job(g: TraceGang, created: str, restart: str | None = None, phase: str = "Pending") -> VCJob:
         template = PodTemplate(requests=resources_of(g.cpu, g.memory, g.gpu), scheduler_name="volcano",
                                required_node_affinity=_affinity(g.models))
+        policies = ((LifecyclePolicy(events=(POD_EVICTED,), action=restart),) if restart in POLICY_ACTIONS
+                    else ())
         return VCJob(namespace=NAMESPACE, name=g.name, min_available=g.min_member, creation_timestamp=created,
                      tasks=(JobTask(name=TASK, replicas=len(g.pods), template=template),),
-                     phase="Pending")
+                     policies=policies, phase=phase)
 
-    def build(self, running: Iterable[Running], waiting: Iterable[TraceGang] = ()) -> Snapshot:
+    def build(self, running: Iterable[Running], waiting: Iterable[TraceGang] = (),
+              restart: str | None = None) -> Snapshot:
         """The snapshot: every node, the running pods and their PodGroups, and a Pending VCJob per gang in
-        ``waiting`` (gangs none of whose pods run; creation order kept)."""
+        ``waiting`` (gangs none of whose pods run; creation order kept); with a ``restart`` policy, a
+        Running VCJob per running gang too, and every VCJob states it (module docstring)."""
         pods: dict[str, Pod] = {}
         groups: dict[str, PodGroup] = {}
+        gangs: dict[str, TraceGang] = {}
         for r in running:
             p = self.pod(r)
             pods[p.key] = p
             pg = self.group(r.gang)
             groups[pg.key] = pg
+            gangs[r.gang.name] = r.gang
         jobs: dict[str, VCJob] = {}
+        if restart in POLICY_ACTIONS:
+            for g in gangs.values():
+                job = self.job(g, "2000-01-01T00:00:00Z", restart, phase="Running")
+                jobs[job.key] = job
         for k, g in enumerate(waiting):
             pg = self.group(g)
             groups[pg.key] = pg
-            job = self.job(g, f"2000-01-01T00:00:00.{k:06d}Z")
+            job = self.job(g, f"2000-01-01T00:00:00.{k:06d}Z", restart)
             jobs[job.key] = job
         return Snapshot(nodes=self.nodes, pods=dict(sorted(pods.items())), pod_groups=dict(sorted(groups.items())),
                         jobs=jobs)
