@@ -6,8 +6,11 @@ and one-line errors), and turned into the replay family's ``Trace``: whole-GPU p
 ``gpu_milli`` = 1000) with a ``scheduled_time`` and a ``deletion_time`` (the others are counted and left
 out: a pod never scheduled in the trace has no runtime), runtime = deletion − scheduled (negative: an
 input error), cut into gangs as the importer cuts them (``cut_gangs``: runs of one shape, seeded sizes,
-minMember = max(1, ceil(ratio × size))). ``--speedup F`` divides creation times by F and keeps runtimes,
-so the same jobs arrive F times as fast; ``--repeat K`` plays the trace K times back to back (pass k's
+minMember = max(1, ceil(ratio × size))), with two more rules: a gang's pods are created at most
+``--gang-spread`` seconds after its first (default 60: a VCJob creates its pods together; on gpuspec33 runs
+of one shape hold pods created hours apart; measured before ``--speedup``), and pods of different
+``--repeat`` passes never share a gang. ``--speedup F`` divides creation times by F and keeps runtimes, so
+the same jobs arrive F times as fast; ``--repeat K`` plays the trace K times back to back (pass k's
 pods named ``<name>-r<k>``, created k − 1 trace spans later, as the importer's passes). The openb traces'
 own times keep fewer than 60 of 6,212 GPUs busy at once. ``--times-from TIMES.csv`` takes every pod's
 times from another trace by pod name (``trace.borrow_times``; ``--unmatched-times`` for pods it does not
@@ -40,6 +43,8 @@ from optplan.experiments.replay.trace import UNMATCHED, PodShape, PodTimes, Trac
 from optplan.experiments.sim.online import SimNode
 
 TIME_COLUMNS = ("name", "creation_time", "scheduled_time", "deletion_time")
+GANG_SPREAD = 60.0
+"""Seconds between the creation of a gang's first and last pod, at most (module docstring)."""
 
 
 # ---- the trace ---------------------------------------------------------------------------------
@@ -69,7 +74,8 @@ def read_times(path: str, pods: list[openb.PodRow] | None = None) -> dict[str, t
 
 def load_trace(nodes_csv: str, pods_csv: str, *, seed: int = 0, speedup: float = 1.0, repeat: int = 1,
                gang_sizes: tuple[tuple[int, float], ...] | None = None, min_member_ratio: float | None = None,
-               name: str | None = None, times_from: str | None = None, unmatched: str = "drop") -> Trace:
+               name: str | None = None, times_from: str | None = None, unmatched: str = "drop",
+               gang_spread: float | None = GANG_SPREAD) -> Trace:
     """The trace of the two CSV files (see the module docstring); InputError naming file, line and column.
     ``times_from``: take every pod's times from this trace instead, by name (``trace.borrow_times``, with
     ``unmatched`` for pods it does not name); ``pods_csv`` then needs no time columns."""
@@ -97,11 +103,15 @@ def load_trace(nodes_csv: str, pods_csv: str, *, seed: int = 0, speedup: float =
     whole = [p for p in rows if p.gpu >= 1 and p.gpu_milli == 1000]
     kept = [p for p in whole if p.name in runtime]
     span = max((p.created for p in kept), default=0) + 1
+    if gang_spread is not None and not (math.isfinite(gang_spread) and gang_spread >= 0):
+        raise InputError(f"must be a number of seconds >= 0, got {gang_spread}", field="--gang-spread")
     placed = [openb.PlacedPod(p, p.name if k == 0 else f"{p.name}-r{k + 1}", -1, p.created + k * span)
               for k in range(repeat) for p in kept]
+    passes = {pp.name: k for k in range(repeat) for pp in placed[k * len(kept):(k + 1) * len(kept)]}
     ratio = Fraction(str(cfg.min_member_ratio))
     gangs = []
-    for k, gang in enumerate(openb.cut_gangs(cfg, placed)):
+    spread = None if gang_spread is None else math.floor(gang_spread)
+    for k, gang in enumerate(openb.cut_gangs(cfg, placed, spread, lambda pp: passes[pp.name])):
         first = gang[0].pod
         pods = tuple(TracePod(member.name, runtime[member.pod.name]) for member in gang)
         gangs.append(TraceGang(name=f"job-{k + 1:05d}", created=gang[0].created / speedup, cpu=first.cpu,
@@ -111,7 +121,7 @@ def load_trace(nodes_csv: str, pods_csv: str, *, seed: int = 0, speedup: float =
     stats = {"tracePods": read, "wholeGpuPods": len(whole), "leftOutUnscheduled": len(whole) - len(kept),
              "fractionalLeftOut": sum(1 for p in rows if p.gpu >= 1 and p.gpu_milli < 1000),
              "cpuOnlyLeftOut": sum(1 for p in rows if p.gpu == 0), "speedup": speedup, "repeat": repeat,
-             "seed": seed, **borrowed}
+             "seed": seed, **({} if gang_spread is None else {"gangSpreadSeconds": gang_spread}), **borrowed}
     return Trace(name=name or Path(pods_csv).stem, nodes=nodes, gangs=tuple(gangs), stats=stats)
 
 
@@ -131,7 +141,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--speedup", type=positive_float, default=1.0, metavar="F",
                    help="arrivals F times as fast, runtimes kept (default 1)")
     p.add_argument("--repeat", type=int_in(1, 1000), default=1, metavar="K",
-                   help="play the trace K times back to back (default 1)")
+                   help="play the trace K times back to back (default 1; passes never share a gang)")
+    p.add_argument("--gang-spread", type=float, default=GANG_SPREAD, metavar="SECONDS",
+                   help="a gang's pods are created at most this long after its first (default 60)")
     p.add_argument("--policy", default="none", metavar="LIST",
                    help=f"comma-separated Repack policies to replay and compare ({', '.join(POLICIES)}; default none)")
     p.add_argument("--interval", type=positive_float, default=60.0, metavar="MINUTES",
@@ -259,7 +271,7 @@ def run(args: argparse.Namespace) -> str:
         raise InputError("--nodes and --pods are required (or --sweep)", field="--pods")
     cfgs = configs(args)
     trace = load_trace(args.nodes, args.pods, seed=args.seed, speedup=args.speedup, repeat=args.repeat,
-                       times_from=args.times_from, unmatched=args.unmatched_times)
+                       times_from=args.times_from, unmatched=args.unmatched_times, gang_spread=args.gang_spread)
     results = []
     for cfg in cfgs:
         bar = Progress(f"replay {cfg.label()}", 1000)
