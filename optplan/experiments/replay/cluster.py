@@ -106,6 +106,8 @@ class Cluster:
         self._pods: dict[tuple[int, int, int, tuple[str, ...]], SimPod] = {}
         self.rooms = None if rescan else RoomIndex(self.cl)
         """None: ``room`` recomputes every node (``rescan``)."""
+        self.room_checks = 0
+        """Questions ``room`` answered (the benchmark reports them)."""
 
     @property
     def allocated(self) -> int:
@@ -122,6 +124,7 @@ class Cluster:
 
     def room(self, pod: SimPod) -> int:
         """Pods of this shape the cluster holds now, each node alone (see the module docstring)."""
+        self.room_checks += 1
         if self.rooms is not None:
             return self.rooms.room(pod, (pod.cpu, pod.memory, pod.gpu, pod.models))
         free = self.cl.free
