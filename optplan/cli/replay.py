@@ -293,7 +293,7 @@ def run(args: argparse.Namespace) -> str:
 # ---- sweeps ------------------------------------------------------------------------------------
 
 SWEEP_KEYS = {"traces", "policies", "intervals", "pendingAfter", "budgets", "planners", "seeds", "restartDelay",
-              "restart", "timeLimit", "scope"}
+              "restart", "checkpointSeconds", "timeLimit", "scope"}
 TRACE_KEYS = {"name", "nodes", "pods", "speedup", "repeat", "horizonHours", "timesFrom", "unmatchedTimes"}
 
 
