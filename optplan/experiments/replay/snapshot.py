@@ -8,8 +8,8 @@ the VCJob of the gang's name, ``minMember`` the gang's), with a required node af
 models. A gang judged by placement's pending verdict is also a Pending VCJob (one task ``worker``) so
 that placement sees it as waiting. With a restart policy (``build(restart=RestartJob)``, the replay's
 ``config.RESTARTS``) every gang is a VCJob whose policy on ``PodEvicted`` is that action (a running gang's
-VCJob is Running), so the Repack planners price a move's restarts with their own rule. Node and pod
-objects are cached: a pod is rebuilt only when it moves.
+VCJob is Running), so the Repack planners price a move's restarts with their own rule. Node, pod and
+running VCJob objects are cached: a pod is rebuilt only when it moves.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ class SnapshotBuilder:
             self.nodes[n.name] = Node(name=n.name, labels=labels, allocatable=alloc)
         self._pods: dict[str, Pod] = {}
         self._groups: dict[str, PodGroup] = {}
+        self._running_jobs: dict[tuple[str, str], VCJob] = {}
 
     def group(self, g: TraceGang) -> PodGroup:
         pg = self._groups.get(g.name)
@@ -110,7 +111,10 @@ class SnapshotBuilder:
         jobs: dict[str, VCJob] = {}
         if restart in POLICY_ACTIONS:
             for g in gangs.values():
-                job = self.job(g, "2000-01-01T00:00:00Z", restart, phase="Running")
+                job = self._running_jobs.get((g.name, restart))
+                if job is None:
+                    job = self._running_jobs[g.name, restart] = self.job(g, "2000-01-01T00:00:00Z", restart,
+                                                                         phase="Running")
                 jobs[job.key] = job
         for k, g in enumerate(waiting):
             pg = self.group(g)
