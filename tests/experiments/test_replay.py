@@ -11,7 +11,7 @@ import pytest
 from optplan.cli import main
 from optplan.cli.replay import load_trace
 from optplan.experiments.replay.config import ReplayConfig
-from optplan.experiments.replay.engine import Replay, percentile, replay
+from optplan.experiments.replay.engine import Replay, replay
 
 HEADER = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,"
           "scheduled_time\n")
@@ -47,12 +47,6 @@ def test_waiting_time_by_gang_size(tmp_path: Path) -> None:
     assert r.waits["2"]["p50"] == 90
     assert r.waits["1"]["p99"] == 80
     assert r.waits["all"]["gangs"] == 3 and r.waits["all"]["censored"] == 0
-
-
-def test_percentile_is_nearest_rank() -> None:
-    assert percentile([5.0, 1.0, 3.0, 2.0, 4.0], 50) == 3.0
-    assert percentile(list(map(float, range(1, 101))), 95) == 95.0
-    assert percentile([], 50) is None
 
 
 def _scattered(tmp: Path) -> tuple[str, str]:

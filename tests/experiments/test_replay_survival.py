@@ -13,6 +13,8 @@ def test_without_censoring_it_is_the_nearest_rank_percentile() -> None:
     assert s.surv == pytest.approx((0.8, 0.6, 0.4, 0.2, 0.0))
     assert s.quantile(50) == 3.0 and s.quantile(60) == 3.0 and s.quantile(61) == 4.0
     assert s.quantile(100) == 5.0
+    hundred = kaplan_meier([(float(t), True) for t in range(1, 101)])
+    assert hundred.quantile(95) == 95.0  # the nearest rank
     assert s.restricted_mean(5.0) == pytest.approx(3.0)  # the plain mean
 
 

@@ -67,14 +67,6 @@ ProgressFn = Callable[[float], None]
 """Called with the share of the horizon replayed."""
 
 
-def percentile(values: list[float], p: float) -> float | None:
-    """Nearest rank: the smallest value with at least p% of the values at or below it (None for none)."""
-    if not values:
-        return None
-    s = sorted(values)
-    return s[max(math.ceil(p / 100 * len(s)) - 1, 0)]
-
-
 def time_stats(samples: list[tuple[float, bool]]) -> dict[str, Any]:
     """Gangs, censored, Kaplan–Meier p50/p95/p99 and the restricted mean (up to the largest time seen)
     of (seconds, observed) samples; None where censoring hides a percentile."""
