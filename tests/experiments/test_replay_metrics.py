@@ -75,6 +75,16 @@ def test_restart_job_restarts_the_gang_from_its_last_checkpoint(tmp_path: Path) 
     assert alone.cards_disrupted == 1 and alone.gpu_seconds["lost"] == 9
 
 
+@pytest.mark.parametrize("policy, restarted", [("RestartJob", 2), ("RestartTask", 2), ("ServingGroupRecreate", 2),
+                                               ("pod", 1)])
+def test_each_restart_policy_restarts_what_repack_s_rule_says(tmp_path: Path, policy: str, restarted: int) -> None:
+    n, p = _scattered(tmp_path)
+    trace = load_trace(n, p, gang_sizes=((2, 1.0),))
+    r = replay(trace, ReplayConfig(policy="interval", interval=60, restart_delay=30, checkpoint=25, restart=policy))
+    assert r.pods_moved == 1 and r.cards_disrupted == restarted
+    assert r.gpu_seconds["restore"] == 30 * restarted
+
+
 def test_a_gang_spans_at_most_the_spread_and_passes_never_join(tmp_path: Path) -> None:
     n, p = write(tmp_path, [("n1", 8)], [("a", 1, 0, 10), ("b", 1, 30, 10), ("c", 1, 200, 10), ("d", 1, 230, 10)])
     sizes = ((4, 1.0),)

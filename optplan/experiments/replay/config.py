@@ -31,11 +31,12 @@ from optplan.solvers.core import registry
 
 POLICIES = ("none", "interval", "pending")
 PLANNERS = ("greedy", "auto", *sorted(registry.names(registry.BASELINES)))
-RESTARTS = ("RestartJob", "RestartTask", "pod", "gang")
+RESTARTS = ("RestartJob", "RestartTask", "ServingGroupRecreate", "pod", "gang")
 """The workloads' restart policy, what a move restarts (Repack's rule, ``repack.rules.restart_unit``, on
 the VCJob the snapshot gives each gang): ``RestartJob`` (the default: a distributed training job restarts
 whole) and ``RestartTask`` (a gang is one task: the same pods) restart every running pod of the moved pod's
-gang; ``pod`` (no policy) the moved pod alone. ``gang`` is the former name of ``RestartJob``."""
+gang; so does ``ServingGroupRecreate`` (each gang a ModelServing's ServingGroup); ``pod`` (no policy)
+the moved pod alone. ``gang`` is the former name of ``RestartJob``."""
 RESOURCE = "nvidia.com/gpu"
 RUN_NAME = "replay"
 

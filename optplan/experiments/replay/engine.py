@@ -190,7 +190,7 @@ class Replay:
                              f"({self.start_at:g} s: first arrival + warm-up)", field="horizon")
         self.cluster = Cluster(trace.nodes, cfg.weights, rescan)
         """``rescan``: the former retry path, every node per question (tests prove both give one result)."""
-        self.builder = SnapshotBuilder(trace.nodes)
+        self.builder = SnapshotBuilder(trace.nodes, serving=cfg.restart == "ServingGroupRecreate")
         self.run_spec = cfg.repack_run()
         self.gangs: list[_Gang] = []
         self.pod_gang: list[int] = []

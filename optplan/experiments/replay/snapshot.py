@@ -8,7 +8,8 @@ the VCJob of the gang's name, ``minMember`` the gang's), with a required node af
 models. A gang judged by placement's pending verdict is also a Pending VCJob (one task ``worker``) so
 that placement sees it as waiting. With a restart policy (``build(restart=RestartJob)``, the replay's
 ``config.RESTARTS``) every gang is a VCJob whose policy on ``PodEvicted`` is that action (a running gang's
-VCJob is Running), so the Repack planners price a move's restarts with their own rule. Node, pod and
+VCJob is Running) — or, for ``ServingGroupRecreate``, a ModelServing with that ``recoveryPolicy`` whose
+pods carry its name label —, so the Repack planners price a move's restarts with their own rule. Node, pod and
 running VCJob objects are cached: a pod is rebuilt only when it moves.
 """
 
@@ -22,13 +23,24 @@ from optplan.experiments.replay.trace import TraceGang
 from optplan.experiments.sim.online import MODEL_LABEL, SimNode, resources_of
 from optplan.models.queues import POD_EVICTED, JobTask, LifecyclePolicy, PodTemplate, VCJob
 from optplan.models.selectors import NodeSelectorRequirement, NodeSelectorTerm
-from optplan.models.snapshot import GROUP_NAME_ANNOTATION, Node, OwnerReference, Pod, PodGroup, Snapshot
+from optplan.models.snapshot import (
+    GROUP_NAME_ANNOTATION,
+    ModelServing,
+    Node,
+    OwnerReference,
+    Pod,
+    PodGroup,
+    Snapshot,
+)
 
 NAMESPACE = "replay"
 JOB_API = "batch.volcano.sh/v1alpha1"
 TASK = "worker"
 POLICY_ACTIONS = ("RestartJob", "RestartTask")
 """Restart policies a VCJob states (``pod``, the default unit, states none)."""
+SERVING = "ServingGroupRecreate"
+"""The restart policy a ModelServing states: each running gang is then one ModelServing's ServingGroup."""
+SERVING_LABEL = "modelserving.volcano.sh/name"
 
 
 @dataclass(frozen=True)
@@ -50,7 +62,9 @@ def _affinity(models: tuple[str, ...]) -> tuple[NodeSelectorTerm, ...] | None:
 class SnapshotBuilder:
     """Snapshots of one cluster's states (the nodes are built once)."""
 
-    def __init__(self, nodes: Sequence[SimNode]) -> None:
+    def __init__(self, nodes: Sequence[SimNode], serving: bool = False) -> None:
+        self.serving = serving
+        """Pods carry their gang's ModelServing name label (the ``ServingGroupRecreate`` policy)."""
         self.nodes: dict[str, Node] = {}
         for n in sorted(nodes, key=lambda n: n.name):
             alloc = {**resources_of(n.cpu, n.memory, n.gpu), "pods": MAX_PODS * 1000}
@@ -75,7 +89,8 @@ class SnapshotBuilder:
             p = self._pods[r.name] = Pod(
                 namespace=NAMESPACE, name=r.name, node_name=r.node, phase="Running", scheduler_name="volcano",
                 annotations={GROUP_NAME_ANNOTATION: r.gang.name}, owner_references=(owner,),
-                labels={"volcano.sh/job-name": r.gang.name, "volcano.sh/task-spec": TASK},
+                labels={"volcano.sh/job-name": r.gang.name, "volcano.sh/task-spec": TASK,
+                        **({SERVING_LABEL: r.gang.name} if self.serving else {})},
                 requests=resources_of(r.gang.cpu, r.gang.memory, r.gang.gpu),
                 required_node_affinity=_affinity(r.gang.models))
         return p
@@ -109,6 +124,8 @@ class SnapshotBuilder:
             groups[pg.key] = pg
             gangs[r.gang.name] = r.gang
         jobs: dict[str, VCJob] = {}
+        servings = {f"{NAMESPACE}/{g.name}": ModelServing(namespace=NAMESPACE, name=g.name, recovery_policy=SERVING)
+                    for g in gangs.values()} if restart == SERVING else {}
         if restart in POLICY_ACTIONS:
             for g in gangs.values():
                 job = self._running_jobs.get((g.name, restart))
@@ -122,4 +139,4 @@ class SnapshotBuilder:
             job = self.job(g, f"2000-01-01T00:00:00.{k:06d}Z", restart)
             jobs[job.key] = job
         return Snapshot(nodes=self.nodes, pods=dict(sorted(pods.items())), pod_groups=dict(sorted(groups.items())),
-                        jobs=jobs)
+                        jobs=jobs, model_servings=servings)
