@@ -52,7 +52,7 @@ def markdown(results: Sequence[ReplayResult], trace_stats: Mapping[str, Any], ti
               "censoring hides them), the restricted mean is the mean truncated at the largest time seen.\n\n")
     base = next((r for r in results if r.config["policy"] == "none"), None)
     out.write("## Policies\n\n")
-    out.write("| policy | window (days) | offered load % | useful GPU % | vs none (points) | restore % | lost % | "
+    out.write("| policy | window (hours) | offered load % | useful GPU % | vs none (points) | restore % | lost % | "
               "idle % | censored gangs | wait p95 all (min) | wait p95 8-card (min) | cards disrupted / day | "
               "pods moved / day | Repack runs | skipped | freed nodes | rule breaks (plans refused) |\n")
     out.write("|" + "---|" * 17 + "\n")
@@ -60,7 +60,7 @@ def markdown(results: Sequence[ReplayResult], trace_stats: Mapping[str, Any], ti
         gain = "-" if base is None else f"{r.percent('useful') - base.percent('useful'):+.2f}"
         rp = r.repack
         skipped = rp["skippedUnchanged"] + rp["skippedPacked"]
-        out.write(f"| {r.label} | {r.start / 86400:.2f}–{r.end / 86400:.2f} | {100 * r.offered_load:.1f} | "
+        out.write(f"| {r.label} | {r.start / 3600:.2f}–{r.end / 3600:.2f} | {100 * r.offered_load:.1f} | "
                   f"{r.percent('useful'):.2f} | {gain} | {r.percent('restore'):.2f} | {r.percent('lost'):.2f} | "
                   f"{r.percent('idle'):.2f} | {r.waits['all']['censored']} | {minutes(r.waits['all']['p95'])} | "
                   f"{minutes(r.waits.get('8', {}).get('p95'))} | {r.per_day(r.cards_disrupted):.1f} | "
