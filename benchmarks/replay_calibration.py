@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             e = replay(tr, ReplayConfig(horizon=24 * 3600, seed=seed))
             tw.append(e.allocation_percent)
             end.append(_end(e))
-            half = [a for t, a, _ in e.series if t >= e.horizon / 2]
+            half = [a for t, a, _ in e.series if t >= e.start + e.horizon / 2]
             late.append(statistics.fmean(half))
             peak.append(max(a for _, a, _ in e.series))
             load.append(100 * e.offered_load)

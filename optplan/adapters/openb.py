@@ -66,7 +66,7 @@ import csv
 import math
 import random
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -371,7 +371,12 @@ def _depart(cfg: ImportConfig, nodes: _Nodes, placed: list[PlacedPod]) -> tuple[
     return [p for k, p in enumerate(placed) if k not in gone], n
 
 
-def cut_gangs(cfg: ImportConfig, pods: list[PlacedPod]) -> list[list[PlacedPod]]:
+def cut_gangs(cfg: ImportConfig, pods: list[PlacedPod], max_spread: int | None = None,
+              part: Callable[[PlacedPod], object] | None = None) -> list[list[PlacedPod]]:
+    """Gangs: runs of consecutive pods of one shape, cut into seeded sizes. Two options the importer does
+    not use (its output unchanged): ``max_spread``, a gang's pods are created at most this many seconds
+    after its first (a drawn size is shortened to fit); ``part``, pods of different parts (the replay's
+    ``--repeat`` passes) never share a run."""
     rng = random.Random(f"{cfg.seed}/gangs")
     sizes = [s for s, _ in cfg.gang_sizes]
     weights = [w for _, w in cfg.gang_sizes]
@@ -380,10 +385,13 @@ def cut_gangs(cfg: ImportConfig, pods: list[PlacedPod]) -> list[list[PlacedPod]]
     while k < len(pods):
         shape = _shape(pods[k].pod)
         end = k + 1
-        while end < len(pods) and _shape(pods[end].pod) == shape:
+        while (end < len(pods) and _shape(pods[end].pod) == shape
+               and (part is None or part(pods[end]) == part(pods[k]))):
             end += 1
         while k < end:
             size = min(rng.choices(sizes, weights=weights)[0], end - k)
+            while max_spread is not None and size > 1 and pods[k + size - 1].created - pods[k].created > max_spread:
+                size -= 1
             out.append(pods[k:k + size])
             k += size
     return out

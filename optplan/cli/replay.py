@@ -6,8 +6,11 @@ and one-line errors), and turned into the replay family's ``Trace``: whole-GPU p
 ``gpu_milli`` = 1000) with a ``scheduled_time`` and a ``deletion_time`` (the others are counted and left
 out: a pod never scheduled in the trace has no runtime), runtime = deletion − scheduled (negative: an
 input error), cut into gangs as the importer cuts them (``cut_gangs``: runs of one shape, seeded sizes,
-minMember = max(1, ceil(ratio × size))). ``--speedup F`` divides creation times by F and keeps runtimes,
-so the same jobs arrive F times as fast; ``--repeat K`` plays the trace K times back to back (pass k's
+minMember = max(1, ceil(ratio × size))), with two more rules: a gang's pods are created at most
+``--gang-spread`` seconds after its first (default 60: a VCJob creates its pods together; on gpuspec33 runs
+of one shape hold pods created hours apart; measured before ``--speedup``), and pods of different
+``--repeat`` passes never share a gang. ``--speedup F`` divides creation times by F and keeps runtimes, so
+the same jobs arrive F times as fast; ``--repeat K`` plays the trace K times back to back (pass k's
 pods named ``<name>-r<k>``, created k − 1 trace spans later, as the importer's passes). The openb traces'
 own times keep fewer than 60 of 6,212 GPUs busy at once. ``--times-from TIMES.csv`` takes every pod's
 times from another trace by pod name (``trace.borrow_times``; ``--unmatched-times`` for pods it does not
@@ -40,6 +43,8 @@ from optplan.experiments.replay.trace import UNMATCHED, PodShape, PodTimes, Trac
 from optplan.experiments.sim.online import SimNode
 
 TIME_COLUMNS = ("name", "creation_time", "scheduled_time", "deletion_time")
+GANG_SPREAD = 60.0
+"""Seconds between the creation of a gang's first and last pod, at most (module docstring)."""
 
 
 # ---- the trace ---------------------------------------------------------------------------------
@@ -69,7 +74,8 @@ def read_times(path: str, pods: list[openb.PodRow] | None = None) -> dict[str, t
 
 def load_trace(nodes_csv: str, pods_csv: str, *, seed: int = 0, speedup: float = 1.0, repeat: int = 1,
                gang_sizes: tuple[tuple[int, float], ...] | None = None, min_member_ratio: float | None = None,
-               name: str | None = None, times_from: str | None = None, unmatched: str = "drop") -> Trace:
+               name: str | None = None, times_from: str | None = None, unmatched: str = "drop",
+               gang_spread: float | None = GANG_SPREAD) -> Trace:
     """The trace of the two CSV files (see the module docstring); InputError naming file, line and column.
     ``times_from``: take every pod's times from this trace instead, by name (``trace.borrow_times``, with
     ``unmatched`` for pods it does not name); ``pods_csv`` then needs no time columns."""
@@ -97,11 +103,15 @@ def load_trace(nodes_csv: str, pods_csv: str, *, seed: int = 0, speedup: float =
     whole = [p for p in rows if p.gpu >= 1 and p.gpu_milli == 1000]
     kept = [p for p in whole if p.name in runtime]
     span = max((p.created for p in kept), default=0) + 1
+    if gang_spread is not None and not (math.isfinite(gang_spread) and gang_spread >= 0):
+        raise InputError(f"must be a number of seconds >= 0, got {gang_spread}", field="--gang-spread")
     placed = [openb.PlacedPod(p, p.name if k == 0 else f"{p.name}-r{k + 1}", -1, p.created + k * span)
               for k in range(repeat) for p in kept]
+    passes = {pp.name: k for k in range(repeat) for pp in placed[k * len(kept):(k + 1) * len(kept)]}
     ratio = Fraction(str(cfg.min_member_ratio))
     gangs = []
-    for k, gang in enumerate(openb.cut_gangs(cfg, placed)):
+    spread = None if gang_spread is None else math.floor(gang_spread)
+    for k, gang in enumerate(openb.cut_gangs(cfg, placed, spread, lambda pp: passes[pp.name])):
         first = gang[0].pod
         pods = tuple(TracePod(member.name, runtime[member.pod.name]) for member in gang)
         gangs.append(TraceGang(name=f"job-{k + 1:05d}", created=gang[0].created / speedup, cpu=first.cpu,
@@ -111,7 +121,7 @@ def load_trace(nodes_csv: str, pods_csv: str, *, seed: int = 0, speedup: float =
     stats = {"tracePods": read, "wholeGpuPods": len(whole), "leftOutUnscheduled": len(whole) - len(kept),
              "fractionalLeftOut": sum(1 for p in rows if p.gpu >= 1 and p.gpu_milli < 1000),
              "cpuOnlyLeftOut": sum(1 for p in rows if p.gpu == 0), "speedup": speedup, "repeat": repeat,
-             "seed": seed, **borrowed}
+             "seed": seed, **({} if gang_spread is None else {"gangSpreadSeconds": gang_spread}), **borrowed}
     return Trace(name=name or Path(pods_csv).stem, nodes=nodes, gangs=tuple(gangs), stats=stats)
 
 
@@ -131,7 +141,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--speedup", type=positive_float, default=1.0, metavar="F",
                    help="arrivals F times as fast, runtimes kept (default 1)")
     p.add_argument("--repeat", type=int_in(1, 1000), default=1, metavar="K",
-                   help="play the trace K times back to back (default 1)")
+                   help="play the trace K times back to back (default 1; passes never share a gang)")
+    p.add_argument("--gang-spread", type=float, default=GANG_SPREAD, metavar="SECONDS",
+                   help="a gang's pods are created at most this long after its first (default 60)")
     p.add_argument("--policy", default="none", metavar="LIST",
                    help=f"comma-separated Repack policies to replay and compare ({', '.join(POLICIES)}; default none)")
     p.add_argument("--interval", type=positive_float, default=60.0, metavar="MINUTES",
@@ -144,12 +156,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scope", metavar="SCOPE.json",
                    help="the RepackRun's spec.scope as a JSON or YAML file (podGroups / nodes)")
     p.add_argument("--restart-delay", type=float, default=300.0, metavar="SECONDS",
-                   help="seconds a moved pod loses restarting (default 300)")
-    p.add_argument("--restart", default="pod", metavar="WHAT",
-                   help=f"what a move restarts: {' or '.join(RESTARTS)} (default pod)")
+                   help="restore time: seconds a restarted pod holds its node before it works again (default 300)")
+    p.add_argument("--restart", default="RestartJob", metavar="POLICY",
+                   help=f"the workloads' restart policy, what a move restarts: {', '.join(RESTARTS)} "
+                        "(default RestartJob: the moved pod's whole gang)")
+    p.add_argument("--checkpoint-minutes", type=float, default=60.0, metavar="M",
+                   help="minutes of work between a pod's checkpoints; a restart loses the work since the last "
+                        "one (default 60; 0: nothing lost; 'none' is not a number: use --no-checkpoint)")
+    p.add_argument("--no-checkpoint", action="store_true", help="pods never checkpoint: a restart loses all their work")
+    p.add_argument("--warmup-hours", type=float, default=0.0, metavar="H",
+                   help="the measured window starts this long after the first arrival (default 0)")
     options.time_limit(p, 10.0, "limit of each plan, counted in deterministic work (default 10)")
     p.add_argument("--horizon-hours", type=positive_float, metavar="H",
-                   help="replay this long (default: until the trace's last pod would have left)")
+                   help="stop at this trace time, in hours from the trace's time 0 (default: the last event, "
+                        "when the last pod leaves)")
     options.seed(p, "gang sizes and planner seed (default 0)")
     options.timings(p, "also report planning wall seconds (output then differs from run to run)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -203,11 +223,13 @@ def configs(args: argparse.Namespace) -> list[ReplayConfig]:
             out.append(ReplayConfig(policy=name, interval=args.interval * 60, pending_after=args.pending_after * 60,
                                     planner=args.planner, scope=scope, max_per_run=_budget(args),
                                     restart_delay=args.restart_delay, restart=args.restart,
-                                    time_limit=args.time_limit, seed=args.seed,
+                                    checkpoint=None if args.no_checkpoint else args.checkpoint_minutes * 60,
+                                    warmup=args.warmup_hours * 3600, time_limit=args.time_limit, seed=args.seed,
                                     horizon=None if args.horizon_hours is None else args.horizon_hours * 3600))
         except InputError as e:
             flag = {"policy": "--policy", "planner": "--planner", "restart": "--restart",
-                    "restart_delay": "--restart-delay"}.get(e.field or "", e.field)
+                    "restart_delay": "--restart-delay", "checkpoint": "--checkpoint-minutes",
+                    "warmup": "--warmup-hours", "horizon": "--horizon-hours"}.get(e.field or "", e.field)
             raise InputError(e.reason, file=args.scope if (e.field or "").startswith("spec.") else None,
                              field=flag) from None
     return out
@@ -249,7 +271,7 @@ def run(args: argparse.Namespace) -> str:
         raise InputError("--nodes and --pods are required (or --sweep)", field="--pods")
     cfgs = configs(args)
     trace = load_trace(args.nodes, args.pods, seed=args.seed, speedup=args.speedup, repeat=args.repeat,
-                       times_from=args.times_from, unmatched=args.unmatched_times)
+                       times_from=args.times_from, unmatched=args.unmatched_times, gang_spread=args.gang_spread)
     results = []
     for cfg in cfgs:
         bar = Progress(f"replay {cfg.label()}", 1000)
@@ -260,8 +282,9 @@ def run(args: argparse.Namespace) -> str:
     write_outputs(args.output, files)
     lines = [f"wrote {args.output}: {', '.join(sorted(files))}"]
     for r in results:
-        lines.append(f"{r.label}: GPU allocation {r.allocation_percent:.2f}%, wait p95 "
-                     f"{report.minutes(r.waits['all']['p95'])} min, {r.pods_moved} pods moved, "
+        lines.append(f"{r.label}: useful GPU allocation {r.percent('useful'):.2f}% (held {r.allocation_percent:.2f}%), "
+                     f"wait p95 {report.minutes(r.waits['all']['p95'])} min ({r.waits['all']['censored']} censored), "
+                     f"{r.pods_moved} pods moved, "
                      f"{r.repack['runs']} Repack runs")
     return "\n".join(lines) + "\n"
 
@@ -270,7 +293,7 @@ def run(args: argparse.Namespace) -> str:
 # ---- sweeps ------------------------------------------------------------------------------------
 
 SWEEP_KEYS = {"traces", "policies", "intervals", "pendingAfter", "budgets", "planners", "seeds", "restartDelay",
-              "restart", "timeLimit", "scope"}
+              "restart", "checkpointSeconds", "timeLimit", "scope"}
 TRACE_KEYS = {"name", "nodes", "pods", "speedup", "repeat", "horizonHours", "timesFrom", "unmatchedTimes"}
 
 
@@ -343,6 +366,8 @@ def run_sweep(args: argparse.Namespace) -> str:
                             scope=spec.get("scope") or _scope(args.scope), max_per_run=_budget(args),
                             restart_delay=spec.get("restartDelay", args.restart_delay),
                             restart=spec.get("restart", args.restart),
+                            checkpoint=spec.get("checkpointSeconds", None if args.no_checkpoint
+                                                else args.checkpoint_minutes * 60),
                             time_limit=spec.get("timeLimit", args.time_limit))
         traces, horizons = _sweep_traces(path, spec, seeds)
         cells = sorted((c for name, h in horizons.items()

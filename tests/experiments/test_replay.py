@@ -11,7 +11,7 @@ import pytest
 from optplan.cli import main
 from optplan.cli.replay import load_trace
 from optplan.experiments.replay.config import ReplayConfig
-from optplan.experiments.replay.engine import Replay, percentile, replay
+from optplan.experiments.replay.engine import Replay, replay
 
 HEADER = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,"
           "scheduled_time\n")
@@ -49,12 +49,6 @@ def test_waiting_time_by_gang_size(tmp_path: Path) -> None:
     assert r.waits["all"]["gangs"] == 3 and r.waits["all"]["censored"] == 0
 
 
-def test_percentile_is_nearest_rank() -> None:
-    assert percentile([5.0, 1.0, 3.0, 2.0, 4.0], 50) == 3.0
-    assert percentile(list(map(float, range(1, 101))), 95) == 95.0
-    assert percentile([], 50) is None
-
-
 def _scattered(tmp: Path) -> tuple[str, str]:
     """Two 4-GPU nodes. a and b (3 GPUs each) fill one node each until t=10; q1 and q2 (1 GPU) land one
     on each node (binpack puts q1 on n1, the first of equals; q2 no longer fits there); at t=10 a and b
@@ -67,7 +61,7 @@ def _scattered(tmp: Path) -> tuple[str, str]:
 def test_without_repack_the_gang_waits_for_a_departure(tmp_path: Path) -> None:
     n, p = _scattered(tmp_path)
     r = replay(load_trace(n, p, gang_sizes=SINGLE), ReplayConfig())
-    assert r.horizon == 1002
+    assert (r.start, r.end) == (0, 1101)  # the first arrival to the last event: g leaves at 1001 + 100
     assert r.gang_waits[-1][1] == 1001 - 20  # q1 leaves n1 at 1001
     assert r.pods_moved == 0 and r.repack["runs"] == 0
 
@@ -75,7 +69,7 @@ def test_without_repack_the_gang_waits_for_a_departure(tmp_path: Path) -> None:
 def test_interval_repack_moves_a_pod_and_it_restarts(tmp_path: Path) -> None:
     n, p = _scattered(tmp_path)
     trace = load_trace(n, p, gang_sizes=SINGLE)
-    run = Replay(trace, ReplayConfig(policy="interval", interval=60, restart_delay=30))
+    run = Replay(trace, ReplayConfig(policy="interval", interval=60, restart_delay=30, restart="pod", checkpoint=0))
     r = run.run()
     assert r.pods_moved == 1 and r.cards_disrupted == 1
     assert r.repack["runs"] == 1 and r.repack["runsWithMoves"] == 1 and r.repack["freedNodes"] == 1
@@ -194,7 +188,7 @@ def test_restart_gang_restarts_every_pod_of_the_moved_pods_gang(tmp_path: Path) 
     n, p = _scattered(tmp_path)
     trace = load_trace(n, p, gang_sizes=((2, 1.0),))
     assert [len(g.pods) for g in trace.gangs] == [2, 2, 1]
-    run = Replay(trace, ReplayConfig(policy="interval", interval=60, restart_delay=30, restart="gang"))
+    run = Replay(trace, ReplayConfig(policy="interval", interval=60, restart_delay=30, restart="gang", checkpoint=0))
     r = run.run()
     assert r.pods_moved == 1 and r.cards_disrupted == 2
     ends = {run.pod_name[k]: run.end[k] for k in range(len(run.end))}

@@ -40,7 +40,9 @@ SPEC: dict[str, Any] = {"policies": ["none", "interval"], "intervals": [2, 5], "
 def _cells(tmp: Path) -> tuple[list[sweep.Cell], dict[tuple[str, int], Trace]]:
     n, p = _trace_files(tmp)
     traces = {("t", s): load_trace(n, p, seed=s, name="t") for s in (0, 1, 2)}
-    return sweep.grid(SPEC, ["t"], ReplayConfig(time_limit=2)), traces
+    # free restarts (the moved pod alone, nothing lost, no restore time): Repack gains allocation on this trace
+    return sweep.grid(SPEC, ["t"], ReplayConfig(time_limit=2, restart="pod", checkpoint=0,
+                                                      restart_delay=0)), traces
 
 
 def test_grid_dedupes_none_and_names_every_cell(tmp_path: Path) -> None:

@@ -13,5 +13,6 @@ contract): ``sweep`` (grids, executors, confidence intervals), ``report`` (Markd
 replay) and ``plots`` (its PNGs); ``engine`` (the event loop and its metrics); ``policy`` (when a Repack
 runs, with which planner, and applying its validated plan); ``snapshot`` (a Snapshot of the replay state,
 built only when a Repack runs); ``cluster`` (the incremental cluster state and Volcano's allocate on it);
-``config`` (a policy as data) and ``trace`` (the jobs and nodes a replay reads).
+``config`` (a policy as data), ``trace`` (the jobs and nodes a replay reads) and ``survival`` (Kaplan–Meier
+percentiles of waiting and completion times some of which are censored).
 """

@@ -31,8 +31,12 @@ from optplan.solvers.core import registry
 
 POLICIES = ("none", "interval", "pending")
 PLANNERS = ("greedy", "auto", *sorted(registry.names(registry.BASELINES)))
-RESTARTS = ("pod", "gang")
-"""What a move restarts: the moved pod alone, or every running pod of its gang (a RestartJob policy)."""
+RESTARTS = ("RestartJob", "RestartTask", "ServingGroupRecreate", "pod", "gang")
+"""The workloads' restart policy, what a move restarts (Repack's rule, ``repack.rules.restart_unit``, on
+the VCJob the snapshot gives each gang): ``RestartJob`` (the default: a distributed training job restarts
+whole) and ``RestartTask`` (a gang is one task: the same pods) restart every running pod of the moved pod's
+gang; so does ``ServingGroupRecreate`` (each gang a ModelServing's ServingGroup); ``pod`` (no policy)
+the moved pod alone. ``gang`` is the former name of ``RestartJob``."""
 RESOURCE = "nvidia.com/gpu"
 RUN_NAME = "replay"
 
@@ -50,13 +54,19 @@ class ReplayConfig:
     max_per_run: Mapping[str, Any] = field(default_factory=dict)
     """The RepackRun's ``spec.maxPerRun`` (``podGroups``, ``resources: {nvidia.com/gpu: N}``)."""
     restart_delay: float = 300.0
-    """Seconds a moved (restarted) pod loses; its remaining runtime is kept."""
-    restart: str = "pod"
+    """Restore time: seconds a restarted pod holds its node before it works again."""
+    restart: str = "RestartJob"
+    checkpoint: float | None = 3600.0
+    """Seconds of work between a pod's checkpoints: a restart loses the work since its last one (None:
+    no checkpoint, all its work is lost; 0: a checkpoint at the eviction instant, nothing lost)."""
+    warmup: float = 0.0
+    """Seconds after the first arrival before the measured window starts."""
     time_limit: float = 10.0
     """Limit of each plan, in deterministic work (``PlanOptions(deterministic=True)``)."""
     seed: int = 0
     horizon: float | None = None
-    """Seconds replayed; None: the trace's end (``Trace.end``)."""
+    """Where the replay stops, in trace seconds (from the trace's time 0); None: its last event (the last
+    pod leaves; gangs that never fit stay censored)."""
     weights: BinpackWeights = field(default_factory=BinpackWeights)
     """Volcano's binpack weights (default Volcano's own)."""
 
@@ -71,10 +81,14 @@ class ReplayConfig:
             v = getattr(self, name)
             if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
                 raise InputError(f"must be a positive number of seconds, got {v!r}", field=name)
-        for name in ("restart_delay",):
+        if self.restart == "gang":
+            object.__setattr__(self, "restart", "RestartJob")
+        for name in ("restart_delay", "warmup"):
             v = getattr(self, name)
             if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
                 raise InputError(f"must be a number of seconds >= 0, got {v!r}", field=name)
+        if self.checkpoint is not None and not (math.isfinite(self.checkpoint) and self.checkpoint >= 0):
+            raise InputError(f"must be a number of seconds >= 0, got {self.checkpoint!r}", field="checkpoint")
         if self.horizon is not None and not (math.isfinite(self.horizon) and self.horizon > 0):
             raise InputError(f"must be a positive number of seconds, got {self.horizon!r}", field="horizon")
         if not 0 <= self.seed <= 2**31 - 1:

@@ -1,6 +1,7 @@
 """PNG plots of replays (matplotlib, imported only here and only when plots are asked for): allocation
-over time per policy, waiting-time CDFs (all gangs and gangs of 5–8 cards), and disruption against the
-allocation gained over ``none``. Bytes are reproducible: no Software metadata, fixed sizes and order."""
+over time per policy, waiting-time CDFs (Kaplan–Meier: all gangs and gangs of 5–8 cards), and disruption
+against the useful allocation gained over ``none``. Bytes are reproducible: no Software metadata, fixed
+sizes and order."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Sequence
 
 from optplan.adapters.output import png
 from optplan.experiments.replay.engine import ReplayResult
+from optplan.experiments.replay.survival import kaplan_meier
 from optplan.experiments.replay.trace import gang_bucket
 
 NO_MATPLOTLIB = "Plots skipped: matplotlib is not installed (`pip install matplotlib`)."
@@ -41,14 +43,14 @@ def plots(results: Sequence[ReplayResult]) -> dict[str, bytes] | str:
     for ax, (title, keep) in zip(axes, (("all gangs", None), ("gangs of 5-8 cards", "8")), strict=True):
         drawn = False
         for r in results:
-            ws = sorted(w for cards, w, _c in r.gang_waits if keep is None or gang_bucket(cards) == keep)
-            if ws:
-                ax.step([w / 60 for w in ws], [(k + 1) / len(ws) for k in range(len(ws))], where="post",
-                        label=r.label, linewidth=1)
+            km = kaplan_meier((w, not c) for cards, w, c in r.gang_waits if keep is None or gang_bucket(cards) == keep)
+            if km.times:  # the Kaplan-Meier estimate: censored gangs are not taken as done
+                ax.step([t / 60 for t in km.times], [1 - s for s in km.surv], where="post", label=r.label,
+                        linewidth=1)
                 drawn = True
         ax.set_xscale("symlog")
         ax.set_xlabel("waiting time (minutes)")
-        ax.set_ylabel("share of gangs")
+        ax.set_ylabel("share of gangs started (Kaplan-Meier)")
         ax.set_title(f"Waiting time CDF, {title}")
         if drawn:
             ax.legend(fontsize=7)
@@ -60,12 +62,13 @@ def plots(results: Sequence[ReplayResult]) -> dict[str, bytes] | str:
         for r in results:
             if r is base:
                 continue
-            ax.scatter([r.per_day(r.cards_disrupted)], [r.allocation_percent - base.allocation_percent], s=20)
-            ax.annotate(r.label, (r.per_day(r.cards_disrupted), r.allocation_percent - base.allocation_percent),
+            gain = r.percent("useful") - base.percent("useful")
+            ax.scatter([r.per_day(r.cards_disrupted)], [gain], s=20)
+            ax.annotate(r.label, (r.per_day(r.cards_disrupted), gain),
                         fontsize=7)
         ax.axhline(0, color="grey", linewidth=0.5)
         ax.set_xlabel("cards disrupted per day")
-        ax.set_ylabel("allocation gain over none (points)")
+        ax.set_ylabel("useful allocation gain over none (points)")
         ax.set_title("Disruption against gain")
         save(fig, "disruption_vs_gain.png")
     return out

@@ -13,6 +13,10 @@ it does.
 ``fragmentation_pending`` asks ``placement.pending.pending_gangs`` which of the given waiting gangs wait
 by fragmentation (enough GPUs free in total, yet the placement greedy cannot place them).
 
+``restarted_pods`` is what a plan's moves restart: Repack's own rule (``RepackProblem.restarted``: the union
+of the moved pods' restart units, from the workloads' restart policies in the snapshot), so the replay
+restarts exactly what the planners priced.
+
 ``plan_for_pending`` is what the ``pending`` policy calls with the gangs that wait by fragmentation: with
 optplan's planners (greedy, auto) a RepackRun with an ``admit`` goal naming those gangs (issue 15: move
 the fewest pods so that each can be placed whole; ``optplan.solvers.goals``, its plans validated by the goal
@@ -22,6 +26,7 @@ validator); with a peer, which knows no such goal, a plain Repack run (free whol
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from optplan.experiments.replay.config import RESOURCE, ReplayConfig
@@ -72,6 +77,14 @@ def plan_moves(snapshot: Snapshot, run: RepackRun, cfg: ReplayConfig) -> Planned
         return Planned((), 0, out.result.record.status, out.reason, 0, time.perf_counter() - t0)
     return Planned(plan.moves, len(plan.freed_nodes), out.result.record.status, out.reason, 0,
                    time.perf_counter() - t0)
+
+
+def restarted_pods(snapshot: Snapshot, run: RepackRun, moved: Sequence[str]) -> set[str]:
+    """Keys of the pods that the moves of the pods ``moved`` (keys) restart (module docstring)."""
+    if not moved:
+        return set()
+    problem = RepackProblem(snapshot, run)
+    return {k for r in problem.restarted(snapshot.pods[k] for k in moved).values() for k in r.pods}
 
 
 def fragmentation_pending(snapshot: Snapshot) -> list[str]:

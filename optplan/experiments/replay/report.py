@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from optplan.experiments.replay.engine import ReplayResult
+from optplan.experiments.replay.engine import ESTIMATOR, ReplayResult
 from optplan.experiments.replay.trace import bucket_labels
 
 
@@ -41,35 +41,44 @@ def markdown(results: Sequence[ReplayResult], trace_stats: Mapping[str, Any], ti
     out = io.StringIO()
     first = results[0]
     out.write(f"# Replay of {first.trace}\n\n")
-    out.write(f"{first.nodes} nodes, {first.gpus} GPUs; {first.gangs} gangs ({first.pods} pods); horizon "
-              f"{first.horizon / 86400:.2f} days; offered load {100 * first.offered_load:.1f}% of the GPUs "
-              "(GPU-seconds asked / GPU-seconds available over the horizon).\n\n")
+    out.write(f"{first.nodes} nodes, {first.gpus} GPUs; {first.gangs} gangs ({first.pods} pods).\n\n")
     if trace_stats:
         out.write("Trace: " + ", ".join(f"{k} {v}" for k, v in sorted(trace_stats.items())) + ".\n\n")
+    out.write("Measured window: from the first arrival (plus the warm-up) to the stated horizon, else to the last "
+              "event; GPU time in it is useful (pods doing work they keep), restore (restarted pods holding "
+              "cards before they work again), lost (work a restart threw away) or idle. Waiting time: created "
+              "→ minMember placed; completion: created → the gang's last pod leaves. Gangs still waiting (or "
+              f"running) at the window's end are censored; percentiles are {ESTIMATOR} estimates (\"-\": "
+              "censoring hides them), the restricted mean is the mean truncated at the largest time seen.\n\n")
     base = next((r for r in results if r.config["policy"] == "none"), None)
     out.write("## Policies\n\n")
-    out.write("| policy | GPU allocation % | vs none (points) | wait p95 all (min) | wait p95 8-card (min) | "
-              "cards disrupted / day | pods moved / day | Repack runs | skipped | freed nodes | "
-              "rule breaks (plans refused) |\n")
-    out.write("|---|---|---|---|---|---|---|---|---|---|---|\n")
+    out.write("| policy | window (hours) | offered load % | useful GPU % | vs none (points) | restore % | lost % | "
+              "idle % | censored gangs | wait p95 all (min) | wait p95 8-card (min) | cards disrupted / day | "
+              "pods moved / day | Repack runs | skipped | freed nodes | rule breaks (plans refused) |\n")
+    out.write("|" + "---|" * 17 + "\n")
     for r in results:
-        gain = "-" if base is None else f"{r.allocation_percent - base.allocation_percent:+.2f}"
+        gain = "-" if base is None else f"{r.percent('useful') - base.percent('useful'):+.2f}"
         rp = r.repack
         skipped = rp["skippedUnchanged"] + rp["skippedPacked"]
-        out.write(f"| {r.label} | {r.allocation_percent:.2f} | {gain} | {minutes(r.waits['all']['p95'])} | "
+        out.write(f"| {r.label} | {r.start / 3600:.2f}–{r.end / 3600:.2f} | {100 * r.offered_load:.1f} | "
+                  f"{r.percent('useful'):.2f} | {gain} | {r.percent('restore'):.2f} | {r.percent('lost'):.2f} | "
+                  f"{r.percent('idle'):.2f} | {r.waits['all']['censored']} | {minutes(r.waits['all']['p95'])} | "
                   f"{minutes(r.waits.get('8', {}).get('p95'))} | {r.per_day(r.cards_disrupted):.1f} | "
                   f"{r.per_day(r.pods_moved):.1f} | {rp['runs']} | {skipped} | {rp['freedNodes']} | "
                   f"{rp['ruleBreaks']} ({rp.get('refusedPlans', 0)}) |\n")
-    out.write("\n## Waiting time by gang size (minutes; censored = still waiting at the horizon, counted with "
-              "the time waited so far)\n\n")
-    out.write("| policy | gang cards | gangs | censored | p50 | p95 | p99 |\n|---|---|---|---|---|---|---|\n")
-    for r in results:
-        for b in (*bucket_labels(), "all"):
-            w = r.waits.get(b)
-            if w is None:
-                continue
-            out.write(f"| {r.label} | {b} | {w['gangs']} | {w['censored']} | {minutes(w['p50'])} | "
-                      f"{minutes(w['p95'])} | {minutes(w['p99'])} |\n")
+    for title, attr in (("Waiting time", "waits"), ("Completion time", "completions")):
+        out.write(f"\n## {title} by gang size (minutes; {ESTIMATOR})\n\n")
+        out.write("| policy | gang cards | gangs | censored | p50 | p95 | p99 | restricted mean (up to) |\n"
+                  "|---|---|---|---|---|---|---|---|\n")
+        for r in results:
+            table = getattr(r, attr)
+            for b in (*bucket_labels(), "all"):
+                w = table.get(b)
+                if w is None:
+                    continue
+                out.write(f"| {r.label} | {b} | {w['gangs']} | {w['censored']} | {minutes(w['p50'])} | "
+                          f"{minutes(w['p95'])} | {minutes(w['p99'])} | {minutes(w['restrictedMean'])} "
+                          f"({minutes(w['restrictedTo'])}) |\n")
     out.write("\n## Repack runs\n\n")
     for r in results:
         if r.config["policy"] == "none":

@@ -6,8 +6,11 @@ memory, ``nvidia.com/gpu`` and 110 pods; the GPU model as the label ``nvidia.com
 running pod a Running pod in namespace ``replay``, scheduled by Volcano, in its gang's PodGroup (owned by
 the VCJob of the gang's name, ``minMember`` the gang's), with a required node affinity on the allowed
 models. A gang judged by placement's pending verdict is also a Pending VCJob (one task ``worker``) so
-that placement sees it as waiting. Node and pod objects are cached: a pod is
-rebuilt only when it moves.
+that placement sees it as waiting. With a restart policy (``build(restart=RestartJob)``, the replay's
+``config.RESTARTS``) every gang is a VCJob whose policy on ``PodEvicted`` is that action (a running gang's
+VCJob is Running) — or, for ``ServingGroupRecreate``, a ModelServing with that ``recoveryPolicy`` whose
+pods carry its name label —, so the Repack planners price a move's restarts with their own rule. Node, pod and
+running VCJob objects are cached: a pod is rebuilt only when it moves.
 """
 
 from __future__ import annotations
@@ -18,13 +21,26 @@ from dataclasses import dataclass
 from optplan.experiments.replay.cluster import MAX_PODS
 from optplan.experiments.replay.trace import TraceGang
 from optplan.experiments.sim.online import MODEL_LABEL, SimNode, resources_of
-from optplan.models.queues import JobTask, PodTemplate, VCJob
+from optplan.models.queues import POD_EVICTED, JobTask, LifecyclePolicy, PodTemplate, VCJob
 from optplan.models.selectors import NodeSelectorRequirement, NodeSelectorTerm
-from optplan.models.snapshot import GROUP_NAME_ANNOTATION, Node, OwnerReference, Pod, PodGroup, Snapshot
+from optplan.models.snapshot import (
+    GROUP_NAME_ANNOTATION,
+    ModelServing,
+    Node,
+    OwnerReference,
+    Pod,
+    PodGroup,
+    Snapshot,
+)
 
 NAMESPACE = "replay"
 JOB_API = "batch.volcano.sh/v1alpha1"
 TASK = "worker"
+POLICY_ACTIONS = ("RestartJob", "RestartTask")
+"""Restart policies a VCJob states (``pod``, the default unit, states none)."""
+SERVING = "ServingGroupRecreate"
+"""The restart policy a ModelServing states: each running gang is then one ModelServing's ServingGroup."""
+SERVING_LABEL = "modelserving.volcano.sh/name"
 
 
 @dataclass(frozen=True)
@@ -46,7 +62,9 @@ def _affinity(models: tuple[str, ...]) -> tuple[NodeSelectorTerm, ...] | None:
 class SnapshotBuilder:
     """Snapshots of one cluster's states (the nodes are built once)."""
 
-    def __init__(self, nodes: Sequence[SimNode]) -> None:
+    def __init__(self, nodes: Sequence[SimNode], serving: bool = False) -> None:
+        self.serving = serving
+        """Pods carry their gang's ModelServing name label (the ``ServingGroupRecreate`` policy)."""
         self.nodes: dict[str, Node] = {}
         for n in sorted(nodes, key=lambda n: n.name):
             alloc = {**resources_of(n.cpu, n.memory, n.gpu), "pods": MAX_PODS * 1000}
@@ -54,6 +72,7 @@ class SnapshotBuilder:
             self.nodes[n.name] = Node(name=n.name, labels=labels, allocatable=alloc)
         self._pods: dict[str, Pod] = {}
         self._groups: dict[str, PodGroup] = {}
+        self._running_jobs: dict[tuple[str, str], VCJob] = {}
 
     def group(self, g: TraceGang) -> PodGroup:
         pg = self._groups.get(g.name)
@@ -70,7 +89,8 @@ class SnapshotBuilder:
             p = self._pods[r.name] = Pod(
                 namespace=NAMESPACE, name=r.name, node_name=r.node, phase="Running", scheduler_name="volcano",
                 annotations={GROUP_NAME_ANNOTATION: r.gang.name}, owner_references=(owner,),
-                labels={"volcano.sh/job-name": r.gang.name, "volcano.sh/task-spec": TASK},
+                labels={"volcano.sh/job-name": r.gang.name, "volcano.sh/task-spec": TASK,
+                        **({SERVING_LABEL: r.gang.name} if self.serving else {})},
                 requests=resources_of(r.gang.cpu, r.gang.memory, r.gang.gpu),
                 required_node_affinity=_affinity(r.gang.models))
         return p
@@ -80,28 +100,43 @@ class SnapshotBuilder:
         self._pods.pop(name, None)
 
     @staticmethod
-    def job(g: TraceGang, created: str) -> VCJob:
+    def job(g: TraceGang, created: str, restart: str | None = None, phase: str = "Pending") -> VCJob:
         template = PodTemplate(requests=resources_of(g.cpu, g.memory, g.gpu), scheduler_name="volcano",
                                required_node_affinity=_affinity(g.models))
+        policies = ((LifecyclePolicy(events=(POD_EVICTED,), action=restart),) if restart in POLICY_ACTIONS
+                    else ())
         return VCJob(namespace=NAMESPACE, name=g.name, min_available=g.min_member, creation_timestamp=created,
                      tasks=(JobTask(name=TASK, replicas=len(g.pods), template=template),),
-                     phase="Pending")
+                     policies=policies, phase=phase)
 
-    def build(self, running: Iterable[Running], waiting: Iterable[TraceGang] = ()) -> Snapshot:
+    def build(self, running: Iterable[Running], waiting: Iterable[TraceGang] = (),
+              restart: str | None = None) -> Snapshot:
         """The snapshot: every node, the running pods and their PodGroups, and a Pending VCJob per gang in
-        ``waiting`` (gangs none of whose pods run; creation order kept)."""
+        ``waiting`` (gangs none of whose pods run; creation order kept); with a ``restart`` policy, a
+        Running VCJob per running gang too, and every VCJob states it (module docstring)."""
         pods: dict[str, Pod] = {}
         groups: dict[str, PodGroup] = {}
+        gangs: dict[str, TraceGang] = {}
         for r in running:
             p = self.pod(r)
             pods[p.key] = p
             pg = self.group(r.gang)
             groups[pg.key] = pg
+            gangs[r.gang.name] = r.gang
         jobs: dict[str, VCJob] = {}
+        servings = {f"{NAMESPACE}/{g.name}": ModelServing(namespace=NAMESPACE, name=g.name, recovery_policy=SERVING)
+                    for g in gangs.values()} if restart == SERVING else {}
+        if restart in POLICY_ACTIONS:
+            for g in gangs.values():
+                job = self._running_jobs.get((g.name, restart))
+                if job is None:
+                    job = self._running_jobs[g.name, restart] = self.job(g, "2000-01-01T00:00:00Z", restart,
+                                                                         phase="Running")
+                jobs[job.key] = job
         for k, g in enumerate(waiting):
             pg = self.group(g)
             groups[pg.key] = pg
-            job = self.job(g, f"2000-01-01T00:00:00.{k:06d}Z")
+            job = self.job(g, f"2000-01-01T00:00:00.{k:06d}Z", restart)
             jobs[job.key] = job
         return Snapshot(nodes=self.nodes, pods=dict(sorted(pods.items())), pod_groups=dict(sorted(groups.items())),
-                        jobs=jobs)
+                        jobs=jobs, model_servings=servings)

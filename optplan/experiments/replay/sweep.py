@@ -34,7 +34,8 @@ from optplan.experiments.replay.config import POLICIES, ReplayConfig, budget_lab
 from optplan.experiments.replay.engine import config_dict, replay
 from optplan.experiments.replay.trace import Trace
 
-METRICS = ("allocationPercent", "waitP95Minutes", "waitP95Minutes8", "cardsDisruptedPerDay", "podsMovedPerDay")
+METRICS = ("allocationPercent", "usefulPercent", "lostPercent", "censoredGangs", "waitP95Minutes", "waitP95Minutes8",
+           "cardsDisruptedPerDay", "podsMovedPerDay")
 EXECUTORS = ("serial", "pool", "ray")
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
          2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
@@ -336,14 +337,17 @@ def _fmt(s: Mapping[str, Any], digits: int = 2, sign: bool = False) -> str:
 def markdown(table: Sequence[Mapping[str, Any]], outcome: Outcome, cells: int, command: str) -> str:
     lines = ["# Replay sweep", "", f"{cells} cells, {len(outcome.rows)} done, {len(outcome.failed)} failed. "
              "Mean ± 95% confidence half-width over seeds (Student's t); vs none: the paired difference from "
-             "`none` on the same trace and seed.", "", f"Reproduce: `{command}`", "",
-             "| trace / policy / planner / budget | seeds | GPU allocation % | vs none (points) | wait p95 (min) | "
-             "wait p95 8-card (min) | cards disrupted / day | vs none |",
-             "|---|---|---|---|---|---|---|---|"]
+             "`none` on the same trace and seed. Useful GPU %: pods doing work they keep; lost: restore and "
+             "work a restart threw away; wait p95: Kaplan-Meier, over the seeds where censoring does not hide it.",
+             "", f"Reproduce: `{command}`", "",
+             "| trace / policy / planner / budget | seeds | useful GPU % | vs none (points) | lost % | "
+             "censored gangs | wait p95 (min) | wait p95 8-card (min) | cards disrupted / day | vs none |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for e in table:
         m, d = e["metrics"], e["vsNone"]
-        lines.append(f"| {e['group']} | {len(e['seeds'])} | {_fmt(m['allocationPercent'])} | "
-                     f"{_fmt(d['allocationPercent'], sign=True) if d else '-'} | {_fmt(m['waitP95Minutes'], 1)} | "
+        lines.append(f"| {e['group']} | {len(e['seeds'])} | {_fmt(m['usefulPercent'])} | "
+                     f"{_fmt(d['usefulPercent'], sign=True) if d else '-'} | {_fmt(m['lostPercent'])} | "
+                     f"{_fmt(m['censoredGangs'], 1)} | {_fmt(m['waitP95Minutes'], 1)} | "
                      f"{_fmt(m['waitP95Minutes8'], 1)} | {_fmt(m['cardsDisruptedPerDay'], 1)} | "
                      f"{_fmt(d['cardsDisruptedPerDay'], 1, sign=True) if d else '-'} |")
     if outcome.failed:

@@ -103,14 +103,14 @@ class Trace:
         """When the last pod would leave had no job waited: the default horizon."""
         return max((g.created + max(p.runtime for p in g.pods) for g in self.gangs), default=0.0)
 
-    def offered_load(self, horizon: float) -> float:
-        """GPU-seconds the trace asks for inside the horizon (each pod from its creation, had it not
+    def offered_load(self, start: float, end: float) -> float:
+        """GPU-seconds the trace asks for inside [start, end] (each pod from its creation, had it not
         waited), per GPU-second the cluster has there."""
-        if horizon <= 0:
+        if end <= start:
             return 0.0
-        asked = sum(g.gpu * max(0.0, min(g.created + p.runtime, horizon) - g.created)
+        asked = sum(g.gpu * max(0.0, min(g.created + p.runtime, end) - max(g.created, start))
                     for g in self.gangs for p in g.pods)
-        return asked / (horizon * self.total_gpus)
+        return asked / ((end - start) * self.total_gpus)
 
 
 # ---- times from another trace ------------------------------------------------------------------
