@@ -16,14 +16,17 @@ the paper's simulator's host, picks among its best nodes. Unless said otherwise 
 ``gpushare.choose_devices``' best-fit device and whole GPUs the lowest-indexed free devices. The peers, each
 written from the paper's description (§6.1) with what the paper leaves open named:
 
-- ``random`` (Random-fit): uniform among the nodes the pod fits;
+- ``random`` (Random-fit): uniform among the nodes the pod fits, a share on a device uniform among those with
+  room;
 - ``dotprod`` (DotProd, Tetris' alignment): the least dot product of the pod's request and the node's free
   resources, cpu and GPU (milli), each normalised by the node's capacity;
 - ``gpu-clustering`` (GpuClustering): pods with the same GPU request together: a node whose GPU pods all ask
-  the pod's GPU request first, then an empty node, then the others; cpu-only pods: uniform;
+  the pod's GPU request (milli per device) first, then a node with other GPU pods, then a node without GPU
+  pods; cpu-only pods: uniform (the paper gives them no rule);
 - ``gpu-packing`` (GpuPacking): a share first on a node with an occupied device (partly used) that it fits,
-  then on an occupied node (some pod on it), then on an idle node; whole GPUs and cpu-only pods: an occupied
-  node first, then an idle one; the share's device: the occupied one with the least free milli;
+  then on an occupied node (some pod on it), then on an idle node; whole GPUs: an occupied node first, then
+  an idle one; cpu-only pods: uniform (the paper gives them no rule); the share's device: best-fit, so the
+  occupied one with the least free milli;
 - ``best-fit`` (BestFit): the node left with the least resources after placement: the sum of free cpu and
   free GPU (milli) each normalised by the node's capacity (nodes without GPUs count their GPU term as 0);
 - ``fgd`` (FGD): the node and device whose fragmentation (``gpushare.fragmentation`` for the target workload:
@@ -35,10 +38,11 @@ optplan's:
 - ``binpack``: Volcano's binpack extended to devices: the node with the highest ``binpack`` score
   (``placement.binpack_score``'s formula, weights cpu 1, memory 1, nvidia.com/gpu 1 in milli: the extended
   resource named in ``binpack.resources``), the share on its best-fit device;
-- ``fgd-lookahead``: FGD whose target workload is what is still to come: the task-type distribution of the
-  trace weighted by each type's GPU request (a type asking more GPUs weighs more in the expected unusable
-  capacity), and cpu-only pods sent to the node where they take the least GPU-node cpu (cpu-only nodes
-  first, then the node left with the least free cpu among those where the pod does not lock GPUs away).
+- ``frag-aware``: FGD's growth of fragmentation with three changes: the target workload's task types weighted
+  by their GPU request (milli-GPUs asked, so cpu-only types weigh nothing: the measure counts GPU capacity that
+  GPU asks cannot use); among the nodes of least growth, BestFit's fullest node instead of a random one; and
+  cpu-only pods on the cpu-only nodes first (the fullest after placement), only then on GPU nodes by the
+  same rule as GPU pods.
 
 **Metric.** GPU allocation ratio = allocated milli-GPUs / the cluster's milli-GPUs at the end (the paper's
 "GPU allocation ratio"; column 130 of its ``analysis_allo_discrete.csv``).
@@ -63,13 +67,14 @@ from optplan.experiments.sim.online import SimNode, SimPod
 from optplan.solvers.core import registry
 from optplan.solvers.core.gpushare import (
     MILLI,
+    FragTable,
     GpuAsk,
     TargetWorkload,
+    TaskType,
     ask_of,
     ask_problem,
     choose_devices,
     fits,
-    fragmentation,
     usable,
 )
 
@@ -220,6 +225,14 @@ def _gpu_frac(cl: DevCluster) -> np.ndarray[Any, Any]:
     return np.where(cap > 0, cl.free_gpu.sum(axis=1) / np.maximum(cap, 1), 0.0)
 
 
+def _left(cl: DevCluster, p: Arrival) -> np.ndarray[Any, Any]:
+    """BestFit's measure: free cpu and free GPU (milli) after placing ``p``, each over the node's capacity (the
+    GPU term 0 on nodes without GPUs)."""
+    cap = cl.ngpu * MILLI
+    left_gpu = np.where(cap > 0, (cl.free_gpu.sum(axis=1) - p.ask.total_milli) / np.maximum(cap, 1), 0.0)
+    return (cl.free_cpu - p.cpu) / cl.cap_cpu + left_gpu
+
+
 class RandomPolicy(_Policy):
     name = "random"
 
@@ -252,7 +265,7 @@ class GpuClusteringPolicy(_Policy):
         if p.ask.none:
             return np.zeros(len(fits))
         k = p.ask.milli if p.ask.is_share else MILLI
-        return np.where(cl.kind == k, 2.0, np.where(cl.gpu_pods == 0, 1.0, 0.0))
+        return np.where(cl.kind == k, 2.0, (cl.gpu_pods > 0).astype(np.float64))
 
 
 class GpuPackingPolicy(_Policy):
@@ -260,25 +273,20 @@ class GpuPackingPolicy(_Policy):
 
     def score(self, p: Arrival, fits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         cl = self.cl
+        if p.ask.none:
+            return np.zeros(len(fits))
         occupied_node = (cl.pods > 0).astype(np.float64)
         if p.ask.is_share:
             partly = ((cl.free_gpu >= p.ask.milli) & (cl.free_gpu < MILLI)).any(axis=1)
             return np.where(partly, 2.0, occupied_node)
         return occupied_node
 
-    def devices(self, i: int, p: Arrival) -> tuple[int, ...]:
-        return super().devices(i, p)  # best-fit: a partly used device with room is taken before an idle one
-
 
 class BestFitPolicy(_Policy):
     name = "best-fit"
 
     def score(self, p: Arrival, fits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        cl = self.cl
-        cap = cl.ngpu * MILLI
-        left_gpu = np.where(cap > 0, (cl.free_gpu.sum(axis=1) - p.ask.total_milli) / np.maximum(cap, 1), 0.0)
-        left = (cl.free_cpu - p.cpu) / cl.cap_cpu + left_gpu
-        return -left
+        return -_left(self.cl, p)
 
 
 class BinpackPolicy(_Policy):
@@ -309,9 +317,10 @@ class FgdPolicy(_Policy):
     def __init__(self, cl: DevCluster, cfg: SharedConfig, target: TargetWorkload) -> None:
         super().__init__(cl, cfg, target)
         self.target = self.target_of(target)
-        self.groups = self.target.groups()
+        self.table = FragTable(self.target, cl.models.tolist())
+        self.model_ids = self.table.ids(cl.models.tolist())
         n = len(cl.nodes)
-        self.before = fragmentation(cl.free_gpu, cl.free_cpu, cl.models, self.target, self.groups)
+        self.before = self.table(cl.free_gpu, cl.free_cpu, self.model_ids)
         self.before_ver = cl.version.copy()
         self.delta: dict[tuple[int, int, int], np.ndarray[Any, Any]] = {}
         self.dev: dict[tuple[int, int, int], np.ndarray[Any, Any]] = {}
@@ -322,7 +331,7 @@ class FgdPolicy(_Policy):
         return target
 
     def frag(self, free: np.ndarray[Any, Any], cpu: np.ndarray[Any, Any], models: np.ndarray[Any, Any]) -> Any:
-        return fragmentation(free, cpu, models, self.target, self.groups)
+        return self.table(free, cpu, models)
 
     def refresh(self, p: Arrival, fits: np.ndarray[Any, Any]) -> tuple[int, int, int]:
         cl = self.cl
@@ -334,14 +343,14 @@ class FgdPolicy(_Policy):
         stale_before = np.flatnonzero(self.before_ver != cl.version)
         if len(stale_before):
             self.before[stale_before] = self.frag(cl.free_gpu[stale_before], cl.free_cpu[stale_before],
-                                                  cl.models[stale_before])
+                                                  self.model_ids[stale_before])
             self.before_ver[stale_before] = cl.version[stale_before]
         idx = np.flatnonzero(fits & (self.ver[key] != cl.version))
         if len(idx) == 0:
             return key
         free = cl.free_gpu[idx]
         cpu = cl.free_cpu[idx] - p.cpu
-        models = cl.models[idx]
+        models = self.model_ids[idx]
         if p.ask.is_share:
             rows, devs = np.nonzero(free >= p.ask.milli)
             after = free[rows].copy()
@@ -374,16 +383,32 @@ class FgdPolicy(_Policy):
         return i, self.devices(i, p)
 
 
-class FgdLookaheadPolicy(FgdPolicy):
-    """optplan's: FGD with the target weighted by GPU request; cpu-only pods kept off GPU capacity."""
+class FragAwarePolicy(FgdPolicy):
+    """optplan's: FGD with the target weighted by GPU request, ties to the fullest node, cpu-only pods kept off
+    GPU nodes (module docstring)."""
 
-    name = "fgd-lookahead"
+    name = "frag-aware"
 
     def target_of(self, target: TargetWorkload) -> TargetWorkload:
-        return target
+        w = [t.weight * t.ask.total_milli for t in target.types]
+        total = sum(w)
+        return TargetWorkload(tuple(TaskType(t.cpu, t.ask, x / total) for t, x in zip(target.types, w, strict=True)
+                                    if x > 0))
 
     def choose(self, p: Arrival, fits: np.ndarray[Any, Any]) -> tuple[int, tuple[int, ...]]:
-        return super().choose(p, fits)
+        cl = self.cl
+        if p.ask.none:
+            cpu_node = fits & (cl.ngpu == 0)
+            if cpu_node.any():
+                return self.pick(-(cl.free_cpu - p.cpu) / cl.cap_cpu, cpu_node), ()
+        key = self.refresh(p, fits)
+        d = np.where(fits, self.delta[key], np.inf)
+        low = d.min()
+        near = fits & (d <= low + _EPS * max(1.0, abs(low)))
+        i = self.pick(-_left(cl, p), near)
+        if p.ask.is_share:
+            return i, (int(self.dev[key][i]),)
+        return i, self.devices(i, p)
 
 
 # ---- simulation --------------------------------------------------------------------------------
@@ -403,9 +428,9 @@ def simulate(nodes: Sequence[SimNode], arrivals: Sequence[SimPod], policy: str, 
     pods = [arrival_of(p) for p in arrivals]
     cl = DevCluster(nodes)
     pol = registry.load(FAMILY, policy)(cl, cfg, target)
-    out: list[tuple[int, tuple[int, ...]] | None] = []
     curve: list[float] = []
     arrived = 0
+    out: list[tuple[int, tuple[int, ...]] | None] = []
     for p in pods:
         ok = cl.fits(p)
         if ok.any():

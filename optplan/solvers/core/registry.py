@@ -78,7 +78,7 @@ _ENTRIES: tuple[Entry, ...] = (
     Entry(SIM_SHARED, "best-fit", "optplan.experiments.sim.shared:BestFitPolicy"),
     Entry(SIM_SHARED, "fgd", "optplan.experiments.sim.shared:FgdPolicy"),
     Entry(SIM_SHARED, "binpack", "optplan.experiments.sim.shared:BinpackPolicy"),
-    Entry(SIM_SHARED, "fgd-lookahead", "optplan.experiments.sim.shared:FgdLookaheadPolicy"),
+    Entry(SIM_SHARED, "frag-aware", "optplan.experiments.sim.shared:FragAwarePolicy"),
     Entry("provision", "greedy", "optplan.solvers.provision.greedy:GreedyProvisioner"),
     Entry("provision", "cpsat", "optplan.solvers.provision.cpsat:CpSatProvisioner"),
     Entry("provision", "auto", "optplan.solvers.provision.run:AutoProvisioner"),
