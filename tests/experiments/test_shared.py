@@ -119,3 +119,28 @@ def test_published_means_are_read_per_workload_and_policy(tmp_path: Path) -> Non
     f = tmp_path / "s.txt"
     f.write_text("# comment\nworkload,01-Random,06-FGD\nopenb_pod_list_default,87.47,95.39\n")
     assert table.published(f) == {"default": {"random": 87.47, "fgd": 95.39}}
+
+
+def test_the_table_runs_caches_and_resumes(tmp_path: Path) -> None:
+    (tmp_path / "openb").mkdir()
+    (tmp_path / "fgd-expected").mkdir()
+    kinds = [(2, "T4"), (8, "G2"), (0, "")]
+    (tmp_path / "openb" / "openb_node_list_all_node.csv").write_text(
+        "sn,cpu_milli,memory_mib,gpu,model\n"
+        + "".join(f"n{k},32000,262144,{kinds[k % 3][0]},{kinds[k % 3][1]}\n" for k in range(6)))
+    (tmp_path / "openb" / "openb_pod_list_default.csv").write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
+        + "".join(f"{p.name},{p.cpu},{p.memory},{p.gpu},{p.gpu_milli},\n" for p in trace()))
+    (tmp_path / "fgd-expected" / "alloc_at_130pct_summary.txt").write_text(
+        "workload,01-Random,06-FGD\nopenb_pod_list_default,80.0,90.0\n")
+    notes: list[str] = []
+    cache = tmp_path / "runs.jsonl"
+    tab = table.run_table(tmp_path, ["default"], (1, 2), ("random", "fgd", "frag-aware"), cache, notes.append)
+    assert len(notes) == 6 and len(cache.read_text().splitlines()) == 6
+    rows = {r["policy"]: r for r in tab["rows"]}
+    assert rows["fgd"]["seeds"] == 2 and rows["fgd"]["paperPercent"] == 90.0
+    assert rows["frag-aware"]["paperPercent"] is None
+    again = table.run_table(tmp_path, ["default"], (1, 2), ("random", "fgd", "frag-aware"), cache, notes.append)
+    assert len(notes) == 6 and again["rows"] == tab["rows"]
+    md = "\n".join(table.report(tab, lambda h, rows: "|".join(h) + "\n" + "\n".join(str(r) for r in rows)))
+    assert "### default" in md and "optplan's best policy over FGD" in md
