@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from optplan.errors import InputError, PlanInvalidError
+from optplan.experiments import bench
 from optplan.experiments.sim import shared, table
 from optplan.experiments.sim.online import SimNode, SimPod, fgd_workload
 from optplan.solvers.core import registry
@@ -121,18 +122,24 @@ def test_published_means_are_read_per_workload_and_policy(tmp_path: Path) -> Non
     assert table.published(f) == {"default": {"random": 87.47, "fgd": 95.39}}
 
 
-def test_the_table_runs_caches_and_resumes(tmp_path: Path) -> None:
-    (tmp_path / "openb").mkdir()
-    (tmp_path / "fgd-expected").mkdir()
+def fake_data(root: Path) -> Path:
+    """An openb-shaped data folder: 6 nodes, the 40-pod trace as the default workload, a published summary."""
+    (root / "openb").mkdir(parents=True)
+    (root / "fgd-expected").mkdir()
     kinds = [(2, "T4"), (8, "G2"), (0, "")]
-    (tmp_path / "openb" / "openb_node_list_all_node.csv").write_text(
+    (root / "openb" / "openb_node_list_all_node.csv").write_text(
         "sn,cpu_milli,memory_mib,gpu,model\n"
         + "".join(f"n{k},32000,262144,{kinds[k % 3][0]},{kinds[k % 3][1]}\n" for k in range(6)))
-    (tmp_path / "openb" / "openb_pod_list_default.csv").write_text(
+    (root / "openb" / "openb_pod_list_default.csv").write_text(
         "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
         + "".join(f"{p.name},{p.cpu},{p.memory},{p.gpu},{p.gpu_milli},\n" for p in trace()))
-    (tmp_path / "fgd-expected" / "alloc_at_130pct_summary.txt").write_text(
+    (root / "fgd-expected" / "alloc_at_130pct_summary.txt").write_text(
         "workload,01-Random,06-FGD\nopenb_pod_list_default,80.0,90.0\n")
+    return root
+
+
+def test_the_table_runs_caches_and_resumes(tmp_path: Path) -> None:
+    fake_data(tmp_path)
     notes: list[str] = []
     cache = tmp_path / "runs.jsonl"
     tab = table.run_table(tmp_path, ["default"], (1, 2), ("random", "fgd", "frag-aware"), cache, notes.append)
@@ -144,3 +151,14 @@ def test_the_table_runs_caches_and_resumes(tmp_path: Path) -> None:
     assert len(notes) == 6 and again["rows"] == tab["rows"]
     md = "\n".join(table.report(tab, lambda h, rows: "|".join(h) + "\n" + "\n".join(str(r) for r in rows)))
     assert "### default" in md and "optplan's best policy over FGD" in md
+
+
+def test_the_bench_section_reports_the_table(tmp_path: Path) -> None:
+    data = fake_data(tmp_path / "data")
+    suite = bench.Suite("t", (90.0,), (0.2,), (bench.NO_BUDGET,), ("greedy-fast",), 1.0, (), 0, 1.0, (30,), 1.0,
+                        shared_workloads=("default",), shared_seeds=(1,))
+    bench.run_suite(suite, data, tmp_path / "o", sections=("shared",))
+    md = (tmp_path / "o" / "report.md").read_text()
+    assert "## 6. Shared GPUs" in md and "| frag-aware |" in md and "over the paper's FGD" in md
+    assert len((tmp_path / "o" / "shared_runs.jsonl").read_text().splitlines()) == len(
+        registry.names(shared.FAMILY))
