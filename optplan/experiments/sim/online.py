@@ -7,7 +7,8 @@ columns). Nodes are taken in name order; "the first node" below means the first 
 
 **Workload** (``fgd_workload``), built as the paper's simulator builds it (hkust-adsl/kubernetes-scheduler-
 simulator: ``SortClusterPods`` with ``--shuffle-pod=true``, then ``TunePodsByNodeTotalResource``). Only
-whole-GPU pods are kept (``gpu`` >= 1 and ``gpu_milli`` = 1000); the rest are dropped. They are sorted
+whole-GPU pods are kept (``gpu`` >= 1 and ``gpu_milli`` = 1000); the rest are dropped (``every_pod=True``
+keeps them all, for ``shared``; requests are then counted in milli-GPUs, ``gpu`` × ``gpu_milli``). They are sorted
 by name and shuffled; then, while they request fewer GPUs than the target ``percent`` × cluster GPUs
 / 100, a pod drawn uniformly *with replacement* from them is appended (named ``<name>-tuned-<k>``),
 until a draw would take the total above the target (that draw is dropped and sampling stops; the
