@@ -15,6 +15,10 @@ Sections (each skipped with a note when its data is absent):
 5. Make room for pending gangs (``goals_bench``): five gangs under hard rack topology injected into openb
    snapshots with a HyperNode fabric; gangs admitted and disruption by doing nothing, preemption, KAI-style
    consolidation, optplan's greedy and exact admit goal.
+6. Shared GPUs (``experiments.sim.table``): the FGD paper's allocation table like for like: every pod of
+   each openb workload on GPU devices, the paper's six peers and optplan's policies, mean and 95% interval
+   over seeds beside the published means (full suite: 17 workloads × seeds 42..51; quick: the default trace,
+   seed 42); its runs are cached in ``shared_runs.jsonl`` in ``--out``.
 
 Output in ``--out``: ``report.md`` (Markdown tables and PNG links), the PNGs (matplotlib's Agg canvas,
 no pyplot, no timestamps) and ``results.json`` (every figure). Progress goes to stderr: a bar per
@@ -47,6 +51,7 @@ from optplan.errors import InputError
 from optplan.experiments.goals_bench import bench_goals
 from optplan.experiments.goals_bench import plot as goals_plot
 from optplan.experiments.goals_bench import report_lines as goals_report
+from optplan.experiments.sim import table as fgd_table
 from optplan.experiments.sim.online import OnlineConfig, OnlineResult, SimNode, SimPod, fgd_workload, simulate
 from optplan.solvers.binpack.binpacking import min_bins
 from optplan.solvers.binpack.frag import FragReport, round_half_up
@@ -60,7 +65,7 @@ from optplan.solvers.repack.validate import plan_violations
 
 log = logging.getLogger(__name__)
 
-SECTIONS = ("repack", "bpplib", "scaling", "placement", "goals")
+SECTIONS = ("repack", "bpplib", "scaling", "placement", "goals", "shared")
 ARRIVALS_PERCENT = 130.0
 FGD_EXPECTED = Path("fgd-expected") / "analysis_allo_discrete.csv"
 FGD_WORKLOAD = "openb_pod_list_default"
@@ -106,6 +111,9 @@ class Suite:
     online_policies: tuple[str, ...] = registry.names(SIM)
     twin_max_nodes: int = 0
     """Scaling sizes up to this also run the CP-SAT model and its MILP twin side by side."""
+    shared_workloads: tuple[str, ...] = ("default",)
+    """Section 6: the openb workloads of the FGD paper's table (``sim.table.WORKLOADS``)."""
+    shared_seeds: tuple[int, ...] = (42,)
 
 
 NO_BUDGET = Budget("none")
@@ -115,7 +123,7 @@ def suite_for(quick: bool, tiny: bool = False, time_limit: float | None = None) 
     if tiny:
         return Suite("tiny", (90.0,), (0.2,), (NO_BUDGET,), ("greedy-fast",), time_limit or 5.0,
                      (("Falkenauer U", "Falkenauer U"),), 2, 2.0, (30, 60), time_limit or 2.0,
-                     online_seeds=(0,), online_node_stride=8, online_batch_time=0.05)
+                     online_seeds=(0,), online_node_stride=8, online_batch_time=0.05, shared_workloads=())
     if quick:
         return Suite("quick", (90.0,), (0.2,), (NO_BUDGET, Budget("podGroups 10 / 64 cards", 10, 64)),
                      ("greedy-fast", "auto"), time_limit or 10.0,
@@ -125,7 +133,7 @@ def suite_for(quick: bool, tiny: bool = False, time_limit: float | None = None) 
                  (NO_BUDGET, Budget("podGroups 2 / 8 cards", 2, 8), Budget("podGroups 10 / 64 cards", 10, 64)),
                  ("greedy-fast", "greedy", "cpsat", "milp", "auto"), time_limit or 20.0, BPP_FAMILIES, 20, 3.0,
                  (100, 300, 1000, 3000, 10000), time_limit or 30.0, online_seeds=(0, 1, 2, 3, 4),
-                 twin_max_nodes=100)
+                 twin_max_nodes=100, shared_workloads=fgd_table.WORKLOADS, shared_seeds=fgd_table.PAPER_SEEDS)
 
 
 def run_suite(suite: Suite, data: Path | None, out: Path, sections: Sequence[str] = SECTIONS) -> str:
@@ -136,7 +144,8 @@ def run_suite(suite: Suite, data: Path | None, out: Path, sections: Sequence[str
                "scaling": lambda: bench_scaling(suite), "placement": lambda: bench_placement(suite, data),
                "goals": lambda: {"skipped": "not in the tiny suite"} if suite.name == "tiny" else bench_goals(
                    data, suite.fills, 30.0 if suite.name == "full" else suite.time_limit,
-                   lambda name: log.info("goals: %s", name))}
+                   lambda name: log.info("goals: %s", name)),
+               "shared": lambda: bench_shared(suite, data, out)}
     for name in SECTIONS:
         results[name] = benches[name]() if name in sections else {"skipped": "not among --sections"}
     results["wallSeconds"] = round(time.perf_counter() - t0, 1)
@@ -546,6 +555,26 @@ def bench_placement(suite: Suite, data: Path | None) -> dict[str, Any]:
             "published": published}
 
 
+# ---- 6. shared GPUs: the FGD paper's table --------------------------------------------------------
+
+def bench_shared(suite: Suite, data: Path | None, out: Path) -> dict[str, Any]:
+    """Every pod of each workload on GPU devices, the paper's six peers and optplan's policies
+    (``sim.table``); runs cached in ``<out>/shared_runs.jsonl``, so a stopped run resumes."""
+    if not suite.shared_workloads:
+        return {"skipped": f"not in the {suite.name} suite"}
+    if data is None or not (data / fgd_table.NODES).is_file():
+        return {"skipped": f"no {fgd_table.NODES} under --data"}
+    policies = registry.names(registry.SIM_SHARED)
+    total = len(suite.shared_workloads) * len(suite.shared_seeds) * len(policies)
+    with Progress("shared", total) as bar:
+        def step(note: str) -> None:
+            bar.start(note)
+            bar.advance()
+
+        return fgd_table.run_table(data, suite.shared_workloads, suite.shared_seeds, policies,
+                                   out / "shared_runs.jsonl", step)
+
+
 # ---- plots -------------------------------------------------------------------------------------
 
 def _grouped_bars(scenarios: list[dict[str, Any]], key: str, ylabel: str, title: str, log: bool) -> bytes:
@@ -767,6 +796,9 @@ def report(results: dict[str, Any], pngs: list[str]) -> str:
         parts.append("![scaling.png](scaling.png)\n")
     parts += _placement_report(results["placement"], pngs)
     parts += goals_report(results["goals"], pngs, _md)
+    parts.append("## 6. Shared GPUs: the FGD paper's table\n")
+    sh = results["shared"]
+    parts += [f"Skipped: {sh['skipped']}.\n"] if "skipped" in sh else fgd_table.report(sh, _md)
     return "\n".join(parts)
 
 

@@ -7,7 +7,8 @@ columns). Nodes are taken in name order; "the first node" below means the first 
 
 **Workload** (``fgd_workload``), built as the paper's simulator builds it (hkust-adsl/kubernetes-scheduler-
 simulator: ``SortClusterPods`` with ``--shuffle-pod=true``, then ``TunePodsByNodeTotalResource``). Only
-whole-GPU pods are kept (``gpu`` >= 1 and ``gpu_milli`` = 1000); the rest are dropped. They are sorted
+whole-GPU pods are kept (``gpu`` >= 1 and ``gpu_milli`` = 1000); the rest are dropped (``every_pod=True``
+keeps them all, for ``shared``; requests are then counted in milli-GPUs, ``gpu`` × ``gpu_milli``). They are sorted
 by name and shuffled; then, while they request fewer GPUs than the target ``percent`` × cluster GPUs
 / 100, a pod drawn uniformly *with replacement* from them is appended (named ``<name>-tuned-<k>``),
 until a draw would take the total above the target (that draw is dropped and sampling stops; the
@@ -156,28 +157,31 @@ class OnlineResult:
 
 # ---- workload ----------------------------------------------------------------------------------
 
-def fgd_workload(trace: Sequence[SimPod], total_gpus: int, percent: float = 130.0, seed: int = 0) -> list[SimPod]:
-    """The arrival sequence: see the module docstring."""
+def fgd_workload(trace: Sequence[SimPod], total_gpus: int, percent: float = 130.0, seed: int = 0,
+                 every_pod: bool = False) -> list[SimPod]:
+    """The arrival sequence: see the module docstring. ``every_pod``: keep every pod of the trace (shares and
+    cpu-only pods too; ``experiments.sim.shared``), requests counted in milli-GPUs (``gpu`` × ``gpu_milli``)."""
     if not percent > 0:
         raise InputError(f"must be positive, got {percent}", field="percent")
-    base = sorted((p for p in trace if p.gpu >= 1 and p.gpu_milli == 1000), key=lambda p: p.name)
+    base = sorted((p for p in trace if every_pod or (p.gpu >= 1 and p.gpu_milli == 1000)), key=lambda p: p.name)
     if not base:
         raise InputError("the trace has no whole-GPU pod (num_gpu >= 1 and gpu_milli = 1000)", field="pods")
     rng = random.Random(f"{seed}/workload")
     pods = list(base)
     rng.shuffle(pods)
-    target = Fraction(str(percent)) * total_gpus / 100
-    requested = sum(p.gpu for p in pods)
+    target = Fraction(str(percent)) * total_gpus * 1000 / 100
+    requested = sum(p.gpu * p.gpu_milli for p in pods)
     k = 0
     while requested < target:
         p = base[rng.randrange(len(base))]
-        if requested + p.gpu > target:
+        if requested + p.gpu * p.gpu_milli > target:
             break
         pods.append(SimPod(f"{p.name}-tuned-{k}", p.cpu, p.memory, p.gpu, p.gpu_milli, p.models))
-        requested += p.gpu
+        requested += p.gpu * p.gpu_milli
         k += 1
     while requested > target and pods:
-        requested -= pods.pop(rng.randrange(len(pods))).gpu
+        p = pods.pop(rng.randrange(len(pods)))
+        requested -= p.gpu * p.gpu_milli
     return pods
 
 

@@ -26,8 +26,9 @@ bad-input rule. ``fits`` says whether a node's devices can take an ask; ``choose
 - otherwise the free milli of the devices it could not use: for a share of ``m`` milli, the devices with less
   than ``m`` free; for whole GPUs, the devices partly taken.
 
-``fragmentation`` computes it for many nodes at once (numpy, devices padded with 0 free); ``node_fragmentation``
-for one. Memory (host and GPU) is not part of the measure, as in the paper.
+``fragmentation`` computes it for many nodes at once (numpy, devices padded with 0 free; ``FragTable`` compiled
+once for repeated calls); ``node_fragmentation`` for one. Memory (host and GPU) is not part of the measure, as
+in the paper.
 """
 
 from __future__ import annotations
@@ -195,36 +196,56 @@ class TargetWorkload:
         return out
 
 
+class FragTable:
+    """``fragmentation`` compiled for one target workload and a fixed list of GPU models: every task type's
+    cpu threshold, device need and allowed models as arrays, so that N nodes cost a few numpy operations."""
+
+    def __init__(self, target: TargetWorkload, models: Sequence[str]) -> None:
+        self.model_ids = {m: k for k, m in enumerate(dict.fromkeys(models))}
+        groups = target.groups()
+        self.none_weight = sum(float(cum[-1]) for ask, _c, cum in groups if ask.none)
+        gpu_groups = [(ask, cpus, cum) for ask, cpus, cum in groups if not ask.none]
+        self.all_weight = sum(float(cum[-1]) for _a, _c, cum in groups)
+        self.cuts = np.unique(np.concatenate([c for _a, c, _w in gpu_groups] or [np.zeros(0, dtype=np.int64)]))
+        # hostable[g, j]: weight of group g's types whose cpu is at most cuts[j - 1] (j = 0: none)
+        self.hostable = np.zeros((len(gpu_groups), len(self.cuts) + 1))
+        for g, (_ask, cpus, cum) in enumerate(gpu_groups):
+            pos = np.searchsorted(cpus, self.cuts, side="right")
+            self.hostable[g, 1:] = np.where(pos > 0, cum[np.maximum(pos - 1, 0)], 0.0)
+        self.need = np.array([a.milli if a.is_share else MILLI for a, _c, _w in gpu_groups], dtype=np.int64)
+        self.whole = np.array([a.whole for a, _c, _w in gpu_groups], dtype=np.int64)
+        self.levels, self.level_of = np.unique(self.need, return_inverse=True)
+        self.allowed = np.array([[not a.models or m in a.models for a, _c, _w in gpu_groups]
+                                 for m in self.model_ids], dtype=bool).reshape(len(self.model_ids), -1)
+
+    def ids(self, models: Sequence[str]) -> np.ndarray[Any, Any]:
+        return np.array([self.model_ids[m] for m in models], dtype=np.int64)
+
+    def __call__(self, free_milli: np.ndarray[Any, Any], free_cpu: np.ndarray[Any, Any],
+                 model_ids: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        free = np.asarray(free_milli, dtype=np.int64).reshape(len(free_cpu), -1)
+        total = free.sum(axis=1).astype(np.float64)
+        out = self.all_weight * total
+        if not len(self.need):
+            return out
+        # below[k, l]: free milli of node k's devices with less than levels[l] free
+        below = (free[:, :, None] * (free[:, :, None] < self.levels[None, None, :])).sum(axis=1)[:, self.level_of]
+        share = self.whole == 0
+        most = free.max(axis=1)
+        full = (free == MILLI).sum(axis=1)
+        gpu_ok = np.where(share[None, :], most[:, None] >= self.need[None, :], full[:, None] >= self.whole[None, :])
+        gpu_ok &= self.allowed[np.asarray(model_ids, dtype=np.int64)]
+        host = self.hostable[:, np.searchsorted(self.cuts, np.asarray(free_cpu), side="right")].T
+        return out - (gpu_ok * host * (total[:, None] - below)).sum(axis=1)
+
+
 def fragmentation(free_milli: np.ndarray[Any, Any], free_cpu: np.ndarray[Any, Any], models: Sequence[str],
-                  target: TargetWorkload,
-                  groups: list[tuple[GpuAsk, np.ndarray[Any, Any], np.ndarray[Any, Any]]] | None = None,
-                  ) -> np.ndarray[Any, Any]:
+                  target: TargetWorkload) -> np.ndarray[Any, Any]:
     """Fragmentation (milli, expected over the target workload) of N nodes: ``free_milli`` (N, D) free milli per
-    device (absent devices 0), ``free_cpu`` (N,), ``models`` the node's GPU model each; ``groups`` the target's
-    ``groups()`` when the caller keeps them."""
-    free = np.asarray(free_milli, dtype=np.int64).reshape(len(free_cpu), -1)
-    cpu = np.asarray(free_cpu, dtype=np.int64)
-    model_arr = np.asarray(list(models), dtype=object)
-    total = free.sum(axis=1).astype(np.float64)
-    out = np.zeros(len(cpu), dtype=np.float64)
-    whole_free = (free == MILLI).sum(axis=1)
-    for ask, cpus, cum in target.groups() if groups is None else groups:
-        weight = float(cum[-1])
-        out += weight * total
-        if ask.none:
-            continue
-        hostable_w = np.where(cpu >= cpus[0], cum[np.clip(np.searchsorted(cpus, cpu, side="right") - 1, 0, None)],
-                              0.0)
-        if ask.is_share:
-            gpu_ok = (free >= ask.milli).any(axis=1)
-            below = np.where(free < ask.milli, free, 0).sum(axis=1)
-        else:
-            gpu_ok = whole_free >= ask.whole
-            below = np.where(free < MILLI, free, 0).sum(axis=1)
-        if ask.models:
-            gpu_ok &= np.isin(model_arr, list(ask.models))
-        out -= np.where(gpu_ok, hostable_w * (total - below), 0.0)
-    return out
+    device (absent devices 0), ``free_cpu`` (N,), ``models`` the node's GPU model each (``FragTable`` for
+    repeated calls)."""
+    table = FragTable(target, models)
+    return table(np.asarray(free_milli), np.asarray(free_cpu), table.ids(models))
 
 
 def node_fragmentation(free_milli: Sequence[int], free_cpu: int, model: str, target: TargetWorkload) -> float:

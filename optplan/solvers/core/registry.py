@@ -17,7 +17,10 @@ solver record), each ``auto`` that module's ``Auto`` of the family's greedy and 
   ``RepackProblem`` that follow their own algorithm, not optplan's rules (``optplan repack --baseline``,
   ``optplan compare``, the bench and the replay);
 - ``sim`` (``SIM``): the online simulation's placement policies (``optplan.experiments.sim.online``), each
-  a class made for one run on its cluster (``OnlinePolicy``), not a planner of a snapshot.
+  a class made for one run on its cluster (``OnlinePolicy``), not a planner of a snapshot;
+- ``sim-shared`` (``SIM_SHARED``): the same for every pod on GPU devices (shares, whole GPUs, cpu-only;
+  ``optplan.experiments.sim.shared``): the FGD paper's peers and optplan's policies, each made for one run on
+  a ``DevCluster`` (``choose(pod, fits) -> (node, devices)``).
 - ``provision``: nodes to add from a catalogue so that pending gangs place (``optplan.solvers.provision``),
   on a ``provision.problem.Problem``: ``greedy``, ``cpsat`` (the exact model, with a proven bound), ``auto``
   (composed by ``optplan.solvers.provision.run``: the best of the greedy, the exact plan and the peers' nodes
@@ -45,6 +48,7 @@ DEFAULT = "auto"
 """Every planning family's default planner."""
 BASELINES = "baselines"
 SIM = "sim"
+SIM_SHARED = "sim-shared"
 
 _ENTRIES: tuple[Entry, ...] = (
     Entry("repack", "greedy", "optplan.solvers.repack.greedy:GreedyPlanner"),
@@ -67,6 +71,14 @@ _ENTRIES: tuple[Entry, ...] = (
     Entry(SIM, "best-fit", "optplan.experiments.sim.online:BestFitPolicy"),
     Entry(SIM, "random", "optplan.experiments.sim.online:RandomPolicy"),
     Entry(SIM, "cpsat-batch", "optplan.experiments.sim.online:CpSatBatchPolicy"),
+    Entry(SIM_SHARED, "random", "optplan.experiments.sim.shared:RandomPolicy"),
+    Entry(SIM_SHARED, "dotprod", "optplan.experiments.sim.shared:DotProdPolicy"),
+    Entry(SIM_SHARED, "gpu-clustering", "optplan.experiments.sim.shared:GpuClusteringPolicy"),
+    Entry(SIM_SHARED, "gpu-packing", "optplan.experiments.sim.shared:GpuPackingPolicy"),
+    Entry(SIM_SHARED, "best-fit", "optplan.experiments.sim.shared:BestFitPolicy"),
+    Entry(SIM_SHARED, "fgd", "optplan.experiments.sim.shared:FgdPolicy"),
+    Entry(SIM_SHARED, "binpack", "optplan.experiments.sim.shared:BinpackPolicy"),
+    Entry(SIM_SHARED, "frag-aware", "optplan.experiments.sim.shared:FragAwarePolicy"),
     Entry("provision", "greedy", "optplan.solvers.provision.greedy:GreedyProvisioner"),
     Entry("provision", "cpsat", "optplan.solvers.provision.cpsat:CpSatProvisioner"),
     Entry("provision", "auto", "optplan.solvers.provision.run:AutoProvisioner"),

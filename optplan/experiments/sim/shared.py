@@ -1,0 +1,489 @@
+"""Online placement of every pod on GPU devices, in the FGD paper's setup (Weng et al., "Beware of
+Fragmentation", USENIX ATC'23): whole-GPU, shared-GPU and cpu-only pods arrive one by one on an empty
+cluster, none departs, and the GPU allocation ratio is read when the GPU requests reach 130% of the cluster's
+GPUs (``online.fgd_workload(..., every_pod=True)``: the paper's workload construction, requests counted in
+milli-GPUs).
+
+**Cluster.** ``DevCluster``: per node (name order) free cpu (milli) and memory (MiB), and free milli-GPU per
+device (``MILLI`` each; a node's absent devices are 0); the node's GPU model. A pod (``Arrival``: cpu, memory,
+``gpushare.GpuAsk``) fits a node when its cpu and memory fit and ``gpushare`` says its devices do (the model
+among the pod's ``models``; a share on ONE device with enough free milli; whole GPUs on entirely free
+devices). A pod that fits nowhere is rejected and the stream goes on.
+
+**Policies** (the registry's ``sim-shared`` family; one class each, ``choose(pod, fits) -> (node, devices)``).
+Among nodes of equal score the choice is uniform at random (stream ``<seed>/<policy>``), as kube-scheduler,
+the paper's simulator's host, picks among its best nodes. Unless said otherwise a share takes
+``gpushare.choose_devices``' best-fit device and whole GPUs the lowest-indexed free devices. The peers, each
+written from the paper's description (§6.1) with what the paper leaves open named:
+
+- ``random`` (Random-fit): uniform among the nodes the pod fits, a share on a device uniform among those with
+  room;
+- ``dotprod`` (DotProd, Tetris' alignment): the least dot product of the pod's request and the node's free
+  resources, cpu and GPU (milli), each normalised by the node's capacity;
+- ``gpu-clustering`` (GpuClustering): pods with the same GPU request together: a node whose GPU pods all ask
+  the pod's GPU request (milli per device) first, then a node with other GPU pods, then a node without GPU
+  pods; cpu-only pods: uniform (the paper gives them no rule);
+- ``gpu-packing`` (GpuPacking): a share first on a node with an occupied device (partly used) that it fits,
+  then on an occupied node (some pod on it), then on an idle node; whole GPUs: an occupied node first, then
+  an idle one; cpu-only pods: uniform (the paper gives them no rule); the share's device: best-fit, so the
+  occupied one with the least free milli;
+- ``best-fit`` (BestFit): the node left with the least resources after placement: the sum of free cpu and
+  free GPU (milli) each normalised by the node's capacity (nodes without GPUs count their GPU term as 0);
+- ``fgd`` (FGD): the node and device whose fragmentation (``gpushare.fragmentation`` for the target workload:
+  the task-type distribution of the trace) grows least; among a node's devices the least growth, then the
+  least free milli, then the lowest index.
+
+optplan's:
+
+- ``binpack``: Volcano's binpack extended to devices: the node with the highest ``binpack`` score
+  (``placement.binpack_score``'s formula, weights cpu 1, memory 1, nvidia.com/gpu 1 in milli: the extended
+  resource named in ``binpack.resources``), the share on its best-fit device;
+- ``frag-aware``: FGD's growth of fragmentation with three changes: the target workload's task types weighted
+  by their GPU request (milli-GPUs asked, so cpu-only types weigh nothing: the measure counts GPU capacity that
+  GPU asks cannot use); among the nodes of least growth, BestFit's fullest node instead of a random one; and
+  cpu-only pods on the cpu-only nodes first (the fullest after placement), only then on GPU nodes by the
+  same rule as GPU pods.
+
+**Metric.** GPU allocation ratio = allocated milli-GPUs / the cluster's milli-GPUs at the end (the paper's
+"GPU allocation ratio"; column 130 of its ``analysis_allo_discrete.csv``).
+
+**Check.** ``verify`` re-checks the final state from the assignment alone (node and devices per arrival)
+with ``gpushare``'s rule and the host's cpu and memory; a broken state raises ``PlanInvalidError``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from optplan.errors import InputError, PlanInvalidError
+from optplan.experiments.sim.online import SimNode, SimPod
+from optplan.solvers.core import registry
+from optplan.solvers.core.gpushare import (
+    MILLI,
+    FragTable,
+    GpuAsk,
+    TargetWorkload,
+    TaskType,
+    ask_of,
+    ask_problem,
+    choose_devices,
+    fits,
+    usable,
+)
+
+log = logging.getLogger(__name__)
+
+FAMILY = registry.SIM_SHARED
+"""The policies' family in ``optplan.solvers.core.registry``."""
+PEERS = ("random", "dotprod", "gpu-clustering", "gpu-packing", "best-fit", "fgd")
+"""The paper's policies, in its order."""
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Arrival:
+    name: str
+    cpu: int  # milli
+    memory: int  # MiB
+    ask: GpuAsk
+
+
+def arrival_of(p: SimPod) -> Arrival:
+    """A trace pod as an arrival; a malformed GPU ask is bad input."""
+    ask = ask_of(p.gpu, p.gpu_milli, p.models)
+    problem = ask_problem(ask)
+    if problem is not None:
+        raise InputError(problem, obj=p.name, field="gpu")
+    return Arrival(p.name, p.cpu, p.memory, ask)
+
+
+@dataclass(frozen=True)
+class SharedConfig:
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class SharedResult:
+    policy: str
+    seed: int
+    total_milli: int
+    requested_milli: int
+    allocated_milli: int
+    placed: int
+    rejected: int
+    wall_seconds: float
+    assignment: tuple[tuple[int, tuple[int, ...]] | None, ...]
+    """(node index, devices) per arrival, None when rejected."""
+    curve: tuple[float, ...] = ()
+    """Allocation (%) when the arrived requests first reach k% of the cluster's GPUs, k = 0, 1, ... (the paper's
+    ``analysis_allo_discrete.csv`` columns)."""
+
+    @property
+    def alloc_percent(self) -> float:
+        return 100.0 * self.allocated_milli / self.total_milli if self.total_milli else 0.0
+
+
+class DevCluster:
+    """Free resources per node and per device (module docstring), numpy arrays in node-name order."""
+
+    def __init__(self, nodes: Sequence[SimNode]) -> None:
+        self.nodes = sorted(nodes, key=lambda n: n.name)
+        if len({n.name for n in self.nodes}) != len(self.nodes):
+            raise InputError("node names are not unique", field="nodes")
+        n = len(self.nodes)
+        self.cap_cpu = np.array([x.cpu for x in self.nodes], dtype=np.int64)
+        self.cap_mem = np.array([x.memory for x in self.nodes], dtype=np.int64)
+        self.ngpu = np.array([x.gpu for x in self.nodes], dtype=np.int64)
+        self.devices = max(1, int(self.ngpu.max(initial=0)))
+        self.free_cpu = self.cap_cpu.copy()
+        self.free_mem = self.cap_mem.copy()
+        self.free_gpu = np.where(np.arange(self.devices)[None, :] < self.ngpu[:, None], MILLI, 0).astype(np.int64)
+        self.models = np.array([x.model for x in self.nodes], dtype=str)
+        self.pods = np.zeros(n, dtype=np.int64)
+        self.gpu_pods = np.zeros(n, dtype=np.int64)
+        self.kind = np.full(n, -1, dtype=np.int64)
+        """GpuClustering's bookkeeping: the one GPU request (milli per device) of the node's GPU pods, -1 none,
+        -2 mixed."""
+        self.version = np.zeros(n, dtype=np.int64)
+        self.total_milli = int(self.ngpu.sum()) * MILLI
+        self.allocated = 0
+        self._allowed: dict[frozenset[str], np.ndarray[Any, Any]] = {}
+
+    def allowed(self, ask: GpuAsk) -> np.ndarray[Any, Any]:
+        key = ask.models if not ask.none else frozenset()
+        mask = self._allowed.get(key)
+        if mask is None:
+            mask = np.isin(self.models, list(key)) if key else np.ones(len(self.nodes), dtype=bool)
+            self._allowed[key] = mask
+        return mask
+
+    def fits(self, p: Arrival) -> np.ndarray[Any, Any]:
+        ok = self.allowed(p.ask) & (self.free_cpu >= p.cpu) & (self.free_mem >= p.memory)
+        if p.ask.is_share:
+            ok &= (self.free_gpu >= p.ask.milli).any(axis=1)
+        elif p.ask.whole:
+            ok &= (self.free_gpu == MILLI).sum(axis=1) >= p.ask.whole
+        return ok
+
+    def take(self, i: int, p: Arrival, devices: tuple[int, ...]) -> None:
+        self.free_cpu[i] -= p.cpu
+        self.free_mem[i] -= p.memory
+        per = p.ask.milli if p.ask.is_share else MILLI
+        for d in devices:
+            self.free_gpu[i, d] -= per
+        self.allocated += per * len(devices)
+        self.pods[i] += 1
+        if not p.ask.none:
+            k = per
+            self.kind[i] = k if self.kind[i] in (-1, k) else -2
+            self.gpu_pods[i] += 1
+        self.version[i] += 1
+
+    def row(self, i: int) -> list[int]:
+        return self.free_gpu[i, : self.ngpu[i]].tolist()
+
+
+# ---- the policies -----------------------------------------------------------------------------
+
+class _Policy:
+    name = ""
+
+    def __init__(self, cl: DevCluster, cfg: SharedConfig, target: TargetWorkload) -> None:
+        self.cl = cl
+        self.rng = random.Random(f"{cfg.seed}/{self.name}")
+
+    def pick(self, score: np.ndarray[Any, Any], fits: np.ndarray[Any, Any]) -> int:
+        """The highest score among the nodes that fit, uniform among equals."""
+        masked = np.where(fits, score, -np.inf)
+        top = masked.max()
+        best = np.flatnonzero(masked >= top - _EPS * max(1.0, abs(top)))
+        return int(best[self.rng.randrange(len(best))]) if len(best) > 1 else int(best[0])
+
+    def devices(self, i: int, p: Arrival) -> tuple[int, ...]:
+        got = choose_devices(self.cl.row(i), p.ask)
+        assert got is not None, f"{p.name} does not fit node {i}"
+        return got
+
+    def score(self, p: Arrival, fits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        raise NotImplementedError
+
+    def choose(self, p: Arrival, fits: np.ndarray[Any, Any]) -> tuple[int, tuple[int, ...]]:
+        i = self.pick(self.score(p, fits), fits)
+        return i, self.devices(i, p)
+
+
+def _gpu_frac(cl: DevCluster) -> np.ndarray[Any, Any]:
+    """Free GPU (milli) over capacity per node, 0 for nodes without GPUs."""
+    cap = cl.ngpu * MILLI
+    return np.where(cap > 0, cl.free_gpu.sum(axis=1) / np.maximum(cap, 1), 0.0)
+
+
+def _left(cl: DevCluster, p: Arrival) -> np.ndarray[Any, Any]:
+    """BestFit's measure: free cpu and free GPU (milli) after placing ``p``, each over the node's capacity (the
+    GPU term 0 on nodes without GPUs)."""
+    cap = cl.ngpu * MILLI
+    left_gpu = np.where(cap > 0, (cl.free_gpu.sum(axis=1) - p.ask.total_milli) / np.maximum(cap, 1), 0.0)
+    return (cl.free_cpu - p.cpu) / cl.cap_cpu + left_gpu
+
+
+class RandomPolicy(_Policy):
+    name = "random"
+
+    def score(self, p: Arrival, fits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        return np.zeros(len(fits))
+
+    def devices(self, i: int, p: Arrival) -> tuple[int, ...]:
+        if not p.ask.is_share:
+            return super().devices(i, p)
+        ok = usable(self.cl.row(i), p.ask)
+        return (ok[self.rng.randrange(len(ok))],)
+
+
+class DotProdPolicy(_Policy):
+    name = "dotprod"
+
+    def score(self, p: Arrival, fits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        cl = self.cl
+        cap = cl.ngpu * MILLI
+        gpu_req = np.where(cap > 0, p.ask.total_milli / np.maximum(cap, 1), 0.0)
+        dot = (p.cpu / cl.cap_cpu) * (cl.free_cpu / cl.cap_cpu) + gpu_req * _gpu_frac(cl)
+        return -dot
+
+
+class GpuClusteringPolicy(_Policy):
+    name = "gpu-clustering"
+
+    def score(self, p: Arrival, fits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        cl = self.cl
+        if p.ask.none:
+            return np.zeros(len(fits))
+        k = p.ask.milli if p.ask.is_share else MILLI
+        return np.where(cl.kind == k, 2.0, (cl.gpu_pods > 0).astype(np.float64))
+
+
+class GpuPackingPolicy(_Policy):
+    name = "gpu-packing"
+
+    def score(self, p: Arrival, fits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        cl = self.cl
+        if p.ask.none:
+            return np.zeros(len(fits))
+        occupied_node = (cl.pods > 0).astype(np.float64)
+        if p.ask.is_share:
+            partly = ((cl.free_gpu >= p.ask.milli) & (cl.free_gpu < MILLI)).any(axis=1)
+            return np.where(partly, 2.0, occupied_node)
+        return occupied_node
+
+
+class BestFitPolicy(_Policy):
+    name = "best-fit"
+
+    def score(self, p: Arrival, fits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        return -_left(self.cl, p)
+
+
+class BinpackPolicy(_Policy):
+    """optplan's greedy: Volcano's binpack (cpu, memory, GPU milli; weight 1 each) and best-fit devices."""
+
+    name = "binpack"
+
+    def score(self, p: Arrival, fits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        cl = self.cl
+        n = len(fits)
+        score = np.zeros(n)
+        wsum = 0
+        for req, cap, free in ((p.cpu, cl.cap_cpu, cl.free_cpu), (p.memory, cl.cap_mem, cl.free_mem),
+                               (p.ask.total_milli, cl.ngpu * MILLI, cl.free_gpu.sum(axis=1))):
+            if req <= 0:
+                continue
+            wsum += 1
+            score += np.where(cap > 0, (cap - free + req) / np.maximum(cap, 1), 0.0)
+        return score / wsum if wsum else score
+
+
+class FgdPolicy(_Policy):
+    """FGD: the least growth of fragmentation (module docstring); cached per (shape, node), recomputed for the
+    nodes that changed since."""
+
+    name = "fgd"
+
+    def __init__(self, cl: DevCluster, cfg: SharedConfig, target: TargetWorkload) -> None:
+        super().__init__(cl, cfg, target)
+        self.target = self.target_of(target)
+        self.table = FragTable(self.target, cl.models.tolist())
+        self.model_ids = self.table.ids(cl.models.tolist())
+        n = len(cl.nodes)
+        self.before = self.table(cl.free_gpu, cl.free_cpu, self.model_ids)
+        self.before_ver = cl.version.copy()
+        self.delta: dict[tuple[int, int, int], np.ndarray[Any, Any]] = {}
+        self.dev: dict[tuple[int, int, int], np.ndarray[Any, Any]] = {}
+        self.ver: dict[tuple[int, int, int], np.ndarray[Any, Any]] = {}
+        self.n = n
+
+    def target_of(self, target: TargetWorkload) -> TargetWorkload:
+        return target
+
+    def frag(self, free: np.ndarray[Any, Any], cpu: np.ndarray[Any, Any], models: np.ndarray[Any, Any]) -> Any:
+        return self.table(free, cpu, models)
+
+    def refresh(self, p: Arrival, fits: np.ndarray[Any, Any]) -> tuple[int, int, int]:
+        cl = self.cl
+        key = (p.cpu, p.ask.whole, p.ask.milli)
+        if key not in self.delta:
+            self.delta[key] = np.zeros(self.n)
+            self.dev[key] = np.full(self.n, -1, dtype=np.int64)
+            self.ver[key] = np.full(self.n, -1, dtype=np.int64)
+        stale_before = np.flatnonzero(self.before_ver != cl.version)
+        if len(stale_before):
+            self.before[stale_before] = self.frag(cl.free_gpu[stale_before], cl.free_cpu[stale_before],
+                                                  self.model_ids[stale_before])
+            self.before_ver[stale_before] = cl.version[stale_before]
+        idx = np.flatnonzero(fits & (self.ver[key] != cl.version))
+        if len(idx) == 0:
+            return key
+        free = cl.free_gpu[idx]
+        cpu = cl.free_cpu[idx] - p.cpu
+        models = self.model_ids[idx]
+        if p.ask.is_share:
+            rows, devs = np.nonzero(free >= p.ask.milli)
+            after = free[rows].copy()
+            after[np.arange(len(rows)), devs] -= p.ask.milli
+            d = self.frag(after, cpu[rows], models[rows]) - self.before[idx[rows]]
+            # per node: least growth, then least free milli, then lowest device
+            order = np.lexsort((devs, free[rows, devs], d, rows))
+            first = np.r_[True, rows[order][1:] != rows[order][:-1]]
+            pick = order[first]
+            self.delta[key][idx[rows[pick]]] = d[pick]
+            self.dev[key][idx[rows[pick]]] = devs[pick]
+        else:
+            after = free.copy()
+            if p.ask.whole:
+                whole = after == MILLI
+                take = whole & (np.cumsum(whole, axis=1) <= p.ask.whole)
+                after[take] = 0
+            self.delta[key][idx] = self.frag(after, cpu, models) - self.before[idx]
+        self.ver[key][idx] = cl.version[idx]
+        return key
+
+    def score(self, p: Arrival, fits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        return -self.delta[self.refresh(p, fits)]
+
+    def choose(self, p: Arrival, fits: np.ndarray[Any, Any]) -> tuple[int, tuple[int, ...]]:
+        key = self.refresh(p, fits)
+        i = self.pick(-self.delta[key], fits)
+        if p.ask.is_share:
+            return i, (int(self.dev[key][i]),)
+        return i, self.devices(i, p)
+
+
+class FragAwarePolicy(FgdPolicy):
+    """optplan's: FGD with the target weighted by GPU request, ties to the fullest node, cpu-only pods kept off
+    GPU nodes (module docstring)."""
+
+    name = "frag-aware"
+
+    def target_of(self, target: TargetWorkload) -> TargetWorkload:
+        w = [t.weight * t.ask.total_milli for t in target.types]
+        total = sum(w)
+        return TargetWorkload(tuple(TaskType(t.cpu, t.ask, x / total) for t, x in zip(target.types, w, strict=True)
+                                    if x > 0))
+
+    def choose(self, p: Arrival, fits: np.ndarray[Any, Any]) -> tuple[int, tuple[int, ...]]:
+        cl = self.cl
+        if p.ask.none:
+            cpu_node = fits & (cl.ngpu == 0)
+            if cpu_node.any():
+                return self.pick(-(cl.free_cpu - p.cpu) / cl.cap_cpu, cpu_node), ()
+        key = self.refresh(p, fits)
+        d = np.where(fits, self.delta[key], np.inf)
+        low = d.min()
+        near = fits & (d <= low + _EPS * max(1.0, abs(low)))
+        i = self.pick(-_left(cl, p), near)
+        if p.ask.is_share:
+            return i, (int(self.dev[key][i]),)
+        return i, self.devices(i, p)
+
+
+# ---- simulation --------------------------------------------------------------------------------
+
+def target_workload(trace: Sequence[SimPod]) -> TargetWorkload:
+    """The task-type distribution of a trace: (cpu, GPU ask) with its share of the pods."""
+    return TargetWorkload.of((p.cpu, ask_of(p.gpu, p.gpu_milli, p.models)) for p in trace)
+
+
+def simulate(nodes: Sequence[SimNode], arrivals: Sequence[SimPod], policy: str, target: TargetWorkload,
+             config: SharedConfig | None = None) -> SharedResult:
+    """Place ``arrivals`` in order on an empty cluster with ``policy``; the final state is verified."""
+    if policy not in registry.names(FAMILY):
+        raise InputError(f"unknown policy {policy!r} (one of {', '.join(registry.names(FAMILY))})", field="policy")
+    cfg = config or SharedConfig()
+    t0 = time.perf_counter()
+    pods = [arrival_of(p) for p in arrivals]
+    cl = DevCluster(nodes)
+    pol = registry.load(FAMILY, policy)(cl, cfg, target)
+    curve: list[float] = []
+    arrived = 0
+    out: list[tuple[int, tuple[int, ...]] | None] = []
+    for p in pods:
+        ok = cl.fits(p)
+        if ok.any():
+            i, devs = pol.choose(p, ok)
+            cl.take(i, p, devs)
+            out.append((i, devs))
+        else:
+            out.append(None)
+        arrived += p.ask.total_milli
+        while cl.total_milli and len(curve) * cl.total_milli <= 100 * arrived:
+            curve.append(round(100.0 * cl.allocated / cl.total_milli, 2))
+    allocated = verify(cl.nodes, pods, out)
+    if allocated != cl.allocated:
+        raise PlanInvalidError([f"the simulation counted {cl.allocated} allocated milli-GPUs, the check {allocated}"])
+    placed = sum(1 for x in out if x is not None)
+    return SharedResult(policy=policy, seed=cfg.seed, total_milli=cl.total_milli,
+                        requested_milli=sum(p.ask.total_milli for p in pods), allocated_milli=allocated,
+                        placed=placed, rejected=len(out) - placed, wall_seconds=round(time.perf_counter() - t0, 3),
+                        assignment=tuple(out), curve=tuple(curve))
+
+
+def verify(nodes: Sequence[SimNode], pods: Sequence[Arrival],
+           assignment: Sequence[tuple[int, tuple[int, ...]] | None]) -> int:
+    """Re-check a final state from the assignment alone: each placed pod, in order, on its node's model, its
+    devices taking it by ``gpushare``'s rule, cpu and memory within the node. Returns the allocated milli-GPUs;
+    raises ``PlanInvalidError``."""
+    if len(assignment) != len(pods):
+        raise PlanInvalidError([f"{len(assignment)} assignments for {len(pods)} arrivals"])
+    ordered = sorted(nodes, key=lambda n: n.name)
+    cpu = [n.cpu for n in ordered]
+    mem = [n.memory for n in ordered]
+    gpus = [[MILLI] * n.gpu for n in ordered]
+    problems: list[str] = []
+    allocated = 0
+    for k, (p, where) in enumerate(zip(pods, assignment, strict=True)):
+        if where is None:
+            continue
+        i, devs = where
+        node = ordered[i]
+        per = p.ask.milli if p.ask.is_share else MILLI
+        if len(set(devs)) != p.ask.devices or any(not 0 <= d < node.gpu for d in devs):
+            problems.append(f"arrival {k + 1} ({p.name}) on {node.name}: devices {devs} for {p.ask}")
+            continue
+        one = GpuAsk(whole=1 if not p.ask.is_share else 0, milli=p.ask.milli, models=p.ask.models)
+        if not p.ask.none and not all(fits([gpus[i][d]], one, model=node.model) for d in devs):
+            problems.append(f"arrival {k + 1} ({p.name}) on {node.name}: devices {devs} cannot take {p.ask}")
+        for d in devs:
+            gpus[i][d] -= per
+        cpu[i] -= p.cpu
+        mem[i] -= p.memory
+        if cpu[i] < 0 or mem[i] < 0:
+            problems.append(f"node {node.name} is over-committed on cpu or memory at arrival {k + 1}")
+        allocated += per * len(devs)
+    if problems:
+        raise PlanInvalidError(problems[:20])
+    return allocated

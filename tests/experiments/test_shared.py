@@ -1,0 +1,164 @@
+"""Online placement of every pod on GPU devices (``experiments.sim.shared``): each peer's choice on small clusters
+written inline, known from its definition; the table's statistics; determinism and the independent check."""
+
+from pathlib import Path
+
+import pytest
+
+from optplan.errors import InputError, PlanInvalidError
+from optplan.experiments import bench
+from optplan.experiments.sim import shared, table
+from optplan.experiments.sim.online import SimNode, SimPod, fgd_workload
+from optplan.solvers.core import registry
+from optplan.solvers.core.gpushare import GpuAsk, TargetWorkload
+
+GI = 1024
+NODES = (SimNode("a", 32000, 256 * GI, 2, "T4"), SimNode("b", 64000, 256 * GI, 8, "G2"),
+         SimNode("c", 32000, 128 * GI, 0, ""))
+A, B, C = 0, 1, 2
+
+
+def arrival(name: str, cpu: int, whole: int = 0, milli: int = 0) -> shared.Arrival:
+    return shared.Arrival(name, cpu, 1 * GI, GpuAsk(whole=whole, milli=milli))
+
+
+SHARE_500 = arrival("s500", 4000, milli=500)
+TARGET_WHOLE_1 = TargetWorkload.of([(1000, GpuAsk(whole=1))])
+
+# (policy, what is on the cluster first: (arrival, node, devices), the arriving pod, the expected choice)
+CASES = [
+    ("random", [], arrival("w8", 1000, whole=8), (B, tuple(range(8)))),
+    # best-fit: a is left with (32-4)/32 + (1700-500)/2000 = 1.475, b with 60/64 + 7500/8000 = 1.875
+    ("best-fit", [(arrival("s300", 0, milli=300), A, (0,))], SHARE_500, (A, (0,))),
+    # gpu-packing: b has a partly used device with room (first), a is only an occupied node
+    ("gpu-packing", [(arrival("w1", 0, whole=1), A, (0,)), (arrival("s400", 0, milli=400), B, (3,))], SHARE_500,
+     (B, (3,))),
+    # gpu-clustering: a's GPU pods all ask 500 milli, b's ask 300
+    ("gpu-clustering", [(arrival("s500x", 0, milli=500), A, (1,)), (arrival("s300", 0, milli=300), B, (0,))],
+     SHARE_500, (A, (1,))),
+    # dotprod: a 4/32 × 1 + 500/2000 × 1 = 0.375, b 4/64 + 500/8000 = 0.125: the least
+    ("dotprod", [], SHARE_500, (B, (0,))),
+    # binpack: a (4/32 + 1/256 + 500/2000) / 3 beats b (4/64 + 1/256 + 500/8000) / 3
+    ("binpack", [], SHARE_500, (A, (0,))),
+    # fgd, target: whole GPUs only: a's device 0 (600 free) is a fragment already; filling it to 100 free lowers
+    # the fragmentation by 500, a fresh device anywhere raises it by 500
+    ("fgd", [(arrival("s400", 0, milli=400), A, (0,))], SHARE_500, (A, (0,))),
+    # frag-aware: a cpu-only pod goes to the cpu-only node
+    ("frag-aware", [], arrival("cpu", 2000), (C, ())),
+]
+
+
+@pytest.mark.parametrize("policy, before, pod, want", CASES, ids=[c[0] for c in CASES])
+def test_each_peer_chooses_by_its_definition(policy: str, before: list[tuple[shared.Arrival, int, tuple[int, ...]]],
+                                            pod: shared.Arrival, want: tuple[int, tuple[int, ...]]) -> None:
+    cl = shared.DevCluster(NODES)
+    for p, i, devs in before:
+        cl.take(i, p, devs)
+    pol = registry.load(shared.FAMILY, policy)(cl, shared.SharedConfig(seed=1), TARGET_WHOLE_1)
+    assert pol.choose(pod, cl.fits(pod)) == want
+
+
+def test_fits_takes_every_rule_of_gpushare() -> None:
+    cl = shared.DevCluster(NODES)
+    cl.take(A, arrival("s900", 0, milli=900), (0,))
+    cl.take(A, arrival("w1", 0, whole=1), (1,))
+    assert cl.fits(arrival("s200", 0, milli=200)).tolist() == [False, True, False]
+    assert cl.fits(arrival("s100", 0, milli=100)).tolist() == [True, True, False]
+    model_t4 = shared.Arrival("t4", 0, 0, GpuAsk(whole=1, models=frozenset({"T4"})))
+    assert cl.fits(model_t4).tolist() == [False, False, False]
+    assert cl.fits(arrival("fat", 40000)).tolist() == [False, True, False]
+
+
+def trace() -> list[SimPod]:
+    pods = []
+    for k in range(40):
+        gpu, milli = [(1, 1000), (1, 500), (0, 0), (2, 1000), (1, 250)][k % 5]
+        pods.append(SimPod(f"p{k:02d}", 2000 + 1000 * (k % 3), 4 * GI, gpu, milli))
+    return pods
+
+
+def test_the_workload_reaches_its_share_of_the_gpus_in_milli() -> None:
+    # the trace asks 30 GPUs: thinned to 130% of 10, by less than its largest pod (2 GPUs) below
+    pods = fgd_workload(trace(), 10, 130.0, seed=3, every_pod=True)
+    requested = sum(p.gpu * p.gpu_milli for p in pods)
+    assert 11_000 < requested <= 13_000
+    # a trace asking less is topped up by draws
+    small = fgd_workload(trace()[:10], 20, 130.0, seed=3, every_pod=True)
+    assert len(small) > 10 and 24_000 < sum(p.gpu * p.gpu_milli for p in small) <= 26_000
+    assert any(p.gpu == 0 for p in pods) and any(0 < p.gpu_milli < 1000 for p in pods)
+
+
+@pytest.mark.parametrize("policy", registry.names(shared.FAMILY))
+def test_a_run_is_deterministic_and_verified(policy: str) -> None:
+    pods = fgd_workload(trace(), 10, 130.0, seed=3, every_pod=True)
+    target = shared.target_workload(trace())
+    one = shared.simulate(NODES, pods, policy, target, shared.SharedConfig(seed=5))
+    two = shared.simulate(NODES, pods, policy, target, shared.SharedConfig(seed=5))
+    assert one.assignment == two.assignment
+    assert 0 < one.allocated_milli <= one.total_milli == 10_000
+    assert one.placed + one.rejected == len(pods)
+
+
+def test_the_check_refuses_an_overfull_device() -> None:
+    pods = [arrival("x", 0, milli=600), arrival("y", 0, milli=600)]
+    with pytest.raises(PlanInvalidError, match="cannot take"):
+        shared.verify(NODES, pods, [(A, (0,)), (A, (0,))])
+
+
+def test_a_share_of_several_gpus_is_bad_input() -> None:
+    with pytest.raises(InputError, match="not both"):
+        shared.arrival_of(SimPod("bad", 1000, 1, 2, 500))
+
+
+def test_the_interval_is_students() -> None:
+    mean, half = table.interval([1.0, 2.0, 3.0])
+    assert mean == 2.0 and half == pytest.approx(4.303 * 1.0 / 3 ** 0.5)
+    assert table.interval([5.0]) == (5.0, 0.0)
+
+
+def test_published_means_are_read_per_workload_and_policy(tmp_path: Path) -> None:
+    f = tmp_path / "s.txt"
+    f.write_text("# comment\nworkload,01-Random,06-FGD\nopenb_pod_list_default,87.47,95.39\n")
+    assert table.published(f) == {"default": {"random": 87.47, "fgd": 95.39}}
+
+
+def fake_data(root: Path) -> Path:
+    """An openb-shaped data folder: 6 nodes, the 40-pod trace as the default workload, a published summary."""
+    (root / "openb").mkdir(parents=True)
+    (root / "fgd-expected").mkdir()
+    kinds = [(2, "T4"), (8, "G2"), (0, "")]
+    (root / "openb" / "openb_node_list_all_node.csv").write_text(
+        "sn,cpu_milli,memory_mib,gpu,model\n"
+        + "".join(f"n{k},32000,262144,{kinds[k % 3][0]},{kinds[k % 3][1]}\n" for k in range(6)))
+    (root / "openb" / "openb_pod_list_default.csv").write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
+        + "".join(f"{p.name},{p.cpu},{p.memory},{p.gpu},{p.gpu_milli},\n" for p in trace()))
+    (root / "fgd-expected" / "alloc_at_130pct_summary.txt").write_text(
+        "workload,01-Random,06-FGD\nopenb_pod_list_default,80.0,90.0\n")
+    return root
+
+
+def test_the_table_runs_caches_and_resumes(tmp_path: Path) -> None:
+    fake_data(tmp_path)
+    notes: list[str] = []
+    cache = tmp_path / "runs.jsonl"
+    tab = table.run_table(tmp_path, ["default"], (1, 2), ("random", "fgd", "frag-aware"), cache, notes.append)
+    assert len(notes) == 6 and len(cache.read_text().splitlines()) == 6
+    rows = {r["policy"]: r for r in tab["rows"]}
+    assert rows["fgd"]["seeds"] == 2 and rows["fgd"]["paperPercent"] == 90.0
+    assert rows["frag-aware"]["paperPercent"] is None
+    again = table.run_table(tmp_path, ["default"], (1, 2), ("random", "fgd", "frag-aware"), cache, notes.append)
+    assert len(notes) == 6 and again["rows"] == tab["rows"]
+    md = "\n".join(table.report(tab, lambda h, rows: "|".join(h) + "\n" + "\n".join(str(r) for r in rows)))
+    assert "### default" in md and "optplan's best policy over FGD" in md
+
+
+def test_the_bench_section_reports_the_table(tmp_path: Path) -> None:
+    data = fake_data(tmp_path / "data")
+    suite = bench.Suite("t", (90.0,), (0.2,), (bench.NO_BUDGET,), ("greedy-fast",), 1.0, (), 0, 1.0, (30,), 1.0,
+                        shared_workloads=("default",), shared_seeds=(1,))
+    bench.run_suite(suite, data, tmp_path / "o", sections=("shared",))
+    md = (tmp_path / "o" / "report.md").read_text()
+    assert "## 6. Shared GPUs" in md and "| frag-aware |" in md and "over the paper's FGD" in md
+    assert len((tmp_path / "o" / "shared_runs.jsonl").read_text().splitlines()) == len(
+        registry.names(shared.FAMILY))
