@@ -40,8 +40,10 @@ from tests.realcluster.vcdiff import (  # noqa: E402
     compare,
     generate,
     load,
+    load_case,
     priority_classes,
     run_case,
+    save_case,
 )
 
 SOLVERS = ("greedy", "auto")
@@ -78,8 +80,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replan", action="store_true",
                     help="no cluster: re-plan the snapshots --dir holds with this checkout's optplan and compare "
                          "them with what Volcano did then")
-    ap.add_argument("--solvers", default=",".join(SOLVERS))
+    ap.add_argument("--solvers", default=",".join(SOLVERS),
+                    help="solvers to plan with; empty: only record the clusters and Volcano (plan later, --replan)")
+    ap.add_argument("--parallel", type=int, default=1,
+                    help="run this many clusters at once (one control plane each, about 1 GiB apiece), the "
+                         "cases shared round-robin")
+    ap.add_argument("--shard", default="", help=argparse.SUPPRESS)  # K/N: this worker's share (--parallel)
     args = ap.parse_args(argv)
+    if args.parallel > 1 and not args.replan:
+        return _parallel(args, argv if argv is not None else sys.argv[1:])
     solvers = tuple(s for s in args.solvers.split(",") if s)
     if args.replan and not args.dir:
         print("--replan needs --dir", file=sys.stderr)
@@ -93,11 +102,14 @@ def main(argv: list[str] | None = None) -> int:
         if absent:
             print(f"real-cluster binaries missing (hack/cluster/build.sh): {absent[0]}", file=sys.stderr)
             return 2
-        cluster = Cluster(work / "cluster")
+        cluster = Cluster(work / ("cluster" + (f"-{args.shard.split('/')[0]}" if args.shard else "")))
         cluster.start()
         cluster.apply(priority_classes())
         print(f"cluster up in {time.monotonic() - started:.0f} s ({work})", file=sys.stderr)
     indices = args.only or list(range(args.start, args.start + args.clusters))
+    if args.shard:
+        k, n = (int(x) for x in args.shard.split("/"))
+        indices = indices[k::n]
     verdicts: dict[str, list[Verdict]] = {s: [] for s in solvers}
     records: list[dict[str, Any]] = []
     try:
@@ -107,11 +119,14 @@ def main(argv: list[str] | None = None) -> int:
                 if args.repeat > 1:
                     case = _renamed(case, f"{case.ns}-x{r}")
                 if cluster is not None:
+                    save_case(case, work / f"{case.ns}.case.json")
                     obs = run_case(cluster, case, work, solvers=solvers, restart=False)
                 else:
                     saved = work / f"{case.ns}.volcano.json"
                     if not saved.exists():
                         continue
+                    if (work / f"{case.ns}.case.json").exists():  # the case as it was run (generator changes)
+                        case = load_case(work / f"{case.ns}.case.json")
                     obs = load(saved)
                     if not obs.snapshot_error:
                         obs.plans = {s: place_here(work / f"{case.ns}.yaml", s) for s in solvers}
@@ -131,6 +146,36 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps({"summary": sums, "cases": records}, indent=1), encoding="utf-8")
     return 0
+
+
+def _parallel(args: argparse.Namespace, argv: list[str]) -> int:
+    """``--parallel N``: N workers of this script, each with its own cluster and every N-th case, their
+    lines as they come; the JSON of each worker beside ``--json`` (``.K`` before the suffix)."""
+    import subprocess
+
+    rest: list[str] = []
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a in ("--parallel", "--json"):
+            skip = True
+            continue
+        if a.startswith(("--parallel=", "--json=")):
+            continue
+        rest.append(a)
+    work = args.dir or Path(tempfile.mkdtemp(prefix="volcano-diff-"))
+    if not args.dir:
+        rest += ["--dir", str(work)]
+    procs = []
+    for k in range(args.parallel):
+        extra = ["--shard", f"{k}/{args.parallel}"]
+        if args.json:
+            extra += ["--json", str(args.json.with_suffix(f".{k}{args.json.suffix}"))]
+        procs.append(subprocess.Popen([sys.executable, str(Path(__file__).resolve()), *rest, *extra]))
+        time.sleep(5)  # the control planes' start-ups, not both at once
+    return max(p.wait() for p in procs)
 
 
 def place_here(snapshot: Path, solver: str) -> dict[str, Any]:

@@ -353,6 +353,7 @@ def run_case(c: Cluster, case: Case, workdir: Path, *, settle: float = 4.0, limi
                               "-o", str(snap)], capture_output=True, text=True, cwd=ROOT, timeout=120)
         if res.returncode != 0:
             obs.snapshot_error = res.stderr.strip()
+        obs.seconds["snapshot"] = time.monotonic() - t0 - obs.seconds["create"]
         procs = {} if obs.snapshot_error else {s: place(snap, s) for s in solvers}
         t1 = time.monotonic()
         c.start_scheduler()
@@ -387,6 +388,21 @@ def place(snapshot: Path, solver: str) -> subprocess.Popen[str]:
 def result(proc: subprocess.Popen[str]) -> dict[str, Any]:
     out, err = proc.communicate(timeout=300)
     return json.loads(out) if proc.returncode == 0 else {"error": err.strip(), "exit": proc.returncode}
+
+
+def save_case(case: Case, path: Path) -> None:
+    """The generated case itself, so that ``--replan`` compares against the cluster that was run even
+    after the generator changed."""
+    d = {"seed": case.seed, "index": case.index, "ns": case.ns, "nodes": case.nodes, "hypernodes": case.hypernodes,
+         "queues": case.queues, "running": case.running, "pending": case.pending,
+         "members": {k: [t, sorted(m)] for k, (t, m) in case.members.items()}, "kinds": list(case.kinds)}
+    path.write_text(json.dumps(d), encoding="utf-8")
+
+
+def load_case(path: Path) -> Case:
+    d = json.loads(path.read_text(encoding="utf-8"))
+    return Case(d["seed"], d["index"], d["ns"], d["nodes"], d["hypernodes"], d["queues"], d["running"], d["pending"],
+                {k: (t, frozenset(m)) for k, (t, m) in d["members"].items()}, tuple(d["kinds"]))
 
 
 def save(obs: Observed, path: Path) -> None:

@@ -21,7 +21,8 @@ from optplan.solvers.placement.binpack import binpack_score
 from optplan.solvers.placement.context import Context, State, Statement
 from optplan.solvers.placement.jobs import Region, gang_shortfall, gang_steps, task_pos
 from optplan.solvers.placement.safety import pdb_over
-from optplan.solvers.placement.victims import Candidate, Catalogue, Rules, dims, reclaimer_blocked, victim_blocked
+from optplan.solvers.placement.tiers import node_victims
+from optplan.solvers.placement.victims import Candidate, Catalogue, Rules, dims, reclaimer_blocked
 
 
 def placed_reason(ctx: Context, job: VCJob, n: int, where: str) -> str:
@@ -109,6 +110,7 @@ class Greedy:
         self._kinds: dict[str, tuple[Pod, tuple[tuple[str, int], ...], tuple[object, ...]]] = {}
         """pod key -> the pod, its sorted requests and its constraint signature."""
         self._steps: dict[str, list[tuple[str, int, bool]]] = {}
+        self._total: dict[str, int] | None = None
         self.block_note: str | None = None
         """Reclaim: the first refusal of the capacity plugin on the nodes the last ``evict_for`` tried."""
         self.region_of: dict[str, Region] = {}
@@ -368,64 +370,64 @@ class Greedy:
 
     # ---- victims (Volcano's preempt and reclaim actions) -------------------------------------------
 
-    def unit(self, c: Candidate, rules: Rules) -> list[Candidate] | None:
-        """What evicting ``c`` takes: the pod alone while its gang keeps minMember, else the rest of its
-        PodGroup (every occupying pod, all of them eligible), else None."""
-        group = self.cat.groups[c.group]
-        if self.state.taken[c.group] + 1 <= group.slack:
-            return [c]
-        rest = [k for k in group.occupying if k not in self.state.evicted]
-        if any(k not in rules.eligible for k in rest):
-            return None
-        return sorted((rules.eligible[k] for k in rest), key=Candidate.order_key)
-
-    def may_take(self, unit: list[Candidate], rules: Rules) -> bool:
-        """Safe preemption's PDB rule (``safety.pdb_over``) on the plan's evictions so far with the unit; then
-        reclaim: the capacity plugin's ReclaimableFn lets every pod of the unit go, in turn, from its
-        queue as the evictions so far left it (``victims.victim_blocked``); preempt: always."""
+    def may_take(self, c: Candidate) -> bool:
+        """Safe preemption's PDB rule (``safety.pdb_over``) on the plan's evictions so far with ``c``."""
         if self.ctx.safety.pdb:
             snap = self.ctx.snapshot
-            if pdb_over(self.ctx.safety, snap, [*(snap.pods[k] for k in self.state.evicted),
-                                                *(c.pod for c in unit)]) is not None:
+            if pdb_over(self.ctx.safety, snap, [*(snap.pods[k] for k in self.state.evicted), c.pod]) is not None:
                 return False
-        if rules.reason != "reclaim":
-            return True
-        qs = self.state.queues
-        alloc = {c.queue: dict(qs.allocated[c.queue]) for c in unit}
-        for c in unit:
-            if victim_blocked(c.queue, alloc[c.queue], c.pod.requests, qs.deserved[c.queue], qs.listed[c.queue],
-                              qs.guarantee[c.queue]) is not None:
-                return False
-            for r, x in c.pod.requests.items():
-                alloc[c.queue][r] = alloc[c.queue].get(r, 0) - x
         return True
 
-    def reclaimees(self, pod: Pod, node: str, victims: list[Candidate], rules: Rules) -> list[Candidate]:
-        """The capacity plugin's ReclaimableFn on one node for one reclaimer pod: the candidates that
-        request a resource the pod requests, in victim order, each kept when ``victim_blocked`` passes
-        with the ones kept before it subtracted from its queue. The first refusal on the node (of these,
-        or of the node's pods refused when the action started) is kept in ``block_note``."""
-        need = dims(pod.requests)
-        qs = self.state.queues
-        alloc: dict[str, dict[str, int]] = {}
-        out: list[Candidate] = []
-        notes = [rules.blocked[c.key] for c in self.cat.by_node.get(node, []) if c.key in rules.blocked
-                 and c.key not in self.state.evicted and dims(c.pod.requests) & need]
-        for c in victims:
-            if not dims(c.pod.requests) & need:
-                continue
-            a = alloc.setdefault(c.queue, dict(qs.allocated[c.queue]))
-            why = victim_blocked(c.queue, a, c.pod.requests, qs.deserved[c.queue], qs.listed[c.queue],
-                                 qs.guarantee[c.queue])
-            if why is None:
-                out.append(c)
-                for r, x in c.pod.requests.items():
-                    a[r] = a.get(r, 0) - x
-            else:
-                notes.append(why)
-        if notes and self.block_note is None:
-            self.block_note = f"on {node}: {notes[0]}"
+    @property
+    def total(self) -> dict[str, int]:
+        """The cluster's allocatable, summed over its nodes (drf's total)."""
+        if self._total is None:
+            tot: dict[str, int] = defaultdict(int)
+            for node in self.ctx.snapshot.nodes.values():
+                for r, x in node.allocatable.items():
+                    tot[r] += x
+            self._total = dict(tot)
+        return self._total
+
+    def group_allocated(self, group: str) -> dict[str, int]:
+        """A victim PodGroup's allocation now: its occupying pods not evicted."""
+        out: dict[str, int] = defaultdict(int)
+        pods = self.ctx.snapshot.pods
+        for k in self.cat.groups[group].occupying:
+            if k not in self.state.evicted:
+                for r, x in pods[k].requests.items():
+                    out[r] += x
         return out
+
+    def job_allocated(self, job: VCJob, pod: Pod, stmt: Statement) -> dict[str, int]:
+        """The preemptor job's allocation with ``pod`` added: its running pods, the pods this turn placed."""
+        out: dict[str, int] = defaultdict(int)
+        held = self.ctx.held.get(job.key, {})
+        mine = [self.ctx.pods[job.key][t][i] for t, idx in held.items() for i in idx]
+        mine += [p for p, _n, _q, g in stmt.ops if g is None]
+        for p in [*mine, pod]:
+            for r, x in p.requests.items():
+                out[r] += x
+        return out
+
+    def tier_victims(self, pod: Pod, node: str, job: VCJob, stmt: Statement, rules: Rules) -> list[Candidate]:
+        """Volcano's plugin tiers on one node for one preemptor pod (``tiers.node_victims``), in victim
+        order. Reclaim: the capacity plugin's first refusal is kept in ``block_note``."""
+        pods = [c for c in self.cat.by_node.get(node, []) if c.key in rules.eligible
+                and c.key not in self.state.evicted]
+        if not pods:
+            return []
+        st, cat, qs = self.state, self.cat, self.state.queues
+        refused: list[str] = []
+        victims, _tier = node_victims(
+            rules.reason, pods, preemptor_priority=self.ctx.priority[job.key],
+            ready=lambda g: cat.groups[g].ready - st.taken[g], min_member=lambda g: cat.groups[g].min_member,
+            preemptor_allocated=self.job_allocated(job, pod, stmt) if rules.reason == "preempt" else {},
+            job_allocated=self.group_allocated, total=self.total, need=dims(pod.requests), allocated=qs.allocated,
+            deserved=qs.deserved, listed=qs.listed, guarantee=qs.guarantee, refused=refused)
+        if not victims and refused and self.block_note is None:
+            self.block_note = f"on {node}: {refused[0]}"
+        return victims
 
     def fits(self, pod: Pod, node: str, queue: str) -> bool:
         cap, queues = self.state.cap, self.state.queues
@@ -453,7 +455,7 @@ class Greedy:
         node, why = self.best_node(pod, nodes, job.queue)
         if node is None and task not in self.ctx.never[job.key]:
             self.block_note = None
-            node = self.evict_for(pod, nodes, job.queue, stmt, rules)
+            node = self.evict_for(pod, nodes, job, stmt, rules)
             if node is None and self.block_note is not None:
                 why = self.block_note  # the true cause: what the capacity plugin refused
         return node, why
@@ -490,24 +492,20 @@ class Greedy:
         scores = {n: self.score(pod, n, req_key) for n in ok}
         return sorted(ok, key=lambda n: (-scores[n], n))
 
-    def evict_for(self, pod: Pod, nodes: list[str], queue: str, stmt: Statement, rules: Rules) -> str | None:
+    def evict_for(self, pod: Pod, nodes: list[str], job: VCJob, stmt: Statement, rules: Rules) -> str | None:
+        """Volcano's preempt and reclaim for one pod: nodes in ``preempt_order``; on each, the victims the
+        tiers allow (``tier_victims``), when they together would make room (``could_fit``), evicted one by
+        one in victim order until the pod fits ("just enough"); else the next node."""
         for n in self.preempt_order(pod, nodes):
-            victims = [c for c in self.cat.by_node.get(n, []) if c.key in rules.eligible
-                       and c.key not in self.state.evicted]
-            if rules.reason == "reclaim":
-                victims = self.reclaimees(pod, n, victims, rules)
+            victims = self.tier_victims(pod, n, job, stmt, rules)
             if not victims or not self.could_fit(pod, n, victims):
                 continue
             mark = stmt.mark()
             for c in victims:
-                if c.key in self.state.evicted:
-                    continue  # gone with its whole PodGroup
-                unit = self.unit(c, rules)
-                if unit is None or not self.may_take(unit, rules):
+                if not self.may_take(c):
                     continue
-                for u in unit:
-                    stmt.evict(u.pod, u.node, u.queue, u.group)
-                if self.fits(pod, n, queue):
+                stmt.evict(c.pod, c.node, c.queue, c.group)
+                if self.fits(pod, n, job.queue):
                     return n
             stmt.rollback(mark)
         return None

@@ -26,21 +26,19 @@ from optplan.solvers.placement.jobs import (
     gang_shortfall,
     held_indices,
     held_pods,
-    job_needs,
     job_pods,
     job_priority,
     shield,
 )
-from optplan.solvers.placement.safety import OFF, approval_reason, evict_blocks, pdb_over
+from optplan.solvers.placement.safety import OFF, approval_reason, evict_blocks, graded_blocks, pdb_over, pdb_refused
+from optplan.solvers.placement.tiers import node_victims, preemptee_refused
 from optplan.solvers.placement.victims import (
     Candidate,
     Catalogue,
     action_refused,
     dims,
     never_tasks,
-    reclaim_order,
     reclaimer_blocked,
-    statically_allowed,
 )
 from optplan.solvers.quota.queues import QueueAccount, account_queues, unheld_deserved
 
@@ -181,15 +179,18 @@ def _safety_violations(snap: Snapshot, jobs: Mapping[str, VCJob], plan: Placemen
 def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalogue, tree: QueueTree,
                        accounts: dict[str, QueueAccount], allocated: dict[str, dict[str, int]],
                        taken: Counter[str], evicted: set[str], safety: SafePreemption) -> list[str]:
-    """The victims of one job against the rules (``victims``): allowed pods, the action's queue rules,
-    the gang of every victim PodGroup over the plan so far, the victims' nodes, and the capacity
-    plugin's reclaim rules (``reclaimer_blocked`` per pod, ``reclaim_order`` per victim queue). Updates ``taken``
-    and ``evicted``; the caller frees the victims' capacity and allocations."""
+    """The victims of one job against the rules (``victims``, ``tiers``): pods that may be victims, of the
+    action's queues, on nodes where the job places a pod, each one allowed by Volcano's plugin tiers
+    (``tiers.node_victims``) when it goes: the nodes in the order the job's pods land on them, a node's
+    victims in victim order, the state as the evictions so far left it. Lenient where Volcano's order is
+    random or the plan does not say: the victim is put first among the node's pods (the gang and drf
+    plugins see the node's pods in Go map order), and drf's preemptor share is the job's with its first
+    pod on the node. Also the capacity plugin's PreemptiveFn per reclaiming pod (``reclaimer_blocked``).
+    Updates ``taken`` and ``evicted``; the caller frees the victims' capacity and allocations."""
     out: list[str] = []
     who = f"job {jp.key}"
     if {b.task for b in jp.bindings} <= never_tasks(snap, job):
         out.append(f"{who}: the PriorityClass of every task it places has preemptionPolicy Never but it evicts pods")
-    needs = job_needs(job)
     priority = job_priority(job, snap)
     before = {q: dict(a) for q, a in allocated.items()}
     reasons = {v.reason for v in jp.victims}
@@ -197,14 +198,26 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
         out.append(f"{who}: victims of both preempt and reclaim (one action places a job)")
     pods = job_pods(job)
     bound = [(b, pods[b.task][b.index]) for b in jp.bindings if b.task in pods and 0 <= b.index < len(pods[b.task])]
-    on_node: dict[str, frozenset[str]] = defaultdict(frozenset)  # node -> what the job's pods there request
-    for b, p in bound:
-        on_node[b.node] |= dims(p.requests)
     if "reclaim" in reasons:
         out.extend(_reclaimer_violations(snap, job, jp, bound, before[job.queue], accounts[job.queue]))
-    mine_taken: Counter[str] = Counter()
-    reclaimed: dict[str, list[tuple[str, Resources]]] = defaultdict(list)
-    """Victim queue -> the pods this job reclaims from it."""
+    first: dict[str, int] = {}  # node -> the position of the job's first pod there
+    for i, (b, _p) in enumerate(bound):
+        first.setdefault(b.node, i)
+    held = [p for ps in held_pods(job, snap).values() for p in ps.values() if p.occupying]
+    queue_alloc = {q: dict(a) for q, a in allocated.items()}
+    total: dict[str, int] = defaultdict(int)
+    for node in snap.nodes.values():
+        for r, x in node.allocatable.items():
+            total[r] += x
+
+    def group_alloc(g: str) -> dict[str, int]:
+        a: dict[str, int] = defaultdict(int)
+        for k in cat.groups[g].occupying:
+            if k not in evicted:
+                for r, x in snap.pods[k].requests.items():
+                    a[r] += x
+        return a
+
     checked: list[tuple[Victim, Candidate]] = []
     for v in jp.victims:
         key = f"{v.namespace}/{v.name}"
@@ -213,7 +226,7 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
         if pod is None:
             out.append(f"{where}: no such pod")
             continue
-        if key in evicted:
+        if key in evicted or any(key == c.key for _v, c in checked):
             out.append(f"{where}: evicted twice")
             continue
         c = cat.candidates.get(key)
@@ -223,42 +236,49 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
             continue
         if v.node != c.node:
             out.append(f"{where}: runs on {c.node}, not {v.node}")
-        why2 = action_refused(job, v.reason) or statically_allowed(c, v.reason, job.queue, priority,
-                                                                   accounts[c.queue].reclaimable, needs, snap=snap,
-                                                                   safety=safety)
+        why2 = (action_refused(job, v.reason)
+                or preemptee_refused(c, v.reason, job.queue, accounts[c.queue].reclaimable)
+                or _safety_refused(snap, c, v.reason, priority, safety))
         if why2 is not None:
             out.append(f"{where} ({v.reason}): {why2}")
-        evicted.add(key)
-        taken[c.group] += 1
-        mine_taken[c.group] += 1
+        if c.node not in first:
+            out.append(f"{where}: on node {c.node}, where the job places no pod")
         checked.append((v, c))
-        if v.reason == "reclaim":
-            reclaimed[c.queue].append((key, c.pod.requests))
-    for gk in sorted(mine_taken):
-        g = cat.groups[gk]
-        if taken[gk] > g.slack and not all(k in evicted for k in g.occupying):
-            out.append(f"{who}: takes {taken[gk]} pods of PodGroup {gk} (ready {g.ready}, minMember "
-                       f"{g.min_member}) without taking all of it")
-    for v, c in checked:  # victims come from the nodes the job's pods are tried on, unless the gang goes whole
+    for v, c in sorted(checked, key=lambda vc: (first.get(vc[1].node, len(bound)), vc[1].order_key())):
         where = f"{who} victim {c.key}"
-        if c.node in on_node:
-            if v.reason == "reclaim" and not dims(c.pod.requests) & on_node[c.node]:
-                out.append(f"{where} (reclaim): requests no resource the job's pods on {c.node} request")
-        else:
-            group = cat.groups[c.group]
-            whole = all(k in evicted for k in group.occupying)
-            here = any(cat.candidates[k].node in on_node for k in group.occupying if k in cat.candidates)
-            if not (whole and here):
-                out.append(f"{where}: on node {c.node}, where the job places no pod (and PodGroup {c.group} is "
-                           f"not taken whole from a node it places on)")
-    for q in sorted(reclaimed):
-        acc = accounts[q]
-        order, why = reclaim_order(q, before[q], reclaimed[q], acc.effective_deserved, acc.deserved_listed,
-                                   acc.guarantee)
-        if order is None:
-            out.append(f"{who}: reclaims pods of queue {q} the capacity plugin would not let go in any order "
-                       f"({why})")
+        at = first.get(c.node)
+        if at is not None:
+            mine: dict[str, int] = defaultdict(int)
+            for p in [*held, *(p for _b, p in bound[:at + 1])]:
+                for r, x in p.requests.items():
+                    mine[r] += x
+            preemptees = [x for x in cat.by_node.get(c.node, []) if x.key not in evicted and x.key != c.key
+                          and preemptee_refused(x, v.reason, job.queue, accounts[x.queue].reclaimable) is None]
+            allowed, _tier = node_victims(
+                v.reason, [c, *preemptees], preemptor_priority=priority,
+                ready=lambda g: cat.groups[g].ready - taken[g], min_member=lambda g: cat.groups[g].min_member,
+                preemptor_allocated=mine, job_allocated=group_alloc, total=total,
+                need=dims(bound[at][1].requests), allocated=queue_alloc,
+                deserved={q: a.effective_deserved for q, a in accounts.items()},
+                listed={q: a.deserved_listed for q, a in accounts.items()},
+                guarantee={q: a.guarantee for q, a in accounts.items()})
+            if c.key not in {x.key for x in allowed}:
+                out.append(f"{where} ({v.reason}): Volcano's plugin tiers do not offer it on {c.node} "
+                           f"(PodGroup {c.group}: ready {cat.groups[c.group].ready - taken[c.group]}, "
+                           f"minMember {cat.groups[c.group].min_member})")
+        evicted.add(c.key)
+        taken[c.group] += 1
+        for r, x in c.pod.requests.items():
+            queue_alloc[c.queue][r] = queue_alloc[c.queue].get(r, 0) - x
     return out
+
+
+def _safety_refused(snap: Snapshot, c: Candidate, reason: str, priority: int, safety: SafePreemption) -> str | None:
+    """Safe preemption's static rules for the pod (a pod under several PDBs; graded preemption)."""
+    if not safety.on:
+        return None
+    return pdb_refused(safety, snap, c.pod) or (graded_blocks(safety, priority, c.job_priority)
+                                                if reason == "preempt" else None)
 
 
 def _reclaimer_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, bound: list[tuple[Binding, Pod]],
