@@ -10,9 +10,11 @@ each case of ``tests.realcluster.vcdiff.generate(seed, i)``: creates it with vc-
 ``optplan snapshot`` of it, plans it with ``optplan place --solver greedy`` and ``auto`` (the binpack
 weights of hack/cluster/volcano-scheduler.conf), starts vc-scheduler, waits until nothing changes and
 compares (``vcdiff.compare``): admitted job sets, preempt and reclaim victim sets, the HyperNode of each
-topology job both admitted, per pod the node. Prints agreement per action and solver, and every
-disagreement with the case's seed and index (``--only I`` reruns one case; ``--repeat K`` runs each case
-K times, to tell Volcano's nondeterminism from a rule).
+topology job both admitted, how many more pods each partly running gang gets, per pod the node.
+``--parallel N`` runs N clusters at once (about 1 GiB each), the cases shared round-robin; each case's
+documents (``NS.case.json``), snapshot and what Volcano did stay in ``--dir`` for ``--replan``. Prints
+agreement per action and solver, and every disagreement with the case's seed and index (``--only I``
+reruns one case; ``--repeat K`` runs each case K times, to tell Volcano's nondeterminism from a rule).
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ def summarise(verdicts: list[Verdict]) -> dict[str, Any]:
         out[action] = (sum(vals), len(vals))
     topo = [t for v in verdicts if not v.error for t in v.topology]
     out["topology"] = (sum(topo), len(topo))
+    part = [t for v in verdicts if not v.error for t in v.partial]
+    out["partial"] = (sum(part), len(part))
     out["nodes"] = (sum(v.nodes[0] for v in verdicts), sum(v.nodes[1] for v in verdicts))
     out["fewer"] = sum(v.fewer for v in verdicts)
     out["errors"] = sum(bool(v.error) for v in verdicts)
@@ -138,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster.stop()
     print("\n| action | " + " | ".join(solvers) + " |\n|---|" + "---|" * len(solvers))
     sums = {s: summarise(verdicts[s]) for s in solvers}
-    for action in ("allocate", "preempt", "reclaim", "topology", "nodes"):
+    for action in ("allocate", "preempt", "reclaim", "topology", "partial", "nodes"):
         print(f"| {action} | " + " | ".join(pct(*sums[s][action]) for s in solvers) + " |")
     print("| fewer jobs than Volcano | " + " | ".join(str(sums[s]["fewer"]) for s in solvers) + " |")
     print("| errors | " + " | ".join(str(sums[s]["errors"]) for s in solvers) + " |")
@@ -200,9 +204,11 @@ def _record(seed: int, i: int, r: int, case: Case, obs: Observed, solvers: tuple
         v = compare(case, obs, s)
         verdicts[s].append(v)
         rec[s] = {"allocate": v.allocate, "preempt": v.preempt, "reclaim": v.reclaim, "topology": v.topology,
+                  "partial": v.partial,
                   "nodes": v.nodes, "fewer": v.fewer, "error": v.error, "details": v.details}
         bad = [a for a in ("allocate", "preempt", "reclaim") if getattr(v, a) is False]
         bad += ["topology"] if False in v.topology else []
+        bad += ["partial"] if False in v.partial else []
         state = "ok" if not bad else "DIFF " + ",".join(bad)
         line.append(f"{s}: " + ("ERROR " + v.error[:160] if v.error else state))
         if bad:
@@ -214,10 +220,12 @@ def _record(seed: int, i: int, r: int, case: Case, obs: Observed, solvers: tuple
 def _renamed(case: Case, ns: str) -> Case:
     """The same case under another namespace and prefix (every name in it is derived from the namespace)."""
     d = {"nodes": case.nodes, "hypernodes": case.hypernodes, "queues": case.queues, "running": case.running,
-         "pending": case.pending, "members": {k: [t, sorted(m)] for k, (t, m) in case.members.items()}}
+         "pending": case.pending, "members": {k: [t, sorted(m)] for k, (t, m) in case.members.items()},
+         "partial": case.partial}
     d = json.loads(json.dumps(d).replace(case.ns, ns))
     return Case(case.seed, case.index, ns, d["nodes"], d["hypernodes"], d["queues"], d["running"], d["pending"],
-                {k: (t, frozenset(m)) for k, (t, m) in d["members"].items()}, case.kinds)
+                {k: (t, frozenset(m)) for k, (t, m) in d["members"].items()}, case.kinds,
+                {k: [(p, n) for p, n in v] for k, v in d["partial"].items()})
 
 
 if __name__ == "__main__":

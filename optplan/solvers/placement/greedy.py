@@ -443,21 +443,23 @@ class Greedy:
 
     def try_with_victims(self, job: VCJob, task: str, pod: Pod, nodes: list[str], stmt: Statement,
                          rules: Rules) -> tuple[str | None, str]:
-        """One pod of a preempting or reclaiming dry run: the capacity plugin's PreemptiveFn (reclaim),
-        then the best node as in allocate, else evictions (``evict_for``; a task whose PriorityClass says
-        preemptionPolicy Never evicts nothing). The node (None: none) and why not, or the last why."""
+        """One pod of a preempting or reclaiming dry run: the capacity plugin's PreemptiveFn (reclaim), then
+        Volcano's node walk (``evict_for``: a node with room takes the pod without evictions when the walk
+        reaches it); a task whose PriorityClass says preemptionPolicy Never evicts nothing and takes the
+        best node as in allocate. The node (None: none) and why not."""
         if rules.reason == "reclaim":  # the PreemptiveFn, for every pod the action tries
             qs = self.state.queues
             blocked = reclaimer_blocked(job.queue, qs.allocated[job.queue], pod.requests, qs.deserved[job.queue],
                                         qs.real[job.queue])
             if blocked is not None:
                 return None, blocked
-        node, why = self.best_node(pod, nodes, job.queue)
-        if node is None and task not in self.ctx.never[job.key]:
-            self.block_note = None
-            node = self.evict_for(pod, nodes, job, stmt, rules)
-            if node is None and self.block_note is not None:
-                why = self.block_note  # the true cause: what the capacity plugin refused
+        if task in self.ctx.never[job.key]:
+            return self.best_node(pod, nodes, job.queue)
+        self.block_note = None
+        node = self.evict_for(pod, nodes, job, stmt, rules)
+        why = ""
+        if node is None:
+            why = self.block_note or self.best_node(pod, nodes, job.queue)[1]  # the capacity plugin's refusal first
         return node, why
 
     def score(self, pod: Pod, node: str, req_key: tuple[tuple[str, int], ...] | None = None) -> Fraction:
@@ -493,20 +495,27 @@ class Greedy:
         return sorted(ok, key=lambda n: (-scores[n], n))
 
     def evict_for(self, pod: Pod, nodes: list[str], job: VCJob, stmt: Statement, rules: Rules) -> str | None:
-        """Volcano's preempt and reclaim for one pod: nodes in ``preempt_order``; on each, the victims the
-        tiers allow (``tier_victims``), when they together would make room (``could_fit``), evicted one by
-        one in victim order until the pod fits ("just enough"); else the next node."""
+        """Volcano's preempt and reclaim for one pod (``actions/preempt``, ``actions/reclaim``): the nodes in
+        ``preempt_order``; reclaim passes over a node without a pod of another reclaimable queue (even one
+        with room); on each node the victims the tiers allow (``tier_victims``, maybe none), when they and
+        the node's room together fit the pod (``could_fit``), go one by one in victim order until the pod
+        fits ("just enough", none when it fits already); else the next node."""
         for n in self.preempt_order(pod, nodes):
-            victims = self.tier_victims(pod, n, job, stmt, rules)
-            if not victims or not self.could_fit(pod, n, victims):
+            present = any(c.key in rules.eligible and c.key not in self.state.evicted
+                          for c in self.cat.by_node.get(n, []))
+            if rules.reason == "reclaim" and not present:
+                continue
+            victims = self.tier_victims(pod, n, job, stmt, rules) if present else []
+            if not self.could_fit(pod, n, victims):
                 continue
             mark = stmt.mark()
             for c in victims:
-                if not self.may_take(c):
-                    continue
-                stmt.evict(c.pod, c.node, c.queue, c.group)
                 if self.fits(pod, n, job.queue):
-                    return n
+                    break
+                if self.may_take(c):
+                    stmt.evict(c.pod, c.node, c.queue, c.group)
+            if self.fits(pod, n, job.queue):
+                return n
             stmt.rollback(mark)
         return None
 
