@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import io
 import json
+import signal
 import sys
 import tempfile
 import time
@@ -91,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
                          "cases shared round-robin")
     ap.add_argument("--shard", default="", help=argparse.SUPPRESS)  # K/N: this worker's share (--parallel)
     args = ap.parse_args(argv)
+    # a background run ignores SIGINT: SIGTERM ends it through the finally blocks (the cluster stopped)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.parallel > 1 and not args.replan:
         return _parallel(args, argv if argv is not None else sys.argv[1:])
     solvers = tuple(s for s in args.solvers.split(",") if s)
@@ -179,7 +182,14 @@ def _parallel(args: argparse.Namespace, argv: list[str]) -> int:
             extra += ["--json", str(args.json.with_suffix(f".{k}{args.json.suffix}"))]
         procs.append(subprocess.Popen([sys.executable, str(Path(__file__).resolve()), *rest, *extra]))
         time.sleep(5)  # the control planes' start-ups, not both at once
-    return max(p.wait() for p in procs)
+    try:
+        return max(p.wait() for p in procs)
+    finally:
+        for p in procs:  # ended early (SIGTERM): the workers stop their clusters
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            p.wait()
 
 
 def place_here(snapshot: Path, solver: str) -> dict[str, Any]:
