@@ -186,6 +186,8 @@ class Context:
     """job key -> its tasks whose PriorityClass says preemptionPolicy Never (``victims.never_tasks``)."""
     safety: SafePreemption = OFF
     """Safe preemption's rules (``safety``), off by default."""
+    tiers: bool = False
+    """Victims as Volcano's plugin tiers choose them (``tiers``), else by the joint rules (``victims``)."""
     turns: list[str] = field(default_factory=list)
     """Job keys in the order the greedy's allocate gave them their first turn (``greedy_place`` fills it):
     Volcano's order with the queues interleaved, which ``order_weights`` follows."""
@@ -195,7 +197,7 @@ class Context:
     def build(cls, snap: Snapshot, jobs: Sequence[VCJob], weights: BinpackWeights,
               now: datetime | None = None, *, accounts: dict[str, QueueAccount] | None = None,
               capacity: Capacity | None = None, predicates: Predicates | None = None,
-              safety: SafePreemption = OFF) -> Context:
+              safety: SafePreemption = OFF, tiers: bool = False) -> Context:
         """The context of placing ``jobs`` on ``snap``.  ``accounts``, ``capacity`` and ``predicates``:
         the snapshot's own (``account_queues``, ``Capacity``, ``Predicates``; never changed by a
         context), given when several contexts of one snapshot are built (``pending.pending_gangs``);
@@ -221,7 +223,8 @@ class Context:
                    regions={j.key: job_regions(j, snap, nodes[j.key]) for j in ordered},
                    now=now or datetime.now(UTC), unfit=unfit,
                    held={k: {t: frozenset(ps) for t, ps in by_task.items()} for k, by_task in running.items()},
-                   held_nodes=nodes, never={j.key: never_tasks(snap, j) for j in ordered}, safety=safety)
+                   held_nodes=nodes, never={j.key: never_tasks(snap, j) for j in ordered}, safety=safety,
+                   tiers=tiers)
 
     def held_count(self, job: str) -> Counter[str]:
         """Task -> its pods already running."""

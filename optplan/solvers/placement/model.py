@@ -63,11 +63,6 @@ def plan_key(ctx: Context, plan: PlacementPlan) -> PlanKey:
     return PlanKey(-admitted, ctx.victim_cost(plan), tiers, -extras, len(receiving - occupied), -binpack, -order)
 
 
-WHOLE_GANGS = False
-"""Whether a job may take a victim PodGroup whole (beyond ready − minMember). Off: Volcano's gang plugin
-never offers a pod that takes its gang below minMember, and when the first tier offers nothing the later
-tier (drf, capacity) decides with rules this model does not hold (``tiers``); the model stays inside
-what the first tier allows."""
 EXACT_ORDER_JOBS = 60
 """Up to this many jobs the order weights are powers of two (an earlier job outweighs all later ones)."""
 
@@ -152,8 +147,8 @@ class VictimData:
             per_node: dict[str, int] = defaultdict(int)
             for k in ks:
                 per_node[self.classes[k].node] += self.classes[k].size
-            if not WHOLE_GANGS:
-                continue
+            if data.ctx.tiers:  # Volcano's gang plugin never offers a pod below minMember; the later tiers
+                continue  # (drf, capacity) decide by rules this model does not hold: it stays in the first
             mine = set(ks)
             users = {j for (j, k) in static if k in mine}
             if sum(replicas[j] for j in users) * max(per_node.values()) <= cat.groups[g].slack:
