@@ -5,12 +5,13 @@ Who may be a victim and the capacity plugin's rules are ``victims``."""
 from __future__ import annotations
 
 import logging
+from collections import Counter
 
 from optplan.models.placement import JobPlacement, PlacementPlan, Victim
 from optplan.models.queues import VCJob
 from optplan.solvers.placement.context import Context, State, Statement, replay
 from optplan.solvers.placement.greedy import Greedy, VictimChoice
-from optplan.solvers.placement.jobs import gang_order, job_needs
+from optplan.solvers.placement.jobs import gang_order, gang_shortfall, job_needs
 from optplan.solvers.placement.safety import evict_blocks, graded_blocks, pdb_refused
 from optplan.solvers.placement.tiers import preemptee_refused
 from optplan.solvers.placement.victims import (
@@ -75,7 +76,11 @@ def job_rules(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: Re
 def _tier_rules(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: Reason,
                 needs: frozenset[str]) -> tuple[Rules | None, str]:
     """``job_rules`` under Volcano's plugin tiers (``tiers``): every pod the action hands to the plugins
-    (``tiers.preemptee_refused``); none when no tier could offer one at the action's start."""
+    (``tiers.preemptee_refused``); none when no tier could offer one at the action's start, and none for
+    a job whose running pods already make its gang ready (the actions take only starving jobs: ready +
+    pipelined < minAvailable; its other pods wait for allocate)."""
+    if gang_shortfall(job, Counter(), ctx.held_count(job.key)) is None:
+        return None, "its running pods make the gang ready: Volcano evicts only for a starving job"
     qs = state.queues
     priority = ctx.priority[job.key]
     static = {k: c for k, c in cat.candidates.items() if k not in state.evicted
