@@ -3,12 +3,14 @@
 Example::
 
     python benchmarks/volcano_diff.py --clusters 20 --seed 1            # a table on stdout
-    python benchmarks/volcano_diff.py --clusters 300 --seed 1 --json out.json --keep-going
+    python benchmarks/volcano_diff.py --clusters 300 --seed 1 --dir D --parallel 3 --solvers ""  # record
+    python benchmarks/volcano_diff.py --clusters 300 --seed 1 --dir D --replan --json out.json   # plan, compare
 
 Starts one real cluster (tests/realcluster/cluster.py; the binaries of hack/cluster/build.sh), then for
 each case of ``tests.realcluster.vcdiff.generate(seed, i)``: creates it with vc-scheduler stopped, takes
-``optplan snapshot`` of it, plans it with ``optplan place --solver greedy`` and ``auto`` (the binpack
-weights of hack/cluster/volcano-scheduler.conf), starts vc-scheduler, waits until nothing changes and
+``optplan snapshot`` of it, plans it with ``optplan place --solver greedy`` and ``auto`` (``--victim-tiers``,
+the binpack weights of hack/cluster/volcano-scheduler.conf; ``--solvers ""``: later, ``--replan``),
+starts vc-scheduler, waits until nothing changes and
 compares (``vcdiff.compare``): admitted job sets, preempt and reclaim victim sets, the HyperNode of each
 topology job both admitted, how many more pods each partly running gang gets, per pod the node.
 ``--parallel N`` runs N clusters at once (about 1 GiB each), the cases shared round-robin; each case's
