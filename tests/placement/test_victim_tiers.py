@@ -231,3 +231,43 @@ def test_candidates_come_in_victim_order() -> None:
             *running("b", "q", [("n0", 2)], "low", 1)]
     assert [c.group for c in catalogue(objs).by_node["n0"]] == ["default/b", "default/a"]
     assert all(isinstance(c, Candidate) for c in catalogue(objs).by_node["n0"])
+
+
+def running_vcjob(name: str, queue_name: str, replicas: int, gpu: int, on: dict[int, str], min_available: int,
+                  pc: str) -> list[dict[str, Any]]:
+    """A running VCJob: its PodGroup (minMember ``min_available``) and the pods of the replicas in ``on``."""
+    job = vcjob(name, queue_name, [job_task("worker", replicas, gpu)], min_available=min_available,
+                priority_class_name=pc)
+    job["status"] = {"state": {"phase": "Running"}}
+    pg = podgroup_in(queue_name, f"{name}-pg", min_available)
+    pg["metadata"]["ownerReferences"] = [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": name,
+                                          "uid": f"uid-{name}", "controller": True}]
+    pg["spec"]["priorityClassName"] = pc
+    objs = [job, pg]
+    for i, n in on.items():
+        p = pod(f"{name}-worker-{i}", n, gpu, group=f"{name}-pg")
+        p["status"]["startTime"] = "2025-06-01T10:00:00Z"
+        objs.append(p)
+    return objs
+
+
+STARVING = [  # a partly running gang (3 replicas of 4 GPUs) fills n0; n1 is full of a low-priority gang
+    ("ready with its running pods: no victims (Volcano evicts only for a starving job)", {0: "n0", 1: "n0"}, 2,
+     False, []),
+    ("starving (1 running, minAvailable 2): it preempts for the pod it lacks", {0: "n0"}, 2, True, ["v-0"]),
+]
+
+
+@pytest.mark.parametrize(("what", "on", "min_available", "admitted", "victims"), STARVING,
+                         ids=[s[0] for s in STARVING])
+def test_only_a_starving_gang_evicts(what: str, on: dict[int, str], min_available: int, admitted: bool,
+                                     victims: list[str]) -> None:
+    filler = [pod("busy", "n0", 4, group=None)] if len(on) == 1 else []
+    objs = [*CLASSES, node("n0", 8), node("n1", 8), queue("q"), *filler,
+            *running("v", "q", [("n1", 4), ("n1", 4)], "low", 0),
+            *running_vcjob("j", "q", 3, 4, on, min_available, "high")]
+    snap = load_objects(objs).snapshot
+    plan = plan_placement(snap, list(snap.jobs.values()), "greedy", OPTS, now=NOW, tiers=True)
+    jp = next(j for j in plan.jobs if j.key == "default/j")
+    assert sorted(v.name for v in jp.victims) == victims
+    assert bool(jp.bindings) == admitted
