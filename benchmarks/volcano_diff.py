@@ -3,16 +3,20 @@
 Example::
 
     python benchmarks/volcano_diff.py --clusters 20 --seed 1            # a table on stdout
-    python benchmarks/volcano_diff.py --clusters 300 --seed 1 --json out.json --keep-going
+    python benchmarks/volcano_diff.py --clusters 300 --seed 1 --dir D --parallel 3 --solvers ""  # record
+    python benchmarks/volcano_diff.py --clusters 300 --seed 1 --dir D --replan --json out.json   # plan, compare
 
 Starts one real cluster (tests/realcluster/cluster.py; the binaries of hack/cluster/build.sh), then for
 each case of ``tests.realcluster.vcdiff.generate(seed, i)``: creates it with vc-scheduler stopped, takes
-``optplan snapshot`` of it, plans it with ``optplan place --solver greedy`` and ``auto`` (the binpack
-weights of hack/cluster/volcano-scheduler.conf), starts vc-scheduler, waits until nothing changes and
+``optplan snapshot`` of it, plans it with ``optplan place --solver greedy`` and ``auto`` (``--victim-tiers``,
+the binpack weights of hack/cluster/volcano-scheduler.conf; ``--solvers ""``: later, ``--replan``),
+starts vc-scheduler, waits until nothing changes and
 compares (``vcdiff.compare``): admitted job sets, preempt and reclaim victim sets, the HyperNode of each
-topology job both admitted, per pod the node. Prints agreement per action and solver, and every
-disagreement with the case's seed and index (``--only I`` reruns one case; ``--repeat K`` runs each case
-K times, to tell Volcano's nondeterminism from a rule).
+topology job both admitted, how many more pods each partly running gang gets, per pod the node.
+``--parallel N`` runs N clusters at once (about 1 GiB each), the cases shared round-robin; each case's
+documents (``NS.case.json``), snapshot and what Volcano did stay in ``--dir`` for ``--replan``. Prints
+agreement per action and solver, and every disagreement with the case's seed and index (``--only I``
+reruns one case; ``--repeat K`` runs each case K times, to tell Volcano's nondeterminism from a rule).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import argparse
 import contextlib
 import io
 import json
+import signal
 import sys
 import tempfile
 import time
@@ -40,8 +45,10 @@ from tests.realcluster.vcdiff import (  # noqa: E402
     compare,
     generate,
     load,
+    load_case,
     priority_classes,
     run_case,
+    save_case,
 )
 
 SOLVERS = ("greedy", "auto")
@@ -55,6 +62,8 @@ def summarise(verdicts: list[Verdict]) -> dict[str, Any]:
         out[action] = (sum(vals), len(vals))
     topo = [t for v in verdicts if not v.error for t in v.topology]
     out["topology"] = (sum(topo), len(topo))
+    part = [t for v in verdicts if not v.error for t in v.partial]
+    out["partial"] = (sum(part), len(part))
     out["nodes"] = (sum(v.nodes[0] for v in verdicts), sum(v.nodes[1] for v in verdicts))
     out["fewer"] = sum(v.fewer for v in verdicts)
     out["errors"] = sum(bool(v.error) for v in verdicts)
@@ -78,8 +87,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replan", action="store_true",
                     help="no cluster: re-plan the snapshots --dir holds with this checkout's optplan and compare "
                          "them with what Volcano did then")
-    ap.add_argument("--solvers", default=",".join(SOLVERS))
+    ap.add_argument("--solvers", default=",".join(SOLVERS),
+                    help="solvers to plan with; empty: only record the clusters and Volcano (plan later, --replan)")
+    ap.add_argument("--parallel", type=int, default=1,
+                    help="run this many clusters at once (one control plane each, about 1 GiB apiece), the "
+                         "cases shared round-robin")
+    ap.add_argument("--shard", default="", help=argparse.SUPPRESS)  # K/N: this worker's share (--parallel)
     args = ap.parse_args(argv)
+    # a background run ignores SIGINT: SIGTERM ends it through the finally blocks (the cluster stopped)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.parallel > 1 and not args.replan:
+        return _parallel(args, argv if argv is not None else sys.argv[1:])
     solvers = tuple(s for s in args.solvers.split(",") if s)
     if args.replan and not args.dir:
         print("--replan needs --dir", file=sys.stderr)
@@ -93,11 +111,14 @@ def main(argv: list[str] | None = None) -> int:
         if absent:
             print(f"real-cluster binaries missing (hack/cluster/build.sh): {absent[0]}", file=sys.stderr)
             return 2
-        cluster = Cluster(work / "cluster")
+        cluster = Cluster(work / ("cluster" + (f"-{args.shard.split('/')[0]}" if args.shard else "")))
         cluster.start()
         cluster.apply(priority_classes())
         print(f"cluster up in {time.monotonic() - started:.0f} s ({work})", file=sys.stderr)
     indices = args.only or list(range(args.start, args.start + args.clusters))
+    if args.shard:
+        k, n = (int(x) for x in args.shard.split("/"))
+        indices = indices[k::n]
     verdicts: dict[str, list[Verdict]] = {s: [] for s in solvers}
     records: list[dict[str, Any]] = []
     try:
@@ -107,11 +128,14 @@ def main(argv: list[str] | None = None) -> int:
                 if args.repeat > 1:
                     case = _renamed(case, f"{case.ns}-x{r}")
                 if cluster is not None:
+                    save_case(case, work / f"{case.ns}.case.json")
                     obs = run_case(cluster, case, work, solvers=solvers, restart=False)
                 else:
                     saved = work / f"{case.ns}.volcano.json"
                     if not saved.exists():
                         continue
+                    if (work / f"{case.ns}.case.json").exists():  # the case as it was run (generator changes)
+                        case = load_case(work / f"{case.ns}.case.json")
                     obs = load(saved)
                     if not obs.snapshot_error:
                         obs.plans = {s: place_here(work / f"{case.ns}.yaml", s) for s in solvers}
@@ -123,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster.stop()
     print("\n| action | " + " | ".join(solvers) + " |\n|---|" + "---|" * len(solvers))
     sums = {s: summarise(verdicts[s]) for s in solvers}
-    for action in ("allocate", "preempt", "reclaim", "topology", "nodes"):
+    for action in ("allocate", "preempt", "reclaim", "topology", "partial", "nodes"):
         print(f"| {action} | " + " | ".join(pct(*sums[s][action]) for s in solvers) + " |")
     print("| fewer jobs than Volcano | " + " | ".join(str(sums[s]["fewer"]) for s in solvers) + " |")
     print("| errors | " + " | ".join(str(sums[s]["errors"]) for s in solvers) + " |")
@@ -131,6 +155,43 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps({"summary": sums, "cases": records}, indent=1), encoding="utf-8")
     return 0
+
+
+def _parallel(args: argparse.Namespace, argv: list[str]) -> int:
+    """``--parallel N``: N workers of this script, each with its own cluster and every N-th case, their
+    lines as they come; the JSON of each worker beside ``--json`` (``.K`` before the suffix)."""
+    import subprocess
+
+    rest: list[str] = []
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a in ("--parallel", "--json"):
+            skip = True
+            continue
+        if a.startswith(("--parallel=", "--json=")):
+            continue
+        rest.append(a)
+    work = args.dir or Path(tempfile.mkdtemp(prefix="volcano-diff-"))
+    if not args.dir:
+        rest += ["--dir", str(work)]
+    procs = []
+    for k in range(args.parallel):
+        extra = ["--shard", f"{k}/{args.parallel}"]
+        if args.json:
+            extra += ["--json", str(args.json.with_suffix(f".{k}{args.json.suffix}"))]
+        procs.append(subprocess.Popen([sys.executable, str(Path(__file__).resolve()), *rest, *extra]))
+        time.sleep(5)  # the control planes' start-ups, not both at once
+    try:
+        return max(p.wait() for p in procs)
+    finally:
+        for p in procs:  # ended early (SIGTERM): the workers stop their clusters
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            p.wait()
 
 
 def place_here(snapshot: Path, solver: str) -> dict[str, Any]:
@@ -155,9 +216,11 @@ def _record(seed: int, i: int, r: int, case: Case, obs: Observed, solvers: tuple
         v = compare(case, obs, s)
         verdicts[s].append(v)
         rec[s] = {"allocate": v.allocate, "preempt": v.preempt, "reclaim": v.reclaim, "topology": v.topology,
+                  "partial": v.partial,
                   "nodes": v.nodes, "fewer": v.fewer, "error": v.error, "details": v.details}
         bad = [a for a in ("allocate", "preempt", "reclaim") if getattr(v, a) is False]
         bad += ["topology"] if False in v.topology else []
+        bad += ["partial"] if False in v.partial else []
         state = "ok" if not bad else "DIFF " + ",".join(bad)
         line.append(f"{s}: " + ("ERROR " + v.error[:160] if v.error else state))
         if bad:
@@ -169,10 +232,12 @@ def _record(seed: int, i: int, r: int, case: Case, obs: Observed, solvers: tuple
 def _renamed(case: Case, ns: str) -> Case:
     """The same case under another namespace and prefix (every name in it is derived from the namespace)."""
     d = {"nodes": case.nodes, "hypernodes": case.hypernodes, "queues": case.queues, "running": case.running,
-         "pending": case.pending, "members": {k: [t, sorted(m)] for k, (t, m) in case.members.items()}}
+         "pending": case.pending, "members": {k: [t, sorted(m)] for k, (t, m) in case.members.items()},
+         "partial": case.partial}
     d = json.loads(json.dumps(d).replace(case.ns, ns))
     return Case(case.seed, case.index, ns, d["nodes"], d["hypernodes"], d["queues"], d["running"], d["pending"],
-                {k: (t, frozenset(m)) for k, (t, m) in d["members"].items()}, case.kinds)
+                {k: (t, frozenset(m)) for k, (t, m) in d["members"].items()}, case.kinds,
+                {k: [(p, n) for p, n in v] for k, v in d["partial"].items()})
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ Jobs are the ``--job`` files' VCJobs and the snapshot's VCJobs with pods to plac
 running with a replica that does not run);
 a ``--job`` VCJob replaces a snapshot VCJob of the same namespace/name. The planner is
 ``optplan.solvers.placement.place.place_jobs``; ``--now`` (RFC 3339) fixes the time victims
-are priced at (how long each has run), so that outputs are reproducible.
+are priced at (how long each has run), so that outputs are reproducible; ``--victim-tiers`` chooses
+victims as Volcano's plugin tiers do (``solvers/placement/tiers.py``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "per queue, grades Critical>High>Medium>Low two apart, approval above queue weight 50) or "
                         "a YAML/JSON file of them (pdb, cooldownSeconds, lastPreemption, levels, levelGap, "
                         "approvalWeight, approvalTimeoutSeconds); default: off, as Volcano")
+    p.add_argument("--victim-tiers", action="store_true",
+                   help="choose victims as Volcano's plugin tiers do (priority, gang, conformance, then drf for "
+                        "preempt or capacity for reclaim: a tier that offers victims decides), node by node, just "
+                        "enough; default: the joint rules (priority, gang and capacity together)")
     options.timings(p, "record solver.wallSeconds")
     options.output_format(p, ("yaml", "json", "table"), "yaml")
     options.verbose(p, "log progress to stderr")
@@ -80,7 +85,7 @@ def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
     try:
         plan = place_jobs(loaded.snapshot, jobs, solver=args.solver, time_limit=args.time_limit, workers=args.workers,
                      seed=args.seed, weights=args.binpack, now=args.now, deterministic=args.deterministic,
-                     safety=safety, scheduler=conf)
+                     safety=safety, scheduler=conf, tiers=args.victim_tiers)
     except InputError as e:  # the planner names the object and field; the files are known here
         if e.file is not None:
             raise

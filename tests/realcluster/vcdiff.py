@@ -7,7 +7,9 @@ Three parts, each usable alone:
   labelMatch; a queue tree under root, a tenant parent with team children, with guarantee, deserved,
   capability and reclaimable; the seed's PriorityClasses; running gangs, their pods bound by
   ``spec.nodeName`` with their PodGroups; pending VCJobs with minAvailable, a PriorityClass and sometimes a
-  hard or soft networkTopology). Pure: the same (seed, index) gives the same documents.
+  hard or soft networkTopology; in three cases of five one of them (hard-topology first) a partly
+  running gang, some pods bound before the scheduler starts, inside one rack under a hard topology).
+  Pure: the same (seed, index) gives the same documents; ``save_case``/``load_case`` keep a case as run.
 - ``run_case(cluster, case, workdir)``: with vc-scheduler stopped, creates the case (running gangs one
   second apart, pending VCJobs one second apart, so that Volcano's creation-time orders are not ties),
   puts the pending jobs' PodGroups ``Inqueue`` (so that Volcano's job controller creates every pod before
@@ -16,7 +18,8 @@ Three parts, each usable alone:
   evictions (the scheduler's ``Evict`` events, which name preempt or reclaim) and PodGroup phases, and
   deletes the case.
 - ``compare(case, observed)``: per action, whether optplan and Volcano agree (admitted jobs; preempt and
-  reclaim victim sets; the lowest HyperNode holding a topology job's pods; per pod the node).
+  reclaim victim sets; the lowest HyperNode holding a topology job's pods; per partly running gang, how
+  many more pods are placed; per pod the node).
 
 ``benchmarks/volcano_diff.py`` runs many; ``test_volcano_diff.py`` a few seeds.
 """
@@ -38,7 +41,8 @@ from tests.realcluster.cluster import CODE, KWOK_ANNOTATION, ROOT, Cluster
 GPU = "nvidia.com/gpu"
 BINPACK = "weight=10,cpu=5,memory=2,nvidia.com/gpu=10"  # hack/cluster/volcano-scheduler.conf's binpack arguments
 NOW = "2030-01-01T00:00:00Z"  # victims' cost only (the exact model); Volcano's order needs no clock
-PLACE_ARGS = ("--binpack", BINPACK, "--now", NOW, "--deterministic", "--time-limit", "5", "-o", "json")
+PLACE_ARGS = ("--binpack", BINPACK, "--now", NOW, "--deterministic", "--time-limit", "5", "--victim-tiers",
+              "-o", "json")
 PRIORITY_CLASSES = (("critical-job", 1000, "PreemptLowerPriority"), ("large-job", 800, "PreemptLowerPriority"),
                     ("normal-job", 100, "PreemptLowerPriority"), ("debug-job", 50, "Never"),
                     ("spot-job", 50, "PreemptLowerPriority"))
@@ -63,7 +67,8 @@ class Case:
     running: list[list[dict[str, Any]]] = field(default_factory=list)  # per gang: its PodGroup, then its pods
     pending: list[dict[str, Any]] = field(default_factory=list)  # VCJobs
     members: dict[str, tuple[int, frozenset[str]]] = field(default_factory=dict)  # HyperNode: tier, nodes
-    kinds: tuple[str, ...] = ()  # what the generator aimed at: allocate, preempt, reclaim, topology
+    kinds: tuple[str, ...] = ()  # what the generator aimed at: allocate, preempt, reclaim, topology, partial
+    partial: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # job -> (its pod, node) bound first
 
     @property
     def prefix(self) -> str:
@@ -225,10 +230,64 @@ def generate(seed: int, index: int) -> Case:
         spec["tasks"] = [{"name": "worker", "replicas": replicas, "template": {"spec": pod_spec}}]
         case.pending.append({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
                              "metadata": {"name": f"j{j}", "namespace": ns}, "spec": spec})
+    _partial(case, seed, index, free, node_names)
+    if case.partial:
+        kinds.add("partial")
     if used and fill >= 0.75:
         kinds.update(("preempt", "reclaim"))
     case.kinds = tuple(sorted(kinds))
     return case
+
+
+def _partial(case: Case, seed: int, index: int, free: dict[str, int], racks: list[list[str]]) -> None:
+    """In three cases of five, one pending VCJob of 2+ replicas (a hard-topology one when there is)
+    becomes a running gang with pending pods: some of its pods (at least one, fewer than all; minAvailable
+    lowered to them) are bound before the scheduler starts (``run_case``), inside one rack when the job
+    has a hard networkTopology (the HyperNode that holds the running members), so that Volcano and
+    optplan place the rest. A stream of its own (the other draws of ``generate`` are those of a case
+    without it)."""
+    rng = random.Random(f"partial/{seed}/{index}")
+    if rng.random() >= 0.6:
+        return
+    jobs = [j for j in case.pending if j["spec"]["tasks"][0]["replicas"] >= 2]
+    hard = [j for j in jobs if j["spec"].get("networkTopology", {}).get("mode") == "hard"]
+    if not jobs:
+        return
+    job = rng.choice(hard or jobs)
+    spec = job["spec"]
+    task = spec["tasks"][0]
+    per = int(task["template"]["spec"]["containers"][0]["resources"]["requests"][GPU])
+    replicas = task["replicas"]
+    running = rng.randint(1, replicas - 1)
+    spec["minAvailable"] = min(spec["minAvailable"], running)
+    pool = task["template"]["spec"].get("nodeSelector", {}).get("pool")
+    tolerates = bool(task["template"]["spec"].get("tolerations"))
+    nodes_of = {d["metadata"]["name"]: d for d in case.nodes}
+
+    def usable(n: str) -> bool:
+        d = nodes_of[n]
+        return ((pool is None or d["metadata"]["labels"].get("pool") == pool)
+                and (tolerates or not d["spec"].get("taints")))
+
+    hard = spec.get("networkTopology", {}).get("mode") == "hard"
+    groups = [list(r) for r in racks] if hard else [[n for r in racks for n in r]]
+    rng.shuffle(groups)
+    for group in groups:
+        room = {n: free[n] for n in group if usable(n)}
+        chosen: list[str] = []
+        for _ in range(running):
+            spots = sorted(n for n, g in room.items() if g >= per)
+            if not spots:
+                break
+            n = rng.choice(spots)
+            room[n] -= per
+            chosen.append(n)
+        if len(chosen) == running:
+            for n in chosen:
+                free[n] -= per
+            name = job["metadata"]["name"]
+            case.partial[name] = [(f"{name}-{task['name']}-{k}", n) for k, n in enumerate(chosen)]
+            return
 
 
 def _split(rng: random.Random, total: int, parts: int) -> list[int]:
@@ -347,12 +406,26 @@ def run_case(c: Cluster, case: Case, workdir: Path, *, settle: float = 4.0, limi
         c.wait_for("the VCJobs Pending", lambda: all(
             j.get("status", {}).get("state", {}).get("phase") == "Pending"
             for j in c.kubectl_json("get", "jobs.batch.volcano.sh", "-n", ns)["items"]))
+        if case.partial:  # the running members of a partly running gang, bound as a scheduler would
+            c.kubectl("create", "-f", "-", input="\n---\n".join(json.dumps(
+                {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod, "namespace": ns},
+                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+                for pods in case.partial.values() for pod, node in pods))
+            bound = {pod for pods in case.partial.values() for pod, _n in pods}
+            c.wait_for("the partly running gangs' pods Running", lambda: bound <= {
+                p["metadata"]["name"] for p in c.kubectl_json("get", "pods", "-n", ns)["items"]
+                if p["status"].get("phase") == "Running"})
+            c.wait_for("the partly running VCJobs Running", lambda: all(
+                j.get("status", {}).get("state", {}).get("phase") == "Running"
+                for j in c.kubectl_json("get", "jobs.batch.volcano.sh", "-n", ns)["items"]
+                if j["metadata"]["name"] in case.partial))
         obs.seconds["create"] = time.monotonic() - t0
         snap = workdir / f"{ns}.yaml"
         res = subprocess.run([sys.executable, "-c", CODE, "snapshot", "--kubeconfig", str(c.kubeconfig),
                               "-o", str(snap)], capture_output=True, text=True, cwd=ROOT, timeout=120)
         if res.returncode != 0:
             obs.snapshot_error = res.stderr.strip()
+        obs.seconds["snapshot"] = time.monotonic() - t0 - obs.seconds["create"]
         procs = {} if obs.snapshot_error else {s: place(snap, s) for s in solvers}
         t1 = time.monotonic()
         c.start_scheduler()
@@ -387,6 +460,23 @@ def place(snapshot: Path, solver: str) -> subprocess.Popen[str]:
 def result(proc: subprocess.Popen[str]) -> dict[str, Any]:
     out, err = proc.communicate(timeout=300)
     return json.loads(out) if proc.returncode == 0 else {"error": err.strip(), "exit": proc.returncode}
+
+
+def save_case(case: Case, path: Path) -> None:
+    """The generated case itself, so that ``--replan`` compares against the cluster that was run even
+    after the generator changed."""
+    d = {"seed": case.seed, "index": case.index, "ns": case.ns, "nodes": case.nodes, "hypernodes": case.hypernodes,
+         "queues": case.queues, "running": case.running, "pending": case.pending,
+         "members": {k: [t, sorted(m)] for k, (t, m) in case.members.items()}, "kinds": list(case.kinds),
+         "partial": case.partial}
+    path.write_text(json.dumps(d), encoding="utf-8")
+
+
+def load_case(path: Path) -> Case:
+    d = json.loads(path.read_text(encoding="utf-8"))
+    return Case(d["seed"], d["index"], d["ns"], d["nodes"], d["hypernodes"], d["queues"], d["running"], d["pending"],
+                {k: (t, frozenset(m)) for k, (t, m) in d["members"].items()}, tuple(d["kinds"]),
+                {k: [(p, n) for p, n in v] for k, v in d.get("partial", {}).items()})
 
 
 def save(obs: Observed, path: Path) -> None:
@@ -447,6 +537,7 @@ class Verdict:
     preempt: bool | None = None  # preempt victim sets equal (when either side has one)
     reclaim: bool | None = None
     topology: list[bool] = field(default_factory=list)  # per topology job admitted by both: same HyperNode
+    partial: list[bool] = field(default_factory=list)  # per partly running gang: as many more pods placed
     nodes: tuple[int, int] = (0, 0)  # pods on the same node / pods bound by both
     fewer: bool = False  # optplan admitted fewer jobs than Volcano
     error: str = ""
@@ -484,6 +575,16 @@ def compare(case: Case, obs: Observed, solver: str) -> Verdict:
             opt_admitted.add(jp["name"])
         for vic in jp["victims"]:
             opt_victims[vic["name"]] = (vic["node"], vic["reason"])
+    for j, pre in sorted(case.partial.items()):  # a partly running gang: its running pods on both sides
+        if j not in jobs:
+            continue
+        opt_pods.setdefault(j, {}).update(dict(pre))
+        if len(opt_pods[j]) >= jobs[j]["spec"]["minAvailable"]:  # ready with its running pods (optplan's
+            opt_admitted.add(j)  # "admitted" speaks of the pending pods it places)
+        extra = (len(opt_pods[j]) - len(pre), len(vol_pods[j]) - len(pre))
+        v.partial.append(extra[0] == extra[1])
+        if extra[0] != extra[1]:
+            v.details.setdefault("partial", {})[j] = {"optplan": extra[0], "volcano": extra[1]}
     v.allocate = opt_admitted == vol_admitted
     v.fewer = len(opt_admitted) < len(vol_admitted)
     for action in ("preempt", "reclaim"):

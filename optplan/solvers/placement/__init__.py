@@ -84,6 +84,16 @@ session order, unscored; (5) victims come from the job's region only (a topology
 one HyperNode), where Volcano's preempt considers every node; (6) the evictions on a node that still
 leave the pod without room are undone, where Volcano keeps them in the statement.
 
+*Under Volcano's plugin tiers* (``--victim-tiers``, ``tiers``): which pods of a node may go is the
+tiers' answer for the pod (the first tier, priority ∩ gang ∩ conformance, decides when it offers any;
+else drf for preempt, the capacity plugin for reclaim), not the joint rules; a victim PodGroup loses
+single pods (the gang plugin never takes one below minMember, the second tier may), never goes whole;
+each pod walks the nodes in the order above, a node with room taking it without evictions (Volcano's
+preempt and reclaim place on the walk, not first where the pod fits); reclaim passes over a node with
+no running pod of another reclaimable queue (room or not). Volcano's node order among equal scores
+(a rotating start in ``PredicateNodes``) and the order in which the plugins see a node's pods (a Go
+map) vary from run to run; here ties go to the name and pods come in victim order.
+
 **Exact** (``cpsat`` with ``victims_cpsat``): placements and victims of all jobs decided
 jointly — a running pod may be evicted only for an admitted job entitled to it that lands on its
 node (or takes its whole PodGroup), capacity per node is the free room plus what evictions there
@@ -120,6 +130,9 @@ Every plan passes ``validate_placement`` (an independent re-check) before ``plan
 - ``partitions``: a task's ``partitionPolicy`` (partitions placed whole, each inside one HyperNode, and
   ``minPartitions``), the rules the planners and the validator share;
 - ``jobs``: the pod facts, gang minimums, held pods and regions; ``binpack``: the binpack score;
+  ``tiers``: which victims Volcano's plugin tiers offer on a node (priority, gang, conformance, then drf
+  or capacity), read under ``--victim-tiers`` by the greedy and the validator (the exact model then
+  stays within the first tier);
 - ``victims``: who may be a victim and the capacity plugin's reclaim rules.
 - ``safety``: safe preemption's rules (PDBs, cooldown, grades, approval), off unless asked for;
   ``bundles``: the bundle rule of Volcano's gangpreempt and gangreclaim actions (safe and whole bundles of a

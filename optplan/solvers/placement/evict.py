@@ -5,14 +5,16 @@ Who may be a victim and the capacity plugin's rules are ``victims``."""
 from __future__ import annotations
 
 import logging
+from collections import Counter
 
 from optplan.models.placement import JobPlacement, PlacementPlan, Victim
 from optplan.models.queues import VCJob
 from optplan.solvers.placement.context import Context, State, Statement, replay
 from optplan.solvers.placement.greedy import Greedy, VictimChoice
-from optplan.solvers.placement.jobs import gang_order, job_needs
+from optplan.solvers.placement.jobs import gang_order, gang_shortfall, job_needs
 from optplan.solvers.placement.partitions import NO_VICTIMS, partitioned
-from optplan.solvers.placement.safety import evict_blocks
+from optplan.solvers.placement.safety import evict_blocks, graded_blocks, pdb_refused
+from optplan.solvers.placement.tiers import preemptee_refused
 from optplan.solvers.placement.victims import (
     REASONS,
     Candidate,
@@ -20,6 +22,7 @@ from optplan.solvers.placement.victims import (
     Reason,
     Rules,
     action_refused,
+    dims,
     reclaimer_blocked,
     statically_allowed,
     victim_blocked,
@@ -50,6 +53,8 @@ def job_rules(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: Re
                                     qs.deserved[job.queue], qs.real[job.queue])
             if why is not None:
                 return None, why
+    if ctx.tiers:
+        return _tier_rules(ctx, state, cat, job, reason, needs)
     priority = ctx.priority[job.key]
     static = {k: c for k, c in cat.candidates.items() if k not in state.evicted
               and statically_allowed(c, reason, job.queue, priority, qs.reclaimable.get(c.queue, True), needs,
@@ -71,6 +76,47 @@ def job_rules(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: Re
     if not eligible:
         return None, reclaim_blocked_text(static, list(refused.values()))
     return Rules(reason=reason, job=job, needs=needs, eligible=eligible, blocked=refused), ""
+
+
+def _tier_rules(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: Reason,
+                needs: frozenset[str]) -> tuple[Rules | None, str]:
+    """``job_rules`` under Volcano's plugin tiers (``tiers``): every pod the action hands to the plugins
+    (``tiers.preemptee_refused``); none when no tier could offer one at the action's start, and none for
+    a job whose running pods already make its gang ready (the actions take only starving jobs: ready +
+    pipelined < minAvailable; its other pods wait for allocate)."""
+    if gang_shortfall(job, Counter(), ctx.held_count(job.key)) is None:
+        return None, "its running pods make the gang ready: Volcano evicts only for a starving job"
+    qs = state.queues
+    priority = ctx.priority[job.key]
+    static = {k: c for k, c in cat.candidates.items() if k not in state.evicted
+              and preemptee_refused(c, reason, job.queue, qs.reclaimable.get(c.queue, True)) is None
+              and safe(ctx, c, reason, priority)}
+    if reason == "preempt":
+        if not static:
+            return None, f"no running pod of another job in queue {job.queue} may be evicted" + _safety_note(
+                ctx, state, cat, job, reason, needs)
+        return Rules(reason=reason, job=job, needs=needs, eligible=static), ""
+    refused: dict[str, str] = {}
+    for k, c in static.items():  # the ReclaimableFn on the state at the action's start, each pod alone (notes)
+        why = victim_blocked(c.queue, qs.allocated[c.queue], c.pod.requests, qs.deserved[c.queue],
+                             qs.listed[c.queue], qs.guarantee[c.queue])
+        if why is not None:
+            refused[k] = why
+    slack = any(ctx.catalogue.groups[c.group].slack > state.taken[c.group] for c in static.values())
+    shared = {k for k, c in static.items() if dims(c.pod.requests) & needs}
+    if not slack and not shared - set(refused):  # neither tier offers a pod: the gangs are at minMember
+        return None, reclaim_blocked_text({k: static[k] for k in shared}, [refused[k] for k in sorted(shared)
+                                                                           if k in refused])
+    return Rules(reason=reason, job=job, needs=needs, eligible=static, blocked=refused), ""
+
+
+def safe(ctx: Context, c: Candidate, reason: Reason, priority: int) -> bool:
+    """Safe preemption's static rules (a pod under several PDBs, graded preemption) let the pod go."""
+    if not ctx.safety.on:
+        return True
+    if pdb_refused(ctx.safety, ctx.snapshot, c.pod) is not None:
+        return False
+    return reason != "preempt" or graded_blocks(ctx.safety, priority, c.job_priority) is None
 
 
 def _safety_note(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: Reason, needs: frozenset[str]) -> str:

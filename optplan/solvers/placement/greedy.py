@@ -30,6 +30,7 @@ from optplan.solvers.placement.partitions import (
     partitioned,
 )
 from optplan.solvers.placement.safety import pdb_over
+from optplan.solvers.placement.tiers import node_victims
 from optplan.solvers.placement.victims import Candidate, Catalogue, Rules, dims, reclaimer_blocked, victim_blocked
 
 
@@ -119,6 +120,7 @@ class Greedy:
         self._kinds: dict[str, tuple[Pod, tuple[tuple[str, int], ...], tuple[object, ...]]] = {}
         """pod key -> the pod, its sorted requests and its constraint signature."""
         self._steps: dict[str, list[tuple[str, int, bool]]] = {}
+        self._total: dict[str, int] | None = None
         self.block_note: str | None = None
         """Reclaim: the first refusal of the capacity plugin on the nodes the last ``evict_for`` tried."""
         self.region_of: dict[str, Region] = {}
@@ -488,7 +490,7 @@ class Greedy:
             return None
         return sorted((rules.eligible[k] for k in rest), key=Candidate.order_key)
 
-    def may_take(self, unit: list[Candidate], rules: Rules) -> bool:
+    def may_take_unit(self, unit: list[Candidate], rules: Rules) -> bool:
         """Safe preemption's PDB rule (``safety.pdb_over``) on the plan's evictions so far with the unit; then
         reclaim: the capacity plugin's ReclaimableFn lets every pod of the unit go, in turn, from its
         queue as the evictions so far left it (``victims.victim_blocked``); preempt: always."""
@@ -536,6 +538,65 @@ class Greedy:
             self.block_note = f"on {node}: {notes[0]}"
         return out
 
+    def may_take(self, c: Candidate) -> bool:
+        """Safe preemption's PDB rule (``safety.pdb_over``) on the plan's evictions so far with ``c``."""
+        if self.ctx.safety.pdb:
+            snap = self.ctx.snapshot
+            if pdb_over(self.ctx.safety, snap, [*(snap.pods[k] for k in self.state.evicted), c.pod]) is not None:
+                return False
+        return True
+
+    @property
+    def total(self) -> dict[str, int]:
+        """The cluster's allocatable, summed over its nodes (drf's total)."""
+        if self._total is None:
+            tot: dict[str, int] = defaultdict(int)
+            for node in self.ctx.snapshot.nodes.values():
+                for r, x in node.allocatable.items():
+                    tot[r] += x
+            self._total = dict(tot)
+        return self._total
+
+    def group_allocated(self, group: str) -> dict[str, int]:
+        """A victim PodGroup's allocation now: its occupying pods not evicted."""
+        out: dict[str, int] = defaultdict(int)
+        pods = self.ctx.snapshot.pods
+        for k in self.cat.groups[group].occupying:
+            if k not in self.state.evicted:
+                for r, x in pods[k].requests.items():
+                    out[r] += x
+        return out
+
+    def job_allocated(self, job: VCJob, pod: Pod, stmt: Statement) -> dict[str, int]:
+        """The preemptor job's allocation with ``pod`` added: its running pods, the pods this turn placed."""
+        out: dict[str, int] = defaultdict(int)
+        held = self.ctx.held.get(job.key, {})
+        mine = [self.ctx.pods[job.key][t][i] for t, idx in held.items() for i in idx]
+        mine += [p for p, _n, _q, g in stmt.ops if g is None]
+        for p in [*mine, pod]:
+            for r, x in p.requests.items():
+                out[r] += x
+        return out
+
+    def tier_victims(self, pod: Pod, node: str, job: VCJob, stmt: Statement, rules: Rules) -> list[Candidate]:
+        """Volcano's plugin tiers on one node for one preemptor pod (``tiers.node_victims``), in victim
+        order. Reclaim: the capacity plugin's first refusal is kept in ``block_note``."""
+        pods = [c for c in self.cat.by_node.get(node, []) if c.key in rules.eligible
+                and c.key not in self.state.evicted]
+        if not pods:
+            return []
+        st, cat, qs = self.state, self.cat, self.state.queues
+        refused: list[str] = []
+        victims, _tier = node_victims(
+            rules.reason, pods, preemptor_priority=self.ctx.priority[job.key],
+            ready=lambda g: cat.groups[g].ready - st.taken[g], min_member=lambda g: cat.groups[g].min_member,
+            preemptor_allocated=self.job_allocated(job, pod, stmt) if rules.reason == "preempt" else {},
+            job_allocated=self.group_allocated, total=self.total, need=dims(pod.requests), allocated=qs.allocated,
+            deserved=qs.deserved, listed=qs.listed, guarantee=qs.guarantee, refused=refused)
+        if not victims and refused and self.block_note is None:
+            self.block_note = f"on {node}: {refused[0]}"
+        return victims
+
     def fits(self, pod: Pod, node: str, queue: str) -> bool:
         cap, queues = self.state.cap, self.state.queues
         return cap.fit_reason(pod, node) is None and queues.fit_reason(queue, pod.requests) is None
@@ -550,6 +611,29 @@ class Greedy:
 
     def try_with_victims(self, job: VCJob, task: str, pod: Pod, nodes: list[str], stmt: Statement,
                          rules: Rules) -> tuple[str | None, str]:
+        """One pod of a preempting or reclaiming dry run: the capacity plugin's PreemptiveFn (reclaim), then
+        Volcano's node walk (``evict_for``: a node with room takes the pod without evictions when the walk
+        reaches it); a task whose PriorityClass says preemptionPolicy Never evicts nothing and takes the
+        best node as in allocate. The node (None: none) and why not."""
+        if not self.ctx.tiers:
+            return self.try_with_victims_joint(job, task, pod, nodes, stmt, rules)
+        if rules.reason == "reclaim":  # the PreemptiveFn, for every pod the action tries
+            qs = self.state.queues
+            blocked = reclaimer_blocked(job.queue, qs.allocated[job.queue], pod.requests, qs.deserved[job.queue],
+                                        qs.real[job.queue])
+            if blocked is not None:
+                return None, blocked
+        if task in self.ctx.never[job.key]:
+            return self.best_node(pod, nodes, job.queue)
+        self.block_note = None
+        node = self.evict_for(pod, nodes, job, stmt, rules)
+        why = ""
+        if node is None:
+            why = self.block_note or self.best_node(pod, nodes, job.queue)[1]  # the capacity plugin's refusal first
+        return node, why
+
+    def try_with_victims_joint(self, job: VCJob, task: str, pod: Pod, nodes: list[str], stmt: Statement,
+                         rules: Rules) -> tuple[str | None, str]:
         """One pod of a preempting or reclaiming dry run: the capacity plugin's PreemptiveFn (reclaim),
         then the best node as in allocate, else evictions (``evict_for``; a task whose PriorityClass says
         preemptionPolicy Never evicts nothing). The node (None: none) and why not, or the last why."""
@@ -562,7 +646,7 @@ class Greedy:
         node, why = self.best_node(pod, nodes, job.queue)
         if node is None and task not in self.ctx.never[job.key]:
             self.block_note = None
-            node = self.evict_for(pod, nodes, job.queue, stmt, rules)
+            node = self.evict_for_joint(pod, nodes, job.queue, stmt, rules)
             if node is None and self.block_note is not None:
                 why = self.block_note  # the true cause: what the capacity plugin refused
         return node, why
@@ -599,7 +683,32 @@ class Greedy:
         scores = {n: self.score(pod, n, req_key) for n in ok}
         return sorted(ok, key=lambda n: (-scores[n], n))
 
-    def evict_for(self, pod: Pod, nodes: list[str], queue: str, stmt: Statement, rules: Rules) -> str | None:
+    def evict_for(self, pod: Pod, nodes: list[str], job: VCJob, stmt: Statement, rules: Rules) -> str | None:
+        """Volcano's preempt and reclaim for one pod (``actions/preempt``, ``actions/reclaim``): the nodes in
+        ``preempt_order``; reclaim passes over a node without a pod of another reclaimable queue (even one
+        with room); on each node the victims the tiers allow (``tier_victims``, maybe none), when they and
+        the node's room together fit the pod (``could_fit``), go one by one in victim order until the pod
+        fits ("just enough", none when it fits already); else the next node."""
+        for n in self.preempt_order(pod, nodes):
+            present = any(c.key in rules.eligible and c.key not in self.state.evicted
+                          for c in self.cat.by_node.get(n, []))
+            if rules.reason == "reclaim" and not present:
+                continue
+            victims = self.tier_victims(pod, n, job, stmt, rules) if present else []
+            if not self.could_fit(pod, n, victims):
+                continue
+            mark = stmt.mark()
+            for c in victims:
+                if self.fits(pod, n, job.queue):
+                    break
+                if self.may_take(c):
+                    stmt.evict(c.pod, c.node, c.queue, c.group)
+            if self.fits(pod, n, job.queue):
+                return n
+            stmt.rollback(mark)
+        return None
+
+    def evict_for_joint(self, pod: Pod, nodes: list[str], queue: str, stmt: Statement, rules: Rules) -> str | None:
         for n in self.preempt_order(pod, nodes):
             victims = [c for c in self.cat.by_node.get(n, []) if c.key in rules.eligible
                        and c.key not in self.state.evicted]
@@ -612,7 +721,7 @@ class Greedy:
                 if c.key in self.state.evicted:
                     continue  # gone with its whole PodGroup
                 unit = self.unit(c, rules)
-                if unit is None or not self.may_take(unit, rules):
+                if unit is None or not self.may_take_unit(unit, rules):
                     continue
                 for u in unit:
                     stmt.evict(u.pod, u.node, u.queue, u.group)

@@ -153,6 +153,8 @@ class VictimData:
             per_node: dict[str, int] = defaultdict(int)
             for k in ks:
                 per_node[self.classes[k].node] += self.classes[k].size
+            if data.ctx.tiers:  # Volcano's gang plugin never offers a pod below minMember; the later tiers
+                continue  # (drf, capacity) decide by rules this model does not hold: it stays in the first
             mine = set(ks)
             users = {j for (j, k) in static if k in mine}
             if sum(replicas[j] for j in users) * max(per_node.values()) <= cat.groups[g].slack:

@@ -33,7 +33,8 @@ from optplan.solvers.placement.jobs import (
     shield,
 )
 from optplan.solvers.placement.partitions import NO_VICTIMS, partition_violations, partitioned
-from optplan.solvers.placement.safety import OFF, approval_reason, evict_blocks, pdb_over
+from optplan.solvers.placement.safety import OFF, approval_reason, evict_blocks, graded_blocks, pdb_over, pdb_refused
+from optplan.solvers.placement.tiers import node_victims, preemptee_refused
 from optplan.solvers.placement.victims import (
     Candidate,
     Catalogue,
@@ -49,10 +50,11 @@ from optplan.solvers.quota.queues import QueueAccount, account_queues, unheld_de
 log = logging.getLogger(__name__)
 
 def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPlan, *,
-                         safety: SafePreemption = OFF, now: datetime | None = None) -> list[str]:
+                         safety: SafePreemption = OFF, now: datetime | None = None, tiers: bool = False) -> list[str]:
     """Every rule the plan breaks, as short sentences; empty when valid. Shares only the oracle, the
     queue accounting, the pod facts and safe preemption's rules (``safety``, with the planners' ``now``)
-    with the planners."""
+    with the planners. ``tiers``: the victims by Volcano's plugin tiers (``tiers``), else by the joint
+    rules (``victims``)."""
     out: list[str] = []
     given = {j.key: j for j in jobs}
     listed = [jp.key for jp in plan.jobs]
@@ -98,7 +100,8 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
         if jp.victims:
             if cat is None:  # the time only prices victims
                 cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
-            out.extend(_victim_violations(snap, job, jp, cat, tree, accounts, allocated, taken, evicted, safety))
+            check = _tier_victim_violations if tiers else _joint_victim_violations
+            out.extend(check(snap, job, jp, cat, tree, accounts, allocated, taken, evicted, safety))
             for vic in jp.victims:
                 p = snap.pods.get(f"{vic.namespace}/{vic.name}")
                 c = cat.candidates.get(f"{vic.namespace}/{vic.name}")
@@ -188,7 +191,7 @@ def _safety_violations(snap: Snapshot, jobs: Mapping[str, VCJob], plan: Placemen
     return out
 
 
-def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalogue, tree: QueueTree,
+def _joint_victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalogue, tree: QueueTree,
                        accounts: dict[str, QueueAccount], allocated: dict[str, dict[str, int]],
                        taken: Counter[str], evicted: set[str], safety: SafePreemption) -> list[str]:
     """The victims of one job against the rules (``victims``): allowed pods, the action's queue rules,
@@ -271,6 +274,111 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
     return out
 
 
+def _tier_victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalogue, tree: QueueTree,
+                       accounts: dict[str, QueueAccount], allocated: dict[str, dict[str, int]],
+                       taken: Counter[str], evicted: set[str], safety: SafePreemption) -> list[str]:
+    """The victims of one job against the rules (``victims``, ``tiers``): pods that may be victims, of the
+    action's queues, on nodes where the job places a pod, each one allowed by Volcano's plugin tiers
+    (``tiers.node_victims``) when it goes: the nodes in the order the job's pods land on them, a node's
+    victims in victim order, the state as the evictions so far left it. Lenient where Volcano's order is
+    random or the plan does not say: the victim is put first among the node's pods (the gang and drf
+    plugins see the node's pods in Go map order), and drf's preemptor share is the job's with its first
+    pod on the node. Also the capacity plugin's PreemptiveFn per reclaiming pod (``reclaimer_blocked``).
+    Updates ``taken`` and ``evicted``; the caller frees the victims' capacity and allocations."""
+    out: list[str] = []
+    who = f"job {jp.key}"
+    if {b.task for b in jp.bindings} <= never_tasks(snap, job):
+        out.append(f"{who}: the PriorityClass of every task it places has preemptionPolicy Never but it evicts pods")
+    priority = job_priority(job, snap)
+    before = {q: dict(a) for q, a in allocated.items()}
+    reasons = {v.reason for v in jp.victims}
+    if len(reasons) > 1:
+        out.append(f"{who}: victims of both preempt and reclaim (one action places a job)")
+    pods = job_pods(job)
+    bound = [(b, pods[b.task][b.index]) for b in jp.bindings if b.task in pods and 0 <= b.index < len(pods[b.task])]
+    if "reclaim" in reasons:
+        out.extend(_reclaimer_violations(snap, job, jp, bound, before[job.queue], accounts[job.queue]))
+    first: dict[str, int] = {}  # node -> the position of the job's first pod there
+    for i, (b, _p) in enumerate(bound):
+        first.setdefault(b.node, i)
+    held = [p for ps in held_pods(job, snap).values() for p in ps.values() if p.occupying]
+    queue_alloc = {q: dict(a) for q, a in allocated.items()}
+    total: dict[str, int] = defaultdict(int)
+    for node in snap.nodes.values():
+        for r, x in node.allocatable.items():
+            total[r] += x
+
+    def group_alloc(g: str) -> dict[str, int]:
+        a: dict[str, int] = defaultdict(int)
+        for k in cat.groups[g].occupying:
+            if k not in evicted:
+                for r, x in snap.pods[k].requests.items():
+                    a[r] += x
+        return a
+
+    checked: list[tuple[Victim, Candidate]] = []
+    for v in jp.victims:
+        key = f"{v.namespace}/{v.name}"
+        where = f"{who} victim {key}"
+        pod = snap.pods.get(key)
+        if pod is None:
+            out.append(f"{where}: no such pod")
+            continue
+        if key in evicted or any(key == c.key for _v, c in checked):
+            out.append(f"{where}: evicted twice")
+            continue
+        c = cat.candidates.get(key)
+        if c is None:
+            why = cat.protected.get(key) or "not a running pod of a PodGroup in a known queue"
+            out.append(f"{where}: may not be a victim ({why})")
+            continue
+        if v.node != c.node:
+            out.append(f"{where}: runs on {c.node}, not {v.node}")
+        why2 = (action_refused(job, v.reason)
+                or preemptee_refused(c, v.reason, job.queue, accounts[c.queue].reclaimable)
+                or _safety_refused(snap, c, v.reason, priority, safety))
+        if why2 is not None:
+            out.append(f"{where} ({v.reason}): {why2}")
+        if c.node not in first:
+            out.append(f"{where}: on node {c.node}, where the job places no pod")
+        checked.append((v, c))
+    for v, c in sorted(checked, key=lambda vc: (first.get(vc[1].node, len(bound)), vc[1].order_key())):
+        where = f"{who} victim {c.key}"
+        at = first.get(c.node)
+        if at is not None:
+            mine: dict[str, int] = defaultdict(int)
+            for p in [*held, *(p for _b, p in bound[:at + 1])]:
+                for r, x in p.requests.items():
+                    mine[r] += x
+            preemptees = [x for x in cat.by_node.get(c.node, []) if x.key not in evicted and x.key != c.key
+                          and preemptee_refused(x, v.reason, job.queue, accounts[x.queue].reclaimable) is None]
+            allowed, _tier = node_victims(
+                v.reason, [c, *preemptees], preemptor_priority=priority,
+                ready=lambda g: cat.groups[g].ready - taken[g], min_member=lambda g: cat.groups[g].min_member,
+                preemptor_allocated=mine, job_allocated=group_alloc, total=total,
+                need=dims(bound[at][1].requests), allocated=queue_alloc,
+                deserved={q: a.effective_deserved for q, a in accounts.items()},
+                listed={q: a.deserved_listed for q, a in accounts.items()},
+                guarantee={q: a.guarantee for q, a in accounts.items()})
+            if c.key not in {x.key for x in allowed}:
+                out.append(f"{where} ({v.reason}): Volcano's plugin tiers do not offer it on {c.node} "
+                           f"(PodGroup {c.group}: ready {cat.groups[c.group].ready - taken[c.group]}, "
+                           f"minMember {cat.groups[c.group].min_member})")
+        evicted.add(c.key)
+        taken[c.group] += 1
+        for r, x in c.pod.requests.items():
+            queue_alloc[c.queue][r] = queue_alloc[c.queue].get(r, 0) - x
+    return out
+
+
+def _safety_refused(snap: Snapshot, c: Candidate, reason: str, priority: int, safety: SafePreemption) -> str | None:
+    """Safe preemption's static rules for the pod (a pod under several PDBs; graded preemption)."""
+    if not safety.on:
+        return None
+    return pdb_refused(safety, snap, c.pod) or (graded_blocks(safety, priority, c.job_priority)
+                                                if reason == "preempt" else None)
+
+
 def _reclaimer_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, bound: list[tuple[Binding, Pod]],
                           before: Resources, account: QueueAccount) -> list[str]:
     """The capacity plugin's PreemptiveFn for each pod of a reclaiming job, in the order a dry run tries
@@ -322,10 +430,10 @@ def _topology_violations(jp: JobPlacement, job: VCJob, nodes: set[str], snap: Sn
 
 def validate_placement(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPlan, *,
                        safety: SafePreemption = OFF, now: datetime | None = None,
-                       actions: Sequence[str] = SEED_ACTIONS) -> None:
+                       actions: Sequence[str] = SEED_ACTIONS, tiers: bool = False) -> None:
     """Raise PlanInvalidError when the plan breaks any rule. ``actions``: the scheduler configuration's (a
-    victim's reason must be one of them)."""
-    violations = placement_violations(snap, jobs, plan, safety=safety, now=now)
+    victim's reason must be one of them); ``tiers``: victims as Volcano's plugin tiers choose them."""
+    violations = placement_violations(snap, jobs, plan, safety=safety, now=now, tiers=tiers)
     violations += [f"job {jp.key}: victim {v.namespace}/{v.name} by {v.reason}, an action the scheduler "
                    "configuration does not run" for jp in plan.jobs for v in jp.victims if v.reason not in actions]
     if violations:

@@ -1,0 +1,273 @@
+"""Victims by Volcano's plugin tiers (``solvers/placement/tiers.py``; ``optplan place --victim-tiers``), as
+tables written from vc-scheduler v1.15's rules (framework/session_plugins.go ``Preemptable``/
+``Reclaimable``; plugins priority, gang, conformance, drf, capacity; actions preempt and reclaim): the
+tier walk, each plugin's answer, and whole plans of the greedy, the exact model and the validator."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from optplan.adapters.kubefile import load_objects
+from optplan.models.placement import PlacementPlan
+from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.placement.place import plan_placement
+from optplan.solvers.placement.tiers import (
+    PREEMPT_TIERS,
+    RECLAIM_TIERS,
+    drf_answer,
+    gang_answer,
+    priority_answer,
+    share,
+    walk,
+)
+from optplan.solvers.placement.validate import placement_violations
+from optplan.solvers.placement.victims import Candidate, Catalogue
+from tests.builders import GPU, job_task, node, pod, podgroup_in, priority_class, queue, vcjob
+
+OPTS = PlanOptions(time_limit=5, workers=1, seed=0)
+NOW = "2025-06-01T12:00:00Z"
+CLASSES = [priority_class("high", 1000), priority_class("mid", 100), priority_class("low", 10)]
+
+
+def running(name: str, queue_name: str, placements: list[tuple[str, int]], pc: str, min_member: int,
+            started: str = "2025-06-01T10:00:00Z") -> list[dict[str, Any]]:
+    pg = podgroup_in(queue_name, name, min_member)
+    pg["spec"]["priorityClassName"] = pc
+    objs = [pg]
+    for i, (n, g) in enumerate(placements):
+        p = pod(f"{name}-{i}", n, g, group=name)
+        p["status"]["startTime"] = started
+        p["spec"]["priorityClassName"] = pc
+        objs.append(p)
+    return objs
+
+
+def pending(name: str, queue_name: str, replicas: int, gpu: int, pc: str) -> dict[str, Any]:
+    return vcjob(name, queue_name, [job_task("w", replicas, gpu)], priority_class_name=pc)
+
+
+def catalogue(objs: list[dict[str, Any]]) -> Catalogue:
+    snap = load_objects(objs).snapshot
+    return Catalogue.build(snap, datetime.fromisoformat(NOW), set(snap.queues) | {"default"})
+
+
+# ---- the tier walk -------------------------------------------------------------------------------
+
+
+class Stub:
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+PODS = [Stub(k) for k in ("a", "b", "c")]
+
+
+def answer(keys: str) -> Any:
+    return lambda pods: [p for p in pods if p.key in keys]
+
+
+WALK = [  # (tiers, answers by plugin, victims, deciding tier)
+    ("the first tier's intersection decides", (("p", "g"), ("d",)), {"p": "ab", "g": "bc", "d": "abc"}, "b", 1),
+    ("an empty answer ends the tier: the next decides", (("p", "g"), ("d",)), {"p": "", "g": "abc", "d": "c"}, "c", 2),
+    ("an empty answer after a non-empty one ends it too", (("p", "g"), ("d",)), {"p": "ab", "g": "", "d": "c"}, "c", 2),
+    ("an empty intersection is unset: the next plugin starts again", (("p", "g", "k"), ("d",)),
+     {"p": "a", "g": "b", "k": "abc", "d": ""}, "abc", 1),
+    ("an empty intersection as the tier's last: the next tier", (("p", "g"), ("d",)),
+     {"p": "a", "g": "b", "d": "c"}, "c", 2),
+    ("a plugin without a function abstains", (("p", "x"), ("d",)), {"p": "a", "d": "c"}, "a", 1),
+    ("no tier offers any", (("p",), ("d",)), {"p": "", "d": ""}, "", None),
+]
+
+
+@pytest.mark.parametrize(("what", "tiers", "answers", "victims", "tier"), WALK, ids=[w[0] for w in WALK])
+def test_the_tier_walk(what: str, tiers: Any, answers: dict[str, str], victims: str, tier: int | None) -> None:
+    got, t = walk(tiers, {k: answer(v) for k, v in answers.items()}, PODS)  # type: ignore[arg-type]
+    assert ("".join(p.key for p in got), t) == (victims, tier)
+
+
+def test_the_seed_configurations_tiers() -> None:
+    assert PREEMPT_TIERS == (("priority", "gang", "conformance"), ("drf",))
+    assert RECLAIM_TIERS == (("gang", "conformance"), ("capacity",))  # priority has no reclaim function
+
+
+# ---- the plugins' answers ------------------------------------------------------------------------
+
+GANG = [  # (ready now per group, minMember per group, the node's pods by group, offered)
+    ("a gang at minMember offers nothing", {"g": 2}, {"g": 2}, ["g", "g"], 0),
+    ("one above minMember offers one pod", {"g": 3}, {"g": 2}, ["g", "g"], 1),
+    ("pods evicted this cycle no longer count as ready", {"g": 2}, {"g": 1}, ["g", "g"], 1),
+    ("minMember 0 offers every pod", {"g": 2}, {"g": 0}, ["g", "g"], 2),
+]
+
+
+@pytest.mark.parametrize(("what", "ready", "mins", "groups", "offered"), GANG, ids=[g[0] for g in GANG])
+def test_gang_answer(what: str, ready: dict[str, int], mins: dict[str, int], groups: list[str], offered: int) -> None:
+    class P:
+        def __init__(self, i: int, g: str) -> None:
+            self.key, self.group = f"p{i}", g
+
+    pods = [P(i, g) for i, g in enumerate(groups)]
+    assert len(gang_answer(ready.__getitem__, mins.__getitem__, pods)) == offered  # type: ignore[arg-type]
+
+
+def test_priority_answer_takes_strictly_lower_jobs() -> None:
+    objs = [*CLASSES, node("n0", 8), queue("q"), *running("lo", "q", [("n0", 2)], "low", 1),
+            *running("eq", "q", [("n0", 2)], "mid", 1), *running("hi", "q", [("n0", 2)], "high", 1)]
+    cat = catalogue(objs)
+    assert [c.group for c in priority_answer(100, cat.by_node["n0"])] == ["default/lo"]
+
+
+DRF = [  # (preemptor's allocation with its pod, the victim job's allocation, the node's pods of it, offered)
+    ("below the victim's share after the eviction", 1, 4, [1], 1),
+    ("equal shares (within 1e-6) count", 2, 4, [2], 1),
+    ("above: not offered", 3, 4, [2], 0),
+    ("the node's pods of one job subtract in turn", 1, 4, [1, 1, 1], 3),
+    ("a second pod is not offered once the job's share drops below", 2, 4, [1, 1, 1], 2),
+    ("a single-pod job never goes for a non-empty preemptor", 1, 1, [1], 0),
+]
+
+
+@pytest.mark.parametrize(("what", "mine", "theirs", "pods", "offered"), DRF, ids=[d[0] for d in DRF])
+def test_drf_answer(what: str, mine: int, theirs: int, pods: list[int], offered: int) -> None:
+    total = {GPU: 16_000, "cpu": 1_000_000}
+    objs = [*CLASSES, node("n0", 16), queue("q"), *running("v", "q", [("n0", g) for g in pods], "low", 1)]
+    cat = catalogue(objs)
+    got = drf_answer(share({GPU: mine * 1000}, total), lambda g: {GPU: theirs * 1000}, total, cat.by_node["n0"])
+    assert len(got) == offered
+
+
+# ---- whole plans (the greedy, the exact model, the validator) -----------------------------------
+
+
+def plans(objs: list[dict[str, Any]]) -> dict[str, PlacementPlan]:
+    snap = load_objects(objs).snapshot
+    out = {}
+    for solver in ("greedy", "cpsat", "auto"):
+        plan = plan_placement(snap, list(snap.jobs.values()), solver, OPTS, now=NOW, tiers=True)
+        assert placement_violations(snap, list(snap.jobs.values()), plan, tiers=True) == []
+        out[solver] = plan
+    return out
+
+
+def result(plan: PlacementPlan, job: str = "default/j") -> tuple[bool, list[str]]:
+    jp = next(j for j in plan.jobs if j.key == job)
+    return jp.admitted, sorted(v.name for v in jp.victims)
+
+
+CASES: list[tuple[str, list[dict[str, Any]], bool, list[str]]] = [
+    # gangs at minMember: the first tier offers nothing, drf decides, with no priority check: a small job
+    # preempts a bigger one of higher priority (its share after the eviction still at least the preemptor's)
+    ("drf lets a small job preempt a bigger job of higher priority",
+     [node("n0", 8), queue("q"), *running("big", "q", [("n0", 4), ("n0", 4)], "high", 2),
+      pending("j", "q", 1, 4, "low")], True, ["big-0"]),
+    ("drf refuses when the victim job would drop below the preemptor's share",
+     [node("n0", 8), queue("q"), *running("v", "q", [("n0", 8)], "low", 1), pending("j", "q", 1, 8, "high")],
+     False, []),
+    # a gang above minMember: the first tier decides (priority and gang), drf is not asked
+    ("the first tier: a lower-priority pod above minMember",
+     [node("n0", 8), queue("q"), *running("v", "q", [("n0", 4), ("n0", 4)], "low", 1),
+      pending("j", "q", 1, 4, "high")], True, ["v-0"]),
+    ("the first tier offers a pod of equal priority nothing; with its gang above minMember drf is not asked",
+     [node("n0", 8), queue("q"), *running("lo", "q", [("n0", 4)], "low", 0),
+      *running("eq", "q", [("n0", 4)], "mid", 1), pending("j", "q", 1, 8, "mid")], False, []),
+    # just enough: victims in victim order (lower priority first, then the newest) until the pod fits
+    ("just enough, lower priority first",
+     [node("n0", 8), queue("q"), *running("a", "q", [("n0", 2)], "low", 0),
+      *running("b", "q", [("n0", 2)], "low", 0, started="2025-06-01T11:00:00Z"),
+      *running("c", "q", [("n0", 4)], "mid", 0), pending("j", "q", 1, 4, "high")], True, ["a-0", "b-0"]),
+    # reclaim: the first tier is gang alone (priority has no reclaim function): a gang above minMember
+    # goes though its queue is not above its deserved (the capacity plugin is not asked)
+    ("reclaim by the gang plugin alone, under deserved",
+     [node("n0", 8), queue("q", deserved={GPU: 8}), queue("o", deserved={GPU: 8}),
+      *running("v", "o", [("n0", 4), ("n0", 4)], "high", 1), pending("j", "q", 1, 4, "low")], True, ["v-0"]),
+    ("reclaim by capacity when the gangs are at minMember: above deserved goes",
+     [node("n0", 8), queue("q", deserved={GPU: 8}), queue("o", deserved={GPU: 0}),
+      *running("v", "o", [("n0", 8)], "high", 1), pending("j", "q", 1, 8, "low")], True, ["v-0"]),
+    ("reclaim by capacity when the gangs are at minMember: within deserved stays",
+     [node("n0", 8), queue("q", deserved={GPU: 8}), queue("o", deserved={GPU: 8}),
+      *running("v", "o", [("n0", 8)], "low", 1), pending("j", "q", 1, 8, "high")], False, []),
+]
+
+
+@pytest.mark.parametrize(("what", "objs", "admitted", "victims"), CASES, ids=[c[0] for c in CASES])
+def test_greedy_takes_what_the_tiers_offer(what: str, objs: list[dict[str, Any]], admitted: bool,
+                                           victims: list[str]) -> None:
+    got = plans([*CLASSES, *objs])
+    assert result(got["greedy"]) == (admitted, victims)
+    for solver in ("cpsat", "auto"):  # the exact model stays inside the first tier; auto no worse than greedy
+        adm, vic = result(got[solver])
+        assert set(vic) <= set(victims) or adm
+    assert result(got["auto"])[0] >= admitted
+
+
+def test_reclaim_passes_over_a_node_without_reclaimees() -> None:
+    """Volcano's reclaim tries a pod only on nodes with a running pod of another reclaimable queue: the
+    second pod does not take the room the first one's eviction left on n0 (nothing to reclaim there
+    any more) but reclaims on n1."""
+    objs = [*CLASSES, node("n0", 8), node("n1", 8), queue("q", deserved={GPU: 16}), queue("o", deserved={GPU: 0}),
+            *running("a", "o", [("n0", 8)], "low", 1), *running("b", "o", [("n1", 8)], "low", 1),
+            pending("j", "q", 2, 4, "high")]
+    greedy = plans(objs)["greedy"]
+    jp = next(j for j in greedy.jobs if j.key == "default/j")
+    assert jp.admitted and sorted(v.name for v in jp.victims) == ["a-0", "b-0"]
+    assert sorted(b.node for b in jp.bindings) == ["n0", "n1"]
+
+
+def test_the_validator_refuses_a_victim_no_tier_offers() -> None:
+    objs = [*CLASSES, node("n0", 8), queue("q"), *running("v", "q", [("n0", 8)], "low", 1),
+            pending("j", "q", 1, 8, "high")]
+    snap = load_objects(objs).snapshot
+    joint = plan_placement(snap, list(snap.jobs.values()), "greedy", OPTS, now=NOW)  # the joint rules take v-0
+    assert result(joint) == (True, ["v-0"])
+    bad = placement_violations(snap, list(snap.jobs.values()), joint, tiers=True)
+    assert any("plugin tiers do not offer it" in v for v in bad)
+
+
+def test_candidates_come_in_victim_order() -> None:
+    objs = [*CLASSES, node("n0", 8), queue("q"), *running("a", "q", [("n0", 2)], "mid", 1),
+            *running("b", "q", [("n0", 2)], "low", 1)]
+    assert [c.group for c in catalogue(objs).by_node["n0"]] == ["default/b", "default/a"]
+    assert all(isinstance(c, Candidate) for c in catalogue(objs).by_node["n0"])
+
+
+def running_vcjob(name: str, queue_name: str, replicas: int, gpu: int, on: dict[int, str], min_available: int,
+                  pc: str) -> list[dict[str, Any]]:
+    """A running VCJob: its PodGroup (minMember ``min_available``) and the pods of the replicas in ``on``."""
+    job = vcjob(name, queue_name, [job_task("worker", replicas, gpu)], min_available=min_available,
+                priority_class_name=pc)
+    job["status"] = {"state": {"phase": "Running"}}
+    pg = podgroup_in(queue_name, f"{name}-pg", min_available)
+    pg["metadata"]["ownerReferences"] = [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": name,
+                                          "uid": f"uid-{name}", "controller": True}]
+    pg["spec"]["priorityClassName"] = pc
+    objs = [job, pg]
+    for i, n in on.items():
+        p = pod(f"{name}-worker-{i}", n, gpu, group=f"{name}-pg")
+        p["status"]["startTime"] = "2025-06-01T10:00:00Z"
+        objs.append(p)
+    return objs
+
+
+STARVING = [  # a partly running gang (3 replicas of 4 GPUs) fills n0; n1 is full of a low-priority gang
+    ("ready with its running pods: no victims (Volcano evicts only for a starving job)", {0: "n0", 1: "n0"}, 2,
+     False, []),
+    ("starving (1 running, minAvailable 2): it preempts for the pod it lacks", {0: "n0"}, 2, True, ["v-0"]),
+]
+
+
+@pytest.mark.parametrize(("what", "on", "min_available", "admitted", "victims"), STARVING,
+                         ids=[s[0] for s in STARVING])
+def test_only_a_starving_gang_evicts(what: str, on: dict[int, str], min_available: int, admitted: bool,
+                                     victims: list[str]) -> None:
+    filler = [pod("busy", "n0", 4, group=None)] if len(on) == 1 else []
+    objs = [*CLASSES, node("n0", 8), node("n1", 8), queue("q"), *filler,
+            *running("v", "q", [("n1", 4), ("n1", 4)], "low", 0),
+            *running_vcjob("j", "q", 3, 4, on, min_available, "high")]
+    snap = load_objects(objs).snapshot
+    plan = plan_placement(snap, list(snap.jobs.values()), "greedy", OPTS, now=NOW, tiers=True)
+    jp = next(j for j in plan.jobs if j.key == "default/j")
+    assert sorted(v.name for v in jp.victims) == victims
+    assert bool(jp.bindings) == admitted
