@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from optplan.errors import InputError
-from optplan.experiments.replay.cluster import Cluster
 from optplan.experiments.replay.config import ReplayConfig
+from optplan.experiments.replay.oracle import cluster_for
 from optplan.experiments.replay.policy import Planned, fragmentation_pending, plan_for_pending, plan_moves
 from optplan.experiments.replay.snapshot import Running, SnapshotBuilder
 from optplan.experiments.replay.trace import Trace, TraceGang, bucket_labels, gang_bucket
@@ -95,11 +95,20 @@ class ReplayResult:
     def per_day(self, v: int) -> float:
         return v / self.days if self.days > 0 else 0.0
 
+    def restart_percent(self) -> float:
+        """GPU-hours lost to restarts (cards restarted × ``restartDelaySeconds``) as a percent of the GPU-hours
+        allocated."""
+        used = self.allocation_percent / 100 * self.horizon * self.gpus
+        lost = self.cards_disrupted * float(self.config.get("restartDelaySeconds", 0))
+        return round(100 * lost / used, 6) if used > 0 else 0.0
+
     def summary(self) -> dict[str, Any]:
         """The headline numbers a sweep aggregates."""
         w8 = self.waits.get("8", {})
         return {"allocationPercent": self.allocation_percent,
                 "waitP95Minutes8": None if w8.get("p95") is None else w8["p95"] / 60,
+                "waitMeanMinutes8": None if w8.get("mean") is None else w8["mean"] / 60,
+                "restartGpuHoursPercent": self.restart_percent(),
                 "waitP95Minutes": self.waits["all"]["p95"] / 60 if self.waits["all"]["p95"] is not None else None,
                 "cardsDisruptedPerDay": round(self.per_day(self.cards_disrupted), 6),
                 "podsMovedPerDay": round(self.per_day(self.pods_moved), 6),
@@ -127,7 +136,7 @@ class Replay:
         self.horizon = cfg.horizon if cfg.horizon is not None else trace.end
         if not self.horizon > 0:
             raise InputError("the trace ends at time 0: give a positive horizon", field="horizon")
-        self.cluster = Cluster(trace.nodes, cfg.weights)
+        self.cluster = cluster_for(trace.nodes, cfg)  # the oracle's, nobinpack's or Volcano's binpack
         self.builder = SnapshotBuilder(trace.nodes)
         self.run_spec = cfg.repack_run()
         self.gangs: list[_Gang] = []
