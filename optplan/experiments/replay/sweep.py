@@ -8,8 +8,10 @@ cooldown) × budget × planner. A cell's ``key`` names all of it; results are ke
 so they are the same whichever executor ran them and in whatever order the cells finished.
 
 Executors: ``serial`` (in this process), ``pool`` (a local process pool, the default) and ``ray`` (a
-local Ray instance, or an existing cluster by address; Ray is imported only then). A cell that raises is
-run again up to ``retries`` times, then reported as failed. Finished cells are appended to the results
+local Ray instance, or an existing cluster by address — ``HOST:PORT`` or a ``ray://HOST:PORT`` client
+connection, tried ``CLIENT_TRIES`` times; Ray is imported only then). A cell that raises is run again up to
+``retries`` times, then reported as failed; on Ray a cell whose worker or node dies is run again by Ray
+itself (``max_retries``), on another node. Finished cells are appended to the results
 file (JSON lines) as they finish, and a sweep started again with the same file skips them (resume) — only
 rows whose ``fingerprint`` (the cell's whole config and trace) matches: a changed setting runs again.
 
@@ -24,6 +26,7 @@ import logging
 import math
 import os
 import socket
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, replace
@@ -42,6 +45,12 @@ _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 
          2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
          2.045, 2.042)
 """Student's t quantile 0.975 for 1..30 degrees of freedom; 1.96 beyond."""
+
+CLIENT_TRIES = 3
+CLIENT_PAUSE = 5.0
+"""A ``ray://`` connection is tried this many times, this many seconds apart: Ray's client server starts a
+session process per connection, which on a loaded head can fail with "Initialization failure from server"."""
+log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[int, int], None]
 """Called with (cells done, cells in all)."""
@@ -208,12 +217,21 @@ def _ray(cells: Sequence[Cell], trace_of: TraceOf, retries: int, done: Callable[
         import ray
     except ImportError:
         raise InputError("Ray is not installed: pip install 'optplan[ray]'", field="--ray") from None
-    try:
-        ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False,
-                 logging_level=logging.ERROR)
-    except Exception as e:  # an unreachable address, a refused connection
-        raise InputError(f"cannot connect to Ray at {address or 'a new local instance'}: "
-                         f"{str(e).splitlines()[0] if str(e) else type(e).__name__}", field="--ray-address") from None
+    tries = CLIENT_TRIES if address is not None and address.startswith("ray://") else 1
+    for attempt in range(1, tries + 1):
+        try:
+            ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False,
+                     logging_level=logging.ERROR)
+            break
+        except Exception as e:  # an unreachable address, a refused connection
+            if attempt < tries:  # a client server on a busy head can fail to start its session in time
+                log.warning("Ray client connection %d of %d failed (%s); trying again", attempt, tries,
+                            str(e).splitlines()[0] if str(e) else type(e).__name__)
+                time.sleep(CLIENT_PAUSE)
+                continue
+            raise InputError(f"cannot connect to Ray at {address or 'a new local instance'}: "
+                             f"{str(e).splitlines()[0] if str(e) else type(e).__name__}",
+                             field="--ray-address") from None
     try:
         task = ray.remote(max_retries=retries, retry_exceptions=True)(run_cell)
         refs: dict[Any, Cell] = {}
