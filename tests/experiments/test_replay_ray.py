@@ -9,6 +9,7 @@ On 2 busy cores the cluster takes a while to start: one CPU per node, generous t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -74,10 +75,8 @@ def _stop(p: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
             os.killpg(p.pid, s)
         except ProcessLookupError:
             break
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             p.wait(30)
-        except subprocess.TimeoutExpired:
-            pass
         time.sleep(1)
 
 
@@ -96,8 +95,8 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
 
 def _nodes_alive(env: dict[str, str], gcs: str) -> int:
     """Live nodes, asked from a separate process (the test process never joins the cluster itself)."""
-    code = ("import ray, logging; ray.init(address=%r, logging_level=logging.ERROR, log_to_driver=False); "
-            "print(sum(1 for n in ray.nodes() if n['Alive']))" % gcs)
+    code = (f"import ray, logging; ray.init(address={gcs!r}, logging_level=logging.ERROR, log_to_driver=False); "
+            "print(sum(1 for n in ray.nodes() if n['Alive']))")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
     return int(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 and out.stdout.strip() else 0
 

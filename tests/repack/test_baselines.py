@@ -11,9 +11,9 @@ from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import load_objects
 from optplan.models.repack import RepackPlan
 from optplan.solvers.baselines.repack import (
+    balanced_score,
     cluster_autoscaler_scale_down,
     descheduler_high_node_utilization,
-    balanced_score,
     karpenter_balanced,
     karpenter_multi_node,
     karpenter_pod_cost,

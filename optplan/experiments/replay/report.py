@@ -9,8 +9,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from optplan.experiments.replay.engine import ReplayResult
 from optplan.experiments.replay.config import STATIC
+from optplan.experiments.replay.engine import ReplayResult
 from optplan.experiments.replay.oracle import ORACLE, shares
 from optplan.experiments.replay.trace import bucket_labels
 

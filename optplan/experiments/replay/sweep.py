@@ -2,10 +2,10 @@
 traces × seeds — each cell one task, on an executor, with the mean and a 95% confidence interval over
 seeds and each policy's difference from ``none`` (paired by trace and seed).
 
-Grid (``grid``). ``none``, ``oracle`` and ``nobinpack`` are one cell per trace and seed (interval, budget and planner mean nothing to
-it); ``interval`` one per interval × budget × planner; ``pending`` one per pending-after × interval (its
-cooldown) × budget × planner. A cell's ``key`` names all of it; results are keyed, sorted and rounded,
-so they are the same whichever executor ran them and in whatever order the cells finished.
+Grid (``grid``). ``none``, ``oracle`` and ``nobinpack`` are one cell per trace and seed (interval, budget
+and planner mean nothing to them); ``interval`` one per interval × budget × planner; ``pending`` one per
+pending-after × interval (its cooldown) × budget × planner. A cell's ``key`` names all of it; results are
+keyed, sorted and rounded, so they are the same whichever executor ran them and in whatever order the cells finished.
 
 Executors: ``serial`` (in this process), ``pool`` (a local process pool, the default) and ``ray`` (a
 local Ray instance, or an existing cluster by address — ``HOST:PORT`` or a ``ray://HOST:PORT`` client
@@ -381,7 +381,8 @@ def markdown(table: Sequence[Mapping[str, Any]], outcome: Outcome, cells: int, c
     lines = ["# Replay sweep", "", f"{cells} cells, {len(outcome.rows)} done, {len(outcome.failed)} failed. "
              "Mean ± 95% confidence half-width over seeds (Student's t); vs none: the paired difference from "
              "`none` on the same trace and seed; share of the oracle's gain: (policy − none) / (oracle − none) per "
-             "trace and seed (with `oracle` in the grid), then its mean ± 95% half-width.", "", f"Reproduce: `{command}`", "",
+             "trace and seed (with `oracle` in the grid), then its mean ± 95% half-width.", "",
+             f"Reproduce: `{command}`", "",
              "| trace / policy / planner / budget | seeds | GPU allocation % | vs none (points) | wait p95 (min) | "
              "wait p95 8-card (min) | cards disrupted / day | vs none | 8-card wait mean (min) | "
              "share of the oracle's gain: allocation | 8-card wait mean | GPU-hours lost to restarts % |",
