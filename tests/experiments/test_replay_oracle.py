@@ -13,7 +13,7 @@ from optplan.cli.replay import load_trace
 from optplan.experiments.replay import report
 from optplan.experiments.replay.config import ReplayConfig
 from optplan.experiments.replay.engine import replay
-from optplan.experiments.replay.oracle import gpu_room, packable, share_of_gain
+from optplan.experiments.replay.oracle import cards_from, gpu_room, packable, share_of_gain
 from tests.experiments.test_replay import SINGLE, _scattered, write
 
 
@@ -46,6 +46,7 @@ def test_the_count_condition_is_exact_for_powers_of_two(nodes: list[int]) -> Non
 ])
 def test_gpu_room(running: dict[int, int], nodes: list[int], size: int, room: int) -> None:
     assert gpu_room(Counter(running), nodes, size) == room
+    assert gpu_room(Counter(running), nodes, size, cards_from(nodes)) == room
 
 
 def test_the_oracle_starts_the_gang_at_once_with_no_move(tmp_path: Path) -> None:

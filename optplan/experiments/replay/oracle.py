@@ -46,16 +46,28 @@ NOBINPACK = "nobinpack"
 _CPU, _MEM, _GPU = 0, 1, 2
 
 
-def gpu_room(cards: Counter[int], node_cards: Sequence[int], size: int) -> int:
+def cards_from(node_cards: Sequence[int]) -> Counter[int]:
+    """Cards of the nodes of at least s cards, for every size s that some node has."""
+    sizes = Counter(node_cards)
+    return Counter({s: sum(c * n for c, n in sizes.items() if c >= s) for s in sizes})
+
+
+def gpu_room(cards: Counter[int], node_cards: Sequence[int], size: int,
+             at_least: Counter[int] | None = None) -> int:
     """Most extra pods of ``size`` cards that fit beside pods of ``cards`` (size -> count) on nodes of
-    ``node_cards`` cards, pods re-placed at will (the module docstring's count condition)."""
+    ``node_cards`` cards, pods re-placed at will (the module docstring's count condition); ``at_least``:
+    ``cards_from(node_cards)``, computed once by a caller that asks often."""
     if size <= 0:
         raise ValueError("size must be >= 1")
     room: int | None = None
-    for s in sorted({*cards, size}):
+    for s in sorted({*(c for c, n in cards.items() if n > 0), size}):
         if s > size:
             break
-        cap = sum(c for c in node_cards if c >= s)
+        if at_least is None:
+            cap = sum(c for c in node_cards if c >= s)
+        else:  # the cards of the nodes of the smallest size >= s
+            bigger = [c for c in at_least if c >= s]
+            cap = at_least[min(bigger)] if bigger else 0
         used = sum(c * n for c, n in cards.items() if c >= s)
         k = (cap - used) // size
         room = k if room is None else min(room, k)
@@ -75,6 +87,7 @@ class OracleCluster(Cluster):
     def __init__(self, nodes: Sequence[SimNode], weights: BinpackWeights) -> None:
         super().__init__(nodes, weights)
         self.node_cards = [int(c) for c in self.cl.cap[:, _GPU].tolist() if c > 0]
+        self.at_least = cards_from(self.node_cards)
         self.cards: Counter[int] = Counter()
         self.used = np.zeros(3, dtype=np.int64)
         self.running = 0
@@ -93,7 +106,7 @@ class OracleCluster(Cluster):
             if q > 0:
                 k = min(k, int(free[r]) // q)
         if pod.gpu > 0:
-            k = min(k, gpu_room(self.cards, self.node_cards, pod.gpu))
+            k = min(k, gpu_room(self.cards, self.node_cards, pod.gpu, self.at_least))
         return max(k, 0)
 
     def fits(self, pod: SimPod) -> np.ndarray[Any, Any]:
