@@ -47,7 +47,7 @@ def test_bench_tiny_writes_report_json_and_plots(tmp_path: Path) -> None:
     if openb.is_file():
         (scenario,) = results["repack"]["scenarios"]
         planners = [r["planner"] for r in scenario["runs"]]
-        assert planners == ["greedy-fast", "karpenter", "cluster-autoscaler", "descheduler"]
+        assert planners == ["greedy-fast", "karpenter", "karpenter-balanced", "cluster-autoscaler", "descheduler"]
         assert all(isinstance(r["violations"], int) for r in scenario["runs"])
         assert scenario["runs"][0]["freed"] > 0
         assert "| planner | freed |" in md

@@ -76,6 +76,7 @@ class _Lookup:
         return self.traces[c.trace, c.seed]
 
 
+@pytest.mark.raycluster  # starts a local Ray instance: slow to start on a loaded machine
 def test_ray_gives_the_same_results(tmp_path: Path) -> None:
     pytest.importorskip("ray")
     cells, traces = _cells(tmp_path)

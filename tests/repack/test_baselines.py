@@ -11,8 +11,10 @@ from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import load_objects
 from optplan.models.repack import RepackPlan
 from optplan.solvers.baselines.repack import (
+    balanced_score,
     cluster_autoscaler_scale_down,
     descheduler_high_node_utilization,
+    karpenter_balanced,
     karpenter_multi_node,
     karpenter_pod_cost,
 )
@@ -23,8 +25,8 @@ from optplan.solvers.repack.rules import RepackProblem
 from optplan.solvers.repack.validate import plan_violations
 from tests.builders import load_with_run, node, pdb, pod, podgroup, repack_run
 
-BASELINES = {"karpenter": karpenter_multi_node, "cluster-autoscaler": cluster_autoscaler_scale_down,
-             "descheduler": descheduler_high_node_utilization}
+BASELINES = {"karpenter": karpenter_multi_node, "karpenter-balanced": karpenter_balanced,
+             "cluster-autoscaler": cluster_autoscaler_scale_down, "descheduler": descheduler_high_node_utilization}
 OPTS = PlanOptions(time_limit=10)
 
 
@@ -175,3 +177,33 @@ def test_baselines_on_a_generated_cluster_respect_capacity_and_predicates(name: 
         assert not [v for v in violations if "which is not vacated" in v or "still holds" in v], violations
     freed = set(result.plan.freed_nodes)
     assert all(m.from_node in freed for m in result.plan.moves) or name == "descheduler"
+
+
+# ---- Karpenter's Balanced policy ------------------------------------------------------------------
+
+@pytest.mark.parametrize(("savings", "pool", "disruption", "pool_disruption", "score"), [
+    (7.26, 58.08, 3, 80, 3.33),     # the design's "oversized node" example: approved at k = 2
+    (2.42, 58.08, 8, 80, 0.42),     # its "marginal move": rejected (< 0.5)
+    (2.42, 48.40, 8, 80, 0.50),     # its "uniform pool replace": exactly 1/k
+    (0.0, 10.0, 1, 10, 0.0),        # no savings: never approved
+])
+def test_balanced_score_is_the_designs(savings: float, pool: float, disruption: float, pool_disruption: float,
+                                       score: float) -> None:
+    assert balanced_score(savings, pool, disruption, pool_disruption) == pytest.approx(score, abs=0.005)
+
+
+def _costly() -> RepackProblem:
+    """n1's one pod has priority 9 × 2^25 (eviction cost 10, node cost 11); n2's pod is held by a PDB (node
+    cost 2); n3 is empty (cost 1). Pool: 24 cards, disruption 14. Deleting n1: (8/24) / (11/14) = 0.42."""
+    return problem(node("n1"), node("n2"), node("n3"), podgroup("pg"),
+                   *gpu_pods("n1", [1], priority=9 * 2**25), *gpu_pods("n2", [1], labels={"app": "x"}),
+                   pdb("keep", {"app": "x"}, 0))
+
+
+def test_balanced_refuses_a_move_whose_disruption_outweighs_its_savings() -> None:
+    p = _costly()
+    assert karpenter_multi_node(p, OPTS).plan.freed_nodes == ("n1",)  # WhenEmptyOrUnderutilized moves it
+    refused = karpenter_balanced(p, OPTS)
+    assert refused.plan.moves == () and refused.stats["candidates"] == 0
+    looser = karpenter_balanced(p, OPTS, k=3)  # threshold 1/3 < 0.42: approved
+    assert looser.plan.freed_nodes == ("n1",)

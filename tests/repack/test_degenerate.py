@@ -134,13 +134,14 @@ def test_seed_dryrun_without_eligible_workloads(solver: str, tmp_path: Path) -> 
 # (case, peer -> its freed nodes and moved pods, or "" when it moves nothing)
 
 BASELINE_CASES: dict[str, dict[str, str]] = {
-    "podGroup scope matches nothing": {"karpenter": "n1 n2: a b", "cluster-autoscaler": "n1 n3: a c",
-                                       "descheduler": ""},
-    "gang with a Pending pod bound to its node": {"karpenter": "n2: c", "cluster-autoscaler": "n2: c",
-                                                  "descheduler": "n2: c"},
-    "pods whose PodGroup is missing": {"karpenter": "n1: a", "cluster-autoscaler": "n1: a", "descheduler": ""},
-    "node scope matches nothing": {"karpenter": "n1 n2: a b", "cluster-autoscaler": "n1 n3: a c",
-                                   "descheduler": ""},
+    "podGroup scope matches nothing": {"karpenter": "n1 n2: a b", "karpenter-balanced": "n1 n2: a b",
+                                       "cluster-autoscaler": "n1 n3: a c", "descheduler": ""},
+    "gang with a Pending pod bound to its node": {"karpenter": "n2: c", "karpenter-balanced": "n2: c",
+                                                  "cluster-autoscaler": "n2: c", "descheduler": "n2: c"},
+    "pods whose PodGroup is missing": {"karpenter": "n1: a", "karpenter-balanced": "n1: a",
+                                       "cluster-autoscaler": "n1: a", "descheduler": ""},
+    "node scope matches nothing": {"karpenter": "n1 n2: a b", "karpenter-balanced": "n1 n2: a b",
+                                   "cluster-autoscaler": "n1 n3: a c", "descheduler": ""},
 }
 
 

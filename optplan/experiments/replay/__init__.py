@@ -12,7 +12,9 @@ Modules, top to bottom; each imports only the lines below it (pyproject's "Repla
 contract): ``sweep`` (grids, executors, confidence intervals), ``report`` (Markdown and JSON of one
 replay) and ``plots`` (its PNGs); ``engine`` (the event loop and its metrics); ``policy`` (when a Repack
 runs, with which planner, and applying its validated plan); ``snapshot`` (a Snapshot of the replay state,
-built only when a Repack runs); ``cluster`` (the incremental cluster state and Volcano's allocate on it);
-``config`` (a policy as data), ``trace`` (the jobs and nodes a replay reads) and ``survival`` (Kaplan–Meier
-percentiles of waiting and completion times some of which are censored).
+built only when a Repack runs) and ``oracle`` (the ceiling: free repacking at every event, the cluster
+each policy replays on, and a policy's share of the oracle's gain); ``cluster`` (the incremental cluster
+state and Volcano's allocate on it); ``config`` (a policy as data), ``trace`` (the jobs and nodes a replay
+reads) and ``survival`` (Kaplan–Meier percentiles of waiting and completion times some of which are
+censored).
 """

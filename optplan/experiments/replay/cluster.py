@@ -7,7 +7,10 @@ time then name; each gets its gang turn: its pods one by one, each on the feasib
 binpack score (Volcano's formula, ``placement.binpack_score``; ties to the first node by name), until
 ``min_member`` run — or, when they cannot, nothing (the gang is all or nothing). Then the ready jobs with pods
 still waiting get one pod per turn, round robin in the same order; a pod that fits nowhere waits for the next
-cycle.
+cycle. With ``spread`` (the ``nobinpack`` policy) the node is chosen as Volcano does without its binpack
+plugin: the default nodeorder plugin's leastrequested score (kube-scheduler's LeastAllocated on cpu and
+memory: per resource (capacity − requested after placement) × 100 / capacity, integers, averaged), the
+highest score, ties to the first node by name.
 
 Two facts make a cycle cheap and change no outcome. A gang's pods are identical and nodes do not
 interact, so the most pods of a shape the cluster holds now is Σ over allowed nodes of the pods each node
@@ -93,8 +96,11 @@ class RoomIndex:
 class Cluster:
     """Free resources per node (name order) with take / give back, the binpack choice and ``room``."""
 
-    def __init__(self, nodes: Sequence[SimNode], weights: BinpackWeights, rescan: bool = False) -> None:
+    def __init__(self, nodes: Sequence[SimNode], weights: BinpackWeights, rescan: bool = False,
+                 spread: bool = False) -> None:
         self.cl = SimCluster(nodes)
+        self.spread = spread
+        """Choose nodes by leastrequested instead of binpack (module docstring)."""
         self.bp = BinpackCache(self.cl, weights)
         self.names = [n.name for n in self.cl.nodes]
         self.index = {n: i for i, n in enumerate(self.names)}
@@ -140,6 +146,8 @@ class Cluster:
         fits = self.fits(pod)
         if not fits.any():
             return -1
+        if self.spread:
+            return least_requested(self.cl.cap, self.cl.free, pod, fits)
         return self.bp.best(pod, fits)
 
     def take(self, i: int, pod: SimPod) -> None:
@@ -176,3 +184,13 @@ class Cluster:
             return 0
         sizes = np.sort(self.cl.cap[:, _GPU])[::-1]
         return int(np.searchsorted(np.cumsum(sizes), used) + 1)
+
+
+def least_requested(cap: np.ndarray[Any, Any], free: np.ndarray[Any, Any], pod: SimPod,
+                    fits: np.ndarray[Any, Any]) -> int:
+    """The feasible node with the highest leastrequested score (module docstring); the first by name on a tie."""
+    score = np.zeros(len(cap), dtype=np.int64)
+    for r, q in ((_CPU, pod.cpu), (_MEM, pod.memory)):
+        c = np.maximum(cap[:, r], 1)
+        score += np.where(cap[:, r] > 0, (free[:, r] - q) * 100 // c, 0)
+    return int(np.argmax(np.where(fits, score // 2, -1)))

@@ -29,7 +29,8 @@ from optplan.models.placement import BinpackWeights
 from optplan.models.repack import RepackRun
 from optplan.solvers.core import registry
 
-POLICIES = ("none", "interval", "pending")
+POLICIES = ("none", "interval", "pending", "oracle", "nobinpack")
+STATIC = ("none", "oracle", "nobinpack")
 PLANNERS = ("greedy", "auto", *sorted(registry.names(registry.BASELINES)))
 RESTARTS = ("RestartJob", "RestartTask", "ServingGroupRecreate", "pod", "gang")
 """The workloads' restart policy, what a move restarts (Repack's rule, ``repack.rules.restart_unit``, on
@@ -108,8 +109,8 @@ class ReplayConfig:
 
     def label(self) -> str:
         """A short name for tables: ``none``, ``interval 60m greedy``, ``pending 30m auto``."""
-        if self.policy == "none":
-            return "none"
+        if self.policy in STATIC:
+            return self.policy
         every = self.interval if self.policy == "interval" else self.pending_after
         budget = f" {budget_label(self.max_per_run)}" if self.max_per_run else ""
         return f"{self.policy} {every / 60:g}m {self.planner}{budget}"

@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from optplan.errors import InputError
-from optplan.experiments.replay.cluster import Cluster
 from optplan.experiments.replay.config import ReplayConfig
+from optplan.experiments.replay.oracle import cluster_for
 from optplan.experiments.replay.policy import (
     Planned,
     fragmentation_pending,
@@ -144,12 +144,21 @@ class ReplayResult:
         held = sum(self.gpu_seconds[k] for k in ("useful", "restore", "lost"))
         return round(100 * held / capacity, 4) if capacity > 0 else 0.0
 
+    def restart_percent(self) -> float:
+        """GPU-hours lost to restarts (restore time and the work a restart threw away) as a percent of the
+        GPU-hours held."""
+        held = sum(self.gpu_seconds[k] for k in ("useful", "restore", "lost"))
+        lost = self.gpu_seconds["restore"] + self.gpu_seconds["lost"]
+        return round(100 * lost / held, 6) if held > 0 else 0.0
+
     def summary(self) -> dict[str, Any]:
         """The headline numbers a sweep aggregates."""
         w8 = self.waits.get("8", {})
         return {"allocationPercent": self.allocation_percent, "usefulPercent": self.percent("useful"),
                 "lostPercent": round(self.percent("lost") + self.percent("restore"), 4),
                 "waitP95Minutes8": None if w8.get("p95") is None else w8["p95"] / 60,
+                "waitMeanMinutes8": None if w8.get("restrictedMean") is None else w8["restrictedMean"] / 60,
+                "restartGpuHoursPercent": self.restart_percent(),
                 "waitP95Minutes": self.waits["all"]["p95"] / 60 if self.waits["all"]["p95"] is not None else None,
                 "censoredGangs": self.waits["all"]["censored"],
                 "cardsDisruptedPerDay": round(self.per_day(self.cards_disrupted), 6),
@@ -188,7 +197,7 @@ class Replay:
         if not self.stop_at > self.start_at:
             raise InputError(f"the horizon {self.stop_at:g} s ends before the measured window starts "
                              f"({self.start_at:g} s: first arrival + warm-up)", field="horizon")
-        self.cluster = Cluster(trace.nodes, cfg.weights, rescan)
+        self.cluster = cluster_for(trace.nodes, cfg, rescan)  # the oracle's, nobinpack's or Volcano's binpack
         """``rescan``: the former retry path, every node per question (tests prove both give one result)."""
         self.builder = SnapshotBuilder(trace.nodes, serving=cfg.restart == "ServingGroupRecreate")
         self.run_spec = cfg.repack_run()

@@ -9,7 +9,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from optplan.experiments.replay.config import STATIC
 from optplan.experiments.replay.engine import ESTIMATOR, ReplayResult
+from optplan.experiments.replay.oracle import ORACLE, shares
 from optplan.experiments.replay.trace import bucket_labels
 
 
@@ -34,6 +36,30 @@ def document(results: Sequence[ReplayResult], trace_stats: Mapping[str, Any], ti
 
 def to_json(doc: Mapping[str, Any]) -> str:
     return json.dumps(doc, indent=1, sort_keys=True) + "\n"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f}%"
+
+
+def ceiling_section(results: Sequence[ReplayResult], base: ReplayResult, ceiling: ReplayResult) -> str:
+    """Each policy's share of the oracle's gain over ``none`` (``oracle.shares``), with the restart cost."""
+    out = io.StringIO()
+    out.write("\n## Share of the oracle's gain\n\n"
+              "What each policy captures of what free, instant repacking at every event gives over `none` (the "
+              "`oracle`, a ceiling estimate: see docs/replay.md); `nobinpack` shows what binpack alone is worth. "
+              "100% = the oracle's gain; above 100% = the policy beat the estimate on that metric.\n\n")
+    out.write("| policy | useful GPU % | 8-card wait mean | 8-card wait p95 | 8-card wait mean (min) | "
+              "GPU-hours lost to restarts % |\n|---|---|---|---|---|---|\n")
+    b = base.summary()
+    c = ceiling.summary()
+    for r in results:
+        sm = r.summary()
+        sh = shares(sm, b, c)
+        mean8 = sm.get("waitMeanMinutes8")
+        out.write(f"| {r.label} | {_pct(sh['usefulPercent'])} | {_pct(sh['waitMeanMinutes8'])} | "
+                  f"{_pct(sh['waitP95Minutes8'])} | {_num(mean8)} | {sm['restartGpuHoursPercent']:.3f} |\n")
+    return out.getvalue()
 
 
 def markdown(results: Sequence[ReplayResult], trace_stats: Mapping[str, Any], timings: bool,
@@ -66,6 +92,9 @@ def markdown(results: Sequence[ReplayResult], trace_stats: Mapping[str, Any], ti
                   f"{minutes(r.waits.get('8', {}).get('p95'))} | {r.per_day(r.cards_disrupted):.1f} | "
                   f"{r.per_day(r.pods_moved):.1f} | {rp['runs']} | {skipped} | {rp['freedNodes']} | "
                   f"{rp['ruleBreaks']} ({rp.get('refusedPlans', 0)}) |\n")
+    ceiling = next((r for r in results if r.config["policy"] == ORACLE), None)
+    if base is not None and ceiling is not None:
+        out.write(ceiling_section(results, base, ceiling))
     for title, attr in (("Waiting time", "waits"), ("Completion time", "completions")):
         out.write(f"\n## {title} by gang size (minutes; {ESTIMATOR})\n\n")
         out.write("| policy | gang cards | gangs | censored | p50 | p95 | p99 | restricted mean (up to) |\n"
@@ -81,7 +110,7 @@ def markdown(results: Sequence[ReplayResult], trace_stats: Mapping[str, Any], ti
                           f"({minutes(w['restrictedTo'])}) |\n")
     out.write("\n## Repack runs\n\n")
     for r in results:
-        if r.config["policy"] == "none":
+        if r.config["policy"] in STATIC:
             continue
         rp = r.repack
         statuses = ", ".join(f"{k.removeprefix('status:')} {v}" for k, v in rp.items() if k.startswith("status:"))

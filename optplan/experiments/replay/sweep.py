@@ -2,14 +2,16 @@
 traces × seeds — each cell one task, on an executor, with the mean and a 95% confidence interval over
 seeds and each policy's difference from ``none`` (paired by trace and seed).
 
-Grid (``grid``). ``none`` is one cell per trace and seed (interval, budget and planner mean nothing to
-it); ``interval`` one per interval × budget × planner; ``pending`` one per pending-after × interval (its
-cooldown) × budget × planner. A cell's ``key`` names all of it; results are keyed, sorted and rounded,
-so they are the same whichever executor ran them and in whatever order the cells finished.
+Grid (``grid``). ``none``, ``oracle`` and ``nobinpack`` are one cell per trace and seed (interval, budget
+and planner mean nothing to them); ``interval`` one per interval × budget × planner; ``pending`` one per
+pending-after × interval (its cooldown) × budget × planner. A cell's ``key`` names all of it; results are
+keyed, sorted and rounded, so they are the same whichever executor ran them and in whatever order the cells finished.
 
 Executors: ``serial`` (in this process), ``pool`` (a local process pool, the default) and ``ray`` (a
-local Ray instance, or an existing cluster by address; Ray is imported only then). A cell that raises is
-run again up to ``retries`` times, then reported as failed. Finished cells are appended to the results
+local Ray instance, or an existing cluster by address — ``HOST:PORT`` or a ``ray://HOST:PORT`` client
+connection, tried ``CLIENT_TRIES`` times; Ray is imported only then). A cell that raises is run again up to
+``retries`` times, then reported as failed; on Ray a cell whose worker or node dies is run again by Ray
+itself (``max_retries``), on another node. Finished cells are appended to the results
 file (JSON lines) as they finish, and a sweep started again with the same file skips them (resume) — only
 rows whose ``fingerprint`` (the cell's whole config and trace) matches: a changed setting runs again.
 
@@ -24,23 +26,31 @@ import logging
 import math
 import os
 import socket
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, replace
 from typing import Any
 
 from optplan.errors import InputError
-from optplan.experiments.replay.config import POLICIES, ReplayConfig, budget_label
+from optplan.experiments.replay.config import POLICIES, STATIC, ReplayConfig, budget_label
 from optplan.experiments.replay.engine import config_dict, replay
+from optplan.experiments.replay.oracle import ORACLE, SHARE_METRICS, shares
 from optplan.experiments.replay.trace import Trace
 
 METRICS = ("allocationPercent", "usefulPercent", "lostPercent", "censoredGangs", "waitP95Minutes", "waitP95Minutes8",
-           "cardsDisruptedPerDay", "podsMovedPerDay")
+           "waitMeanMinutes8", "cardsDisruptedPerDay", "podsMovedPerDay", "restartGpuHoursPercent")
 EXECUTORS = ("serial", "pool", "ray")
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
          2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
          2.045, 2.042)
 """Student's t quantile 0.975 for 1..30 degrees of freedom; 1.96 beyond."""
+
+CLIENT_TRIES = 3
+CLIENT_PAUSE = 5.0
+"""A ``ray://`` connection is tried this many times, this many seconds apart: Ray's client server starts a
+session process per connection, which on a loaded head can fail with "Initialization failure from server"."""
+log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[int, int], None]
 """Called with (cells done, cells in all)."""
@@ -56,8 +66,8 @@ class Cell:
     def group(self) -> str:
         """The cell without its seed: what the seeds are averaged over."""
         c = self.config
-        if c.policy == "none":
-            return f"{self.trace} / none"
+        if c.policy in STATIC:
+            return f"{self.trace} / {c.policy}"
         what = f"every {c.interval / 60:g}m" if c.policy == "interval" else (
             f"after {c.pending_after / 60:g}m, cooldown {c.interval / 60:g}m")
         return f"{self.trace} / {c.policy} {what} / {c.planner} / {budget_label(c.max_per_run)}"
@@ -103,7 +113,7 @@ def grid(spec: Mapping[str, Any], traces: Sequence[str], base: ReplayConfig) -> 
         for seed in seeds:
             for policy in policies:
                 combos: Iterable[tuple[float, float, Any, str]] = (
-                    [(base.interval, base.pending_after, {}, base.planner)] if policy == "none" else
+                    [(base.interval, base.pending_after, {}, base.planner)] if policy in STATIC else
                     [(i, a, b, pl) for i in intervals for a in (afters if policy == "pending" else [base.pending_after])
                      for b in budgets for pl in planners])
                 for interval, after, budget, planner in combos:
@@ -207,12 +217,21 @@ def _ray(cells: Sequence[Cell], trace_of: TraceOf, retries: int, done: Callable[
         import ray
     except ImportError:
         raise InputError("Ray is not installed: pip install 'optplan[ray]'", field="--ray") from None
-    try:
-        ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False,
-                 logging_level=logging.ERROR)
-    except Exception as e:  # an unreachable address, a refused connection
-        raise InputError(f"cannot connect to Ray at {address or 'a new local instance'}: "
-                         f"{str(e).splitlines()[0] if str(e) else type(e).__name__}", field="--ray-address") from None
+    tries = CLIENT_TRIES if address is not None and address.startswith("ray://") else 1
+    for attempt in range(1, tries + 1):
+        try:
+            ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False,
+                     logging_level=logging.ERROR)
+            break
+        except Exception as e:  # an unreachable address, a refused connection
+            if attempt < tries:  # a client server on a busy head can fail to start its session in time
+                log.warning("Ray client connection %d of %d failed (%s); trying again", attempt, tries,
+                            str(e).splitlines()[0] if str(e) else type(e).__name__)
+                time.sleep(CLIENT_PAUSE)
+                continue
+            raise InputError(f"cannot connect to Ray at {address or 'a new local instance'}: "
+                             f"{str(e).splitlines()[0] if str(e) else type(e).__name__}",
+                             field="--ray-address") from None
     try:
         task = ray.remote(max_retries=retries, retry_exceptions=True)(run_cell)
         refs: dict[Any, Cell] = {}
@@ -311,6 +330,7 @@ def aggregate(rows: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     for k in sorted(rows):
         by_group.setdefault(rows[k]["group"], []).append(rows[k])
     none = {(r["trace"], r["seed"]): r for r in rows.values() if r["policy"] == "none"}
+    ceiling = {(r["trace"], r["seed"]): r for r in rows.values() if r["policy"] == ORACLE}
     out = []
     for group, members in sorted(by_group.items()):
         entry: dict[str, Any] = {"group": group, "trace": members[0]["trace"], "policy": members[0]["policy"],
@@ -323,8 +343,24 @@ def aggregate(rows: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
                          if (r["trace"], r["seed"]) in none and r["metrics"].get(m) is not None
                          and none[(r["trace"], r["seed"])]["metrics"].get(m) is not None]
                 entry["vsNone"][m] = mean_ci(diffs)
+        entry["vsOracle"] = oracle_shares(members, none, ceiling) if ceiling else {}
         out.append(entry)
     return out
+
+
+def oracle_shares(members: Sequence[Mapping[str, Any]], none: Mapping[tuple[str, int], Mapping[str, Any]],
+                  ceiling: Mapping[tuple[str, int], Mapping[str, Any]]) -> dict[str, Any]:
+    """Per ``oracle.SHARE_METRICS``: the share of the oracle's gain over ``none`` (``oracle.shares``) on each
+    trace and seed that has both, then its mean and 95% interval over seeds."""
+    per: dict[str, list[float]] = {m: [] for m in SHARE_METRICS}
+    for r in members:
+        key = (r["trace"], r["seed"])
+        if key not in none or key not in ceiling:
+            continue
+        for m, v in shares(r["metrics"], none[key]["metrics"], ceiling[key]["metrics"]).items():
+            if v is not None:
+                per[m].append(v)
+    return {m: mean_ci(vs) for m, vs in per.items()}
 
 
 def _fmt(s: Mapping[str, Any], digits: int = 2, sign: bool = False) -> str:
@@ -334,22 +370,35 @@ def _fmt(s: Mapping[str, Any], digits: int = 2, sign: bool = False) -> str:
     return v if s.get("ci95") is None else f"{v} ± {s['ci95']:.{digits}f}"
 
 
+def _share(entry: Mapping[str, Any], metric: str) -> str:
+    s = entry.get("vsOracle", {}).get(metric)
+    if not s or s.get("mean") is None:
+        return "-"
+    return f"{s['mean']:.0f}%" if s.get("ci95") is None else f"{s['mean']:.0f}% ± {s['ci95']:.0f}"
+
+
 def markdown(table: Sequence[Mapping[str, Any]], outcome: Outcome, cells: int, command: str) -> str:
     lines = ["# Replay sweep", "", f"{cells} cells, {len(outcome.rows)} done, {len(outcome.failed)} failed. "
              "Mean ± 95% confidence half-width over seeds (Student's t); vs none: the paired difference from "
              "`none` on the same trace and seed. Useful GPU %: pods doing work they keep; lost: restore and "
-             "work a restart threw away; wait p95: Kaplan-Meier, over the seeds where censoring does not hide it.",
+             "work a restart threw away; wait p95: Kaplan-Meier, over the seeds where censoring does not hide it; "
+             "8-card wait: the Kaplan-Meier restricted mean; share of the oracle's gain: (policy − none) / "
+             "(oracle − none) per trace and seed (with `oracle` in the grid), then its mean ± 95% half-width.",
              "", f"Reproduce: `{command}`", "",
              "| trace / policy / planner / budget | seeds | useful GPU % | vs none (points) | lost % | "
-             "censored gangs | wait p95 (min) | wait p95 8-card (min) | cards disrupted / day | vs none |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "censored gangs | wait p95 (min) | wait p95 8-card (min) | cards disrupted / day | vs none | "
+             "8-card wait mean (min) | share of the oracle's gain: useful GPU % | 8-card wait mean | "
+             "GPU-hours lost to restarts % |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for e in table:
         m, d = e["metrics"], e["vsNone"]
         lines.append(f"| {e['group']} | {len(e['seeds'])} | {_fmt(m['usefulPercent'])} | "
                      f"{_fmt(d['usefulPercent'], sign=True) if d else '-'} | {_fmt(m['lostPercent'])} | "
                      f"{_fmt(m['censoredGangs'], 1)} | {_fmt(m['waitP95Minutes'], 1)} | "
                      f"{_fmt(m['waitP95Minutes8'], 1)} | {_fmt(m['cardsDisruptedPerDay'], 1)} | "
-                     f"{_fmt(d['cardsDisruptedPerDay'], 1, sign=True) if d else '-'} |")
+                     f"{_fmt(d['cardsDisruptedPerDay'], 1, sign=True) if d else '-'} | "
+                     f"{_fmt(m['waitMeanMinutes8'], 1)} | {_share(e, 'usefulPercent')} | "
+                     f"{_share(e, 'waitMeanMinutes8')} | {_fmt(m['restartGpuHoursPercent'], 3)} |")
     if outcome.failed:
         lines += ["", "## Failed cells", ""]
         lines += [f"- {k} ({outcome.attempts.get(k, 1)} attempts): {v}" for k, v in sorted(outcome.failed.items())]

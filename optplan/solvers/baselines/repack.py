@@ -34,6 +34,20 @@ prefix found is freed and its pods moved where FFD put them. The 1-minute timeou
 min(60 s, options.time_limit); on timeout the last valid prefix is returned. Approximation: the peer's
 emptiness consolidation runs before multi-node, so R-idle providers are deleted, not receivers.
 
+``karpenter_balanced`` — Karpenter's ``Balanced`` consolidation policy (Karpenter's design
+"Balanced Consolidation: Scoring Moves by Savings and Disruption", kubernetes-sigs/karpenter
+designs/balanced-consolidation.md, read for the rule; no code consulted): a move is carried out only when
+score = savings fraction / disruption fraction ≥ 1/k, k = ``consolidationThreshold`` (default 2). The
+savings fraction is the price of the nodes deleted over the price of the pool, the disruption fraction the
+disruption cost of the nodes deleted over the pool's; a node's disruption cost is 1 (per node) plus
+Σ max(0, eviction cost) of its pods (``karpenter_pod_cost``). The pool is every provider of R; a node's
+price is its allocatable R (the cards dominate a GPU node's price; the trace has no prices) — an
+approximation, as is deletion only (no replacement node, as for ``karpenter``). As the design says: a
+candidate whose own delete score is below 1/k is skipped, candidates are ranked by that score (highest
+first, then name: score-based ranking), and Karpenter's multi-node search runs on them, a prefix accepted
+only when its pods fit elsewhere (FFD, as ``karpenter``) and its score is ≥ 1/k. Ranked so, a longer
+prefix never scores higher, so the binary search stays on a monotone rule.
+
 ``cluster_autoscaler_scale_down`` — Cluster Autoscaler scale-down (SPEC: "Cluster Autoscaler
 scale-down"). Run in rounds (one CA loop each) until a round removes nothing. Each round, candidates
 are the remaining providers under 50 % R utilisation in the simulated state, R-empty ones first, then
@@ -192,6 +206,67 @@ def karpenter_multi_node(problem: RepackProblem, options: PlanOptions) -> PlanRe
     moves = [PodMove(pod=p.key, from_node=p.node_name or "", to_node=r) for p, r in best]
     stats = {"candidates": len(candidates), "probes": probes, "prefix": best_k, "timed_out": int(timed_out)}
     return _result(problem, "karpenter", t0, moves, candidates[:best_k], stats)
+
+
+# ---- Karpenter Balanced -----------------------------------------------------------------------
+
+BALANCED_K = 2.0
+"""Karpenter's default ``consolidationThreshold``: a move passes when its score is at least 1/k."""
+
+
+def balanced_score(savings: float, pool_cost: float, disruption: float, pool_disruption: float) -> float:
+    """Karpenter's Balanced score: (savings / pool cost) / (disruption / pool disruption); 0 without savings."""
+    if savings <= 0 or pool_cost <= 0 or pool_disruption <= 0:
+        return 0.0
+    if disruption <= 0:
+        return float("inf")
+    return (savings / pool_cost) / (disruption / pool_disruption)
+
+
+def karpenter_balanced(problem: RepackProblem, options: PlanOptions, k: float = BALANCED_K) -> PlanResult:
+    """Karpenter multi-node consolidation under the ``Balanced`` policy (see the module docstring)."""
+    t0 = time.perf_counter()
+    deadline = t0 + min(KARPENTER_TIMEOUT, options.time_limit)
+    price = {n: float(problem.snapshot.nodes[n].allocatable.get(problem.resource, 0)) for n in problem.providers}
+    cost = {n: 1.0 + sum(max(0.0, karpenter_pod_cost(p)) for p in problem.r_pods.get(n, ())) for n in price}
+    pool_cost, pool_disruption = sum(price.values()), sum(cost.values())
+
+    def score(nodes: list[str]) -> float:
+        return balanced_score(sum(price[n] for n in nodes), pool_cost, sum(cost[n] for n in nodes), pool_disruption)
+
+    threshold = 1.0 / k
+    candidates = [n for n in problem.occupied if not _karpenter_blocked(problem, n) and score([n]) >= threshold]
+    candidates.sort(key=lambda n: (-score([n]), n))
+    candidates = candidates[:min(KARPENTER_MAX_CANDIDATES, len(candidates))]
+    base = Capacity(problem.snapshot)
+    static = Predicates(problem.snapshot)
+    best: list[tuple[Pod, str]] = []
+    best_k = 0
+    lo, hi = 1, len(candidates)
+    probes = rejected = 0
+    timed_out = False
+    while lo <= hi:
+        if time.perf_counter() > deadline:
+            timed_out = True
+            break
+        mid = (lo + hi) // 2
+        probes += 1
+        prefix = candidates[:mid]
+        placed = None
+        if score(prefix) >= threshold:
+            receivers = [n for n in problem.occupied if n not in set(prefix)]
+            placed = _ffd(problem, base, static, [p for n in prefix for p in problem.r_pods[n]], receivers)
+        else:
+            rejected += 1
+        if placed is not None:
+            best, best_k = placed, mid
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    moves = [PodMove(pod=p.key, from_node=p.node_name or "", to_node=r) for p, r in best]
+    stats = {"candidates": len(candidates), "probes": probes, "prefix": best_k, "rejectedByScore": rejected,
+             "timed_out": int(timed_out)}
+    return _result(problem, "karpenter-balanced", t0, moves, candidates[:best_k], stats)
 
 
 # ---- Cluster Autoscaler scale-down ------------------------------------------------------------
@@ -378,6 +453,15 @@ class KarpenterBaseline(Planner[RepackProblem, PlanResult]):
 
     def plan(self, problem: RepackProblem, options: PlanOptions, hint: PlanResult | None = None) -> PlanResult:
         return karpenter_multi_node(problem, options)
+
+
+class KarpenterBalancedBaseline(Planner[RepackProblem, PlanResult]):
+    """``karpenter-balanced``: ``karpenter_balanced`` (k = 2, Karpenter's default)."""
+
+    name = "karpenter-balanced"
+
+    def plan(self, problem: RepackProblem, options: PlanOptions, hint: PlanResult | None = None) -> PlanResult:
+        return karpenter_balanced(problem, options)
 
 
 class ClusterAutoscalerBaseline(Planner[RepackProblem, PlanResult]):

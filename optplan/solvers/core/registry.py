@@ -65,6 +65,7 @@ _ENTRIES: tuple[Entry, ...] = (
     Entry("goals", "milp", "optplan.solvers.goals.milp:MilpGoalPlanner"),
     Entry("goals", "auto", "optplan.solvers.goals.run:AutoGoalPlanner"),
     Entry(BASELINES, "karpenter", "optplan.solvers.baselines.repack:KarpenterBaseline"),
+    Entry(BASELINES, "karpenter-balanced", "optplan.solvers.baselines.repack:KarpenterBalancedBaseline"),
     Entry(BASELINES, "cluster-autoscaler", "optplan.solvers.baselines.repack:ClusterAutoscalerBaseline"),
     Entry(BASELINES, "descheduler", "optplan.solvers.baselines.repack:DeschedulerBaseline"),
     Entry(SIM, "greedy", "optplan.experiments.sim.online:BinpackPolicy"),
