@@ -351,41 +351,35 @@ class Window:
         fewest cards, its victims lowest priority first, then latest started; None when impossible."""
         g = self.gangs[k]
         need = np.array((g.cpu, g.memory, g.gpu), dtype=np.int64)
-        allowed = self.cl.cl.allowed(g.models)
-        slots = MAX_PODS - self.cl.cl.pods + self.releasing_pods
-        state: dict[int, tuple[np.ndarray[Any, Any], int, list[tuple[int, int, float, int]]]] = {}
-        for i in np.flatnonzero(allowed):
-            cands = [(self.prio[kk], -start, pid, kk) for pid, (kk, start) in self.on_node[int(i)].items()
-                     if self.prio[kk] < self.prio[k]]
-            if cands:
-                cands.sort()
-                # remaining free after the pods that already fit there
-                rest = free[i] - need * int(per[i])
-                state[int(i)] = (rest, int(slots[i] - per[i]), [(p, s, pid, kk) for p, s, pid, kk in cands])
+        state: dict[int, tuple[np.ndarray[Any, Any], list[tuple[int, float, int, int]]]] = {}
+        for i in (int(x) for x in np.flatnonzero(self.cl.cl.allowed(g.models))):
+            cands = sorted((self.prio[kk], -start, pid, kk) for pid, (kk, start) in self.on_node[i].items()
+                           if self.prio[kk] < self.prio[k])
+            if cands:  # what is left on the node after the pods that fit there already
+                state[i] = (free[i] - need * int(per[i]), cands)
         chosen: list[tuple[int, int]] = []
         for _ in range(short):
             best: tuple[int, int, int] | None = None
-            for i, (rest, sl, cands) in state.items():
+            for i, (rest, cands) in state.items():
                 have = rest.copy()
                 cards = 0
                 for j, (_p, _s, _pid, kk) in enumerate(cands):
                     gg = self.gangs[kk]
                     have += (gg.cpu, gg.memory, gg.gpu)
                     cards += gg.gpu
-                    if (have >= need).all() and sl + j + 1 >= 1:
+                    if (have >= need).all():
                         if best is None or (cards, j, i) < best:
                             best = (cards, j, i)
                         break
             if best is None:
                 return None
             _cards, j, i = best
-            rest, sl, cands = state[i]
-            taken, cands = cands[:j + 1], cands[j + 1:]
-            for _p, _s, pid, kk in taken:
+            rest, cands = state[i]
+            for _p, _s, pid, kk in cands[:j + 1]:
                 gg = self.gangs[kk]
-                rest = rest + (gg.cpu, gg.memory, gg.gpu)
+                rest = rest + np.array((gg.cpu, gg.memory, gg.gpu), dtype=np.int64)
                 chosen.append((i, pid))
-            state[i] = (rest - need, sl + len(taken) - 1, cands)
+            state[i] = (rest - need, cands[j + 1:])
         return chosen
 
     def evict(self, i: int, pid: int, large: int, t: float) -> None:

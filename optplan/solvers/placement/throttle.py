@@ -38,7 +38,14 @@ from datetime import datetime, timedelta
 from optplan.errors import InputError
 from optplan.models.queues import VCJob
 from optplan.models.snapshot import Snapshot
-from optplan.solvers.placement.jobs import class_priority, held_counts, held_indices, job_priority, jobs_to_place, needed
+from optplan.solvers.placement.jobs import (
+    class_priority,
+    held_counts,
+    held_indices,
+    job_priority,
+    jobs_to_place,
+    needed,
+)
 from optplan.solvers.placement.place import plan_placement
 from optplan.solvers.quota.times import parse_time
 
