@@ -155,7 +155,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--sweep", metavar="SWEEP.yaml", help="run the grid this file describes (see docs/replay.md)")
     p.add_argument("--workers", type=int_in(1, 256), default=os.cpu_count() or 1, metavar="N",
-                   help="sweep: local worker processes (default: the CPUs)")
+                   help="sweep, throttle: local worker processes (default: the CPUs)")
     p.add_argument("--ray", action="store_true", help="sweep: run the cells on a local Ray instance")
     p.add_argument("--ray-address", metavar="ADDR", help="sweep: run the cells on this Ray cluster (ray://host:10001)")
     p.add_argument("--retries", type=int_in(0, 10), default=2, metavar="N", help="sweep: retries of a failed cell")
@@ -416,19 +416,12 @@ def run_throttle(args: argparse.Namespace) -> str:
     except InputError as e:
         raise InputError(e.reason, field=WINDOW_FLAGS.get(e.field or "", e.field)) from None
     seeds = list(range(args.seed, args.seed + args.throttle_seeds))
-
-    def trace_of(s: int) -> Trace:
-        return load_trace(args.nodes, args.pods, seed=s, speedup=args.speedup, repeat=args.repeat,
-                          times_from=args.times_from, unmatched=args.unmatched_times)
-
+    trace_of = _SeededTrace(args.nodes, args.pods, args.speedup, args.repeat, args.times_from, args.unmatched_times)
     first = trace_of(seeds[0])  # bad input stops here, before anything runs
-    given = {seeds[0]: first}
-
     bar = Progress("throttle", len(seeds))
     with bar:
         bar.start(f"{len(seeds)} seeds, with and without")
-        doc = window.compare(lambda s: given.pop(s, None) or trace_of(s), seeds, cfg,
-                             lambda done, total: bar.set(done))
+        doc = window.compare(trace_of, seeds, cfg, lambda done, total: bar.set(done), workers=args.workers)
     command = " ".join(["optplan replay --throttle", *_throttle_argv(args)])
     line = (f"Trace {first.name}: {len(first.nodes)} nodes, {first.total_gpus} GPUs, {len(first.gangs)} gangs; "
             f"speedup {args.speedup:g}, repeat {args.repeat}.")
@@ -441,6 +434,19 @@ def run_throttle(args: argparse.Namespace) -> str:
             f"{report.minutes(m['largeWaitMean']['with']['mean'])} min with the throttle; small-job delay mean "
             f"{report.minutes(m['smallWaitMean']['without']['mean'])} / "
             f"{report.minutes(m['smallWaitMean']['with']['mean'])} min\n")
+
+
+class _SeededTrace:
+    """Picklable: the trace cut into gangs with a seed (the seeds of ``--throttle`` run in worker processes)."""
+
+    def __init__(self, nodes: str, pods: str, speedup: float, repeat: int, times_from: str | None,
+                 unmatched: str) -> None:
+        self.args = (nodes, pods, speedup, repeat, times_from, unmatched)
+
+    def __call__(self, seed: int) -> Trace:
+        nodes, pods, speedup, repeat, times_from, unmatched = self.args
+        return load_trace(nodes, pods, seed=seed, speedup=speedup, repeat=repeat, times_from=times_from,
+                          unmatched=unmatched)
 
 
 def _throttle_argv(args: argparse.Namespace) -> list[str]:
