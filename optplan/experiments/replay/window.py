@@ -206,7 +206,8 @@ class Window:
         return self.result()
 
     def arrive(self, k: int, t: float) -> None:
-        if self.cfg.throttle and self.mode is not None and rule.held_class(self.prio[k], LARGE):
+        if (self.cfg.throttle and self.mode is not None and rule.held_class(self.prio[k], LARGE)
+                and rule.active(self.mode[1], self.ready_at[self.mode[0]] is not None, t, self.rule)):
             self.held.append(k)
             self.counts["held"] += 1
             return
