@@ -9,6 +9,8 @@ Stable names (everything else in the package may change between versions):
 - ``place_jobs(cluster, jobs)`` places pending VCJobs under queues and network topology;
 - ``size_payg(cluster, jobs)`` sizes the pay-as-you-go queues for their pending jobs (the Queue patches to
   apply and to return to, the spot capabilities that follow);
+- ``should_hold(cluster, queue, priority_class=...)`` is the large-job submission throttle's decision: whether
+  a new submission to the queue waits at the platform now, and until when at most (a ``Hold``);
 - ``nominate(cluster, run, relocation, replacement)`` and ``verify(cluster_after, run)`` are the two calls
   an Execute needs while and after it moves pods.
 
@@ -43,6 +45,8 @@ from optplan.solvers.execute import steps as execute_mod
 from optplan.solvers.goals.run import plan_run as _plan_run
 from optplan.solvers.placement import jobs as placement_mod
 from optplan.solvers.placement import place as place_mod
+from optplan.solvers.placement import throttle as throttle_mod
+from optplan.solvers.placement.throttle import Hold
 from optplan.solvers.provision import payg as payg_mod
 from optplan.solvers.quota.times import parse_now
 from optplan.solvers.repack.base import planner_names
@@ -51,6 +55,7 @@ from optplan.solvers.repack.run import RepackOutcome
 __all__ = [
     "Cluster",
     "ConflictError",
+    "Hold",
     "InputError",
     "KubeError",
     "Nomination",
@@ -67,6 +72,7 @@ __all__ = [
     "place_jobs",
     "plan_repack",
     "read_cluster",
+    "should_hold",
     "size_payg",
     "snapshot_from_objects",
     "verify",
@@ -210,6 +216,22 @@ def size_payg(cluster: Cluster, jobs: Sequence[VCJob | Mapping[str, Any]] | None
         parsed = load_objects(dicts, "<jobs>").snapshot.jobs if dicts else {}
         chosen = [j for j in jobs if isinstance(j, VCJob)] + [parsed[k] for k in sorted(parsed)]
     return payg_mod.size_payg(cluster.snapshot, chosen, resource, now=parse_now(now))
+
+
+def should_hold(cluster: Cluster, queue: str, *, priority_class: str | None = None, priority: int | None = None,
+                now: str | None = None, timeout_seconds: float = throttle_mod.TIMEOUT_SECONDS,
+                large_priority: int | None = None) -> Hold:
+    """The large-job submission throttle (seed 002 §6.4.2): whether a new submission of ``priority_class``
+    (or of the value ``priority``; one of the two) to ``queue`` waits at the platform at ``now`` (RFC 3339,
+    default the current time), and until when at most. ``large_priority``: the large-job threshold (default
+    the snapshot's ``large-job`` PriorityClass, else 800)."""
+    if (priority_class is None) == (priority is None):
+        raise InputError("give the submission's priority class or its priority value, one of the two",
+                         field="--priority-class")
+    snap = cluster.snapshot
+    value = priority if priority is not None else throttle_mod.priority_of_class(snap, str(priority_class))
+    rule = throttle_mod.Throttle(large_priority, timeout_seconds)
+    return throttle_mod.should_hold(snap, queue, value, parse_now(now), rule)
 
 
 def nominate(cluster: Cluster, run: RepackRun | Mapping[str, Any] | str | None,

@@ -3,8 +3,8 @@
 One module per command, each with ``add_arguments(parser)`` and ``run(args) -> str`` (the text to print):
 ``frag``, ``repack``, ``compare``, ``queues``, ``spot_capacity``, ``place``, ``provision``, ``reclaim_spot``,
 ``render``, ``import_openb`` (``import openb``), ``replay``, ``bench``, ``snapshot``, ``nominate``, ``verify``,
-``serve``, ``controller``, ``generate``. ``COMMANDS`` names each command's module and one-line help; a module is
-imported only when its command is parsed or run, so ``optplan --help`` imports no command and
+``serve``, ``controller``, ``generate``, ``throttle``. ``COMMANDS`` names each command's module and one-line help;
+a module is imported only when its command is parsed or run, so ``optplan --help`` imports no command and
 ``optplan CMD`` no other command's planners, plots or clients. The commands share ``goalflags``
 (repack's and compare's goal flags), ``cluster`` (the input as ``api.Cluster``, the status write-back to
 a live run), ``sources`` (where a snapshot comes from: files, or the live cluster through the API,
@@ -70,6 +70,8 @@ COMMANDS: dict[str, Command] = {
                           "watch RepackRuns and carry them out: DryRun plans, Execute evicts, nominates and "
                           "verifies (leader election, metrics, probes)"),
     "generate": Command("optplan.cli.generate", "write a seeded synthetic cluster snapshot with a RepackRun"),
+    "throttle": Command("optplan.cli.throttle", "the large-job submission throttle: whether a new submission to "
+                                                "a queue waits at the platform now, and until when"),
 }
 """Every command, in ``optplan --help``'s order."""
 

@@ -175,10 +175,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--sweep", metavar="SWEEP.yaml", help="run the grid this file describes (see docs/replay.md)")
     p.add_argument("--workers", type=int_in(1, 256), default=os.cpu_count() or 1, metavar="N",
-                   help="sweep: local worker processes (default: the CPUs)")
+                   help="sweep, throttle: local worker processes (default: the CPUs)")
     p.add_argument("--ray", action="store_true", help="sweep: run the cells on a local Ray instance")
     p.add_argument("--ray-address", metavar="ADDR", help="sweep: run the cells on this Ray cluster (ray://host:10001)")
     p.add_argument("--retries", type=int_in(0, 10), default=2, metavar="N", help="sweep: retries of a failed cell")
+    p.add_argument("--throttle", action="store_true",
+                   help="replay the preempt window with priorities, with and without the large-job submission "
+                        "throttle, over seeds (see docs/replay.md); writes throttle.md and throttle.json")
+    p.add_argument("--throttle-seeds", type=int_in(1, 1000), default=5, metavar="K",
+                   help="throttle: seeds SEED..SEED+K-1 (default 5)")
+    p.add_argument("--cycle-seconds", type=float, default=1.0, metavar="S",
+                   help="throttle: seconds between scheduling cycles (default 1, Volcano's schedulePeriod)")
+    p.add_argument("--grace-seconds", type=float, default=30.0, metavar="S",
+                   help="throttle: a victim frees its cards within this many seconds of its eviction (default 30)")
+    p.add_argument("--throttle-timeout", type=float, default=300.0, metavar="S",
+                   help="throttle: the waiting mode ends this long after it began (default 300)")
+    p.add_argument("--large-cards", type=int_in(1, 1_000_000), default=8, metavar="N",
+                   help="throttle: gangs of at least N GPUs are large jobs, P800 (default 8)")
+    p.add_argument("--debug-share", type=float, default=0.2, metavar="F",
+                   help="throttle: share of the other gangs that are debug jobs, P50, the rest P100 (default 0.2)")
     options.output_file(p, "DIR", "write report.md, results.json and plots here")
     options.verbose(p)
 
@@ -265,6 +280,8 @@ def replay_files(trace: Trace, results: list[ReplayResult], *, timings: bool, pl
 
 
 def run(args: argparse.Namespace) -> str:
+    if args.throttle:
+        return run_throttle(args)
     if args.sweep:
         return run_sweep(args)
     if not args.nodes or not args.pods:
@@ -397,3 +414,74 @@ def run_sweep(args: argparse.Namespace) -> str:
                                 "sweep.md": sweep.markdown(table, outcome, len(cells), command)})
     return (f"wrote {args.output}: sweep.md, sweep.json, cells.jsonl; {len(outcome.rows)} of {len(cells)} cells done, "
             f"{len(outcome.failed)} failed\n")
+
+
+# ---- the submission throttle ---------------------------------------------------------------------
+
+WINDOW_FLAGS = {"cycle": "--cycle-seconds", "grace": "--grace-seconds", "timeout": "--throttle-timeout",
+                "large_cards": "--large-cards", "debug_share": "--debug-share", "horizon": "--horizon-hours"}
+
+
+def run_throttle(args: argparse.Namespace) -> str:
+    """``--throttle``: ``window.compare`` over seeds SEED..SEED+K-1; throttle.md and throttle.json."""
+    from optplan.experiments.replay import window
+
+    if args.sweep:
+        raise InputError("--throttle replays one trace: give --nodes and --pods, not --sweep", field="--sweep")
+    if not args.nodes or not args.pods:
+        raise InputError("--nodes and --pods are required", field="--pods")
+    if [p.strip() for p in args.policy.split(",") if p.strip()] not in ([], ["none"]):
+        raise InputError("--throttle replays without Repack: leave --policy at none", field="--policy")
+    if args.seed + args.throttle_seeds - 1 > 2**31 - 1:
+        raise InputError("the last seed would exceed 2^31-1", field="--throttle-seeds")
+    try:
+        cfg = window.WindowConfig(cycle=args.cycle_seconds, grace=args.grace_seconds, timeout=args.throttle_timeout,
+                                  large_cards=args.large_cards, debug_share=args.debug_share,
+                                  horizon=None if args.horizon_hours is None else args.horizon_hours * 3600)
+    except InputError as e:
+        raise InputError(e.reason, field=WINDOW_FLAGS.get(e.field or "", e.field)) from None
+    seeds = list(range(args.seed, args.seed + args.throttle_seeds))
+    trace_of = _SeededTrace(args.nodes, args.pods, args.speedup, args.repeat, args.times_from, args.unmatched_times)
+    first = trace_of(seeds[0])  # bad input stops here, before anything runs
+    bar = Progress("throttle", len(seeds))
+    with bar:
+        bar.start(f"{len(seeds)} seeds, with and without")
+        doc = window.compare(trace_of, seeds, cfg, lambda done, total: bar.set(done), workers=args.workers)
+    command = " ".join(["optplan replay --throttle", *_throttle_argv(args)])
+    line = (f"Trace {first.name}: {len(first.nodes)} nodes, {first.total_gpus} GPUs, {len(first.gangs)} gangs; "
+            f"speedup {args.speedup:g}, repeat {args.repeat}.")
+    doc = {"trace": first.name, **doc}
+    write_outputs(args.output, {"throttle.md": window.markdown(doc, line, command),
+                                "throttle.json": report.to_json(doc)})
+    m = doc["metrics"]
+    return (f"wrote {args.output}: throttle.md, throttle.json\n"
+            f"large-job wait mean {report.minutes(m['largeWaitMean']['without']['mean'])} min without, "
+            f"{report.minutes(m['largeWaitMean']['with']['mean'])} min with the throttle; small-job delay mean "
+            f"{report.minutes(m['smallWaitMean']['without']['mean'])} / "
+            f"{report.minutes(m['smallWaitMean']['with']['mean'])} min\n")
+
+
+class _SeededTrace:
+    """Picklable: the trace cut into gangs with a seed (the seeds of ``--throttle`` run in worker processes)."""
+
+    def __init__(self, nodes: str, pods: str, speedup: float, repeat: int, times_from: str | None,
+                 unmatched: str) -> None:
+        self.args = (nodes, pods, speedup, repeat, times_from, unmatched)
+
+    def __call__(self, seed: int) -> Trace:
+        nodes, pods, speedup, repeat, times_from, unmatched = self.args
+        return load_trace(nodes, pods, seed=seed, speedup=speedup, repeat=repeat, times_from=times_from,
+                          unmatched=unmatched)
+
+
+def _throttle_argv(args: argparse.Namespace) -> list[str]:
+    out = [f"--nodes {args.nodes}", f"--pods {args.pods}"]
+    if args.times_from:
+        out.append(f"--times-from {args.times_from} --unmatched-times {args.unmatched_times}")
+    out += [f"--speedup {args.speedup:g}", f"--repeat {args.repeat}"]
+    if args.horizon_hours is not None:
+        out.append(f"--horizon-hours {args.horizon_hours:g}")
+    out += [f"--seed {args.seed}", f"--throttle-seeds {args.throttle_seeds}", f"--cycle-seconds {args.cycle_seconds:g}",
+            f"--grace-seconds {args.grace_seconds:g}", f"--throttle-timeout {args.throttle_timeout:g}",
+            f"--large-cards {args.large_cards}", f"--debug-share {args.debug_share:g}", f"-o {args.output}"]
+    return out

@@ -22,6 +22,7 @@ from optplan.serve.requests import (
     RepackPlanRequest,
     Request,
     SizePaygRequest,
+    ThrottleRequest,
     VerifyRequest,
     expand,
 )
@@ -107,6 +108,21 @@ def size_payg(req: SizePaygRequest, config: ServeConfig, metrics: Metrics) -> An
     return Answer(cast(api.PaygSizing, res).to_dict(), solve_seconds=dt)
 
 
+def throttle(req: ThrottleRequest, config: ServeConfig, metrics: Metrics) -> Answer:
+    cluster = api.snapshot_from_objects(expand(req.objects), source="objects")
+    names = {"--now": "now", "--queue": "queue", "--priority-class": "priorityClass"}  # the CLI's names
+    try:
+        res, dt = _timed(lambda: api.should_hold(cluster, req.queue, priority_class=req.priority_class,
+                                                 priority=req.priority, now=req.now,
+                                                 timeout_seconds=req.timeout_seconds,
+                                                 large_priority=req.large_priority))
+    except InputError as e:
+        if e.field in names:
+            raise InputError(e.reason, file=REQUEST, field=names[e.field]) from None
+        raise
+    return Answer(cast(api.Hold, res).to_dict(), solve_seconds=dt)
+
+
 def nominate(req: NominateRequest, config: ServeConfig, metrics: Metrics) -> Answer:
     cluster = api.snapshot_from_objects(expand(req.objects), source="objects")
     res, dt = _timed(lambda: api.nominate(cluster, req.run, req.relocation, req.replacement))
@@ -149,6 +165,9 @@ ENDPOINTS: dict[str, Endpoint] = {
     "/v1/queues/size-payg": Endpoint("POST", "Size the pay-as-you-go queues for their pending jobs: the Queue "
                                      "patches to apply now and when they finish, the spot capabilities that follow",
                                      SizePaygRequest, "PaygSizing", size_payg),
+    "/v1/queues/throttle": Endpoint("POST", "The large-job submission throttle: whether a new submission to a queue "
+                                    "waits at the platform now, and until when at most", ThrottleRequest, "Hold",
+                                    throttle),
     "/v1/execute/nominate": Endpoint("POST", "The node for an evicted pod's replacement (status.nominatedNodeName), "
                                      "or none", NominateRequest, "Nomination", nominate),
     "/v1/execute/verify": Endpoint("POST", "Measure an Execute run on the snapshot after it: result, final "

@@ -42,6 +42,18 @@ def _fixed_schemas() -> dict[str, Any]:
                                  "field": {"type": ["string", "null"], "description": "The field at fault"},
                                  "object": {"type": ["string", "null"],
                                             "description": "The object at fault, Kind/namespace/name"}}},
+        "Hold": {"type": "object", "additionalProperties": False,
+                 "required": ["queue", "priority", "held", "until", "reason", "job", "since"],
+                 "description": "The large-job submission throttle's answer (docs/queues.md#submission-throttle)",
+                 "properties": {
+                     "queue": {"type": "string"}, "priority": {"type": "integer"},
+                     "held": {"type": "boolean", "description": "The submission waits at the platform now"},
+                     "until": {"type": ["string", "null"], "format": "date-time",
+                               "description": "When the hold ends at the latest (earlier when the large job runs)"},
+                     "reason": {"type": "string", "description": "One line"},
+                     "job": {"type": ["string", "null"], "description": "namespace/name of the large job waited for"},
+                     "since": {"type": ["string", "null"], "format": "date-time",
+                               "description": "When the queue's waiting mode began"}}},
         "Health": {"type": "object", "required": ["status"], "additionalProperties": False,
                    "properties": {"status": {"const": "ok"}}},
     }

@@ -243,6 +243,23 @@ class SizePaygRequest(Request):
                                           json_schema_extra={"format": "date-time"})] = None
 
 
+class ThrottleRequest(Request):
+    objects: Annotated[Objects, Field(description=OBJECTS_HELP)]
+    queue: Annotated[NonEmpty, Field(description="The queue the job is submitted to; it must be in objects")]
+    priority_class: Annotated[NonEmpty | None, Field(description="The submission's PriorityClass (the snapshot's, "
+                                                                 "else seed 002's); this or priority")] = None
+    priority: Annotated[int | None, Field(ge=-(2**31), le=10**9, description="The submission's priority value"),
+                        Expect("an integer within -2147483648..1000000000")] = None
+    now: Annotated[NonEmpty | None, Field(description="RFC 3339 time of the decision (default: the server's clock)",
+                                          json_schema_extra={"format": "date-time"})] = None
+    timeout_seconds: Annotated[float, Field(ge=0, le=604800, description="The waiting mode ends this long after "
+                                                                         "it began (seed: 300)"),
+                               Expect("a number of seconds within 0..604800")] = 300.0
+    large_priority: Annotated[int | None, Field(ge=-(2**31), le=10**9, description="Jobs of at least this "
+                                                "priority are large (default: the large-job class, else 800)"),
+                              Expect("an integer within -2147483648..1000000000")] = None
+
+
 class NominateRequest(Request):
     objects: Annotated[Objects, Field(description="The live snapshot")]
     run: Run = None
@@ -258,7 +275,7 @@ class VerifyRequest(Request):
 
 
 REQUESTS: tuple[type[Request], ...] = (RepackPlanRequest, PlaceRequest, NominateRequest, VerifyRequest,
-                                       SizePaygRequest)
+                                       SizePaygRequest, ThrottleRequest)
 
 
 # ---- a pydantic error as an InputError -----------------------------------------------------------------

@@ -9,7 +9,9 @@ Reading trace files is the CLI's (``optplan.cli.replay``, through the openb impo
 experiment takes a ``Trace``.
 
 Modules, top to bottom; each imports only the lines below it (pyproject's "Replay imports one way"
-contract): ``sweep`` (grids, executors, confidence intervals), ``report`` (Markdown and JSON of one
+contract): ``window`` (the preempt window with priorities and the large-job submission throttle, with and
+without it over seeds: ``optplan replay --throttle``; the throttle's rule is placement's ``throttle``);
+``sweep`` (grids, executors, confidence intervals), ``report`` (Markdown and JSON of one
 replay) and ``plots`` (its PNGs); ``engine`` (the event loop and its metrics); ``policy`` (when a Repack
 runs, with which planner, and applying its validated plan); ``snapshot`` (a Snapshot of the replay state,
 built only when a Repack runs) and ``oracle`` (the ceiling: free repacking at every event, the cluster

@@ -137,6 +137,9 @@ Every plan passes ``validate_placement`` (an independent re-check) before ``plan
 - ``safety``: safe preemption's rules (PDBs, cooldown, grades, approval), off unless asked for;
   ``bundles``: the bundle rule of Volcano's gangpreempt and gangreclaim actions (safe and whole bundles of a
   victim job, ranked by local gain over global cost), not used by the planners yet.
+- ``throttle``: the large-job submission throttle (seed 002 §6.4.2): when a queue is in large-job waiting
+  mode and a small submission waits at the platform (``should_hold``, over ``place``'s greedy); its rule
+  functions are read by the replay's preempt window too.
 
 Static predicates and room are the oracle's (``optplan.solvers.core.oracle``: ``Predicates``, ``Capacity``),
 one table per run.
