@@ -36,8 +36,9 @@ written from the paper's description (§6.1) with what the paper leaves open nam
 optplan's:
 
 - ``binpack``: Volcano's binpack extended to devices: the node with the highest ``binpack`` score
-  (``placement.binpack_score``'s formula, weights cpu 1, memory 1, nvidia.com/gpu 1 in milli: the extended
-  resource named in ``binpack.resources``), the share on its best-fit device;
+  (``placement.binpack_scores``, the formula of ``binpack_score`` over arrays; weights cpu 1, memory 1,
+  nvidia.com/gpu 1 in milli: the extended resource named in ``binpack.resources``), the share on its
+  best-fit device;
 - ``frag-aware``: FGD's growth of fragmentation with three changes: the target workload's task types weighted
   by their GPU request (milli-GPUs asked, so cpu-only types weigh nothing: the measure counts GPU capacity that
   GPU asks cannot use); among the nodes of least growth, BestFit's fullest node instead of a random one; and
@@ -64,6 +65,7 @@ import numpy as np
 
 from optplan.errors import InputError, PlanInvalidError
 from optplan.experiments.sim.online import SimNode, SimPod
+from optplan.models.placement import BinpackWeights
 from optplan.solvers.core import registry
 from optplan.solvers.core.gpushare import (
     MILLI,
@@ -77,6 +79,11 @@ from optplan.solvers.core.gpushare import (
     fits,
     usable,
 )
+from optplan.solvers.placement.binpack import binpack_scores
+
+GPU = "nvidia.com/gpu"
+BINPACK_WEIGHTS = BinpackWeights(resources={GPU: 1})
+"""The ``binpack`` policy's weights: cpu 1, memory 1 (Volcano's defaults) and the GPU, counted in milli, 1."""
 
 log = logging.getLogger(__name__)
 
@@ -296,16 +303,10 @@ class BinpackPolicy(_Policy):
 
     def score(self, p: Arrival, fits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         cl = self.cl
-        n = len(fits)
-        score = np.zeros(n)
-        wsum = 0
-        for req, cap, free in ((p.cpu, cl.cap_cpu, cl.free_cpu), (p.memory, cl.cap_mem, cl.free_mem),
-                               (p.ask.total_milli, cl.ngpu * MILLI, cl.free_gpu.sum(axis=1))):
-            if req <= 0:
-                continue
-            wsum += 1
-            score += np.where(cap > 0, (cap - free + req) / np.maximum(cap, 1), 0.0)
-        return score / wsum if wsum else score
+        return binpack_scores({"cpu": p.cpu, "memory": p.memory, GPU: p.ask.total_milli},
+                              {"cpu": cl.cap_cpu, "memory": cl.cap_mem, GPU: cl.ngpu * MILLI},
+                              {"cpu": cl.free_cpu, "memory": cl.free_mem, GPU: cl.free_gpu.sum(axis=1)},
+                              BINPACK_WEIGHTS)
 
 
 class FgdPolicy(_Policy):

@@ -1,9 +1,14 @@
 """Volcano's binpack plugin: a pod's score on a node (``binpack_score``), read by the greedy's node
-order, the exact model's static binpack objective (``BINPACK_SCALE``) and the online simulation."""
+order, the exact model's static binpack objective (``BINPACK_SCALE``) and the online simulation; the same
+formula over arrays of nodes in floating point (``binpack_scores``), read by the shared-GPU simulation."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
+from typing import Any
+
+import numpy as np
 
 from optplan.models.placement import BinpackWeights
 from optplan.models.snapshot import Resources
@@ -34,3 +39,28 @@ def binpack_score(requests: Resources, allocatable: Resources, free: Resources, 
     if wsum:
         score /= wsum
     return score * 100 * weights.weight
+
+
+def binpack_scores(requests: Mapping[str, int], allocatable: Mapping[str, np.ndarray[Any, Any]],
+                   free: Mapping[str, np.ndarray[Any, Any]], weights: BinpackWeights) -> np.ndarray[Any, Any]:
+    """``binpack_score`` of one pod on every node at once, in floating point: ``allocatable`` and ``free``
+    map a resource to one value per node (a resource absent from them: no node has it)."""
+    table = weights.of()
+    n = len(next(iter(allocatable.values())))
+    score = np.zeros(n)
+    over = np.zeros(n, dtype=bool)
+    wsum = 0
+    for r, req in sorted(requests.items()):
+        w = table.get(r)
+        if req <= 0 or w is None:
+            continue
+        wsum += w
+        if r not in allocatable or w == 0:
+            continue
+        alloc, left = allocatable[r], free[r]
+        used = alloc - left
+        over |= (alloc > 0) & (used + req > alloc)
+        score += np.where(alloc > 0, w * (used + req) / np.maximum(alloc, 1), 0.0)
+    if wsum:
+        score /= wsum
+    return np.where(over, 0.0, score * 100 * weights.weight)
