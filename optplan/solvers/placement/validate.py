@@ -191,6 +191,27 @@ def _safety_violations(snap: Snapshot, jobs: Mapping[str, VCJob], plan: Placemen
     return out
 
 
+
+def _victim_candidate(snap: Snapshot, cat: Catalogue, v: Victim, where: str, twice: bool,
+                      out: list[str]) -> Candidate | None:
+    """The catalogue's candidate a victim names, or None with the reason appended to ``out`` (no such pod,
+    evicted twice, not a victim); a victim named on another node than its pod's is reported and kept."""
+    key = f"{v.namespace}/{v.name}"
+    if snap.pods.get(key) is None:
+        out.append(f"{where}: no such pod")
+        return None
+    if twice:
+        out.append(f"{where}: evicted twice")
+        return None
+    c = cat.candidates.get(key)
+    if c is None:
+        why = cat.protected.get(key) or "not a running pod of a PodGroup in a known queue"
+        out.append(f"{where}: may not be a victim ({why})")
+        return None
+    if v.node != c.node:
+        out.append(f"{where}: runs on {c.node}, not {v.node}")
+    return c
+
 def _joint_victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalogue, tree: QueueTree,
                        accounts: dict[str, QueueAccount], allocated: dict[str, dict[str, int]],
                        taken: Counter[str], evicted: set[str], safety: SafePreemption) -> list[str]:
@@ -222,20 +243,9 @@ def _joint_victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: 
     for v in jp.victims:
         key = f"{v.namespace}/{v.name}"
         where = f"{who} victim {key}"
-        pod = snap.pods.get(key)
-        if pod is None:
-            out.append(f"{where}: no such pod")
-            continue
-        if key in evicted:
-            out.append(f"{where}: evicted twice")
-            continue
-        c = cat.candidates.get(key)
+        c = _victim_candidate(snap, cat, v, where, key in evicted, out)
         if c is None:
-            why = cat.protected.get(key) or "not a running pod of a PodGroup in a known queue"
-            out.append(f"{where}: may not be a victim ({why})")
             continue
-        if v.node != c.node:
-            out.append(f"{where}: runs on {c.node}, not {v.node}")
         why2 = action_refused(job, v.reason) or statically_allowed(c, v.reason, job.queue, priority,
                                                                    accounts[c.queue].reclaimable, needs, snap=snap,
                                                                    safety=safety)
@@ -320,20 +330,9 @@ def _tier_victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: C
     for v in jp.victims:
         key = f"{v.namespace}/{v.name}"
         where = f"{who} victim {key}"
-        pod = snap.pods.get(key)
-        if pod is None:
-            out.append(f"{where}: no such pod")
-            continue
-        if key in evicted or any(key == c.key for _v, c in checked):
-            out.append(f"{where}: evicted twice")
-            continue
-        c = cat.candidates.get(key)
+        c = _victim_candidate(snap, cat, v, where, key in evicted or any(key == x.key for _v, x in checked), out)
         if c is None:
-            why = cat.protected.get(key) or "not a running pod of a PodGroup in a known queue"
-            out.append(f"{where}: may not be a victim ({why})")
             continue
-        if v.node != c.node:
-            out.append(f"{where}: runs on {c.node}, not {v.node}")
         why2 = (action_refused(job, v.reason)
                 or preemptee_refused(c, v.reason, job.queue, accounts[c.queue].reclaimable)
                 or _safety_refused(snap, c, v.reason, priority, safety))
