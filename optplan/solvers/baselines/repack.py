@@ -80,7 +80,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from optplan.models.repack import PodMove, RepackPlan, SolverRecord
 from optplan.models.results import Disruption, PlanResult
@@ -181,31 +181,39 @@ def karpenter_multi_node(problem: RepackProblem, options: PlanOptions) -> PlanRe
     cost = {n: sum(karpenter_pod_cost(p) for p in problem.r_pods[n]) for n in candidates}
     candidates.sort(key=lambda n: (cost[n], n))
     candidates = candidates[:min(KARPENTER_MAX_CANDIDATES, len(candidates))]
+    best, best_k, probes, timed_out = _longest_prefix(problem, candidates, deadline, lambda prefix: True)
+    moves = [PodMove(pod=p.key, from_node=p.node_name or "", to_node=r) for p, r in best]
+    stats = {"candidates": len(candidates), "probes": probes, "prefix": best_k, "timed_out": int(timed_out)}
+    return _result(problem, "karpenter", t0, moves, candidates[:best_k], stats)
+
+
+def _longest_prefix(problem: RepackProblem, candidates: list[str], deadline: float,
+                    passes: Callable[[list[str]], bool]) -> tuple[list[tuple[Pod, str]], int, int, bool]:
+    """Karpenter's multi-node search: binary search for the longest prefix of ``candidates`` that ``passes``
+    and whose pods first-fit-decreasing onto the other occupied nodes; (its moves, its length, probes, cut by
+    the deadline)."""
     base = Capacity(problem.snapshot)
     static = Predicates(problem.snapshot)
     best: list[tuple[Pod, str]] = []
-    best_k = 0
+    best_k = probes = 0
     lo, hi = 1, len(candidates)
-    probes = 0
-    timed_out = False
     while lo <= hi:
         if time.perf_counter() > deadline:
-            timed_out = True
-            break
+            return best, best_k, probes, True
         mid = (lo + hi) // 2
         probes += 1
-        prefix = set(candidates[:mid])
-        receivers = [n for n in problem.occupied if n not in prefix]
-        pods = [p for n in candidates[:mid] for p in problem.r_pods[n]]
-        placed = _ffd(problem, base, static, pods, receivers)
+        prefix = candidates[:mid]
+        placed = None
+        if passes(prefix):
+            gone = set(prefix)
+            receivers = [n for n in problem.occupied if n not in gone]
+            placed = _ffd(problem, base, static, [p for n in prefix for p in problem.r_pods[n]], receivers)
         if placed is not None:
             best, best_k = placed, mid
             lo = mid + 1
         else:
             hi = mid - 1
-    moves = [PodMove(pod=p.key, from_node=p.node_name or "", to_node=r) for p, r in best]
-    stats = {"candidates": len(candidates), "probes": probes, "prefix": best_k, "timed_out": int(timed_out)}
-    return _result(problem, "karpenter", t0, moves, candidates[:best_k], stats)
+    return best, best_k, probes, False
 
 
 # ---- Karpenter Balanced -----------------------------------------------------------------------
@@ -238,31 +246,16 @@ def karpenter_balanced(problem: RepackProblem, options: PlanOptions, k: float = 
     candidates = [n for n in problem.occupied if not _karpenter_blocked(problem, n) and score([n]) >= threshold]
     candidates.sort(key=lambda n: (-score([n]), n))
     candidates = candidates[:min(KARPENTER_MAX_CANDIDATES, len(candidates))]
-    base = Capacity(problem.snapshot)
-    static = Predicates(problem.snapshot)
-    best: list[tuple[Pod, str]] = []
-    best_k = 0
-    lo, hi = 1, len(candidates)
-    probes = rejected = 0
-    timed_out = False
-    while lo <= hi:
-        if time.perf_counter() > deadline:
-            timed_out = True
-            break
-        mid = (lo + hi) // 2
-        probes += 1
-        prefix = candidates[:mid]
-        placed = None
+    rejected = 0
+
+    def passes(prefix: list[str]) -> bool:
+        nonlocal rejected
         if score(prefix) >= threshold:
-            receivers = [n for n in problem.occupied if n not in set(prefix)]
-            placed = _ffd(problem, base, static, [p for n in prefix for p in problem.r_pods[n]], receivers)
-        else:
-            rejected += 1
-        if placed is not None:
-            best, best_k = placed, mid
-            lo = mid + 1
-        else:
-            hi = mid - 1
+            return True
+        rejected += 1
+        return False
+
+    best, best_k, probes, timed_out = _longest_prefix(problem, candidates, deadline, passes)
     moves = [PodMove(pod=p.key, from_node=p.node_name or "", to_node=r) for p, r in best]
     stats = {"candidates": len(candidates), "probes": probes, "prefix": best_k, "rejectedByScore": rejected,
              "timed_out": int(timed_out)}
