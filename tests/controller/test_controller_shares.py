@@ -93,3 +93,29 @@ def test_a_planned_device_that_filled_up_is_not_pinned_only_its_type() -> None:
     assert c.pins == [("ns", "train-0", {GPU_USE_TYPE: TYPE})]
     msg = relocations(c.run(RUN))["train-0"]["placement"]["message"]
     assert "planned device GPU-n2-b not pinned (it no longer takes a share of 300 milli-GPU)" in msg
+
+
+# ---- the same through the Python API (``api.verify``), on the state after execution -------------------
+
+def after(device: str | None) -> list[dict[str, Any]]:
+    """The cluster after execution: train-0's replacement bound to n2 on ``device`` (None: not reported);
+    the run as planned, its relocations not yet journaled (``verify`` takes them from the plan's moves)."""
+    objs = objects()
+    run = objs[-1]
+    del run["status"]["relocations"]
+    objs[2] = vpod("train-0", SHARE, node="n2", ids=f"{device},NVIDIA,4000,30:" if device else None)
+    objs[2]["metadata"]["uid"] = "uid-new"
+    return objs
+
+
+def test_verify_reads_the_actual_device_and_reports_another_one() -> None:
+    from optplan import api
+    good = api.verify(api.snapshot_from_objects(after("GPU-n2-b")), RUN)
+    assert good.conditions[0].reason == "ExecutionCompleted"
+    rel = good.relocations[0]
+    assert rel.planned_device == "GPU-n2-b" and rel.placement is not None and rel.placement.actual_device == "GPU-n2-b"
+    other = api.verify(api.snapshot_from_objects(after("GPU-n2-a")), RUN)
+    assert other.conditions[0].reason == "ExecutionCompletedWithAlternativePlacement"
+    assert "ns/train-0 -> n2 device GPU-n2-a (planned device GPU-n2-b)" in other.conditions[0].message
+    unknown = api.verify(api.snapshot_from_objects(after(None)), RUN)
+    assert "device (not reported) (planned device GPU-n2-b)" in unknown.conditions[0].message

@@ -198,12 +198,14 @@ def device_pin(snapshot: Snapshot, replacement: str, node_name: str, planned: st
     pin: dict[str, str] = {}
     if device.model and GPU_USE_TYPE not in pod.annotations and GPU_NOUSE_TYPE not in pod.annotations:
         pin[GPU_USE_TYPE] = device.model
-    cap = _capacity(snapshot, pod)
     ask = gpu_ask(pod, node)
-    position = node.devices.index(device)
-    takes = ask.is_share and position in gpushare.usable(cap.gpu_free[node_name], ask, cap.gpu_memory[node_name])
+    takes = False
+    if ask.is_share:
+        cap = _capacity(snapshot, pod)
+        takes = node.devices.index(device) in gpushare.usable(cap.gpu_free[node_name], ask, cap.gpu_memory[node_name])
     if not device.uuid or not takes:
-        why = "it has no UUID" if takes else f"it no longer takes a share of {ask.milli} milli-GPU"
+        why = ("whole cards are not pinned to one device" if not ask.is_share else "it has no UUID" if takes
+               else f"it no longer takes a share of {ask.milli} milli-GPU")
         return pin, f"planned device {planned} not pinned ({why})" + (f"; type {device.model} pinned" if pin else "")
     pin[VGPU_USE_UUID] = pin[HAMI_USE_UUID] = device.uuid
     return pin, f"planned device {planned} pinned (honoured by Volcano v1.16 on and HAMi, not by v1.15)"
