@@ -323,7 +323,7 @@ class Reconciler(Evictions, Placements):
         entries = []
         for ns, p in moves:
             pod = snap.pods.get(f"{ns}/{p.name}")
-            device = execute_mod.planned_device(snap, p.to_node, getattr(p, "device", None))  # a share's, once planned
+            device = execute_mod.planned_device(snap, p.to_node, getattr(p, "to_devices", None))  # a moved share's
             entries.append(RelocationChange(
                 namespace=ns, victim_pod_name=p.name, victim_pod_uid=pod.uid if pod is not None and pod.uid else None,
                 planned_node_name=p.to_node, planned_device=device, eviction=EvictionChange(phase=st.EV_PENDING),

@@ -18,9 +18,9 @@ class PlannedPod(KubeModel):
     from_node: str
     to_node: str
     cards: int | str | None = None
-    device: int | str | None = None
-    """A share's target device on ``to_node``, when the plan names one: its index (Volcano's device ID) or
-    UUID; None for a whole-card move, or a plan that names none."""
+    to_devices: tuple[int, ...] | None = None
+    """``toDevices``: a moved share's devices on ``to_node`` by index (Volcano's device ID; one for a share);
+    None for a whole-card move, or a plan that names none."""
 
 
 class PlannedGroup(KubeModel):

@@ -30,7 +30,7 @@ def objects() -> list[dict[str, Any]]:
     run["status"] = {  # planned and journaled; the first eviction not asked yet
         "phase": "Running", "startTime": "2027-01-15T08:00:00Z",
         "plan": {"freedNodes": ["n1"], "moves": [{"namespace": "ns", "podGroupName": "", "pods": [
-            {"name": "train-0", "fromNode": "n1", "toNode": "n2", "cards": 0, "device": 1}]}]},
+            {"name": "train-0", "fromNode": "n1", "toNode": "n2", "cards": 0, "toDevices": [1]}]}]},
         "relocations": [{"namespace": "ns", "victimPodName": "train-0", "plannedNodeName": "n2",
                          "plannedDevice": "GPU-n2-b", "eviction": {"phase": "Pending"},
                          "placement": {"phase": "Pending"}}]}

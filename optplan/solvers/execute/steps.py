@@ -7,7 +7,7 @@
   free of the target resource, not a node a run with goals makes room on: ``plan.goals.reservedNodes``),
   otherwise none. Nominated-but-unbound pods hold capacity on their
   nominated node, as the scheduler counts them.
-- ``device_pin``: a share moved to a planned device (the move's ``device``): the annotations that ask the
+- ``device_pin``: a share moved to a planned device (the move's ``toDevices``): the annotations that ask the
   device-share plugin for that device, written on the replacement before its nomination. Volcano v1.15
   honours no device pin (its vGPU plugin picks a device by its own policy); v1.16 on honours
   ``volcano.sh/vgpu-use-gpuuuid``, HAMi ``nvidia.com/use-gpuuuid``: both are written (each scheduler reads
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from optplan.models.devices import GPU_NOUSE_TYPE, GPU_USE_TYPE, HAMI_USE_UUID, VGPU_USE_UUID
@@ -162,16 +163,13 @@ def device_name(node: Node, index: int) -> str:
     return d.uuid if d is not None and d.uuid else str(index)
 
 
-def planned_device(snapshot: Snapshot, node_name: str, device: int | str | None) -> str | None:
-    """A move's ``device`` (index or UUID) as the journal names it; as given when the node does not know it."""
-    if device is None:
+def planned_device(snapshot: Snapshot, node_name: str, devices: Sequence[int] | None) -> str | None:
+    """A move's ``toDevices`` as the journal names them (comma-separated; an index the node does not know
+    as is); None when the move names none."""
+    if not devices:
         return None
     node = snapshot.nodes.get(node_name)
-    if node is not None:
-        for d in node.devices:
-            if str(device) in (d.uuid, str(d.index)):
-                return device_name(node, d.index)
-    return str(device)
+    return ",".join(device_name(node, d) if node is not None else str(d) for d in devices)
 
 
 def actual_device(snapshot: Snapshot, pod: Pod) -> str | None:
@@ -233,7 +231,7 @@ class _Victim:
     from_node: str | None
     to_node: str | None
     cards: int
-    device: int | str | None = None
+    to_devices: tuple[int, ...] | None = None
 
 
 def verify(after: Snapshot, run: RepackRun, status: ExecuteStatus, *, time_limit: float = 10.0,
@@ -243,7 +241,7 @@ def verify(after: Snapshot, run: RepackRun, status: ExecuteStatus, *, time_limit
     victims = _victims(status.plan.moves, after, resource)
     relocations = list(status.relocations) or [
         Relocation(namespace=v.namespace, victim_pod_name=v.name, planned_node_name=v.to_node,
-                   planned_device=planned_device(after, v.to_node, v.device) if v.to_node else None)
+                   planned_device=planned_device(after, v.to_node, v.to_devices) if v.to_node else None)
         for v in victims.values()]
     done: list[Relocation] = []
     moved = 0
@@ -356,7 +354,7 @@ def _victims(moves: tuple[PlannedGroup, ...], after: Snapshot, resource: str) ->
         for p in g.pods:
             out[f"{g.namespace}/{p.name}"] = _Victim(
                 g.namespace, p.name, g.pod_group_name, g.owner.kind if g.owner else None,
-                g.owner.name if g.owner else None, p.from_node, p.to_node, _cards(p), p.device)
+                g.owner.name if g.owner else None, p.from_node, p.to_node, _cards(p), p.to_devices)
     return out
 
 
