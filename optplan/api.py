@@ -276,7 +276,8 @@ def _find_relocation(cluster: Cluster, run: RepackRun, victim: str) -> Relocatio
     for g in status.plan.moves:
         for p in g.pods:
             if p.name == name and (not ns or g.namespace == ns):
-                return Relocation(namespace=g.namespace, victim_pod_name=p.name, planned_node_name=p.to_node)
+                return Relocation(namespace=g.namespace, victim_pod_name=p.name, planned_node_name=p.to_node,
+                                  planned_device=execute_mod.planned_device(cluster.snapshot, p.to_node, p.to_devices))
     raise InputError(f"pod {victim} is neither in status.relocations nor in status.plan.moves",
                      file=cluster.source, obj=f"RepackRun/{run.name}", field="status.relocations")
 

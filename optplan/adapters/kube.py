@@ -289,6 +289,15 @@ class KubeClient:
             raise AlreadyBoundError(f"cannot patch {what} (422): {resp.message()}")
         return clean(PODS, self._ok(resp, "patch", what))
 
+    def patch_pod_metadata(self, namespace: str, name: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge-patch the pod's metadata (Execute's device pin: ``annotations``); NotFoundError on 404."""
+        what = f'pods "{namespace}/{name}"'
+        resp = self._request("PATCH", _ns_path(PODS, namespace, name), body={"metadata": dict(metadata)},
+                             content_type="application/merge-patch+json", verb="patch", what=what)
+        if resp.status == 404:
+            raise NotFoundError(f"not found: no pod {namespace}/{name} (404): {resp.message()}")
+        return clean(PODS, self._ok(resp, "patch", what))
+
     def create_repack_run(self, run: Mapping[str, Any]) -> dict[str, Any]:
         """Create a RepackRun (the controller's auto-trigger); ConflictError when one of that name exists
         (409 AlreadyExists). The caller names its runs deterministically, so a 5xx is retried safely: a

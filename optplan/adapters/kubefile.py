@@ -245,10 +245,12 @@ def parse_node(raw: RawObject) -> Node:
         taints.append(parse_model(raw, Taint, t, f"spec.taints[{i}]"))
     alloc = _get(raw, obj, "status.allocatable", required=True, types=dict)
     allocatable = _resources(raw, alloc, "status.allocatable")
+    annotations = _str_map(raw, obj, "metadata.annotations")
+    devices = vgpu.node_devices(annotations, allocatable, raw.error)
     return Node(
         name=_name(raw), labels=_str_map(raw, obj, "metadata.labels"), taints=tuple(taints),
-        unschedulable=_get(raw, obj, "spec.unschedulable", False, types=bool), allocatable=allocatable,
-        devices=vgpu.node_devices(_str_map(raw, obj, "metadata.annotations"), allocatable, raw.error))
+        unschedulable=_get(raw, obj, "spec.unschedulable", False, types=bool),
+        allocatable=vgpu.node_allocatable(annotations, allocatable, devices), devices=devices)
 
 
 def _container_requests(raw: RawObject, spec: Mapping[str, Any], key: str, prefix: str) -> list[tuple[Resources, bool]]:
@@ -317,6 +319,8 @@ def parse_pod(raw: RawObject) -> Pod:
     priority = _int(raw, spec, "priority", None, low=-(2**31), prefix="spec.")
     node_name = _get(raw, spec, "nodeName", None, types=str, prefix="spec.") or None
     annotations = _str_map(raw, obj, "metadata.annotations")
+    share, requests = vgpu.pod_gpu(annotations, spec, lambda m, path: _resources(raw, m, path), raw.error,
+                                   effective_requests(raw, spec))
     return Pod(
         namespace=_namespace(raw), name=_name(raw),
         uid=str(_get(raw, obj, "metadata.uid", "")),
@@ -327,10 +331,9 @@ def parse_pod(raw: RawObject) -> Pod:
         nominated_node_name=_get(raw, obj, "status.nominatedNodeName", None, types=str) or None,
         node_selector=_str_map(raw, spec, "nodeSelector", prefix="spec."), tolerations=tolerations, priority=priority,
         priority_class_name=_get(raw, spec, "priorityClassName", None, types=str, prefix="spec.") or None,
-        required_node_affinity=parse_node_affinity(raw, spec), requests=effective_requests(raw, spec),
+        required_node_affinity=parse_node_affinity(raw, spec), requests=requests,
         phase=_get(raw, obj, "status.phase", None, types=str) or "Pending", ready=_pod_ready(raw),
-        deleting=_get(raw, obj, "metadata.deletionTimestamp", None) is not None,
-        gpu_share=vgpu.pod_share(annotations, spec, lambda m, path: _resources(raw, m, path), raw.error))
+        deleting=_get(raw, obj, "metadata.deletionTimestamp", None) is not None, gpu_share=share)
 
 
 def _pod_ready(raw: RawObject) -> bool:
