@@ -134,9 +134,16 @@ Every plan passes ``validate_placement`` (an independent re-check) before ``plan
   or capacity), read under ``--victim-tiers`` by the greedy and the validator (the exact model then
   stays within the first tier);
 - ``victims``: who may be a victim and the capacity plugin's reclaim rules.
+- ``gangevict``: Volcano's gangpreempt and gangreclaim for one starving job on the greedy's state
+  (``gang_evict``), when the scheduler configuration lists them (``victim_actions``: the evicting actions in
+  its order); the exact model declines such a configuration (``exact_declines``: ``cpsat`` refuses it, ``auto``
+  keeps the greedy's plan, status FALLBACK);
+- ``gangrules``: those actions' rules, shared by the greedy and the validator: candidates, the plugin tiers'
+  filter, the domains (a hard job's HyperNodes widest first, else the cluster), the victim order and the bundle
+  rule's check (``gang_victim_violations``);
 - ``safety``: safe preemption's rules (PDBs, cooldown, grades, approval), off unless asked for;
   ``bundles``: the bundle rule of Volcano's gangpreempt and gangreclaim actions (safe and whole bundles of a
-  victim job, ranked by local gain over global cost), not used by the planners yet.
+  victim job, ranked by local gain over global cost).
 - ``throttle``: the large-job submission throttle (seed 002 §6.4.2): when a queue is in large-job waiting
   mode and a small submission waits at the platform (``should_hold``, over ``place``'s greedy); its rule
   functions are read by the replay's preempt window too.
