@@ -44,6 +44,10 @@ from optplan.models.schedconf import DEFAULT_MAX_DOMAINS, GANG_ACTIONS, SEED_ACT
 
 CONFIGMAP_KEY = "volcano-scheduler.conf"
 """The key of the volcano-scheduler ConfigMap's data that holds the configuration (Volcano's chart)."""
+CONFIGMAP_NAMESPACE = "volcano-system"
+CONFIGMAP_NAME = "volcano-scheduler-configmap"
+"""Where Volcano's installer puts the ConfigMap vc-scheduler reads (installer/volcano-development.yaml; the
+helm chart names it ``<release>-scheduler-configmap`` in the release's namespace)."""
 
 ACTIONS = ("enqueue", "allocate", "backfill", "preempt", "reclaim", "gangpreempt", "gangreclaim", "shuffle")
 """The actions vc-scheduler v1.15 registers; any other stops it from starting."""
@@ -112,6 +116,33 @@ def configmap_conf(cm: Mapping[str, Any], path: str) -> dict[str, Any]:
     if len(docs) != 1 or not isinstance(docs[0], dict):
         raise InputError("expected one mapping (actions, tiers)", file=path, obj="ConfigMap", field=f"data.{key}")
     return docs[0]
+
+
+def parse_scheduler_text(text: str, source: str) -> SchedulerConf:
+    """The configuration in ``text``: vc-scheduler's YAML, or a volcano-scheduler ConfigMap holding it (what
+    ``--scheduler-conf`` reads, given in memory: the API's and the plan server's ``schedulerConf``)."""
+    docs = yaml_documents(text, source)
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise InputError("expected one mapping: vc-scheduler's configuration (actions, tiers) or the "
+                         "volcano-scheduler ConfigMap", file=source)
+    doc: dict[str, Any] = docs[0]
+    if doc.get("kind") == "ConfigMap":
+        doc = configmap_conf(doc, source)
+    return parse_scheduler_conf(doc, source)
+
+
+def is_scheduler_configmap(obj: Mapping[str, Any]) -> bool:
+    """``obj`` is the volcano-scheduler ConfigMap (kind, namespace and name as Volcano's installer has them)."""
+    meta = obj.get("metadata") or {}
+    return (obj.get("kind") == "ConfigMap" and str(obj.get("apiVersion", "v1")) == "v1" and isinstance(meta, dict)
+            and meta.get("namespace") == CONFIGMAP_NAMESPACE and meta.get("name") == CONFIGMAP_NAME)
+
+
+def configmap_scheduler_conf(cm: Mapping[str, Any], source: str) -> SchedulerConf:
+    """The configuration the volcano-scheduler ConfigMap ``cm`` holds (found in ``source``: a live cluster or a
+    snapshot file), read as ``--scheduler-conf`` reads it."""
+    where = f"{source}: ConfigMap {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}"
+    return parse_scheduler_conf(configmap_conf(cm, where), where)
 
 
 def parse_scheduler_conf(doc: Mapping[str, Any], source: str) -> SchedulerConf:
