@@ -72,6 +72,7 @@ __all__ = [
     "PlanInvalidError",
     "Relocation",
     "RepackResult",
+    "SchedulerConf",
     "Verification",
     "Weights",
     "load_snapshot",
