@@ -13,7 +13,7 @@ from typing import Any, cast
 from optplan import api
 from optplan.errors import InputError
 from optplan.serve.config import ServeConfig
-from optplan.serve.http import Reply, Route, dumps
+from optplan.serve.handler import Reply, Route, dumps
 from optplan.serve.metrics import CONTENT_TYPE, Metrics
 from optplan.serve.requests import (
     REQUEST,
