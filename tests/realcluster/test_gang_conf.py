@@ -4,7 +4,8 @@ same text is the cluster's volcano-scheduler ConfigMap, ``optplan snapshot`` tak
 ``optplan place`` on the file decides under it (tests/realcluster/vcdiff.py's ``run_case``). A running gang
 of three 8-GPU pods (minMember 2; its first pod of a lower PriorityClass, so that the bundles' order has no tie
 Volcano breaks by UID) and a pending job of higher priority in the same queue: one pod wanted takes the safe
-bundle (one pod), two take the safe and the whole bundle (the gang goes)."""
+bundle (one pod), two take the safe and the whole bundle (the gang goes). gangreclaim: of two whole bundles in an
+over-deserved queue, the one of the better return (a one-pod gang before a two-pod gang freeing as much here)."""
 
 from __future__ import annotations
 
@@ -56,10 +57,32 @@ def case(ns: str, replicas: int) -> Case:
     return c
 
 
-@pytest.mark.parametrize(("replicas", "victims"), [(1, {"v-0"}), (2, {"v-0", "v-1", "v-2"})])
-def test_optplan_takes_the_bundles_vc_scheduler_takes(real_cluster: Cluster, tmp_path: Path, replicas: int,
-                                                      victims: set[str]) -> None:
-    c = real_cluster
+def reclaim_case(ns: str) -> Case:
+    """qb (deserved 8) runs z (one 8-GPU pod on n0) and y (two on n1, n2, minMember 2); w (8 GPUs) waits in qa
+    (deserved 16)."""
+    c = case(ns, 1)
+    qa, qb = f"{ns}-qa", f"{ns}-qb"
+    c.queues = [{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name},
+                 "spec": {"parent": "root", "reclaimable": True, "deserved": {GPU: str(d)}}}
+                for name, d in ((qa, 16), (qb, 8))]
+    [[_pg, *pods]] = c.running
+    groups = []
+    for name, members in (("z", pods[:1]), ("y", pods[1:])):
+        pg = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+              "metadata": {"name": name, "namespace": ns},
+              "spec": {"minMember": len(members), "queue": qb, "priorityClassName": "normal-job"}}
+        renamed = [{**p, "metadata": {**p["metadata"], "name": f"{name}-{k}",
+                                      "annotations": {"scheduling.k8s.io/group-name": name}},
+                    "spec": {**p["spec"], "priorityClassName": "normal-job"}} for k, p in enumerate(members)]
+        groups.append([pg, *renamed])
+    c.running = groups
+    job = c.pending[0]
+    c.pending = [{**job, "metadata": {**job["metadata"], "name": "big"}, "spec": {**job["spec"], "queue": qa}}]
+    return c
+
+
+def run_under_gang_conf(c: Cluster, the_case: Case, tmp_path: Path) -> Any:
+    """``run_case`` with vc-scheduler and the cluster's ConfigMap on the gang-aware actions, then back."""
     c.apply(priority_classes())
     conf = tmp_path / "gang.conf"
     conf.write_text(gang_conf_text())
@@ -71,12 +94,27 @@ def test_optplan_takes_the_bundles_vc_scheduler_takes(real_cluster: Cluster, tmp
     c.stop_scheduler()
     c.scheduler_conf = conf
     try:
-        obs = run_case(c, case(f"vcg-{replicas}", replicas), tmp_path, solvers=("greedy",))
+        return run_case(c, the_case, tmp_path, solvers=("greedy",))
     finally:
         c.stop_scheduler()
         c.scheduler_conf = seed_conf
         c.start_scheduler()
         c.kubectl("delete", "configmap", "volcano-scheduler-configmap", "-n", "volcano-system", check=False)
+
+
+def test_gangreclaim_takes_the_better_return_as_vc_scheduler_does(real_cluster: Cluster, tmp_path: Path) -> None:
+    obs = run_under_gang_conf(real_cluster, reclaim_case("vcg-r"), tmp_path)
+    assert obs.snapshot_error == ""
+    [big] = [j for j in obs.plans["greedy"]["jobs"] if j["name"] == "big"]
+    assert big["admitted"] and [(v["name"], v["reason"]) for v in big["victims"]] == [("z-0", "gangreclaim")], big
+    assert set(obs.evicted) == {"z-0"}, obs.evicted
+    assert [p for p in obs.bound if p.startswith("big-")] == ["big-worker-0"], obs.bound
+
+
+@pytest.mark.parametrize(("replicas", "victims"), [(1, {"v-0"}), (2, {"v-0", "v-1", "v-2"})])
+def test_optplan_takes_the_bundles_vc_scheduler_takes(real_cluster: Cluster, tmp_path: Path, replicas: int,
+                                                      victims: set[str]) -> None:
+    obs = run_under_gang_conf(real_cluster, case(f"vcg-{replicas}", replicas), tmp_path)
     assert obs.snapshot_error == ""
     plan = obs.plans["greedy"]
     [big] = [j for j in plan["jobs"] if j["name"] == "big"]
