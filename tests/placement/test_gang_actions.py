@@ -15,7 +15,7 @@ from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.placement.gangevict import victim_actions
 from optplan.solvers.placement.place import plan_placement
 from optplan.solvers.placement.validate import placement_violations
-from tests.builders import GPU, load, node, queue
+from tests.builders import GPU, hypernode, job_task, load, node, queue, vcjob
 from tests.placement.test_victims import CLASSES, NOW, pending, running
 
 OPTS = PlanOptions(time_limit=5, workers=1, seed=0)
@@ -210,3 +210,44 @@ def test_a_plan_with_gang_victims_fails_validation_without_the_action() -> None:
     from optplan.solvers.placement.validate import validate_placement
     with pytest.raises(PlanInvalidError, match="an action the scheduler configuration does not run"):
         validate_placement(s, list(s.jobs.values()), plan)
+
+
+# ---- a hard topology job: domains widest first ------------------------------------------------------------
+
+def fabric_case(tier: int, min_member: int) -> list[dict[str, Any]]:
+    """s0 = n0+n1, s1 = n2+n3 (tier 1), s4 = both (tier 2); v runs one 8-GPU pod per node; topo (two 8-GPU pods,
+    hard, highestTierAllowed ``tier``) waits."""
+    return [*CLASSES, *(node(f"n{i}", 8) for i in range(4)), queue("q"),
+            hypernode("s0", 1, ["n0", "n1"]), hypernode("s1", 1, ["n2", "n3"]),
+            hypernode("s4", 2, ["s0", "s1"], "HyperNode"),
+            *running("v", "q", [(f"n{i}", 8) for i in range(4)], min_member=min_member),
+            vcjob("topo", "q", [job_task("w", 2, 8)], priority_class_name="large-job",
+                  network_topology={"mode": "hard", "highestTierAllowed": tier})]
+
+
+# (highestTierAllowed, the victim gang's minMember, the HyperNode expected, victims expected)
+FABRIC = [
+    (2, 2, "s4", ["v-0", "v-1"]),  # the widest domain first: the safe bundle there covers the need
+    (1, 2, "s0", ["v-0", "v-1"]),
+    (2, 4, "s4", ["v-0", "v-1", "v-2", "v-3"]),  # only a whole bundle: every pod of the domain goes
+    (1, 4, "s0", ["v-0", "v-1"]),  # the whole bundle is the domain's pods: the gang breaks, two pods go
+]
+
+
+@pytest.mark.parametrize(("tier", "min_member", "hyper", "expected"), FABRIC)
+def test_a_hard_topology_job_gangpreempts_in_its_widest_domain_first(tier: int, min_member: int, hyper: str,
+                                                                     expected: list[str]) -> None:
+    objs = fabric_case(tier, min_member)
+    jp = place(objs, conf()).job("default/topo")
+    assert jp.admitted and jp.hyper_node == hyper and names(jp) == expected, jp
+    legacy = place(objs, conf("enqueue, allocate, preempt, reclaim, backfill")).job("default/topo")
+    assert not legacy.admitted and "networkTopology does not preempt" in legacy.reason
+
+
+def test_the_validator_refuses_a_victim_outside_the_domain() -> None:
+    objs = fabric_case(1, 2)
+    plan = place(objs, conf())
+    s = load(*objs).snapshot
+    away = with_victims(plan, "default/topo", [("v-0", "n0"), ("v-2", "n2")], "gangpreempt")
+    out = placement_violations(s, list(s.jobs.values()), away, scheduler=conf())
+    assert any("v-2 (gangpreempt): on node n2, outside the job's domain" in v for v in out), out
