@@ -151,14 +151,16 @@ def share(amounts: Mapping[str, int], need: Mapping[str, int], *, capped: bool) 
     when ``capped``)."""
     total = Fraction(0)
     for r, n in need.items():
-        if n > 0:
-            v = amounts.get(r, 0)
+        v = amounts.get(r, 0)
+        if n > 0 and v:
             total += Fraction(min(v, n) if capped else v, n)
     return total
 
 
 def roi(b: Bundle, need: Mapping[str, int]) -> Fraction | None:
     """Local gain over global cost; None stands for infinite (no global cost)."""
+    if not any(b.cost.values()):
+        return None
     cost = share(b.cost, need, capped=False)
     return None if cost == 0 else share(b.local, need, capped=True) / cost
 

@@ -39,7 +39,7 @@ from optplan.solvers.placement.gangrules import (
     capacity_victims,
     domain_bundles,
     gang_domains,
-    group_total,
+    group_totals,
     member,
     preempt_victim_key,
     queue_depth,
@@ -177,8 +177,8 @@ def gang_evict(ctx: Context, state: State, g: Greedy, job: VCJob, action: str) -
         cands = [c for n in sorted(region.nodes) for c in cat.by_node.get(n, ())
                  if c.key not in state.evicted
                  and candidate_refused(c, action, job.queue, priority, qs.reclaimable.get(c.queue, True)) is None]
-        bundles = rank_bundles(domain_bundles(cands, cat, state.taken, lambda gk: group_total(ctx.snapshot, gk)),
-                               need, victim_key)
+        totals = group_totals(ctx.snapshot, {c.group for c in cands})
+        bundles = rank_bundles(domain_bundles(cands, cat, state.taken, totals.__getitem__), need, victim_key)
         by_key = {c.key: c for c in cands}
         ordered = [by_key[m.key] for b in bundles for m in b.members]
         allowed = unified_allowed(ctx.scheduler.tiers, action, ordered, lambda cs: capacity_victims(

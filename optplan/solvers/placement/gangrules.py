@@ -70,14 +70,16 @@ def member(c: Candidate) -> Member:
     return Member(key=c.key, task="", priority=c.task_priority, requests=dict(c.pod.requests))
 
 
-def group_total(snap: Snapshot, group: str) -> dict[str, int]:
-    """Every pod of the PodGroup, summed (a whole bundle's global cost: Volcano sums all the job's tasks)."""
-    out: dict[str, int] = defaultdict(int)
+def group_totals(snap: Snapshot, groups: Iterable[str]) -> dict[str, dict[str, int]]:
+    """Per PodGroup of ``groups``, every pod of it summed (a whole bundle's global cost: Volcano sums all the
+    job's tasks), in one pass over the pods."""
+    out: dict[str, dict[str, int]] = {g: {} for g in groups}
     for p in snap.pods.values():
-        if p.group_key == group:
+        acc = out.get(p.group_key or "")
+        if acc is not None:
             for r, v in p.requests.items():
-                out[r] += v
-    return dict(out)
+                acc[r] = acc.get(r, 0) + v
+    return out
 
 
 def gang_state(group: Group, taken: int, total: Mapping[str, int]) -> GangState:
@@ -147,10 +149,11 @@ def unified_allowed(tiers: Sequence[Sequence[str]], action: str, ordered: Sequen
 
 def preempt_victim_key(cat: Catalogue, taken: Mapping[str, int]) -> Callable[[Bundle], tuple[int, int, str]]:
     """gangpreempt's victim job order: Volcano's job order reversed (lower priority, ready first, then name)."""
+    prio = {c.group: c.job_priority for c in cat.candidates.values()}
+
     def key(b: Bundle) -> tuple[int, int, str]:
         g = cat.groups[b.job]
-        prio = next(c.job_priority for c in cat.candidates.values() if c.group == b.job)
-        return prio, 0 if g.ready - taken.get(b.job, 0) >= g.min_member else 1, b.job
+        return prio[b.job], 0 if g.ready - taken.get(b.job, 0) >= g.min_member else 1, b.job
     return key
 
 
@@ -212,7 +215,8 @@ def gang_victim_violations(snap: Snapshot, who: str, action: str, victims: Seque
         mine[c.group].append(c)
     cands = [c for c in cat.candidates.values() if c.node in domain and c.key not in evicted_before
              and c.group in mine and candidate_refused(c, action, queue, priority, reclaimable(c.queue)) is None]
-    bundles = domain_bundles(cands, cat, taken_before, lambda g: group_total(snap, g))
+    totals = group_totals(snap, {c.group for c in cands})
+    bundles = domain_bundles(cands, cat, taken_before, totals.__getitem__)
     for gk in sorted(mine):
         took = {c.key for c in mine[gk]}
         for b in (b for b in bundles if b.job == gk):
