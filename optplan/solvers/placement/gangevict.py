@@ -36,6 +36,7 @@ from optplan.solvers.placement.context import Context, State, Statement, compare
 from optplan.solvers.placement.gangrules import (
     GANG_REASON,
     candidate_refused,
+    capacity_decides,
     capacity_victims,
     domain_bundles,
     gang_domains,
@@ -178,7 +179,9 @@ def gang_evict(ctx: Context, state: State, g: Greedy, job: VCJob, action: str) -
                  if c.key not in state.evicted
                  and candidate_refused(c, action, job.queue, priority, qs.reclaimable.get(c.queue, True)) is None]
         totals = group_totals(ctx.snapshot, {c.group for c in cands})
-        bundles = rank_bundles(domain_bundles(cands, cat, state.taken, totals.__getitem__), need, victim_key)
+        bundles = domain_bundles(cands, cat, state.taken, totals.__getitem__)
+        if capacity_decides(ctx.scheduler.tiers, action):  # its filter reads the bundles' order
+            bundles = rank_bundles(bundles, need, victim_key)
         by_key = {c.key: c for c in cands}
         ordered = [by_key[m.key] for b in bundles for m in b.members]
         allowed = unified_allowed(ctx.scheduler.tiers, action, ordered, lambda cs: capacity_victims(

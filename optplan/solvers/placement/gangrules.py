@@ -141,7 +141,8 @@ def unified_allowed(tiers: Sequence[Sequence[str]], action: str, ordered: Sequen
             if not result:
                 victims = None
                 break
-            victims = result if victims is None else [k for k in victims if k in set(result)]
+            offered = set(result)
+            victims = result if victims is None else [k for k in victims if k in offered]
         if victims:
             return set(victims)
     return set()
