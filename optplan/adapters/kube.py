@@ -3,7 +3,8 @@
 Every list goes through the generic request path and keeps the server's JSON as is: the objects are
 exactly what ``kubectl get -o json`` shows, so a written snapshot plans the same as the live cluster.
 Lists are paged; 429 and 5xx are retried with backoff; a custom resource whose CRD is not installed
-reads as none. Secrets and ConfigMaps are never read.
+reads as none. Secrets are never read, and of the ConfigMaps only vc-scheduler's, by name
+(``scheduler_configmap``: the configuration the planners decide under).
 
 Limits: each request has a total deadline, connection to last byte (``timeout``), enforced by a watchdog
 that shuts the request's socket down, so a server trickling bytes cannot hold a command; all the requests
