@@ -94,6 +94,13 @@ no running pod of another reclaimable queue (room or not). Volcano's node order 
 (a rotating start in ``PredicateNodes``) and the order in which the plugins see a node's pods (a Go
 map) vary from run to run; here ties go to the name and pods come in victim order.
 
+*Gang-aware actions* (``gangevict``; rules in ``gangrules`` and ``bundles``): when the scheduler configuration
+lists gangpreempt or gangreclaim, each takes its turn among the evicting actions in the configuration's order:
+every pending pod of the job is placed or none, inside a domain (the cluster, or a hard job's HyperNodes
+widest first), after evicting whole bundles of victim pods (a victim job's safe surplus, or the pods that
+break its gang) in the bundles' order until the domain's room covers the job. The exact model declines such a
+configuration (``gangevict.exact_declines``).
+
 **Exact** (``cpsat`` with ``victims_cpsat``): placements and victims of all jobs decided
 jointly — a running pod may be evicted only for an admitted job entitled to it that lands on its
 node (or takes its whole PodGroup), capacity per node is the free room plus what evictions there
