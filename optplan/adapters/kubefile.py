@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from optplan.adapters import vgpu
 from optplan.adapters.documents import STDIN, STDIN_NAME, ReadBudget, read_documents, snapshot_paths
+from optplan.adapters.schedconf import is_scheduler_configmap
 from optplan.errors import InputError
 from optplan.models.limits import (
     HIGHEST_USER_PRIORITY,
@@ -72,6 +73,9 @@ from optplan.models.snapshot import (
 class LoadedInput:
     snapshot: Snapshot
     runs: dict[str, RepackRun] = field(default_factory=dict)
+    scheduler_configmap: dict[str, Any] | None = None
+    """The volcano-scheduler ConfigMap found among the objects (``schedconf.is_scheduler_configmap``), as is:
+    the configuration the cluster's vc-scheduler runs with, read when no ``--scheduler-conf`` is given."""
 
 
 @dataclass
@@ -763,9 +767,12 @@ def build(raws: Sequence[RawObject], *, cache: ParseCache | None = None,
                                          "Queue": queues, "PriorityClass": priority_classes, "Job": jobs,
                                          "ModelServing": servings}
     kept_parsed: ParseCache = {}
+    configmap: dict[str, Any] | None = None
     for i, raw in enumerate(raws):
         parser = _PARSERS.get((raw.group, raw.kind))
         if parser is None:
+            if raw.kind == "ConfigMap" and is_scheduler_configmap(raw.obj):
+                configmap = raw.obj
             continue  # kinds the planners do not use are skipped
         if cache is not None and originals is not None:
             original = originals[i]
@@ -822,7 +829,7 @@ def build(raws: Sequence[RawObject], *, cache: ParseCache | None = None,
                     hyper_nodes=dict(sorted(hyper.items())), queues=dict(sorted(queues.items())),
                     priority_classes=dict(sorted(priority_classes.items())), jobs=dict(sorted(jobs.items())),
                     model_servings=dict(sorted(servings.items())), warnings=tuple(warnings))
-    return LoadedInput(snapshot=snap, runs=dict(sorted(runs.items())))
+    return LoadedInput(snapshot=snap, runs=dict(sorted(runs.items())), scheduler_configmap=configmap)
 
 
 def _resolve_tier_names(objs: dict[str, Any], kind: str, hyper: dict[str, HyperNode],
