@@ -42,13 +42,12 @@ optplan's:
   (``placement.binpack_scores``, the formula of ``binpack_score`` over arrays; weights cpu 1, memory 1,
   nvidia.com/gpu 1 in milli: the extended resource named in ``binpack.resources``), the share on its
   best-fit device;
-- ``frag-aware``: FGD's growth of fragmentation with three changes: the target workload's task types weighted
-  by their GPU request (milli-GPUs asked, so cpu-only types weigh nothing: the measure counts GPU capacity that
-  GPU asks cannot use), every task type kept, the growth as a float; among the nodes of least growth,
-  the fullest node (free cpu and GPU after placement over the node's capacity) instead of the first; and
-  cpu-only pods on the cpu-only nodes first (the fullest after placement), only then on GPU nodes by the
-  same rule as GPU pods. optplan's policies break remaining ties uniformly at random (stream
-  ``<seed>/<policy>``), as Volcano does.
+- ``frag-aware``: FGD's measure and integer score (the same target workload) with two changes: among the
+  nodes of the best score, the fullest node (free cpu and GPU after placement, each over the node's
+  capacity) instead of the first by name; and a share's device: the least growth as a float, then the least
+  free milli, then the lowest index. cpu-only pods go to cpu-only nodes first (the fullest after placement),
+  only then to GPU nodes by the same rule as GPU pods (the paper's cluster has no cpu-only nodes). optplan's
+  policies break remaining ties uniformly at random (stream ``<seed>/<policy>``), as Volcano does.
 
 **Metric.** GPU allocation ratio = allocated milli-GPUs / the cluster's milli-GPUs at the end (the paper's
 "GPU allocation ratio"; column 130 of its ``analysis_allo_discrete.csv``).
@@ -194,6 +193,11 @@ class DevCluster:
         self.affinity = np.zeros(n, dtype=np.int64)
         """GpuClustering's bookkeeping: the GPU affinities of the node's GPU pods (``affinity_bit``), or-ed."""
         self.version = np.zeros(n, dtype=np.int64)
+        self.free_total = np.zeros(n, dtype=np.int64)
+        """Per node: free GPU milli, entirely free devices, the most free milli of one device (kept by ``take``)."""
+        self.full = np.zeros(n, dtype=np.int64)
+        self.most = np.zeros(n, dtype=np.int64)
+        self._sums(slice(None))
         self.total_milli = int(self.ngpu.sum()) * MILLI
         self.allocated = 0
         self._allowed: dict[frozenset[str], np.ndarray[Any, Any]] = {}
@@ -209,9 +213,9 @@ class DevCluster:
     def fits(self, p: Arrival) -> np.ndarray[Any, Any]:
         ok = self.allowed(p.ask) & (self.free_cpu >= p.cpu) & (self.free_mem >= p.memory)
         if p.ask.is_share:
-            ok &= (self.free_gpu >= p.ask.milli).any(axis=1)
+            ok &= self.most >= p.ask.milli
         elif p.ask.whole:
-            ok &= (self.free_gpu == MILLI).sum(axis=1) >= p.ask.whole
+            ok &= self.full >= p.ask.whole
         return ok
 
     def take(self, i: int, p: Arrival, devices: tuple[int, ...]) -> None:
@@ -225,7 +229,14 @@ class DevCluster:
         if not p.ask.none:
             self.affinity[i] |= affinity_bit(p.ask)
             self.gpu_pods[i] += 1
+            self._sums(i)
         self.version[i] += 1
+
+    def _sums(self, i: int | slice) -> None:
+        free = self.free_gpu[i]
+        self.free_total[i] = free.sum(axis=-1)
+        self.full[i] = (free == MILLI).sum(axis=-1)
+        self.most[i] = free.max(axis=-1)
 
     def row(self, i: int) -> list[int]:
         return self.free_gpu[i, : self.ngpu[i]].tolist()
@@ -267,7 +278,7 @@ def _left(cl: DevCluster, p: Arrival) -> np.ndarray[Any, Any]:
     """frag-aware's fullest-node measure: free cpu and free GPU (milli) after placing ``p``, each over the node's
     capacity (the GPU term 0 on nodes without GPUs)."""
     cap = cl.ngpu * MILLI
-    left_gpu = np.where(cap > 0, (cl.free_gpu.sum(axis=1) - p.ask.total_milli) / np.maximum(cap, 1), 0.0)
+    left_gpu = np.where(cap > 0, (cl.free_total - p.ask.total_milli) / np.maximum(cap, 1), 0.0)
     return (cl.free_cpu - p.cpu) / cl.cap_cpu + left_gpu
 
 
@@ -291,7 +302,7 @@ class DotProdPolicy(_Policy):
     def score(self, p: Arrival, fits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         cl = self.cl
         dot = ((cl.free_cpu / MAX_SPEC_CPU) * (p.cpu / MAX_SPEC_CPU)
-               + (cl.free_gpu.sum(axis=1) / MAX_SPEC_GPU) * (p.ask.total_milli / MAX_SPEC_GPU))
+               + (cl.free_total / MAX_SPEC_GPU) * (p.ask.total_milli / MAX_SPEC_GPU))
         return np.trunc(MAX_SCORE * (1.0 - dot / 2))
 
 
@@ -305,7 +316,7 @@ class GpuClusteringPolicy(_Policy):
         tag = affinity_bit(p.ask)
         tier = np.where(cl.affinity == tag, 3, np.where(cl.affinity & tag, 2, np.where(cl.affinity == 0, 1, 0)))
         quarter = MAX_SCORE // 4
-        return tier * quarter + quarter * (MAX_SPEC_GPU - cl.free_gpu.sum(axis=1)) // MAX_SPEC_GPU
+        return tier * quarter + quarter * (MAX_SPEC_GPU - cl.free_total) // MAX_SPEC_GPU
 
 
 class GpuPackingPolicy(_Policy):
@@ -315,7 +326,7 @@ class GpuPackingPolicy(_Policy):
         cl = self.cl
         if p.ask.none:
             return np.zeros(len(fits))
-        full = (cl.free_gpu == MILLI).sum(axis=1)
+        full = cl.full
         idle = np.maximum(MAX_SCORE // 3 - full, full)
         if p.ask.is_share:
             # the device it would take: the least free one that has room
@@ -333,7 +344,7 @@ class BestFitPolicy(_Policy):
     def score(self, p: Arrival, fits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         cl = self.cl
         rest = (0.5 * (cl.free_cpu - p.cpu) / MAX_SPEC_CPU
-                + 0.5 * (cl.free_gpu.sum(axis=1) - p.ask.total_milli) / MAX_SPEC_GPU)
+                + 0.5 * (cl.free_total - p.ask.total_milli) / MAX_SPEC_GPU)
         raw = np.trunc((1.0 - rest) * MAX_SCORE).astype(np.int64)
         lo, hi = int(raw[fits].min()), int(raw[fits].max())
         if hi == lo:
@@ -351,7 +362,7 @@ class BinpackPolicy(_Policy):
         cl = self.cl
         return binpack_scores({"cpu": p.cpu, "memory": p.memory, GPU: p.ask.total_milli},
                               {"cpu": cl.cap_cpu, "memory": cl.cap_mem, GPU: cl.ngpu * MILLI},
-                              {"cpu": cl.free_cpu, "memory": cl.free_mem, GPU: cl.free_gpu.sum(axis=1)},
+                              {"cpu": cl.free_cpu, "memory": cl.free_mem, GPU: cl.free_total},
                               BINPACK_WEIGHTS)
 
 
@@ -438,18 +449,12 @@ class FgdPolicy(_Policy):
 
 
 class FragAwarePolicy(FgdPolicy):
-    """optplan's: FGD with the target weighted by GPU request, ties to the fullest node, cpu-only pods kept off
-    GPU nodes (module docstring)."""
+    """optplan's: FGD's score, ties to the fullest node, a share's device by the least float growth, cpu-only pods
+    kept off GPU nodes (module docstring)."""
 
     name = "frag-aware"
     scored = False
     random_ties = True
-
-    def target_of(self, target: TargetWorkload) -> TargetWorkload:
-        w = [t.weight * t.ask.total_milli for t in target.types]
-        total = sum(w)
-        return TargetWorkload(tuple(TaskType(t.cpu, t.ask, x / total) for t, x in zip(target.types, w, strict=True)
-                                    if x > 0))
 
     def choose(self, p: Arrival, fits: np.ndarray[Any, Any]) -> tuple[int, tuple[int, ...]]:
         cl = self.cl
@@ -458,10 +463,8 @@ class FragAwarePolicy(FgdPolicy):
             if cpu_node.any():
                 return self.pick(-(cl.free_cpu - p.cpu) / cl.cap_cpu, cpu_node), ()
         key = self.refresh(p, fits)
-        d = np.where(fits, self.delta[key], np.inf)
-        low = d.min()
-        near = fits & (d <= low + _EPS * max(1.0, abs(low)))
-        i = self.pick(-_left(cl, p), near)
+        score = np.where(fits, fgd_score(self.delta[key]), -1.0)
+        i = self.pick(-_left(cl, p), fits & (score == score.max()))
         if p.ask.is_share:
             return i, (int(self.dev[key][i]),)
         return i, self.devices(i, p)
