@@ -3,6 +3,7 @@ written inline, known from its definition; the table's statistics; determinism a
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from optplan.errors import InputError, PlanInvalidError
@@ -28,20 +29,22 @@ TARGET_WHOLE_1 = TargetWorkload.of([(1000, GpuAsk(whole=1))])
 # (policy, what is on the cluster first: (arrival, node, devices), the arriving pod, the expected choice)
 CASES = [
     ("random", [], arrival("w8", 1000, whole=8), (B, tuple(range(8)))),
-    # best-fit: a is left with (32-4)/32 + (1700-500)/2000 = 1.475, b with 60/64 + 7500/8000 = 1.875
+    # best-fit: a is left with 0.5 x 28/128 + 0.5 x 1200/8000 = 0.184 (score 81), b with 0.5 x 60/128 + 0.5 x
+    # 7500/8000 = 0.703 (29); normalised 100 and 0
     ("best-fit", [(arrival("s300", 0, milli=300), A, (0,))], SHARE_500, (A, (0,))),
-    # gpu-packing: b has a partly used device with room (first), a is only an occupied node
+    # gpu-packing: b's partly used device 3 takes it with 600 free (100 - 6 = 94); a must open a free device (49)
     ("gpu-packing", [(arrival("w1", 0, whole=1), A, (0,)), (arrival("s400", 0, milli=400), B, (3,))], SHARE_500,
      (B, (3,))),
-    # gpu-clustering: a's GPU pods all ask 500 milli, b's ask 300
-    ("gpu-clustering", [(arrival("s500x", 0, milli=500), A, (1,)), (arrival("s300", 0, milli=300), B, (0,))],
-     SHARE_500, (A, (1,))),
-    # dotprod: a 4/32 × 1 + 500/2000 × 1 = 0.375, b 4/64 + 500/8000 = 0.125: the least
-    ("dotprod", [], SHARE_500, (B, (0,))),
+    # gpu-clustering: b holds only shares (75 + 0), a only a whole GPU (0 + 25 x 7000/8000 = 21), though fuller
+    ("gpu-clustering", [(arrival("w1", 0, whole=1), A, (0,)), (arrival("s300", 0, milli=300), B, (0,))],
+     SHARE_500, (B, (0,))),
+    # dotprod: b, nearly full, has the least dot product: (4/128)(4/128) + (1000/8000)(500/8000) = 0.0088, score
+    # 99; a (32/128)(4/128) + (2000/8000)(500/8000) = 0.0234, score 98
+    ("dotprod", [(arrival("w7", 60000, whole=7), B, tuple(range(7)))], SHARE_500, (B, (7,))),
     # binpack: a (4/32 + 1/256 + 500/2000) / 3 beats b (4/64 + 1/256 + 500/8000) / 3
     ("binpack", [], SHARE_500, (A, (0,))),
     # fgd, target: whole GPUs only: a's device 0 (600 free) is a fragment already; filling it to 100 free lowers
-    # the fragmentation by 500, a fresh device anywhere raises it by 500
+    # the fragmentation by 500 (score 62), a fresh device anywhere raises it by 500 (37)
     ("fgd", [(arrival("s400", 0, milli=400), A, (0,))], SHARE_500, (A, (0,))),
     # frag-aware: a cpu-only pod goes to the cpu-only node
     ("frag-aware", [], arrival("cpu", 2000), (C, ())),
@@ -127,7 +130,7 @@ def fake_data(root: Path) -> Path:
     (root / "openb").mkdir(parents=True)
     (root / "fgd-expected").mkdir()
     kinds = [(2, "T4"), (8, "G2"), (0, "")]
-    (root / "openb" / "openb_node_list_all_node.csv").write_text(
+    (root / "openb" / "openb_node_list_gpu_node.csv").write_text(
         "sn,cpu_milli,memory_mib,gpu,model\n"
         + "".join(f"n{k},32000,262144,{kinds[k % 3][0]},{kinds[k % 3][1]}\n" for k in range(6)))
     (root / "openb" / "openb_pod_list_default.csv").write_text(
@@ -162,3 +165,21 @@ def test_the_bench_section_reports_the_table(tmp_path: Path) -> None:
     assert "## 6. Shared GPUs" in md and "| frag-aware |" in md and "over the paper's FGD" in md
     assert len((tmp_path / "o" / "shared_runs.jsonl").read_text().splitlines()) == len(
         registry.names(shared.FAMILY))
+
+
+def test_the_peers_break_ties_to_the_first_node_by_name_and_random_does_not() -> None:
+    cl = shared.DevCluster(NODES)
+    pod = arrival("cpu", 1000)
+    pol = registry.load(shared.FAMILY, "gpu-packing")(cl, shared.SharedConfig(seed=1), TARGET_WHOLE_1)
+    assert pol.choose(pod, cl.fits(pod)) == (A, ())
+    rnd = registry.load(shared.FAMILY, "random")(cl, shared.SharedConfig(seed=1), TARGET_WHOLE_1)
+    assert {rnd.choose(pod, cl.fits(pod))[0] for _ in range(40)} == {A, B, C}
+
+
+def test_fgds_target_is_the_popular_task_types_renormalised() -> None:
+    t = TargetWorkload.of([(1000, GpuAsk(whole=1))] * 90 + [(1000, GpuAsk(milli=500))] * 6
+                          + [(1000, GpuAsk(whole=8))] * 4)
+    typical = shared.typical_workload(t)
+    assert [(x.ask, round(x.weight, 4)) for x in typical.types] == [(GpuAsk(whole=1), round(90 / 96, 4)),
+                                                                   (GpuAsk(milli=500), round(6 / 96, 4))]
+    assert shared.fgd_score(np.array([0.0, 500.0, -500.0])).tolist() == [50.0, 37.0, 62.0]

@@ -11,27 +11,30 @@ among the pod's ``models``; a share on ONE device with enough free milli; whole 
 devices). A pod that fits nowhere is rejected and the stream goes on.
 
 **Policies** (the registry's ``sim-shared`` family; one class each, ``choose(pod, fits) -> (node, devices)``).
-Among nodes of equal score the choice is uniform at random (stream ``<seed>/<policy>``), as kube-scheduler,
-the paper's simulator's host, picks among its best nodes. Unless said otherwise a share takes
-``gpushare.choose_devices``' best-fit device and whole GPUs the lowest-indexed free devices. The peers, each
-written from the paper's description (§6.1) with what the paper leaves open named:
+The peers behave as the paper's simulator (hkust-adsl/kubernetes-scheduler-simulator, read, not copied; its
+artifact's run scripts give each peer's options) scores nodes: an integer 0..100 per node (kube-scheduler's
+range), computed from free cpu and GPU milli (memory plays no part), the largest node (128 cpus, 8 GPUs) as
+the norm; among nodes of equal score the first by name (the simulator's kube-scheduler fork picks the smallest
+name "for reproducibility", not a random one). Unless said otherwise a share takes ``gpushare.choose_devices``'
+best-fit device and whole GPUs the lowest-indexed free devices.
 
-- ``random`` (Random-fit): uniform among the nodes the pod fits, a share on a device uniform among those with
-  room;
-- ``dotprod`` (DotProd, Tetris' alignment): the least dot product of the pod's request and the node's free
-  resources, cpu and GPU (milli), each normalised by the node's capacity;
-- ``gpu-clustering`` (GpuClustering): pods with the same GPU request together: a node whose GPU pods all ask
-  the pod's GPU request (milli per device) first, then a node with other GPU pods, then a node without GPU
-  pods; cpu-only pods: uniform (the paper gives them no rule);
-- ``gpu-packing`` (GpuPacking): a share first on a node with an occupied device (partly used) that it fits,
-  then on an occupied node (some pod on it), then on an idle node; whole GPUs: an occupied node first, then
-  an idle one; cpu-only pods: uniform (the paper gives them no rule); the share's device: best-fit, so the
-  occupied one with the least free milli;
-- ``best-fit`` (BestFit): the node left with the least resources after placement: the sum of free cpu and
-  free GPU (milli) each normalised by the node's capacity (nodes without GPUs count their GPU term as 0);
-- ``fgd`` (FGD): the node and device whose fragmentation (``gpushare.fragmentation`` for the target workload:
-  the task-type distribution of the trace) grows least; among a node's devices the least growth, then the
-  least free milli, then the lowest index.
+- ``random`` (Random-fit): uniform among the nodes the pod fits (stream ``<seed>/random``), a share on a device
+  uniform among those with room;
+- ``dotprod`` (DotProd, Tetris' alignment): 100 × (1 − (cpu·free cpu / 128,000² + GPU·free GPU / 8,000²) / 2),
+  truncated: the least dot product of the pod's request and the node's free resources;
+- ``gpu-clustering`` (GpuClustering): the pod's GPU affinity (any share, or k whole GPUs) against the
+  affinities of the GPU pods on the node: only its own 75, its own among others 50, none (no GPU pod) 25,
+  others only 0; plus 25 × (8,000 − free GPU milli) / 8,000 (integer division), so fuller nodes first within
+  a tier; cpu-only pods: 0 everywhere (the first node that fits);
+- ``gpu-packing`` (GpuPacking): a share that fits a partly used device: 100 − (free milli of the least free such
+  device) / 100 (integer), at least 50; a pod that must open free devices on a node in use: 50 − devices
+  opened, at least 33; a node whose GPUs are all free: max(33 − free GPUs, free GPUs); cpu-only pods: 0;
+- ``best-fit`` (BestFit): 100 × (1 − (0.5 × free cpu after / 128,000 + 0.5 × free GPU milli after / 8,000)),
+  truncated, then scaled to 0..100 over the nodes that fit (integer, kube-scheduler's normalisation);
+- ``fgd`` (FGD): sigmoid((fragmentation before − after) / 1,000) × 100, truncated (``fgd_score``), the
+  fragmentation (``gpushare.fragmentation``) for the trace's task types (cpu, GPU ask, model) that cover
+  95% of its pods, the most frequent first (``typical_workload``, the simulator's default popularity
+  threshold); a share on the first device of the best score.
 
 optplan's:
 
@@ -39,11 +42,12 @@ optplan's:
   (``placement.binpack_scores``, the formula of ``binpack_score`` over arrays; weights cpu 1, memory 1,
   nvidia.com/gpu 1 in milli: the extended resource named in ``binpack.resources``), the share on its
   best-fit device;
-- ``frag-aware``: FGD's growth of fragmentation with three changes: the target workload's task types weighted
-  by their GPU request (milli-GPUs asked, so cpu-only types weigh nothing: the measure counts GPU capacity that
-  GPU asks cannot use); among the nodes of least growth, BestFit's fullest node instead of a random one; and
-  cpu-only pods on the cpu-only nodes first (the fullest after placement), only then on GPU nodes by the
-  same rule as GPU pods.
+- ``frag-aware``: FGD's measure and integer score (the same target workload) with two changes: among the
+  nodes of the best score, the fullest node (free cpu and GPU after placement, each over the node's
+  capacity) instead of the first by name; and a share's device: the least growth as a float, then the least
+  free milli, then the lowest index. cpu-only pods go to cpu-only nodes first (the fullest after placement),
+  only then to GPU nodes by the same rule as GPU pods (the paper's cluster has no cpu-only nodes). optplan's
+  policies break remaining ties uniformly at random (stream ``<seed>/<policy>``), as Volcano does.
 
 **Metric.** GPU allocation ratio = allocated milli-GPUs / the cluster's milli-GPUs at the end (the paper's
 "GPU allocation ratio"; column 130 of its ``analysis_allo_discrete.csv``).
@@ -92,6 +96,37 @@ FAMILY = registry.SIM_SHARED
 PEERS = ("random", "dotprod", "gpu-clustering", "gpu-packing", "best-fit", "fgd")
 """The paper's policies, in its order."""
 _EPS = 1e-9
+MAX_SCORE = 100
+"""kube-scheduler's highest node score: the peers score nodes in integers 0..100, as its score plugins do."""
+MAX_SPEC_CPU = 128_000
+MAX_SPEC_GPU = 8 * MILLI
+"""The largest node's cpu (milli) and GPUs (milli): the peers' normalisation (the paper's simulator's)."""
+TYPICAL_PERCENT = 95
+"""FGD's target workload: the most frequent task types covering this share of the trace's pods."""
+
+
+def fgd_score(growth: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """FGD's node score for a growth of fragmentation (milli): sigmoid(-growth / 1000) x 100, truncated."""
+    return np.floor(MAX_SCORE * (1.0 / (1.0 + np.exp(growth / 1000.0))))
+
+
+def typical_workload(target: TargetWorkload, percent: float = TYPICAL_PERCENT) -> TargetWorkload:
+    """FGD's target workload: the most frequent task types (ties in their order in ``target``) until they cover
+    ``percent`` of the pods, their frequencies renormalised."""
+    ranked = sorted(target.types, key=lambda t: -t.weight)
+    kept: list[TaskType] = []
+    covered = 0.0
+    for t in ranked:
+        if covered >= percent / 100 - _EPS:
+            break
+        kept.append(t)
+        covered += t.weight
+    return TargetWorkload(tuple(TaskType(t.cpu, t.ask, t.weight / covered) for t in kept))
+
+
+def affinity_bit(ask: GpuAsk) -> int:
+    """GpuClustering's GPU affinity of a pod as one bit: any share (bit 0), or k whole GPUs (bit k)."""
+    return 1 if ask.is_share else 1 << ask.whole
 
 
 @dataclass(frozen=True)
@@ -155,10 +190,14 @@ class DevCluster:
         self.models = np.array([x.model for x in self.nodes], dtype=str)
         self.pods = np.zeros(n, dtype=np.int64)
         self.gpu_pods = np.zeros(n, dtype=np.int64)
-        self.kind = np.full(n, -1, dtype=np.int64)
-        """GpuClustering's bookkeeping: the one GPU request (milli per device) of the node's GPU pods, -1 none,
-        -2 mixed."""
+        self.affinity = np.zeros(n, dtype=np.int64)
+        """GpuClustering's bookkeeping: the GPU affinities of the node's GPU pods (``affinity_bit``), or-ed."""
         self.version = np.zeros(n, dtype=np.int64)
+        self.free_total = np.zeros(n, dtype=np.int64)
+        """Per node: free GPU milli, entirely free devices, the most free milli of one device (kept by ``take``)."""
+        self.full = np.zeros(n, dtype=np.int64)
+        self.most = np.zeros(n, dtype=np.int64)
+        self._sums(slice(None))
         self.total_milli = int(self.ngpu.sum()) * MILLI
         self.allocated = 0
         self._allowed: dict[frozenset[str], np.ndarray[Any, Any]] = {}
@@ -174,9 +213,9 @@ class DevCluster:
     def fits(self, p: Arrival) -> np.ndarray[Any, Any]:
         ok = self.allowed(p.ask) & (self.free_cpu >= p.cpu) & (self.free_mem >= p.memory)
         if p.ask.is_share:
-            ok &= (self.free_gpu >= p.ask.milli).any(axis=1)
+            ok &= self.most >= p.ask.milli
         elif p.ask.whole:
-            ok &= (self.free_gpu == MILLI).sum(axis=1) >= p.ask.whole
+            ok &= self.full >= p.ask.whole
         return ok
 
     def take(self, i: int, p: Arrival, devices: tuple[int, ...]) -> None:
@@ -188,10 +227,16 @@ class DevCluster:
         self.allocated += per * len(devices)
         self.pods[i] += 1
         if not p.ask.none:
-            k = per
-            self.kind[i] = k if self.kind[i] in (-1, k) else -2
+            self.affinity[i] |= affinity_bit(p.ask)
             self.gpu_pods[i] += 1
+            self._sums(i)
         self.version[i] += 1
+
+    def _sums(self, i: int | slice) -> None:
+        free = self.free_gpu[i]
+        self.free_total[i] = free.sum(axis=-1)
+        self.full[i] = (free == MILLI).sum(axis=-1)
+        self.most[i] = free.max(axis=-1)
 
     def row(self, i: int) -> list[int]:
         return self.free_gpu[i, : self.ngpu[i]].tolist()
@@ -206,12 +251,15 @@ class _Policy:
         self.cl = cl
         self.rng = random.Random(f"{cfg.seed}/{self.name}")
 
+    random_ties = False
+    """Among nodes of equal score: uniform at random (True), or the first by name (the paper's simulator)."""
+
     def pick(self, score: np.ndarray[Any, Any], fits: np.ndarray[Any, Any]) -> int:
-        """The highest score among the nodes that fit, uniform among equals."""
+        """The highest score among the nodes that fit; among equals the first by name, or uniform at random."""
         masked = np.where(fits, score, -np.inf)
         top = masked.max()
         best = np.flatnonzero(masked >= top - _EPS * max(1.0, abs(top)))
-        return int(best[self.rng.randrange(len(best))]) if len(best) > 1 else int(best[0])
+        return int(best[self.rng.randrange(len(best))]) if self.random_ties and len(best) > 1 else int(best[0])
 
     def devices(self, i: int, p: Arrival) -> tuple[int, ...]:
         got = choose_devices(self.cl.row(i), p.ask)
@@ -226,22 +274,17 @@ class _Policy:
         return i, self.devices(i, p)
 
 
-def _gpu_frac(cl: DevCluster) -> np.ndarray[Any, Any]:
-    """Free GPU (milli) over capacity per node, 0 for nodes without GPUs."""
-    cap = cl.ngpu * MILLI
-    return np.where(cap > 0, cl.free_gpu.sum(axis=1) / np.maximum(cap, 1), 0.0)
-
-
 def _left(cl: DevCluster, p: Arrival) -> np.ndarray[Any, Any]:
-    """BestFit's measure: free cpu and free GPU (milli) after placing ``p``, each over the node's capacity (the
-    GPU term 0 on nodes without GPUs)."""
+    """frag-aware's fullest-node measure: free cpu and free GPU (milli) after placing ``p``, each over the node's
+    capacity (the GPU term 0 on nodes without GPUs)."""
     cap = cl.ngpu * MILLI
-    left_gpu = np.where(cap > 0, (cl.free_gpu.sum(axis=1) - p.ask.total_milli) / np.maximum(cap, 1), 0.0)
+    left_gpu = np.where(cap > 0, (cl.free_total - p.ask.total_milli) / np.maximum(cap, 1), 0.0)
     return (cl.free_cpu - p.cpu) / cl.cap_cpu + left_gpu
 
 
 class RandomPolicy(_Policy):
     name = "random"
+    random_ties = True
 
     def score(self, p: Arrival, fits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         return np.zeros(len(fits))
@@ -258,10 +301,9 @@ class DotProdPolicy(_Policy):
 
     def score(self, p: Arrival, fits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         cl = self.cl
-        cap = cl.ngpu * MILLI
-        gpu_req = np.where(cap > 0, p.ask.total_milli / np.maximum(cap, 1), 0.0)
-        dot = (p.cpu / cl.cap_cpu) * (cl.free_cpu / cl.cap_cpu) + gpu_req * _gpu_frac(cl)
-        return -dot
+        dot = ((cl.free_cpu / MAX_SPEC_CPU) * (p.cpu / MAX_SPEC_CPU)
+               + (cl.free_total / MAX_SPEC_GPU) * (p.ask.total_milli / MAX_SPEC_GPU))
+        return np.trunc(MAX_SCORE * (1.0 - dot / 2))
 
 
 class GpuClusteringPolicy(_Policy):
@@ -271,8 +313,10 @@ class GpuClusteringPolicy(_Policy):
         cl = self.cl
         if p.ask.none:
             return np.zeros(len(fits))
-        k = p.ask.milli if p.ask.is_share else MILLI
-        return np.where(cl.kind == k, 2.0, (cl.gpu_pods > 0).astype(np.float64))
+        tag = affinity_bit(p.ask)
+        tier = np.where(cl.affinity == tag, 3, np.where(cl.affinity & tag, 2, np.where(cl.affinity == 0, 1, 0)))
+        quarter = MAX_SCORE // 4
+        return tier * quarter + quarter * (MAX_SPEC_GPU - cl.free_total) // MAX_SPEC_GPU
 
 
 class GpuPackingPolicy(_Policy):
@@ -282,38 +326,54 @@ class GpuPackingPolicy(_Policy):
         cl = self.cl
         if p.ask.none:
             return np.zeros(len(fits))
-        occupied_node = (cl.pods > 0).astype(np.float64)
+        full = cl.full
+        idle = np.maximum(MAX_SCORE // 3 - full, full)
         if p.ask.is_share:
-            partly = ((cl.free_gpu >= p.ask.milli) & (cl.free_gpu < MILLI)).any(axis=1)
-            return np.where(partly, 2.0, occupied_node)
-        return occupied_node
+            # the device it would take: the least free one that has room
+            room = np.where(cl.free_gpu >= p.ask.milli, cl.free_gpu, MILLI + 1).min(axis=1)
+            used = np.where(room < MILLI, np.maximum(MAX_SCORE - room * 100 // MILLI // 10, MAX_SCORE // 2),
+                            max(MAX_SCORE // 2 - 1, MAX_SCORE // 3))
+        else:
+            used = np.full(len(fits), max(MAX_SCORE // 2 - p.ask.whole, MAX_SCORE // 3))
+        return np.where(full == cl.ngpu, idle, used)
 
 
 class BestFitPolicy(_Policy):
     name = "best-fit"
 
     def score(self, p: Arrival, fits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        return -_left(self.cl, p)
+        cl = self.cl
+        rest = (0.5 * (cl.free_cpu - p.cpu) / MAX_SPEC_CPU
+                + 0.5 * (cl.free_total - p.ask.total_milli) / MAX_SPEC_GPU)
+        raw = np.trunc((1.0 - rest) * MAX_SCORE).astype(np.int64)
+        lo, hi = int(raw[fits].min()), int(raw[fits].max())
+        if hi == lo:
+            return np.zeros(len(fits))
+        return (raw - lo) * MAX_SCORE // (hi - lo)
 
 
 class BinpackPolicy(_Policy):
     """optplan's greedy: Volcano's binpack (cpu, memory, GPU milli; weight 1 each) and best-fit devices."""
 
     name = "binpack"
+    random_ties = True
 
     def score(self, p: Arrival, fits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         cl = self.cl
         return binpack_scores({"cpu": p.cpu, "memory": p.memory, GPU: p.ask.total_milli},
                               {"cpu": cl.cap_cpu, "memory": cl.cap_mem, GPU: cl.ngpu * MILLI},
-                              {"cpu": cl.free_cpu, "memory": cl.free_mem, GPU: cl.free_gpu.sum(axis=1)},
+                              {"cpu": cl.free_cpu, "memory": cl.free_mem, GPU: cl.free_total},
                               BINPACK_WEIGHTS)
 
 
 class FgdPolicy(_Policy):
-    """FGD: the least growth of fragmentation (module docstring); cached per (shape, node), recomputed for the
-    nodes that changed since."""
+    """FGD: the least growth of fragmentation as an integer score (module docstring); cached per (shape, node),
+    recomputed for the nodes that changed since."""
 
     name = "fgd"
+    scored = True
+    """Rank by FGD's integer score (ties uniform) and take a share's first device of the best score; False: by the
+    float growth, a share's device of least growth, then least free milli."""
 
     def __init__(self, cl: DevCluster, cfg: SharedConfig, target: TargetWorkload) -> None:
         super().__init__(cl, cfg, target)
@@ -329,7 +389,7 @@ class FgdPolicy(_Policy):
         self.n = n
 
     def target_of(self, target: TargetWorkload) -> TargetWorkload:
-        return target
+        return typical_workload(target)
 
     def frag(self, free: np.ndarray[Any, Any], cpu: np.ndarray[Any, Any], models: np.ndarray[Any, Any]) -> Any:
         return self.table(free, cpu, models)
@@ -357,8 +417,11 @@ class FgdPolicy(_Policy):
             after = free[rows].copy()
             after[np.arange(len(rows)), devs] -= p.ask.milli
             d = self.frag(after, cpu[rows], models[rows]) - self.before[idx[rows]]
-            # per node: least growth, then least free milli, then lowest device
-            order = np.lexsort((devs, free[rows, devs], d, rows))
+            if self.scored:  # per node: the best score, then the lowest device
+                d = -fgd_score(d)
+                order = np.lexsort((devs, d, rows))
+            else:  # per node: least growth, then least free milli, then lowest device
+                order = np.lexsort((devs, free[rows, devs], d, rows))
             first = np.r_[True, rows[order][1:] != rows[order][:-1]]
             pick = order[first]
             self.delta[key][idx[rows[pick]]] = d[pick]
@@ -369,7 +432,8 @@ class FgdPolicy(_Policy):
                 whole = after == MILLI
                 take = whole & (np.cumsum(whole, axis=1) <= p.ask.whole)
                 after[take] = 0
-            self.delta[key][idx] = self.frag(after, cpu, models) - self.before[idx]
+            d = self.frag(after, cpu, models) - self.before[idx]
+            self.delta[key][idx] = -fgd_score(d) if self.scored else d
         self.ver[key][idx] = cl.version[idx]
         return key
 
@@ -385,16 +449,12 @@ class FgdPolicy(_Policy):
 
 
 class FragAwarePolicy(FgdPolicy):
-    """optplan's: FGD with the target weighted by GPU request, ties to the fullest node, cpu-only pods kept off
-    GPU nodes (module docstring)."""
+    """optplan's: FGD's score, ties to the fullest node, a share's device by the least float growth, cpu-only pods
+    kept off GPU nodes (module docstring)."""
 
     name = "frag-aware"
-
-    def target_of(self, target: TargetWorkload) -> TargetWorkload:
-        w = [t.weight * t.ask.total_milli for t in target.types]
-        total = sum(w)
-        return TargetWorkload(tuple(TaskType(t.cpu, t.ask, x / total) for t, x in zip(target.types, w, strict=True)
-                                    if x > 0))
+    scored = False
+    random_ties = True
 
     def choose(self, p: Arrival, fits: np.ndarray[Any, Any]) -> tuple[int, tuple[int, ...]]:
         cl = self.cl
@@ -403,10 +463,8 @@ class FragAwarePolicy(FgdPolicy):
             if cpu_node.any():
                 return self.pick(-(cl.free_cpu - p.cpu) / cl.cap_cpu, cpu_node), ()
         key = self.refresh(p, fits)
-        d = np.where(fits, self.delta[key], np.inf)
-        low = d.min()
-        near = fits & (d <= low + _EPS * max(1.0, abs(low)))
-        i = self.pick(-_left(cl, p), near)
+        score = np.where(fits, fgd_score(self.delta[key]), -1.0)
+        i = self.pick(-_left(cl, p), fits & (score == score.max()))
         if p.ask.is_share:
             return i, (int(self.dev[key][i]),)
         return i, self.devices(i, p)

@@ -1,9 +1,11 @@
 """The FGD paper's allocation table reproduced like for like (``shared``): every openb workload × seeds ×
-policies, each run on the full openb cluster (``openb_node_list_all_node.csv``: 1,523 nodes, 6,212 GPUs) with
-the workload built as the paper's simulator builds it (``online.fgd_workload(..., every_pod=True)``, 130%),
-the GPU allocation ratio at the end per run; per (workload, policy) the mean over seeds and its 95% interval
-(Student's t on the seeds), the wall time per run, and the paper's published mean beside it
-(``fgd-expected/alloc_at_130pct_summary.txt``: mean of seeds 42..51).
+policies, each run on the paper's cluster: openb's GPU nodes (``openb_node_list_gpu_node.csv``: 1,213 nodes,
+6,212 GPUs; the simulator's artifact copies only the GPU nodes' list into every trace's input, the 310
+cpu-only nodes of ``openb_node_list_all_node.csv`` are not there) with the workload built as the paper's
+simulator builds it (``online.fgd_workload(..., every_pod=True)``, 130%), the GPU allocation ratio at the end
+per run; per (workload, policy) the mean over seeds and its 95% interval (Student's t on the seeds), the wall
+time per run, and the paper's published mean beside it (``fgd-expected/alloc_at_130pct_summary.txt``: mean of
+seeds 42..51).
 
 Runs are appended, one JSON line each, to a cache file when one is given, and read back from it: a long
 table can be stopped and resumed, and the bench's report rebuilt without running again.
@@ -24,7 +26,7 @@ from optplan.experiments.sim import shared
 from optplan.experiments.sim.online import SimNode, SimPod, fgd_workload
 from optplan.solvers.core import registry
 
-NODES = Path("openb") / "openb_node_list_all_node.csv"
+NODES = Path("openb") / "openb_node_list_gpu_node.csv"
 PUBLISHED = Path("fgd-expected") / "alloc_at_130pct_summary.txt"
 PERCENT = 130.0
 PAPER_SEEDS = tuple(range(42, 52))
