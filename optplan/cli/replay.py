@@ -327,8 +327,15 @@ def run(args: argparse.Namespace) -> str:
 # ---- sweeps ------------------------------------------------------------------------------------
 
 SWEEP_KEYS = {"traces", "policies", "intervals", "pendingAfter", "budgets", "planners", "seeds", "restartDelay",
-              "restart", "checkpointSeconds", "timeLimit", "scope"}
+              "restart", "checkpointSeconds", "timeLimit", "scope", "warmupHours", "grids"}
 TRACE_KEYS = {"name", "nodes", "pods", "speedup", "repeat", "horizonHours", "timesFrom", "unmatchedTimes"}
+
+
+def _hours(v: Any, name: str) -> float:
+    """Seconds of ``v`` hours (a sweep file's number >= 0); ReplayConfig checks the rest."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise InputError(f"must be a number of hours >= 0, got {v!r}", field=name)
+    return float(v) * 3600
 
 
 def _read_sweep(path: str) -> dict[str, Any]:
@@ -402,6 +409,7 @@ def run_sweep(args: argparse.Namespace) -> str:
                             restart=spec.get("restart", args.restart),
                             checkpoint=spec.get("checkpointSeconds", None if args.no_checkpoint
                                                 else args.checkpoint_minutes * 60),
+                            warmup=_hours(spec.get("warmupHours", args.warmup_hours), "warmupHours"),
                             time_limit=spec.get("timeLimit", args.time_limit))
         traces, horizons = _sweep_traces(path, spec, seeds)
         cells = sorted((c for name, h in horizons.items()
@@ -425,12 +433,22 @@ def run_sweep(args: argparse.Namespace) -> str:
                                  progress=lambda done, total: bar.set(done))
     table = sweep.aggregate(outcome.rows)
     command = f"optplan replay --sweep {path} -o {args.output}"
+    shared = {"warmupHours": base.warmup / 3600, "restartDelay": base.restart_delay, "restart": base.restart,
+              "checkpointSeconds": base.checkpoint, "timeLimit": base.time_limit}
+    fr = sweep.frontier(table)
     doc = {"cells": len(cells), "done": len(outcome.rows), "failed": dict(sorted(outcome.failed.items())),
-           "groups": table}
-    write_outputs(args.output, {"sweep.json": report.to_json(doc),
-                                "sweep.md": sweep.markdown(table, outcome, len(cells), command)})
-    return (f"wrote {args.output}: sweep.md, sweep.json, cells.jsonl; {len(outcome.rows)} of {len(cells)} cells done, "
-            f"{len(outcome.failed)} failed\n")
+           "sweep": {**spec, **shared}, "groups": table, "frontier": fr}
+    files: dict[str, str | bytes] = {"sweep.json": report.to_json(doc),
+                                     "sweep.md": sweep.markdown(table, outcome, len(cells), command, shared)}
+    if not args.no_plots:
+        from optplan.experiments.replay import plots
+        for trace in sorted(fr):
+            drawn = plots.frontier(trace, sweep.frontier_panels(table, fr, trace))
+            if isinstance(drawn, bytes):
+                files[f"frontier-{trace}.png"] = drawn
+    write_outputs(args.output, files)
+    return (f"wrote {args.output}: {', '.join(sorted(files))}, cells.jsonl; {len(outcome.rows)} of {len(cells)} "
+            f"cells done, {len(outcome.failed)} failed\n")
 
 
 # ---- the submission throttle ---------------------------------------------------------------------

@@ -12,6 +12,7 @@ import pytest
 
 from optplan.cli import main
 from optplan.cli.replay import load_trace
+from optplan.errors import InputError
 from optplan.experiments.replay import sweep
 from optplan.experiments.replay.config import ReplayConfig
 from optplan.experiments.replay.trace import Trace
@@ -131,12 +132,20 @@ def test_sweep_command_writes_the_report(tmp_path: Path, capsys: pytest.CaptureF
     _trace_files(tmp_path)
     spec = tmp_path / "sweep.yaml"
     spec.write_text(json.dumps({**SPEC, "seeds": [0, 1], "intervals": [2], "budgets": [{}], "timeLimit": 2,
+                                "warmupHours": 0.01,
                                 "traces": [{"name": "tiny", "nodes": "nodes.csv", "pods": "pods.csv"}]}))
     out = tmp_path / "out"
     assert main(["replay", "--sweep", str(spec), "--workers", "1", "-o", str(out)]) == 0
     doc = json.loads((out / "sweep.json").read_text())
     assert doc["cells"] == 4 and doc["done"] == 4 and doc["failed"] == {}
-    assert "tiny / interval every 2m / greedy / unlimited" in (out / "sweep.md").read_text()
+    md = (out / "sweep.md").read_text()
+    assert "tiny / interval every 2m / greedy / unlimited" in md
+    # the file echoes every shared setting (the warm-up included), so the sweep is reproducible from it
+    assert doc["sweep"]["warmupHours"] == 0.01 and doc["sweep"]["restart"] == "RestartJob"
+    assert doc["sweep"]["policies"] == ["none", "interval"] and 'warmupHours 0.01' in md
+    assert "completionMeanMinutes8" in json.loads((out / "cells.jsonl").read_text().splitlines()[0])["metrics"]
+    assert doc["frontier"]["tiny"]["usefulPercent vs cardsDisruptedPerDay"]  # none at least: zero disruption
+    assert "## The frontier" in md and (out / "frontier-tiny.png").read_bytes()[:4] == b"\x89PNG"
     assert main(["replay", "--sweep", str(spec), "--workers", "1", "-o", str(out)]) == 0  # resumes: nothing to run
     assert (out / "cells.jsonl").read_text().count("\n") == 4
 
@@ -149,3 +158,62 @@ def test_bad_sweep_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     err = capsys.readouterr().err
     assert "unknown policy 'sometimes'" in err and err.count("\n") == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_grids_are_a_union_of_small_grids(tmp_path: Path) -> None:
+    spec = {"policies": ["none"], "planners": ["greedy"], "seeds": [0],
+            "grids": [{"policies": ["interval"], "intervals": [30, 60]},
+                      {"policies": ["pending"], "pendingAfter": [10], "intervals": [60],
+                       "planners": ["karpenter-balanced"], "budgets": [{"podGroups": 2}]},
+                      {"policies": ["none", "oracle"]}]}
+    keys = [c.key for c in sweep.grid(spec, ["t"], ReplayConfig())]
+    assert keys == sorted(["t / interval every 30m / greedy / unlimited / seed 0",
+                           "t / interval every 60m / greedy / unlimited / seed 0",
+                           "t / pending after 10m, cooldown 60m / karpenter-balanced / pg=2 / seed 0",
+                           "t / none / seed 0", "t / oracle / seed 0"])
+    with pytest.raises(InputError, match="each entry") as e:
+        sweep.grid({"grids": [{"seeds": [1]}]}, ["t"], ReplayConfig())
+    assert e.value.field == "grids[0]"
+    with pytest.raises(InputError) as e:
+        sweep.grid({"grids": [{"intervals": [-1]}]}, ["t"], ReplayConfig())
+    assert e.value.field == "grids[0].intervals"
+
+
+@pytest.mark.parametrize(("points", "expected"), [
+    # (name, benefit higher is better, cost lower is better)
+    ([("a", 1, 0), ("b", 2, 1), ("c", 1.5, 2), ("d", 3, 5)], ["a", "b", "d"]),  # c: b is better and cheaper
+    ([("a", 1, 0), ("b", 1, 1)], ["a"]),  # same benefit, dearer: dominated
+    ([("a", 1, 0), ("b", 1, 0)], ["a", "b"]),  # equal points: neither dominates
+    ([("a", 2, 0), ("b", 1, 1)], ["a"]),
+])
+def test_pareto(points: list[tuple[str, float, float]], expected: list[str]) -> None:
+    assert sweep.pareto(points) == expected
+
+
+def _entry(group: str, policy: str, **means: float) -> dict[str, Any]:
+    return {"group": group, "trace": group.split(" / ")[0], "policy": policy, "seeds": [0],
+            "metrics": {m: {"n": 1, "mean": means.get(m), "ci95": None} for m in sweep.METRICS}, "vsOracle": {}}
+
+
+def test_frontier_keeps_none_and_leaves_out_the_references() -> None:
+    zero = {"cardsDisruptedPerDay": 0.0, "restartGpuHoursPercent": 0.0}
+    table = [_entry("t / none", "none", completionMeanMinutes8=100, usefulPercent=80, **zero),
+             _entry("t / oracle", "oracle", completionMeanMinutes8=50, usefulPercent=85, **zero),
+             _entry("t / nobinpack", "nobinpack", completionMeanMinutes8=120, usefulPercent=78, **zero),
+             _entry("t / interval every 60m / greedy / unlimited", "interval", completionMeanMinutes8=90,
+                    usefulPercent=81, cardsDisruptedPerDay=3000, restartGpuHoursPercent=0.1),
+             _entry("t / pending after 30m, cooldown 60m / greedy / unlimited", "pending",
+                    completionMeanMinutes8=80, usefulPercent=80.5, cardsDisruptedPerDay=100,
+                    restartGpuHoursPercent=0.01)]
+    fr = sweep.frontier(table)["t"]
+    assert fr["completionMeanMinutes8 vs cardsDisruptedPerDay"] == [
+        "t / none", "t / pending after 30m, cooldown 60m / greedy / unlimited"]  # interval: dearer and slower
+    assert fr["usefulPercent vs cardsDisruptedPerDay"] == [
+        "t / none", "t / pending after 30m, cooldown 60m / greedy / unlimited",
+        "t / interval every 60m / greedy / unlimited"]
+    panels = sweep.frontier_panels(table, {"t": fr}, "t")
+    assert len(panels) == 4 and panels[0]["oracle"] == 50
+    assert {p["setting"] for p in panels[0]["points"]} == {
+        "none", "interval every 60m / greedy / unlimited", "pending after 30m, cooldown 60m / greedy / unlimited"}
+    md = sweep.frontier_markdown(table, {"t": fr})
+    assert "| pending after 30m, cooldown 60m / greedy / unlimited | 1 | 80.0 |" in md

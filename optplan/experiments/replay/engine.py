@@ -153,11 +153,12 @@ class ReplayResult:
 
     def summary(self) -> dict[str, Any]:
         """The headline numbers a sweep aggregates."""
-        w8 = self.waits.get("8", {})
+        w8, c8 = self.waits.get("8", {}), self.completions.get("8", {})
         return {"allocationPercent": self.allocation_percent, "usefulPercent": self.percent("useful"),
                 "lostPercent": round(self.percent("lost") + self.percent("restore"), 4),
                 "waitP95Minutes8": None if w8.get("p95") is None else w8["p95"] / 60,
                 "waitMeanMinutes8": None if w8.get("restrictedMean") is None else w8["restrictedMean"] / 60,
+                "completionMeanMinutes8": None if c8.get("restrictedMean") is None else c8["restrictedMean"] / 60,
                 "restartGpuHoursPercent": self.restart_percent(),
                 "waitP95Minutes": self.waits["all"]["p95"] / 60 if self.waits["all"]["p95"] is not None else None,
                 "censoredGangs": self.waits["all"]["censored"],

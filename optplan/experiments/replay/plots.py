@@ -1,11 +1,13 @@
 """PNG plots of replays (matplotlib, imported only here and only when plots are asked for): allocation
 over time per policy, waiting-time CDFs (Kaplan–Meier: all gangs and gangs of 5–8 cards), and disruption
-against the useful allocation gained over ``none``. Bytes are reproducible: no Software metadata, fixed
+against the useful allocation gained over ``none``; and a sweep's frontier per trace (``frontier``: benefit
+against disruption, from ``sweep.frontier_panels``). Bytes are reproducible: no Software metadata, fixed
 sizes and order."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from optplan.adapters.output import png
 from optplan.experiments.replay.engine import ReplayResult
@@ -72,3 +74,51 @@ def plots(results: Sequence[ReplayResult]) -> dict[str, bytes] | str:
         ax.set_title("Disruption against gain")
         save(fig, "disruption_vs_gain.png")
     return out
+
+
+AXIS_LABELS = {"completionMeanMinutes8": "8-card gangs' mean completion time (min, KM restricted mean)",
+               "usefulPercent": "useful GPU allocation (%)", "cardsDisruptedPerDay": "cards restarted per day",
+               "restartGpuHoursPercent": "GPU-hours lost to restarts (%)"}
+_MARKERS = {"none": "s", "interval": "o", "pending": "^"}
+
+
+def frontier(trace: str, panels: Sequence[Mapping[str, Any]]) -> bytes | str:
+    """One PNG of a sweep's frontier on ``trace`` (``sweep.frontier_panels``: a panel per benefit ×
+    disruption): every setting's point (marker by policy; peers' planners hollow), the frontier as a
+    line through its points, each frontier point named, and the oracle's benefit as a dashed line; or
+    why there is no plot."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return NO_MATPLOTLIB
+    rows = (len(panels) + 1) // 2
+    fig, axes = plt.subplots(rows, 2, figsize=(12, 4.5 * rows), squeeze=False)
+    for ax, panel in zip(axes.flat, panels, strict=False):
+        pts = panel["points"]
+        for p in pts:
+            peer = p["planner"] not in (None, "greedy", "auto")
+            colour = "tab:red" if p["frontier"] else "tab:grey"
+            ax.scatter([p["x"]], [p["y"]], s=28, marker=_MARKERS.get(p["policy"], "o"),
+                       facecolors="none" if peer else colour, edgecolors=colour, linewidths=1)
+        on = sorted((p for p in pts if p["frontier"]), key=lambda p: (p["x"], p["setting"]))
+        if on:
+            ax.plot([p["x"] for p in on], [p["y"] for p in on], color="tab:red", linewidth=0.8)
+            for p in on:
+                ax.annotate(p["setting"], (p["x"], p["y"]), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        if panel.get("oracle") is not None:
+            ax.axhline(panel["oracle"], color="tab:blue", linestyle="--", linewidth=0.8,
+                       label="oracle (ceiling estimate)")
+            ax.legend(fontsize=7, loc="best")
+        ax.set_xscale("symlog", linthresh=1 if panel["disruption"] == "cardsDisruptedPerDay" else 0.001)
+        ax.set_xlabel(AXIS_LABELS.get(panel["disruption"], panel["disruption"]))
+        ax.set_ylabel(AXIS_LABELS.get(panel["benefit"], panel["benefit"]), fontsize=8)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.suptitle(f"{trace}: benefit against disruption (red: the Pareto frontier; ^ pending, o interval, "
+                 "s none; hollow: a peer's planner)", fontsize=9)
+    fig.tight_layout()
+    data = png(fig, dpi=100)
+    plt.close(fig)
+    return data

@@ -4,7 +4,8 @@ seeds and each policy's difference from ``none`` (paired by trace and seed).
 
 Grid (``grid``). ``none``, ``oracle`` and ``nobinpack`` are one cell per trace and seed (interval, budget
 and planner mean nothing to them); ``interval`` one per interval × budget × planner; ``pending`` one per
-pending-after × interval (its cooldown) × budget × planner. A cell's ``key`` names all of it; results are
+pending-after × interval (its cooldown) × budget × planner; with ``grids``, the union of several such grids
+(the settings a frontier needs, not their whole product). A cell's ``key`` names all of it; results are
 keyed, sorted and rounded, so they are the same whichever executor ran them and in whatever order the cells finished.
 
 Executors: ``serial`` (in this process), ``pool`` (a local process pool, the default) and ``ray`` (a
@@ -16,6 +17,12 @@ file (JSON lines) as they finish, and a sweep started again with the same file s
 rows whose ``fingerprint`` (the cell's whole config and trace) matches: a changed setting runs again.
 
 Confidence intervals: Student's t over seeds (mean ± t(0.975, n−1) × s / √n); one seed gives no interval.
+
+The frontier (``frontier``): per trace, the settings no other setting beats on both a benefit (``BENEFITS``:
+8-card gangs' mean completion time, useful GPU %) and a disruption (``DISRUPTIONS``: cards restarted per
+day, GPU-hours lost to restarts), on the means over seeds — what an operator chooses from; ``none`` is its
+zero-disruption end, the oracle and ``nobinpack`` are references off it. ``frontier_panels`` is what
+``plots.frontier`` draws, ``frontier_markdown`` the sweep report's section.
 """
 
 from __future__ import annotations
@@ -35,11 +42,12 @@ from typing import Any
 from optplan.errors import InputError
 from optplan.experiments.replay.config import POLICIES, STATIC, ReplayConfig, budget_label
 from optplan.experiments.replay.engine import config_dict, replay
-from optplan.experiments.replay.oracle import ORACLE, SHARE_METRICS, shares
+from optplan.experiments.replay.oracle import NOBINPACK, ORACLE, SHARE_METRICS, shares
 from optplan.experiments.replay.trace import Trace
 
 METRICS = ("allocationPercent", "usefulPercent", "lostPercent", "censoredGangs", "waitP95Minutes", "waitP95Minutes8",
-           "waitMeanMinutes8", "cardsDisruptedPerDay", "podsMovedPerDay", "restartGpuHoursPercent")
+           "waitMeanMinutes8", "completionMeanMinutes8", "cardsDisruptedPerDay", "podsMovedPerDay",
+           "restartGpuHoursPercent")
 EXECUTORS = ("serial", "pool", "ray")
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
          2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
@@ -90,9 +98,33 @@ def _minutes(v: Any, name: str) -> float:
     return float(v) * 60
 
 
+GRID_KEYS = ("policies", "intervals", "pendingAfter", "budgets", "planners")
+"""What each entry of a sweep file's ``grids`` may set (the rest of the file is shared)."""
+
+
 def grid(spec: Mapping[str, Any], traces: Sequence[str], base: ReplayConfig) -> list[Cell]:
     """The cells of a sweep file's grid (``policies``, ``intervals``, ``pendingAfter`` in minutes,
-    ``budgets`` as maxPerRun mappings, ``planners``, ``seeds``) over the named traces; every config checked."""
+    ``budgets`` as maxPerRun mappings, ``planners``, ``seeds``) over the named traces; every config checked.
+    With ``grids`` (a list of mappings of ``GRID_KEYS``), the union of the grids each entry gives over the
+    file's own keys: a frontier sweep names the settings it wants, not their whole product."""
+    subs = spec.get("grids")
+    if subs is None:
+        return _one_grid(spec, traces, base)
+    if not isinstance(subs, list) or not subs:
+        raise InputError("must be a non-empty list of mappings", field="grids")
+    cells: dict[str, Cell] = {}
+    for k, sub in enumerate(subs):
+        if not isinstance(sub, dict) or set(sub) - set(GRID_KEYS):
+            raise InputError(f"each entry is a mapping of {', '.join(GRID_KEYS)}, got {sub!r}", field=f"grids[{k}]")
+        try:
+            for c in _one_grid({**spec, **sub}, traces, base):
+                cells.setdefault(c.key, c)
+        except InputError as e:
+            raise InputError(e.reason, field=f"grids[{k}].{e.field}") from None
+    return [cells[k] for k in sorted(cells)]
+
+
+def _one_grid(spec: Mapping[str, Any], traces: Sequence[str], base: ReplayConfig) -> list[Cell]:
     policies = _list(spec, "policies", POLICIES)
     for p in policies:
         if p not in POLICIES:
@@ -377,19 +409,25 @@ def _share(entry: Mapping[str, Any], metric: str) -> str:
     return f"{s['mean']:.0f}%" if s.get("ci95") is None else f"{s['mean']:.0f}% ± {s['ci95']:.0f}"
 
 
-def markdown(table: Sequence[Mapping[str, Any]], outcome: Outcome, cells: int, command: str) -> str:
+def markdown(table: Sequence[Mapping[str, Any]], outcome: Outcome, cells: int, command: str,
+             shared: Mapping[str, Any] | None = None) -> str:
+    """The sweep's report: the table of groups, the frontier (``frontier_markdown``), failed cells;
+    ``shared``: the settings every cell shares (the sweep file's, filled in), echoed under the command."""
+    echo = "" if not shared else "Shared settings: " + ", ".join(f"{k} {json.dumps(v, sort_keys=True)}"
+                                                                  for k, v in sorted(shared.items())) + "."
     lines = ["# Replay sweep", "", f"{cells} cells, {len(outcome.rows)} done, {len(outcome.failed)} failed. "
              "Mean ± 95% confidence half-width over seeds (Student's t); vs none: the paired difference from "
              "`none` on the same trace and seed. Useful GPU %: pods doing work they keep; lost: restore and "
              "work a restart threw away; wait p95: Kaplan-Meier, over the seeds where censoring does not hide it; "
-             "8-card wait: the Kaplan-Meier restricted mean; share of the oracle's gain: (policy − none) / "
-             "(oracle − none) per trace and seed (with `oracle` in the grid), then its mean ± 95% half-width.",
-             "", f"Reproduce: `{command}`", "",
+             "8-card wait and completion: the Kaplan-Meier restricted mean; share of the oracle's gain: "
+             "(policy − none) / (oracle − none) per trace and seed (with `oracle` in the grid), then its mean ± 95% "
+             "half-width.",
+             "", f"Reproduce: `{command}`" + (f". {echo}" if echo else ""), "",
              "| trace / policy / planner / budget | seeds | useful GPU % | vs none (points) | lost % | "
              "censored gangs | wait p95 (min) | wait p95 8-card (min) | cards disrupted / day | vs none | "
-             "8-card wait mean (min) | share of the oracle's gain: useful GPU % | 8-card wait mean | "
-             "GPU-hours lost to restarts % |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "8-card wait mean (min) | 8-card completion mean (min) | share of the oracle's gain: useful GPU % | "
+             "8-card wait mean | 8-card completion mean | GPU-hours lost to restarts % |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for e in table:
         m, d = e["metrics"], e["vsNone"]
         lines.append(f"| {e['group']} | {len(e['seeds'])} | {_fmt(m['usefulPercent'])} | "
@@ -397,9 +435,113 @@ def markdown(table: Sequence[Mapping[str, Any]], outcome: Outcome, cells: int, c
                      f"{_fmt(m['censoredGangs'], 1)} | {_fmt(m['waitP95Minutes'], 1)} | "
                      f"{_fmt(m['waitP95Minutes8'], 1)} | {_fmt(m['cardsDisruptedPerDay'], 1)} | "
                      f"{_fmt(d['cardsDisruptedPerDay'], 1, sign=True) if d else '-'} | "
-                     f"{_fmt(m['waitMeanMinutes8'], 1)} | {_share(e, 'usefulPercent')} | "
-                     f"{_share(e, 'waitMeanMinutes8')} | {_fmt(m['restartGpuHoursPercent'], 3)} |")
+                     f"{_fmt(m['waitMeanMinutes8'], 1)} | {_fmt(m['completionMeanMinutes8'], 1)} | "
+                     f"{_share(e, 'usefulPercent')} | {_share(e, 'waitMeanMinutes8')} | "
+                     f"{_share(e, 'completionMeanMinutes8')} | {_fmt(m['restartGpuHoursPercent'], 3)} |")
+    fr = frontier(table)
+    if any(fr.values()):
+        lines.append(frontier_markdown(table, fr).rstrip("\n"))
     if outcome.failed:
         lines += ["", "## Failed cells", ""]
         lines += [f"- {k} ({outcome.attempts.get(k, 1)} attempts): {v}" for k, v in sorted(outcome.failed.items())]
+    return "\n".join(lines) + "\n"
+
+
+# ---- the frontier ------------------------------------------------------------------------------
+
+BENEFITS = {"completionMeanMinutes8": -1, "usefulPercent": 1}
+"""The frontier's benefits (summary metrics, ``METRICS``) with their sense: -1 lower is better (8-card
+gangs' Kaplan-Meier restricted mean completion time), 1 higher is better (useful GPU %)."""
+DISRUPTIONS = ("cardsDisruptedPerDay", "restartGpuHoursPercent")
+"""The frontier's costs, lower is better: cards restarted per day, GPU-hours lost to restarts (%)."""
+OFF_FRONTIER = (ORACLE, NOBINPACK)
+"""Reference points, never on the frontier: the ceiling estimate (free repacking) and Volcano without binpack."""
+
+
+def _mean(entry: Mapping[str, Any], metric: str) -> float | None:
+    v = entry["metrics"].get(metric, {}).get("mean")
+    return None if v is None else float(v)
+
+
+def pareto(points: Sequence[tuple[str, float, float]]) -> list[str]:
+    """Names of the non-dominated points of ``(name, benefit, cost)`` (benefit higher and cost lower are
+    better; a point is dominated by one at least as good on both and better on one), lowest cost first."""
+    out = [(c, -b, n) for n, b, c in points
+           if not any(b2 >= b and c2 <= c and (b2 > b or c2 < c) for _, b2, c2 in points)]
+    return [n for _, _, n in sorted(out)]
+
+
+def setting(group: str) -> str:
+    """A group (``Cell.group``) without its trace: the setting an operator picks."""
+    return group.split(" / ", 1)[1] if " / " in group else group
+
+
+def planner_of(entry: Mapping[str, Any]) -> str | None:
+    """The planner of an aggregated group (``Cell.group``'s third part; None for ``STATIC`` policies)."""
+    parts = entry["group"].split(" / ")
+    return None if entry["policy"] in STATIC or len(parts) < 3 else parts[2]
+
+
+def frontier(table: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, list[str]]]:
+    """Per trace, per ``BENEFIT vs DISRUPTION`` pair: the groups on the Pareto frontier of the means over
+    seeds (the settings an operator chooses from), lowest disruption first. ``none`` is its zero-disruption
+    end; ``OFF_FRONTIER`` policies are left out. Means only: two points closer than their intervals are
+    told apart all the same (the table gives the intervals)."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for trace in sorted({e["trace"] for e in table}):
+        mine = [e for e in table if e["trace"] == trace and e["policy"] not in OFF_FRONTIER]
+        pairs: dict[str, list[str]] = {}
+        for b, sense in BENEFITS.items():
+            for d in DISRUPTIONS:
+                pts = [(e["group"], sense * bv, dv) for e in mine
+                       if (bv := _mean(e, b)) is not None and (dv := _mean(e, d)) is not None]
+                pairs[f"{b} vs {d}"] = pareto(pts)
+        out[trace] = pairs
+    return out
+
+
+def frontier_panels(table: Sequence[Mapping[str, Any]], fr: Mapping[str, Mapping[str, list[str]]],
+                    trace: str) -> list[dict[str, Any]]:
+    """What ``plots.frontier`` draws for one trace: per pair, every group's point (setting, policy, planner,
+    disruption, benefit, on the frontier or not) and the oracle's benefit (a reference line)."""
+    mine = [e for e in table if e["trace"] == trace]
+    oracle = next((e for e in mine if e["policy"] == ORACLE), None)
+    panels = []
+    for b in BENEFITS:
+        for d in DISRUPTIONS:
+            on = fr.get(trace, {}).get(f"{b} vs {d}", [])
+            pts = [{"setting": setting(e["group"]), "policy": e["policy"], "planner": planner_of(e),
+                    "x": _mean(e, d), "y": _mean(e, b), "frontier": e["group"] in on}
+                   for e in mine if e["policy"] not in OFF_FRONTIER]
+            panels.append({"benefit": b, "disruption": d, "points": [p for p in pts if None not in (p["x"], p["y"])],
+                           "frontier": [setting(g) for g in on],
+                           "oracle": None if oracle is None else _mean(oracle, b)})
+    return panels
+
+
+def frontier_markdown(table: Sequence[Mapping[str, Any]], fr: Mapping[str, Mapping[str, list[str]]]) -> str:
+    """The sweep's frontier section: per trace, the settings on some frontier with the four axes and the
+    pairs they are on (C: 8-card completion mean, U: useful GPU %; cards: cards restarted / day, lost:
+    GPU-hours lost to restarts)."""
+    short = {"completionMeanMinutes8": "C", "usefulPercent": "U", "cardsDisruptedPerDay": "cards",
+             "restartGpuHoursPercent": "lost"}
+    lines = ["", "## The frontier", "",
+             "Settings on the Pareto frontier of benefit (C: 8-card gangs' mean completion time, Kaplan-Meier "
+             "restricted mean, lower is better; U: useful GPU %) against disruption (cards: cards restarted per day; "
+             "lost: GPU-hours lost to restarts, %), on the means over seeds; `none` is the zero-disruption end, "
+             "`oracle` (a ceiling estimate) and `nobinpack` are left out. Mean ± 95% half-width."]
+    for trace, pairs in sorted(fr.items()):
+        groups = sorted({g for gs in pairs.values() for g in gs})
+        lines += ["", f"### {trace}", "",
+                  "| setting | seeds | 8-card completion mean (min) | useful GPU % | cards restarted / day | "
+                  "GPU-hours lost % | share of the oracle's gain: 8-card completion mean | on the frontier of |",
+                  "|---|---|---|---|---|---|---|---|"]
+        by = {e["group"]: e for e in table}
+        for g in sorted(groups, key=lambda g: (_mean(by[g], "cardsDisruptedPerDay") or 0, g)):
+            e, m = by[g], by[g]["metrics"]
+            where = ", ".join(f"{short[k.split(' vs ')[0]]}×{short[k.split(' vs ')[1]]}"
+                              for k, gs in pairs.items() if g in gs)
+            lines.append(f"| {setting(g)} | {len(e['seeds'])} | {_fmt(m['completionMeanMinutes8'], 1)} | "
+                         f"{_fmt(m['usefulPercent'])} | {_fmt(m['cardsDisruptedPerDay'], 1)} | "
+                         f"{_fmt(m['restartGpuHoursPercent'], 3)} | {_share(e, 'completionMeanMinutes8')} | {where} |")
     return "\n".join(lines) + "\n"
