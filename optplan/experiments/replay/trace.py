@@ -61,6 +61,9 @@ class TraceGang:
     """allowed GPU models; () = any"""
     min_member: int
     pods: tuple[TracePod, ...]
+    qos: str = ""
+    """The trace's QoS class of its first pod (openb: ``LS``, ``BE``, ``Burstable``, ``Guaranteed``; "" when
+    the trace has none): what ``--queues`` maps gangs onto tenants by."""
 
     @property
     def cards(self) -> int:
