@@ -284,7 +284,7 @@ class Replay:
         self.remaining: list[float | None] = [None] * len(self.pod_name)
         """An evicted pod's work still to do; None: never evicted since its last placement."""
         self.leaf_prio: dict[str, dict[int, int]] = {}
-        """Queues mode: per leaf queue, running pods per job priority (may a waiting gang preempt there?)."""
+        """Queues mode: per leaf queue, GPUs of running pods per job priority (may a waiting gang preempt there?)."""
         self.type_gpus = {k: 0 for k in TYPES}
         self.type_area = {k: 0.0 for k in TYPES}
         self.type_restore = {k: 0.0 for k in TYPES}
@@ -503,7 +503,7 @@ class Replay:
         self.book.add(ten.leaf[k], self.request(g), sign)
         self.type_gpus[ten.kind[k]] += sign * g.gpu
         prio = self.leaf_prio.setdefault(ten.leaf[k], {})
-        prio[ten.value[k]] = prio.get(ten.value[k], 0) + sign
+        prio[ten.value[k]] = prio.get(ten.value[k], 0) + sign * g.gpu
 
     def allocate_queued(self, t: float, retry: bool, new: list[int]) -> None:
         """Volcano's allocate with queues (``tenants``): the first queue in the capacity plugin's order gives
@@ -575,16 +575,22 @@ class Replay:
             self.extras.append(k)
 
     def may_evict(self, k: int) -> bool:
-        """Can placement's preempt or reclaim help gang k (``tenants.Book.may_reclaim``)? Not a gang whose
-        class never preempts; else a running job of lower priority in its queue, or a reclaim its queue may make."""
+        """Can placement's preempt or reclaim help gang k, counting GPUs only? Not a gang whose class never
+        preempts; else (preempt) jobs of lower priority in its queue hold GPUs that, with the free ones and
+        its queue's headroom, make its minimum, or (reclaim) ``tenants.Book.may_reclaim``."""
         ten = self.tenancy
         assert ten is not None
         if ten.never[k]:
             return False
+        g = self.gangs[k].g
         leaf, v = ten.leaf[k], ten.value[k]
-        if any(p < v and n > 0 for p, n in self.leaf_prio.get(leaf, {}).items()):
+        need = g.min_member - self.gangs[k].placed
+        want = need * g.gpu * 1000
+        free = (self.cluster.total_gpus - self.cluster.allocated) * 1000
+        lower = 1000 * sum(n for p, n in self.leaf_prio.get(leaf, {}).items() if p < v)
+        if lower > 0 and free + lower >= want and self.book.headroom(leaf) + lower >= want:
             return True
-        return self.book.may_reclaim(leaf, self.request(self.gangs[k].g))
+        return self.book.may_reclaim(leaf, self.request(g), need, free)
 
     def evict_for_waiting(self, t: float) -> None:
         """Placement's greedy with preempt and reclaim for the waiting gangs that may evict (none of whose

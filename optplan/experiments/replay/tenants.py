@@ -52,7 +52,7 @@ from optplan.experiments.replay.snapshot import NAMESPACE, Running, SnapshotBuil
 from optplan.experiments.replay.trace import Trace, TraceGang
 from optplan.experiments.sim.online import SimNode
 from optplan.models.placement import BinpackWeights, PlacementPlan
-from optplan.models.queues import PriorityClass, Queue, QueueTree, VCJob
+from optplan.models.queues import ROOT, PriorityClass, Queue, QueueTree, VCJob
 from optplan.models.snapshot import Pod, PodGroup, Resources, Snapshot
 from optplan.solvers.core.planner import PlanOptions
 from optplan.solvers.placement.context import QueueState, compare_queues, queue_order_key
@@ -241,18 +241,35 @@ class Book:
     def add(self, leaf: str, req: Resources, sign: int = 1) -> None:
         self.qs.add(leaf, req, sign)
 
-    def may_reclaim(self, leaf: str, req: Resources) -> bool:
-        """The leaf may reclaim for a pod of ``req`` (the capacity plugin's PreemptiveFn) and some other
-        reclaimable queue holds more than its deserved (or is an immediate victim's: deserved 0)."""
+    def headroom(self, leaf: str, root: bool = True) -> int:
+        """GPUs (milli) the leaf may still take: the least realCapability − allocated over it and its ancestors
+        (``root=False``: not the root's, which victims of other queues free too)."""
+        qs = self.qs
+        return min(qs.real[q].get(GPU, 1 << 62) - qs.allocated[q].get(GPU, 0) for q in qs.chain(leaf)
+                   if root or q != ROOT)
+
+    def may_reclaim(self, leaf: str, req: Resources, need: int, free: int) -> bool:
+        """Can reclaim place ``need`` pods of ``req`` for the leaf, counting GPUs only? The leaf may reclaim
+        for such a pod (the capacity plugin's PreemptiveFn, ``victims.reclaimer_blocked``), the capability
+        of it and its ancestors but the root holds them all, and the cluster's ``free`` GPUs (milli) plus
+        those of the other reclaimable queues over their deserved (``victims.not_over_deserved``; deserved
+        0: every pod) hold them."""
         qs = self.qs
         if reclaimer_blocked(leaf, qs.allocated[leaf], req, qs.deserved[leaf], qs.real[leaf]) is not None:
             return False
+        want = need * req.get(GPU, 0)
+        if self.headroom(leaf, root=False) < want:
+            return False
+        want -= free
         for q in self.tenancy.type_of:
-            if q == leaf or not qs.reclaimable.get(q, True) or not any(v > 0 for v in qs.allocated[q].values()):
+            if want <= 0:
+                break
+            held = qs.allocated[q].get(GPU, 0)
+            if q == leaf or not qs.reclaimable.get(q, True) or held <= 0:
                 continue
             if not_over_deserved(q, qs.allocated[q], req, qs.deserved[q], qs.listed[q]) is None:
-                return True
-        return False
+                want -= held
+        return want <= 0
 
 
 # ---- victims -------------------------------------------------------------------------------------
