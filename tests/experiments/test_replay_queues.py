@@ -140,3 +140,22 @@ def test_a_queue_file_volcano_would_refuse_is_one_line_exit_2(tmp_path: Path) ->
     doc = json.loads((tmp_path / "out" / "results.json").read_text())
     assert doc["replays"][0]["queues"]["byType"]["team"]["gangs"] == 1
     assert "## Queues" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_summing_the_pods_that_cannot_be_victims_changes_no_replay(monkeypatch: pytest.MonkeyPatch) -> None:
+    nodes = tuple(SimNode(f"n{i}", 64000, 512 * 1024, 8, "") for i in range(3))
+    qos = ["LS", "BE", "Guaranteed", "LS", "BE", "LS", "Burstable", "BE"]
+    gangs = tuple(gang(f"g{i:02d}", 50 * i, 1 + i % 4, 1 + i % 2, qos[i % len(qos)], runtime=400 + 37 * i)
+                  for i in range(30))
+    trace = Trace("t", nodes, gangs)
+    queues = [*tree(team_cap=8), Queue(name="t-payg", labels={"platform.io/tenant": "t",
+                                                              "platform.io/billing-type": "payg"},
+                                        deserved={GPU: 6000}, capability={GPU: 6000})]
+    ten = assign(trace, queues, seed=3, large_cards=6)
+    summed = replay(trace, ReplayConfig(), tenancy=ten).to_dict()
+    assert sum(sum(v["evictions"].values()) for v in summed["queues"]["byType"].values()) > 0
+    from optplan.experiments.replay.tenants import QueuedSnapshots
+    build = QueuedSnapshots.build
+    monkeypatch.setattr(QueuedSnapshots, "build",
+                        lambda self, running, waiting, keep=None: build(self, running, waiting))
+    assert replay(trace, ReplayConfig(), tenancy=ten).to_dict() == summed

@@ -609,7 +609,15 @@ class Replay:
         t0 = time.perf_counter()
         running = [(Running(self.pod_name[p], self.gangs[self.pod_gang[p]].g, self.cluster.names[self.node[p]]),
                     self.started_at[p]) for p in range(len(self.node)) if self.node[p] >= 0]
-        snap = self.snaps.build(running, [self.gangs[k].g for k in due])
+        top: dict[str, int] = {}
+        for k in due:
+            top[ten.leaf[k]] = max(top.get(ten.leaf[k], ten.value[k]), ten.value[k])
+        sources = self.book.reclaim_sources()
+
+        def keep(j: int) -> bool:  # may gang j give victims to a due gang? (the others are summed up)
+            leaf = ten.leaf[j]
+            return leaf in sources or ten.value[j] < top.get(leaf, -math.inf)
+        snap = self.snaps.build(running, [self.gangs[k].g for k in due], keep)
         plan = plan_victims(snap, self.cfg.weights, t)
         self.victim_calls += 1
         self.victim_seconds += time.perf_counter() - t0

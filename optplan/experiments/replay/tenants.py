@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -53,8 +53,9 @@ from optplan.experiments.replay.trace import Trace, TraceGang
 from optplan.experiments.sim.online import SimNode
 from optplan.models.placement import BinpackWeights, PlacementPlan
 from optplan.models.queues import ROOT, PriorityClass, Queue, QueueTree, VCJob
-from optplan.models.snapshot import Pod, PodGroup, Resources, Snapshot
+from optplan.models.snapshot import GROUP_NAME_ANNOTATION, Pod, PodGroup, Resources, Snapshot
 from optplan.solvers.core.planner import PlanOptions
+from optplan.solvers.core.protection import PREEMPTABLE_KEY
 from optplan.solvers.placement.context import QueueState, compare_queues, queue_order_key
 from optplan.solvers.placement.place import plan_placement
 from optplan.solvers.placement.victims import not_over_deserved, preemption_never, reclaimer_blocked
@@ -248,6 +249,14 @@ class Book:
         return min(qs.real[q].get(GPU, 1 << 62) - qs.allocated[q].get(GPU, 0) for q in qs.chain(leaf)
                    if root or q != ROOT)
 
+    def reclaim_sources(self) -> set[str]:
+        """Leaf queues whose pods reclaim may take now: reclaimable, holding GPUs, over their deserved for a
+        GPU pod (``victims.not_over_deserved``; deserved 0: always)."""
+        qs = self.qs
+        one = {GPU: 1000}
+        return {q for q in self.tenancy.type_of if qs.reclaimable.get(q, True) and qs.allocated[q].get(GPU, 0) > 0
+                and not_over_deserved(q, qs.allocated[q], one, qs.deserved[q], qs.listed[q]) is None}
+
     def may_reclaim(self, leaf: str, req: Resources, need: int, free: int) -> bool:
         """Can reclaim place ``need`` pods of ``req`` for the leaf, counting GPUs only? The leaf may reclaim
         for such a pod (the capacity plugin's PreemptiveFn, ``victims.reclaimer_blocked``), the capability
@@ -311,21 +320,54 @@ class QueuedSnapshots:
         job = SnapshotBuilder.job(g, stamp(g.created))
         return job.model_copy(update={"queue": self.tenancy.leaf[k], "priority_class_name": self.tenancy.pclass[k]})
 
-    def build(self, running: Iterable[tuple[Running, float]], waiting: Sequence[TraceGang]) -> Snapshot:
+    def build(self, running: Iterable[tuple[Running, float]], waiting: Sequence[TraceGang],
+              keep: Callable[[int], bool] | None = None) -> Snapshot:
+        """The snapshot: every node, the running pods, and a Pending VCJob per gang in ``waiting``. With
+        ``keep`` (gang index -> may it give victims?), the running pods of the other gangs are summed into one
+        protected pod per node and queue (``held-<queue>``, ``volcano.sh/preemptable: "false"``; the node's pod
+        slots lowered by the pods it stands for), so that placement reads the same room and the same queue
+        allocations from far fewer pods."""
         pods: dict[str, Pod] = {}
         groups: dict[str, PodGroup] = {}
+        held: dict[tuple[str, str], list[Resources]] = {}
         for r, started in running:
+            if keep is not None and not keep(self.gang_index[r.gang.name]):
+                held.setdefault((r.node, self.tenancy.leaf[self.gang_index[r.gang.name]]), []).append(
+                    self.base.pod(r).requests)
+                continue
             p = self.pod(r, started)
             pods[p.key] = p
             pg = self.group(r.gang)
             groups[pg.key] = pg
+        nodes = self.base.nodes
+        if held:
+            nodes = dict(nodes)
+            slots: dict[str, int] = {}
+            for (node, leaf), reqs in sorted(held.items()):
+                total: dict[str, int] = {}
+                for req in reqs:
+                    for res, v in req.items():
+                        total[res] = total.get(res, 0) + v
+                name = f"held-{leaf}"
+                pg = PodGroup(namespace=NAMESPACE, name=name, queue=leaf)
+                groups[pg.key] = pg
+                p = Pod(namespace=NAMESPACE, name=f"{name}-{node}", node_name=node, phase="Running",
+                        scheduler_name="volcano", annotations={GROUP_NAME_ANNOTATION: name},
+                        labels={PREEMPTABLE_KEY: "false"}, requests=total)
+                pods[p.key] = p
+                slots[node] = slots.get(node, 0) + len(reqs) - 1
+            for node, extra in slots.items():
+                if extra:
+                    n = nodes[node]
+                    alloc = {**n.allocatable, "pods": n.allocatable["pods"] - 1000 * extra}
+                    nodes[node] = n.model_copy(update={"allocatable": alloc})
         jobs = {}
         for g in waiting:
             pg = self.group(g)
             groups[pg.key] = pg
             job = self.job(g, 0)
             jobs[job.key] = job
-        return Snapshot(nodes=self.base.nodes, pods=dict(sorted(pods.items())),
+        return Snapshot(nodes=nodes, pods=dict(sorted(pods.items())),
                         pod_groups=dict(sorted(groups.items())), jobs=jobs, queues=self.tenancy.queues,
                         priority_classes=self.tenancy.classes)
 
