@@ -316,6 +316,8 @@ def replay_files(trace: Trace, results: list[ReplayResult], *, timings: bool, pl
 
 
 def run(args: argparse.Namespace) -> str:
+    if args.queues and (args.throttle or args.sweep):
+        raise InputError("--queues replays one trace with --policy (not with --sweep or --throttle)", field="--queues")
     if args.throttle:
         return run_throttle(args)
     if args.sweep:

@@ -4,12 +4,11 @@ placement's preempt and reclaim evicting victims that restart and count as lost 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from optplan.cli import main
 from optplan.experiments.replay.config import ReplayConfig
 from optplan.experiments.replay.engine import replay
 from optplan.experiments.replay.tenants import assign, seed002
@@ -116,30 +115,41 @@ spec: {deserved: {nvidia.com/gpu: 8}, capability: {nvidia.com/gpu: 4}}
 """
 
 
-def test_a_queue_file_volcano_would_refuse_is_one_line_exit_2(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("queues", "extra", "message"), [
+    ("bad.yaml", [], "deserved 8 > capability 4"),
+    ("missing.yaml", [], "missing.yaml"),
+    ("seed002", ["--throttle"], "--queues"),
+])
+def test_bad_queues_are_one_line_exit_2_nothing_written(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        queues: str, extra: list[str], message: str) -> None:
+    nodes, pods = _files(tmp_path)
+    (tmp_path / "bad.yaml").write_text(QUEUE_FILE)
+    source = queues if queues == "seed002" else str(tmp_path / queues)
+    out = tmp_path / "out"
+    assert main(["replay", "--nodes", nodes, "--pods", pods, "--queues", source, "-o", str(out), *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_a_queue_file_as_written(tmp_path: Path) -> None:
+    nodes, pods = _files(tmp_path)
+    good = tmp_path / "good.yaml"
+    good.write_text(QUEUE_FILE.replace("capability: {nvidia.com/gpu: 4}", "capability: {nvidia.com/gpu: 8}"))
+    out = tmp_path / "out"
+    assert main(["replay", "--nodes", nodes, "--pods", pods, "--queues", str(good), "--no-plots", "-o", str(out)]) == 0
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["replays"][0]["queues"]["byType"]["team"]["gangs"] == 1
+    assert "## Queues (good.yaml)" in (out / "report.md").read_text()
+
+
+def _files(tmp_path: Path) -> tuple[str, str]:
     nodes = tmp_path / "nodes.csv"
     nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn1,64000,524288,8,\n")
     pods = tmp_path / "pods.csv"
     pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,qos,creation_time,scheduled_time,deletion_time\n"
                     "p1,1000,1024,1,1000,LS,0,0,100\n")
-    bad = tmp_path / "queues.yaml"
-    bad.write_text(QUEUE_FILE)
-    for source in (str(bad), str(tmp_path / "missing.yaml")):
-        r = subprocess.run([sys.executable, "-m", "optplan.cli", "replay", "--nodes", str(nodes), "--pods", str(pods),
-                            "--queues", source, "--no-plots", "-o", str(tmp_path / "out")],
-                           capture_output=True, text=True, check=False)
-        assert r.returncode == 2, r.stderr
-        assert len(r.stderr.strip().splitlines()) == 1
-    assert "deserved" in r.stderr or "capability" in r.stderr or "missing" in r.stderr
-    good = tmp_path / "good.yaml"
-    good.write_text(QUEUE_FILE.replace("capability: {nvidia.com/gpu: 4}", "capability: {nvidia.com/gpu: 8}"))
-    r = subprocess.run([sys.executable, "-m", "optplan.cli", "replay", "--nodes", str(nodes), "--pods", str(pods),
-                        "--queues", str(good), "--no-plots", "-o", str(tmp_path / "out")],
-                       capture_output=True, text=True, check=False)
-    assert r.returncode == 0, r.stderr
-    doc = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert doc["replays"][0]["queues"]["byType"]["team"]["gangs"] == 1
-    assert "## Queues" in (tmp_path / "out" / "report.md").read_text()
+    return str(nodes), str(pods)
 
 
 def test_summing_the_pods_that_cannot_be_victims_changes_no_replay(monkeypatch: pytest.MonkeyPatch) -> None:
