@@ -39,7 +39,7 @@ from optplan.cli import options
 from optplan.cli.options import int_in, positive_float
 from optplan.errors import InputError
 from optplan.experiments.bench import Progress
-from optplan.experiments.replay import report, sweep
+from optplan.experiments.replay import report, sweep, tenants
 from optplan.experiments.replay.config import PLANNERS, POLICIES, RESOURCE, RESTARTS, ReplayConfig
 from optplan.experiments.replay.engine import ReplayResult, replay
 from optplan.experiments.replay.trace import UNMATCHED, PodShape, PodTimes, Trace, TraceGang, TracePod, borrow_times
@@ -72,6 +72,16 @@ def read_times(path: str, pods: list[openb.PodRow] | None = None) -> dict[str, t
             raise InputError(f"negative runtime: deletion_time {deleted} is before scheduled_time {scheduled}",
                              file=path, obj=f"line {line}", field="deletion_time")
         out[p.name] = (_shape(p), PodTimes(p.created, scheduled, deleted))
+    return out
+
+
+def read_qos(path: str) -> dict[str, str]:
+    """Each pod's ``qos`` column (what ``--queues`` maps by); {} when the file has none."""
+    out: dict[str, str] = {}
+    for _line, row in openb.csv_rows(path, ("name",)):
+        if "qos" not in row:
+            return {}
+        out[row["name"].strip()] = (row["qos"] or "").strip()
     return out
 
 
@@ -115,6 +125,7 @@ def load_trace(nodes_csv: str, pods_csv: str, *, seed: int = 0, speedup: float =
               for k in range(repeat) for p in kept]
     passes = {pp.name: k for k in range(repeat) for pp in placed[k * len(kept):(k + 1) * len(kept)]}
     ratio = Fraction(str(cfg.min_member_ratio))
+    qos = read_qos(pods_csv)
     gangs = []
     spread = None if gang_spread is None else math.floor(gang_spread)
     for k, gang in enumerate(openb.cut_gangs(cfg, placed, spread, lambda pp: passes[pp.name])):
@@ -122,7 +133,8 @@ def load_trace(nodes_csv: str, pods_csv: str, *, seed: int = 0, speedup: float =
         pods = tuple(TracePod(member.name, runtime[member.pod.name]) for member in gang)
         gangs.append(TraceGang(name=f"job-{k + 1:05d}", created=gang[0].created / speedup, cpu=first.cpu,
                                memory=first.memory, gpu=first.gpu, models=first.models,
-                               min_member=max(1, math.ceil(ratio * len(gang))), pods=pods, milli=first.gpu_milli))
+                               min_member=max(1, math.ceil(ratio * len(gang))), pods=pods, milli=first.gpu_milli,
+                               qos=qos.get(first.name, "")))
     nodes = tuple(SimNode(n.name, n.cpu, n.memory, n.gpu, n.model) for n in node_rows)
     stats = {"tracePods": read, "wholeGpuPods": len(whole),
              **({"sharedGpuPods": len(shares)} if shared else {}),
@@ -202,9 +214,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--throttle-timeout", type=float, default=300.0, metavar="S",
                    help="throttle: the waiting mode ends this long after it began (default 300)")
     p.add_argument("--large-cards", type=int_in(1, 1_000_000), default=8, metavar="N",
-                   help="throttle: gangs of at least N GPUs are large jobs, P800 (default 8)")
+                   help="throttle, queues: gangs of at least N GPUs are large jobs, P800 (default 8)")
     p.add_argument("--debug-share", type=float, default=0.2, metavar="F",
-                   help="throttle: share of the other gangs that are debug jobs, P50, the rest P100 (default 0.2)")
+                   help="throttle, queues: share of the other gangs (queues: of the team gangs) that are debug jobs, "
+                        "P50 (default 0.2)")
+    p.add_argument("--queues", metavar="seed002|QUEUES.yaml",
+                   help="put the gangs in queues: seed002 (seed 002's tenants scaled to the cluster) or a file of "
+                        "Queue and PriorityClass objects; gangs mapped by the trace's qos, seeded (docs/replay.md)")
     options.output_file(p, "DIR", "write report.md, results.json and plots here")
     options.verbose(p)
 
@@ -261,6 +277,26 @@ def configs(args: argparse.Namespace) -> list[ReplayConfig]:
     return out
 
 
+def tenancy(source: str, trace: Trace, seed: int, large_cards: int, debug_share: float) -> tenants.Tenancy:
+    """``--queues``: seed 002's tree scaled to the trace's cluster, or the Queue and PriorityClass objects of a
+    file (as written), with the trace's gangs mapped onto its leaves (``tenants.assign``)."""
+    if source == tenants.BUILTIN:
+        queues, classes, name = tenants.seed002(trace.nodes), {}, tenants.BUILTIN
+    else:
+        from optplan.adapters import kubefile
+        snap = kubefile.load_files([source]).snapshot
+        if not snap.queues:
+            raise InputError("no Queue object (expected Queue and PriorityClass objects, or seed002)",
+                             file=source, field="--queues")
+        queues, classes, name = list(snap.queues.values()), snap.priority_classes, Path(source).name
+    try:
+        return tenants.assign(trace, queues, classes, seed=seed, large_cards=large_cards, debug_share=debug_share,
+                              name=name)
+    except InputError as e:
+        raise InputError(e.reason, file=None if source == tenants.BUILTIN else source, obj=e.obj,
+                         field=e.field or "--queues") from None
+
+
 # ---- one replay --------------------------------------------------------------------------------
 
 def write_outputs(out_dir: str, files: dict[str, str | bytes]) -> None:
@@ -294,6 +330,10 @@ def run(args: argparse.Namespace) -> str:
     if args.shared and (args.throttle or args.sweep):
         raise InputError(f"--shared replays single runs only, not {'--throttle' if args.throttle else '--sweep'}",
                          field="--shared")
+    if args.queues and (args.throttle or args.sweep):
+        raise InputError("--queues replays one trace with --policy (not with --sweep or --throttle)", field="--queues")
+    if args.queues and args.shared:
+        raise InputError("--queues counts whole GPUs only: not with --shared", field="--queues")
     if args.throttle:
         return run_throttle(args)
     if args.sweep:
@@ -306,12 +346,13 @@ def run(args: argparse.Namespace) -> str:
     trace = load_trace(args.nodes, args.pods, seed=args.seed, speedup=args.speedup, repeat=args.repeat,
                        times_from=args.times_from, unmatched=args.unmatched_times, gang_spread=args.gang_spread,
                        shared=args.shared)
+    ten = tenancy(args.queues, trace, args.seed, args.large_cards, args.debug_share) if args.queues else None
     results = []
     for cfg in cfgs:
         bar = Progress(f"replay {cfg.label()}", 1000)
         with bar:
             bar.start(trace.name)
-            results.append(replay(trace, cfg, lambda f, b=bar: b.set(int(f * 1000))))  # type: ignore[misc]
+            results.append(replay(trace, cfg, lambda f, b=bar: b.set(int(f * 1000)), ten))  # type: ignore[misc]
     files = replay_files(trace, results, timings=args.timings, plots=not args.no_plots)
     write_outputs(args.output, files)
     lines = [f"wrote {args.output}: {', '.join(sorted(files))}"]

@@ -13,7 +13,9 @@ contract): ``window`` (the preempt window with priorities and the large-job subm
 without it over seeds: ``optplan replay --throttle``; the throttle's rule is placement's ``throttle``);
 ``sweep`` (grids, executors, confidence intervals), ``report`` (Markdown and JSON of one
 replay) and ``plots`` (its PNGs); ``engine`` (the event loop and its metrics); ``policy`` (when a Repack
-runs, with which planner, and applying its validated plan); ``snapshot`` (a Snapshot of the replay state,
+runs, with which planner, and applying its validated plan) and ``tenants`` (``--queues``: seed 002's tenant
+queues, the mapping of the trace's gangs onto them, and placement's queue order, capability, preempt and
+reclaim for the replay); ``snapshot`` (a Snapshot of the replay state,
 built only when a Repack runs) and ``oracle`` (the ceiling: free repacking at every event, the cluster
 each policy replays on, and a policy's share of the oracle's gain); ``cluster`` (the incremental cluster
 state and Volcano's allocate on it); ``config`` (a policy as data), ``trace`` (the jobs and nodes a replay

@@ -53,13 +53,20 @@ from optplan.experiments.replay.policy import (
 )
 from optplan.experiments.replay.snapshot import Running, SnapshotBuilder
 from optplan.experiments.replay.survival import kaplan_meier
+from optplan.experiments.replay.tenants import TYPES, Book, QueuedSnapshots, Tenancy, plan_victims
 from optplan.experiments.replay.trace import Trace, TraceGang, bucket_labels, gang_bucket
+from optplan.experiments.sim.online import resources_of
 from optplan.models.snapshot import Snapshot
 
 Shape = tuple[int, int, int, tuple[str, ...]]
+Samples = dict[str, list[tuple[float, bool]]]
+"""Per gang size class, (seconds, observed) per gang."""
 SAMPLES = 240
 """Points of the allocation and pending-gang series."""
 _DEPART, _ARRIVE, _TICK, _CHECK = 0, 1, 2, 3
+VICTIM_RETRY = 60.0
+"""Queues mode: seconds before placement looks again for the victims of a gang that found none (Volcano
+looks every cycle; the snapshot costs, so the replay spaces its looks)."""
 ESTIMATOR = "Kaplan-Meier"
 """How the percentiles of censored times are estimated (``survival``); the report names it."""
 
@@ -85,6 +92,11 @@ class _Gang:
     g: TraceGang
     pids: list[int]
     placed: int = 0
+    """Pods on a node or gone (an evicted pod is not placed until it is placed again)."""
+    fresh: int = 0
+    """Pods of ``pids`` taken for a first placement (the next is ``pids[fresh]``)."""
+    back: list[int] = field(default_factory=list)
+    """Evicted pods waiting to be placed again, first out first."""
     left: int = 0
     """Pods that finished."""
     ready_at: float | None = None
@@ -119,6 +131,9 @@ class ReplayResult:
     cards_disrupted: int
     repack: dict[str, int]
     timings: dict[str, float] = field(default_factory=dict)
+
+    queues: dict[str, Any] | None = None
+    """``--queues``: the tree, the mapping and the figures per queue type (``Replay.queue_figures``)."""
 
     @property
     def horizon(self) -> float:
@@ -180,14 +195,15 @@ class ReplayResult:
                 "cardsDisruptedPerDay": round(self.per_day(self.cards_disrupted), 6),
                 "repack": self.repack, "summary": self.summary(),
                 "series": [list(s) for s in self.series],
-                "gangWaits": [list(w) for w in self.gang_waits]}
+                "gangWaits": [list(w) for w in self.gang_waits],
+                **({} if self.queues is None else {"queues": self.queues})}
 
 
 class Replay:
     """One replay of ``trace`` under ``cfg``; ``run()`` returns the metrics."""
 
     def __init__(self, trace: Trace, cfg: ReplayConfig, progress: ProgressFn | None = None,
-                 rescan: bool = False) -> None:
+                 rescan: bool = False, tenancy: Tenancy | None = None) -> None:
         self.trace = trace
         self.cfg = cfg
         self.progress = progress
@@ -258,6 +274,29 @@ class Replay:
         self.cooldown_until = -math.inf
         self.tokens = 0
         self.check_token: dict[int, int] = {}
+        self.tenancy = tenancy
+        """``--queues``: each gang's queue and priority; None: one queue, no priorities (the rest below unused)."""
+        if tenancy is not None:
+            if len(tenancy.leaf) != len(self.gangs):
+                raise InputError("the queue mapping is for another trace", field="queues")
+            self.book = Book(tenancy, trace.nodes)
+            self.snaps = QueuedSnapshots(self.builder, tenancy, {gs.g.name: k for k, gs in enumerate(self.gangs)})
+        self.started_at = [0.0] * len(self.pod_name)
+        """When the pod was last placed (victim order: the latest started first)."""
+        self.remaining: list[float | None] = [None] * len(self.pod_name)
+        """An evicted pod's work still to do; None: never evicted since its last placement."""
+        self.leaf_prio: dict[str, dict[int, int]] = {}
+        """Queues mode: per leaf queue, GPUs of running pods per job priority (may a waiting gang preempt there?)."""
+        self.type_gpus = {k: 0 for k in TYPES}
+        self.type_area = {k: 0.0 for k in TYPES}
+        self.type_restore = {k: 0.0 for k in TYPES}
+        self.type_lost = {k: 0.0 for k in TYPES}
+        self.evictions = {k: {"preempt": 0, "reclaim": 0, "repack": 0} for k in TYPES}
+        """Pods of each queue type evicted by preempt or reclaim, and pods Repack restarted."""
+        self.victim_calls = 0
+        self.victim_seconds = 0.0
+        self.victim_tried: dict[int, float] = {}
+        """Queues mode: gang -> when placement last looked for its victims."""
 
     # ---- events --------------------------------------------------------------------------------
 
@@ -314,7 +353,11 @@ class Replay:
 
     def advance(self, t: float) -> None:
         """Integrate the GPUs held over the window up to ``t``."""
-        self.area += self.cluster.allocated * max(0.0, t - max(self.now, self.start_at))
+        dt = max(0.0, t - max(self.now, self.start_at))
+        self.area += self.cluster.allocated * dt
+        if self.tenancy is not None:
+            for k, v in self.type_gpus.items():
+                self.type_area[k] += v * dt
         self.now = t
 
     def arrive(self, k: int) -> None:
@@ -328,6 +371,9 @@ class Replay:
             return
         gs = self.gangs[self.pod_gang[pid]]
         self.cluster.give_back(self.node[pid], self.cluster.sim_pod(gs.g))
+        if self.tenancy is not None:
+            self.account(self.pod_gang[pid], -1)
+            self.snaps.forget(self.pod_name[pid])
         self.node[pid] = -2  # gone
         self.builder.forget(self.pod_name[pid])
         gs.left += 1
@@ -341,17 +387,38 @@ class Replay:
         self.cluster.take(node, self.cluster.sim_pod(gs.g))
         self.node[pid] = node
         gs.placed += 1
-        self.work_from[pid] = t
-        self.end[pid] = t + self.pod_runtime[pid]
+        left = self.remaining[pid]
+        if left is None:
+            self.work_from[pid] = t
+            self.end[pid] = t + self.pod_runtime[pid]
+        else:  # placed again after an eviction: it restores, then does the rest of its work
+            self.remaining[pid] = None
+            self.restored_from[pid] = t
+            self.work_from[pid] = t + self.cfg.restart_delay
+            self.end[pid] = self.work_from[pid] + left
+        if self.tenancy is not None:
+            self.started_at[pid] = t
+            self.account(self.pod_gang[pid], 1)
         self.ver[pid] += 1
         self.push(self.end[pid], _DEPART, pid, self.ver[pid])
 
+    def next_pod(self, gs: _Gang) -> int:
+        """The gang's next pod to place: an evicted one first, else the next of its pods."""
+        if gs.back:
+            return gs.back.pop(0)
+        gs.fresh += 1
+        return gs.pids[gs.fresh - 1]
+
     def place_one(self, gs: _Gang, t: float) -> bool:
         pod = self.cluster.sim_pod(gs.g)
+        if self.tenancy is not None:
+            k = self.pod_gang[gs.pids[0]]
+            if not self.book.fits(self.tenancy.leaf[k], self.request(gs.g)):
+                return False
         i = self.cluster.best(pod)
         if i < 0:
             return False
-        self.start(gs.pids[gs.placed], i, t)
+        self.start(self.next_pod(gs), i, t)
         return True
 
     def allocate(self, t: float) -> None:
@@ -385,6 +452,10 @@ class Replay:
                 self.extras.append(k)
             return True
 
+        if self.tenancy is not None:
+            self.allocate_queued(t, retry, new)
+            return
+
         if retry:
             # the queues' heads in Volcano's order; a head that fails ends its queue's turn (module docstring)
             heads = [(q[0], key) for key, q in self.queues.items() if q]
@@ -410,10 +481,197 @@ class Replay:
             nxt = []
             for k in active:
                 gs = self.gangs[k]
-                if self.place_one(gs, t) and gs.placed < len(gs.pids):
+                if self.place_one(gs, t) and self.unplaced(gs):
                     nxt.append(k)
             active = nxt
-        self.extras = [k for k in self.extras if self.gangs[k].placed < len(self.gangs[k].pids)]
+        self.extras = [k for k in self.extras if self.unplaced(self.gangs[k])]
+
+    @staticmethod
+    def unplaced(gs: _Gang) -> bool:
+        """Pods of the gang still to place (first placements, or evicted ones)."""
+        return gs.fresh < len(gs.pids) or bool(gs.back)
+
+    # ---- queues (``--queues``) -------------------------------------------------------------------
+
+    def request(self, g: TraceGang) -> dict[str, int]:
+        return resources_of(g.cpu, g.memory, g.gpu)
+
+    def account(self, k: int, sign: int) -> None:
+        """One pod of gang k placed (+1) or off its node (-1): its queue's allocation, its type's GPUs and
+        the running pods per priority of its queue."""
+        ten = self.tenancy
+        assert ten is not None
+        g = self.gangs[k].g
+        self.book.add(ten.leaf[k], self.request(g), sign)
+        self.type_gpus[ten.kind[k]] += sign * g.gpu
+        prio = self.leaf_prio.setdefault(ten.leaf[k], {})
+        prio[ten.value[k]] = prio.get(ten.value[k], 0) + sign * g.gpu
+
+    def allocate_queued(self, t: float, retry: bool, new: list[int]) -> None:
+        """Volcano's allocate with queues (``tenants``): the first queue in the capacity plugin's order gives
+        its first job (higher priority, then creation) a gang turn — within realCapability of its queue and
+        every ancestor and the room of the cluster, all its minimum or nothing —; the order is taken again
+        after each start. Without room freed only the new gangs can start. Then the ready gangs' other pods,
+        then placement's preempt and reclaim for the gangs still waiting."""
+        ten = self.tenancy
+        assert ten is not None
+        cands = [k for q in self.queues.values() for k in q] if retry else new
+        by_leaf: dict[str, deque[int]] = {}
+        for k in sorted(cands, key=lambda k: (-ten.value[k], k)):
+            if self.in_queue(k):
+                by_leaf.setdefault(ten.leaf[k], deque()).append(k)
+        failed: dict[Shape, int] = {}
+        capped: dict[tuple[str, Shape], int] = {}
+        started = False
+        order = self.book.order(by_leaf)
+        while order:
+            leaf = order[0]
+            k = by_leaf[leaf].popleft()
+            if not by_leaf[leaf]:
+                del by_leaf[leaf]
+            if self.gang_turn(k, t, failed, capped):
+                started = True
+                order = self.book.order(by_leaf)
+            elif leaf not in by_leaf:
+                order.pop(0)
+        if started:
+            self.extras.sort()
+        if retry or started:
+            self.fill_extras(t)
+        self.evict_for_waiting(t)
+
+    def in_queue(self, k: int) -> bool:
+        g = self.gangs[k].g
+        return k in self.queues.get((g.shape, g.min_member), ())
+
+    def gang_turn(self, k: int, t: float, failed: dict[Shape, int], capped: dict[tuple[str, Shape], int]) -> bool:
+        """Gang k's turn in queues mode: all the pods its minimum still needs, or nothing."""
+        ten = self.tenancy
+        assert ten is not None
+        gs = self.gangs[k]
+        need = gs.g.min_member - gs.placed
+        shape, leaf = gs.g.shape, ten.leaf[k]
+        if failed.get(shape, math.inf) <= need or capped.get((leaf, shape), math.inf) <= need:
+            return False
+        if not self.book.fits(leaf, self.request(gs.g), need):
+            capped[leaf, shape] = need
+            return False
+        if self.cluster.room(self.cluster.sim_pod(gs.g)) < need:
+            failed[shape] = need
+            return False
+        for _ in range(need):
+            if not self.place_one(gs, t):
+                raise AssertionError("room said the gang fits")  # pragma: no cover
+        self.admitted(k, t)
+        return True
+
+    def admitted(self, k: int, t: float) -> None:
+        """Gang k has its minimum: out of the waiting queues, its other pods are extras."""
+        gs = self.gangs[k]
+        if gs.ready_at is None:
+            gs.ready_at = t
+        gs.suspect_since = None
+        self.queues[gs.g.shape, gs.g.min_member].remove(k)
+        self.waiting -= 1
+        if self.unplaced(gs) and k not in self.extras:
+            self.extras.append(k)
+
+    def may_evict(self, k: int) -> bool:
+        """Can placement's preempt or reclaim help gang k, counting GPUs only? Not a gang whose class never
+        preempts; else (preempt) jobs of lower priority in its queue hold GPUs that, with the free ones and
+        its queue's headroom, make its minimum, or (reclaim) ``tenants.Book.may_reclaim``."""
+        ten = self.tenancy
+        assert ten is not None
+        if ten.never[k]:
+            return False
+        g = self.gangs[k].g
+        leaf, v = ten.leaf[k], ten.value[k]
+        need = g.min_member - self.gangs[k].placed
+        want = need * g.gpu * 1000
+        free = (self.cluster.total_gpus - self.cluster.allocated) * 1000
+        lower = 1000 * sum(n for p, n in self.leaf_prio.get(leaf, {}).items() if p < v)
+        if lower > 0 and free + lower >= want and self.book.headroom(leaf) + lower >= want:
+            return True
+        return self.book.may_reclaim(leaf, self.request(g), need, free)
+
+    def evict_for_waiting(self, t: float) -> None:
+        """Placement's greedy with preempt and reclaim for the waiting gangs that may evict (none of whose
+        pods run; each looked at again ``VICTIM_RETRY`` seconds later at the soonest); its victims are evicted
+        (``evict``) and its bindings placed."""
+        ten = self.tenancy
+        assert ten is not None
+        due = [k for q in self.queues.values() for k in q
+               if self.gangs[k].placed == 0 and t - self.victim_tried.get(k, -math.inf) >= VICTIM_RETRY
+               and self.may_evict(k)]
+        if not due:
+            return
+        due.sort()
+        for k in due:
+            self.victim_tried[k] = t
+        t0 = time.perf_counter()
+        running = [(Running(self.pod_name[p], self.gangs[self.pod_gang[p]].g, self.cluster.names[self.node[p]]),
+                    self.started_at[p]) for p in range(len(self.node)) if self.node[p] >= 0]
+        top: dict[str, int] = {}
+        for k in due:
+            top[ten.leaf[k]] = max(top.get(ten.leaf[k], ten.value[k]), ten.value[k])
+        sources = self.book.reclaim_sources()
+
+        def keep(j: int) -> bool:  # may gang j give victims to a due gang? (the others are summed up)
+            leaf = ten.leaf[j]
+            return leaf in sources or ten.value[j] < top.get(leaf, -math.inf)
+        snap = self.snaps.build(running, [self.gangs[k].g for k in due], keep)
+        plan = plan_victims(snap, self.cfg.weights, t)
+        self.victim_calls += 1
+        self.victim_seconds += time.perf_counter() - t0
+        index = self.snaps.gang_index
+        for jp in plan.jobs:
+            if not jp.admitted:
+                continue
+            for v in jp.victims:
+                pid = self.pid_of[v.name]
+                if self.node[pid] >= 0:
+                    self.evict(pid, v.reason, t)
+            k = index[jp.name]
+            gs = self.gangs[k]
+            for b in sorted(jp.bindings, key=lambda b: (b.task, b.index)):
+                self.start(self.next_pod(gs), self.cluster.index[b.node], t)
+            if gs.placed >= gs.g.min_member and self.in_queue(k):
+                self.admitted(k, t)
+        self.extras.sort()
+
+    def evict(self, pid: int, reason: str, t: float) -> None:
+        """Placement evicts pod ``pid`` (preempt or reclaim): it stops (work since its last checkpoint lost),
+        leaves its node and waits to be placed again, restoring first; under ``RestartJob`` / ``RestartTask``
+        its gang's other running pods restart where they are. A gang left below its minimum waits for a gang
+        turn again."""
+        ten = self.tenancy
+        assert ten is not None
+        k = self.pod_gang[pid]
+        gs = self.gangs[k]
+        self.remaining[pid] = self.stop_work(pid, t)
+        self.restored_from[pid] = None
+        self.cluster.give_back(self.node[pid], self.cluster.sim_pod(gs.g))
+        self.account(k, -1)
+        self.node[pid] = -1
+        self.builder.forget(self.pod_name[pid])
+        self.snaps.forget(self.pod_name[pid])
+        self.live -= 1  # its departure event is stale now
+        self.ver[pid] += 1
+        gs.placed -= 1
+        gs.back.append(pid)
+        self.evictions[ten.kind[k]][reason] += 1
+        if self.cfg.restart in ("RestartJob", "RestartTask", "ServingGroupRecreate"):
+            for other in gs.pids:
+                if self.node[other] >= 0:
+                    self.restart(other, t)
+        if gs.placed < gs.g.min_member and not self.in_queue(k):
+            q = self.queues.setdefault((gs.g.shape, gs.g.min_member), deque())
+            q.insert(bisect.bisect_left(list(q), k), k)
+            self.waiting += 1
+            if k in self.extras:
+                self.extras.remove(k)
+        elif k not in self.extras and gs.placed >= gs.g.min_member:
+            self.extras.append(k)
 
     # ---- Repack --------------------------------------------------------------------------------
 
@@ -478,20 +736,34 @@ class Replay:
         for pid in sorted(restarted):
             self.restart(pid, t)
             self.disrupted += self.gangs[self.pod_gang[pid]].g.gpu
+            if self.tenancy is not None:
+                self.evictions[self.tenancy.kind[self.pod_gang[pid]]]["repack"] += 1
         self.moved += len(moves)
+
+    def stop_work(self, pid: int, t: float) -> float:
+        """Pod ``pid`` stops working now (a restart or an eviction): its restore so far is counted, the work
+        since its last checkpoint is lost; returns the work it still has to do."""
+        gpu = self.gangs[self.pod_gang[pid]].g.gpu
+        begun = self.restored_from[pid]
+        restore = lost = 0.0
+        if begun is not None:
+            restore = gpu * self.window(begun, min(self.work_from[pid], t))
+        progress = max(0.0, t - self.work_from[pid])
+        every = self.cfg.checkpoint
+        kept = progress if every == 0 else 0.0 if every is None else math.floor(progress / every) * every
+        lost = gpu * self.window(self.work_from[pid] + kept, t)
+        self.restore_area += restore
+        self.lost_area += lost
+        if self.tenancy is not None:
+            kind = self.tenancy.kind[self.pod_gang[pid]]
+            self.type_restore[kind] += restore
+            self.type_lost[kind] += lost
+        return self.end[pid] - self.work_from[pid] - kept
 
     def restart(self, pid: int, t: float) -> None:
         """Pod ``pid`` restarts now: its restore so far is counted, the work since its last checkpoint is
         lost, it restores for ``restart_delay`` and then does the rest of its work."""
-        gpu = self.gangs[self.pod_gang[pid]].g.gpu
-        begun = self.restored_from[pid]
-        if begun is not None:
-            self.restore_area += gpu * self.window(begun, min(self.work_from[pid], t))
-        progress = max(0.0, t - self.work_from[pid])
-        every = self.cfg.checkpoint
-        kept = progress if every == 0 else 0.0 if every is None else math.floor(progress / every) * every
-        self.lost_area += gpu * self.window(self.work_from[pid] + kept, t)
-        remaining = self.end[pid] - self.work_from[pid] - kept
+        remaining = self.stop_work(pid, t)
         self.restored_from[pid] = t
         self.work_from[pid] = t + self.cfg.restart_delay
         self.end[pid] = self.work_from[pid] + remaining
@@ -566,7 +838,10 @@ class Replay:
         start, end = self.start_at, max(self.now, self.start_at)
         for pid, begun in enumerate(self.restored_from):
             if begun is not None:  # restores still under way at the end count up to it
-                self.restore_area += self.gangs[self.pod_gang[pid]].g.gpu * self.window(begun, self.work_from[pid])
+                restore = self.gangs[self.pod_gang[pid]].g.gpu * self.window(begun, self.work_from[pid])
+                self.restore_area += restore
+                if self.tenancy is not None:
+                    self.type_restore[self.tenancy.kind[self.pod_gang[pid]]] += restore
         waits: dict[str, list[tuple[float, bool]]] = {b: [] for b in bucket_labels()}
         done: dict[str, list[tuple[float, bool]]] = {b: [] for b in bucket_labels()}
         gang_waits: list[tuple[int, float, bool]] = []
@@ -596,7 +871,44 @@ class Replay:
             offered_load=self.trace.offered_load(start, end), gpu_seconds=gpu_seconds, waits=by_size(waits),
             completions=by_size(done), gang_waits=gang_waits, series=self.series(start, end),
             pods_moved=self.moved, cards_disrupted=self.disrupted, repack=repack,
-            timings={"planSeconds": round(self.plan_seconds, 3), "snapshotSeconds": round(self.snapshot_seconds, 3)})
+            timings={"planSeconds": round(self.plan_seconds, 3), "snapshotSeconds": round(self.snapshot_seconds, 3),
+                     **({} if self.tenancy is None else {"victimSeconds": round(self.victim_seconds, 3)})},
+            queues=None if self.tenancy is None else self.queue_figures(start, end, by_size))
+
+    def queue_figures(self, start: float, end: float, by_size: Callable[[Samples], dict[str, dict[str, Any]]]
+                      ) -> dict[str, Any]:
+        """Per queue type: GPU-seconds useful / restore / lost and useful % of the cluster's GPU time, waits
+        and completions per gang size (Kaplan–Meier, as the whole replay's), evictions by cause."""
+        ten = self.tenancy
+        assert ten is not None
+        capacity = self.cluster.total_gpus * (end - start)
+        out: dict[str, Any] = {}
+        for kind in TYPES:
+            waits: dict[str, list[tuple[float, bool]]] = {b: [] for b in bucket_labels()}
+            done: dict[str, list[tuple[float, bool]]] = {b: [] for b in bucket_labels()}
+            gangs = 0
+            for k, gs in enumerate(self.gangs):
+                g = gs.g
+                if ten.kind[k] != kind or not start <= g.created <= end:
+                    continue
+                gangs += 1
+                b = gang_bucket(g.cards)
+                ready, done_at = gs.ready_at, gs.done_at
+                waits[b].append(((ready if ready is not None else end) - g.created, ready is not None))
+                done[b].append(((done_at if done_at is not None else end) - g.created, done_at is not None))
+            held = self.type_area[kind]
+            useful = held - self.type_restore[kind] - self.type_lost[kind]
+
+            def pct(x: float) -> float:
+                return round(100 * x / capacity, 4) if capacity > 0 else 0.0
+            out[kind] = {"gangs": gangs,
+                         "gpuSeconds": {"useful": round(useful, 3), "restore": round(self.type_restore[kind], 3),
+                                        "lost": round(self.type_lost[kind], 3)},
+                         "usefulPercent": pct(useful), "heldPercent": pct(held),
+                         "waitSeconds": by_size(waits) if gangs else {},
+                         "completionSeconds": by_size(done) if gangs else {},
+                         "evictions": dict(self.evictions[kind])}
+        return {**ten.describe(), "placementCalls": self.victim_calls, "byType": out}
 
 
 def config_dict(cfg: ReplayConfig) -> dict[str, Any]:
@@ -608,6 +920,8 @@ def config_dict(cfg: ReplayConfig) -> dict[str, Any]:
             "binpack": cfg.weights.model_dump(by_alias=True)}
 
 
-def replay(trace: Trace, cfg: ReplayConfig, progress: ProgressFn | None = None) -> ReplayResult:
-    """Replay ``trace`` under ``cfg`` (see the module docstring)."""
-    return Replay(trace, cfg, progress).run()
+def replay(trace: Trace, cfg: ReplayConfig, progress: ProgressFn | None = None,
+           tenancy: Tenancy | None = None) -> ReplayResult:
+    """Replay ``trace`` under ``cfg`` (see the module docstring); ``tenancy``: its gangs in queues
+    (``tenants``; ``optplan replay --queues``)."""
+    return Replay(trace, cfg, progress, tenancy=tenancy).run()

@@ -64,6 +64,40 @@ def ceiling_section(results: Sequence[ReplayResult], base: ReplayResult, ceiling
     return out.getvalue()
 
 
+def queues_section(results: Sequence[ReplayResult], base: ReplayResult | None) -> str:
+    """``--queues``: each policy per queue type (team, payg, spot): useful and held GPU %, the change of
+    useful GPU % from ``none``, waits and completions per gang size, evictions by cause."""
+    out = io.StringIO()
+    q = results[0].queues or {}
+    out.write(f"\n## Queues ({q.get('name', '')})\n\n")
+    counts = "; ".join(f"{t} " + ", ".join(f"{c} {n}" for c, n in v.items())
+                       for t, v in q.get("gangsByType", {}).items() if v)
+    out.write(f"Gangs per queue type and PriorityClass: {counts}. Percent of the cluster's GPU time; waits and "
+              f"completions in minutes ({ESTIMATOR} p50 / p95, \"-\": censoring hides it); evictions: pods "
+              "placement's preempt and reclaim evicted, and pods Repack restarted.\n\n")
+    out.write("| queue type | policy | gangs | useful GPU % | vs none (points) | held % | restore + lost % | "
+              "wait p50 / p95 by gang cards | completion p50 / p95 all | censored waits | preempt | reclaim | "
+              "repack |\n|" + "---|" * 13 + "\n")
+    for t in ("team", "payg", "spot"):
+        for r in results:
+            f = (r.queues or {}).get("byType", {}).get(t)
+            if f is None or not f["gangs"]:
+                continue
+            b = None if base is None or base.queues is None else base.queues["byType"][t]
+            gain = "-" if b is None else f"{f['usefulPercent'] - b['usefulPercent']:+.2f}"
+            cap = r.gpus * r.horizon
+            wasted = 100 * (f["gpuSeconds"]["restore"] + f["gpuSeconds"]["lost"]) / cap if cap > 0 else 0.0
+            w = f["waitSeconds"]
+            waits = ", ".join(f"{k}: {minutes(w[k]['p50'])} / {minutes(w[k]['p95'])}"
+                              for k in bucket_labels() if k in w)
+            c = f["completionSeconds"]["all"]
+            ev = f["evictions"]
+            out.write(f"| {t} | {r.label} | {f['gangs']} | {f['usefulPercent']:.2f} | {gain} | "
+                      f"{f['heldPercent']:.2f} | {wasted:.2f} | {waits} | {minutes(c['p50'])} / {minutes(c['p95'])} | "
+                      f"{w['all']['censored']} | {ev['preempt']} | {ev['reclaim']} | {ev['repack']} |\n")
+    return out.getvalue()
+
+
 def markdown(results: Sequence[ReplayResult], trace_stats: Mapping[str, Any], timings: bool,
              plots: Sequence[str] = (), plot_note: str | None = None) -> str:
     out = io.StringIO()
@@ -110,6 +144,8 @@ def markdown(results: Sequence[ReplayResult], trace_stats: Mapping[str, Any], ti
                 out.write(f"| {r.label} | {b} | {w['gangs']} | {w['censored']} | {minutes(w['p50'])} | "
                           f"{minutes(w['p95'])} | {minutes(w['p99'])} | {minutes(w['restrictedMean'])} "
                           f"({minutes(w['restrictedTo'])}) |\n")
+    if first.queues is not None:
+        out.write(queues_section(results, base))
     out.write("\n## Repack runs\n\n")
     for r in results:
         if r.config["policy"] in STATIC:

@@ -64,6 +64,9 @@ class TraceGang:
     pods: tuple[TracePod, ...]
     milli: int = 1000
     """Milli-GPU of its one GPU when below 1000: a share (``gpu`` is 1; placed at device level)."""
+    qos: str = ""
+    """The trace's QoS class of its first pod (openb: ``LS``, ``BE``, ``Burstable``, ``Guaranteed``; "" when
+    the trace has none): what ``--queues`` maps gangs onto tenants by."""
 
     @property
     def is_share(self) -> bool:
