@@ -237,6 +237,10 @@ class PodMove(KubeModel):
     pod: str  # namespace/name
     from_node: str
     to_node: str
+    to_devices: tuple[int, ...] | None = None
+    """For a pod holding a GPU share (``Pod.gpu_share``) on nodes that list their GPUs: the devices of
+    ``to_node`` it takes, by device index (``GpuDevice.index``, Volcano's device ID; one for a share).
+    None for every other pod: whole-card pods take any untouched devices."""
 
 
 class RepackPlan(KubeModel):
@@ -324,6 +328,8 @@ class PodMoveOut(KubeModel):
     from_node: str
     to_node: str
     cards: int | str
+    to_devices: tuple[int, ...] | None = None
+    """``toDevices``: a moved GPU share's devices on ``toNode`` (``PodMove.to_devices``); absent otherwise."""
 
 
 class Footprint(KubeModel):

@@ -14,7 +14,8 @@ Families (seed 000 and ``rules``):
   provider left with no R pod, and a pod lands on a node that stays occupied (not freed, not entirely
   idle, not its own);
 - ``check_predicates``: every receiver passes the static predicates (the oracle's ``Predicates``);
-- ``check_fit``: every resource and the pod count fit on every receiver, moves applied in the plan's order;
+- ``check_fit``: every resource, the pod count and the GPU devices (a moved share on the devices its move
+  names) fit on every receiver, moves applied in the plan's order;
 - ``check_budgets``: ``maxPerRun.podGroups`` and ``maxPerRun.resources``;
 - ``check_pdbs``: no PodDisruptionBudget loses more pods than it allows;
 - ``check_topology``: a hard-topology PodGroup stays inside one HyperNode of allowed tier;
@@ -163,7 +164,7 @@ def check_goal(problem: RepackProblem, plan: RepackPlan) -> list[Violation]:
         left = [p.key for p in problem.r_pods[node] if p.key not in read.moved_from.get(node, set())]
         if left:
             out.append(Violation((FREED, j, 3), f"freed node {node} still holds {R} pods: {', '.join(left[:3])}"))
-        if node in problem.share_nodes:
+        if node in problem.share_nodes:  # shares that do not move (``RepackProblem.move_shares`` False)
             out.append(Violation((FREED, j, 4), f"freed node {node} still holds GPU shares"))
     for i, m, _ in _received(problem, read, plan):
         if m.to_node in freed:
@@ -186,15 +187,23 @@ def check_predicates(problem: RepackProblem, plan: RepackPlan) -> list[Violation
 
 
 def check_fit(problem: RepackProblem, plan: RepackPlan) -> list[Violation]:
-    """Cumulative fit: the moves are applied one by one, in the plan's order."""
+    """Cumulative fit: the moves are applied one by one, in the plan's order; at device level the oracle's
+    (``Capacity``), a move that names its devices (``PodMove.to_devices``) on exactly those. When some move
+    names devices, those moves are applied first: a whole-card pod takes any untouched devices, so the
+    devices a share is given must not be taken from it by the order of the plan's list."""
     cap = Capacity(problem.snapshot)
     out = []
-    for i, m, pod in _received(problem, read_plan(problem, plan), plan):
+    received = _received(problem, read_plan(problem, plan), plan)
+    if any(m.to_devices is not None for _, m, _ in received):
+        received.sort(key=lambda imp: (imp[1].to_devices is None, imp[0]))
+    for i, m, pod in received:
+        if m.to_devices is not None and pod.gpu_share is None:
+            out.append(Violation((RECEIVER, i, 4), f"pod {m.pod} names devices but holds no GPU share"))
         cap.remove(pod, m.from_node)
-        fit = cap.fit_reason(pod, m.to_node)
+        fit = cap.fit_reason(pod, m.to_node, m.to_devices)
         if fit is not None:
             out.append(Violation((RECEIVER, i, 4), f"pod {m.pod} does not fit on {m.to_node}: {fit}"))
-        cap.add(pod, m.to_node)
+        cap.add(pod, m.to_node, m.to_devices)
     return out
 
 

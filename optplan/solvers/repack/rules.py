@@ -75,6 +75,7 @@ from optplan.models.snapshot import (
     Snapshot,
     eviction_need,
 )
+from optplan.solvers.core.oracle import gpu_ask
 from optplan.solvers.core.protection import (  # noqa: F401  (re-exported for the Repack planners)
     DO_NOT_DISRUPT,
     PREEMPTABLE_KEY,
@@ -85,7 +86,7 @@ from optplan.solvers.core.protection import (  # noqa: F401  (re-exported for th
 
 VOLCANO = "volcano"
 SHARES_STAY = "node-holds-gpu-shares"
-"""Why a node with devices that holds a GPU share is not vacated: Repack moves whole-card pods only."""
+"""Why a node with devices that holds a GPU share is not vacated when shares do not move (``move_shares``)."""
 RESTART_JOB = "RestartJob"
 RESTART_TASK = "RestartTask"
 SERVING_GROUP_RECREATE = "ServingGroupRecreate"
@@ -233,6 +234,9 @@ class RepackProblem:
     weights: Weights = field(default_factory=Weights)
     freed_upper: int | None = None
     """An upper bound on freed nodes when known: occupied − the theoretical minimum's lower bound."""
+    move_shares: bool = True
+    """Whether GPU shares are Repack pods when R is ``nvidia.com/gpu`` (``shares_move``); the goal planners,
+    which place by the totals, set it False."""
     _restart_units: dict[str, RestartUnit] = field(default_factory=dict, init=False, repr=False, compare=False)
     """Pod key -> its restart unit when it is not the default (filled one PodGroup at a time)."""
     _groups_with_units: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
@@ -246,7 +250,40 @@ class RepackProblem:
         return self.run.spec.resource
 
     def request(self, pod: Pod) -> int:
+        """The pod's R in milli-units: its request, or, for a GPU share that moves (``share_milli``), the
+        milli-GPU it takes of its devices (a share of 0.3 GPU counts 300, ``300m`` cards)."""
+        if self.share_milli:
+            milli = self.share_milli.get(pod.key)
+            if milli is not None:
+                return milli
         return pod.request(self.resource)
+
+    @cached_property
+    def shares_move(self) -> bool:
+        """GPU shares are Repack pods: R is ``nvidia.com/gpu``, ``move_shares`` is set, and a node that lists
+        its GPUs (``Node.devices``) holds a running pod with a share (``Pod.gpu_share``). Then a share moves
+        to a device of a receiver that can take it (the oracle's device-level fit), and its node can be
+        vacated; else a node holding one is never vacated (``share_nodes``)."""
+        return bool(self.share_milli)
+
+    @cached_property
+    def share_milli(self) -> dict[str, int]:
+        """Pod key -> the milli-GPU of its devices, for every occupying pod holding a GPU share on a node with
+        devices (a share on several whole devices: 1000 each), when shares move (see ``shares_move``)."""
+        if self.resource != WHOLE_GPU or not self.move_shares:
+            return {}
+        snap = self.snapshot
+        out: dict[str, int] = {}
+        for name, pods in snap.pods_by_node.items():
+            node = snap.nodes[name]
+            if not node.devices:
+                continue
+            for p in pods:
+                if p.gpu_share is not None and p.occupying:
+                    ask = gpu_ask(p, node)
+                    if not ask.none:
+                        out[p.key] = ask.total_milli
+        return out
 
     @cached_property
     def providers(self) -> list[str]:
@@ -258,8 +295,8 @@ class RepackProblem:
         out: dict[str, list[Pod]] = {}
         R = self.resource
         for name in self.providers:
-            pods = [p for p in self.snapshot.pods_by_node.get(name, ()) if p.request(R) > 0]
-            out[name] = sorted(pods, key=lambda p: (-p.request(R), p.key))
+            pods = [p for p in self.snapshot.pods_by_node.get(name, ()) if self.request(p) > 0]
+            out[name] = sorted(pods, key=lambda p: (-self.request(p), p.key))
         return out
 
     @cached_property
@@ -376,9 +413,9 @@ class RepackProblem:
     @cached_property
     def share_nodes(self) -> frozenset[str]:
         """Nodes whose GPUs are known one by one (``Node.devices``) that hold a running GPU share, when R is
-        ``nvidia.com/gpu``: a share is not an R pod, Repack does not move it, so such a node is never vacated
-        (a node freed of whole cards but holding a share would not be free)."""
-        if self.resource != WHOLE_GPU:
+        ``nvidia.com/gpu`` and shares do not move (``move_shares`` False): a share is then not an R pod, so
+        such a node is never vacated (a node freed of whole cards but holding a share would not be free)."""
+        if self.resource != WHOLE_GPU or self.shares_move:
             return frozenset()
         snap = self.snapshot
         return frozenset(name for name, pods in snap.pods_by_node.items() if snap.nodes[name].devices

@@ -25,6 +25,7 @@ from optplan.models.repack import (
 )
 from optplan.models.results import FragReport, PlanResult, RepackOutcome, Restarted, round_half_up
 from optplan.models.snapshot import Snapshot
+from optplan.solvers.binpack.devfrag import share_fragmentation
 from optplan.solvers.binpack.frag import fragmentation
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.exact import with_overrun
@@ -63,21 +64,23 @@ def plan_repack(snapshot: Snapshot, run: RepackRun, *, solver: str = "greedy",
         return RepackOutcome(run=run, status=status, result=result, frag=frag, reason=reason)
 
     return pipeline(snapshot, problem, lambda: get_planner(solver), options, resource=problem.resource,
-                    frag_part=3, bound=bound, finish=finish)
+                    frag_part=3, bound=bound, finish=finish, shares=problem.shares_move)
 
 
 def pipeline(snapshot: Snapshot, problem: P, planner: Callable[[], Planner[P, R]], options: PlanOptions | None, *,
              resource: str, frag_part: int, bound: Callable[[FragReport, Clock, float], None],
-             finish: Callable[[R, FragReport], RepackOutcome]) -> RepackOutcome:
+             finish: Callable[[R, FragReport], RepackOutcome], shares: bool = False) -> RepackOutcome:
     """What every RepackRun family does around its planner (``plan_repack``, ``plan_goals``): start the run's
     clock, measure fragmentation (with 1/``frag_part`` of the limit), set the family's freed-node ``bound``, plan
     with the time left (a tenth of the limit is kept for status and validation), say in the record when the run
-    went past its limit, then ``finish``: the family's validation and status."""
+    went past its limit, then ``finish``: the family's validation and status. With ``shares`` (GPU shares are
+    Repack pods, ``RepackProblem.shares_move``) the metric counts them (``devfrag.share_fragmentation``)."""
     options = options or PlanOptions()
     clock = Clock(options.deterministic, options.time_limit)
     options = replace(options, clock=clock)
-    frag = fragmentation(snapshot, resource, time_limit=options.time_limit / frag_part, workers=options.workers,
-                         clock=clock)
+    measure = share_fragmentation if shares else fragmentation
+    frag = measure(snapshot, resource, time_limit=options.time_limit / frag_part, workers=options.workers,
+                   clock=clock)
     bound(frag, clock, options.time_limit)
     # The metric's time comes out of the planner's budget; a tenth is kept for status and validation.
     left = max(options.time_limit * 0.9 - clock.now(), min(1.0, options.time_limit))
@@ -129,7 +132,7 @@ def build_status(problem: RepackProblem, result: PlanResult, frag: FragReport, r
         key = (pod.namespace, pod.group_name or "")
         req = problem.request(pod)
         by_group[key].append(PodMoveOut(name=pod.name, from_node=m.from_node, to_node=m.to_node,
-                                        cards=format_milli(req)))
+                                        cards=format_milli(req), to_devices=m.to_devices))
         cards[key] += req
     restarted = problem.restarted(snap.pods[m.pod] for m in plan.moves)
     moves = []

@@ -1,0 +1,125 @@
+"""Repack moves GPU shares (``RepackProblem.shares_move``): a share goes to a device of a receiver that can
+take it, its move names the device (``PodMove.to_devices``), the validator checks the device-level fit through
+the oracle, a moved share counts as a moved (restarted) pod, and a node holding shares can be vacated."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from optplan.adapters.kubefile import load_objects
+from optplan.models.repack import PodMove, RepackPlan
+from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.repack.checks import check_fit
+from optplan.solvers.repack.rules import RepackProblem, Weights
+from optplan.solvers.repack.run import plan_repack
+from optplan.solvers.repack.validate import plan_violations
+from tests.adapters.test_vgpu import REGISTER, SHARE, vnode, vpod
+from tests.builders import podgroup
+
+RUN = {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": {"name": "r"},
+       "spec": {"mode": "DryRun", "goals": [{"resource": "nvidia.com/gpu"}]}}
+
+
+def node(name: str) -> dict[str, Any]:
+    """A node of two T4s (16 GiB each), device UUIDs ``<name>-a`` and ``<name>-b``."""
+    return vnode(name, register=REGISTER.replace("GPU-a", f"{name}-a").replace("GPU-b", f"{name}-b"))
+
+
+def share(name: str, node_name: str, device: str, cores: int, memory: int = 4000) -> dict[str, Any]:
+    return vpod(name, {**SHARE, "volcano.sh/vgpu-cores": str(cores), "volcano.sh/vgpu-memory": str(memory)},
+                node=node_name, ids=f"{node_name}-{device},NVIDIA,{memory},{cores}:")
+
+
+def whole(name: str, node_name: str, cards: int = 1) -> dict[str, Any]:
+    return vpod(name, {"nvidia.com/gpu": str(cards)}, node=node_name)
+
+
+def loaded(*objs: dict[str, Any]) -> Any:
+    out = list(objs)
+    for o in objs:
+        if o["kind"] == "Pod":
+            o["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = o["metadata"]["name"]
+            out.append(podgroup(o["metadata"]["name"], ns="ns"))
+    return load_objects([*out, RUN])
+
+
+def plan(objs: Any, solver: str = "greedy") -> Any:
+    return plan_repack(objs.snapshot, objs.runs["r"], solver=solver, options=PlanOptions(time_limit=5))
+
+
+@pytest.mark.parametrize("solver", ["greedy", "greedy-fast"])
+def test_a_share_moves_to_the_tightest_device_and_its_node_is_freed(solver: str) -> None:
+    # n1 holds one 0.4 share; n2 a 0.4 share on b and a whole card on a; n3 a 0.5 share on a: the 0.4 goes
+    # where the room is tightest (n3's a: 0.5 free) and n1 is free of every GPU pod
+    objs = loaded(node("n1"), node("n2"), node("n3"),
+                  share("s1", "n1", "a", 40), share("s2", "n2", "b", 40), whole("w2", "n2"),
+                  share("s3", "n3", "a", 50), whole("w3", "n3"))
+    out = plan(objs, solver)
+    p = out.result.plan
+    assert "n1" in p.freed_nodes
+    move = next(m for m in p.moves if m.pod == "ns/s1")
+    assert (move.to_node, move.to_devices) == ("n3", (0,))
+    pods = {pm.name: pm for mv in out.status.plan.moves for pm in mv.pods}
+    assert pods["s1"].to_devices == (0,) and pods["s1"].cards == "400m"
+    assert out.result.disruption.moved_pods == len(p.moves)
+
+
+def test_a_share_does_not_move_where_no_device_has_room() -> None:
+    # n1: a 0.4 share on a, b untouched; n2: a whole card and a 0.7 share. n1's share fits no device of n2
+    # (0.3 free); n2's whole card could take n1's b, but its 0.7 share fits n1's a (0.6 free) no more
+    objs = loaded(node("n1"), node("n2"), share("s1", "n1", "a", 40), whole("w2", "n2"),
+                  share("s2", "n2", "b", 70))
+    out = plan(objs)
+    assert out.result.plan.moves == () and out.result.plan.freed_nodes == ()
+    assert out.result.rejections == {"no-feasible-receiver": 2}
+    # with a 0.5 share on n2's b, n1's share fits there: n1 is vacated (one pod moves, less than n2's two)
+    objs = loaded(node("n1"), node("n2"), share("s1", "n1", "a", 40), whole("w2", "n2"),
+                  share("s2", "n2", "b", 50))
+    p = plan(objs).result.plan
+    assert p.freed_nodes == ("n1",) and p.moves == (PodMove(pod="ns/s1", from_node="n1", to_node="n2",
+                                                            to_devices=(1,)),)
+
+
+def test_memory_limits_the_device() -> None:
+    # n2's b has 0.5 free but only 2000 MiB: the 0.4 share with 4000 MiB cannot go there
+    objs = loaded(node("n1"), node("n2"), share("s1", "n1", "a", 40),
+                  share("s2", "n2", "b", 50, memory=14384), whole("w2", "n2"))
+    assert plan(objs).result.plan.freed_nodes == ()
+
+
+def test_the_validator_checks_the_named_device() -> None:
+    objs = loaded(node("n1"), node("n2"), share("s1", "n1", "a", 40), share("s2", "n2", "b", 70),
+                  whole("w2", "n2"))
+    problem = RepackProblem(objs.snapshot, objs.runs["r"], Weights())
+    assert problem.shares_move and problem.candidates == ["n1", "n2"]
+    bad = RepackPlan.build([PodMove(pod="ns/s1", from_node="n1", to_node="n2", to_devices=(1,))], ["n1"])
+    assert [v.message for v in check_fit(problem, bad)] == [
+        "pod ns/s1 does not fit on n2: devices 1 cannot take a share of 400 milli-GPU and 4000 MiB"]
+    missing = RepackPlan.build([PodMove(pod="ns/s1", from_node="n1", to_node="n2", to_devices=(5,))], ["n1"])
+    assert "n2 has no device 5" in plan_violations(problem, missing)[0]
+
+
+def test_pinned_shares_go_first_whatever_the_plan_order() -> None:
+    # n3: three T4s, a 0.1 share on c. The plan lists n2's whole card (ns/a) before n1's share (ns/z), which
+    # it gives n3's device 0: in list order the fit rule would give the whole card device 0 first; a share
+    # that names its device is applied first, and the whole card takes device 1
+    three = vnode("n3", register=REGISTER.replace("GPU-a", "n3-a").replace("GPU-b", "n3-b")
+                  + "n3-c,10,16384,NVIDIA-Tesla T4,true,hami-core:", gpus=3)
+    objs = loaded(node("n1"), node("n2"), three, share("z", "n1", "a", 40), whole("a", "n2"),
+                  share("s3", "n3", "c", 10))
+    problem = RepackProblem(objs.snapshot, objs.runs["r"], Weights())
+    good = RepackPlan.build([PodMove(pod="ns/z", from_node="n1", to_node="n3", to_devices=(0,)),
+                             PodMove(pod="ns/a", from_node="n2", to_node="n3")], ["n1", "n2"])
+    assert plan_violations(problem, good) == []
+    both = RepackPlan.build([PodMove(pod="ns/z", from_node="n1", to_node="n3", to_devices=(0,)),
+                             PodMove(pod="ns/s3", from_node="n3", to_node="n1", to_devices=(0,))], ["n1"])
+    assert "pod ns/s3 moves off n3, which is not vacated" in plan_violations(problem, both)
+
+
+def test_shares_stay_for_the_goal_planners() -> None:
+    objs = loaded(node("n1"), share("s1", "n1", "a", 40))
+    problem = RepackProblem(objs.snapshot, objs.runs["r"], Weights(), move_shares=False)
+    assert not problem.shares_move and problem.node_block == {}
+    assert problem.share_nodes == frozenset({"n1"})
