@@ -44,10 +44,10 @@ from optplan.models.repack import PodMove, RepackPlan, SolverRecord
 from optplan.models.results import Disruption, PlanResult
 from optplan.models.snapshot import Pod
 from optplan.runtime import gc_paused
-from optplan.solvers.core.clock import Clock
-from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core import gpushare
+from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.gpushare import GpuAsk
+from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, Predicates, constraint_signature, gpu_ask, pod_demand
 from optplan.solvers.core.planner import Planner
 from optplan.solvers.repack.rules import RepackProblem, RestartUnit, gang_impact, restart_total
@@ -432,10 +432,10 @@ class _Greedy:
 
     def _device_fit(self, k: int, u: int) -> tuple[int, ...] | None:
         """The device positions of receiver ``u`` that device row ``k`` takes (``gpushare.choose_devices``,
-        best fit), () on a receiver without devices (its totals decide, as in the oracle), None if none can."""
+        best fit), None if none can: a moved share goes to a device, so never to a receiver that lists none."""
         free = self.dev_free[u]
         if free is None:
-            return ()
+            return None
         return gpushare.choose_devices(free, self._ask(k, u), self.dev_mem[u], self.dev_model[u])
 
     def _take(self, k: int, u: int, choice: tuple[int, ...] | None = None) -> tuple[int, ...] | None:

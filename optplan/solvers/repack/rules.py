@@ -291,9 +291,9 @@ class RepackProblem:
 
     @cached_property
     def r_pods(self) -> dict[str, list[Pod]]:
-        """Occupying pods that request R, per provider, largest request first, then by name."""
+        """Occupying pods that request R (or hold a GPU share, when shares move: ``request``), per provider,
+        largest request first, then by name."""
         out: dict[str, list[Pod]] = {}
-        R = self.resource
         for name in self.providers:
             pods = [p for p in self.snapshot.pods_by_node.get(name, ()) if self.request(p) > 0]
             out[name] = sorted(pods, key=lambda p: (-self.request(p), p.key))
