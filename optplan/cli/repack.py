@@ -10,7 +10,7 @@ from optplan.adapters.kubefile import LoadedInput
 from optplan.adapters.output import dump, repack_run_document, status_dict, table
 from optplan.cli import options
 from optplan.cli.cluster import write_status
-from optplan.cli.goalflags import add_goal_arguments, resolve_run_goals, with_flag_goals
+from optplan.cli.goalflags import add_goal_arguments, resolve_run_goals, with_flag_goals, with_gpu_goal
 from optplan.cli.sources import load, pick_run_arg, scheduler_conf
 from optplan.cli.units import amount
 from optplan.errors import InputError
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
     """Plan the run; ``loaded``: the snapshot already read (default: read as ``args`` says)."""
     loaded = load(args) if loaded is None else loaded
     written = pick_run_arg(args, loaded)
-    run = with_flag_goals(written, args.admit, args.free_hypernodes)
+    run = with_gpu_goal(with_flag_goals(written, args.admit, args.free_hypernodes), args.free_gpus, args.gpu_model)
     resolve_run_goals(args, loaded, written, run)
     if args.write_status and run.spec.mode != "DryRun":
         raise InputError("optplan writes DryRun plans only; an Execute run's status belongs to its controller",

@@ -190,3 +190,108 @@ def test_every_planner_is_valid_and_the_exact_model_admits_the_greedy_plan(seed:
     solver.parameters.fix_variables_to_their_hinted_value = True
     solver.parameters.num_workers = 1
     assert solver.solve(m) in (cpsat.cp_model.OPTIMAL, cpsat.cp_model.FEASIBLE)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_greedy_cache_changes_nothing_and_its_bookkeeping_agrees_with_the_checks(seed: int) -> None:
+    from optplan.solvers.repack.greedy import _Greedy
+    from tests.repack.test_greedy_reference import _Checked
+
+    class Plain(_Greedy):
+        def _mark_dirty(self, changed: list[int], removed: int) -> None:
+            self.dirty[:] = True
+
+    objs = random_cluster(100 + seed, nodes=14)
+    problem = RepackProblem(objs.snapshot, objs.runs["r"], Weights())
+    for lazy in (False, True):
+        g = _Checked(problem, lazy=lazy)
+        moves, freed = g.run()
+        assert g.steps == len(freed)
+        if not lazy:
+            assert (moves, freed) == Plain(problem).run()
+            assert freed
+
+
+# ---- the freeGpus goal -----------------------------------------------------------------------------------
+
+def gpus_run(count: int, model: str | None = None) -> dict[str, Any]:
+    goal: dict[str, Any] = {"resource": "nvidia.com/gpu", "freeGpus": {"count": count}}
+    if model is not None:
+        goal["freeGpus"]["model"] = model
+    return {**RUN, "spec": {"mode": "DryRun", "goals": [goal]}}
+
+
+def with_run(run: dict[str, Any], *objs: dict[str, Any]) -> Any:
+    out = list(objs)
+    for o in objs:
+        if o["kind"] == "Pod":
+            o["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = o["metadata"]["name"]
+            out.append(podgroup(o["metadata"]["name"], ns="ns"))
+    return load_objects([*out, run])
+
+
+def a100(name: str) -> dict[str, Any]:
+    return vnode(name, register=REGISTER.replace("GPU-a", f"{name}-a").replace("GPU-b", f"{name}-b")
+                 .replace("Tesla T4", "A100-SXM4-80GB"))
+
+
+@pytest.mark.parametrize("solver", ["greedy", "cpsat", "auto"])
+def test_free_gpus_moves_the_cheapest_pods_off_one_node_of_the_model(solver: str) -> None:
+    # two A100 nodes and a T4: m1 holds a 0.3 share on a and a whole card on b, m2 two 0.2 shares on a and
+    # one on b; t1 (T4) has room everywhere. Two free A100s: clearing m2 (three 0.2 shares) costs 3 pods,
+    # m1 a share and a card (2 pods, more cards): the cheapest by the weights is m2's? Each option is priced
+    # by Repack's disruption; the plan moves pods off one A100 node only, onto the others' devices
+    objs = with_run(gpus_run(2, "a100"), a100("m1"), a100("m2"), node("t1"),
+                    share("s1", "m1", "a", 30), whole("w1", "m1"),
+                    share("s2", "m2", "a", 20), share("s3", "m2", "a", 20), share("s4", "m2", "b", 20),
+                    share("s5", "t1", "a", 10))
+    out = plan_repack(objs.snapshot, objs.runs["r"], solver=solver, options=PlanOptions(time_limit=5))
+    p = out.result.plan
+    assert p.freed_nodes == () and len({m.from_node for m in p.moves}) == 1
+    freed = out.status.plan.summary.freed_gpus
+    assert freed is not None and len(freed.devices) >= 2 and "A100" in freed.model
+    assert out.reason == "RepackRecommended"
+    if solver != "greedy":
+        assert out.result.record.status == "OPTIMAL"
+    costs = {s: plan_repack(objs.snapshot, objs.runs["r"], solver=s, options=PlanOptions(time_limit=5))
+             .result.disruption.weighted(Weights()) for s in ("greedy", "cpsat")}
+    assert costs["cpsat"] <= costs["greedy"]
+
+
+def test_free_gpus_already_free_moves_nothing_and_impossible_is_said() -> None:
+    objs = with_run(gpus_run(1), node("n1"), share("s1", "n1", "a", 30))
+    out = plan(objs, "cpsat")
+    assert out.result.plan.moves == () and out.reason == "RepackRecommended"
+    assert out.status.plan.summary.freed_gpus is not None
+    assert out.status.plan.summary.freed_gpus.devices == (1,)
+    # three GPUs on one node of two: none can
+    objs = with_run(gpus_run(3), node("n1"), node("n2"), share("s1", "n1", "a", 30))
+    out = plan(objs, "cpsat")
+    assert out.reason == "InsufficientImprovement" and out.result.record.status == "OPTIMAL"
+    assert "no node can have 3 whole GPU(s) freed" in out.status.conditions[0].message
+
+
+def test_free_gpus_plans_are_validated() -> None:
+    objs = with_run(gpus_run(2), node("n1"), node("n2"), node("n3"), share("s1", "n1", "a", 30),
+                    share("s2", "n2", "a", 30), whole("w3", "n3"))
+    problem = RepackProblem(objs.snapshot, objs.runs["r"], Weights())
+    two = RepackPlan.build([PodMove(pod="ns/s1", from_node="n1", to_node="n3", to_devices=(1,)),
+                            PodMove(pod="ns/s2", from_node="n2", to_node="n3", to_devices=(1,))], [])
+    assert "a freeGpus plan moves pods off one node" in " ".join(plan_violations(problem, two))
+    freed = RepackPlan.build([PodMove(pod="ns/s1", from_node="n1", to_node="n2", to_devices=(0,))], ["n1"])
+    assert "a freeGpus plan vacates no node" in plan_violations(problem, freed)
+    ok = RepackPlan.build([PodMove(pod="ns/s1", from_node="n1", to_node="n2", to_devices=(0,))], [])
+    assert plan_violations(problem, ok) == []
+    assert problem.gpus_after(ok) == ("n1", (0, 1))
+
+
+def test_free_gpus_exact_places_where_the_greedy_placement_cannot() -> None:
+    # clearing t's two GPUs moves 0.5, 0.3 and 0.3; room: r1's a 0.6, r2's a 0.5. Largest first, the greedy
+    # puts the 0.5 on r1 and then has 0.5 left for two 0.3s; the exact placement puts it on r2
+    objs = with_run(gpus_run(2), node("t"), node("r1"), node("r2"),
+                    share("a5", "t", "a", 50), share("b3", "t", "b", 30), share("c3", "t", "b", 30),
+                    share("x4", "r1", "a", 40), whole("xw", "r1"), share("y5", "r2", "a", 50), whole("yw", "r2"))
+    assert plan(objs, "greedy").result.plan.moves == ()
+    out = plan(objs, "cpsat")
+    assert out.reason == "RepackRecommended" and out.result.record.status == "OPTIMAL"
+    assert {m.pod: m.to_node for m in out.result.plan.moves} == {"ns/a5": "r2", "ns/b3": "r1", "ns/c3": "r1"}

@@ -106,13 +106,16 @@ def _model_ok(ask: GpuAsk, model: str | None) -> bool:
 
 def usable(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence[int] | None = None) -> list[int]:
     """The device indices that could take (one device of) the ask, in index order."""
-    if ask.none:
+    whole, milli, memory = ask.whole, ask.milli, ask.memory_mib
+    if not whole and not milli:
         return []
-    if ask.is_share:
-        return [d for d, f in enumerate(free_milli)
-                if f >= ask.milli and (free_memory is None or free_memory[d] >= ask.memory_mib)]
-    return [d for d, f in enumerate(free_milli)
-            if f == MILLI and (free_memory is None or free_memory[d] >= ask.memory_mib)]
+    if not whole:  # a share
+        if free_memory is None:
+            return [d for d, f in enumerate(free_milli) if f >= milli]
+        return [d for d, f in enumerate(free_milli) if f >= milli and free_memory[d] >= memory]
+    if free_memory is None:
+        return [d for d, f in enumerate(free_milli) if f == MILLI]
+    return [d for d, f in enumerate(free_milli) if f == MILLI and free_memory[d] >= memory]
 
 
 def fits(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence[int] | None = None,

@@ -399,6 +399,7 @@ class _Greedy:
         self.row_pod: list[Pod] = [pod for cand in ct.cands for pod in cand.pods]
         self.row_dev: list[bool] = [self.dev and pod.key in p.share_milli for pod in self.row_pod]
         self.has_dev = np.array([any(self.row_dev[k] for k in cand.rows) for cand in ct.cands], dtype=bool)
+        self.row_dev_np = np.array(self.row_dev, dtype=bool)
         self.ch_dev: list[tuple[int, ...] | None] = [None] * len(self.row_pod)
         """Per device row, the device positions its cached placement takes on its receiver."""
         self.dev_free: list[list[int] | None] = []
@@ -406,6 +407,13 @@ class _Greedy:
         self.dev_model: list[str | None] = []
         self.dev_sig: list[int] = []
         self.asks: dict[tuple[int, int], GpuAsk] = {}
+        self.maxfree: list[int] = []
+        """Per receiver, the most free milli-GPU on one of its devices (-1 without devices)."""
+        self.row_milli: list[int] = [min(p.share_milli.get(pod.key, 0), MILLI_PER_GPU) for pod in self.row_pod]
+        """Per device row, the free milli-GPU a device needs at least to take it."""
+        self.dev_orders: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+        """``order`` restricted to receivers a device row may use: by (constraint signature, milli-GPU), the
+        receivers its static predicates admit with a device that has that much free (``_dev_order_for``)."""
         if not self.dev:
             return
         cap = Capacity(p.snapshot)
@@ -420,6 +428,16 @@ class _Greedy:
             self.dev_model.append(devices[0].model if devices else None)
             self.dev_sig.append(sigs.setdefault((tuple(d.model for d in devices),
                                                  devices[0].memory_mib if devices else 0), len(sigs)))
+            self.maxfree.append(max(free, default=-1) if free is not None else -1)
+
+    def _dev_order_for(self, sig: int, milli: int) -> list[tuple[int, int, int]]:
+        """``order`` restricted to the receivers the static predicates of ``sig`` admit and that have a device
+        with ``milli`` free (room only shrinks: a receiver that drops below stays out); kept by ``_commit``."""
+        out = self.dev_orders.get((sig, milli))
+        if out is None:
+            static, maxfree = self.static[sig], self.maxfree
+            out = self.dev_orders[sig, milli] = [e for e in self.order if static[e[2]] and maxfree[e[2]] >= milli]
+        return out
 
     def _ask(self, k: int, u: int) -> GpuAsk:
         """Row ``k``'s GPU ask on receiver ``u`` (``oracle.gpu_ask``: memory by percent and device types are
@@ -461,11 +479,14 @@ class _Greedy:
             whole = GpuAsk(whole=self.row_pod[k].requests.get(WHOLE_GPU, 0) // MILLI_PER_GPU)
             taken = gpushare.choose_devices(free, whole, memory)
             per = MILLI_PER_GPU
+        opened = False  # an untouched device is taken: the whole cards left may drop
         for d in taken or ():
+            opened = opened or free[d] == MILLI_PER_GPU
             free[d] -= per
             if memory is not None:
                 memory[d] -= mem
-        room[iR] = min(room[iR], sum(1 for f in free if f == MILLI_PER_GPU) * MILLI_PER_GPU)
+        if opened:
+            room[iR] = min(room[iR], sum(1 for f in free if f == MILLI_PER_GPU) * MILLI_PER_GPU)
         return taken if self.row_dev[k] else None
 
     def _device_ids(self, u: int, taken: tuple[int, ...] | None) -> tuple[int, ...] | None:
@@ -508,17 +529,22 @@ class _Greedy:
             region = self._hard_mask(gk, placed[gk]).tolist() if gk in hard else None
             check = self.row_check[k]
             best: tuple[int, int, int] | None = None
-            order = self.orders.get(self.row_list[k])
-            if order is None:
-                order = self._order_for(*self.row_list[k])
+            if dev_row:
+                order = self._dev_order_for(self.row_sig[k], self.row_milli[k])
+            else:
+                order = self.orders.get(self.row_list[k]) or self._order_for(*self.row_list[k])
             for entry in order:
                 u = entry[2]
                 if u == own or u in saved or (region is not None and not region[u]):
                     continue
                 room = free[u]
-                if all(room[i] >= x for i, x in check) and (not dev_row or self._device_fit(k, u) is not None):
-                    best = entry
-                    break
+                for i, x in check:
+                    if room[i] < x:
+                        break
+                else:
+                    if not dev_row or self._device_fit(k, u) is not None:
+                        best = entry
+                        break
             for u in saved:  # receivers this evaluation changed: ahead of the list's pick, and fitting?
                 room = free[u]
                 entry = (tier[u], room[iR], u)
@@ -785,7 +811,7 @@ class _Greedy:
                 short[cands_u[over]] = True
             hit_c = np.zeros(C, dtype=bool)
             hit_c[ct.row_cand[hit]] = True
-            soft = hit_c & ~short & self.placeable & ~ct.has_topo & ~self.has_dev & ~self.dirty
+            soft = hit_c & ~short & self.placeable & ~ct.has_topo & ~self.dirty
             self.stale[soft] = True
             hit &= ~soft[ct.row_cand]
         # Rows that ran out of receivers are left with an infinite key: any fitting receiver hits.
@@ -801,7 +827,12 @@ class _Greedy:
             left = (rx.free[rx.iR, u] - self.kind_dem[rx.iR])[self.row_kind]
             tu = rx.tier[u]
             ahead = (tu < ch_tier) | ((tu == ch_tier) & ((left < ch_left) | ((left == ch_left) & (u < ch_u))))
-            ahead_hit |= ev & fits & ahead
+            rows_u = ev & fits & ahead
+            if self.dev:  # a share row: only when a device of u takes it (a kind's room says nothing of devices)
+                for k in np.flatnonzero(rows_u & self.row_dev_np).tolist():
+                    if self._device_fit(k, u) is None:
+                        rows_u[k] = False
+            ahead_hit |= rows_u
         if hit.any():
             self.dirty[np.unique(ct.row_cand[hit])] = True
         if ahead_hit.any():
@@ -809,7 +840,7 @@ class _Greedy:
             if self.lazy:
                 # Nothing it used lost capacity: its old placement still stands, so it stays feasible
                 # for ranking; only its first-fit placement may differ, rechecked when chosen.
-                keep = self.placeable[cands] & ~ct.has_topo[cands] & ~self.has_dev[cands] & ~self.dirty[cands]
+                keep = self.placeable[cands] & ~ct.has_topo[cands] & ~self.dirty[cands]
                 self.dirty[cands[~keep]] = True
                 self.stale[cands[keep]] = True
             else:
@@ -973,7 +1004,7 @@ class _Greedy:
             i = bisect_left(self.order, entry)
             assert self.order[i] == entry, "the receiver order lost a receiver"
             del self.order[i]
-            for order in self.orders.values():
+            for order in [*self.orders.values(), *self.dev_orders.values()]:
                 i = bisect_left(order, entry)
                 if i < len(order) and order[i] == entry:
                     del order[i]
@@ -1005,6 +1036,12 @@ class _Greedy:
             for (sig, lo), order in self.orders.items():
                 if self.static[sig][u] and (lo is None or entry[1] >= lo):
                     insort(order, entry)
+            if self.dev:
+                devices = self.dev_free[u]
+                self.maxfree[u] = max(devices, default=-1) if devices is not None else -1
+                for (sig, milli), order in self.dev_orders.items():
+                    if self.static[sig][u] and self.maxfree[u] >= milli:
+                        insort(order, entry)
             if rx.key_exact:
                 rx.key[u] = rx.free[rx.iR, u]
             led.received.add(u)

@@ -61,6 +61,7 @@ from optplan.models.repack import (  # noqa: F401  (Weights, DIMENSIONS: re-expo
     DIMENSIONS,
     IGNORE,
     Dimension,
+    FreeGpusGoal,
     RepackPlan,
     RepackRun,
     Weights,
@@ -75,7 +76,9 @@ from optplan.models.snapshot import (
     Snapshot,
     eviction_need,
 )
-from optplan.solvers.core.oracle import gpu_ask
+from optplan.solvers.core import gpushare
+from optplan.solvers.core.gpushare import GpuAsk
+from optplan.solvers.core.oracle import Capacity, gpu_ask
 from optplan.solvers.core.protection import (  # noqa: F401  (re-exported for the Repack planners)
     DO_NOT_DISRUPT,
     PREEMPTABLE_KEY,
@@ -355,6 +358,53 @@ class RepackProblem:
         if self.run.spec.disruption_protection == IGNORE:
             return {}
         return {p.key: why for p in self.snapshot.pods.values() if p.occupying and (why := disruption_protection(p))}
+
+    # ---- the freeGpus goal: whole GPUs of a model left free on one node ------------------------------
+
+    @property
+    def free_gpus(self) -> FreeGpusGoal | None:
+        return self.run.spec.goal.free_gpus
+
+    def gpu_model_of(self, node: str) -> str | None:
+        """The GPU model of a node that lists its devices (its first device's type), else None."""
+        devices = self.snapshot.nodes[node].devices
+        return devices[0].model if devices else None
+
+    @cached_property
+    def gpu_targets(self) -> list[str]:
+        """Nodes where a ``freeGpus`` goal may leave its GPUs (by name): in ``scope.nodes``, listing at least
+        ``count`` healthy devices of the goal's model (the type contains it, case-insensitive, as Volcano's
+        ``nvidia.com/use-gputype`` reads it; any model when it names none)."""
+        goal = self.free_gpus
+        if goal is None:
+            return []
+        out = []
+        for name in sorted(self.snapshot.nodes):
+            model = self.gpu_model_of(name)
+            if model is None or not self.node_in_scope(name):
+                continue
+            if goal.model is not None and goal.model.upper() not in model.upper():
+                continue
+            if sum(d.healthy for d in self.snapshot.nodes[name].devices) >= goal.count:
+                out.append(name)
+        return out
+
+    def gpus_after(self, plan: RepackPlan) -> tuple[str, tuple[int, ...]] | None:
+        """For a ``freeGpus`` goal: the plan's node (the one its pods move off; with no move, the target with the
+        most untouched devices now, ties by name) and the indices of its devices no pod touches once the moves
+        are applied (the oracle's ``Capacity``; a move that names its devices takes those). None when no node
+        is a target and nothing moves."""
+        sources = sorted({m.from_node for m in plan.moves})
+        cap = Capacity(self.snapshot)
+        if not sources:
+            best = min(self.gpu_targets, key=lambda n: (-len(untouched(cap, n)), n), default=None)
+            return None if best is None else (best, untouched(cap, best))
+        pods = self.snapshot.pods
+        for m in sorted(plan.moves, key=lambda m: (m.to_devices is None, m.pod)):
+            if m.pod in pods and m.to_node in self.snapshot.nodes:
+                cap.remove(pods[m.pod], m.from_node)
+                cap.add(pods[m.pod], m.to_node, m.to_devices)
+        return sources[0], untouched(cap, sources[0])
 
     # ---- network topology (HyperNodes) -------------------------------------------------------
 
@@ -726,6 +776,16 @@ class RepackProblem:
         """The disruption of a plan, topology widening included."""
         return self.disruption((self.snapshot.pods[m.pod] for m in plan.moves),
                                {m.pod: m.to_node for m in plan.moves})
+
+
+def untouched(cap: Capacity, node: str) -> tuple[int, ...]:
+    """The device indices of a node that no pod holds any part of (healthy ones), by the oracle's state."""
+    free = cap.gpu_free.get(node)
+    if free is None:
+        return ()
+    devices = cap.nodes[node].devices
+    return tuple(devices[d].index for d in gpushare.usable(free, GpuAsk(whole=1), cap.gpu_memory[node])
+                 if devices[d].healthy)
 
 
 def explain(problem: RepackProblem, plan: RepackPlan, stuck: Iterable[str] = ()) -> dict[str, int]:
