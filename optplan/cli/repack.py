@@ -79,14 +79,19 @@ def repack_table(out: RepackOutcome) -> str:
         f"Solver:        {rec.name} ({rec.status}"
         + (f", {rec.wall_seconds}s)" if rec.wall_seconds is not None else ")"),
     ]
+    if s.freed_gpus is not None:
+        devices = ", ".join(map(str, s.freed_gpus.devices)) or "none"
+        lines.insert(5, f"Free GPUs:     {s.freed_gpus.node} ({s.freed_gpus.model}): devices {devices}")
     text = "\n".join(lines) + "\n"
     if out.status.plan.moves:
-        rows = [["NAMESPACE", "PODGROUP", "OWNER", "POD", "FROM", "TO", unit_of(r).upper()]]
+        devices = any(p.to_devices is not None for mv in out.status.plan.moves for p in mv.pods)
+        rows = [["NAMESPACE", "PODGROUP", "OWNER", "POD", "FROM", "TO", unit_of(r).upper(), *(["DEVICE"] * devices)]]
         for mv in out.status.plan.moves:
             owner = f"{mv.owner.kind}/{mv.owner.name}" if mv.owner else "-"
             for p in mv.pods:
+                dev = [",".join(map(str, p.to_devices)) if p.to_devices is not None else "-"] if devices else []
                 rows.append([mv.namespace, mv.pod_group_name, owner, p.name, p.from_node, p.to_node,
-                             amount(r, p.cards)])
+                             amount(r, p.cards), *dev])
         text += "\nMoves:\n" + table(rows)
         widened = [mv for mv in out.status.plan.moves if mv.footprint is not None]
         if widened:

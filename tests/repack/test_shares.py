@@ -295,3 +295,29 @@ def test_free_gpus_exact_places_where_the_greedy_placement_cannot() -> None:
     out = plan(objs, "cpsat")
     assert out.reason == "RepackRecommended" and out.result.record.status == "OPTIMAL"
     assert {m.pod: m.to_node for m in out.result.plan.moves} == {"ns/a5": "r2", "ns/b3": "r1", "ns/c3": "r1"}
+
+
+def test_free_gpus_flags_and_bad_input_exit_2(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    from optplan.cli import main
+    objs = [a100("m1"), node("t1"), share("s1", "m1", "a", 30), share("s5", "t1", "a", 10)]
+    for o in list(objs):
+        if o["kind"] == "Pod":
+            o["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = o["metadata"]["name"]
+            objs.append(podgroup(o["metadata"]["name"], ns="ns"))
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump_all([*objs, RUN]))
+    assert main(["repack", str(path), "--free-gpus", "2", "--gpu-model", "A100", "-o", "json"]) == 0
+    doc = __import__("json").loads(capsys.readouterr().out)
+    assert doc["spec"]["goals"][0]["freeGpus"] == {"count": 2, "model": "A100"}
+    assert doc["status"]["plan"]["summary"]["freedGpus"]["node"] == "m1"
+    assert doc["status"]["plan"]["moves"][0]["pods"][0]["toDevices"] == [0]
+    assert main(["repack", str(path), "--gpu-model", "A100"]) == 2
+    assert "--gpu-model" in capsys.readouterr().err
+    plain = tmp_path / "p.yaml"
+    plain.write_text(yaml.safe_dump_all([{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"},
+                                          "status": {"allocatable": {"nvidia.com/gpu": "2"}}}, RUN]))
+    assert main(["repack", str(plain), "--free-gpus", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "list their GPU devices" in err
