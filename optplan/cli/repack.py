@@ -84,12 +84,12 @@ def repack_table(out: RepackOutcome) -> str:
         lines.insert(5, f"Free GPUs:     {s.freed_gpus.node} ({s.freed_gpus.model}): devices {devices}")
     text = "\n".join(lines) + "\n"
     if out.status.plan.moves:
-        devices = any(p.to_devices is not None for mv in out.status.plan.moves for p in mv.pods)
-        rows = [["NAMESPACE", "PODGROUP", "OWNER", "POD", "FROM", "TO", unit_of(r).upper(), *(["DEVICE"] * devices)]]
+        named = any(p.to_devices is not None for mv in out.status.plan.moves for p in mv.pods)
+        rows = [["NAMESPACE", "PODGROUP", "OWNER", "POD", "FROM", "TO", unit_of(r).upper(), *(["DEVICE"] * named)]]
         for mv in out.status.plan.moves:
             owner = f"{mv.owner.kind}/{mv.owner.name}" if mv.owner else "-"
             for p in mv.pods:
-                dev = [",".join(map(str, p.to_devices)) if p.to_devices is not None else "-"] if devices else []
+                dev = [",".join(map(str, p.to_devices)) if p.to_devices is not None else "-"] if named else []
                 rows.append([mv.namespace, mv.pod_group_name, owner, p.name, p.from_node, p.to_node,
                              amount(r, p.cards), *dev])
         text += "\nMoves:\n" + table(rows)

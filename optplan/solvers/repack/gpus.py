@@ -94,8 +94,8 @@ def choices(problem: RepackProblem) -> list[Option]:
             moved = tuple(sorted(pods.values(), key=lambda p: (-problem.request(p), p.key)))
             if problem.overruns(moved):
                 continue
-            d = problem.disruption(moved)
-            out[t, frozenset(pods)] = Option(t, moved, d, d.weighted(problem.weights))
+            cost = problem.disruption(moved)
+            out[t, frozenset(pods)] = Option(t, moved, cost, cost.weighted(problem.weights))
     return sorted(out.values(), key=lambda o: (o.cost, o.node, [p.key for p in o.pods]))
 
 

@@ -181,8 +181,8 @@ def add_devices(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
             whole = v.whole_on.get((r, d))
             if not terms:
                 continue
-            milli = cp_model.LinearExpr.weighted_sum([x for x, _, _ in terms], [n for _, n, _ in terms])
-            m.add(milli + (MILLI_PER_GPU * whole if whole is not None else 0) <= free)
+            used = cp_model.LinearExpr.weighted_sum([x for x, _, _ in terms], [n for _, n, _ in terms])
+            m.add(used + (MILLI_PER_GPU * whole if whole is not None else 0) <= free)
             if room.memory is not None and any(mem for _, _, mem in terms):
                 m.add(cp_model.LinearExpr.weighted_sum([x for x, _, _ in terms], [mem for _, _, mem in terms])
                       <= room.memory[d])

@@ -274,7 +274,7 @@ def pod_classes(problem: RepackProblem) -> tuple[list[PodClass], dict[str, list[
     for c in problem.candidates:
         buckets: dict[tuple[object, ...], list[Pod]] = defaultdict(list)
         for pod in problem.r_pods[c]:
-            key = (tuple(sorted(pod.requests.items())), constraint_signature(pod), pod.group_key)
+            key: tuple[object, ...] = (tuple(sorted(pod.requests.items())), constraint_signature(pod), pod.group_key)
             if problem.shares_move and pod.gpu_share is not None:  # its ask at device level too
                 key = (*key, pod.gpu_share.model_copy(update={"devices": ()}), problem.request(pod))
             buckets[key].append(pod)
