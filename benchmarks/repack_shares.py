@@ -10,8 +10,8 @@ The snapshot: ``optplan import openb --fill F --shared`` of the default trace (e
 fractional-GPU pods are shares pinned to a device), or ``--snapshot`` (a file that import wrote). Per planner,
 ``plan_repack`` (measure, plan, validate at device level, status) within ``--time-limit``:
 
-- freed nodes, against the freed-node bound (occupied − the two-level minimum, or the budgets' count:
-  ``status.plan.solver.freedNodesBound``);
+- freed nodes, against the freed-node bound (``status.plan.solver.freedNodesBound``: occupied − the two-level
+  minimum, or the budgets' count; for the greedy, whose record has none, occupied − the two-level minimum);
 - freed GPUs: devices no pod touches after the plan less before, against the GPU bound (devices in use now −
   the fewest that hold every pod: whole cards plus the fewest GPUs the shares fit, ``devfrag``);
 - pods and shares moved, the solver's status, its model size (CP-SAT's variables and constraints, summed over
@@ -94,7 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         plan = out.result.plan
         rec = out.result.record
         stats = out.result.stats
-        row = {"planner": name, "freedNodes": len(plan.freed_nodes), "freedNodesBound": rec.freed_nodes_bound,
+        bound = rec.freed_nodes_bound
+        if bound is None:  # the greedy's record carries none: the run's (occupied − the two-level minimum)
+            bound = out.frag.occupied - out.frag.theoretical_min
+        row = {"planner": name, "freedNodes": len(plan.freed_nodes), "freedNodesBound": bound,
                "freedGpus": whole_free(snap, plan) - before, "gpuBound": gpu_bound, "podsMoved": len(plan.moves),
                "sharesMoved": sum(m.to_devices is not None for m in plan.moves), "status": rec.status,
                "variables": stats.get("variables"), "constraints": stats.get("constraints"),
