@@ -242,15 +242,20 @@ def run_controller(fake: FakeKube, kubeconfig: Path, objects: list[dict[str, Any
             out["plan_seconds_sum"] = metrics.get("optplan_plan_seconds_sum")
             out["peak_rss_bytes"] = peak_rss(proc.pid)
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
             out["exit_code"] = proc.returncode
             out["lifetime_seconds"] = time.monotonic() - t_start
     return out
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM the controller, give it 30 s to drain, then kill it."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def mib(n: float | None) -> str:

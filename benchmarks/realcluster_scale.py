@@ -37,7 +37,6 @@ import argparse
 import http.client
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -277,12 +276,7 @@ def measure_controller(c: Cluster, api: Api, args: argparse.Namespace, log_path:
             out["plan_seconds_sum"] = metrics.get("optplan_plan_seconds_sum")
             out["peak_rss_bytes"] = cs.peak_rss(proc.pid)
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            cs.stop(proc)
     return out
 
 

@@ -6,7 +6,9 @@ Stable names (everything else in the package may change between versions):
   give a ``Cluster`` (the snapshot and the RepackRuns in it);
 - ``plan_repack(cluster, run)`` plans a RepackRun (DryRun or the planning step of an Execute) and returns
   the status to write, validated;
-- ``place_jobs(cluster, jobs)`` places pending VCJobs under queues and network topology;
+- ``place_jobs(cluster, jobs)`` places pending VCJobs under queues and network topology, under the cluster's
+  vc-scheduler configuration (its volcano-scheduler ConfigMap, read with a live cluster or found in the
+  snapshot files) or the one given (``scheduler_conf``: ``resolve_scheduler_conf``);
 - ``size_payg(cluster, jobs)`` sizes the pay-as-you-go queues for their pending jobs (the Queue patches to
   apply and to return to, the spot capabilities that follow);
 - ``should_hold(cluster, queue, priority_class=...)`` is the large-job submission throttle's decision: whether
@@ -22,8 +24,9 @@ a rule; never returned, always raised). Nothing here writes to a cluster unless 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +35,14 @@ from optplan.adapters.execute_io import execute_status
 from optplan.adapters.execute_io import relocation as parse_relocation
 from optplan.adapters.kubefile import LoadedInput, load_files, load_objects
 from optplan.adapters.output import repack_run_document, status_dict
+from optplan.adapters.schedconf import configmap_scheduler_conf, parse_scheduler_text
 from optplan.errors import ConflictError, InputError, KubeError, OptplanError, PlanInvalidError
 from optplan.models.execute import Nomination, Relocation, Verification
 from optplan.models.payg import PaygSizing
 from optplan.models.placement import BinpackWeights, PlacementPlan, SafePreemption
 from optplan.models.queues import VCJob
 from optplan.models.repack import RepackRun, Weights
+from optplan.models.schedconf import SchedulerConf
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core import registry
 from optplan.solvers.core.options import PlanOptions
@@ -52,6 +57,8 @@ from optplan.solvers.quota.times import parse_now
 from optplan.solvers.repack.base import planner_names
 from optplan.solvers.repack.run import RepackOutcome
 
+log = logging.getLogger(__name__)
+
 __all__ = [
     "Cluster",
     "ConflictError",
@@ -65,6 +72,7 @@ __all__ = [
     "PlanInvalidError",
     "Relocation",
     "RepackResult",
+    "SchedulerConf",
     "Verification",
     "Weights",
     "load_snapshot",
@@ -72,6 +80,7 @@ __all__ = [
     "place_jobs",
     "plan_repack",
     "read_cluster",
+    "resolve_scheduler_conf",
     "should_hold",
     "size_payg",
     "snapshot_from_objects",
@@ -82,15 +91,27 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Cluster:
-    """One cluster at one moment: the snapshot the planners read and the RepackRuns found with it."""
+    """One cluster at one moment: the snapshot the planners read and the RepackRuns found with it;
+    ``scheduler_configmap``: the volcano-scheduler ConfigMap read with it (a live cluster's, or one in the
+    snapshot files), None when there was none; ``live``: read from a cluster (its absent ConfigMap is said)."""
 
     snapshot: Snapshot
     runs: dict[str, RepackRun] = field(default_factory=dict)
     source: str = "<objects>"
+    scheduler_configmap: dict[str, Any] | None = None
+    live: bool = False
 
     @classmethod
-    def _of(cls, loaded: LoadedInput, source: str) -> Cluster:
-        return cls(snapshot=loaded.snapshot, runs=loaded.runs, source=source)
+    def _of(cls, loaded: LoadedInput, source: str, *, live: bool = False) -> Cluster:
+        return cls(snapshot=loaded.snapshot, runs=loaded.runs, source=source,
+                   scheduler_configmap=loaded.scheduler_configmap, live=live)
+
+    def scheduler_conf(self) -> SchedulerConf | None:
+        """The configuration the cluster's ConfigMap holds (its warnings in ``warnings``), None without one.
+        A ConfigMap vc-scheduler could not read is an InputError naming it."""
+        if self.scheduler_configmap is None:
+            return None
+        return configmap_scheduler_conf(self.scheduler_configmap, self.source)
 
 
 def load_snapshot(*paths: str | Path) -> Cluster:
@@ -115,11 +136,28 @@ def read_cluster(kubeconfig: str | None = None, context: str | None = None, *, t
     """A live snapshot through the official client (in-cluster config when running in a pod). ``timeout``:
     the total deadline of each API request; ``deadline``: of all of them together, retries included. A pod
     bound to a node that no longer exists is left out with a warning (``snapshot.warnings``), as
-    ``optplan snapshot`` and the controller leave it out."""
+    ``optplan snapshot`` and the controller leave it out. The volcano-scheduler ConfigMap is read too
+    (``Cluster.scheduler_conf``): the planners then decide under the cluster's own configuration."""
     with kube.connect(kubeconfig, context, timeout=timeout, deadline=deadline) as client:
         objects = client.snapshot_objects()
+        configmap = client.scheduler_configmap()
         source = f"cluster {client.host}"
-    return snapshot_from_objects(objects, source=source, orphans=True)
+    cluster = snapshot_from_objects(objects, source=source, orphans=True)
+    return replace(cluster, scheduler_configmap=configmap, live=True)
+
+
+def resolve_scheduler_conf(cluster: Cluster, conf: SchedulerConf | str | None = None) -> SchedulerConf:
+    """The configuration to plan under: ``conf`` (a ``SchedulerConf``, or the text of vc-scheduler's YAML or of
+    the volcano-scheduler ConfigMap) wins; else the cluster's ConfigMap (``Cluster.scheduler_conf``); else
+    seed 002's. The configuration's warnings are logged, one line each (on the ``optplan.api`` logger)."""
+    if isinstance(conf, SchedulerConf):
+        return conf
+    found = parse_scheduler_text(conf, "schedulerConf") if conf is not None else cluster.scheduler_conf()
+    if found is None:
+        return SchedulerConf()
+    for w in found.warnings:
+        log.warning("%s: %s", found.source, w)
+    return found
 
 
 def _run(cluster: Cluster, run: RepackRun | Mapping[str, Any] | str | None) -> RepackRun:
@@ -158,18 +196,21 @@ class RepackResult:
 
 def plan_repack(cluster: Cluster, run: RepackRun | Mapping[str, Any] | str | None = None, *,
                 solver: str = "auto", time_limit: float = 30.0, workers: int = 1, seed: int = 0,
-                weights: Weights | None = None, timings: bool = False, deterministic: bool = False) -> RepackResult:
+                weights: Weights | None = None, timings: bool = False, deterministic: bool = False,
+                scheduler_conf: SchedulerConf | str | None = None) -> RepackResult:
     """Plan ``run`` on the cluster: measure fragmentation, choose nodes to vacate and where each moved pod
     goes, validate the plan independently and build the status the seed shows; a run with admit /
     freeHyperNodes goals is planned by the goal planners (``optplan.solvers.goals``). ``deterministic``: limits
     count work instead of wall-clock seconds, so one input gives one plan on any machine (see
-    ``optplan.solvers.core.clock``)."""
+    ``optplan.solvers.core.clock``). ``scheduler_conf``: the configuration the goals' placements follow
+    (``resolve_scheduler_conf``)."""
     r = _run(cluster, run)
     options = PlanOptions(time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic)
     known = sorted({*planner_names(), *registry.names("goals")})
     if solver not in known:
         raise InputError(registry.unknown_message(solver, known), field="solver")
-    out = _plan_run(cluster.snapshot, r, solver=solver, options=options, weights=weights)
+    out = _plan_run(cluster.snapshot, r, solver=solver, options=options, weights=weights,
+                    scheduler=resolve_scheduler_conf(cluster, scheduler_conf))
     return RepackResult(run=r, reason=out.reason, status=status_dict(out.status, timings=timings),
                         document=repack_run_document(r, out.status, timings=timings), outcome=out)
 
@@ -185,10 +226,12 @@ class PlacementResult:
 def place_jobs(cluster: Cluster, jobs: Sequence[VCJob | Mapping[str, Any]] | None = None, *, solver: str = "auto",
                time_limit: float = 10.0, workers: int = 1, seed: int = 0, weights: BinpackWeights | None = None,
                now: str | None = None, timings: bool = False, deterministic: bool = False,
-               safety: SafePreemption | None = None) -> PlacementResult:
+               safety: SafePreemption | None = None,
+               scheduler_conf: SchedulerConf | str | None = None) -> PlacementResult:
     """Place VCJobs (objects or dicts); without ``jobs``, the snapshot's VCJobs with pods to place: pending
     ones, and running ones with replicas that do not run (they join their running gang). ``safety``: safe
-    preemption's rules (off by default)."""
+    preemption's rules (off by default). ``scheduler_conf``: the vc-scheduler configuration to decide under
+    (``resolve_scheduler_conf``: given, else the cluster's ConfigMap, else seed 002's)."""
     if jobs is None:
         chosen = placement_mod.jobs_to_place(cluster.snapshot)
     else:
@@ -201,7 +244,8 @@ def place_jobs(cluster: Cluster, jobs: Sequence[VCJob | Mapping[str, Any]] | Non
         raise InputError(registry.unknown_message(solver, registry.names("placement")), field="solver")
     plan = place_mod.place_jobs(cluster.snapshot, chosen, solver=solver, time_limit=time_limit,
                                     workers=workers, seed=seed, weights=weights, now=now,
-                                    deterministic=deterministic, safety=safety)
+                                    deterministic=deterministic, safety=safety,
+                                    scheduler=resolve_scheduler_conf(cluster, scheduler_conf))
     return PlacementResult(plan=plan, document=plan.to_dict(timings=timings))
 
 
@@ -276,7 +320,8 @@ def _find_relocation(cluster: Cluster, run: RepackRun, victim: str) -> Relocatio
     for g in status.plan.moves:
         for p in g.pods:
             if p.name == name and (not ns or g.namespace == ns):
-                return Relocation(namespace=g.namespace, victim_pod_name=p.name, planned_node_name=p.to_node)
+                return Relocation(namespace=g.namespace, victim_pod_name=p.name, planned_node_name=p.to_node,
+                                  planned_device=execute_mod.planned_device(cluster.snapshot, p.to_node, p.to_devices))
     raise InputError(f"pod {victim} is neither in status.relocations nor in status.plan.moves",
                      file=cluster.source, obj=f"RepackRun/{run.name}", field="status.relocations")
 

@@ -11,7 +11,8 @@ imports the ``kubernetes`` client (pyproject's "Only adapters know the kubernete
 - ``generate``: seeded synthetic snapshots; ``openb``: the Alibaba openb GPU trace as a snapshot;
   ``inject``: pending gangs and a HyperNode fabric added to a snapshot (the bench's goals section);
 - ``schedconf``: a vc-scheduler configuration (``--scheduler-conf``: Volcano's YAML, or the volcano-scheduler
-  ConfigMap) read as Volcano reads it, with a warning for each thing optplan cannot model;
+  ConfigMap, also as text or as the ConfigMap a snapshot or a live cluster holds) read as Volcano reads it,
+  with a warning for each thing optplan cannot model;
 - ``catalogue``: node-group catalogues (``NodeGroup`` objects) for ``optplan provision``;
 - ``render``: a snapshot and a plan as a PNG. The commands' arguments are the CLI's (``optplan.cli``).
 """

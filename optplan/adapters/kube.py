@@ -3,7 +3,8 @@
 Every list goes through the generic request path and keeps the server's JSON as is: the objects are
 exactly what ``kubectl get -o json`` shows, so a written snapshot plans the same as the live cluster.
 Lists are paged; 429 and 5xx are retried with backoff; a custom resource whose CRD is not installed
-reads as none. Secrets and ConfigMaps are never read.
+reads as none. Secrets are never read, and of the ConfigMaps only vc-scheduler's, by name
+(``scheduler_configmap``: the configuration the planners decide under).
 
 Limits: each request has a total deadline, connection to last byte (``timeout``), enforced by a watchdog
 that shuts the request's socket down, so a server trickling bytes cannot hold a command; all the requests
@@ -41,6 +42,7 @@ from kubernetes import config as k8s_config
 
 from optplan.adapters.kubelimits import API_DEADLINE, REQUEST_TIMEOUT
 from optplan.adapters.output import to_yaml, write_atomic
+from optplan.adapters.schedconf import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 from optplan.errors import ConflictError, InputError, KubeError
 
 log = logging.getLogger(__name__)
@@ -183,6 +185,22 @@ class KubeClient:
             out.extend(self.list_objects(res))
         return out
 
+    def scheduler_configmap(self) -> dict[str, Any] | None:
+        """The volcano-scheduler ConfigMap (``schedconf.CONFIGMAP_NAMESPACE``/``CONFIGMAP_NAME``) as a snapshot
+        keeps it (kind, namespace, name, data), or None when the cluster has none or it may not be read
+        (403: a warning says so); either way the planners then assume seed 002's configuration."""
+        ns, name = CONFIGMAP_NAMESPACE, CONFIGMAP_NAME
+        what = f'configmaps "{name}" in namespace {ns}'
+        resp = self._request("GET", f"/api/v1/namespaces/{ns}/configmaps/{name}", verb="get", what=what)
+        if resp.status == 404:
+            return None
+        if resp.status == 403:
+            log.warning("forbidden: cannot get %s (403): planning for seed 002's scheduler configuration", what)
+            return None
+        obj = self._ok(resp, "get", what)
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns},
+                "data": obj.get("data") or {}}
+
     def list_objects(self, res: Resource) -> list[dict[str, Any]]:
         """All objects of one resource, page by page. An expired continue token restarts the list once."""
         return self.list_with_version(res)[0]
@@ -287,6 +305,15 @@ class KubeClient:
             raise NotFoundError(f"not found: no pod {namespace}/{name} (404): {resp.message()}")
         if resp.status == 422 and "already bound" in resp.message():
             raise AlreadyBoundError(f"cannot patch {what} (422): {resp.message()}")
+        return clean(PODS, self._ok(resp, "patch", what))
+
+    def patch_pod_metadata(self, namespace: str, name: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge-patch the pod's metadata (Execute's device pin: ``annotations``); NotFoundError on 404."""
+        what = f'pods "{namespace}/{name}"'
+        resp = self._request("PATCH", _ns_path(PODS, namespace, name), body={"metadata": dict(metadata)},
+                             content_type="application/merge-patch+json", verb="patch", what=what)
+        if resp.status == 404:
+            raise NotFoundError(f"not found: no pod {namespace}/{name} (404): {resp.message()}")
         return clean(PODS, self._ok(resp, "patch", what))
 
     def create_repack_run(self, run: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from optplan.adapters import vgpu
 from optplan.adapters.documents import STDIN, STDIN_NAME, ReadBudget, read_documents, snapshot_paths
+from optplan.adapters.schedconf import is_scheduler_configmap
 from optplan.errors import InputError
 from optplan.models.limits import (
     HIGHEST_USER_PRIORITY,
@@ -72,6 +73,9 @@ from optplan.models.snapshot import (
 class LoadedInput:
     snapshot: Snapshot
     runs: dict[str, RepackRun] = field(default_factory=dict)
+    scheduler_configmap: dict[str, Any] | None = None
+    """The volcano-scheduler ConfigMap found among the objects (``schedconf.is_scheduler_configmap``), as is:
+    the configuration the cluster's vc-scheduler runs with, read when no ``--scheduler-conf`` is given."""
 
 
 @dataclass
@@ -245,10 +249,12 @@ def parse_node(raw: RawObject) -> Node:
         taints.append(parse_model(raw, Taint, t, f"spec.taints[{i}]"))
     alloc = _get(raw, obj, "status.allocatable", required=True, types=dict)
     allocatable = _resources(raw, alloc, "status.allocatable")
+    annotations = _str_map(raw, obj, "metadata.annotations")
+    devices = vgpu.node_devices(annotations, allocatable, raw.error)
     return Node(
         name=_name(raw), labels=_str_map(raw, obj, "metadata.labels"), taints=tuple(taints),
-        unschedulable=_get(raw, obj, "spec.unschedulable", False, types=bool), allocatable=allocatable,
-        devices=vgpu.node_devices(_str_map(raw, obj, "metadata.annotations"), allocatable, raw.error))
+        unschedulable=_get(raw, obj, "spec.unschedulable", False, types=bool),
+        allocatable=vgpu.node_allocatable(annotations, allocatable, devices), devices=devices)
 
 
 def _container_requests(raw: RawObject, spec: Mapping[str, Any], key: str, prefix: str) -> list[tuple[Resources, bool]]:
@@ -317,6 +323,8 @@ def parse_pod(raw: RawObject) -> Pod:
     priority = _int(raw, spec, "priority", None, low=-(2**31), prefix="spec.")
     node_name = _get(raw, spec, "nodeName", None, types=str, prefix="spec.") or None
     annotations = _str_map(raw, obj, "metadata.annotations")
+    share, requests = vgpu.pod_gpu(annotations, spec, lambda m, path: _resources(raw, m, path), raw.error,
+                                   effective_requests(raw, spec))
     return Pod(
         namespace=_namespace(raw), name=_name(raw),
         uid=str(_get(raw, obj, "metadata.uid", "")),
@@ -327,10 +335,9 @@ def parse_pod(raw: RawObject) -> Pod:
         nominated_node_name=_get(raw, obj, "status.nominatedNodeName", None, types=str) or None,
         node_selector=_str_map(raw, spec, "nodeSelector", prefix="spec."), tolerations=tolerations, priority=priority,
         priority_class_name=_get(raw, spec, "priorityClassName", None, types=str, prefix="spec.") or None,
-        required_node_affinity=parse_node_affinity(raw, spec), requests=effective_requests(raw, spec),
+        required_node_affinity=parse_node_affinity(raw, spec), requests=requests,
         phase=_get(raw, obj, "status.phase", None, types=str) or "Pending", ready=_pod_ready(raw),
-        deleting=_get(raw, obj, "metadata.deletionTimestamp", None) is not None,
-        gpu_share=vgpu.pod_share(annotations, spec, lambda m, path: _resources(raw, m, path), raw.error))
+        deleting=_get(raw, obj, "metadata.deletionTimestamp", None) is not None, gpu_share=share)
 
 
 def _pod_ready(raw: RawObject) -> bool:
@@ -760,9 +767,12 @@ def build(raws: Sequence[RawObject], *, cache: ParseCache | None = None,
                                          "Queue": queues, "PriorityClass": priority_classes, "Job": jobs,
                                          "ModelServing": servings}
     kept_parsed: ParseCache = {}
+    configmap: dict[str, Any] | None = None
     for i, raw in enumerate(raws):
         parser = _PARSERS.get((raw.group, raw.kind))
         if parser is None:
+            if raw.kind == "ConfigMap" and is_scheduler_configmap(raw.obj):
+                configmap = raw.obj
             continue  # kinds the planners do not use are skipped
         if cache is not None and originals is not None:
             original = originals[i]
@@ -819,7 +829,7 @@ def build(raws: Sequence[RawObject], *, cache: ParseCache | None = None,
                     hyper_nodes=dict(sorted(hyper.items())), queues=dict(sorted(queues.items())),
                     priority_classes=dict(sorted(priority_classes.items())), jobs=dict(sorted(jobs.items())),
                     model_servings=dict(sorted(servings.items())), warnings=tuple(warnings))
-    return LoadedInput(snapshot=snap, runs=dict(sorted(runs.items())))
+    return LoadedInput(snapshot=snap, runs=dict(sorted(runs.items())), scheduler_configmap=configmap)
 
 
 def _resolve_tier_names(objs: dict[str, Any], kind: str, hyper: dict[str, HyperNode],

@@ -17,8 +17,15 @@ ConfigMap (``kind: ConfigMap``) whose ``data`` holds that YAML as a string (the 
 - network-topology-aware: ``weight`` and the HyperNode binpack weights ``hypernode.binpack.cpu``,
   ``hypernode.binpack.memory``, ``hypernode.binpack.resources`` and ``hypernode.binpack.resources.<name>``;
 - capacity: ``enableHierarchy``;
-- actions: placement's preempt and reclaim evict only when listed; gangpreempt, gangreclaim and shuffle are
-  warned about (not modelled).
+- actions: placement's preempt and reclaim evict only when listed, and so do gangpreempt and gangreclaim
+  (``placement.gang``: victims in bundles); shuffle is warned about (not modelled);
+- configurations: gangpreempt's and gangreclaim's ``allowWholeBundle`` (a boolean, or a string
+  ``strconv.ParseBool`` reads) and ``maxDomains`` (an integer; not above 0 reads as 8); the other actions'
+  arguments are warned about (not modelled);
+- network-topology-aware: also ``hypernode.gradient.evict.max-hypernodes`` (the HyperNodes a gang-aware
+  action scans; not above 0 reads as 8);
+- the tiers: which plugins sit in which tier (the gang-aware actions ask the first tier whose plugins filter
+  victims).
 
 Anything else a configuration says that optplan's planners do not simulate is one warning line each
 (``SchedulerConf.warnings``): the command logs them; nothing is silently ignored.
@@ -33,19 +40,26 @@ from optplan.adapters.documents import read_data, yaml_documents
 from optplan.errors import InputError
 from optplan.models.limits import MAX_BINPACK_WEIGHT
 from optplan.models.placement import BinpackWeights
-from optplan.models.schedconf import SEED_ACTIONS, SchedulerConf
+from optplan.models.schedconf import DEFAULT_MAX_DOMAINS, GANG_ACTIONS, SEED_ACTIONS, GangArgs, SchedulerConf
 
 CONFIGMAP_KEY = "volcano-scheduler.conf"
 """The key of the volcano-scheduler ConfigMap's data that holds the configuration (Volcano's chart)."""
+CONFIGMAP_NAMESPACE = "volcano-system"
+CONFIGMAP_NAME = "volcano-scheduler-configmap"
+"""Where Volcano's installer puts the ConfigMap vc-scheduler reads (installer/volcano-development.yaml; the
+helm chart names it ``<release>-scheduler-configmap`` in the release's namespace)."""
 
 ACTIONS = ("enqueue", "allocate", "backfill", "preempt", "reclaim", "gangpreempt", "gangreclaim", "shuffle")
 """The actions vc-scheduler v1.15 registers; any other stops it from starting."""
 
 UNMODELLED_ACTIONS = {
-    "gangpreempt": "gang-aware preemption (victims in bundles, HyperNode-gradient search) is not modelled",
-    "gangreclaim": "gang-aware reclaim (victims in bundles, HyperNode-gradient search) is not modelled",
     "shuffle": "shuffle's evictions are not modelled",
 }
+EVICT_MAX_HYPER_NODES = "hypernode.gradient.evict.max-hypernodes"
+"""The network-topology-aware plugin's cap on the HyperNodes a gang-aware action scans."""
+BOOL_TEXT = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
+             "0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False}
+"""What Go's ``strconv.ParseBool`` reads (``Arguments.GetBool`` takes a string argument through it)."""
 
 PLUGINS = ("drf", "gang", "deviceshare", "predicates", "priority", "nodeorder", "conformance", "binpack",
            "resource-strategy-fit", "tdm", "overcommit", "sla", "task-topology", "numa-aware", "cdp",
@@ -104,6 +118,33 @@ def configmap_conf(cm: Mapping[str, Any], path: str) -> dict[str, Any]:
     return docs[0]
 
 
+def parse_scheduler_text(text: str, source: str) -> SchedulerConf:
+    """The configuration in ``text``: vc-scheduler's YAML, or a volcano-scheduler ConfigMap holding it (what
+    ``--scheduler-conf`` reads, given in memory: the API's and the plan server's ``schedulerConf``)."""
+    docs = yaml_documents(text, source)
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise InputError("expected one mapping: vc-scheduler's configuration (actions, tiers) or the "
+                         "volcano-scheduler ConfigMap", file=source)
+    doc: dict[str, Any] = docs[0]
+    if doc.get("kind") == "ConfigMap":
+        doc = configmap_conf(doc, source)
+    return parse_scheduler_conf(doc, source)
+
+
+def is_scheduler_configmap(obj: Mapping[str, Any]) -> bool:
+    """``obj`` is the volcano-scheduler ConfigMap (kind, namespace and name as Volcano's installer has them)."""
+    meta = obj.get("metadata") or {}
+    return (obj.get("kind") == "ConfigMap" and str(obj.get("apiVersion", "v1")) == "v1" and isinstance(meta, dict)
+            and meta.get("namespace") == CONFIGMAP_NAMESPACE and meta.get("name") == CONFIGMAP_NAME)
+
+
+def configmap_scheduler_conf(cm: Mapping[str, Any], source: str) -> SchedulerConf:
+    """The configuration the volcano-scheduler ConfigMap ``cm`` holds (found in ``source``: a live cluster or a
+    snapshot file), read as ``--scheduler-conf`` reads it."""
+    where = f"{source}: ConfigMap {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}"
+    return parse_scheduler_conf(configmap_conf(cm, where), where)
+
+
 def parse_scheduler_conf(doc: Mapping[str, Any], source: str) -> SchedulerConf:
     """``doc``: the configuration's top-level mapping; ``source`` names it in errors and warnings."""
     warnings: list[str] = []
@@ -122,15 +163,14 @@ def parse_scheduler_conf(doc: Mapping[str, Any], source: str) -> SchedulerConf:
         warnings.append("actions: no allocate; optplan's planners always simulate allocate")
     if actions.index("preempt") > actions.index("reclaim") if {"preempt", "reclaim"} <= set(actions) else False:
         warnings.append("actions: reclaim before preempt; optplan simulates preempt first")
-    configurations = doc.get("configurations")
-    if configurations:
-        warnings.append("configurations: action arguments are not modelled")
+    gang_args = action_arguments(doc.get("configurations"), error, warnings)
     tiers = doc.get("tiers")
     if tiers is None:
         tiers = []
     if not isinstance(tiers, list):
         raise error("tiers", "expected a list of tiers, each with plugins")
     plugins: dict[str, tuple[Mapping[str, Any], Mapping[str, Any]]] = {}
+    layout: list[tuple[str, ...]] = []
     for i, tier in enumerate(tiers):
         if not isinstance(tier, dict) or not isinstance(tier.get("plugins", []), list):
             raise error(f"tiers[{i}]", "expected a mapping with a list of plugins")
@@ -151,8 +191,10 @@ def parse_scheduler_conf(doc: Mapping[str, Any], source: str) -> SchedulerConf:
             if plugin["name"] in plugins:
                 warnings.append(f"plugin {plugin['name']}: listed twice; optplan reads the first")
             plugins.setdefault(plugin["name"], (args, switches))
+        layout.append(tuple(p["name"] for p in tier.get("plugins") or []))
     binpack = hyper = None
     hierarchy = True
+    max_hyper = DEFAULT_MAX_DOMAINS
     for name, (arguments, flags) in plugins.items():
         if name not in PLUGINS:
             warnings.append(f"plugin {name}: vc-scheduler does not know it and skips it")
@@ -169,7 +211,9 @@ def parse_scheduler_conf(doc: Mapping[str, Any], source: str) -> SchedulerConf:
             hyper = binpack_weights(arguments, "hypernode.binpack.", warnings, name, weight_key="weight",
                                     source=source)
             for k in map(str, arguments):
-                if k.startswith("hypernode.binpack.normal-pod") or k.startswith("hypernode.gradient"):
+                if k == EVICT_MAX_HYPER_NODES:
+                    max_hyper = int_argument(arguments, k, DEFAULT_MAX_DOMAINS, warnings, name) or DEFAULT_MAX_DOMAINS
+                elif k.startswith("hypernode.binpack.normal-pod") or k.startswith("hypernode.gradient"):
                     warnings.append(f"plugin {name}: {k} is not modelled")
         elif name == "capacity":
             hierarchy = flags.get("enableHierarchy") is True
@@ -185,7 +229,49 @@ def parse_scheduler_conf(doc: Mapping[str, Any], source: str) -> SchedulerConf:
         warnings.append("neither capacity nor proportion: optplan's planners apply the capacity plugin's queue "
                         "rules anyway")
     return SchedulerConf(actions=actions, binpack=binpack, hyper_node_binpack=hyper, hierarchy=hierarchy,
+                         tiers=tuple(layout), gang_args=gang_args, evict_max_hyper_nodes=max_hyper,
                          warnings=tuple(warnings), source=source)
+
+
+def action_arguments(raw: Any, error: Any, warnings: list[str]) -> tuple[tuple[str, GangArgs], ...]:
+    """``configurations``: a list of ``name`` and ``arguments``; gangpreempt's and gangreclaim's arguments
+    read as Volcano reads them (``GetArgOfActionFromConf``: the first entry of that name), any other
+    action's warned about."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise error("configurations", "expected a list of actions' arguments, each a name and arguments")
+    out: dict[str, GangArgs] = {}
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise error(f"configurations[{i}]", "expected a mapping with a name")
+        args = entry.get("arguments") or {}
+        if not isinstance(args, dict):
+            raise error(f"configurations[{i}].arguments", "expected a mapping")
+        name = entry["name"]
+        if name not in GANG_ACTIONS:
+            if args:
+                warnings.append(f"configurations: {name}'s arguments {', '.join(sorted(map(str, args)))} are "
+                                "not modelled")
+            continue
+        if name in out:
+            continue
+        allow = GangArgs().allow_whole
+        if "allowWholeBundle" in args:
+            v = args["allowWholeBundle"]
+            if isinstance(v, bool):
+                allow = v
+            elif isinstance(v, str) and v in BOOL_TEXT:
+                allow = BOOL_TEXT[v]
+            else:
+                warnings.append(f"configurations: {name}: allowWholeBundle: {v!r} is not a boolean; Volcano keeps "
+                                f"the default {str(allow).lower()}")
+        domains = int_argument(args, "maxDomains", DEFAULT_MAX_DOMAINS, warnings, name) or DEFAULT_MAX_DOMAINS
+        for k in sorted(map(str, args)):
+            if k not in ("allowWholeBundle", "maxDomains"):
+                warnings.append(f"configurations: {name}: {k} is not modelled")
+        out[name] = GangArgs(allow_whole=allow, max_domains=domains)
+    return tuple(sorted(out.items()))
 
 
 def parse_actions(raw: Any, error: Any) -> tuple[str, ...]:

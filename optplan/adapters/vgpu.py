@@ -13,6 +13,16 @@ and ``gpushare``; the vGPU one is HAMi's model), and written back for the import
 - Where a running pod's share sits: ``volcano.sh/vgpu-ids-new`` (per container ``;``, devices ``:``, each
   ``UUID,type,usedMemoryMiB,usedCores``), mapped to device indices through the node's UUIDs; or gpushare's
   ``volcano.sh/gpu-index`` (indices, comma-separated).
+- HAMi's scheduler, the same model under its own names (HAMi ``pkg/device/nvidia``, its chart's resource
+  names): a node's devices in ``hami.io/node-nvidia-register`` (a JSON list of ``{id, count, devmem, type,
+  health, ...}``, or the older ``id,count,devmem,devcore,type,numa,health[,index,mode]`` entries separated by
+  ``:``; a device's index is its position); a share is a container's ``nvidia.com/gpu`` (the count, default 1)
+  with ``nvidia.com/gpucores``, ``nvidia.com/gpumem`` or ``nvidia.com/gpumem-percentage``; where it sits,
+  ``hami.io/vgpu-devices-allocated`` (else ``-to-allocate``), in ``vgpu-ids-new``'s format. HAMi's device
+  plugin advertises ``nvidia.com/gpu`` in vGPU slots (devices x split count): on a HAMi node it is read as
+  its devices (whole cards), and a HAMi share's ``nvidia.com/gpu`` and share resources are held at device
+  level, not in the node's totals (``pod_gpu``). A container asking ``nvidia.com/gpu`` alone is whole cards,
+  as HAMi makes it (exclusive cores, all the memory).
 
 Bad input, each one line naming file, object and field: a share above 1000 milli (cores above 100), a
 memory ask above the pinned device's, an annotation naming a device the node lacks, whole-card and shared
@@ -21,6 +31,7 @@ requests in one container, a malformed annotation.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -32,6 +43,13 @@ from optplan.models.devices import (
     GPUSHARE_INDEX,
     GPUSHARE_MEMORY,
     GPUSHARE_NUMBER,
+    HAMI_ALLOCATED,
+    HAMI_CORES,
+    HAMI_MEMORY,
+    HAMI_MEMORY_PERCENTAGE,
+    HAMI_REGISTER,
+    HAMI_RESOURCES,
+    HAMI_TO_ALLOCATE,
     MILLI_PER_GPU,
     SHARE_MILLI,
     VGPU_CORES,
@@ -64,7 +82,9 @@ def _int(text: str, fail: Fail, where: str, what: str) -> int:
 # ---- nodes -------------------------------------------------------------------------------------
 
 def node_devices(annotations: Mapping[str, str], allocatable: Resources, fail: Fail) -> tuple[GpuDevice, ...]:
-    """The node's GPUs, from the vGPU register annotation or gpushare's resources; () when neither."""
+    """The node's GPUs, from the vGPU register annotation, HAMi's, or gpushare's resources; () when none."""
+    if VGPU_REGISTER not in annotations and HAMI_REGISTER in annotations:
+        return _hami_devices(annotations[HAMI_REGISTER], fail)
     text = annotations.get(VGPU_REGISTER)
     where = f"metadata.annotations.{VGPU_REGISTER}"
     if text is not None:
@@ -95,6 +115,54 @@ def node_devices(annotations: Mapping[str, str], allocatable: Resources, fail: F
     return ()
 
 
+def _hami_devices(text: str, fail: Fail) -> tuple[GpuDevice, ...]:
+    """HAMi's register annotation: JSON (its current form) or the older comma entries."""
+    where = f"metadata.annotations.{HAMI_REGISTER}"
+    rows: list[tuple[str, str, str, str, bool]] = []  # uuid, count, memory, type, healthy
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except ValueError as e:
+            raise fail(where, f"is not valid JSON: {e}") from None
+        for index, item in enumerate(items if isinstance(items, list) else [None]):
+            if not isinstance(item, dict):
+                raise fail(where, f"device {index} is not a JSON object")
+            health = item.get("health", False)  # HAMi omits a false health (omitempty)
+            rows.append((str(item.get("id", "")), str(item.get("count", 0)), str(item.get("devmem", 0)),
+                         str(item.get("type", "")), health is True))
+    else:
+        for item in text.split(":"):
+            if not item:
+                continue  # HAMi skips an empty entry (the trailing one)
+            parts = item.split(",")
+            if len(parts) not in (7, 9):
+                raise fail(where, f"device {len(rows)} has {len(parts)} fields, expected id,count,devmem,devcore,"
+                                  "type,numa,health[,index,mode]")
+            rows.append((parts[0], parts[1], parts[2], parts[4], parts[6].strip().lower() in ("true", "1", "t")))
+    out = []
+    seen: set[str] = set()
+    for index, (uuid, count, memory, model, healthy) in enumerate(rows):
+        uuid = uuid.strip()
+        if not uuid or uuid in seen:
+            raise fail(where, f"device {index}: {'empty' if not uuid else 'duplicate'} UUID {uuid!r}")
+        seen.add(uuid)
+        _int(count, fail, where, f"device {index}'s count")
+        out.append(GpuDevice(index=index, uuid=uuid, model=model.strip(), healthy=healthy,
+                             memory_mib=_int(memory, fail, where, f"device {index}'s memory")))
+    if not out:
+        raise fail(where, "names no device")
+    return tuple(out)
+
+
+def node_allocatable(annotations: Mapping[str, str], allocatable: Resources,
+                     devices: Sequence[GpuDevice]) -> Resources:
+    """The node's allocatable as the model reads it: on a HAMi node, ``nvidia.com/gpu`` (vGPU slots) becomes
+    its devices, in whole cards; unchanged elsewhere."""
+    if not devices or VGPU_REGISTER in annotations or HAMI_REGISTER not in annotations:
+        return allocatable
+    return {**allocatable, WHOLE_GPU: len(devices) * MILLI}
+
+
 def register_annotation(devices: Sequence[GpuDevice], count: int) -> str:
     """``volcano.sh/node-vgpu-register`` for ``devices`` (each shared by up to ``count`` pods)."""
     return "".join(f"{d.uuid},{count},{d.memory_mib},{d.model},{'true' if d.healthy else 'false'},"
@@ -119,36 +187,67 @@ def _container_asks(spec: Mapping[str, Any], parse: Callable[[Any, str], Resourc
     return out
 
 
-def pod_share(annotations: Mapping[str, str], spec: Mapping[str, Any],
-              parse: Callable[[Any, str], Resources], fail: Fail) -> GpuShare | None:
-    """The pod's ask at device level (not yet pinned: ``pin`` places it), or None for a pod that asks for
-    whole ``nvidia.com/gpu`` cards or none."""
-    shares: list[tuple[str, GpuShare]] = []
+def pod_gpu(annotations: Mapping[str, str], spec: Mapping[str, Any], parse: Callable[[Any, str], Resources],
+            fail: Fail, requests: Resources) -> tuple[GpuShare | None, Resources]:
+    """The pod's ask at device level (not yet pinned: ``pin`` places it; None for a pod that asks for whole
+    ``nvidia.com/gpu`` cards or none) and its ``requests`` as the node's totals count them: a HAMi share's
+    ``nvidia.com/gpu`` (vGPU slots) and share resources are held at device level instead."""
+    share, hami = _read_share(annotations, spec, parse, fail)
+    if not hami:
+        return share, requests
+    return share, {r: v for r, v in requests.items() if r != WHOLE_GPU and r not in HAMI_RESOURCES}
+
+
+_VOLCANO_NAMES = (VGPU_NUMBER, VGPU_CORES, VGPU_MEMORY, VGPU_MEMORY_PERCENTAGE)
+_HAMI_NAMES = (WHOLE_GPU, HAMI_CORES, HAMI_MEMORY, HAMI_MEMORY_PERCENTAGE)
+"""(count, cores, memory, memory percentage): the same share under Volcano's and HAMi's names."""
+
+
+def _read_share(annotations: Mapping[str, str], spec: Mapping[str, Any], parse: Callable[[Any, str], Resources],
+                fail: Fail) -> tuple[GpuShare | None, bool]:
+    """The pod's share and whether it is HAMi's (its ``nvidia.com/gpu`` counting vGPU slots)."""
+    shares: list[tuple[str, GpuShare, bool]] = []
     for path, ask in _container_asks(spec, parse):
-        vgpu = {r: ask[r] // MILLI for r in (VGPU_NUMBER, VGPU_CORES, VGPU_MEMORY, VGPU_MEMORY_PERCENTAGE)
-                if ask.get(r, 0) > 0}
+        vgpu = {r: ask[r] // MILLI for r in _VOLCANO_NAMES if ask.get(r, 0) > 0}
+        hami = {r: ask[r] // MILLI for r in HAMI_RESOURCES if ask.get(r, 0) > 0}
         gs_memory, gs_number = ask.get(GPUSHARE_MEMORY, 0) // MILLI, ask.get(GPUSHARE_NUMBER, 0) // MILLI
-        kinds = [k for k, on in (("nvidia.com/gpu", ask.get(WHOLE_GPU, 0) > 0), ("volcano.sh/vgpu-*", bool(vgpu)),
+        whole = ask.get(WHOLE_GPU, 0) > 0 and not hami  # with HAMi's share resources, it is HAMi's count
+        kinds = [k for k, on in (("nvidia.com/gpu", whole), ("volcano.sh/vgpu-*", bool(vgpu)),
+                                 ("nvidia.com/gpumem, gpucores (HAMi)", bool(hami)),
                                  (GPUSHARE_MEMORY, gs_memory > 0), (GPUSHARE_NUMBER, gs_number > 0)) if on]
         if len(kinds) > 1:
             raise fail(path, f"whole-card and shared GPU requests mixed in one container: {', '.join(kinds)}")
         if vgpu:
-            shares.append((path, _vgpu_share(vgpu, annotations, path, fail)))
+            shares.append((path, _vgpu_share(vgpu, _VOLCANO_NAMES, annotations, path, fail), False))
+        elif hami:
+            hami[WHOLE_GPU] = ask.get(WHOLE_GPU, 0) // MILLI
+            if HAMI_MEMORY not in hami and HAMI_MEMORY_PERCENTAGE not in hami:
+                hami[HAMI_MEMORY_PERCENTAGE] = 100  # HAMi's default (no defaultMemory): all the card's memory
+            shares.append((path, _vgpu_share(hami, _HAMI_NAMES, annotations, path, fail), True))
         elif gs_memory:
-            shares.append((path, GpuShare(count=1, milli=0, memory_mib=gs_memory)))
+            shares.append((path, GpuShare(count=1, milli=0, memory_mib=gs_memory), False))
         elif gs_number:
-            shares.append((path, GpuShare(count=gs_number)))
+            shares.append((path, GpuShare(count=gs_number), False))
     if not shares:
-        return None
+        return None, False
     if len(shares) > 1:
         raise fail(shares[1][0], "more than one container asks for shared GPUs (optplan models one per pod)")
-    return shares[0][1]
+    path, share, hami_share = shares[0]
+    if hami_share:
+        others = [p for p, ask in _container_asks(spec, parse) if p != path and ask.get(WHOLE_GPU, 0) > 0]
+        if others:
+            raise fail(others[0], "asks for nvidia.com/gpu next to a HAMi share in another container "
+                                  "(optplan models one GPU ask per pod)")
+    return share, hami_share
 
 
-def _vgpu_share(vgpu: Mapping[str, int], annotations: Mapping[str, str], path: str, fail: Fail) -> GpuShare:
-    cores = vgpu.get(VGPU_CORES, 0)
+def _vgpu_share(vgpu: Mapping[str, int], names: tuple[str, str, str, str], annotations: Mapping[str, str],
+                path: str, fail: Fail) -> GpuShare:
+    """A share from (count, cores, memory, memory percentage) read under ``names``."""
+    number_name, cores_name, memory_name, percent_name = names
+    cores = vgpu.get(cores_name, 0)
     if cores > 100:
-        raise fail(f"{path}.{VGPU_CORES}", f"a share above 1000 milli-GPU: {cores} percent of a card")
+        raise fail(f"{path}.{cores_name}", f"a share above 1000 milli-GPU: {cores} percent of a card")
     milli = cores * MILLI_PER_GPU // 100
     exact = annotations.get(SHARE_MILLI)
     if exact is not None:
@@ -157,15 +256,15 @@ def _vgpu_share(vgpu: Mapping[str, int], annotations: Mapping[str, str], path: s
             raise fail(f"metadata.annotations.{SHARE_MILLI}", f"a share above 1000 milli-GPU: {milli}")
         if cores and math.ceil(milli / 10) != cores:
             raise fail(f"metadata.annotations.{SHARE_MILLI}",
-                       f"{milli} milli-GPU does not round up to the {cores} percent of {VGPU_CORES}")
-    percent = vgpu.get(VGPU_MEMORY_PERCENTAGE, 0)
+                       f"{milli} milli-GPU does not round up to the {cores} percent of {cores_name}")
+    percent = vgpu.get(percent_name, 0)
     if percent > 100:
-        raise fail(f"{path}.{VGPU_MEMORY_PERCENTAGE}", f"above 100 percent of a card's memory: {percent}")
-    count = vgpu.get(VGPU_NUMBER, 1)
+        raise fail(f"{path}.{percent_name}", f"above 100 percent of a card's memory: {percent}")
+    count = vgpu.get(number_name) or 1
     if count > 1 and milli < MILLI_PER_GPU and percent < 100:
-        raise fail(f"{path}.{VGPU_NUMBER}", f"a share on {count} devices ({cores} percent of each) is not modelled: "
+        raise fail(f"{path}.{number_name}", f"a share on {count} devices ({cores} percent of each) is not modelled: "
                                             "a share sits on one device, several devices are taken whole")
-    return GpuShare(count=count, milli=milli, memory_mib=vgpu.get(VGPU_MEMORY, 0),
+    return GpuShare(count=count, milli=milli, memory_mib=vgpu.get(memory_name, 0),
                     memory_percent=percent, use_types=_types(annotations.get(GPU_USE_TYPE)),
                     nouse_types=_types(annotations.get(GPU_NOUSE_TYPE)))
 
@@ -184,9 +283,10 @@ def pin(pod: Pod, node: Node, fail: Fail) -> Pod:
     by_index = {d.index: d for d in node.devices}
     devices: list[GpuDevice] = []
     used_memory = share.memory_mib
-    if VGPU_IDS in pod.annotations:
-        where = f"metadata.annotations.{VGPU_IDS}"
-        for container in pod.annotations[VGPU_IDS].split(";"):
+    ids = next((a for a in (VGPU_IDS, HAMI_ALLOCATED, HAMI_TO_ALLOCATE) if a in pod.annotations), None)
+    if ids is not None:
+        where = f"metadata.annotations.{ids}"
+        for container in pod.annotations[ids].split(";"):
             for item in container.split(":"):
                 if "," not in item:
                     continue

@@ -108,7 +108,7 @@ def compare_goals(args: argparse.Namespace, loaded: LoadedInput, run: RepackRun,
     options = PlanOptions(time_limit=args.time_limit, workers=args.workers, seed=args.seed,
                           deterministic=args.deterministic)
     rows: list[dict[str, Any]] = []
-    conf = scheduler_conf(args)
+    conf = scheduler_conf(args, loaded)
     for name in names:
         out = plan_run(loaded.snapshot, run, solver=name, options=options, weights=args.weights, scheduler=conf)
         assert isinstance(out.status, GoalRunStatus)

@@ -158,7 +158,9 @@ def scheduler_conf(p: Declares) -> None:
     p.add_argument("--scheduler-conf", default=None, metavar="FILE",
                    help="vc-scheduler's configuration to plan for: the YAML vc-scheduler reads (--scheduler-conf: "
                         "actions, tiers) or a dump of the volcano-scheduler ConfigMap; what optplan cannot model is "
-                        "named in a warning (default: seed 002's configuration, docs/queues.md)")
+                        "named in a warning (default: the volcano-scheduler ConfigMap read with the snapshot, a live "
+                        "cluster's or one `optplan snapshot` wrote into the file, else seed 002's configuration, "
+                        "docs/queues.md)")
 
 
 def snapshot_source(p: argparse.ArgumentParser) -> None:

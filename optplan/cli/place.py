@@ -78,8 +78,8 @@ def load_safety(spec: str | None) -> SafePreemption | None:
 
 def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
     """The placement plan; ``loaded``: the snapshot already read (default: read as ``args`` says)."""
-    conf = scheduler_conf(args)
     loaded = load(args) if loaded is None else loaded
+    conf = scheduler_conf(args, loaded)
     jobs = jobs_to_place(loaded.snapshot, args.job)
     safety = load_safety(args.safe_preemption)
     try:

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
                         ("--write-release", args.write_release)):
         if given:
             raise InputError("only with --size-payg", field=flag)
-    rep = queue_report(loaded.snapshot, hierarchical=not args.flat and scheduler_conf(args).hierarchy)
+    rep = queue_report(loaded.snapshot, hierarchical=not args.flat and scheduler_conf(args, loaded).hierarchy)
     if args.output != "table":
         return dump(queue_report_dict(rep), args.output)
     return queue_table(rep)

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
                           deterministic=args.deterministic)
     out = plan_run(loaded.snapshot, run, solver=args.solver, options=options, weights=args.weights,
                    file=args.run if args.run is not None and Path(args.run).is_file() else None,
-                   scheduler=scheduler_conf(args))
+                   scheduler=scheduler_conf(args, loaded))
     if args.write_status:
         write_status(args, run, status_dict(out.status))
     if args.output == "table":

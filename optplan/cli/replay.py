@@ -14,7 +14,10 @@ the same jobs arrive F times as fast; ``--repeat K`` plays the trace K times bac
 pods named ``<name>-r<k>``, created k − 1 trace spans later, as the importer's passes). The openb traces'
 own times keep fewer than 60 of 6,212 GPUs busy at once. ``--times-from TIMES.csv`` takes every pod's
 times from another trace by pod name (``trace.borrow_times``; ``--unmatched-times`` for pods it does not
-name), for pod lists without time columns such as openb's ``multigpu*``.
+name), for pod lists without time columns such as openb's ``multigpu*``. ``--shared`` keeps the
+fractional pods too (``num_gpu`` = 1, ``gpu_milli`` < 1000), as ``optplan import openb --shared`` does: each
+a share of one GPU, placed at device level (``experiments.replay.cluster``); not with the ``oracle`` policy,
+``--sweep`` or ``--throttle``, which count whole cards only.
 
 All input (trace, flags, sweep file) is checked before anything runs, and the output files are written
 only at the end, each atomically: bad input writes nothing.
@@ -75,10 +78,11 @@ def read_times(path: str, pods: list[openb.PodRow] | None = None) -> dict[str, t
 def load_trace(nodes_csv: str, pods_csv: str, *, seed: int = 0, speedup: float = 1.0, repeat: int = 1,
                gang_sizes: tuple[tuple[int, float], ...] | None = None, min_member_ratio: float | None = None,
                name: str | None = None, times_from: str | None = None, unmatched: str = "drop",
-               gang_spread: float | None = GANG_SPREAD) -> Trace:
+               gang_spread: float | None = GANG_SPREAD, shared: bool = False) -> Trace:
     """The trace of the two CSV files (see the module docstring); InputError naming file, line and column.
     ``times_from``: take every pod's times from this trace instead, by name (``trace.borrow_times``, with
-    ``unmatched`` for pods it does not name); ``pods_csv`` then needs no time columns."""
+    ``unmatched`` for pods it does not name); ``pods_csv`` then needs no time columns. ``shared``: the
+    fractional pods too, as shares."""
     if not (math.isfinite(speedup) and speedup > 0):
         raise InputError(f"must be a positive number, got {speedup}", field="speedup")
     if not 1 <= repeat <= 1000:
@@ -101,7 +105,9 @@ def load_trace(nodes_csv: str, pods_csv: str, *, seed: int = 0, speedup: float =
     runtime = {n: float(t.deleted - t.scheduled) for n, t in times.items()
                if t.scheduled is not None and t.deleted is not None}
     whole = [p for p in rows if p.gpu >= 1 and p.gpu_milli == 1000]
-    kept = [p for p in whole if p.name in runtime]
+    shares = [p for p in rows if p.gpu == 1 and 0 < p.gpu_milli < 1000] if shared else []
+    kept = [p for p in rows if p.name in runtime and ((p.gpu >= 1 and p.gpu_milli == 1000)
+                                                      or (shared and p.gpu == 1 and 0 < p.gpu_milli < 1000))]
     span = max((p.created for p in kept), default=0) + 1
     if gang_spread is not None and not (math.isfinite(gang_spread) and gang_spread >= 0):
         raise InputError(f"must be a number of seconds >= 0, got {gang_spread}", field="--gang-spread")
@@ -116,10 +122,12 @@ def load_trace(nodes_csv: str, pods_csv: str, *, seed: int = 0, speedup: float =
         pods = tuple(TracePod(member.name, runtime[member.pod.name]) for member in gang)
         gangs.append(TraceGang(name=f"job-{k + 1:05d}", created=gang[0].created / speedup, cpu=first.cpu,
                                memory=first.memory, gpu=first.gpu, models=first.models,
-                               min_member=max(1, math.ceil(ratio * len(gang))), pods=pods))
+                               min_member=max(1, math.ceil(ratio * len(gang))), pods=pods, milli=first.gpu_milli))
     nodes = tuple(SimNode(n.name, n.cpu, n.memory, n.gpu, n.model) for n in node_rows)
-    stats = {"tracePods": read, "wholeGpuPods": len(whole), "leftOutUnscheduled": len(whole) - len(kept),
-             "fractionalLeftOut": sum(1 for p in rows if p.gpu >= 1 and p.gpu_milli < 1000),
+    stats = {"tracePods": read, "wholeGpuPods": len(whole),
+             **({"sharedGpuPods": len(shares)} if shared else {}),
+             "leftOutUnscheduled": len(whole) + len(shares) - len(kept),
+             "fractionalLeftOut": sum(1 for p in rows if p.gpu >= 1 and p.gpu_milli < 1000) - len(shares),
              "cpuOnlyLeftOut": sum(1 for p in rows if p.gpu == 0), "speedup": speedup, "repeat": repeat,
              "seed": seed, **({} if gang_spread is None else {"gangSpreadSeconds": gang_spread}), **borrowed}
     return Trace(name=name or Path(pods_csv).stem, nodes=nodes, gangs=tuple(gangs), stats=stats)
@@ -144,6 +152,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="play the trace K times back to back (default 1; passes never share a gang)")
     p.add_argument("--gang-spread", type=float, default=GANG_SPREAD, metavar="SECONDS",
                    help="a gang's pods are created at most this long after its first (default 60)")
+    p.add_argument("--shared", action="store_true",
+                   help="keep the fractional-GPU pods too, each a share of one GPU placed at device level (as "
+                        "import openb --shared); not with the oracle policy, --sweep or --throttle")
     p.add_argument("--policy", default="none", metavar="LIST",
                    help=f"comma-separated Repack policies to replay and compare ({', '.join(POLICIES)}; default none)")
     p.add_argument("--interval", type=positive_float, default=60.0, metavar="MINUTES",
@@ -280,6 +291,9 @@ def replay_files(trace: Trace, results: list[ReplayResult], *, timings: bool, pl
 
 
 def run(args: argparse.Namespace) -> str:
+    if args.shared and (args.throttle or args.sweep):
+        raise InputError(f"--shared replays single runs only, not {'--throttle' if args.throttle else '--sweep'}",
+                         field="--shared")
     if args.throttle:
         return run_throttle(args)
     if args.sweep:
@@ -287,8 +301,11 @@ def run(args: argparse.Namespace) -> str:
     if not args.nodes or not args.pods:
         raise InputError("--nodes and --pods are required (or --sweep)", field="--pods")
     cfgs = configs(args)
+    if args.shared and any(c.policy == "oracle" for c in cfgs):
+        raise InputError("the oracle policy counts whole cards only: not with --shared", field="--policy")
     trace = load_trace(args.nodes, args.pods, seed=args.seed, speedup=args.speedup, repeat=args.repeat,
-                       times_from=args.times_from, unmatched=args.unmatched_times, gang_spread=args.gang_spread)
+                       times_from=args.times_from, unmatched=args.unmatched_times, gang_spread=args.gang_spread,
+                       shared=args.shared)
     results = []
     for cfg in cfgs:
         bar = Progress(f"replay {cfg.label()}", 1000)

@@ -4,9 +4,11 @@ SIGINT or SIGTERM."""
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 from collections.abc import Callable
 
+from optplan.adapters.schedconf import read_scheduler_conf
 from optplan.cli import options
 from optplan.serve import (
     DEFAULT_HOST,
@@ -21,6 +23,8 @@ from optplan.serve import (
     ServeConfig,
     serve,
 )
+
+log = logging.getLogger("optplan")
 
 
 def _number(text: str, *, positive: bool, integer: bool) -> float:
@@ -84,15 +88,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "otherwise, an idle keep-alive one included, so that the connection cap counts work")
     p.add_argument("--workers", type=_positive_int, default=1, metavar="N",
                    help="CP-SAT worker threads per solve (default 1: deterministic results)")
+    options.scheduler_conf(p)
     options.verbose(p, "log to stderr: -v one access line per request, -vv solver progress")
 
 
 def config_from_args(args: argparse.Namespace) -> ServeConfig:
+    """The server's configuration; ``--scheduler-conf`` is read now (its warnings logged once, a bad file is one
+    line, exit 2), not at each request."""
+    conf = read_scheduler_conf(args.scheduler_conf) if args.scheduler_conf else None
+    if conf is not None:
+        for w in conf.warnings:
+            log.warning("%s: %s", conf.source, w)
     return ServeConfig(host=args.host, port=args.port, max_body_bytes=args.max_body_bytes,
                        max_time_limit=args.max_time_limit, max_concurrent=args.max_concurrent,
                        queue_timeout=args.queue_timeout, workers=args.workers,
                        max_connections=args.max_connections, max_buffered_bytes=args.max_buffered_bytes,
-                       idle_timeout=args.idle_timeout)
+                       idle_timeout=args.idle_timeout, scheduler_conf=conf)
 
 
 def run(args: argparse.Namespace, *, ready: Callable[[OptplanServer], None] | None = None) -> str:

@@ -8,6 +8,7 @@ from collections import Counter
 
 from optplan.adapters import kube
 from optplan.adapters.kubefile import without_orphans
+from optplan.adapters.schedconf import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 from optplan.cli import options
 
 log = logging.getLogger("optplan")
@@ -25,6 +26,7 @@ def run(args: argparse.Namespace) -> str:
     with kube.connect(args.kubeconfig, args.context, timeout=args.request_timeout, deadline=args.api_deadline,
                       page_size=args.page_size) as client:
         objects = client.snapshot_objects()
+        configmap = client.scheduler_configmap()
         host = client.host
     # what the planners would leave out reading the cluster live, left out of the file too (the same
     # rule), so that planning the file plans the live cluster
@@ -32,6 +34,11 @@ def run(args: argparse.Namespace) -> str:
     for w in warnings:
         log.warning("%s", w)
     objects = [dict(o) for o in kept]
+    if configmap is None:  # said once: a plan from this file assumes the seed's configuration
+        log.warning("%s has no ConfigMap %s/%s: plans from %s assume seed 002's scheduler configuration", host,
+                    CONFIGMAP_NAMESPACE, CONFIGMAP_NAME, args.output)
+    else:  # the configuration vc-scheduler runs with: `optplan place FILE` decides under it
+        objects.append(configmap)
     kube.write_snapshot(objects, args.output)
     kinds = Counter(str(o.get("kind")) for o in objects)
     listed = ", ".join(f"{n} {k}s" for k, n in sorted(kinds.items())) or "no objects"

@@ -11,7 +11,12 @@ import os
 from collections.abc import Sequence
 
 from optplan.adapters.kubefile import LoadedInput, load_files, pick_run
-from optplan.adapters.schedconf import read_scheduler_conf
+from optplan.adapters.schedconf import (
+    CONFIGMAP_NAME,
+    CONFIGMAP_NAMESPACE,
+    configmap_scheduler_conf,
+    read_scheduler_conf,
+)
 from optplan.errors import InputError
 from optplan.models.queues import VCJob
 from optplan.models.repack import RepackRun
@@ -51,7 +56,7 @@ def read(args: argparse.Namespace) -> LoadedInput:
     args.source = cluster.source
     log.info("read %d nodes and %d pods from %s", len(cluster.snapshot.nodes), len(cluster.snapshot.pods),
              cluster.source)
-    return LoadedInput(snapshot=cluster.snapshot, runs=cluster.runs)
+    return LoadedInput(snapshot=cluster.snapshot, runs=cluster.runs, scheduler_configmap=cluster.scheduler_configmap)
 
 
 def pick_run_arg(args: argparse.Namespace, loaded: LoadedInput) -> RepackRun:
@@ -72,12 +77,21 @@ def jobs_to_place(snapshot: Snapshot, job_files: Sequence[str]) -> list[VCJob]:
     return [jobs[k] for k in sorted(jobs)]
 
 
-def scheduler_conf(args: argparse.Namespace) -> SchedulerConf:
-    """``--scheduler-conf``'s configuration (its warnings logged, one line each), else seed 002's."""
+def scheduler_conf(args: argparse.Namespace, loaded: LoadedInput) -> SchedulerConf:
+    """The configuration to plan under, its warnings logged (one line each): ``--scheduler-conf``'s; else the
+    volcano-scheduler ConfigMap read with the snapshot (a live cluster's, or one a snapshot file holds:
+    ``optplan snapshot`` writes it); else seed 002's, which a live cluster without the ConfigMap says once."""
     path = getattr(args, "scheduler_conf", None)
-    if path is None:
+    if path is not None:
+        conf = read_scheduler_conf(path)
+    elif loaded.scheduler_configmap is not None:
+        conf = configmap_scheduler_conf(loaded.scheduler_configmap, getattr(args, "source", None)
+                                        or ", ".join(args.snapshots))
+    else:
+        if live(args) and getattr(args, "source", None):
+            log.warning("%s has no ConfigMap %s/%s: planning for seed 002's scheduler configuration", args.source,
+                        CONFIGMAP_NAMESPACE, CONFIGMAP_NAME)
         return SchedulerConf()
-    conf = read_scheduler_conf(path)
     for w in conf.warnings:
-        log.warning("%s: %s", path, w)
+        log.warning("%s: %s", conf.source, w)
     return conf

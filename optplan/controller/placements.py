@@ -1,6 +1,9 @@
 """Execute's replacements and result (steps 5 and 6 of ``optplan.controller.reconcile``): each evicted victim's
 replacement, matched as ``verify`` matches them, nominated (journaled first) and followed until bound or timed
-out; once every relocation has settled, ``verify`` on the live state gives the result and the outcome."""
+out; once every relocation has settled, ``verify`` on the live state gives the result and the outcome. A share
+moved to a planned device has its device pinned (``steps.device_pin``'s annotations, written just before the
+nomination, while the planned node is the one nominated); where it landed is journaled (``actualDevice``), and
+another device than the planned one is BoundElsewhere."""
 
 from __future__ import annotations
 
@@ -12,12 +15,15 @@ from optplan.controller.base import NotLeading, Steps, log
 from optplan.controller.events import NORMAL
 from optplan.controller.status import RunView
 from optplan.errors import ConflictError, KubeError
+from optplan.models.execute import Relocation
 from optplan.models.journal import PlacementChange, RelocationChange
+from optplan.models.snapshot import Snapshot
 from optplan.solvers.execute import steps as execute_mod
 from optplan.solvers.goals.run import room_lost
 
-Nomination = tuple[str, str, str, str]
-"""A nomination to tell: relocation key, replacement namespace, replacement name, node."""
+Nomination = tuple[str, str, str, str, dict[str, str]]
+"""A nomination to tell: relocation key, replacement namespace, replacement name, node, the annotations that
+pin its planned device (empty: none)."""
 
 
 class Placements(Steps):
@@ -60,8 +66,12 @@ class Placements(Steps):
             if rep.occupying or now >= due:
                 self._unsuggested.pop((run_uid, rel.key), None)
             if rep.occupying:
-                phase = st.PL_BOUND if rep.node_name == rel.planned_node_name else st.PL_ELSEWHERE
+                device = execute_mod.actual_device(snap, rep)
+                planned = rep.node_name == rel.planned_node_name and rel.planned_device in (None, device)
+                phase = st.PL_BOUND if planned else st.PL_ELSEWHERE
                 upd.update(phase=phase, actual_node_name=rep.node_name)
+                if device is not None or rel.planned_device is not None:
+                    upd["actual_device"] = device
                 outcomes.append("Scheduled" if phase == st.PL_BOUND else "AlternativePlacement")
             elif now >= due:
                 upd.update(phase=st.PL_TIMED_OUT, message=(
@@ -75,14 +85,17 @@ class Placements(Steps):
                     n = execute_mod.nominate(snap, run, status, rep.key, rel.planned_node_name)
                     if n.node_name is not None:
                         self._unsuggested.pop(tried, None)
-                        upd.update(phase=st.PL_NOMINATED, selected_node_name=n.node_name, message=n.reason)
-                        nominations.append((rel.key, rep.namespace, rep.name, n.node_name))
+                        pin, why = self._pin(snap, rel, rep.key, n.node_name)
+                        upd.update(phase=st.PL_NOMINATED, selected_node_name=n.node_name,
+                                   message=f"{n.reason}; {why}" if why else n.reason)
+                        nominations.append((rel.key, rep.namespace, rep.name, n.node_name, pin))
                     else:  # asked again on a later pass once the cluster changed, until bound or timed out
                         self._unsuggested[tried] = version
                         upd.update(phase=st.PL_SCHEDULING, message=n.reason)
                 elif placement.phase == st.PL_NOMINATED and not rep.nominated_node_name \
                         and placement.selected_node_name:  # journaled, the pod not yet told (a crash)
-                    nominations.append((rel.key, rep.namespace, rep.name, placement.selected_node_name))
+                    pin, _ = self._pin(snap, rel, rep.key, placement.selected_node_name)
+                    nominations.append((rel.key, rep.namespace, rep.name, placement.selected_node_name, pin))
             changed = {k: v for k, v in upd.items() if getattr(placement, k) != v}
             if changed or any(getattr(entry, k) != v for k, v in extra.items()):
                 updates.append(RelocationChange.of(entry, placement=PlacementChange(**changed), **extra))
@@ -97,10 +110,14 @@ class Placements(Steps):
                 lost = e
         for outcome in outcomes if lost is None else ():
             self._event("replacement", outcome)
-        for _key, ns, name, node in nominations:  # journaled first, then told
+        for _key, ns, name, node, pin in nominations:  # journaled first, then told (the device pin first)
             if not self.may_act():
                 raise NotLeading()
             try:
+                if pin:
+                    self.api.patch_pod_metadata(ns, name, {"annotations": pin})
+                    log.info("RepackRun %s: pinned %s/%s to %s", view.name, ns, name,
+                             ", ".join(f"{k}={v}" for k, v in sorted(pin.items())))
                 told = self.api.patch_pod_status(ns, name, {"nominatedNodeName": node})
                 log.info("RepackRun %s: nominated %s for %s/%s", view.name, node, ns, name)
                 self._tell(view.obj, NORMAL, "Nominated", "Nominate",
@@ -114,6 +131,14 @@ class Placements(Steps):
             raise lost
         return view, (min(waits) if waits else None)
 
+    @staticmethod
+    def _pin(snap: Snapshot, rel: Relocation, replacement: str, node: str) -> tuple[dict[str, str], str]:
+        """The device pin of a replacement nominated to ``node``: its planned device's, when that is the planned
+        node (``steps.device_pin``); nothing otherwise."""
+        if rel.planned_device is None or node != rel.planned_node_name:
+            return {}, ""
+        return execute_mod.device_pin(snap, replacement, node, rel.planned_device)
+
     def _held_nominations(self, view: RunView, nominations: list[Nomination]) -> tuple[RunView, list[Nomination]]:
         """After a journal write answered with an error, which may or may not have been carried out: the run
         as the server holds it, and the nominations it journals (phase Nominated, that node, that replacement),
@@ -125,7 +150,7 @@ class Placements(Steps):
             raise NotFoundError(f"RepackRun {view.name} is gone")
         held = self._read(obj)
         journal = {r.key: r.place_state for r in held.status.relocations}
-        kept = [(key, ns, name, node) for key, ns, name, node in nominations
+        kept = [(key, ns, name, node, pin) for key, ns, name, node, pin in nominations
                 if key in journal and journal[key].phase == st.PL_NOMINATED
                 and journal[key].selected_node_name == node and journal[key].replacement_pod_name == name]
         log.warning("RepackRun %s: the journal write's answer was an error; the server holds %d of %d nomination(s), "

@@ -87,6 +87,7 @@ from optplan.models.journal import EvictionChange, PlacementChange, RelocationCh
 from optplan.models.repack import Condition, RepackRun
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.execute import steps as execute_mod
 from optplan.solvers.goals.run import plan_run
 from optplan.solvers.repack.run import NO_FRAGMENTATION, RECOMMENDED, RepackOutcome
 
@@ -322,9 +323,10 @@ class Reconciler(Evictions, Placements):
         entries = []
         for ns, p in moves:
             pod = snap.pods.get(f"{ns}/{p.name}")
+            device = execute_mod.planned_device(snap, p.to_node, getattr(p, "to_devices", None))  # a moved share's
             entries.append(RelocationChange(
                 namespace=ns, victim_pod_name=p.name, victim_pod_uid=pod.uid if pod is not None and pod.uid else None,
-                planned_node_name=p.to_node, eviction=EvictionChange(phase=st.EV_PENDING),
+                planned_node_name=p.to_node, planned_device=device, eviction=EvictionChange(phase=st.EV_PENDING),
                 placement=PlacementChange(phase=st.PL_PENDING)))
         return tuple(entries)
 

@@ -11,7 +11,10 @@ model (resources ``volcano.sh/vgpu-number``, ``volcano.sh/vgpu-cores`` in percen
 ``volcano.sh/vgpu-memory`` in MiB, ``volcano.sh/vgpu-memory-percentage``; the node's devices in the
 annotation ``volcano.sh/node-vgpu-register``, a running pod's devices in ``volcano.sh/vgpu-ids-new``), and
 the older gpushare model (``volcano.sh/gpu-memory`` per pod, pinned by ``volcano.sh/gpu-index``; a node's
-cards are ``volcano.sh/gpu-number`` of equal memory). Amounts here are plain integers, not milli-units.
+cards are ``volcano.sh/gpu-number`` of equal memory). HAMi's own scheduler uses the same model under other
+names (``nvidia.com/gpumem``, ``nvidia.com/gpucores``, ``nvidia.com/gpumem-percentage`` next to the count
+``nvidia.com/gpu``; the node's devices in ``hami.io/node-nvidia-register``, a pod's in
+``hami.io/vgpu-devices-allocated``). Amounts here are plain integers, not milli-units.
 """
 
 from __future__ import annotations
@@ -34,16 +37,32 @@ VGPU_IDS = "volcano.sh/vgpu-ids-new"
 """Pod annotation: per container (``;``) the devices (``:``) as ``UUID,type,usedMemoryMiB,usedCores``."""
 VGPU_NODE = "volcano.sh/vgpu-node"
 """Pod annotation: the node the plugin allocated the devices of ``VGPU_IDS`` on."""
+VGPU_USE_UUID = "volcano.sh/vgpu-use-gpuuuid"
+"""Pod annotation (Volcano v1.16 on; v1.15 ignores it): the device UUIDs the vGPU plugin may choose."""
 GPU_USE_TYPE = "nvidia.com/use-gputype"
 GPU_NOUSE_TYPE = "nvidia.com/nouse-gputype"
 GPUSHARE_MEMORY = "volcano.sh/gpu-memory"
 GPUSHARE_NUMBER = "volcano.sh/gpu-number"
 GPUSHARE_INDEX = "volcano.sh/gpu-index"
 """Pod annotation of the gpushare plugin: the device indices, comma-separated."""
+HAMI_MEMORY = "nvidia.com/gpumem"
+HAMI_CORES = "nvidia.com/gpucores"
+HAMI_MEMORY_PERCENTAGE = "nvidia.com/gpumem-percentage"
+HAMI_RESOURCES = (HAMI_MEMORY, HAMI_CORES, HAMI_MEMORY_PERCENTAGE)
+"""HAMi's share resources (its chart's defaults); the count is ``nvidia.com/gpu``, in vGPU slots."""
+HAMI_REGISTER = "hami.io/node-nvidia-register"
+"""Node annotation of HAMi's device plugin: a JSON list of ``{id, count, devmem, devcore, type, numa, health,
+index, mode}`` (older releases: ``id,count,devmem,devcore,type,numa,health[,index,mode]`` per device, ``:``)."""
+HAMI_ALLOCATED = "hami.io/vgpu-devices-allocated"
+HAMI_TO_ALLOCATE = "hami.io/vgpu-devices-to-allocate"
+"""Pod annotations of HAMi's scheduler, both in ``VGPU_IDS``' format: the devices it chose (``to-allocate``
+is drained by the device plugin as containers start; ``allocated`` keeps them)."""
+HAMI_USE_UUID = "nvidia.com/use-gpuuuid"
+"""Pod annotation HAMi's scheduler honours: the device UUIDs it may choose (comma-separated)."""
 SHARE_MILLI = "optplan.io/gpu-milli"
 """Pod annotation optplan writes (``import openb --shared``): the exact milli-GPU of a share whose
 ``volcano.sh/vgpu-cores`` (whole percent) rounds it up."""
-DEVICE_RESOURCES = (*VGPU_RESOURCES, GPUSHARE_MEMORY, GPUSHARE_NUMBER)
+DEVICE_RESOURCES = (*VGPU_RESOURCES, GPUSHARE_MEMORY, GPUSHARE_NUMBER, *HAMI_RESOURCES)
 """Resources whose fit the device level decides (besides the node's totals)."""
 
 

@@ -18,6 +18,9 @@ class PlannedPod(KubeModel):
     from_node: str
     to_node: str
     cards: int | str | None = None
+    to_devices: tuple[int, ...] | None = None
+    """``toDevices``: a moved share's devices on ``to_node`` by index (Volcano's device ID; one for a share);
+    None for a whole-card move, or a plan that names none."""
 
 
 class PlannedGroup(KubeModel):
@@ -68,6 +71,8 @@ class PlacementState(KubeModel):
     """The node written into the replacement's ``status.nominatedNodeName``."""
     actual_node_name: str | None = None
     """The node the scheduler bound the replacement to."""
+    actual_device: str | None = None
+    """The device the device-share plugin gave the replacement (UUID, else index), when it holds a share."""
     replacement_pod_name: str | None = None
 
 
@@ -79,6 +84,8 @@ class Relocation(KubeModel):
     victim_pod_uid: str | None = Field(default=None, alias="victimPodUID")
     """The victim's UID when the controller recorded it: tells a replacement that reuses the name apart."""
     planned_node_name: str | None = None
+    planned_device: str | None = None
+    """The share's planned device on the planned node (UUID, else index), when the plan names one."""
     replacement_pod_group_name: str | None = None
     eviction: EvictionState | None = None
     placement: PlacementState | None = None

@@ -164,6 +164,7 @@ class PlacementChange(_Change):
     phase: str | None = None
     selected_node_name: str | None = None
     actual_node_name: str | None = None
+    actual_device: str | None = None
     message: str | None = None
 
 
@@ -174,6 +175,7 @@ class RelocationChange(_Change):
     victim_pod_name: str
     victim_pod_uid: str | None = Field(default=None, alias="victimPodUID")
     planned_node_name: str | None = None
+    planned_device: str | None = None
     eviction: EvictionChange | None = None
     placement: PlacementChange | None = None
     replacement_pod_group_name: str | None = None

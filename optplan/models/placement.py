@@ -40,11 +40,15 @@ class Binding(KubeModel):
         return f"{job}-{self.task}-{self.index}"
 
 
+VictimReason = Literal["preempt", "reclaim", "gangpreempt", "gangreclaim"]
+"""The action that evicts a victim: Volcano's preempt or reclaim, or their gang-aware twins."""
+
+
 class Victim(KubeModel):
     namespace: str
     name: str
     node: str
-    reason: Literal["preempt", "reclaim"]
+    reason: VictimReason
 
 
 class JobPlacement(KubeModel):

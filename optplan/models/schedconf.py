@@ -16,6 +16,27 @@ from optplan.models.placement import BinpackWeights
 SEED_ACTIONS = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
 """Seed 002 §7's actions, in order: what optplan's planners simulate when no configuration is given."""
 
+SEED_TIERS = (("priority", "gang", "conformance"),
+              ("drf", "predicates", "capacity", "nodeorder", "binpack", "network-topology-aware"))
+"""Seed 002 §7's plugin tiers (``hack/cluster/volcano-scheduler.conf``), plugin names in order."""
+
+GANG_ACTIONS = ("gangpreempt", "gangreclaim")
+"""Volcano's gang-aware eviction actions (v1.15): victims in bundles (``placement.bundles``)."""
+
+DEFAULT_MAX_DOMAINS = 8
+"""gangpreempt's and gangreclaim's ``maxDomains`` default, and the network-topology-aware plugin's
+``hypernode.gradient.evict.max-hypernodes`` default: HyperNodes a starving job's eviction search scans."""
+
+
+@dataclass(frozen=True)
+class GangArgs:
+    """A gang-aware action's arguments (``configurations``): ``allow_whole``: ``allowWholeBundle`` (a whole
+    bundle, which breaks a victim gang, may be taken); ``max_domains``: ``maxDomains``."""
+
+    allow_whole: bool = True
+    max_domains: int = DEFAULT_MAX_DOMAINS
+
+
 @dataclass(frozen=True)
 class SchedulerConf:
     """What optplan's planners take from a vc-scheduler configuration.
@@ -24,7 +45,10 @@ class SchedulerConf:
     default applies, Volcano's all-1 for ``place``); ``hyper_node_binpack``: the network-topology-aware
     plugin's HyperNode binpack weights, its ``weight`` as ``weight`` (None: the node weights serve, as
     before); ``hierarchy``: the capacity plugin's ``enableHierarchy``; ``actions``: the actions in order
-    (placement's preempt and reclaim evict only when listed);
+    (placement's preempt and reclaim evict only when listed, gangpreempt and gangreclaim as ``placement.gang``
+    says); ``tiers``: the plugins' names, tier by tier (which plugin decides a gang-aware action's victims);
+    ``gang_args``: gangpreempt's and gangreclaim's arguments; ``evict_max_hyper_nodes``: the
+    network-topology-aware plugin's ``hypernode.gradient.evict.max-hypernodes``;
     ``warnings``: one line for each action, plugin or argument optplan does not model; ``source``: the
     file, None for the default."""
 
@@ -32,9 +56,16 @@ class SchedulerConf:
     binpack: BinpackWeights | None = None
     hyper_node_binpack: BinpackWeights | None = None
     hierarchy: bool = True
+    tiers: tuple[tuple[str, ...], ...] = SEED_TIERS
+    gang_args: tuple[tuple[str, GangArgs], ...] = ()
+    evict_max_hyper_nodes: int = DEFAULT_MAX_DOMAINS
     warnings: tuple[str, ...] = ()
     source: str | None = None
 
     def binpack_or(self, default: BinpackWeights) -> BinpackWeights:
         """The file's binpack weights, else ``default``."""
         return default if self.binpack is None else self.binpack
+
+    def gang(self, action: str) -> GangArgs:
+        """The arguments of gangpreempt or gangreclaim (their defaults when the file gives none)."""
+        return dict(self.gang_args).get(action, GangArgs())

@@ -3,9 +3,10 @@ language (Volcano's controllers are Go).
 
 Endpoints (JSON in, JSON out; bodies are deterministic: sorted keys, no spaces)::
 
-    POST /v1/repack/plan       objects, run?, solver?, timeLimitSeconds?, seed?, weights?, deterministic?
-                               -> {name, reason, status, resourceVersion}
-    POST /v1/place             objects, jobs?, solver?, timeLimitSeconds?, seed?, now?, deterministic? -> the placement
+    POST /v1/repack/plan       objects, run?, solver?, timeLimitSeconds?, seed?, weights?, deterministic?,
+                               schedulerConf? -> {name, reason, status, resourceVersion}
+    POST /v1/place             objects, jobs?, solver?, timeLimitSeconds?, seed?, now?, deterministic?,
+                               schedulerConf? -> the placement
     POST /v1/execute/nominate  objects, run?, relocation, replacement                   -> the Nomination
     POST /v1/execute/verify    objects, run?, timeLimitSeconds?                         -> the Verification
     GET  /healthz              -> {"status": "ok"}, whatever the connection cap
@@ -20,8 +21,9 @@ itself, with the returned ``resourceVersion``), never runs a command, never open
 ``X-Optplan-Time-Limit``).
 
 The modules, each importing only those below it: ``openapi`` (the document) -> ``endpoints`` (the calls)
--> ``requests`` (the request models: validation and schemas) | ``http`` (HTTP/1.1 and its limits, which
-knows no endpoint) -> ``metrics`` | ``config``. This package starts a server from a ``ServeConfig``;
+-> ``requests`` (the request models: validation and schemas) | ``http`` (the server: connections, their cap,
+held connections and shutdown) -> ``handler`` (HTTP/1.1 requests and their limits, answered through routes:
+it knows no endpoint) -> ``metrics`` | ``config``. This package starts a server from a ``ServeConfig``;
 ``optplan serve``'s flags are declared in optplan/cli/serve.py.
 """
 
@@ -48,7 +50,8 @@ from optplan.serve.config import (
     ServeConfig,
 )
 from optplan.serve.endpoints import ENDPOINTS, Endpoint, routes
-from optplan.serve.http import OptplanServer, dumps
+from optplan.serve.handler import dumps
+from optplan.serve.http import OptplanServer
 from optplan.serve.metrics import Metrics
 from optplan.serve.openapi import openapi_document
 from optplan.serve.requests import PLACE_SOLVERS, REPACK_SOLVERS

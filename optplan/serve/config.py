@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from optplan.models.schedconf import SchedulerConf
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8686
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
@@ -44,6 +46,9 @@ class ServeConfig:
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     """Seconds from connecting, or from the previous answer, within which a request's line and headers must
     have arrived; the connection is closed otherwise (an idle keep-alive one included)."""
+    scheduler_conf: SchedulerConf | None = None
+    """``--scheduler-conf``: the vc-scheduler configuration place and repack plan for when a request gives none
+    (``schedulerConf``); None: a ConfigMap in the request's objects, else seed 002's."""
 
     @property
     def body_budget(self) -> int:

@@ -13,7 +13,7 @@ from typing import Any, cast
 from optplan import api
 from optplan.errors import InputError
 from optplan.serve.config import ServeConfig
-from optplan.serve.http import Reply, Route, dumps
+from optplan.serve.handler import Reply, Route, dumps
 from optplan.serve.metrics import CONTENT_TYPE, Metrics
 from optplan.serve.requests import (
     REQUEST,
@@ -58,14 +58,27 @@ def _time_limit(asked: float | None, config: ServeConfig) -> float:
     return asked
 
 
+def _scheduler_conf(text: str | None, config: ServeConfig, cluster: api.Cluster) -> api.SchedulerConf:
+    """The configuration a request plans for: its ``schedulerConf``, else the server's ``--scheduler-conf``, else
+    a volcano-scheduler ConfigMap in its objects, else seed 002's (``api.resolve_scheduler_conf``)."""
+    if text is None and config.scheduler_conf is not None:
+        return config.scheduler_conf
+    try:
+        return api.resolve_scheduler_conf(cluster, text)
+    except InputError as e:
+        where = "schedulerConf" if text is not None else "objects (the volcano-scheduler ConfigMap)"
+        raise InputError(f"{e.field + ': ' if e.field else ''}{e.reason}", file=REQUEST, field=where) from None
+
+
 def repack_plan(req: RepackPlanRequest, config: ServeConfig, metrics: Metrics) -> Answer:
     limit = _time_limit(req.time_limit_seconds, config)
     given = req.weights_or_none()
     weights = None if given is None else api.Weights(**given)
     cluster = api.snapshot_from_objects(expand(req.objects), source="objects")
+    conf = _scheduler_conf(req.scheduler_conf, config, cluster)
     res, dt = _timed(lambda: api.plan_repack(cluster, req.run, solver=req.solver, time_limit=limit,
                                              workers=config.workers, seed=req.seed, weights=weights,
-                                             deterministic=req.deterministic))
+                                             deterministic=req.deterministic, scheduler_conf=conf))
     result = cast(api.RepackResult, res)
     plan = result.status.get("plan", {})
     metrics.plan_moves.observe(sum(len(m.get("pods", ())) for m in plan.get("moves", ())))
@@ -82,10 +95,12 @@ def place(req: PlaceRequest, config: ServeConfig, metrics: Metrics) -> Answer:
     limit = _time_limit(req.time_limit_seconds, config)
     jobs = None if req.jobs is None else expand(req.jobs)
     cluster = api.snapshot_from_objects(expand(req.objects), source="objects")
+    conf = _scheduler_conf(req.scheduler_conf, config, cluster)
     try:
         res, dt = _timed(lambda: api.place_jobs(cluster, jobs, solver=req.solver, time_limit=limit,
                                                 workers=config.workers, seed=req.seed, now=req.now,
-                                                deterministic=req.deterministic, safety=req.safe_preemption))
+                                                deterministic=req.deterministic, safety=req.safe_preemption,
+                                                scheduler_conf=conf))
     except InputError as e:
         if e.field == "--now":  # the CLI's name for it
             raise InputError(e.reason, file=REQUEST, field="now") from None

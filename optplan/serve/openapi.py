@@ -15,7 +15,7 @@ from optplan.models.placement import PlacementPlan
 from optplan.models.repack import RepackRunStatus
 from optplan.serve.config import ServeConfig
 from optplan.serve.endpoints import ENDPOINTS
-from optplan.serve.http import ANY_REQUEST_ERRORS, JSON, PLANNER_ERRORS
+from optplan.serve.handler import ANY_REQUEST_ERRORS, JSON, PLANNER_ERRORS
 from optplan.serve.metrics import CONTENT_TYPE
 from optplan.serve.requests import REQUESTS
 

@@ -154,8 +154,14 @@ Deterministic = Annotated[bool, Expect("true or false"),
                           Field(description="limits count work, not wall-clock seconds: one input, one plan, on "
                                             "any machine")]
 OBJECTS_HELP = ("The snapshot: Nodes, Pods, PodGroups, PodDisruptionBudgets, Queues, PriorityClasses, HyperNodes, "
-                "VCJobs, ModelServings, RepackRuns, as the API server returns them; a kind: List is expanded, other "
-                "kinds are ignored")
+                "VCJobs, ModelServings, RepackRuns, as the API server returns them, and the volcano-scheduler "
+                "ConfigMap (volcano-system/volcano-scheduler-configmap: the configuration planned for when neither "
+                "schedulerConf nor the server's --scheduler-conf gives one); a kind: List is expanded, other kinds "
+                "are ignored")
+SchedulerConfText = Annotated[NonEmpty | None, Field(
+    description="The vc-scheduler configuration to plan for, as text: the YAML vc-scheduler reads with "
+                "--scheduler-conf, or the volcano-scheduler ConfigMap (YAML or JSON); wins over the server's "
+                "--scheduler-conf and over a ConfigMap in objects (default: seed 002's configuration)")]
 
 
 def _rounded(w: float) -> float:
@@ -207,6 +213,7 @@ class RepackPlanRequest(Request):
     seed: Seed = 0
     weights: Annotated[Weights | None, Expect("an object", within=dict)] = None
     deterministic: Deterministic = False
+    scheduler_conf: SchedulerConfText = None
 
     def weights_or_none(self) -> dict[str, float] | None:
         """The weights given, by ``Weights`` field (the others keep their defaults)."""
@@ -232,6 +239,7 @@ class PlaceRequest(Request):
     deterministic: Deterministic = False
     safe_preemption: Annotated[SafePreemptionRules | None,
                                Expect("an object of safe preemption rules", within=dict)] = None
+    scheduler_conf: SchedulerConfText = None
 
 
 class SizePaygRequest(Request):

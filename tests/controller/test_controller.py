@@ -79,6 +79,7 @@ class Cluster:
         self.evictions: list[tuple[str, str, str | None]] = []  # (namespace, name, uid) accepted
         self.eviction_calls: list[tuple[str, str]] = []
         self.nominations: list[tuple[str, str, str]] = []
+        self.pins: list[tuple[str, str, dict[str, str]]] = []  # (namespace, name, annotations) written
         self.writes = 0
         self.kill_at: int | None = None  # the write (1-based) after which the process dies
         self.kill_before = False  # die before that write reaches the server instead
@@ -176,6 +177,18 @@ class Cluster:
         obj["status"] = merge_patch(obj.get("status") or {}, dict(status))
         obj["metadata"]["resourceVersion"] = str(next(self._rv))
         self.nominations.append((namespace, name, str(status.get("nominatedNodeName"))))
+        self.store.put("Pod", copy.deepcopy(obj))
+        self._after_write()
+        return copy.deepcopy(obj)
+
+    def patch_pod_metadata(self, namespace: str, name: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
+        self._write()
+        obj = self.pod(name, namespace)
+        if obj is None:
+            raise NotFoundError(f"not found: {name}")
+        obj["metadata"] = merge_patch(obj["metadata"], dict(metadata))
+        obj["metadata"]["resourceVersion"] = str(next(self._rv))
+        self.pins.append((namespace, name, dict(metadata.get("annotations") or {})))
         self.store.put("Pod", copy.deepcopy(obj))
         self._after_write()
         return copy.deepcopy(obj)

@@ -182,11 +182,14 @@ WRITES = {
 OPT_IN = {("repack.volcano.sh", "repackruns", "create")}
 """Granted, used only with ``--admit-pending-after`` (off in the Deployment):
 tests/controller/test_controller_autotrigger.py checks that its requests are allowed."""
+DEVICE_PIN = {("", "pods", "patch")}
+"""Granted, used only when a plan moves a share to a planned GPU (annotations on its replacement; the seed
+moves none): ``test_a_device_pin_is_a_pod_patch_the_cluster_role_allows`` checks its request."""
 LEASES = {("coordination.k8s.io", "leases", verb) for verb in ("create", "get", "update")}
 
 
 def test_cluster_role_grants_what_optplan_reads_and_writes_and_nothing_more() -> None:
-    assert grants(cluster_rules()) == READS | WRITES | OPT_IN
+    assert grants(cluster_rules()) == READS | WRITES | OPT_IN | DEVICE_PIN
     assert not {res for _, res, _ in grants(cluster_rules())} & {"secrets", "configmaps"}
     assert one("ClusterRoleBinding")["roleRef"]["name"] == one("ClusterRole")["metadata"]["name"]
 
@@ -233,6 +236,15 @@ def test_cluster_role_allows_every_request_of_a_snapshot_and_a_status_write(fake
     assert not refused
     assert not allows(cluster_rules(), Attributes("get", "", "secrets", "default", "token"))
     assert not allows(cluster_rules(), Attributes("delete", "", "pods", "default", "p0"))  # evict, never delete
+
+
+def test_a_device_pin_is_a_pod_patch_the_cluster_role_allows(fake_kube: FakeKube, tmp_path: Path) -> None:
+    fake_kube.add(node("n0"), pod("p0", None, 1, phase="Pending"))
+    with connect(str(fake_kube.write_kubeconfig(tmp_path / "kubeconfig")), backoff=0) as kube:
+        out = kube.patch_pod_metadata("default", "p0", {"annotations": {"volcano.sh/vgpu-use-gpuuuid": "GPU-a"}})
+    assert out["metadata"]["annotations"]["volcano.sh/vgpu-use-gpuuuid"] == "GPU-a"
+    seen = [attributes(r.method, r.path, r.query) for r in fake_kube.requests]
+    assert seen == [Attributes("patch", "", "pods", "default", "p0")] and allows(cluster_rules(), seen[0])
 
 
 def test_reading_a_pod_after_an_eviction_conflict_is_a_list_the_cluster_role_allows(fake_kube: FakeKube,
@@ -293,7 +305,7 @@ def test_the_deployments_command_sends_only_requests_the_rbac_allows_and_uses_ev
                and not (a.namespace == NAMESPACE and allows(lease_rules(), a))]
     assert not refused
     used = {(a.group, a.resource, a.verb) for a in seen}
-    assert used == (grants(cluster_rules()) | grants(lease_rules())) - OPT_IN
+    assert used == (grants(cluster_rules()) | grants(lease_rules())) - OPT_IN - DEVICE_PIN
 
 
 # ---- the Deployment ------------------------------------------------------------------------------

@@ -67,8 +67,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], list[str]]] = [
      plugins([{"name": "priority"}, {"name": "predicates", "enablePredicate": False}, {"name": "capacity"},
               {"name": "my-plugin"}], actions="allocate, gangpreempt, gangreclaim, preempt, reclaim"),
      {"actions": ("allocate", "gangpreempt", "gangreclaim", "preempt", "reclaim")},
-     ["action gangpreempt: gang-aware preemption", "action gangreclaim: gang-aware reclaim",
-      "plugin my-plugin: vc-scheduler does not know it", "plugin predicates: enablePredicate false",
+     ["plugin my-plugin: vc-scheduler does not know it", "plugin predicates: enablePredicate false",
       "no plugin gang"]),
 ]
 

@@ -120,6 +120,8 @@ class Cluster:
     server: str = ""
     ports: dict[str, int] = field(default_factory=dict)
     apiserver_args: list[str] = field(default_factory=list)
+    scheduler_conf: Path = HACK / "volcano-scheduler.conf"
+    """The configuration vc-scheduler starts with (a test may start it again with another one)."""
 
     @property
     def bin(self) -> Path:
@@ -267,7 +269,7 @@ class Cluster:
     def scheduler_args(self) -> list[str]:
         p = self.ports
         return [str(self.bin / "vc-scheduler"), "--kubeconfig", str(self.kubeconfig), "--leader-elect=false",
-                "--scheduler-conf", str(HACK / "volcano-scheduler.conf"), "--schedule-period", "1s",
+                "--scheduler-conf", str(self.scheduler_conf), "--schedule-period", "1s",
                 "--listen-address", f"127.0.0.1:{p['vc-scheduler']}",
                 "--healthz-address", f"127.0.0.1:{p['vc-scheduler-healthz']}", "--enable-healthz=true", "-v=2"]
 

@@ -24,6 +24,18 @@ their sum; a take or give back marks its node, and the next question recomputes 
 shape at once. A departure then costs the few nodes it touched, not a pass over every node per waiting
 queue. ``Cluster(rescan=True)`` recomputes every node on every question instead (the former path, kept for
 the test that proves both give the same replay).
+
+Shares (a trace read with ``--shared``: gangs whose pods ask ``milli`` < 1000 of one GPU) are placed at device
+level by ``gpushare``'s rule, the one the oracle and the validators use: a node's GPUs become devices of 1000
+milli-GPU once the first share arrives (the whole cards already placed on the lowest-indexed ones, where
+``gpushare.choose_devices`` puts whole cards); a share goes to the best-fit device (the least free milli that
+is enough; ties: the lowest index), whole cards to the lowest-indexed untouched devices, and the node's free
+GPUs count its untouched devices. A share fits a node whose cpu, memory and pod slots fit and one device
+has its milli free; its binpack score counts cpu and memory (a vGPU share asks no ``nvidia.com/gpu``), and
+``room`` for it is Σ over devices of free milli // its milli, exact as for whole cards. ``allocated`` then
+counts a share's milli-GPU (GPUs, a float). Which of a node's equal shares leaves is not tracked (the engine
+gives back by shape): the one placed last on the node frees its device, so same-size shares may trade
+devices; every state is one the placements could have made. Without a share nothing of this runs.
 """
 
 from __future__ import annotations
@@ -37,6 +49,8 @@ from optplan.errors import PlanInvalidError
 from optplan.experiments.replay.trace import TraceGang
 from optplan.experiments.sim.online import BinpackCache, SimCluster, SimNode, SimPod
 from optplan.models.placement import BinpackWeights
+from optplan.solvers.core import gpushare
+from optplan.solvers.core.gpushare import MILLI, GpuAsk
 
 MAX_PODS = 110
 """Pod slots per node (the kubelet's default; what ``optplan import openb`` gives every node)."""
@@ -114,23 +128,61 @@ class Cluster:
         """None: ``room`` recomputes every node (``rescan``)."""
         self.room_checks = 0
         """Questions ``room`` answered (the benchmark reports them)."""
+        self.dev: np.ndarray[Any, Any] | None = None
+        """Free milli-GPU per node and device (0 past a node's GPUs); None until the first share."""
+        self.share_milli = 0
+        """Milli-GPU the running shares hold."""
+        self._whole_on: list[list[int]] = []
+        """Per node, the devices whole cards hold (once ``dev`` exists)."""
+        self._shares_on: list[dict[int, list[int]]] = []
+        """Per node, milli -> the devices holding a share of that size, in placement order."""
 
     @property
-    def allocated(self) -> int:
-        return self.cl.allocated
+    def allocated(self) -> int | float:
+        """GPUs held: whole cards, plus the shares' milli-GPU / 1000 while shares run."""
+        return self.cl.allocated + self.share_milli / MILLI if self.share_milli else self.cl.allocated
 
     def sim_pod(self, g: TraceGang) -> SimPod:
         pod = self._pods.get(g.shape)
         if pod is None:
-            pod = self._pods[g.shape] = SimPod(g.name, g.cpu, g.memory, g.gpu, 1000, g.models)
+            pod = self._pods[g.shape] = (SimPod(g.name, g.cpu, g.memory, 0, g.milli, g.models) if g.is_share
+                                         else SimPod(g.name, g.cpu, g.memory, g.gpu, 1000, g.models))
         return pod
 
+    def devices(self) -> np.ndarray[Any, Any]:
+        """``dev``, made on first use from the whole cards placed so far (module docstring)."""
+        if self.dev is None:
+            cap = self.cl.cap[:, _GPU]
+            width = int(cap.max()) if len(cap) else 0
+            self.dev = np.where(np.arange(width)[None, :] < cap[:, None], MILLI, 0).astype(np.int64)
+            used = (cap - self.cl.free[:, _GPU]).tolist()
+            self._whole_on = [list(range(int(u))) for u in used]
+            for i, held in enumerate(self._whole_on):
+                self.dev[i, held] = 0
+            self._shares_on = [{} for _ in self.names]
+        return self.dev
+
+    def share_devices(self, i: int) -> list[tuple[int, int]]:
+        """(milli, device) of each share on node ``i``, by size then device; [] before the first share."""
+        if self.dev is None:
+            return []
+        return sorted((m, d) for m, ds in self._shares_on[i].items() for d in ds)
+
     def fits(self, pod: SimPod) -> np.ndarray[Any, Any]:
+        if pod.gpu_milli < MILLI:
+            return self.cl.fits(pod) & (self.cl.pods < MAX_PODS) & (self.devices().max(axis=1) >= pod.gpu_milli)
         return self.cl.fits(pod) & (self.cl.pods < MAX_PODS)
 
     def room(self, pod: SimPod) -> int:
         """Pods of this shape the cluster holds now, each node alone (see the module docstring)."""
         self.room_checks += 1
+        if pod.gpu_milli < MILLI:
+            per = (self.devices() // pod.gpu_milli).sum(axis=1)
+            per = np.minimum(per, MAX_PODS - self.cl.pods)
+            for r, q in ((_CPU, pod.cpu), (_MEM, pod.memory)):
+                if q > 0:
+                    per = np.minimum(per, self.cl.free[:, r] // q)
+            return int(np.where(self.cl.allowed(pod.models), np.maximum(per, 0), 0).sum())
         if self.rooms is not None:
             return self.rooms.room(pod, (pod.cpu, pod.memory, pod.gpu, pod.models))
         free = self.cl.free
@@ -154,16 +206,53 @@ class Cluster:
         f = self.cl.free[i]
         if f[_CPU] < pod.cpu or f[_MEM] < pod.memory or f[_GPU] < pod.gpu or self.cl.pods[i] >= MAX_PODS:
             raise PlanInvalidError([f"{pod.name} does not fit on {self.names[i]}"])
-        self.cl.take(i, pod)
+        if pod.gpu_milli < MILLI:
+            self._take_share(i, pod)
+        else:
+            if self.dev is not None and pod.gpu:
+                held = gpushare.choose_devices(self.dev[i].tolist(), GpuAsk(whole=pod.gpu))
+                if held is None:  # pragma: no cover - free[_GPU] counts the untouched devices
+                    raise PlanInvalidError([f"{pod.name}: no {pod.gpu} untouched GPU(s) on {self.names[i]}"])
+                self.dev[i, list(held)] = 0
+                self._whole_on[i].extend(held)
+            self.cl.take(i, pod)
         self.bp.touch(i)
         if self.rooms is not None:
             self.rooms.dirty.add(i)
         self.version += 1
 
+    def _take_share(self, i: int, pod: SimPod) -> None:
+        dev = self.devices()
+        held = gpushare.choose_devices(dev[i].tolist(), GpuAsk(milli=pod.gpu_milli))
+        if not held:
+            raise PlanInvalidError([f"{pod.name}: no GPU of {self.names[i]} has {pod.gpu_milli} milli-GPU free"])
+        d = held[0]
+        if dev[i, d] == MILLI:
+            self.cl.free[i, _GPU] -= 1  # an untouched device no more
+        dev[i, d] -= pod.gpu_milli
+        self._shares_on[i].setdefault(pod.gpu_milli, []).append(d)
+        self.cl.free[i, _CPU] -= pod.cpu
+        self.cl.free[i, _MEM] -= pod.memory
+        self.cl.pods[i] += 1
+        self.share_milli += pod.gpu_milli
+
     def give_back(self, i: int, pod: SimPod) -> None:
-        self.cl.free[i] += (pod.cpu, pod.memory, pod.gpu)
+        if pod.gpu_milli < MILLI:
+            dev = self.devices()
+            d = self._shares_on[i][pod.gpu_milli].pop()  # the last placed of its size (module docstring)
+            dev[i, d] += pod.gpu_milli
+            if dev[i, d] == MILLI:
+                self.cl.free[i, _GPU] += 1
+            self.cl.free[i, _CPU] += pod.cpu
+            self.cl.free[i, _MEM] += pod.memory
+            self.share_milli -= pod.gpu_milli
+        else:
+            if self.dev is not None and pod.gpu:
+                for _ in range(pod.gpu):
+                    self.dev[i, self._whole_on[i].pop()] = MILLI
+            self.cl.free[i] += (pod.cpu, pod.memory, pod.gpu)
+            self.cl.allocated -= pod.gpu
         self.cl.pods[i] -= 1
-        self.cl.allocated -= pod.gpu
         self.bp.touch(i)
         if self.rooms is not None:
             self.rooms.dirty.add(i)
@@ -179,7 +268,7 @@ class Cluster:
         """Fewest GPU nodes that could hold the GPUs in use (largest nodes first, cards only): a lower
         bound of the theoretical minimum, so ``occupied_gpu_nodes() <= packed_bound()`` means no
         fragmentation."""
-        used = self.cl.allocated
+        used = self.cl.allocated + -(-self.share_milli // MILLI)  # shares: their milli-GPU in cards, rounded up
         if used <= 0:
             return 0
         sizes = np.sort(self.cl.cap[:, _GPU])[::-1]

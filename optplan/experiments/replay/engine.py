@@ -199,7 +199,8 @@ class Replay:
                              f"({self.start_at:g} s: first arrival + warm-up)", field="horizon")
         self.cluster = cluster_for(trace.nodes, cfg, rescan)  # the oracle's, nobinpack's or Volcano's binpack
         """``rescan``: the former retry path, every node per question (tests prove both give one result)."""
-        self.builder = SnapshotBuilder(trace.nodes, serving=cfg.restart == "ServingGroupRecreate")
+        self.builder = SnapshotBuilder(trace.nodes, serving=cfg.restart == "ServingGroupRecreate",
+                                       shares=self.cluster.share_devices)
         self.run_spec = cfg.repack_run()
         self.gangs: list[_Gang] = []
         self.pod_gang: list[int] = []
@@ -241,7 +242,7 @@ class Replay:
         self.area = 0.0
         self.restore_area = 0.0
         self.lost_area = 0.0
-        self.changes: list[tuple[float, int, int]] = []
+        self.changes: list[tuple[float, int | float, int]] = []
         """(time, GPUs allocated, gangs waiting) after each instant, for the series."""
         self.moved = 0
         self.disrupted = 0

@@ -11,16 +11,25 @@ that placement sees it as waiting. With a restart policy (``build(restart=Restar
 VCJob is Running) — or, for ``ServingGroupRecreate``, a ModelServing with that ``recoveryPolicy`` whose
 pods carry its name label —, so the Repack planners price a move's restarts with their own rule. Node, pod and
 running VCJob objects are cached: a pod is rebuilt only when it moves.
+
+With shares running (``cluster``'s device level), every GPU node lists its devices and a running share is a
+pod asking cpu and memory with its ``GpuShare`` pinned to its device, as ``optplan import openb --shared``
+writes it and ``adapters.vgpu`` reads it back: the Repack planners then see the devices the shares hold
+(and move only whole-card pods, a share's node never vacated). A waiting gang of shares is not given to the
+pending verdict (its VCJob template would ask a whole card).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from optplan.experiments.replay.cluster import MAX_PODS
 from optplan.experiments.replay.trace import TraceGang
+from optplan.experiments.sim.online import GPU as GPU_RESOURCE
 from optplan.experiments.sim.online import MODEL_LABEL, SimNode, resources_of
+from optplan.models.devices import GpuDevice, GpuShare
 from optplan.models.queues import POD_EVICTED, JobTask, LifecyclePolicy, PodTemplate, VCJob
 from optplan.models.selectors import NodeSelectorRequirement, NodeSelectorTerm
 from optplan.models.snapshot import (
@@ -62,14 +71,18 @@ def _affinity(models: tuple[str, ...]) -> tuple[NodeSelectorTerm, ...] | None:
 class SnapshotBuilder:
     """Snapshots of one cluster's states (the nodes are built once)."""
 
-    def __init__(self, nodes: Sequence[SimNode], serving: bool = False) -> None:
+    def __init__(self, nodes: Sequence[SimNode], serving: bool = False,
+                 shares: Callable[[int], list[tuple[int, int]]] | None = None) -> None:
         self.serving = serving
         """Pods carry their gang's ModelServing name label (the ``ServingGroupRecreate`` policy)."""
+        self.shares = shares
+        """``cluster.Cluster.share_devices``: (milli, device) of the shares on the i-th node by name."""
         self.nodes: dict[str, Node] = {}
         for n in sorted(nodes, key=lambda n: n.name):
             alloc = {**resources_of(n.cpu, n.memory, n.gpu), "pods": MAX_PODS * 1000}
             labels = {"kubernetes.io/hostname": n.name, **({MODEL_LABEL: n.model} if n.model else {})}
             self.nodes[n.name] = Node(name=n.name, labels=labels, allocatable=alloc)
+        self._device_nodes: dict[str, Node] | None = None
         self._pods: dict[str, Pod] = {}
         self._groups: dict[str, PodGroup] = {}
         self._running_jobs: dict[tuple[str, str], VCJob] = {}
@@ -95,6 +108,20 @@ class SnapshotBuilder:
                 required_node_affinity=_affinity(r.gang.models))
         return p
 
+    def device_nodes(self) -> dict[str, Node]:
+        """The nodes with their GPUs as devices (module docstring), built once."""
+        if self._device_nodes is None:
+            self._device_nodes = {name: n.model_copy(update={"devices": tuple(
+                GpuDevice(index=d, model=n.labels.get(MODEL_LABEL, "")) for d in range(
+                    n.allocatable.get(GPU_RESOURCE, 0) // 1000))}) for name, n in self.nodes.items()}
+        return self._device_nodes
+
+    def share_pod(self, r: Running, device: int) -> Pod:
+        """A running share on its device (module docstring); not cached (equal shares may trade devices)."""
+        base = self.pod(r)
+        return base.model_copy(update={"requests": resources_of(r.gang.cpu, r.gang.memory, 0),
+                                       "gpu_share": GpuShare(count=1, milli=r.gang.milli, devices=(device,))})
+
     def forget(self, name: str) -> None:
         """A pod left: drop its cached object."""
         self._pods.pop(name, None)
@@ -117,7 +144,17 @@ class SnapshotBuilder:
         pods: dict[str, Pod] = {}
         groups: dict[str, PodGroup] = {}
         gangs: dict[str, TraceGang] = {}
+        running = list(running)
+        shared = [r for r in running if r.gang.is_share]
+        for r, device in self._pin(shared).items():
+            p = self.share_pod(r, device)
+            pods[p.key] = p
         for r in running:
+            if r.gang.is_share:
+                pg = self.group(r.gang)
+                groups[pg.key] = pg
+                gangs[r.gang.name] = r.gang
+                continue
             p = self.pod(r)
             pods[p.key] = p
             pg = self.group(r.gang)
@@ -133,10 +170,31 @@ class SnapshotBuilder:
                     job = self._running_jobs[g.name, restart] = self.job(g, "2000-01-01T00:00:00Z", restart,
                                                                          phase="Running")
                 jobs[job.key] = job
-        for k, g in enumerate(waiting):
+        for k, g in enumerate(x for x in waiting if not x.is_share):
             pg = self.group(g)
             groups[pg.key] = pg
             job = self.job(g, f"2000-01-01T00:00:00.{k:06d}Z", restart)
             jobs[job.key] = job
-        return Snapshot(nodes=self.nodes, pods=dict(sorted(pods.items())), pod_groups=dict(sorted(groups.items())),
+        nodes = self.device_nodes() if shared else self.nodes
+        return Snapshot(nodes=nodes, pods=dict(sorted(pods.items())), pod_groups=dict(sorted(groups.items())),
                         jobs=jobs, model_servings=servings)
+
+    def _pin(self, shared: Sequence[Running]) -> dict[Running, int]:
+        """Each running share's device: a node's shares of one size, by name, on the devices the cluster
+        holds shares of that size on, in device order."""
+        if not shared:
+            return {}
+        if self.shares is None:
+            raise AssertionError("shares run, but the builder cannot see their devices")  # pragma: no cover
+        index = {name: i for i, name in enumerate(self.nodes)}
+        by_node: dict[str, list[Running]] = defaultdict(list)
+        for r in shared:
+            by_node[r.node].append(r)
+        out: dict[Running, int] = {}
+        for node, rs in by_node.items():
+            devices: dict[int, list[int]] = defaultdict(list)
+            for milli, d in self.shares(index[node]):
+                devices[milli].append(d)
+            for r in sorted(rs, key=lambda r: (r.gang.milli, r.name)):
+                out[r] = devices[r.gang.milli].pop(0)
+        return out

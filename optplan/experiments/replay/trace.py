@@ -1,7 +1,8 @@
 """What a replay reads: the cluster's nodes and the jobs of a trace, each a gang of identical pods with
 its arrival (creation) time and each pod's runtime (deletion − scheduled in the trace).
 
-Gangs hold pods of one shape (cpu, memory, GPUs, allowed models), as ``optplan import openb`` forms them,
+Gangs hold pods of one shape (cpu, memory, GPUs, allowed models; with ``--shared``, a share of one GPU in
+milli-GPU: ``TraceGang.milli``), as ``optplan import openb`` forms them,
 so a gang's pods are interchangeable: the replay places "how many" of them, never "which". A gang arrives
 at its first pod's creation time with all its pods (a VCJob creates its pods together); each pod, once
 placed, runs for its own runtime and leaves. Times are seconds (floats after a speed-up).
@@ -61,6 +62,12 @@ class TraceGang:
     """allowed GPU models; () = any"""
     min_member: int
     pods: tuple[TracePod, ...]
+    milli: int = 1000
+    """Milli-GPU of its one GPU when below 1000: a share (``gpu`` is 1; placed at device level)."""
+
+    @property
+    def is_share(self) -> bool:
+        return self.milli < 1000
 
     @property
     def cards(self) -> int:
@@ -68,7 +75,8 @@ class TraceGang:
 
     @property
     def shape(self) -> tuple[int, int, int, tuple[str, ...]]:
-        return self.cpu, self.memory, self.gpu, self.models
+        """cpu, memory, GPU ask (whole cards; a share as minus its milli-GPU), models: equal shapes, equal pods."""
+        return self.cpu, self.memory, -self.milli if self.is_share else self.gpu, self.models
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,9 @@ class Trace:
             if not g.pods or not 1 <= g.min_member <= len(g.pods) or g.gpu < 1:
                 raise InputError(f"gang {g.name}: needs pods, 1 <= minMember <= pods and GPUs >= 1",
                                  field="gangs")
+            if not 0 < g.milli <= 1000 or (g.is_share and g.gpu != 1):
+                raise InputError(f"gang {g.name}: a share is 1..999 milli-GPU of one GPU, got {g.gpu} x {g.milli}",
+                                 field="gangs")
             if g.created < 0 or any(p.runtime < 0 for p in g.pods):
                 raise InputError(f"gang {g.name}: negative time", field="gangs")
         object.__setattr__(self, "gangs", tuple(sorted(self.gangs, key=lambda g: (g.created, g.name))))
@@ -108,7 +119,7 @@ class Trace:
         waited), per GPU-second the cluster has there."""
         if end <= start:
             return 0.0
-        asked = sum(g.gpu * max(0.0, min(g.created + p.runtime, end) - max(g.created, start))
+        asked = sum(g.gpu * g.milli / 1000 * max(0.0, min(g.created + p.runtime, end) - max(g.created, start))
                     for g in self.gangs for p in g.pods)
         return asked / ((end - start) * self.total_gpus)
 

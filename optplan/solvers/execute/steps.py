@@ -7,9 +7,17 @@
   free of the target resource, not a node a run with goals makes room on: ``plan.goals.reservedNodes``),
   otherwise none. Nominated-but-unbound pods hold capacity on their
   nominated node, as the scheduler counts them.
+- ``device_pin``: a share moved to a planned device (the move's ``toDevices``): the annotations that ask the
+  device-share plugin for that device, written on the replacement before its nomination. Volcano v1.15
+  honours no device pin (its vGPU plugin picks a device by its own policy); v1.16 on honours
+  ``volcano.sh/vgpu-use-gpuuuid``, HAMi ``nvidia.com/use-gpuuuid``: both are written (each scheduler reads
+  only its own), with the device's type (``nvidia.com/use-gputype``, when the pod names no type), and only
+  while the planned node is the one nominated and the device still takes the share (else the type alone).
 - ``verify``: after execution, measure ``status.result`` on the snapshot, find each victim's
-  replacement through its owner and fill ``relocations[].placement.actualNodeName``, and decide the
-  final condition.
+  replacement through its owner and fill ``relocations[].placement.actualNodeName`` (and
+  ``actualDevice`` for a share, from the plugin's annotation), and decide the final condition. A
+  replacement on its planned node but another device (or one the plugin did not report) landed elsewhere:
+  the mismatch is reported, as for a node.
 
 Replacement matching (``verify``), in order:
 1. ``placement.replacementPodName`` when the controller recorded it;
@@ -28,8 +36,10 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from optplan.models.devices import GPU_NOUSE_TYPE, GPU_USE_TYPE, HAMI_USE_UUID, VGPU_USE_UUID
 from optplan.models.execute import (
     ExecuteStatus,
     ExecutionResult,
@@ -42,9 +52,10 @@ from optplan.models.execute import (
 )
 from optplan.models.quantity import format_milli, to_milli
 from optplan.models.repack import Condition, RepackRun
-from optplan.models.snapshot import Pod, Snapshot
+from optplan.models.snapshot import Node, Pod, Snapshot
 from optplan.solvers.binpack.frag import fragmentation, round_half_up
-from optplan.solvers.core.oracle import Capacity, Predicates
+from optplan.solvers.core import gpushare
+from optplan.solvers.core.oracle import Capacity, Predicates, gpu_ask
 from optplan.solvers.repack.rules import RepackProblem
 
 log = logging.getLogger(__name__)
@@ -74,13 +85,8 @@ def nominate(snapshot: Snapshot, run: RepackRun, status: ExecuteStatus, replacem
             f"{replacement} is already bound to {pod.node_name}; nothing to nominate"))
     problem = RepackProblem(snapshot, run)
     resource = problem.resource
-    cap = Capacity(snapshot)
+    cap = _capacity(snapshot, pod)
     predicates = Predicates(snapshot)
-    for other in snapshot.pods.values():  # nominated pods hold capacity where they were nominated
-        n = other.nominated_node_name
-        if other.key != pod.key and not other.occupying and other.phase not in ("Succeeded", "Failed") \
-                and n is not None and n in cap.free:
-            cap.add(other, n)
     freed = set(status.plan.freed_nodes)
     reserved = set(status.plan.goals.reserved_nodes) if status.plan.goals is not None else set()
     group = pod.group_key
@@ -138,6 +144,71 @@ def nominate(snapshot: Snapshot, run: RepackRun, status: ExecuteStatus, replacem
         feasible_node_count=len(feasible))
 
 
+def _capacity(snapshot: Snapshot, pod: Pod) -> Capacity:
+    """The free room, with nominated pods (other than ``pod``) holding capacity where they were nominated."""
+    cap = Capacity(snapshot)
+    for other in snapshot.pods.values():
+        n = other.nominated_node_name
+        if other.key != pod.key and not other.occupying and other.phase not in ("Succeeded", "Failed") \
+                and n is not None and n in cap.free:
+            cap.add(other, n)
+    return cap
+
+
+# ---- devices ---------------------------------------------------------------------------------------
+
+def device_name(node: Node, index: int) -> str:
+    """How the journal names a device of ``node``: its UUID, else its index."""
+    d = next((d for d in node.devices if d.index == index), None)
+    return d.uuid if d is not None and d.uuid else str(index)
+
+
+def planned_device(snapshot: Snapshot, node_name: str, devices: Sequence[int] | None) -> str | None:
+    """A move's ``toDevices`` as the journal names them (comma-separated; an index the node does not know
+    as is); None when the move names none."""
+    if not devices:
+        return None
+    node = snapshot.nodes.get(node_name)
+    return ",".join(device_name(node, d) if node is not None else str(d) for d in devices)
+
+
+def actual_device(snapshot: Snapshot, pod: Pod) -> str | None:
+    """The device a bound pod's share sits on (its plugin's annotation), as the journal names it; None when
+    the pod holds no share, or the plugin has not said."""
+    share = pod.gpu_share
+    node = snapshot.nodes.get(pod.node_name or "")
+    if share is None or node is None or not share.devices:
+        return None
+    return ",".join(device_name(node, i) for i in share.devices)
+
+
+def device_pin(snapshot: Snapshot, replacement: str, node_name: str, planned: str | None) -> tuple[dict[str, str], str]:
+    """The annotations that ask the device-share plugin for the share's planned device on ``node_name`` (the
+    nominated node, which must be the planned one) and a sentence saying what they pin (module docstring);
+    ({}, "") when there is nothing to pin (no planned device, a pod without a share)."""
+    pod = snapshot.pods[replacement]
+    node = snapshot.nodes.get(node_name)
+    if planned is None or node is None or pod.gpu_share is None:
+        return {}, ""
+    device = next((d for d in node.devices if planned in (d.uuid, str(d.index))), None)
+    if device is None:
+        return {}, f"planned device {planned} is not on {node_name}; no device pinned"
+    pin: dict[str, str] = {}
+    if device.model and GPU_USE_TYPE not in pod.annotations and GPU_NOUSE_TYPE not in pod.annotations:
+        pin[GPU_USE_TYPE] = device.model
+    ask = gpu_ask(pod, node)
+    takes = False
+    if ask.is_share:
+        cap = _capacity(snapshot, pod)
+        takes = node.devices.index(device) in gpushare.usable(cap.gpu_free[node_name], ask, cap.gpu_memory[node_name])
+    if not device.uuid or not takes:
+        why = ("whole cards are not pinned to one device" if not ask.is_share else "it has no UUID" if takes
+               else f"it no longer takes a share of {ask.milli} milli-GPU")
+        return pin, f"planned device {planned} not pinned ({why})" + (f"; type {device.model} pinned" if pin else "")
+    pin[VGPU_USE_UUID] = pin[HAMI_USE_UUID] = device.uuid
+    return pin, f"planned device {planned} pinned (honoured by Volcano v1.16 on and HAMi, not by v1.15)"
+
+
 def _nominated_nodes(snapshot: Snapshot, group: str, pod: Pod) -> set[str]:
     """Nodes nominated for other pending pods of the same PodGroup (they will most likely land there)."""
     out = set()
@@ -160,6 +231,7 @@ class _Victim:
     from_node: str | None
     to_node: str | None
     cards: int
+    to_devices: tuple[int, ...] | None = None
 
 
 def verify(after: Snapshot, run: RepackRun, status: ExecuteStatus, *, time_limit: float = 10.0,
@@ -168,7 +240,8 @@ def verify(after: Snapshot, run: RepackRun, status: ExecuteStatus, *, time_limit
     resource = run.spec.resource
     victims = _victims(status.plan.moves, after, resource)
     relocations = list(status.relocations) or [
-        Relocation(namespace=v.namespace, victim_pod_name=v.name, planned_node_name=v.to_node)
+        Relocation(namespace=v.namespace, victim_pod_name=v.name, planned_node_name=v.to_node,
+                   planned_device=planned_device(after, v.to_node, v.to_devices) if v.to_node else None)
         for v in victims.values()]
     done: list[Relocation] = []
     moved = 0
@@ -189,9 +262,15 @@ def verify(after: Snapshot, run: RepackRun, status: ExecuteStatus, *, time_limit
             updates["phase"] = "Bound"
             moved += rep.request(resource) or v.cards
             target = placement.selected_node_name or rel.planned_node_name
+            device = actual_device(after, rep)
+            if device is not None:
+                updates["actual_device"] = device
             if rel.planned_node_name is not None and rep.node_name != rel.planned_node_name:
                 alternative.append(f"{rel.key} -> {rep.node_name} (planned {rel.planned_node_name}"
                                    + (f", nominated {target}" if target != rel.planned_node_name else "") + ")")
+            elif rel.planned_device is not None and device != rel.planned_device:
+                alternative.append(f"{rel.key} -> {rep.node_name} device {device or '(not reported)'} "
+                                   f"(planned device {rel.planned_device})")
         else:
             pending.append(f"{rel.key}: replacement {rep.name} is not bound yet")
         rel_updates: dict[str, object] = {"placement": placement.model_copy(update=updates)}
@@ -275,7 +354,7 @@ def _victims(moves: tuple[PlannedGroup, ...], after: Snapshot, resource: str) ->
         for p in g.pods:
             out[f"{g.namespace}/{p.name}"] = _Victim(
                 g.namespace, p.name, g.pod_group_name, g.owner.kind if g.owner else None,
-                g.owner.name if g.owner else None, p.from_node, p.to_node, _cards(p))
+                g.owner.name if g.owner else None, p.from_node, p.to_node, _cards(p), p.to_devices)
     return out
 
 

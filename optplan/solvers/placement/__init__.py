@@ -94,6 +94,13 @@ no running pod of another reclaimable queue (room or not). Volcano's node order 
 (a rotating start in ``PredicateNodes``) and the order in which the plugins see a node's pods (a Go
 map) vary from run to run; here ties go to the name and pods come in victim order.
 
+*Gang-aware actions* (``gangevict``; rules in ``gangrules`` and ``bundles``): when the scheduler configuration
+lists gangpreempt or gangreclaim, each takes its turn among the evicting actions in the configuration's order:
+every pending pod of the job is placed or none, inside a domain (the cluster, or a hard job's HyperNodes
+widest first), after evicting whole bundles of victim pods (a victim job's safe surplus, or the pods that
+break its gang) in the bundles' order until the domain's room covers the job. The exact model declines such a
+configuration (``gangevict.exact_declines``).
+
 **Exact** (``cpsat`` with ``victims_cpsat``): placements and victims of all jobs decided
 jointly — a running pod may be evicted only for an admitted job entitled to it that lands on its
 node (or takes its whole PodGroup), capacity per node is the free room plus what evictions there
@@ -134,9 +141,16 @@ Every plan passes ``validate_placement`` (an independent re-check) before ``plan
   or capacity), read under ``--victim-tiers`` by the greedy and the validator (the exact model then
   stays within the first tier);
 - ``victims``: who may be a victim and the capacity plugin's reclaim rules.
+- ``gangevict``: Volcano's gangpreempt and gangreclaim for one starving job on the greedy's state
+  (``gang_evict``), when the scheduler configuration lists them (``victim_actions``: the evicting actions in
+  its order); the exact model declines such a configuration (``exact_declines``: ``cpsat`` refuses it, ``auto``
+  keeps the greedy's plan, status FALLBACK);
+- ``gangrules``: those actions' rules, shared by the greedy and the validator: candidates, the plugin tiers'
+  filter, the domains (a hard job's HyperNodes widest first, else the cluster), the victim order and the bundle
+  rule's check (``gang_victim_violations``);
 - ``safety``: safe preemption's rules (PDBs, cooldown, grades, approval), off unless asked for;
   ``bundles``: the bundle rule of Volcano's gangpreempt and gangreclaim actions (safe and whole bundles of a
-  victim job, ranked by local gain over global cost), not used by the planners yet.
+  victim job, ranked by local gain over global cost).
 - ``throttle``: the large-job submission throttle (seed 002 §6.4.2): when a queue is in large-job waiting
   mode and a small submission waits at the platform (``should_hold``, over ``place``'s greedy); its rule
   functions are read by the replay's preempt window too.

@@ -1,7 +1,6 @@
 """Gang-aware victims in bundles: the rule of Volcano's ``gangpreempt`` and ``gangreclaim`` actions (v1.15), by
-which a victim job's candidate pods are offered, ranked and taken. Pure functions on small records; the
-placement planners do not call them yet (``--scheduler-conf`` names those actions in a warning), so this
-module is the rule, tested on its own, for the victim search to use.
+which a victim job's candidate pods are offered, ranked and taken. Pure functions on small records, read by
+the greedy's gang-aware actions (``gangevict``) and the validator (``gangrules``).
 
 **Bundles of one victim job** (``job_bundles``): its candidate pods on the nodes being searched, lowest
 priority first (then by name), are split in two. A pod is *safe* when evicting it, after the safe pods before
@@ -152,14 +151,16 @@ def share(amounts: Mapping[str, int], need: Mapping[str, int], *, capped: bool) 
     when ``capped``)."""
     total = Fraction(0)
     for r, n in need.items():
-        if n > 0:
-            v = amounts.get(r, 0)
+        v = amounts.get(r, 0)
+        if n > 0 and v:
             total += Fraction(min(v, n) if capped else v, n)
     return total
 
 
 def roi(b: Bundle, need: Mapping[str, int]) -> Fraction | None:
     """Local gain over global cost; None stands for infinite (no global cost)."""
+    if not any(b.cost.values()):
+        return None
     cost = share(b.cost, need, capped=False)
     return None if cost == 0 else share(b.local, need, capped=True) / cost
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from typing import cast
 
-from optplan.models.placement import JobPlacement, PlacementPlan, Victim
+from optplan.models.placement import JobPlacement, PlacementPlan, Victim, VictimReason
 from optplan.models.queues import VCJob
 from optplan.solvers.placement.context import Context, State, Statement, replay
+from optplan.solvers.placement.gangevict import gang_evict, victim_actions
+from optplan.solvers.placement.gangrules import GANG_REASON
 from optplan.solvers.placement.greedy import Greedy, VictimChoice
 from optplan.solvers.placement.jobs import gang_order, gang_shortfall, job_needs
 from optplan.solvers.placement.partitions import NO_VICTIMS, partitioned
@@ -159,12 +162,12 @@ def apply_choice(ctx: Context, state: State, job: VCJob, choice: VictimChoice) -
         stmt.allocate(pods[b.task][b.index], b.node, job.queue)
 
 
-def _victims(choice: VictimChoice, reason: Reason) -> tuple[Victim, ...]:
+def _victims(choice: VictimChoice, reason: VictimReason) -> tuple[Victim, ...]:
     return tuple(Victim(namespace=c.pod.namespace, name=c.pod.name, node=c.node, reason=reason)
                  for c in sorted(choice.victims, key=lambda c: c.key))
 
 
-def victim_text(job: VCJob, n_bindings: int, region_label: str | None, reason: Reason, victims: int,
+def victim_text(job: VCJob, n_bindings: int, region_label: str | None, reason: str, victims: int,
                 cost: int) -> str:
     where = f" in {region_label}" if region_label else ""
     return (f"{n_bindings} of {job.replicas} pods placed{where} after {reason}ing {victims} pods "
@@ -200,12 +203,15 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
         notes: list[str] = []
         placed: JobPlacement | None = None
         cooling = evict_blocks(ctx.safety, ctx.snapshot, job, ctx.now, evicting)
-        for reason in REASONS if cooling is None else ():
-            rules, why = job_rules(ctx, state, cat, job, reason)
-            if rules is None:
-                notes.append(f"{reason}: {why}")
-                continue
-            chosen, gwhy = g.with_victims(job, rules)
+        for reason in victim_actions(ctx.actions) if cooling is None else ():
+            if reason in GANG_REASON:  # gangpreempt, gangreclaim: victims in bundles
+                chosen, gwhy = gang_evict(ctx, state, g, job, reason)
+            else:
+                rules, why = job_rules(ctx, state, cat, job, cast(Reason, reason))
+                if rules is None:
+                    notes.append(f"{reason}: {why}")
+                    continue
+                chosen, gwhy = g.with_victims(job, rules)
             if chosen is None:
                 notes.append(f"{reason}: {gwhy}")
                 continue

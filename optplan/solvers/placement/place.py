@@ -7,11 +7,13 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import astuple
 from datetime import datetime
 
+from optplan.errors import InputError
 from optplan.models.placement import BinpackWeights, PlacementPlan, PlacementResult, SafePreemption
 from optplan.models.queues import VCJob
 from optplan.models.schedconf import SchedulerConf
@@ -22,12 +24,14 @@ from optplan.solvers.core.planner import Auto, Planner
 from optplan.solvers.placement.allocate import greedy_place
 from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.evict import plan_victims
+from optplan.solvers.placement.gangevict import exact_declines
 from optplan.solvers.placement.model import plan_key
 from optplan.solvers.placement.safety import OFF, mark_approvals
 from optplan.solvers.placement.validate import check_inputs, validate_placement
 from optplan.solvers.quota.times import parse_now
 
 FAMILY = "placement"
+log = logging.getLogger(__name__)
 
 
 class GreedyPlacer(Planner[Context, PlacementResult]):
@@ -46,12 +50,23 @@ def rank(ctx: Context, result: PlacementResult) -> tuple[int, ...]:
 
 class AutoPlacer(Auto[Context, PlacementResult]):
     """The greedy, then CP-SAT hinted with its plan; the exact plan when ``plan_key`` ranks it strictly better,
-    else the greedy's (a tie keeps Volcano's own choices; optimal when CP-SAT proved its equal)."""
+    else the greedy's (a tie keeps Volcano's own choices; optimal when CP-SAT proved its equal). Under a
+    configuration the exact model declines (``gangevict.exact_declines``: gangpreempt, gangreclaim) the greedy's
+    plan, status FALLBACK, and the reason logged."""
 
     ties_to_greedy = True
 
     def __init__(self) -> None:
         super().__init__(GreedyPlacer(), registry.load(FAMILY, "cpsat")(), rank)  # heavy backend, loaded here
+
+    def plan(self, problem: Context, options: PlanOptions, hint: PlacementResult | None = None) -> PlacementResult:
+        why = exact_declines(problem.actions)
+        if why is None:
+            return super().plan(problem, options, hint)
+        t0 = time.perf_counter()
+        log.warning("auto: %s: the greedy's plan is the answer", why)
+        greedy = self.greedy.plan(problem, options)
+        return self._named(greedy, greedy.record.model_copy(update={"status": "FALLBACK"}), t0)
 
 
 def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
@@ -74,16 +89,21 @@ def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
     options = options or PlanOptions()
     safety = safety or OFF
     scheduler = scheduler or SchedulerConf()
+    declined = exact_declines(scheduler.actions) if solver == "cpsat" else None
+    if declined is not None:
+        raise InputError(f"{declined}: use --solver greedy or auto (auto then keeps the greedy's plan)",
+                         field="--solver")
     weights = weights or scheduler.binpack_or(BinpackWeights())
     ctx = Context.build(snap, jobs, weights, parse_now(now), safety=safety, hyper_weights=scheduler.hyper_node_binpack,
-                        actions=scheduler.actions, tiers=tiers)
+                        actions=scheduler.actions, tiers=tiers, scheduler=scheduler)
     t0 = time.perf_counter()
     planner: Planner[Context, PlacementResult] = registry.load(FAMILY, solver)()
     plan = planner.plan(ctx, options).plan
     wall = round(time.perf_counter() - t0, 3)
     plan = plan.model_copy(update={"solver": plan.solver.model_copy(update={"wall_seconds": wall})})
     plan = mark_approvals(safety, snap, plan, {j.key: j for j in ctx.jobs})
-    validate_placement(snap, ctx.jobs, plan, safety=safety, now=ctx.now, actions=scheduler.actions, tiers=tiers)
+    validate_placement(snap, ctx.jobs, plan, safety=safety, now=ctx.now, actions=scheduler.actions, tiers=tiers,
+                       scheduler=scheduler)
     return plan
 
 

@@ -19,9 +19,16 @@ from optplan.models.placement import Binding, JobPlacement, PlacementPlan, SafeP
 from optplan.models.quantity import format_milli
 from optplan.models.queues import ROOT as ROOT_QUEUE
 from optplan.models.queues import QueueTree, VCJob
-from optplan.models.schedconf import SEED_ACTIONS
+from optplan.models.schedconf import SEED_ACTIONS, SchedulerConf
 from optplan.models.snapshot import Pod, Resources, Snapshot
 from optplan.solvers.core.oracle import Capacity, Predicates
+from optplan.solvers.placement.gangrules import (
+    GANG_REASON,
+    capacity_decides,
+    gang_victim_violations,
+    legacy_reason,
+    reclaim_check_for,
+)
 from optplan.solvers.placement.jobs import (
     gang_order,
     gang_shortfall,
@@ -50,11 +57,13 @@ from optplan.solvers.quota.queues import QueueAccount, account_queues, unheld_de
 log = logging.getLogger(__name__)
 
 def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPlan, *,
-                         safety: SafePreemption = OFF, now: datetime | None = None, tiers: bool = False) -> list[str]:
+                         safety: SafePreemption = OFF, now: datetime | None = None, tiers: bool = False,
+                         scheduler: SchedulerConf | None = None) -> list[str]:
     """Every rule the plan breaks, as short sentences; empty when valid. Shares only the oracle, the
     queue accounting, the pod facts and safe preemption's rules (``safety``, with the planners' ``now``)
     with the planners. ``tiers``: the victims by Volcano's plugin tiers (``tiers``), else by the joint
-    rules (``victims``)."""
+    rules (``victims``); victims of gangpreempt or gangreclaim by the bundle rule (``gangrules``) under the
+    ``scheduler`` configuration's tiers and arguments."""
     out: list[str] = []
     given = {j.key: j for j in jobs}
     listed = [jp.key for jp in plan.jobs]
@@ -100,8 +109,12 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
         if jp.victims:
             if cat is None:  # the time only prices victims
                 cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
-            check = _tier_victim_violations if tiers else _joint_victim_violations
-            out.extend(check(snap, job, jp, cat, tree, accounts, allocated, taken, evicted, safety))
+            if {v.reason for v in jp.victims} & set(GANG_REASON):  # gangpreempt, gangreclaim: the bundle rule
+                out.extend(_gang_victims(snap, job, jp, cat, accounts, allocated, taken, evicted,
+                                         scheduler or SchedulerConf()))
+            else:
+                check = _tier_victim_violations if tiers else _joint_victim_violations
+                out.extend(check(snap, job, jp, cat, tree, accounts, allocated, taken, evicted, safety))
             for vic in jp.victims:
                 p = snap.pods.get(f"{vic.namespace}/{vic.name}")
                 c = cat.candidates.get(f"{vic.namespace}/{vic.name}")
@@ -246,7 +259,8 @@ def _joint_victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: 
         c = _victim_candidate(snap, cat, v, where, key in evicted, out)
         if c is None:
             continue
-        why2 = action_refused(job, v.reason) or statically_allowed(c, v.reason, job.queue, priority,
+        act = legacy_reason(v.reason)
+        why2 = action_refused(job, act) or statically_allowed(c, act, job.queue, priority,
                                                                    accounts[c.queue].reclaimable, needs, snap=snap,
                                                                    safety=safety)
         if why2 is not None:
@@ -333,8 +347,9 @@ def _tier_victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: C
         c = _victim_candidate(snap, cat, v, where, key in evicted or any(key == x.key for _v, x in checked), out)
         if c is None:
             continue
-        why2 = (action_refused(job, v.reason)
-                or preemptee_refused(c, v.reason, job.queue, accounts[c.queue].reclaimable)
+        act = legacy_reason(v.reason)
+        why2 = (action_refused(job, act)
+                or preemptee_refused(c, act, job.queue, accounts[c.queue].reclaimable)
                 or _safety_refused(snap, c, v.reason, priority, safety))
         if why2 is not None:
             out.append(f"{where} ({v.reason}): {why2}")
@@ -350,9 +365,10 @@ def _tier_victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: C
                 for r, x in p.requests.items():
                     mine[r] += x
             preemptees = [x for x in cat.by_node.get(c.node, []) if x.key not in evicted and x.key != c.key
-                          and preemptee_refused(x, v.reason, job.queue, accounts[x.queue].reclaimable) is None]
+                          and preemptee_refused(x, legacy_reason(v.reason), job.queue,
+                                                accounts[x.queue].reclaimable) is None]
             allowed, _tier = node_victims(
-                v.reason, [c, *preemptees], preemptor_priority=priority,
+                legacy_reason(v.reason), [c, *preemptees], preemptor_priority=priority,
                 ready=lambda g: cat.groups[g].ready - taken[g], min_member=lambda g: cat.groups[g].min_member,
                 preemptor_allocated=mine, job_allocated=group_alloc, total=total,
                 need=dims(bound[at][1].requests), allocated=queue_alloc,
@@ -376,6 +392,55 @@ def _safety_refused(snap: Snapshot, c: Candidate, reason: str, priority: int, sa
         return None
     return pdb_refused(safety, snap, c.pod) or (graded_blocks(safety, priority, c.job_priority)
                                                 if reason == "preempt" else None)
+
+
+def _gang_victims(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalogue, accounts: dict[str, QueueAccount],
+                  allocated: dict[str, dict[str, int]], taken: Counter[str], evicted: set[str],
+                  scheduler: SchedulerConf) -> list[str]:
+    """The victims of one job by gangpreempt or gangreclaim (``gangrules.gang_victim_violations``): one action,
+    candidates of its domain (a hard job's HyperNode, else the cluster), the bundle rule; gangreclaim: the
+    capacity plugin's PreemptiveFn on the job's pods summed. Updates ``taken`` and ``evicted``."""
+    out: list[str] = []
+    who = f"job {jp.key}"
+    reasons = sorted({v.reason for v in jp.victims})
+    if len(reasons) > 1:
+        out.append(f"{who}: victims of {' and '.join(reasons)} (one action places a job)")
+    action = next(r for r in reasons if r in GANG_REASON)
+    hard = job.network_topology is not None and job.network_topology.mode == "hard"
+    if hard and jp.hyper_node is not None and jp.hyper_node in snap.topology.members:
+        domain = frozenset(snap.topology.members[jp.hyper_node])
+    else:
+        domain = frozenset(snap.nodes)
+    chosen: list[Candidate] = []
+    for v in jp.victims:
+        key = f"{v.namespace}/{v.name}"
+        c = _victim_candidate(snap, cat, v, f"{who} victim {key}", key in evicted, out)
+        if c is not None:
+            chosen.append(c)
+    before = {q: dict(a) for q, a in allocated.items()}
+    out += gang_victim_violations(
+        snap, who, action, chosen, domain, cat, Counter(taken), set(evicted), scheduler.gang(action).allow_whole,
+        capacity_decides(scheduler.tiers, action), job.queue, job_priority(job, snap),
+        lambda q: accounts[q].reclaimable,
+        reclaim_check_for(before, {q: a.effective_deserved for q, a in accounts.items()},
+                          {q: a.deserved_listed for q, a in accounts.items()},
+                          {q: a.guarantee for q, a in accounts.items()}))
+    if GANG_REASON[action] == "reclaim":
+        pods = job_pods(job)
+        need: dict[str, int] = defaultdict(int)
+        for b in jp.bindings:
+            if b.task in pods and 0 <= b.index < len(pods[b.task]):
+                for r, x in pods[b.task][b.index].requests.items():
+                    if r != "pods":
+                        need[r] += x
+        acc = accounts[job.queue]
+        why = reclaimer_blocked(job.queue, before[job.queue], need, acc.effective_deserved, acc.real_capability)
+        if why is not None:
+            out.append(f"{who}: gangreclaims for its pods but {why}")
+    for c in chosen:
+        evicted.add(c.key)
+        taken[c.group] += 1
+    return out
 
 
 def _reclaimer_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, bound: list[tuple[Binding, Pod]],
@@ -429,10 +494,12 @@ def _topology_violations(jp: JobPlacement, job: VCJob, nodes: set[str], snap: Sn
 
 def validate_placement(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPlan, *,
                        safety: SafePreemption = OFF, now: datetime | None = None,
-                       actions: Sequence[str] = SEED_ACTIONS, tiers: bool = False) -> None:
+                       actions: Sequence[str] = SEED_ACTIONS, tiers: bool = False,
+                       scheduler: SchedulerConf | None = None) -> None:
     """Raise PlanInvalidError when the plan breaks any rule. ``actions``: the scheduler configuration's (a
-    victim's reason must be one of them); ``tiers``: victims as Volcano's plugin tiers choose them."""
-    violations = placement_violations(snap, jobs, plan, safety=safety, now=now, tiers=tiers)
+    victim's reason must be one of them); ``tiers``: victims as Volcano's plugin tiers choose them;
+    ``scheduler``: the configuration's tiers and gang-aware actions' arguments (the bundle rule)."""
+    violations = placement_violations(snap, jobs, plan, safety=safety, now=now, tiers=tiers, scheduler=scheduler)
     violations += [f"job {jp.key}: victim {v.namespace}/{v.name} by {v.reason}, an action the scheduler "
                    "configuration does not run" for jp in plan.jobs for v in jp.victims if v.reason not in actions]
     if violations:
