@@ -49,12 +49,14 @@ R = TypeVar("R", bound=Solved)
 
 
 def plan_repack(snapshot: Snapshot, run: RepackRun, *, solver: str = "greedy",
-                options: PlanOptions | None = None, weights: Weights | None = None) -> RepackOutcome:
-    """Measure fragmentation, plan with ``solver``, validate, and build the RepackRun status.
+                options: PlanOptions | None = None, weights: Weights | None = None,
+                move_shares: bool = True) -> RepackOutcome:
+    """Measure fragmentation, plan with ``solver``, validate, and build the RepackRun status. ``move_shares``
+    False: GPU shares stay where they are (``RepackProblem.move_shares``).
 
     Raises PlanInvalidError if the planner's plan breaks a rule (a bug, never bad input).
     """
-    problem = RepackProblem(snapshot, run, weights or Weights())
+    problem = RepackProblem(snapshot, run, weights or Weights(), move_shares=move_shares)
     gpus = run.spec.goal.free_gpus
     if gpus is not None:
         check_free_gpus_input(problem)
@@ -70,7 +72,7 @@ def plan_repack(snapshot: Snapshot, run: RepackRun, *, solver: str = "greedy",
             reason, message = outcome(problem, frag, len(result.plan.freed_nodes), result.record.freed_nodes_bound)
         status = build_status(problem, result, frag, reason, message)
         validate_plan(snapshot, run, result.plan, claimed=result.disruption, status=status, frag=frag,
-                      weights=problem.weights)
+                      weights=problem.weights, move_shares=move_shares)
         return RepackOutcome(run=run, status=status, result=result, frag=frag, reason=reason)
 
     def planner() -> Planner[RepackProblem, PlanResult]:
