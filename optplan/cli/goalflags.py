@@ -1,5 +1,6 @@
 """The flags that give ``repack`` and ``compare`` a run's goals without editing its YAML: ``--admit``,
-``--free-hypernodes``, ``--require-hypernodes``; the run with them, and errors naming them."""
+``--free-hypernodes``, ``--require-hypernodes``, ``--free-gpus`` with ``--gpu-model``; the run with them, and
+errors naming them."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from typing import Any
 
 from optplan.adapters.kubefile import LoadedInput
 from optplan.errors import InputError
-from optplan.models.repack import AdmitGoal, FreeHyperNodesGoal, RepackRun, namespaced_name
+from optplan.models.repack import AdmitGoal, FreeGpusGoal, FreeHyperNodesGoal, RepackRun, namespaced_name
 from optplan.solvers.goals.resolve import GOAL, resolve_goals
 
 FREE_FLAG = "--free-hypernodes"
+GPUS_FLAG = "--free-gpus"
+MODEL_FLAG = "--gpu-model"
 REQUIRE_FLAG = "--require-hypernodes"
 
 
@@ -29,6 +32,40 @@ def add_goal_arguments(p: argparse.ArgumentParser) -> None:
                         "many as possible up to N (the run's freeHyperNodes, replaced)")
     g.add_argument(REQUIRE_FLAG, dest="free_hypernodes", type=parse_required_hypernodes, metavar="TIER:N",
                    help=f"as {FREE_FLAG}, but required: RequiredNodeBlocksNotMet when N cannot be freed")
+    p.add_argument(GPUS_FLAG, dest="free_gpus", type=parse_count, metavar="N",
+                   help="leave N whole GPUs free on one node (for a pending N-GPU pod) by moving the shares and "
+                        "whole-card pods on its devices; needs nodes that list their GPUs (the run's freeGpus, "
+                        "replaced)")
+    p.add_argument(MODEL_FLAG, dest="gpu_model", metavar="MODEL",
+                   help=f"with {GPUS_FLAG}: GPUs of this model (a part of the device type, e.g. A100)")
+
+
+def parse_count(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of GPUs, at least 1, got {text!r}")
+    return int(text)
+
+
+def with_gpu_goal(run: RepackRun, count: int | None, model: str | None) -> RepackRun:
+    """The run with ``--free-gpus`` (and ``--gpu-model``) as its freeGpus goal, in ``raw`` too; alone: with
+    admit or freeHyperNodes it is an error naming the flag."""
+    if count is None:
+        if model is not None:
+            raise InputError(f"{MODEL_FLAG} names the GPUs of {GPUS_FLAG}; give both", field=MODEL_FLAG)
+        return run
+    goal = run.spec.goal
+    if goal.admit is not None or run.spec.free_hyper_nodes is not None:
+        raise InputError("freeGpus is a goal of its own: not with admit or freeHyperNodes",
+                         obj=f"RepackRun/{run.name}", field=GPUS_FLAG)
+    if model is not None and not model.strip():
+        raise InputError("a GPU model is not empty", field=MODEL_FLAG)
+    free = FreeGpusGoal(count=count, model=model.strip() if model is not None else None)
+    raw = copy.deepcopy(run.raw)
+    spec = raw.get("spec")
+    if isinstance(spec, dict) and isinstance(spec.get("goals"), list) and isinstance(spec["goals"][0], dict):
+        spec["goals"][0]["freeGpus"] = free.model_dump(by_alias=True, exclude_none=True, mode="json")
+    new_goal = goal.model_copy(update={"free_gpus": free})
+    return run.model_copy(update={"spec": run.spec.model_copy(update={"goals": (new_goal,)}), "raw": raw})
 
 
 def parse_job_key(text: str) -> str:

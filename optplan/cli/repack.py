@@ -10,7 +10,7 @@ from optplan.adapters.kubefile import LoadedInput
 from optplan.adapters.output import dump, repack_run_document, status_dict, table
 from optplan.cli import options
 from optplan.cli.cluster import write_status
-from optplan.cli.goalflags import add_goal_arguments, resolve_run_goals, with_flag_goals
+from optplan.cli.goalflags import add_goal_arguments, resolve_run_goals, with_flag_goals, with_gpu_goal
 from optplan.cli.sources import load, pick_run_arg, scheduler_conf
 from optplan.cli.units import amount
 from optplan.errors import InputError
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
     """Plan the run; ``loaded``: the snapshot already read (default: read as ``args`` says)."""
     loaded = load(args) if loaded is None else loaded
     written = pick_run_arg(args, loaded)
-    run = with_flag_goals(written, args.admit, args.free_hypernodes)
+    run = with_gpu_goal(with_flag_goals(written, args.admit, args.free_hypernodes), args.free_gpus, args.gpu_model)
     resolve_run_goals(args, loaded, written, run)
     if args.write_status and run.spec.mode != "DryRun":
         raise InputError("optplan writes DryRun plans only; an Execute run's status belongs to its controller",
@@ -79,14 +79,19 @@ def repack_table(out: RepackOutcome) -> str:
         f"Solver:        {rec.name} ({rec.status}"
         + (f", {rec.wall_seconds}s)" if rec.wall_seconds is not None else ")"),
     ]
+    if s.freed_gpus is not None:
+        devices = ", ".join(map(str, s.freed_gpus.devices)) or "none"
+        lines.insert(5, f"Free GPUs:     {s.freed_gpus.node} ({s.freed_gpus.model}): devices {devices}")
     text = "\n".join(lines) + "\n"
     if out.status.plan.moves:
-        rows = [["NAMESPACE", "PODGROUP", "OWNER", "POD", "FROM", "TO", unit_of(r).upper()]]
+        named = any(p.to_devices is not None for mv in out.status.plan.moves for p in mv.pods)
+        rows = [["NAMESPACE", "PODGROUP", "OWNER", "POD", "FROM", "TO", unit_of(r).upper(), *(["DEVICE"] * named)]]
         for mv in out.status.plan.moves:
             owner = f"{mv.owner.kind}/{mv.owner.name}" if mv.owner else "-"
             for p in mv.pods:
+                dev = [",".join(map(str, p.to_devices)) if p.to_devices is not None else "-"] if named else []
                 rows.append([mv.namespace, mv.pod_group_name, owner, p.name, p.from_node, p.to_node,
-                             amount(r, p.cards)])
+                             amount(r, p.cards), *dev])
         text += "\nMoves:\n" + table(rows)
         widened = [mv for mv in out.status.plan.moves if mv.footprint is not None]
         if widened:

@@ -79,6 +79,17 @@ class FreeHyperNodesGoal(KubeModel):
         return self
 
 
+class FreeGpusGoal(KubeModel):
+    """Leave ``count`` whole GPUs free on one node whose devices are of ``model`` (for a pending pod asking for
+    that many): the node's devices that no pod holds any part of, shares included, once the plan's pods have
+    moved. ``model`` matches a device's type as Volcano's ``nvidia.com/use-gputype`` does (the type contains
+    it, case-insensitive); absent: any model. Needs nodes that list their GPUs (``volcano.sh/node-vgpu-register``
+    or gpushare) and the resource ``nvidia.com/gpu``."""
+
+    count: int = Field(ge=1)
+    model: str | None = Field(default=None, min_length=1)
+
+
 BlockMode = Literal["binpack", "spread"]
 
 
@@ -138,6 +149,15 @@ class Goal(KubeModel):
     """Make room for these pending gangs (issue 15)."""
     free_hyper_nodes: FreeHyperNodesGoal | None = None
     """Leave whole HyperNodes of a tier empty of ``resource`` (issue 15)."""
+    free_gpus: FreeGpusGoal | None = None
+    """Leave that many whole GPUs of a model free on one node (Repack at device level, ``solvers/repack/gpus.py``);
+    given alone, not with ``admit`` or ``freeHyperNodes``."""
+
+    @model_validator(mode="after")
+    def _gpus_alone(self) -> Goal:
+        if self.free_gpus is not None and (self.admit is not None or self.free_hyper_nodes is not None):
+            raise ValueError("give freeGpus alone, not with admit or freeHyperNodes")
+        return self
 
     @field_validator("min_frag_improvement_percent")
     @classmethod
@@ -237,6 +257,10 @@ class PodMove(KubeModel):
     pod: str  # namespace/name
     from_node: str
     to_node: str
+    to_devices: tuple[int, ...] | None = None
+    """For a pod holding a GPU share (``Pod.gpu_share``) on nodes that list their GPUs: the devices of
+    ``to_node`` it takes, by device index (``GpuDevice.index``, Volcano's device ID; one for a share).
+    None for every other pod: whole-card pods take any untouched devices."""
 
 
 class RepackPlan(KubeModel):
@@ -295,6 +319,15 @@ class HyperNodeTierOut(KubeModel):
     free_after: int
 
 
+class FreedGpusOut(KubeModel):
+    """Where a ``freeGpus`` goal's GPUs are free after the plan: the node, its GPU model, and the indices of its
+    devices no pod touches then (at least the goal's count; empty when the goal is not met)."""
+
+    node: str
+    model: str
+    devices: tuple[int, ...]
+
+
 class Summary(KubeModel):
     frag_before_percent: int
     frag_after_percent: int
@@ -308,6 +341,8 @@ class Summary(KubeModel):
     theoretical_min_proven: bool
     hyper_node_tiers: tuple[HyperNodeTierOut, ...] | None = None
     """When the snapshot has HyperNodes (issue 15 §3; absent otherwise, as the seed's status)."""
+    freed_gpus: FreedGpusOut | None = None
+    """With a ``freeGpus`` goal: the node and the devices left whole for it (absent otherwise)."""
     pending_by_fragmentation: int | None = None
     """When gangs requesting R are pending: those whose minimum fits the free R in total and their quota but
     that Volcano's allocate cannot place now (``optplan frag --pending``); absent otherwise."""
@@ -324,6 +359,8 @@ class PodMoveOut(KubeModel):
     from_node: str
     to_node: str
     cards: int | str
+    to_devices: tuple[int, ...] | None = None
+    """``toDevices``: a moved GPU share's devices on ``toNode`` (``PodMove.to_devices``); absent otherwise."""
 
 
 class Footprint(KubeModel):

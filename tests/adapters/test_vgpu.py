@@ -204,7 +204,7 @@ def test_memory_percentage_and_unpinned_share() -> None:
     assert cap.gpu_memory["n1"] == [16384, 16384 - 4000 - 8192]
 
 
-def test_repack_never_vacates_a_node_holding_shares() -> None:
+def test_shares_that_do_not_move_keep_their_node() -> None:
     from optplan.models.repack import PodMove, RepackPlan
     from optplan.solvers.core.options import PlanOptions
     from optplan.solvers.repack.checks import check_goal
@@ -221,9 +221,12 @@ def test_repack_never_vacates_a_node_holding_shares() -> None:
     objs.append({"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": {"name": "r"},
                  "spec": {"mode": "DryRun", "goals": [{"resource": "nvidia.com/gpu"}]}})
     loaded = load_objects(objs)
-    problem = RepackProblem(loaded.snapshot, loaded.runs["r"], Weights())
+    # the goal planners keep shares where they are (move_shares False): a node holding one is not vacated
+    problem = RepackProblem(loaded.snapshot, loaded.runs["r"], Weights(), move_shares=False)
     assert problem.node_block["n1"] == SHARES_STAY and problem.candidates == ["n2"]
     out = plan_repack(loaded.snapshot, loaded.runs["r"], solver="greedy", options=PlanOptions(time_limit=5))
-    assert out.result.plan.freed_nodes == ()  # n2's card cannot go to n1 (its free device is shared)
+    # Repack moves shares, but here n2's card cannot go to n1 (its free device is shared) and n1's share
+    # cannot go to n2 (its free device would take n1's card)
+    assert out.result.plan.freed_nodes == ()
     wrong = RepackPlan.build([PodMove(pod="ns/w1", from_node="n1", to_node="n2")], ["n1"])
     assert any("still holds GPU shares" in v.message for v in check_goal(problem, wrong))

@@ -66,12 +66,13 @@ def plan_moves(snapshot: Snapshot, run: RepackRun, cfg: ReplayConfig) -> Planned
     """Plan one Repack run with ``cfg.planner`` (see the module docstring)."""
     t0 = time.perf_counter()
     if cfg.planner in registry.names(registry.BASELINES):
-        problem = RepackProblem(snapshot, run)
+        problem = RepackProblem(snapshot, run, move_shares=False)
         res = registry.load(registry.BASELINES, cfg.planner)().plan(problem, options(cfg))
         breaks = len(plan_violations(problem, res.plan))
         return Planned(res.plan.moves, len(res.plan.freed_nodes), res.record.status, "Baseline", breaks,
                        time.perf_counter() - t0)
-    out = plan_repack(snapshot, run, solver=cfg.planner, options=options(cfg))
+    # shares stay: the engine puts a moved pod by its own device rule, not on the device a plan names
+    out = plan_repack(snapshot, run, solver=cfg.planner, options=options(cfg), move_shares=False)
     plan = out.result.plan
     if out.reason != RECOMMENDED:  # a plan below the run's minFragImprovementPercent is not carried out
         return Planned((), 0, out.result.record.status, out.reason, 0, time.perf_counter() - t0)

@@ -13,6 +13,8 @@ Two figures, both over the nodes with devices:
   When step (1) is not proven, its lower bound in step (2) gives a proven lower bound (``proven`` False),
   and its best packing an upper bound. Like the seed's minimum, it packs GPUs only: no GPU model, memory,
   host cpu or predicate.
+- **The seed's metric when shares move** (``share_fragmentation``, what Repack reports when GPU shares are
+  its pods): the same two steps over the providers of ``nvidia.com/gpu``, as a ``FragReport``.
 - **FGD's measure** (Weng et al., ATC'23; ``core.gpushare.fragmentation``): per node, the expected free
   milli-GPU that a task drawn from the target workload cannot use there; the cluster's is the sum. The
   target workload is the snapshot's own GPU pods (running and pending), each a task type (host cpu, GPU
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from optplan.models.devices import MILLI_PER_GPU
+from optplan.models.results import FragReport
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.binpack.binpacking import min_bins
 from optplan.solvers.core import gpushare
@@ -114,6 +117,44 @@ def device_fragmentation(snapshot: Snapshot, *, time_limit: float = 10.0, worker
                       devices_used=len(used_devices), shares=len(shares), share_gpus=len(share_devs),
                       share_gpus_min=g_lb, theoretical_min=lb, proven=proven, upper_bound=max(ub, lb),
                       free_milli=free, fgd_milli=round(float(sum(fgd.values())), 3), fgd_nodes=fgd)
+
+
+def share_fragmentation(snapshot: Snapshot, resource: str, *, time_limit: float = 10.0, workers: int = 1,
+                        clock: Clock | None = None) -> FragReport:
+    """The seed's metric of ``resource`` (``nvidia.com/gpu``) when GPU shares are Repack pods: a provider is
+    occupied when it holds a whole-card pod or a share, and the theoretical minimum is the two-level one (the
+    fewest GPUs G* that hold the shares, then the fewest providers that hold every pod's whole cards plus G*
+    single cards; a provider's capacity is its healthy devices, or its allocatable cards when it lists none).
+    Shares can only be on devices, so letting the G* cards go to a provider without devices only relaxes: the
+    minimum stays a proven lower bound, and it is exact when every provider lists its devices."""
+    providers = snapshot.providers(resource)
+    shares: list[int] = []
+    wholes: list[int] = []
+    occupied = 0
+    for node in providers:
+        hit = False
+        for pod in snapshot.pods_by_node.get(node.name, ()):
+            ask = gpu_ask(pod, node) if node.devices and pod.gpu_share is not None and pod.occupying else None
+            if ask is not None and not ask.none:
+                (shares.append(ask.milli) if ask.is_share else wholes.append(ask.whole))
+                hit = True
+            elif pod.request(resource) > 0:
+                wholes.append(-(-pod.request(resource) // MILLI_PER_GPU))
+                hit = True
+        occupied += hit
+    if not shares and not wholes:
+        return FragReport(resource, len(providers), occupied, 0, True, 0)
+    caps = [sum(d.healthy for d in n.devices) if n.devices else n.allocatable[resource] // MILLI_PER_GPU
+            for n in providers]
+    g_lb = g_ub = 0
+    g_proven = True
+    if shares:
+        r = min_bins(shares, [MILLI_PER_GPU] * len(shares), time_limit=time_limit / 2, workers=workers, clock=clock)
+        g_lb, g_ub, g_proven = r.lower_bound, r.value, r.proven
+    lb, ub, proven = _nodes_min(wholes, g_lb, caps, time_limit / 2, workers, clock)
+    if g_ub != g_lb:
+        ub = _nodes_min(wholes, g_ub, caps, time_limit / 2, workers, clock)[1]
+    return FragReport(resource, len(providers), occupied, lb, proven and g_proven, max(ub, lb))
 
 
 def _nodes_min(wholes: list[int], singles: int, capacities: list[int], time_limit: float, workers: int,

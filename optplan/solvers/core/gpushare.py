@@ -8,7 +8,8 @@ A node's GPUs are devices; each has ``MILLI`` (1000) milli-GPUs and, optionally,
 - whole GPUs (``whole >= 1``, ``milli == 0``): ``whole`` devices that are entirely free.
 
 ``models`` (empty: any) are the GPU models the pod accepts; a node has one model. ``ask_problem`` is the one
-bad-input rule. ``fits`` says whether a node's devices can take an ask; ``choose_devices`` says which:
+bad-input rule. ``fits`` says whether a node's devices can take an ask, ``fits_on`` whether it may take the
+devices a plan names; ``choose_devices`` says which it takes:
 
 - ``best-fit`` (default): a share goes to the device with the least free milli that is still enough (ties: the
   lowest index); whole GPUs to the lowest-indexed entirely free devices;
@@ -105,13 +106,16 @@ def _model_ok(ask: GpuAsk, model: str | None) -> bool:
 
 def usable(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence[int] | None = None) -> list[int]:
     """The device indices that could take (one device of) the ask, in index order."""
-    if ask.none:
+    whole, milli, memory = ask.whole, ask.milli, ask.memory_mib
+    if not whole and not milli:
         return []
-    if ask.is_share:
-        return [d for d, f in enumerate(free_milli)
-                if f >= ask.milli and (free_memory is None or free_memory[d] >= ask.memory_mib)]
-    return [d for d, f in enumerate(free_milli)
-            if f == MILLI and (free_memory is None or free_memory[d] >= ask.memory_mib)]
+    if not whole:  # a share
+        if free_memory is None:
+            return [d for d, f in enumerate(free_milli) if f >= milli]
+        return [d for d, f in enumerate(free_milli) if f >= milli and free_memory[d] >= memory]
+    if free_memory is None:
+        return [d for d, f in enumerate(free_milli) if f == MILLI]
+    return [d for d, f in enumerate(free_milli) if f == MILLI and free_memory[d] >= memory]
 
 
 def fits(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence[int] | None = None,
@@ -141,6 +145,16 @@ def choose_devices(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence
     if rule == "best-fit":
         return (min(ok, key=lambda d: (free_milli[d], d)),)
     return (min(ok, key=lambda d: (-free_milli[d], d)),)
+
+
+def fits_on(free_milli: Sequence[int], ask: GpuAsk, devices: Sequence[int], free_memory: Sequence[int] | None = None,
+            model: str | None = None) -> bool:
+    """Whether the ask may take exactly these device positions (a plan that names them): as many distinct
+    devices as it asks, each one that ``usable`` admits, on a node of a model it accepts."""
+    if not _model_ok(ask, model):
+        return False
+    ok = set(usable(free_milli, ask, free_memory))
+    return len(devices) == ask.devices and len(set(devices)) == len(devices) and all(d in ok for d in devices)
 
 
 def take(free_milli: Sequence[int], ask: GpuAsk, devices: Sequence[int]) -> tuple[int, ...]:

@@ -252,18 +252,37 @@ class Capacity:
         for r, v in pod_demand(pod).items():
             free[r] = free.get(r, 0) + sign * v
 
-    def device_reason(self, pod: Pod, node: str) -> str | None:
+    def device_reason(self, pod: Pod, node: str, devices: Sequence[int] | None = None) -> str | None:
         """Why the node's devices cannot take the pod's GPU ask now, or None (always None on a node without
-        devices, or for a pod that asks for no GPU)."""
+        devices, or for a pod that asks for no GPU). With ``devices`` (device indices, as a plan names them),
+        why the ask cannot take exactly those (``gpushare.fits_on``)."""
         if node not in self.gpu_free:
-            return None
+            return None if not devices else f"{node} lists no GPU devices"
         ask = gpu_ask(pod, self.nodes[node])
+        if devices is not None:
+            positions = self._positions(node, devices)
+            if positions is None:
+                return f"{node} has no device {', '.join(map(str, devices))}"
+            if gpushare.fits_on(self.gpu_free[node], ask, positions, self.gpu_memory[node], self._model(node)):
+                return None
+            return f"devices {', '.join(map(str, devices))} cannot take {self._ask_text(ask)}"
         if ask.none or gpushare.fits(self.gpu_free[node], ask, self.gpu_memory[node], self._model(node)):
             return None
+        return f"no device fits {self._ask_text(ask)}"
+
+    @staticmethod
+    def _ask_text(ask: GpuAsk) -> str:
         what = f"{ask.whole} whole GPU(s)" if ask.whole else f"a share of {ask.milli} milli-GPU"
         if ask.memory_mib:
             what += f" and {ask.memory_mib} MiB"
-        return f"no device fits {what}"
+        return what
+
+    def _positions(self, node: str, devices: Sequence[int]) -> tuple[int, ...] | None:
+        """The positions of the device indices in the node's device list, or None when one is missing."""
+        position = {d.index: i for i, d in enumerate(self.nodes[node].devices)}
+        if any(d not in position for d in devices):
+            return None
+        return tuple(position[d] for d in devices)
 
     def devices_of(self, pod: Pod) -> tuple[str, tuple[int, ...]] | None:
         """(node, device indices) the pod holds, when it holds devices."""
@@ -273,15 +292,16 @@ class Capacity:
         devices = self.nodes[held[0]].devices
         return held[0], tuple(devices[d].index for d in held[1])
 
-    def fit_reason(self, pod: Pod, node: str) -> str | None:
-        """The first resource that does not fit, or None when every requested one does."""
+    def fit_reason(self, pod: Pod, node: str, devices: Sequence[int] | None = None) -> str | None:
+        """The first resource that does not fit, or None when every requested one does; with ``devices``, the
+        GPU ask on exactly those devices (``device_reason``)."""
         free = self.free[node]
         for r, v in sorted(pod.requests.items()):
             if v > 0 and free.get(r, 0) < v:
                 return f"insufficient {r}"
         if self._limits_pods[node] and free.get("pods", 0) < POD_SLOT:
             return "too many pods"
-        return self.device_reason(pod, node)
+        return self.device_reason(pod, node, devices)
 
     def fits(self, pod: Pod, node: str) -> bool:
         """``fit_reason(pod, node) is None``, without building the reason (a planner's hot path)."""
@@ -293,12 +313,18 @@ class Capacity:
             return False
         return node not in self.gpu_free or self.device_reason(pod, node) is None
 
-    def add(self, pod: Pod, node: str) -> None:
+    def add(self, pod: Pod, node: str, devices: Sequence[int] | None = None) -> None:
+        """The pod runs on the node now: its GPU ask on ``devices`` (device indices) when given and they can
+        take it, else where the fit rule puts it."""
         self._apply(node, pod, -1)
         if node in self.gpu_free:
             self.whole_total[node] -= pod.requests.get(WHOLE_GPU, 0)
             ask = gpu_ask(pod, self.nodes[node])
-            if not ask.none:
+            positions = self._positions(node, devices) if devices else None
+            if positions is not None and gpushare.fits_on(self.gpu_free[node], ask, positions, self.gpu_memory[node],
+                                                          self._model(node)):
+                self._take(node, pod, ask, positions)
+            elif not ask.none:
                 self._place_gpus(node, pod, ask)
             self._sync_whole(node)
 

@@ -121,7 +121,7 @@ class GoalProblem:
         self.snapshot = snapshot
         self.run = run
         self.weights = weights or Weights()
-        self.repack = RepackProblem(snapshot, run, self.weights)
+        self.repack = RepackProblem(snapshot, run, self.weights, move_shares=False)
         self.resource = run.spec.resource
         self.free_tier = goals.free_tier
         self.free_count = goals.free_count

@@ -7,7 +7,8 @@ contract):
   better plan winning) and ``run`` (``plan_repack``: measure, plan, validate, build the status, in the
   ``pipeline`` goals' runs share);
 - ``exact`` (the exact planners: CP-SAT, its MILP twin, the per-pool and neighbourhood searches; its own
-  docstring lists them) and ``greedy`` (the design document's incremental greedy, and greedy-fast);
+  docstring lists them), ``greedy`` (the design document's incremental greedy, and greedy-fast) and ``gpus``
+  (the ``freeGpus`` goal: whole GPUs of a model left free on one node, greedy and exact);
 - ``base`` (Repack's planners by name, each a ``core.planner.Planner``) and ``validate`` (``validate_plan``,
   every rule re-checked);
 - ``checks``: one check per rule family;

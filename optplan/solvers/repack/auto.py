@@ -25,8 +25,11 @@ receiver is pruned there) when below the global freed bound. Otherwise auto take
 that have a model by shape within POOLS_SHARE of the time left (hinted with the greedy plan), and the
 LNS around the better plan on a model whose pod classes keep their best receivers (the greedy's always);
 the record then says FEASIBLE, with the global freed bound (the budget relaxation's under maxPerRun or
-PDBs). On the wall clock, when the time left would not cover building that model (``LNS_SETUP_FACTOR``),
-the greedy plan is returned as FALLBACK, so the run's limit holds as a deadline at any size.
+PDBs). When GPU shares move (``RepackProblem.shares_move``), the exact part is CP-SAT's model at device level
+alone (``cpsat.add_devices``; the models by shape, the LNS and the seed's greedy are skipped), hinted with
+greedy-fast's plan, its receivers pruned above MAX_ARCS as ``cpsat`` prunes them. On the wall clock, when the
+time left would not cover building that model (``LNS_SETUP_FACTOR``), the greedy plan is returned as FALLBACK,
+so the run's limit holds as a deadline at any size.
 """
 
 from __future__ import annotations
@@ -141,6 +144,8 @@ class RepackExact(Planner[RepackProblem, PlanResult]):
         cap = receiver_cap(problem)
         setup = POOLS_SETUP_SECONDS_PER_CANDIDATE * len(problem.candidates) * starved
         shapes_first = cap is not None or len(problem.candidates) > SHAPES_FIRST_ABOVE
+        if problem.shares_move:  # shares move: the models by shape and the LNS do not model GPU devices
+            return self._devices(problem, options, greedy, cap, t0, start)
         if shapes_first and not problem.topology_groups and (
             clock.deterministic or options.time_limit - (clock.now() - start) >= POOLS_SETUP_FACTOR * setup
         ):
@@ -192,6 +197,31 @@ class RepackExact(Planner[RepackProblem, PlanResult]):
                               stats=cpsat.model_stats(out))
         # The greedy plan is as good (ties keep the greedy's seed-ordered receivers): when CP-SAT
         # proved its own equal plan optimal, the greedy plan is optimal too.
+        status = out.status if e == g else "FEASIBLE"
+        record = exact_record(self.name, status, freed=g.freed, freed_bound=out.freed_bound, objective=g.cost,
+                              bound=out.bound, wall=wall)
+        return replace(greedy, record=record, stats=cpsat.model_stats(out))
+
+    def _devices(self, problem: RepackProblem, options: PlanOptions, greedy: PlanResult, cap: int | None,
+                 t0: float, start: float) -> PlanResult:
+        """When GPU shares move: CP-SAT's model at device level (``cpsat.add_devices``) hinted with the
+        greedy's plan, in the time left, its receivers pruned as every exact planner prunes them
+        (``receiver_cap``; the greedy's kept); the better plan wins, and without a CP-SAT plan the greedy's
+        is returned as FALLBACK."""
+        left = options.time_limit - (options.timer().now() - start)
+        out = cpsat.solve(problem, replace(options, time_limit=max(left, 0.5)), hint=greedy.plan, max_receivers=cap)
+        wall = round(time.perf_counter() - t0, 3)
+        if out.plan is None:
+            record = SolverRecord(name=self.name, status="FALLBACK", freed_nodes_bound=out.freed_bound,
+                                  wall_seconds=wall)
+            return replace(greedy, record=record, stats=cpsat.model_stats(out))
+        g, e = plan_score(out.data, greedy.plan), plan_score(out.data, out.plan)
+        if better(e, g):
+            record = SolverRecord(name=self.name, status=out.status, freed_nodes_bound=out.freed_bound,
+                                  objective=e.cost, best_bound=out.bound, wall_seconds=wall,
+                                  gap_percent=gap_percent(out.objective, out.bound, e.freed, out.freed_bound))
+            return PlanResult(plan=out.plan, record=record, disruption=problem.plan_disruption(out.plan),
+                              rejections=explain(problem, out.plan, stuck(out.data)), stats=cpsat.model_stats(out))
         status = out.status if e == g else "FEASIBLE"
         record = exact_record(self.name, status, freed=g.freed, freed_bound=out.freed_bound, objective=g.cost,
                               bound=out.bound, wall=wall)

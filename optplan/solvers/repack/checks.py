@@ -13,8 +13,11 @@ Families (seed 000 and ``rules``):
 - ``check_goal``: the vacate goal — a pod moves only off a freed node, a freed node is an occupied
   provider left with no R pod, and a pod lands on a node that stays occupied (not freed, not entirely
   idle, not its own);
+- ``check_free_gpus``: a ``freeGpus`` run's plan moves pods off one of the goal's target nodes only, and
+  vacates none;
 - ``check_predicates``: every receiver passes the static predicates (the oracle's ``Predicates``);
-- ``check_fit``: every resource and the pod count fit on every receiver, moves applied in the plan's order;
+- ``check_fit``: every resource, the pod count and the GPU devices (a moved share on the devices its move
+  names) fit on every receiver, moves applied in the plan's order;
 - ``check_budgets``: ``maxPerRun.podGroups`` and ``maxPerRun.resources``;
 - ``check_pdbs``: no PodDisruptionBudget loses more pods than it allows;
 - ``check_topology``: a hard-topology PodGroup stays inside one HyperNode of allowed tier;
@@ -152,7 +155,7 @@ def check_goal(problem: RepackProblem, plan: RepackPlan) -> list[Violation]:
     freed = set(read.freed)
     out = []
     for i, m, _ in _moves_on_node(read, plan):
-        if m.from_node not in freed:
+        if m.from_node not in freed and problem.free_gpus is None:  # freeGpus: ``check_free_gpus``
             out.append(Violation((MOVE, i, 5), f"pod {m.pod} moves off {m.from_node}, which is not vacated"))
     for j, node in enumerate(read.freed):
         if node not in snap.nodes:
@@ -163,7 +166,7 @@ def check_goal(problem: RepackProblem, plan: RepackPlan) -> list[Violation]:
         left = [p.key for p in problem.r_pods[node] if p.key not in read.moved_from.get(node, set())]
         if left:
             out.append(Violation((FREED, j, 3), f"freed node {node} still holds {R} pods: {', '.join(left[:3])}"))
-        if node in problem.share_nodes:
+        if node in problem.share_nodes:  # shares that do not move (``RepackProblem.move_shares`` False)
             out.append(Violation((FREED, j, 4), f"freed node {node} still holds GPU shares"))
     for i, m, _ in _received(problem, read, plan):
         if m.to_node in freed:
@@ -172,6 +175,26 @@ def check_goal(problem: RepackProblem, plan: RepackPlan) -> list[Violation]:
             out.append(Violation((RECEIVER, i, 1), f"pod {m.pod} moves to {m.to_node}, whose {R} is entirely idle"))
         if m.to_node == m.from_node:
             out.append(Violation((RECEIVER, i, 2), f"pod {m.pod} moves to the node it is on"))
+    return out
+
+
+def check_free_gpus(problem: RepackProblem, plan: RepackPlan) -> list[Violation]:
+    """A ``freeGpus`` run's plan vacates no node and moves pods off one node only, a target of the goal
+    (``RepackProblem.gpu_targets``). Whether it leaves the goal's GPUs free is its outcome, not a rule."""
+    if problem.free_gpus is None:
+        return []
+    out = []
+    if plan.freed_nodes:
+        out.append(Violation((PLAN, 0, 1), "a freeGpus plan vacates no node"))
+    read = read_plan(problem, plan)
+    first = next((m.from_node for _, m, _ in _moves_on_node(read, plan)), None)
+    for i, m, _ in _moves_on_node(read, plan):
+        if m.from_node != first:
+            out.append(Violation((MOVE, i, 5), f"pod {m.pod} moves off {m.from_node}: a freeGpus plan moves pods "
+                                               f"off one node ({first})"))
+        elif m.from_node not in problem.gpu_targets:
+            out.append(Violation((MOVE, i, 5), f"pod {m.pod} moves off {m.from_node}, which cannot hold "
+                                               f"{problem.free_gpus.count} GPUs of the goal's model"))
     return out
 
 
@@ -186,15 +209,23 @@ def check_predicates(problem: RepackProblem, plan: RepackPlan) -> list[Violation
 
 
 def check_fit(problem: RepackProblem, plan: RepackPlan) -> list[Violation]:
-    """Cumulative fit: the moves are applied one by one, in the plan's order."""
+    """Cumulative fit: the moves are applied one by one, in the plan's order; at device level the oracle's
+    (``Capacity``), a move that names its devices (``PodMove.to_devices``) on exactly those. When some move
+    names devices, those moves are applied first: a whole-card pod takes any untouched devices, so the
+    devices a share is given must not be taken from it by the order of the plan's list."""
     cap = Capacity(problem.snapshot)
     out = []
-    for i, m, pod in _received(problem, read_plan(problem, plan), plan):
+    received = _received(problem, read_plan(problem, plan), plan)
+    if any(m.to_devices is not None for _, m, _ in received):
+        received.sort(key=lambda imp: (imp[1].to_devices is None, imp[0]))
+    for i, m, pod in received:
+        if m.to_devices is not None and pod.gpu_share is None:
+            out.append(Violation((RECEIVER, i, 4), f"pod {m.pod} names devices but holds no GPU share"))
         cap.remove(pod, m.from_node)
-        fit = cap.fit_reason(pod, m.to_node)
+        fit = cap.fit_reason(pod, m.to_node, m.to_devices)
         if fit is not None:
             out.append(Violation((RECEIVER, i, 4), f"pod {m.pod} does not fit on {m.to_node}: {fit}"))
-        cap.add(pod, m.to_node)
+        cap.add(pod, m.to_node, m.to_devices)
     return out
 
 
@@ -231,8 +262,8 @@ def check_topology(problem: RepackProblem, plan: RepackPlan) -> list[Violation]:
 
 
 CHECKS: tuple[Callable[[RepackProblem, RepackPlan], list[Violation]], ...] = (
-    check_plan_shape, check_movability, check_disruption_protection, check_goal, check_predicates, check_fit,
-    check_budgets, check_pdbs, check_topology)
+    check_plan_shape, check_movability, check_disruption_protection, check_goal, check_free_gpus, check_predicates,
+    check_fit, check_budgets, check_pdbs, check_topology)
 """Every family a plan alone can break; ``validate`` runs them all."""
 
 

@@ -39,13 +39,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from optplan.models.devices import MILLI_PER_GPU, WHOLE_GPU
 from optplan.models.repack import PodMove, RepackPlan, SolverRecord
 from optplan.models.results import Disruption, PlanResult
 from optplan.models.snapshot import Pod
 from optplan.runtime import gc_paused
+from optplan.solvers.core import gpushare
 from optplan.solvers.core.clock import Clock
+from optplan.solvers.core.gpushare import GpuAsk
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, Predicates, constraint_signature, pod_demand
+from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, Predicates, constraint_signature, gpu_ask, pod_demand
 from optplan.solvers.core.planner import Planner
 from optplan.solvers.repack.rules import RepackProblem, RestartUnit, gang_impact, restart_total
 
@@ -377,6 +380,7 @@ class _Greedy:
         self.memo: dict[tuple[int, ...], tuple[list[int], list[int], tuple[int, int, int]]] = {}
         """Placements of row-kind prefixes on the current state (``_evaluate``): chosen receivers, R left
         on them, the last order entry examined. Emptied by every commit."""
+        self._init_devices()
         # Network topology: HyperNode masks over receivers.
         topo = problem.snapshot.topology
         self.region_mask = {h: np.array([n in topo.region_nodes(h) for n in self.rx.names], dtype=bool)
@@ -385,6 +389,207 @@ class _Greedy:
         self.evaluations = 0
         self.truncated = False
         self.final_reasons: dict[int, str] = {}
+
+    def _init_devices(self) -> None:
+        """GPU shares as Repack pods (``RepackProblem.shares_move``): per receiver its devices' free milli-GPU
+        and memory (the oracle's ``Capacity``), per pod row whether it holds a share (a device row), per
+        candidate whether it has one. Without shares moving, nothing here is read."""
+        p, rx, ct = self.p, self.rx, self.ct
+        self.dev = p.shares_move
+        self.row_pod: list[Pod] = [pod for cand in ct.cands for pod in cand.pods]
+        self.row_dev: list[bool] = [self.dev and pod.key in p.share_milli for pod in self.row_pod]
+        self.has_dev = np.array([any(self.row_dev[k] for k in cand.rows) for cand in ct.cands], dtype=bool)
+        self.row_dev_np = np.array(self.row_dev, dtype=bool)
+        self.ch_dev: list[tuple[int, ...] | None] = [None] * len(self.row_pod)
+        """Per device row, the device positions its cached placement takes on its receiver."""
+        self.dev_free: list[list[int] | None] = []
+        self.dev_mem: list[list[int] | None] = []
+        self.dev_model: list[str | None] = []
+        self.dev_sig: list[int] = []
+        self.asks: dict[tuple[int, int], GpuAsk] = {}
+        self.maxfree: list[int] = []
+        """Per receiver, the most free milli-GPU on one of its devices (-1 without devices)."""
+        self.row_milli: list[int] = [min(p.share_milli.get(pod.key, 0), MILLI_PER_GPU) for pod in self.row_pod]
+        """Per device row, the free milli-GPU a device needs at least to take it."""
+        self.dev_orders: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+        """``order`` restricted to receivers a device row may use: by (constraint signature, milli-GPU), the
+        receivers its static predicates admit with a device that has that much free (``_dev_order_for``)."""
+        if not self.dev:
+            return
+        cap = Capacity(p.snapshot)
+        nodes = p.snapshot.nodes
+        sigs: dict[tuple[object, ...], int] = {}
+        for name in rx.names:
+            devices = nodes[name].devices
+            free = cap.gpu_free.get(name)
+            memory = cap.gpu_memory.get(name)
+            self.dev_free.append(list(free) if free is not None else None)
+            self.dev_mem.append(list(memory) if memory is not None else None)
+            self.dev_model.append(devices[0].model if devices else None)
+            self.dev_sig.append(sigs.setdefault((tuple(d.model for d in devices),
+                                                 devices[0].memory_mib if devices else 0), len(sigs)))
+            self.maxfree.append(max(free, default=-1) if free is not None else -1)
+
+    def _dev_order_for(self, sig: int, milli: int) -> list[tuple[int, int, int]]:
+        """``order`` restricted to the receivers the static predicates of ``sig`` admit and that have a device
+        with ``milli`` free (room only shrinks: a receiver that drops below stays out); kept by ``_commit``."""
+        out = self.dev_orders.get((sig, milli))
+        if out is None:
+            static, maxfree = self.static[sig], self.maxfree
+            out = self.dev_orders[sig, milli] = [e for e in self.order if static[e[2]] and maxfree[e[2]] >= milli]
+        return out
+
+    def _ask(self, k: int, u: int) -> GpuAsk:
+        """Row ``k``'s GPU ask on receiver ``u`` (``oracle.gpu_ask``: memory by percent and device types are
+        the receiver's), cached per alike receivers."""
+        key = (k, self.dev_sig[u])
+        ask = self.asks.get(key)
+        if ask is None:
+            ask = self.asks[key] = gpu_ask(self.row_pod[k], self.p.snapshot.nodes[self.rx.names[u]])
+        return ask
+
+    def _device_fit(self, k: int, u: int) -> tuple[int, ...] | None:
+        """The device positions of receiver ``u`` that device row ``k`` takes (``gpushare.choose_devices``,
+        best fit), None if none can: a moved share goes to a device, so never to a receiver that lists none."""
+        free = self.dev_free[u]
+        if free is None:
+            return None
+        return gpushare.choose_devices(free, self._ask(k, u), self.dev_mem[u], self.dev_model[u])
+
+    def _take(self, k: int, u: int, choice: tuple[int, ...] | None = None) -> tuple[int, ...] | None:
+        """Row ``k`` lands on receiver ``u``: its demand leaves ``free[u]``; at device level a share (or
+        whole shared cards) takes ``choice`` (else its best fit), a whole-card pod the lowest untouched
+        devices, and the receiver's free R becomes the whole cards its untouched devices leave (at most what
+        it was). Returns the device positions a device row took."""
+        room, dem = self.free[u], self.row_dem[k]
+        for j in self.row_need[k]:
+            room[j] -= dem[j]
+        free = self.dev_free[u] if self.dev else None
+        if free is None:
+            return None
+        memory = self.dev_mem[u]
+        iR = self.rx.iR
+        taken: tuple[int, ...] | None = None
+        per = mem = 0
+        if self.row_dev[k]:
+            ask = self._ask(k, u)
+            taken = choice if choice is not None else self._device_fit(k, u)
+            per, mem = (ask.milli if ask.is_share else MILLI_PER_GPU), ask.memory_mib
+        elif dem[iR] > 0:
+            whole = GpuAsk(whole=self.row_pod[k].requests.get(WHOLE_GPU, 0) // MILLI_PER_GPU)
+            taken = gpushare.choose_devices(free, whole, memory)
+            per = MILLI_PER_GPU
+        opened = False  # an untouched device is taken: the whole cards left may drop
+        for d in taken or ():
+            opened = opened or free[d] == MILLI_PER_GPU
+            free[d] -= per
+            if memory is not None:
+                memory[d] -= mem
+        if opened:
+            room[iR] = min(room[iR], sum(1 for f in free if f == MILLI_PER_GPU) * MILLI_PER_GPU)
+        return taken if self.row_dev[k] else None
+
+    def _device_ids(self, u: int, taken: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        """Device positions of receiver ``u`` as the device indices a plan names (``PodMove.to_devices``)."""
+        if taken is None:
+            return None
+        devices = self.p.snapshot.nodes[self.rx.names[u]].devices
+        return tuple(devices[d].index for d in taken)
+
+    def _evaluate_devices(self, ci: int) -> None:
+        """``_evaluate`` for a candidate holding a GPU share: its pods one by one, each on the first receiver in
+        the seed's order (lowest tier, least R left, name) that passes its static predicates, fits every
+        resource it demands, keeps a hard-topology PodGroup in one HyperNode and, for a share, has a device
+        that takes it (then the best-fitting device there, ``_device_fit``); whole-card pods take untouched
+        devices (``_take``). No placement is shared with other candidates (``memo``): device room is not in
+        a row's kind."""
+        self.evaluations += 1
+        rx, ct = self.rx, self.ct
+        cand = ct.cands[ci]
+        free, tier, iR, own = self.free, self.tier, rx.iR, cand.index
+        positions = self.led.positions
+        hard = self.p.hard_topology
+        topo_groups = self.topo_of[ci]
+        placed: dict[str, Counter[str]] = {}
+        for g in topo_groups:
+            placed[g] = Counter(positions[g])
+            placed[g][cand.node] -= cand.groups[g]
+        saved: dict[int, tuple[list[int], list[int] | None, list[int] | None]] = {}
+        """receiver -> its room and devices before this evaluation (restored at its end)."""
+        chosen: list[int] = []
+        left: list[int] = []
+        taken: list[tuple[int, ...] | None] = []
+        ok = True
+        tried = 0
+        for k in cand.rows:
+            tried += 1
+            dem, need, dev_row = self.row_dem[k], self.row_need[k], self.row_dev[k]
+            static = self.static[self.row_sig[k]]
+            gk = self.row_group[k]
+            region = self._hard_mask(gk, placed[gk]).tolist() if gk in hard else None
+            check = self.row_check[k]
+            best: tuple[int, int, int] | None = None
+            if dev_row:
+                order = self._dev_order_for(self.row_sig[k], self.row_milli[k])
+            else:
+                order = self.orders.get(self.row_list[k]) or self._order_for(*self.row_list[k])
+            for entry in order:
+                u = entry[2]
+                if u == own or u in saved or (region is not None and not region[u]):
+                    continue
+                room = free[u]
+                for i, x in check:
+                    if room[i] < x:
+                        break
+                else:
+                    if not dev_row or self._device_fit(k, u) is not None:
+                        best = entry
+                        break
+            for u in saved:  # receivers this evaluation changed: ahead of the list's pick, and fitting?
+                room = free[u]
+                entry = (tier[u], room[iR], u)
+                if best is not None and entry > best:
+                    continue
+                if (static[u] and (region is None or region[u]) and all(room[i] >= dem[i] for i in need)
+                        and (not dev_row or self._device_fit(k, u) is not None)):
+                    best = entry
+            if best is None:
+                ok = False
+                break
+            u = best[2]
+            if u not in saved:
+                df, dm = self.dev_free[u], self.dev_mem[u]
+                saved[u] = (list(free[u]), None if df is None else list(df), None if dm is None else list(dm))
+            chosen.append(u)
+            left.append(free[u][iR] - dem[iR])
+            taken.append(self._take(k, u))
+            if gk in placed:
+                placed[gk][rx.names[u]] += 1
+        for u, (room, df, dm) in saved.items():
+            free[u][:] = room
+            cur_free, cur_mem = self.dev_free[u], self.dev_mem[u]
+            if df is not None and cur_free is not None:
+                cur_free[:] = df
+            if dm is not None and cur_mem is not None:
+                cur_mem[:] = dm
+        a, b, m = cand.rows.start, cand.rows.stop, len(cand.rows)
+        rest = m - len(chosen)
+        self.evaluated[a:b] = [True] * m if ok else [True] * tried + [False] * (m - tried)
+        self.ch_u[a:b] = chosen + [-1] * rest
+        self.ch_tier[a:b] = [tier[u] for u in chosen] + [NO_POD_LIMIT] * rest
+        self.ch_left[a:b] = left + [NO_POD_LIMIT] * rest
+        self.ch_dev[a:b] = taken + [None] * rest
+        self.placeable[ci] = ok
+        self.dirty[ci] = False
+        self.stale[ci] = False
+        if topo_groups:
+            widen = 0
+            if ok:
+                for g in topo_groups:
+                    if g in self.p.soft_topology:
+                        widen += (self.p.widening(g, +placed[g]) - self.p.widening(g, +positions[g]))
+            self.delta[ci, 5] = widen
+
 
     # ---- placement simulation ----------------------------------------------------------------
 
@@ -401,7 +606,11 @@ class _Greedy:
         have the same demands and signatures place them alike, unless the scan met one of their own
         nodes (skipped as a receiver). Each stored prefix keeps the last order entry its scans examined
         (``reach``); it serves a candidate whose own node sorts after that entry, and it is stored only
-        while the scan skipped no node as its own."""
+        while the scan skipped no node as its own. A candidate holding a GPU share is placed by
+        ``_evaluate_devices``."""
+        if self.has_dev[ci]:
+            self._evaluate_devices(ci)
+            return
         self.evaluations += 1
         rx, ct = self.rx, self.ct
         cand = ct.cands[ci]
@@ -571,7 +780,8 @@ class _Greedy:
         if not self.placeable[ci]:
             return None
         cand = self.ct.cands[ci]
-        return [PodMove(pod=pod.key, from_node=cand.node, to_node=self.rx.names[self.ch_u[k]])
+        return [PodMove(pod=pod.key, from_node=cand.node, to_node=self.rx.names[self.ch_u[k]],
+                        to_devices=self._device_ids(self.ch_u[k], self.ch_dev[k]) if self.row_dev[k] else None)
                 for k, pod in zip(cand.rows, cand.pods, strict=True)]
 
     def _mark_dirty(self, changed: list[int], removed: int) -> None:
@@ -617,7 +827,12 @@ class _Greedy:
             left = (rx.free[rx.iR, u] - self.kind_dem[rx.iR])[self.row_kind]
             tu = rx.tier[u]
             ahead = (tu < ch_tier) | ((tu == ch_tier) & ((left < ch_left) | ((left == ch_left) & (u < ch_u))))
-            ahead_hit |= ev & fits & ahead
+            rows_u = ev & fits & ahead
+            if self.dev:  # a share row: only when a device of u takes it (a kind's room says nothing of devices)
+                for k in np.flatnonzero(rows_u & self.row_dev_np).tolist():
+                    if self._device_fit(k, u) is None:
+                        rows_u[k] = False
+            ahead_hit |= rows_u
         if hit.any():
             self.dirty[np.unique(ct.row_cand[hit])] = True
         if ahead_hit.any():
@@ -789,12 +1004,20 @@ class _Greedy:
             i = bisect_left(self.order, entry)
             assert self.order[i] == entry, "the receiver order lost a receiver"
             del self.order[i]
-            for order in self.orders.values():
+            for order in [*self.orders.values(), *self.dev_orders.values()]:
                 i = bisect_left(order, entry)
                 if i < len(order) and order[i] == entry:
                     del order[i]
         for k, pod in zip(cand.rows, cand.pods, strict=True):
             u = self.ch_u[k]
+            if self.dev:  # device level: the row's devices and the receiver's whole cards (``_take``)
+                before = self.free[u][rx.iR]
+                taken = self._take(k, u, self.ch_dev[k])
+                rx.free[:, u] = self.free[u]
+                rx.key[u] -= before - self.free[u][rx.iR]
+                led.moves.append(PodMove(pod=pod.key, from_node=cand.node, to_node=rx.names[u],
+                                         to_devices=self._device_ids(u, taken)))
+                continue
             rx.free[:, u] -= ct.row_dem[:, k]
             rx.key[u] -= ct.row_dem[rx.iR, k]
             room = self.free[u]
@@ -813,6 +1036,12 @@ class _Greedy:
             for (sig, lo), order in self.orders.items():
                 if self.static[sig][u] and (lo is None or entry[1] >= lo):
                     insort(order, entry)
+            if self.dev:
+                devices = self.dev_free[u]
+                self.maxfree[u] = max(devices, default=-1) if devices is not None else -1
+                for (sig, milli), order in self.dev_orders.items():
+                    if self.static[sig][u] and self.maxfree[u] >= milli:
+                        insort(order, entry)
             if rx.key_exact:
                 rx.key[u] = rx.free[rx.iR, u]
             led.received.add(u)

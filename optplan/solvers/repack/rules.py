@@ -61,6 +61,7 @@ from optplan.models.repack import (  # noqa: F401  (Weights, DIMENSIONS: re-expo
     DIMENSIONS,
     IGNORE,
     Dimension,
+    FreeGpusGoal,
     RepackPlan,
     RepackRun,
     Weights,
@@ -75,6 +76,9 @@ from optplan.models.snapshot import (
     Snapshot,
     eviction_need,
 )
+from optplan.solvers.core import gpushare
+from optplan.solvers.core.gpushare import GpuAsk
+from optplan.solvers.core.oracle import Capacity, gpu_ask
 from optplan.solvers.core.protection import (  # noqa: F401  (re-exported for the Repack planners)
     DO_NOT_DISRUPT,
     PREEMPTABLE_KEY,
@@ -85,7 +89,7 @@ from optplan.solvers.core.protection import (  # noqa: F401  (re-exported for th
 
 VOLCANO = "volcano"
 SHARES_STAY = "node-holds-gpu-shares"
-"""Why a node with devices that holds a GPU share is not vacated: Repack moves whole-card pods only."""
+"""Why a node with devices that holds a GPU share is not vacated when shares do not move (``move_shares``)."""
 RESTART_JOB = "RestartJob"
 RESTART_TASK = "RestartTask"
 SERVING_GROUP_RECREATE = "ServingGroupRecreate"
@@ -233,6 +237,9 @@ class RepackProblem:
     weights: Weights = field(default_factory=Weights)
     freed_upper: int | None = None
     """An upper bound on freed nodes when known: occupied − the theoretical minimum's lower bound."""
+    move_shares: bool = True
+    """Whether GPU shares are Repack pods when R is ``nvidia.com/gpu`` (``shares_move``); the goal planners,
+    which place by the totals, set it False."""
     _restart_units: dict[str, RestartUnit] = field(default_factory=dict, init=False, repr=False, compare=False)
     """Pod key -> its restart unit when it is not the default (filled one PodGroup at a time)."""
     _groups_with_units: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
@@ -246,7 +253,40 @@ class RepackProblem:
         return self.run.spec.resource
 
     def request(self, pod: Pod) -> int:
+        """The pod's R in milli-units: its request, or, for a GPU share that moves (``share_milli``), the
+        milli-GPU it takes of its devices (a share of 0.3 GPU counts 300, ``300m`` cards)."""
+        if self.share_milli:
+            milli = self.share_milli.get(pod.key)
+            if milli is not None:
+                return milli
         return pod.request(self.resource)
+
+    @cached_property
+    def shares_move(self) -> bool:
+        """GPU shares are Repack pods: R is ``nvidia.com/gpu``, ``move_shares`` is set, and a node that lists
+        its GPUs (``Node.devices``) holds a running pod with a share (``Pod.gpu_share``). Then a share moves
+        to a device of a receiver that can take it (the oracle's device-level fit), and its node can be
+        vacated; else a node holding one is never vacated (``share_nodes``)."""
+        return bool(self.share_milli)
+
+    @cached_property
+    def share_milli(self) -> dict[str, int]:
+        """Pod key -> the milli-GPU of its devices, for every occupying pod holding a GPU share on a node with
+        devices (a share on several whole devices: 1000 each), when shares move (see ``shares_move``)."""
+        if self.resource != WHOLE_GPU or not self.move_shares:
+            return {}
+        snap = self.snapshot
+        out: dict[str, int] = {}
+        for name, pods in snap.pods_by_node.items():
+            node = snap.nodes[name]
+            if not node.devices:
+                continue
+            for p in pods:
+                if p.gpu_share is not None and p.occupying:
+                    ask = gpu_ask(p, node)
+                    if not ask.none:
+                        out[p.key] = ask.total_milli
+        return out
 
     @cached_property
     def providers(self) -> list[str]:
@@ -254,12 +294,12 @@ class RepackProblem:
 
     @cached_property
     def r_pods(self) -> dict[str, list[Pod]]:
-        """Occupying pods that request R, per provider, largest request first, then by name."""
+        """Occupying pods that request R (or hold a GPU share, when shares move: ``request``), per provider,
+        largest request first, then by name."""
         out: dict[str, list[Pod]] = {}
-        R = self.resource
         for name in self.providers:
-            pods = [p for p in self.snapshot.pods_by_node.get(name, ()) if p.request(R) > 0]
-            out[name] = sorted(pods, key=lambda p: (-p.request(R), p.key))
+            pods = [p for p in self.snapshot.pods_by_node.get(name, ()) if self.request(p) > 0]
+            out[name] = sorted(pods, key=lambda p: (-self.request(p), p.key))
         return out
 
     @cached_property
@@ -319,6 +359,53 @@ class RepackProblem:
             return {}
         return {p.key: why for p in self.snapshot.pods.values() if p.occupying and (why := disruption_protection(p))}
 
+    # ---- the freeGpus goal: whole GPUs of a model left free on one node ------------------------------
+
+    @property
+    def free_gpus(self) -> FreeGpusGoal | None:
+        return self.run.spec.goal.free_gpus
+
+    def gpu_model_of(self, node: str) -> str | None:
+        """The GPU model of a node that lists its devices (its first device's type), else None."""
+        devices = self.snapshot.nodes[node].devices
+        return devices[0].model if devices else None
+
+    @cached_property
+    def gpu_targets(self) -> list[str]:
+        """Nodes where a ``freeGpus`` goal may leave its GPUs (by name): in ``scope.nodes``, listing at least
+        ``count`` healthy devices of the goal's model (the type contains it, case-insensitive, as Volcano's
+        ``nvidia.com/use-gputype`` reads it; any model when it names none)."""
+        goal = self.free_gpus
+        if goal is None:
+            return []
+        out = []
+        for name in sorted(self.snapshot.nodes):
+            model = self.gpu_model_of(name)
+            if model is None or not self.node_in_scope(name):
+                continue
+            if goal.model is not None and goal.model.upper() not in model.upper():
+                continue
+            if sum(d.healthy for d in self.snapshot.nodes[name].devices) >= goal.count:
+                out.append(name)
+        return out
+
+    def gpus_after(self, plan: RepackPlan) -> tuple[str, tuple[int, ...]] | None:
+        """For a ``freeGpus`` goal: the plan's node (the one its pods move off; with no move, the target with the
+        most untouched devices now, ties by name) and the indices of its devices no pod touches once the moves
+        are applied (the oracle's ``Capacity``; a move that names its devices takes those). None when no node
+        is a target and nothing moves."""
+        sources = sorted({m.from_node for m in plan.moves})
+        cap = Capacity(self.snapshot)
+        if not sources:
+            best = min(self.gpu_targets, key=lambda n: (-len(untouched(cap, n)), n), default=None)
+            return None if best is None else (best, untouched(cap, best))
+        pods = self.snapshot.pods
+        for m in sorted(plan.moves, key=lambda m: (m.to_devices is None, m.pod)):
+            if m.pod in pods and m.to_node in self.snapshot.nodes:
+                cap.remove(pods[m.pod], m.from_node)
+                cap.add(pods[m.pod], m.to_node, m.to_devices)
+        return sources[0], untouched(cap, sources[0])
+
     # ---- network topology (HyperNodes) -------------------------------------------------------
 
     @cached_property
@@ -376,9 +463,9 @@ class RepackProblem:
     @cached_property
     def share_nodes(self) -> frozenset[str]:
         """Nodes whose GPUs are known one by one (``Node.devices``) that hold a running GPU share, when R is
-        ``nvidia.com/gpu``: a share is not an R pod, Repack does not move it, so such a node is never vacated
-        (a node freed of whole cards but holding a share would not be free)."""
-        if self.resource != WHOLE_GPU:
+        ``nvidia.com/gpu`` and shares do not move (``move_shares`` False): a share is then not an R pod, so
+        such a node is never vacated (a node freed of whole cards but holding a share would not be free)."""
+        if self.resource != WHOLE_GPU or self.shares_move:
             return frozenset()
         snap = self.snapshot
         return frozenset(name for name, pods in snap.pods_by_node.items() if snap.nodes[name].devices
@@ -689,6 +776,16 @@ class RepackProblem:
         """The disruption of a plan, topology widening included."""
         return self.disruption((self.snapshot.pods[m.pod] for m in plan.moves),
                                {m.pod: m.to_node for m in plan.moves})
+
+
+def untouched(cap: Capacity, node: str) -> tuple[int, ...]:
+    """The device indices of a node that no pod holds any part of (healthy ones), by the oracle's state."""
+    free = cap.gpu_free.get(node)
+    if free is None:
+        return ()
+    devices = cap.nodes[node].devices
+    return tuple(devices[d].index for d in gpushare.usable(free, GpuAsk(whole=1), cap.gpu_memory[node])
+                 if devices[d].healthy)
 
 
 def explain(problem: RepackProblem, plan: RepackPlan, stuck: Iterable[str] = ()) -> dict[str, int]:

@@ -32,9 +32,10 @@ def plan_violations(problem: RepackProblem, plan: RepackPlan, *, claimed: Disrup
 
 def validate_plan(snapshot: Snapshot, run: RepackRun, plan: RepackPlan, *, claimed: Disruption | None = None,
                   status: RepackRunStatus | None = None, frag: FragReport | None = None,
-                  weights: Weights | None = None) -> None:
-    """Raise PlanInvalidError listing every broken rule; return quietly for a valid plan."""
-    problem = RepackProblem(snapshot, run, weights or Weights())
+                  weights: Weights | None = None, move_shares: bool = True) -> None:
+    """Raise PlanInvalidError listing every broken rule; return quietly for a valid plan (``move_shares``: as
+    the planner's ``RepackProblem``)."""
+    problem = RepackProblem(snapshot, run, weights or Weights(), move_shares=move_shares)
     violations = plan_violations(problem, plan, claimed=claimed, status=status, frag=frag)
     if violations:
         raise PlanInvalidError(violations)

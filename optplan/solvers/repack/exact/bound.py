@@ -117,9 +117,11 @@ class PoolBound:
 def freed_upper(problem: RepackProblem, frag: FragReport, *, clock: Clock | None = None,
                 limit: float = BOUND_SECONDS) -> int:
     """At most how many nodes a plan frees: the least of occupied − the theoretical minimum's lower bound,
-    the budgets' count and the pool bound (each valid alone, so their least is)."""
+    the budgets' count and the pool bound (each valid alone, so their least is). When GPU shares move
+    (``RepackProblem.shares_move``), ``frag`` is the two-level measure and the pool bound, which sizes
+    receivers' room in whole cards while a share fits in a device's free part, is left out."""
     old = min(frag.occupied - frag.theoretical_min, problem.budget_freed_upper())
-    if old <= 0:
+    if old <= 0 or problem.shares_move:  # the pool bound counts R by whole cards: not a relaxation of shares
         return max(old, 0)
     return min(old, pool_bound(problem, clock=clock, limit=limit).value)
 

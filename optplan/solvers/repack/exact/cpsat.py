@@ -31,6 +31,7 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
+from optplan.models.devices import MILLI_PER_GPU
 from optplan.models.repack import RepackPlan
 from optplan.solvers.core.clock import WALL, Clock
 from optplan.solvers.core.exact import exact_record, model_bug, proven_bound
@@ -80,6 +81,10 @@ class Vars:
     restarted: dict[str, Any] = field(default_factory=dict)  # restarted[unit]: a task restart unit restarts
     cap: dict[tuple[int, str], int] = field(default_factory=dict)  # cap[class, receiver]: send's upper bound
     penalties: Penalties = field(default_factory=dict)  # the soft families' terms, by dimension
+    on_device: dict[tuple[int, str, int], Any] = field(default_factory=dict)
+    """on_device[class, receiver, device position]: a share class's pods on that device (``add_devices``)."""
+    whole_on: dict[tuple[str, int], Any] = field(default_factory=dict)
+    """whole_on[receiver, device position]: an untouched device given to a whole card (``add_devices``)."""
 
     def freed(self) -> Any:
         return cp_model.LinearExpr.sum(list(self.vacate.values()))
@@ -93,6 +98,7 @@ def build(data: ModelData) -> tuple[cp_model.CpModel, Vars]:
     v = Vars(vacate, send, {}, {}, {}, {}, {}, cap=cap)
     penalize(v, add_moves(m, data, v))
     add_capacity(m, data, v)
+    add_devices(m, data, v)
     penalize(v, add_gang(m, data, v))
     add_budgets(m, data, v)
     penalize(v, add_topology(m, data, v))
@@ -139,6 +145,47 @@ def add_capacity(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
                 m.add(x <= v.cap[kk, r] * open_)
     for _res, take, room in data.room_rows():  # redundant: the sum of the rows above
         m.add(cp_model.LinearExpr.weighted_sum([v.vacate[c] for c in take], list(take.values())) <= room)
+
+
+def add_devices(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
+    """GPU devices, when shares move (``ModelData.devices``; nothing otherwise). On a receiver that lists
+    its GPUs, the share classes' pods sent there are spread over the devices one pod fits
+    (``on_device``), whole cards take untouched devices (``whole_on``: as many as the whole cards sent
+    there), and per device the shares' milli-GPU plus a whole card's 1000 fit its free milli-GPU, the
+    shares' memory its free memory. With the totals' rows (``add_capacity``: the free ``nvidia.com/gpu``
+    there is the whole cards its untouched devices leave) this is the oracle's device-level fit, exactly."""
+    for r in data.receivers:
+        room = data.devices.get(r)
+        if room is None:
+            continue
+        on: dict[int, list[tuple[Any, int, int]]] = defaultdict(list)
+        wholes: list[tuple[Any, int]] = []
+        for k in data.classes_at.get(r, ()):
+            if k.share:
+                xs = []
+                for d, milli, memory in k.slots.get(r, ()):
+                    x = v.on_device[k.key, r, d] = m.new_int_var(0, min(k.count, room.free[d] // max(milli, 1)),
+                                                               f"on_device[{k.key}->{r}#{d}]")
+                    on[d].append((x, milli, memory))
+                    xs.append(x)
+                m.add(cp_model.LinearExpr.sum(xs) == v.send[k.key, r])
+            elif k.whole_devices:
+                wholes.append((v.send[k.key, r], k.whole_devices))
+        if wholes:
+            for d in room.untouched:
+                v.whole_on[r, d] = m.new_bool_var(f"whole_on[{r}#{d}]")
+            m.add(cp_model.LinearExpr.sum([v.whole_on[r, d] for d in room.untouched])
+                  == cp_model.LinearExpr.weighted_sum([x for x, _ in wholes], [n for _, n in wholes]))
+        for d, free in enumerate(room.free):
+            terms = on.get(d, [])
+            whole = v.whole_on.get((r, d))
+            if not terms:
+                continue
+            used = cp_model.LinearExpr.weighted_sum([x for x, _, _ in terms], [n for _, n, _ in terms])
+            m.add(used + (MILLI_PER_GPU * whole if whole is not None else 0) <= free)
+            if room.memory is not None and any(mem for _, _, mem in terms):
+                m.add(cp_model.LinearExpr.weighted_sum([x for x, _, _ in terms], [mem for _, _, mem in terms])
+                      <= room.memory[d])
 
 
 def add_gang(m: cp_model.CpModel, data: ModelData, v: Vars) -> Penalties:
@@ -310,6 +357,8 @@ def add_hint(data: ModelData, v: Vars, m: cp_model.CpModel, plan: RepackPlan) ->
         m.add_hint(x, int(c in freed))
     for key, x in v.send.items():
         m.add_hint(x, counts.get(key, 0))
+    if data.devices:
+        add_device_hint(data, v, m, plan)
     p = data.problem
     restarted = p.restarted(p.snapshot.pods[mv.pod] for mv in plan.moves)
     for g, by_node in data.group_moved_by.items():
@@ -332,6 +381,33 @@ def add_hint(data: ModelData, v: Vars, m: cp_model.CpModel, plan: RepackPlan) ->
             m.add_hint(v.region[g][h], int(h == chosen))
         if g in v.widening and chosen is not None:
             m.add_hint(v.widening[g], max(topo.tier(chosen) - topo.lowest_tier(set(p.group_nodes(g))), 0))
+
+
+def add_device_hint(data: ModelData, v: Vars, m: cp_model.CpModel, plan: RepackPlan) -> None:
+    """The device variables from a plan: each moved share on the device its move names, the whole cards sent
+    to a receiver on its lowest untouched devices that no hinted share takes."""
+    class_of = {p.key: k for k in data.classes for p in k.pods}
+    on: dict[tuple[int, str, int], int] = defaultdict(int)
+    shared: dict[str, set[int]] = defaultdict(set)
+    whole: dict[str, int] = defaultdict(int)
+    for mv in plan.moves:
+        k = class_of.get(mv.pod)
+        room = data.devices.get(mv.to_node)
+        if k is None or room is None:
+            continue
+        if k.share and mv.to_devices:
+            d = room.index.index(mv.to_devices[0])
+            on[k.key, mv.to_node, d] += 1
+            shared[mv.to_node].add(d)
+        else:
+            whole[mv.to_node] += k.whole_devices
+    for key, x in v.on_device.items():
+        m.add_hint(x, on.get(key, 0))
+    for r in {r for r, _ in v.whole_on}:
+        given = [d for d in data.devices[r].untouched if d not in shared[r]][:whole[r]]
+        for d in data.devices[r].untouched:
+            if (r, d) in v.whole_on:
+                m.add_hint(v.whole_on[r, d], int(d in given))
 
 
 class _Progress(cp_model.CpSolverSolutionCallback):
@@ -383,7 +459,7 @@ def solver_for(options: PlanOptions, limit: float, size: int = 0, phase: int = 1
 def _extract(data: ModelData, v: Vars, s: cp_model.CpSolver) -> RepackPlan:
     vacated = [c for c, x in v.vacate.items() if s.value(x)]
     sends = {key: int(s.value(x)) for key, x in v.send.items() if s.value(x)}
-    return decode(data, vacated, sends)
+    return decode(data, vacated, sends, {key: int(s.value(x)) for key, x in v.on_device.items() if s.value(x)})
 
 
 @dataclass

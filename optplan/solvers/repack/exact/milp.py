@@ -15,7 +15,7 @@ from typing import Any
 
 import pulp
 
-from optplan.models.repack import RepackPlan
+from optplan.models.repack import RepackPlan, SolverRecord
 from optplan.solvers.core.exact import exact_record
 from optplan.solvers.core.highs import quiet
 from optplan.solvers.core.milp import EQ, GE, LE, Term, backend, dual_bound, proven_optimal, row
@@ -273,6 +273,12 @@ class MilpPlanner(Planner[RepackProblem, PlanResult]):
 
     def plan(self, problem: RepackProblem, options: PlanOptions, hint: PlanResult | None = None) -> PlanResult:
         t0 = time.perf_counter()
+        if problem.shares_move:  # the twin has no device rows: its plans could break the device-level fit
+            log.warning("milp does not model GPU devices, and shares move here: no plan (use cpsat or auto)")
+            record = SolverRecord(name=self.name, status="FALLBACK", freed_nodes_bound=problem.freed_upper,
+                                  wall_seconds=round(time.perf_counter() - t0, 3))
+            return PlanResult(plan=RepackPlan(), record=record, disruption=problem.plan_disruption(RepackPlan()),
+                              rejections=explain(problem, RepackPlan()))
         out = solve(problem, options)
         wall = round(time.perf_counter() - t0, 3)
         plan = out.plan if out.plan is not None else RepackPlan()

@@ -50,11 +50,21 @@ from typing import Any
 
 import numpy as np
 
+from optplan.models.devices import MILLI_PER_GPU, WHOLE_GPU
 from optplan.models.limits import WEIGHT_DIGITS
 from optplan.models.repack import DIMENSIONS, PodMove, RepackPlan, Weights
 from optplan.models.snapshot import Pod
+from optplan.solvers.core import gpushare
 from optplan.solvers.core.exact import Score
-from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, Predicates, constraint_signature, pod_demand
+from optplan.solvers.core.gpushare import GpuAsk
+from optplan.solvers.core.oracle import (
+    NO_POD_LIMIT,
+    Capacity,
+    Predicates,
+    constraint_signature,
+    gpu_ask,
+    pod_demand,
+)
 from optplan.solvers.repack.rules import Disruption, RepackProblem, Spent
 
 
@@ -68,10 +78,30 @@ class PodClass:
     cards: int  # R per pod, milli
     receivers: list[str] = field(default_factory=list)
     shape: int = 0  # classes with equal demand share it
+    share: bool = False
+    """When GPU shares move (``RepackProblem.shares_move``): its pods hold a share of one device each."""
+    whole_devices: int = 0
+    """When GPU shares move: the untouched devices each pod takes on a receiver that lists its GPUs."""
+    slots: dict[str, tuple[tuple[int, int, int], ...]] = field(default_factory=dict)
+    """A share class: receiver -> (device position, milli-GPU, memory MiB) of each device that one pod may
+    take there (``gpushare.usable`` on the receiver's free devices, the pod's ask as ``gpu_ask`` reads it
+    on that receiver)."""
 
     @property
     def count(self) -> int:
         return len(self.pods)
+
+
+@dataclass(frozen=True)
+class DeviceRoom:
+    """A receiver's GPUs as the device-level model reads them (the oracle's ``Capacity``): free milli-GPU
+    and memory (MiB; None when unknown) per device position, the positions no pod touches (where whole
+    cards go) and each position's device index (what ``PodMove.to_devices`` names)."""
+
+    free: tuple[int, ...]
+    memory: tuple[int, ...] | None
+    untouched: tuple[int, ...]
+    index: tuple[int, ...]
 
 
 @dataclass
@@ -165,6 +195,8 @@ class ModelData:
     """Every occupied provider, the index space of ``admitted``."""
     _fit: dict[tuple[int, str], int] = field(default_factory=dict, repr=False)
     """(pod class shape, receiver) -> pods of that shape that fit on the receiver alone (a cache)."""
+    devices: dict[str, DeviceRoom] = field(default_factory=dict)
+    """When GPU shares move: every receiver that lists its GPUs, its devices (the model at device level)."""
 
     def cards(self, milli: int) -> int:
         return milli // self.card_unit
@@ -242,7 +274,10 @@ def pod_classes(problem: RepackProblem) -> tuple[list[PodClass], dict[str, list[
     for c in problem.candidates:
         buckets: dict[tuple[object, ...], list[Pod]] = defaultdict(list)
         for pod in problem.r_pods[c]:
-            buckets[(tuple(sorted(pod.requests.items())), constraint_signature(pod), pod.group_key)].append(pod)
+            key: tuple[object, ...] = (tuple(sorted(pod.requests.items())), constraint_signature(pod), pod.group_key)
+            if problem.shares_move and pod.gpu_share is not None:  # its ask at device level too
+                key = (*key, pod.gpu_share.model_copy(update={"devices": ()}), problem.request(pod))
+            buckets[key].append(pod)
         mine = []
         for sig in sorted(buckets, key=lambda s: min(p.key for p in buckets[s])):
             pods = sorted(buckets[sig], key=lambda p: p.key)
@@ -383,6 +418,7 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
             fits = np.array(sorted(must | set(picks[:max(max_receivers - len(must), 0)])), dtype=np.int64)
             pruned = True
         k.receivers = [receivers_all[u] for u in fits]
+    devices = device_rooms(problem, classes, cap) if problem.shares_move else {}
     used_receivers = sorted({r for k in classes for r in k.receivers})
     free = {r: receiver_free(cap, r) for r in used_receivers}
     moved_by: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -435,7 +471,44 @@ def build_data(problem: RepackProblem, *, max_receivers: int | None = None,
                      freed_upper=upper, topo_regions=topo_regions, topo_stay_nodes=topo_stay,
                      units=units, classes_at=dict(classes_at), budget_use=budget_use,
                      pdb_use={k: dict(v) for k, v in sorted(pdb_use.items())}, restart=restart,
-                     admitted=admits_of, all_receivers=receivers_all)
+                     admitted=admits_of, all_receivers=receivers_all,
+                     devices={r: devices[r] for r in used_receivers if r in devices})
+
+
+def device_rooms(problem: RepackProblem, classes: list[PodClass], cap: Capacity) -> dict[str, DeviceRoom]:
+    """When GPU shares move: each class's device facts (``PodClass.share``, ``whole_devices``, ``slots``), its
+    receivers cut to those whose devices can take one of its pods (a share goes to a device, so only to a
+    receiver that lists its GPUs), and every receiver's devices."""
+    nodes = problem.snapshot.nodes
+    rooms: dict[str, DeviceRoom] = {}
+    for r in {r for k in classes for r in k.receivers}:
+        if r in cap.gpu_free:
+            free, memory = cap.gpu_free[r], cap.gpu_memory[r]
+            rooms[r] = DeviceRoom(tuple(free), None if memory is None else tuple(memory),
+                                  tuple(gpushare.usable(free, GpuAsk(whole=1), memory)),
+                                  tuple(d.index for d in nodes[r].devices))
+    for k in classes:
+        pod = k.pods[0]
+        if pod.key not in problem.share_milli:
+            k.whole_devices = pod.requests.get(WHOLE_GPU, 0) // MILLI_PER_GPU
+            continue
+        kept = []
+        for r in k.receivers:
+            room = rooms.get(r)
+            if room is None:
+                continue
+            ask = gpu_ask(pod, nodes[r])
+            model = nodes[r].devices[0].model
+            if not gpushare.fits(room.free, ask, room.memory, model):
+                continue
+            if ask.is_share:
+                k.share = True
+                k.slots[r] = tuple((d, ask.milli, ask.memory_mib) for d in gpushare.usable(room.free, ask, room.memory))
+            else:
+                k.whole_devices = ask.whole
+            kept.append(r)
+        k.receivers = kept
+    return rooms
 
 
 def receiver_free(cap: Capacity, r: str) -> dict[str, int]:
@@ -619,17 +692,26 @@ def hint_counts(data: ModelData, plan: RepackPlan) -> dict[tuple[int, str], int]
     return dict(out)
 
 
-def decode(data: ModelData, vacated: list[str], sends: dict[tuple[int, str], int]) -> RepackPlan:
-    """Counts back to pods: within a class, pods (by name) fill receivers in name order."""
+def decode(data: ModelData, vacated: list[str], sends: dict[tuple[int, str], int],
+           on_devices: dict[tuple[int, str, int], int] | None = None) -> RepackPlan:
+    """Counts back to pods: within a class, pods (by name) fill receivers in name order; a share class's
+    pods sent to a receiver fill its devices (``on_devices``: class, receiver, device position -> pods) in
+    position order, each move naming its device."""
     moves: list[PodMove] = []
+    placed: dict[tuple[int, str], list[tuple[int, ...]]] = defaultdict(list)
+    for (kk, rr, d), x in sorted((on_devices or {}).items()):
+        placed[kk, rr].extend([(data.devices[rr].index[d],)] * x)
     for c in sorted(vacated):
         for k in data.classes_of[c]:
             targets = sorted((r, n) for (kk, r), n in sends.items() if kk == k.key and n > 0)
             it = iter(k.pods)
             for r, n in targets:
-                for _ in range(n):
+                slots: list[tuple[int, ...] | None] = [None] * n
+                if k.share and on_devices is not None:
+                    slots = list(placed[k.key, r])
+                for devices in slots:
                     pod = next(it)
-                    moves.append(PodMove(pod=pod.key, from_node=c, to_node=r))
+                    moves.append(PodMove(pod=pod.key, from_node=c, to_node=r, to_devices=devices))
     return RepackPlan.build(moves, vacated)
 
 
