@@ -588,7 +588,7 @@ class Replay:
         leaf, v = ten.leaf[k], ten.value[k]
         need = g.min_member - self.gangs[k].placed
         want = need * g.gpu * 1000
-        free = (self.cluster.total_gpus - self.cluster.allocated) * 1000
+        free = round((self.cluster.total_gpus - self.cluster.allocated) * 1000)  # whole GPUs: no --shared here
         lower = 1000 * sum(n for p, n in self.leaf_prio.get(leaf, {}).items() if p < v)
         if lower > 0 and free + lower >= want and self.book.headroom(leaf) + lower >= want:
             return True
