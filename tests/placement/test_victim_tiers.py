@@ -146,8 +146,8 @@ def plans(objs: list[dict[str, Any]]) -> dict[str, PlacementPlan]:
     snap = load_objects(objs).snapshot
     out = {}
     for solver in ("greedy", "cpsat", "auto"):
-        plan = plan_placement(snap, list(snap.jobs.values()), solver, OPTS, now=NOW, tiers=True)
-        assert placement_violations(snap, list(snap.jobs.values()), plan, tiers=True) == []
+        plan = plan_placement(snap, list(snap.jobs.values()), solver, OPTS, now=NOW)
+        assert placement_violations(snap, list(snap.jobs.values()), plan) == []
         out[solver] = plan
     return out
 
@@ -222,7 +222,7 @@ def test_the_validator_refuses_a_victim_no_tier_offers() -> None:
     snap = load_objects(objs).snapshot
     joint = plan_placement(snap, list(snap.jobs.values()), "greedy", OPTS, now=NOW)  # the joint rules take v-0
     assert result(joint) == (True, ["v-0"])
-    bad = placement_violations(snap, list(snap.jobs.values()), joint, tiers=True)
+    bad = placement_violations(snap, list(snap.jobs.values()), joint)
     assert any("plugin tiers do not offer it" in v for v in bad)
 
 
@@ -267,7 +267,7 @@ def test_only_a_starving_gang_evicts(what: str, on: dict[int, str], min_availabl
             *running("v", "q", [("n1", 4), ("n1", 4)], "low", 0),
             *running_vcjob("j", "q", 3, 4, on, min_available, "high")]
     snap = load_objects(objs).snapshot
-    plan = plan_placement(snap, list(snap.jobs.values()), "greedy", OPTS, now=NOW, tiers=True)
+    plan = plan_placement(snap, list(snap.jobs.values()), "greedy", OPTS, now=NOW)
     jp = next(j for j in plan.jobs if j.key == "default/j")
     assert sorted(v.name for v in jp.victims) == victims
     assert bool(jp.bindings) == admitted

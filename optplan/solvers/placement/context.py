@@ -206,8 +206,6 @@ class Context:
     weights serve (``region_weights``)."""
     actions: tuple[str, ...] = SEED_ACTIONS
     """The scheduler configuration's actions (``--scheduler-conf``): preempt and reclaim evict only when listed."""
-    tiers: bool = False
-    """Victims as Volcano's plugin tiers choose them (``tiers``), else by the joint rules (``victims``)."""
     turns: list[str] = field(default_factory=list)
     """Job keys in the order the greedy's allocate gave them their first turn (``greedy_place`` fills it):
     Volcano's order with the queues interleaved, which ``order_weights`` follows."""
@@ -218,7 +216,7 @@ class Context:
               now: datetime | None = None, *, accounts: dict[str, QueueAccount] | None = None,
               capacity: Capacity | None = None, predicates: Predicates | None = None,
               safety: SafePreemption = OFF, hyper_weights: BinpackWeights | None = None,
-              actions: tuple[str, ...] = SEED_ACTIONS, tiers: bool = False) -> Context:
+              actions: tuple[str, ...] = SEED_ACTIONS) -> Context:
         """The context of placing ``jobs`` on ``snap``.  ``accounts``, ``capacity`` and ``predicates``:
         the snapshot's own (``account_queues``, ``Capacity``, ``Predicates``; never changed by a
         context), given when several contexts of one snapshot are built (``pending.pending_gangs``);
@@ -246,7 +244,7 @@ class Context:
                    now=now or datetime.now(UTC), unfit=unfit,
                    held={k: {t: frozenset(ps) for t, ps in by_task.items()} for k, by_task in running.items()},
                    held_nodes=nodes, never={j.key: never_tasks(snap, j) for j in ordered}, safety=safety,
-                   hyper_weights=hyper_weights, actions=actions, tiers=tiers)
+                   hyper_weights=hyper_weights, actions=actions)
 
     @property
     def region_weights(self) -> BinpackWeights:

@@ -9,7 +9,7 @@ victims hold), ``victim_data`` the classes of identical possible victims (``Vict
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,7 @@ from optplan.models.placement import PlacementPlan
 from optplan.models.queues import VCJob
 from optplan.solvers.core.oracle import POD_SLOT, max_fit
 from optplan.solvers.placement.context import Context, QueueState
-from optplan.solvers.placement.jobs import Region, held_pods, job_needs
+from optplan.solvers.placement.jobs import Region, gang_shortfall, held_pods, job_needs
 from optplan.solvers.placement.partitions import (
     partition_pending,
     partition_possible,
@@ -25,7 +25,7 @@ from optplan.solvers.placement.partitions import (
     partitioned,
 )
 from optplan.solvers.placement.safety import approval_cancelled, cooling_until, pdb_spends
-from optplan.solvers.placement.victims import Candidate, Reason, action_refused, dims, statically_allowed
+from optplan.solvers.placement.victims import Candidate, Reason, action_refused, statically_allowed
 
 
 def admission_weight(priority: int) -> int:
@@ -115,8 +115,6 @@ class VictimData:
     classes: dict[str, VictimClass] = field(default_factory=dict)
     pairs: dict[tuple[str, str], Reason] = field(default_factory=dict)
     """(job, class) -> the action by which the job may evict the class."""
-    finishers: dict[str, list[str]] = field(default_factory=dict)
-    """PodGroup -> the jobs (job order) that may evict all of it."""
     class_of: dict[str, str] = field(default_factory=dict)
     """Candidate pod key -> its class."""
     freeable: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -132,53 +130,17 @@ class VictimData:
         return free
 
     def prune(self, data: Data) -> None:
-        """Keep the pairs whose job can land on the class's node, then add the whole-PodGroup takes."""
-        cat = data.ctx.catalogue
+        """Keep the pairs whose job can land on the class's node: victims come only from the node a
+        preemptor pod is tried on (``actions/preempt``, ``actions/reclaim``), and a victim PodGroup never
+        goes below minMember (the first tier's gang plugin; the model stays in the first tier)."""
         lands: dict[str, set[str]] = defaultdict(set)
         for (j, _t), row in data.arcs.items():
             lands[j].update(row)
-        static = dict(self.pairs)
-        self.pairs = {(j, k): r for (j, k), r in static.items() if self.classes[k].node in lands[j]}
-        by_group: dict[str, list[str]] = defaultdict(list)
-        for k, c in self.classes.items():
-            by_group[c.group].append(k)
-        self.finishers = {}
-        replicas = {job.key: sum(t.replicas for t in job.tasks) for job in data.valid}
-        for g, ks in sorted(by_group.items()):
-            pods = {p.key for k in ks for p in self.classes[k].pods}
-            if pods != set(cat.groups[g].occupying):
-                continue  # some occupying pod is protected or not Running: the gang never goes whole
-            # each pod placed needs at most the group's pods on its own node: when all the jobs entitled
-            # to the group could not use more than ready − minMember of them, it never goes whole
-            per_node: dict[str, int] = defaultdict(int)
-            for k in ks:
-                per_node[self.classes[k].node] += self.classes[k].size
-            if data.ctx.tiers:  # Volcano's gang plugin never offers a pod below minMember; the later tiers
-                continue  # (drf, capacity) decide by rules this model does not hold: it stays in the first
-            mine = set(ks)
-            users = {j for (j, k) in static if k in mine}
-            if sum(replicas[j] for j in users) * max(per_node.values()) <= cat.groups[g].slack:
-                continue
-            for job in data.valid:
-                if not all((job.key, k) in static for k in ks):
-                    continue
-                if len({static[job.key, k] for k in ks}) > 1 or not any((job.key, k) in self.pairs for k in ks):
-                    continue
-                self.finishers.setdefault(g, []).append(job.key)
-                for k in ks:
-                    self.pairs[job.key, k] = static[job.key, k]
+        self.pairs = {(j, k): r for (j, k), r in self.pairs.items() if self.classes[k].node in lands[j]}
         used = {k for (_j, k) in self.pairs}
         self.classes = {k: c for k, c in self.classes.items() if k in used}
         self.class_of = {p: k for p, k in self.class_of.items() if k in used}
         self.nodes = {c.node for c in self.classes.values()}
-
-
-def _may_be_over(c: Candidate, queues: QueueState, could_be_over: dict[str, set[str]]) -> bool:
-    """Rule (2) can pass for the pod at some turn: an immediate victim, or its queue could be above
-    deserved on a listed dimension of its request."""
-    des = queues.deserved[c.queue]
-    need = dims(c.pod.requests)
-    return not any(des.get(r, 0) > 0 for r in need) or bool(need & could_be_over.get(c.queue, set()))
 
 
 def most_requests(job: VCJob, ctx: Context) -> dict[str, int]:
@@ -213,14 +175,6 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
                                        cost=cost, pods=tuple(pods), pdb=pdb or None)
         for p in pods:
             vd.class_of[p.key] = name
-    most = {j.key: most_requests(j, ctx) for j in valid}
-    potential: dict[str, dict[str, int]] = {q: dict(a) for q, a in queues.allocated.items()}
-    for job in valid:
-        for q in queues.chain(job.queue):
-            for r, x in most[job.key].items():
-                potential[q][r] = potential[q].get(r, 0) + x
-    could_be_over = {q: {r for r, x in a.items() if r in queues.listed[q] and x > queues.deserved[q].get(r, 0)}
-                     for q, a in potential.items()}
     reachable: dict[str, set[str]] = defaultdict(set)
     for (j, _t), nodes in feasible.items():
         reachable[j].update(nodes)
@@ -230,6 +184,8 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
         if (cooling_until(ctx.safety, ctx.snapshot, job.queue, ctx.now) is not None  # safe preemption's cooldown
                 or approval_cancelled(ctx.safety, ctx.snapshot, job, ctx.now) is not None):  # or approval gate
             continue
+        if gang_shortfall(job, Counter(), ctx.held_count(job.key)) is None:
+            continue  # its running pods make the gang ready: Volcano evicts only for a starving job
         needs = job_needs(job)
         prio = ctx.priority[job.key]
         may_reclaim = any(queues.deserved[job.queue].get(r, 0) > 0 for r in needs)
@@ -239,10 +195,8 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
                 if (reason == "reclaim" and not may_reclaim) or reason not in ctx.actions:
                     continue
                 why = action_refused(job, reason) or statically_allowed(
-                    c, reason, job.queue, prio, queues.reclaimable.get(c.queue, True), needs, snap=ctx.snapshot,
+                    c, reason, job.queue, prio, queues.reclaimable.get(c.queue, True), snap=ctx.snapshot,
                     safety=ctx.safety)
-                if why is None and reason == "reclaim" and not _may_be_over(c, queues, could_be_over):
-                    why = "its queue is never above deserved for it"
                 if why is None:
                     vd.pairs[job.key, k] = reason
                     break
@@ -266,16 +220,9 @@ class VictimVars:
     amount: dict[tuple[str, str], Any] = field(default_factory=dict)  # amount[job, r]: placed requests
     early_amount: dict[tuple[str, str], Any] = field(default_factory=dict)  # amount, or 0 when after
     lands: dict[tuple[str, str], Any] = field(default_factory=dict)  # lands[job, node]
-    finish: dict[tuple[str, str], Any] = field(default_factory=dict)  # finish[job, group]
     reclaims: dict[str, Any] = field(default_factory=dict)  # reclaims[job]: reclaim, else preempt
     under: dict[tuple[str, str], Any] = field(default_factory=dict)  # under[job, r]: own queue + job ≤ deserved
     has: dict[tuple[str, str], Any] = field(default_factory=dict)  # has[job, task]: a pod of the task placed
-    some: dict[tuple[str, str], Any] = field(default_factory=dict)  # some[job, queue]: reclaims from the queue
-    left: dict[tuple[str, str, str], Any] = field(default_factory=dict)  # left[job, queue, r]: after its victims
-    last: dict[tuple[str, str, str], Any] = field(default_factory=dict)  # last[job, queue, class]: taken last
-    other: dict[tuple[str, str], Any] = field(default_factory=dict)  # other[job, class]: a pod taken not last
-    over: dict[tuple[str, str, str, str], Any] = field(default_factory=dict)
-    """over[job, class, r, "last"|"other"]: the class's queue stays above deserved on r for such a pod."""
     places: dict[tuple[str, str], Any] = field(default_factory=dict)  # places[job, node], over-committed nodes
 
 

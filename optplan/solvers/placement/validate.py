@@ -27,7 +27,6 @@ from optplan.solvers.placement.jobs import (
     gang_shortfall,
     held_indices,
     held_pods,
-    job_needs,
     job_pods,
     job_priority,
     shield,
@@ -41,20 +40,17 @@ from optplan.solvers.placement.victims import (
     action_refused,
     dims,
     never_tasks,
-    reclaim_order,
     reclaimer_blocked,
-    statically_allowed,
 )
 from optplan.solvers.quota.queues import QueueAccount, account_queues, unheld_deserved
 
 log = logging.getLogger(__name__)
 
 def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPlan, *,
-                         safety: SafePreemption = OFF, now: datetime | None = None, tiers: bool = False) -> list[str]:
+                         safety: SafePreemption = OFF, now: datetime | None = None) -> list[str]:
     """Every rule the plan breaks, as short sentences; empty when valid. Shares only the oracle, the
     queue accounting, the pod facts and safe preemption's rules (``safety``, with the planners' ``now``)
-    with the planners. ``tiers``: the victims by Volcano's plugin tiers (``tiers``), else by the joint
-    rules (``victims``)."""
+    with the planners. Victims are checked as Volcano's plugin tiers choose them (``tiers``)."""
     out: list[str] = []
     given = {j.key: j for j in jobs}
     listed = [jp.key for jp in plan.jobs]
@@ -100,8 +96,7 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
         if jp.victims:
             if cat is None:  # the time only prices victims
                 cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
-            check = _tier_victim_violations if tiers else _joint_victim_violations
-            out.extend(check(snap, job, jp, cat, tree, accounts, allocated, taken, evicted, safety))
+            out.extend(_victim_violations(snap, job, jp, cat, tree, accounts, allocated, taken, evicted, safety))
             for vic in jp.victims:
                 p = snap.pods.get(f"{vic.namespace}/{vic.name}")
                 c = cat.candidates.get(f"{vic.namespace}/{vic.name}")
@@ -212,79 +207,7 @@ def _victim_candidate(snap: Snapshot, cat: Catalogue, v: Victim, where: str, twi
         out.append(f"{where}: runs on {c.node}, not {v.node}")
     return c
 
-def _joint_victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalogue, tree: QueueTree,
-                       accounts: dict[str, QueueAccount], allocated: dict[str, dict[str, int]],
-                       taken: Counter[str], evicted: set[str], safety: SafePreemption) -> list[str]:
-    """The victims of one job against the rules (``victims``): allowed pods, the action's queue rules,
-    the gang of every victim PodGroup over the plan so far, the victims' nodes, and the capacity
-    plugin's reclaim rules (``reclaimer_blocked`` per pod, ``reclaim_order`` per victim queue). Updates ``taken``
-    and ``evicted``; the caller frees the victims' capacity and allocations."""
-    out: list[str] = []
-    who = f"job {jp.key}"
-    if {b.task for b in jp.bindings} <= never_tasks(snap, job):
-        out.append(f"{who}: the PriorityClass of every task it places has preemptionPolicy Never but it evicts pods")
-    needs = job_needs(job)
-    priority = job_priority(job, snap)
-    before = {q: dict(a) for q, a in allocated.items()}
-    reasons = {v.reason for v in jp.victims}
-    if len(reasons) > 1:
-        out.append(f"{who}: victims of both preempt and reclaim (one action places a job)")
-    pods = job_pods(job)
-    bound = [(b, pods[b.task][b.index]) for b in jp.bindings if b.task in pods and 0 <= b.index < len(pods[b.task])]
-    on_node: dict[str, frozenset[str]] = defaultdict(frozenset)  # node -> what the job's pods there request
-    for b, p in bound:
-        on_node[b.node] |= dims(p.requests)
-    if "reclaim" in reasons:
-        out.extend(_reclaimer_violations(snap, job, jp, bound, before[job.queue], accounts[job.queue]))
-    mine_taken: Counter[str] = Counter()
-    reclaimed: dict[str, list[tuple[str, Resources]]] = defaultdict(list)
-    """Victim queue -> the pods this job reclaims from it."""
-    checked: list[tuple[Victim, Candidate]] = []
-    for v in jp.victims:
-        key = f"{v.namespace}/{v.name}"
-        where = f"{who} victim {key}"
-        c = _victim_candidate(snap, cat, v, where, key in evicted, out)
-        if c is None:
-            continue
-        why2 = action_refused(job, v.reason) or statically_allowed(c, v.reason, job.queue, priority,
-                                                                   accounts[c.queue].reclaimable, needs, snap=snap,
-                                                                   safety=safety)
-        if why2 is not None:
-            out.append(f"{where} ({v.reason}): {why2}")
-        evicted.add(key)
-        taken[c.group] += 1
-        mine_taken[c.group] += 1
-        checked.append((v, c))
-        if v.reason == "reclaim":
-            reclaimed[c.queue].append((key, c.pod.requests))
-    for gk in sorted(mine_taken):
-        g = cat.groups[gk]
-        if taken[gk] > g.slack and not all(k in evicted for k in g.occupying):
-            out.append(f"{who}: takes {taken[gk]} pods of PodGroup {gk} (ready {g.ready}, minMember "
-                       f"{g.min_member}) without taking all of it")
-    for v, c in checked:  # victims come from the nodes the job's pods are tried on, unless the gang goes whole
-        where = f"{who} victim {c.key}"
-        if c.node in on_node:
-            if v.reason == "reclaim" and not dims(c.pod.requests) & on_node[c.node]:
-                out.append(f"{where} (reclaim): requests no resource the job's pods on {c.node} request")
-        else:
-            group = cat.groups[c.group]
-            whole = all(k in evicted for k in group.occupying)
-            here = any(cat.candidates[k].node in on_node for k in group.occupying if k in cat.candidates)
-            if not (whole and here):
-                out.append(f"{where}: on node {c.node}, where the job places no pod (and PodGroup {c.group} is "
-                           f"not taken whole from a node it places on)")
-    for q in sorted(reclaimed):
-        acc = accounts[q]
-        order, why = reclaim_order(q, before[q], reclaimed[q], acc.effective_deserved, acc.deserved_listed,
-                                   acc.guarantee)
-        if order is None:
-            out.append(f"{who}: reclaims pods of queue {q} the capacity plugin would not let go in any order "
-                       f"({why})")
-    return out
-
-
-def _tier_victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalogue, tree: QueueTree,
+def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalogue, tree: QueueTree,
                        accounts: dict[str, QueueAccount], allocated: dict[str, dict[str, int]],
                        taken: Counter[str], evicted: set[str], safety: SafePreemption) -> list[str]:
     """The victims of one job against the rules (``victims``, ``tiers``): pods that may be victims, of the
@@ -429,10 +352,10 @@ def _topology_violations(jp: JobPlacement, job: VCJob, nodes: set[str], snap: Sn
 
 def validate_placement(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPlan, *,
                        safety: SafePreemption = OFF, now: datetime | None = None,
-                       actions: Sequence[str] = SEED_ACTIONS, tiers: bool = False) -> None:
+                       actions: Sequence[str] = SEED_ACTIONS) -> None:
     """Raise PlanInvalidError when the plan breaks any rule. ``actions``: the scheduler configuration's (a
-    victim's reason must be one of them); ``tiers``: victims as Volcano's plugin tiers choose them."""
-    violations = placement_violations(snap, jobs, plan, safety=safety, now=now, tiers=tiers)
+    victim's reason must be one of them)."""
+    violations = placement_violations(snap, jobs, plan, safety=safety, now=now)
     violations += [f"job {jp.key}: victim {v.namespace}/{v.name} by {v.reason}, an action the scheduler "
                    "configuration does not run" for jp in plan.jobs for v in jp.victims if v.reason not in actions]
     if violations:

@@ -259,12 +259,13 @@ def dims(requests: Mapping[str, int]) -> frozenset[str]:
     return frozenset(r for r, v in requests.items() if v > 0 and r != "pods")
 
 
-def statically_allowed(c: Candidate, reason: Reason, queue: str, priority: int, reclaimable: bool,
-                       needs: set[str] | frozenset[str], *, snap: Snapshot | None = None,
-                       safety: SafePreemption = OFF) -> str | None:
-    """Why the candidate can never be a victim of this job by this action, whatever the queues hold
-    (gang aside), or None. ``needs``: the dimensions of the preemptor's request. With ``safety`` (and the
-    snapshot), safe preemption's static rules too: a pod under several PDBs, and graded preemption."""
+def statically_allowed(c: Candidate, reason: Reason, queue: str, priority: int, reclaimable: bool, *,
+                       snap: Snapshot | None = None, safety: SafePreemption = OFF) -> str | None:
+    """Why Volcano's first tier never offers the candidate to this job by this action (gang aside: the
+    gang plugin counts the PodGroup's ready pods), or None: preempt, the priority plugin (same queue,
+    strictly lower job priority); reclaim, the pods the action hands to the plugins (another,
+    reclaimable queue). With ``safety`` (and the snapshot), safe preemption's static rules too: a pod
+    under several PDBs, and graded preemption."""
     if snap is not None:
         why = pdb_refused(safety, snap, c.pod)
         if why is not None:
@@ -282,8 +283,6 @@ def statically_allowed(c: Candidate, reason: Reason, queue: str, priority: int, 
         return f"queue {c.queue} is the reclaimer's own"
     if not reclaimable:
         return f"queue {c.queue} is not reclaimable"
-    if not dims(c.pod.requests) & needs:
-        return "it requests no resource the reclaimer requests"
     return None
 
 
