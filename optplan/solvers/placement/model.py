@@ -10,6 +10,7 @@ victims hold), ``victim_data`` the classes of identical possible victims (``Vict
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,8 +25,17 @@ from optplan.solvers.placement.partitions import (
     partition_regions,
     partitioned,
 )
-from optplan.solvers.placement.safety import approval_cancelled, cooling_until, pdb_spends
-from optplan.solvers.placement.victims import Candidate, Reason, action_refused, statically_allowed
+from optplan.solvers.placement.safety import approval_cancelled, cooling_until, graded_blocks, pdb_refused, pdb_spends
+from optplan.solvers.placement.tiers import SHARE_DELTA, preemptee_refused, share
+from optplan.solvers.placement.victims import (
+    REASONS,
+    Candidate,
+    Reason,
+    action_refused,
+    dims,
+    statically_allowed,
+    victim_blocked,
+)
 
 
 def admission_weight(priority: int) -> int:
@@ -121,6 +131,16 @@ class VictimData:
     """node -> what the classes some job may take hold there (requests, and ``pods`` in milli-units)."""
     nodes: set[str] = field(default_factory=set)
     """Nodes with a class some job may take (after pruning)."""
+    second: set[tuple[str, str]] = field(default_factory=set)
+    """The pairs the second tier decides (drf for preempt, capacity for reclaim): the class's PodGroup is at
+    minMember and no pod on its node is one the first tier could offer the job (``victim_data``)."""
+    drf_most: dict[tuple[str, str], int] = field(default_factory=dict)
+    """(job, PodGroup) -> the most pods of the group the jobs up to this one may take when this one takes
+    some by the second tier: drf offers each of them however large the job grows (``drf_limit``)."""
+    capacity_most: dict[str, int] = field(default_factory=dict)
+    """Queue -> the most pods the plan may take from it when some job reclaims from it by the second tier:
+    the capacity plugin lets each second-tier pod go however the takes and the node's other pods stand
+    (``capacity_limit``)."""
 
     def room(self, ctx: Context, node: str) -> dict[str, int]:
         """The snapshot's free room plus everything the node's possible victims hold."""
@@ -175,9 +195,12 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
                                        cost=cost, pods=tuple(pods), pdb=pdb or None)
         for p in pods:
             vd.class_of[p.key] = name
-    reachable: dict[str, set[str]] = defaultdict(set)
-    for (j, _t), nodes in feasible.items():
-        reachable[j].update(nodes)
+    groups = cat.groups
+    total: dict[str, int] = defaultdict(int)
+    for n in ctx.snapshot.nodes.values():
+        for r, x in n.allocatable.items():
+            total[r] += x
+    second_reclaim: dict[str, set[str]] = defaultdict(set)  # queue -> its classes some job reclaims by tier 2
     for job in valid:
         if not ctx.preempting(job) or partitioned(job):  # preemptionPolicy Never everywhere, or partitions
             continue
@@ -187,19 +210,50 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
         if gang_shortfall(job, Counter(), ctx.held_count(job.key)) is None:
             continue  # its running pods make the gang ready: Volcano evicts only for a starving job
         needs = job_needs(job)
+        common = frozenset.intersection(*(dims(ctx.pods[job.key][t.name][0].requests) for t in job.tasks
+                                          if ctx.pods[job.key].get(t.name))) if job.tasks else frozenset()
         prio = ctx.priority[job.key]
         may_reclaim = any(queues.deserved[job.queue].get(r, 0) > 0 for r in needs)
+        mine = share(most_requests(job, ctx), total)
+        first_empty = {reason: _first_tier_empty(ctx, queues, job, prio, reason) for reason in REASONS}
         for k, cls in vd.classes.items():
             c = cls.pods[0]
-            for reason in ("preempt", "reclaim"):
+            for reason in REASONS:
                 if (reason == "reclaim" and not may_reclaim) or reason not in ctx.actions:
                     continue
-                why = action_refused(job, reason) or statically_allowed(
-                    c, reason, job.queue, prio, queues.reclaimable.get(c.queue, True), snap=ctx.snapshot,
-                    safety=ctx.safety)
-                if why is None:
-                    vd.pairs[job.key, k] = reason
-                    break
+                if action_refused(job, reason) is not None:
+                    continue
+                reclaimable = queues.reclaimable.get(c.queue, True)
+                if groups[c.group].slack > 0:  # the first tier: priority (preempt) ∩ gang ∩ conformance
+                    if statically_allowed(c, reason, job.queue, prio, reclaimable, snap=ctx.snapshot,
+                                          safety=ctx.safety) is None:
+                        vd.pairs[job.key, k] = reason
+                        break
+                    continue
+                if cls.node not in first_empty[reason] or preemptee_refused(c, reason, job.queue, reclaimable):
+                    continue
+                if pdb_refused(ctx.safety, ctx.snapshot, c.pod) is not None or (
+                        reason == "preempt" and graded_blocks(ctx.safety, prio, c.job_priority) is not None):
+                    continue
+                if reason == "preempt":
+                    most = drf_limit(ctx, groups[c.group].occupying, mine, total)
+                    if most < 1:
+                        continue
+                    vd.drf_most[job.key, c.group] = most
+                elif not dims(c.pod.requests) & common:
+                    continue  # the capacity plugin skips a pod that shares no resource with the reclaimer's
+                else:
+                    second_reclaim[c.queue].add(k)
+                vd.pairs[job.key, k] = reason
+                vd.second.add((job.key, k))
+                break
+    for q, ks in sorted(second_reclaim.items()):
+        most = capacity_limit(ctx, queues, q, [vd.classes[k].pods[0] for k in sorted(ks)])
+        if most >= 1:
+            vd.capacity_most[q] = most
+        else:
+            vd.pairs = {jk: r for jk, r in vd.pairs.items() if not (jk[1] in ks and r == "reclaim")}
+            vd.second -= {jk for jk in vd.second if jk[1] in ks}
     takeable = {k for (_j, k) in vd.pairs}
     for k in sorted(takeable):
         cls = vd.classes[k]
@@ -208,6 +262,71 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
             room[r] = room.get(r, 0) + x * cls.size
         room["pods"] = room.get("pods", 0) + POD_SLOT * cls.size
     return vd
+
+
+def _first_tier_empty(ctx: Context, queues: QueueState, job: VCJob, prio: int, reason: Reason) -> set[str]:
+    """The nodes where Volcano's first tier offers the job nothing, whatever the plan takes before: no
+    preemptee there whose PodGroup is above minMember (the gang plugin), or, for preempt, none of lower
+    job priority (the priority plugin). Ready pods only ever fall, so such a node stays so."""
+    out = set()
+    for node, cands in ctx.catalogue.by_node.items():
+        mine = [c for c in cands if preemptee_refused(c, reason, job.queue, queues.reclaimable.get(c.queue, True))
+                is None]
+        slack = any(ctx.catalogue.groups[c.group].slack > 0 for c in mine)
+        lower = any(c.job_priority < prio for c in mine)
+        if not slack or (reason == "preempt" and not lower):
+            out.add(node)
+    return out
+
+
+def _largest(pods: list[Candidate], t: int) -> dict[str, int]:
+    """Per resource, the sum of the ``t`` largest requests among the pods (each resource on its own: at
+    least what any ``t`` of them hold)."""
+    out: dict[str, int] = {}
+    for r in sorted({r for c in pods for r in c.pod.requests}):
+        out[r] = sum(sorted((c.pod.requests.get(r, 0) for c in pods), reverse=True)[:t])
+    return out
+
+
+def drf_limit(ctx: Context, occupying: tuple[str, ...], mine: float, total: Mapping[str, int]) -> int:
+    """The most pods of a PodGroup that may go, one after another, each offered by drf to a preemptor whose
+    dominant share is at most ``mine``: the victim job's share with the pods before it and itself removed
+    stays at least the preemptor's (``tiers.drf_answer``), the largest pods counted gone first."""
+    pods = [ctx.catalogue.candidates[k] for k in occupying if k in ctx.catalogue.candidates]
+    alloc: dict[str, int] = defaultdict(int)
+    for k in occupying:
+        for r, x in ctx.snapshot.pods[k].requests.items():
+            alloc[r] += x
+    most = 0
+    for t in range(1, len(pods) + 1):
+        gone = _largest(pods, t)
+        theirs = share({r: x - gone.get(r, 0) for r, x in alloc.items()}, total)
+        if not (mine < theirs or abs(mine - theirs) <= SHARE_DELTA):
+            break
+        most = t
+    return most
+
+
+def capacity_limit(ctx: Context, queues: QueueState, queue: str, second: list[Candidate]) -> int:
+    """The most pods the plan may take from ``queue`` when some go by the capacity plugin's ReclaimableFn
+    (``victims.victim_blocked``): with the others taken and the queue's other pods on a node (the plugin
+    subtracts the ones it keeps before a pod) counted gone, the largest first, every second-tier pod still
+    passes. Placements only add to the queue's allocation, which only helps."""
+    pods = [c for c in ctx.catalogue.candidates.values() if c.queue == queue]
+    per_node: dict[str, int] = defaultdict(int)
+    for c in pods:
+        per_node[c.node] += 1
+    crowd = max(per_node.values(), default=1)
+    alloc = queues.allocated[queue]
+    best = -1
+    for removed in range(len(pods) + 1):
+        gone = _largest(pods, removed)
+        left = {r: x - gone.get(r, 0) for r, x in alloc.items()}
+        if any(victim_blocked(queue, left, c.pod.requests, queues.deserved[queue], queues.listed[queue],
+                              queues.guarantee[queue]) is not None for c in second):
+            break
+        best = removed
+    return best - crowd + 2 if best >= 0 else 0
 
 
 @dataclass
@@ -224,6 +343,9 @@ class VictimVars:
     under: dict[tuple[str, str], Any] = field(default_factory=dict)  # under[job, r]: own queue + job ≤ deserved
     has: dict[tuple[str, str], Any] = field(default_factory=dict)  # has[job, task]: a pod of the task placed
     places: dict[tuple[str, str], Any] = field(default_factory=dict)  # places[job, node], over-committed nodes
+    second: dict[tuple[str, str], Any] = field(default_factory=dict)
+    """second[job, group]: the job takes pods of the group by drf; second["", queue]: some job reclaims from
+    the queue by the capacity plugin (``add_second_tier``)."""
 
 
 @dataclass

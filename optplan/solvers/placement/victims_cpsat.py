@@ -296,15 +296,48 @@ def add_safety(m: cp_model.CpModel, data: Data, v: Vars) -> None:
 
 
 def add_victim_gangs(m: cp_model.CpModel, data: Data, v: Vars) -> None:
-    """Per victim PodGroup: evicted ≤ ready − minMember over the whole plan (the first tier's gang plugin
-    never offers a pod below minMember; the model stays in the first tier)."""
+    """Per victim PodGroup above minMember: evicted ≤ ready − minMember over the whole plan (the first
+    tier's gang plugin never offers a pod below minMember). A PodGroup at minMember is taken only by the
+    second tier (``add_second_tier``)."""
     vd, ev = data.victims, v.ev
     cat = data.ctx.catalogue
     by_group: dict[str, list[Any]] = defaultdict(list)
     for (_j, k), y in ev.take.items():
         by_group[vd.classes[k].group].append(y)
     for g, ys in sorted(by_group.items()):
-        m.add(sum(ys) <= cat.groups[g].slack)
+        if cat.groups[g].slack > 0:
+            m.add(sum(ys) <= cat.groups[g].slack)
+
+
+def add_second_tier(m: cp_model.CpModel, data: Data, v: Vars) -> None:
+    """The second tier's pairs (``model.VictimData.second``): drf, per (job, PodGroup), at most
+    ``drf_most`` pods of the group taken by the jobs up to this one when it takes some; the capacity
+    plugin, per queue, at most ``capacity_most`` pods taken from it when some job reclaims from it by the
+    second tier. Both bounds are computed so that each such pod passes its plugin whatever else the plan
+    does (``model.drf_limit``, ``model.capacity_limit``)."""
+    vd, ev = data.victims, v.ev
+    order = {job.key: i for i, job in enumerate(data.valid)}
+    by_group: dict[str, list[tuple[str, Any]]] = defaultdict(list)
+    by_queue: dict[str, list[Any]] = defaultdict(list)
+    for (j, k), y in ev.take.items():
+        by_group[vd.classes[k].group].append((j, y))
+        by_queue[vd.classes[k].queue].append(y)
+    for (j, g), most in sorted(vd.drf_most.items()):
+        mine = [y for (jj, k), y in ev.take.items() if jj == j and vd.classes[k].group == g and (jj, k) in vd.second]
+        if not mine:
+            continue
+        some = m.new_bool_var(f"drf[{j}<-{g}]")
+        ev.second[j, g] = some
+        m.add(sum(mine) <= len(data.ctx.catalogue.groups[g].occupying) * some)
+        m.add(sum(y for jj, y in by_group[g] if order[jj] <= order[j]) <= most).only_enforce_if(some)
+    for q, most in sorted(vd.capacity_most.items()):
+        mine = [y for (j, k), y in ev.take.items() if (j, k) in vd.second and vd.classes[k].queue == q]
+        if not mine:
+            continue
+        some = m.new_bool_var(f"capacity[{q}]")
+        ev.second["", q] = some
+        m.add(sum(mine) <= sum(vd.classes[k].size for k in vd.classes if vd.classes[k].queue == q) * some)
+        m.add(sum(by_queue[q]) <= most).only_enforce_if(some)
 
 
 def add_reclaim_rules(m: cp_model.CpModel, data: Data, v: Vars) -> None:
@@ -426,6 +459,9 @@ def add_hint(m: cp_model.CpModel, data: Data, v: Vars, plan: PlacementPlan,
         m.add_hint(lit, int(jn in landed))
     for j, lit in ev.reclaims.items():
         m.add_hint(lit, int(reason.get(j) == "reclaim"))
+    for (j, g), lit in ev.second.items():  # (job, PodGroup) for drf, ("", queue) for capacity
+        m.add_hint(lit, int(any(n for (jj, k), n in taken.items() if (jj, k) in vd.second and (
+            (j, g) == (jj, vd.classes[k].group) if j else (j == "" and vd.classes[k].queue == g)))))
     # the replay: early jobs, then the late ones in job order, with the allocations at each turn
     alloc = {q: dict(a) for q, a in queues.allocated.items()}
     order = [jp for jp in plan.jobs if jp.key in admitted and jp.key not in late] + \
