@@ -249,9 +249,12 @@ def test_the_family_exercises_victims_and_topology() -> None:
 
 def zero_victim_case() -> list[dict[str, Any]]:
     """Two full 8-GPU nodes in queue q; ``first`` (critical) evicts a whole node for 4 GPUs, then
-    ``second`` (large) fits in the other 4 GPUs freed on that node without evicting anything."""
+    ``second`` (large) fits in the other 4 GPUs freed on that node without evicting anything. The running
+    jobs have minAvailable 0: Volcano's gang plugin offers their pods (at minMember it would not, and drf
+    never offers a job's last pod)."""
     return [*CLASSES, node("a", 8), node("b", 8), queue("q"),
-            *running("v", "q", [("a", 8)], "normal-job"), *running("w", "q", [("b", 8)], "spot-job"),
+            *running("v", "q", [("a", 8)], "normal-job", min_member=0),
+            *running("w", "q", [("b", 8)], "spot-job", min_member=0),
             vcjob("first", "q", [job_task("w", 1, 4)], priority_class_name="critical-job"),
             vcjob("second", "q", [job_task("w", 1, 4)], priority_class_name="large-job")]
 

@@ -309,24 +309,32 @@ def drf_limit(ctx: Context, occupying: tuple[str, ...], mine: float, total: Mapp
 
 def capacity_limit(ctx: Context, queues: QueueState, queue: str, second: list[Candidate]) -> int:
     """The most pods the plan may take from ``queue`` when some go by the capacity plugin's ReclaimableFn
-    (``victims.victim_blocked``): with the others taken and the queue's other pods on a node (the plugin
-    subtracts the ones it keeps before a pod) counted gone, the largest first, every second-tier pod still
-    passes. Placements only add to the queue's allocation, which only helps."""
+    (``victims.victim_blocked``): each second-tier pod still passes with the queue's pods before it on its
+    node gone (the plugin subtracts the ones it keeps before a pod, in victim order) and the other takes
+    gone, counted as the largest of the queue's other pods. Placements only add to the queue's allocation,
+    which only helps. 0: none may go so."""
     pods = [c for c in ctx.catalogue.candidates.values() if c.queue == queue]
-    per_node: dict[str, int] = defaultdict(int)
-    for c in pods:
-        per_node[c.node] += 1
-    crowd = max(per_node.values(), default=1)
     alloc = queues.allocated[queue]
-    best = -1
-    for removed in range(len(pods) + 1):
-        gone = _largest(pods, removed)
-        left = {r: x - gone.get(r, 0) for r, x in alloc.items()}
-        if any(victim_blocked(queue, left, c.pod.requests, queues.deserved[queue], queues.listed[queue],
-                              queues.guarantee[queue]) is not None for c in second):
-            break
-        best = removed
-    return best - crowd + 2 if best >= 0 else 0
+    most = len(pods)
+    for c in second:
+        before = [x for x in ctx.catalogue.by_node.get(c.node, []) if x.queue == queue
+                  and x.order_key() < c.order_key()]
+        near = {x.key for x in before} | {c.key}
+        others = [x for x in pods if x.key not in near]
+        base = dict(alloc)
+        for x in before:
+            for r, v in x.pod.requests.items():
+                base[r] = base.get(r, 0) - v
+        ok = -1
+        for removed in range(len(others) + 1):
+            gone = _largest(others, removed)
+            left = {r: x - gone.get(r, 0) for r, x in base.items()}
+            if victim_blocked(queue, left, c.pod.requests, queues.deserved[queue], queues.listed[queue],
+                              queues.guarantee[queue]) is not None:
+                break
+            ok = removed
+        most = min(most, ok + 1)
+    return most
 
 
 @dataclass

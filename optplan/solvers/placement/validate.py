@@ -274,6 +274,7 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
                     mine[r] += x
             preemptees = [x for x in cat.by_node.get(c.node, []) if x.key not in evicted and x.key != c.key
                           and preemptee_refused(x, v.reason, job.queue, accounts[x.queue].reclaimable) is None]
+            refused: list[str] = []
             allowed, _tier = node_victims(
                 v.reason, [c, *preemptees], preemptor_priority=priority,
                 ready=lambda g: cat.groups[g].ready - taken[g], min_member=lambda g: cat.groups[g].min_member,
@@ -281,11 +282,12 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
                 need=dims(bound[at][1].requests), allocated=queue_alloc,
                 deserved={q: a.effective_deserved for q, a in accounts.items()},
                 listed={q: a.deserved_listed for q, a in accounts.items()},
-                guarantee={q: a.guarantee for q, a in accounts.items()})
+                guarantee={q: a.guarantee for q, a in accounts.items()}, refused=refused)
             if c.key not in {x.key for x in allowed}:
+                also = f"; the capacity plugin: {refused[0]}" if refused else ""
                 out.append(f"{where} ({v.reason}): Volcano's plugin tiers do not offer it on {c.node} "
                            f"(PodGroup {c.group}: ready {cat.groups[c.group].ready - taken[c.group]}, "
-                           f"minMember {cat.groups[c.group].min_member})")
+                           f"minMember {cat.groups[c.group].min_member}{also})")
         evicted.add(c.key)
         taken[c.group] += 1
         for r, x in c.pod.requests.items():
