@@ -100,8 +100,8 @@ def test_protected_pods_are_never_victims(kw: dict[str, Any], protected: bool) -
     system = [priority_class("system-cluster-critical", 2_000_000_000),
               priority_class("system-node-critical", 2_000_001_000)]
     kw = {"pc": "normal-job", **kw}
-    objs = [*CLASSES, *system, node("a", 8), queue("q"), *running("v", "q", [("a", 8)], kw.pop("pc"), min_member=0, **kw),
-            pending("big", "q", 1, 8)]
+    objs = [*CLASSES, *system, node("a", 8), queue("q"),
+            *running("v", "q", [("a", 8)], kw.pop("pc"), min_member=0, **kw), pending("big", "q", 1, 8)]
     for solver in ("greedy", "cpsat"):
         jp = plan(solver, *objs).job("default/big")
         # system classes are above the preemptor anyway; the rule protects them even from higher ones
@@ -333,7 +333,8 @@ def test_room_freed_by_an_earlier_jobs_victims_is_used_by_a_job_that_may_not_pre
     """``first`` (P1000) evicts a whole 8-GPU node for 4 GPUs; ``second`` (preemptionPolicy Never) then
     fits in the other 4 freed GPUs, without victims of its own."""
     objs = [*CLASSES, node("a", 8), node("b", 8), queue("q"),
-            *running("v", "q", [("a", 8)], "normal-job", min_member=0), *running("w", "q", [("b", 8)], "spot-job", min_member=0),
+            *running("v", "q", [("a", 8)], "normal-job", min_member=0),
+            *running("w", "q", [("b", 8)], "spot-job", min_member=0),
             pending("first", "q", 1, 4, pc="critical-job"), pending("second", "q", 1, 4, pc="debug-job")]
     p = plan(solver, *objs)
     first, second = p.job("default/first"), p.job("default/second")
@@ -367,7 +368,8 @@ def test_greedy_preempts_on_nodes_in_volcanos_score_order(weights: BinpackWeight
                                                           expected: list[str]) -> None:
     objs = [*CLASSES, node("a", 8), node("b", 8), queue("q"),
             *running("old", "q", [("a", 8)], "spot-job", started="2025-06-01T06:00:00Z", min_member=0),
-            *running("p", "q", [("b", 4)], "spot-job", min_member=0), *running("q", "q", [("b", 4)], "spot-job", min_member=0),
+            *running("p", "q", [("b", 4)], "spot-job", min_member=0),
+            *running("q", "q", [("b", 4)], "spot-job", min_member=0),
             pending("big", "q", 1, 8)]
     s = load_objects(objs).snapshot
     jobs = list(s.jobs.values())
@@ -392,7 +394,8 @@ def test_freed_capacity_must_be_where_the_gang_goes() -> None:
 
 def test_validator_rechecks_victims() -> None:
     objs = [*CLASSES, node("a", 8), node("b", 8), queue("q"), queue("other", deserved={GPU: 16}),
-            *running("low", "q", [("a", 8)], "spot-job", min_member=0), *running("same", "q", [("b", 8)], "large-job", min_member=0),
+            *running("low", "q", [("a", 8)], "spot-job", min_member=0),
+            *running("same", "q", [("b", 8)], "large-job", min_member=0),
             *running("elsewhere", "other", [("b", 0)], "spot-job", min_member=0), pending("big", "q", 1, 8)]
     s = load_objects(objs).snapshot
     jobs = list(s.jobs.values())
