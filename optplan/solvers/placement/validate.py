@@ -12,6 +12,7 @@ import logging
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from itertools import groupby
 
 from optplan.errors import InputError, PlanInvalidError
 from optplan.models.limits import SYSTEM_PRIORITY_CLASSES
@@ -212,11 +213,13 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
                        taken: Counter[str], evicted: set[str], safety: SafePreemption) -> list[str]:
     """The victims of one job against the rules (``victims``, ``tiers``): pods that may be victims, of the
     action's queues, on nodes where the job places a pod, each one allowed by Volcano's plugin tiers
-    (``tiers.node_victims``) when it goes: the nodes in the order the job's pods land on them, a node's
-    victims in victim order, the state as the evictions so far left it. Lenient where Volcano's order is
-    random or the plan does not say: the victim is put first among the node's pods (the gang and drf
-    plugins see the node's pods in Go map order), and drf's preemptor share is the job's with its first
-    pod on the node. Also the capacity plugin's PreemptiveFn per reclaiming pod (``reclaimer_blocked``).
+    (``tiers.node_victims``): the nodes in the order the job's pods land on them, the tiers asked once per
+    pod of the job on the node (Volcano asks them once per preemptor pod and node, then evicts from that
+    answer): each round takes the victims the answer offers, the next is asked after them. Lenient where
+    Volcano's order is random or the plan does not say: the node's victims are put first among its pods
+    (the gang and drf plugins see the node's pods in Go map order), drf's preemptor share is the job's
+    running pods with one pod (the pods it placed before are not in the plan's order), and which round
+    takes which victim. Also the capacity plugin's PreemptiveFn per reclaiming pod (``reclaimer_blocked``).
     Updates ``taken`` and ``evicted``; the caller frees the victims' capacity and allocations."""
     out: list[str] = []
     who = f"job {jp.key}"
@@ -264,35 +267,56 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
         if c.node not in first:
             out.append(f"{where}: on node {c.node}, where the job places no pod")
         checked.append((v, c))
-    for v, c in sorted(checked, key=lambda vc: (first.get(vc[1].node, len(bound)), vc[1].order_key())):
-        where = f"{who} victim {c.key}"
-        at = first.get(c.node)
-        if at is not None:
+    ordered = sorted(checked, key=lambda vc: (first.get(vc[1].node, len(bound)), vc[1].node, vc[1].order_key()))
+    for node, grouped in groupby(ordered, key=lambda vc: vc[1].node):
+        here = list(grouped)
+        at = first.get(node)
+        if at is not None:  # the tiers asked per pod of the job on the node (rounds), its victims first
+            reason = here[0][0].reason
             mine: dict[str, int] = defaultdict(int)
-            for p in [*held, *(p for _b, p in bound[:at + 1])]:
+            for p in [*held, bound[at][1]]:
                 for r, x in p.requests.items():
                     mine[r] += x
-            preemptees = [x for x in cat.by_node.get(c.node, []) if x.key not in evicted and x.key != c.key
-                          and preemptee_refused(x, v.reason, job.queue, accounts[x.queue].reclaimable) is None]
-            refused: list[str] = []
-            allowed, _tier = node_victims(
-                v.reason, [c, *preemptees], preemptor_priority=priority,
-                ready=lambda g: cat.groups[g].ready - taken[g], min_member=lambda g: cat.groups[g].min_member,
-                preemptor_allocated=mine, job_allocated=group_alloc, total=total,
-                need=dims(bound[at][1].requests), allocated=queue_alloc,
-                deserved={q: a.effective_deserved for q, a in accounts.items()},
-                listed={q: a.deserved_listed for q, a in accounts.items()},
-                guarantee={q: a.guarantee for q, a in accounts.items()}, refused=refused)
-            if c.key not in {x.key for x in allowed}:
+            left = list(here)
+            for _round in range(sum(b.node == node for b, _p in bound)):
+                keys = {c.key for _v, c in left}
+                preemptees = [x for x in cat.by_node.get(node, []) if x.key not in evicted and x.key not in keys
+                              and preemptee_refused(x, reason, job.queue, accounts[x.queue].reclaimable) is None]
+                refused: list[str] = []
+                allowed, _tier = node_victims(
+                    reason, [*(c for _v, c in left), *preemptees], preemptor_priority=priority,
+                    ready=lambda g: cat.groups[g].ready - taken[g], min_member=lambda g: cat.groups[g].min_member,
+                    preemptor_allocated=mine, job_allocated=group_alloc, total=total,
+                    need=dims(bound[at][1].requests), allocated=queue_alloc,
+                    deserved={q: a.effective_deserved for q, a in accounts.items()},
+                    listed={q: a.deserved_listed for q, a in accounts.items()},
+                    guarantee={q: a.guarantee for q, a in accounts.items()}, refused=refused)
+                offered = {x.key for x in allowed}
+                now_taken = [(v, c) for v, c in left if c.key in offered]
+                if not now_taken:
+                    break
+                for _v, c in now_taken:
+                    _evict(c, evicted, taken, queue_alloc)
+                left = [(v, c) for v, c in left if c.key not in offered]
+                if not left:
+                    break
+            for v, c in left:
                 also = f"; the capacity plugin: {refused[0]}" if refused else ""
-                out.append(f"{where} ({v.reason}): Volcano's plugin tiers do not offer it on {c.node} "
-                           f"(PodGroup {c.group}: ready {cat.groups[c.group].ready - taken[c.group]}, "
+                out.append(f"{who} victim {c.key} ({v.reason}): Volcano's plugin tiers do not offer it on "
+                           f"{c.node} (PodGroup {c.group}: ready {cat.groups[c.group].ready - taken[c.group]}, "
                            f"minMember {cat.groups[c.group].min_member}{also})")
-        evicted.add(c.key)
-        taken[c.group] += 1
-        for r, x in c.pod.requests.items():
-            queue_alloc[c.queue][r] = queue_alloc[c.queue].get(r, 0) - x
+        for _v, c in here:
+            if c.key not in evicted:
+                _evict(c, evicted, taken, queue_alloc)
     return out
+
+
+def _evict(c: Candidate, evicted: set[str], taken: Counter[str], queue_alloc: dict[str, dict[str, int]]) -> None:
+    """The validator's replay of one eviction for the tiers: the pod gone, its gang and queue smaller."""
+    evicted.add(c.key)
+    taken[c.group] += 1
+    for r, x in c.pod.requests.items():
+        queue_alloc[c.queue][r] = queue_alloc[c.queue].get(r, 0) - x
 
 
 def _safety_refused(snap: Snapshot, c: Candidate, reason: str, priority: int, safety: SafePreemption) -> str | None:
