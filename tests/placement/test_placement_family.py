@@ -46,8 +46,9 @@ OPTS = PlanOptions(time_limit=10, workers=1, seed=0, deterministic=True)  # same
 NOW = "2025-06-01T00:00:00Z"
 
 SEEDS = [0, 3, 6, 9, 11, 12, 16, 25, 27, 28, 53, 72, 124]
-CONFLICT_SEEDS = [7, 11]  # issue 12 §1 changed the reclaim rules: 53, 72, 124 no longer conflict; topology jobs
-# no longer preempt (Volcano v1.15): 25 no longer conflicts
+CONFLICT_SEEDS = [7]  # issue 12 §1 changed the reclaim rules: 53, 72, 124 no longer conflict; topology jobs
+# no longer preempt (Volcano v1.15): 25 no longer conflicts; under the plugin tiers the exact model admits more
+# than the greedy on 11 (2305 > 1203): no tie to restrict there
 """Least victim cost alone uses a higher tier than the greedy at the same admissions."""
 
 
@@ -129,9 +130,9 @@ def test_optimal_is_never_worse_than_the_greedy_on_generated_families(seed: int,
     plans = {s: plan_placement(snap, jobs, s, OPTS, now=NOW) for s in ("greedy", solver)}
     for plan in plans.values():
         assert placement_violations(snap, jobs, plan) == []
-    # on 6, 53 and 124 the greedy's victims include some beyond the exact model's (a gang's slack used up by
+    # on 6 the greedy's victims include some beyond the exact model's (a gang's slack used up by
     # earlier victims: Volcano's second tier then): it keeps the greedy's plan, FEASIBLE (changed with the tiers)
-    assert plans[solver].solver.status == ("FEASIBLE" if seed in (6, 53, 124) else "OPTIMAL")
+    assert plans[solver].solver.status == ("FEASIBLE" if seed == 6 else "OPTIMAL")
     never_worse(outcome(snap, plans["greedy"]), outcome(snap, plans[solver]))
 
 
@@ -210,7 +211,7 @@ def test_the_joint_model_admits_more_than_the_greedy_on_seed_12() -> None:
     assert greedy.admitted == exact.admitted == frozenset(snap.jobs)
 
 
-SOLUTION_SEEDS = [2, 3, 4, 5, 6, 8, 11, 13, 21, 26, 27]
+SOLUTION_SEEDS = [2, 3, 5, 6, 8, 11, 13, 21, 26, 27, 28]
 """Seeds of ``slack_family`` whose greedy plans evict, each victim one the exact model holds."""
 
 
