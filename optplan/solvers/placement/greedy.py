@@ -607,8 +607,11 @@ class Greedy:
         """Volcano's preempt and reclaim for one pod (``actions/preempt``, ``actions/reclaim``): the nodes in
         ``preempt_order``; reclaim passes over a node without a pod of another reclaimable queue (even one
         with room); on each node the victims the tiers allow (``tier_victims``, maybe none), when they and
-        the node's room together fit the pod (``could_fit``), go one by one in victim order until the pod
-        fits ("just enough", none when it fits already); else the next node."""
+        the node's room together fit the pod (``could_fit``), go one by one in victim order until the node
+        has room for the pod ("just enough", none when it has already: Volcano's walk looks at the node's
+        room only); the pod must then fit its queues too (else the node's evictions are undone: Volcano
+        would place it past an ancestor's realCapability, optplan does not take victims for queue room);
+        else the next node."""
         for n in self.preempt_order(pod, nodes):
             present = any(c.key in rules.eligible and c.key not in self.state.evicted
                           for c in self.cat.by_node.get(n, []))
@@ -618,8 +621,8 @@ class Greedy:
             if not self.could_fit(pod, n, victims):
                 continue
             mark = stmt.mark()
-            for c in victims:
-                if self.fits(pod, n, job.queue):
+            for c in victims:  # just enough: until the node has room (Volcano never evicts for queue room)
+                if self.state.cap.fit_reason(pod, n) is None:
                     break
                 if self.may_take(c):
                     stmt.evict(c.pod, c.node, c.queue, c.group)

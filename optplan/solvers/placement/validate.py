@@ -98,6 +98,7 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
             if cat is None:  # the time only prices victims
                 cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
             out.extend(_victim_violations(snap, job, jp, cat, tree, accounts, allocated, taken, evicted, safety))
+            out.extend(_more_than_enough(snap, job, jp, cap))
             for vic in jp.victims:
                 p = snap.pods.get(f"{vic.namespace}/{vic.name}")
                 c = cat.candidates.get(f"{vic.namespace}/{vic.name}")
@@ -317,6 +318,42 @@ def _evict(c: Candidate, evicted: set[str], taken: Counter[str], queue_alloc: di
     taken[c.group] += 1
     for r, x in c.pod.requests.items():
         queue_alloc[c.queue][r] = queue_alloc[c.queue].get(r, 0) - x
+
+
+def _more_than_enough(snap: Snapshot, job: VCJob, jp: JobPlacement, cap: Capacity) -> list[str]:
+    """Volcano's preempt and reclaim evict on a node only until the pod fits ("just enough"), the node's
+    room alone deciding (a queue's realCapability never asks for more): on each node, some victim must
+    be one without which the job's pods there would not fit. A set where any one victim could stay is
+    more than Volcano takes (``cap``: the room before this job's evictions)."""
+    pods = job_pods(job)
+    need: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for b in jp.bindings:
+        if b.task in pods and 0 <= b.index < len(pods[b.task]):
+            for r, x in pods[b.task][b.index].requests.items():
+                need[b.node][r] += x
+    by_node: dict[str, list[Pod]] = defaultdict(list)
+    for v in jp.victims:
+        p = snap.pods.get(f"{v.namespace}/{v.name}")
+        if p is not None and p.node_name == v.node and p.occupying:
+            by_node[v.node].append(p)
+    out = []
+    for node, gone in sorted(by_node.items()):
+        if node not in need or node not in cap.free:
+            continue
+        freed: dict[str, int] = defaultdict(int)
+        for p in gone:
+            for r, x in p.requests.items():
+                freed[r] += x
+
+        def fits_without(p: Pod, node: str = node, freed: dict[str, int] = freed) -> bool:
+            free = cap.free[node]
+            return all(free.get(r, 0) + freed[r] - p.requests.get(r, 0) >= x
+                       for r, x in need[node].items() if x > 0 and r != "pods")
+
+        if all(fits_without(p) for p in gone):
+            out.append(f"job {jp.key}: evicts more than just enough on {node} (its pods there fit with any one of "
+                       f"its {len(gone)} victims kept; Volcano evicts only until a pod fits)")
+    return out
 
 
 def _safety_refused(snap: Snapshot, c: Candidate, reason: str, priority: int, safety: SafePreemption) -> str | None:
