@@ -10,7 +10,7 @@ Decisions (integers only; pods of one task are identical, so they are counted, n
 - ``opened[node]``: a node that holds no pod in the snapshot receives pods;
 - the victims (``victims_cpsat``): ``take[job, class]`` pods of a class of identical running pods the
   job evicts, ``after[job]`` (the job is replayed after the evictions), ``early[job, task, node]``,
-  ``lands[job, node]``, ``finish[job, group]``, ``reclaims[job]``, ``amount[job, r]`` and
+  ``lands[job, node]``, ``reclaims[job]``, ``amount[job, r]`` and
   ``early_amount[job, r]``.
 
 Constraints: gang (minAvailable and Volcano's per-task minimums with the running pods, at least one pod,

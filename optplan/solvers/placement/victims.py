@@ -18,7 +18,8 @@ else the job's.
 newer first (LIFO: ``status.startTime``, else ``creationTimestamp``; a pod with neither counts as
 started at ``now``), then UID, then namespace/name.
 
-**Preempt**: victims in the preemptor's queue whose job priority is strictly lower; a job with a
+**Which pods go** is Volcano's plugin tiers' answer (``tiers``); here the facts and rules they read.
+**Preempt**: victims in the preemptor's queue (the first tier: job priority strictly lower); a job with a
 ``networkTopology`` (hard or soft) does not preempt at all (``action_refused``: Volcano's preempt skips
 it), it may still reclaim. **Reclaim**: victims
 in other, ``reclaimable`` (not false) queues, by the capacity plugin's rules below. A preemptor pod
@@ -49,8 +50,9 @@ dimensions are the resources it asks a positive amount of (``pods`` aside).
 - Order matters only through (2): a set of victims taken from one queue is valid when some order takes
   each (``reclaim_order``, peeling from the last: the check only gets harder as victims are taken).
 
-**Gang of victims**: at most ``ready − minMember`` pods of one PodGroup over the whole plan, unless
-every occupying pod of it is taken. ``ready`` = occupying pods (bound, not terminal) + Succeeded pods.
+**Gang of victims**: the first tier takes at most ``ready − minMember`` pods of one PodGroup (``Group.slack``);
+the second tier may take more, never the whole gang at once. ``ready`` = occupying pods (bound, not
+terminal) + Succeeded pods.
 
 **Cost** (the exact model's objective, and what ``auto`` compares): per pod
 ``(max(job priority, 0) + 1) × AGE_SPAN + min(minutes running at now, AGE_SPAN − 1)``: priority-weighted,

@@ -10,14 +10,12 @@ greedy, whose plans are replayed the same way) sees. ``after[job]`` says in whic
 **Victim classes.** Candidates (``victims.Catalogue``) of one PodGroup on one node with equal requests
 and equal cost are identical to every rule, so they are counted, not named (``model.VictimClass``); the
 extraction hands pods out in victim order. A pair (job, class) exists only when the job is entitled to
-the class by the static rules (``victims.statically_allowed``; preempt: same queue, strictly lower job
-priority; reclaim: another, reclaimable queue, a pod that requests a resource the job requests and
-that is an immediate victim or whose queue could be above deserved on a listed dimension of its
-request, and a job queue with a positive deserved on a resource it requests; never for a
-``preemptionPolicy: Never`` job), and when the job can land on the class's node, or may take the whole
-PodGroup (all its occupying pods are candidates the job is entitled to, and the jobs entitled to it
-could use more than ``ready − minMember`` of its pods: each pod placed frees at most the group's pods
-on its own node). Nodes are the model's only place where victims matter; a node without a class keeps
+the class by Volcano's plugin tiers (``model.victim_data``): the first tier (a PodGroup above minMember;
+preempt: same queue, strictly lower job priority; reclaim: another, reclaimable queue, and a job queue
+with a positive deserved on a resource it requests), or the second on a node where the first offers the
+job nothing whatever the plan takes (drf, the capacity plugin, each within a static bound); never for a
+``preemptionPolicy: Never`` job or one whose running pods make its gang ready; and only when the job can
+land on the class's node. Nodes are the model's only place where victims matter; a node without a class keeps
 the plain capacity constraint.
 
 Decisions (``model.VictimVars``):
@@ -28,12 +26,12 @@ Decisions (``model.VictimVars``):
   on nodes with classes); ``amount[job, r]`` and ``early_amount[job, r]`` the same for the job's
   requests, for the queues;
 - ``lands[job, node]``: the job has a pod on the node;
-- ``finish[job, group]``: the job evicts the rest of the victim PodGroup (its gang goes whole);
+
 - ``reclaims[job]``: the job's action is reclaim (else preempt: one action places a job);
 - ``used[node, r, job]``: a node's usage after the job's turn, where later jobs place or evict there;
   ``places[job, node]`` on a node over-committed in the snapshot (only a pod placed there must fit);
-- auxiliary literals of the reclaim rules: ``under[job, r]``, ``has[job, task]``, ``some[job, queue]``,
-  ``left[job, queue, r]``, ``last[job, queue, class]``, ``other[job, class]``, ``over[job, class, r, mode]``.
+- auxiliary literals of the reclaimer's rule: ``under[job, r]``, ``has[job, task]``; of the second tier:
+  ``second[job, group]`` (drf), ``second["", queue]`` (capacity).
 
 Constraints (families, one function each):
 
@@ -45,19 +43,17 @@ Constraints (families, one function each):
   charge; after each late job, its queue and ancestors within realCapability, evictions giving back
   allocation to the victims' queues and their ancestors;
 - entitlement (``add_entitlement``): a victim is taken only by an admitted, late job that lands on its
-  node or takes its whole PodGroup, and by one action per job; the jobs together take at most a class's
+  node, and by one action per job; the jobs together take at most a class's
   pods (``add_variables``: without that row two jobs could each count the same pod's room);
-- victim gangs (``add_victim_gangs``): per PodGroup, evicted ≤ ready − minMember, unless one job takes
-  the rest of it, the jobs before that one staying within ready − minMember;
+- victim gangs (``add_victim_gangs``): per PodGroup above minMember, evicted ≤ ready − minMember;
+- the second tier (``add_second_tier``): drf's and the capacity plugin's static bounds;
 - safe preemption (``add_safety``, when its rules are on): victims per PodDisruptionBudget within its
   disruptionsAllowed; with a cooldown, at most one evicting job per queue;
 - region cuts (``add_region_cuts``, redundant): a job that ends in a region finds its gang's least
   demand in the free room of the region's nodes plus what evictions there release;
-- reclaim (``add_reclaim_rules``), the capacity plugin's rules (``victims``) on the queue allocations
-  at the job's turn (``Accounts.before``): each placed task's requested dimensions include one where
-  the job's queue + the job's amount ≤ deserved; per victim queue, its allocation after the job's
-  victims ≥ guarantee, and a designated last pod such that every pod passes rule (2) in an order
-  ending with it.
+- reclaim (``add_reclaim_rules``), the capacity plugin's PreemptiveFn on the queue allocations at the
+  job's turn (``Accounts.before``): each placed task's requested dimensions include one where the job's
+  queue + the job's amount ≤ deserved.
 
 Objective term (``cost``): Σ cost × take, the ``victims`` module's cost (priority-weighted, newer pods
 cheaper), minimised right after the admissions.
