@@ -124,7 +124,9 @@ def _early(m: cp_model.CpModel, early: Any, full: Any, ub: int, after: Any) -> N
 def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
     """On nodes with classes: the early pods fit the free room; after each job in job order, early pods
     + late pods so far − what the victims so far release there ≤ free (every requested resource, and
-    the pod count). The running state is carried by ``used[node, r, step]`` variables so that the
+    the pod count); a job that evicts on a node takes a victim without which its pods there would not fit
+    on some requested resource ("just enough": Volcano evicts only for the node's room). The running state is
+    carried by ``used[node, r, step]`` variables so that the
     constraints stay linear in the model's size."""
     vd, ev = data.victims, v.ev
     order = [job.key for job in data.valid]
@@ -136,6 +138,7 @@ def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
     taking: dict[str, dict[str, list[tuple[VictimClass, Any]]]] = defaultdict(lambda: defaultdict(list))
     for (j, k), y in ev.take.items():
         taking[vd.classes[k].node][j].append((vd.classes[k], y))
+    needed: dict[tuple[str, str], list[Any]] = defaultdict(list)  # (node, job) -> its necessary-victim literals
     for n in sorted(placing):
         cap = data.ctx.capacity
         free = cap.free[n]
@@ -163,6 +166,13 @@ def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
                 if j in jobs:  # a pod placed here must fit
                     if limit >= 0:  # the state only grows by placements: checking every step is exact
                         m.add(after <= limit)
+                        if r != "pods":  # just enough: a victim without which the job's pods would not fit
+                            for cls, y in taking[n].get(j, []):
+                                if cls.releases(r):
+                                    lit = m.new_bool_var(f"needed[{j}@{n},{cls.name},{r}]")
+                                    m.add(after + cls.releases(r) >= limit + 1).only_enforce_if(lit)
+                                    m.add(y >= 1).only_enforce_if(lit)
+                                    needed[n, j].append(lit)
                     else:  # over-committed in the snapshot: only a job that places here must fit
                         m.add(after <= limit).only_enforce_if(_places(m, ev, j, n, jobs[j], data))
                 if pos[j] >= last:
@@ -170,6 +180,13 @@ def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
                 state = m.new_int_var(-released, max(limit, 0) + released, f"used[{n},{r},{j}]")
                 m.add(state == after)
 
+    for n in sorted(placing):  # a job that evicts on a node takes some victim it needs there (Volcano's walk)
+        for j, terms in sorted(taking[n].items()):
+            if any(data.ctx.capacity.free[n].get(r, 0) < 0 for r in data.ctx.capacity.free[n]):
+                continue  # over-committed in the snapshot: not checked
+            some = m.new_bool_var(f"evicts[{j}@{n}]")
+            m.add(sum(y for _c, y in terms) <= sum(c.size for c, _y in terms) * some)
+            m.add_bool_or(needed[n, j] or [some.negated()]).only_enforce_if(some)
 
 def _places(m: cp_model.CpModel, ev: VictimVars, job: str, node: str, terms: list[tuple[dict[str, int], Any, Any]],
             data: Data) -> Any:
