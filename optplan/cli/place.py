@@ -5,8 +5,9 @@ Jobs are the ``--job`` files' VCJobs and the snapshot's VCJobs with pods to plac
 running with a replica that does not run);
 a ``--job`` VCJob replaces a snapshot VCJob of the same namespace/name. The planner is
 ``optplan.solvers.placement.place.place_jobs``; ``--now`` (RFC 3339) fixes the time victims
-are priced at (how long each has run), so that outputs are reproducible; ``--victim-tiers`` chooses
-victims as Volcano's plugin tiers do (``solvers/placement/tiers.py``).
+are priced at (how long each has run), so that outputs are reproducible. Victims are chosen as Volcano's
+plugin tiers choose them (``solvers/placement/tiers.py``); ``--victim-tiers``, which once asked for that,
+is accepted and ignored.
 """
 
 from __future__ import annotations
@@ -50,9 +51,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "a YAML/JSON file of them (pdb, cooldownSeconds, lastPreemption, levels, levelGap, "
                         "approvalWeight, approvalTimeoutSeconds); default: off, as Volcano")
     p.add_argument("--victim-tiers", action="store_true",
-                   help="choose victims as Volcano's plugin tiers do (priority, gang, conformance, then drf for "
-                        "preempt or capacity for reclaim: a tier that offers victims decides), node by node, just "
-                        "enough; default: the joint rules (priority, gang and capacity together)")
+                   help="accepted and ignored: victims are always chosen as Volcano's plugin tiers do (priority, "
+                        "gang, conformance, then drf for preempt or capacity for reclaim), node by node, just enough")
     options.timings(p, "record solver.wallSeconds")
     options.output_format(p, ("yaml", "json", "table"), "yaml")
     options.verbose(p, "log progress to stderr")
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
     try:
         plan = place_jobs(loaded.snapshot, jobs, solver=args.solver, time_limit=args.time_limit, workers=args.workers,
                      seed=args.seed, weights=args.binpack, now=args.now, deterministic=args.deterministic,
-                     safety=safety, scheduler=conf, tiers=args.victim_tiers)
+                     safety=safety, scheduler=conf)
     except InputError as e:  # the planner names the object and field; the files are known here
         if e.file is not None:
             raise

@@ -88,11 +88,12 @@ def test_a_gang_that_fits_now_moves_nothing() -> None:
 
 
 def four_half_full() -> list[dict[str, Any]]:
-    """Four 8-card nodes, each half used by a one-pod job of normal priority; ``big`` (large-job) needs two
-    whole nodes: 16 cards are idle, but scattered."""
+    """Four 8-card nodes, each half used by a one-pod job of normal priority (minAvailable 0: Volcano's
+    plugin tiers preempt no job at minMember); ``big`` (large-job) needs two whole nodes: 16 cards are
+    idle, but scattered."""
     objs: list[dict[str, Any]] = [*CLASSES, queue("default"), *(node(n) for n in "abcd")]
     for n in "abcd":
-        objs += running(f"j{n}", "default", [(n, 4)])
+        objs += running(f"j{n}", "default", [(n, 4)], min_member=0)
     return [*objs, vcjob("big", "default", [job_task("w", 2, 8)], priority_class_name="large-job")]
 
 

@@ -30,7 +30,9 @@ def conf(actions: str) -> SchedulerConf:
 
 
 def preempt_case() -> list[dict[str, Any]]:
-    return [*CLASSES, node("a", 8), queue("q"), *running("v", "q", [("a", 8)], "normal-job"), pending("big", "q", 1, 8)]
+    """The victim's minAvailable is 0: Volcano's tiers preempt no job at minMember."""
+    return [*CLASSES, node("a", 8), queue("q"), *running("v", "q", [("a", 8)], "normal-job", min_member=0),
+            pending("big", "q", 1, 8)]
 
 
 def place(solver: str, objs: list[dict[str, Any]], c: SchedulerConf, job: str) -> JobPlacement:

@@ -46,8 +46,9 @@ OPTS = PlanOptions(time_limit=10, workers=1, seed=0, deterministic=True)  # same
 NOW = "2025-06-01T00:00:00Z"
 
 SEEDS = [0, 3, 6, 9, 11, 12, 16, 25, 27, 28, 53, 72, 124]
-CONFLICT_SEEDS = [7, 11]  # issue 12 §1 changed the reclaim rules: 53, 72, 124 no longer conflict; topology jobs
-# no longer preempt (Volcano v1.15): 25 no longer conflicts
+CONFLICT_SEEDS = [7]  # issue 12 §1 changed the reclaim rules: 53, 72, 124 no longer conflict; topology jobs
+# no longer preempt (Volcano v1.15): 25 no longer conflicts; under the plugin tiers the exact model admits more
+# than the greedy on 11 (2305 > 1203): no tie to restrict there
 """Least victim cost alone uses a higher tier than the greedy at the same admissions."""
 
 
@@ -129,7 +130,9 @@ def test_optimal_is_never_worse_than_the_greedy_on_generated_families(seed: int,
     plans = {s: plan_placement(snap, jobs, s, OPTS, now=NOW) for s in ("greedy", solver)}
     for plan in plans.values():
         assert placement_violations(snap, jobs, plan) == []
-    assert plans[solver].solver.status == "OPTIMAL"
+    # on 3 and 6 the greedy's victims include some beyond the exact model's (a gang's slack used up by
+    # earlier victims: Volcano's second tier then): it keeps the greedy's plan, FEASIBLE (changed with the tiers)
+    assert plans[solver].solver.status == ("FEASIBLE" if seed in (3, 6) else "OPTIMAL")
     never_worse(outcome(snap, plans["greedy"]), outcome(snap, plans[solver]))
 
 
@@ -208,13 +211,28 @@ def test_the_joint_model_admits_more_than_the_greedy_on_seed_12() -> None:
     assert greedy.admitted == exact.admitted == frozenset(snap.jobs)
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+SOLUTION_SEEDS = [2, 3, 5, 6, 8, 11, 13, 21, 26, 27, 28]
+"""Seeds of ``slack_family`` whose greedy plans evict, each victim one the exact model holds."""
+
+
+def slack_family(seed: int) -> GenConfig:
+    """``family`` with running gangs at half their size for minMember: most victims are the first tier's
+    (a gang above minMember), where the exact model holds every plan Volcano's tiers allow."""
+    return dataclasses.replace(family(seed), min_member_ratio=0.5)
+
+
+@pytest.mark.parametrize("seed", SOLUTION_SEEDS)
 def test_the_greedys_plan_with_its_victims_is_a_solution_of_the_joint_model(seed: int) -> None:
     """What makes the optimum never worse: Volcano's plan (allocate, then preempt/reclaim job by job)
-    satisfies every constraint of the exact model when its variables are fixed to it."""
-    snap = load_objects(generate(family(seed))).snapshot
+    satisfies every constraint of the exact model when its variables are fixed to it — where its victims
+    are ones the model holds (the first tier, and the second within its static bounds; the others, e.g. a
+    gang whose slack earlier victims used up, leave the greedy's plan outside: ``cpsat`` then keeps it when
+    it admits more). Changed with the tiers as the only rules: on ``family`` most victims are the second
+    tier's (gangs at minMember), ``slack_family`` keeps what is tested."""
+    snap = load_objects(generate(slack_family(seed))).snapshot
     ctx = Context.build(snap, list(snap.jobs.values()), BinpackWeights(), datetime.fromisoformat(NOW))
     greedy = plan_victims(ctx, greedy_place(ctx))
+    assert any(jp.victims for jp in greedy.jobs)
     solver, v = solve_fixed_to(ctx, greedy)
     assert sum(y for y in (solver.value(x) for x in v.ev.take.values())) == sum(len(j.victims) for j in greedy.jobs)
 
@@ -232,9 +250,12 @@ def test_the_family_exercises_victims_and_topology() -> None:
 
 def zero_victim_case() -> list[dict[str, Any]]:
     """Two full 8-GPU nodes in queue q; ``first`` (critical) evicts a whole node for 4 GPUs, then
-    ``second`` (large) fits in the other 4 GPUs freed on that node without evicting anything."""
+    ``second`` (large) fits in the other 4 GPUs freed on that node without evicting anything. The running
+    jobs have minAvailable 0: Volcano's gang plugin offers their pods (at minMember it would not, and drf
+    never offers a job's last pod)."""
     return [*CLASSES, node("a", 8), node("b", 8), queue("q"),
-            *running("v", "q", [("a", 8)], "normal-job"), *running("w", "q", [("b", 8)], "spot-job"),
+            *running("v", "q", [("a", 8)], "normal-job", min_member=0),
+            *running("w", "q", [("b", 8)], "spot-job", min_member=0),
             vcjob("first", "q", [job_task("w", 1, 4)], priority_class_name="critical-job"),
             vcjob("second", "q", [job_task("w", 1, 4)], priority_class_name="large-job")]
 

@@ -88,7 +88,7 @@ CASES: dict[str, Case] = {
     "deserved-without-cpu/broken": Case(  # at exactly its deserved GPUs: not over (cpu is not listed)
         [node("n0"), queue("team-a", deserved={GPU: 8}), team_b(), *running("a", "team-a", "n0", 8), job(1, 8)],
         admitted=False, reason="above its deserved", bad_victims=(("a-0", "n0"),), bad_nodes=("n0",),
-        flag="would not let go"),
+        flag="is not above its deserved"),
     # Rule: the reclaimer's allocated + the request stays <= deserved on a requested dimension. team-b runs
     # 6 of its 8 GPUs on n1 (a system pod fills the rest); team-a is over on n0.
     "reclaimer-with-request/holds": Case(
@@ -110,7 +110,7 @@ CASES: dict[str, Case] = {
         [node("n0"), node("n1", 0), queue("team-a", deserved={GPU: 8, "cpu": 10}), team_b(),
          *running("a", "team-a", "n0", 8, cpu="0"), *running("c", "team-a", "n1", 0, cpu="20"), job(1, 8)],
         admitted=False, reason="above its deserved", bad_victims=(("a-0", "n0"),), bad_nodes=("n0",),
-        flag="would not let go"),
+        flag="is not above its deserved"),
     # Rule: a victim whose request shares no dimension with its queue's (positive) deserved is an
     # immediate victim. team-a's deserved names cpu only.
     "immediate-victim/holds": Case(
@@ -121,7 +121,7 @@ CASES: dict[str, Case] = {
         [node("n0"), queue("team-a", deserved={"cpu": 10}), team_b(), *running("a", "team-a", "n0", 8, cpu="1"),
          job(1, 8)],
         admitted=False, reason="above its deserved", bad_victims=(("a-0", "n0"),), bad_nodes=("n0",),
-        flag="would not let go"),
+        flag="is not above its deserved"),
     # Rule: the floor is guarantee, not deserved. team-a (deserved 6) runs two 4-GPU pods on n0, the
     # newer goes first; a system pod fills n1 (so team-b's realCapability is not the limit).
     "guarantee-floor/holds": Case(  # 8 -> 4: below deserved 6, above guarantee 2
@@ -145,7 +145,7 @@ CASES: dict[str, Case] = {
         [node("n0"), queue("team-a", deserved={GPU: 4}), team_b(), *running("a", "team-a", "n0", 4),
          *running("a2", "team-a", "n0", 4, started="2025-06-01T11:00:00Z"), job(1, 8)],
         admitted=False, reason="reclaim", bad_victims=(("a-0", "n0"), ("a2-0", "n0")), bad_nodes=("n0",),
-        flag="would not let go"),
+        flag="is not above its deserved"),
     # Rule: victims come only from the node being tried. The job may only run on n0 (pool x).
     "victims-on-the-node/holds": Case(
         [node("n0", labels={"pool": "x"}), node("n1"), queue("team-a", deserved={GPU: 2}), team_b(),
@@ -185,6 +185,8 @@ def test_reclaim_case(name: str, solver: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(n for n, c in CASES.items() if c.bad_victims))
 def test_validator_flags_the_plan_that_breaks_the_rule(name: str) -> None:
+    # the victims' PodGroups are at minMember: the second tier, the capacity plugin, decides; its refusal is
+    # named in the validator's line (was: "would not let go", the joint rules' reclaim order)
     case = CASES[name]
     s, plan = _plan(case, "greedy")
     bad = admitted_with(plan, "default/new", case.bad_nodes, tuple((p, n, "reclaim") for p, n in case.bad_victims))

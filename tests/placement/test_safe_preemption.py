@@ -46,9 +46,11 @@ def names(p: PlacementPlan, job: str) -> list[str]:
 # ---- PDBs ---------------------------------------------------------------------------------------
 
 def pdb_case(allowed: int, *, victim_ready: bool = True, policy: str | None = None) -> list[dict[str, Any]]:
-    """One 8-GPU node held by two 4-GPU pods of a normal job under one PDB; a large job needs the node."""
+    """One 8-GPU node held by two 4-GPU pods of a normal job under one PDB; a large job needs the node. The
+    victims' minAvailable is 0 (was 1): Volcano's gang plugin offers both, and safe preemption's budget is
+    what is tested (the same for the other fixtures here: a job at minMember the tiers never preempt)."""
     objs = [*CLASSES, node("a", 8), queue("q"),
-            *running("v", "q", [("a", 4), ("a", 4)], labels={"app": "v"}, min_member=1),
+            *running("v", "q", [("a", 4), ("a", 4)], labels={"app": "v"}, min_member=0),
             pending("big", "q", 1, 8), pdb("v-pdb", {"app": "v"}, allowed, policy=policy)]
     for o in objs:
         if o.get("kind") == "Pod":
@@ -85,7 +87,7 @@ def two_jobs(annotation: str | None = None) -> list[dict[str, Any]]:
     if annotation is not None:
         q["metadata"]["annotations"] = {LAST_PREEMPTION: annotation}
     return [*CLASSES, node("a", 8), node("b", 8), q,
-            *running("v", "q", [("a", 8)]), *running("w", "q", [("b", 8)]),
+            *running("v", "q", [("a", 8)], min_member=0), *running("w", "q", [("b", 8)], min_member=0),
             pending("big1", "q", 1, 8), pending("big2", "q", 1, 8)]
 
 
@@ -125,7 +127,7 @@ def test_a_queue_inside_its_window_evicts_nothing(solver: str, last: str, admitt
 ])
 def test_graded_preemption_takes_only_grades_two_below(solver: str, preemptor: str, victim: str,
                                                        evicted: bool) -> None:
-    objs = [*CLASSES, node("a", 8), queue("q"), *running("v", "q", [("a", 8)], victim),
+    objs = [*CLASSES, node("a", 8), queue("q"), *running("v", "q", [("a", 8)], victim, min_member=0),
             pending("big", "q", 1, 8, preemptor)]
     assert plan(solver, objs, None).job("default/big").admitted  # strictly lower priority: Volcano evicts
     p = plan(solver, objs, SafePreemption(levels=SafePreemption.seed().levels))
@@ -137,7 +139,7 @@ def test_graded_preemption_takes_only_grades_two_below(solver: str, preemptor: s
 @pytest.mark.parametrize("solver", SOLVERS)
 @pytest.mark.parametrize(("weight", "gated"), [(60, True), (50, False)])
 def test_evictions_in_a_heavy_queue_are_marked_for_approval(solver: str, weight: int, gated: bool) -> None:
-    objs = [*CLASSES, node("a", 8), queue("q", weight=weight), *running("v", "q", [("a", 8)]),
+    objs = [*CLASSES, node("a", 8), queue("q", weight=weight), *running("v", "q", [("a", 8)], min_member=0),
             pending("big", "q", 1, 8)]
     jp = plan(solver, objs, SafePreemption(approval_weight=50)).job("default/big")
     assert jp.admitted and [v.name for v in jp.victims] == ["v-0"]
@@ -157,7 +159,7 @@ def test_an_approval_is_given_waited_for_or_cancelled(solver: str, annotations: 
                                                      gated: bool) -> None:
     job = pending("big", "q", 1, 8)
     job["metadata"]["annotations"] = annotations
-    objs = [*CLASSES, node("a", 8), queue("q", weight=60), *running("v", "q", [("a", 8)]), job]
+    objs = [*CLASSES, node("a", 8), queue("q", weight=60), *running("v", "q", [("a", 8)], min_member=0), job]
     jp = plan(solver, objs, SafePreemption(approval_weight=50)).job("default/big")
     assert jp.admitted is admitted
     assert (jp.approval_required is not None) is gated
@@ -177,12 +179,13 @@ def test_the_validator_refuses_a_plan_that_breaks_each_rule() -> None:
     both = plan_placement(s2, list(s2.jobs.values()), "greedy", OPTS, now=NOW)
     assert any("preemption cooldown" in b for b in placement_violations(
         s2, list(s2.jobs.values()), both, safety=SafePreemption(cooldown_seconds=60)))
-    objs = [*CLASSES, node("a", 8), queue("q", weight=90), *running("v", "q", [("a", 8)]), pending("big", "q", 1, 8)]
+    objs = [*CLASSES, node("a", 8), queue("q", weight=90), *running("v", "q", [("a", 8)], min_member=0),
+            pending("big", "q", 1, 8)]
     s3 = load_objects(objs).snapshot
     unmarked = plan_placement(s3, list(s3.jobs.values()), "greedy", OPTS, now=NOW)
     assert any("approvalRequired" in b for b in placement_violations(
         s3, list(s3.jobs.values()), unmarked, safety=SafePreemption(approval_weight=50)))
-    objs = [*CLASSES, node("a", 8), queue("q"), *running("v", "q", [("a", 8)], "large-job"),
+    objs = [*CLASSES, node("a", 8), queue("q"), *running("v", "q", [("a", 8)], "large-job", min_member=0),
             pending("big", "q", 1, 8, "critical-job")]
     s4 = load_objects(objs).snapshot
     graded = plan_placement(s4, list(s4.jobs.values()), "greedy", OPTS, now=NOW)

@@ -43,7 +43,7 @@ def case(*, big_gpu: int = 8, free_node: bool = False, pc: str = "large-job", an
     if annotations:
         q["metadata"]["annotations"] = annotations
     objs = [*CLASSES, priority_class("large-never", 800, "Never"), node("a", 8), q, queue("other"),
-            *running("v", victims_queue, [("a", 4), ("a", 4)]), big]
+            *running("v", victims_queue, [("a", 4), ("a", 4)], min_member=0), big]  # minAvailable 0: preemptable
     if free_node:
         objs.append(node("b", 8))
     if big_runs:

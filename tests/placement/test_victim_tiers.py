@@ -146,8 +146,8 @@ def plans(objs: list[dict[str, Any]]) -> dict[str, PlacementPlan]:
     snap = load_objects(objs).snapshot
     out = {}
     for solver in ("greedy", "cpsat", "auto"):
-        plan = plan_placement(snap, list(snap.jobs.values()), solver, OPTS, now=NOW, tiers=True)
-        assert placement_violations(snap, list(snap.jobs.values()), plan, tiers=True) == []
+        plan = plan_placement(snap, list(snap.jobs.values()), solver, OPTS, now=NOW)
+        assert placement_violations(snap, list(snap.jobs.values()), plan) == []
         out[solver] = plan
     return out
 
@@ -197,7 +197,7 @@ def test_greedy_takes_what_the_tiers_offer(what: str, objs: list[dict[str, Any]]
                                            victims: list[str]) -> None:
     got = plans([*CLASSES, *objs])
     assert result(got["greedy"]) == (admitted, victims)
-    for solver in ("cpsat", "auto"):  # the exact model stays inside the first tier; auto no worse than greedy
+    for solver in ("cpsat", "auto"):  # the exact model stays inside what it can bound; auto no worse than greedy
         adm, vic = result(got[solver])
         assert set(vic) <= set(victims) or adm
     assert result(got["auto"])[0] >= admitted
@@ -217,12 +217,17 @@ def test_reclaim_passes_over_a_node_without_reclaimees() -> None:
 
 
 def test_the_validator_refuses_a_victim_no_tier_offers() -> None:
-    objs = [*CLASSES, node("n0", 8), queue("q"), *running("v", "q", [("n0", 8)], "low", 1),
-            pending("j", "q", 1, 8, "high")]
-    snap = load_objects(objs).snapshot
-    joint = plan_placement(snap, list(snap.jobs.values()), "greedy", OPTS, now=NOW)  # the joint rules take v-0
-    assert result(joint) == (True, ["v-0"])
-    bad = placement_violations(snap, list(snap.jobs.values()), joint, tiers=True)
+    # The plan that preempts v-0 is valid while v's minMember is 0 (the gang plugin offers it) and refused
+    # at minMember 1: priority ∩ gang is empty, and drf never offers a job's last pod (was: the joint
+    # rules' plan, which took v-0).
+    def objs(min_member: int) -> list[dict[str, Any]]:
+        return [*CLASSES, node("n0", 8), queue("q"), *running("v", "q", [("n0", 8)], "low", min_member),
+                pending("j", "q", 1, 8, "high")]
+    spare = load_objects(objs(0)).snapshot
+    good = plan_placement(spare, list(spare.jobs.values()), "greedy", OPTS, now=NOW)
+    assert result(good) == (True, ["v-0"])
+    snap = load_objects(objs(1)).snapshot
+    bad = placement_violations(snap, list(snap.jobs.values()), good)
     assert any("plugin tiers do not offer it" in v for v in bad)
 
 
@@ -267,7 +272,7 @@ def test_only_a_starving_gang_evicts(what: str, on: dict[int, str], min_availabl
             *running("v", "q", [("n1", 4), ("n1", 4)], "low", 0),
             *running_vcjob("j", "q", 3, 4, on, min_available, "high")]
     snap = load_objects(objs).snapshot
-    plan = plan_placement(snap, list(snap.jobs.values()), "greedy", OPTS, now=NOW, tiers=True)
+    plan = plan_placement(snap, list(snap.jobs.values()), "greedy", OPTS, now=NOW)
     jp = next(j for j in plan.jobs if j.key == "default/j")
     assert sorted(v.name for v in jp.victims) == victims
     assert bool(jp.bindings) == admitted

@@ -27,7 +27,7 @@ SOFT = {"mode": "soft"}
 
 
 def running(name: str, queue_name: str, node_name: str, gpu: int, cls: str = "low") -> list[dict[str, Any]]:
-    pg = podgroup_in(queue_name, name, 1)
+    pg = podgroup_in(queue_name, name, 0)  # minMember 0: Volcano's tiers preempt no job at minMember
     pg["spec"]["priorityClassName"] = cls
     p = pod(f"{name}-0", node_name, gpu, group=name)
     p["status"]["startTime"] = "2025-06-01T10:00:00Z"

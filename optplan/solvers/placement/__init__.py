@@ -84,10 +84,11 @@ session order, unscored; (5) victims come from the job's region only (a topology
 one HyperNode), where Volcano's preempt considers every node; (6) the evictions on a node that still
 leave the pod without room are undone, where Volcano keeps them in the statement.
 
-*Under Volcano's plugin tiers* (``--victim-tiers``, ``tiers``): which pods of a node may go is the
-tiers' answer for the pod (the first tier, priority ∩ gang ∩ conformance, decides when it offers any;
-else drf for preempt, the capacity plugin for reclaim), not the joint rules; a victim PodGroup loses
-single pods (the gang plugin never takes one below minMember, the second tier may), never goes whole;
+*Volcano's plugin tiers* (``tiers``; the only victim rules): which pods of a node may go is the tiers' answer
+for the pod (the first tier, priority ∩ gang ∩ conformance, decides when it offers any; else drf for preempt,
+the capacity plugin for reclaim); a victim PodGroup loses single pods (the gang plugin never takes one below
+minMember, the second tier may), never goes whole; victims go until the node has room (never for a queue's
+realCapability);
 each pod walks the nodes in the order above, a node with room taking it without evictions (Volcano's
 preempt and reclaim place on the walk, not first where the pod fits); reclaim passes over a node with
 no running pod of another reclaimable queue (room or not). Volcano's node order among equal scores
@@ -102,8 +103,10 @@ break its gang) in the bundles' order until the domain's room covers the job. Th
 configuration (``gangevict.exact_declines``).
 
 **Exact** (``cpsat`` with ``victims_cpsat``): placements and victims of all jobs decided
-jointly — a running pod may be evicted only for an admitted job entitled to it that lands on its
-node (or takes its whole PodGroup), capacity per node is the free room plus what evictions there
+jointly — a running pod may be evicted only for an admitted job that lands on its node and that the tiers
+offer it to (the first tier; the second where the first offers the job nothing on that node, within static
+bounds: ``model.drf_limit``, ``model.capacity_limit``), capacity per node is the free room plus what evictions
+there
 release, and the queue rules are checked on the state at each job's turn in the validator's replay.
 Lexicographic: most priority-weighted jobs admitted (weight ``max(priority, 0) + 1``), then least victim
 cost, then lowest tier sum, then most replicas beyond the minimum, then fewest newly occupied nodes,
@@ -117,7 +120,8 @@ also for what OPTIMAL then means). ``plan_key`` computes that order for any plan
 better of the greedy and CP-SAT plans (the greedy's on a tie); the exact plan shows the greedy's victims
 of a job (``greedyVictims``) where they differ.
 
-Every plan passes ``validate_placement`` (an independent re-check) before ``plan_placement`` returns it.
+Every plan passes ``validate_placement`` (an independent re-check) before ``plan_placement`` returns it;
+``cpsat`` re-checks its own plan first and keeps the greedy's when the validator refuses it.
 
 **Modules**, each importing only the ones below it (pyproject's import-linter contracts):
 
@@ -137,9 +141,8 @@ Every plan passes ``validate_placement`` (an independent re-check) before ``plan
 - ``partitions``: a task's ``partitionPolicy`` (partitions placed whole, each inside one HyperNode, and
   ``minPartitions``), the rules the planners and the validator share;
 - ``jobs``: the pod facts, gang minimums, held pods and regions; ``binpack``: the binpack score;
-  ``tiers``: which victims Volcano's plugin tiers offer on a node (priority, gang, conformance, then drf
-  or capacity), read under ``--victim-tiers`` by the greedy and the validator (the exact model then
-  stays within the first tier);
+  ``tiers``: which victims Volcano's plugin tiers offer on a node (priority, gang, conformance, then drf or
+  capacity), read by the greedy, the validator and the exact model's pairs;
 - ``victims``: who may be a victim and the capacity plugin's reclaim rules.
 - ``gangevict``: Volcano's gangpreempt and gangreclaim for one starving job on the greedy's state
   (``gang_evict``), when the scheduler configuration lists them (``victim_actions``: the evicting actions in

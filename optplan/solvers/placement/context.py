@@ -206,8 +206,6 @@ class Context:
     weights serve (``region_weights``)."""
     actions: tuple[str, ...] = SEED_ACTIONS
     """The scheduler configuration's actions (``--scheduler-conf``): preempt and reclaim evict only when listed."""
-    tiers: bool = False
-    """Victims as Volcano's plugin tiers choose them (``tiers``), else by the joint rules (``victims``)."""
     scheduler: SchedulerConf = field(default_factory=SchedulerConf)
     """The whole scheduler configuration: its plugin tiers and the gang-aware actions' arguments (``gangevict``)."""
     turns: list[str] = field(default_factory=list)
@@ -220,7 +218,7 @@ class Context:
               now: datetime | None = None, *, accounts: dict[str, QueueAccount] | None = None,
               capacity: Capacity | None = None, predicates: Predicates | None = None,
               safety: SafePreemption = OFF, hyper_weights: BinpackWeights | None = None,
-              actions: tuple[str, ...] = SEED_ACTIONS, tiers: bool = False,
+              actions: tuple[str, ...] = SEED_ACTIONS,
               scheduler: SchedulerConf | None = None) -> Context:
         """The context of placing ``jobs`` on ``snap``.  ``accounts``, ``capacity`` and ``predicates``:
         the snapshot's own (``account_queues``, ``Capacity``, ``Predicates``; never changed by a
@@ -249,7 +247,7 @@ class Context:
                    now=now or datetime.now(UTC), unfit=unfit,
                    held={k: {t: frozenset(ps) for t, ps in by_task.items()} for k, by_task in running.items()},
                    held_nodes=nodes, never={j.key: never_tasks(snap, j) for j in ordered}, safety=safety,
-                   hyper_weights=hyper_weights, actions=actions, tiers=tiers, scheduler=scheduler or SchedulerConf())
+                   hyper_weights=hyper_weights, actions=actions, scheduler=scheduler or SchedulerConf())
 
     @property
     def region_weights(self) -> BinpackWeights:

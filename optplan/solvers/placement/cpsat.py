@@ -10,7 +10,7 @@ Decisions (integers only; pods of one task are identical, so they are counted, n
 - ``opened[node]``: a node that holds no pod in the snapshot receives pods;
 - the victims (``victims_cpsat``): ``take[job, class]`` pods of a class of identical running pods the
   job evicts, ``after[job]`` (the job is replayed after the evictions), ``early[job, task, node]``,
-  ``lands[job, node]``, ``finish[job, group]``, ``reclaims[job]``, ``amount[job, r]`` and
+  ``lands[job, node]``, ``reclaims[job]``, ``amount[job, r]`` and
   ``early_amount[job, r]``.
 
 Constraints: gang (minAvailable and Volcano's per-task minimums with the running pods, at least one pod,
@@ -89,6 +89,7 @@ from optplan.solvers.placement.model import (
     plan_key,
 )
 from optplan.solvers.placement.partitions import bounded, partition_pending, partitioned
+from optplan.solvers.placement.validate import placement_violations
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,7 @@ def build(data: Data) -> tuple[cp_model.CpModel, Vars, dict[str, Any]]:
         victims_cpsat.add_queues(m, data, v)
         victims_cpsat.add_entitlement(m, data, v)
         victims_cpsat.add_victim_gangs(m, data, v)
+        victims_cpsat.add_second_tier(m, data, v)
         victims_cpsat.add_safety(m, data, v)
         victims_cpsat.add_reclaim_rules(m, data, v)
         victims_cpsat.add_region_cuts(m, data, v)
@@ -543,6 +545,12 @@ def solve(ctx: Context, options: PlanOptions, greedy: PlacementPlan | None = Non
     if not values:
         return greedy.model_copy(update={"solver": SolverRecord(name="cpsat", status="FALLBACK", wall_seconds=wall)})
     proven = optimal and len(values) == len(phases)
+    if best is not greedy:  # the second tier's bounds are built to hold; the validator has the last word
+        bad = placement_violations(ctx.snapshot, ctx.jobs, best, safety=ctx.safety, now=ctx.now)
+        if bad:
+            log.warning("placement cpsat: the validator refuses the exact plan (%s): the greedy's plan instead",
+                        bad[0])
+            best, proven = greedy, False
     best = explain_rejections(ctx, best)
     notes = victim_notes(ctx, best, proven)
     best = best.model_copy(update={"jobs": tuple(

@@ -56,34 +56,12 @@ def job_rules(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: Re
                                     qs.deserved[job.queue], qs.real[job.queue])
             if why is not None:
                 return None, why
-    if ctx.tiers:
-        return _tier_rules(ctx, state, cat, job, reason, needs)
-    priority = ctx.priority[job.key]
-    static = {k: c for k, c in cat.candidates.items() if k not in state.evicted
-              and statically_allowed(c, reason, job.queue, priority, qs.reclaimable.get(c.queue, True), needs,
-                                     snap=snap, safety=ctx.safety) is None}
-    if reason == "preempt":
-        if not static:
-            return None, f"no running pod in queue {job.queue} of lower priority may be evicted" + _safety_note(
-                ctx, state, cat, job, reason, needs)
-        return Rules(reason=reason, job=job, needs=needs, eligible=static), ""
-    eligible: dict[str, Candidate] = {}
-    refused: dict[str, str] = {}
-    for k, c in static.items():  # the ReclaimableFn on the state at the action's start, each pod alone
-        why = victim_blocked(c.queue, qs.allocated[c.queue], c.pod.requests, qs.deserved[c.queue],
-                             qs.listed[c.queue], qs.guarantee[c.queue])
-        if why is None:
-            eligible[k] = c
-        else:
-            refused[k] = why
-    if not eligible:
-        return None, reclaim_blocked_text(static, list(refused.values()))
-    return Rules(reason=reason, job=job, needs=needs, eligible=eligible, blocked=refused), ""
+    return _tier_rules(ctx, state, cat, job, reason, needs)
 
 
 def _tier_rules(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: Reason,
                 needs: frozenset[str]) -> tuple[Rules | None, str]:
-    """``job_rules`` under Volcano's plugin tiers (``tiers``): every pod the action hands to the plugins
+    """``job_rules`` by Volcano's plugin tiers (``tiers``): every pod the action hands to the plugins
     (``tiers.preemptee_refused``); none when no tier could offer one at the action's start, and none for
     a job whose running pods already make its gang ready (the actions take only starving jobs: ready +
     pipelined < minAvailable; its other pods wait for allocate)."""
@@ -132,8 +110,8 @@ def _safety_note(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason:
         if k in state.evicted:
             continue
         allowed = qs.reclaimable.get(c.queue, True)
-        if statically_allowed(c, reason, job.queue, priority, allowed, needs) is None:
-            why = statically_allowed(c, reason, job.queue, priority, allowed, needs, snap=ctx.snapshot,
+        if statically_allowed(c, reason, job.queue, priority, allowed) is None:
+            why = statically_allowed(c, reason, job.queue, priority, allowed, snap=ctx.snapshot,
                                      safety=ctx.safety)
             if why is not None:
                 return f" ({k}: {why})"

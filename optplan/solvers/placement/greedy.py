@@ -31,7 +31,7 @@ from optplan.solvers.placement.partitions import (
 )
 from optplan.solvers.placement.safety import pdb_over
 from optplan.solvers.placement.tiers import node_victims
-from optplan.solvers.placement.victims import Candidate, Catalogue, Rules, dims, reclaimer_blocked, victim_blocked
+from optplan.solvers.placement.victims import Candidate, Catalogue, Rules, dims, reclaimer_blocked
 
 
 def placed_reason(ctx: Context, job: VCJob, n: int, where: str) -> str:
@@ -479,65 +479,6 @@ class Greedy:
 
     # ---- victims (Volcano's preempt and reclaim actions) -------------------------------------------
 
-    def unit(self, c: Candidate, rules: Rules) -> list[Candidate] | None:
-        """What evicting ``c`` takes: the pod alone while its gang keeps minMember, else the rest of its
-        PodGroup (every occupying pod, all of them eligible), else None."""
-        group = self.cat.groups[c.group]
-        if self.state.taken[c.group] + 1 <= group.slack:
-            return [c]
-        rest = [k for k in group.occupying if k not in self.state.evicted]
-        if any(k not in rules.eligible for k in rest):
-            return None
-        return sorted((rules.eligible[k] for k in rest), key=Candidate.order_key)
-
-    def may_take_unit(self, unit: list[Candidate], rules: Rules) -> bool:
-        """Safe preemption's PDB rule (``safety.pdb_over``) on the plan's evictions so far with the unit; then
-        reclaim: the capacity plugin's ReclaimableFn lets every pod of the unit go, in turn, from its
-        queue as the evictions so far left it (``victims.victim_blocked``); preempt: always."""
-        if self.ctx.safety.pdb:
-            snap = self.ctx.snapshot
-            if pdb_over(self.ctx.safety, snap, [*(snap.pods[k] for k in self.state.evicted),
-                                                *(c.pod for c in unit)]) is not None:
-                return False
-        if rules.reason != "reclaim":
-            return True
-        qs = self.state.queues
-        alloc = {c.queue: dict(qs.allocated[c.queue]) for c in unit}
-        for c in unit:
-            if victim_blocked(c.queue, alloc[c.queue], c.pod.requests, qs.deserved[c.queue], qs.listed[c.queue],
-                              qs.guarantee[c.queue]) is not None:
-                return False
-            for r, x in c.pod.requests.items():
-                alloc[c.queue][r] = alloc[c.queue].get(r, 0) - x
-        return True
-
-    def reclaimees(self, pod: Pod, node: str, victims: list[Candidate], rules: Rules) -> list[Candidate]:
-        """The capacity plugin's ReclaimableFn on one node for one reclaimer pod: the candidates that
-        request a resource the pod requests, in victim order, each kept when ``victim_blocked`` passes
-        with the ones kept before it subtracted from its queue. The first refusal on the node (of these,
-        or of the node's pods refused when the action started) is kept in ``block_note``."""
-        need = dims(pod.requests)
-        qs = self.state.queues
-        alloc: dict[str, dict[str, int]] = {}
-        out: list[Candidate] = []
-        notes = [rules.blocked[c.key] for c in self.cat.by_node.get(node, []) if c.key in rules.blocked
-                 and c.key not in self.state.evicted and dims(c.pod.requests) & need]
-        for c in victims:
-            if not dims(c.pod.requests) & need:
-                continue
-            a = alloc.setdefault(c.queue, dict(qs.allocated[c.queue]))
-            why = victim_blocked(c.queue, a, c.pod.requests, qs.deserved[c.queue], qs.listed[c.queue],
-                                 qs.guarantee[c.queue])
-            if why is None:
-                out.append(c)
-                for r, x in c.pod.requests.items():
-                    a[r] = a.get(r, 0) - x
-            else:
-                notes.append(why)
-        if notes and self.block_note is None:
-            self.block_note = f"on {node}: {notes[0]}"
-        return out
-
     def may_take(self, c: Candidate) -> bool:
         """Safe preemption's PDB rule (``safety.pdb_over``) on the plan's evictions so far with ``c``."""
         if self.ctx.safety.pdb:
@@ -615,8 +556,6 @@ class Greedy:
         Volcano's node walk (``evict_for``: a node with room takes the pod without evictions when the walk
         reaches it); a task whose PriorityClass says preemptionPolicy Never evicts nothing and takes the
         best node as in allocate. The node (None: none) and why not."""
-        if not self.ctx.tiers:
-            return self.try_with_victims_joint(job, task, pod, nodes, stmt, rules)
         if rules.reason == "reclaim":  # the PreemptiveFn, for every pod the action tries
             qs = self.state.queues
             blocked = reclaimer_blocked(job.queue, qs.allocated[job.queue], pod.requests, qs.deserved[job.queue],
@@ -630,25 +569,6 @@ class Greedy:
         why = ""
         if node is None:
             why = self.block_note or self.best_node(pod, nodes, job.queue)[1]  # the capacity plugin's refusal first
-        return node, why
-
-    def try_with_victims_joint(self, job: VCJob, task: str, pod: Pod, nodes: list[str], stmt: Statement,
-                         rules: Rules) -> tuple[str | None, str]:
-        """One pod of a preempting or reclaiming dry run: the capacity plugin's PreemptiveFn (reclaim),
-        then the best node as in allocate, else evictions (``evict_for``; a task whose PriorityClass says
-        preemptionPolicy Never evicts nothing). The node (None: none) and why not, or the last why."""
-        if rules.reason == "reclaim":  # the PreemptiveFn, for every pod the action tries
-            qs = self.state.queues
-            blocked = reclaimer_blocked(job.queue, qs.allocated[job.queue], pod.requests, qs.deserved[job.queue],
-                                        qs.real[job.queue])
-            if blocked is not None:
-                return None, blocked
-        node, why = self.best_node(pod, nodes, job.queue)
-        if node is None and task not in self.ctx.never[job.key]:
-            self.block_note = None
-            node = self.evict_for_joint(pod, nodes, job.queue, stmt, rules)
-            if node is None and self.block_note is not None:
-                why = self.block_note  # the true cause: what the capacity plugin refused
         return node, why
 
     def score(self, pod: Pod, node: str, req_key: tuple[tuple[str, int], ...] | None = None) -> Fraction:
@@ -687,8 +607,11 @@ class Greedy:
         """Volcano's preempt and reclaim for one pod (``actions/preempt``, ``actions/reclaim``): the nodes in
         ``preempt_order``; reclaim passes over a node without a pod of another reclaimable queue (even one
         with room); on each node the victims the tiers allow (``tier_victims``, maybe none), when they and
-        the node's room together fit the pod (``could_fit``), go one by one in victim order until the pod
-        fits ("just enough", none when it fits already); else the next node."""
+        the node's room together fit the pod (``could_fit``), go one by one in victim order until the node
+        has room for the pod ("just enough", none when it has already: Volcano's walk looks at the node's
+        room only); the pod must then fit its queues too (else the node's evictions are undone: Volcano
+        would place it past an ancestor's realCapability, optplan does not take victims for queue room);
+        else the next node."""
         for n in self.preempt_order(pod, nodes):
             present = any(c.key in rules.eligible and c.key not in self.state.evicted
                           for c in self.cat.by_node.get(n, []))
@@ -698,35 +621,13 @@ class Greedy:
             if not self.could_fit(pod, n, victims):
                 continue
             mark = stmt.mark()
-            for c in victims:
-                if self.fits(pod, n, job.queue):
+            for c in victims:  # just enough: until the node has room (Volcano never evicts for queue room)
+                if self.state.cap.fit_reason(pod, n) is None:
                     break
                 if self.may_take(c):
                     stmt.evict(c.pod, c.node, c.queue, c.group)
             if self.fits(pod, n, job.queue):
                 return n
-            stmt.rollback(mark)
-        return None
-
-    def evict_for_joint(self, pod: Pod, nodes: list[str], queue: str, stmt: Statement, rules: Rules) -> str | None:
-        for n in self.preempt_order(pod, nodes):
-            victims = [c for c in self.cat.by_node.get(n, []) if c.key in rules.eligible
-                       and c.key not in self.state.evicted]
-            if rules.reason == "reclaim":
-                victims = self.reclaimees(pod, n, victims, rules)
-            if not victims or not self.could_fit(pod, n, victims):
-                continue
-            mark = stmt.mark()
-            for c in victims:
-                if c.key in self.state.evicted:
-                    continue  # gone with its whole PodGroup
-                unit = self.unit(c, rules)
-                if unit is None or not self.may_take_unit(unit, rules):
-                    continue
-                for u in unit:
-                    stmt.evict(u.pod, u.node, u.queue, u.group)
-                if self.fits(pod, n, queue):
-                    return n
             stmt.rollback(mark)
         return None
 

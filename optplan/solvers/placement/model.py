@@ -9,7 +9,8 @@ victims hold), ``victim_data`` the classes of identical possible victims (``Vict
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,15 +18,24 @@ from optplan.models.placement import PlacementPlan
 from optplan.models.queues import VCJob
 from optplan.solvers.core.oracle import POD_SLOT, max_fit
 from optplan.solvers.placement.context import Context, QueueState
-from optplan.solvers.placement.jobs import Region, held_pods, job_needs
+from optplan.solvers.placement.jobs import Region, gang_shortfall, held_pods, job_needs
 from optplan.solvers.placement.partitions import (
     partition_pending,
     partition_possible,
     partition_regions,
     partitioned,
 )
-from optplan.solvers.placement.safety import approval_cancelled, cooling_until, pdb_spends
-from optplan.solvers.placement.victims import Candidate, Reason, action_refused, dims, statically_allowed
+from optplan.solvers.placement.safety import approval_cancelled, cooling_until, graded_blocks, pdb_refused, pdb_spends
+from optplan.solvers.placement.tiers import SHARE_DELTA, preemptee_refused, share
+from optplan.solvers.placement.victims import (
+    REASONS,
+    Candidate,
+    Reason,
+    action_refused,
+    dims,
+    statically_allowed,
+    victim_blocked,
+)
 
 
 def admission_weight(priority: int) -> int:
@@ -115,14 +125,22 @@ class VictimData:
     classes: dict[str, VictimClass] = field(default_factory=dict)
     pairs: dict[tuple[str, str], Reason] = field(default_factory=dict)
     """(job, class) -> the action by which the job may evict the class."""
-    finishers: dict[str, list[str]] = field(default_factory=dict)
-    """PodGroup -> the jobs (job order) that may evict all of it."""
     class_of: dict[str, str] = field(default_factory=dict)
     """Candidate pod key -> its class."""
     freeable: dict[str, dict[str, int]] = field(default_factory=dict)
     """node -> what the classes some job may take hold there (requests, and ``pods`` in milli-units)."""
     nodes: set[str] = field(default_factory=set)
     """Nodes with a class some job may take (after pruning)."""
+    second: set[tuple[str, str]] = field(default_factory=set)
+    """The pairs the second tier decides (drf for preempt, capacity for reclaim): the class's PodGroup is at
+    minMember and no pod on its node is one the first tier could offer the job (``victim_data``)."""
+    drf_most: dict[tuple[str, str], int] = field(default_factory=dict)
+    """(job, PodGroup) -> the most pods of the group the jobs up to this one may take when this one takes
+    some by the second tier: drf offers each of them however large the job grows (``drf_limit``)."""
+    capacity_most: dict[str, int] = field(default_factory=dict)
+    """Queue -> the most pods the plan may take from it when some job reclaims from it by the second tier:
+    the capacity plugin lets each second-tier pod go however the takes and the node's other pods stand
+    (``capacity_limit``)."""
 
     def room(self, ctx: Context, node: str) -> dict[str, int]:
         """The snapshot's free room plus everything the node's possible victims hold."""
@@ -132,53 +150,17 @@ class VictimData:
         return free
 
     def prune(self, data: Data) -> None:
-        """Keep the pairs whose job can land on the class's node, then add the whole-PodGroup takes."""
-        cat = data.ctx.catalogue
+        """Keep the pairs whose job can land on the class's node: victims come only from the node a
+        preemptor pod is tried on (``actions/preempt``, ``actions/reclaim``), and a victim PodGroup never
+        goes below minMember (the first tier's gang plugin; the model stays in the first tier)."""
         lands: dict[str, set[str]] = defaultdict(set)
         for (j, _t), row in data.arcs.items():
             lands[j].update(row)
-        static = dict(self.pairs)
-        self.pairs = {(j, k): r for (j, k), r in static.items() if self.classes[k].node in lands[j]}
-        by_group: dict[str, list[str]] = defaultdict(list)
-        for k, c in self.classes.items():
-            by_group[c.group].append(k)
-        self.finishers = {}
-        replicas = {job.key: sum(t.replicas for t in job.tasks) for job in data.valid}
-        for g, ks in sorted(by_group.items()):
-            pods = {p.key for k in ks for p in self.classes[k].pods}
-            if pods != set(cat.groups[g].occupying):
-                continue  # some occupying pod is protected or not Running: the gang never goes whole
-            # each pod placed needs at most the group's pods on its own node: when all the jobs entitled
-            # to the group could not use more than ready − minMember of them, it never goes whole
-            per_node: dict[str, int] = defaultdict(int)
-            for k in ks:
-                per_node[self.classes[k].node] += self.classes[k].size
-            if data.ctx.tiers:  # Volcano's gang plugin never offers a pod below minMember; the later tiers
-                continue  # (drf, capacity) decide by rules this model does not hold: it stays in the first
-            mine = set(ks)
-            users = {j for (j, k) in static if k in mine}
-            if sum(replicas[j] for j in users) * max(per_node.values()) <= cat.groups[g].slack:
-                continue
-            for job in data.valid:
-                if not all((job.key, k) in static for k in ks):
-                    continue
-                if len({static[job.key, k] for k in ks}) > 1 or not any((job.key, k) in self.pairs for k in ks):
-                    continue
-                self.finishers.setdefault(g, []).append(job.key)
-                for k in ks:
-                    self.pairs[job.key, k] = static[job.key, k]
+        self.pairs = {(j, k): r for (j, k), r in self.pairs.items() if self.classes[k].node in lands[j]}
         used = {k for (_j, k) in self.pairs}
         self.classes = {k: c for k, c in self.classes.items() if k in used}
         self.class_of = {p: k for p, k in self.class_of.items() if k in used}
         self.nodes = {c.node for c in self.classes.values()}
-
-
-def _may_be_over(c: Candidate, queues: QueueState, could_be_over: dict[str, set[str]]) -> bool:
-    """Rule (2) can pass for the pod at some turn: an immediate victim, or its queue could be above
-    deserved on a listed dimension of its request."""
-    des = queues.deserved[c.queue]
-    need = dims(c.pod.requests)
-    return not any(des.get(r, 0) > 0 for r in need) or bool(need & could_be_over.get(c.queue, set()))
 
 
 def most_requests(job: VCJob, ctx: Context) -> dict[str, int]:
@@ -213,39 +195,65 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
                                        cost=cost, pods=tuple(pods), pdb=pdb or None)
         for p in pods:
             vd.class_of[p.key] = name
-    most = {j.key: most_requests(j, ctx) for j in valid}
-    potential: dict[str, dict[str, int]] = {q: dict(a) for q, a in queues.allocated.items()}
-    for job in valid:
-        for q in queues.chain(job.queue):
-            for r, x in most[job.key].items():
-                potential[q][r] = potential[q].get(r, 0) + x
-    could_be_over = {q: {r for r, x in a.items() if r in queues.listed[q] and x > queues.deserved[q].get(r, 0)}
-                     for q, a in potential.items()}
-    reachable: dict[str, set[str]] = defaultdict(set)
-    for (j, _t), nodes in feasible.items():
-        reachable[j].update(nodes)
+    groups = cat.groups
+    total: dict[str, int] = defaultdict(int)
+    for n in ctx.snapshot.nodes.values():
+        for r, x in n.allocatable.items():
+            total[r] += x
+    second_reclaim: dict[str, set[str]] = defaultdict(set)  # queue -> its classes some job reclaims by tier 2
     for job in valid:
         if not ctx.preempting(job) or partitioned(job):  # preemptionPolicy Never everywhere, or partitions
             continue
         if (cooling_until(ctx.safety, ctx.snapshot, job.queue, ctx.now) is not None  # safe preemption's cooldown
                 or approval_cancelled(ctx.safety, ctx.snapshot, job, ctx.now) is not None):  # or approval gate
             continue
+        if gang_shortfall(job, Counter(), ctx.held_count(job.key)) is None:
+            continue  # its running pods make the gang ready: Volcano evicts only for a starving job
         needs = job_needs(job)
+        common = frozenset.intersection(*(dims(ctx.pods[job.key][t.name][0].requests) for t in job.tasks
+                                          if ctx.pods[job.key].get(t.name))) if job.tasks else frozenset()
         prio = ctx.priority[job.key]
         may_reclaim = any(queues.deserved[job.queue].get(r, 0) > 0 for r in needs)
+        mine = share(most_requests(job, ctx), total)
+        first_empty = {reason: _first_tier_empty(ctx, queues, job, prio, reason) for reason in REASONS}
         for k, cls in vd.classes.items():
             c = cls.pods[0]
-            for reason in ("preempt", "reclaim"):
+            for reason in REASONS:
                 if (reason == "reclaim" and not may_reclaim) or reason not in ctx.actions:
                     continue
-                why = action_refused(job, reason) or statically_allowed(
-                    c, reason, job.queue, prio, queues.reclaimable.get(c.queue, True), needs, snap=ctx.snapshot,
-                    safety=ctx.safety)
-                if why is None and reason == "reclaim" and not _may_be_over(c, queues, could_be_over):
-                    why = "its queue is never above deserved for it"
-                if why is None:
-                    vd.pairs[job.key, k] = reason
-                    break
+                if action_refused(job, reason) is not None:
+                    continue
+                reclaimable = queues.reclaimable.get(c.queue, True)
+                if groups[c.group].slack > 0:  # the first tier: priority (preempt) ∩ gang ∩ conformance
+                    if statically_allowed(c, reason, job.queue, prio, reclaimable, snap=ctx.snapshot,
+                                          safety=ctx.safety) is None:
+                        vd.pairs[job.key, k] = reason
+                        break
+                    continue
+                if cls.node not in first_empty[reason] or preemptee_refused(c, reason, job.queue, reclaimable):
+                    continue
+                if pdb_refused(ctx.safety, ctx.snapshot, c.pod) is not None or (
+                        reason == "preempt" and graded_blocks(ctx.safety, prio, c.job_priority) is not None):
+                    continue
+                if reason == "preempt":
+                    most = drf_limit(ctx, groups[c.group].occupying, mine, total)
+                    if most < 1:
+                        continue
+                    vd.drf_most[job.key, c.group] = most
+                elif not dims(c.pod.requests) & common:
+                    continue  # the capacity plugin skips a pod that shares no resource with the reclaimer's
+                else:
+                    second_reclaim[c.queue].add(k)
+                vd.pairs[job.key, k] = reason
+                vd.second.add((job.key, k))
+                break
+    for q, ks in sorted(second_reclaim.items()):
+        most = capacity_limit(ctx, queues, q, [vd.classes[k].pods[0] for k in sorted(ks)])
+        if most >= 1:
+            vd.capacity_most[q] = most
+        else:
+            vd.pairs = {jk: r for jk, r in vd.pairs.items() if not (jk[1] in ks and r == "reclaim")}
+            vd.second -= {jk for jk in vd.second if jk[1] in ks}
     takeable = {k for (_j, k) in vd.pairs}
     for k in sorted(takeable):
         cls = vd.classes[k]
@@ -254,6 +262,79 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
             room[r] = room.get(r, 0) + x * cls.size
         room["pods"] = room.get("pods", 0) + POD_SLOT * cls.size
     return vd
+
+
+def _first_tier_empty(ctx: Context, queues: QueueState, job: VCJob, prio: int, reason: Reason) -> set[str]:
+    """The nodes where Volcano's first tier offers the job nothing, whatever the plan takes before: no
+    preemptee there whose PodGroup is above minMember (the gang plugin), or, for preempt, none of lower
+    job priority (the priority plugin). Ready pods only ever fall, so such a node stays so."""
+    out = set()
+    for node, cands in ctx.catalogue.by_node.items():
+        mine = [c for c in cands if preemptee_refused(c, reason, job.queue, queues.reclaimable.get(c.queue, True))
+                is None]
+        slack = any(ctx.catalogue.groups[c.group].slack > 0 for c in mine)
+        lower = any(c.job_priority < prio for c in mine)
+        if not slack or (reason == "preempt" and not lower):
+            out.add(node)
+    return out
+
+
+def _largest(pods: list[Candidate], t: int) -> dict[str, int]:
+    """Per resource, the sum of the ``t`` largest requests among the pods (each resource on its own: at
+    least what any ``t`` of them hold)."""
+    out: dict[str, int] = {}
+    for r in sorted({r for c in pods for r in c.pod.requests}):
+        out[r] = sum(sorted((c.pod.requests.get(r, 0) for c in pods), reverse=True)[:t])
+    return out
+
+
+def drf_limit(ctx: Context, occupying: tuple[str, ...], mine: float, total: Mapping[str, int]) -> int:
+    """The most pods of a PodGroup that may go, one after another, each offered by drf to a preemptor whose
+    dominant share is at most ``mine``: the victim job's share with the pods before it and itself removed
+    stays at least the preemptor's (``tiers.drf_answer``), the largest pods counted gone first."""
+    pods = [ctx.catalogue.candidates[k] for k in occupying if k in ctx.catalogue.candidates]
+    alloc: dict[str, int] = defaultdict(int)
+    for k in occupying:
+        for r, x in ctx.snapshot.pods[k].requests.items():
+            alloc[r] += x
+    most = 0
+    for t in range(1, len(pods) + 1):
+        gone = _largest(pods, t)
+        theirs = share({r: x - gone.get(r, 0) for r, x in alloc.items()}, total)
+        if not (mine < theirs or abs(mine - theirs) <= SHARE_DELTA):
+            break
+        most = t
+    return most
+
+
+def capacity_limit(ctx: Context, queues: QueueState, queue: str, second: list[Candidate]) -> int:
+    """The most pods the plan may take from ``queue`` when some go by the capacity plugin's ReclaimableFn
+    (``victims.victim_blocked``): each second-tier pod still passes with the queue's pods before it on its
+    node gone (the plugin subtracts the ones it keeps before a pod, in victim order) and the other takes
+    gone, counted as the largest of the queue's other pods. Placements only add to the queue's allocation,
+    which only helps. 0: none may go so."""
+    pods = [c for c in ctx.catalogue.candidates.values() if c.queue == queue]
+    alloc = queues.allocated[queue]
+    most = len(pods)
+    for c in second:
+        before = [x for x in ctx.catalogue.by_node.get(c.node, []) if x.queue == queue
+                  and x.order_key() < c.order_key()]
+        near = {x.key for x in before} | {c.key}
+        others = [x for x in pods if x.key not in near]
+        base = dict(alloc)
+        for x in before:
+            for r, v in x.pod.requests.items():
+                base[r] = base.get(r, 0) - v
+        ok = -1
+        for removed in range(len(others) + 1):
+            gone = _largest(others, removed)
+            left = {r: x - gone.get(r, 0) for r, x in base.items()}
+            if victim_blocked(queue, left, c.pod.requests, queues.deserved[queue], queues.listed[queue],
+                              queues.guarantee[queue]) is not None:
+                break
+            ok = removed
+        most = min(most, ok + 1)
+    return most
 
 
 @dataclass
@@ -266,17 +347,13 @@ class VictimVars:
     amount: dict[tuple[str, str], Any] = field(default_factory=dict)  # amount[job, r]: placed requests
     early_amount: dict[tuple[str, str], Any] = field(default_factory=dict)  # amount, or 0 when after
     lands: dict[tuple[str, str], Any] = field(default_factory=dict)  # lands[job, node]
-    finish: dict[tuple[str, str], Any] = field(default_factory=dict)  # finish[job, group]
     reclaims: dict[str, Any] = field(default_factory=dict)  # reclaims[job]: reclaim, else preempt
     under: dict[tuple[str, str], Any] = field(default_factory=dict)  # under[job, r]: own queue + job ≤ deserved
     has: dict[tuple[str, str], Any] = field(default_factory=dict)  # has[job, task]: a pod of the task placed
-    some: dict[tuple[str, str], Any] = field(default_factory=dict)  # some[job, queue]: reclaims from the queue
-    left: dict[tuple[str, str, str], Any] = field(default_factory=dict)  # left[job, queue, r]: after its victims
-    last: dict[tuple[str, str, str], Any] = field(default_factory=dict)  # last[job, queue, class]: taken last
-    other: dict[tuple[str, str], Any] = field(default_factory=dict)  # other[job, class]: a pod taken not last
-    over: dict[tuple[str, str, str, str], Any] = field(default_factory=dict)
-    """over[job, class, r, "last"|"other"]: the class's queue stays above deserved on r for such a pod."""
     places: dict[tuple[str, str], Any] = field(default_factory=dict)  # places[job, node], over-committed nodes
+    second: dict[tuple[str, str], Any] = field(default_factory=dict)
+    """second[job, group]: the job takes pods of the group by drf; second["", queue]: some job reclaims from
+    the queue by the capacity plugin (``add_second_tier``)."""
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Which victims Volcano's plugin tiers allow on one node for one preemptor pod (``allowed``): the rule the
 greedy evicts by (``greedy``), the validator checks (``validate``) and the exact model stays inside
-(``victims_cpsat`` takes only what the first tier would allow).
+(``model.victim_data``: the first tier, and the second within static bounds).
 
 vc-scheduler v1.15 asks its plugins in tiers (pkg/scheduler/framework/session_plugins.go,
 ``Session.Preemptable``/``Reclaimable``), with the node's preemptees (preempt: Running pods of other jobs

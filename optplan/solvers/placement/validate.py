@@ -12,6 +12,7 @@ import logging
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from itertools import groupby
 
 from optplan.errors import InputError, PlanInvalidError
 from optplan.models.limits import SYSTEM_PRIORITY_CLASSES
@@ -34,7 +35,6 @@ from optplan.solvers.placement.jobs import (
     gang_shortfall,
     held_indices,
     held_pods,
-    job_needs,
     job_pods,
     job_priority,
     shield,
@@ -48,22 +48,20 @@ from optplan.solvers.placement.victims import (
     action_refused,
     dims,
     never_tasks,
-    reclaim_order,
     reclaimer_blocked,
-    statically_allowed,
 )
 from optplan.solvers.quota.queues import QueueAccount, account_queues, unheld_deserved
 
 log = logging.getLogger(__name__)
 
 def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPlan, *,
-                         safety: SafePreemption = OFF, now: datetime | None = None, tiers: bool = False,
+                         safety: SafePreemption = OFF, now: datetime | None = None,
                          scheduler: SchedulerConf | None = None) -> list[str]:
     """Every rule the plan breaks, as short sentences; empty when valid. Shares only the oracle, the
     queue accounting, the pod facts and safe preemption's rules (``safety``, with the planners' ``now``)
-    with the planners. ``tiers``: the victims by Volcano's plugin tiers (``tiers``), else by the joint
-    rules (``victims``); victims of gangpreempt or gangreclaim by the bundle rule (``gangrules``) under the
-    ``scheduler`` configuration's tiers and arguments."""
+    with the planners. Victims are checked as Volcano's plugin tiers choose them (``tiers``); victims of
+    gangpreempt or gangreclaim by the bundle rule (``gangrules``) under the ``scheduler`` configuration's
+    tiers and arguments."""
     out: list[str] = []
     given = {j.key: j for j in jobs}
     listed = [jp.key for jp in plan.jobs]
@@ -113,8 +111,9 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                 out.extend(_gang_victims(snap, job, jp, cat, accounts, allocated, taken, evicted,
                                          scheduler or SchedulerConf()))
             else:
-                check = _tier_victim_violations if tiers else _joint_victim_violations
-                out.extend(check(snap, job, jp, cat, tree, accounts, allocated, taken, evicted, safety))
+                out.extend(_victim_violations(snap, job, jp, cat, tree, accounts, allocated, taken, evicted,
+                                              safety))
+                out.extend(_more_than_enough(snap, job, jp, cap))
             for vic in jp.victims:
                 p = snap.pods.get(f"{vic.namespace}/{vic.name}")
                 c = cat.candidates.get(f"{vic.namespace}/{vic.name}")
@@ -225,89 +224,18 @@ def _victim_candidate(snap: Snapshot, cat: Catalogue, v: Victim, where: str, twi
         out.append(f"{where}: runs on {c.node}, not {v.node}")
     return c
 
-def _joint_victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalogue, tree: QueueTree,
-                       accounts: dict[str, QueueAccount], allocated: dict[str, dict[str, int]],
-                       taken: Counter[str], evicted: set[str], safety: SafePreemption) -> list[str]:
-    """The victims of one job against the rules (``victims``): allowed pods, the action's queue rules,
-    the gang of every victim PodGroup over the plan so far, the victims' nodes, and the capacity
-    plugin's reclaim rules (``reclaimer_blocked`` per pod, ``reclaim_order`` per victim queue). Updates ``taken``
-    and ``evicted``; the caller frees the victims' capacity and allocations."""
-    out: list[str] = []
-    who = f"job {jp.key}"
-    if {b.task for b in jp.bindings} <= never_tasks(snap, job):
-        out.append(f"{who}: the PriorityClass of every task it places has preemptionPolicy Never but it evicts pods")
-    needs = job_needs(job)
-    priority = job_priority(job, snap)
-    before = {q: dict(a) for q, a in allocated.items()}
-    reasons = {v.reason for v in jp.victims}
-    if len(reasons) > 1:
-        out.append(f"{who}: victims of both preempt and reclaim (one action places a job)")
-    pods = job_pods(job)
-    bound = [(b, pods[b.task][b.index]) for b in jp.bindings if b.task in pods and 0 <= b.index < len(pods[b.task])]
-    on_node: dict[str, frozenset[str]] = defaultdict(frozenset)  # node -> what the job's pods there request
-    for b, p in bound:
-        on_node[b.node] |= dims(p.requests)
-    if "reclaim" in reasons:
-        out.extend(_reclaimer_violations(snap, job, jp, bound, before[job.queue], accounts[job.queue]))
-    mine_taken: Counter[str] = Counter()
-    reclaimed: dict[str, list[tuple[str, Resources]]] = defaultdict(list)
-    """Victim queue -> the pods this job reclaims from it."""
-    checked: list[tuple[Victim, Candidate]] = []
-    for v in jp.victims:
-        key = f"{v.namespace}/{v.name}"
-        where = f"{who} victim {key}"
-        c = _victim_candidate(snap, cat, v, where, key in evicted, out)
-        if c is None:
-            continue
-        act = legacy_reason(v.reason)
-        why2 = action_refused(job, act) or statically_allowed(c, act, job.queue, priority,
-                                                                   accounts[c.queue].reclaimable, needs, snap=snap,
-                                                                   safety=safety)
-        if why2 is not None:
-            out.append(f"{where} ({v.reason}): {why2}")
-        evicted.add(key)
-        taken[c.group] += 1
-        mine_taken[c.group] += 1
-        checked.append((v, c))
-        if v.reason == "reclaim":
-            reclaimed[c.queue].append((key, c.pod.requests))
-    for gk in sorted(mine_taken):
-        g = cat.groups[gk]
-        if taken[gk] > g.slack and not all(k in evicted for k in g.occupying):
-            out.append(f"{who}: takes {taken[gk]} pods of PodGroup {gk} (ready {g.ready}, minMember "
-                       f"{g.min_member}) without taking all of it")
-    for v, c in checked:  # victims come from the nodes the job's pods are tried on, unless the gang goes whole
-        where = f"{who} victim {c.key}"
-        if c.node in on_node:
-            if v.reason == "reclaim" and not dims(c.pod.requests) & on_node[c.node]:
-                out.append(f"{where} (reclaim): requests no resource the job's pods on {c.node} request")
-        else:
-            group = cat.groups[c.group]
-            whole = all(k in evicted for k in group.occupying)
-            here = any(cat.candidates[k].node in on_node for k in group.occupying if k in cat.candidates)
-            if not (whole and here):
-                out.append(f"{where}: on node {c.node}, where the job places no pod (and PodGroup {c.group} is "
-                           f"not taken whole from a node it places on)")
-    for q in sorted(reclaimed):
-        acc = accounts[q]
-        order, why = reclaim_order(q, before[q], reclaimed[q], acc.effective_deserved, acc.deserved_listed,
-                                   acc.guarantee)
-        if order is None:
-            out.append(f"{who}: reclaims pods of queue {q} the capacity plugin would not let go in any order "
-                       f"({why})")
-    return out
-
-
-def _tier_victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalogue, tree: QueueTree,
+def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalogue, tree: QueueTree,
                        accounts: dict[str, QueueAccount], allocated: dict[str, dict[str, int]],
                        taken: Counter[str], evicted: set[str], safety: SafePreemption) -> list[str]:
     """The victims of one job against the rules (``victims``, ``tiers``): pods that may be victims, of the
     action's queues, on nodes where the job places a pod, each one allowed by Volcano's plugin tiers
-    (``tiers.node_victims``) when it goes: the nodes in the order the job's pods land on them, a node's
-    victims in victim order, the state as the evictions so far left it. Lenient where Volcano's order is
-    random or the plan does not say: the victim is put first among the node's pods (the gang and drf
-    plugins see the node's pods in Go map order), and drf's preemptor share is the job's with its first
-    pod on the node. Also the capacity plugin's PreemptiveFn per reclaiming pod (``reclaimer_blocked``).
+    (``tiers.node_victims``): the nodes in the order the job's pods land on them, the tiers asked once per
+    pod of the job on the node (Volcano asks them once per preemptor pod and node, then evicts from that
+    answer): each round takes the victims the answer offers, the next is asked after them. Lenient where
+    Volcano's order is random or the plan does not say: the node's victims are put first among its pods
+    (the gang and drf plugins see the node's pods in Go map order), drf's preemptor share is the job's
+    running pods with one pod (the pods it placed before are not in the plan's order), and which round
+    takes which victim. Also the capacity plugin's PreemptiveFn per reclaiming pod (``reclaimer_blocked``).
     Updates ``taken`` and ``evicted``; the caller frees the victims' capacity and allocations."""
     out: list[str] = []
     who = f"job {jp.key}"
@@ -356,33 +284,91 @@ def _tier_victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: C
         if c.node not in first:
             out.append(f"{where}: on node {c.node}, where the job places no pod")
         checked.append((v, c))
-    for v, c in sorted(checked, key=lambda vc: (first.get(vc[1].node, len(bound)), vc[1].order_key())):
-        where = f"{who} victim {c.key}"
-        at = first.get(c.node)
-        if at is not None:
+    ordered = sorted(checked, key=lambda vc: (first.get(vc[1].node, len(bound)), vc[1].node, vc[1].order_key()))
+    for node, grouped in groupby(ordered, key=lambda vc: vc[1].node):
+        here = list(grouped)
+        at = first.get(node)
+        if at is not None:  # the tiers asked per pod of the job on the node (rounds), its victims first
+            reason = legacy_reason(here[0][0].reason)
             mine: dict[str, int] = defaultdict(int)
-            for p in [*held, *(p for _b, p in bound[:at + 1])]:
+            for p in [*held, bound[at][1]]:
                 for r, x in p.requests.items():
                     mine[r] += x
-            preemptees = [x for x in cat.by_node.get(c.node, []) if x.key not in evicted and x.key != c.key
-                          and preemptee_refused(x, legacy_reason(v.reason), job.queue,
-                                                accounts[x.queue].reclaimable) is None]
-            allowed, _tier = node_victims(
-                legacy_reason(v.reason), [c, *preemptees], preemptor_priority=priority,
-                ready=lambda g: cat.groups[g].ready - taken[g], min_member=lambda g: cat.groups[g].min_member,
-                preemptor_allocated=mine, job_allocated=group_alloc, total=total,
-                need=dims(bound[at][1].requests), allocated=queue_alloc,
-                deserved={q: a.effective_deserved for q, a in accounts.items()},
-                listed={q: a.deserved_listed for q, a in accounts.items()},
-                guarantee={q: a.guarantee for q, a in accounts.items()})
-            if c.key not in {x.key for x in allowed}:
-                out.append(f"{where} ({v.reason}): Volcano's plugin tiers do not offer it on {c.node} "
-                           f"(PodGroup {c.group}: ready {cat.groups[c.group].ready - taken[c.group]}, "
-                           f"minMember {cat.groups[c.group].min_member})")
-        evicted.add(c.key)
-        taken[c.group] += 1
-        for r, x in c.pod.requests.items():
-            queue_alloc[c.queue][r] = queue_alloc[c.queue].get(r, 0) - x
+            left = list(here)
+            for _round in range(sum(b.node == node for b, _p in bound)):
+                keys = {c.key for _v, c in left}
+                preemptees = [x for x in cat.by_node.get(node, []) if x.key not in evicted and x.key not in keys
+                              and preemptee_refused(x, reason, job.queue, accounts[x.queue].reclaimable) is None]
+                refused: list[str] = []
+                allowed, _tier = node_victims(
+                    reason, [*(c for _v, c in left), *preemptees], preemptor_priority=priority,
+                    ready=lambda g: cat.groups[g].ready - taken[g], min_member=lambda g: cat.groups[g].min_member,
+                    preemptor_allocated=mine, job_allocated=group_alloc, total=total,
+                    need=dims(bound[at][1].requests), allocated=queue_alloc,
+                    deserved={q: a.effective_deserved for q, a in accounts.items()},
+                    listed={q: a.deserved_listed for q, a in accounts.items()},
+                    guarantee={q: a.guarantee for q, a in accounts.items()}, refused=refused)
+                offered = {x.key for x in allowed}
+                now_taken = [(v, c) for v, c in left if c.key in offered]
+                if not now_taken:
+                    break
+                for _v, c in now_taken:
+                    _evict(c, evicted, taken, queue_alloc)
+                left = [(v, c) for v, c in left if c.key not in offered]
+                if not left:
+                    break
+            for v, c in left:
+                also = f"; the capacity plugin: {refused[0]}" if refused else ""
+                out.append(f"{who} victim {c.key} ({v.reason}): Volcano's plugin tiers do not offer it on "
+                           f"{c.node} (PodGroup {c.group}: ready {cat.groups[c.group].ready - taken[c.group]}, "
+                           f"minMember {cat.groups[c.group].min_member}{also})")
+        for _v, c in here:
+            if c.key not in evicted:
+                _evict(c, evicted, taken, queue_alloc)
+    return out
+
+
+def _evict(c: Candidate, evicted: set[str], taken: Counter[str], queue_alloc: dict[str, dict[str, int]]) -> None:
+    """The validator's replay of one eviction for the tiers: the pod gone, its gang and queue smaller."""
+    evicted.add(c.key)
+    taken[c.group] += 1
+    for r, x in c.pod.requests.items():
+        queue_alloc[c.queue][r] = queue_alloc[c.queue].get(r, 0) - x
+
+
+def _more_than_enough(snap: Snapshot, job: VCJob, jp: JobPlacement, cap: Capacity) -> list[str]:
+    """Volcano's preempt and reclaim evict on a node only until the pod fits ("just enough"), the node's
+    room alone deciding (a queue's realCapability never asks for more): on each node, some victim must
+    be one without which the job's pods there would not fit. A set where any one victim could stay is
+    more than Volcano takes (``cap``: the room before this job's evictions)."""
+    pods = job_pods(job)
+    need: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for b in jp.bindings:
+        if b.task in pods and 0 <= b.index < len(pods[b.task]):
+            for r, x in pods[b.task][b.index].requests.items():
+                need[b.node][r] += x
+    by_node: dict[str, list[Pod]] = defaultdict(list)
+    for v in jp.victims:
+        p = snap.pods.get(f"{v.namespace}/{v.name}")
+        if p is not None and p.node_name == v.node and p.occupying:
+            by_node[v.node].append(p)
+    out = []
+    for node, gone in sorted(by_node.items()):
+        if node not in need or node not in cap.free:
+            continue
+        freed: dict[str, int] = defaultdict(int)
+        for p in gone:
+            for r, x in p.requests.items():
+                freed[r] += x
+
+        def fits_without(p: Pod, node: str = node, freed: dict[str, int] = freed) -> bool:
+            free = cap.free[node]
+            return all(free.get(r, 0) + freed[r] - p.requests.get(r, 0) >= x
+                       for r, x in need[node].items() if x > 0 and r != "pods")
+
+        if all(fits_without(p) for p in gone):
+            out.append(f"job {jp.key}: evicts more than just enough on {node} (its pods there fit with any one of "
+                       f"its {len(gone)} victims kept; Volcano evicts only until a pod fits)")
     return out
 
 
@@ -494,12 +480,12 @@ def _topology_violations(jp: JobPlacement, job: VCJob, nodes: set[str], snap: Sn
 
 def validate_placement(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPlan, *,
                        safety: SafePreemption = OFF, now: datetime | None = None,
-                       actions: Sequence[str] = SEED_ACTIONS, tiers: bool = False,
+                       actions: Sequence[str] = SEED_ACTIONS,
                        scheduler: SchedulerConf | None = None) -> None:
     """Raise PlanInvalidError when the plan breaks any rule. ``actions``: the scheduler configuration's (a
-    victim's reason must be one of them); ``tiers``: victims as Volcano's plugin tiers choose them;
-    ``scheduler``: the configuration's tiers and gang-aware actions' arguments (the bundle rule)."""
-    violations = placement_violations(snap, jobs, plan, safety=safety, now=now, tiers=tiers, scheduler=scheduler)
+    victim's reason must be one of them); ``scheduler``: the configuration's tiers and gang-aware actions'
+    arguments (the bundle rule)."""
+    violations = placement_violations(snap, jobs, plan, safety=safety, now=now, scheduler=scheduler)
     violations += [f"job {jp.key}: victim {v.namespace}/{v.name} by {v.reason}, an action the scheduler "
                    "configuration does not run" for jp in plan.jobs for v in jp.victims if v.reason not in actions]
     if violations:

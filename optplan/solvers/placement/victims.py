@@ -18,7 +18,8 @@ else the job's.
 newer first (LIFO: ``status.startTime``, else ``creationTimestamp``; a pod with neither counts as
 started at ``now``), then UID, then namespace/name.
 
-**Preempt**: victims in the preemptor's queue whose job priority is strictly lower; a job with a
+**Which pods go** is Volcano's plugin tiers' answer (``tiers``); here the facts and rules they read.
+**Preempt**: victims in the preemptor's queue (the first tier: job priority strictly lower); a job with a
 ``networkTopology`` (hard or soft) does not preempt at all (``action_refused``: Volcano's preempt skips
 it), it may still reclaim. **Reclaim**: victims
 in other, ``reclaimable`` (not false) queues, by the capacity plugin's rules below. A preemptor pod
@@ -49,8 +50,9 @@ dimensions are the resources it asks a positive amount of (``pods`` aside).
 - Order matters only through (2): a set of victims taken from one queue is valid when some order takes
   each (``reclaim_order``, peeling from the last: the check only gets harder as victims are taken).
 
-**Gang of victims**: at most ``ready − minMember`` pods of one PodGroup over the whole plan, unless
-every occupying pod of it is taken. ``ready`` = occupying pods (bound, not terminal) + Succeeded pods.
+**Gang of victims**: the first tier takes at most ``ready − minMember`` pods of one PodGroup (``Group.slack``);
+the second tier may take more, never the whole gang at once. ``ready`` = occupying pods (bound, not
+terminal) + Succeeded pods.
 
 **Cost** (the exact model's objective, and what ``auto`` compares): per pod
 ``(max(job priority, 0) + 1) × AGE_SPAN + min(minutes running at now, AGE_SPAN − 1)``: priority-weighted,
@@ -259,12 +261,13 @@ def dims(requests: Mapping[str, int]) -> frozenset[str]:
     return frozenset(r for r, v in requests.items() if v > 0 and r != "pods")
 
 
-def statically_allowed(c: Candidate, reason: Reason, queue: str, priority: int, reclaimable: bool,
-                       needs: set[str] | frozenset[str], *, snap: Snapshot | None = None,
-                       safety: SafePreemption = OFF) -> str | None:
-    """Why the candidate can never be a victim of this job by this action, whatever the queues hold
-    (gang aside), or None. ``needs``: the dimensions of the preemptor's request. With ``safety`` (and the
-    snapshot), safe preemption's static rules too: a pod under several PDBs, and graded preemption."""
+def statically_allowed(c: Candidate, reason: Reason, queue: str, priority: int, reclaimable: bool, *,
+                       snap: Snapshot | None = None, safety: SafePreemption = OFF) -> str | None:
+    """Why Volcano's first tier never offers the candidate to this job by this action (gang aside: the
+    gang plugin counts the PodGroup's ready pods), or None: preempt, the priority plugin (same queue,
+    strictly lower job priority); reclaim, the pods the action hands to the plugins (another,
+    reclaimable queue). With ``safety`` (and the snapshot), safe preemption's static rules too: a pod
+    under several PDBs, and graded preemption."""
     if snap is not None:
         why = pdb_refused(safety, snap, c.pod)
         if why is not None:
@@ -282,8 +285,6 @@ def statically_allowed(c: Candidate, reason: Reason, queue: str, priority: int, 
         return f"queue {c.queue} is the reclaimer's own"
     if not reclaimable:
         return f"queue {c.queue} is not reclaimable"
-    if not dims(c.pod.requests) & needs:
-        return "it requests no resource the reclaimer requests"
     return None
 
 

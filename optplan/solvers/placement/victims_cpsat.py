@@ -10,14 +10,12 @@ greedy, whose plans are replayed the same way) sees. ``after[job]`` says in whic
 **Victim classes.** Candidates (``victims.Catalogue``) of one PodGroup on one node with equal requests
 and equal cost are identical to every rule, so they are counted, not named (``model.VictimClass``); the
 extraction hands pods out in victim order. A pair (job, class) exists only when the job is entitled to
-the class by the static rules (``victims.statically_allowed``; preempt: same queue, strictly lower job
-priority; reclaim: another, reclaimable queue, a pod that requests a resource the job requests and
-that is an immediate victim or whose queue could be above deserved on a listed dimension of its
-request, and a job queue with a positive deserved on a resource it requests; never for a
-``preemptionPolicy: Never`` job), and when the job can land on the class's node, or may take the whole
-PodGroup (all its occupying pods are candidates the job is entitled to, and the jobs entitled to it
-could use more than ``ready − minMember`` of its pods: each pod placed frees at most the group's pods
-on its own node). Nodes are the model's only place where victims matter; a node without a class keeps
+the class by Volcano's plugin tiers (``model.victim_data``): the first tier (a PodGroup above minMember;
+preempt: same queue, strictly lower job priority; reclaim: another, reclaimable queue, and a job queue
+with a positive deserved on a resource it requests), or the second on a node where the first offers the
+job nothing whatever the plan takes (drf, the capacity plugin, each within a static bound); never for a
+``preemptionPolicy: Never`` job or one whose running pods make its gang ready; and only when the job can
+land on the class's node. Nodes are the model's only place where victims matter; a node without a class keeps
 the plain capacity constraint.
 
 Decisions (``model.VictimVars``):
@@ -28,12 +26,12 @@ Decisions (``model.VictimVars``):
   on nodes with classes); ``amount[job, r]`` and ``early_amount[job, r]`` the same for the job's
   requests, for the queues;
 - ``lands[job, node]``: the job has a pod on the node;
-- ``finish[job, group]``: the job evicts the rest of the victim PodGroup (its gang goes whole);
+
 - ``reclaims[job]``: the job's action is reclaim (else preempt: one action places a job);
 - ``used[node, r, job]``: a node's usage after the job's turn, where later jobs place or evict there;
   ``places[job, node]`` on a node over-committed in the snapshot (only a pod placed there must fit);
-- auxiliary literals of the reclaim rules: ``under[job, r]``, ``has[job, task]``, ``some[job, queue]``,
-  ``left[job, queue, r]``, ``last[job, queue, class]``, ``other[job, class]``, ``over[job, class, r, mode]``.
+- auxiliary literals of the reclaimer's rule: ``under[job, r]``, ``has[job, task]``; of the second tier:
+  ``second[job, group]`` (drf), ``second["", queue]`` (capacity).
 
 Constraints (families, one function each):
 
@@ -45,19 +43,17 @@ Constraints (families, one function each):
   charge; after each late job, its queue and ancestors within realCapability, evictions giving back
   allocation to the victims' queues and their ancestors;
 - entitlement (``add_entitlement``): a victim is taken only by an admitted, late job that lands on its
-  node or takes its whole PodGroup, and by one action per job; the jobs together take at most a class's
+  node, and by one action per job; the jobs together take at most a class's
   pods (``add_variables``: without that row two jobs could each count the same pod's room);
-- victim gangs (``add_victim_gangs``): per PodGroup, evicted ≤ ready − minMember, unless one job takes
-  the rest of it, the jobs before that one staying within ready − minMember;
+- victim gangs (``add_victim_gangs``): per PodGroup above minMember, evicted ≤ ready − minMember;
+- the second tier (``add_second_tier``): drf's and the capacity plugin's static bounds;
 - safe preemption (``add_safety``, when its rules are on): victims per PodDisruptionBudget within its
   disruptionsAllowed; with a cooldown, at most one evicting job per queue;
 - region cuts (``add_region_cuts``, redundant): a job that ends in a region finds its gang's least
   demand in the free room of the region's nodes plus what evictions there release;
-- reclaim (``add_reclaim_rules``), the capacity plugin's rules (``victims``) on the queue allocations
-  at the job's turn (``Accounts.before``): each placed task's requested dimensions include one where
-  the job's queue + the job's amount ≤ deserved; per victim queue, its allocation after the job's
-  victims ≥ guarantee, and a designated last pod such that every pod passes rule (2) in an order
-  ending with it.
+- reclaim (``add_reclaim_rules``), the capacity plugin's PreemptiveFn on the queue allocations at the
+  job's turn (``Accounts.before``): each placed task's requested dimensions include one where the job's
+  queue + the job's amount ≤ deserved.
 
 Objective term (``cost``): Σ cost × take, the ``victims`` module's cost (priority-weighted, newer pods
 cheaper), minimised right after the admissions.
@@ -66,7 +62,6 @@ cheaper), minimised right after the admissions.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
 from typing import Any
 
 from ortools.sat.python import cp_model
@@ -78,7 +73,7 @@ from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.jobs import job_needs
 from optplan.solvers.placement.model import Data, Vars, VictimClass, VictimVars, most_requests
 from optplan.solvers.placement.safety import pdb_allowed
-from optplan.solvers.placement.victims import Candidate, Reason, dims, not_over_deserved
+from optplan.solvers.placement.victims import Candidate, Reason, dims
 
 
 def add_variables(m: cp_model.CpModel, data: Data, v: Vars) -> VictimVars:
@@ -114,9 +109,6 @@ def add_variables(m: cp_model.CpModel, data: Data, v: Vars) -> VictimVars:
         n = vd.classes[k].node
         if (j, n) in counted and (j, n) not in ev.lands:
             ev.lands[j, n] = m.new_bool_var(f"lands[{j}@{n}]")
-    for g, jobs in sorted(vd.finishers.items()):
-        for j in jobs:
-            ev.finish[j, g] = m.new_bool_var(f"finish[{j}<-{g}]")
     for j in sorted({j for (j, _k), r in vd.pairs.items() if r == "reclaim"}):
         ev.reclaims[j] = m.new_bool_var(f"reclaims[{j}]")
     return ev
@@ -132,7 +124,9 @@ def _early(m: cp_model.CpModel, early: Any, full: Any, ub: int, after: Any) -> N
 def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
     """On nodes with classes: the early pods fit the free room; after each job in job order, early pods
     + late pods so far − what the victims so far release there ≤ free (every requested resource, and
-    the pod count). The running state is carried by ``used[node, r, step]`` variables so that the
+    the pod count); a job that evicts on a node takes a victim without which its pods there would not fit
+    on some requested resource ("just enough": Volcano evicts only for the node's room). The running state is
+    carried by ``used[node, r, step]`` variables so that the
     constraints stay linear in the model's size."""
     vd, ev = data.victims, v.ev
     order = [job.key for job in data.valid]
@@ -144,6 +138,7 @@ def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
     taking: dict[str, dict[str, list[tuple[VictimClass, Any]]]] = defaultdict(lambda: defaultdict(list))
     for (j, k), y in ev.take.items():
         taking[vd.classes[k].node][j].append((vd.classes[k], y))
+    needed: dict[tuple[str, str], list[Any]] = defaultdict(list)  # (node, job) -> its necessary-victim literals
     for n in sorted(placing):
         cap = data.ctx.capacity
         free = cap.free[n]
@@ -171,6 +166,13 @@ def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
                 if j in jobs:  # a pod placed here must fit
                     if limit >= 0:  # the state only grows by placements: checking every step is exact
                         m.add(after <= limit)
+                        if r != "pods":  # just enough: a victim without which the job's pods would not fit
+                            for cls, y in taking[n].get(j, []):
+                                if cls.releases(r):
+                                    lit = m.new_bool_var(f"needed[{j}@{n},{cls.name},{r}]")
+                                    m.add(after + cls.releases(r) >= limit + 1).only_enforce_if(lit)
+                                    m.add(y >= 1).only_enforce_if(lit)
+                                    needed[n, j].append(lit)
                     else:  # over-committed in the snapshot: only a job that places here must fit
                         m.add(after <= limit).only_enforce_if(_places(m, ev, j, n, jobs[j], data))
                 if pos[j] >= last:
@@ -178,6 +180,13 @@ def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
                 state = m.new_int_var(-released, max(limit, 0) + released, f"used[{n},{r},{j}]")
                 m.add(state == after)
 
+    for n in sorted(placing):  # a job that evicts on a node takes some victim it needs there (Volcano's walk)
+        for j, terms in sorted(taking[n].items()):
+            if any(data.ctx.capacity.free[n].get(r, 0) < 0 for r in data.ctx.capacity.free[n]):
+                continue  # over-committed in the snapshot: not checked
+            some = m.new_bool_var(f"evicts[{j}@{n}]")
+            m.add(sum(y for _c, y in terms) <= sum(c.size for c, _y in terms) * some)
+            m.add_bool_or(needed[n, j] or [some.negated()]).only_enforce_if(some)
 
 def _places(m: cp_model.CpModel, ev: VictimVars, job: str, node: str, terms: list[tuple[dict[str, int], Any, Any]],
             data: Data) -> Any:
@@ -246,13 +255,14 @@ def add_queues(m: cp_model.CpModel, data: Data, v: Vars) -> None:
 
 
 def add_entitlement(m: cp_model.CpModel, data: Data, v: Vars) -> None:
-    """A class is taken only by an admitted late job that lands on its node or takes its whole PodGroup,
-    by the job's one action; landing means a pod there."""
+    """A class is taken only by an admitted late job that lands on its node (victims come only from the
+    node a preemptor pod is tried on), by the job's one action; landing means a pod there that may
+    evict (not a preemptionPolicy Never task's)."""
     vd, ev = data.victims, v.ev
     for (j, k), y in ev.take.items():
         cls = vd.classes[k]
-        ways = [x for x in (ev.lands.get((j, cls.node)), ev.finish.get((j, cls.group))) if x is not None]
-        m.add(y <= cls.size * sum(ways))
+        lands = ev.lands.get((j, cls.node))
+        m.add(y <= (cls.size * lands if lands is not None else 0))
         m.add(y <= cls.size * ev.after[j])
         if j in ev.reclaims:
             rec = ev.reclaims[j]
@@ -299,51 +309,58 @@ def add_safety(m: cp_model.CpModel, data: Data, v: Vars) -> None:
 
 
 def add_victim_gangs(m: cp_model.CpModel, data: Data, v: Vars) -> None:
-    """Per victim PodGroup: evicted ≤ ready − minMember, unless one job (``finish``) takes the rest of
-    it, the jobs before it staying within ready − minMember."""
+    """Per victim PodGroup above minMember: evicted ≤ ready − minMember over the whole plan (the first
+    tier's gang plugin never offers a pod below minMember). A PodGroup at minMember is taken only by the
+    second tier (``add_second_tier``)."""
     vd, ev = data.victims, v.ev
     cat = data.ctx.catalogue
-    order = [job.key for job in data.valid]
-    by_group: dict[str, list[tuple[str, str, Any]]] = defaultdict(list)
+    by_group: dict[str, list[Any]] = defaultdict(list)
+    for (_j, k), y in ev.take.items():
+        by_group[vd.classes[k].group].append(y)
+    for g, ys in sorted(by_group.items()):
+        if cat.groups[g].slack > 0:
+            m.add(sum(ys) <= cat.groups[g].slack)
+
+
+def add_second_tier(m: cp_model.CpModel, data: Data, v: Vars) -> None:
+    """The second tier's pairs (``model.VictimData.second``): drf, per (job, PodGroup), at most
+    ``drf_most`` pods of the group taken by the jobs up to this one when it takes some; the capacity
+    plugin, per queue, at most ``capacity_most`` pods taken from it when some job reclaims from it by the
+    second tier. Both bounds are computed so that each such pod passes its plugin whatever else the plan
+    does (``model.drf_limit``, ``model.capacity_limit``)."""
+    vd, ev = data.victims, v.ev
+    order = {job.key: i for i, job in enumerate(data.valid)}
+    by_group: dict[str, list[tuple[str, Any]]] = defaultdict(list)
+    by_queue: dict[str, list[Any]] = defaultdict(list)
     for (j, k), y in ev.take.items():
-        by_group[vd.classes[k].group].append((j, k, y))
-    for g, takes in sorted(by_group.items()):
-        group = cat.groups[g]
-        total = sum(y for _j, _k, y in takes)
-        fins = {j: ev.finish[j, g] for j in vd.finishers.get(g, [])}
-        if not fins:
-            m.add(total <= group.slack)
+        by_group[vd.classes[k].group].append((j, y))
+        by_queue[vd.classes[k].queue].append(y)
+    for (j, g), most in sorted(vd.drf_most.items()):
+        mine = [y for (jj, k), y in ev.take.items() if jj == j and vd.classes[k].group == g and (jj, k) in vd.second]
+        if not mine:
             continue
-        m.add_at_most_one(fins.values())
-        m.add(total <= group.slack + (len(group.occupying) - group.slack) * sum(fins.values()))
-        classes = sorted({k for _j, k, _y in takes})
-        for j, fin in fins.items():
-            m.add_implication(fin, v.admitted[j])
-            upto = set(order[:order.index(j) + 1])
-            for k in classes:
-                m.add(sum(y for jj, kk, y in takes if kk == k and jj in upto) == vd.classes[k].size) \
-                    .only_enforce_if(fin)
-            before = upto - {j}
-            m.add(sum(y for jj, _k, y in takes if jj in before) <= group.slack).only_enforce_if(fin)
-            landing = [ev.lands[j, n] for n in sorted({vd.classes[k].node for k in classes}) if (j, n) in ev.lands]
-            m.add_bool_or(landing).only_enforce_if(fin)
+        some = m.new_bool_var(f"drf[{j}<-{g}]")
+        ev.second[j, g] = some
+        m.add(sum(mine) <= len(data.ctx.catalogue.groups[g].occupying) * some)
+        m.add(sum(y for jj, y in by_group[g] if order[jj] <= order[j]) <= most).only_enforce_if(some)
+    for q, most in sorted(vd.capacity_most.items()):
+        mine = [y for (j, k), y in ev.take.items() if (j, k) in vd.second and vd.classes[k].queue == q]
+        if not mine:
+            continue
+        some = m.new_bool_var(f"capacity[{q}]")
+        ev.second["", q] = some
+        m.add(sum(mine) <= sum(vd.classes[k].size for k in vd.classes if vd.classes[k].queue == q) * some)
+        m.add(sum(by_queue[q]) <= most).only_enforce_if(some)
 
 
 def add_reclaim_rules(m: cp_model.CpModel, data: Data, v: Vars) -> None:
-    """The capacity plugin's reclaim rules (``victims``) at the reclaiming job's turn (``Accounts.before``):
-
-    - the reclaimer: every task with a pod placed finds one of its requested dimensions where ``before +
-      the job's amount ≤ deserved`` (Volcano checks each pod with the job's pods before it; the whole
-      amount is the last pod's, so this is exact when the tasks request the same dimensions, stricter
-      otherwise);
-    - per victim queue, on ``left`` (its allocation after the job's victims): ``left ≥ guarantee`` on every
-      guaranteed dimension; one pod designated ``last`` passes rule (2) with all the others taken
-      (``left + its request > deserved`` on a listed dimension of its request), every other pod with all
-      but itself and the last taken (``left + its request + the last's > deserved``); immediate victims
-      pass. Any order ending with the last then takes each pod, so the set is one ``reclaim_order``
-      accepts; where one dimension decides, such a last exists exactly when an order does.
-    """
-    vd, ev = data.victims, v.ev
+    """The capacity plugin's PreemptiveFn for a reclaiming job at its turn (``Accounts.before``): every
+    task with a pod placed finds one of its requested dimensions where ``before + the job's amount ≤
+    deserved`` (Volcano checks each pod with the job's pods before it; the whole amount is the last pod's,
+    so this is exact when the tasks request the same dimensions, stricter otherwise). The victims
+    themselves need no capacity rule here: the model takes them from the first tier (gang ∩
+    conformance), which decides before the capacity plugin is asked."""
+    ev = v.ev
     if not ev.reclaims:
         return
     acc = Accounts(data, v)
@@ -371,52 +388,6 @@ def add_reclaim_rules(m: cp_model.CpModel, data: Data, v: Vars) -> None:
             ev.has[j, t.name] = h = m.new_bool_var(f"has[{j}/{t.name}]")
             m.add(sum(xs) <= t.replicas * h)
             m.add_bool_or(lits).only_enforce_if([rec, h])
-        by_queue: dict[str, list[str]] = defaultdict(list)
-        for (jj, k) in ev.take:
-            if jj == j and vd.pairs[jj, k] == "reclaim":
-                by_queue[vd.classes[k].queue].append(k)
-        for q, ks in sorted(by_queue.items()):
-            _victim_queue(m, data, v, acc, j, q, sorted(ks))
-
-
-def _victim_queue(m: cp_model.CpModel, data: Data, v: Vars, acc: Accounts, j: str, q: str, ks: list[str]) -> None:
-    """Guarantee and rule (2) for the pods job ``j`` reclaims from queue ``q`` (``add_reclaim_rules``)."""
-    vd, ev = data.victims, v.ev
-    queues = data.queues
-    des, listed, guarantee = queues.deserved[q], queues.listed[q], queues.guarantee[q]
-    ys = {k: ev.take[j, k] for k in ks}
-    ev.some[j, q] = some = m.new_bool_var(f"some[{j}<-{q}]")
-    m.add(sum(ys.values()) <= sum(vd.classes[k].size for k in ks) * some)
-    resources = sorted({r for k in ks for r in dims(vd.classes[k].requests) if r in listed} |
-                       {r for r, g in guarantee.items() if g > 0 and r != "pods"})
-    joining = [job for job in data.valid if q in acc.chain[job.key]]  # jobs whose pods count in q
-    for r in resources:
-        ub = max(queues.allocated[q].get(r, 0), 0) + sum(most_requests(job, data.ctx).get(r, 0) for job in joining)
-        ev.left[j, q, r] = lv = m.new_int_var(0, ub, f"left[{j},{q},{r}]")
-        m.add(lv == acc.before(j, q, r) - sum(vd.classes[k].requests.get(r, 0) * y for k, y in ys.items()))
-        if guarantee.get(r, 0) > 0:
-            m.add(lv >= guarantee[r]).only_enforce_if(some)
-    lasts = {k: m.new_bool_var(f"last[{j},{q},{k}]") for k in ks}
-    for k, lit in lasts.items():
-        ev.last[j, q, k] = lit
-        m.add(ys[k] >= 1).only_enforce_if(lit)
-    m.add(sum(lasts.values()) == some)
-    for k in ks:
-        cls = vd.classes[k]
-        need = dims(cls.requests)
-        if not any(des.get(r, 0) > 0 for r in need):
-            continue  # an immediate victim
-        witnesses = sorted(r for r in need if r in listed)
-        ev.other[j, k] = oth = m.new_bool_var(f"other[{j},{k}]")
-        m.add(ys[k] - lasts[k] <= cls.size * oth)
-        for mode, lit in (("last", lasts[k]), ("other", oth)):
-            ors = []
-            for r in witnesses:
-                ev.over[j, k, r, mode] = o = m.new_bool_var(f"over[{j},{k},{r},{mode}]")
-                extra = sum(vd.classes[kk].requests.get(r, 0) * lasts[kk] for kk in ks) if mode == "other" else 0
-                m.add(ev.left[j, q, r] + cls.requests.get(r, 0) + extra >= des.get(r, 0) + 1).only_enforce_if(o)
-                ors.append(o)
-            m.add_bool_or(ors).only_enforce_if(lit)
 
 
 def min_demand(job: VCJob, ctx: Context) -> dict[str, int]:
@@ -501,13 +472,14 @@ def add_hint(m: cp_model.CpModel, data: Data, v: Vars, plan: PlacementPlan,
         m.add_hint(lit, int(jn in landed))
     for j, lit in ev.reclaims.items():
         m.add_hint(lit, int(reason.get(j) == "reclaim"))
+    for (j, g), lit in ev.second.items():  # (job, PodGroup) for drf, ("", queue) for capacity
+        m.add_hint(lit, int(any(n for (jj, k), n in taken.items() if (jj, k) in vd.second and (
+            (j, g) == (jj, vd.classes[k].group) if j else (j == "" and vd.classes[k].queue == g)))))
     # the replay: early jobs, then the late ones in job order, with the allocations at each turn
     alloc = {q: dict(a) for q, a in queues.allocated.items()}
     order = [jp for jp in plan.jobs if jp.key in admitted and jp.key not in late] + \
         [jp for jp in plan.jobs if jp.key in late]
     before: dict[str, dict[str, dict[str, int]]] = {}
-    so_far: dict[str, int] = defaultdict(int)
-    finisher: dict[str, str] = {}
     for jp in order:
         if jp.key in late:
             before[jp.key] = {q: dict(a) for q, a in alloc.items()}
@@ -518,25 +490,18 @@ def add_hint(m: cp_model.CpModel, data: Data, v: Vars, plan: PlacementPlan,
             for q in queues.chain(c.queue):
                 for r, amt in c.pod.requests.items():
                     alloc[q][r] = alloc[q].get(r, 0) - amt
-            so_far[c.group] += 1
-            if so_far[c.group] > cat.groups[c.group].slack:
-                finisher.setdefault(c.group, jp.key)
         for b in jp.bindings:
             for q in queues.chain(jp.queue):
                 for r, amt in data.ctx.pods[jp.key][b.task][b.index].requests.items():
                     alloc[q][r] = alloc[q].get(r, 0) + amt
-    for (j, g), lit in ev.finish.items():
-        m.add_hint(lit, int(finisher.get(g) == j))
-    _hint_reclaim(m, data, v, before, taken, amounts, counts)
+    _hint_reclaim(m, data, v, before, amounts, counts)
 
 
 def _hint_reclaim(m: cp_model.CpModel, data: Data, v: Vars, before: dict[str, dict[str, dict[str, int]]],
-                  taken: dict[tuple[str, str], int], amounts: dict[tuple[str, str], int],
-                  counts: dict[tuple[str, str, str], int]) -> None:
-    """Hint the reclaim literals (``add_reclaim_rules``) from a plan's replay: the state at each late
-    job's turn (``before``), its takes and its amounts; the designated last pod of each victim queue is
-    the first class that meets the rule."""
-    vd, ev = data.victims, v.ev
+                  amounts: dict[tuple[str, str], int], counts: dict[tuple[str, str, str], int]) -> None:
+    """Hint the reclaimer's literals (``add_reclaim_rules``) from a plan's replay: the state at each late
+    job's turn (``before``) and its amounts."""
+    ev = v.ev
     queues = data.queues
     jobs = {job.key: job for job in data.valid}
     for (j, r), lit in ev.under.items():
@@ -546,47 +511,6 @@ def _hint_reclaim(m: cp_model.CpModel, data: Data, v: Vars, before: dict[str, di
     placed = {(j, t) for (j, t, _n), num in counts.items() if num}
     for jt, lit in ev.has.items():
         m.add_hint(lit, int(jt in placed))
-    for (j, q), lit in ev.some.items():
-        m.add_hint(lit, int(any(n for (jj, k), n in taken.items() if jj == j and vd.classes.get(k) is not None
-                                and vd.classes[k].queue == q and vd.pairs.get((jj, k)) == "reclaim")))
-    left: dict[tuple[str, str, str], int] = {}
-    for (j, q, r), lv in ev.left.items():
-        if j in before:
-            left[j, q, r] = before[j][q].get(r, 0) - sum(vd.classes[k].requests.get(r, 0) * n
-                                                         for (jj, k), n in taken.items()
-                                                         if jj == j and k in vd.classes and vd.classes[k].queue == q)
-            m.add_hint(lv, left[j, q, r])
-    by_jq: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for (j, q, k) in ev.last:
-        by_jq[j, q].append(k)
-    for (j, q), ks in sorted(by_jq.items()):
-        des, listed = queues.deserved[q], queues.listed[q]
-        mine = [k for k in ks if taken.get((j, k), 0)]
-        after = {r: x for (jj, qq, r), x in left.items() if (jj, qq) == (j, q)}
-
-        def passes(k: str, extra: Mapping[str, int]) -> bool:
-            return _rule2(vd.classes[k].requests, after, extra, des, listed)  # noqa: B023 (used in this turn)
-
-        chosen = next((k for k in mine if passes(k, {}) and all(
-            passes(o, vd.classes[k].requests) for o in mine if o != k or taken[j, k] > 1)), mine[0] if mine else None)
-        for k in ks:
-            m.add_hint(ev.last[j, q, k], int(k == chosen))
-            last_req = vd.classes[chosen].requests if chosen is not None else {}
-            if (j, k) in ev.other:
-                m.add_hint(ev.other[j, k], int(taken.get((j, k), 0) - int(k == chosen) >= 1))
-            for mode, extra in (("last", {}), ("other", last_req)):
-                for r in sorted(dims(vd.classes[k].requests)):
-                    if (j, k, r, mode) in ev.over:
-                        m.add_hint(ev.over[j, k, r, mode], int(
-                            left.get((j, q, r), 0) + vd.classes[k].requests.get(r, 0) + extra.get(r, 0)
-                            > des.get(r, 0)))
-
-
-def _rule2(request: Mapping[str, int], left: Mapping[str, int], extra: Mapping[str, int], des: Mapping[str, int],
-           listed: frozenset[str]) -> bool:
-    """Rule (2) (``victims.not_over_deserved``) for a pod with ``left + extra`` allocated besides it."""
-    alloc = {r: left.get(r, 0) + request.get(r, 0) + extra.get(r, 0) for r in set(left) | set(request) | set(extra)}
-    return not_over_deserved("", alloc, request, des, listed) is None
 
 
 def extract(data: Data, v: Vars, s: cp_model.CpSolver) -> dict[str, list[tuple[Candidate, Reason]]]:
