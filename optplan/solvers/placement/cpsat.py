@@ -247,6 +247,8 @@ def add_queues(m: cp_model.CpModel, data: Data, v: Vars) -> None:
             for r, req in pod.requests.items():
                 charged[q, r].append(req * x)
     for (q, r), terms in sorted(charged.items(), key=lambda kv: kv[0]):
+        if not queues.limited(q, r):
+            continue
         room = queues.real[q].get(r, 0) - queues.allocated[q].get(r, 0)
         m.add(sum(terms) <= max(room, 0))
 
