@@ -66,6 +66,10 @@ class JobPlacement(KubeModel):
     after_evictions: bool = Field(default=False, exclude=True)
     """Placed after the evictions of the jobs before it — by the greedy's preempt/reclaim pass, or as a
     late job of the exact model — (not on the wire): the validator replays jobs in this order."""
+    step: int = Field(default=0, exclude=True)
+    """Among the jobs placed after evictions, when the greedy decided this one (not on the wire): its
+    preempt pass (1) before its reclaim pass (2), Volcano's actions; the validator replays by it, then in
+    plan order (0, the exact model's: plan order alone)."""
 
     @property
     def key(self) -> str:

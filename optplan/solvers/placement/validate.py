@@ -72,8 +72,8 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
     taken: Counter[str] = Counter()  # PodGroup -> pods evicted so far
     evicted: set[str] = set()
     static = Predicates(snap)
-    # Volcano's actions: allocate places every job it can, then preempt and reclaim evict for the rest
-    for jp in sorted(plan.jobs, key=lambda j: j.after_evictions or bool(j.victims)):
+    # Volcano's actions: allocate places every job it can, then preempt evicts for the rest, then reclaim
+    for jp in sorted(plan.jobs, key=_action_rank):
         job = given.get(jp.key)
         if job is None:
             out.append(f"job {jp.key} is not one of the jobs to place")
@@ -164,6 +164,13 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                     out.append(msg)
     out.extend(_safety_violations(snap, given, plan, safety, now or datetime.now(UTC)))
     return out
+
+
+def _action_rank(jp: JobPlacement) -> tuple[bool, int]:
+    """When a job's placement happens in the plan's replay: allocate's first, then the jobs placed after
+    evictions by the step the planner took them in (``JobPlacement.step``: the greedy's preempt pass
+    before its reclaim pass, as Volcano runs its actions), each group in plan order."""
+    return jp.after_evictions or bool(jp.victims), jp.step
 
 
 def _safety_violations(snap: Snapshot, jobs: Mapping[str, VCJob], plan: PlacementPlan, safety: SafePreemption,
