@@ -203,9 +203,8 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
                         "step": step})
                     done.add(jp.key)
                     continue
-            if jp.key not in cooling:
-                cooling[jp.key] = evict_blocks(ctx.safety, ctx.snapshot, job, ctx.now, evicting)
-            if cooling[jp.key] is not None:
+            cooling[jp.key] = evict_blocks(ctx.safety, ctx.snapshot, job, ctx.now, evicting)
+            if cooling[jp.key] is not None:  # safe preemption's cooldown, on the evictions so far
                 continue
             rules, why = job_rules(ctx, state, cat, job, reason)
             if rules is None:

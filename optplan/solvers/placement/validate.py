@@ -81,8 +81,13 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
         if jp.queue != job.queue:
             out.append(f"job {jp.key}: queue {jp.queue} but the job names {job.queue}")
         if not jp.admitted:
-            if jp.victims:
+            if jp.victims and not jp.step:
                 out.append(f"job {jp.key} is not admitted but has victims")
+            elif jp.victims:  # evicted in a scheduling cycle whose room the next allocate gave to other jobs
+                if cat is None:
+                    cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
+                out.extend(_unplaced_victim_violations(snap, job, jp, cat, accounts, taken, evicted, safety))
+                _free_victims(snap, jp, cat, tree, cap, allocated)
             if jp.bindings:
                 out.append(f"job {jp.key} is not admitted but has bindings")
             if not jp.reason:
@@ -102,15 +107,7 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                 cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
             check = _tier_victim_violations if tiers else _joint_victim_violations
             out.extend(check(snap, job, jp, cat, tree, accounts, allocated, taken, evicted, safety))
-            for vic in jp.victims:
-                p = snap.pods.get(f"{vic.namespace}/{vic.name}")
-                c = cat.candidates.get(f"{vic.namespace}/{vic.name}")
-                if p is not None and p.node_name is not None and p.occupying:
-                    cap.remove(p, p.node_name)
-                    if c is not None:
-                        for q in (c.queue, *tree.ancestors(c.queue)):
-                            for r, x in p.requests.items():
-                                allocated[q][r] = allocated[q].get(r, 0) - x
+            _free_victims(snap, jp, cat, tree, cap, allocated)
         pods = job_pods(job)
         running = held_pods(job, snap)
         placed: Counter[str] = Counter()
@@ -197,6 +194,49 @@ def _safety_violations(snap: Snapshot, jobs: Mapping[str, VCJob], plan: Placemen
             out.append(f"job {jp.key}: approvalRequired is {jp.approval_required!r}, the approval rule says {want!r}")
     return out
 
+
+
+def _free_victims(snap: Snapshot, jp: JobPlacement, cat: Catalogue, tree: QueueTree, cap: Capacity,
+                  allocated: dict[str, dict[str, int]]) -> None:
+    """The replay after a job's victims go: their room and their queues' allocation freed."""
+    for vic in jp.victims:
+        p = snap.pods.get(f"{vic.namespace}/{vic.name}")
+        c = cat.candidates.get(f"{vic.namespace}/{vic.name}")
+        if p is not None and p.node_name is not None and p.occupying:
+            cap.remove(p, p.node_name)
+            if c is not None:
+                for q in (c.queue, *tree.ancestors(c.queue)):
+                    for r, x in p.requests.items():
+                        allocated[q][r] = allocated[q].get(r, 0) - x
+
+
+def _unplaced_victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalogue,
+                                accounts: dict[str, QueueAccount], taken: Counter[str], evicted: set[str],
+                                safety: SafePreemption) -> list[str]:
+    """The victims of a job the plan does not admit, which its action evicted in an earlier scheduling
+    cycle (``JobPlacement.step`` set) while the next cycle's allocate gave the room to other jobs: each a
+    running pod of a PodGroup, evicted once, by one action, that the action may offer this job (its queue,
+    the job's networkTopology, safe preemption). Lenient: where the job's pods were pipelined is not in
+    the plan, so the per-node tier order is not checked. Updates ``taken`` and ``evicted``."""
+    out: list[str] = []
+    who = f"job {jp.key}"
+    if len({v.reason for v in jp.victims}) > 1:
+        out.append(f"{who}: victims of both preempt and reclaim (one action places a job)")
+    priority = job_priority(job, snap)
+    for v in jp.victims:
+        key = f"{v.namespace}/{v.name}"
+        where = f"{who} victim {key}"
+        c = _victim_candidate(snap, cat, v, where, key in evicted, out)
+        if c is None:
+            continue
+        why = (action_refused(job, v.reason)
+               or preemptee_refused(c, v.reason, job.queue, accounts[c.queue].reclaimable)
+               or _safety_refused(snap, c, v.reason, priority, safety))
+        if why is not None:
+            out.append(f"{where} ({v.reason}): {why}")
+        evicted.add(c.key)
+        taken[c.group] += 1
+    return out
 
 
 def _victim_candidate(snap: Snapshot, cat: Catalogue, v: Victim, where: str, twice: bool,
