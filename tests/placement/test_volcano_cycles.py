@@ -142,3 +142,54 @@ def test_root_names_no_capability_so_nothing_caps_below_it(what: str, queues: li
     got = plans(objs)
     for plan in got.values():
         assert plan.jobs[0].admitted is admitted
+
+
+# ---- several scheduling cycles -------------------------------------------------------------------
+
+# n0 (8 GPUs) holds x: two pods of 4 GPUs of a low job above minMember 1. j0 (PriorityClass "never",
+# 1000, preemptionPolicy Never: first in job order, evicts nothing) and j1 (mid) both wait. Cycle 1: j1
+# preempts a pod of x and is pipelined there. Cycle 2: allocate gives the room in job order — to j0
+# when it fits (j1 then finds x at minMember: drf refuses, it waits, its victim evicted all the same),
+# else to j1.
+CYCLES = [  # (what, j0's GPUs, job -> (admitted, victims))
+    ("the room goes to the job first in order", 4, {"j0": (True, 0), "j1": (False, 1)}),
+    ("the evicting job keeps it when the first does not fit", 8, {"j0": (False, 0), "j1": (True, 1)}),
+]
+
+
+@pytest.mark.parametrize(("what", "gpus", "expected"), CYCLES, ids=[c[0] for c in CYCLES])
+def test_the_next_cycle_gives_freed_room_in_job_order(what: str, gpus: int,
+                                                      expected: dict[str, tuple[bool, int]]) -> None:
+    objs = [*CLASSES, priority_class("never", 1000, "Never"), node("n0", 8), queue("q"),
+            *running("x", "q", [("n0", 4), ("n0", 4)], "low", 1),
+            vcjob("j0", "q", [job_task("w", 1, gpus)], priority_class_name="never"),
+            vcjob("j1", "q", [job_task("w", 1, 4)], priority_class_name="mid")]
+    got = plans(objs)
+    greedy = outcome(got["greedy"])
+    assert {k: (a, len(v)) for k, (a, _r, v) in greedy.items()} == expected
+    auto = outcome(got["auto"])
+    assert sum(a for a, _r, _v in auto.values()) >= sum(a for a, _r, _v in greedy.values())
+
+
+def test_the_validator_on_victims_of_a_job_not_admitted() -> None:
+    """Such victims need the cycle step that says an earlier cycle evicted them, and each must be one the
+    job's action may offer (reclaim never takes a pod of the job's own queue)."""
+    objs = [*CLASSES, priority_class("never", 1000, "Never"), node("n0", 8), queue("q"),
+            *running("x", "q", [("n0", 4), ("n0", 4)], "low", 1),
+            vcjob("j0", "q", [job_task("w", 1, 4)], priority_class_name="never"),
+            vcjob("j1", "q", [job_task("w", 1, 4)], priority_class_name="mid")]
+    snap = load_objects(objs).snapshot
+    jobs = list(snap.jobs.values())
+    plan = plan_placement(snap, jobs, "greedy", OPTS, now=NOW, tiers=True)
+    j1 = plan.job("default/j1")
+    assert not j1.admitted and j1.step > 0 and "scheduling cycle 1" in j1.reason
+
+    def swap(jp: Any) -> PlacementPlan:
+        return plan.model_copy(update={"jobs": tuple(jp if j.key == jp.key else j for j in plan.jobs)})
+
+    assert placement_violations(snap, jobs, plan, tiers=True) == []
+    bad = placement_violations(snap, jobs, swap(j1.model_copy(update={"step": 0})), tiers=True)
+    assert "job default/j1 is not admitted but has victims" in bad
+    v = j1.victims[0].model_copy(update={"reason": "reclaim"})
+    bad = placement_violations(snap, jobs, swap(j1.model_copy(update={"victims": (v,)})), tiers=True)
+    assert len(bad) == 1 and "(reclaim)" in bad[0]
