@@ -47,6 +47,10 @@ class Victim(KubeModel):
     reason: Literal["preempt", "reclaim"]
 
 
+CYCLE_STEPS = 10
+"""``JobPlacement.step`` of a job decided in scheduling cycle k: ``CYCLE_STEPS`` × k + its pass."""
+
+
 class JobPlacement(KubeModel):
     namespace: str
     name: str
@@ -68,8 +72,10 @@ class JobPlacement(KubeModel):
     late job of the exact model — (not on the wire): the validator replays jobs in this order."""
     step: int = Field(default=0, exclude=True)
     """Among the jobs placed after evictions, when the greedy decided this one (not on the wire): its
-    preempt pass (1) before its reclaim pass (2), Volcano's actions; the validator replays by it, then in
-    plan order (0, the exact model's: plan order alone)."""
+    preempt pass (1) before its reclaim pass (2), Volcano's actions; over scheduling cycles ``CYCLE_STEPS``
+    × cycle + pass (a job not admitted, at the step of its last evictions, may then keep victims whose room
+    the next cycle gave to other jobs). The validator replays by it, then in plan order (0, the exact
+    model's: plan order alone)."""
 
     @property
     def key(self) -> str:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 
-from optplan.models.placement import Binding, JobPlacement, PlacementPlan, Victim
+from optplan.models.placement import CYCLE_STEPS, Binding, JobPlacement, PlacementPlan, Victim
 from optplan.models.snapshot import Pod, PodGroup, Snapshot
 from optplan.solvers.placement.allocate import greedy_place
 from optplan.solvers.placement.context import Context
@@ -128,7 +128,7 @@ def merge(ctx: Context, cycles: list[PlacementPlan]) -> PlacementPlan | None:
             for v in jp.victims:
                 if f"{v.namespace}/{v.name}" not in original:
                     return None  # a pod this plan placed in an earlier cycle: not a victim the plan can name
-                evictions.append((v, jp.key, 10 * k + jp.step))
+                evictions.append((v, jp.key, CYCLE_STEPS * k + jp.step))
     lands: dict[str, set[str]] = {k: {b.node for b in bs} for k, bs in bound.items()}
     owners: dict[str, list[Victim]] = defaultdict(list)
     unplaced: dict[str, int] = {}  # a job not admitted -> the step of its last evictions
@@ -151,7 +151,7 @@ def merge(ctx: Context, cycles: list[PlacementPlan]) -> PlacementPlan | None:
             if victims:
                 jp = jp.model_copy(update={
                     "victims": victims, "after_evictions": True, "step": unplaced[job.key],
-                    "reason": f"{jp.reason}; its {victims[0].reason} in scheduling cycle {unplaced[job.key] // 10} "
+                    "reason": f"{jp.reason}; its {victims[0].reason} in scheduling cycle {unplaced[job.key] // CYCLE_STEPS} "
                               f"evicted {len(victims)} pods, whose room the next cycle's allocate gave to jobs "
                               "before it"})
             out.append(jp)
@@ -160,7 +160,7 @@ def merge(ctx: Context, cycles: list[PlacementPlan]) -> PlacementPlan | None:
         pipelined = jp.after_evictions and k == last
         reason = jp.reason if k == 1 or pipelined else (
             f"{jp.reason} (scheduling cycle {k}: room cycle {k - 1}'s victims freed)")
-        step = 0 if k == 1 and not jp.after_evictions else 10 * k + (jp.step if pipelined else 0)
+        step = 0 if k == 1 and not jp.after_evictions else CYCLE_STEPS * k + (jp.step if pipelined else 0)
         out.append(jp.model_copy(update={"bindings": tuple(bindings), "victims": victims, "reason": reason,
                                          "after_evictions": step > 0 or bool(victims), "step": step}))
     solver = cycles[0].solver

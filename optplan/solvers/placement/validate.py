@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 from optplan.errors import InputError, PlanInvalidError
 from optplan.models.limits import SYSTEM_PRIORITY_CLASSES
-from optplan.models.placement import Binding, JobPlacement, PlacementPlan, SafePreemption, Victim
+from optplan.models.placement import CYCLE_STEPS, Binding, JobPlacement, PlacementPlan, SafePreemption, Victim
 from optplan.models.quantity import format_milli
 from optplan.models.queues import ROOT as ROOT_QUEUE
 from optplan.models.queues import QueueTree, VCJob
@@ -73,7 +73,11 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
     evicted: set[str] = set()
     static = Predicates(snap)
     # Volcano's actions: allocate places every job it can, then preempt evicts for the rest, then reclaim
-    for jp in sorted(plan.jobs, key=_action_rank):
+    landed: dict[str, int] = {}  # node -> the last replay position a pod lands there
+    unplaced: list[tuple[int, JobPlacement]] = []  # jobs not admitted that keep victims, at their position
+    for pos, jp in enumerate(sorted(plan.jobs, key=_action_rank)):
+        for b in jp.bindings if jp.admitted else ():
+            landed[b.node] = pos
         job = given.get(jp.key)
         if job is None:
             out.append(f"job {jp.key} is not one of the jobs to place")
@@ -81,9 +85,10 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
         if jp.queue != job.queue:
             out.append(f"job {jp.key}: queue {jp.queue} but the job names {job.queue}")
         if not jp.admitted:
-            if jp.victims and not jp.step:
+            if jp.victims and jp.step < CYCLE_STEPS:
                 out.append(f"job {jp.key} is not admitted but has victims")
             elif jp.victims:  # evicted in a scheduling cycle whose room the next allocate gave to other jobs
+                unplaced.append((pos, jp))
                 if cat is None:
                     cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
                 out.extend(_unplaced_victim_violations(snap, job, jp, cat, accounts, taken, evicted, safety))
@@ -159,6 +164,11 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                        f"{format_milli(real.get(r, 0))} after placement")
                 if allocated[q].get(r, 0) > real.get(r, 0) and msg not in out:
                     out.append(msg)
+    for pos, jp in unplaced:
+        for v in jp.victims:
+            if landed.get(v.node, -1) <= pos:
+                out.append(f"job {jp.key} is not admitted but has victims whose room no job placed after it takes "
+                           f"({v.namespace}/{v.name} on {v.node})")
     out.extend(_safety_violations(snap, given, plan, safety, now or datetime.now(UTC)))
     return out
 
@@ -214,7 +224,7 @@ def _unplaced_victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, ca
                                 accounts: dict[str, QueueAccount], taken: Counter[str], evicted: set[str],
                                 safety: SafePreemption) -> list[str]:
     """The victims of a job the plan does not admit, which its action evicted in an earlier scheduling
-    cycle (``JobPlacement.step`` set) while the next cycle's allocate gave the room to other jobs: each a
+    cycle (``JobPlacement.step`` of the greedy's cycles, at least ``CYCLE_STEPS``) while the next cycle's allocate gave the room to other jobs: each a
     running pod of a PodGroup, evicted once, by one action, that the action may offer this job (its queue,
     the job's networkTopology, safe preemption). Lenient: where the job's pods were pipelined is not in
     the plan, so the per-node tier order is not checked. Updates ``taken`` and ``evicted``."""
