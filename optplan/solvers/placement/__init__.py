@@ -51,10 +51,10 @@ the order above until the gang is ready (and at least one pod is placed), a pod 
 skipped unless its task needs it; the lowest tier with any success wins, then the region with the
 best HyperNode score (the network-topology-aware plugin's: over the HyperNode's summed resources as
 they were before the dry run, plus every pod of the job, 0 when that overflows it; ``Greedy.region_score``),
-then the name (Volcano: random among equals). Each later turn of an admitted job places one more pod in its region (a pod that
-fits nowhere is dropped), as allocate's turn of a ready job places one task. Within a dry run each pod
-goes to the node with the highest binpack score (``binpack_score``, Volcano's formula with
-``BinpackWeights``), ties to the first node by name (Volcano picks at random among equals). Where this
+then the name (Volcano: random among equals). Each later turn of an admitted job places one more pod in
+its region (a pod that fits nowhere is dropped), as allocate's turn of a ready job places one task.
+Within a dry run each pod goes to the node with the highest binpack score (``binpack_score``, Volcano's
+formula with ``BinpackWeights``), ties to the first node by name (Volcano picks at random among equals). Where this
 simplifies: an admitted job's extra pods stay in the region its gang chose (Volcano may widen a hard
 job's HyperNode up to highestTierAllowed for them); queue ties go to the name, job ties to
 namespace/name (Volcano: creationTimestamp, then UID); the required replicas of each task come first

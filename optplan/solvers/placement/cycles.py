@@ -144,23 +144,23 @@ def merge(ctx: Context, cycles: list[PlacementPlan]) -> PlacementPlan | None:
         victims = tuple(sorted(owners.get(job.key, []), key=lambda v: (v.namespace, v.name)))
         if len({v.reason for v in victims}) > 1:
             return None
-        k = cycle_of.get(job.key)
-        if k is None:  # not admitted in any cycle
+        first = cycle_of.get(job.key)
+        if first is None:  # not admitted in any cycle
             if jp.admitted:
                 return None
             if victims:
                 jp = jp.model_copy(update={
                     "victims": victims, "after_evictions": True, "step": unplaced[job.key],
-                    "reason": f"{jp.reason}; its {victims[0].reason} in scheduling cycle {unplaced[job.key] // CYCLE_STEPS} "
-                              f"evicted {len(victims)} pods, whose room the next cycle's allocate gave to jobs "
-                              "before it"})
+                    "reason": f"{jp.reason}; its {victims[0].reason} in scheduling cycle "
+                              f"{unplaced[job.key] // CYCLE_STEPS} evicted {len(victims)} pods, whose room the "
+                              "next cycle's allocate gave to jobs before it"})
             out.append(jp)
             continue
         bindings = sorted(bound[job.key], key=lambda b: (task_pos(job, b.task), b.index))
-        pipelined = jp.after_evictions and k == last
-        reason = jp.reason if k == 1 or pipelined else (
-            f"{jp.reason} (scheduling cycle {k}: room cycle {k - 1}'s victims freed)")
-        step = 0 if k == 1 and not jp.after_evictions else CYCLE_STEPS * k + (jp.step if pipelined else 0)
+        pipelined = jp.after_evictions and first == last
+        reason = jp.reason if first == 1 or pipelined else (
+            f"{jp.reason} (scheduling cycle {first}: room cycle {first - 1}'s victims freed)")
+        step = 0 if first == 1 and not jp.after_evictions else CYCLE_STEPS * first + (jp.step if pipelined else 0)
         out.append(jp.model_copy(update={"bindings": tuple(bindings), "victims": victims, "reason": reason,
                                          "after_evictions": step > 0 or bool(victims), "step": step}))
     solver = cycles[0].solver

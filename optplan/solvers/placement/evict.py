@@ -229,8 +229,8 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
     for jp in plan.jobs:
         placed = out[jp.key]
         if not placed.admitted and jp.key in cooling:
-            why = notes[jp.key] + ([c] if (c := cooling[jp.key]) is not None else [])
-            placed = jp.model_copy(update={"reason": f"{jp.reason}; no victims ({'; '.join(why)})"})
+            said = notes[jp.key] + ([c] if (c := cooling[jp.key]) is not None else [])
+            placed = jp.model_copy(update={"reason": f"{jp.reason}; no victims ({'; '.join(said)})"})
         jobs.append(placed)
     return plan.model_copy(update={"jobs": tuple(jobs)})
 

@@ -164,11 +164,11 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                        f"{format_milli(real.get(r, 0))} after placement")
                 if allocated[q].get(r, 0) > real.get(r, 0) and msg not in out:
                     out.append(msg)
-    for pos, jp in unplaced:
-        for v in jp.victims:
-            if landed.get(v.node, -1) <= pos:
-                out.append(f"job {jp.key} is not admitted but has victims whose room no job placed after it takes "
-                           f"({v.namespace}/{v.name} on {v.node})")
+    for turn, waiting in unplaced:
+        for vic in waiting.victims:
+            if landed.get(vic.node, -1) <= turn:
+                out.append(f"job {waiting.key} is not admitted but has victims whose room no job placed after it "
+                           f"takes ({vic.namespace}/{vic.name} on {vic.node})")
     out.extend(_safety_violations(snap, given, plan, safety, now or datetime.now(UTC)))
     return out
 
@@ -224,10 +224,11 @@ def _unplaced_victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, ca
                                 accounts: dict[str, QueueAccount], taken: Counter[str], evicted: set[str],
                                 safety: SafePreemption) -> list[str]:
     """The victims of a job the plan does not admit, which its action evicted in an earlier scheduling
-    cycle (``JobPlacement.step`` of the greedy's cycles, at least ``CYCLE_STEPS``) while the next cycle's allocate gave the room to other jobs: each a
-    running pod of a PodGroup, evicted once, by one action, that the action may offer this job (its queue,
-    the job's networkTopology, safe preemption). Lenient: where the job's pods were pipelined is not in
-    the plan, so the per-node tier order is not checked. Updates ``taken`` and ``evicted``."""
+    cycle (``JobPlacement.step`` of the greedy's cycles, at least ``CYCLE_STEPS``) while the next cycle's
+    allocate gave the room to other jobs: each a running pod of a PodGroup, evicted once, by one action,
+    that the action may offer this job (its queue, the job's networkTopology, safe preemption); and a job
+    placed after it lands on each victim's node (checked by the caller). Lenient: where the job's pods were
+    pipelined is not in the plan, so the per-node tier order is not checked. Updates ``taken`` and ``evicted``."""
     out: list[str] = []
     who = f"job {jp.key}"
     if len({v.reason for v in jp.victims}) > 1:
