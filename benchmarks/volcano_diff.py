@@ -81,7 +81,8 @@ def nondeterminism(records: list[dict[str, Any]], solver: str) -> str:
     parts = []
     for action, key in (("allocate", "admitted"), ("preempt", "preempt"), ("reclaim", "reclaim"),
                         ("topology", "topology")):
-        shown, steady = [], []
+        shown: list[int] = []
+        steady: list[int] = []
         for i, rs in sorted(runs.items()):
             verdicts = [r[solver][action] for r in rs if not r[solver]["error"]]
             bad = [v is False or (isinstance(v, list) and False in v) for v in verdicts]
