@@ -16,7 +16,9 @@ topology job both admitted, how many more pods each partly running gang gets, pe
 ``--parallel N`` runs N clusters at once (about 1 GiB each), the cases shared round-robin; each case's
 documents (``NS.case.json``), snapshot and what Volcano did stay in ``--dir`` for ``--replan``. Prints
 agreement per action and solver, and every disagreement with the case's seed and index (``--only I``
-reruns one case; ``--repeat K`` runs each case K times, to tell Volcano's nondeterminism from a rule).
+reruns one case; ``--repeat K`` runs each case K times, to tell Volcano's nondeterminism from a rule: the
+summary then lists per action the cases where some run agrees or Volcano's own outcome varies, and those
+where every run disagrees the same way).
 """
 
 from __future__ import annotations
@@ -68,6 +70,33 @@ def summarise(verdicts: list[Verdict]) -> dict[str, Any]:
     out["fewer"] = sum(v.fewer for v in verdicts)
     out["errors"] = sum(bool(v.error) for v in verdicts)
     return out
+
+
+def nondeterminism(records: list[dict[str, Any]], solver: str) -> str:
+    """With ``--repeat``: per action, the cases where some run agrees with optplan or Volcano's own outcome
+    differs between runs (its nondeterminism shown), and those where every run disagrees the same way."""
+    runs: dict[int, list[dict[str, Any]]] = {}
+    for rec in records:
+        runs.setdefault(rec["index"], []).append(rec)
+    parts = []
+    for action, key in (("allocate", "admitted"), ("preempt", "preempt"), ("reclaim", "reclaim"),
+                        ("topology", "topology")):
+        shown: list[int] = []
+        steady: list[int] = []
+        for i, rs in sorted(runs.items()):
+            verdicts = [r[solver][action] for r in rs if not r[solver]["error"]]
+            bad = [v is False or (isinstance(v, list) and False in v) for v in verdicts]
+            if not any(bad):
+                continue
+            seen = {_unnamed(json.dumps(r[solver]["details"].get(key), sort_keys=True), r) for r in rs}
+            (shown if not all(bad) or len(seen) > 1 else steady).append(i)
+        parts.append(f"{action} shown {shown or '-'}, steady {steady or '-'}")
+    return "nondeterminism (some run agrees, or Volcano's outcome varies): " + "; ".join(parts)
+
+
+def _unnamed(text: str, rec: dict[str, Any]) -> str:
+    """A repeat's details without its namespace suffix (``-x<r>``), so that runs compare."""
+    return text.replace(f"-x{rec['repeat']}", "")
 
 
 def pct(a: int, b: int) -> str:
@@ -151,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {action} | " + " | ".join(pct(*sums[s][action]) for s in solvers) + " |")
     print("| fewer jobs than Volcano | " + " | ".join(str(sums[s]["fewer"]) for s in solvers) + " |")
     print("| errors | " + " | ".join(str(sums[s]["errors"]) for s in solvers) + " |")
+    if args.repeat > 1:
+        for s in solvers:
+            print(f"\n{s}: " + nondeterminism(records, s))
     print(f"\n{len(records)} cases in {time.monotonic() - started:.0f} s")
     if args.json:
         args.json.write_text(json.dumps({"summary": sums, "cases": records}, indent=1), encoding="utf-8")

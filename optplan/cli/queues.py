@@ -16,7 +16,7 @@ from optplan.errors import InputError
 from optplan.models.payg import PaygSizing
 from optplan.models.quantity import format_amount
 from optplan.solvers.provision.payg import size_payg
-from optplan.solvers.quota.queues import QueueReport, queue_report
+from optplan.solvers.quota.queues import UNLIMITED, QueueReport, queue_report
 from optplan.solvers.quota.times import parse_now
 
 
@@ -63,6 +63,8 @@ def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
 
 def queue_table(rep: QueueReport) -> str:
     def amt(r: str, m: dict[str, int], absent: str = "0") -> str:
+        if r in m and m[r] >= UNLIMITED:
+            return "unlimited"
         return str(format_amount(r, m[r])) if r in m else absent
 
     total = ", ".join(f"{r} {amt(r, rep.cluster_total)}" for r in rep.cluster_total) or "(no nodes)"
@@ -105,7 +107,8 @@ def queue_report_dict(rep: QueueReport) -> dict[str, Any]:
             "name": a.name, "parent": a.parent, "depth": a.depth, "leaf": a.leaf, "implicit": a.implicit,
             "state": a.state, "open": a.open, "reclaimable": a.reclaimable, "weight": a.weight,
             "guarantee": amounts(a.guarantee), "deserved": amounts(a.deserved), "capability": amounts(a.capability),
-            "realCapability": amounts(a.real_capability, shown),
+            "realCapability": {r: "unlimited" if a.real_capability[r] >= UNLIMITED else v
+                               for r, v in amounts(a.real_capability, shown).items()},
             "effectiveDeserved": amounts(a.effective_deserved, shown),
             "allocated": amounts(a.allocated, shown), "overDeserved": list(a.over_deserved)})
     return {"hierarchy": rep.hierarchical, "clusterTotal": amounts(rep.cluster_total), "queues": queues,

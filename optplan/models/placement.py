@@ -51,6 +51,10 @@ class Victim(KubeModel):
     reason: VictimReason
 
 
+CYCLE_STEPS = 10
+"""``JobPlacement.step`` of a job decided in scheduling cycle k: ``CYCLE_STEPS`` × k + its pass."""
+
+
 class JobPlacement(KubeModel):
     namespace: str
     name: str
@@ -70,6 +74,12 @@ class JobPlacement(KubeModel):
     after_evictions: bool = Field(default=False, exclude=True)
     """Placed after the evictions of the jobs before it — by the greedy's preempt/reclaim pass, or as a
     late job of the exact model — (not on the wire): the validator replays jobs in this order."""
+    step: int = Field(default=0, exclude=True)
+    """Among the jobs placed after evictions, when the greedy decided this one (not on the wire): its
+    preempt pass (1) before its reclaim pass (2), Volcano's actions; over scheduling cycles ``CYCLE_STEPS``
+    × cycle + pass (a job not admitted, at the step of its last evictions, may then keep victims whose room
+    the next cycle gave to other jobs). The validator replays by it, then in plan order (0, the exact
+    model's: plan order alone)."""
 
     @property
     def key(self) -> str:

@@ -15,6 +15,7 @@ from optplan.errors import InputError
 from optplan.models.queues import DEFAULT, ROOT, QueueTree
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.quota.queues import (
+    UNLIMITED,
     QueueViolation,
     account_queues,
     classify_queues,
@@ -268,17 +269,18 @@ def test_pods_in_no_queue_are_listed() -> None:
 
 
 # realCapability on 16 GPUs: a (guarantee 4) with a1 (guarantee 2) and a2 (capability 5); b (guarantee 2,
-# capability 10); c (nothing). With hierarchy: a = 16 - (4 + 2) + 4 = 14; a1 = 14 - 2 + 2 = 14;
-# a2 = min(14 - 2, 5) = 5; b = min(16 - 6 + 2, 10) = 10; c = default = 16 - 6 = 10.
+# capability 10); c (nothing). With hierarchy (Volcano v1.15): root names no capability, so root is unlimited
+# and so is every queue below it that no capability caps: a, a1, c, default; a2 = 5, b = 10.
 # Flat: every guarantee (a 4, a1 2, b 2) comes off the total: a = 16 - 8 + 4 = 12, a1 = 10, a2 = min(8, 5),
 # b = min(10, 10), c = 8.
 REAL = [queue("a", guarantee={GPU: 4}, deserved={GPU: 4}), queue("a1", "a", guarantee={GPU: 2}, deserved={GPU: 2}),
         queue("a2", "a", capability={GPU: 5}), queue("b", guarantee={GPU: 2}, deserved={GPU: 2}, capability={GPU: 10}),
         queue("c")]
+U = UNLIMITED // G
 
 
 @pytest.mark.parametrize(("hierarchical", "expected"), [
-    (True, {ROOT: 16, "a": 14, "a1": 14, "a2": 5, "b": 10, "c": 10, DEFAULT: 10}),
+    (True, {ROOT: U, "a": U, "a1": U, "a2": 5, "b": 10, "c": U, DEFAULT: U}),
     (False, {ROOT: 8, "a": 12, "a1": 10, "a2": 5, "b": 10, "c": 8, DEFAULT: 8}),
 ])
 def test_real_capability(hierarchical: bool, expected: dict[str, int]) -> None:
@@ -287,17 +289,30 @@ def test_real_capability(hierarchical: bool, expected: dict[str, int]) -> None:
     assert list(acc) == [ROOT, "a", "a1", "a2", "b", "c", DEFAULT]  # tree order
 
 
-def test_root_capability_caps_root_real_capability() -> None:
-    acc = account_queues(snap(*_cluster(), queue("root", capability={GPU: 6}), queue("a")))
-    assert acc[ROOT].real_capability[GPU] == 6 * G and acc["a"].real_capability[GPU] == 6 * G
+# A root capability (GPUs) as written, even above the cluster's 16; below it the guarantees come off:
+# children of root: a (guarantee 4), b (guarantee 2) -> a = R - 6 + 4, b = R - 6 + 2; a's children a1
+# (guarantee 1), a2 -> a1 = a - 1 + 1 = a, a2 = a - 1. A resource root's capability does not name (cpu)
+# keeps the cluster total.
+@pytest.mark.parametrize(("root_gpus", "expected"), [
+    (6, {ROOT: 6, "a": 4, "a1": 4, "a2": 3, "b": 2}),
+    (40, {ROOT: 40, "a": 38, "a1": 38, "a2": 37, "b": 36}),
+    (3, {ROOT: 3, "a": 4, "a1": 4, "a2": 3, "b": 2}),  # max(0, 3 - 6) + own guarantee
+])
+def test_root_capability_is_root_real_capability(root_gpus: int, expected: dict[str, int]) -> None:
+    acc = account_queues(snap(*_cluster(), queue("root", capability={GPU: root_gpus}),
+                              queue("a", guarantee={GPU: 4}, deserved={GPU: 4}),
+                              queue("a1", "a", guarantee={GPU: 1}, deserved={GPU: 1}), queue("a2", "a"),
+                              queue("b", guarantee={GPU: 2}, deserved={GPU: 2})))
+    assert {q: acc[q].real_capability[GPU] // G for q in expected} == expected
+    assert acc["a"].real_capability["cpu"] < UNLIMITED
 
 
 def test_deserved_is_clamped_into_guarantee_and_real_capability() -> None:
     acc = account_queues(snap(*_cluster(), queue("big", deserved={GPU: 40}),
                               queue("low", guarantee={GPU: 4}, deserved={GPU: 2})))
     assert acc["big"].deserved[GPU] == 40 * G
-    assert acc["big"].real_capability[GPU] == 12 * G  # 16 - low's guarantee 4
-    assert acc["big"].effective_deserved[GPU] == 12 * G
+    assert acc["big"].real_capability[GPU] == UNLIMITED  # root unlimited: nothing clamps it
+    assert acc["big"].effective_deserved[GPU] == 40 * G
     assert acc["low"].effective_deserved[GPU] == 4 * G  # raised to the guarantee
     assert acc["low"].effective_deserved["cpu"] == 0  # not deserved: 0
 
@@ -314,7 +329,7 @@ def test_over_deserved_per_resource() -> None:
             gpu_pod("p1", "n0", 2, "pg"), gpu_pod("p2", "n1", 1, "pg")]
     acc = account_queues(snap(*objs))
     assert acc["q"].over_deserved == (GPU,)
-    assert acc["q"].headroom(GPU) == 13 * G
+    assert acc["q"].headroom(GPU) == UNLIMITED  # root names no capability
     exact = account_queues(snap(*objs[:-1]))
     assert exact["q"].over_deserved == ()  # allocated == deserved is not over
 

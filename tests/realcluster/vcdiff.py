@@ -39,10 +39,10 @@ from typing import Any
 from tests.realcluster.cluster import CODE, KWOK_ANNOTATION, ROOT, Cluster
 
 GPU = "nvidia.com/gpu"
-BINPACK = "weight=10,cpu=5,memory=2,nvidia.com/gpu=10"  # hack/cluster/volcano-scheduler.conf's binpack arguments
+SCHEDULER_CONF = ROOT / "hack" / "cluster" / "volcano-scheduler.conf"  # the binpack and HyperNode binpack weights
 NOW = "2030-01-01T00:00:00Z"  # victims' cost only (the exact model); Volcano's order needs no clock
-PLACE_ARGS = ("--binpack", BINPACK, "--now", NOW, "--deterministic", "--time-limit", "5", "--victim-tiers",
-              "-o", "json")
+PLACE_ARGS = ("--scheduler-conf", str(SCHEDULER_CONF), "--now", NOW, "--deterministic", "--time-limit", "5",
+              "--victim-tiers", "-o", "json")
 PRIORITY_CLASSES = (("critical-job", 1000, "PreemptLowerPriority"), ("large-job", 800, "PreemptLowerPriority"),
                     ("normal-job", 100, "PreemptLowerPriority"), ("debug-job", 50, "Never"),
                     ("spot-job", 50, "PreemptLowerPriority"))

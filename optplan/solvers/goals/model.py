@@ -791,6 +791,8 @@ def _quota(ex: ExactModel, data: Data) -> None:
                 if amount > 0:
                     rows[q, r].append((("admit", i), amount))
     for (q, r), terms in sorted(rows.items()):
+        if q in qs.real and not qs.limited(q, r):
+            continue
         room = qs.real.get(q, {}).get(r, 0) - qs.allocated.get(q, {}).get(r, 0)
         if room < 0:  # over its capability already: no gang asking for r gets in
             for x, _ in terms:

@@ -49,23 +49,25 @@ turn placed one, push the queue back. A job's first turn places its gang: candid
 tier ascending; each region is dry-run in a Statement (tentative allocations, undone), pods tried in
 the order above until the gang is ready (and at least one pod is placed), a pod that fits nowhere
 skipped unless its task needs it; the lowest tier with any success wins, then the region with the
-best HyperNode binpack score (Volcano's formula over the HyperNode's summed resources after the dry
-run), then the name. Each later turn of an admitted job places one more pod in its region (a pod that
-fits nowhere is dropped), as allocate's turn of a ready job places one task. Within a dry run each pod
-goes to the node with the highest binpack score (``binpack_score``, Volcano's formula with
-``BinpackWeights``), ties to the first node by name (Volcano picks at random among equals). Where this
+best HyperNode score (the network-topology-aware plugin's: over the HyperNode's summed resources as
+they were before the dry run, plus every pod of the job, 0 when that overflows it; ``Greedy.region_score``),
+then the name (Volcano: random among equals). Each later turn of an admitted job places one more pod in
+its region (a pod that fits nowhere is dropped), as allocate's turn of a ready job places one task.
+Within a dry run each pod goes to the node with the highest binpack score (``binpack_score``, Volcano's
+formula with ``BinpackWeights``), ties to the first node by name (Volcano picks at random among equals). Where this
 simplifies: an admitted job's extra pods stay in the region its gang chose (Volcano may widen a hard
 job's HyperNode up to highestTierAllowed for them); queue ties go to the name, job ties to
 namespace/name (Volcano: creationTimestamp, then UID); the required replicas of each task come first
 (Volcano's task order knows only priorities).
 
-**Greedy victims** (Volcano's preempt, then reclaim; rules in ``victims``). After allocate, each job
-it did not admit, in job order, on the state the jobs before it left (allocate's placements, and the
-earlier jobs' victims gone: their room and their queue allocation are free for the jobs that follow).
-A job that now fits without victims is placed there first (room an earlier job's victims freed beyond
-its own need), as Volcano's next allocate would, whatever its preemptionPolicy. Else preempt (never for
-a job with a networkTopology: Volcano's preempt skips it, ``victims.action_refused``), then reclaim:
-regions in the order above, the first whose dry run readies the gang; in a dry run each pod, task by task,
+**Greedy victims** (Volcano's preempt action, then its reclaim action; rules in ``victims``). After
+allocate, preempt for every job it did not admit, in job order, then reclaim for every job still not
+placed, in job order — each on the state the jobs before it left (allocate's placements, and the
+earlier victims gone: their room and their queue allocation are free for the jobs that follow). A job
+that now fits without victims is placed there first (room an earlier job's victims freed beyond its
+own need), whatever its preemptionPolicy. Preempt is never tried for a job with a networkTopology
+(Volcano's preempt skips it, ``victims.action_refused``). Each action: regions in the order above, the
+first whose dry run readies the gang; in a dry run each pod, task by task,
 goes where it fits as in allocate, else to the first node, in the order below, whose
 victims would all together make room (Volcano's ``ValidateVictims``), evicting them one by one in
 victim order until the pod fits, the node's evictions undone when it still does not.
@@ -102,17 +104,29 @@ widest first), after evicting whole bundles of victim pods (a victim job's safe 
 break its gang) in the bundles' order until the domain's room covers the job. The exact model declines such a
 configuration (``gangevict.exact_declines``).
 
+**Cycles** (``cycles``). vc-scheduler runs its actions once per scheduling cycle: preempt and reclaim
+evict and only pipeline the starving jobs' pods, the next cycle's allocate gives the freed room in queue
+and job order. The greedy runs cycles (allocate, then the victims above, on the snapshot the cycle before
+left) until one evicts nothing; the plan is the cluster then: per job the pods allocate placed over all
+cycles, each victim under the job whose action evicted it — a job not admitted keeps the victims whose
+room went to jobs before it (its reason says so). Where the plan cannot say a cycle's outcome (a pod
+placed in an earlier cycle becoming a victim, a job admitted away from its earlier victims), the cycles
+stop at the last one it can say.
+
 **Exact** (``cpsat`` with ``victims_cpsat``): placements and victims of all jobs decided
 jointly — a running pod may be evicted only for an admitted job that lands on its node and that the tiers
 offer it to (the first tier; the second where the first offers the job nothing on that node, within static
 bounds: ``model.drf_limit``, ``model.capacity_limit``), capacity per node is the free room plus what evictions
 there
 release, and the queue rules are checked on the state at each job's turn in the validator's replay.
-Lexicographic: most priority-weighted jobs admitted (weight ``max(priority, 0) + 1``), then least victim
+Lexicographic: most priority-weighted jobs admitted (weight ``max(priority, 0) + 1``; 0 for a job whose running
+pods already make its gang ready, whose further pods are extras: ``model.job_weight``), then least victim
 cost, then lowest tier sum, then most replicas beyond the minimum, then fewest newly occupied nodes,
 then best static binpack, then — only to break ties — the jobs admitted earlier in Volcano's order (the
 order of the greedy's first turns, ``order_weights``). The greedy's plan with its victims is a solution
-of that model and its hint, so the optimum is never worse. When the exact model admits no more weight
+of that model and its hint, so the optimum is never worse — except where the greedy's later cycles gave a
+victim's room to a job that could not have evicted it (the model cannot say an eviction by a job it does
+not admit); ``auto`` then keeps the greedy's plan. When the exact model admits no more weight
 than the greedy, it also keeps to the plans no worse than the greedy's on victim cost and on tier sum
 (the order alone could trade a higher tier for less cost), so its plan dominates the greedy's on both;
 when it admits more, the admissions differ and nothing is compared (``cpsat``'s docstring,
@@ -132,8 +146,10 @@ Every plan passes ``validate_placement`` (an independent re-check) before ``plan
   no victims), for ``optplan frag --pending``;
 - ``cpsat``, ``victims_cpsat``: the exact model (imported only when asked for); ``model``: its data and
   variable containers, and ``plan_key`` (the exact objective for any plan, what ``auto`` compares);
-- ``allocate`` (``greedy_place``, ``explain_rejections``) and ``evict`` (``plan_victims``: preempt, then
-  reclaim; ``victim_notes``): Volcano's actions over all the jobs, each job's turn simulated by
+- ``cycles`` (``greedy_cycles``): the greedy's scheduling cycles, each ``allocate`` then ``evict``, and
+  the plan they leave;
+- ``allocate`` (``greedy_place``, ``explain_rejections``) and ``evict`` (``plan_victims``: preempt for
+  every job, then reclaim; ``victim_notes``): Volcano's actions over all the jobs, each job's turn simulated by
   ``greedy.Greedy`` (one dry-run loop for allocate, preempt and reclaim);
 - ``validate``: the validator (``placement_violations``) and ``check_inputs``; it imports no planner;
 - ``context``: the queue order, the planners' ``Context``, and the simulated cluster (``State``, changed

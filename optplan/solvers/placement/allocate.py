@@ -71,7 +71,7 @@ def explain_rejections(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
     by_key = {j.key: j for j in ctx.jobs}
     out = []
     for jp in plan.jobs:
-        if jp.admitted:
+        if jp.admitted or jp.victims:  # victims of a job not admitted: an earlier cycle's (``cycles``)
             out.append(jp)
             continue
         out.append(jp if jp.queue in reclaimers else g.place(by_key[jp.key]))

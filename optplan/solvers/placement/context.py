@@ -39,7 +39,7 @@ from optplan.solvers.placement.jobs import (
 )
 from optplan.solvers.placement.safety import OFF
 from optplan.solvers.placement.victims import Catalogue, never_tasks
-from optplan.solvers.quota.queues import QueueAccount, account_queues
+from optplan.solvers.quota.queues import UNLIMITED, QueueAccount, account_queues
 
 
 def resolve_tier_names(jobs: Sequence[VCJob], snap: Snapshot) -> list[VCJob]:
@@ -142,6 +142,10 @@ class QueueState:
         if out is None:
             out = self._chains[queue] = (queue, *self.tree.ancestors(queue))
         return out
+
+    def limited(self, queue: str, resource: str) -> bool:
+        """The queue's realCapability caps the resource (not ``UNLIMITED``: an exact model needs no row)."""
+        return self.real[queue].get(resource, 0) < UNLIMITED
 
     def admission_reason(self, queue: str) -> str | None:
         if queue not in self.tree.queues:

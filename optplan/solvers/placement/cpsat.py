@@ -81,8 +81,8 @@ from optplan.solvers.placement.model import (
     Data,
     PlanKey,
     Vars,
-    admission_weight,
     build_data,
+    job_weight,
     order_weights,
     partition_parts,
     partition_spots,
@@ -249,6 +249,8 @@ def add_queues(m: cp_model.CpModel, data: Data, v: Vars) -> None:
             for r, req in pod.requests.items():
                 charged[q, r].append(req * x)
     for (q, r), terms in sorted(charged.items(), key=lambda kv: kv[0]):
+        if not queues.limited(q, r):
+            continue
         room = queues.real[q].get(r, 0) - queues.allocated[q].get(r, 0)
         m.add(sum(terms) <= max(room, 0))
 
@@ -262,7 +264,8 @@ def add_opened(m: cp_model.CpModel, data: Data, v: Vars) -> None:
 
 def objectives(data: Data, v: Vars) -> dict[str, Any]:
     ctx = data.ctx
-    admitted = sum(admission_weight(ctx.priority[k]) * a for k, a in v.admitted.items())
+    weight = {job.key: job_weight(ctx, job) for job in data.valid}
+    admitted = sum(weight[k] * a for k, a in v.admitted.items())
     tiers = sum((ctx.regions[j][i].tier or 0) * y for (j, i), y in v.region.items())
     mins = {job.key: ctx.need(job)[1] for job in data.valid}
     extras = sum(v.count.values()) - sum(mins[k] * a for k, a in v.admitted.items())
@@ -427,7 +430,7 @@ def _solver(options: PlanOptions, limit: float, victims: bool, clock: Clock) -> 
 def met_bounds(data: Data, plan: PlacementPlan) -> dict[str, int]:
     """Phases whose objective the plan already meets at a bound no plan can pass: name -> value."""
     ctx = data.ctx
-    weight = {j.key: admission_weight(ctx.priority[j.key]) for j in data.valid}
+    weight = {j.key: job_weight(ctx, j) for j in data.valid}
     admitted = sum(weight.get(jp.key, 0) for jp in plan.jobs if jp.admitted)
     occupied = set(ctx.snapshot.pods_by_node)
     opened = len({b.node for jp in plan.jobs if jp.admitted for b in jp.bindings} - occupied)

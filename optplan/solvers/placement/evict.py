@@ -153,62 +153,70 @@ def victim_text(job: VCJob, n_bindings: int, region_label: str | None, reason: s
 
 
 def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
-    """Volcano's preempt, then reclaim, for each job the plan does not admit, in job order, on the state
-    the jobs before it left: the admitted jobs' pods placed, earlier victims gone. A job that now fits
-    without victims (room an earlier job's victims freed beyond its own need, or queue room they gave
-    back) is placed there first, as Volcano's next allocate would. Jobs placed by this pass are
-    replayed after the evictions (``after_evictions``)."""
+    """Volcano's preempt action, then its reclaim action, each over every job the plan does not admit (in
+    job order), on the state the jobs before it left: the admitted jobs' pods placed, earlier victims
+    gone — so every starving job may preempt before any job reclaims, as vc-scheduler runs its actions in
+    a cycle. A job that now fits without victims (room an earlier job's victims freed beyond its own need,
+    or queue room they gave back) is placed there first, as Volcano's next allocate would. Jobs placed
+    by this pass are replayed after the evictions (``after_evictions``)."""
     if all(jp.admitted for jp in plan.jobs):
         return plan
     by_key = {j.key: j for j in ctx.jobs}
     state = replay(ctx, plan, victims=False)  # allocate's plan: no victims yet
     cat = ctx.catalogue
     g = Greedy(ctx, state, cat)
-    out: list[JobPlacement] = []
+    out: dict[str, JobPlacement] = {jp.key: jp for jp in plan.jobs}
+    notes: dict[str, list[str]] = {jp.key: [] for jp in plan.jobs}
+    done: set[str] = set()  # placed by this pass
     evicting: list[str] = []  # the queues whose jobs evict in this plan (the cooldown rule)
-    for jp in plan.jobs:
-        job = by_key[jp.key]
-        if (jp.admitted or job.key in ctx.unfit or state.queues.admission_reason(job.queue) is not None
-                or not ctx.regions[job.key]):
-            out.append(jp)
-            continue
-        if state.evicted:
-            freed = g.place(job)  # commits when admitted
-            if freed.admitted:
-                out.append(freed.model_copy(update={"reason": f"{freed.reason} (room freed by earlier victims)",
-                                                    "after_evictions": True}))
+    cooling: dict[str, str | None] = {}
+    for step, reason in enumerate(victim_actions(ctx.actions), start=1):
+        for jp in plan.jobs:
+            job = by_key[jp.key]
+            if (jp.admitted or jp.key in done or job.key in ctx.unfit
+                    or state.queues.admission_reason(job.queue) is not None or not ctx.regions[job.key]):
                 continue
-        notes: list[str] = []
-        placed: JobPlacement | None = None
-        cooling = evict_blocks(ctx.safety, ctx.snapshot, job, ctx.now, evicting)
-        for reason in victim_actions(ctx.actions) if cooling is None else ():
+            if state.evicted:
+                freed = g.place(job)  # commits when admitted
+                if freed.admitted:
+                    out[jp.key] = freed.model_copy(update={
+                        "reason": f"{freed.reason} (room freed by earlier victims)", "after_evictions": True,
+                        "step": step})
+                    done.add(jp.key)
+                    continue
+            cooling[jp.key] = evict_blocks(ctx.safety, ctx.snapshot, job, ctx.now, evicting)
+            if cooling[jp.key] is not None:  # safe preemption's cooldown, on the evictions so far
+                continue
             if reason in GANG_REASON:  # gangpreempt, gangreclaim: victims in bundles
                 chosen, gwhy = gang_evict(ctx, state, g, job, reason)
             else:
                 rules, why = job_rules(ctx, state, cat, job, cast(Reason, reason))
                 if rules is None:
-                    notes.append(f"{reason}: {why}")
+                    notes[jp.key].append(f"{reason}: {why}")
                     continue
                 chosen, gwhy = g.with_victims(job, rules)
             if chosen is None:
-                notes.append(f"{reason}: {gwhy}")
+                notes[jp.key].append(f"{reason}: {gwhy}")
                 continue
             apply_choice(ctx, state, job, chosen)
             r = chosen.region
             text = victim_text(job, len(chosen.bindings), r.label if job.network_topology is not None else None,
                                reason, len(chosen.victims), chosen.cost)
-            placed = JobPlacement(namespace=job.namespace, name=job.name, queue=job.queue, admitted=True,
-                                  reason=text, hyper_node=r.hyper_node, tier=r.tier, bindings=tuple(chosen.bindings),
-                                  victims=_victims(chosen, reason), after_evictions=True)
+            out[jp.key] = JobPlacement(namespace=job.namespace, name=job.name, queue=job.queue, admitted=True,
+                                       reason=text, hyper_node=r.hyper_node, tier=r.tier,
+                                       bindings=tuple(chosen.bindings), victims=_victims(chosen, reason),
+                                       after_evictions=True, step=step)
+            done.add(jp.key)
             log.info("placement victims: %s %s %d pods, cost %d", job.key, reason, len(chosen.victims), chosen.cost)
             evicting.append(job.queue)
-            break
-        if cooling is not None:
-            notes.append(cooling)
-        if placed is None:
-            placed = jp.model_copy(update={"reason": f"{jp.reason}; no victims ({'; '.join(notes)})"})
-        out.append(placed)
-    return plan.model_copy(update={"jobs": tuple(out)})
+    jobs = []
+    for jp in plan.jobs:
+        placed = out[jp.key]
+        if not placed.admitted and jp.key in cooling:
+            said = notes[jp.key] + ([c] if (c := cooling[jp.key]) is not None else [])
+            placed = jp.model_copy(update={"reason": f"{jp.reason}; no victims ({'; '.join(said)})"})
+        jobs.append(placed)
+    return plan.model_copy(update={"jobs": tuple(jobs)})
 
 
 def victim_notes(ctx: Context, plan: PlacementPlan, proven: bool) -> dict[str, str]:

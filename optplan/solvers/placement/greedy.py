@@ -310,10 +310,14 @@ class Greedy:
                         break
                     stmt.allocate(pods[i], node, job.queue)
                     got.append(Binding(task=task.name, index=i, node=node))
-                if len(got) == len(pending):
-                    score = self.region_score(job, sub) if sub.hyper_node is not None else Fraction(0)
-                    found.append((score, sub.hyper_node or "", got))
                 stmt.rollback(mark)
+                if len(got) == len(pending):
+                    request: dict[str, int] = defaultdict(int)
+                    for i in task.partition_policy.members(part):
+                        for r, v in pods[i].requests.items():
+                            request[r] += v
+                    score = self.region_score(sub, request) if sub.hyper_node is not None else Fraction(0)
+                    found.append((score, sub.hyper_node or "", got))
             if found:
                 found.sort(key=lambda f: (-f[0], f[1]))
                 best = found[0][2]
@@ -355,10 +359,13 @@ class Greedy:
         assert why is not None, f"{region.label} was judged too small for {job.key}, yet its dry run readies the gang"
         return why
 
-    def region_score(self, job: VCJob, region: Region) -> Fraction:
-        """Volcano's binpack formula over the HyperNode's summed resources, usage as it stands (the dry
-        run applied): Σ w_r × used_r / allocatable_r over the job's requested resources, / Σ w, × 100 × weight,
-        with the network-topology-aware plugin's weights (``Context.region_weights``)."""
+    def region_score(self, region: Region, request: Resources) -> Fraction:
+        """The network-topology-aware plugin's HyperNode binpack score (``getSubJobHyperNodeBinPackingScore``,
+        scaled): over the resources the request names that have a weight (``Context.region_weights``: cpu
+        and memory always), Σ w_r × (used_r + request_r) / allocatable_r / Σ w_r, × 100 × weight; 0 when the
+        request overflows the HyperNode on one of them. ``used``: the state before the dry run (Volcano
+        scores after discarding it); ``request``: every pod of the job (or of the partition), running ones
+        included, as the plugin sums its sub-job's tasks."""
         alloc: dict[str, int] = defaultdict(int)
         free: dict[str, int] = defaultdict(int)
         for n in region.nodes:
@@ -369,12 +376,14 @@ class Greedy:
         table = weights.of()
         score = Fraction(0)
         wsum = 0
-        for r in sorted(r for r, v in job.total_requests().items() if v > 0 and r in table):
+        for r in sorted(r for r, v in request.items() if v > 0 and r in table):
+            used = alloc[r] - free[r]
+            if used + request[r] > alloc[r]:
+                return Fraction(0)
             w = table[r]
             wsum += w
-            if alloc[r] > 0 and w > 0:
-                score += Fraction(w * (alloc[r] - free[r]), alloc[r])
-        return (score / wsum if wsum else score) * 100 * weights.weight
+            score += Fraction(w * (used + request[r]), alloc[r])
+        return (score / wsum if wsum else Fraction(0)) * 100 * weights.weight
 
     def place(self, job: VCJob) -> JobPlacement:
         base = {"namespace": job.namespace, "name": job.name, "queue": job.queue}
@@ -410,12 +419,12 @@ class Greedy:
                     continue
                 stmt = Statement(self.state)
                 bindings, short = self.dry_run(job, region, stmt)
+                stmt.discard()
                 if short is None:
-                    score = self.region_score(job, region) if topo else Fraction(0)
+                    score = self.region_score(region, job.total_requests()) if topo else Fraction(0)
                     found.append((score, region.hyper_node or "", region, bindings))
                 else:
                     failures.append(short)
-                stmt.discard()
             if found:
                 found.sort(key=lambda f: (-f[0], f[1]))
                 _score, _name, region, bindings = found[0]

@@ -43,6 +43,13 @@ def admission_weight(priority: int) -> int:
     return max(priority, 0) + 1
 
 
+def job_weight(ctx: Context, job: VCJob) -> int:
+    """``admission_weight`` of the job's priority; 0 for a job whose running pods already make its gang
+    ready (Volcano does not count it as starving: a pod more for it is an extra replica, not an admission,
+    and never outweighs admitting a waiting job)."""
+    return 0 if ctx.need(job)[1] == 0 else admission_weight(ctx.priority[job.key])
+
+
 @dataclass(frozen=True, order=True)
 class PlanKey:
     """Lower is better: (−weighted admissions, victim cost, tier sum, −extra replicas, newly occupied
@@ -67,7 +74,7 @@ def plan_key(ctx: Context, plan: PlacementPlan) -> PlanKey:
         if not jp.admitted:
             continue
         job = by_key[jp.key]
-        admitted += admission_weight(ctx.priority[jp.key])
+        admitted += job_weight(ctx, job)
         tiers += jp.tier or 0
         extras += len(jp.bindings) - ctx.need(job)[1]
         order += weights[jp.key]

@@ -21,9 +21,8 @@ from optplan.models.snapshot import Snapshot
 from optplan.solvers.core import registry
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.planner import Auto, Planner
-from optplan.solvers.placement.allocate import greedy_place
 from optplan.solvers.placement.context import Context
-from optplan.solvers.placement.evict import plan_victims
+from optplan.solvers.placement.cycles import greedy_cycles
 from optplan.solvers.placement.gangevict import exact_declines
 from optplan.solvers.placement.model import plan_key
 from optplan.solvers.placement.safety import OFF, mark_approvals
@@ -35,12 +34,13 @@ log = logging.getLogger(__name__)
 
 
 class GreedyPlacer(Planner[Context, PlacementResult]):
-    """Volcano's allocate, then its preempt and reclaim for the jobs that do not fit."""
+    """Volcano's allocate, then its preempt and reclaim for the jobs that do not fit, cycle after cycle
+    until one evicts nothing (``cycles``)."""
 
     name = "greedy"
 
     def plan(self, problem: Context, options: PlanOptions, hint: PlacementResult | None = None) -> PlacementResult:
-        return PlacementResult(plan_victims(problem, greedy_place(problem)))
+        return PlacementResult(greedy_cycles(problem))
 
 
 def rank(ctx: Context, result: PlacementResult) -> tuple[int, ...]:

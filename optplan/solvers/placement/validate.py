@@ -16,7 +16,7 @@ from itertools import groupby
 
 from optplan.errors import InputError, PlanInvalidError
 from optplan.models.limits import SYSTEM_PRIORITY_CLASSES
-from optplan.models.placement import Binding, JobPlacement, PlacementPlan, SafePreemption, Victim
+from optplan.models.placement import CYCLE_STEPS, Binding, JobPlacement, PlacementPlan, SafePreemption, Victim
 from optplan.models.quantity import format_milli
 from optplan.models.queues import ROOT as ROOT_QUEUE
 from optplan.models.queues import QueueTree, VCJob
@@ -79,8 +79,12 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
     taken: Counter[str] = Counter()  # PodGroup -> pods evicted so far
     evicted: set[str] = set()
     static = Predicates(snap)
-    # Volcano's actions: allocate places every job it can, then preempt and reclaim evict for the rest
-    for jp in sorted(plan.jobs, key=lambda j: j.after_evictions or bool(j.victims)):
+    # Volcano's actions: allocate places every job it can, then preempt evicts for the rest, then reclaim
+    landed: dict[str, int] = {}  # node -> the last replay position a pod lands there
+    unplaced: list[tuple[int, JobPlacement]] = []  # jobs not admitted that keep victims, at their position
+    for pos, jp in enumerate(sorted(plan.jobs, key=_action_rank)):
+        for b in jp.bindings if jp.admitted else ():
+            landed[b.node] = pos
         job = given.get(jp.key)
         if job is None:
             out.append(f"job {jp.key} is not one of the jobs to place")
@@ -88,8 +92,14 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
         if jp.queue != job.queue:
             out.append(f"job {jp.key}: queue {jp.queue} but the job names {job.queue}")
         if not jp.admitted:
-            if jp.victims:
+            if jp.victims and jp.step < CYCLE_STEPS:
                 out.append(f"job {jp.key} is not admitted but has victims")
+            elif jp.victims:  # evicted in a scheduling cycle whose room the next allocate gave to other jobs
+                unplaced.append((pos, jp))
+                if cat is None:
+                    cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
+                out.extend(_unplaced_victim_violations(snap, job, jp, cat, accounts, taken, evicted, safety))
+                _free_victims(snap, jp, cat, tree, cap, allocated)
             if jp.bindings:
                 out.append(f"job {jp.key} is not admitted but has bindings")
             if not jp.reason:
@@ -114,15 +124,7 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                 out.extend(_victim_violations(snap, job, jp, cat, tree, accounts, allocated, taken, evicted,
                                               safety))
                 out.extend(_more_than_enough(snap, job, jp, cap))
-            for vic in jp.victims:
-                p = snap.pods.get(f"{vic.namespace}/{vic.name}")
-                c = cat.candidates.get(f"{vic.namespace}/{vic.name}")
-                if p is not None and p.node_name is not None and p.occupying:
-                    cap.remove(p, p.node_name)
-                    if c is not None:
-                        for q in (c.queue, *tree.ancestors(c.queue)):
-                            for r, x in p.requests.items():
-                                allocated[q][r] = allocated[q].get(r, 0) - x
+            _free_victims(snap, jp, cat, tree, cap, allocated)
         pods = job_pods(job)
         running = held_pods(job, snap)
         placed: Counter[str] = Counter()
@@ -174,8 +176,20 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                        f"{format_milli(real.get(r, 0))} after placement")
                 if allocated[q].get(r, 0) > real.get(r, 0) and msg not in out:
                     out.append(msg)
+    for turn, waiting in unplaced:
+        for vic in waiting.victims:
+            if landed.get(vic.node, -1) <= turn:
+                out.append(f"job {waiting.key} is not admitted but has victims whose room no job placed after it "
+                           f"takes ({vic.namespace}/{vic.name} on {vic.node})")
     out.extend(_safety_violations(snap, given, plan, safety, now or datetime.now(UTC)))
     return out
+
+
+def _action_rank(jp: JobPlacement) -> tuple[bool, int]:
+    """When a job's placement happens in the plan's replay: allocate's first, then the jobs placed after
+    evictions by the step the planner took them in (``JobPlacement.step``: the greedy's preempt pass
+    before its reclaim pass, as Volcano runs its actions), each group in plan order."""
+    return jp.after_evictions or bool(jp.victims), jp.step
 
 
 def _safety_violations(snap: Snapshot, jobs: Mapping[str, VCJob], plan: PlacementPlan, safety: SafePreemption,
@@ -202,6 +216,50 @@ def _safety_violations(snap: Snapshot, jobs: Mapping[str, VCJob], plan: Placemen
             out.append(f"job {jp.key}: approvalRequired is {jp.approval_required!r}, the approval rule says {want!r}")
     return out
 
+
+
+def _free_victims(snap: Snapshot, jp: JobPlacement, cat: Catalogue, tree: QueueTree, cap: Capacity,
+                  allocated: dict[str, dict[str, int]]) -> None:
+    """The replay after a job's victims go: their room and their queues' allocation freed."""
+    for vic in jp.victims:
+        p = snap.pods.get(f"{vic.namespace}/{vic.name}")
+        c = cat.candidates.get(f"{vic.namespace}/{vic.name}")
+        if p is not None and p.node_name is not None and p.occupying:
+            cap.remove(p, p.node_name)
+            if c is not None:
+                for q in (c.queue, *tree.ancestors(c.queue)):
+                    for r, x in p.requests.items():
+                        allocated[q][r] = allocated[q].get(r, 0) - x
+
+
+def _unplaced_victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalogue,
+                                accounts: dict[str, QueueAccount], taken: Counter[str], evicted: set[str],
+                                safety: SafePreemption) -> list[str]:
+    """The victims of a job the plan does not admit, which its action evicted in an earlier scheduling
+    cycle (``JobPlacement.step`` of the greedy's cycles, at least ``CYCLE_STEPS``) while the next cycle's
+    allocate gave the room to other jobs: each a running pod of a PodGroup, evicted once, by one action,
+    that the action may offer this job (its queue, the job's networkTopology, safe preemption); and a job
+    placed after it lands on each victim's node (checked by the caller). Lenient: where the job's pods were
+    pipelined is not in the plan, so the per-node tier order is not checked. Updates ``taken`` and ``evicted``."""
+    out: list[str] = []
+    who = f"job {jp.key}"
+    if len({v.reason for v in jp.victims}) > 1:
+        out.append(f"{who}: victims of both preempt and reclaim (one action places a job)")
+    priority = job_priority(job, snap)
+    for v in jp.victims:
+        key = f"{v.namespace}/{v.name}"
+        where = f"{who} victim {key}"
+        c = _victim_candidate(snap, cat, v, where, key in evicted, out)
+        if c is None:
+            continue
+        why = (action_refused(job, legacy_reason(v.reason))
+               or preemptee_refused(c, legacy_reason(v.reason), job.queue, accounts[c.queue].reclaimable)
+               or _safety_refused(snap, c, v.reason, priority, safety))
+        if why is not None:
+            out.append(f"{where} ({v.reason}): {why}")
+        evicted.add(c.key)
+        taken[c.group] += 1
+    return out
 
 
 def _victim_candidate(snap: Snapshot, cat: Catalogue, v: Victim, where: str, twice: bool,

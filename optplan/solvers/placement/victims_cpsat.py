@@ -244,12 +244,13 @@ def add_queues(m: cp_model.CpModel, data: Data, v: Vars) -> None:
     for (j, r) in v.ev.amount:
         for q in acc.chain[j]:
             charged.add((q, r))
+    charged = {(q, r) for q, r in charged if queues.limited(q, r)}
     for q, r in sorted(charged):
         room = queues.real[q].get(r, 0) - queues.allocated[q].get(r, 0)
         m.add(sum(acc.early(j, q, r) for j in acc.order) <= max(room, 0))
     for j in acc.order:
         for q in sorted(acc.chain[j]):
-            for r in sorted(r for (jj, r) in v.ev.amount if jj == j):
+            for r in sorted(r for (jj, r) in v.ev.amount if jj == j and queues.limited(q, r)):
                 after_turn = acc.before(j, q, r) + acc.late(j, q, r)
                 m.add(after_turn <= queues.real[q].get(r, 0)).only_enforce_if(v.ev.after[j])
 

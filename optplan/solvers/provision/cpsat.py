@@ -138,7 +138,7 @@ def build(problem: Problem, hint: Outcome | None, at_least: int | None = None
             if terms and (res != "pods" or limits[n]):
                 m.add(sum(terms) <= max(rooms[n].get(res, 0), 0))
     for q, items in queue_load.items():
-        for res in sorted({r for _e, d in items for r in d}):
+        for res in sorted({r for _e, d in items for r in d if queues.limited(q, r)}):
             head = queues.real[q].get(res, 0) - queues.allocated[q].get(res, 0)
             m.add(sum(e * d[res] for e, d in items if d.get(res, 0) > 0) <= max(head, 0))
     big = sum(g.price * slots[g.name] for g in problem.groups) + 1

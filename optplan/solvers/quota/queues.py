@@ -24,12 +24,15 @@ refuse, each violation naming the queue and, where it concerns one, the resource
 - allocated: requests of occupying pods, counted in their PodGroup's queue; with hierarchy summed up
   to every ancestor. Pods with no PodGroup, a PodGroup missing from the snapshot, or an unknown queue
   count nowhere and are listed in ``QueueReport.unaccounted``.
-- realCapability, hierarchical: ``root``'s is the cluster total (Σ node allocatable), capped by root's
-  own capability if it has one; a child's is ``max(0, parent's − Σ all children's guarantee) + own
-  guarantee``, capped by its own capability. Flat (``enableHierarchy`` off): ``max(0, cluster total −
-  Σ every queue's guarantee) + own guarantee``, capped by capability. (Volcano master since January 2026
-  makes root's realCapability infinite instead of the cluster total; the released versions and this
-  module use the cluster total, which the nodes enforce anyway.)
+- realCapability, hierarchical: ``root``'s is unlimited (``UNLIMITED``) when root names no capability —
+  Volcano v1.15's capacity plugin sets it to infinity then (jobs may ask for more than today's nodes
+  hold; the nodes enforce their own room); when root names one, that capability on the resources it
+  names (not capped by the cluster total) and the cluster total on the others (where Volcano v1.15 has
+  0, stopping every job that requests them; v1.14 and before: the cluster total, capped by root's
+  capability). A child's is ``max(0, parent's − Σ all children's guarantee) + own guarantee`` (unlimited
+  under an unlimited parent), capped by its own capability. Flat (``enableHierarchy`` off): ``max(0,
+  cluster total − Σ every queue's guarantee) + own guarantee``, capped by capability (the cluster total
+  in every Volcano version).
 - deserved (effective) = ``max(guarantee, min(deserved, realCapability))`` per resource, deserved
   absent = 0. With hierarchy, ``root``'s guarantee and deserved are its children's sums (Volcano sets
   them so).
@@ -77,6 +80,9 @@ NUMERIC_DIMS = ("cpu", "memory")
 """Resources Volcano keeps as plain numbers (always present, 0 when not written), not scalar maps."""
 MAX_DEPTH = 5
 """Volcano's webhook default (``--max-queue-depth``)."""
+UNLIMITED = 2 ** 62
+"""An unlimited realCapability (milli-units; far above any cluster, and still an int64 with an allocation
+added): root's when it names no capability, and every queue's below it that no capability caps."""
 
 BILLING_LABEL = "platform.io/billing-type"
 TENANT_LABEL = "platform.io/tenant"
@@ -245,8 +251,10 @@ class QueueAccount:
     """The resources the effective deserved names (module docstring): only these are compared with it."""
 
     def headroom(self, resource: str) -> int:
-        """What may still be allocated here before realCapability (ancestors not included)."""
-        return self.real_capability.get(resource, 0) - self.allocated.get(resource, 0)
+        """What may still be allocated here before realCapability (ancestors not included); ``UNLIMITED``
+        when nothing caps it."""
+        real = self.real_capability.get(resource, 0)
+        return UNLIMITED if real >= UNLIMITED else real - self.allocated.get(resource, 0)
 
 
 @dataclass(frozen=True)
@@ -337,14 +345,16 @@ def queue_report(snap: Snapshot, *, hierarchical: bool = True) -> QueueReport:
     real: dict[str, Resources] = {}
     if hierarchical:
         root_cap = tree.queues[ROOT].capability
-        real[ROOT] = {r: min(total.get(r, 0), root_cap[r]) if r in root_cap else total.get(r, 0) for r in universe}
+        real[ROOT] = ({r: root_cap.get(r, total.get(r, 0)) for r in universe} if root_cap else
+                      dict.fromkeys(universe, UNLIMITED))
         for name in order:
             kids = tree.children[name]
             if not kids:
                 continue
             g_all = {r: sum(tree.queues[c].guarantee.get(r, 0) for c in kids) for r in universe}
+            base = {r: UNLIMITED if real[name][r] >= UNLIMITED else max(0, real[name][r] - g_all[r]) for r in universe}
             for c in kids:
-                real[c] = _capped(tree, c, {r: max(0, real[name][r] - g_all[r]) for r in universe}, universe)
+                real[c] = _capped(tree, c, base, universe)
     else:
         g_all = {r: sum(q.guarantee.get(r, 0) for q in tree.queues.values()) for r in universe}
         base = {r: max(0, total.get(r, 0) - g_all[r]) for r in universe}
@@ -372,7 +382,7 @@ def _capped(tree: QueueTree, name: str, base: Resources, universe: list[str]) ->
     q = tree.queues[name]
     out = {}
     for r in universe:
-        v = base[r] + q.guarantee.get(r, 0)
+        v = UNLIMITED if base[r] >= UNLIMITED else base[r] + q.guarantee.get(r, 0)
         out[r] = min(v, q.capability[r]) if r in q.capability else v
     return out
 

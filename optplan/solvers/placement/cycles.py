@@ -1,0 +1,168 @@
+"""Volcano's scheduling cycles (``greedy_cycles``): vc-scheduler opens a session every period and runs its
+actions on the cluster as the last one left it. A cycle's allocate binds pods; its preempt and reclaim
+evict victims and only pipeline the starving jobs' pods onto the room they free (nothing is bound):
+the next cycle's allocate gives that room in queue and job order — to the job that evicted, or to one
+before it. The plan is the cluster once nothing changes: the cycles run until one evicts nothing.
+
+Cycle k+1 is planned on the snapshot cycle k leaves (``after_cycle``: the pods its allocate placed
+running, in their PodGroup, its victims gone) with the jobs that still have pods to place (a job placed
+whole is no longer one of them: its pods may be victims as any running pod). The plan (``merge``)
+lists, per job, the pods allocate placed over all cycles (and, for the last cycle, its pipelined
+placements), and each victim under the job whose action evicted it — a job the plan does not admit
+when the next cycle's allocate gave the room to jobs before it (Volcano evicts them all the same).
+``JobPlacement.step`` keeps the cycles apart for the validator's replay (cycle 1's allocate first; then
+by cycle, and within one its preempt pass before its reclaim pass; a job not admitted at the step of
+its last evictions).
+
+Where the plan's shape cannot say what Volcano did, the cycles stop and the plan of the last cycle it
+can say stands: a job admitted on other nodes than those of victims it evicted in an earlier cycle, a
+job whose victims would mix preempt and reclaim, a pod optplan itself placed in an earlier cycle becoming a victim
+(it is no running pod of the snapshot), or any plan the validator refuses. ``MAX_CYCLES`` bounds the loop (each cycle
+that goes on evicts, so it ends anyway)."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+
+from optplan.models.placement import CYCLE_STEPS, Binding, JobPlacement, PlacementPlan, Victim
+from optplan.models.snapshot import Pod, PodGroup, Snapshot
+from optplan.solvers.placement.allocate import greedy_place
+from optplan.solvers.placement.context import Context
+from optplan.solvers.placement.evict import plan_victims
+from optplan.solvers.placement.jobs import task_pos
+from optplan.solvers.placement.validate import placement_violations
+
+log = logging.getLogger(__name__)
+
+MAX_CYCLES = 8
+"""At most this many cycles are simulated (the seeded clusters of the comparison settle within 3)."""
+
+
+def one_cycle(ctx: Context) -> PlacementPlan:
+    """One session: allocate, then preempt and reclaim (``plan_victims``) on the state allocate left."""
+    return plan_victims(ctx, greedy_place(ctx))
+
+
+def greedy_cycles(ctx: Context) -> PlacementPlan:
+    """Volcano's cycles until one evicts nothing, or until the plan cannot say what the next one does
+    (module docstring); the first cycle's plan when that is already the case."""
+    plan = one_cycle(ctx)
+    if not any(jp.victims for jp in plan.jobs):
+        return plan
+    cycles: list[PlacementPlan] = [plan]
+    cur, snap = ctx, ctx.snapshot
+    best = plan
+    for _k in range(2, MAX_CYCLES + 1):
+        last = cycles[-1]
+        if not any(jp.victims for jp in last.jobs):
+            break
+        snap = after_cycle(cur, last)
+        jobs = [j for j in ctx.jobs if left_to_place(cycles, j.key, ctx)]
+        cur = Context.build(snap, jobs, ctx.weights, ctx.now, safety=ctx.safety, hyper_weights=ctx.hyper_weights,
+                            actions=ctx.actions, scheduler=ctx.scheduler)
+        cycles.append(one_cycle(cur))
+        merged = merge(ctx, cycles)
+        if merged is None:
+            break
+        why = placement_violations(ctx.snapshot, ctx.jobs, merged, safety=ctx.safety, now=ctx.now,
+                                   scheduler=ctx.scheduler)
+        if why:
+            log.info("placement cycles: stopped before cycle %d: %s", len(cycles), why[0])
+            break
+        best = merged
+    return best
+
+
+def left_to_place(cycles: list[PlacementPlan], key: str, ctx: Context) -> bool:
+    """The job has replicas that no cycle's allocate placed and that do not run already."""
+    done = {(b.task, b.index) for p in cycles for jp in p.jobs if jp.key == key and jp.admitted
+            and not jp.after_evictions for b in jp.bindings}
+    held = ctx.held.get(key, {})
+    return any((t, i) not in done and i not in held.get(t, frozenset())
+               for t, pods in ctx.pods[key].items() for i in range(len(pods)))
+
+
+def after_cycle(ctx: Context, plan: PlacementPlan) -> Snapshot:
+    """The snapshot a cycle leaves: its victims gone, the pods its allocate placed running on their nodes
+    (a pending VCJob without a PodGroup in the snapshot gets one, as Volcano's job controller makes it);
+    the pipelined placements of its preempt and reclaim are not kept (nothing is bound)."""
+    snap = ctx.snapshot
+    pods = dict(snap.pods)
+    groups = dict(snap.pod_groups)
+    by_key = {j.key: j for j in ctx.jobs}
+    for jp in plan.jobs:
+        for v in jp.victims:
+            pods.pop(f"{v.namespace}/{v.name}", None)
+    for jp in plan.jobs:
+        if not jp.admitted or jp.after_evictions:
+            continue
+        job = by_key[jp.key]
+        gk = f"{job.namespace}/{job.name}"
+        if gk not in groups:
+            groups[gk] = PodGroup(namespace=job.namespace, name=job.name, min_member=job.min_available,
+                                  queue=job.queue, priority_class_name=job.priority_class_name)
+        for b in jp.bindings:
+            p: Pod = ctx.pods[jp.key][b.task][b.index]
+            pods[p.key] = p.model_copy(update={"node_name": b.node, "phase": "Running", "ready": True})
+    fields = {name: getattr(snap, name) for name in Snapshot.model_fields}
+    return Snapshot(**{**fields, "pods": pods, "pod_groups": groups})
+
+
+def merge(ctx: Context, cycles: list[PlacementPlan]) -> PlacementPlan | None:
+    """The plan of the cycles so far (module docstring), or None when its shape cannot say it."""
+    original = set(ctx.snapshot.pods)
+    bound: dict[str, list[Binding]] = defaultdict(list)
+    entry: dict[str, JobPlacement] = {}  # the entry that admitted the job (its latest), or its latest word
+    cycle_of: dict[str, int] = {}
+    evictions: list[tuple[Victim, str, int]] = []  # (victim, the job whose action evicted it, its step)
+    last = len(cycles)
+    for k, plan in enumerate(cycles, start=1):
+        for jp in plan.jobs:
+            keep = jp.admitted and (not jp.after_evictions or k == last)
+            if keep:
+                bound[jp.key].extend(jp.bindings)
+                entry[jp.key] = jp
+                cycle_of.setdefault(jp.key, k)
+            elif jp.key not in cycle_of:
+                entry[jp.key] = jp
+            for v in jp.victims:
+                if f"{v.namespace}/{v.name}" not in original:
+                    return None  # a pod this plan placed in an earlier cycle: not a victim the plan can name
+                evictions.append((v, jp.key, CYCLE_STEPS * k + jp.step))
+    lands: dict[str, set[str]] = {k: {b.node for b in bs} for k, bs in bound.items()}
+    owners: dict[str, list[Victim]] = defaultdict(list)
+    unplaced: dict[str, int] = {}  # a job not admitted -> the step of its last evictions
+    for v, evictor, step in evictions:
+        if evictor in lands and v.node not in lands[evictor]:
+            return None  # admitted elsewhere: the plan cannot tell these victims from its own
+        owners[evictor].append(v)
+        if evictor not in lands:
+            unplaced[evictor] = step
+    out: list[JobPlacement] = []
+    for job in ctx.jobs:
+        jp = entry[job.key]
+        victims = tuple(sorted(owners.get(job.key, []), key=lambda v: (v.namespace, v.name)))
+        if len({v.reason for v in victims}) > 1:
+            return None
+        first = cycle_of.get(job.key)
+        if first is None:  # not admitted in any cycle
+            if jp.admitted:
+                return None
+            if victims:
+                jp = jp.model_copy(update={
+                    "victims": victims, "after_evictions": True, "step": unplaced[job.key],
+                    "reason": f"{jp.reason}; its {victims[0].reason} in scheduling cycle "
+                              f"{unplaced[job.key] // CYCLE_STEPS} evicted {len(victims)} pods, whose room the "
+                              "next cycle's allocate gave to jobs before it"})
+            out.append(jp)
+            continue
+        bindings = sorted(bound[job.key], key=lambda b: (task_pos(job, b.task), b.index))
+        pipelined = jp.after_evictions and first == last
+        reason = jp.reason if first == 1 or pipelined else (
+            f"{jp.reason} (scheduling cycle {first}: room cycle {first - 1}'s victims freed)")
+        step = 0 if first == 1 and not jp.after_evictions else CYCLE_STEPS * first + (jp.step if pipelined else 0)
+        out.append(jp.model_copy(update={"bindings": tuple(bindings), "victims": victims, "reason": reason,
+                                         "after_evictions": step > 0 or bool(victims), "step": step}))
+    solver = cycles[0].solver
+    return PlacementPlan(jobs=tuple(out), solver=solver)

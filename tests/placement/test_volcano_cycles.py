@@ -1,0 +1,195 @@
+"""Placement against vc-scheduler v1.15's session loop, as tables written from its source: the preempt
+action runs for every starving job before the reclaim action runs for any (actions/preempt, actions/
+reclaim: each walks all queues and their starving jobs), a HyperNode's score is the network-topology-aware
+plugin's (``getSubJobHyperNodeBinPackingScore``: the state before the dry run plus every pod of the job, 0
+when that overflows the HyperNode), root's realCapability is unlimited when root names no capability
+(plugins/capacity), and several scheduling cycles: a cycle's evictions free room the next cycle's allocate
+gives in queue and job order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from optplan.adapters.kubefile import load_objects
+from optplan.models.placement import BinpackWeights, PlacementPlan
+from optplan.models.schedconf import SchedulerConf
+from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.placement.place import plan_placement
+from optplan.solvers.placement.validate import placement_violations
+from tests.builders import GPU, hypernode, job_task, node, pod, podgroup_in, priority_class, queue, vcjob
+
+OPTS = PlanOptions(time_limit=5, workers=1, seed=0)
+NOW = "2025-06-01T12:00:00Z"
+CLASSES = [priority_class("high", 1000), priority_class("mid", 100), priority_class("low", 10)]
+
+
+def running(name: str, queue_name: str, placements: list[tuple[str, int]], pc: str, min_member: int) -> list[Any]:
+    pg = podgroup_in(queue_name, name, min_member)
+    pg["spec"]["priorityClassName"] = pc
+    objs: list[Any] = [pg]
+    for i, (n, g) in enumerate(placements):
+        p = pod(f"{name}-{i}", n, g, group=name)
+        p["status"]["startTime"] = "2025-06-01T10:00:00Z"
+        p["spec"]["priorityClassName"] = pc
+        objs.append(p)
+    return objs
+
+
+def plans(objs: list[Any], scheduler: SchedulerConf | None = None,
+          solvers: tuple[str, ...] = ("greedy", "cpsat", "auto")) -> dict[str, PlacementPlan]:
+    snap = load_objects(objs).snapshot
+    out = {}
+    for solver in solvers:
+        plan = plan_placement(snap, list(snap.jobs.values()), solver, OPTS, now=NOW, scheduler=scheduler)
+        assert placement_violations(snap, list(snap.jobs.values()), plan) == []
+        out[solver] = plan
+    return out
+
+
+def outcome(plan: PlacementPlan) -> dict[str, tuple[bool, str, list[str]]]:
+    """job name -> (admitted, the action of its victims, its victims)."""
+    return {jp.name: (jp.admitted, ",".join(sorted({v.reason for v in jp.victims})),
+                      sorted(v.name for v in jp.victims)) for jp in plan.jobs}
+
+
+# ---- preempt for every starving job, then reclaim ------------------------------------------------
+
+# Queue a (deserved 8, empty: first in queue order) holds reclaimer A; queue b (deserved 0) holds x, two
+# pods of 4 GPUs above minMember 1, and the preemptor B (high priority). Job by job, A reclaims first
+# and takes a pod of x that B could have preempted; B then finds x at minMember, drf refuses (B's share
+# after would exceed x's), and B waits. Volcano's preempt runs first: B preempts a pod of x (priority and
+# gang offer it), then A reclaims the other (x's queue b is above its deserved 0 with B's pipelined pods).
+ACTIONS = [
+    ("preempt runs for B before A reclaims",
+     [node("n0", 8), queue("a", deserved={GPU: 8}), queue("b", deserved={GPU: 0}),
+      *running("x", "b", [("n0", 4), ("n0", 4)], "low", 1),
+      vcjob("ja", "a", [job_task("w", 1, 4)], priority_class_name="mid"),
+      vcjob("jb", "b", [job_task("w", 1, 4)], priority_class_name="high")],
+     {"ja": (True, "reclaim", 1), "jb": (True, "preempt", 1)}),
+    ("a reclaimer alone still reclaims",
+     [node("n0", 8), queue("a", deserved={GPU: 8}), queue("b", deserved={GPU: 0}),
+      *running("x", "b", [("n0", 4), ("n0", 4)], "low", 1),
+      vcjob("ja", "a", [job_task("w", 1, 4)], priority_class_name="mid")],
+     {"ja": (True, "reclaim", 1)}),
+]
+
+
+@pytest.mark.parametrize(("what", "objs", "expected"), ACTIONS, ids=[c[0] for c in ACTIONS])
+def test_preempt_runs_for_every_job_before_reclaim(what: str, objs: list[Any],
+                                                   expected: dict[str, tuple[bool, str, int]]) -> None:
+    got = plans([*CLASSES, *objs])
+    greedy = outcome(got["greedy"])
+    assert {k: (a, r, len(v)) for k, (a, r, v) in greedy.items()} == expected
+    victims = [v for _a, _r, vs in greedy.values() for v in vs]
+    assert len(victims) == len(set(victims))  # each pod evicted once
+    auto = outcome(got["auto"])
+    assert sum(a for a, _r, _v in auto.values()) >= sum(a for a, _r, _v in greedy.values())
+
+
+# ---- the HyperNode score -------------------------------------------------------------------------
+
+# Two racks of two 8-GPU nodes; weights on GPUs only. A hard tier-1 job of `replicas` pods of 4 GPUs
+# with minAvailable 1: the rack scored Σ (used + every pod of the job) / allocatable, 0 when that
+# overflows the rack; ties to the name.
+def racks(used_a: int, used_b: int, replicas: int) -> list[Any]:
+    objs: list[Any] = [node("a0", 8), node("a1", 8), node("b0", 8), node("b1", 8), queue("q"),
+                       hypernode("ra", 1, ["a0", "a1"]), hypernode("rb", 1, ["b0", "b1"]),
+                       hypernode("top", 2, ["ra", "rb"], kind="HyperNode")]
+    if used_a:
+        objs += running("ua", "q", [("a0", used_a)], "low", 1)
+    if used_b:
+        objs += running("ub", "q", [("b0", used_b)], "low", 1)
+    objs.append(vcjob("j", "q", [job_task("w", replicas, 4)], min_available=1, priority_class_name="low",
+                      network_topology={"mode": "hard", "highestTierAllowed": 1}))
+    return objs
+
+
+HYPER = [  # (what, used GPUs on rack a, on rack b, replicas, the chosen rack)
+    ("the fuller rack", 4, 2, 1, "ra"),
+    ("the fuller rack, the other way", 2, 6, 1, "rb"),
+    ("every pod of the job counts: the fuller rack would overflow, scores 0", 8, 2, 3, "rb"),
+    ("both overflow: both 0, the name decides", 8, 8, 3, "ra"),
+    ("equal: the name", 4, 4, 1, "ra"),
+]
+
+
+@pytest.mark.parametrize(("what", "used_a", "used_b", "replicas", "rack"), HYPER, ids=[c[0] for c in HYPER])
+def test_hypernode_score_is_the_plugins(what: str, used_a: int, used_b: int, replicas: int, rack: str) -> None:
+    conf = SchedulerConf(hyper_node_binpack=BinpackWeights(cpu=0, memory=0, resources={GPU: 1}))
+    greedy = plans([*CLASSES, *racks(used_a, used_b, replicas)], conf, ("greedy",))["greedy"]
+    jp = next(j for j in greedy.jobs if j.name == "j")
+    assert jp.admitted and jp.hyper_node == rack
+
+
+# ---- root's realCapability -----------------------------------------------------------------------
+
+ROOT = [  # (what, the queues, the job's GPUs, admitted)
+    ("a sibling's guarantee no longer caps a queue below root", [queue("g", guarantee={GPU: 8}, deserved={GPU: 8}),
+                                                                 queue("a")], 12, True),
+    ("a capability still caps", [queue("g", guarantee={GPU: 8}, deserved={GPU: 8}), queue("a", capability={GPU: 8})],
+     12, False),
+    ("root's own capability caps", [queue("root", capability={GPU: 8}), queue("a")], 12, False),
+]
+
+
+@pytest.mark.parametrize(("what", "queues", "gpus", "admitted"), ROOT, ids=[c[0] for c in ROOT])
+def test_root_names_no_capability_so_nothing_caps_below_it(what: str, queues: list[Any], gpus: int,
+                                                            admitted: bool) -> None:
+    objs = [*CLASSES, node("n0", 8), node("n1", 8), *queues,
+            vcjob("j", "a", [job_task("w", 3, gpus // 3)], priority_class_name="low")]
+    got = plans(objs)
+    for plan in got.values():
+        assert plan.jobs[0].admitted is admitted
+
+
+# ---- several scheduling cycles -------------------------------------------------------------------
+
+# n0 (8 GPUs) holds x: two pods of 4 GPUs of a low job above minMember 1. j0 (PriorityClass "never",
+# 1000, preemptionPolicy Never: first in job order, evicts nothing) and j1 (mid) both wait. Cycle 1: j1
+# preempts a pod of x and is pipelined there. Cycle 2: allocate gives the room in job order — to j0
+# when it fits (j1 then finds x at minMember: drf refuses, it waits, its victim evicted all the same),
+# else to j1.
+CYCLES = [  # (what, j0's GPUs, job -> (admitted, victims))
+    ("the room goes to the job first in order", 4, {"j0": (True, 0), "j1": (False, 1)}),
+    ("the evicting job keeps it when the first does not fit", 8, {"j0": (False, 0), "j1": (True, 1)}),
+]
+
+
+@pytest.mark.parametrize(("what", "gpus", "expected"), CYCLES, ids=[c[0] for c in CYCLES])
+def test_the_next_cycle_gives_freed_room_in_job_order(what: str, gpus: int,
+                                                      expected: dict[str, tuple[bool, int]]) -> None:
+    objs = [*CLASSES, priority_class("never", 1000, "Never"), node("n0", 8), queue("q"),
+            *running("x", "q", [("n0", 4), ("n0", 4)], "low", 1),
+            vcjob("j0", "q", [job_task("w", 1, gpus)], priority_class_name="never"),
+            vcjob("j1", "q", [job_task("w", 1, 4)], priority_class_name="mid")]
+    got = plans(objs)
+    greedy = outcome(got["greedy"])
+    assert {k: (a, len(v)) for k, (a, _r, v) in greedy.items()} == expected
+    auto = outcome(got["auto"])
+    assert sum(a for a, _r, _v in auto.values()) >= sum(a for a, _r, _v in greedy.values())
+
+
+def test_the_validator_on_victims_of_a_job_not_admitted() -> None:
+    """Such victims need the cycle step that says an earlier cycle evicted them, and each must be one the
+    job's action may offer (reclaim never takes a pod of the job's own queue)."""
+    objs = [*CLASSES, priority_class("never", 1000, "Never"), node("n0", 8), queue("q"),
+            *running("x", "q", [("n0", 4), ("n0", 4)], "low", 1),
+            vcjob("j0", "q", [job_task("w", 1, 4)], priority_class_name="never"),
+            vcjob("j1", "q", [job_task("w", 1, 4)], priority_class_name="mid")]
+    snap = load_objects(objs).snapshot
+    jobs = list(snap.jobs.values())
+    plan = plan_placement(snap, jobs, "greedy", OPTS, now=NOW)
+    j1 = plan.job("default/j1")
+    assert not j1.admitted and j1.step > 0 and "scheduling cycle 1" in j1.reason
+
+    def swap(jp: Any) -> PlacementPlan:
+        return plan.model_copy(update={"jobs": tuple(jp if j.key == jp.key else j for j in plan.jobs)})
+
+    assert placement_violations(snap, jobs, plan) == []
+    bad = placement_violations(snap, jobs, swap(j1.model_copy(update={"step": 0})))
+    assert "job default/j1 is not admitted but has victims" in bad
+    v = j1.victims[0].model_copy(update={"reason": "reclaim"})
+    bad = placement_violations(snap, jobs, swap(j1.model_copy(update={"victims": (v,)})))
+    assert len(bad) == 1 and "(reclaim)" in bad[0]
