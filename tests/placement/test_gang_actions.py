@@ -102,7 +102,7 @@ def test_a_safe_bundle_goes_whole_where_preempt_takes_just_enough() -> None:
 
 def test_gangpreempt_needs_room_for_every_pending_pod() -> None:
     """allocate would admit 1 of 2 (minAvailable 1); the gang actions place every pending pod or none."""
-    objs = [*CLASSES, node("a", 8), node("b", 8), queue("q"), *running("v", "q", [("a", 8)], min_member=1),
+    objs = [*CLASSES, node("a", 8), node("b", 8), queue("q"), *running("v", "q", [("a", 8)], min_member=0),
             *running("hi", "q", [("b", 8)], "critical-job"), pending("two", "q", 2, 8)]
     objs[-1]["spec"]["minAvailable"] = 1
     jp = place(objs, conf()).job("default/two")
@@ -227,7 +227,8 @@ def fabric_case(tier: int, min_member: int) -> list[dict[str, Any]]:
 
 # (highestTierAllowed, the victim gang's minMember, the HyperNode expected, victims expected)
 FABRIC = [
-    (2, 2, "s4", ["v-0", "v-1"]),  # the widest domain first: the safe bundle there covers the need
+    (2, 2, "s0", ["v-0", "v-1"]),  # the widest domain first: the safe bundle there covers the need; the next
+    # cycle's allocate puts the job in the tier-1 HyperNode the victims freed
     (1, 2, "s0", ["v-0", "v-1"]),
     (2, 4, "s4", ["v-0", "v-1", "v-2", "v-3"]),  # only a whole bundle: every pod of the domain goes
     (1, 4, "s0", ["v-0", "v-1"]),  # the whole bundle is the domain's pods: the gang breaks, two pods go
