@@ -47,9 +47,9 @@ NOW = "2025-06-01T00:00:00Z"
 
 SEEDS = [0, 3, 6, 9, 11, 12, 16, 25, 27, 28, 53, 72, 124]
 CONFLICT_SEEDS = [28, 53]  # preempt before reclaim for every job (Volcano's action order): 7 no longer conflicts
-# (its greedy admits less than least cost alone). Earlier: issue 12 §1 changed the reclaim rules: 53, 72, 124 no longer conflict; topology jobs
-# no longer preempt (Volcano v1.15): 25 no longer conflicts; under the plugin tiers the exact model admits more
-# than the greedy on 11 (2305 > 1203): no tie to restrict there
+# (its greedy admits less than least cost alone). Earlier: the reclaim rules changed (53, 72, 124 no longer
+# conflicted then); topology jobs no longer preempt (Volcano v1.15): 25 no longer conflicts; under the plugin
+# tiers the exact model admits more than the greedy on 11 (2305 > 1203): no tie to restrict there
 """Least victim cost alone uses a higher tier than the greedy at the same admissions."""
 
 
