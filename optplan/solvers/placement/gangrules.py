@@ -36,7 +36,15 @@ from typing import cast
 from optplan.models.snapshot import Resources, Snapshot
 from optplan.solvers.placement.bundles import WHOLE, Bundle, GangState, Member, job_bundles
 from optplan.solvers.placement.jobs import Region
-from optplan.solvers.placement.victims import Candidate, Catalogue, Group, Reason, reclaim_order, victim_blocked
+from optplan.solvers.placement.victims import (
+    Candidate,
+    Catalogue,
+    Group,
+    Reason,
+    reclaim_order,
+    statically_allowed,
+    victim_blocked,
+)
 
 GANG_REASON = {"gangpreempt": "preempt", "gangreclaim": "reclaim"}
 """A gang-aware action and the legacy action whose candidates it takes (same queue, or other queues)."""
@@ -52,18 +60,10 @@ def legacy_reason(reason: str) -> Reason:
 
 
 def candidate_refused(c: Candidate, action: str, queue: str, priority: int, reclaimable: bool) -> str | None:
-    """Why the running pod is never a candidate of this job by this action, or None."""
-    if GANG_REASON[action] == "preempt":
-        if c.queue != queue:
-            return f"queue {c.queue}, not the preemptor's {queue}"
-        if c.job_priority >= priority:
-            return f"job priority {c.job_priority} is not below the preemptor's {priority}"
-        return None
-    if c.queue == queue:
-        return f"queue {c.queue} is the reclaimer's own"
-    if not reclaimable:
-        return f"queue {c.queue} is not reclaimable"
-    return None
+    """Why the running pod is never a candidate of this job by this action, or None: the legacy action's
+    first-tier rule (``victims.statically_allowed``: preempt, same queue and lower job priority; reclaim,
+    another reclaimable queue)."""
+    return statically_allowed(c, legacy_reason(action), queue, priority, reclaimable)
 
 
 def member(c: Candidate) -> Member:
