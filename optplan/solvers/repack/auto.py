@@ -179,7 +179,22 @@ class RepackExact(Planner[RepackProblem, PlanResult]):
                               keep=plan_receivers(problem, greedy.plan))
             return self._lns(problem, data, greedy, options, t0, start)
         out = cpsat.solve(problem, replace(options, time_limit=max(left, 0.5)), hint=greedy.plan)
-        wall = round(time.perf_counter() - t0, 3)
+        return self._better_of(problem, greedy, out, round(time.perf_counter() - t0, 3))
+
+    def _devices(self, problem: RepackProblem, options: PlanOptions, greedy: PlanResult, cap: int | None,
+                 t0: float, start: float) -> PlanResult:
+        """When GPU shares move: CP-SAT's model at device level (``cpsat.add_devices``) hinted with the
+        greedy's plan, in the time left, its receivers pruned as every exact planner prunes them
+        (``receiver_cap``; the greedy's kept); the better plan wins, and without a CP-SAT plan the greedy's
+        is returned as FALLBACK."""
+        left = options.time_limit - (options.timer().now() - start)
+        out = cpsat.solve(problem, replace(options, time_limit=max(left, 0.5)), hint=greedy.plan, max_receivers=cap)
+        return self._better_of(problem, greedy, out, round(time.perf_counter() - t0, 3))
+
+    def _better_of(self, problem: RepackProblem, greedy: PlanResult, out: cpsat.ExactOutcome,
+                   wall: float) -> PlanResult:
+        """CP-SAT's plan when it is better than the greedy's, else the greedy's with CP-SAT's record (FALLBACK
+        without a CP-SAT plan)."""
         if out.plan is None:
             record = SolverRecord(name=self.name, status="FALLBACK", freed_nodes_bound=out.freed_bound,
                                   wall_seconds=wall)
@@ -197,31 +212,6 @@ class RepackExact(Planner[RepackProblem, PlanResult]):
                               stats=cpsat.model_stats(out))
         # The greedy plan is as good (ties keep the greedy's seed-ordered receivers): when CP-SAT
         # proved its own equal plan optimal, the greedy plan is optimal too.
-        status = out.status if e == g else "FEASIBLE"
-        record = exact_record(self.name, status, freed=g.freed, freed_bound=out.freed_bound, objective=g.cost,
-                              bound=out.bound, wall=wall)
-        return replace(greedy, record=record, stats=cpsat.model_stats(out))
-
-    def _devices(self, problem: RepackProblem, options: PlanOptions, greedy: PlanResult, cap: int | None,
-                 t0: float, start: float) -> PlanResult:
-        """When GPU shares move: CP-SAT's model at device level (``cpsat.add_devices``) hinted with the
-        greedy's plan, in the time left, its receivers pruned as every exact planner prunes them
-        (``receiver_cap``; the greedy's kept); the better plan wins, and without a CP-SAT plan the greedy's
-        is returned as FALLBACK."""
-        left = options.time_limit - (options.timer().now() - start)
-        out = cpsat.solve(problem, replace(options, time_limit=max(left, 0.5)), hint=greedy.plan, max_receivers=cap)
-        wall = round(time.perf_counter() - t0, 3)
-        if out.plan is None:
-            record = SolverRecord(name=self.name, status="FALLBACK", freed_nodes_bound=out.freed_bound,
-                                  wall_seconds=wall)
-            return replace(greedy, record=record, stats=cpsat.model_stats(out))
-        g, e = plan_score(out.data, greedy.plan), plan_score(out.data, out.plan)
-        if better(e, g):
-            record = SolverRecord(name=self.name, status=out.status, freed_nodes_bound=out.freed_bound,
-                                  objective=e.cost, best_bound=out.bound, wall_seconds=wall,
-                                  gap_percent=gap_percent(out.objective, out.bound, e.freed, out.freed_bound))
-            return PlanResult(plan=out.plan, record=record, disruption=problem.plan_disruption(out.plan),
-                              rejections=explain(problem, out.plan, stuck(out.data)), stats=cpsat.model_stats(out))
         status = out.status if e == g else "FEASIBLE"
         record = exact_record(self.name, status, freed=g.freed, freed_bound=out.freed_bound, objective=g.cost,
                               bound=out.bound, wall=wall)
