@@ -45,6 +45,7 @@ from tests.realcluster.vcdiff import (  # noqa: E402
     Observed,
     Verdict,
     compare,
+    conf_args,
     generate,
     load,
     load_case,
@@ -233,7 +234,7 @@ def place_here(snapshot: Path, solver: str) -> dict[str, Any]:
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = optplan_main(["place", str(snapshot), "--solver", solver, *PLACE_ARGS])
+        code = optplan_main(["place", str(snapshot), "--solver", solver, *conf_args(snapshot), *PLACE_ARGS])
     return json.loads(out.getvalue()) if code == 0 else {"error": err.getvalue().strip(), "exit": code}
 
 

@@ -41,8 +41,7 @@ from tests.realcluster.cluster import CODE, KWOK_ANNOTATION, ROOT, Cluster
 GPU = "nvidia.com/gpu"
 SCHEDULER_CONF = ROOT / "hack" / "cluster" / "volcano-scheduler.conf"  # the binpack and HyperNode binpack weights
 NOW = "2030-01-01T00:00:00Z"  # victims' cost only (the exact model); Volcano's order needs no clock
-PLACE_ARGS = ("--scheduler-conf", str(SCHEDULER_CONF), "--now", NOW, "--deterministic", "--time-limit", "5",
-              "--victim-tiers", "-o", "json")
+PLACE_ARGS = ("--now", NOW, "--deterministic", "--time-limit", "5", "-o", "json")
 PRIORITY_CLASSES = (("critical-job", 1000, "PreemptLowerPriority"), ("large-job", 800, "PreemptLowerPriority"),
                     ("normal-job", 100, "PreemptLowerPriority"), ("debug-job", 50, "Never"),
                     ("spot-job", 50, "PreemptLowerPriority"))
@@ -453,8 +452,14 @@ def run_case(c: Cluster, case: Case, workdir: Path, *, settle: float = 4.0, limi
 
 
 def place(snapshot: Path, solver: str) -> subprocess.Popen[str]:
-    """``optplan place SNAPSHOT --solver S -o json`` with the scheduler configuration's binpack weights."""
-    return _optplan("place", str(snapshot), "--solver", solver, *PLACE_ARGS)
+    """``optplan place SNAPSHOT --solver S -o json`` under the scheduler configuration vc-scheduler runs with."""
+    return _optplan("place", str(snapshot), "--solver", solver, *conf_args(snapshot), *PLACE_ARGS)
+
+
+def conf_args(snapshot: Path) -> tuple[str, ...]:
+    """The cluster's volcano-scheduler ConfigMap when the snapshot carries it (``optplan place`` reads it from
+    the file), else the file vc-scheduler is started with (``SCHEDULER_CONF``)."""
+    return () if "volcano-scheduler-configmap" in snapshot.read_text() else ("--scheduler-conf", str(SCHEDULER_CONF))
 
 
 def result(proc: subprocess.Popen[str]) -> dict[str, Any]:
