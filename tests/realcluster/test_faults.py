@@ -208,7 +208,8 @@ def test_a_pdb_at_zero_at_eviction_time_rejects_the_relocation(real_cluster: Clu
         assert rel[by_job[first]]["eviction"]["phase"] == "Evicted"
         # the covered worker is the same pod as before, never evicted
         assert not _gone(by_job[covered], w.workers())
-        assert deadline <= took < deadline + 60, took
+        # the deadline runs from the eviction step's start, noticed here up to a poll and a POST later
+        assert deadline - 1 <= took < deadline + 60, took
 
 
 @dataclass
