@@ -27,11 +27,20 @@ def vnode(name: str = "n1", register: str = REGISTER, gpus: int = 2) -> dict[str
 
 def vpod(name: str, limits: dict[str, str], *, node: str | None = "n1", ids: str | None = None,
          annotations: dict[str, str] | None = None, containers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return share_pod(name, limits, "volcano", VGPU_IDS, ids, node=node, annotations=annotations,
+                     containers=containers)
+
+
+def share_pod(name: str, limits: dict[str, str], scheduler: str, placed_key: str, placed: str | None, *,
+              node: str | None, annotations: dict[str, str] | None,
+              containers: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """A pod of one container asking ``limits`` under ``scheduler``, on ``node`` (Running) or pending, its
+    device annotation ``placed_key`` set to ``placed`` when given (Volcano's vGPU ids, HAMi's allocation)."""
     ann = dict(annotations or {})
-    if ids is not None:
-        ann[VGPU_IDS] = ids
+    if placed is not None:
+        ann[placed_key] = placed
     container = {"name": "c", "resources": {"limits": limits, "requests": limits}}
-    spec: dict[str, Any] = {"schedulerName": "volcano", "containers": containers or [container]}
+    spec: dict[str, Any] = {"schedulerName": scheduler, "containers": containers or [container]}
     if node:
         spec["nodeName"] = node
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns", "annotations": ann},

@@ -14,6 +14,7 @@ from optplan.adapters.kubefile import load_objects
 from optplan.errors import InputError
 from optplan.models.devices import HAMI_ALLOCATED, HAMI_REGISTER, HAMI_TO_ALLOCATE
 from optplan.solvers.core.oracle import Capacity
+from tests.adapters.test_vgpu import share_pod
 
 REGISTER = json.dumps([
     {"id": "GPU-a", "count": 10, "devmem": 16384, "devcore": 100, "type": "NVIDIA-Tesla T4", "health": True,
@@ -30,15 +31,8 @@ def hnode(register: str = REGISTER) -> dict[str, Any]:
 
 def hpod(name: str, limits: dict[str, str], *, node: str | None = "n1", allocated: str | None = None,
          annotations: dict[str, str] | None = None, containers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    ann = dict(annotations or {})
-    if allocated is not None:
-        ann[HAMI_ALLOCATED] = allocated
-    container = {"name": "c", "resources": {"limits": limits, "requests": limits}}
-    spec: dict[str, Any] = {"schedulerName": "hami-scheduler", "containers": containers or [container]}
-    if node:
-        spec["nodeName"] = node
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns", "annotations": ann},
-            "spec": spec, "status": {"phase": "Running" if node else "Pending"}}
+    return share_pod(name, limits, "hami-scheduler", HAMI_ALLOCATED, allocated, node=node, annotations=annotations,
+                     containers=containers)
 
 
 SHARE = {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "30", "nvidia.com/gpumem": "4000"}
