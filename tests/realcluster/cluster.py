@@ -103,6 +103,22 @@ def kubeconfig(path: Path, server: str, ca: Path, *, cert: Path | None = None, k
     return path
 
 
+@dataclass(frozen=True)
+class Removal:
+    """One eviction or pod deletion asked of the API server (``Cluster.removals``)."""
+
+    user: str
+    verb: str
+    eviction: bool
+    pod: str
+    uid: str
+    code: int
+
+    @property
+    def done(self) -> bool:
+        return 200 <= self.code < 300
+
+
 @dataclass
 class Proc:
     name: str
@@ -138,6 +154,44 @@ class Cluster:
     @property
     def kubeconfig(self) -> Path:
         return self.workdir / "admin.kubeconfig"
+
+    @property
+    def audit_log(self) -> Path:
+        return self.logdir / "audit.jsonl"
+
+    def _audit_policy(self) -> Path:
+        """The API server's audit policy: every Eviction (with its body: the ``preconditions.uid`` it names) and
+        every pod deletion, who asked and what the server answered; nothing else."""
+        path = self.workdir / "audit-policy.json"
+        path.write_text(json.dumps({
+            "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived", "ResponseStarted"],
+            "rules": [
+                {"level": "Request", "verbs": ["create"], "resources": [{"group": "", "resources": ["pods/eviction"]}]},
+                {"level": "Metadata", "verbs": ["delete", "deletecollection"],
+                 "resources": [{"group": "", "resources": ["pods"]}]},
+                {"level": "None"}]}), encoding="utf-8")
+        return path
+
+    def removals(self, namespace: str) -> list[Removal]:
+        """Every eviction and pod deletion the API server was asked for in ``namespace``, in order (its audit
+        log): who asked, the pod's name, the UID an eviction's preconditions name, the answer's code."""
+        out: list[Removal] = []
+        if not self.audit_log.exists():
+            return out
+        for line in self.audit_log.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # a line being written
+            ref = event.get("objectRef") or {}
+            if ref.get("namespace") != namespace or ref.get("resource") != "pods":
+                continue
+            body = event.get("requestObject") or {}
+            uid = ((body.get("deleteOptions") or {}).get("preconditions") or {}).get("uid", "")
+            out.append(Removal(user=event.get("user", {}).get("username", ""), verb=event.get("verb", ""),
+                               eviction=ref.get("subresource") == "eviction", pod=ref.get("name", ""), uid=uid,
+                               code=int((event.get("responseStatus") or {}).get("code", 0))))
+        return out
 
     # ---- processes ---------------------------------------------------------------------------
 
@@ -325,7 +379,9 @@ class Cluster:
             "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
             "--service-account-key-file", str(pki / "sa.pub"),
             "--service-account-signing-key-file", str(pki / "sa.key"),
-            "--service-cluster-ip-range", SERVICE_CIDR, "--profiling=false", "-v=1"]
+            "--service-cluster-ip-range", SERVICE_CIDR, "--profiling=false", "-v=1",
+            "--audit-policy-file", str(self._audit_policy()), "--audit-log-path", str(self.audit_log),
+            "--audit-log-format", "json", "--audit-log-mode", "blocking", "--audit-log-maxsize", "0"]
         apiserver = self._spawn("kube-apiserver", self.apiserver_args)
         self._wait("kube-apiserver /readyz", lambda: self.get("/readyz") == "ok", timeout, apiserver)
 
