@@ -37,6 +37,7 @@ HACK = ROOT / "hack" / "cluster"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl", "kwok", "vc-scheduler",
             "vc-controller-manager")
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+MASTERS = ("kwok", "vc-controller-manager", "vc-scheduler")
 SERVICE_CIDR = "10.96.0.0/16"
 
 
@@ -77,7 +78,9 @@ def make_certs(d: Path) -> None:
     (d / "client.ext").write_text("extendedKeyUsage=clientAuth\n", encoding="utf-8")
     certs = {"server": ("/CN=kube-apiserver", "server.ext"),
              "admin": ("/O=system:masters/CN=optplan-admin", "client.ext"),
-             "controller-manager": ("/CN=system:kube-controller-manager", "client.ext")}
+             "controller-manager": ("/CN=system:kube-controller-manager", "client.ext"),
+             # kwok and Volcano's components as users of their own (all masters), so the audit log says who
+             **{name: (f"/O=system:masters/CN={name}", "client.ext") for name in MASTERS}}
     for name, (subj, ext) in certs.items():
         _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
                  "-subj", subj, cwd=d)
@@ -154,6 +157,14 @@ class Cluster:
     @property
     def kubeconfig(self) -> Path:
         return self.workdir / "admin.kubeconfig"
+
+    def component_kubeconfig(self, name: str) -> Path:
+        """The kubeconfig of one of ``MASTERS`` (its own client certificate)."""
+        path = self.workdir / f"{name}.kubeconfig"
+        if not path.exists():
+            kubeconfig(path, self.server, self.certs / "ca.crt", cert=self.certs / f"{name}.crt",
+                       key=self.certs / f"{name}.key", user=name)
+        return path
 
     @property
     def audit_log(self) -> Path:
@@ -322,7 +333,8 @@ class Cluster:
 
     def scheduler_args(self) -> list[str]:
         p = self.ports
-        return [str(self.bin / "vc-scheduler"), "--kubeconfig", str(self.kubeconfig), "--leader-elect=false",
+        return [str(self.bin / "vc-scheduler"), "--kubeconfig", str(self.component_kubeconfig("vc-scheduler")),
+                "--leader-elect=false",
                 "--scheduler-conf", str(self.scheduler_conf), "--schedule-period", "1s",
                 "--listen-address", f"127.0.0.1:{p['vc-scheduler']}",
                 "--healthz-address", f"127.0.0.1:{p['vc-scheduler-healthz']}", "--enable-healthz=true", "-v=2"]
@@ -402,13 +414,15 @@ class Cluster:
         self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
 
         self._spawn("kwok", [
-            str(self.bin / "kwok"), "--kubeconfig", str(self.kubeconfig),
+            str(self.bin / "kwok"), "--kubeconfig", str(self.component_kubeconfig("kwok")),
             "--config", str(self.cache / "kwok" / "stages.yaml"),
             "--manage-nodes-with-annotation-selector", f"{KWOK_ANNOTATION}=fake",
             "--server-address", f"127.0.0.1:{p['kwok']}", "--node-ip", "127.0.0.1", "--cidr", "10.244.0.1/16"])
 
         self._spawn("vc-controller-manager", [
-            str(self.bin / "vc-controller-manager"), "--kubeconfig", str(self.kubeconfig), "--leader-elect=false",
+            str(self.bin / "vc-controller-manager"),
+            "--kubeconfig", str(self.component_kubeconfig("vc-controller-manager")),
+            "--leader-elect=false",
             "--listen-address", f"127.0.0.1:{p['vc-controller-manager']}",
             "--healthz-address", f"127.0.0.1:{p['vc-controller-manager-healthz']}", "--enable-healthz=true",
             "-v=2"])

@@ -262,8 +262,9 @@ def _assert_each_victim_evicted_once(w: World, seen: Seen, original: set[str]) -
     assert seen.gone & original <= set(evicted), (seen.gone & original, evicted)
     for uid in sorted(seen.gone - original):  # a replacement that went: by whom
         name = seen.names[uid]
-        print(f"replacement {name} ({uid}) removed by: "
-              f"{sorted({(r.user, r.verb, r.code) for r in removals if r.pod == name and r.user != CONTROLLER_USER})}")
+        theirs = [(r.user, "evict" if r.eviction else r.verb, r.code) for r in removals
+                  if r.pod == name and r.user != CONTROLLER_USER]
+        print(f"replacement {name} ({uid}) went; removals of that name asked by others, in order: {theirs}")
     now = w.workers()
     alive = {p["metadata"]["name"] for uid, p in now.items() if not _gone(uid, now)}
     assert {seen.names[uid] for uid in evicted} <= alive, (evicted, now)
@@ -354,7 +355,7 @@ def test_the_standby_replica_takes_the_lease_and_finishes_the_run(real_cluster: 
               f"{time.monotonic() - died:.1f} s after")
         status = _assert_each_victim_evicted_once(w, seen, original)
         assert status["phase"] == "Succeeded", status["conditions"]
-        assert seen.gone == original
+        assert seen.gone >= original
         assert 10 <= took_over < 45, took_over  # the lease duration, as replica-b's clock measures it
         assert "evict" in real_cluster.tail(standby.name, 400).lower()  # the standby did the rest
 
