@@ -60,7 +60,7 @@ class AutoPlacer(Auto[Context, PlacementResult]):
         super().__init__(GreedyPlacer(), registry.load(FAMILY, "cpsat")(), rank)  # heavy backend, loaded here
 
     def plan(self, problem: Context, options: PlanOptions, hint: PlacementResult | None = None) -> PlacementResult:
-        why = exact_declines(problem.actions)
+        why = exact_declines(problem.scheduler)
         if why is None:
             return super().plan(problem, options, hint)
         t0 = time.perf_counter()
@@ -88,7 +88,7 @@ def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
     options = options or PlanOptions()
     safety = safety or OFF
     scheduler = scheduler or SchedulerConf()
-    declined = exact_declines(scheduler.actions) if solver == "cpsat" else None
+    declined = exact_declines(scheduler) if solver == "cpsat" else None
     if declined is not None:
         raise InputError(f"{declined}: use --solver greedy or auto (auto then keeps the greedy's plan)",
                          field="--solver")
