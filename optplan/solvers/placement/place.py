@@ -51,8 +51,8 @@ def rank(ctx: Context, result: PlacementResult) -> tuple[int, ...]:
 class AutoPlacer(Auto[Context, PlacementResult]):
     """The greedy, then CP-SAT hinted with its plan; the exact plan when ``plan_key`` ranks it strictly better,
     else the greedy's (a tie keeps Volcano's own choices; optimal when CP-SAT proved its equal). Under a
-    configuration the exact model declines (``gangevict.exact_declines``: gangpreempt, gangreclaim) the greedy's
-    plan, status FALLBACK, and the reason logged."""
+    configuration the exact model declines (``gangevict.exact_declines``: a gangreclaim the capacity plugin decides)
+    the greedy's plan, status FALLBACK, and the reason logged."""
 
     ties_to_greedy = True
 
