@@ -67,8 +67,12 @@ class SchedulerConfSource:
             self._digest = digest
             self.conf, self.warnings = self._parse(cm)
             self.version += 1
-            log.info("scheduler configuration: %s: actions %s", self.conf.source or "seed 002's",
-                     ", ".join(self.conf.actions))
+            if cm is None:  # seed 002's configuration, which optplan models: said once, no warning to tell
+                log.warning("scheduler configuration: no %s (or it may not be read): planning for seed 002's "
+                            "configuration", SOURCE)
+            else:
+                log.info("scheduler configuration: %s: actions %s", self.conf.source or "seed 002's",
+                         ", ".join(self.conf.actions))
             for w in self.warnings:
                 log.warning("scheduler configuration: %s", w)
         return self.conf
@@ -76,7 +80,7 @@ class SchedulerConfSource:
     @staticmethod
     def _parse(cm: dict[str, Any] | None) -> tuple[SchedulerConf, tuple[str, ...]]:
         if cm is None:
-            return SchedulerConf(), (f"no {SOURCE} (or it may not be read): planning for seed 002's configuration",)
+            return SchedulerConf(), ()
         try:
             conf = configmap_scheduler_conf(cm, "cluster")
         except InputError as e:
