@@ -55,6 +55,10 @@ Constraints (families, one function each):
   job's turn (``Accounts.before``): each placed task's requested dimensions include one where the job's
   queue + the job's amount ≤ deserved.
 
+Under gangpreempt and gangreclaim, a job's bundles are classes of that job alone (``model.VictimData.gang_class``,
+rules in ``gang_cpsat``): capacity, queues and the replay count them like any class; landing next to them, "just
+enough" and the victim gangs' minMember do not apply to them.
+
 Objective term (``cost``): Σ cost × take, the ``victims`` module's cost (priority-weighted, newer pods
 cheaper), minimised right after the admissions.
 """
