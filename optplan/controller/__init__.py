@@ -10,8 +10,10 @@ binding, and the verified result), then ``base`` (what the steps share: settings
 through, the journal's one write, finishing a run, its TTL), then ``informer`` (list + watch into one
 store), ``status`` (a run read once with its status typed, ``optplan.models.journal``; phases, conditions,
 the relocation journal, its merge rules and the one way a change becomes a status patch), ``metrics``
-(Prometheus metrics, ``/healthz``, ``/readyz``) and ``events`` (events.k8s.io Events on runs and evicted
-pods, aggregated into series and rate-limited per object). It plans with the solver families directly
+(Prometheus metrics, ``/healthz``, ``/readyz``), ``events`` (events.k8s.io Events on runs and evicted
+pods, aggregated into series and rate-limited per object) and ``schedconf`` (the cluster's vc-scheduler
+ConfigMap, read again every minute: the configuration the goals' placements, ``pendingByFragmentation`` and
+the auto-trigger follow). It plans with the solver families directly
 (``repack.run``, ``goals.run``, ``placement.pending``) and talks to the API server through
 ``optplan.adapters.kube``.
 """

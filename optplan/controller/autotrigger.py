@@ -53,7 +53,9 @@ from typing import Any, Protocol
 from optplan.controller import status as st
 from optplan.controller.base import RUN, ExecuteRecord, Watchdog
 from optplan.controller.informer import Store
+from optplan.controller.schedconf import SchedulerConfSource
 from optplan.errors import ConflictError
+from optplan.models.schedconf import SchedulerConf
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.placement.pending import FRAGMENTATION, PendingGang, pending_gangs
 
@@ -158,8 +160,10 @@ class AutoTrigger:
                  clock: Callable[[], float], snapshot: Callable[[], Snapshot],
                  may_act: Callable[[], bool] = lambda: True, events: TriggerEvents | None = None,
                  record: ExecuteRecord | None = None, execute_record: ExecuteRecord | None = None,
-                 watchdog: Watchdog | None = None, deadline: float = 300.0) -> None:
+                 watchdog: Watchdog | None = None, deadline: float = 300.0,
+                 scheduler: SchedulerConfSource | None = None) -> None:
         self.store = store
+        self.scheduler = scheduler  # the cluster's vc-scheduler configuration (None: seed 002's)
         self.api = api
         self.settings = settings
         self.cooldown = cooldown
@@ -173,7 +177,7 @@ class AutoTrigger:
         self.deadline = deadline
         self.since: dict[str, float] = {}  # gang key -> when first seen pending by fragmentation
         self._gangs: dict[str, PendingGang] = {}
-        self._evaluated: tuple[tuple[int, ...], float] | None = None  # (snapshot version, when)
+        self._evaluated: tuple[tuple[int, ...], float] | None = None  # (snapshot and configuration versions, when)
         self._last: tuple[float, str] | None = None  # (when, run name) of this process's last creation
         self.off: str | None = None  # why the trigger stopped acting (the CRD drops the admit goal)
 
@@ -216,7 +220,8 @@ class AutoTrigger:
     def _evaluate(self, now: float, fresh: bool = False) -> float | None:
         """Compute the verdicts again if the cluster changed since they were computed, at most every
         ``recheck`` seconds unless ``fresh``; the seconds until a deferred evaluation, or None."""
-        version = self.store.snapshot_version()
+        conf = self.scheduler.current() if self.scheduler is not None else SchedulerConf()
+        version = (*self.store.snapshot_version(), self.scheduler.version if self.scheduler is not None else 0)
         if self._evaluated is not None:
             seen, when = self._evaluated
             if seen == version:
@@ -224,7 +229,7 @@ class AutoTrigger:
             if not fresh and now < when + self.settings.recheck:
                 return when + self.settings.recheck - now
         with self.watchdog.expect(self.deadline) if self.watchdog is not None else nullcontext():
-            found = pending_gangs(self.snapshot(), self.settings.resource)
+            found = pending_gangs(self.snapshot(), self.settings.resource, scheduler=conf)
         gangs = {g.key: g for g in found if g.verdict == FRAGMENTATION}
         for key in sorted(set(gangs) - set(self.since)):
             log.info("pending gangs: %s is pending by fragmentation of %s: %s", key, self.settings.resource,

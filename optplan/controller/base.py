@@ -19,10 +19,12 @@ from optplan.adapters.kubefile import ParseCache, load_objects
 from optplan.controller import status as st
 from optplan.controller.events import NORMAL, WARNING, Recorder
 from optplan.controller.informer import Store
+from optplan.controller.schedconf import SchedulerConfSource
 from optplan.controller.status import RunView
 from optplan.models.execute import ExecutionResult
 from optplan.models.journal import RelocationChange, StatusChange
 from optplan.models.repack import Condition, RepackRun
+from optplan.models.schedconf import SchedulerConf
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.execute import steps as execute_mod
 
@@ -129,8 +131,10 @@ class Steps:
     def __init__(self, store: Store, api: ClusterWriter, settings: Settings | None = None, *,
                  clock: Callable[[], float], may_act: Callable[[], bool] = lambda: True,
                  events: Events | None = None, watchdog: Watchdog | None = None,
-                 record: ExecuteRecord | None = None, recorder: Recorder | None = None) -> None:
+                 record: ExecuteRecord | None = None, recorder: Recorder | None = None,
+                 scheduler: SchedulerConfSource | None = None) -> None:
         self.store = store
+        self.scheduler = scheduler  # the cluster's vc-scheduler configuration (None: seed 002's)
         self.recorder = recorder  # Kubernetes Events telling each run's story (None: none written)
         self.record = record
         self.watchdog = watchdog
@@ -151,6 +155,11 @@ class Steps:
 
     def snapshot(self) -> Snapshot:  # pragma: no cover - the reconciler's
         raise NotImplementedError
+
+    def scheduler_conf(self) -> SchedulerConf:
+        """The vc-scheduler configuration placement's rules follow now (``schedconf``; seed 002's without a
+        source)."""
+        return self.scheduler.current() if self.scheduler is not None else SchedulerConf()
 
     def now(self) -> float:
         return self.clock()

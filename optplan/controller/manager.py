@@ -25,11 +25,12 @@ from optplan.controller.events import Recorder
 from optplan.controller.informer import Informer, Store, WatchClient
 from optplan.controller.leader import LeaderElector
 from optplan.controller.reconcile import Reconciler
+from optplan.controller.schedconf import REFRESH, ConfReader, SchedulerConfSource
 
 log = logging.getLogger(__name__)
 
 
-class Client(WatchClient, ClusterWriter, RunCreator, Protocol):
+class Client(WatchClient, ClusterWriter, RunCreator, ConfReader, Protocol):
     """``optplan.adapters.kube.KubeClient``, as the controller uses it."""
 
 
@@ -48,8 +49,9 @@ class Controller:
                  metrics: Health | None = None, elector: LeaderElector | None = None, watch_timeout: int = 300,
                  resync: float = 60.0, min_interval: float = 1.0, record: ExecuteRecord | None = None,
                  admit: AdmitSettings | None = None, admit_record: ExecuteRecord | None = None,
-                 recorder: Recorder | None = None) -> None:
-        """``recorder``: Kubernetes Events for each run's decisions (``events.py``; None: none written)."""
+                 recorder: Recorder | None = None, scheduler_refresh: float = REFRESH) -> None:
+        """``recorder``: Kubernetes Events for each run's decisions (``events.py``; None: none written);
+        ``scheduler_refresh``: seconds between two reads of the cluster's scheduler ConfigMap (``schedconf``)."""
         self.client = client
         self.store = Store()
         self.clock = clock
@@ -58,13 +60,17 @@ class Controller:
         self.resync = resync
         self.min_interval = min_interval
         self.informers = [Informer(client, res, self.store, watch_timeout=watch_timeout) for res in RESOURCES]
+        # the cluster's vc-scheduler configuration, read as `optplan snapshot` reads it, again every minute
+        self.scheduler = SchedulerConfSource(client, clock, scheduler_refresh)
         self.reconciler = Reconciler(self.store, client, settings, clock=clock, may_act=self.may_act,
-                                     events=metrics, watchdog=metrics, record=record, recorder=recorder)
+                                     events=metrics, watchdog=metrics, record=record, recorder=recorder,
+                                     scheduler=self.scheduler)
         # issue 15: runs created on its own for gangs pending by fragmentation (off unless ``admit``)
         self.trigger = None if admit is None else AutoTrigger(
             self.store, client, admit, cooldown=self.reconciler.settings.cooldown, clock=clock,
             snapshot=self.reconciler.snapshot, may_act=self.may_act, events=metrics, record=admit_record,
-            execute_record=record, watchdog=metrics, deadline=plan_deadline(self.reconciler.settings.time_limit))
+            execute_record=record, watchdog=metrics, deadline=plan_deadline(self.reconciler.settings.time_limit),
+            scheduler=self.scheduler)
         self.stop = threading.Event()
         self.passes = 0
 

@@ -164,8 +164,8 @@ class Placements(Steps):
             after = self.snapshot()
             v = execute_mod.verify(after, run, status, time_limit=self.settings.verify_time_limit)
             goals = status.plan.goals
-            lost = room_lost(after, run, [f"{a.namespace}/{a.name}" for a in goals.admissions if a.admitted]) \
-                if goals is not None else []
+            lost = room_lost(after, run, [f"{a.namespace}/{a.name}" for a in goals.admissions if a.admitted],
+                             self.scheduler_conf()) if goals is not None else []
         rels = status.relocations
         # a rejected eviction carries the API's answer (a PodDisruptionBudget's 429 names the budget)
         refused = [r.key + (f" ({r.evict_state.message})" if r.eviction_phase == st.EV_REJECTED

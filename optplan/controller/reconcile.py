@@ -208,7 +208,7 @@ class Reconciler(Evictions, Placements):
         options = PlanOptions(time_limit=s.time_limit, workers=s.workers, deterministic=s.deterministic)
         start = self.clock()
         with self._blocking(s.time_limit):
-            out = plan_run(self.snapshot(), run, solver=s.solver, options=options)
+            out = plan_run(self.snapshot(), run, solver=s.solver, options=options, scheduler=self.scheduler_conf())
         self.plans += 1
         if self.events is not None:
             self.events.plan_seconds(max(self.clock() - start, 0.0))
@@ -218,7 +218,15 @@ class Reconciler(Evictions, Placements):
         return out
 
     def _planned(self, view: RunView, out: RepackOutcome) -> None:
-        """The plan's Event: Planned (freed nodes, moves, bound), NothingToDo, or Rejected (why)."""
+        """The plan's Event: Planned (freed nodes, moves, bound), NothingToDo, or Rejected (why); and a
+        SchedulerConfNotModelled warning when the cluster's scheduler configuration has parts optplan does not
+        model (``schedconf``)."""
+        warned = self.scheduler.warnings if self.scheduler is not None else ()
+        if warned:
+            more = f" (+{len(warned) - 3} more)" if len(warned) > 3 else ""
+            self._tell(view.obj, WARNING, "SchedulerConfNotModelled", "Plan",
+                       f"planned under the cluster's scheduler configuration, which optplan does not fully model: "
+                       f"{'; '.join(warned[:3])}{more}")
         message = out.status.conditions[0].message
         if out.reason == RECOMMENDED:
             plan = out.status.plan

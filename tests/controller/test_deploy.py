@@ -40,6 +40,9 @@ VERSIONS = ("1.30", kubernetes_validate.latest_version())  # the oldest we suppo
 NAMESPACE = "optplan-system"
 RUN_API = ("repack.volcano.sh/v1alpha1", "RepackRun")
 NAMESPACED = {"ServiceAccount", "Role", "RoleBinding", "Deployment"}
+CONF_NAMESPACE = "volcano-system"
+"""Where the one Role outside the controller's namespace lets it read vc-scheduler's ConfigMap."""
+LEASE_ROLE = "optplan-controller-leader-election"
 
 
 def load(path: Path) -> list[dict[str, Any]]:
@@ -53,8 +56,9 @@ def manifests() -> list[tuple[str, dict[str, Any]]]:
     return [(str(f.relative_to(ROOT)), doc) for f in files for doc in load(f)]
 
 
-def one(kind: str) -> dict[str, Any]:
-    found = [doc for _, doc in manifests() if doc["kind"] == kind]
+def one(kind: str, namespace: str = NAMESPACE) -> dict[str, Any]:
+    found = [doc for _, doc in manifests() if doc["kind"] == kind
+             and doc["metadata"].get("namespace", namespace) == namespace]
     assert len(found) == 1, f"expected one {kind} in deploy/, found {len(found)}"
     return found[0]
 
@@ -95,7 +99,8 @@ def test_apply_order_creates_the_namespace_first() -> None:
     assert one("Namespace")["metadata"]["name"] == NAMESPACE
     for file, doc in docs:
         ns = doc["metadata"].get("namespace")
-        assert ns == (NAMESPACE if doc["kind"] in NAMESPACED else None), f"{file}: {doc['kind']} namespace {ns}"
+        home = CONF_NAMESPACE if doc["kind"] in ("Role", "RoleBinding") and ns == CONF_NAMESPACE else NAMESPACE
+        assert ns == (home if doc["kind"] in NAMESPACED else None), f"{file}: {doc['kind']} namespace {ns}"
     names = {(d["kind"], d["metadata"]["name"]) for _, d in docs}
     for file, doc in docs:
         if doc["kind"] in ("ClusterRoleBinding", "RoleBinding"):
@@ -166,6 +171,10 @@ def lease_rules() -> list[dict[str, Any]]:
     return one("Role")["rules"]
 
 
+def conf_rules() -> list[dict[str, Any]]:
+    return one("Role", CONF_NAMESPACE)["rules"]
+
+
 # What optplan reads (adapters/kube.py's RESOURCES, list + watch into the controller's caches) and what the
 # controller writes (issue 14 §1: the run's journal, TTL deletion, Eviction API, nominatedNodeName; issue 29
 # §1: events.k8s.io Events, created and their series patched, never read or deleted).
@@ -186,6 +195,7 @@ DEVICE_PIN = {("", "pods", "patch")}
 """Granted, used only when a plan moves a share to a planned GPU (annotations on its replacement; the seed
 moves none): ``test_a_device_pin_is_a_pod_patch_the_cluster_role_allows`` checks its request."""
 LEASES = {("coordination.k8s.io", "leases", verb) for verb in ("create", "get", "update")}
+CONF = {("", "configmaps", "get")}
 
 
 def test_cluster_role_grants_what_optplan_reads_and_writes_and_nothing_more() -> None:
@@ -202,6 +212,15 @@ def test_leases_only_in_the_controllers_namespace_and_only_its_own() -> None:
     assert allows(lease_rules(), Attributes("create", "coordination.k8s.io", "leases", NAMESPACE, ""))
     assert not allows(lease_rules(), Attributes("update", "coordination.k8s.io", "leases", NAMESPACE, "kube-scheduler"))
     assert not allows(cluster_rules(), lease)  # not cluster-wide
+
+
+def test_the_scheduler_configmap_is_the_one_configmap_read_and_only_in_volcanos_namespace() -> None:
+    assert grants(conf_rules()) == CONF
+    cm = Attributes("get", "", "configmaps", CONF_NAMESPACE, "volcano-scheduler-configmap")
+    assert allows(conf_rules(), cm) and not allows(cluster_rules(), cm)
+    assert not allows(conf_rules(), Attributes("get", "", "configmaps", CONF_NAMESPACE, "other"))
+    assert not allows(conf_rules(), Attributes("list", "", "configmaps", CONF_NAMESPACE, ""))
+    assert one("RoleBinding", CONF_NAMESPACE)["roleRef"]["name"] == one("Role", CONF_NAMESPACE)["metadata"]["name"]
 
 
 @pytest.mark.parametrize(("method", "path", "query", "expected"), [
@@ -264,7 +283,8 @@ def test_the_deployments_command_sends_only_requests_the_rbac_allows_and_uses_ev
     a DryRun (its first status write refused with 409) and the seed's Execute run to the end (a second
     Execute waiting its turn meanwhile), then deletes them after their TTL, against the fake API server and
     its simulated world. Every request it sent must be allowed by the ClusterRole or, in the controller's
-    namespace, by the Role; every permission granted must have been used by some request."""
+    namespace, by the Role (in Volcano's, by the scheduler ConfigMap's); every permission granted must have been
+    used by some request."""
     fk = FakeKube(crd_schemas=True).start()
     world = World(fk, schedule_delay=100)  # 5 s at 20 steps a second: time to nominate the replacements
     try:
@@ -302,10 +322,11 @@ def test_the_deployments_command_sends_only_requests_the_rbac_allows_and_uses_ev
     assert waits and waits[0]["reason"] == "AnotherRunActive" and waits[0]["series"]["count"] >= 2
     seen = {attributes(r.method, r.path, r.query) for r in fk.requests}
     refused = [a for a in seen if not allows(cluster_rules(), a)
-               and not (a.namespace == NAMESPACE and allows(lease_rules(), a))]
+               and not (a.namespace == NAMESPACE and allows(lease_rules(), a))
+               and not (a.namespace == CONF_NAMESPACE and allows(conf_rules(), a))]
     assert not refused
     used = {(a.group, a.resource, a.verb) for a in seen}
-    assert used == (grants(cluster_rules()) | grants(lease_rules())) - OPT_IN - DEVICE_PIN
+    assert used == (grants(cluster_rules()) | grants(lease_rules()) | grants(conf_rules())) - OPT_IN - DEVICE_PIN
 
 
 # ---- the Deployment ------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """gangpreempt and gangreclaim in placement (``gangevict``, ``gangrules``): victims in bundles when the scheduler
-configuration lists the gang-aware actions; the validator's bundle rule; the exact model declines them."""
+configuration lists the gang-aware actions; the validator's bundle rule; the exact model declines only a
+gangreclaim the capacity plugin decides (``tests/placement/test_gang_exact.py``: the exact model)."""
 
 from __future__ import annotations
 
@@ -192,14 +193,16 @@ def test_the_validator_refuses_a_safe_bundle_cut() -> None:
     assert any("a bundle goes whole" in v for v in out), out
 
 
-# ---- the exact model declines -------------------------------------------------------------------------
+# ---- the exact model: declines only gangreclaim under a deciding capacity plugin -----------------------------
 
-def test_cpsat_declines_and_auto_keeps_the_greedy() -> None:
+def test_cpsat_plans_gangpreempt_and_declines_a_capacity_decided_gangreclaim() -> None:
     objs = [*three(2), pending("big", "q", 1, 8)]
-    with pytest.raises(InputError, match="does not model gangpreempt"):
-        place(objs, conf(), "cpsat")
-    auto = place(objs, conf(), "auto")
-    greedy = place(objs, conf(), "greedy")
+    exact = place(objs, conf(), "cpsat")
+    assert exact.solver.status == "OPTIMAL" and names(exact.job("default/big")) == ["v-0"]
+    with pytest.raises(InputError, match="does not model gangreclaim with the capacity plugin"):
+        place(reclaim_case(8), conf(tiers=CAPACITY_FIRST), "cpsat")
+    auto = place(reclaim_case(8), conf(tiers=CAPACITY_FIRST), "auto")
+    greedy = place(reclaim_case(8), conf(tiers=CAPACITY_FIRST), "greedy")
     assert auto.solver.status == "FALLBACK" and auto.jobs == greedy.jobs
 
 

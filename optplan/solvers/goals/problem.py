@@ -130,7 +130,7 @@ class GoalProblem:
         conf = scheduler or SchedulerConf()
         self.ctx = Context.build(snapshot, list(goals.jobs), conf.binpack_or(BinpackWeights()),
                                  hyper_weights=conf.hyper_node_binpack)
-        self.pending = pending_gangs(snapshot, self.resource)
+        self.pending = pending_gangs(snapshot, self.resource, scheduler=conf)
         """Every gang of R pending in the snapshot with ``pending``'s verdict (named or not), by key."""
         self.gangs = self._gangs(goals.jobs)
 

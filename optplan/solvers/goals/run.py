@@ -67,7 +67,8 @@ def plan_run(snapshot: Snapshot, run: RepackRun, *, solver: str = registry.DEFAU
     if solver not in registry.names("repack"):
         raise InputError(f"solver {solver} plans only admit / freeHyperNodes goals; this run has none",
                          file=file, obj=f"RepackRun {run.name}", field="--solver")
-    return with_counts(snapshot, plan_repack(snapshot, run, solver=solver, options=options, weights=weights))
+    return with_counts(snapshot, plan_repack(snapshot, run, solver=solver, options=options, weights=weights),
+                       scheduler)
 
 
 def get_goal_planner(name: str) -> GoalPlanner:
@@ -153,9 +154,10 @@ SECONDS_PER_GANG_NODE = 8e-6
 """One gang judged on one node, on the reference machine (10,000 nodes: 0.08 s a gang)."""
 
 
-def with_counts(snap: Snapshot, out: RepackOutcome) -> RepackOutcome:
-    """The seed's outcome with the summary's HyperNode tiers and pending-by-fragmentation count, where they apply
-    (a snapshot without HyperNodes or pending gangs of R gives the seed's status unchanged)."""
+def with_counts(snap: Snapshot, out: RepackOutcome, scheduler: SchedulerConf | None = None) -> RepackOutcome:
+    """The seed's outcome with the summary's HyperNode tiers and pending-by-fragmentation count (under
+    ``scheduler``'s binpack weights), where they apply (a snapshot without HyperNodes or pending gangs of R gives
+    the seed's status unchanged)."""
     R = out.run.spec.resource
     plan = out.result.plan
     tiers = hyper_node_tiers(snap, R, moved(snap, plan.moves)) if snap.hyper_nodes else None
@@ -167,7 +169,7 @@ def with_counts(snap: Snapshot, out: RepackOutcome) -> RepackOutcome:
                         "about %.0fs (optplan frag --pending computes it)", waiting, len(snap.nodes),
                         waiting * len(snap.nodes) * SECONDS_PER_GANG_NODE)
         else:
-            pending = pending_by_fragmentation(pending_gangs(snap, R))
+            pending = pending_by_fragmentation(pending_gangs(snap, R, scheduler=scheduler))
     if tiers is None and pending is None:
         return out
     summary = out.status.plan.summary.model_copy(update={"hyper_node_tiers": tiers,
@@ -232,11 +234,12 @@ def goal_status(problem: GoalProblem, result: GoalResult, frag: FragReport) -> G
                          plan=GoalPlanOut(**fields, goals=goals))
 
 
-def room_lost(after: Snapshot, run: RepackRun, admitted: list[str]) -> list[str]:
+def room_lost(after: Snapshot, run: RepackRun, admitted: list[str],
+              scheduler: SchedulerConf | None = None) -> list[str]:
     """After an Execute: the admitted gangs (keys) that still wait yet no longer fit as the cluster is (the room
     the moves made was taken, or the moves did not make it), each as ``key: reason``. A gang that runs, or that
-    Volcano's allocate would place now, has its room."""
-    verdicts = {g.key: g for g in pending_gangs(after, run.spec.resource)}
+    Volcano's allocate would place now (under ``scheduler``), has its room."""
+    verdicts = {g.key: g for g in pending_gangs(after, run.spec.resource, scheduler=scheduler)}
     out = []
     for key in admitted:
         g = verdicts.get(key)

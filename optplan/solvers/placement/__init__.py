@@ -101,8 +101,10 @@ map) vary from run to run; here ties go to the name and pods come in victim orde
 lists gangpreempt or gangreclaim, each takes its turn among the evicting actions in the configuration's order:
 every pending pod of the job is placed or none, inside a domain (the cluster, or a hard job's HyperNodes
 widest first), after evicting whole bundles of victim pods (a victim job's safe surplus, or the pods that
-break its gang) in the bundles' order until the domain's room covers the job. The exact model declines such a
-configuration (``gangevict.exact_declines``).
+break its gang) in the bundles' order until the domain's room covers the job. The exact model holds the bundle
+rule too (``gang_cpsat``: bundles taken whole, safe before whole, free among the ranked order and the domains —
+a relaxation the validator re-checks); it declines only a gangreclaim the capacity plugin decides
+(``gangevict.exact_declines``).
 
 **Cycles** (``cycles``). vc-scheduler runs its actions once per scheduling cycle: preempt and reclaim
 evict and only pipeline the starving jobs' pods, the next cycle's allocate gives the freed room in queue
@@ -144,7 +146,8 @@ Every plan passes ``validate_placement`` (an independent re-check) before ``plan
   one ``core.planner.Auto``);
 - ``pending``: which pending gangs wait by fragmentation (``pending_gangs``: each alone, one greedy turn,
   no victims), for ``optplan frag --pending``;
-- ``cpsat``, ``victims_cpsat``: the exact model (imported only when asked for); ``model``: its data and
+- ``cpsat``, ``victims_cpsat``, ``gang_cpsat`` (gangpreempt's and gangreclaim's bundles): the exact model
+  (imported only when asked for); ``model``: its data and
   variable containers, and ``plan_key`` (the exact objective for any plan, what ``auto`` compares);
 - ``cycles`` (``greedy_cycles``): the greedy's scheduling cycles, each ``allocate`` then ``evict``, and
   the plan they leave;
@@ -162,8 +165,9 @@ Every plan passes ``validate_placement`` (an independent re-check) before ``plan
 - ``victims``: who may be a victim and the capacity plugin's reclaim rules.
 - ``gangevict``: Volcano's gangpreempt and gangreclaim for one starving job on the greedy's state
   (``gang_evict``), when the scheduler configuration lists them (``victim_actions``: the evicting actions in
-  its order); the exact model declines such a configuration (``exact_declines``: ``cpsat`` refuses it, ``auto``
-  keeps the greedy's plan, status FALLBACK);
+  its order), and the domains the exact model reads too (``job_domains``); the exact model declines only a
+  gangreclaim the capacity plugin decides (``exact_declines``: ``cpsat`` refuses it, ``auto`` keeps the greedy's
+  plan, status FALLBACK);
 - ``gangrules``: those actions' rules, shared by the greedy and the validator: candidates, the plugin tiers'
   filter, the domains (a hard job's HyperNodes widest first, else the cluster), the victim order and the bundle
   rule's check (``gang_victim_violations``);

@@ -72,7 +72,7 @@ from optplan.solvers.core.exact import proven_bound
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import POD_SLOT
 from optplan.solvers.core.planner import Planner
-from optplan.solvers.placement import victims_cpsat
+from optplan.solvers.placement import gang_cpsat, victims_cpsat
 from optplan.solvers.placement.allocate import explain_rejections, greedy_place
 from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.evict import plan_victims, victim_notes, victim_text
@@ -125,6 +125,7 @@ def build(data: Data) -> tuple[cp_model.CpModel, Vars, dict[str, Any]]:
     add_opened(m, data, v)
     if data.victims.pairs:
         v.ev = victims_cpsat.add_variables(m, data, v)
+        gang_cpsat.add_bundles(m, data, v)
         victims_cpsat.add_capacity(m, data, v)
         victims_cpsat.add_queues(m, data, v)
         victims_cpsat.add_entitlement(m, data, v)
@@ -300,6 +301,7 @@ def add_hint(m: cp_model.CpModel, data: Data, v: Vars, plan: PlacementPlan) -> N
         m.add_hint(o, int(n in receiving))
     if data.victims.pairs:
         victims_cpsat.add_hint(m, data, v, plan, counts)
+        gang_cpsat.add_hint(m, data, v, plan)
 
 
 def add_partition_hint(m: cp_model.CpModel, data: Data, v: Vars, plan: PlacementPlan,
@@ -549,7 +551,8 @@ def solve(ctx: Context, options: PlanOptions, greedy: PlacementPlan | None = Non
         return greedy.model_copy(update={"solver": SolverRecord(name="cpsat", status="FALLBACK", wall_seconds=wall)})
     proven = optimal and len(values) == len(phases)
     if best is not greedy:  # the second tier's bounds are built to hold; the validator has the last word
-        bad = placement_violations(ctx.snapshot, ctx.jobs, best, safety=ctx.safety, now=ctx.now)
+        bad = placement_violations(ctx.snapshot, ctx.jobs, best, safety=ctx.safety, now=ctx.now,
+                                   scheduler=ctx.scheduler)
         if bad:
             log.warning("placement cpsat: the validator refuses the exact plan (%s): the greedy's plan instead",
                         bad[0])

@@ -30,6 +30,7 @@ from typing import Any
 
 from optplan.models.placement import Binding, VictimReason
 from optplan.models.queues import VCJob
+from optplan.models.schedconf import SchedulerConf
 from optplan.models.snapshot import Pod, Resources
 from optplan.solvers.placement.bundles import WHOLE, Bundle, Member, allowed_bundles, covers, rank_bundles, summed
 from optplan.solvers.placement.context import Context, State, Statement, compare_queues
@@ -66,13 +67,27 @@ def victim_actions(actions: tuple[str, ...]) -> list[VictimReason]:
     return [*listed, *(a for a in VICTIM_ACTIONS[:2] if a not in listed)]
 
 
-def exact_declines(actions: tuple[str, ...]) -> str | None:
-    """Why the exact model does not plan under this configuration, or None."""
-    gang = [a for a in actions if a in GANG_REASON]
-    if gang:
-        return (f"the exact model does not model {' and '.join(gang)} (victims in bundles); the greedy "
-                "simulates them")
+def exact_declines(scheduler: SchedulerConf) -> str | None:
+    """Why the exact model does not plan under this configuration, or None: it models gangpreempt and
+    gangreclaim (``gang_cpsat``) except a gangreclaim whose victims the capacity plugin's filter decides (the
+    filter reads the bundles' ranked order, which the exact model leaves free)."""
+    refused = [a for a in scheduler.actions if a in GANG_REASON and capacity_decides(scheduler.tiers, a)]
+    if refused:
+        return (f"the exact model does not model {' and '.join(refused)} with the capacity plugin in the first "
+                "tier (its victim filter follows the bundles' ranked order); the greedy simulates it")
     return None
+
+
+def job_domains(ctx: Context, job: VCJob, action: str) -> list[Region]:
+    """The domains the job's gang-aware eviction search scans (``gangrules.gang_domains``) with the job's
+    pending pods: a hard job's HyperNodes widest first, else the cluster."""
+    order = gang_order(job, ctx.snapshot, ctx.held.get(job.key))
+    pending = [ctx.pods[job.key][t][i] for t, i in order]
+    hard = job.network_topology is not None and job.network_topology.mode == "hard"
+    minimum = _requests(pending[:ctx.need(job)[1]])
+    return gang_domains(hard, ctx.regions[job.key], _hyper_allocatable(ctx), minimum,
+                        bool(ctx.held_nodes.get(job.key)), ctx.scheduler.evict_max_hyper_nodes,
+                        ctx.scheduler.gang(action).max_domains)
 
 
 def _requests(pods: list[Pod]) -> dict[str, int]:
@@ -169,9 +184,7 @@ def gang_evict(ctx: Context, state: State, g: Greedy, job: VCJob, action: str) -
     cat = ctx.catalogue
     priority = ctx.priority[job.key]
     hard = job.network_topology is not None and job.network_topology.mode == "hard"
-    minimum = _requests(pending[:ctx.need(job)[1]])
-    domains = gang_domains(hard, ctx.regions[job.key], _hyper_allocatable(ctx), minimum,
-                           bool(ctx.held_nodes.get(job.key)), ctx.scheduler.evict_max_hyper_nodes, args.max_domains)
+    domains = job_domains(ctx, job, action)
     victim_key = _victim_key(ctx, state, job, action)
     first = ""
     for region in domains:

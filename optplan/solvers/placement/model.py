@@ -12,12 +12,15 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from optplan.models.placement import PlacementPlan
+from optplan.models.placement import PlacementPlan, VictimReason
 from optplan.models.queues import VCJob
 from optplan.solvers.core.oracle import POD_SLOT, max_fit
+from optplan.solvers.placement.bundles import WHOLE
 from optplan.solvers.placement.context import Context, QueueState
+from optplan.solvers.placement.gangevict import job_domains
+from optplan.solvers.placement.gangrules import GANG_REASON, candidate_refused, domain_bundles, group_totals
 from optplan.solvers.placement.jobs import Region, gang_shortfall, held_pods, job_needs
 from optplan.solvers.placement.partitions import (
     partition_pending,
@@ -125,12 +128,27 @@ class VictimClass:
         return 1 if r == "pods" else self.requests.get(r, 0)
 
 
+@dataclass(frozen=True)
+class GangBundle:
+    """A bundle one job may take by a gang-aware action (``gang_data``): ``domain`` the index of the hard
+    job's region it lies in (None: the cluster), ``group`` the victim PodGroup, ``kind`` safe or whole,
+    ``classes`` its pods as classes (``VictimData.gang_class``)."""
+
+    name: str
+    job: str
+    action: str
+    domain: int | None
+    group: str
+    kind: str
+    classes: tuple[str, ...]
+
+
 @dataclass
 class VictimData:
     """Classes of possible victims and which job may take which."""
 
     classes: dict[str, VictimClass] = field(default_factory=dict)
-    pairs: dict[tuple[str, str], Reason] = field(default_factory=dict)
+    pairs: dict[tuple[str, str], VictimReason] = field(default_factory=dict)
     """(job, class) -> the action by which the job may evict the class."""
     class_of: dict[str, str] = field(default_factory=dict)
     """Candidate pod key -> its class."""
@@ -144,6 +162,10 @@ class VictimData:
     drf_most: dict[tuple[str, str], int] = field(default_factory=dict)
     """(job, PodGroup) -> the most pods of the group the jobs up to this one may take when this one takes
     some by the second tier: drf offers each of them however large the job grows (``drf_limit``)."""
+    gang: list[GangBundle] = field(default_factory=list)
+    """The bundles jobs may take by gangpreempt and gangreclaim (``gang_data``)."""
+    gang_class: set[str] = field(default_factory=set)
+    """The classes of those bundles (one job's each; never in ``class_of``)."""
     capacity_most: dict[str, int] = field(default_factory=dict)
     """Queue -> the most pods the plan may take from it when some job reclaims from it by the second tier:
     the capacity plugin lets each second-tier pod go however the takes and the node's other pods stand
@@ -163,7 +185,8 @@ class VictimData:
         lands: dict[str, set[str]] = defaultdict(set)
         for (j, _t), row in data.arcs.items():
             lands[j].update(row)
-        self.pairs = {(j, k): r for (j, k), r in self.pairs.items() if self.classes[k].node in lands[j]}
+        self.pairs = {(j, k): r for (j, k), r in self.pairs.items()
+                      if k in self.gang_class or self.classes[k].node in lands[j]}  # a bundle: anywhere in its domain
         used = {k for (_j, k) in self.pairs}
         self.classes = {k: c for k, c in self.classes.items() if k in used}
         self.class_of = {p: k for p, k in self.class_of.items() if k in used}
@@ -261,14 +284,70 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
         else:
             vd.pairs = {jk: r for jk, r in vd.pairs.items() if not (jk[1] in ks and r == "reclaim")}
             vd.second -= {jk for jk in vd.second if jk[1] in ks}
+    gang_data(ctx, queues, valid, vd)
     takeable = {k for (_j, k) in vd.pairs}
+    counted: set[str] = set()  # a pod in several gang bundles (one per job, action and domain) frees room once
     for k in sorted(takeable):
         cls = vd.classes[k]
         room = vd.freeable.setdefault(cls.node, {})
-        for r, x in cls.requests.items():
-            room[r] = room.get(r, 0) + x * cls.size
-        room["pods"] = room.get("pods", 0) + POD_SLOT * cls.size
+        for c in cls.pods:
+            if c.key in counted:
+                continue
+            counted.add(c.key)
+            for r, x in cls.requests.items():
+                room[r] = room.get(r, 0) + x
+            room["pods"] = room.get("pods", 0) + POD_SLOT
     return vd
+
+
+def gang_data(ctx: Context, queues: QueueState, valid: list[VCJob], vd: VictimData) -> None:
+    """The bundles each starving job may take by the configuration's gangpreempt and gangreclaim
+    (``GangBundle``; ``gang_cpsat``'s docstring): per job, action and domain (``gangevict.job_domains``), the
+    action's candidates there split into bundles on the snapshot (``gangrules.domain_bundles``), whole
+    bundles only under ``allowWholeBundle``; each bundle's pods on a node with equal requests and cost
+    become a class of the job alone (``VictimData.gang_class``), taken all or none. None when safe
+    preemption is on or for a job with partitions (the greedy's gang actions evict nothing then), nor for
+    one whose running pods make its gang ready."""
+    actions = [a for a in ctx.actions if a in GANG_REASON]
+    if not actions or ctx.safety.on:
+        return
+    cat = ctx.catalogue
+    for job in valid:
+        if partitioned(job) or gang_shortfall(job, Counter(), ctx.held_count(job.key)) is None:
+            continue
+        if not any(ctx.pending(job, t.name) for t in job.tasks):
+            continue
+        prio = ctx.priority[job.key]
+        hard = job.network_topology is not None and job.network_topology.mode == "hard"
+        regions = ctx.regions[job.key]
+        for action in actions:
+            allow_whole = ctx.scheduler.gang(action).allow_whole
+            for d, region in enumerate(job_domains(ctx, job, action)):
+                index = next((i for i, r in enumerate(regions) if r is region), None) if hard else None
+                if hard and index is None:
+                    continue
+                cands = [c for n in sorted(region.nodes) for c in cat.by_node.get(n, ())
+                         if candidate_refused(c, action, job.queue, prio, queues.reclaimable.get(c.queue, True))
+                         is None]
+                totals = group_totals(ctx.snapshot, {c.group for c in cands})
+                for b in domain_bundles(cands, cat, {}, totals.__getitem__):
+                    if b.kind == WHOLE and not allow_whole:
+                        continue
+                    name = f"{action}:{job.key}:{d}:{b.kind}:{b.job}"
+                    members = [cat.candidates[mb.key] for mb in b.members]
+                    parts: dict[tuple[str, tuple[tuple[str, int], ...], int], list[Candidate]] = defaultdict(list)
+                    for c in sorted(members, key=lambda c: (c.node, c.key)):
+                        parts[c.node, tuple(sorted(c.pod.requests.items())), c.cost].append(c)
+                    names = []
+                    for i, ((node, reqs, cost), pods) in enumerate(parts.items()):
+                        k = f"{name}@{node}#{i}"
+                        vd.classes[k] = VictimClass(name=k, node=node, group=b.job, queue=pods[0].queue,
+                                                    requests=dict(reqs), cost=cost, pods=tuple(pods))
+                        vd.pairs[job.key, k] = cast(VictimReason, action)
+                        vd.gang_class.add(k)
+                        names.append(k)
+                    vd.gang.append(GangBundle(name=name, job=job.key, action=action, domain=index, group=b.job,
+                                              kind=b.kind, classes=tuple(names)))
 
 
 def _first_tier_empty(ctx: Context, queues: QueueState, job: VCJob, prio: int, reason: Reason) -> set[str]:
@@ -358,6 +437,7 @@ class VictimVars:
     under: dict[tuple[str, str], Any] = field(default_factory=dict)  # under[job, r]: own queue + job ≤ deserved
     has: dict[tuple[str, str], Any] = field(default_factory=dict)  # has[job, task]: a pod of the task placed
     places: dict[tuple[str, str], Any] = field(default_factory=dict)  # places[job, node], over-committed nodes
+    bundle: dict[str, Any] = field(default_factory=dict)  # bundle[name]: a gang-aware bundle taken whole
     second: dict[tuple[str, str], Any] = field(default_factory=dict)
     """second[job, group]: the job takes pods of the group by drf; second["", queue]: some job reclaims from
     the queue by the capacity plugin (``add_second_tier``)."""

@@ -21,6 +21,7 @@ from datetime import datetime
 from optplan.models.placement import BinpackWeights
 from optplan.models.quantity import format_milli
 from optplan.models.queues import VCJob
+from optplan.models.schedconf import SchedulerConf
 from optplan.models.snapshot import Resources, Snapshot
 from optplan.solvers.core.oracle import Capacity, Predicates
 from optplan.solvers.placement.context import Context, State
@@ -98,15 +99,20 @@ def emptied(snap: Snapshot, job: VCJob) -> Snapshot:
     return Snapshot(**{**fields, "pods": {k: p for k, p in snap.pods.items() if k in own}})
 
 
-def pending_gangs(snap: Snapshot, resource: str, now: datetime | None = None) -> list[PendingGang]:
-    """Every gang ``jobs_to_place`` lists whose minimum requests ``resource``, by key, with its verdict."""
+def pending_gangs(snap: Snapshot, resource: str, now: datetime | None = None,
+                  scheduler: SchedulerConf | None = None) -> list[PendingGang]:
+    """Every gang ``jobs_to_place`` lists whose minimum requests ``resource``, by key, with its verdict; each
+    judged by allocate under ``scheduler`` (its binpack and HyperNode binpack weights; default seed 002's)."""
+    conf = scheduler or SchedulerConf()
+    weights = conf.binpack_or(BinpackWeights())
     free = free_total(snap, resource)
     # the snapshot's facts, read once for all its gangs (each gang is still judged alone)
     accounts, capacity, predicates = account_queues(snap, hierarchical=True), Capacity(snap), Predicates(snap)
     out = []
     for job in jobs_to_place(snap):
-        ctx = Context.build(snap, [job], BinpackWeights(), now, accounts=accounts, capacity=capacity,
-                            predicates=predicates)
+        ctx = Context.build(snap, [job], weights, now, accounts=accounts, capacity=capacity,
+                            predicates=predicates, hyper_weights=conf.hyper_node_binpack, actions=conf.actions,
+                            scheduler=conf)
         if not ctx.jobs:
             continue
         if job.key in ctx.unfit:

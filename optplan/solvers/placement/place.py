@@ -51,8 +51,8 @@ def rank(ctx: Context, result: PlacementResult) -> tuple[int, ...]:
 class AutoPlacer(Auto[Context, PlacementResult]):
     """The greedy, then CP-SAT hinted with its plan; the exact plan when ``plan_key`` ranks it strictly better,
     else the greedy's (a tie keeps Volcano's own choices; optimal when CP-SAT proved its equal). Under a
-    configuration the exact model declines (``gangevict.exact_declines``: gangpreempt, gangreclaim) the greedy's
-    plan, status FALLBACK, and the reason logged."""
+    configuration the exact model declines (``gangevict.exact_declines``: a gangreclaim the capacity plugin decides)
+    the greedy's plan, status FALLBACK, and the reason logged."""
 
     ties_to_greedy = True
 
@@ -60,7 +60,7 @@ class AutoPlacer(Auto[Context, PlacementResult]):
         super().__init__(GreedyPlacer(), registry.load(FAMILY, "cpsat")(), rank)  # heavy backend, loaded here
 
     def plan(self, problem: Context, options: PlanOptions, hint: PlacementResult | None = None) -> PlacementResult:
-        why = exact_declines(problem.actions)
+        why = exact_declines(problem.scheduler)
         if why is None:
             return super().plan(problem, options, hint)
         t0 = time.perf_counter()
@@ -88,7 +88,7 @@ def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
     options = options or PlanOptions()
     safety = safety or OFF
     scheduler = scheduler or SchedulerConf()
-    declined = exact_declines(scheduler.actions) if solver == "cpsat" else None
+    declined = exact_declines(scheduler) if solver == "cpsat" else None
     if declined is not None:
         raise InputError(f"{declined}: use --solver greedy or auto (auto then keeps the greedy's plan)",
                          field="--solver")

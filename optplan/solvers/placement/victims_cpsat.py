@@ -55,6 +55,10 @@ Constraints (families, one function each):
   job's turn (``Accounts.before``): each placed task's requested dimensions include one where the job's
   queue + the job's amount ≤ deserved.
 
+Under gangpreempt and gangreclaim, a job's bundles are classes of that job alone (``model.VictimData.gang_class``,
+rules in ``gang_cpsat``): capacity, queues and the replay count them like any class; landing next to them, "just
+enough" and the victim gangs' minMember do not apply to them.
+
 Objective term (``cost``): Σ cost × take, the ``victims`` module's cost (priority-weighted, newer pods
 cheaper), minimised right after the admissions.
 """
@@ -66,14 +70,14 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from optplan.models.placement import PlacementPlan
+from optplan.models.placement import PlacementPlan, VictimReason
 from optplan.models.queues import VCJob
 from optplan.solvers.core.oracle import POD_SLOT
 from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.jobs import job_needs
 from optplan.solvers.placement.model import Data, Vars, VictimClass, VictimVars, most_requests
 from optplan.solvers.placement.safety import pdb_allowed
-from optplan.solvers.placement.victims import Candidate, Reason, dims
+from optplan.solvers.placement.victims import Candidate, dims
 
 
 def add_variables(m: cp_model.CpModel, data: Data, v: Vars) -> VictimVars:
@@ -107,7 +111,7 @@ def add_variables(m: cp_model.CpModel, data: Data, v: Vars) -> VictimVars:
     counted = {(j, n) for (j, _t, n) in v.count}
     for (j, k) in sorted(vd.pairs):
         n = vd.classes[k].node
-        if (j, n) in counted and (j, n) not in ev.lands:
+        if k not in vd.gang_class and (j, n) in counted and (j, n) not in ev.lands:
             ev.lands[j, n] = m.new_bool_var(f"lands[{j}@{n}]")
     for j in sorted({j for (j, _k), r in vd.pairs.items() if r == "reclaim"}):
         ev.reclaims[j] = m.new_bool_var(f"reclaims[{j}]")
@@ -138,6 +142,7 @@ def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
     taking: dict[str, dict[str, list[tuple[VictimClass, Any]]]] = defaultdict(lambda: defaultdict(list))
     for (j, k), y in ev.take.items():
         taking[vd.classes[k].node][j].append((vd.classes[k], y))
+    walked = {k for k in vd.classes if k not in vd.gang_class}  # a gang bundle goes whole, not "just enough"
     needed: dict[tuple[str, str], list[Any]] = defaultdict(list)  # (node, job) -> its necessary-victim literals
     for n in sorted(placing):
         cap = data.ctx.capacity
@@ -168,7 +173,7 @@ def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
                         m.add(after <= limit)
                         if r != "pods":  # just enough: a victim without which the job's pods would not fit
                             for cls, y in taking[n].get(j, []):
-                                if cls.releases(r):
+                                if cls.releases(r) and cls.name in walked:
                                     lit = m.new_bool_var(f"needed[{j}@{n},{cls.name},{r}]")
                                     m.add(after + cls.releases(r) >= limit + 1).only_enforce_if(lit)
                                     m.add(y >= 1).only_enforce_if(lit)
@@ -181,8 +186,9 @@ def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
                 m.add(state == after)
 
     for n in sorted(placing):  # a job that evicts on a node takes some victim it needs there (Volcano's walk)
-        for j, terms in sorted(taking[n].items()):
-            if any(data.ctx.capacity.free[n].get(r, 0) < 0 for r in data.ctx.capacity.free[n]):
+        for j, every in sorted(taking[n].items()):
+            terms = [(c, y) for c, y in every if c.name in walked]
+            if not terms or any(data.ctx.capacity.free[n].get(r, 0) < 0 for r in data.ctx.capacity.free[n]):
                 continue  # over-committed in the snapshot: not checked
             some = m.new_bool_var(f"evicts[{j}@{n}]")
             m.add(sum(y for _c, y in terms) <= sum(c.size for c, _y in terms) * some)
@@ -262,6 +268,9 @@ def add_entitlement(m: cp_model.CpModel, data: Data, v: Vars) -> None:
     vd, ev = data.victims, v.ev
     for (j, k), y in ev.take.items():
         cls = vd.classes[k]
+        if k in vd.gang_class:  # a bundle: anywhere in the job's domain, by its own action (``gang_cpsat``)
+            m.add(y <= cls.size * ev.after[j])
+            continue
         lands = ev.lands.get((j, cls.node))
         m.add(y <= (cls.size * lands if lands is not None else 0))
         m.add(y <= cls.size * ev.after[j])
@@ -317,7 +326,8 @@ def add_victim_gangs(m: cp_model.CpModel, data: Data, v: Vars) -> None:
     cat = data.ctx.catalogue
     by_group: dict[str, list[Any]] = defaultdict(list)
     for (_j, k), y in ev.take.items():
-        by_group[vd.classes[k].group].append(y)
+        if k not in vd.gang_class:  # a whole bundle breaks the gang; a group a bundle takes is no one else's
+            by_group[vd.classes[k].group].append(y)
     for g, ys in sorted(by_group.items()):
         if cat.groups[g].slack > 0:
             m.add(sum(ys) <= cat.groups[g].slack)
@@ -455,7 +465,8 @@ def add_hint(m: cp_model.CpModel, data: Data, v: Vars, plan: PlacementPlan,
                 taken[key, cls] += 1
             reason[key] = vic.reason
     for pair, y in ev.take.items():
-        m.add_hint(y, taken.get(pair, 0))
+        if pair[1] not in vd.gang_class:  # the bundles' classes: ``gang_cpsat.add_hint``
+            m.add_hint(y, taken.get(pair, 0))
     for j, a in ev.after.items():
         m.add_hint(a, int(j in late))
     for (j, t, n), e in ev.early.items():
@@ -514,10 +525,10 @@ def _hint_reclaim(m: cp_model.CpModel, data: Data, v: Vars, before: dict[str, di
         m.add_hint(lit, int(jt in placed))
 
 
-def extract(data: Data, v: Vars, s: cp_model.CpSolver) -> dict[str, list[tuple[Candidate, Reason]]]:
+def extract(data: Data, v: Vars, s: cp_model.CpSolver) -> dict[str, list[tuple[Candidate, VictimReason]]]:
     """job -> its victims and their action: each class's pods handed out in victim order, jobs in order."""
     vd = data.victims
-    out: dict[str, list[tuple[Candidate, Reason]]] = defaultdict(list)
+    out: dict[str, list[tuple[Candidate, VictimReason]]] = defaultdict(list)
     handed: dict[str, int] = defaultdict(int)
     for job in data.valid:
         for (j, k), y in sorted(v.ev.take.items()):
