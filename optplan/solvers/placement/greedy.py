@@ -20,7 +20,7 @@ from optplan.models.snapshot import Pod, Resources
 from optplan.solvers.core.oracle import POD_SLOT, constraint_signature
 from optplan.solvers.placement.binpack import binpack_score
 from optplan.solvers.placement.context import Context, State, Statement
-from optplan.solvers.placement.jobs import Region, gang_shortfall, gang_steps, held_pods, task_pos
+from optplan.solvers.placement.jobs import Region, gang_shortfall, gang_steps, held_pods, job_regions, task_pos
 from optplan.solvers.placement.partitions import (
     NO_VICTIMS,
     partition_pending,
@@ -124,7 +124,10 @@ class Greedy:
         self.block_note: str | None = None
         """Reclaim: the first refusal of the capacity plugin on the nodes the last ``evict_for`` tried."""
         self.region_of: dict[str, Region] = {}
-        """job key -> the region its admitted gang was placed in."""
+        """job key -> the region holding its admitted pods (and running ones): the lowest candidate region that
+        holds them all (``enclosing``), widened as later turns place pods beside it (Volcano's allocatedHyperNode)."""
+        self._all_regions: dict[str, list[Region]] = {}
+        """job key -> every candidate region of the job as if nothing of it ran (``job_regions``)."""
         self._held_pods: dict[str, dict[str, dict[int, Pod]]] = {}
         """job key -> ``held_pods`` (its running replicas by task and index), read when a partition needs it."""
         self.dropped: set[tuple[str, str, int]] = set()
@@ -359,6 +362,52 @@ class Greedy:
         assert why is not None, f"{region.label} was judged too small for {job.key}, yet its dry run readies the gang"
         return why
 
+    def all_regions(self, job: VCJob) -> list[Region]:
+        """Every candidate region of a topology job, lowest tier first (``job_regions`` without running pods)."""
+        out = self._all_regions.get(job.key)
+        if out is None:
+            out = self._all_regions[job.key] = job_regions(job, self.ctx.snapshot)
+        return out
+
+    def enclosing(self, job: VCJob, nodes: frozenset[str]) -> Region:
+        """The lowest candidate region holding every node (a soft job: at worst the whole cluster)."""
+        return next(r for r in self.all_regions(job) if nodes <= r.nodes)
+
+    def turn_regions(self, job: VCJob, allocated: frozenset[str]) -> list[Region]:
+        """The regions one allocate turn of a topology job searches, lowest tier first (Volcano's HyperNode
+        gradient: network-topology-aware's ``hyperNodeGradientFn`` from ``getSearchRoot``). Nothing of the
+        job allocated yet: every candidate region. Pods allocated on ``allocated`` (running, or placed by
+        its earlier turns): every candidate region inside the search root — the widest candidate holding
+        them all (the highest ancestor within highestTierAllowed; a soft job: the whole cluster) — whether
+        or not it holds them; none holds them: no region."""
+        regions = self.all_regions(job)
+        if not allocated:
+            return regions
+        holding = [r for r in regions if allocated <= r.nodes]
+        if not holding:
+            return []
+        root = holding[-1].nodes
+        return [r for r in regions if r.nodes <= root]
+
+    def prefilter_short(self, job: VCJob, region: Region) -> str | None:
+        """Volcano's HyperNode pre-filter for a job with nothing allocated yet (``isEligibleHyperNode``, asked
+        by allocate with the sub-job's minimum: the summed requests of all its pending pods, not only
+        minAvailable's): a region is searched only when the free room its nodes had at the session's start,
+        summed, covers that sum on every resource. None: it does; else which resource falls short."""
+        need: dict[str, int] = defaultdict(int)
+        pods = self.ctx.pods[job.key]
+        for t, i, _r in self.steps(job):
+            for r, v in pods[t][i].requests.items():
+                if r != "pods":
+                    need[r] += v
+        free = self.ctx.capacity.free
+        for r in sorted(need):
+            have = sum(free[n].get(r, 0) for n in region.nodes)
+            if need[r] > have:
+                return (f"its nodes' free {r} summed ({have}) is short of all {len(self.steps(job))} pending pods' "
+                        f"{need[r]} (Volcano's HyperNode pre-filter)")
+        return None
+
     def region_score(self, region: Region, request: Resources) -> Fraction:
         """The network-topology-aware plugin's HyperNode binpack score (``getSubJobHyperNodeBinPackingScore``,
         scaled): over the resources the request names that have a weight (``Context.region_weights``: cpu
@@ -405,6 +454,10 @@ class Greedy:
                     f"no HyperNode{limit} holds the nodes its running pods are on ({', '.join(sorted(running)[:3])}; "
                     "networkTopology hard)"))
             return JobPlacement(**base, admitted=False, reason=f"no HyperNode{limit} exists (networkTopology hard)")
+        held_at = self.ctx.held_nodes.get(job.key, frozenset())
+        turned = topo and not partitioned(job)
+        if turned:  # Volcano's gradient: beside running pods, any region inside the search root
+            regions = self.turn_regions(job, held_at)
         failures: list[str | None] = []
         """Why each region failed; None: too small to try (``too_small``), its dry run is left until needed."""
         pods = self.ctx.pods[job.key]
@@ -414,6 +467,10 @@ class Greedy:
         for _tier, group in groupby(regions, key=lambda rg: rg.tier):
             found: list[tuple[Fraction, str, Region, list[Binding]]] = []
             for region in group:
+                short = self.prefilter_short(job, region) if turned and not held_at else None
+                if short is not None:
+                    failures.append(short)
+                    continue
                 if self.too_small(region, least, want, room):
                     failures.append(None)
                     continue
@@ -431,6 +488,8 @@ class Greedy:
                 stmt = Statement(self.state)
                 for b in bindings:
                     stmt.allocate(pods[b.task][b.index], b.node, job.queue)
+                if turned:  # the lowest region holding its pods, running ones too (beside which it may land)
+                    region = self.enclosing(job, frozenset(b.node for b in bindings) | held_at)
                 self.region_of[job.key] = region
                 where = f" in {region.label}" if topo else ""
                 return JobPlacement(**base, admitted=True, reason=placed_reason(self.ctx, job, len(bindings), where),
@@ -449,6 +508,8 @@ class Greedy:
         """One more pod of an admitted job, as allocate's next turn of a ready job places one: the job's
         remaining pods in gang order, each to its best node in the job's region; a pod that fits nowhere
         is dropped (Volcano pops it); None when none fits. Commits."""
+        if job.network_topology is not None and not partitioned(job):
+            return self.extend_topology(job, jp)
         region = self.region_of[jp.key]
         done = {(b.task, b.index) for b in jp.bindings}
         pods = self.ctx.pods[job.key]
@@ -479,6 +540,42 @@ class Greedy:
             where = f" in {region.label}" if job.network_topology is not None else ""
             return jp.model_copy(update={"bindings": tuple(bindings),
                                          "reason": placed_reason(self.ctx, job, len(bindings), where)})
+        return None
+
+    def extend_topology(self, job: VCJob, jp: JobPlacement) -> JobPlacement | None:
+        """One more pod of an admitted topology job, as Volcano's next turn of it searches the HyperNodes
+        again: the regions of ``turn_regions`` from the region holding its pods so far, lowest tier first; in
+        each, the job's remaining pods in gang order, the first that has a node there; among the regions of
+        the lowest tier where one has, the best HyperNode score (``region_score``), then the name. The pods
+        tried before it there are dropped (Volcano pops them); none has a node anywhere: all are dropped,
+        None. The job's region widens to the lowest one holding the new pod too. Commits."""
+        current = self.region_of[jp.key]
+        done = {(b.task, b.index) for b in jp.bindings}
+        pods = self.ctx.pods[job.key]
+        left = [(t, i) for t, i, _r in self.steps(job) if (t, i) not in done and (job.key, t, i) not in self.dropped]
+        request = job.total_requests()
+        for _tier, group in groupby(self.turn_regions(job, current.nodes), key=lambda rg: rg.tier):
+            found: list[tuple[Fraction, str, Region, int, str]] = []
+            for region in group:
+                nodes = self.nodes(region)
+                for k, (t, i) in enumerate(left):
+                    node, _why = self.best_node(pods[t][i], nodes, job.queue)
+                    if node is not None:
+                        found.append((self.region_score(region, request), region.hyper_node or "", region, k, node))
+                        break
+            if found:
+                found.sort(key=lambda f: (-f[0], f[1]))
+                _score, _name, region, k, node = found[0]
+                self.dropped.update((job.key, t, i) for t, i in left[:k + 1])
+                task, i = left[k]
+                Statement(self.state).allocate(pods[task][i], node, job.queue)
+                wider = self.region_of[job.key] = self.enclosing(job, current.nodes | {node})
+                bindings = sorted((*jp.bindings, Binding(task=task, index=i, node=node)),
+                                  key=lambda b: (task_pos(job, b.task), b.index))
+                return jp.model_copy(update={
+                    "bindings": tuple(bindings), "hyper_node": wider.hyper_node, "tier": wider.tier,
+                    "reason": placed_reason(self.ctx, job, len(bindings), f" in {wider.label}")})
+        self.dropped.update((job.key, t, i) for t, i in left)
         return None
 
     def remaining(self, job: VCJob, jp: JobPlacement) -> bool:
