@@ -4,7 +4,9 @@ with pods already allocated (running, or placed by its earlier turns) searches e
 search root — the highest one within highestTierAllowed that holds them — lowest tier first, whether or
 not it holds them, each turn again, by the HyperNode score (every pod of the job over the HyperNode's
 use, 0 when that overflows it); a job with nothing allocated searches only the HyperNodes whose free room,
-summed over their nodes, covers all its pending pods (the pre-filter), not only minAvailable's.
+summed over their nodes, covers all its pending pods (the pre-filter), not only minAvailable's; a pod of a
+job without topology scores a node by binpack plus the plugin's HyperNode binpack of the node's HyperNodes
+(0.8 per tier), when the scheduler configuration names the plugin.
 
 Two racks ``ra`` (a0, a1) and ``rb`` (b0, b1) of 8-GPU nodes under a tier-2 HyperNode ``top``; the
 HyperNode score weighs GPUs only. Each case runs through greedy, cpsat and auto and the validator."""
@@ -55,13 +57,13 @@ def job(replicas: int, gpu: int, min_available: int, topo: dict[str, Any] | None
     return out
 
 
-def placed(objs: list[dict[str, Any]]) -> dict[str, JobPlacement]:
+def placed(objs: list[dict[str, Any]], conf: SchedulerConf = CONF) -> dict[str, JobPlacement]:
     """solver -> job j's placement; every plan passes the validator."""
     snap = load_objects(objs).snapshot
     jobs = list(snap.jobs.values())
     out = {}
     for solver in ("greedy", "cpsat", "auto"):
-        plan = plan_placement(snap, jobs, solver, OPTS, now=NOW, scheduler=CONF)
+        plan = plan_placement(snap, jobs, solver, OPTS, now=NOW, scheduler=conf)
         assert placement_violations(snap, jobs, plan) == []
         out[solver] = next(jp for jp in plan.jobs if jp.name == "j")
     return out
@@ -115,3 +117,23 @@ def test_a_new_job_searches_only_hypernodes_whose_room_covers_all_its_pending_po
     assert greedy.admitted
     assert sorted(b.node for b in greedy.bindings) == nodes
     assert greedy.hyper_node == hyper
+
+
+# ---- a pod of a job without topology: binpack plus the HyperNode binpack of its node's HyperNodes ----
+
+GPU_ONLY = BinpackWeights(cpu=0, memory=0, resources={GPU: 1})
+NODE_SCORE = [  # (what, the configuration, busy GPUs, the node j's one pod of 2 GPUs goes to)
+    ("equal binpack on a0 and b0: rack b, fuller (14/16 against 6/16 with the pod), wins",
+     SchedulerConf(binpack=GPU_ONLY, hyper_node_binpack=GPU_ONLY), {"a0": 4, "b0": 4, "b1": 8}, "b0"),
+    ("the configuration names no network-topology-aware weights: binpack alone, ties to the name",
+     SchedulerConf(binpack=GPU_ONLY), {"a0": 4, "b0": 4, "b1": 8}, "a0"),
+    ("binpack still leads: a0 fills up (100 against 75), rack a's lower HyperNode score does not make up for it",
+     SchedulerConf(binpack=GPU_ONLY, hyper_node_binpack=GPU_ONLY), {"a0": 6, "b0": 4, "b1": 8}, "a0"),
+]
+
+
+@pytest.mark.parametrize(("what", "conf", "busy", "to"), NODE_SCORE, ids=[c[0] for c in NODE_SCORE])
+def test_a_pod_without_topology_adds_the_hypernode_binpack_of_its_node(
+        what: str, conf: SchedulerConf, busy: dict[str, int], to: str) -> None:
+    greedy = placed([*fabric(busy), *job(1, 2, 1, None)], conf)["greedy"]
+    assert [b.node for b in greedy.bindings] == [to]

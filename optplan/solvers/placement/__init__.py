@@ -62,8 +62,10 @@ searches again (``Greedy.extend_topology``: the regions inside its search root, 
 best score), so its region may widen up to the root; a job without topology, anywhere.
 Within a dry run each pod goes to the node with the highest binpack score (``binpack_score``, Volcano's
 formula with ``BinpackWeights``), ties to the first node by name (Volcano picks at random among equals). Where this
-simplifies: only binpack scores nodes (Volcano adds nodeorder and network-topology-aware's node scores:
-a topology job's pods drawn to the rack of its pods so far, a job without topology to the fuller racks);
+simplifies: nodes are scored by binpack, plus, for a pod of a job without topology when the scheduler
+configuration names network-topology-aware, the plugin's HyperNode binpack of the node's HyperNodes
+(``Greedy.hyper_score``); Volcano adds nodeorder's scores and, for a topology job's pods, the plugin's
+pull towards the rack of its pods so far;
 a partitioned job keeps its first region (Volcano's sub-job search); queue ties go to the name, job ties to
 namespace/name (Volcano: creationTimestamp, then UID); the required replicas of each task come first
 (Volcano's task order knows only priorities).

@@ -67,6 +67,10 @@ def least_requests(pods: list[Pod]) -> Resources:
     return {r: min(p.requests[r] for p in pods) for r in sorted(common) if all(p.requests[r] > 0 for p in pods)}
 
 
+NORMAL_POD_FADING = 0.8
+"""The network-topology-aware plugin's ``hypernode.binpack.normal-pod.fading`` default (not read from the
+configuration): tier t's HyperNode weighs 0.8^(t - 1) in a node's score for a pod of a job without topology."""
+
 ScoreKey = tuple[float, Fraction]
 """A binpack score's sort key, lowest first for the highest score (``Greedy.scores``)."""
 
@@ -132,6 +136,12 @@ class Greedy:
         """job key -> ``held_pods`` (its running replicas by task and index), read when a partition needs it."""
         self.dropped: set[tuple[str, str, int]] = set()
         """(job, task, index): pods ``extend`` tried (placed or not): allocate pops each task once."""
+        self._hyper_tiers: dict[str, list[tuple[float, str]]] | None = None
+        self._hyper_norm = 1.0
+        self._hyper_free_tiers: list[float] = []
+        """The tier factors of the tiers between the lowest and the root's where no HyperNode exists (1 each)."""
+        self._hyper_sums: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
+        self._hyper_seen = 0
 
     def steps(self, job: VCJob) -> list[tuple[str, int, bool]]:
         """``gang_steps`` of the job (fixed for the run: computed once)."""
@@ -190,18 +200,113 @@ class Greedy:
             entry = rank.keys[i] = (self.scores(pod, n, req_key)[1], i)
             insort(rank.order, entry)
 
-    def best_node(self, pod: Pod, nodes: list[str], queue: str) -> tuple[str | None, str]:
-        """The highest-scoring feasible node (ties to the first in ``nodes``), or None and why none is feasible."""
+    def best_node(self, pod: Pod, nodes: list[str], queue: str, spread: bool = False) -> tuple[str | None, str]:
+        """The highest-scoring feasible node (ties to the first in ``nodes``), or None and why none is feasible.
+        ``spread``: a pod of a job without topology, whose score adds the network-topology-aware plugin's
+        HyperNode binpack of the node's HyperNodes (``hyper_score``) when the scheduler configuration names
+        the plugin and the cluster has HyperNodes."""
         qr = self.state.queues.fit_reason(queue, pod.requests)
         if qr is not None:
             return None, qr
         rank = self.ranking(pod, nodes)
         if rank.order:
+            if spread and self.hyper_tiers and len(rank.order) > 1:
+                return nodes[self.best_with_hyper(pod, nodes, rank)], ""
             return nodes[rank.order[0][1]], ""
         static, cap = self.ctx.predicates, self.state.cap
         why = Counter(s or cap.fit_reason(pod, n) for n, s in zip(nodes, static.reasons(pod, nodes), strict=True))
         detail = ", ".join(f"{c} {r}" for r, c in sorted(why.items(), key=lambda x: (-x[1], x[0])))
         return None, f"0/{len(nodes)} nodes fit" + (f" ({detail})" if detail else "")
+
+    @property
+    def hyper_tiers(self) -> dict[str, list[tuple[float, str]]]:
+        """Node -> (tier factor, its HyperNode of that tier) for each HyperNode tier that has one holding
+        it, for the plugin's node score (``hyper_score``); empty when the scheduler configuration does not
+        name network-topology-aware (``Context.hyper_weights`` None) or the cluster has no HyperNode."""
+        if self._hyper_tiers is None:
+            topo = self.ctx.snapshot.topology
+            out: dict[str, list[tuple[float, str]]] = {}
+            if self.ctx.hyper_weights is not None and topo.hyper_nodes:
+                by_tier: dict[int, list[str]] = defaultdict(list)
+                for h in sorted(topo.hyper_nodes):
+                    by_tier[topo.hyper_nodes[h].tier].append(h)
+                for n in self.ctx.snapshot.nodes:
+                    row = out[n] = []
+                    for t in sorted(by_tier):  # the first HyperNode of the tier holding it; "": none (full score)
+                        h = next((h for h in by_tier[t] if n in topo.members[h]), "")
+                        row.append((NORMAL_POD_FADING ** (t - 1), h))
+                tiers = [*by_tier, topo.top_tier]
+                self._hyper_norm = sum(NORMAL_POD_FADING ** (t - 1) for t in range(min(tiers), max(tiers) + 1))
+                self._hyper_free_tiers = [NORMAL_POD_FADING ** (t - 1) for t in range(min(tiers), max(tiers))
+                                          if t not in by_tier]
+            self._hyper_tiers = out
+        return self._hyper_tiers
+
+    def hyper_sums(self, h: str) -> tuple[dict[str, int], dict[str, int]]:
+        """A HyperNode's allocatable and free room, summed over its nodes as the state stands (kept current
+        from the state's ``touched`` log)."""
+        log = self.state.touched
+        if self._hyper_seen < len(log):
+            for n in set(log[self._hyper_seen:]):
+                for _f, hn in self.hyper_tiers.get(n, []):
+                    self._hyper_sums.pop(hn, None)
+            self._hyper_seen = len(log)
+        out = self._hyper_sums.get(h)
+        if out is None:
+            alloc: dict[str, int] = defaultdict(int)
+            free: dict[str, int] = defaultdict(int)
+            for n in self.ctx.snapshot.topology.members[h]:
+                for r, v in self.ctx.snapshot.nodes[n].allocatable.items():
+                    alloc[r] += v
+                for r, v in self.state.cap.free[n].items():
+                    free[r] += v
+            out = self._hyper_sums[h] = (alloc, free)
+        return out
+
+    def hyper_score(self, pod: Pod, node: str) -> float:
+        """The network-topology-aware plugin's node score for a pod of a job without topology
+        (``batchNodeOrderFnForNormalPods``): per HyperNode tier, the binpack of the node's HyperNode of that
+        tier — per weighted resource the pod requests, (used + request) / allocatable, averaged by weight,
+        0 when one overflows — 1 where no HyperNode of the tier holds the node, weighted 0.8^(tier - 1) and
+        averaged over the tiers up to the virtual root's; × 100 × the plugin's weight. The root's term, the
+        same on every node, is left out (it moves no node before another)."""
+        table = self.ctx.region_weights.of()
+        total = sum(self._hyper_free_tiers)
+        for f, h in self.hyper_tiers[node]:
+            if not h:
+                total += f
+                continue
+            alloc, free = self.hyper_sums(h)
+            score = 0.0
+            wsum = 0
+            for r, req in sorted(pod.requests.items()):
+                w = table.get(r)
+                if w is None or req <= 0:
+                    continue
+                a = alloc.get(r, 0)
+                used = a - free.get(r, 0)
+                if used + req > a:
+                    score, wsum = 0.0, 0
+                    break
+                score += w * (used + req) / a
+                wsum += w
+            total += f * (score / wsum if wsum else 0.0)
+        return total / self._hyper_norm * 100 * self.ctx.region_weights.weight
+
+    def best_with_hyper(self, pod: Pod, nodes: list[str], rank: Ranking) -> int:
+        """The position in ``nodes`` of the best node by binpack plus ``hyper_score`` (ties to the better
+        binpack, then the first): the ranking's order read best binpack first, until no node further can
+        catch up with the best so far (the plugin's score is at most 100 × its weight)."""
+        most = 100.0 * self.ctx.region_weights.weight
+        best, best_total = rank.order[0][1], -1.0
+        for key, i in rank.order:
+            binpack = -key[0]
+            if binpack + most < best_total:
+                break
+            total = binpack + self.hyper_score(pod, nodes[i])
+            if total > best_total:
+                best, best_total = i, total
+        return best
 
     def dry_run(self, job: VCJob, region: Region, stmt: Statement,
                 rules: Rules | None = None) -> tuple[list[Binding], str | None]:
@@ -253,7 +358,7 @@ class Greedy:
                 continue
             pod = pods[task][i]
             if rules is None:
-                node, reason = self.best_node(pod, nodes, job.queue)
+                node, reason = self.best_node(pod, nodes, job.queue, job.network_topology is None)
                 if node is None:
                     failures += 1
                     if why is None:
@@ -530,7 +635,7 @@ class Greedy:
                 where = f" in {region.label}" if job.network_topology is not None else ""
                 return jp.model_copy(update={"bindings": tuple(bindings),
                                              "reason": placed_reason(self.ctx, job, len(bindings), where)})
-            node, _why = self.best_node(pods[task][i], self.nodes(region), job.queue)
+            node, _why = self.best_node(pods[task][i], self.nodes(region), job.queue, job.network_topology is None)
             self.dropped.add((job.key, task, i))
             if node is None:
                 continue
