@@ -220,9 +220,9 @@ class Greedy:
 
     @property
     def hyper_tiers(self) -> dict[str, list[tuple[float, str]]]:
-        """Node -> (tier factor, its HyperNode of that tier) for each HyperNode tier that has one holding
-        it, for the plugin's node score (``hyper_score``); empty when the scheduler configuration does not
-        name network-topology-aware (``Context.hyper_weights`` None) or the cluster has no HyperNode."""
+        """Node -> (tier factor, its HyperNode of that tier, "" for none) for each tier HyperNodes have, for
+        the plugin's node score (``hyper_score``); empty when the scheduler configuration does not name
+        network-topology-aware (``Context.hyper_weights`` None) or the cluster has no HyperNode."""
         if self._hyper_tiers is None:
             topo = self.ctx.snapshot.topology
             out: dict[str, list[tuple[float, str]]] = {}
@@ -230,11 +230,13 @@ class Greedy:
                 by_tier: dict[int, list[str]] = defaultdict(list)
                 for h in sorted(topo.hyper_nodes):
                     by_tier[topo.hyper_nodes[h].tier].append(h)
-                for n in self.ctx.snapshot.nodes:
-                    row = out[n] = []
-                    for t in sorted(by_tier):  # the first HyperNode of the tier holding it; "": none (full score)
-                        h = next((h for h in by_tier[t] if n in topo.members[h]), "")
-                        row.append((NORMAL_POD_FADING ** (t - 1), h))
+                held: dict[tuple[str, int], str] = {}  # (node, tier) -> the tier's first HyperNode holding it
+                for t, hs in by_tier.items():
+                    for h in hs:
+                        for n in topo.members[h]:
+                            held.setdefault((n, t), h)
+                for n in self.ctx.snapshot.nodes:  # "": no HyperNode of the tier holds it (full score)
+                    out[n] = [(NORMAL_POD_FADING ** (t - 1), held.get((n, t), "")) for t in sorted(by_tier)]
                 tiers = [*by_tier, topo.top_tier]
                 self._hyper_norm = sum(NORMAL_POD_FADING ** (t - 1) for t in range(min(tiers), max(tiers) + 1))
                 self._hyper_free_tiers = [NORMAL_POD_FADING ** (t - 1) for t in range(min(tiers), max(tiers))
