@@ -136,12 +136,19 @@ class Greedy:
         """job key -> ``held_pods`` (its running replicas by task and index), read when a partition needs it."""
         self.dropped: set[tuple[str, str, int]] = set()
         """(job, task, index): pods ``extend`` tried (placed or not): allocate pops each task once."""
-        self._hyper_tiers: dict[str, list[tuple[float, str]]] | None = None
+        self._hyper_tiers: dict[str, tuple[tuple[float, str], ...]] | None = None
         self._hyper_norm = 1.0
         self._hyper_free_tiers: list[float] = []
         """The tier factors of the tiers between the lowest and the root's where no HyperNode exists (1 each)."""
         self._hyper_sums: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
+        """HyperNode -> its allocatable and free room summed (``hyper_sums``), dropped when a node of it changes."""
+        self._hyper_binpack: dict[str, dict[tuple[tuple[str, int], ...], float]] = {}
+        """HyperNode -> a pod's sorted requests -> the HyperNode's binpack for it, dropped with ``_hyper_sums``."""
         self._hyper_seen = 0
+        self._rows_of: dict[str, set[tuple[tuple[float, str], ...]]] = {}
+        """HyperNode -> the rows of ``hyper_tiers`` that name it."""
+        self._row_scores: dict[tuple[tuple[float, str], ...], dict[tuple[tuple[str, int], ...], float]] = {}
+        """A row of ``hyper_tiers`` -> a pod's sorted requests -> ``row_score``, dropped with its HyperNodes'."""
 
     def steps(self, job: VCJob) -> list[tuple[str, int, bool]]:
         """``gang_steps`` of the job (fixed for the run: computed once)."""
@@ -219,13 +226,13 @@ class Greedy:
         return None, f"0/{len(nodes)} nodes fit" + (f" ({detail})" if detail else "")
 
     @property
-    def hyper_tiers(self) -> dict[str, list[tuple[float, str]]]:
+    def hyper_tiers(self) -> dict[str, tuple[tuple[float, str], ...]]:
         """Node -> (tier factor, its HyperNode of that tier, "" for none) for each tier HyperNodes have, for
         the plugin's node score (``hyper_score``); empty when the scheduler configuration does not name
         network-topology-aware (``Context.hyper_weights`` None) or the cluster has no HyperNode."""
         if self._hyper_tiers is None:
             topo = self.ctx.snapshot.topology
-            out: dict[str, list[tuple[float, str]]] = {}
+            out: dict[str, tuple[tuple[float, str], ...]] = {}
             if self.ctx.hyper_weights is not None and topo.hyper_nodes:
                 by_tier: dict[int, list[str]] = defaultdict(list)
                 for h in sorted(topo.hyper_nodes):
@@ -235,8 +242,14 @@ class Greedy:
                     for h in hs:
                         for n in topo.members[h]:
                             held.setdefault((n, t), h)
-                for n in self.ctx.snapshot.nodes:  # "": no HyperNode of the tier holds it (full score)
-                    out[n] = [(NORMAL_POD_FADING ** (t - 1), held.get((n, t), "")) for t in sorted(by_tier)]
+                # "": no HyperNode of the tier holds the node (full score); a tier whose HyperNode is the
+                # same for every node adds the same to every node's score and is left out
+                varied = [t for t in sorted(by_tier) if len({held.get((n, t), "") for n in topo.node_names}) > 1]
+                for n in self.ctx.snapshot.nodes:
+                    out[n] = row = tuple((NORMAL_POD_FADING ** (t - 1), held.get((n, t), "")) for t in varied)
+                    for _f, h in row:
+                        if h:
+                            self._rows_of.setdefault(h, set()).add(row)
                 tiers = [*by_tier, topo.top_tier]
                 self._hyper_norm = sum(NORMAL_POD_FADING ** (t - 1) for t in range(min(tiers), max(tiers) + 1))
                 self._hyper_free_tiers = [NORMAL_POD_FADING ** (t - 1) for t in range(min(tiers), max(tiers))
@@ -244,15 +257,22 @@ class Greedy:
             self._hyper_tiers = out
         return self._hyper_tiers
 
-    def hyper_sums(self, h: str) -> tuple[dict[str, int], dict[str, int]]:
-        """A HyperNode's allocatable and free room, summed over its nodes as the state stands (kept current
-        from the state's ``touched`` log)."""
+    def hyper_sync(self) -> None:
+        """Drop the HyperNode sums and binpacks that the state's changes since the last call made stale."""
         log = self.state.touched
         if self._hyper_seen < len(log):
+            tiers = self.hyper_tiers
             for n in set(log[self._hyper_seen:]):
-                for _f, hn in self.hyper_tiers.get(n, []):
-                    self._hyper_sums.pop(hn, None)
+                for _f, hn in tiers.get(n, ()):
+                    if hn and self._hyper_sums.pop(hn, None) is not None:
+                        self._hyper_binpack.pop(hn, None)
+                        for row in self._rows_of.get(hn, ()):
+                            self._row_scores.pop(row, None)
             self._hyper_seen = len(log)
+
+    def hyper_sums(self, h: str) -> tuple[dict[str, int], dict[str, int]]:
+        """A HyperNode's allocatable and free room, summed over its nodes as the state stands (after
+        ``hyper_sync``)."""
         out = self._hyper_sums.get(h)
         if out is None:
             alloc: dict[str, int] = defaultdict(int)
@@ -268,44 +288,70 @@ class Greedy:
     def hyper_score(self, pod: Pod, node: str) -> float:
         """The network-topology-aware plugin's node score for a pod of a job without topology
         (``batchNodeOrderFnForNormalPods``): per HyperNode tier, the binpack of the node's HyperNode of that
-        tier — per weighted resource the pod requests, (used + request) / allocatable, averaged by weight,
-        0 when one overflows — 1 where no HyperNode of the tier holds the node, weighted 0.8^(tier - 1) and
+        tier (``hyper_binpack``), 1 where no HyperNode of the tier holds the node, weighted 0.8^(tier - 1) and
         averaged over the tiers up to the virtual root's; × 100 × the plugin's weight. The root's term, the
         same on every node, is left out (it moves no node before another)."""
+        self.hyper_sync()
+        return self.row_score(self.hyper_tiers[node], self.kind(pod)[0])
+
+    def row_score(self, row: tuple[tuple[float, str], ...], req_key: tuple[tuple[str, int], ...]) -> float:
+        """``hyper_score`` of a node whose HyperNodes tier by tier are ``row``, for a pod's sorted requests
+        (after ``hyper_sync``; cached until one of them changes)."""
+        known = self._row_scores.setdefault(row, {})
+        out = known.get(req_key)
+        if out is None:
+            total = sum(self._hyper_free_tiers)
+            for f, h in row:
+                total += f * (self.hyper_binpack(h, req_key) if h else 1.0)
+            out = known[req_key] = total / self._hyper_norm * 100 * self.ctx.region_weights.weight
+        return out
+
+    def hyper_binpack(self, h: str, req_key: tuple[tuple[str, int], ...]) -> float:
+        """A HyperNode's binpack for a pod's requests (``req_key``) as the state stands (after
+        ``hyper_sync``): per resource the plugin weighs, (used + request) / allocatable, averaged by weight;
+        0 when one overflows. Cached until a node of the HyperNode changes."""
+        known = self._hyper_binpack.setdefault(h, {})
+        out = known.get(req_key)
+        if out is not None:
+            return out
+        alloc, free = self.hyper_sums(h)
         table = self.ctx.region_weights.of()
-        total = sum(self._hyper_free_tiers)
-        for f, h in self.hyper_tiers[node]:
-            if not h:
-                total += f
+        score = 0.0
+        wsum = 0
+        for r, req in req_key:
+            w = table.get(r)
+            if w is None or req <= 0:
                 continue
-            alloc, free = self.hyper_sums(h)
-            score = 0.0
-            wsum = 0
-            for r, req in sorted(pod.requests.items()):
-                w = table.get(r)
-                if w is None or req <= 0:
-                    continue
-                a = alloc.get(r, 0)
-                used = a - free.get(r, 0)
-                if used + req > a:
-                    score, wsum = 0.0, 0
-                    break
-                score += w * (used + req) / a
-                wsum += w
-            total += f * (score / wsum if wsum else 0.0)
-        return total / self._hyper_norm * 100 * self.ctx.region_weights.weight
+            a = alloc.get(r, 0)
+            used = a - free.get(r, 0)
+            if used + req > a:
+                score, wsum = 0.0, 0
+                break
+            score += w * (used + req) / a
+            wsum += w
+        out = known[req_key] = score / wsum if wsum else 0.0
+        return out
 
     def best_with_hyper(self, pod: Pod, nodes: list[str], rank: Ranking) -> int:
         """The position in ``nodes`` of the best node by binpack plus ``hyper_score`` (ties to the better
-        binpack, then the first): the ranking's order read best binpack first, until no node further can
+        binpack, then the first): the ranking's order read best binpack first, each set of HyperNodes
+        scored at its first node only (the nodes after it have no better binpack), until no node further can
         catch up with the best so far (the plugin's score is at most 100 × its weight)."""
+        self.hyper_sync()
+        req_key = self.kind(pod)[0]
         most = 100.0 * self.ctx.region_weights.weight
         best, best_total = rank.order[0][1], -1.0
+        tiers = self.hyper_tiers
+        seen: set[tuple[tuple[float, str], ...]] = set()
         for key, i in rank.order:
             binpack = -key[0]
             if binpack + most < best_total:
                 break
-            total = binpack + self.hyper_score(pod, nodes[i])
+            row = tiers[nodes[i]]
+            if row in seen:
+                continue
+            seen.add(row)
+            total = binpack + self.row_score(row, req_key)
             if total > best_total:
                 best, best_total = i, total
         return best
