@@ -289,8 +289,9 @@ class Greedy:
         """The network-topology-aware plugin's node score for a pod of a job without topology
         (``batchNodeOrderFnForNormalPods``): per HyperNode tier, the binpack of the node's HyperNode of that
         tier (``hyper_binpack``), 1 where no HyperNode of the tier holds the node, weighted 0.8^(tier - 1) and
-        averaged over the tiers up to the virtual root's; × 100 × the plugin's weight. The root's term, the
-        same on every node, is left out (it moves no node before another)."""
+        averaged over the tiers up to the virtual root's; × 100 × the plugin's weight. The terms equal on
+        every node (the root's, a tier whose one HyperNode holds every node) are left out: they move no node
+        before another."""
         self.hyper_sync()
         return self.row_score(self.hyper_tiers[node], self.kind(pod)[0])
 
