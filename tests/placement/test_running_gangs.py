@@ -1,8 +1,8 @@
 """Pods that join a running gang (a scale-up, a failed pod's replacement), table-driven and written from
 Volcano's rules: the gang's minAvailable counts its running pods (JobInfo.ReadyTaskNum); under hard
-network topology the pending pods stay inside a HyperNode that holds the running ones (the lowest-tier
-one first, widening only up to highestTierAllowed: the network-topology-aware plugin's getSearchRoot),
-soft topology prefers it; a HyperNode where none of the pods fits is never a choice (allocate keeps no
+network topology the pending pods stay, with the running ones, inside one HyperNode within
+highestTierAllowed (the network-topology-aware plugin's getSearchRoot; which HyperNode below it the greedy
+takes: test_topology_turns); a HyperNode where none of the pods fits is never a choice (allocate keeps no
 solution without an operation). Each case runs through greedy, cpsat and auto and the validator."""
 
 from __future__ import annotations

@@ -106,21 +106,25 @@ def racks(used_a: int, used_b: int, replicas: int) -> list[Any]:
     return objs
 
 
-HYPER = [  # (what, used GPUs on rack a, on rack b, replicas, the chosen rack)
+HYPER = [  # (what, used GPUs on rack a, on rack b, replicas, the chosen rack; None: not admitted)
     ("the fuller rack", 4, 2, 1, "ra"),
     ("the fuller rack, the other way", 2, 6, 1, "rb"),
     ("every pod of the job counts: the fuller rack would overflow, scores 0", 8, 2, 3, "rb"),
-    ("both overflow: both 0, the name decides", 8, 8, 3, "ra"),
+    ("neither rack's free room holds all 3 pods: the pre-filter searches neither", 8, 8, 3, None),
     ("equal: the name", 4, 4, 1, "ra"),
 ]
 
 
 @pytest.mark.parametrize(("what", "used_a", "used_b", "replicas", "rack"), HYPER, ids=[c[0] for c in HYPER])
-def test_hypernode_score_is_the_plugins(what: str, used_a: int, used_b: int, replicas: int, rack: str) -> None:
+def test_hypernode_score_is_the_plugins(what: str, used_a: int, used_b: int, replicas: int,
+                                       rack: str | None) -> None:
     conf = SchedulerConf(hyper_node_binpack=BinpackWeights(cpu=0, memory=0, resources={GPU: 1}))
     greedy = plans([*CLASSES, *racks(used_a, used_b, replicas)], conf, ("greedy",))["greedy"]
     jp = next(j for j in greedy.jobs if j.name == "j")
-    assert jp.admitted and jp.hyper_node == rack
+    if rack is None:
+        assert not jp.admitted and "pre-filter" in jp.reason
+    else:
+        assert jp.admitted and jp.hyper_node == rack
 
 
 # ---- root's realCapability -----------------------------------------------------------------------

@@ -15,12 +15,12 @@ is placed. Replicas beyond that are placed when they fit. A job that is not admi
 not terminal, or Succeeded (``held_pods``; a pod whose job-name label or owning PodGroup names another
 job does not count) already counts for the gang, as Volcano's ``ReadyTaskNum`` counts it: only the
 other replicas (absent, Pending without a node, Failed) are placed, and minAvailable and the tasks'
-minimums count the running ones (``needed``). With a network topology, the candidate regions are the
-HyperNodes that hold every node the running pods are on — the lowest-tier one first, then its
-ancestors up to highestTierAllowed (hard: Volcano's ``getSearchRoot`` bounds the search by the
-allocated HyperNode's highest ancestor within the limit) or up to the top and then the whole cluster
-(soft). A running gang whose running pods already make it ready is admitted only when one of its
-pending pods fits. The running pods of a job being placed are never victims (``shield``).
+minimums count the running ones (``needed``). With a network topology, the job's regions (what the
+exact model and the victims choose from, ``Context.regions``) are the HyperNodes that hold every node the
+running pods are on — the lowest-tier one first, then its ancestors up to highestTierAllowed (hard) or up
+to the top and then the whole cluster (soft); the greedy's allocate searches wider (Topology below). A
+running gang whose running pods already make it ready is admitted only when one of its pending pods
+fits. The running pods of a job being placed are never victims (``shield``).
 
 **Order** (Volcano's allocate with the capacity, priority and gang plugins). Queues by
 ``compare_queues``: higher ``spec.priority``, then the lower share (allocated / deserved, the largest
@@ -40,23 +40,33 @@ written: any tier, still one HyperNode). ``highestTierName`` names that tier by 
 ``spec.tierName`` when ``highestTierAllowed`` is absent (Volcano's session translates it the same way;
 ``context.resolve_tier_names``, ``snapshot.resolve_tier_name``); a name no HyperNode carries, or one that
 HyperNodes of two tiers carry, is bad input. ``mode: soft``: the same search over every HyperNode, then
-the virtual root (the whole cluster). No ``networkTopology``: the whole cluster, ``hyperNode`` and
-``tier`` null.
+the virtual root (the whole cluster): Volcano's session rewrites soft to hard with the limit one tier above
+the highest HyperNode. No ``networkTopology``: the whole cluster, ``hyperNode`` and ``tier`` null. A plan
+names the lowest region that holds all the job's pods, running ones too.
 
 **Greedy** (Volcano's allocate, ``greedy_place``): pop the first queue (shares as the placements so
 far leave them), pop its first job, give it one turn, push the job back while it has pods left and its
 turn placed one, push the queue back. A job's first turn places its gang: candidate regions grouped by
-tier ascending; each region is dry-run in a Statement (tentative allocations, undone), pods tried in
+tier ascending (a topology job: Volcano's HyperNode gradient, ``Greedy.turn_regions`` — with nothing of
+the job allocated, every region whose nodes' free room at the session's start, summed, covers all its
+pending pods, ``Greedy.prefilter_short``; with running pods, every region inside the search root, the
+highest region within the limit that holds them, whether or not it holds them); each region is dry-run
+in a Statement (tentative allocations, undone), pods tried in
 the order above until the gang is ready (and at least one pod is placed), a pod that fits nowhere
 skipped unless its task needs it; the lowest tier with any success wins, then the region with the
 best HyperNode score (the network-topology-aware plugin's: over the HyperNode's summed resources as
 they were before the dry run, plus every pod of the job, 0 when that overflows it; ``Greedy.region_score``),
-then the name (Volcano: random among equals). Each later turn of an admitted job places one more pod in
-its region (a pod that fits nowhere is dropped), as allocate's turn of a ready job places one task.
+then the name (Volcano: random among equals). Each later turn of an admitted job places one more pod (a
+pod that fits nowhere is dropped), as allocate's turn of a ready job places one task: a topology job
+searches again (``Greedy.extend_topology``: the regions inside its search root, lowest tier first, the
+best score), so its region may widen up to the root; a job without topology, anywhere.
 Within a dry run each pod goes to the node with the highest binpack score (``binpack_score``, Volcano's
 formula with ``BinpackWeights``), ties to the first node by name (Volcano picks at random among equals). Where this
-simplifies: an admitted job's extra pods stay in the region its gang chose (Volcano may widen a hard
-job's HyperNode up to highestTierAllowed for them); queue ties go to the name, job ties to
+simplifies: nodes are scored by binpack, plus, for a pod of a job without topology when the scheduler
+configuration names network-topology-aware, the plugin's HyperNode binpack of the node's HyperNodes
+(``Greedy.hyper_score``); Volcano adds nodeorder's scores and, for a topology job's pods, the plugin's
+pull towards the rack of its pods so far;
+a partitioned job keeps its first region (Volcano's sub-job search); queue ties go to the name, job ties to
 namespace/name (Volcano: creationTimestamp, then UID); the required replicas of each task come first
 (Volcano's task order knows only priorities).
 

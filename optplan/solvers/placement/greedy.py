@@ -20,7 +20,7 @@ from optplan.models.snapshot import Pod, Resources
 from optplan.solvers.core.oracle import POD_SLOT, constraint_signature
 from optplan.solvers.placement.binpack import binpack_score
 from optplan.solvers.placement.context import Context, State, Statement
-from optplan.solvers.placement.jobs import Region, gang_shortfall, gang_steps, held_pods, task_pos
+from optplan.solvers.placement.jobs import Region, gang_shortfall, gang_steps, held_pods, job_regions, task_pos
 from optplan.solvers.placement.partitions import (
     NO_VICTIMS,
     partition_pending,
@@ -66,6 +66,10 @@ def least_requests(pods: list[Pod]) -> Resources:
     common = set(pods[0].requests).intersection(*(p.requests for p in pods[1:]))
     return {r: min(p.requests[r] for p in pods) for r in sorted(common) if all(p.requests[r] > 0 for p in pods)}
 
+
+NORMAL_POD_FADING = 0.8
+"""The network-topology-aware plugin's ``hypernode.binpack.normal-pod.fading`` default (not read from the
+configuration): tier t's HyperNode weighs 0.8^(t - 1) in a node's score for a pod of a job without topology."""
 
 ScoreKey = tuple[float, Fraction]
 """A binpack score's sort key, lowest first for the highest score (``Greedy.scores``)."""
@@ -124,11 +128,27 @@ class Greedy:
         self.block_note: str | None = None
         """Reclaim: the first refusal of the capacity plugin on the nodes the last ``evict_for`` tried."""
         self.region_of: dict[str, Region] = {}
-        """job key -> the region its admitted gang was placed in."""
+        """job key -> the region holding its admitted pods (and running ones): the lowest candidate region that
+        holds them all (``enclosing``), widened as later turns place pods beside it (Volcano's allocatedHyperNode)."""
+        self._all_regions: dict[str, list[Region]] = {}
+        """job key -> every candidate region of the job as if nothing of it ran (``job_regions``)."""
         self._held_pods: dict[str, dict[str, dict[int, Pod]]] = {}
         """job key -> ``held_pods`` (its running replicas by task and index), read when a partition needs it."""
         self.dropped: set[tuple[str, str, int]] = set()
         """(job, task, index): pods ``extend`` tried (placed or not): allocate pops each task once."""
+        self._hyper_tiers: dict[str, tuple[tuple[float, str], ...]] | None = None
+        self._hyper_norm = 1.0
+        self._hyper_free_tiers: list[float] = []
+        """The tier factors of the tiers between the lowest and the root's where no HyperNode exists (1 each)."""
+        self._hyper_sums: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
+        """HyperNode -> its allocatable and free room summed (``hyper_sums``), dropped when a node of it changes."""
+        self._hyper_binpack: dict[str, dict[tuple[tuple[str, int], ...], float]] = {}
+        """HyperNode -> a pod's sorted requests -> the HyperNode's binpack for it, dropped with ``_hyper_sums``."""
+        self._hyper_seen = 0
+        self._rows_of: dict[str, set[tuple[tuple[float, str], ...]]] = {}
+        """HyperNode -> the rows of ``hyper_tiers`` that name it."""
+        self._row_scores: dict[tuple[tuple[float, str], ...], dict[tuple[tuple[str, int], ...], float]] = {}
+        """A row of ``hyper_tiers`` -> a pod's sorted requests -> ``row_score``, dropped with its HyperNodes'."""
 
     def steps(self, job: VCJob) -> list[tuple[str, int, bool]]:
         """``gang_steps`` of the job (fixed for the run: computed once)."""
@@ -187,18 +207,155 @@ class Greedy:
             entry = rank.keys[i] = (self.scores(pod, n, req_key)[1], i)
             insort(rank.order, entry)
 
-    def best_node(self, pod: Pod, nodes: list[str], queue: str) -> tuple[str | None, str]:
-        """The highest-scoring feasible node (ties to the first in ``nodes``), or None and why none is feasible."""
+    def best_node(self, pod: Pod, nodes: list[str], queue: str, spread: bool = False) -> tuple[str | None, str]:
+        """The highest-scoring feasible node (ties to the first in ``nodes``), or None and why none is feasible.
+        ``spread``: a pod of a job without topology, whose score adds the network-topology-aware plugin's
+        HyperNode binpack of the node's HyperNodes (``hyper_score``) when the scheduler configuration names
+        the plugin and the cluster has HyperNodes."""
         qr = self.state.queues.fit_reason(queue, pod.requests)
         if qr is not None:
             return None, qr
         rank = self.ranking(pod, nodes)
         if rank.order:
+            if spread and self.hyper_tiers and len(rank.order) > 1:
+                return nodes[self.best_with_hyper(pod, nodes, rank)], ""
             return nodes[rank.order[0][1]], ""
         static, cap = self.ctx.predicates, self.state.cap
         why = Counter(s or cap.fit_reason(pod, n) for n, s in zip(nodes, static.reasons(pod, nodes), strict=True))
         detail = ", ".join(f"{c} {r}" for r, c in sorted(why.items(), key=lambda x: (-x[1], x[0])))
         return None, f"0/{len(nodes)} nodes fit" + (f" ({detail})" if detail else "")
+
+    @property
+    def hyper_tiers(self) -> dict[str, tuple[tuple[float, str], ...]]:
+        """Node -> (tier factor, its HyperNode of that tier, "" for none) for each tier HyperNodes have, for
+        the plugin's node score (``hyper_score``); empty when the scheduler configuration does not name
+        network-topology-aware (``Context.hyper_weights`` None) or the cluster has no HyperNode."""
+        if self._hyper_tiers is None:
+            topo = self.ctx.snapshot.topology
+            out: dict[str, tuple[tuple[float, str], ...]] = {}
+            if self.ctx.hyper_weights is not None and topo.hyper_nodes:
+                by_tier: dict[int, list[str]] = defaultdict(list)
+                for h in sorted(topo.hyper_nodes):
+                    by_tier[topo.hyper_nodes[h].tier].append(h)
+                held: dict[tuple[str, int], str] = {}  # (node, tier) -> the tier's first HyperNode holding it
+                for t, hs in by_tier.items():
+                    for h in hs:
+                        for n in topo.members[h]:
+                            held.setdefault((n, t), h)
+                # "": no HyperNode of the tier holds the node (full score); a tier whose HyperNode is the
+                # same for every node adds the same to every node's score and is left out
+                varied = [t for t in sorted(by_tier) if len({held.get((n, t), "") for n in topo.node_names}) > 1]
+                for n in self.ctx.snapshot.nodes:
+                    out[n] = row = tuple((NORMAL_POD_FADING ** (t - 1), held.get((n, t), "")) for t in varied)
+                    for _f, h in row:
+                        if h:
+                            self._rows_of.setdefault(h, set()).add(row)
+                tiers = [*by_tier, topo.top_tier]
+                self._hyper_norm = sum(NORMAL_POD_FADING ** (t - 1) for t in range(min(tiers), max(tiers) + 1))
+                self._hyper_free_tiers = [NORMAL_POD_FADING ** (t - 1) for t in range(min(tiers), max(tiers))
+                                          if t not in by_tier]
+            self._hyper_tiers = out
+        return self._hyper_tiers
+
+    def hyper_sync(self) -> None:
+        """Drop the HyperNode sums and binpacks that the state's changes since the last call made stale."""
+        log = self.state.touched
+        if self._hyper_seen < len(log):
+            tiers = self.hyper_tiers
+            for n in set(log[self._hyper_seen:]):
+                for _f, hn in tiers.get(n, ()):
+                    if hn and self._hyper_sums.pop(hn, None) is not None:
+                        self._hyper_binpack.pop(hn, None)
+                        for row in self._rows_of.get(hn, ()):
+                            self._row_scores.pop(row, None)
+            self._hyper_seen = len(log)
+
+    def hyper_sums(self, h: str) -> tuple[dict[str, int], dict[str, int]]:
+        """A HyperNode's allocatable and free room, summed over its nodes as the state stands (after
+        ``hyper_sync``)."""
+        out = self._hyper_sums.get(h)
+        if out is None:
+            alloc: dict[str, int] = defaultdict(int)
+            free: dict[str, int] = defaultdict(int)
+            for n in self.ctx.snapshot.topology.members[h]:
+                for r, v in self.ctx.snapshot.nodes[n].allocatable.items():
+                    alloc[r] += v
+                for r, v in self.state.cap.free[n].items():
+                    free[r] += v
+            out = self._hyper_sums[h] = (alloc, free)
+        return out
+
+    def hyper_score(self, pod: Pod, node: str) -> float:
+        """The network-topology-aware plugin's node score for a pod of a job without topology
+        (``batchNodeOrderFnForNormalPods``): per HyperNode tier, the binpack of the node's HyperNode of that
+        tier (``hyper_binpack``), 1 where no HyperNode of the tier holds the node, weighted 0.8^(tier - 1) and
+        averaged over the tiers up to the virtual root's; × 100 × the plugin's weight. The terms equal on
+        every node (the root's, a tier whose one HyperNode holds every node) are left out: they move no node
+        before another."""
+        self.hyper_sync()
+        return self.row_score(self.hyper_tiers[node], self.kind(pod)[0])
+
+    def row_score(self, row: tuple[tuple[float, str], ...], req_key: tuple[tuple[str, int], ...]) -> float:
+        """``hyper_score`` of a node whose HyperNodes tier by tier are ``row``, for a pod's sorted requests
+        (after ``hyper_sync``; cached until one of them changes)."""
+        known = self._row_scores.setdefault(row, {})
+        out = known.get(req_key)
+        if out is None:
+            total = sum(self._hyper_free_tiers)
+            for f, h in row:
+                total += f * (self.hyper_binpack(h, req_key) if h else 1.0)
+            out = known[req_key] = total / self._hyper_norm * 100 * self.ctx.region_weights.weight
+        return out
+
+    def hyper_binpack(self, h: str, req_key: tuple[tuple[str, int], ...]) -> float:
+        """A HyperNode's binpack for a pod's requests (``req_key``) as the state stands (after
+        ``hyper_sync``): per resource the plugin weighs, (used + request) / allocatable, averaged by weight;
+        0 when one overflows. Cached until a node of the HyperNode changes."""
+        known = self._hyper_binpack.setdefault(h, {})
+        out = known.get(req_key)
+        if out is not None:
+            return out
+        alloc, free = self.hyper_sums(h)
+        table = self.ctx.region_weights.of()
+        score = 0.0
+        wsum = 0
+        for r, req in req_key:
+            w = table.get(r)
+            if w is None or req <= 0:
+                continue
+            a = alloc.get(r, 0)
+            used = a - free.get(r, 0)
+            if used + req > a:
+                score, wsum = 0.0, 0
+                break
+            score += w * (used + req) / a
+            wsum += w
+        out = known[req_key] = score / wsum if wsum else 0.0
+        return out
+
+    def best_with_hyper(self, pod: Pod, nodes: list[str], rank: Ranking) -> int:
+        """The position in ``nodes`` of the best node by binpack plus ``hyper_score`` (ties to the better
+        binpack, then the first): the ranking's order read best binpack first, each set of HyperNodes
+        scored at its first node only (the nodes after it have no better binpack), until no node further can
+        catch up with the best so far (the plugin's score is at most 100 × its weight)."""
+        self.hyper_sync()
+        req_key = self.kind(pod)[0]
+        most = 100.0 * self.ctx.region_weights.weight
+        best, best_total = rank.order[0][1], -1.0
+        tiers = self.hyper_tiers
+        seen: set[tuple[tuple[float, str], ...]] = set()
+        for key, i in rank.order:
+            binpack = -key[0]
+            if binpack + most < best_total:
+                break
+            row = tiers[nodes[i]]
+            if row in seen:
+                continue
+            seen.add(row)
+            total = binpack + self.row_score(row, req_key)
+            if total > best_total:
+                best, best_total = i, total
+        return best
 
     def dry_run(self, job: VCJob, region: Region, stmt: Statement,
                 rules: Rules | None = None) -> tuple[list[Binding], str | None]:
@@ -250,7 +407,7 @@ class Greedy:
                 continue
             pod = pods[task][i]
             if rules is None:
-                node, reason = self.best_node(pod, nodes, job.queue)
+                node, reason = self.best_node(pod, nodes, job.queue, job.network_topology is None)
                 if node is None:
                     failures += 1
                     if why is None:
@@ -359,6 +516,52 @@ class Greedy:
         assert why is not None, f"{region.label} was judged too small for {job.key}, yet its dry run readies the gang"
         return why
 
+    def all_regions(self, job: VCJob) -> list[Region]:
+        """Every candidate region of a topology job, lowest tier first (``job_regions`` without running pods)."""
+        out = self._all_regions.get(job.key)
+        if out is None:
+            out = self._all_regions[job.key] = job_regions(job, self.ctx.snapshot)
+        return out
+
+    def enclosing(self, job: VCJob, nodes: frozenset[str]) -> Region:
+        """The lowest candidate region holding every node (a soft job: at worst the whole cluster)."""
+        return next(r for r in self.all_regions(job) if nodes <= r.nodes)
+
+    def turn_regions(self, job: VCJob, allocated: frozenset[str]) -> list[Region]:
+        """The regions one allocate turn of a topology job searches, lowest tier first (Volcano's HyperNode
+        gradient: network-topology-aware's ``hyperNodeGradientFn`` from ``getSearchRoot``). Nothing of the
+        job allocated yet: every candidate region. Pods allocated on ``allocated`` (running, or placed by
+        its earlier turns): every candidate region inside the search root — the widest candidate holding
+        them all (the highest ancestor within highestTierAllowed; a soft job: the whole cluster) — whether
+        or not it holds them; none holds them: no region."""
+        regions = self.all_regions(job)
+        if not allocated:
+            return regions
+        holding = [r for r in regions if allocated <= r.nodes]
+        if not holding:
+            return []
+        root = holding[-1].nodes
+        return [r for r in regions if r.nodes <= root]
+
+    def prefilter_short(self, job: VCJob, region: Region) -> str | None:
+        """Volcano's HyperNode pre-filter for a job with nothing allocated yet (``isEligibleHyperNode``, asked
+        by allocate with the sub-job's minimum: the summed requests of all its pending pods, not only
+        minAvailable's): a region is searched only when the free room its nodes had at the session's start,
+        summed, covers that sum on every resource. None: it does; else which resource falls short."""
+        need: dict[str, int] = defaultdict(int)
+        pods = self.ctx.pods[job.key]
+        for t, i, _r in self.steps(job):
+            for r, v in pods[t][i].requests.items():
+                if r != "pods":
+                    need[r] += v
+        free = self.ctx.capacity.free
+        for r in sorted(need):
+            have = sum(free[n].get(r, 0) for n in region.nodes)
+            if need[r] > have:
+                return (f"its nodes' free {r} summed ({have}) is short of all {len(self.steps(job))} pending pods' "
+                        f"{need[r]} (Volcano's HyperNode pre-filter)")
+        return None
+
     def region_score(self, region: Region, request: Resources) -> Fraction:
         """The network-topology-aware plugin's HyperNode binpack score (``getSubJobHyperNodeBinPackingScore``,
         scaled): over the resources the request names that have a weight (``Context.region_weights``: cpu
@@ -405,6 +608,10 @@ class Greedy:
                     f"no HyperNode{limit} holds the nodes its running pods are on ({', '.join(sorted(running)[:3])}; "
                     "networkTopology hard)"))
             return JobPlacement(**base, admitted=False, reason=f"no HyperNode{limit} exists (networkTopology hard)")
+        held_at = self.ctx.held_nodes.get(job.key, frozenset())
+        turned = topo and not partitioned(job)
+        if turned:  # Volcano's gradient: beside running pods, any region inside the search root
+            regions = self.turn_regions(job, held_at)
         failures: list[str | None] = []
         """Why each region failed; None: too small to try (``too_small``), its dry run is left until needed."""
         pods = self.ctx.pods[job.key]
@@ -414,6 +621,10 @@ class Greedy:
         for _tier, group in groupby(regions, key=lambda rg: rg.tier):
             found: list[tuple[Fraction, str, Region, list[Binding]]] = []
             for region in group:
+                short = self.prefilter_short(job, region) if turned and not held_at else None
+                if short is not None:
+                    failures.append(short)
+                    continue
                 if self.too_small(region, least, want, room):
                     failures.append(None)
                     continue
@@ -431,6 +642,8 @@ class Greedy:
                 stmt = Statement(self.state)
                 for b in bindings:
                     stmt.allocate(pods[b.task][b.index], b.node, job.queue)
+                if turned:  # the lowest region holding its pods, running ones too (beside which it may land)
+                    region = self.enclosing(job, frozenset(b.node for b in bindings) | held_at)
                 self.region_of[job.key] = region
                 where = f" in {region.label}" if topo else ""
                 return JobPlacement(**base, admitted=True, reason=placed_reason(self.ctx, job, len(bindings), where),
@@ -449,6 +662,8 @@ class Greedy:
         """One more pod of an admitted job, as allocate's next turn of a ready job places one: the job's
         remaining pods in gang order, each to its best node in the job's region; a pod that fits nowhere
         is dropped (Volcano pops it); None when none fits. Commits."""
+        if job.network_topology is not None and not partitioned(job):
+            return self.extend_topology(job, jp)
         region = self.region_of[jp.key]
         done = {(b.task, b.index) for b in jp.bindings}
         pods = self.ctx.pods[job.key]
@@ -469,7 +684,7 @@ class Greedy:
                 where = f" in {region.label}" if job.network_topology is not None else ""
                 return jp.model_copy(update={"bindings": tuple(bindings),
                                              "reason": placed_reason(self.ctx, job, len(bindings), where)})
-            node, _why = self.best_node(pods[task][i], self.nodes(region), job.queue)
+            node, _why = self.best_node(pods[task][i], self.nodes(region), job.queue, job.network_topology is None)
             self.dropped.add((job.key, task, i))
             if node is None:
                 continue
@@ -479,6 +694,42 @@ class Greedy:
             where = f" in {region.label}" if job.network_topology is not None else ""
             return jp.model_copy(update={"bindings": tuple(bindings),
                                          "reason": placed_reason(self.ctx, job, len(bindings), where)})
+        return None
+
+    def extend_topology(self, job: VCJob, jp: JobPlacement) -> JobPlacement | None:
+        """One more pod of an admitted topology job, as Volcano's next turn of it searches the HyperNodes
+        again: the regions of ``turn_regions`` from the region holding its pods so far, lowest tier first; in
+        each, the job's remaining pods in gang order, the first that has a node there; among the regions of
+        the lowest tier where one has, the best HyperNode score (``region_score``), then the name. The pods
+        tried before it there are dropped (Volcano pops them); none has a node anywhere: all are dropped,
+        None. The job's region widens to the lowest one holding the new pod too. Commits."""
+        current = self.region_of[jp.key]
+        done = {(b.task, b.index) for b in jp.bindings}
+        pods = self.ctx.pods[job.key]
+        left = [(t, i) for t, i, _r in self.steps(job) if (t, i) not in done and (job.key, t, i) not in self.dropped]
+        request = job.total_requests()
+        for _tier, group in groupby(self.turn_regions(job, current.nodes), key=lambda rg: rg.tier):
+            found: list[tuple[Fraction, str, Region, int, str]] = []
+            for region in group:
+                nodes = self.nodes(region)
+                for k, (t, i) in enumerate(left):
+                    node, _why = self.best_node(pods[t][i], nodes, job.queue)
+                    if node is not None:
+                        found.append((self.region_score(region, request), region.hyper_node or "", region, k, node))
+                        break
+            if found:
+                found.sort(key=lambda f: (-f[0], f[1]))
+                _score, _name, region, k, node = found[0]
+                self.dropped.update((job.key, t, i) for t, i in left[:k + 1])
+                task, i = left[k]
+                Statement(self.state).allocate(pods[task][i], node, job.queue)
+                wider = self.region_of[job.key] = self.enclosing(job, current.nodes | {node})
+                bindings = sorted((*jp.bindings, Binding(task=task, index=i, node=node)),
+                                  key=lambda b: (task_pos(job, b.task), b.index))
+                return jp.model_copy(update={
+                    "bindings": tuple(bindings), "hyper_node": wider.hyper_node, "tier": wider.tier,
+                    "reason": placed_reason(self.ctx, job, len(bindings), f" in {wider.label}")})
+        self.dropped.update((job.key, t, i) for t, i in left)
         return None
 
     def remaining(self, job: VCJob, jp: JobPlacement) -> bool:
