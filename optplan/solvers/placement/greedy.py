@@ -18,7 +18,7 @@ from optplan.models.placement import Binding, JobPlacement
 from optplan.models.queues import JobTask, VCJob
 from optplan.models.snapshot import Pod, Resources
 from optplan.solvers.core.oracle import POD_SLOT, constraint_signature
-from optplan.solvers.placement.binpack import binpack_score
+from optplan.solvers.placement.binpack import binpack_score, hyper_binpack, normal_pod_score
 from optplan.solvers.placement.context import Context, State, Statement
 from optplan.solvers.placement.jobs import Region, gang_shortfall, gang_steps, held_pods, task_pos
 from optplan.solvers.placement.partitions import (
@@ -366,24 +366,20 @@ class Greedy:
         request overflows the HyperNode on one of them. ``used``: the state before the dry run (Volcano
         scores after discarding it); ``request``: every pod of the job (or of the partition), running ones
         included, as the plugin sums its sub-job's tasks."""
+        alloc, used = self.hyper_use(region.nodes)
+        weights = self.ctx.region_weights
+        return hyper_binpack(request, alloc, used, weights) * 100 * weights.weight
+
+    def hyper_use(self, nodes: Iterable[str]) -> tuple[dict[str, int], dict[str, int]]:
+        """The summed allocatable and use (allocatable less free room, as the state stands) of ``nodes``."""
         alloc: dict[str, int] = defaultdict(int)
-        free: dict[str, int] = defaultdict(int)
-        for n in region.nodes:
+        used: dict[str, int] = defaultdict(int)
+        for n in nodes:
+            free = self.state.cap.free[n]
             for r, v in self.ctx.snapshot.nodes[n].allocatable.items():
                 alloc[r] += v
-                free[r] += self.state.cap.free[n].get(r, 0)
-        weights = self.ctx.region_weights
-        table = weights.of()
-        score = Fraction(0)
-        wsum = 0
-        for r in sorted(r for r, v in request.items() if v > 0 and r in table):
-            used = alloc[r] - free[r]
-            if used + request[r] > alloc[r]:
-                return Fraction(0)
-            w = table[r]
-            wsum += w
-            score += Fraction(w * (used + request[r]), alloc[r])
-        return (score / wsum if wsum else Fraction(0)) * 100 * weights.weight
+                used[r] += v - free.get(r, 0)
+        return alloc, used
 
     def place(self, job: VCJob) -> JobPlacement:
         base = {"namespace": job.namespace, "name": job.name, "queue": job.queue}
@@ -603,14 +599,44 @@ class Greedy:
             out = self._scores[key] = (score, (-float(score), -score))
         return out
 
-    def preempt_order(self, pod: Pod, nodes: list[str]) -> list[str]:
+    def preempt_order(self, pod: Pod, nodes: list[str], job: VCJob | None = None) -> list[str]:
         """Volcano's preempt node order (``util.PrioritizeNodes`` then ``SortNodes``): the nodes that pass
-        the static predicates, by binpack score on the state before this pod's evictions, highest
-        first, ties by name (module docstring)."""
+        the static predicates, by binpack score on the state before this pod's evictions plus, for a
+        ``job`` without a network topology, the network-topology-aware plugin's (``normal_pod_scores``),
+        highest first, ties by name (module docstring)."""
         ok = [n for n, passes in zip(nodes, self.ctx.predicates.mask(pod, nodes), strict=True) if passes]
         req_key = tuple(sorted(pod.requests.items()))
         scores = {n: self.score(pod, n, req_key) for n in ok}
+        if job is not None and job.network_topology is None:
+            for n, s in self.normal_pod_scores(pod, ok).items():
+                scores[n] += s
         return sorted(ok, key=lambda n: (-scores[n], n))
+
+    def normal_pod_scores(self, pod: Pod, nodes: list[str]) -> dict[str, Fraction]:
+        """The network-topology-aware plugin's score of a pod without a network topology on each node
+        (``binpack.normal_pod_score``: per tier the binpack of the node's HyperNode, as the state stands);
+        empty when the configuration lists no such plugin (``Context.hyper_weights``) or the cluster has
+        no HyperNodes (every node scores alike)."""
+        weights = self.ctx.hyper_weights
+        topo = self.ctx.snapshot.topology
+        if weights is None or not topo.hyper_nodes:
+            return {}
+        tiers = {h.tier for h in topo.hyper_nodes.values()}
+        of_node: dict[str, dict[int, str]] = defaultdict(dict)
+        for h in sorted(topo.hyper_nodes, reverse=True):  # the first by name wins a (malformed) double
+            for n in topo.members[h]:
+                of_node[n][topo.hyper_nodes[h].tier] = h
+        binpack: dict[str, Fraction] = {}
+        out: dict[str, Fraction] = {}
+        for n in nodes:
+            per_tier: dict[int, Fraction | None] = dict.fromkeys(tiers)
+            for tier, h in of_node[n].items():
+                if h not in binpack:
+                    alloc, used = self.hyper_use(topo.members[h])
+                    binpack[h] = hyper_binpack(pod.requests, alloc, used, weights)
+                per_tier[tier] = binpack[h]
+            out[n] = normal_pod_score(per_tier, weights)
+        return out
 
     def evict_for(self, pod: Pod, nodes: list[str], job: VCJob, stmt: Statement, rules: Rules) -> str | None:
         """Volcano's preempt and reclaim for one pod (``actions/preempt``, ``actions/reclaim``): the nodes in
@@ -621,7 +647,7 @@ class Greedy:
         room only); the pod must then fit its queues too (else the node's evictions are undone: Volcano
         would place it past an ancestor's realCapability, optplan does not take victims for queue room);
         else the next node."""
-        for n in self.preempt_order(pod, nodes):
+        for n in self.preempt_order(pod, nodes, job if rules.reason == "preempt" else None):
             present = any(c.key in rules.eligible and c.key not in self.state.evicted
                           for c in self.cat.by_node.get(n, []))
             if rules.reason == "reclaim" and not present:

@@ -81,10 +81,12 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
     static = Predicates(snap)
     # Volcano's actions: allocate places every job it can, then preempt evicts for the rest, then reclaim
     landed: dict[str, int] = {}  # node -> the last replay position a pod lands there
+    landed_queue: dict[str, int] = {}  # queue -> the last replay position a job of it is admitted
     unplaced: list[tuple[int, JobPlacement]] = []  # jobs not admitted that keep victims, at their position
     for pos, jp in enumerate(sorted(plan.jobs, key=_action_rank)):
         for b in jp.bindings if jp.admitted else ():
             landed[b.node] = pos
+            landed_queue[jp.queue] = pos
         job = given.get(jp.key)
         if job is None:
             out.append(f"job {jp.key} is not one of the jobs to place")
@@ -178,11 +180,22 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                     out.append(msg)
     for turn, waiting in unplaced:
         for vic in waiting.victims:
-            if landed.get(vic.node, -1) <= turn:
+            c = cat.candidates.get(f"{vic.namespace}/{vic.name}") if cat is not None else None
+            if landed.get(vic.node, -1) <= turn and (c is None or not any(
+                    pos > turn and _frees_queue_room(tree, c.queue, q) for q, pos in landed_queue.items())):
                 out.append(f"job {waiting.key} is not admitted but has victims whose room no job placed after it "
                            f"takes ({vic.namespace}/{vic.name} on {vic.node})")
     out.extend(_safety_violations(snap, given, plan, safety, now or datetime.now(UTC)))
     return out
+
+
+def _frees_queue_room(tree: QueueTree, victim_queue: str, queue: str) -> bool:
+    """An eviction from ``victim_queue`` frees room that a job of ``queue`` may need: the victim's queue
+    itself, or one under a queue (not root) whose allocation the victim's pod leaves too (a capability or
+    realCapability that held the job back)."""
+    if queue == victim_queue:
+        return True
+    return bool((set(tree.ancestors(queue)) & set(tree.ancestors(victim_queue))) - {ROOT_QUEUE})
 
 
 def _action_rank(jp: JobPlacement) -> tuple[bool, int]:
