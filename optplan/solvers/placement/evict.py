@@ -14,7 +14,7 @@ from optplan.solvers.placement.context import Context, State, Statement, replay
 from optplan.solvers.placement.gangevict import gang_evict, victim_actions
 from optplan.solvers.placement.gangrules import GANG_REASON
 from optplan.solvers.placement.greedy import Greedy, VictimChoice
-from optplan.solvers.placement.jobs import gang_order, gang_shortfall, job_needs
+from optplan.solvers.placement.jobs import gang_order, gang_shortfall, job_needs, own_groups
 from optplan.solvers.placement.partitions import NO_VICTIMS, partitioned
 from optplan.solvers.placement.safety import evict_blocks, graded_blocks, pdb_refused
 from optplan.solvers.placement.tiers import preemptee_refused
@@ -165,6 +165,10 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
     state = replay(ctx, plan, victims=False)  # allocate's plan: no victims yet
     cat = ctx.catalogue
     g = Greedy(ctx, state, cat)
+    for jp in plan.jobs:  # allocate's pods of running gangs: ready for the gang plugin
+        if jp.admitted:
+            for group in own_groups(by_key[jp.key], ctx.snapshot):
+                g.placed[group] += len(jp.bindings)
     out: dict[str, JobPlacement] = {jp.key: jp for jp in plan.jobs}
     notes: dict[str, list[str]] = {jp.key: [] for jp in plan.jobs}
     done: set[str] = set()  # placed by this pass

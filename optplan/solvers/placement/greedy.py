@@ -20,7 +20,15 @@ from optplan.models.snapshot import Pod, Resources
 from optplan.solvers.core.oracle import POD_SLOT, constraint_signature
 from optplan.solvers.placement.binpack import binpack_score, hyper_binpack, normal_pod_score
 from optplan.solvers.placement.context import Context, State, Statement
-from optplan.solvers.placement.jobs import Region, gang_shortfall, gang_steps, held_pods, task_pos
+from optplan.solvers.placement.jobs import (
+    Region,
+    gang_shortfall,
+    gang_steps,
+    held_pods,
+    own_groups,
+    plugin_view,
+    task_pos,
+)
 from optplan.solvers.placement.partitions import (
     NO_VICTIMS,
     partition_pending,
@@ -30,7 +38,7 @@ from optplan.solvers.placement.partitions import (
     partitioned,
 )
 from optplan.solvers.placement.safety import pdb_over
-from optplan.solvers.placement.tiers import node_victims
+from optplan.solvers.placement.tiers import node_victims, preemptee_refused
 from optplan.solvers.placement.victims import Candidate, Catalogue, Rules, dims, reclaimer_blocked
 
 
@@ -129,6 +137,11 @@ class Greedy:
         """job key -> ``held_pods`` (its running replicas by task and index), read when a partition needs it."""
         self.dropped: set[tuple[str, str, int]] = set()
         """(job, task, index): pods ``extend`` tried (placed or not): allocate pops each task once."""
+        self._own: dict[str, frozenset[str]] = {}
+        """job key -> ``own_groups``: its PodGroups, which the plugins never see for it."""
+        self.placed: Counter[str] = Counter()
+        """PodGroup key -> the pods this session's allocate placed for its job (a running gang being placed):
+        Volcano's gang plugin counts them ready (``ReadyTaskNum``: allocated as well as running)."""
 
     def steps(self, job: VCJob) -> list[tuple[str, int, bool]]:
         """``gang_steps`` of the job (fixed for the run: computed once)."""
@@ -532,13 +545,20 @@ class Greedy:
         if not pods:
             return []
         st, cat, qs = self.state, self.cat, self.state.queues
+        own = self._own.get(job.key)
+        if own is None:
+            own = self._own[job.key] = own_groups(job, self.ctx.snapshot)
+        seen = plugin_view(cat, node, pods, own, lambda c: preemptee_refused(
+            c, rules.reason, job.queue, qs.reclaimable.get(c.queue, True)) is None)
         refused: list[str] = []
         victims, _tier = node_victims(
-            rules.reason, pods, preemptor_priority=self.ctx.priority[job.key],
-            ready=lambda g: cat.groups[g].ready - st.taken[g], min_member=lambda g: cat.groups[g].min_member,
+            rules.reason, seen, preemptor_priority=self.ctx.priority[job.key],
+            ready=lambda g: cat.groups[g].ready - st.taken[g] + self.placed[g],
+            min_member=lambda g: cat.groups[g].min_member,
             preemptor_allocated=self.job_allocated(job, pod, stmt) if rules.reason == "preempt" else {},
             job_allocated=self.group_allocated, total=self.total, need=dims(pod.requests), allocated=qs.allocated,
             deserved=qs.deserved, listed=qs.listed, guarantee=qs.guarantee, refused=refused)
+        victims = [c for c in victims if c.key in rules.eligible]  # a shielded pod is never taken
         if not victims and refused and self.block_note is None:
             self.block_note = f"on {node}: {refused[0]}"
         return victims
