@@ -336,3 +336,32 @@ def test_the_plugins_see_the_running_pods_of_jobs_being_placed(what: str, n1: in
     plan = plan_placement(snap, list(snap.jobs.values()), "greedy", OPTS, now=NOW)
     assert placement_violations(snap, list(snap.jobs.values()), plan) == []
     assert result(plan) == (admitted, victims)
+
+
+# ---- victims of several queues on one node -------------------------------------------------------
+
+# n0 holds a-0 (queue a, low) and b-0 (queue b, mid), 4 GPUs each, both gangs at minMember and both queues
+# above their deserved; j (queue c, 4 GPUs) reclaims on n0 and one victim is enough. Volcano orders the
+# victims of different queues by the capacity plugin's VictimQueueOrderFn (the queue whose lowest common
+# ancestor with the reclaimer's queue is deeper first), then the reverse of the queue order (the higher
+# share first), not by the victims' priorities.
+VICTIM_QUEUES = [  # (what, the queues, the victim)
+    ("the higher share first, though its job's priority is higher",
+     [queue("a", deserved={GPU: 2}), queue("b", deserved={GPU: 1}), queue("c", deserved={GPU: 8})], "b-0"),
+    ("the higher share first, the other way",
+     [queue("a", deserved={GPU: 1}), queue("b", deserved={GPU: 2}), queue("c", deserved={GPU: 8})], "a-0"),
+    ("a sibling of the reclaimer's queue before a queue under root, whatever the shares",
+     [queue("p", deserved={GPU: 10}), queue("a", "p", deserved={GPU: 2}), queue("c", "p", deserved={GPU: 8}),
+      queue("b", deserved={GPU: 1})], "a-0"),
+]
+
+
+@pytest.mark.parametrize(("what", "queues", "victim"), VICTIM_QUEUES, ids=[c[0] for c in VICTIM_QUEUES])
+def test_victims_of_several_queues_go_in_the_capacity_plugins_order(what: str, queues: list[dict[str, Any]],
+                                                                   victim: str) -> None:
+    objs = [*CLASSES, node("n0", 8), *queues, *running("a", "a", [("n0", 4)], "low", 1),
+            *running("b", "b", [("n0", 4)], "mid", 1), pending("j", "c", 1, 4, "mid")]
+    snap = load_objects(objs).snapshot
+    plan = plan_placement(snap, list(snap.jobs.values()), "greedy", OPTS, now=NOW)
+    assert placement_violations(snap, list(snap.jobs.values()), plan) == []
+    assert result(plan) == (True, [victim])

@@ -19,7 +19,7 @@ from optplan.models.queues import JobTask, VCJob
 from optplan.models.snapshot import Pod, Resources
 from optplan.solvers.core.oracle import POD_SLOT, constraint_signature
 from optplan.solvers.placement.binpack import binpack_score, hyper_binpack, normal_pod_score
-from optplan.solvers.placement.context import Context, State, Statement
+from optplan.solvers.placement.context import Context, State, Statement, victim_queue_key
 from optplan.solvers.placement.jobs import (
     Region,
     gang_shortfall,
@@ -559,6 +559,9 @@ class Greedy:
             job_allocated=self.group_allocated, total=self.total, need=dims(pod.requests), allocated=qs.allocated,
             deserved=qs.deserved, listed=qs.listed, guarantee=qs.guarantee, refused=refused)
         victims = [c for c in victims if c.key in rules.eligible]  # a shielded pod is never taken
+        if len({c.queue for c in victims}) > 1:  # reclaim: across queues, Volcano's victim queue order
+            rank = victim_queue_key(qs, job.queue)
+            victims.sort(key=lambda c: (rank(c.queue), c.order_key()))
         if not victims and refused and self.block_note is None:
             self.block_note = f"on {node}: {refused[0]}"
         return victims
