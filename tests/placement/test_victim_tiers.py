@@ -350,9 +350,9 @@ VICTIM_QUEUES = [  # (what, the queues, the victim)
      [queue("a", deserved={GPU: 2}), queue("b", deserved={GPU: 1}), queue("c", deserved={GPU: 8})], "b-0"),
     ("the higher share first, the other way",
      [queue("a", deserved={GPU: 1}), queue("b", deserved={GPU: 2}), queue("c", deserved={GPU: 8})], "a-0"),
-    ("a sibling of the reclaimer's queue before a queue under root, whatever the shares",
-     [queue("p", deserved={GPU: 10}), queue("a", "p", deserved={GPU: 2}), queue("c", "p", deserved={GPU: 8}),
-      queue("b", deserved={GPU: 1})], "a-0"),
+    ("a sibling of the reclaimer's queue before a queue under root, whatever the shares and priorities",
+     [queue("p", deserved={GPU: 10}), queue("b", "p", deserved={GPU: 2}), queue("c", "p", deserved={GPU: 8}),
+      queue("a", deserved={GPU: 1})], "b-0"),
 ]
 
 
