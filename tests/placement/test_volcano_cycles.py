@@ -305,3 +305,28 @@ def test_a_victim_may_free_queue_room_a_later_job_takes(what: str, queues: list[
                                                     "tier": None, "reason": "left out"})
     broken = plan.model_copy(update={"jobs": tuple(j0 if j.key == j0.key else j for j in plan.jobs)})
     assert any("whose room no job placed after it takes" in v for v in placement_violations(snap, jobs, broken))
+
+
+# ---- preempt's pass within a starving job --------------------------------------------------------
+
+# n0 (8 GPUs) holds z (queue q, high: no victim for j) and has 4 GPUs free; n1 (8 GPUs) is full of v (queue
+# o, deserved 0: reclaimable). j (queue q, mid, 2 pods of 4, minAvailable 2) fits only one pod; preempt
+# between jobs finds no victim and discards. Preempt's pass within each starving job then pipelines j's
+# pods one by one where they fit (n0) and keeps them; reclaim, which passes over nodes without a pod of
+# another reclaimable queue (n0), places the second pod by reclaiming v on n1, and j is pipelined whole.
+# A task whose PriorityClass says preemptionPolicy Never pipelines nothing (and reclaims nothing).
+WITHIN_JOB = [  # (what, j's PriorityClass, j admitted, victims)
+    ("the pass within the job pipelines what fits; reclaim does the rest", "mid", True, ["v-0"]),
+    ("preemptionPolicy Never: neither", "never", False, []),
+]
+
+
+@pytest.mark.parametrize(("what", "pc", "admitted", "victims"), WITHIN_JOB, ids=[c[0] for c in WITHIN_JOB])
+def test_preempts_pass_within_a_job_pipelines_what_fits(what: str, pc: str, admitted: bool,
+                                                        victims: list[str]) -> None:
+    objs = [*CLASSES, priority_class("never", 100, "Never"), node("n0", 8), node("n1", 8),
+            queue("q", deserved={GPU: 16}), queue("o", deserved={GPU: 0}),
+            *running("z", "q", [("n0", 4)], "high", 1), *running("v", "o", [("n1", 8)], "low", 1),
+            vcjob("j", "q", [job_task("w", 2, 4)], priority_class_name=pc)]
+    got = outcome(plans(objs, solvers=("greedy",))["greedy"])
+    assert got["j"][0] is admitted and got["j"][2] == victims

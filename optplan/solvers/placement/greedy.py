@@ -213,8 +213,8 @@ class Greedy:
         detail = ", ".join(f"{c} {r}" for r, c in sorted(why.items(), key=lambda x: (-x[1], x[0])))
         return None, f"0/{len(nodes)} nodes fit" + (f" ({detail})" if detail else "")
 
-    def dry_run(self, job: VCJob, region: Region, stmt: Statement,
-                rules: Rules | None = None) -> tuple[list[Binding], str | None]:
+    def dry_run(self, job: VCJob, region: Region, stmt: Statement, rules: Rules | None = None,
+                pre: tuple[Binding, ...] = ()) -> tuple[list[Binding], str | None]:
         """Place the gang inside the region, pods in ``gang_steps`` order, each on its best node
         (``best_node``), until the gang is ready; the bindings, and why the gang is not ready (None: ready).
 
@@ -227,8 +227,9 @@ class Greedy:
         pods = self.ctx.pods[job.key]
         held = self.ctx.held_count(job.key)
         order = self.steps(job)
-        placed: Counter[str] = Counter()
-        bindings: list[Binding] = []
+        placed: Counter[str] = Counter(b.task for b in pre)  # ``pre``: pods already pipelined (on the state)
+        bindings: list[Binding] = list(pre)
+        done = {(b.task, b.index) for b in pre}
         why: str | None = None
         failures = 0
         slack = len(order) - self.ctx.need(job)[1]
@@ -240,6 +241,8 @@ class Greedy:
         held_ix = self.ctx.held.get(job.key, {})
         tasks = {t.name: t for t in job.tasks}
         for task, i, required in order:
+            if (task, i) in done:
+                continue
             if bindings and gang_shortfall(job, placed, held) is None and (
                     not parted or partition_shortfall(job, indices, held_ix) is None):
                 break  # allocate stops at the ready gang; the other replicas come one per turn (``extend``)
@@ -689,12 +692,38 @@ class Greedy:
             stmt.rollback(mark)
         return None
 
-    def with_victims(self, job: VCJob, rules: Rules) -> tuple[VictimChoice | None, str]:
-        """The greedy's victims for the job (state unchanged): regions in order, the first that works."""
+    def pipeline_free(self, job: VCJob) -> tuple[Binding, ...]:
+        """Volcano's preempt, its pass within each starving job (after the pass between jobs): the job's
+        pending pods in task order, each on the first node in preempt's order where it fits now (the
+        victims of its own job — the running pods of lower task priority — are not modelled: a running
+        gang's pods are never victims here), pipelined and kept one by one; the pass stops at the first
+        pod that fits nowhere or whose task may not preempt (preemptionPolicy Never). The pods stay on
+        the state (they hold their room for this cycle's other jobs and count for the job's reclaim,
+        ``with_victims``' ``pre``); a job with a network topology or partitions is not one of them."""
+        if job.network_topology is not None or partitioned(job) or len(self.ctx.regions[job.key]) != 1:
+            return ()
+        nodes = self.nodes(self.ctx.regions[job.key][0])
+        pods = self.ctx.pods[job.key]
+        out: list[Binding] = []
+        for task, i, _required in self.steps(job):
+            if task in self.ctx.never[job.key]:
+                break
+            pod = pods[task][i]
+            node = next((n for n in self.preempt_order(pod, nodes, job) if self.fits(pod, n, job.queue)), None)
+            if node is None:
+                break
+            Statement(self.state).allocate(pod, node, job.queue)
+            out.append(Binding(task=task, index=i, node=node))
+        return tuple(out)
+
+    def with_victims(self, job: VCJob, rules: Rules,
+                     pre: tuple[Binding, ...] = ()) -> tuple[VictimChoice | None, str]:
+        """The greedy's victims for the job (state unchanged): regions in order, the first that works.
+        ``pre``: the job's pods already pipelined on the state (``pipeline_free``), counted for its gang."""
         first: str | None = None
         for region in self.ctx.regions[job.key]:
             stmt = Statement(self.state)
-            bindings, short = self.dry_run(job, region, stmt, rules)
+            bindings, short = self.dry_run(job, region, stmt, rules, pre)
             evicted = [rules.eligible[p.key] for p, _n in stmt.evictions()]
             stmt.discard()
             if short is None:
