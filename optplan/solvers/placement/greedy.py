@@ -699,9 +699,11 @@ class Greedy:
         gang's pods are never victims here), pipelined and kept one by one; the pass stops at the first
         pod that fits nowhere or whose task may not preempt (preemptionPolicy Never). The pods stay on
         the state (they hold their room for this cycle's other jobs and count for the job's reclaim,
-        ``with_victims``' ``pre``); a job with a network topology or partitions is not one of them."""
-        if job.network_topology is not None or partitioned(job) or len(self.ctx.regions[job.key]) != 1:
-            return ()
+        ``with_victims``' ``pre``); a job with a network topology or partitions, or whose running pods
+        already make its gang ready (not starving), is not one of them."""
+        if (job.network_topology is not None or partitioned(job) or len(self.ctx.regions[job.key]) != 1
+                or gang_shortfall(job, Counter(), self.ctx.held_count(job.key)) is None):
+            return ()  # Volcano's pass takes only starving jobs without a network topology
         nodes = self.nodes(self.ctx.regions[job.key][0])
         pods = self.ctx.pods[job.key]
         out: list[Binding] = []
