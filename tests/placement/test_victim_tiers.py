@@ -276,3 +276,92 @@ def test_only_a_starving_gang_evicts(what: str, on: dict[int, str], min_availabl
     jp = next(j for j in plan.jobs if j.key == "default/j")
     assert sorted(v.name for v in jp.victims) == victims
     assert bool(jp.bindings) == admitted
+
+
+# ---- victim order within a job -------------------------------------------------------------------
+
+# n0 holds two 4-GPU pods of x (low, minMember 1, a third pod on n1 beside a high-priority pod: x has two
+# pods to spare), n1 is full. j (mid, 4 GPUs) preempts on n0: the gang plugin offers both n0 pods, and
+# Volcano evicts in the reverse of its task order (BuildVictimsPriorityQueue: !TaskOrderFn; the job
+# controller's CompareTask): the higher pod index first where the name has one (three parts or more),
+# else the later creation, then the larger UID.
+def three_pods(group: str, uids: tuple[str, str, str]) -> list[dict[str, Any]]:
+    objs = running(group, "q", [("n0", 4), ("n0", 4), ("n1", 4)], "low", 1)
+    for p, uid in zip(objs[1:], uids, strict=True):
+        p["metadata"]["uid"] = uid
+    return objs
+
+
+WITHIN_JOB = [  # (what, PodGroup name, the UIDs of its pods 0, 1, 2, the victim)
+    ("equal creation: the larger UID first", "x", ("aaa", "bbb", "ccc"), "x-1"),
+    ("equal creation: the larger UID first, the other way", "x", ("bbb", "aaa", "ccc"), "x-0"),
+    ("a pod index decides before the UID", "x-w", ("bbb", "aaa", "ccc"), "x-w-1"),
+]
+
+
+@pytest.mark.parametrize(("what", "group", "uids", "victim"), WITHIN_JOB, ids=[c[0] for c in WITHIN_JOB])
+def test_victims_of_one_job_go_in_volcanos_order(what: str, group: str, uids: tuple[str, str, str],
+                                                 victim: str) -> None:
+    objs = [*CLASSES, node("n0", 8), node("n1", 8), queue("q"), *three_pods(group, uids),
+            *running("hi", "q", [("n1", 4)], "high", 1), pending("j", "q", 1, 4, "mid")]
+    snap = load_objects(objs).snapshot
+    plan = plan_placement(snap, list(snap.jobs.values()), "greedy", OPTS, now=NOW)
+    assert placement_violations(snap, list(snap.jobs.values()), plan) == []
+    assert result(plan) == (True, [victim])
+
+
+# ---- the running pods of a job being placed, in the plugins' view ---------------------------------
+
+# n0 (4 GPUs) holds r-0 (mid, minMember 1: at its minimum) and g-worker-0, the running pod of g (high, a
+# partly running gang, minAvailable 1); n1 (4 GPUs) is empty. Allocate places g's two other pods on n1
+# (its gang: 3 ready), j (a "large" job between mid and high, 2 GPUs) fits nowhere and preempts on n0.
+# Volcano hands both pods of n0 to the plugins: priority offers r-0 (g is higher), gang offers g-worker-0
+# (ready 3 > 1); their intersection is empty, so conformance starts the set again with both, and r-0 (its
+# job later in job order) goes first. optplan never takes g-worker-0, but it shapes the answer. When g's
+# pods cannot be placed (n1 too small), g is at its minimum: the gang plugin offers nothing, the tier ends,
+# drf refuses (r's share after would be 0), and j waits.
+SHIELDED = [  # (what, n1's GPUs, j admitted, its victims)
+    ("a running gang's pod makes the first tier's intersection empty", 4, True, ["r-0"]),
+    ("at its minimum it offers nothing: the tier ends", 1, False, []),
+]
+
+
+@pytest.mark.parametrize(("what", "n1", "admitted", "victims"), SHIELDED, ids=[c[0] for c in SHIELDED])
+def test_the_plugins_see_the_running_pods_of_jobs_being_placed(what: str, n1: int, admitted: bool,
+                                                                victims: list[str]) -> None:
+    objs = [*CLASSES, priority_class("large", 500), node("n0", 4), node("n1", n1), queue("q"),
+            *running("r", "q", [("n0", 2)], "mid", 1), *running_vcjob("g", "q", 3, 2, {0: "n0"}, 1, "high"),
+            pending("j", "q", 1, 2, "large")]
+    snap = load_objects(objs).snapshot
+    plan = plan_placement(snap, list(snap.jobs.values()), "greedy", OPTS, now=NOW)
+    assert placement_violations(snap, list(snap.jobs.values()), plan) == []
+    assert result(plan) == (admitted, victims)
+
+
+# ---- victims of several queues on one node -------------------------------------------------------
+
+# n0 holds a-0 (queue a, low) and b-0 (queue b, mid), 4 GPUs each, both gangs at minMember and both queues
+# above their deserved; j (queue c, 4 GPUs) reclaims on n0 and one victim is enough. Volcano orders the
+# victims of different queues by the capacity plugin's VictimQueueOrderFn (the queue whose lowest common
+# ancestor with the reclaimer's queue is deeper first), then the reverse of the queue order (the higher
+# share first), not by the victims' priorities.
+VICTIM_QUEUES = [  # (what, the queues, the victim)
+    ("the higher share first, though its job's priority is higher",
+     [queue("a", deserved={GPU: 2}), queue("b", deserved={GPU: 1}), queue("c", deserved={GPU: 8})], "b-0"),
+    ("the higher share first, the other way",
+     [queue("a", deserved={GPU: 1}), queue("b", deserved={GPU: 2}), queue("c", deserved={GPU: 8})], "a-0"),
+    ("a sibling of the reclaimer's queue before a queue under root, whatever the shares and priorities",
+     [queue("p", deserved={GPU: 10}), queue("b", "p", deserved={GPU: 2}), queue("c", "p", deserved={GPU: 8}),
+      queue("a", deserved={GPU: 1})], "b-0"),
+]
+
+
+@pytest.mark.parametrize(("what", "queues", "victim"), VICTIM_QUEUES, ids=[c[0] for c in VICTIM_QUEUES])
+def test_victims_of_several_queues_go_in_the_capacity_plugins_order(what: str, queues: list[dict[str, Any]],
+                                                                   victim: str) -> None:
+    objs = [*CLASSES, node("n0", 8), *queues, *running("a", "a", [("n0", 4)], "low", 1),
+            *running("b", "b", [("n0", 4)], "mid", 1), pending("j", "c", 1, 4, "mid")]
+    snap = load_objects(objs).snapshot
+    plan = plan_placement(snap, list(snap.jobs.values()), "greedy", OPTS, now=NOW)
+    assert placement_violations(snap, list(snap.jobs.values()), plan) == []
+    assert result(plan) == (True, [victim])

@@ -4,10 +4,14 @@ reclaim: each walks all queues and their starving jobs), a HyperNode's score is 
 plugin's (``getSubJobHyperNodeBinPackingScore``: the state before the dry run plus every pod of the job, 0
 when that overflows the HyperNode), root's realCapability is unlimited when root names no capability
 (plugins/capacity), and several scheduling cycles: a cycle's evictions free room the next cycle's allocate
-gives in queue and job order."""
+gives in queue and job order; preempt orders nodes with the network-topology-aware plugin's score of a pod
+without a network topology (``batchNodeOrderFnForNormalPods``: per tier the binpack of the node's HyperNode,
+fading 0.8 a tier); and a victim evicted for a job the next cycle leaves waiting may free queue room that a
+later job of its queue takes elsewhere."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -16,6 +20,7 @@ from optplan.adapters.kubefile import load_objects
 from optplan.models.placement import BinpackWeights, PlacementPlan
 from optplan.models.schedconf import SchedulerConf
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.placement.binpack import hyper_binpack
 from optplan.solvers.placement.place import plan_placement
 from optplan.solvers.placement.validate import placement_violations
 from tests.builders import GPU, hypernode, job_task, node, pod, podgroup_in, priority_class, queue, vcjob
@@ -197,3 +202,120 @@ def test_the_validator_on_victims_of_a_job_not_admitted() -> None:
     v = j1.victims[0].model_copy(update={"reason": "reclaim"})
     bad = placement_violations(snap, jobs, swap(j1.model_copy(update={"victims": (v,)})))
     assert len(bad) == 1 and "(reclaim)" in bad[0]
+
+
+# ---- the network-topology-aware plugin's binpack of a HyperNode -----
+
+F = Fraction
+HYPER_BINPACK = [  # (what, request, allocatable, used, weights, score)
+    ("cpu and memory by default", {"cpu": 2, "memory": 4}, {"cpu": 8, "memory": 8}, {"cpu": 2, "memory": 0},
+     BinpackWeights(), F(1, 2) * (F(4, 8) + F(4, 8))),
+    ("a resource without a weight is not scored", {"cpu": 2, GPU: 4}, {"cpu": 8, GPU: 8}, {"cpu": 0, GPU: 8},
+     BinpackWeights(memory=0), F(2, 8)),
+    ("an overflow scores 0", {"cpu": 2, GPU: 4}, {"cpu": 8, GPU: 8}, {"cpu": 0, GPU: 6},
+     BinpackWeights(resources={GPU: 1}), F(0)),
+    ("weights weigh", {"cpu": 4, GPU: 4}, {"cpu": 8, GPU: 8}, {"cpu": 0, GPU: 4},
+     BinpackWeights(cpu=1, resources={GPU: 3}), (F(1, 2) + 3 * F(1)) / 4),
+]
+
+
+@pytest.mark.parametrize(("what", "req", "alloc", "used", "weights", "score"), HYPER_BINPACK,
+                         ids=[c[0] for c in HYPER_BINPACK])
+def test_hyper_binpack(what: str, req: dict[str, int], alloc: dict[str, int], used: dict[str, int],
+                       weights: BinpackWeights, score: Fraction) -> None:
+    assert hyper_binpack(req, alloc, used, weights) == score
+
+
+# Racks ra (a0, a1) and rb (b0, b1) of 8-GPU nodes. x (low, minMember 1) runs one 8-GPU pod on a0 and one
+# on b1; other queue's pods fill a1 and b0 to 7 GPUs, b0's with 50 cpus. j (mid, one pod of 2 GPUs) fits
+# nowhere and preempts a pod of x: node binpack on GPUs ties a0 and b1 (both overflow: 0), so the
+# network-topology-aware plugin's score decides — rb, busier in cpu, scores higher, x-1 goes; without
+# HyperNodes or without the plugin the tie goes to the name, x-0.
+def two_racks(hyper: bool) -> list[Any]:
+    objs: list[Any] = [node("a0", 8), node("a1", 8), node("b0", 8), node("b1", 8), queue("q"), queue("other"),
+                       *running("x", "q", [("a0", 8), ("b1", 8)], "low", 1),
+                       *running("z", "other", [("a1", 7)], "high", 1),
+                       vcjob("j", "q", [job_task("w", 1, 2)], priority_class_name="mid")]
+    w = podgroup_in("other", "w", 1)
+    busy = pod("w-0", "b0", 7, group="w", cpu="50")
+    busy["spec"]["priorityClassName"] = w["spec"]["priorityClassName"] = "high"
+    objs += [w, busy]
+    if hyper:
+        objs += [hypernode("ra", 1, ["a0", "a1"]), hypernode("rb", 1, ["b0", "b1"])]
+    return objs
+
+
+NODE_GPU = BinpackWeights(cpu=0, memory=0, resources={GPU: 1})
+PREEMPT_ORDER = [  # (what, HyperNodes, the plugin's weights (None: not configured), the victim)
+    ("the busier rack's node", True, BinpackWeights(cpu=1, memory=0), "x-1"),
+    ("no HyperNodes: the name", False, BinpackWeights(cpu=1, memory=0), "x-0"),
+    ("no network-topology-aware plugin: the name", True, None, "x-0"),
+]
+
+
+@pytest.mark.parametrize(("what", "hyper", "weights", "victim"), PREEMPT_ORDER, ids=[c[0] for c in PREEMPT_ORDER])
+def test_preempt_orders_nodes_by_the_hypernode_score(what: str, hyper: bool, weights: BinpackWeights | None,
+                                                     victim: str) -> None:
+    conf = SchedulerConf(binpack=NODE_GPU, hyper_node_binpack=weights)
+    greedy = outcome(plans([*CLASSES, *two_racks(hyper)], conf, ("greedy",))["greedy"])
+    assert greedy["j"] == (True, "preempt", [victim])
+
+
+# ---- a cycle's victim that frees queue room ------------------------------------------------------
+
+# n0 (8 GPUs) holds x (low, minMember 1, two pods of 4); n1 (8 GPUs, pool b) is empty. The capability
+# (8 GPUs, on q or on q's parent) holds back both j0 (high, soft network topology: it does not preempt;
+# pool b only) and j1 (mid). Cycle 1: j1 preempts a pod of x on n0. Cycle 2: the queue has room and
+# allocate gives it to j0 first (the sibling: queue a before q by name), on n1; j1 waits. j1's victim
+# freed queue room, not node room: no job lands on n0, and the plan still holds (Volcano evicted it all
+# the same); without j0 admitted it does not.
+QUEUE_ROOM = [  # (what, the queues, j0's queue)
+    ("the victim's own queue", [queue("q", capability={GPU: 8})], "q"),
+    ("a sibling under the capped parent", [queue("p", capability={GPU: 8}), queue("q", "p"), queue("a", "p")], "a"),
+]
+
+
+@pytest.mark.parametrize(("what", "queues", "j0_queue"), QUEUE_ROOM, ids=[c[0] for c in QUEUE_ROOM])
+def test_a_victim_may_free_queue_room_a_later_job_takes(what: str, queues: list[Any], j0_queue: str) -> None:
+    pool_b = {"nodeSelector": {"pool": "b"}}
+    objs = [*CLASSES, node("n0", 8), node("n1", 8, labels={"pool": "b"}), *queues,
+            *running("x", "q", [("n0", 4), ("n0", 4)], "low", 1),
+            vcjob("j0", j0_queue, [job_task("w", 1, 4, template_spec=pool_b)], priority_class_name="high",
+                  network_topology={"mode": "soft"}),
+            vcjob("j1", "q", [job_task("w", 1, 4)], priority_class_name="mid")]
+    snap = load_objects(objs).snapshot
+    jobs = list(snap.jobs.values())
+    plan = plan_placement(snap, jobs, "greedy", OPTS, now=NOW)
+    got = outcome(plan)
+    assert got["j0"][0] and [b.node for b in plan.job("default/j0").bindings] == ["n1"]
+    assert got["j1"][:2] == (False, "preempt") and len(got["j1"][2]) == 1
+    assert placement_violations(snap, jobs, plan) == []
+    j0 = plan.job("default/j0").model_copy(update={"admitted": False, "bindings": (), "hyper_node": None,
+                                                    "tier": None, "reason": "left out"})
+    broken = plan.model_copy(update={"jobs": tuple(j0 if j.key == j0.key else j for j in plan.jobs)})
+    assert any("whose room no job placed after it takes" in v for v in placement_violations(snap, jobs, broken))
+
+
+# ---- preempt's pass within a starving job --------------------------------------------------------
+
+# n0 (8 GPUs) holds z (queue q, high: no victim for j) and has 4 GPUs free; n1 (8 GPUs) is full of v (queue
+# o, deserved 0: reclaimable). j (queue q, mid, 2 pods of 4, minAvailable 2) fits only one pod; preempt
+# between jobs finds no victim and discards. Preempt's pass within each starving job then pipelines j's
+# pods one by one where they fit (n0) and keeps them; reclaim, which passes over nodes without a pod of
+# another reclaimable queue (n0), places the second pod by reclaiming v on n1, and j is pipelined whole.
+# A task whose PriorityClass says preemptionPolicy Never pipelines nothing (and reclaims nothing).
+WITHIN_JOB = [  # (what, j's PriorityClass, j admitted, victims)
+    ("the pass within the job pipelines what fits; reclaim does the rest", "mid", True, ["v-0"]),
+    ("preemptionPolicy Never: neither", "never", False, []),
+]
+
+
+@pytest.mark.parametrize(("what", "pc", "admitted", "victims"), WITHIN_JOB, ids=[c[0] for c in WITHIN_JOB])
+def test_preempts_pass_within_a_job_pipelines_what_fits(what: str, pc: str, admitted: bool,
+                                                        victims: list[str]) -> None:
+    objs = [*CLASSES, priority_class("never", 100, "Never"), node("n0", 8), node("n1", 8),
+            queue("q", deserved={GPU: 16}), queue("o", deserved={GPU: 0}),
+            *running("z", "q", [("n0", 4)], "high", 1), *running("v", "o", [("n1", 8)], "low", 1),
+            vcjob("j", "q", [job_task("w", 2, 4)], priority_class_name=pc)]
+    got = outcome(plans(objs, solvers=("greedy",))["greedy"])
+    assert got["j"][0] is admitted and got["j"][2] == victims

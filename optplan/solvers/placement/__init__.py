@@ -80,15 +80,20 @@ own need), whatever its preemptionPolicy. Preempt is never tried for a job with 
 first whose dry run readies the gang; in a dry run each pod, task by task,
 goes where it fits as in allocate, else to the first node, in the order below, whose
 victims would all together make room (Volcano's ``ValidateVictims``), evicting them one by one in
-victim order until the pod fits, the node's evictions undone when it still does not.
+victim order until the pod fits, the node's evictions undone when it still does not. When preempt finds no
+victims for a job, its pass within the job follows (Volcano's "preemption between tasks within a job"): the
+job's pods one by one on nodes where they fit, kept for the cycle (``Greedy.pipeline_free``), so that its
+reclaim only has to place the rest.
 
 *Node order for victims* (Volcano's ``preempt``: ``PredicateNodes``, ``PrioritizeNodes``,
 ``SortNodes``): the region's nodes that pass the static predicates, by the pod's binpack score on each
 node highest first — ``binpack_score`` with the run's ``BinpackWeights``, on the node's free room as
 the dry run stands before this pod's evictions (so a node where a weighted resource would overflow
-scores 0, and resources without a weight, GPUs by default, do not count) — ties by node name. Where
-this departs from Volcano: (1) only the binpack plugin scores (Volcano adds every enabled nodeorder
-plugin: leastrequested, balancedresource, node affinity, ...); (2) ties go to the name, where Volcano
+scores 0, and resources without a weight, GPUs by default, do not count) — plus, for preempt and a job
+without a network topology, the network-topology-aware plugin's score (``binpack.normal_pod_score``: per
+tier the binpack of the node's HyperNode, fading 0.8 a tier) — ties by node name. Where
+this departs from Volcano: (1) the nodeorder plugin does not score (Volcano adds leastrequested,
+balancedresource, node affinity, ...); (2) ties go to the name, where Volcano
 keeps its node list's order (unspecified); (3) a pod evicted earlier in the dry run counts as free
 room, where Volcano still counts a releasing pod as used until it is gone (its score, not its
 fit: both use future idle room); (4) the same order serves reclaim, whose nodes Volcano walks in
@@ -103,9 +108,12 @@ minMember, the second tier may), never goes whole; victims go until the node has
 realCapability);
 each pod walks the nodes in the order above, a node with room taking it without evictions (Volcano's
 preempt and reclaim place on the walk, not first where the pod fits); reclaim passes over a node with
-no running pod of another reclaimable queue (room or not). Volcano's node order among equal scores
-(a rotating start in ``PredicateNodes``) and the order in which the plugins see a node's pods (a Go
-map) vary from run to run; here ties go to the name and pods come in victim order.
+no running pod of another reclaimable queue (room or not). The plugins also see the node's running pods
+of other jobs being placed (``jobs.plugin_view``: they shape the answer, never go). The victims the tiers
+offer go in Volcano's order (``Candidate.order_key``: within a job the higher pod index, then the later
+start, then the larger UID first; across queues ``context.victim_queue_key``). Volcano's node order among
+equal scores (``PredicateNodes``' parallel workers) and the order in which the plugins see a node's pods (a
+Go map) vary from run to run; here ties go to the name and pods come in ``Candidate.input_key`` order.
 
 *Gang-aware actions* (``gangevict``; rules in ``gangrules`` and ``bundles``): when the scheduler configuration
 lists gangpreempt or gangreclaim, each takes its turn among the evicting actions in the configuration's order:

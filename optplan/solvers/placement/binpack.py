@@ -1,6 +1,8 @@
 """Volcano's binpack plugin: a pod's score on a node (``binpack_score``), read by the greedy's node
 order, the exact model's static binpack objective (``BINPACK_SCALE``) and the online simulation; the same
-formula over arrays of nodes in floating point (``binpack_scores``), read by the shared-GPU simulation."""
+formula over arrays of nodes in floating point (``binpack_scores``), read by the shared-GPU simulation.
+The network-topology-aware plugin's binpack of a HyperNode (``hyper_binpack``: a job's HyperNode score, a
+pod's score per tier; ``Greedy.hyper_score`` sums it over a node's tiers for a pod without a network topology)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from optplan.models.snapshot import Resources
 
 BINPACK_SCALE = 100
 """Static binpack scores (0..100 × weight) are summed as integers after multiplying by this."""
+NORMAL_POD_FADING = Fraction(4, 5)
+"""network-topology-aware's ``hypernode.binpack.normal-pod.fading`` default (0.8): tier t weighs 0.8^(t-1)."""
 
 
 def binpack_score(requests: Resources, allocatable: Resources, free: Resources, weights: BinpackWeights) -> Fraction:
@@ -64,3 +68,23 @@ def binpack_scores(requests: Mapping[str, int], allocatable: Mapping[str, np.nda
     if wsum:
         score /= wsum
     return np.where(over, 0.0, score * 100 * weights.weight)
+
+
+def hyper_binpack(request: Mapping[str, int], allocatable: Mapping[str, int], used: Mapping[str, int],
+                  weights: BinpackWeights) -> Fraction:
+    """The network-topology-aware plugin's binpack of one HyperNode (its summed ``allocatable`` and
+    ``used``) for ``request``, unscaled (0..1): over the requested resources that have a weight
+    (``weights.of()``: cpu and memory always), Σ w × (used + request) / allocatable / Σ w; 0 when the
+    request overflows the HyperNode on one of them (Volcano's ``getPodHyperNodeBinPackingScore``, and its
+    sub-job version over a job's summed requests)."""
+    table = weights.of()
+    score = Fraction(0)
+    wsum = 0
+    for r in sorted(r for r, v in request.items() if v > 0 and r in table):
+        alloc = allocatable.get(r, 0)
+        if used.get(r, 0) + request[r] > alloc:
+            return Fraction(0)
+        w = table[r]
+        wsum += w
+        score += Fraction(w * (used.get(r, 0) + request[r]), alloc)
+    return score / wsum if wsum else Fraction(0)

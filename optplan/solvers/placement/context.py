@@ -96,6 +96,30 @@ def queue_order_key(qs: QueueState) -> Callable[[str], Any]:
     return cmp_to_key(cmp)
 
 
+def victim_queue_key(qs: QueueState, preemptor: str) -> Callable[[str], Any]:
+    """A sort key for the queues of one node's victims, the first evicted first (Volcano's
+    ``BuildVictimsPriorityQueue`` across queues: the capacity plugin's VictimQueueOrderFn, then the reverse
+    of the queue order): a queue whose lowest common ancestor with the ``preemptor``'s queue is deeper
+    first (a sibling before a cousin), then the queue that ``compare_queues`` puts last (the higher share)."""
+    mine = qs.chain(preemptor)[:0:-1]  # its ancestors, root first
+
+    def level(q: str) -> int:
+        theirs = qs.chain(q)[:0:-1]
+        depth = 0
+        for i, (x, y) in enumerate(zip(mine, theirs, strict=False)):
+            if x != y:
+                break
+            depth = i
+        return depth
+
+    def cmp(a: str, b: str) -> int:
+        la, lb = level(a), level(b)
+        if la != lb:
+            return -1 if la > lb else 1
+        return -compare_queues(qs, a, b)
+    return cmp_to_key(cmp)
+
+
 def job_key_in_queue(job: VCJob, priority: int, ready: bool) -> tuple[int, bool, bool, str, str, str]:
     """Volcano's JobOrderFn inside a queue: higher priority (priority plugin), a gang not ready yet before
     a ready one (gang plugin), earlier creation (a job without a creationTimestamp was just submitted: last

@@ -8,13 +8,13 @@ import logging
 from collections import Counter
 from typing import cast
 
-from optplan.models.placement import JobPlacement, PlacementPlan, Victim, VictimReason
+from optplan.models.placement import Binding, JobPlacement, PlacementPlan, Victim, VictimReason
 from optplan.models.queues import VCJob
 from optplan.solvers.placement.context import Context, State, Statement, replay
 from optplan.solvers.placement.gangevict import gang_evict, victim_actions
 from optplan.solvers.placement.gangrules import GANG_REASON
 from optplan.solvers.placement.greedy import Greedy, VictimChoice
-from optplan.solvers.placement.jobs import gang_order, gang_shortfall, job_needs
+from optplan.solvers.placement.jobs import gang_order, gang_shortfall, job_needs, own_groups
 from optplan.solvers.placement.partitions import NO_VICTIMS, partitioned
 from optplan.solvers.placement.safety import evict_blocks, graded_blocks, pdb_refused
 from optplan.solvers.placement.tiers import preemptee_refused
@@ -130,14 +130,16 @@ def reclaim_blocked_text(static: dict[str, Candidate], blocked: list[str]) -> st
     return f"no running pod of a reclaimable queue is above its deserved: {under[0]}{also}"
 
 
-def apply_choice(ctx: Context, state: State, job: VCJob, choice: VictimChoice) -> None:
-    """Commit a choice: evictions first, then the job's pods."""
+def apply_choice(ctx: Context, state: State, job: VCJob, choice: VictimChoice,
+                 pre: tuple[Binding, ...] = ()) -> None:
+    """Commit a choice: evictions first, then the job's pods (but ``pre``, already on the state)."""
     stmt = Statement(state)
     for c in choice.victims:
         stmt.evict(c.pod, c.node, c.queue, c.group)
     pods = ctx.pods[job.key]
     for b in choice.bindings:
-        stmt.allocate(pods[b.task][b.index], b.node, job.queue)
+        if b not in pre:
+            stmt.allocate(pods[b.task][b.index], b.node, job.queue)
 
 
 def _victims(choice: VictimChoice, reason: VictimReason) -> tuple[Victim, ...]:
@@ -165,18 +167,23 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
     state = replay(ctx, plan, victims=False)  # allocate's plan: no victims yet
     cat = ctx.catalogue
     g = Greedy(ctx, state, cat)
+    for jp in plan.jobs:  # allocate's pods of running gangs: ready for the gang plugin
+        if jp.admitted:
+            for group in own_groups(by_key[jp.key], ctx.snapshot):
+                g.placed[group] += len(jp.bindings)
     out: dict[str, JobPlacement] = {jp.key: jp for jp in plan.jobs}
     notes: dict[str, list[str]] = {jp.key: [] for jp in plan.jobs}
     done: set[str] = set()  # placed by this pass
     evicting: list[str] = []  # the queues whose jobs evict in this plan (the cooldown rule)
     cooling: dict[str, str | None] = {}
+    pre: dict[str, tuple[Binding, ...]] = {}  # job -> its pods preempt's pass within the job pipelined
     for step, reason in enumerate(victim_actions(ctx.actions), start=1):
         for jp in plan.jobs:
             job = by_key[jp.key]
             if (jp.admitted or jp.key in done or job.key in ctx.unfit
                     or state.queues.admission_reason(job.queue) is not None or not ctx.regions[job.key]):
                 continue
-            if state.evicted:
+            if state.evicted and not pre.get(jp.key):
                 freed = g.place(job)  # commits when admitted
                 if freed.admitted:
                     out[jp.key] = freed.model_copy(update={
@@ -191,14 +198,13 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
                 chosen, gwhy = gang_evict(ctx, state, g, job, reason)
             else:
                 rules, why = job_rules(ctx, state, cat, job, cast(Reason, reason))
-                if rules is None:
-                    notes[jp.key].append(f"{reason}: {why}")
-                    continue
-                chosen, gwhy = g.with_victims(job, rules)
+                chosen, gwhy = (None, why) if rules is None else g.with_victims(job, rules, pre.get(jp.key, ()))
+                if chosen is None and reason == "preempt" and (free := g.pipeline_free(job)):
+                    pre[jp.key] = free
             if chosen is None:
                 notes[jp.key].append(f"{reason}: {gwhy}")
                 continue
-            apply_choice(ctx, state, job, chosen)
+            apply_choice(ctx, state, job, chosen, pre.get(jp.key, ()))
             r = chosen.region
             text = victim_text(job, len(chosen.bindings), r.label if job.network_topology is not None else None,
                                reason, len(chosen.victims), chosen.cost)

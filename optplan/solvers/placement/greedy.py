@@ -18,9 +18,18 @@ from optplan.models.placement import Binding, JobPlacement
 from optplan.models.queues import JobTask, VCJob
 from optplan.models.snapshot import Pod, Resources
 from optplan.solvers.core.oracle import POD_SLOT, constraint_signature
-from optplan.solvers.placement.binpack import binpack_score
-from optplan.solvers.placement.context import Context, State, Statement
-from optplan.solvers.placement.jobs import Region, gang_shortfall, gang_steps, held_pods, job_regions, task_pos
+from optplan.solvers.placement.binpack import NORMAL_POD_FADING, binpack_score, hyper_binpack
+from optplan.solvers.placement.context import Context, State, Statement, victim_queue_key
+from optplan.solvers.placement.jobs import (
+    Region,
+    gang_shortfall,
+    gang_steps,
+    held_pods,
+    job_regions,
+    own_groups,
+    plugin_view,
+    task_pos,
+)
 from optplan.solvers.placement.partitions import (
     NO_VICTIMS,
     partition_pending,
@@ -30,7 +39,7 @@ from optplan.solvers.placement.partitions import (
     partitioned,
 )
 from optplan.solvers.placement.safety import pdb_over
-from optplan.solvers.placement.tiers import node_victims
+from optplan.solvers.placement.tiers import node_victims, preemptee_refused
 from optplan.solvers.placement.victims import Candidate, Catalogue, Rules, dims, reclaimer_blocked
 
 
@@ -67,9 +76,6 @@ def least_requests(pods: list[Pod]) -> Resources:
     return {r: min(p.requests[r] for p in pods) for r in sorted(common) if all(p.requests[r] > 0 for p in pods)}
 
 
-NORMAL_POD_FADING = 0.8
-"""The network-topology-aware plugin's ``hypernode.binpack.normal-pod.fading`` default (not read from the
-configuration): tier t's HyperNode weighs 0.8^(t - 1) in a node's score for a pod of a job without topology."""
 
 ScoreKey = tuple[float, Fraction]
 """A binpack score's sort key, lowest first for the highest score (``Greedy.scores``)."""
@@ -149,6 +155,11 @@ class Greedy:
         """HyperNode -> the rows of ``hyper_tiers`` that name it."""
         self._row_scores: dict[tuple[tuple[float, str], ...], dict[tuple[tuple[str, int], ...], float]] = {}
         """A row of ``hyper_tiers`` -> a pod's sorted requests -> ``row_score``, dropped with its HyperNodes'."""
+        self._own: dict[str, frozenset[str]] = {}
+        """job key -> ``own_groups``: its PodGroups, which the plugins never see for it."""
+        self.placed: Counter[str] = Counter()
+        """PodGroup key -> the pods this session's allocate placed for its job (a running gang being placed):
+        Volcano's gang plugin counts them ready (``ReadyTaskNum``: allocated as well as running)."""
 
     def steps(self, job: VCJob) -> list[tuple[str, int, bool]]:
         """``gang_steps`` of the job (fixed for the run: computed once)."""
@@ -246,13 +257,13 @@ class Greedy:
                 # same for every node adds the same to every node's score and is left out
                 varied = [t for t in sorted(by_tier) if len({held.get((n, t), "") for n in topo.node_names}) > 1]
                 for n in self.ctx.snapshot.nodes:
-                    out[n] = row = tuple((NORMAL_POD_FADING ** (t - 1), held.get((n, t), "")) for t in varied)
+                    out[n] = row = tuple((float(NORMAL_POD_FADING) ** (t - 1), held.get((n, t), "")) for t in varied)
                     for _f, h in row:
                         if h:
                             self._rows_of.setdefault(h, set()).add(row)
                 tiers = [*by_tier, topo.top_tier]
-                self._hyper_norm = sum(NORMAL_POD_FADING ** (t - 1) for t in range(min(tiers), max(tiers) + 1))
-                self._hyper_free_tiers = [NORMAL_POD_FADING ** (t - 1) for t in range(min(tiers), max(tiers))
+                self._hyper_norm = sum(float(NORMAL_POD_FADING) ** (t - 1) for t in range(min(tiers), max(tiers) + 1))
+                self._hyper_free_tiers = [float(NORMAL_POD_FADING) ** (t - 1) for t in range(min(tiers), max(tiers))
                                           if t not in by_tier]
             self._hyper_tiers = out
         return self._hyper_tiers
@@ -316,21 +327,8 @@ class Greedy:
         if out is not None:
             return out
         alloc, free = self.hyper_sums(h)
-        table = self.ctx.region_weights.of()
-        score = 0.0
-        wsum = 0
-        for r, req in req_key:
-            w = table.get(r)
-            if w is None or req <= 0:
-                continue
-            a = alloc.get(r, 0)
-            used = a - free.get(r, 0)
-            if used + req > a:
-                score, wsum = 0.0, 0
-                break
-            score += w * (used + req) / a
-            wsum += w
-        out = known[req_key] = score / wsum if wsum else 0.0
+        used = {r: a - free.get(r, 0) for r, a in alloc.items()}
+        out = known[req_key] = float(hyper_binpack(dict(req_key), alloc, used, self.ctx.region_weights))
         return out
 
     def best_with_hyper(self, pod: Pod, nodes: list[str], rank: Ranking) -> int:
@@ -357,8 +355,8 @@ class Greedy:
                 best, best_total = i, total
         return best
 
-    def dry_run(self, job: VCJob, region: Region, stmt: Statement,
-                rules: Rules | None = None) -> tuple[list[Binding], str | None]:
+    def dry_run(self, job: VCJob, region: Region, stmt: Statement, rules: Rules | None = None,
+                pre: tuple[Binding, ...] = ()) -> tuple[list[Binding], str | None]:
         """Place the gang inside the region, pods in ``gang_steps`` order, each on its best node
         (``best_node``), until the gang is ready; the bindings, and why the gang is not ready (None: ready).
 
@@ -371,8 +369,9 @@ class Greedy:
         pods = self.ctx.pods[job.key]
         held = self.ctx.held_count(job.key)
         order = self.steps(job)
-        placed: Counter[str] = Counter()
-        bindings: list[Binding] = []
+        placed: Counter[str] = Counter(b.task for b in pre)  # ``pre``: pods already pipelined (on the state)
+        bindings: list[Binding] = list(pre)
+        done = {(b.task, b.index) for b in pre}
         why: str | None = None
         failures = 0
         slack = len(order) - self.ctx.need(job)[1]
@@ -384,6 +383,8 @@ class Greedy:
         held_ix = self.ctx.held.get(job.key, {})
         tasks = {t.name: t for t in job.tasks}
         for task, i, required in order:
+            if (task, i) in done:
+                continue
             if bindings and gang_shortfall(job, placed, held) is None and (
                     not parted or partition_shortfall(job, indices, held_ix) is None):
                 break  # allocate stops at the ready gang; the other replicas come one per turn (``extend``)
@@ -569,24 +570,20 @@ class Greedy:
         request overflows the HyperNode on one of them. ``used``: the state before the dry run (Volcano
         scores after discarding it); ``request``: every pod of the job (or of the partition), running ones
         included, as the plugin sums its sub-job's tasks."""
+        alloc, used = self.hyper_use(region.nodes)
+        weights = self.ctx.region_weights
+        return hyper_binpack(request, alloc, used, weights) * 100 * weights.weight
+
+    def hyper_use(self, nodes: Iterable[str]) -> tuple[dict[str, int], dict[str, int]]:
+        """The summed allocatable and use (allocatable less free room, as the state stands) of ``nodes``."""
         alloc: dict[str, int] = defaultdict(int)
-        free: dict[str, int] = defaultdict(int)
-        for n in region.nodes:
+        used: dict[str, int] = defaultdict(int)
+        for n in nodes:
+            free = self.state.cap.free[n]
             for r, v in self.ctx.snapshot.nodes[n].allocatable.items():
                 alloc[r] += v
-                free[r] += self.state.cap.free[n].get(r, 0)
-        weights = self.ctx.region_weights
-        table = weights.of()
-        score = Fraction(0)
-        wsum = 0
-        for r in sorted(r for r, v in request.items() if v > 0 and r in table):
-            used = alloc[r] - free[r]
-            if used + request[r] > alloc[r]:
-                return Fraction(0)
-            w = table[r]
-            wsum += w
-            score += Fraction(w * (used + request[r]), alloc[r])
-        return (score / wsum if wsum else Fraction(0)) * 100 * weights.weight
+                used[r] += v - free.get(r, 0)
+        return alloc, used
 
     def place(self, job: VCJob) -> JobPlacement:
         base = {"namespace": job.namespace, "name": job.name, "queue": job.queue}
@@ -787,13 +784,23 @@ class Greedy:
         if not pods:
             return []
         st, cat, qs = self.state, self.cat, self.state.queues
+        own = self._own.get(job.key)
+        if own is None:
+            own = self._own[job.key] = own_groups(job, self.ctx.snapshot)
+        seen = plugin_view(cat, node, pods, own, lambda c: preemptee_refused(
+            c, rules.reason, job.queue, qs.reclaimable.get(c.queue, True)) is None)
         refused: list[str] = []
         victims, _tier = node_victims(
-            rules.reason, pods, preemptor_priority=self.ctx.priority[job.key],
-            ready=lambda g: cat.groups[g].ready - st.taken[g], min_member=lambda g: cat.groups[g].min_member,
+            rules.reason, seen, preemptor_priority=self.ctx.priority[job.key],
+            ready=lambda g: cat.groups[g].ready - st.taken[g] + self.placed[g],
+            min_member=lambda g: cat.groups[g].min_member,
             preemptor_allocated=self.job_allocated(job, pod, stmt) if rules.reason == "preempt" else {},
             job_allocated=self.group_allocated, total=self.total, need=dims(pod.requests), allocated=qs.allocated,
             deserved=qs.deserved, listed=qs.listed, guarantee=qs.guarantee, refused=refused)
+        victims = [c for c in victims if c.key in rules.eligible]  # a shielded pod is never taken
+        if len({c.queue for c in victims}) > 1:  # reclaim: across queues, Volcano's victim queue order
+            rank = victim_queue_key(qs, job.queue)
+            victims.sort(key=lambda c: (rank(c.queue), c.order_key()))
         if not victims and refused and self.block_note is None:
             self.block_note = f"on {node}: {refused[0]}"
         return victims
@@ -854,13 +861,17 @@ class Greedy:
             out = self._scores[key] = (score, (-float(score), -score))
         return out
 
-    def preempt_order(self, pod: Pod, nodes: list[str]) -> list[str]:
+    def preempt_order(self, pod: Pod, nodes: list[str], job: VCJob | None = None) -> list[str]:
         """Volcano's preempt node order (``util.PrioritizeNodes`` then ``SortNodes``): the nodes that pass
-        the static predicates, by binpack score on the state before this pod's evictions, highest
-        first, ties by name (module docstring)."""
+        the static predicates, by binpack score on the state before this pod's evictions plus, for a
+        ``job`` without a network topology, the network-topology-aware plugin's (``hyper_score``),
+        highest first, ties by name (module docstring)."""
         ok = [n for n, passes in zip(nodes, self.ctx.predicates.mask(pod, nodes), strict=True) if passes]
         req_key = tuple(sorted(pod.requests.items()))
-        scores = {n: self.score(pod, n, req_key) for n in ok}
+        scores: dict[str, Fraction | float] = {n: self.score(pod, n, req_key) for n in ok}
+        if job is not None and job.network_topology is None and self.hyper_tiers:
+            for n in ok:
+                scores[n] += self.hyper_score(pod, n)
         return sorted(ok, key=lambda n: (-scores[n], n))
 
     def evict_for(self, pod: Pod, nodes: list[str], job: VCJob, stmt: Statement, rules: Rules) -> str | None:
@@ -872,7 +883,7 @@ class Greedy:
         room only); the pod must then fit its queues too (else the node's evictions are undone: Volcano
         would place it past an ancestor's realCapability, optplan does not take victims for queue room);
         else the next node."""
-        for n in self.preempt_order(pod, nodes):
+        for n in self.preempt_order(pod, nodes, job if rules.reason == "preempt" else None):
             present = any(c.key in rules.eligible and c.key not in self.state.evicted
                           for c in self.cat.by_node.get(n, []))
             if rules.reason == "reclaim" and not present:
@@ -891,12 +902,40 @@ class Greedy:
             stmt.rollback(mark)
         return None
 
-    def with_victims(self, job: VCJob, rules: Rules) -> tuple[VictimChoice | None, str]:
-        """The greedy's victims for the job (state unchanged): regions in order, the first that works."""
+    def pipeline_free(self, job: VCJob) -> tuple[Binding, ...]:
+        """Volcano's preempt, its pass within each starving job (after the pass between jobs): the job's
+        pending pods in task order, each on the first node in preempt's order where it fits now (the
+        victims of its own job — the running pods of lower task priority — are not modelled: a running
+        gang's pods are never victims here), pipelined and kept one by one; the pass stops at the first
+        pod that fits nowhere or whose task may not preempt (preemptionPolicy Never). The pods stay on
+        the state (they hold their room for this cycle's other jobs and count for the job's reclaim,
+        ``with_victims``' ``pre``); a job with a network topology or partitions, or whose running pods
+        already make its gang ready (not starving), is not one of them."""
+        if (job.network_topology is not None or partitioned(job) or len(self.ctx.regions[job.key]) != 1
+                or gang_shortfall(job, Counter(), self.ctx.held_count(job.key)) is None):
+            return ()  # Volcano's pass takes only starving jobs without a network topology
+        nodes = self.nodes(self.ctx.regions[job.key][0])
+        pods = self.ctx.pods[job.key]
+        out: list[Binding] = []
+        for task, i, _required in self.steps(job):
+            if task in self.ctx.never[job.key]:
+                break
+            pod = pods[task][i]
+            node = next((n for n in self.preempt_order(pod, nodes, job) if self.fits(pod, n, job.queue)), None)
+            if node is None:
+                break
+            Statement(self.state).allocate(pod, node, job.queue)
+            out.append(Binding(task=task, index=i, node=node))
+        return tuple(out)
+
+    def with_victims(self, job: VCJob, rules: Rules,
+                     pre: tuple[Binding, ...] = ()) -> tuple[VictimChoice | None, str]:
+        """The greedy's victims for the job (state unchanged): regions in order, the first that works.
+        ``pre``: the job's pods already pipelined on the state (``pipeline_free``), counted for its gang."""
         first: str | None = None
         for region in self.ctx.regions[job.key]:
             stmt = Statement(self.state)
-            bindings, short = self.dry_run(job, region, stmt, rules)
+            bindings, short = self.dry_run(job, region, stmt, rules, pre)
             evicted = [rules.eligible[p.key] for p, _n in stmt.evictions()]
             stmt.discard()
             if short is None:

@@ -8,13 +8,13 @@ total capacity (``clip_to_cluster``). The rules themselves: the package docstrin
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from optplan.models.queues import JobTask, VCJob
 from optplan.models.snapshot import GROUP_NAME_ANNOTATION, Pod, Snapshot
 from optplan.solvers.core.oracle import POD_SLOT
-from optplan.solvers.placement.victims import Catalogue
+from optplan.solvers.placement.victims import Candidate, Catalogue
 
 
 def class_priority(name: str | None, snap: Snapshot) -> int:
@@ -193,7 +193,8 @@ def gang_shortfall(job: VCJob, placed: Counter[str], held: Counter[str] | None =
 def shield(cat: Catalogue, snap: Snapshot, jobs: Sequence[VCJob]) -> Catalogue:
     """The catalogue without the running pods of the PodGroups of the jobs being placed: a plan places a
     running gang's pending pods next to its running ones and never evicts those (they are listed as
-    protected)."""
+    protected, and kept by node in ``shielded``: Volcano's preempt and reclaim hand them to the plugins
+    with a node's other pods, ``plugin_view``)."""
     groups = {p.group_key for j in jobs for ps in held_pods(j, snap).values() for p in ps.values()}
     groups.discard(None)
     if not groups & set(cat.groups):
@@ -206,7 +207,28 @@ def shield(cat: Catalogue, snap: Snapshot, jobs: Sequence[VCJob]) -> Catalogue:
             out.candidates[k] = c
     out.by_node = {n: [c for c in cs if c.group not in groups] for n, cs in cat.by_node.items()}
     out.by_node = {n: cs for n, cs in out.by_node.items() if cs}
+    out.shielded = {n: [c for c in cs if c.group in groups] for n, cs in cat.by_node.items()}
+    out.shielded = {n: cs for n, cs in out.shielded.items() if cs}
     return out
+
+
+def own_groups(job: VCJob, snap: Snapshot) -> frozenset[str]:
+    """The PodGroups of the job's running pods (``held_pods``)."""
+    return frozenset(g for ps in held_pods(job, snap).values() for p in ps.values() if (g := p.group_key) is not None)
+
+
+def plugin_view(cat: Catalogue, node: str, pods: Sequence[Candidate], own: frozenset[str],
+                handed: Callable[[Candidate], bool]) -> list[Candidate]:
+    """What Volcano's plugins are given on ``node`` for a preemptor pod (``Candidate.input_key``): ``pods`` (the
+    node's candidates the action may take) and the node's shielded pods (``Catalogue.shielded``: running
+    pods of other jobs being placed) that the action hands over (``handed``), not of the preemptor's own
+    PodGroups (``own``: Volcano's filter leaves out the preemptor's job). The shielded pods shape the tiers'
+    answer (an intersection that comes out empty lets the next plugin start again) but are never taken:
+    the caller keeps only ``pods`` from the answer."""
+    extra = [c for c in cat.shielded.get(node, ()) if c.group not in own and handed(c)]
+    if not extra:
+        return list(pods)
+    return sorted([*pods, *extra], key=Candidate.input_key)
 
 
 @dataclass(frozen=True)

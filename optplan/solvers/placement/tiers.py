@@ -25,14 +25,15 @@ The plugins' answers, each in the order it is given the pods:
   and already placed pods plus the pod, over the cluster's allocatable) is below, or within 1e-6 of, the
   victim job's dominant share with this pod and the pods of the same job before it in the list
   removed; no priority check;
-- **capacity** (reclaim): the pods, in victim order, that request a resource the reclaimer pod requests
+- **capacity** (reclaim): the pods, in the order given, that request a resource the reclaimer pod requests
   and pass the capacity plugin's ReclaimableFn (``victims.victim_blocked``) with the pods kept before
   them taken from their queue.
 
-The node's pods come to the plugins in Volcano from a Go map, in random order; here in victim order
-(``Candidate.order_key``). The order shows when a victim job has more pods on the node than the gang
-plugin lets go, and in drf's running subtraction: which of them the tier offers can differ from run to
-run in Volcano, never here.
+The node's pods come to the plugins in Volcano from a Go map, in random order; here in victim order with
+the smaller UID first among equals (``Candidate.input_key``). The order shows when a victim job has more
+pods on the node than the gang plugin lets go, and in drf's running subtraction: which of them the tier
+offers can differ from run to run in Volcano, never here. The victims the tiers offer go in Volcano's
+eviction order (``Candidate.order_key``: ``BuildVictimsPriorityQueue``, the larger UID first among equals).
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def capacity_answer(need: frozenset[str], allocated: Callable[[str], Mapping[str
     """The capacity plugin's ReclaimableFn; ``refused`` collects why the others were not kept."""
     alloc: dict[str, dict[str, int]] = {}
     out = []
-    for c in sorted(pods, key=Candidate.order_key):
+    for c in sorted(pods, key=Candidate.input_key):
         if not dims(c.pod.requests) & need:
             continue
         a = alloc.setdefault(c.queue, dict(allocated(c.queue)))

@@ -12,6 +12,7 @@ import logging
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from itertools import groupby
 
 from optplan.errors import InputError, PlanInvalidError
@@ -37,6 +38,8 @@ from optplan.solvers.placement.jobs import (
     held_pods,
     job_pods,
     job_priority,
+    own_groups,
+    plugin_view,
     shield,
 )
 from optplan.solvers.placement.partitions import NO_VICTIMS, partition_violations, partitioned
@@ -45,6 +48,7 @@ from optplan.solvers.placement.tiers import node_victims, preemptee_refused
 from optplan.solvers.placement.victims import (
     Candidate,
     Catalogue,
+    Reason,
     action_refused,
     dims,
     never_tasks,
@@ -81,14 +85,20 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
     static = Predicates(snap)
     # Volcano's actions: allocate places every job it can, then preempt evicts for the rest, then reclaim
     landed: dict[str, int] = {}  # node -> the last replay position a pod lands there
+    landed_queue: dict[str, int] = {}  # queue -> the last replay position a job of it is admitted
+    placed_groups: Counter[str] = Counter()  # a running gang's PodGroup -> the pods allocate placed for it
     unplaced: list[tuple[int, JobPlacement]] = []  # jobs not admitted that keep victims, at their position
     for pos, jp in enumerate(sorted(plan.jobs, key=_action_rank)):
         for b in jp.bindings if jp.admitted else ():
             landed[b.node] = pos
+            landed_queue[jp.queue] = pos
         job = given.get(jp.key)
         if job is None:
             out.append(f"job {jp.key} is not one of the jobs to place")
             continue
+        if jp.admitted and not jp.after_evictions and not jp.victims:
+            for group in own_groups(job, snap):
+                placed_groups[group] += len(jp.bindings)
         if jp.queue != job.queue:
             out.append(f"job {jp.key}: queue {jp.queue} but the job names {job.queue}")
         if not jp.admitted:
@@ -122,7 +132,7 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                                          scheduler or SchedulerConf()))
             else:
                 out.extend(_victim_violations(snap, job, jp, cat, tree, accounts, allocated, taken, evicted,
-                                              safety))
+                                              safety, placed_groups))
                 out.extend(_more_than_enough(snap, job, jp, cap))
             _free_victims(snap, jp, cat, tree, cap, allocated)
         pods = job_pods(job)
@@ -178,11 +188,22 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                     out.append(msg)
     for turn, waiting in unplaced:
         for vic in waiting.victims:
-            if landed.get(vic.node, -1) <= turn:
+            c = cat.candidates.get(f"{vic.namespace}/{vic.name}") if cat is not None else None
+            if landed.get(vic.node, -1) <= turn and (c is None or not any(
+                    pos > turn and _frees_queue_room(tree, c.queue, q) for q, pos in landed_queue.items())):
                 out.append(f"job {waiting.key} is not admitted but has victims whose room no job placed after it "
                            f"takes ({vic.namespace}/{vic.name} on {vic.node})")
     out.extend(_safety_violations(snap, given, plan, safety, now or datetime.now(UTC)))
     return out
+
+
+def _frees_queue_room(tree: QueueTree, victim_queue: str, queue: str) -> bool:
+    """An eviction from ``victim_queue`` frees room that a job of ``queue`` may need: the victim's queue
+    itself, or one under a queue (not root) whose allocation the victim's pod leaves too (a capability or
+    realCapability that held the job back)."""
+    if queue == victim_queue:
+        return True
+    return bool((set(tree.ancestors(queue)) & set(tree.ancestors(victim_queue))) - {ROOT_QUEUE})
 
 
 def _action_rank(jp: JobPlacement) -> tuple[bool, int]:
@@ -284,7 +305,8 @@ def _victim_candidate(snap: Snapshot, cat: Catalogue, v: Victim, where: str, twi
 
 def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalogue, tree: QueueTree,
                        accounts: dict[str, QueueAccount], allocated: dict[str, dict[str, int]],
-                       taken: Counter[str], evicted: set[str], safety: SafePreemption) -> list[str]:
+                       taken: Counter[str], evicted: set[str], safety: SafePreemption,
+                       placed: Counter[str] | None = None) -> list[str]:
     """The victims of one job against the rules (``victims``, ``tiers``): pods that may be victims, of the
     action's queues, on nodes where the job places a pod, each one allowed by Volcano's plugin tiers
     (``tiers.node_victims``): the nodes in the order the job's pods land on them, the tiers asked once per
@@ -293,8 +315,12 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
     Volcano's order is random or the plan does not say: the node's victims are put first among its pods
     (the gang and drf plugins see the node's pods in Go map order), drf's preemptor share is the job's
     running pods with one pod (the pods it placed before are not in the plan's order), and which round
-    takes which victim. Also the capacity plugin's PreemptiveFn per reclaiming pod (``reclaimer_blocked``).
+    takes which victim. The plugins also see the node's running pods of other jobs being placed
+    (``jobs.plugin_view``), whose gangs count the pods allocate placed for them (``placed``: PodGroup ->
+    pods). Also the capacity plugin's PreemptiveFn per reclaiming pod (``reclaimer_blocked``).
     Updates ``taken`` and ``evicted``; the caller frees the victims' capacity and allocations."""
+    placed = placed if placed is not None else Counter()
+    own = own_groups(job, snap)
     out: list[str] = []
     who = f"job {jp.key}"
     if {b.task for b in jp.bindings} <= never_tasks(snap, job):
@@ -357,10 +383,12 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
                 keys = {c.key for _v, c in left}
                 preemptees = [x for x in cat.by_node.get(node, []) if x.key not in evicted and x.key not in keys
                               and preemptee_refused(x, reason, job.queue, accounts[x.queue].reclaimable) is None]
+                seen = plugin_view(cat, node, [], own, partial(_handed, reason, job.queue, accounts))
                 refused: list[str] = []
                 allowed, _tier = node_victims(
-                    reason, [*(c for _v, c in left), *preemptees], preemptor_priority=priority,
-                    ready=lambda g: cat.groups[g].ready - taken[g], min_member=lambda g: cat.groups[g].min_member,
+                    reason, [*(c for _v, c in left), *preemptees, *seen], preemptor_priority=priority,
+                    ready=lambda g: cat.groups[g].ready - taken[g] + placed[g],
+                    min_member=lambda g: cat.groups[g].min_member,
                     preemptor_allocated=mine, job_allocated=group_alloc, total=total,
                     need=dims(bound[at][1].requests), allocated=queue_alloc,
                     deserved={q: a.effective_deserved for q, a in accounts.items()},
@@ -384,6 +412,11 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
             if c.key not in evicted:
                 _evict(c, evicted, taken, queue_alloc)
     return out
+
+
+def _handed(reason: Reason, queue: str, accounts: dict[str, QueueAccount], c: Candidate) -> bool:
+    """The action hands the pod to the plugins for a job of ``queue`` (``tiers.preemptee_refused``)."""
+    return preemptee_refused(c, reason, queue, accounts[c.queue].reclaimable) is None
 
 
 def _evict(c: Candidate, evicted: set[str], taken: Counter[str], queue_alloc: dict[str, dict[str, int]]) -> None:

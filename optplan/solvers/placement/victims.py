@@ -106,6 +106,23 @@ def protected_reason(pod: Pod) -> str | None:
     return disruption_protection(pod, (PREEMPTABLE_KEY,))
 
 
+def pod_index(name: str) -> int | None:
+    """The pod's index as Volcano's job controller reads it (``GetPodIndexUnderTask``): the last part of a
+    name of three or more ``-``-separated parts, when it is a number."""
+    parts = name.split("-")
+    if len(parts) < 3:
+        return None
+    try:
+        return int(parts[-1])
+    except ValueError:
+        return None
+
+
+def descending(text: str) -> tuple[int, ...]:
+    """A sort key that orders strings the other way round (a longer string before its prefix)."""
+    return (*(-ord(ch) for ch in text), 1)
+
+
 @dataclass(frozen=True)
 class Candidate:
     """A pod that may be evicted, with what the rules and the order need."""
@@ -124,10 +141,22 @@ class Candidate:
     def key(self) -> str:
         return self.pod.key
 
-    def order_key(self) -> tuple[int, int, int, float, str, str]:
-        """Volcano's victim order: the first is evicted first."""
-        return (self.job_priority, 0 if self.group_ready else 1, self.task_priority, -self.started.timestamp(),
-                self.pod.uid, self.pod.key)
+    def order_key(self) -> tuple[int, int, int, int, float, tuple[int, ...], str]:
+        """Volcano's victim order: the first is evicted first. Within a job it is the reverse of Volcano's
+        task order (``BuildVictimsPriorityQueue``: ``!TaskOrderFn``; the priority plugin, then the job
+        controller's ``CompareTask``): lower task priority, then the higher pod index (the last part of a
+        name of three or more parts; none: after those with one), then the later start, then the larger UID."""
+        index = pod_index(self.pod.name)
+        return (self.job_priority, 0 if self.group_ready else 1, self.task_priority,
+                -index if index is not None else 1, -self.started.timestamp(), descending(self.pod.uid),
+                self.pod.key)
+
+    def input_key(self) -> tuple[int, int, int, int, float, str, str]:
+        """The order in which the plugins are given a node's pods (``by_node``): Volcano hands them over
+        from a Go map, in no fixed order; here victim order, but the smaller UID first among equals."""
+        index = pod_index(self.pod.name)
+        return (self.job_priority, 0 if self.group_ready else 1, self.task_priority,
+                -index if index is not None else 1, -self.started.timestamp(), self.pod.uid, self.pod.key)
 
 
 @dataclass(frozen=True)
@@ -159,7 +188,10 @@ class Catalogue:
     """pod key -> why it is never a victim (for occupying pods of a PodGroup)."""
     groups: dict[str, Group] = field(default_factory=dict)
     by_node: dict[str, list[Candidate]] = field(default_factory=dict)
-    """node -> candidates in victim order."""
+    """node -> candidates in the order the plugins are given them (``Candidate.input_key``)."""
+    shielded: dict[str, list[Candidate]] = field(default_factory=dict)
+    """node -> the running pods of jobs being placed (``jobs.shield``), as ``by_node``: never victims here,
+    but Volcano's plugins see them among a node's preemptees."""
 
     @classmethod
     def build(cls, snap: Snapshot, now: datetime, queues: frozenset[str] | set[str]) -> Catalogue:
@@ -195,7 +227,7 @@ class Catalogue:
                     pod=p, node=p.node_name, group=gk, queue=pg.queue, job_priority=jprio,
                     task_priority=pod_priority(snap, p, jprio), started=started,
                     group_ready=ready >= pg.min_member, cost=cost)
-        for c in sorted(cat.candidates.values(), key=Candidate.order_key):
+        for c in sorted(cat.candidates.values(), key=Candidate.input_key):
             cat.by_node.setdefault(c.node, []).append(c)
         return cat
 
