@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from optplan.cli import main
-from optplan.errors import PlanInvalidError
 from optplan.cli.replay import load_trace
+from optplan.errors import PlanInvalidError
 from optplan.experiments.replay.cluster import Cluster
 from optplan.experiments.replay.config import ReplayConfig
 from optplan.experiments.replay.engine import Replay, replay
