@@ -183,10 +183,8 @@ class GoalProblem:
         return whole < pg.request <= total
 
     def uses_r(self, pod: Pod, node: str) -> bool:
-        """The pod takes R on the node: it requests R, or, R being ``nvidia.com/gpu``, it holds (or asks for) a
-        GPU share on a node that lists its devices (a node holding one is not free of GPUs)."""
-        return pod.request(self.resource) > 0 or (
-            self.resource == WHOLE_GPU and pod.gpu_share is not None and bool(self.snapshot.nodes[node].devices))
+        """The pod takes R on the node (``takes_r``)."""
+        return takes_r(self.snapshot, pod, node, self.resource)
 
     def queue_state(self) -> QueueState:
         """A fresh copy of the queues' accounting: ``fit_reason(queue, requests)`` and ``add``."""
@@ -304,10 +302,14 @@ def _moved_pod(pod: Pod, move: PodMove) -> Pod:
     return pod.model_copy(update=update)
 
 
+def takes_r(snapshot: Snapshot, pod: Pod, node: str, resource: str) -> bool:
+    """The pod takes ``resource`` on the node: it requests it, or, it being ``nvidia.com/gpu``, the pod holds (or
+    asks for) a GPU share on a node that lists its devices (a node holding one is not free of GPUs)."""
+    return pod.request(resource) > 0 or (
+        resource == WHOLE_GPU and pod.gpu_share is not None and bool(snapshot.nodes[node].devices))
+
+
 def r_nodes(snapshot: Snapshot, resource: str) -> set[str]:
-    """Nodes holding an occupying pod that requests ``resource`` or, R being ``nvidia.com/gpu``, holds a GPU
-    share on a node that lists its devices (``GoalProblem.uses_r``)."""
-    gpu = resource == WHOLE_GPU
-    return {n for n, ps in snapshot.pods_by_node.items()
-            if any(p.occupying and (p.request(resource) > 0 or (gpu and p.gpu_share is not None
-                                                                 and bool(snapshot.nodes[n].devices))) for p in ps)}
+    """Nodes holding an occupying pod that takes ``resource`` (``takes_r``)."""
+    return {n for n, ps in snapshot.pods_by_node.items() if any(p.occupying and takes_r(snapshot, p, n, resource)
+                                                                for p in ps)}
