@@ -540,8 +540,12 @@ def _pod_template(raw: RawObject, template: Mapping[str, Any], prefix: str) -> P
     tolerations = tuple(parse_model(raw, Toleration, t, f"{p}tolerations[{i}]")
                         for i, t in enumerate(_get(raw, spec, "tolerations", [], types=list, prefix=p)))
     selector = _str_map(raw, spec, "nodeSelector", prefix=p)
+    annotations = _str_map(raw, template, "metadata.annotations", prefix=prefix)
+    share, requests = vgpu.pod_gpu(annotations, spec, lambda m, path: _resources(raw, m, prefix + path),
+                                   lambda path, why: raw.error(prefix + path, why),
+                                   effective_requests(raw, spec, prefix=p))
     return PodTemplate(
-        labels=labels, requests=effective_requests(raw, spec, prefix=p), node_selector=selector,
+        labels=labels, requests=requests, node_selector=selector, gpu_share=share,
         tolerations=tolerations, required_node_affinity=parse_node_affinity(raw, spec, prefix=p),
         priority_class_name=_get(raw, spec, "priorityClassName", None, types=str, prefix=p) or None,
         scheduler_name=_get(raw, spec, "schedulerName", None, types=str, prefix=p) or None)

@@ -23,6 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from optplan.models.devices import GpuShare
 from optplan.models.selectors import NodeSelectorTerm, Toleration
 
 Resources = dict[str, int]
@@ -109,6 +110,8 @@ class PodTemplate(_Model):
     """ORed terms of requiredDuringSchedulingIgnoredDuringExecution; None when absent."""
     priority_class_name: str | None = None
     scheduler_name: str | None = None
+    gpu_share: GpuShare | None = None
+    """Its pods' ask for shared GPUs (a Pod's ``gpu_share``, not placed); None for whole cards or no GPU."""
 
 
 class LifecyclePolicy(_Model):

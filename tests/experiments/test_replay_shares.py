@@ -1,6 +1,7 @@
 """The replay with shares (``optplan replay --shared``): fractional pods kept as shares of one GPU, placed at
 device level by ``gpushare``'s rule (``replay.cluster``), useful allocation counting their milli-GPU, the Repack
-policies moving whole-card pods only around them (``replay.snapshot``), and bad input one line, exit 2."""
+policies moving whole-card pods and shares, each share to the device its plan names (``replay.engine``), and
+bad input one line, exit 2."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from optplan.cli import main
 from optplan.cli.replay import load_trace
+from optplan.errors import PlanInvalidError
 from optplan.experiments.replay.cluster import Cluster
 from optplan.experiments.replay.config import ReplayConfig
 from optplan.experiments.replay.engine import Replay, replay
@@ -54,6 +56,25 @@ def test_shares_sit_on_devices_by_best_fit_and_whole_cards_need_untouched_ones()
     assert c.devices().tolist() == [[1000, 1000]] and c.cl.free[0, 2] == 2 and c.allocated == 0
 
 
+def test_a_share_lands_on_the_named_device_checked() -> None:
+    c = Cluster([SimNode("n1", 64000, 262144, 3, "V100")], BinpackWeights())
+    w, s6, s3 = (c.sim_pod(g) for g in (gang("w"), gang("a", milli=600), gang("b", milli=300)))
+    c.take(0, s6)  # device 0
+    c.take(0, w)  # device 1
+    c.give_back(0, s6)
+    c.take(0, s6, 2)  # the plan's device
+    assert c.devices().tolist() == [[1000, 0, 400]]
+    with pytest.raises(PlanInvalidError, match="GPU 2 of n1 has not 600 milli-GPU free"):
+        c.take(0, s6, 2)
+    # a snapshot sees the whole card on device 0 (the lowest no share holds) and names device 1 for a share:
+    # the card takes device 0 and the share device 1
+    c.take(0, s3, 1)
+    assert c.devices().tolist() == [[0, 700, 400]]
+    c.give_back(0, s3, 1)
+    c.give_back(0, s6, 2)
+    assert c.devices().tolist() == [[0, 1000, 1000]] and c.cl.free[0, 2] == 2
+
+
 def test_without_shares_no_device_state_and_integer_allocation() -> None:
     c = Cluster([SimNode("n1", 64000, 262144, 2, "V100")], BinpackWeights())
     c.take(0, c.sim_pod(gang("w")))
@@ -76,20 +97,38 @@ def test_shares_wait_for_a_device_with_room(tmp_path: Path) -> None:
     assert [w for _, w, _ in r.gang_waits] == [0, 90, 0]
 
 
-def test_repack_moves_whole_cards_around_shares_and_never_moves_a_share(tmp_path: Path) -> None:
+def test_repack_moves_whole_cards_and_shares_alike(tmp_path: Path) -> None:
     # three 4-GPU nodes: a and b (3 cards) fill n1 and n2 until t=10; the 0.5 share s joins a on n1 (binpack),
     # q1 takes n2's last card, q2 goes to n3. At t=10: n1 holds s, n2 q1, n3 q2; the 4-card gang g (t=20)
-    # needs an empty node: the first Repack run (t=60) moves a whole card, never the share
+    # needs an empty node: the first Repack run (t=60) moves q2 and the share s (to a device of n2 its plan
+    # names) onto n2, freeing n1 and n3
     n, p = write(tmp_path, [("n1", 4), ("n2", 4), ("n3", 4)],
                  [("a", 3, 1000, 0, 10), ("b", 3, 1000, 0, 10), ("s", 1, 500, 0, 1000), ("q1", 1, 1000, 1, 1000),
                   ("q2", 1, 1000, 2, 1000), ("g", 4, 1000, 20, 100)])
     trace = load_trace(n, p, gang_sizes=SINGLE, shared=True)
     run = Replay(trace, ReplayConfig(policy="interval", interval=60, restart="pod", checkpoint=0))
     r = run.run()
-    assert r.pods_moved == 1 and r.repack["runsWithMoves"] == 1
-    s = run.pod_name.index("s")
-    assert run.ver[s] == 1  # placed once, never moved nor restarted
+    assert r.pods_moved == 2 and r.repack["runsWithMoves"] == 1 and r.repack["freedNodes"] == 2
+    assert run.ver[run.pod_name.index("s")] == 2  # placed, then moved (restarted) once
     assert r.gang_waits[-1][1] == 60 - 20  # g starts at the first Repack run
+
+
+@pytest.mark.parametrize("planner", ["greedy", "auto"])
+def test_repack_moves_a_share_to_the_device_its_plan_names_and_frees_a_node(tmp_path: Path, planner: str) -> None:
+    # two 2-GPU nodes. n1: the 0.3 share t1 on device 0, the whole card w on device 1, and until t=10 the 0.5
+    # share tmp beside t1; z (2 cards) holds n2 over [3, 5), so the 0.4 share l (t=6) finds no room on n1's
+    # device 0 (0.2 free) and sits alone on n2. At t=10 tmp leaves: n1's device 0 has 0.7 free. The 2-card
+    # gang g (t=11) needs an empty node: the first Repack run (t=60) moves l onto n1's device 0, named by
+    # the plan, and g starts on n2
+    n, p = write(tmp_path, [("n1", 2), ("n2", 2)],
+                 [("t1", 1, 300, 0, 1000), ("w", 1, 1000, 1, 1000), ("tmp", 1, 500, 2, 8), ("z", 2, 1000, 3, 2),
+                  ("l", 1, 400, 6, 1000), ("g", 2, 1000, 11, 100)])
+    run = Replay(load_trace(n, p, gang_sizes=SINGLE, shared=True),
+                 ReplayConfig(policy="interval", interval=60, restart="pod", checkpoint=0, planner=planner))
+    r = run.run()
+    assert r.pods_moved == 1 and r.repack["freedNodes"] == 1
+    assert run.ver[run.pod_name.index("l")] == 2  # placed, then moved (restarted) once
+    assert r.gang_waits[-1][1] == 60 - 11  # g starts at the first Repack run
 
 
 def test_shared_stats_and_without_the_flag_the_trace_is_unchanged(tmp_path: Path) -> None:

@@ -35,7 +35,9 @@ has its milli free; its binpack score counts cpu and memory (a vGPU share asks n
 ``room`` for it is Σ over devices of free milli // its milli, exact as for whole cards. ``allocated`` then
 counts a share's milli-GPU (GPUs, a float). Which of a node's equal shares leaves is not tracked (the engine
 gives back by shape): the one placed last on the node frees its device, so same-size shares may trade
-devices; every state is one the placements could have made. Without a share nothing of this runs.
+devices; every state is one the placements could have made. A Repack move of a share (``take`` and
+``give_back`` with a device) leaves the device the snapshot pinned it to and lands on the one its plan names
+(``PodMove.to_devices``), checked. Without a share nothing of this runs.
 """
 
 from __future__ import annotations
@@ -202,12 +204,14 @@ class Cluster:
             return least_requested(self.cl.cap, self.cl.free, pod, fits)
         return self.bp.best(pod, fits)
 
-    def take(self, i: int, pod: SimPod) -> None:
+    def take(self, i: int, pod: SimPod, device: int | None = None) -> None:
+        """The pod runs on node ``i`` now; a share on ``device`` when given (a Repack plan names it: checked),
+        else on the device ``gpushare``'s rule gives it."""
         f = self.cl.free[i]
         if f[_CPU] < pod.cpu or f[_MEM] < pod.memory or f[_GPU] < pod.gpu or self.cl.pods[i] >= MAX_PODS:
             raise PlanInvalidError([f"{pod.name} does not fit on {self.names[i]}"])
         if pod.gpu_milli < MILLI:
-            self._take_share(i, pod)
+            self._take_share(i, pod, device)
         else:
             if self.dev is not None and pod.gpu:
                 held = gpushare.choose_devices(self.dev[i].tolist(), GpuAsk(whole=pod.gpu))
@@ -221,9 +225,21 @@ class Cluster:
             self.rooms.dirty.add(i)
         self.version += 1
 
-    def _take_share(self, i: int, pod: SimPod) -> None:
+    def _take_share(self, i: int, pod: SimPod, device: int | None = None) -> None:
         dev = self.devices()
-        held = gpushare.choose_devices(dev[i].tolist(), GpuAsk(milli=pod.gpu_milli))
+        if device is not None:
+            whole = self._whole_on[i]
+            if device in whole and (free := [e for e in range(dev.shape[1]) if dev[i, e] == MILLI]):
+                # a snapshot puts whole cards on the lowest devices no share holds, where this one may sit on a
+                # higher one: whole cards are interchangeable, so the card takes a free device instead
+                whole[whole.index(device)] = free[0]
+                dev[i, free[0]], dev[i, device] = 0, MILLI
+            if not gpushare.fits_on(dev[i].tolist(), GpuAsk(milli=pod.gpu_milli), (device,)):
+                raise PlanInvalidError([f"{pod.name}: GPU {device} of {self.names[i]} has not "
+                                        f"{pod.gpu_milli} milli-GPU free"])
+            held: tuple[int, ...] | None = (device,)
+        else:
+            held = gpushare.choose_devices(dev[i].tolist(), GpuAsk(milli=pod.gpu_milli))
         if not held:
             raise PlanInvalidError([f"{pod.name}: no GPU of {self.names[i]} has {pod.gpu_milli} milli-GPU free"])
         d = held[0]
@@ -236,10 +252,19 @@ class Cluster:
         self.cl.pods[i] += 1
         self.share_milli += pod.gpu_milli
 
-    def give_back(self, i: int, pod: SimPod) -> None:
+    def give_back(self, i: int, pod: SimPod, device: int | None = None) -> None:
+        """The pod leaves node ``i``; a share from ``device`` when given (a Repack move names where it was),
+        else the last placed of its size (module docstring)."""
         if pod.gpu_milli < MILLI:
             dev = self.devices()
-            d = self._shares_on[i][pod.gpu_milli].pop()  # the last placed of its size (module docstring)
+            placed = self._shares_on[i][pod.gpu_milli]
+            if device is None:
+                d = placed.pop()
+            else:
+                placed.reverse()  # the last placed share of its size on that device goes
+                placed.remove(device)
+                placed.reverse()
+                d = device
             dev[i, d] += pod.gpu_milli
             if dev[i, d] == MILLI:
                 self.cl.free[i, _GPU] += 1

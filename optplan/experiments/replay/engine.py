@@ -725,11 +725,15 @@ class Replay:
             pid = self.pid_of[m.pod.split("/", 1)[1]]
             if cl.names[self.node[pid]] != m.from_node:
                 raise AssertionError(f"{m.pod} is not on {m.from_node}")  # pragma: no cover
-            moves.append((pid, cl.index[m.to_node]))
-        for pid, _to in moves:
-            cl.give_back(self.node[pid], cl.sim_pod(self.gangs[self.pod_gang[pid]].g))
-        for pid, to in moves:
-            cl.take(to, cl.sim_pod(self.gangs[self.pod_gang[pid]].g))
+            share = snap.pods[m.pod].gpu_share
+            held = share.devices[0] if share is not None and share.devices else None
+            to_device = m.to_devices[0] if m.to_devices else None
+            moves.append((pid, cl.index[m.to_node], held, to_device))
+        for pid, _to, held, _d in moves:
+            cl.give_back(self.node[pid], cl.sim_pod(self.gangs[self.pod_gang[pid]].g), held)
+        # shares on the devices their moves name first, as the validator applies them; whole cards after
+        for pid, to, _held, to_device in sorted(moves, key=lambda mv: mv[3] is None):
+            cl.take(to, cl.sim_pod(self.gangs[self.pod_gang[pid]].g), to_device)
             self.node[pid] = to
         restarted = {self.pid_of[key.split("/", 1)[1]] for key in restarted_pods(snap, self.run_spec,
                                                                                   [m.pod for m in planned.moves])}

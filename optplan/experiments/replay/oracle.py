@@ -115,7 +115,8 @@ class OracleCluster(Cluster):
     def best(self, pod: SimPod) -> int:
         return 0 if self.room(pod) > 0 else -1
 
-    def take(self, i: int, pod: SimPod) -> None:
+    def take(self, i: int, pod: SimPod, device: int | None = None) -> None:
+        """``device``: never given (the oracle policy counts whole cards only)."""
         if self.room(pod) <= 0:
             raise AssertionError(f"{pod.name} has no room in the oracle")  # pragma: no cover
         self.used += (pod.cpu, pod.memory, pod.gpu)
@@ -125,7 +126,7 @@ class OracleCluster(Cluster):
             self.cards[pod.gpu] += 1
         self.version += 1
 
-    def give_back(self, i: int, pod: SimPod) -> None:
+    def give_back(self, i: int, pod: SimPod, device: int | None = None) -> None:
         self.used -= (pod.cpu, pod.memory, pod.gpu)
         self.running -= 1
         self._allocated -= pod.gpu

@@ -71,8 +71,8 @@ def plan_moves(snapshot: Snapshot, run: RepackRun, cfg: ReplayConfig) -> Planned
         breaks = len(plan_violations(problem, res.plan))
         return Planned(res.plan.moves, len(res.plan.freed_nodes), res.record.status, "Baseline", breaks,
                        time.perf_counter() - t0)
-    # shares stay: the engine puts a moved pod by its own device rule, not on the device a plan names
-    out = plan_repack(snapshot, run, solver=cfg.planner, options=options(cfg), move_shares=False)
+    # shares move: the engine puts a moved share on the device its move names (``PodMove.to_devices``)
+    out = plan_repack(snapshot, run, solver=cfg.planner, options=options(cfg))
     plan = out.result.plan
     if out.reason != RECOMMENDED:  # a plan below the run's minFragImprovementPercent is not carried out
         return Planned((), 0, out.result.record.status, out.reason, 0, time.perf_counter() - t0)

@@ -14,9 +14,9 @@ running VCJob objects are cached: a pod is rebuilt only when it moves.
 
 With shares running (``cluster``'s device level), every GPU node lists its devices and a running share is a
 pod asking cpu and memory with its ``GpuShare`` pinned to its device, as ``optplan import openb --shared``
-writes it and ``adapters.vgpu`` reads it back: the Repack planners then see the devices the shares hold
-(and move only whole-card pods, a share's node never vacated). A waiting gang of shares is not given to the
-pending verdict (its VCJob template would ask a whole card).
+writes it and ``adapters.vgpu`` reads it back: the Repack planners then see the devices the shares hold and
+move shares like whole-card pods, each to a device their plan names (the engine puts it there). A waiting gang
+of shares is not given to the pending verdict (its VCJob template would ask a whole card).
 """
 
 from __future__ import annotations

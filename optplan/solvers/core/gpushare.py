@@ -135,8 +135,17 @@ def choose_devices(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence
         raise ValueError(f"unknown device rule {rule!r} (one of {', '.join(RULES)})")
     if not _model_ok(ask, model):
         return None
-    if ask.none:
+    whole, milli = ask.whole, ask.milli
+    if not whole and not milli:
         return ()
+    if not whole and rule != "first-fit":  # a share, best or worst fit: one pass (a planner's hot path)
+        memory, worst = ask.memory_mib, rule == "worst-fit"
+        best, most = -1, 0
+        for d, f in enumerate(free_milli):
+            if f >= milli and (free_memory is None or free_memory[d] >= memory) and (
+                    best < 0 or (f > most if worst else f < most)):  # ties keep the lower index
+                best, most = d, f
+        return (best,) if best >= 0 else None
     ok = usable(free_milli, ask, free_memory)
     if len(ok) < ask.devices:
         return None

@@ -156,6 +156,8 @@ def cost_floor(room: Room, gang: Gang, region: Region) -> Fraction:
     lack = gang.card_request(room.R) - sum(max(room.free_r(n), 0) for n in region.nodes if n not in room.forbidden)
     if lack <= 0:
         return Fraction(0)
+    if room.problem.repack.shares_move:  # a share of 0.4 that leaves may free a whole card: lack is no floor
+        lack = 0
     return room.problem.cost(Disruption(affected_pod_groups=1, moved_cards=lack, moved_pods=1))
 
 
@@ -217,6 +219,7 @@ def _place_one(room: Room, gang: Gang, gp: GangPod, region: Region, chosen: set[
     pod = gp.pod
     R = room.R
     cap = room.cap
+    request = room.problem.repack.request
     heap: list[tuple[int, int, int, str, tuple[str, ...]]] = []
     subsets: dict[tuple[str, tuple[str, ...]], list[Pod]] = {}
     for n in region.nodes:
@@ -234,8 +237,8 @@ def _place_one(room: Room, gang: Gang, gp: GangPod, region: Region, chosen: set[
             for s in sufficient_subsets(room, pod, n):
                 ks = tuple(p.key for p in s)
                 subsets[n, ks] = s
-                heapq.heappush(heap, (sum(p.request(R) for p in s), len(s),
-                                      room.free_r(n) + sum(p.request(R) for p in s) - pod.request(R), n, ks))
+                heapq.heappush(heap, (sum(request(p) for p in s), len(s),
+                                      room.free_r(n) + sum(request(p) for p in s) - pod.request(R), n, ks))
             continue
         if count > 0:
             pods = subsets[n, keys]
@@ -253,21 +256,26 @@ def _place_one(room: Room, gang: Gang, gp: GangPod, region: Region, chosen: set[
 def sufficient_subsets(room: Room, pod: Pod, node: str) -> list[list[Pod]]:
     """The node's minimal sets of movable pods whose leaving makes room for ``pod`` (a set that suffices is
     not extended: every movable pod holds R, so a superset moves more), cheapest first (least R, fewest
-    pods, then by keys), at most ``SUBSETS_PER_NODE``."""
+    pods, then by keys), at most ``SUBSETS_PER_NODE``. On a node that lists its devices, while GPU shares
+    move, a set suffices when the oracle fits the pod once it left (``device_room``): which devices leaving
+    pods free is not a sum."""
     free = room.cap.free[node]
-    need = [(r, v - free.get(r, 0)) for r, v in sorted(pod.requests.items()) if v > 0 and free.get(r, 0) < v]
+    devices = room.problem.repack.shares_move and node in room.cap.gpu_free
+    need = [(r, v - free.get(r, 0)) for r, v in sorted(pod.requests.items())
+            if v > 0 and free.get(r, 0) < v and not (devices and r == room.R)]
     cands = room.left_on(node)[:MAX_SUBSET_PODS]
     vec = [tuple(p.requests.get(r, 0) for r, _v in need) for p in cands]
     goal = tuple(v for _r, v in need)
     suffix = [tuple(0 for _ in need)] * (len(cands) + 1)
     for i in range(len(cands) - 1, -1, -1):
         suffix[i] = tuple(a + b for a, b in zip(vec[i], suffix[i + 1], strict=True))
-    R = room.R
+    request = room.problem.repack.request
     found: list[tuple[int, int, tuple[str, ...], list[Pod]]] = []
 
     def walk(i: int, have: tuple[int, ...], chosen: list[Pod]) -> None:
-        if chosen and all(h >= g for h, g in zip(have, goal, strict=True)):
-            found.append((sum(p.request(R) for p in chosen), len(chosen), tuple(sorted(p.key for p in chosen)),
+        if (chosen and all(h >= g for h, g in zip(have, goal, strict=True))
+                and (not devices or device_room(room, pod, node, chosen))):
+            found.append((sum(request(p) for p in chosen), len(chosen), tuple(sorted(p.key for p in chosen)),
                           list(chosen)))
             return
         if i == len(cands) or any(h + s < g for h, s, g in zip(have, suffix[i], goal, strict=True)):
@@ -280,6 +288,18 @@ def sufficient_subsets(room: Room, pod: Pod, node: str) -> list[list[Pod]]:
     walk(0, tuple(0 for _ in need), [])
     found.sort(key=lambda f: f[:3])
     return [f[3] for f in found[:SUBSETS_PER_NODE]]
+
+
+def device_room(room: Room, pod: Pod, node: str, leaving: list[Pod]) -> bool:
+    """Whether ``pod`` fits on the node (the oracle's device-level fit) once ``leaving`` left it; the room is
+    as before afterwards."""
+    mark = room.mark()
+    for p in leaving:
+        room.lift(p, node)
+    try:
+        return room.cap.fits(pod, node)
+    finally:
+        room.undo(mark)
 
 
 # ---- HyperNodes --------------------------------------------------------------------------------------
@@ -302,7 +322,7 @@ def free_hyper_nodes(room: Room) -> list[str]:
             # every R pod on it may still move: none pinned, none moved there, no gang's pod forecast there
             if h in out or h in failed or any(len(room.left_on(n)) < room.r_count[n] for n in nodes):
                 continue
-            costs.append((sum(q.request(room.R) for n in nodes for q in room.left_on(n)), h))
+            costs.append((sum(room.problem.repack.request(q) for n in nodes for q in room.left_on(n)), h))
         if not costs:
             break
         h = min(costs)[1]

@@ -6,7 +6,9 @@ decisions and constraints) and by its MILP twin (``milp``); no solver is importe
   receivers they may be sent to (static predicates, their PodGroup's topology regions, one pod fits the
   room now: a receiver loses nothing) and how many fit on each alone.
   Only nodes where a gang pod may land or inside a HyperNode to free have classes (the necessity rule:
-  no other node may lose a pod).
+  no other node may lose a pod). A GPU share (``RepackProblem.share_milli``) is in no class: the model
+  counts cards, not devices, so shares stay where they are and a node holding one is never freed by it;
+  plans that move shares are the greedy's, which ``auto`` hints the model with and keeps when better.
 - Gang classes (``GangClass``): identical pods of a gang's minimum and the nodes they may go to (static
   predicates, inside one of the gang's regions, one pod fits if every movable pod left the node); the
   gang's regions are those that could hold its R once every movable pod left. A gang whose hard topology
@@ -143,6 +145,8 @@ def _classes(problem: GoalProblem, sources: set[str] | None) -> list[MoveClass]:
             continue
         buckets: dict[tuple[object, ...], list[Pod]] = defaultdict(list)
         for pod in problem.movable[n]:
+            if pod.key in rp.share_milli:  # a GPU share stays: the model counts cards, not devices
+                continue
             unit = rp.restart_unit(pod)
             buckets[(tuple(sorted(pod.requests.items())), constraint_signature(pod), pod.group_key,
                      tuple(rp.pdbs_charged(pod)), unit.key if unit.policy is not None else None)].append(pod)
@@ -820,7 +824,8 @@ def _hyper_nodes(ex: ExactModel, data: Data) -> None:
     for j, (h, nodes) in enumerate(data.hyper.items()):
         f = ex.var(("free", h), 1, f"free_{j}")
         for n in sorted(nodes):
-            if p.movable.get(n) and not on.get(n):  # an R pod the model cannot move (restricted away) stays
+            # an R pod the model cannot move (restricted away, or a GPU share) stays
+            if len(p.movable.get(n, ())) > sum(k.count for k in on.get(n, ())):
                 ex.add("hyper_nodes", [(f, 1)], EQ, 0)
             for k in on.get(n, []):
                 ex.add("hyper_nodes", [(("moved", k.key), 1)], EQ, k.count, (f, True))

@@ -19,6 +19,7 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Protocol
 
+from optplan.models.devices import WHOLE_GPU
 from optplan.models.goals import CAPACITY, QUOTA, TOPOLOGY, GoalPlan
 from optplan.models.placement import BinpackWeights
 from optplan.models.queues import VCJob
@@ -121,7 +122,9 @@ class GoalProblem:
         self.snapshot = snapshot
         self.run = run
         self.weights = weights or Weights()
-        self.repack = RepackProblem(snapshot, run, self.weights, move_shares=False)
+        self.repack = RepackProblem(snapshot, run, self.weights)
+        """Repack's rules: GPU shares on nodes that list their devices are pods that move (``shares_move``), each
+        to a device the plan names (``PodMove.to_devices``)."""
         self.resource = run.spec.resource
         self.free_tier = goals.free_tier
         self.free_count = goals.free_count
@@ -153,12 +156,35 @@ class GoalProblem:
                     req[r] = req.get(r, 0) + v
             pg = verdicts.get(j.key)
             verdict, why = (pg.verdict, pg.reason) if pg is not None else (FRAGMENTATION, "")
+            if verdict == "capacity" and self.repack.shares_move and pg is not None and self._short_by_shares(pg):
+                verdict, why = FRAGMENTATION, f"{why}; GPU shares may move to free whole devices"
             cause = {"capacity": CAPACITY, "quota": QUOTA}.get(verdict)
             if cause == CAPACITY and j.network_topology is not None and j.network_topology.mode == "hard":
                 cause = TOPOLOGY if self.snapshot.hyper_nodes else CAPACITY
             out.append(Gang(j, self.ctx.priority[j.key], order[j.key], pods, self.ctx.regions[j.key], req,
                             verdict, why, cause))
         return sorted(out, key=lambda g: (-g.priority, g.order, g.key))
+
+    def _short_by_shares(self, pg: PendingGang) -> bool:
+        """``pending`` proved the gang short of R by the whole cards free now (untouched devices), but GPU
+        shares may move: the proof stands only when the free milli-GPU in total (running shares taking their
+        part of a device, whole cards their cards) is short too. False for the other proofs (an empty cluster
+        would not hold it either)."""
+        cap = self.ctx.capacity
+        whole = total = 0
+        for n, node in sorted(self.snapshot.nodes.items()):
+            if node.unschedulable:
+                continue
+            free = cap.free[n].get(self.resource, 0)
+            whole += max(free, 0)
+            if n in cap.gpu_free:
+                free = min(cap.whole_total[n], sum(max(f, 0) for f in cap.gpu_free[n]))
+            total += max(free, 0)
+        return whole < pg.request <= total
+
+    def uses_r(self, pod: Pod, node: str) -> bool:
+        """The pod takes R on the node (``takes_r``)."""
+        return takes_r(self.snapshot, pod, node, self.resource)
 
     def queue_state(self) -> QueueState:
         """A fresh copy of the queues' accounting: ``fit_reason(queue, requests)`` and ``add``."""
@@ -233,7 +259,7 @@ class GoalProblem:
             pods = self.ctx.pods.get(a.key, {})
             for b in a.bindings:
                 replica = pods[b.task][b.index] if b.task in pods and 0 <= b.index < len(pods[b.task]) else None
-                if not requesting_r or (replica is not None and replica.request(self.resource) > 0):
+                if not requesting_r or (replica is not None and self.uses_r(replica, b.node)):
                     out.add(b.node)
         return out
 
@@ -259,15 +285,31 @@ class GoalProblem:
 
 
 def moved(snapshot: Snapshot, moves: Sequence[PodMove]) -> Snapshot:
-    """``snapshot`` with the moved pods on their new nodes (itself when nothing moves)."""
-    dest = {m.pod: m.to_node for m in moves}
+    """``snapshot`` with the moved pods on their new nodes (itself when nothing moves); a moved GPU share sits
+    on the devices its move names (``PodMove.to_devices``)."""
+    dest = {m.pod: m for m in moves}
     if not dest:
         return snapshot
     fields = {name: getattr(snapshot, name) for name in Snapshot.model_fields}
-    pods = {k: (p.model_copy(update={"node_name": dest[k]}) if k in dest else p) for k, p in snapshot.pods.items()}
+    pods = {k: (_moved_pod(p, dest[k]) if k in dest else p) for k, p in snapshot.pods.items()}
     return Snapshot(**{**fields, "pods": pods})
 
 
+def _moved_pod(pod: Pod, move: PodMove) -> Pod:
+    update: dict[str, object] = {"node_name": move.to_node}
+    if move.to_devices is not None and pod.gpu_share is not None:
+        update["gpu_share"] = pod.gpu_share.model_copy(update={"devices": tuple(move.to_devices)})
+    return pod.model_copy(update=update)
+
+
+def takes_r(snapshot: Snapshot, pod: Pod, node: str, resource: str) -> bool:
+    """The pod takes ``resource`` on the node: it requests it, or, it being ``nvidia.com/gpu``, the pod holds (or
+    asks for) a GPU share on a node that lists its devices (a node holding one is not free of GPUs)."""
+    return pod.request(resource) > 0 or (
+        resource == WHOLE_GPU and pod.gpu_share is not None and bool(snapshot.nodes[node].devices))
+
+
 def r_nodes(snapshot: Snapshot, resource: str) -> set[str]:
-    """Nodes holding an occupying pod that requests ``resource``."""
-    return {n for n, ps in snapshot.pods_by_node.items() if any(p.occupying and p.request(resource) > 0 for p in ps)}
+    """Nodes holding an occupying pod that takes ``resource`` (``takes_r``)."""
+    return {n for n, ps in snapshot.pods_by_node.items() if any(p.occupying and takes_r(snapshot, p, n, resource)
+                                                                for p in ps)}

@@ -47,6 +47,8 @@ class Room:
         self.moved: dict[str, Pod] = {}
         """Moved pod key -> pod, in the order the plan moves them."""
         self.dest: dict[str, str] = {}
+        self.devices: dict[str, tuple[int, ...]] = {}
+        """Moved GPU share's key -> the device indices it lands on (``PodMove.to_devices``)."""
         self.why: dict[str, str] = {}
         self.sources: Counter[str] = Counter()
         self.receivers: Counter[str] = Counter()
@@ -99,14 +101,23 @@ class Room:
         bucket = self._buckets[level]
         del bucket[bisect_left(bucket, node)]
 
-    def _change(self, node: str, pod: Pod, sign: int) -> None:
-        """Add (sign -1: the pod takes room) or remove (+1) the pod's demand on the node."""
+    def _change(self, node: str, pod: Pod, sign: int, devices: tuple[int, ...] | None = None
+                ) -> tuple[int, ...] | None:
+        """Add (sign -1: the pod takes room; on ``devices`` when given, else where the oracle's fit rule puts
+        it) or remove (+1) the pod's demand on the node. Returns the device indices it held or now holds (None
+        when it holds none), so that an undo puts it back on the same devices."""
         self._bucket_remove(node)
         if sign < 0:
-            self.cap.add(pod, node)
+            share = pod.gpu_share
+            if devices is None and share is not None and share.devices and node == pod.node_name:
+                devices = share.devices  # back where it runs
+            self.cap.add(pod, node, devices)
+            held = self.cap.devices_of(pod)
         else:
+            held = self.cap.devices_of(pod)
             self.cap.remove(pod, node)
         self._bucket_add(node)
+        return held[1] if held is not None and held[0] == node else None
 
     def best_fit(self, pod: Pod, allowed: Callable[[str], bool], among: Collection[str] | None = None
                  ) -> Iterator[str]:
@@ -138,8 +149,12 @@ class Room:
     # ---- changes --------------------------------------------------------------------------------------
 
     def move(self, pod: Pod, src: str, dst: str, why: str) -> None:
-        self._change(src, pod, +1)
-        self._change(dst, pod, -1)
+        """The pod moves from ``src`` to ``dst``; a GPU share to the device the oracle's fit rule gives it
+        there (best fit), which its move names (``devices``)."""
+        held = self._change(src, pod, +1)
+        taken = self._change(dst, pod, -1)
+        if pod.gpu_share is not None and taken is not None:
+            self.devices[pod.key] = taken
         gk = self.problem.repack.charged_group(pod)
         pdbs = self.problem.repack.pdbs_charged(pod)
         budget = self.problem.repack.budget_use([pod])
@@ -156,7 +171,8 @@ class Room:
 
         def back() -> None:
             self._change(dst, pod, +1)
-            self._change(src, pod, -1)
+            self._change(src, pod, -1, held)
+            self.devices.pop(pod.key, None)
             del self.moved[pod.key], self.dest[pod.key], self.why[pod.key]
             self.sources[src] -= 1
             self.receivers[dst] -= 1
@@ -170,13 +186,13 @@ class Room:
     def lift(self, pod: Pod, node: str, sign: int = 1) -> None:
         """Take the pod's demand off the node (sign 1) or put it back (-1), for a simulation that evicts
         pods and re-places them (``kai``); not a move."""
-        has_r = pod.request(self.R) > 0
-        self._change(node, pod, sign)
+        has_r = self.problem.uses_r(pod, node)
+        held = self._change(node, pod, sign)
         if has_r:
             self.r_count[node] -= sign
 
         def back() -> None:
-            self._change(node, pod, -sign)
+            self._change(node, pod, -sign, held)
             if has_r:
                 self.r_count[node] += sign
         self.journal.append(back)
@@ -184,7 +200,7 @@ class Room:
     def place(self, gang: Gang, task: str, index: int, pod: Pod, node: str) -> None:
         """A forecast pod of the gang on the node."""
         self._change(node, pod, -1)
-        has_r = pod.request(self.R) > 0
+        has_r = self.problem.uses_r(pod, node)
         if has_r:
             self.r_count[node] += 1
         self.forecast.setdefault(gang.key, []).append(Binding(task=task, index=index, node=node))
@@ -217,7 +233,8 @@ class Room:
         return self.receivers[node] > 0
 
     def left_on(self, node: str) -> list[Pod]:
-        """The node's movable R pods that have not moved, largest first."""
+        """The node's movable R pods (GPU shares among them, when they move) that have not moved, largest
+        first."""
         return [p for p in self.movable.get(node, ()) if p.key not in self.moved]
 
     def budget_reason(self, pods: Collection[Pod]) -> str | None:
@@ -243,7 +260,8 @@ class Room:
         """Move each pod off ``src`` (largest R first) by best fit, off ``avoid`` when it can (else onto it);
         all or nothing (undone on failure)."""
         mark = self.mark()
-        for pod in sorted(pods, key=lambda p: (-p.request(self.R), p.key)):
+        request = self.problem.repack.request
+        for pod in sorted(pods, key=lambda p: (-request(p), p.key)):
             dst = self.receiver_for(pod, src, {*banned, *avoid}) if avoid else None
             if dst is None:
                 dst = self.receiver_for(pod, src, banned)
@@ -262,8 +280,8 @@ class Room:
                stats: dict[str, int]) -> GoalResult:
         rp = self.problem.repack
         snap = self.problem.snapshot
-        moves = [PodMove(pod=k, from_node=snap.pods[k].node_name or "", to_node=self.dest[k])
-                 for k in sorted(self.moved)]
+        moves = [PodMove(pod=k, from_node=snap.pods[k].node_name or "", to_node=self.dest[k],
+                         to_devices=self.devices.get(k)) for k in sorted(self.moved)]
         # the nodes the moves leave without R (a forecast pod may land there later: still freed by the moves)
         freed = sorted(n for n in rp.occupied if self.is_source(n) and all(p.key in self.moved for p in rp.r_pods[n]))
         plan = GoalPlan.build(moves, freed, admissions, freed_hyper_nodes, dict(self.why))
@@ -349,20 +367,25 @@ def free_hyper_nodes_now(room: Room, limit: int) -> list[str]:
 
 def could_hold(room: Room, gang: Gang, region: Region) -> bool:
     """The gang fits the region (less forbidden nodes) emptied of every pod that may still move (not on a
-    receiver), largest pod first by best fit: a region failing this is not searched."""
+    receiver), largest pod first by best fit: a region failing this is not searched. On a node that lists its
+    devices, while GPU shares move, its R emptied is at most the whole cards its totals leave (shares that
+    leave may free whole devices)."""
     cap = room.cap
+    R = room.R
+    devices = room.problem.repack.shares_move
     free = {}
     for n in region.nodes:
         if n in room.forbidden:
             continue
         room_n = dict(cap.free[n])
         if not room.is_receiver(n):
+            if devices and n in cap.gpu_free:
+                room_n[R] = cap.whole_total[n]
             for p in room.left_on(n):
                 for r, v in p.requests.items():
                     room_n[r] = room_n.get(r, 0) + v
                 room_n["pods"] = room_n.get("pods", 0) + POD_SLOT
         free[n] = room_n
-    R = room.R
     for gp in sorted(gang.pods, key=lambda g: -g.pod.request(R)):
         fit = [n for n in free if room.allows(gp.pod, n) and fits_in(gp.pod, free[n], cap.limits_pods(n))]
         if not fit:

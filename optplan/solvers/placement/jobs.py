@@ -124,7 +124,7 @@ def job_pods(job: VCJob) -> dict[str, list[Pod]]:
                 annotations={GROUP_NAME_ANNOTATION: job.name}, node_name=None,
                 scheduler_name=tpl.scheduler_name or "volcano", node_selector=dict(tpl.node_selector),
                 tolerations=tpl.tolerations, required_node_affinity=tpl.required_node_affinity,
-                requests={r: v for r, v in tpl.requests.items() if v > 0}, phase="Pending")
+                requests={r: v for r, v in tpl.requests.items() if v > 0}, phase="Pending", gpu_share=tpl.gpu_share)
             for i in range(t.replicas)]
     return out
 

@@ -17,7 +17,10 @@ vacating that node alone, from the snapshot; (3) then least R left after the mov
 Speed: placements are cached per candidate and recomputed only when a committed round could change
 them — when a receiver the candidate used changed, or when a changed receiver now fits one of its
 pods ahead of the receiver it had chosen. Every other receiver keeps its capacity and its rank, so a
-cached placement replays identically; the result equals a full re-evaluation every round.
+cached placement replays identically; the result equals a full re-evaluation every round. With GPU
+shares moving, one scan (``_evaluate``) places whole-card pods and shares alike, a share only where a
+device takes it (the device found by the scan is the one it takes), and "does a changed receiver now fit
+it" is asked of the receiver's devices once per kind of share (``row_share``), not once per pod.
 
 Layout: ``receiver_table`` (receiver columns: room from the oracle's ``Capacity.room_matrix``, tiers,
 the sortable receiver key) and ``candidate_table`` (one row per candidate pod: demand, static predicates
@@ -411,6 +414,16 @@ class _Greedy:
         """Per receiver, the most free milli-GPU on one of its devices (-1 without devices)."""
         self.row_milli: list[int] = [min(p.share_milli.get(pod.key, 0), MILLI_PER_GPU) for pod in self.row_pod]
         """Per device row, the free milli-GPU a device needs at least to take it."""
+        self.row_whole: list[GpuAsk] = [GpuAsk(whole=pod.requests.get(WHOLE_GPU, 0) // MILLI_PER_GPU)
+                                        for pod in self.row_pod]
+        """Per row, its whole cards as an ask (what a whole-card pod takes of untouched devices, ``_take``)."""
+        shares: dict[str, int] = {}
+        self.row_share = np.array([
+            shares.setdefault(repr(pod.gpu_share.model_copy(update={"devices": ()})), len(shares))
+            if dev and pod.gpu_share is not None else -1
+            for pod, dev in zip(self.row_pod, self.row_dev, strict=True)], dtype=np.int64)
+        """Per device row, its share's id (alike shares, wherever they sit, one id: the same ask on a receiver);
+        -1 for the other rows. ``_mark_dirty`` asks a receiver's devices once per id."""
         self.dev_orders: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
         """``order`` restricted to receivers a device row may use: by (constraint signature, milli-GPU), the
         receivers its static predicates admit with a device that has that much free (``_dev_order_for``)."""
@@ -476,8 +489,7 @@ class _Greedy:
             taken = choice if choice is not None else self._device_fit(k, u)
             per, mem = (ask.milli if ask.is_share else MILLI_PER_GPU), ask.memory_mib
         elif dem[iR] > 0:
-            whole = GpuAsk(whole=self.row_pod[k].requests.get(WHOLE_GPU, 0) // MILLI_PER_GPU)
-            taken = gpushare.choose_devices(free, whole, memory)
+            taken = gpushare.choose_devices(free, self.row_whole[k], memory)
             per = MILLI_PER_GPU
         opened = False  # an untouched device is taken: the whole cards left may drop
         for d in taken or ():
@@ -496,121 +508,26 @@ class _Greedy:
         devices = self.p.snapshot.nodes[self.rx.names[u]].devices
         return tuple(devices[d].index for d in taken)
 
-    def _evaluate_devices(self, ci: int) -> None:
-        """``_evaluate`` for a candidate holding a GPU share: its pods one by one, each on the first receiver in
-        the seed's order (lowest tier, least R left, name) that passes its static predicates, fits every
-        resource it demands, keeps a hard-topology PodGroup in one HyperNode and, for a share, has a device
-        that takes it (then the best-fitting device there, ``_device_fit``); whole-card pods take untouched
-        devices (``_take``). No placement is shared with other candidates (``memo``): device room is not in
-        a row's kind."""
-        self.evaluations += 1
-        rx, ct = self.rx, self.ct
-        cand = ct.cands[ci]
-        free, tier, iR, own = self.free, self.tier, rx.iR, cand.index
-        positions = self.led.positions
-        hard = self.p.hard_topology
-        topo_groups = self.topo_of[ci]
-        placed: dict[str, Counter[str]] = {}
-        for g in topo_groups:
-            placed[g] = Counter(positions[g])
-            placed[g][cand.node] -= cand.groups[g]
-        saved: dict[int, tuple[list[int], list[int] | None, list[int] | None]] = {}
-        """receiver -> its room and devices before this evaluation (restored at its end)."""
-        chosen: list[int] = []
-        left: list[int] = []
-        taken: list[tuple[int, ...] | None] = []
-        ok = True
-        tried = 0
-        for k in cand.rows:
-            tried += 1
-            dem, need, dev_row = self.row_dem[k], self.row_need[k], self.row_dev[k]
-            static = self.static[self.row_sig[k]]
-            gk = self.row_group[k]
-            region = self._hard_mask(gk, placed[gk]).tolist() if gk in hard else None
-            check = self.row_check[k]
-            best: tuple[int, int, int] | None = None
-            if dev_row:
-                order = self._dev_order_for(self.row_sig[k], self.row_milli[k])
-            else:
-                order = self.orders.get(self.row_list[k]) or self._order_for(*self.row_list[k])
-            for entry in order:
-                u = entry[2]
-                if u == own or u in saved or (region is not None and not region[u]):
-                    continue
-                room = free[u]
-                for i, x in check:
-                    if room[i] < x:
-                        break
-                else:
-                    if not dev_row or self._device_fit(k, u) is not None:
-                        best = entry
-                        break
-            for u in saved:  # receivers this evaluation changed: ahead of the list's pick, and fitting?
-                room = free[u]
-                entry = (tier[u], room[iR], u)
-                if best is not None and entry > best:
-                    continue
-                if (static[u] and (region is None or region[u]) and all(room[i] >= dem[i] for i in need)
-                        and (not dev_row or self._device_fit(k, u) is not None)):
-                    best = entry
-            if best is None:
-                ok = False
-                break
-            u = best[2]
-            if u not in saved:
-                df, dm = self.dev_free[u], self.dev_mem[u]
-                saved[u] = (list(free[u]), None if df is None else list(df), None if dm is None else list(dm))
-            chosen.append(u)
-            left.append(free[u][iR] - dem[iR])
-            taken.append(self._take(k, u))
-            if gk in placed:
-                placed[gk][rx.names[u]] += 1
-        for u, (room, df, dm) in saved.items():
-            free[u][:] = room
-            cur_free, cur_mem = self.dev_free[u], self.dev_mem[u]
-            if df is not None and cur_free is not None:
-                cur_free[:] = df
-            if dm is not None and cur_mem is not None:
-                cur_mem[:] = dm
-        a, b, m = cand.rows.start, cand.rows.stop, len(cand.rows)
-        rest = m - len(chosen)
-        self.evaluated[a:b] = [True] * m if ok else [True] * tried + [False] * (m - tried)
-        self.ch_u[a:b] = chosen + [-1] * rest
-        self.ch_tier[a:b] = [tier[u] for u in chosen] + [NO_POD_LIMIT] * rest
-        self.ch_left[a:b] = left + [NO_POD_LIMIT] * rest
-        self.ch_dev[a:b] = taken + [None] * rest
-        self.placeable[ci] = ok
-        self.dirty[ci] = False
-        self.stale[ci] = False
-        if topo_groups:
-            widen = 0
-            if ok:
-                for g in topo_groups:
-                    if g in self.p.soft_topology:
-                        widen += (self.p.widening(g, +placed[g]) - self.p.widening(g, +positions[g]))
-            self.delta[ci, 5] = widen
-
-
     # ---- placement simulation ----------------------------------------------------------------
 
     def _evaluate(self, ci: int) -> None:
         """Place the candidate's pods one by one on the current state; cache rows and keys. Each pod
         goes to the first receiver in the seed's order (``_best``: lowest tier, least R left, name) that
-        passes its static predicates, fits every resource it demands and keeps a hard-topology PodGroup
-        in one HyperNode: read from ``order`` (the receivers sorted by that key), skipping the ones
-        with less R than the pod needs, and from the receivers this evaluation already used (their
-        room changed, so their place in ``order`` is stale).
+        passes its static predicates, fits every resource it demands, keeps a hard-topology PodGroup
+        in one HyperNode and, for a GPU share (a device row), has a device that takes it (then the
+        best-fitting device there, ``_device_fit``): read from ``order`` (the receivers sorted by that key;
+        ``_order_for``, or ``_dev_order_for`` for a share), skipping the ones with less R than the pod
+        needs, and from the receivers this evaluation already used (their room changed, so their place in
+        ``order`` is stale). A candidate holding a share places at device level (``_take``: whole-card pods
+        take untouched devices), its receivers' room and devices restored from copies afterwards.
 
-        Candidates without topology PodGroups share placements within a state (``memo``): first-fit
-        places a pod from the pods before it and the state alone, so two candidates whose first j pods
-        have the same demands and signatures place them alike, unless the scan met one of their own
+        Candidates without topology PodGroups or shares share placements within a state (``memo``):
+        first-fit places a pod from the pods before it and the state alone, so two candidates whose first j
+        pods have the same demands and signatures place them alike, unless the scan met one of their own
         nodes (skipped as a receiver). Each stored prefix keeps the last order entry its scans examined
         (``reach``); it serves a candidate whose own node sorts after that entry, and it is stored only
-        while the scan skipped no node as its own. A candidate holding a GPU share is placed by
-        ``_evaluate_devices``."""
-        if self.has_dev[ci]:
-            self._evaluate_devices(ci)
-            return
+        while the scan skipped no node as its own. Device room is not in a row's kind: a candidate holding
+        a share neither reads nor stores the memo."""
         self.evaluations += 1
         rx, ct = self.rx, self.ct
         cand = ct.cands[ci]
@@ -620,8 +537,11 @@ class _Greedy:
         hard = self.p.hard_topology
         iR = rx.iR
         own = cand.index
+        devices = bool(self.has_dev[ci])
         touched: dict[int, list[int]] = {}
         """receiver -> the candidate's rows placed there so far (their room is taken from ``free``)."""
+        saved: dict[int, tuple[list[int], list[int] | None, list[int] | None]] = {}
+        """At device level, receiver -> its room and devices before this evaluation (restored at its end)."""
         ok = True
         rows = cand.rows
         topo_groups = self.topo_of[ci]
@@ -632,9 +552,11 @@ class _Greedy:
                 placed[g][cand.node] -= cand.groups[g]  # every pod of g on the candidate moves
         chosen: list[int] = []
         left: list[int] = []
+        taken: list[tuple[int, ...] | None] = []
         row_dem, row_need, row_check, row_sig, row_list = (self.row_dem, self.row_need, self.row_check, self.row_sig,
                                                            self.row_list)
-        memo = self.memo if self.share and not topo_groups else None
+        row_dev, row_milli = self.row_dev, self.row_milli
+        memo = self.memo if self.share and not topo_groups and not devices else None
         classes = self.cand_classes[ci]
         reach = _NO_ENTRY
         start = 0
@@ -662,12 +584,16 @@ class _Greedy:
             static = self.static[row_sig[k]]
             gk = self.row_group[k]
             region = self._hard_mask(gk, placed[gk]).tolist() if gk in hard else None
+            dev_row = row_dev[k]
 
             best: tuple[int, int, int] | None = None
+            fit: tuple[int, ...] | None = None  # a device row: the devices of ``best`` that take it
             check = row_check[k]  # the list vouches for the static predicates and R
-            order = orders.get(row_list[k])
-            if order is None:
-                order = self._order_for(*row_list[k])
+            if dev_row:
+                order = self._dev_order_for(row_sig[k], row_milli[k])
+            else:
+                kept = orders.get(row_list[k])
+                order = kept if kept is not None else self._order_for(*row_list[k])
             for entry in order:
                 u = entry[2]
                 if u == own:
@@ -680,8 +606,13 @@ class _Greedy:
                     if room[i] < x:
                         break
                 else:
-                    best = entry
-                    break
+                    if not dev_row:
+                        best = entry
+                        break
+                    fit = self._device_fit(k, u)
+                    if fit is not None:
+                        best = entry
+                        break
             if best is None:
                 memo = None  # the scan examined every receiver
             elif best > reach:
@@ -696,27 +627,45 @@ class _Greedy:
                         if room[i] < dem[i]:
                             break
                     else:
-                        best = entry
+                        if not dev_row:
+                            best = entry
+                        elif (here := self._device_fit(k, u)) is not None:
+                            best, fit = entry, here
             if best is None:
                 ok = False
                 break
             u = best[2]
             chosen.append(u)
             left.append(free[u][iR] - dem[iR])
-            room = free[u]
-            for j in need:
-                room[j] -= dem[j]
+            if devices:
+                if u not in saved:
+                    df, dm = self.dev_free[u], self.dev_mem[u]
+                    saved[u] = (list(free[u]), None if df is None else list(df), None if dm is None else list(dm))
+                taken.append(self._take(k, u, fit))
+            else:
+                room = free[u]
+                for j in need:
+                    room[j] -= dem[j]
             touched.setdefault(u, []).append(k)
             if gk in placed:
                 placed[gk][rx.names[u]] += 1
             if memo is not None:
                 memo.setdefault(classes[:tried], (chosen, left, reach))
-        for u, ks in touched.items():
-            room = free[u]
-            for k in ks:
-                dem = row_dem[k]
-                for j in row_need[k]:
-                    room[j] += dem[j]
+        if devices:
+            for u, (room, df, dm) in saved.items():
+                free[u][:] = room
+                cur_free, cur_mem = self.dev_free[u], self.dev_mem[u]
+                if df is not None and cur_free is not None:
+                    cur_free[:] = df
+                if dm is not None and cur_mem is not None:
+                    cur_mem[:] = dm
+        else:
+            for u, ks in touched.items():
+                room = free[u]
+                for k in ks:
+                    dem = row_dem[k]
+                    for j in row_need[k]:
+                        room[j] += dem[j]
         a, b, m = rows.start, rows.stop, len(rows)
         if ok:
             self.evaluated[a:b] = [True] * m
@@ -729,6 +678,8 @@ class _Greedy:
             self.ch_u[a:b] = chosen + [-1] * rest
             self.ch_tier[a:b] = [tier[u] for u in chosen] + [NO_POD_LIMIT] * rest
             self.ch_left[a:b] = left + [NO_POD_LIMIT] * rest
+        if devices:
+            self.ch_dev[a:b] = taken + [None] * (m - len(taken))
         self.placeable[ci] = ok
         self.dirty[ci] = False
         self.stale[ci] = False
@@ -829,9 +780,11 @@ class _Greedy:
             ahead = (tu < ch_tier) | ((tu == ch_tier) & ((left < ch_left) | ((left == ch_left) & (u < ch_u))))
             rows_u = ev & fits & ahead
             if self.dev:  # a share row: only when a device of u takes it (a kind's room says nothing of devices)
-                for k in np.flatnonzero(rows_u & self.row_dev_np).tolist():
-                    if self._device_fit(k, u) is None:
-                        rows_u[k] = False
+                ks = np.flatnonzero(rows_u & self.row_dev_np)
+                if len(ks):  # asked once per share id: alike shares fit alike
+                    _ids, first, inverse = np.unique(self.row_share[ks], return_index=True, return_inverse=True)
+                    fit = np.array([self._device_fit(int(ks[i]), u) is not None for i in first.tolist()], dtype=bool)
+                    rows_u[ks[~fit[inverse]]] = False
             ahead_hit |= rows_u
         if hit.any():
             self.dirty[np.unique(ct.row_cand[hit])] = True
