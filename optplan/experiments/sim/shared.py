@@ -470,6 +470,52 @@ class FragAwarePolicy(FgdPolicy):
         return i, self.devices(i, p)
 
 
+def model_pressure(cl: DevCluster, target: TargetWorkload) -> np.ndarray[Any, Any]:
+    """Per node: how contested its GPU model is by the pods that require a model. A task type that requires
+    models M adds its GPU demand over the supply of M to each model of M; the sum is taken relative to the
+    workload's whole GPU demand over the cluster's GPUs (1: the model's own pods alone would ask its whole
+    supply in the trace's proportions). 0 on every node when no pod requires a model."""
+    supply: dict[str, int] = {}
+    for m, g in zip(cl.models.tolist(), cl.ngpu.tolist(), strict=True):
+        supply[m] = supply.get(m, 0) + g * MILLI
+    demand = sum(t.weight * t.ask.total_milli for t in target.types)
+    press = dict.fromkeys(supply, 0.0)
+    for t in target.types:
+        if t.ask.none or not t.ask.models:
+            continue
+        ms = [m for m in t.ask.models if m in supply]
+        of = sum(supply[m] for m in ms)
+        for m in ms:
+            press[m] += t.weight * t.ask.total_milli / of if of else 0.0
+    scale = sum(supply.values()) / demand if demand else 0.0
+    return np.array([press[m] * scale for m in cl.models.tolist()])
+
+
+class FragSpreadPolicy(FgdPolicy):
+    """optplan's: FGD's score and device, its ties broken by the spread of the free resources instead of the node
+    name (module docstring)."""
+
+    name = "frag-spread"
+
+    def __init__(self, cl: DevCluster, cfg: SharedConfig, target: TargetWorkload) -> None:
+        super().__init__(cl, cfg, target)
+        self.pressure = model_pressure(cl, target)
+        self.pack = bool(self.pressure.any())
+        """Some pods require a GPU model: ties to the fullest node (least contested model first), else the
+        emptiest."""
+
+    def choose(self, p: Arrival, fits: np.ndarray[Any, Any]) -> tuple[int, tuple[int, ...]]:
+        key = self.refresh(p, fits)
+        score = np.where(fits, -self.delta[key], -np.inf)
+        best = np.flatnonzero(fits & (score == score.max()))
+        left = _left(self.cl, p)[best]
+        contested = self.pressure[best] if not p.ask.none else np.zeros(len(best))
+        i = int(best[np.lexsort((best, left if self.pack else -left, contested))[0]])
+        if p.ask.is_share:
+            return i, (int(self.dev[key][i]),)
+        return i, self.devices(i, p)
+
+
 # ---- simulation --------------------------------------------------------------------------------
 
 def target_workload(trace: Sequence[SimPod]) -> TargetWorkload:
