@@ -46,8 +46,14 @@ optplan's:
   nodes of the best score, the fullest node (free cpu and GPU after placement, each over the node's
   capacity) instead of the first by name; and a share's device: the least growth as a float, then the least
   free milli, then the lowest index. cpu-only pods go to cpu-only nodes first (the fullest after placement),
-  only then to GPU nodes by the same rule as GPU pods (the paper's cluster has no cpu-only nodes). optplan's
-  policies break remaining ties uniformly at random (stream ``<seed>/<policy>``), as Volcano does.
+  only then to GPU nodes by the same rule as GPU pods (the paper's cluster has no cpu-only nodes). It breaks
+  remaining ties uniformly at random (stream ``<seed>/<policy>``), as Volcano does;
+- ``frag-spread``: FGD's measure, integer score and share device (the same target workload), its ties broken by
+  the free resources after placement (``frag-aware``'s measure) instead of the node name: to the emptiest node
+  when no pod of the trace requires a GPU model, which keeps cpu beside free GPUs for the GPU pods heavier in
+  cpu than FGD's typical task types; when some do (``model_pressure`` > 0 somewhere), a GPU pod's ties go first
+  to the least contested model, then to the fullest node. Remaining ties: the first node by name; no random
+  stream. Each pod is placed on arrival, as FGD places it; nothing is delayed or moved.
 
 **Metric.** GPU allocation ratio = allocated milli-GPUs / the cluster's milli-GPUs at the end (the paper's
 "GPU allocation ratio"; column 130 of its ``analysis_allo_discrete.csv``).
