@@ -210,3 +210,14 @@ def test_model_pressure_counts_the_demand_of_pods_that_require_a_model() -> None
     t4 = GpuAsk(whole=1, models=frozenset({"T4"}))
     got = shared.model_pressure(cl, TargetWorkload.of([(1000, t4), (1000, GpuAsk(whole=1))]))
     assert got.tolist() == pytest.approx([2.5, 0.0, 0.0])
+
+
+def test_frag_spread_packs_when_multi_gpu_pods_ask_much_or_pods_require_models() -> None:
+    # a 2-GPU pod among 19 1-GPU pods asks 2 / 21 = 9.5% of the demand (spread); among 4, 2 / 6 = 33% (pack)
+    cl = shared.DevCluster(NODES)
+    cfg = shared.SharedConfig(seed=1)
+    spread = registry.load(shared.FAMILY, "frag-spread")
+    assert not spread(cl, cfg, TargetWorkload.of([(1000, GpuAsk(whole=1))] * 19 + [(1000, GpuAsk(whole=2))])).pack
+    assert spread(cl, cfg, TargetWorkload.of([(1000, GpuAsk(whole=1))] * 4 + [(1000, GpuAsk(whole=2))])).pack
+    t4 = GpuAsk(whole=1, models=frozenset({"T4"}))
+    assert spread(cl, cfg, TargetWorkload.of([(1000, t4), (1000, GpuAsk(whole=1))])).pack

@@ -51,8 +51,9 @@ optplan's:
 - ``frag-spread``: FGD's measure, integer score and share device (the same target workload), its ties broken by
   the free resources after placement (``frag-aware``'s measure) instead of the node name: to the emptiest node
   when no pod of the trace requires a GPU model, which keeps cpu beside free GPUs for the GPU pods heavier in
-  cpu than FGD's typical task types; when some do (``model_pressure`` > 0 somewhere), a GPU pod's ties go first
-  to the least contested model, then to the fullest node. Remaining ties: the first node by name; no random
+  cpu than FGD's typical task types; when some do (``model_pressure`` > 0 somewhere), or when pods of 2 GPUs or
+  more ask ``MULTI_GPU_SHARE`` of the GPU demand or more, a GPU pod's ties go first to the least contested model,
+  then to the fullest node. Remaining ties: the first node by name; no random
   stream. Each pod is placed on arrival, as FGD places it; nothing is delayed or moved.
 
 **Metric.** GPU allocation ratio = allocated milli-GPUs / the cluster's milli-GPUs at the end (the paper's
@@ -497,6 +498,11 @@ def model_pressure(cl: DevCluster, target: TargetWorkload) -> np.ndarray[Any, An
     return np.array([press[m] * scale for m in cl.models.tolist()])
 
 
+MULTI_GPU_SHARE = 0.15
+"""``frag-spread`` packs when pods of 2 GPUs or more ask at least this share of the trace's GPU demand (the
+default trace: 7.3%; the multigpu workloads 20-50%): spreading would leave no idle node for them."""
+
+
 class FragSpreadPolicy(FgdPolicy):
     """optplan's: FGD's score and device, its ties broken by the spread of the free resources instead of the node
     name (module docstring)."""
@@ -506,9 +512,11 @@ class FragSpreadPolicy(FgdPolicy):
     def __init__(self, cl: DevCluster, cfg: SharedConfig, target: TargetWorkload) -> None:
         super().__init__(cl, cfg, target)
         self.pressure = model_pressure(cl, target)
-        self.pack = bool(self.pressure.any())
-        """Some pods require a GPU model: ties to the fullest node (least contested model first), else the
-        emptiest."""
+        demand = sum(t.weight * t.ask.total_milli for t in target.types)
+        multi = sum(t.weight * t.ask.total_milli for t in target.types if t.ask.whole >= 2)
+        self.pack = bool(self.pressure.any()) or multi >= MULTI_GPU_SHARE * demand
+        """Some pods require a GPU model, or multi-GPU pods ask a large share of the GPUs: ties to the fullest
+        node (least contested model first), else the emptiest."""
 
     def choose(self, p: Arrival, fits: np.ndarray[Any, Any]) -> tuple[int, tuple[int, ...]]:
         key = self.refresh(p, fits)
