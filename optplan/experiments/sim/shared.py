@@ -53,8 +53,8 @@ optplan's:
   when no pod of the trace requires a GPU model, which keeps cpu beside free GPUs for the GPU pods heavier in
   cpu than FGD's typical task types; when some do (``model_pressure`` > 0 somewhere), or when pods of 2 GPUs or
   more ask ``MULTI_GPU_SHARE`` of the GPU demand or more, a GPU pod's ties go first to the least contested model,
-  then to the fullest node. Remaining ties: the first node by name; no random
-  stream. Each pod is placed on arrival, as FGD places it; nothing is delayed or moved.
+  then to the fullest node. Remaining ties: the first node by name; no random stream. Each pod is placed on
+  arrival, as FGD places it; nothing is delayed or moved.
 
 **Metric.** GPU allocation ratio = allocated milli-GPUs / the cluster's milli-GPUs at the end (the paper's
 "GPU allocation ratio"; column 130 of its ``analysis_allo_discrete.csv``).
