@@ -183,3 +183,41 @@ def test_fgds_target_is_the_popular_task_types_renormalised() -> None:
     assert [(x.ask, round(x.weight, 4)) for x in typical.types] == [(GpuAsk(whole=1), round(90 / 96, 4)),
                                                                    (GpuAsk(milli=500), round(6 / 96, 4))]
     assert shared.fgd_score(np.array([0.0, 500.0, -500.0])).tolist() == [50.0, 37.0, 62.0]
+
+
+def test_frag_spread_keeps_cpu_for_a_gpu_pod_fgd_rejects() -> None:
+    # two idle 1-GPU nodes, 8 cpus each; the target (1 GPU, 1 cpu) is hostable wherever 1 cpu is left, so two
+    # cpu-only pods of 2 cpus grow FGD's fragmentation by 0 on either node: its score ties. FGD takes the first
+    # name twice (a: 4 cpus left, b: 8); frag-spread the emptiest node (a: 6, b: 6). Two 1-GPU pods of 5 cpus
+    # follow: FGD places one (on b) and rejects the other (a has 4 cpus); frag-spread places both.
+    nodes = [SimNode("a", 8000, 64 * GI, 1, "G2"), SimNode("b", 8000, 64 * GI, 1, "G2")]
+    pods = [SimPod("c1", 2000, GI, 0, 0), SimPod("c2", 2000, GI, 0, 0),
+            SimPod("g1", 5000, GI, 1, 1000), SimPod("g2", 5000, GI, 1, 1000)]
+    target = TargetWorkload.of([(1000, GpuAsk(whole=1))])
+    fgd = shared.simulate(nodes, pods, "fgd", target)
+    spread = shared.simulate(nodes, pods, "frag-spread", target)
+    assert fgd.assignment == ((0, ()), (0, ()), (1, (0,)), None)
+    assert spread.assignment == ((0, ()), (1, ()), (0, (0,)), (1, (0,)))
+    assert (fgd.allocated_milli, spread.allocated_milli) == (1000, 2000)
+
+
+def test_model_pressure_counts_the_demand_of_pods_that_require_a_model() -> None:
+    cl = shared.DevCluster(NODES)  # a: 2 T4 GPUs, b: 8 G2 GPUs, c: none
+    none = shared.model_pressure(cl, TargetWorkload.of([(1000, GpuAsk(whole=1))]))
+    assert none.tolist() == [0.0, 0.0, 0.0]
+    # half the pods require T4 (1 GPU each), half any model: T4's own pods ask half the demand of a model with
+    # 2 of the 10 GPUs: 0.5 x 1000 / 2000 x (10,000 / 1000) = 2.5
+    t4 = GpuAsk(whole=1, models=frozenset({"T4"}))
+    got = shared.model_pressure(cl, TargetWorkload.of([(1000, t4), (1000, GpuAsk(whole=1))]))
+    assert got.tolist() == pytest.approx([2.5, 0.0, 0.0])
+
+
+def test_frag_spread_packs_when_multi_gpu_pods_ask_much_or_pods_require_models() -> None:
+    # a 2-GPU pod among 19 1-GPU pods asks 2 / 21 = 9.5% of the demand (spread); among 4, 2 / 6 = 33% (pack)
+    cl = shared.DevCluster(NODES)
+    cfg = shared.SharedConfig(seed=1)
+    spread = registry.load(shared.FAMILY, "frag-spread")
+    assert not spread(cl, cfg, TargetWorkload.of([(1000, GpuAsk(whole=1))] * 19 + [(1000, GpuAsk(whole=2))])).pack
+    assert spread(cl, cfg, TargetWorkload.of([(1000, GpuAsk(whole=1))] * 4 + [(1000, GpuAsk(whole=2))])).pack
+    t4 = GpuAsk(whole=1, models=frozenset({"T4"}))
+    assert spread(cl, cfg, TargetWorkload.of([(1000, t4), (1000, GpuAsk(whole=1))])).pack

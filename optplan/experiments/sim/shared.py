@@ -46,8 +46,15 @@ optplan's:
   nodes of the best score, the fullest node (free cpu and GPU after placement, each over the node's
   capacity) instead of the first by name; and a share's device: the least growth as a float, then the least
   free milli, then the lowest index. cpu-only pods go to cpu-only nodes first (the fullest after placement),
-  only then to GPU nodes by the same rule as GPU pods (the paper's cluster has no cpu-only nodes). optplan's
-  policies break remaining ties uniformly at random (stream ``<seed>/<policy>``), as Volcano does.
+  only then to GPU nodes by the same rule as GPU pods (the paper's cluster has no cpu-only nodes). It breaks
+  remaining ties uniformly at random (stream ``<seed>/<policy>``), as Volcano does;
+- ``frag-spread``: FGD's measure, integer score and share device (the same target workload), its ties broken by
+  the free resources after placement (``frag-aware``'s measure) instead of the node name: to the emptiest node
+  when no pod of the trace requires a GPU model, which keeps cpu beside free GPUs for the GPU pods heavier in
+  cpu than FGD's typical task types; when some do (``model_pressure`` > 0 somewhere), or when pods of 2 GPUs or
+  more ask ``MULTI_GPU_SHARE`` of the GPU demand or more, a GPU pod's ties go first to the least contested model,
+  then to the fullest node. Remaining ties: the first node by name; no random stream. Each pod is placed on
+  arrival, as FGD places it; nothing is delayed or moved.
 
 **Metric.** GPU allocation ratio = allocated milli-GPUs / the cluster's milli-GPUs at the end (the paper's
 "GPU allocation ratio"; column 130 of its ``analysis_allo_discrete.csv``).
@@ -465,6 +472,59 @@ class FragAwarePolicy(FgdPolicy):
         key = self.refresh(p, fits)
         score = np.where(fits, fgd_score(self.delta[key]), -1.0)
         i = self.pick(-_left(cl, p), fits & (score == score.max()))
+        if p.ask.is_share:
+            return i, (int(self.dev[key][i]),)
+        return i, self.devices(i, p)
+
+
+def model_pressure(cl: DevCluster, target: TargetWorkload) -> np.ndarray[Any, Any]:
+    """Per node: how contested its GPU model is by the pods that require a model. A task type that requires
+    models M adds its GPU demand over the supply of M to each model of M; the sum is taken relative to the
+    workload's whole GPU demand over the cluster's GPUs (1: the model's own pods alone would ask its whole
+    supply in the trace's proportions). 0 on every node when no pod requires a model."""
+    supply: dict[str, int] = {}
+    for m, g in zip(cl.models.tolist(), cl.ngpu.tolist(), strict=True):
+        supply[m] = supply.get(m, 0) + g * MILLI
+    demand = sum(t.weight * t.ask.total_milli for t in target.types)
+    press = dict.fromkeys(supply, 0.0)
+    for t in target.types:
+        if t.ask.none or not t.ask.models:
+            continue
+        ms = [m for m in t.ask.models if m in supply]
+        of = sum(supply[m] for m in ms)
+        for m in ms:
+            press[m] += t.weight * t.ask.total_milli / of if of else 0.0
+    scale = sum(supply.values()) / demand if demand else 0.0
+    return np.array([press[m] * scale for m in cl.models.tolist()])
+
+
+MULTI_GPU_SHARE = 0.15
+"""``frag-spread`` packs when pods of 2 GPUs or more ask at least this share of the trace's GPU demand (the
+default trace: 7.3%; the multigpu workloads 20-50%): spreading would leave no idle node for them."""
+
+
+class FragSpreadPolicy(FgdPolicy):
+    """optplan's: FGD's score and device, its ties broken by the spread of the free resources instead of the node
+    name (module docstring)."""
+
+    name = "frag-spread"
+
+    def __init__(self, cl: DevCluster, cfg: SharedConfig, target: TargetWorkload) -> None:
+        super().__init__(cl, cfg, target)
+        self.pressure = model_pressure(cl, target)
+        demand = sum(t.weight * t.ask.total_milli for t in target.types)
+        multi = sum(t.weight * t.ask.total_milli for t in target.types if t.ask.whole >= 2)
+        self.pack = bool(self.pressure.any()) or multi >= MULTI_GPU_SHARE * demand
+        """Some pods require a GPU model, or multi-GPU pods ask a large share of the GPUs: ties to the fullest
+        node (least contested model first), else the emptiest."""
+
+    def choose(self, p: Arrival, fits: np.ndarray[Any, Any]) -> tuple[int, tuple[int, ...]]:
+        key = self.refresh(p, fits)
+        score = np.where(fits, -self.delta[key], -np.inf)
+        best = np.flatnonzero(fits & (score == score.max()))
+        left = _left(self.cl, p)[best]
+        contested = self.pressure[best] if not p.ask.none else np.zeros(len(best))
+        i = int(best[np.lexsort((best, left if self.pack else -left, contested))[0]])
         if p.ask.is_share:
             return i, (int(self.dev[key][i]),)
         return i, self.devices(i, p)

@@ -1,0 +1,76 @@
+"""Where a policy's free GPU capacity is at the end of the FGD paper's table runs (``optplan.experiments.sim``).
+
+Example::
+
+    python benchmarks/shared_leftover.py --data ../shared/data --policy fgd --seed 42 --workloads default cpu100
+
+Per workload, one run (``shared.simulate`` on the table's cluster and workload), then the free milli-GPUs
+split three ways, each in points of the cluster's GPUs: on devices with less free than the smallest GPU ask
+among the rejected pods (no rejected pod fits there, whatever its cpu), on entirely free devices, and the
+rest; the hole size holding the most free milli; and the arrived requests (% of the GPUs) and the allocation
+at the first rejection. Without the data it says so and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from optplan.adapters.openb import read_nodes, read_pods
+from optplan.experiments.sim import shared, table
+from optplan.experiments.sim.online import SimNode, SimPod, fgd_workload
+from optplan.solvers.core.gpushare import MILLI
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=Path("../shared/data"))
+    ap.add_argument("--policy", default="fgd")
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--workloads", nargs="+", default=list(table.WORKLOADS))
+    args = ap.parse_args(argv)
+    if not (args.data / table.NODES).is_file():
+        print(f"no {table.NODES} under {args.data}: nothing to do")
+        return 0
+    nodes = [SimNode(n.name, n.cpu, n.memory, n.gpu, n.model) for n in read_nodes(str(args.data / table.NODES))]
+    gpus = sum(n.gpu for n in nodes)
+    print("| workload | alloc % | free | in holes below the smallest rejected ask | on free devices | other "
+          "| arrived % at the first rejection | alloc % then | the most free milli in one hole size |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for wl in args.workloads:
+        pods = read_pods(str(args.data / "openb" / f"openb_pod_list_{wl}.csv"))
+        trace = [SimPod(p.name, p.cpu, p.memory, p.gpu, p.gpu_milli, p.models) for p in pods]
+        stream = fgd_workload(trace, gpus, table.PERCENT, args.seed, every_pod=True)
+        res = shared.simulate(nodes, stream, args.policy, shared.target_workload(trace),
+                              shared.SharedConfig(seed=args.seed))
+        arrivals = [shared.arrival_of(p) for p in stream]
+        cl = shared.DevCluster(nodes)
+        arrived, first = 0, (float("nan"), float("nan"))
+        for p, where in zip(arrivals, res.assignment, strict=True):
+            if where is not None:
+                cl.take(where[0], p, where[1])
+            elif first[0] != first[0]:
+                first = (100 * arrived / cl.total_milli, 100 * cl.allocated / cl.total_milli)
+            arrived += p.ask.total_milli
+        asks = [p.ask.milli if p.ask.is_share else MILLI for p, where in zip(arrivals, res.assignment, strict=True)
+                if where is None and not p.ask.none]
+        smallest = min(asks, default=MILLI)
+        free = cl.free_gpu[cl.free_gpu > 0]
+        point = cl.total_milli / 100
+        holes, whole = free[free < smallest].sum(), free[free == MILLI].sum()
+        other = free.sum() - holes - whole
+        sizes, counts = np.unique(free[free < MILLI], return_counts=True)
+        top = int(np.argmax(sizes * counts)) if len(sizes) else -1
+        hole = f"{sizes[top]} milli: {sizes[top] * counts[top] / point:.2f}" if top >= 0 else "-"
+        print(f"| {wl} | {res.alloc_percent:.2f} | {100 - res.alloc_percent:.2f} | {holes / point:.2f} "
+              f"(< {smallest}) | {whole / point:.2f} | {other / point:.2f} | {first[0]:.1f} | {first[1]:.2f} "
+              f"| {hole} |",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
