@@ -18,25 +18,12 @@ from optplan.solvers.core.registry import load
 from optplan.solvers.goals.greedy import GreedyGoalPlanner
 from optplan.solvers.goals.problem import GoalProblem, GoalResult
 from optplan.solvers.goals.validate import goal_violations
-from tests.adapters.test_vgpu import REGISTER, SHARE, vnode, vpod
+from tests.adapters.test_vgpu import SHARE
 from tests.builders import IMAGE, hypernode, job_task, podgroup, queue, repack_run, vcjob
 from tests.goalcases import Goals
+from tests.repack.test_shares import node, share, whole
 
 OPTS = PlanOptions(time_limit=5, workers=1, seed=0, deterministic=True)
-
-
-def node(name: str) -> dict[str, Any]:
-    """Two T4s (16 GiB each), device UUIDs ``<name>-a`` (index 0) and ``<name>-b`` (index 1)."""
-    return vnode(name, register=REGISTER.replace("GPU-a", f"{name}-a").replace("GPU-b", f"{name}-b"))
-
-
-def share(name: str, node_name: str, device: str, cores: int, memory: int = 4000) -> dict[str, Any]:
-    return vpod(name, {**SHARE, "volcano.sh/vgpu-cores": str(cores), "volcano.sh/vgpu-memory": str(memory)},
-                node=node_name, ids=f"{node_name}-{device},NVIDIA,{memory},{cores}:")
-
-
-def whole(name: str, node_name: str, cards: int = 1) -> dict[str, Any]:
-    return vpod(name, {"nvidia.com/gpu": str(cards)}, node=node_name)
 
 
 def share_task(name: str, cores: int, replicas: int = 1) -> dict[str, Any]:
