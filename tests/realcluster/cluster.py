@@ -412,6 +412,8 @@ class Cluster:
         # client-side apply keeps.
         self.kubectl("apply", "--server-side", "-f", str(self.cache / "crds" / "volcano"))
         self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        # the namespace Volcano's installation makes (deploy/ holds a Role in it, over its scheduler ConfigMap)
+        self.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "volcano-system"}}])
 
         self._spawn("kwok", [
             str(self.bin / "kwok"), "--kubeconfig", str(self.component_kubeconfig("kwok")),
