@@ -147,7 +147,7 @@ class Greedy:
         self._hyper_free_tiers: list[float] = []
         """The tier factors of the tiers between the lowest and the root's where no HyperNode exists (1 each)."""
         self._hyper_sums: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
-        """HyperNode -> its allocatable and free room summed (``hyper_sums``), dropped when a node of it changes."""
+        """HyperNode -> its allocatable and use summed (``hyper_sums``), dropped when a node of it changes."""
         self._hyper_binpack: dict[str, dict[tuple[tuple[str, int], ...], float]] = {}
         """HyperNode -> a pod's sorted requests -> the HyperNode's binpack for it, dropped with ``_hyper_sums``."""
         self._hyper_seen = 0
@@ -282,18 +282,11 @@ class Greedy:
             self._hyper_seen = len(log)
 
     def hyper_sums(self, h: str) -> tuple[dict[str, int], dict[str, int]]:
-        """A HyperNode's allocatable and free room, summed over its nodes as the state stands (after
-        ``hyper_sync``)."""
+        """A HyperNode's ``hyper_use`` (allocatable and use summed over its nodes as the state stands), cached
+        until a node of it changes (``hyper_sync``)."""
         out = self._hyper_sums.get(h)
         if out is None:
-            alloc: dict[str, int] = defaultdict(int)
-            free: dict[str, int] = defaultdict(int)
-            for n in self.ctx.snapshot.topology.members[h]:
-                for r, v in self.ctx.snapshot.nodes[n].allocatable.items():
-                    alloc[r] += v
-                for r, v in self.state.cap.free[n].items():
-                    free[r] += v
-            out = self._hyper_sums[h] = (alloc, free)
+            out = self._hyper_sums[h] = self.hyper_use(self.ctx.snapshot.topology.members[h])
         return out
 
     def hyper_score(self, pod: Pod, node: str) -> float:
@@ -326,8 +319,7 @@ class Greedy:
         out = known.get(req_key)
         if out is not None:
             return out
-        alloc, free = self.hyper_sums(h)
-        used = {r: a - free.get(r, 0) for r, a in alloc.items()}
+        alloc, used = self.hyper_sums(h)
         out = known[req_key] = float(hyper_binpack(dict(req_key), alloc, used, self.ctx.region_weights))
         return out
 
