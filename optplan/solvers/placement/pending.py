@@ -26,7 +26,7 @@ from optplan.solvers.core.oracle import Capacity, Predicates
 from optplan.solvers.placement.context import Context, State
 from optplan.solvers.placement.greedy import Greedy
 from optplan.solvers.placement.jobs import held_pods, jobs_to_place
-from optplan.solvers.quota.queues import account_queues
+from optplan.solvers.quota.queues import QueueAccount, account_queues
 
 FITS = "fits"
 """The greedy places the gang now."""
@@ -103,6 +103,8 @@ def pending_gangs(snap: Snapshot, resource: str, now: datetime | None = None) ->
     free = free_total(snap, resource)
     # the snapshot's facts, read once for all its gangs (each gang is still judged alone)
     accounts, capacity, predicates = account_queues(snap, hierarchical=True), Capacity(snap), Predicates(snap)
+    # the emptied cluster's queue accounting, per set of pods left (every gang holding nothing shares one)
+    empty_accounts: dict[frozenset[str], dict[str, QueueAccount]] = {}
     out = []
     for job in jobs_to_place(snap):
         ctx = Context.build(snap, [job], BinpackWeights(), now, accounts=accounts, capacity=capacity,
@@ -135,7 +137,11 @@ def pending_gangs(snap: Snapshot, resource: str, now: datetime | None = None) ->
             out.append(PendingGang(*base, FITS, jp.reason))
             continue
         alone = emptied(snap, job)
-        actx = Context.build(alone, [job], BinpackWeights(), now, predicates=predicates)
+        left = frozenset(alone.pods)
+        if left not in empty_accounts:
+            empty_accounts[left] = account_queues(alone, hierarchical=True)
+        actx = Context.build(alone, [job], BinpackWeights(), now, accounts=empty_accounts[left],
+                             predicates=predicates)
         empty = Greedy(actx, State(actx)).place(actx.jobs[0])
         if empty.admitted:
             out.append(PendingGang(*base, FRAGMENTATION, jp.reason))
