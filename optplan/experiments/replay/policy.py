@@ -101,7 +101,9 @@ def plan_for_pending(snapshot: Snapshot, run: RepackRun, cfg: ReplayConfig, gang
     t0 = time.perf_counter()
     goal = run.spec.goal.model_copy(update={"admit": AdmitGoal(jobs=tuple(f"{NAMESPACE}/{g}" for g in gangs))})
     admit = run.model_copy(update={"spec": run.spec.model_copy(update={"goals": (goal,)})})
-    out = plan_run(snapshot, admit, solver=cfg.planner, options=options(cfg))
+    # only the named gangs' verdicts: the running gangs' VCJobs with replicas gone or not placed yet are
+    # pending too, and judging them (hundreds) was most of a pending cell's time; the plan is the same
+    out = plan_run(snapshot, admit, solver=cfg.planner, options=options(cfg), judge_all=False)
     plan = out.result.plan
     if out.reason != RECOMMENDED:  # no move admits a gang
         return Planned((), 0, out.result.record.status, out.reason, 0, time.perf_counter() - t0)

@@ -15,6 +15,7 @@ joins this list with Repack's fragmentation report.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -98,8 +99,10 @@ def emptied(snap: Snapshot, job: VCJob) -> Snapshot:
     return Snapshot(**{**fields, "pods": {k: p for k, p in snap.pods.items() if k in own}})
 
 
-def pending_gangs(snap: Snapshot, resource: str, now: datetime | None = None) -> list[PendingGang]:
-    """Every gang ``jobs_to_place`` lists whose minimum requests ``resource``, by key, with its verdict."""
+def pending_gangs(snap: Snapshot, resource: str, now: datetime | None = None,
+                  only: Collection[str] | None = None) -> list[PendingGang]:
+    """Every gang ``jobs_to_place`` lists whose minimum requests ``resource``, by key, with its verdict;
+    ``only``: of those, the gangs of these keys (each verdict is the same: a gang is judged alone)."""
     free = free_total(snap, resource)
     # the snapshot's facts, read once for all its gangs (each gang is still judged alone)
     accounts, capacity, predicates = account_queues(snap, hierarchical=True), Capacity(snap), Predicates(snap)
@@ -107,6 +110,8 @@ def pending_gangs(snap: Snapshot, resource: str, now: datetime | None = None) ->
     empty_accounts: dict[frozenset[str], dict[str, QueueAccount]] = {}
     out = []
     for job in jobs_to_place(snap):
+        if only is not None and job.key not in only:
+            continue
         ctx = Context.build(snap, [job], BinpackWeights(), now, accounts=accounts, capacity=capacity,
                             predicates=predicates)
         if not ctx.jobs:
