@@ -20,7 +20,8 @@ restarts exactly what the planners priced.
 ``plan_for_pending`` is what the ``pending`` policy calls with the gangs that wait by fragmentation: with
 optplan's planners (greedy, auto) a RepackRun with an ``admit`` goal naming those gangs (issue 15: move
 the fewest pods so that each can be placed whole; ``optplan.solvers.goals``, its plans validated by the goal
-validator); with a peer, which knows no such goal, a plain Repack run (free whole nodes).
+validator; only the named gangs' pending verdicts are asked for, ``judge_all=False``: the same plan); with a
+peer, which knows no such goal, a plain Repack run (free whole nodes).
 """
 
 from __future__ import annotations
