@@ -1,7 +1,8 @@
 """The ``pending`` policy's replays before and after the speed-ups of its fragmentation checks (the queue
 accounting of a snapshot with thousands of VCJobs, the emptied cluster's accounting shared by the gangs
-that hold nothing, only the named gangs judged in the admit goal's run): the same rows, byte for byte. The digests were computed with the code before the
-speed-ups; a change that alters a pending replay fails here."""
+that hold nothing, only the named gangs judged in the admit goal's run): the same rows, byte for byte.
+The digests were computed with the code before the speed-ups; a change that alters a pending replay
+fails here."""
 
 from __future__ import annotations
 
