@@ -116,9 +116,10 @@ class GoalProblem:
     """A snapshot, a RepackRun with goals and the resolved goals, as facts for the planners."""
 
     def __init__(self, snapshot: Snapshot, run: RepackRun, goals: Goals, weights: Weights | None = None,
-                 scheduler: SchedulerConf | None = None) -> None:
+                 scheduler: SchedulerConf | None = None, judge_all: bool = True) -> None:
         """``scheduler``: the vc-scheduler configuration the gangs' placements follow (its binpack weights;
-        default seed 002's)."""
+        default seed 002's). ``judge_all=False``: ``pending`` holds only the named gangs' verdicts (the same
+        plan; the status then counts only them as pending by fragmentation)."""
         self.snapshot = snapshot
         self.run = run
         self.weights = weights or Weights()
@@ -133,8 +134,10 @@ class GoalProblem:
         conf = scheduler or SchedulerConf()
         self.ctx = Context.build(snapshot, list(goals.jobs), conf.binpack_or(BinpackWeights()),
                                  hyper_weights=conf.hyper_node_binpack)
-        self.pending = pending_gangs(snapshot, self.resource, scheduler=conf)
-        """Every gang of R pending in the snapshot with ``pending``'s verdict (named or not), by key."""
+        self.pending = pending_gangs(snapshot, self.resource, scheduler=conf,
+                                     only=None if judge_all else {j.key for j in goals.jobs})
+        """Every gang of R pending in the snapshot with ``pending``'s verdict (named or not; with
+        ``judge_all=False`` the named ones only), by key."""
         self.gangs = self._gangs(goals.jobs)
 
     # ---- the gangs ------------------------------------------------------------------------------------

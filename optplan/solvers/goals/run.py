@@ -58,12 +58,13 @@ def planner_names() -> list[str]:
 
 def plan_run(snapshot: Snapshot, run: RepackRun, *, solver: str = registry.DEFAULT,
              options: PlanOptions | None = None, weights: Weights | None = None,
-             file: str | None = None, scheduler: SchedulerConf | None = None) -> RepackOutcome:
+             file: str | None = None, scheduler: SchedulerConf | None = None,
+             judge_all: bool = True) -> RepackOutcome:
     """Plan any RepackRun: the goals' planners when it has goals (``scheduler``: the vc-scheduler
-    configuration their placements follow), else the seed's Repack."""
+    configuration their placements follow; ``judge_all``: ``GoalProblem``'s), else the seed's Repack."""
     if run.spec.has_purpose:
         return plan_goals(snapshot, run, solver=solver, options=options, weights=weights, file=file,
-                          scheduler=scheduler)
+                          scheduler=scheduler, judge_all=judge_all)
     if solver not in registry.names("repack"):
         raise InputError(f"solver {solver} plans only admit / freeHyperNodes goals; this run has none",
                          file=file, obj=f"RepackRun {run.name}", field="--solver")
@@ -89,13 +90,15 @@ class AutoGoalPlanner(Auto[GoalProblem, GoalResult]):
 
 def plan_goals(snapshot: Snapshot, run: RepackRun, *, solver: str = registry.DEFAULT,
                options: PlanOptions | None = None, weights: Weights | None = None,
-               file: str | None = None, scheduler: SchedulerConf | None = None) -> RepackOutcome:
-    """Resolve the goals (bad goals: InputError), plan, validate and build the status."""
+               file: str | None = None, scheduler: SchedulerConf | None = None,
+               judge_all: bool = True) -> RepackOutcome:
+    """Resolve the goals (bad goals: InputError), plan, validate and build the status (``judge_all``:
+    ``GoalProblem``'s)."""
     if solver not in registry.names(FAMILY):
         raise InputError(f"solver {solver} does not plan admit / freeHyperNodes goals; choose from "
                          f"{', '.join(planner_names())}", file=file, obj=f"RepackRun {run.name}", field="--solver")
     goals = resolve_goals(snapshot, run, file=file)
-    problem = GoalProblem(snapshot, run, goals, weights, scheduler)
+    problem = GoalProblem(snapshot, run, goals, weights, scheduler, judge_all)
 
     def bound(frag: FragReport, clock: Clock, limit: float) -> None:
         problem.repack.freed_upper = frag.occupied - frag.theoretical_min

@@ -15,6 +15,7 @@ joins this list with Repack's fragmentation report.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -27,7 +28,7 @@ from optplan.solvers.core.oracle import Capacity, Predicates
 from optplan.solvers.placement.context import Context, State
 from optplan.solvers.placement.greedy import Greedy
 from optplan.solvers.placement.jobs import held_pods, jobs_to_place
-from optplan.solvers.quota.queues import account_queues
+from optplan.solvers.quota.queues import QueueAccount, account_queues
 
 FITS = "fits"
 """The greedy places the gang now."""
@@ -100,16 +101,22 @@ def emptied(snap: Snapshot, job: VCJob) -> Snapshot:
 
 
 def pending_gangs(snap: Snapshot, resource: str, now: datetime | None = None,
-                  scheduler: SchedulerConf | None = None) -> list[PendingGang]:
+                  scheduler: SchedulerConf | None = None,
+                  only: Collection[str] | None = None) -> list[PendingGang]:
     """Every gang ``jobs_to_place`` lists whose minimum requests ``resource``, by key, with its verdict; each
-    judged by allocate under ``scheduler`` (its binpack and HyperNode binpack weights; default seed 002's)."""
+    judged by allocate under ``scheduler`` (its binpack and HyperNode binpack weights; default seed 002's).
+    ``only``: of those, the gangs of these keys (each verdict is the same: a gang is judged alone)."""
     conf = scheduler or SchedulerConf()
     weights = conf.binpack_or(BinpackWeights())
     free = free_total(snap, resource)
     # the snapshot's facts, read once for all its gangs (each gang is still judged alone)
     accounts, capacity, predicates = account_queues(snap, hierarchical=True), Capacity(snap), Predicates(snap)
+    # the emptied cluster's queue accounting, per set of pods left (every gang holding nothing shares one)
+    empty_accounts: dict[frozenset[str], dict[str, QueueAccount]] = {}
     out = []
     for job in jobs_to_place(snap):
+        if only is not None and job.key not in only:
+            continue
         ctx = Context.build(snap, [job], weights, now, accounts=accounts, capacity=capacity,
                             predicates=predicates, hyper_weights=conf.hyper_node_binpack, actions=conf.actions,
                             scheduler=conf)
@@ -141,7 +148,11 @@ def pending_gangs(snap: Snapshot, resource: str, now: datetime | None = None,
             out.append(PendingGang(*base, FITS, jp.reason))
             continue
         alone = emptied(snap, job)
-        actx = Context.build(alone, [job], BinpackWeights(), now, predicates=predicates)
+        left = frozenset(alone.pods)
+        if left not in empty_accounts:
+            empty_accounts[left] = account_queues(alone, hierarchical=True)
+        actx = Context.build(alone, [job], BinpackWeights(), now, accounts=empty_accounts[left],
+                             predicates=predicates)
         empty = Greedy(actx, State(actx)).place(actx.jobs[0])
         if empty.admitted:
             out.append(PendingGang(*base, FRAGMENTATION, jp.reason))

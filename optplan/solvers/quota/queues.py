@@ -212,8 +212,9 @@ def _job_queues(snap: Snapshot, tree: QueueTree) -> list[QueueViolation]:
             out.append(QueueViolation(queue, "", "job-in-parent-queue",
                                       f"queue {queue} has child queues ({', '.join(tree.children[queue])}) "
                                       f"but holds {listed}: jobs go in leaf queues only"))
+    is_open = {q: tree.is_open(q) for q in users if q in tree.queues}  # once per queue, not per job
     for key, job in snap.jobs.items():
-        if job.queue in tree.queues and not tree.is_open(job.queue):
+        if job.queue in tree.queues and not is_open[job.queue]:
             states = ", ".join(f"{q} {tree.queues[q].state}" for q in (job.queue, *tree.ancestors(job.queue))
                                if tree.queues[q].state != "Open")
             out.append(QueueViolation(job.queue, "", "job-in-closed-queue",
