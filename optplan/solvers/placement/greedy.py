@@ -18,7 +18,7 @@ from optplan.models.placement import Binding, JobPlacement
 from optplan.models.queues import JobTask, VCJob
 from optplan.models.snapshot import Pod, Resources
 from optplan.solvers.core.oracle import POD_SLOT, constraint_signature
-from optplan.solvers.placement.binpack import NORMAL_POD_FADING, binpack_score, hyper_binpack
+from optplan.solvers.placement.binpack import binpack_score, hyper_binpack
 from optplan.solvers.placement.context import Context, State, Statement, victim_queue_key
 from optplan.solvers.placement.jobs import (
     Region,
@@ -239,12 +239,17 @@ class Greedy:
     @property
     def hyper_tiers(self) -> dict[str, tuple[tuple[float, str], ...]]:
         """Node -> (tier factor, its HyperNode of that tier, "" for none) for each tier HyperNodes have, for
-        the plugin's node score (``hyper_score``); empty when the scheduler configuration does not name
-        network-topology-aware (``Context.hyper_weights`` None) or the cluster has no HyperNode."""
+        the plugin's node score (``hyper_score``; tier factor fading^(tier - 1), the configuration's
+        ``normal_pod_fading``); empty when the scheduler configuration does not name network-topology-aware
+        (``Context.hyper_weights`` None), turns its normal-pod binpack or its node order off, or the cluster has
+        no HyperNode."""
         if self._hyper_tiers is None:
             topo = self.ctx.snapshot.topology
             out: dict[str, tuple[tuple[float, str], ...]] = {}
-            if self.ctx.hyper_weights is not None and topo.hyper_nodes:
+            conf = self.ctx.scheduler
+            fading = conf.normal_pod_fading
+            if (self.ctx.hyper_weights is not None and topo.hyper_nodes and conf.normal_pod_binpack
+                    and conf.topology_node_order):
                 by_tier: dict[int, list[str]] = defaultdict(list)
                 for h in sorted(topo.hyper_nodes):
                     by_tier[topo.hyper_nodes[h].tier].append(h)
@@ -257,14 +262,16 @@ class Greedy:
                 # same for every node adds the same to every node's score and is left out
                 varied = [t for t in sorted(by_tier) if len({held.get((n, t), "") for n in topo.node_names}) > 1]
                 for n in self.ctx.snapshot.nodes:
-                    out[n] = row = tuple((float(NORMAL_POD_FADING) ** (t - 1), held.get((n, t), "")) for t in varied)
+                    out[n] = row = tuple((fading ** (t - 1), held.get((n, t), "")) for t in varied)
                     for _f, h in row:
                         if h:
                             self._rows_of.setdefault(h, set()).add(row)
                 tiers = [*by_tier, topo.top_tier]
-                self._hyper_norm = sum(float(NORMAL_POD_FADING) ** (t - 1) for t in range(min(tiers), max(tiers) + 1))
-                self._hyper_free_tiers = [float(NORMAL_POD_FADING) ** (t - 1) for t in range(min(tiers), max(tiers))
+                self._hyper_norm = sum(fading ** (t - 1) for t in range(min(tiers), max(tiers) + 1))
+                self._hyper_free_tiers = [fading ** (t - 1) for t in range(min(tiers), max(tiers))
                                           if t not in by_tier]
+                if self._hyper_norm <= 0:  # fading 0 with no tier 1: Volcano scores no node
+                    out = {}
             self._hyper_tiers = out
         return self._hyper_tiers
 
@@ -562,6 +569,8 @@ class Greedy:
         request overflows the HyperNode on one of them. ``used``: the state before the dry run (Volcano
         scores after discarding it); ``request``: every pod of the job (or of the partition), running ones
         included, as the plugin sums its sub-job's tasks."""
+        if not self.ctx.scheduler.hyper_node_order:
+            return Fraction(0)  # the plugin's enabledHyperNodeOrder false: no plugin scores a HyperNode
         alloc, used = self.hyper_use(region.nodes)
         weights = self.ctx.region_weights
         return hyper_binpack(request, alloc, used, weights) * 100 * weights.weight
