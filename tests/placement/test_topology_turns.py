@@ -137,3 +137,46 @@ def test_a_pod_without_topology_adds_the_hypernode_binpack_of_its_node(
         what: str, conf: SchedulerConf, busy: dict[str, int], to: str) -> None:
     greedy = placed([*fabric(busy), *job(1, 2, 1, None)], conf)["greedy"]
     assert [b.node for b in greedy.bindings] == [to]
+
+
+NORMAL_OFF = [  # (what, the configuration, busy GPUs, the node j's one pod of 2 GPUs goes to)
+    ("the plugin's normal-pod binpack switched off: binpack alone, ties to the name",
+     SchedulerConf(binpack=GPU_ONLY, hyper_node_binpack=GPU_ONLY, normal_pod_binpack=False),
+     {"a0": 4, "b0": 4, "b1": 8}, "a0"),
+    ("the plugin's node order switched off (enableNodeOrder false): the same",
+     SchedulerConf(binpack=GPU_ONLY, hyper_node_binpack=GPU_ONLY, topology_node_order=False),
+     {"a0": 4, "b0": 4, "b1": 8}, "a0"),
+    ("fading 0: only tier 1 counts, rack b still fuller", SchedulerConf(
+        binpack=GPU_ONLY, hyper_node_binpack=GPU_ONLY, normal_pod_fading=0.0), {"a0": 4, "b0": 4, "b1": 8}, "b0"),
+]
+
+
+@pytest.mark.parametrize(("what", "conf", "busy", "to"), NORMAL_OFF, ids=[c[0] for c in NORMAL_OFF])
+def test_the_normal_pod_score_follows_the_plugins_arguments(
+        what: str, conf: SchedulerConf, busy: dict[str, int], to: str) -> None:
+    greedy = placed([*fabric(busy), *job(1, 2, 1, None)], conf)["greedy"]
+    assert [b.node for b in greedy.bindings] == [to]
+
+
+# ---- a pod of a topology job: binpack plus the pull towards its pods so far ------------------------
+
+# j: 4 pods of 2 GPUs, minAvailable 4, hard tier 2; free GPUs a0 4, a1 2, b0 2, b1 2: no rack holds 8, the spine
+# is searched. The first pod goes to a1 (binpack 100, ties to the name); then, with the plugin's score, a0
+# (75 by binpack, + 100 in rack a, the job's allocated HyperNode) beats b0 (100, + 50: their lowest common
+# HyperNode, top, is tier 2 of 1..3).
+NEAR = [  # (what, the configuration, nodes of j's pods)
+    ("the plugin's score keeps the pods in rack a while it has room",
+     SchedulerConf(binpack=GPU_ONLY, hyper_node_binpack=GPU_ONLY), ["a0", "a0", "a1", "b0"]),
+    ("the configuration names no network-topology-aware weights: binpack alone spreads over rack b",
+     SchedulerConf(binpack=GPU_ONLY), ["a0", "a1", "b0", "b1"]),
+    ("the plugin's node order switched off: binpack alone",
+     SchedulerConf(binpack=GPU_ONLY, hyper_node_binpack=GPU_ONLY, topology_node_order=False),
+     ["a0", "a1", "b0", "b1"]),
+]
+
+
+@pytest.mark.parametrize(("what", "conf", "nodes"), NEAR, ids=[c[0] for c in NEAR])
+def test_a_topology_pod_is_pulled_towards_its_jobs_pods(what: str, conf: SchedulerConf, nodes: list[str]) -> None:
+    greedy = placed([*fabric({"a0": 4, "a1": 6, "b0": 6, "b1": 6}), *job(4, 2, 4, HARD2)], conf)["greedy"]
+    assert greedy.admitted and greedy.hyper_node == "top"
+    assert sorted(b.node for b in greedy.bindings) == nodes

@@ -16,7 +16,7 @@ from itertools import groupby
 
 from optplan.models.placement import Binding, JobPlacement
 from optplan.models.queues import JobTask, VCJob
-from optplan.models.snapshot import Pod, Resources
+from optplan.models.snapshot import ROOT, Pod, Resources
 from optplan.solvers.core.oracle import POD_SLOT, constraint_signature
 from optplan.solvers.placement.binpack import binpack_score, hyper_binpack
 from optplan.solvers.placement.context import Context, State, Statement, victim_queue_key
@@ -112,6 +112,19 @@ class VictimChoice:
     cost: int
 
 
+@dataclass
+class Near:
+    """A topology job's pods so far, for network-topology-aware's node score of its next pod
+    (``Greedy.best_near``): ``allocated``, the sub-job's allocated HyperNode (``snapshot.ROOT`` for the cluster's
+    virtual root, "" before its first pod; Volcano's ``JobAllocatedHyperNode``), moved to the lowest common
+    HyperNode of it and each new pod's rack (``Greedy.place_near``); ``counts``: rack -> the job's pods on its
+    nodes (running, placed); ``tasks``: every pod of the job (the sub-job's tasks, pending ones too)."""
+
+    allocated: str
+    counts: Counter[str]
+    tasks: int
+
+
 class Greedy:
     """Volcano's actions for one job at a time on ``state``: the dry runs, the node order and scores, and
     what evicting a candidate takes (``cat``: the possible victims; empty for allocate alone)."""
@@ -157,6 +170,11 @@ class Greedy:
         """A row of ``hyper_tiers`` -> a pod's sorted requests -> ``row_score``, dropped with its HyperNodes'."""
         self._own: dict[str, frozenset[str]] = {}
         """job key -> ``own_groups``: its PodGroups, which the plugins never see for it."""
+        self.allocated_hn: dict[str, str] = {}
+        """job key -> its allocated HyperNode after its turns so far (``Near.allocated``): the lowest common
+        HyperNode of the one recovered from its running pods and each HyperNode a turn chose."""
+        self._racks: dict[str, str] | None = None
+        self._parents: dict[str, str] | None = None
         self.placed: Counter[str] = Counter()
         """PodGroup key -> the pods this session's allocate placed for its job (a running gang being placed):
         Volcano's gang plugin counts them ready (``ReadyTaskNum``: allocated as well as running)."""
@@ -218,11 +236,13 @@ class Greedy:
             entry = rank.keys[i] = (self.scores(pod, n, req_key)[1], i)
             insort(rank.order, entry)
 
-    def best_node(self, pod: Pod, nodes: list[str], queue: str, spread: bool = False) -> tuple[str | None, str]:
+    def best_node(self, pod: Pod, nodes: list[str], queue: str, spread: bool = False,
+                  near: Near | None = None) -> tuple[str | None, str]:
         """The highest-scoring feasible node (ties to the first in ``nodes``), or None and why none is feasible.
         ``spread``: a pod of a job without topology, whose score adds the network-topology-aware plugin's
         HyperNode binpack of the node's HyperNodes (``hyper_score``) when the scheduler configuration names
-        the plugin and the cluster has HyperNodes."""
+        the plugin and the cluster has HyperNodes. ``near``: a pod of a topology job, whose score adds the
+        plugin's pull towards its pods so far (``best_near``), under the same conditions."""
         qr = self.state.queues.fit_reason(queue, pod.requests)
         if qr is not None:
             return None, qr
@@ -230,6 +250,8 @@ class Greedy:
         if rank.order:
             if spread and self.hyper_tiers and len(rank.order) > 1:
                 return nodes[self.best_with_hyper(pod, nodes, rank)], ""
+            if near is not None and near.allocated and len(rank.order) > 1 and self.near_on:
+                return nodes[self.best_near(nodes, rank, near)], ""
             return nodes[rank.order[0][1]], ""
         static, cap = self.ctx.predicates, self.state.cap
         why = Counter(s or cap.fit_reason(pod, n) for n, s in zip(nodes, static.reasons(pod, nodes), strict=True))
@@ -354,6 +376,125 @@ class Greedy:
                 best, best_total = i, total
         return best
 
+    @property
+    def near_on(self) -> bool:
+        """network-topology-aware scores a topology job's pods: the configuration names it (``hyper_weights``)
+        with its node order on, and the cluster has HyperNodes."""
+        conf = self.ctx.scheduler
+        return self.ctx.hyper_weights is not None and conf.topology_node_order and bool(self.racks)
+
+    @property
+    def racks(self) -> dict[str, str]:
+        """Node -> its HyperNode of the lowest tier any HyperNode has (Volcano's ``FindHyperNodeForNode``; the
+        first by name where two hold it); a node no such HyperNode holds is absent."""
+        if self._racks is None:
+            topo = self.ctx.snapshot.topology
+            out: dict[str, str] = {}
+            if topo.hyper_nodes:
+                low = min(h.tier for h in topo.hyper_nodes.values())
+                for h in sorted(h for h, hn in topo.hyper_nodes.items() if hn.tier == low):
+                    for n in topo.members[h]:
+                        out.setdefault(n, h)
+            self._racks = out
+        return self._racks
+
+    def ancestors(self, h: str) -> list[str]:
+        """``h`` and the HyperNodes above it (by HyperNode members), up to the virtual root ``ROOT``."""
+        if self._parents is None:
+            topo = self.ctx.snapshot.topology
+            self._parents = {}
+            for name in sorted(topo.hyper_nodes):
+                for m in topo.hyper_nodes[name].members:
+                    if m.type == "HyperNode" and m.exact_name is not None:
+                        self._parents.setdefault(m.exact_name, name)
+        out = [h]
+        while out[-1] != ROOT and len(out) <= len(self._parents) + 1:
+            out.append(self._parents.get(out[-1], ROOT))
+        return out
+
+    def lca(self, a: str, b: str) -> str:
+        """The lowest common HyperNode of two (``ROOT`` for the virtual root; "" stands for none: the other)."""
+        if not a or not b:
+            return a or b
+        above = set(self.ancestors(b))
+        return next((h for h in self.ancestors(a) if h in above), ROOT)
+
+    def near_score(self, rack: str, allocated: str) -> float:
+        """network-topology-aware's score (0..1) of a node in ``rack`` for a pod whose sub-job's allocated
+        HyperNode is ``allocated`` (``networkTopologyAwareScore``): 1 in that HyperNode, else (top - t) /
+        (top - lowest) for the tier t of their lowest common HyperNode (top: the virtual root's tier); 0 for a
+        node in no HyperNode."""
+        if not rack or not allocated:
+            return 0.0
+        if rack == allocated:
+            return 1.0
+        topo = self.ctx.snapshot.topology
+        t = topo.tier(self.lca(rack, allocated))
+        low, top = min(h.tier for h in topo.hyper_nodes.values()), topo.top_tier
+        return (top - t) / (top - low) if low <= t <= top else 0.0
+
+    def best_near(self, nodes: list[str], rank: Ranking, near: Near) -> int:
+        """The position in ``nodes`` of the best node by binpack plus network-topology-aware's score for a
+        topology job's pod (``batchNodeOrderFnForNetworkAwarePods``): ``near_score`` of the node's rack, and
+        where several racks share the highest, each of them adds the share of the job's pods on it
+        (``scoreWithTaskNum``); × 100 × the plugin's weight. Ties to the better binpack, then the first."""
+        racks = self.racks
+        bonus: dict[str, float] = {}
+        for _key, i in rank.order:
+            r = racks.get(nodes[i], "")
+            if r not in bonus:
+                bonus[r] = self.near_score(r, near.allocated)
+        top = max(bonus.values())
+        scale = 100.0 * self.ctx.region_weights.weight
+        tied = [r for r, b in bonus.items() if b == top]
+        for r in bonus:
+            extra = near.counts[r] / near.tasks if len(tied) > 1 and r in tied and r and near.tasks else 0.0
+            bonus[r] = (bonus[r] + extra) * scale
+        most = max(bonus.values())
+        best, best_total = rank.order[0][1], -1.0
+        for key, i in rank.order:
+            binpack = -key[0]
+            if binpack + most < best_total:
+                break
+            total = binpack + bonus[racks.get(nodes[i], "")]
+            if total > best_total:
+                best, best_total = i, total
+        return best
+
+    def start_near(self, job: VCJob, bindings: Iterable[Binding] = ()) -> Near:
+        """The job's ``Near`` at the start of a turn: its allocated HyperNode (``allocated_hn``, else the lowest
+        HyperNode holding its running pods' nodes, as Volcano's session recovers it, else none) and its pods
+        so far per rack (running ones, and ``bindings``, those its earlier turns placed)."""
+        counts: Counter[str] = Counter()
+        racks = self.racks
+        nodes = self.running_pod_nodes(job)
+        nodes += [b.node for b in bindings]
+        for n in nodes:
+            if n in racks:
+                counts[racks[n]] += 1
+        allocated = self.allocated_hn.get(job.key)
+        if allocated is None:
+            held = self.ctx.held_nodes.get(job.key, frozenset())
+            allocated = (next(iter(self.ctx.snapshot.topology.enclosing(held)), ROOT) if held else "")
+        return Near(allocated=allocated, counts=counts, tasks=job.replicas)
+
+    def running_pod_nodes(self, job: VCJob) -> list[str]:
+        """The node of each running pod of the job (one entry per pod)."""
+        by_task = self._held_pods.get(job.key)
+        if by_task is None:
+            by_task = self._held_pods[job.key] = held_pods(job, self.ctx.snapshot)
+        return [p.node_name for pods in by_task.values() for p in pods.values() if p.node_name is not None]
+
+    def place_near(self, near: Near | None, node: str) -> None:
+        """A pod of the job placed on ``node``: its allocated HyperNode moves to the lowest common one of it and
+        the node's rack (Volcano's ``getNewAllocatedHyperNode``), the rack counts one pod more."""
+        if near is None:
+            return
+        rack = self.racks.get(node, "")
+        if rack:
+            near.allocated = self.lca(near.allocated, rack)
+            near.counts[rack] += 1
+
     def dry_run(self, job: VCJob, region: Region, stmt: Statement, rules: Rules | None = None,
                 pre: tuple[Binding, ...] = ()) -> tuple[list[Binding], str | None]:
         """Place the gang inside the region, pods in ``gang_steps`` order, each on its best node
@@ -381,6 +522,7 @@ class Greedy:
         tried: set[tuple[str, int]] = set()
         held_ix = self.ctx.held.get(job.key, {})
         tasks = {t.name: t for t in job.tasks}
+        near = self.start_near(job) if job.network_topology is not None and rules is None and not parted else None
         for task, i, required in order:
             if (task, i) in done:
                 continue
@@ -407,7 +549,7 @@ class Greedy:
                 continue
             pod = pods[task][i]
             if rules is None:
-                node, reason = self.best_node(pod, nodes, job.queue, job.network_topology is None)
+                node, reason = self.best_node(pod, nodes, job.queue, job.network_topology is None, near)
                 if node is None:
                     failures += 1
                     if why is None:
@@ -420,6 +562,7 @@ class Greedy:
                 if node is None:
                     continue
             stmt.allocate(pod, node, job.queue)
+            self.place_near(near, node)
             placed[task] += 1
             bindings.append(Binding(task=task, index=i, node=node))
         parts = partition_shortfall(job, indices, held_ix) if parted else None
@@ -641,6 +784,7 @@ class Greedy:
                 for b in bindings:
                     stmt.allocate(pods[b.task][b.index], b.node, job.queue)
                 if turned:  # the lowest region holding its pods, running ones too (beside which it may land)
+                    self.allocated_hn[job.key] = self.lca(self.start_near(job).allocated, region.hyper_node or ROOT)
                     region = self.enclosing(job, frozenset(b.node for b in bindings) | held_at)
                 self.region_of[job.key] = region
                 where = f" in {region.label}" if topo else ""
@@ -710,8 +854,9 @@ class Greedy:
             found: list[tuple[Fraction, str, Region, int, str]] = []
             for region in group:
                 nodes = self.nodes(region)
+                near = self.start_near(job, jp.bindings)
                 for k, (t, i) in enumerate(left):
-                    node, _why = self.best_node(pods[t][i], nodes, job.queue)
+                    node, _why = self.best_node(pods[t][i], nodes, job.queue, near=near)
                     if node is not None:
                         found.append((self.region_score(region, request), region.hyper_node or "", region, k, node))
                         break
@@ -721,6 +866,7 @@ class Greedy:
                 self.dropped.update((job.key, t, i) for t, i in left[:k + 1])
                 task, i = left[k]
                 Statement(self.state).allocate(pods[task][i], node, job.queue)
+                self.allocated_hn[job.key] = self.lca(self.start_near(job).allocated, region.hyper_node or ROOT)
                 wider = self.region_of[job.key] = self.enclosing(job, current.nodes | {node})
                 bindings = sorted((*jp.bindings, Binding(task=task, index=i, node=node)),
                                   key=lambda b: (task_pos(job, b.task), b.index))
