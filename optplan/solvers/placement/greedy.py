@@ -32,9 +32,9 @@ from optplan.solvers.placement.jobs import (
 )
 from optplan.solvers.placement.partitions import (
     NO_VICTIMS,
+    partition_gradient,
     partition_pending,
     partition_possible,
-    partition_regions,
     partition_shortfall,
     partitioned,
 )
@@ -75,6 +75,22 @@ def least_requests(pods: list[Pod]) -> Resources:
     common = set(pods[0].requests).intersection(*(p.requests for p in pods[1:]))
     return {r: min(p.requests[r] for p in pods) for r in sorted(common) if all(p.requests[r] > 0 for p in pods)}
 
+
+
+def room_short(free: dict[str, Resources], region: Region, pods: list[Pod], whose: str) -> str | None:
+    """Volcano's HyperNode pre-filter (``isEligibleHyperNode``): None when the free room ``free`` of the
+    region's nodes, summed, covers the summed requests of ``pods`` on every resource; else which falls short
+    (``whose`` names the pods in the reason)."""
+    need: dict[str, int] = defaultdict(int)
+    for p in pods:
+        for r, v in p.requests.items():
+            if r != "pods":
+                need[r] += v
+    for r in sorted(need):
+        have = sum(free[n].get(r, 0) for n in region.nodes)
+        if need[r] > have:
+            return f"its nodes' free {r} summed ({have}) is short of {whose} {need[r]} (Volcano's HyperNode pre-filter)"
+    return None
 
 
 ScoreKey = tuple[float, Fraction]
@@ -496,7 +512,8 @@ class Greedy:
             near.counts[rack] += 1
 
     def dry_run(self, job: VCJob, region: Region, stmt: Statement, rules: Rules | None = None,
-                pre: tuple[Binding, ...] = ()) -> tuple[list[Binding], str | None]:
+                pre: tuple[Binding, ...] = (), scores: list[Fraction] | None = None
+                ) -> tuple[list[Binding], str | None]:
         """Place the gang inside the region, pods in ``gang_steps`` order, each on its best node
         (``best_node``), until the gang is ready; the bindings, and why the gang is not ready (None: ready).
 
@@ -504,7 +521,8 @@ class Greedy:
         stops as soon as the gang cannot become ready; the first failure says why. Preempt or reclaim
         (``rules``): a pod that fits nowhere evicts on the first node in ``preempt_order`` whose victims
         would make room, one by one in victim order until it fits (``evict_for``); a pod that still
-        finds no node is skipped, and the last pod tried says why."""
+        finds no node is skipped, and the last pod tried says why. ``scores``: each placed partition's
+        HyperNode score is appended (what Volcano sums into the job's HyperNode score)."""
         nodes = self.nodes(region)
         pods = self.ctx.pods[job.key]
         held = self.ctx.held_count(job.key)
@@ -535,7 +553,9 @@ class Greedy:
                 if (task, part) in tried:
                     continue
                 tried.add((task, part))
-                got, reason = self.place_partition(job, tasks[task], part, region, stmt)
+                got, reason, score = self.place_partition(job, tasks[task], part, region, stmt)
+                if scores is not None and got is not None:
+                    scores.append(score)
                 if got is None:
                     failures += len(partition_pending(tasks[task], part, held_ix.get(task, frozenset())))
                     if why is None:
@@ -582,49 +602,87 @@ class Greedy:
         return out
 
     def place_partition(self, job: VCJob, task: JobTask, part: int, region: Region,
-                        stmt: Statement) -> tuple[list[Binding] | None, str]:
-        """One partition of a partitioned task, whole, on ``stmt`` (Volcano's sub-job): its candidate
-        HyperNodes inside ``region`` (``partition_regions``) tier by tier, lowest first; in each, its pending
-        pods each to their best node; among the HyperNodes of the lowest tier that take it whole, the best
-        HyperNode binpack score, then the name. The bindings, or None and why not."""
+                        stmt: Statement) -> tuple[list[Binding] | None, str, Fraction]:
+        """One partition of a partitioned task, whole, on ``stmt``, as allocate places a sub-job: the HyperNodes
+        of its gradient inside the job's ``region`` (``partition_gradient``: its soft topology searched as hard,
+        from its search root) tier by tier, lowest first — with none of its pods running, only those whose
+        free room at the session's start covers its pending pods (the pre-filter, ``room_short``) — in each,
+        its pending pods each to their best node (a partition with a topology: pulled towards its pods so
+        far, ``best_near``; without: scored as a pod without topology); among the HyperNodes of the lowest
+        tier that take it whole, the best HyperNode score (``region_score`` over all its pods; where several
+        share the best, each adds the share of its running pods inside), then the name. The bindings (None:
+        not placed), why not, and the score, which the job's HyperNode score sums."""
         held = self.ctx.held.get(job.key, {}).get(task.name, frozenset())
         pending = partition_pending(task, part, held)
-        assert task.partition_policy is not None
+        pp = task.partition_policy
+        assert pp is not None
         if not partition_possible(task, part):
-            return None, "the cluster could never hold all its pods"
-        running = self.running_nodes(job, task.name, (i for i in task.partition_policy.members(part) if i in held))
-        subs = partition_regions(self.ctx.snapshot, task, region, running)
+            return None, "the cluster could never hold all its pods", Fraction(0)
+        running_ix = [i for i in pp.members(part) if i in held]
+        running = self.running_nodes(job, task.name, running_ix)
+        subs = partition_gradient(self.ctx.snapshot, job, task, region, running)
         if not subs:
-            return None, "no HyperNode inside the job's region holds it (partitionPolicy networkTopology)"
+            return None, "no HyperNode inside the job's region holds it (partitionPolicy networkTopology)", Fraction(0)
         pods = self.ctx.pods[job.key][task.name]
+        own = pp.network_topology is not None
         why = ""
+        if own and not running:  # the pre-filter, for a sub-job with nothing allocated
+            shorts = [room_short(self.ctx.capacity.free, sub, [pods[i] for i in pending],
+                                 f"the partition's {len(pending)} pods'") for sub in subs]
+            if all(shorts):
+                first = next(sub for sub in subs)
+                return None, f"{first.label}: {shorts[0]}", Fraction(0)
+            subs = [sub for sub, short in zip(subs, shorts, strict=True) if short is None]
+        by_node = self.held_pod_nodes(job, task.name)
+        request: dict[str, int] = defaultdict(int)
+        for i in pp.members(part):
+            for r, v in pods[i].requests.items():
+                request[r] += v
         for _tier, group in groupby(subs, key=lambda rg: rg.tier):
-            found: list[tuple[Fraction, str, list[Binding]]] = []
+            found: list[tuple[Fraction, str, list[Binding], Region]] = []
             for sub in group:
                 mark = stmt.mark()
                 got: list[Binding] = []
+                near = self.partition_near(by_node, running_ix, pp.partition_size) if own else None
                 for i in pending:
-                    node, reason = self.best_node(pods[i], self.nodes(sub), job.queue)
+                    node, reason = self.best_node(pods[i], self.nodes(sub), job.queue, not own, near)
                     if node is None:
                         why = f"{sub.label}: replica {i}: {reason}" if sub.hyper_node else f"replica {i}: {reason}"
                         break
                     stmt.allocate(pods[i], node, job.queue)
+                    self.place_near(near, node)
                     got.append(Binding(task=task.name, index=i, node=node))
                 stmt.rollback(mark)
                 if len(got) == len(pending):
-                    request: dict[str, int] = defaultdict(int)
-                    for i in task.partition_policy.members(part):
-                        for r, v in pods[i].requests.items():
-                            request[r] += v
-                    score = self.region_score(sub, request) if sub.hyper_node is not None else Fraction(0)
-                    found.append((score, sub.hyper_node or "", got))
+                    found.append((self.region_score(sub, request), sub.hyper_node or "", got, sub))
             if found:
+                top = max(f[0] for f in found)
+                if sum(f[0] == top for f in found) > 1 and self.ctx.scheduler.hyper_node_order:
+                    scale = 100 * self.ctx.region_weights.weight
+                    found = [(f[0] + (Fraction(sum(by_node.get(i) in f[3].nodes for i in running_ix), pp.partition_size)
+                                      * scale if f[0] == top else 0), *f[1:]) for f in found]
                 found.sort(key=lambda f: (-f[0], f[1]))
-                best = found[0][2]
+                score, _name, best, _sub = found[0]
                 for b in best:
                     stmt.allocate(pods[b.index], b.node, job.queue)
-                return best, ""
-        return None, why
+                return best, "", score
+        return None, why, Fraction(0)
+
+    def held_pod_nodes(self, job: VCJob, task: str) -> dict[int, str]:
+        """Replica index -> the node of each running replica of the job's ``task``."""
+        by_task = self._held_pods.get(job.key)
+        if by_task is None:
+            by_task = self._held_pods[job.key] = held_pods(job, self.ctx.snapshot)
+        return {i: p.node_name for i, p in by_task.get(task, {}).items() if p.node_name is not None}
+
+    def partition_near(self, by_node: dict[int, str], running: list[int], size: int) -> Near:
+        """A partition's ``Near`` before its pods are placed: its allocated HyperNode recovered from its running
+        pods (the lowest HyperNode holding them, else the virtual root; none without running pods), its running
+        pods per rack, its size."""
+        nodes = [by_node[i] for i in running if i in by_node]
+        counts = Counter(self.racks[n] for n in nodes if n in self.racks)
+        allocated = next(iter(self.ctx.snapshot.topology.enclosing(nodes)), ROOT) if nodes else ""
+        return Near(allocated=allocated, counts=counts, tasks=size)
 
     def too_small(self, region: Region, least: Resources, want: int, room: dict[str, int]) -> bool:
         """A region where fewer than ``want`` pods, each taking at least ``least``, fit by the nodes' free
@@ -690,20 +748,17 @@ class Greedy:
         """Volcano's HyperNode pre-filter for a job with nothing allocated yet (``isEligibleHyperNode``, asked
         by allocate with the sub-job's minimum: the summed requests of all its pending pods, not only
         minAvailable's): a region is searched only when the free room its nodes had at the session's start,
-        summed, covers that sum on every resource. None: it does; else which resource falls short."""
-        need: dict[str, int] = defaultdict(int)
+        summed, covers that sum on every resource. None: it does; else which resource falls short. A
+        partitioned job's own search is asked with the PodGroup's minResources instead (the first
+        minAvailable pods' requests: the job controller's), each partition's with its pending pods."""
         pods = self.ctx.pods[job.key]
-        for t, i, _r in self.steps(job):
-            for r, v in pods[t][i].requests.items():
-                if r != "pods":
-                    need[r] += v
-        free = self.ctx.capacity.free
-        for r in sorted(need):
-            have = sum(free[n].get(r, 0) for n in region.nodes)
-            if need[r] > have:
-                return (f"its nodes' free {r} summed ({have}) is short of all {len(self.steps(job))} pending pods' "
-                        f"{need[r]} (Volcano's HyperNode pre-filter)")
-        return None
+        steps = self.steps(job)
+        if partitioned(job):
+            steps = steps[:max(self.ctx.need(job)[1], 1)]
+            return room_short(self.ctx.capacity.free, region, [pods[t][i] for t, i, _r in steps],
+                              f"its first {len(steps)} pending pods' (minResources)")
+        return room_short(self.ctx.capacity.free, region, [pods[t][i] for t, i, _r in steps],
+                          f"all {len(steps)} pending pods'")
 
     def region_score(self, region: Region, request: Resources) -> Fraction:
         """The network-topology-aware plugin's HyperNode binpack score (``getSubJobHyperNodeBinPackingScore``,
@@ -750,7 +805,8 @@ class Greedy:
                     "networkTopology hard)"))
             return JobPlacement(**base, admitted=False, reason=f"no HyperNode{limit} exists (networkTopology hard)")
         held_at = self.ctx.held_nodes.get(job.key, frozenset())
-        turned = topo and not partitioned(job)
+        turned = topo
+        parted = partitioned(job)
         if turned:  # Volcano's gradient: beside running pods, any region inside the search root
             regions = self.turn_regions(job, held_at)
         failures: list[str | None] = []
@@ -770,10 +826,13 @@ class Greedy:
                     failures.append(None)
                     continue
                 stmt = Statement(self.state)
-                bindings, short = self.dry_run(job, region, stmt)
+                parts: list[Fraction] = []
+                bindings, short = self.dry_run(job, region, stmt, scores=parts)
                 stmt.discard()
                 if short is None:
-                    score = self.region_score(region, job.total_requests()) if topo else Fraction(0)
+                    # a partitioned job's HyperNode scores the sum of its partitions' (Volcano's sub-jobs')
+                    score = (sum(parts, Fraction(0)) if parted else self.region_score(region, job.total_requests())
+                             ) if topo else Fraction(0)
                     found.append((score, region.hyper_node or "", region, bindings))
                 else:
                     failures.append(short)
@@ -804,8 +863,8 @@ class Greedy:
         """One more pod of an admitted job, as allocate's next turn of a ready job places one: the job's
         remaining pods in gang order, each to its best node in the job's region; a pod that fits nowhere
         is dropped (Volcano pops it); None when none fits. Commits."""
-        if job.network_topology is not None and not partitioned(job):
-            return self.extend_topology(job, jp)
+        if job.network_topology is not None:
+            return self.extend_partitioned(job, jp) if partitioned(job) else self.extend_topology(job, jp)
         region = self.region_of[jp.key]
         done = {(b.task, b.index) for b in jp.bindings}
         pods = self.ctx.pods[job.key]
@@ -819,7 +878,7 @@ class Greedy:
                 held = self.ctx.held.get(job.key, {}).get(task, frozenset())
                 members = partition_pending(tasks[task], part, held)
                 self.dropped.update((job.key, task, k) for k in members)
-                got, _why = self.place_partition(job, tasks[task], part, region, Statement(self.state))
+                got, _why, _score = self.place_partition(job, tasks[task], part, region, Statement(self.state))
                 if got is None:
                     continue
                 bindings = sorted((*jp.bindings, *got), key=lambda b: (task_pos(job, b.task), b.index))
@@ -836,6 +895,67 @@ class Greedy:
             where = f" in {region.label}" if job.network_topology is not None else ""
             return jp.model_copy(update={"bindings": tuple(bindings),
                                          "reason": placed_reason(self.ctx, job, len(bindings), where)})
+        return None
+
+    def extend_partitioned(self, job: VCJob, jp: JobPlacement) -> JobPlacement | None:
+        """One more turn of an admitted partitioned job with a topology, as Volcano's next turn of it searches
+        the job's HyperNodes again (``turn_regions`` from the region holding its pods so far, lowest tier
+        first) and in each places the next sub-job that fits there: its remaining partitions in gang order, each
+        whole (``place_partition``), or a pod of a task without partitions. Among the regions of the lowest tier
+        where one fits, the best score (the partition's; a pod's 0), then the name; the partitions and pods tried
+        before it there are dropped (Volcano pops them), all of them when none fits anywhere (None). The job's
+        region widens to the lowest one holding its pods. Commits."""
+        current = self.region_of[jp.key]
+        done = {(b.task, b.index) for b in jp.bindings}
+        pods = self.ctx.pods[job.key]
+        tasks = {t.name: t for t in job.tasks}
+        units: list[tuple[str, int, bool]] = []  # (task, partition or replica index, a whole partition)
+        for t, i, _r in self.steps(job):
+            if (t, i) in done or (job.key, t, i) in self.dropped:
+                continue
+            pp = tasks[t].partition_policy
+            unit = (t, pp.of(i), True) if pp is not None else (t, i, False)
+            if unit not in units:
+                units.append(unit)
+
+        def members(unit: tuple[str, int, bool]) -> list[tuple[str, int]]:
+            t, k, whole = unit
+            pp = tasks[t].partition_policy
+            if not whole or pp is None:
+                return [(t, k)]
+            return [(t, i) for i in partition_pending(tasks[t], k, self.ctx.held.get(job.key, {}).get(t, frozenset()))]
+
+        for _tier, group in groupby(self.turn_regions(job, current.nodes), key=lambda rg: rg.tier):
+            found: list[tuple[Fraction, str, Region, int, list[Binding]]] = []
+            for region in group:
+                stmt = Statement(self.state)
+                for k, unit in enumerate(units):
+                    t, x, whole = unit
+                    if whole:
+                        got, _why, score = self.place_partition(job, tasks[t], x, region, stmt)
+                    else:
+                        node, _why = self.best_node(pods[t][x], self.nodes(region), job.queue)
+                        got, score = ([Binding(task=t, index=x, node=node)] if node else None), Fraction(0)
+                    if got is not None:
+                        found.append((score, region.hyper_node or "", region, k, got))
+                        break
+                stmt.discard()
+            if found:
+                found.sort(key=lambda f: (-f[0], f[1]))
+                _score, _name, region, k, got = found[0]
+                for unit in units[:k + 1]:
+                    self.dropped.update((job.key, t, i) for t, i in members(unit))
+                stmt = Statement(self.state)
+                for b in got:
+                    stmt.allocate(pods[b.task][b.index], b.node, job.queue)
+                self.allocated_hn[job.key] = self.lca(self.start_near(job).allocated, region.hyper_node or ROOT)
+                wider = self.region_of[job.key] = self.enclosing(job, current.nodes | {b.node for b in got})
+                bindings = sorted((*jp.bindings, *got), key=lambda b: (task_pos(job, b.task), b.index))
+                return jp.model_copy(update={
+                    "bindings": tuple(bindings), "hyper_node": wider.hyper_node, "tier": wider.tier,
+                    "reason": placed_reason(self.ctx, job, len(bindings), f" in {wider.label}")})
+        for unit in units:
+            self.dropped.update((job.key, t, i) for t, i in members(unit))
         return None
 
     def extend_topology(self, job: VCJob, jp: JobPlacement) -> JobPlacement | None:
