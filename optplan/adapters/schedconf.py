@@ -17,6 +17,7 @@ ConfigMap (``kind: ConfigMap``) whose ``data`` holds that YAML as a string (the 
 - network-topology-aware: ``weight`` and the HyperNode binpack weights ``hypernode.binpack.cpu``,
   ``hypernode.binpack.memory``, ``hypernode.binpack.resources`` and ``hypernode.binpack.resources.<name>``;
 - capacity: ``enableHierarchy``;
+- nodeorder: ``leastrequested.weight`` and ``balancedresource.weight`` (its other scores are warned about);
 - actions: placement's preempt and reclaim evict only when listed, and so do gangpreempt and gangreclaim
   (``placement.gang``: victims in bundles); shuffle is warned about (not modelled);
 - configurations: gangpreempt's and gangreclaim's ``allowWholeBundle`` (a boolean, or a string
@@ -88,7 +89,8 @@ MODELLED = ("priority", "gang", "conformance", "predicates", "capacity", "binpac
 PARTLY = {
     "drf": "job order by dominant share and its preemption rules are not modelled (jobs of equal "
            "priority go by creation time)",
-    "nodeorder": "node scores are not modelled (only binpack scores nodes)",
+    "nodeorder": "only its least-requested and balanced-resource scores are modelled (in place's greedy); "
+                 "node and pod affinity, taints, image locality and topology spread scores are not",
     "proportion": "queue shares by weight are not modelled (optplan plans with the capacity "
                   "plugin's deserved and capability)",
 }
@@ -211,6 +213,7 @@ def parse_scheduler_conf(doc: Mapping[str, Any], source: str) -> SchedulerConf:
     hierarchy = True
     max_hyper = DEFAULT_MAX_DOMAINS
     normal, fading, hyper_order, topo_order = True, NORMAL_POD_FADING, True, True
+    least = balanced = 1
     for name, (arguments, flags) in plugins.items():
         if name not in PLUGINS:
             warnings.append(f"plugin {name}: vc-scheduler does not know it and skips it")
@@ -239,6 +242,14 @@ def parse_scheduler_conf(doc: Mapping[str, Any], source: str) -> SchedulerConf:
                     warnings.append(f"plugin {name}: {k} is not read by Volcano (an unknown argument)")
             hyper_order = flags.get("enabledHyperNodeOrder") is not False
             topo_order = flags.get("enableNodeOrder") is not False
+        elif name == "nodeorder":
+            for k in map(str, arguments):
+                if k == "leastrequested.weight":
+                    least = int_argument(arguments, k, 1, warnings, name)
+                elif k == "balancedresource.weight":
+                    balanced = int_argument(arguments, k, 1, warnings, name)
+                else:
+                    warnings.append(f"plugin {name}: {k} is not modelled")
         elif name == "capacity":
             hierarchy = flags.get("enableHierarchy") is True
             if not hierarchy:
@@ -255,7 +266,8 @@ def parse_scheduler_conf(doc: Mapping[str, Any], source: str) -> SchedulerConf:
     return SchedulerConf(actions=actions, binpack=binpack, hyper_node_binpack=hyper, hierarchy=hierarchy,
                          tiers=tuple(layout), gang_args=gang_args, evict_max_hyper_nodes=max_hyper,
                          normal_pod_binpack=normal, normal_pod_fading=fading, hyper_node_order=hyper_order,
-                         topology_node_order=topo_order, warnings=tuple(warnings), source=source)
+                         topology_node_order=topo_order, least_requested=least, balanced_resource=balanced,
+                         warnings=tuple(warnings), source=source)
 
 
 def action_arguments(raw: Any, error: Any, warnings: list[str]) -> tuple[tuple[str, GangArgs], ...]:

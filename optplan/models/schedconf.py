@@ -57,7 +57,9 @@ class SchedulerConf:
     the node score of a pod without a network topology: on or off, and tier t weighing fading^(t-1));
     ``hyper_node_order``: its ``enabledHyperNodeOrder`` switch (false: no HyperNode score, every candidate
     HyperNode of a tier scores 0); ``topology_node_order``: its ``enableNodeOrder`` switch (false: none of its
-    node scores, for pods with or without a network topology);
+    node scores, for pods with or without a network topology); ``least_requested``, ``balanced_resource``: the
+    nodeorder plugin's ``leastrequested.weight`` and ``balancedresource.weight`` (its scores join the greedy's
+    node order when a file lists the plugin);
     ``warnings``: one line for each action, plugin or argument optplan does not model; ``source``: the
     file, None for the default."""
 
@@ -72,6 +74,8 @@ class SchedulerConf:
     normal_pod_fading: float = NORMAL_POD_FADING
     hyper_node_order: bool = True
     topology_node_order: bool = True
+    least_requested: int = 1
+    balanced_resource: int = 1
     warnings: tuple[str, ...] = ()
     source: str | None = None
 

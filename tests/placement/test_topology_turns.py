@@ -180,3 +180,21 @@ def test_a_topology_pod_is_pulled_towards_its_jobs_pods(what: str, conf: Schedul
     greedy = placed([*fabric({"a0": 4, "a1": 6, "b0": 6, "b1": 6}), *job(4, 2, 4, HARD2)], conf)["greedy"]
     assert greedy.admitted and greedy.hyper_node == "top"
     assert sorted(b.node for b in greedy.bindings) == nodes
+
+
+# ---- nodeorder: least requested and balanced resource, when a configuration file lists the plugin ---------
+
+ORDER = [  # (what, the configuration, the node j's one pod of 2 GPUs goes to)
+    ("equal binpack on a0 and b0 (GPUs only); b0's cpu is free, a0's nearly taken: least requested picks b0",
+     SchedulerConf(binpack=GPU_ONLY, source="conf.yaml"), "b0"),
+    ("no configuration file: binpack alone, ties to the name", SchedulerConf(binpack=GPU_ONLY), "a0"),
+    ("both weights 0: binpack alone", SchedulerConf(binpack=GPU_ONLY, source="conf.yaml", least_requested=0,
+                                                    balanced_resource=0), "a0"),
+]
+
+
+@pytest.mark.parametrize(("what", "conf", "to"), ORDER, ids=[c[0] for c in ORDER])
+def test_nodeorder_scores_join_the_node_order(what: str, conf: SchedulerConf, to: str) -> None:
+    objs = [*fabric({"b0": 4}), pod("cpu-a0", "a0", 4, group=None, cpu="90")]
+    greedy = placed([*objs, *job(1, 2, 1, None)], conf)["greedy"]
+    assert [b.node for b in greedy.bindings] == [to]

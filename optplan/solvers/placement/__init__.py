@@ -177,7 +177,8 @@ Every plan passes ``validate_placement`` (an independent re-check) before ``plan
   through a ``Statement``, a plan put on it by ``replay``);
 - ``partitions``: a task's ``partitionPolicy`` (partitions placed whole, each inside one HyperNode, and
   ``minPartitions``), the rules the planners and the validator share;
-- ``jobs``: the pod facts, gang minimums, held pods and regions; ``binpack``: the binpack score;
+- ``jobs``: the pod facts, gang minimums, held pods and regions; ``binpack``: the binpack score; ``nodeorder``:
+  the nodeorder plugin's least-requested and balanced-resource scores;
   ``tiers``: which victims Volcano's plugin tiers offer on a node (priority, gang, conformance, then drf or
   capacity), read by the greedy, the validator and the exact model's pairs;
 - ``victims``: who may be a victim and the capacity plugin's reclaim rules.

@@ -14,6 +14,7 @@ from datetime import datetime
 from fractions import Fraction
 from itertools import groupby
 
+from optplan.models.devices import WHOLE_GPU
 from optplan.models.placement import Binding, JobPlacement
 from optplan.models.queues import JobTask, VCJob
 from optplan.models.snapshot import ROOT, Pod, Resources
@@ -30,6 +31,7 @@ from optplan.solvers.placement.jobs import (
     plugin_view,
     task_pos,
 )
+from optplan.solvers.placement.nodeorder import MAX_NODE_SCORE, nodeorder_score
 from optplan.solvers.placement.partitions import (
     NO_VICTIMS,
     partition_gradient,
@@ -131,7 +133,7 @@ class VictimChoice:
 @dataclass
 class Near:
     """A topology job's pods so far, for network-topology-aware's node score of its next pod
-    (``Greedy.best_near``): ``allocated``, the sub-job's allocated HyperNode (``snapshot.ROOT`` for the cluster's
+    (``Greedy.near_bonus``): ``allocated``, the sub-job's allocated HyperNode (``snapshot.ROOT`` for the cluster's
     virtual root, "" before its first pod; Volcano's ``JobAllocatedHyperNode``), moved to the lowest common
     HyperNode of it and each new pod's rack (``Greedy.place_near``); ``counts``: rack -> the job's pods on its
     nodes (running, placed); ``tasks``: every pod of the job (the sub-job's tasks, pending ones too)."""
@@ -189,6 +191,8 @@ class Greedy:
         self.allocated_hn: dict[str, str] = {}
         """job key -> its allocated HyperNode after its turns so far (``Near.allocated``): the lowest common
         HyperNode of the one recovered from its running pods and each HyperNode a turn chose."""
+        self._orders: dict[tuple[object, ...], float] = {}
+        """(requests, the node's allocatable and free cpu, memory and GPUs) -> nodeorder's score (``order_score``)."""
         self._racks: dict[str, str] | None = None
         self._parents: dict[str, str] | None = None
         self.placed: Counter[str] = Counter()
@@ -258,16 +262,16 @@ class Greedy:
         ``spread``: a pod of a job without topology, whose score adds the network-topology-aware plugin's
         HyperNode binpack of the node's HyperNodes (``hyper_score``) when the scheduler configuration names
         the plugin and the cluster has HyperNodes. ``near``: a pod of a topology job, whose score adds the
-        plugin's pull towards its pods so far (``best_near``), under the same conditions."""
+        plugin's pull towards its pods so far (``best_total``), under the same conditions."""
         qr = self.state.queues.fit_reason(queue, pod.requests)
         if qr is not None:
             return None, qr
         rank = self.ranking(pod, nodes)
         if rank.order:
-            if spread and self.hyper_tiers and len(rank.order) > 1:
-                return nodes[self.best_with_hyper(pod, nodes, rank)], ""
-            if near is not None and near.allocated and len(rank.order) > 1 and self.near_on:
-                return nodes[self.best_near(nodes, rank, near)], ""
+            hyper = spread and bool(self.hyper_tiers)
+            pull = near if near is not None and near.allocated and self.near_on else None
+            if len(rank.order) > 1 and (hyper or pull is not None or self.nodeorder_on):
+                return nodes[self.best_total(pod, nodes, rank, hyper, pull)], ""
             return nodes[rank.order[0][1]], ""
         static, cap = self.ctx.predicates, self.state.cap
         why = Counter(s or cap.fit_reason(pod, n) for n, s in zip(nodes, static.reasons(pod, nodes), strict=True))
@@ -368,29 +372,63 @@ class Greedy:
         out = known[req_key] = float(hyper_binpack(dict(req_key), alloc, used, self.ctx.region_weights))
         return out
 
-    def best_with_hyper(self, pod: Pod, nodes: list[str], rank: Ranking) -> int:
-        """The position in ``nodes`` of the best node by binpack plus ``hyper_score`` (ties to the better
-        binpack, then the first): the ranking's order read best binpack first, each set of HyperNodes
-        scored at its first node only (the nodes after it have no better binpack), until no node further can
-        catch up with the best so far (the plugin's score is at most 100 × its weight)."""
+    def best_total(self, pod: Pod, nodes: list[str], rank: Ranking, hyper: bool, near: Near | None) -> int:
+        """The position in ``nodes`` of the best node by binpack plus the other plugins' scores Volcano adds
+        (ties to the better binpack, then the first): ``hyper``, network-topology-aware's for a pod without a
+        network topology (``hyper_score``); ``near``, its pull for a topology job's pod (``near_bonus``); and
+        nodeorder's (``nodeorder_on``, ``order_score``). The ranking's order is read best binpack first until
+        no node further can catch up with the best so far; without nodeorder, nodes alike in the other scores
+        (the same HyperNodes) are scored at their first only (the nodes after it have no better binpack)."""
         self.hyper_sync()
         req_key = self.kind(pod)[0]
-        most = 100.0 * self.ctx.region_weights.weight
-        best, best_total = rank.order[0][1], -1.0
         tiers = self.hyper_tiers
-        seen: set[tuple[tuple[float, str], ...]] = set()
+        racks = self.racks
+        bonus = self.near_bonus(nodes, rank, near) if near is not None else {}
+        order = self.nodeorder_on
+        most = (100.0 * self.ctx.region_weights.weight if hyper else 0.0) + max(bonus.values(), default=0.0)
+        if order:
+            most += float(MAX_NODE_SCORE * (self.ctx.scheduler.least_requested + self.ctx.scheduler.balanced_resource))
+        best, best_total = rank.order[0][1], -1.0
+        seen: set[object] = set()
         for key, i in rank.order:
             binpack = -key[0]
             if binpack + most < best_total:
                 break
-            row = tiers[nodes[i]]
-            if row in seen:
-                continue
-            seen.add(row)
-            total = binpack + self.row_score(row, req_key)
+            n = nodes[i]
+            if not order:
+                alike = (tiers.get(n) if hyper else None, racks.get(n, "") if near is not None else None)
+                if alike in seen:
+                    continue
+                seen.add(alike)
+            total = binpack
+            if hyper:
+                total += self.row_score(tiers[n], req_key)
+            if near is not None:
+                total += bonus[racks.get(n, "")]
+            if order:
+                total += self.order_score(pod, n, req_key)
             if total > best_total:
                 best, best_total = i, total
         return best
+
+    @property
+    def nodeorder_on(self) -> bool:
+        """The scheduler configuration, read from a file, lists nodeorder: its scores join the node order."""
+        conf = self.ctx.scheduler
+        return conf.source is not None and any("nodeorder" in tier for tier in conf.tiers)
+
+    def order_score(self, pod: Pod, node: str, req_key: tuple[tuple[str, int], ...]) -> float:
+        """nodeorder's score of the pod on the node as the state stands (``nodeorder.nodeorder_score``),
+        cached by the requests and the node's allocatable and free room."""
+        free = self.state.cap.free[node]
+        alloc = self.ctx.snapshot.nodes[node].allocatable
+        key = ("order", req_key, tuple((alloc.get(r, 0), free.get(r, 0)) for r in ("cpu", "memory", WHOLE_GPU)))
+        out = self._orders.get(key)
+        if out is None:
+            conf = self.ctx.scheduler
+            out = self._orders[key] = float(nodeorder_score(pod.requests, alloc, free, conf.least_requested,
+                                                            conf.balanced_resource))
+        return out
 
     @property
     def near_on(self) -> bool:
@@ -449,11 +487,10 @@ class Greedy:
         low, top = min(h.tier for h in topo.hyper_nodes.values()), topo.top_tier
         return (top - t) / (top - low) if low <= t <= top else 0.0
 
-    def best_near(self, nodes: list[str], rank: Ranking, near: Near) -> int:
-        """The position in ``nodes`` of the best node by binpack plus network-topology-aware's score for a
-        topology job's pod (``batchNodeOrderFnForNetworkAwarePods``): ``near_score`` of the node's rack, and
-        where several racks share the highest, each of them adds the share of the job's pods on it
-        (``scoreWithTaskNum``); × 100 × the plugin's weight. Ties to the better binpack, then the first."""
+    def near_bonus(self, nodes: list[str], rank: Ranking, near: Near) -> dict[str, float]:
+        """network-topology-aware's score for a topology job's pod (``batchNodeOrderFnForNetworkAwarePods``)
+        per rack of the ranked nodes: ``near_score``, and where several racks share the highest, each of them
+        adds the share of the job's pods on it (``scoreWithTaskNum``); × 100 × the plugin's weight."""
         racks = self.racks
         bonus: dict[str, float] = {}
         for _key, i in rank.order:
@@ -466,16 +503,7 @@ class Greedy:
         for r in bonus:
             extra = near.counts[r] / near.tasks if len(tied) > 1 and r in tied and r and near.tasks else 0.0
             bonus[r] = (bonus[r] + extra) * scale
-        most = max(bonus.values())
-        best, best_total = rank.order[0][1], -1.0
-        for key, i in rank.order:
-            binpack = -key[0]
-            if binpack + most < best_total:
-                break
-            total = binpack + bonus[racks.get(nodes[i], "")]
-            if total > best_total:
-                best, best_total = i, total
-        return best
+        return bonus
 
     def start_near(self, job: VCJob, bindings: Iterable[Binding] = ()) -> Near:
         """The job's ``Near`` at the start of a turn: its allocated HyperNode (``allocated_hn``, else the lowest
@@ -608,7 +636,7 @@ class Greedy:
         from its search root) tier by tier, lowest first — with none of its pods running, only those whose
         free room at the session's start covers its pending pods (the pre-filter, ``room_short``) — in each,
         its pending pods each to their best node (a partition with a topology: pulled towards its pods so
-        far, ``best_near``; without: scored as a pod without topology); among the HyperNodes of the lowest
+        far, ``best_total``; without: scored as a pod without topology); among the HyperNodes of the lowest
         tier that take it whole, the best HyperNode score (``region_score`` over all its pods; where several
         share the best, each adds the share of its running pods inside), then the name. The bindings (None:
         not placed), why not, and the score, which the job's HyperNode score sums."""
