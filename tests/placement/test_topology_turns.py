@@ -6,7 +6,9 @@ not it holds them, each turn again, by the HyperNode score (every pod of the job
 use, 0 when that overflows it); a job with nothing allocated searches only the HyperNodes whose free room,
 summed over their nodes, covers all its pending pods (the pre-filter), not only minAvailable's; a pod of a
 job without topology scores a node by binpack plus the plugin's HyperNode binpack of the node's HyperNodes
-(0.8 per tier), when the scheduler configuration names the plugin.
+(0.8 per tier, or the configuration's fading; off with its normal-pod switch or node order off), when the
+scheduler configuration names the plugin; a topology job's pod adds the plugin's pull towards the job's pods
+so far; nodeorder's least-requested and balanced-resource scores join when a configuration file lists it.
 
 Two racks ``ra`` (a0, a1) and ``rb`` (b0, b1) of 8-GPU nodes under a tier-2 HyperNode ``top``; the
 HyperNode score weighs GPUs only. Each case runs through greedy, cpsat and auto and the validator."""
