@@ -522,12 +522,16 @@ class Greedy:
             allocated = (next(iter(self.ctx.snapshot.topology.enclosing(held)), ROOT) if held else "")
         return Near(allocated=allocated, counts=counts, tasks=job.replicas)
 
-    def running_pod_nodes(self, job: VCJob) -> list[str]:
-        """The node of each running pod of the job (one entry per pod)."""
+    def held_of(self, job: VCJob) -> dict[str, dict[int, Pod]]:
+        """``held_pods`` of the job (its running replicas by task and index), computed once."""
         by_task = self._held_pods.get(job.key)
         if by_task is None:
             by_task = self._held_pods[job.key] = held_pods(job, self.ctx.snapshot)
-        return [p.node_name for pods in by_task.values() for p in pods.values() if p.node_name is not None]
+        return by_task
+
+    def running_pod_nodes(self, job: VCJob) -> list[str]:
+        """The node of each running pod of the job (one entry per pod)."""
+        return [p.node_name for pods in self.held_of(job).values() for p in pods.values() if p.node_name is not None]
 
     def place_near(self, near: Near | None, node: str) -> None:
         """A pod of the job placed on ``node``: its allocated HyperNode moves to the lowest common one of it and
@@ -618,16 +622,8 @@ class Greedy:
 
     def running_nodes(self, job: VCJob, task: str, indices: Iterable[int]) -> set[str]:
         """The nodes the job's running replicas ``indices`` of ``task`` are on."""
-        by_task = self._held_pods.get(job.key)
-        if by_task is None:
-            by_task = self._held_pods[job.key] = held_pods(job, self.ctx.snapshot)
-        pods = by_task.get(task, {})
-        out: set[str] = set()
-        for i in indices:
-            node = pods[i].node_name if i in pods else None
-            if node is not None:
-                out.add(node)
-        return out
+        nodes = self.held_pod_nodes(job, task)
+        return {nodes[i] for i in indices if i in nodes}
 
     def place_partition(self, job: VCJob, task: JobTask, part: int, region: Region,
                         stmt: Statement) -> tuple[list[Binding] | None, str, Fraction]:
@@ -698,10 +694,7 @@ class Greedy:
 
     def held_pod_nodes(self, job: VCJob, task: str) -> dict[int, str]:
         """Replica index -> the node of each running replica of the job's ``task``."""
-        by_task = self._held_pods.get(job.key)
-        if by_task is None:
-            by_task = self._held_pods[job.key] = held_pods(job, self.ctx.snapshot)
-        return {i: p.node_name for i, p in by_task.get(task, {}).items() if p.node_name is not None}
+        return {i: p.node_name for i, p in self.held_of(job).get(task, {}).items() if p.node_name is not None}
 
     def partition_near(self, by_node: dict[int, str], running: list[int], size: int) -> Near:
         """A partition's ``Near`` before its pods are placed: its allocated HyperNode recovered from its running
