@@ -17,13 +17,18 @@ ConfigMap (``kind: ConfigMap``) whose ``data`` holds that YAML as a string (the 
 - network-topology-aware: ``weight`` and the HyperNode binpack weights ``hypernode.binpack.cpu``,
   ``hypernode.binpack.memory``, ``hypernode.binpack.resources`` and ``hypernode.binpack.resources.<name>``;
 - capacity: ``enableHierarchy``;
+- nodeorder: ``leastrequested.weight`` and ``balancedresource.weight`` (its other scores are warned about);
 - actions: placement's preempt and reclaim evict only when listed, and so do gangpreempt and gangreclaim
   (``placement.gang``: victims in bundles); shuffle is warned about (not modelled);
 - configurations: gangpreempt's and gangreclaim's ``allowWholeBundle`` (a boolean, or a string
   ``strconv.ParseBool`` reads) and ``maxDomains`` (an integer; not above 0 reads as 8); the other actions'
   arguments are warned about (not modelled);
 - network-topology-aware: also ``hypernode.gradient.evict.max-hypernodes`` (the HyperNodes a gang-aware
-  action scans; not above 0 reads as 8);
+  action scans; not above 0 reads as 8), ``hypernode.binpack.normal-pod.enable`` (a boolean or a string
+  ``strconv.ParseBool`` reads) and ``hypernode.binpack.normal-pod.fading`` (a number; negative reads as 0.8),
+  and its ``enabledHyperNodeOrder`` and ``enableNodeOrder`` switches (its HyperNode score, its node scores);
+  any other ``hypernode.binpack.normal-pod.*`` or ``hypernode.gradient.*`` key is not one Volcano reads (a
+  warning);
 - the tiers: which plugins sit in which tier (the gang-aware actions ask the first tier whose plugins filter
   victims).
 
@@ -40,7 +45,14 @@ from optplan.adapters.documents import read_data, yaml_documents
 from optplan.errors import InputError
 from optplan.models.limits import MAX_BINPACK_WEIGHT
 from optplan.models.placement import BinpackWeights
-from optplan.models.schedconf import DEFAULT_MAX_DOMAINS, GANG_ACTIONS, SEED_ACTIONS, GangArgs, SchedulerConf
+from optplan.models.schedconf import (
+    DEFAULT_MAX_DOMAINS,
+    GANG_ACTIONS,
+    NORMAL_POD_FADING,
+    SEED_ACTIONS,
+    GangArgs,
+    SchedulerConf,
+)
 
 CONFIGMAP_KEY = "volcano-scheduler.conf"
 """The key of the volcano-scheduler ConfigMap's data that holds the configuration (Volcano's chart)."""
@@ -57,6 +69,10 @@ UNMODELLED_ACTIONS = {
 }
 EVICT_MAX_HYPER_NODES = "hypernode.gradient.evict.max-hypernodes"
 """The network-topology-aware plugin's cap on the HyperNodes a gang-aware action scans."""
+NORMAL_POD_ENABLE = "hypernode.binpack.normal-pod.enable"
+NORMAL_POD_FADING_KEY = "hypernode.binpack.normal-pod.fading"
+"""The network-topology-aware plugin's switch and tier fading for the node score of a pod without a network
+topology."""
 BOOL_TEXT = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
              "0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False}
 """What Go's ``strconv.ParseBool`` reads (``Arguments.GetBool`` takes a string argument through it)."""
@@ -73,7 +89,8 @@ MODELLED = ("priority", "gang", "conformance", "predicates", "capacity", "binpac
 PARTLY = {
     "drf": "job order by dominant share and its preemption rules are not modelled (jobs of equal "
            "priority go by creation time)",
-    "nodeorder": "node scores are not modelled (only binpack scores nodes)",
+    "nodeorder": "only its least-requested and balanced-resource scores are modelled (in place's greedy); "
+                 "node and pod affinity, taints, image locality and topology spread scores are not",
     "proportion": "queue shares by weight are not modelled (optplan plans with the capacity "
                   "plugin's deserved and capability)",
 }
@@ -195,13 +212,17 @@ def parse_scheduler_conf(doc: Mapping[str, Any], source: str) -> SchedulerConf:
     binpack = hyper = None
     hierarchy = True
     max_hyper = DEFAULT_MAX_DOMAINS
+    normal, fading, hyper_order, topo_order = True, NORMAL_POD_FADING, True, True
+    least = balanced = 1
     for name, (arguments, flags) in plugins.items():
         if name not in PLUGINS:
             warnings.append(f"plugin {name}: vc-scheduler does not know it and skips it")
             continue
         if name not in MODELLED:
             warnings.append(f"plugin {name}: {PARTLY.get(name, 'not modelled')}")
-        off = sorted(k for k, v in flags.items() if v is False and k != "enableHierarchy")
+        read = {"enableHierarchy"} | ({"enabledHyperNodeOrder", "enableNodeOrder"}
+                                      if name == "network-topology-aware" else set())
+        off = sorted(k for k, v in flags.items() if v is False and k not in read)
         if off and name in MODELLED:
             warnings.append(f"plugin {name}: {', '.join(off)} false is not modelled (optplan applies the whole "
                             "plugin)")
@@ -213,7 +234,21 @@ def parse_scheduler_conf(doc: Mapping[str, Any], source: str) -> SchedulerConf:
             for k in map(str, arguments):
                 if k == EVICT_MAX_HYPER_NODES:
                     max_hyper = int_argument(arguments, k, DEFAULT_MAX_DOMAINS, warnings, name) or DEFAULT_MAX_DOMAINS
+                elif k == NORMAL_POD_ENABLE:
+                    normal = bool_argument(arguments, k, True, warnings, name)
+                elif k == NORMAL_POD_FADING_KEY:
+                    fading = float_argument(arguments, k, NORMAL_POD_FADING, warnings, name)
                 elif k.startswith("hypernode.binpack.normal-pod") or k.startswith("hypernode.gradient"):
+                    warnings.append(f"plugin {name}: {k} is not read by Volcano (an unknown argument)")
+            hyper_order = flags.get("enabledHyperNodeOrder") is not False
+            topo_order = flags.get("enableNodeOrder") is not False
+        elif name == "nodeorder":
+            for k in map(str, arguments):
+                if k == "leastrequested.weight":
+                    least = int_argument(arguments, k, 1, warnings, name)
+                elif k == "balancedresource.weight":
+                    balanced = int_argument(arguments, k, 1, warnings, name)
+                else:
                     warnings.append(f"plugin {name}: {k} is not modelled")
         elif name == "capacity":
             hierarchy = flags.get("enableHierarchy") is True
@@ -230,6 +265,8 @@ def parse_scheduler_conf(doc: Mapping[str, Any], source: str) -> SchedulerConf:
                         "rules anyway")
     return SchedulerConf(actions=actions, binpack=binpack, hyper_node_binpack=hyper, hierarchy=hierarchy,
                          tiers=tuple(layout), gang_args=gang_args, evict_max_hyper_nodes=max_hyper,
+                         normal_pod_binpack=normal, normal_pod_fading=fading, hyper_node_order=hyper_order,
+                         topology_node_order=topo_order, least_requested=least, balanced_resource=balanced,
                          warnings=tuple(warnings), source=source)
 
 
@@ -304,6 +341,31 @@ def int_argument(args: Mapping[str, Any], key: str, default: int, warnings: list
         raise InputError(f"{v} is above {MAX_BINPACK_WEIGHT}, the largest weight optplan plans with", file=source,
                          obj=f"plugin {plugin}", field=key)
     return default if v < 0 else v
+
+
+def bool_argument(args: Mapping[str, Any], key: str, default: bool, warnings: list[str], plugin: str) -> bool:
+    """Volcano's ``Arguments.GetBool``: a boolean, or a string Go's ``strconv.ParseBool`` reads; else (logged)
+    the default."""
+    v = args[key]
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v in BOOL_TEXT:
+        return BOOL_TEXT[v]
+    warnings.append(f"plugin {plugin}: {key}: {v!r} is not a boolean; Volcano keeps the default {str(default).lower()}")
+    return default
+
+
+def float_argument(args: Mapping[str, Any], key: str, default: float, warnings: list[str], plugin: str) -> float:
+    """Volcano's ``Arguments.GetFloat64`` for the normal-pod fading: a number (an integer too), else (logged) the
+    default; a negative reads as the default, as network-topology-aware reads it."""
+    v = args[key]
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        warnings.append(f"plugin {plugin}: {key}: {v!r} is not a number; Volcano keeps the default {default}")
+        return default
+    if v != v or v in (float("inf"), float("-inf")):
+        warnings.append(f"plugin {plugin}: {key}: {v!r} is not a finite number; optplan keeps the default {default}")
+        return default
+    return default if v < 0 else float(v)
 
 
 def binpack_weights(args: Mapping[str, Any], prefix: str, warnings: list[str], plugin: str, *,

@@ -23,6 +23,10 @@ SEED_TIERS = (("priority", "gang", "conformance"),
 GANG_ACTIONS = ("gangpreempt", "gangreclaim")
 """Volcano's gang-aware eviction actions (v1.15): victims in bundles (``placement.bundles``)."""
 
+NORMAL_POD_FADING = 0.8
+"""network-topology-aware's ``hypernode.binpack.normal-pod.fading`` default: in a pod's node score without a
+network topology, HyperNode tier t weighs fading^(t-1)."""
+
 DEFAULT_MAX_DOMAINS = 8
 """gangpreempt's and gangreclaim's ``maxDomains`` default, and the network-topology-aware plugin's
 ``hypernode.gradient.evict.max-hypernodes`` default: HyperNodes a starving job's eviction search scans."""
@@ -48,7 +52,14 @@ class SchedulerConf:
     (placement's preempt and reclaim evict only when listed, gangpreempt and gangreclaim as ``placement.gang``
     says); ``tiers``: the plugins' names, tier by tier (which plugin decides a gang-aware action's victims);
     ``gang_args``: gangpreempt's and gangreclaim's arguments; ``evict_max_hyper_nodes``: the
-    network-topology-aware plugin's ``hypernode.gradient.evict.max-hypernodes``;
+    network-topology-aware plugin's ``hypernode.gradient.evict.max-hypernodes``; ``normal_pod_binpack``,
+    ``normal_pod_fading``: its ``hypernode.binpack.normal-pod.enable`` and ``.fading`` (the HyperNode binpack in
+    the node score of a pod without a network topology: on or off, and tier t weighing fading^(t-1));
+    ``hyper_node_order``: its ``enabledHyperNodeOrder`` switch (false: no HyperNode score, every candidate
+    HyperNode of a tier scores 0); ``topology_node_order``: its ``enableNodeOrder`` switch (false: none of its
+    node scores, for pods with or without a network topology); ``least_requested``, ``balanced_resource``: the
+    nodeorder plugin's ``leastrequested.weight`` and ``balancedresource.weight`` (its scores join the greedy's
+    node order when a file lists the plugin);
     ``warnings``: one line for each action, plugin or argument optplan does not model; ``source``: the
     file, None for the default."""
 
@@ -59,6 +70,12 @@ class SchedulerConf:
     tiers: tuple[tuple[str, ...], ...] = SEED_TIERS
     gang_args: tuple[tuple[str, GangArgs], ...] = ()
     evict_max_hyper_nodes: int = DEFAULT_MAX_DOMAINS
+    normal_pod_binpack: bool = True
+    normal_pod_fading: float = NORMAL_POD_FADING
+    hyper_node_order: bool = True
+    topology_node_order: bool = True
+    least_requested: int = 1
+    balanced_resource: int = 1
     warnings: tuple[str, ...] = ()
     source: str | None = None
 

@@ -6,7 +6,9 @@ not it holds them, each turn again, by the HyperNode score (every pod of the job
 use, 0 when that overflows it); a job with nothing allocated searches only the HyperNodes whose free room,
 summed over their nodes, covers all its pending pods (the pre-filter), not only minAvailable's; a pod of a
 job without topology scores a node by binpack plus the plugin's HyperNode binpack of the node's HyperNodes
-(0.8 per tier), when the scheduler configuration names the plugin.
+(0.8 per tier, or the configuration's fading; off with its normal-pod switch or node order off), when the
+scheduler configuration names the plugin; a topology job's pod adds the plugin's pull towards the job's pods
+so far; nodeorder's least-requested and balanced-resource scores join when a configuration file lists it.
 
 Two racks ``ra`` (a0, a1) and ``rb`` (b0, b1) of 8-GPU nodes under a tier-2 HyperNode ``top``; the
 HyperNode score weighs GPUs only. Each case runs through greedy, cpsat and auto and the validator."""
@@ -136,4 +138,65 @@ NODE_SCORE = [  # (what, the configuration, busy GPUs, the node j's one pod of 2
 def test_a_pod_without_topology_adds_the_hypernode_binpack_of_its_node(
         what: str, conf: SchedulerConf, busy: dict[str, int], to: str) -> None:
     greedy = placed([*fabric(busy), *job(1, 2, 1, None)], conf)["greedy"]
+    assert [b.node for b in greedy.bindings] == [to]
+
+
+NORMAL_OFF = [  # (what, the configuration, busy GPUs, the node j's one pod of 2 GPUs goes to)
+    ("the plugin's normal-pod binpack switched off: binpack alone, ties to the name",
+     SchedulerConf(binpack=GPU_ONLY, hyper_node_binpack=GPU_ONLY, normal_pod_binpack=False),
+     {"a0": 4, "b0": 4, "b1": 8}, "a0"),
+    ("the plugin's node order switched off (enableNodeOrder false): the same",
+     SchedulerConf(binpack=GPU_ONLY, hyper_node_binpack=GPU_ONLY, topology_node_order=False),
+     {"a0": 4, "b0": 4, "b1": 8}, "a0"),
+    ("fading 0: only tier 1 counts, rack b still fuller", SchedulerConf(
+        binpack=GPU_ONLY, hyper_node_binpack=GPU_ONLY, normal_pod_fading=0.0), {"a0": 4, "b0": 4, "b1": 8}, "b0"),
+]
+
+
+@pytest.mark.parametrize(("what", "conf", "busy", "to"), NORMAL_OFF, ids=[c[0] for c in NORMAL_OFF])
+def test_the_normal_pod_score_follows_the_plugins_arguments(
+        what: str, conf: SchedulerConf, busy: dict[str, int], to: str) -> None:
+    greedy = placed([*fabric(busy), *job(1, 2, 1, None)], conf)["greedy"]
+    assert [b.node for b in greedy.bindings] == [to]
+
+
+# ---- a pod of a topology job: binpack plus the pull towards its pods so far ------------------------
+
+# j: 4 pods of 2 GPUs, minAvailable 4, hard tier 2; free GPUs a0 4, a1 2, b0 2, b1 2: no rack holds 8, the spine
+# is searched. The first pod goes to a1 (binpack 100, ties to the name); then, with the plugin's score, a0
+# (75 by binpack, + 100 in rack a, the job's allocated HyperNode) beats b0 (100, + 50: their lowest common
+# HyperNode, top, is tier 2 of 1..3).
+NEAR = [  # (what, the configuration, nodes of j's pods)
+    ("the plugin's score keeps the pods in rack a while it has room",
+     SchedulerConf(binpack=GPU_ONLY, hyper_node_binpack=GPU_ONLY), ["a0", "a0", "a1", "b0"]),
+    ("the configuration names no network-topology-aware weights: binpack alone spreads over rack b",
+     SchedulerConf(binpack=GPU_ONLY), ["a0", "a1", "b0", "b1"]),
+    ("the plugin's node order switched off: binpack alone",
+     SchedulerConf(binpack=GPU_ONLY, hyper_node_binpack=GPU_ONLY, topology_node_order=False),
+     ["a0", "a1", "b0", "b1"]),
+]
+
+
+@pytest.mark.parametrize(("what", "conf", "nodes"), NEAR, ids=[c[0] for c in NEAR])
+def test_a_topology_pod_is_pulled_towards_its_jobs_pods(what: str, conf: SchedulerConf, nodes: list[str]) -> None:
+    greedy = placed([*fabric({"a0": 4, "a1": 6, "b0": 6, "b1": 6}), *job(4, 2, 4, HARD2)], conf)["greedy"]
+    assert greedy.admitted and greedy.hyper_node == "top"
+    assert sorted(b.node for b in greedy.bindings) == nodes
+
+
+# ---- nodeorder: least requested and balanced resource, when a configuration file lists the plugin ---------
+
+ORDER = [  # (what, the configuration, the node j's one pod of 2 GPUs goes to)
+    ("equal binpack on a0 and b0 (GPUs only); b0's cpu is free, a0's nearly taken: least requested picks b0",
+     SchedulerConf(binpack=GPU_ONLY, source="conf.yaml"), "b0"),
+    ("no configuration file: binpack alone, ties to the name", SchedulerConf(binpack=GPU_ONLY), "a0"),
+    ("both weights 0: binpack alone", SchedulerConf(binpack=GPU_ONLY, source="conf.yaml", least_requested=0,
+                                                    balanced_resource=0), "a0"),
+]
+
+
+@pytest.mark.parametrize(("what", "conf", "to"), ORDER, ids=[c[0] for c in ORDER])
+def test_nodeorder_scores_join_the_node_order(what: str, conf: SchedulerConf, to: str) -> None:
+    objs = [*fabric({"b0": 4}), pod("cpu-a0", "a0", 4, group=None, cpu="90")]
+    greedy = placed([*objs, *job(1, 2, 1, None)], conf)["greedy"]
     assert [b.node for b in greedy.bindings] == [to]

@@ -61,12 +61,16 @@ pod that fits nowhere is dropped), as allocate's turn of a ready job places one 
 searches again (``Greedy.extend_topology``: the regions inside its search root, lowest tier first, the
 best score), so its region may widen up to the root; a job without topology, anywhere.
 Within a dry run each pod goes to the node with the highest binpack score (``binpack_score``, Volcano's
-formula with ``BinpackWeights``), ties to the first node by name (Volcano picks at random among equals). Where this
-simplifies: nodes are scored by binpack, plus, for a pod of a job without topology when the scheduler
-configuration names network-topology-aware, the plugin's HyperNode binpack of the node's HyperNodes
-(``Greedy.hyper_score``); Volcano adds nodeorder's scores and, for a topology job's pods, the plugin's
-pull towards the rack of its pods so far;
-a partitioned job keeps its first region (Volcano's sub-job search); queue ties go to the name, job ties to
+formula with ``BinpackWeights``), ties to the first node by name (Volcano picks at random among equals), plus,
+when the scheduler configuration names network-topology-aware, the plugin's node score: for a pod of a job
+without topology the HyperNode binpack of the node's HyperNodes (``Greedy.hyper_score``, its normal-pod
+fading and switch read from the configuration), for a topology job's pod the pull towards its pods so far
+(``Greedy.near_bonus``: full in its allocated HyperNode, less the higher their lowest common HyperNode); and,
+when a configuration file lists nodeorder, its least-requested and balanced-resource scores (``nodeorder``).
+A partitioned job's HyperNodes are searched as a whole job's (the pre-filter with its first minAvailable
+pods), its HyperNode scored by the sum of its partitions' scores; each partition as a sub-job inside it
+(``partitions.partition_gradient``, ``Greedy.place_partition``). Where this simplifies: nodeorder's affinity,
+taint, image and spread scores are left out; queue ties go to the name, job ties to
 namespace/name (Volcano: creationTimestamp, then UID); the required replicas of each task come first
 (Volcano's task order knows only priorities).
 
@@ -177,7 +181,8 @@ Every plan passes ``validate_placement`` (an independent re-check) before ``plan
   through a ``Statement``, a plan put on it by ``replay``);
 - ``partitions``: a task's ``partitionPolicy`` (partitions placed whole, each inside one HyperNode, and
   ``minPartitions``), the rules the planners and the validator share;
-- ``jobs``: the pod facts, gang minimums, held pods and regions; ``binpack``: the binpack score;
+- ``jobs``: the pod facts, gang minimums, held pods and regions; ``binpack``: the binpack score; ``nodeorder``:
+  the nodeorder plugin's least-requested and balanced-resource scores;
   ``tiers``: which victims Volcano's plugin tiers offer on a node (priority, gang, conformance, then drf or
   capacity), read by the greedy, the validator and the exact model's pairs;
 - ``victims``: who may be a victim and the capacity plugin's reclaim rules.

@@ -17,8 +17,6 @@ from optplan.models.snapshot import Resources
 
 BINPACK_SCALE = 100
 """Static binpack scores (0..100 × weight) are summed as integers after multiplying by this."""
-NORMAL_POD_FADING = Fraction(4, 5)
-"""network-topology-aware's ``hypernode.binpack.normal-pod.fading`` default (0.8): tier t weighs 0.8^(t-1)."""
 
 
 def binpack_score(requests: Resources, allocatable: Resources, free: Resources, weights: BinpackWeights) -> Fraction:

@@ -14,11 +14,12 @@ from datetime import datetime
 from fractions import Fraction
 from itertools import groupby
 
+from optplan.models.devices import WHOLE_GPU
 from optplan.models.placement import Binding, JobPlacement
 from optplan.models.queues import JobTask, VCJob
-from optplan.models.snapshot import Pod, Resources
+from optplan.models.snapshot import ROOT, Pod, Resources
 from optplan.solvers.core.oracle import POD_SLOT, constraint_signature
-from optplan.solvers.placement.binpack import NORMAL_POD_FADING, binpack_score, hyper_binpack
+from optplan.solvers.placement.binpack import binpack_score, hyper_binpack
 from optplan.solvers.placement.context import Context, State, Statement, victim_queue_key
 from optplan.solvers.placement.jobs import (
     Region,
@@ -30,11 +31,12 @@ from optplan.solvers.placement.jobs import (
     plugin_view,
     task_pos,
 )
+from optplan.solvers.placement.nodeorder import MAX_NODE_SCORE, nodeorder_score
 from optplan.solvers.placement.partitions import (
     NO_VICTIMS,
+    partition_gradient,
     partition_pending,
     partition_possible,
-    partition_regions,
     partition_shortfall,
     partitioned,
 )
@@ -77,6 +79,22 @@ def least_requests(pods: list[Pod]) -> Resources:
 
 
 
+def room_short(free: dict[str, Resources], region: Region, pods: list[Pod], whose: str) -> str | None:
+    """Volcano's HyperNode pre-filter (``isEligibleHyperNode``): None when the free room ``free`` of the
+    region's nodes, summed, covers the summed requests of ``pods`` on every resource; else which falls short
+    (``whose`` names the pods in the reason)."""
+    need: dict[str, int] = defaultdict(int)
+    for p in pods:
+        for r, v in p.requests.items():
+            if r != "pods":
+                need[r] += v
+    for r in sorted(need):
+        have = sum(free[n].get(r, 0) for n in region.nodes)
+        if need[r] > have:
+            return f"its nodes' free {r} summed ({have}) is short of {whose} {need[r]} (Volcano's HyperNode pre-filter)"
+    return None
+
+
 ScoreKey = tuple[float, Fraction]
 """A binpack score's sort key, lowest first for the highest score (``Greedy.scores``)."""
 
@@ -110,6 +128,19 @@ class VictimChoice:
     victims: list[Candidate]
     region: Region
     cost: int
+
+
+@dataclass
+class Near:
+    """A topology job's pods so far, for network-topology-aware's node score of its next pod
+    (``Greedy.near_bonus``): ``allocated``, the sub-job's allocated HyperNode (``snapshot.ROOT`` for the cluster's
+    virtual root, "" before its first pod; Volcano's ``JobAllocatedHyperNode``), moved to the lowest common
+    HyperNode of it and each new pod's rack (``Greedy.place_near``); ``counts``: rack -> the job's pods on its
+    nodes (running, placed); ``tasks``: every pod of the job (the sub-job's tasks, pending ones too)."""
+
+    allocated: str
+    counts: Counter[str]
+    tasks: int
 
 
 class Greedy:
@@ -157,6 +188,13 @@ class Greedy:
         """A row of ``hyper_tiers`` -> a pod's sorted requests -> ``row_score``, dropped with its HyperNodes'."""
         self._own: dict[str, frozenset[str]] = {}
         """job key -> ``own_groups``: its PodGroups, which the plugins never see for it."""
+        self.allocated_hn: dict[str, str] = {}
+        """job key -> its allocated HyperNode after its turns so far (``Near.allocated``): the lowest common
+        HyperNode of the one recovered from its running pods and each HyperNode a turn chose."""
+        self._orders: dict[tuple[object, ...], float] = {}
+        """(requests, the node's allocatable and free cpu, memory and GPUs) -> nodeorder's score (``order_score``)."""
+        self._racks: dict[str, str] | None = None
+        self._parents: dict[str, str] | None = None
         self.placed: Counter[str] = Counter()
         """PodGroup key -> the pods this session's allocate placed for its job (a running gang being placed):
         Volcano's gang plugin counts them ready (``ReadyTaskNum``: allocated as well as running)."""
@@ -218,18 +256,22 @@ class Greedy:
             entry = rank.keys[i] = (self.scores(pod, n, req_key)[1], i)
             insort(rank.order, entry)
 
-    def best_node(self, pod: Pod, nodes: list[str], queue: str, spread: bool = False) -> tuple[str | None, str]:
+    def best_node(self, pod: Pod, nodes: list[str], queue: str, spread: bool = False,
+                  near: Near | None = None) -> tuple[str | None, str]:
         """The highest-scoring feasible node (ties to the first in ``nodes``), or None and why none is feasible.
         ``spread``: a pod of a job without topology, whose score adds the network-topology-aware plugin's
         HyperNode binpack of the node's HyperNodes (``hyper_score``) when the scheduler configuration names
-        the plugin and the cluster has HyperNodes."""
+        the plugin and the cluster has HyperNodes. ``near``: a pod of a topology job, whose score adds the
+        plugin's pull towards its pods so far (``best_total``), under the same conditions."""
         qr = self.state.queues.fit_reason(queue, pod.requests)
         if qr is not None:
             return None, qr
         rank = self.ranking(pod, nodes)
         if rank.order:
-            if spread and self.hyper_tiers and len(rank.order) > 1:
-                return nodes[self.best_with_hyper(pod, nodes, rank)], ""
+            hyper = spread and bool(self.hyper_tiers)
+            pull = near if near is not None and near.allocated and self.near_on else None
+            if len(rank.order) > 1 and (hyper or pull is not None or self.nodeorder_on):
+                return nodes[self.best_total(pod, nodes, rank, hyper, pull)], ""
             return nodes[rank.order[0][1]], ""
         static, cap = self.ctx.predicates, self.state.cap
         why = Counter(s or cap.fit_reason(pod, n) for n, s in zip(nodes, static.reasons(pod, nodes), strict=True))
@@ -239,12 +281,17 @@ class Greedy:
     @property
     def hyper_tiers(self) -> dict[str, tuple[tuple[float, str], ...]]:
         """Node -> (tier factor, its HyperNode of that tier, "" for none) for each tier HyperNodes have, for
-        the plugin's node score (``hyper_score``); empty when the scheduler configuration does not name
-        network-topology-aware (``Context.hyper_weights`` None) or the cluster has no HyperNode."""
+        the plugin's node score (``hyper_score``; tier factor fading^(tier - 1), the configuration's
+        ``normal_pod_fading``); empty when the scheduler configuration does not name network-topology-aware
+        (``Context.hyper_weights`` None), turns its normal-pod binpack or its node order off, or the cluster has
+        no HyperNode."""
         if self._hyper_tiers is None:
             topo = self.ctx.snapshot.topology
             out: dict[str, tuple[tuple[float, str], ...]] = {}
-            if self.ctx.hyper_weights is not None and topo.hyper_nodes:
+            conf = self.ctx.scheduler
+            fading = conf.normal_pod_fading
+            if (self.ctx.hyper_weights is not None and topo.hyper_nodes and conf.normal_pod_binpack
+                    and conf.topology_node_order):
                 by_tier: dict[int, list[str]] = defaultdict(list)
                 for h in sorted(topo.hyper_nodes):
                     by_tier[topo.hyper_nodes[h].tier].append(h)
@@ -257,14 +304,16 @@ class Greedy:
                 # same for every node adds the same to every node's score and is left out
                 varied = [t for t in sorted(by_tier) if len({held.get((n, t), "") for n in topo.node_names}) > 1]
                 for n in self.ctx.snapshot.nodes:
-                    out[n] = row = tuple((float(NORMAL_POD_FADING) ** (t - 1), held.get((n, t), "")) for t in varied)
+                    out[n] = row = tuple((fading ** (t - 1), held.get((n, t), "")) for t in varied)
                     for _f, h in row:
                         if h:
                             self._rows_of.setdefault(h, set()).add(row)
                 tiers = [*by_tier, topo.top_tier]
-                self._hyper_norm = sum(float(NORMAL_POD_FADING) ** (t - 1) for t in range(min(tiers), max(tiers) + 1))
-                self._hyper_free_tiers = [float(NORMAL_POD_FADING) ** (t - 1) for t in range(min(tiers), max(tiers))
+                self._hyper_norm = sum(fading ** (t - 1) for t in range(min(tiers), max(tiers) + 1))
+                self._hyper_free_tiers = [fading ** (t - 1) for t in range(min(tiers), max(tiers))
                                           if t not in by_tier]
+                if self._hyper_norm <= 0:  # fading 0 with no tier 1: Volcano scores no node
+                    out = {}
             self._hyper_tiers = out
         return self._hyper_tiers
 
@@ -323,32 +372,180 @@ class Greedy:
         out = known[req_key] = float(hyper_binpack(dict(req_key), alloc, used, self.ctx.region_weights))
         return out
 
-    def best_with_hyper(self, pod: Pod, nodes: list[str], rank: Ranking) -> int:
-        """The position in ``nodes`` of the best node by binpack plus ``hyper_score`` (ties to the better
-        binpack, then the first): the ranking's order read best binpack first, each set of HyperNodes
-        scored at its first node only (the nodes after it have no better binpack), until no node further can
-        catch up with the best so far (the plugin's score is at most 100 × its weight)."""
+    def best_total(self, pod: Pod, nodes: list[str], rank: Ranking, hyper: bool, near: Near | None) -> int:
+        """The position in ``nodes`` of the best node by binpack plus the other plugins' scores Volcano adds
+        (ties to the better binpack, then the first): ``hyper``, network-topology-aware's for a pod without a
+        network topology (``hyper_score``); ``near``, its pull for a topology job's pod (``near_bonus``); and
+        nodeorder's (``nodeorder_on``, ``order_score``). The ranking's order is read best binpack first until
+        no node further can catch up with the best so far; without nodeorder, nodes alike in the other scores
+        (the same HyperNodes) are scored at their first only (the nodes after it have no better binpack)."""
         self.hyper_sync()
         req_key = self.kind(pod)[0]
-        most = 100.0 * self.ctx.region_weights.weight
-        best, best_total = rank.order[0][1], -1.0
         tiers = self.hyper_tiers
-        seen: set[tuple[tuple[float, str], ...]] = set()
+        racks = self.racks
+        bonus = self.near_bonus(nodes, rank, near) if near is not None else {}
+        order = self.nodeorder_on
+        most = (100.0 * self.ctx.region_weights.weight if hyper else 0.0) + max(bonus.values(), default=0.0)
+        if order:
+            most += float(MAX_NODE_SCORE * (self.ctx.scheduler.least_requested + self.ctx.scheduler.balanced_resource))
+        best, best_total = rank.order[0][1], -1.0
+        seen: set[object] = set()
         for key, i in rank.order:
             binpack = -key[0]
             if binpack + most < best_total:
                 break
-            row = tiers[nodes[i]]
-            if row in seen:
-                continue
-            seen.add(row)
-            total = binpack + self.row_score(row, req_key)
+            n = nodes[i]
+            if not order:
+                alike = (tiers.get(n) if hyper else None, racks.get(n, "") if near is not None else None)
+                if alike in seen:
+                    continue
+                seen.add(alike)
+            total = binpack
+            if hyper:
+                total += self.row_score(tiers[n], req_key)
+            if near is not None:
+                total += bonus[racks.get(n, "")]
+            if order:
+                total += self.order_score(pod, n, req_key)
             if total > best_total:
                 best, best_total = i, total
         return best
 
+    @property
+    def nodeorder_on(self) -> bool:
+        """The scheduler configuration, read from a file, lists nodeorder: its scores join the node order."""
+        conf = self.ctx.scheduler
+        return conf.source is not None and any("nodeorder" in tier for tier in conf.tiers)
+
+    def order_score(self, pod: Pod, node: str, req_key: tuple[tuple[str, int], ...]) -> float:
+        """nodeorder's score of the pod on the node as the state stands (``nodeorder.nodeorder_score``),
+        cached by the requests and the node's allocatable and free room."""
+        free = self.state.cap.free[node]
+        alloc = self.ctx.snapshot.nodes[node].allocatable
+        key = ("order", req_key, tuple((alloc.get(r, 0), free.get(r, 0)) for r in ("cpu", "memory", WHOLE_GPU)))
+        out = self._orders.get(key)
+        if out is None:
+            conf = self.ctx.scheduler
+            out = self._orders[key] = float(nodeorder_score(pod.requests, alloc, free, conf.least_requested,
+                                                            conf.balanced_resource))
+        return out
+
+    @property
+    def near_on(self) -> bool:
+        """network-topology-aware scores a topology job's pods: the configuration names it (``hyper_weights``)
+        with its node order on, and the cluster has HyperNodes."""
+        conf = self.ctx.scheduler
+        return self.ctx.hyper_weights is not None and conf.topology_node_order and bool(self.racks)
+
+    @property
+    def racks(self) -> dict[str, str]:
+        """Node -> its HyperNode of the lowest tier any HyperNode has (Volcano's ``FindHyperNodeForNode``; the
+        first by name where two hold it); a node no such HyperNode holds is absent."""
+        if self._racks is None:
+            topo = self.ctx.snapshot.topology
+            out: dict[str, str] = {}
+            if topo.hyper_nodes:
+                low = min(h.tier for h in topo.hyper_nodes.values())
+                for h in sorted(h for h, hn in topo.hyper_nodes.items() if hn.tier == low):
+                    for n in topo.members[h]:
+                        out.setdefault(n, h)
+            self._racks = out
+        return self._racks
+
+    def ancestors(self, h: str) -> list[str]:
+        """``h`` and the HyperNodes above it (by HyperNode members), up to the virtual root ``ROOT``."""
+        if self._parents is None:
+            topo = self.ctx.snapshot.topology
+            self._parents = {}
+            for name in sorted(topo.hyper_nodes):
+                for m in topo.hyper_nodes[name].members:
+                    if m.type == "HyperNode" and m.exact_name is not None:
+                        self._parents.setdefault(m.exact_name, name)
+        out = [h]
+        while out[-1] != ROOT and len(out) <= len(self._parents) + 1:
+            out.append(self._parents.get(out[-1], ROOT))
+        return out
+
+    def lca(self, a: str, b: str) -> str:
+        """The lowest common HyperNode of two (``ROOT`` for the virtual root; "" stands for none: the other)."""
+        if not a or not b:
+            return a or b
+        above = set(self.ancestors(b))
+        return next((h for h in self.ancestors(a) if h in above), ROOT)
+
+    def near_score(self, rack: str, allocated: str) -> float:
+        """network-topology-aware's score (0..1) of a node in ``rack`` for a pod whose sub-job's allocated
+        HyperNode is ``allocated`` (``networkTopologyAwareScore``): 1 in that HyperNode, else (top - t) /
+        (top - lowest) for the tier t of their lowest common HyperNode (top: the virtual root's tier); 0 for a
+        node in no HyperNode."""
+        if not rack or not allocated:
+            return 0.0
+        if rack == allocated:
+            return 1.0
+        topo = self.ctx.snapshot.topology
+        t = topo.tier(self.lca(rack, allocated))
+        low, top = min(h.tier for h in topo.hyper_nodes.values()), topo.top_tier
+        return (top - t) / (top - low) if low <= t <= top else 0.0
+
+    def near_bonus(self, nodes: list[str], rank: Ranking, near: Near) -> dict[str, float]:
+        """network-topology-aware's score for a topology job's pod (``batchNodeOrderFnForNetworkAwarePods``)
+        per rack of the ranked nodes: ``near_score``, and where several racks share the highest, each of them
+        adds the share of the job's pods on it (``scoreWithTaskNum``); × 100 × the plugin's weight."""
+        racks = self.racks
+        bonus: dict[str, float] = {}
+        for _key, i in rank.order:
+            r = racks.get(nodes[i], "")
+            if r not in bonus:
+                bonus[r] = self.near_score(r, near.allocated)
+        top = max(bonus.values())
+        scale = 100.0 * self.ctx.region_weights.weight
+        tied = [r for r, b in bonus.items() if b == top]
+        for r in bonus:
+            extra = near.counts[r] / near.tasks if len(tied) > 1 and r in tied and r and near.tasks else 0.0
+            bonus[r] = (bonus[r] + extra) * scale
+        return bonus
+
+    def start_near(self, job: VCJob, bindings: Iterable[Binding] = ()) -> Near:
+        """The job's ``Near`` at the start of a turn: its allocated HyperNode (``allocated_hn``, else the lowest
+        HyperNode holding its running pods' nodes, as Volcano's session recovers it, else none) and its pods
+        so far per rack (running ones, and ``bindings``, those its earlier turns placed)."""
+        counts: Counter[str] = Counter()
+        racks = self.racks
+        nodes = self.running_pod_nodes(job)
+        nodes += [b.node for b in bindings]
+        for n in nodes:
+            if n in racks:
+                counts[racks[n]] += 1
+        allocated = self.allocated_hn.get(job.key)
+        if allocated is None:
+            held = self.ctx.held_nodes.get(job.key, frozenset())
+            allocated = (next(iter(self.ctx.snapshot.topology.enclosing(held)), ROOT) if held else "")
+        return Near(allocated=allocated, counts=counts, tasks=job.replicas)
+
+    def held_of(self, job: VCJob) -> dict[str, dict[int, Pod]]:
+        """``held_pods`` of the job (its running replicas by task and index), computed once."""
+        by_task = self._held_pods.get(job.key)
+        if by_task is None:
+            by_task = self._held_pods[job.key] = held_pods(job, self.ctx.snapshot)
+        return by_task
+
+    def running_pod_nodes(self, job: VCJob) -> list[str]:
+        """The node of each running pod of the job (one entry per pod)."""
+        return [p.node_name for pods in self.held_of(job).values() for p in pods.values() if p.node_name is not None]
+
+    def place_near(self, near: Near | None, node: str) -> None:
+        """A pod of the job placed on ``node``: its allocated HyperNode moves to the lowest common one of it and
+        the node's rack (Volcano's ``getNewAllocatedHyperNode``), the rack counts one pod more."""
+        if near is None:
+            return
+        rack = self.racks.get(node, "")
+        if rack:
+            near.allocated = self.lca(near.allocated, rack)
+            near.counts[rack] += 1
+
     def dry_run(self, job: VCJob, region: Region, stmt: Statement, rules: Rules | None = None,
-                pre: tuple[Binding, ...] = ()) -> tuple[list[Binding], str | None]:
+                pre: tuple[Binding, ...] = (), scores: list[Fraction] | None = None
+                ) -> tuple[list[Binding], str | None]:
         """Place the gang inside the region, pods in ``gang_steps`` order, each on its best node
         (``best_node``), until the gang is ready; the bindings, and why the gang is not ready (None: ready).
 
@@ -356,7 +553,8 @@ class Greedy:
         stops as soon as the gang cannot become ready; the first failure says why. Preempt or reclaim
         (``rules``): a pod that fits nowhere evicts on the first node in ``preempt_order`` whose victims
         would make room, one by one in victim order until it fits (``evict_for``); a pod that still
-        finds no node is skipped, and the last pod tried says why."""
+        finds no node is skipped, and the last pod tried says why. ``scores``: each placed partition's
+        HyperNode score is appended (what Volcano sums into the job's HyperNode score)."""
         nodes = self.nodes(region)
         pods = self.ctx.pods[job.key]
         held = self.ctx.held_count(job.key)
@@ -374,6 +572,7 @@ class Greedy:
         tried: set[tuple[str, int]] = set()
         held_ix = self.ctx.held.get(job.key, {})
         tasks = {t.name: t for t in job.tasks}
+        near = self.start_near(job) if job.network_topology is not None and rules is None and not parted else None
         for task, i, required in order:
             if (task, i) in done:
                 continue
@@ -386,7 +585,9 @@ class Greedy:
                 if (task, part) in tried:
                     continue
                 tried.add((task, part))
-                got, reason = self.place_partition(job, tasks[task], part, region, stmt)
+                got, reason, score = self.place_partition(job, tasks[task], part, region, stmt)
+                if scores is not None and got is not None:
+                    scores.append(score)
                 if got is None:
                     failures += len(partition_pending(tasks[task], part, held_ix.get(task, frozenset())))
                     if why is None:
@@ -400,7 +601,7 @@ class Greedy:
                 continue
             pod = pods[task][i]
             if rules is None:
-                node, reason = self.best_node(pod, nodes, job.queue, job.network_topology is None)
+                node, reason = self.best_node(pod, nodes, job.queue, job.network_topology is None, near)
                 if node is None:
                     failures += 1
                     if why is None:
@@ -413,6 +614,7 @@ class Greedy:
                 if node is None:
                     continue
             stmt.allocate(pod, node, job.queue)
+            self.place_near(near, node)
             placed[task] += 1
             bindings.append(Binding(task=task, index=i, node=node))
         parts = partition_shortfall(job, indices, held_ix) if parted else None
@@ -420,61 +622,88 @@ class Greedy:
 
     def running_nodes(self, job: VCJob, task: str, indices: Iterable[int]) -> set[str]:
         """The nodes the job's running replicas ``indices`` of ``task`` are on."""
-        by_task = self._held_pods.get(job.key)
-        if by_task is None:
-            by_task = self._held_pods[job.key] = held_pods(job, self.ctx.snapshot)
-        pods = by_task.get(task, {})
-        out: set[str] = set()
-        for i in indices:
-            node = pods[i].node_name if i in pods else None
-            if node is not None:
-                out.add(node)
-        return out
+        nodes = self.held_pod_nodes(job, task)
+        return {nodes[i] for i in indices if i in nodes}
 
     def place_partition(self, job: VCJob, task: JobTask, part: int, region: Region,
-                        stmt: Statement) -> tuple[list[Binding] | None, str]:
-        """One partition of a partitioned task, whole, on ``stmt`` (Volcano's sub-job): its candidate
-        HyperNodes inside ``region`` (``partition_regions``) tier by tier, lowest first; in each, its pending
-        pods each to their best node; among the HyperNodes of the lowest tier that take it whole, the best
-        HyperNode binpack score, then the name. The bindings, or None and why not."""
+                        stmt: Statement) -> tuple[list[Binding] | None, str, Fraction]:
+        """One partition of a partitioned task, whole, on ``stmt``, as allocate places a sub-job: the HyperNodes
+        of its gradient inside the job's ``region`` (``partition_gradient``: its soft topology searched as hard,
+        from its search root) tier by tier, lowest first — with none of its pods running, only those whose
+        free room at the session's start covers its pending pods (the pre-filter, ``room_short``) — in each,
+        its pending pods each to their best node (a partition with a topology: pulled towards its pods so
+        far, ``best_total``; without: scored as a pod without topology); among the HyperNodes of the lowest
+        tier that take it whole, the best HyperNode score (``region_score`` over all its pods; where several
+        share the best, each adds the share of its running pods inside), then the name. The bindings (None:
+        not placed), why not, and the score, which the job's HyperNode score sums."""
         held = self.ctx.held.get(job.key, {}).get(task.name, frozenset())
         pending = partition_pending(task, part, held)
-        assert task.partition_policy is not None
+        pp = task.partition_policy
+        assert pp is not None
         if not partition_possible(task, part):
-            return None, "the cluster could never hold all its pods"
-        running = self.running_nodes(job, task.name, (i for i in task.partition_policy.members(part) if i in held))
-        subs = partition_regions(self.ctx.snapshot, task, region, running)
+            return None, "the cluster could never hold all its pods", Fraction(0)
+        running_ix = [i for i in pp.members(part) if i in held]
+        running = self.running_nodes(job, task.name, running_ix)
+        subs = partition_gradient(self.ctx.snapshot, job, task, region, running)
         if not subs:
-            return None, "no HyperNode inside the job's region holds it (partitionPolicy networkTopology)"
+            return None, "no HyperNode inside the job's region holds it (partitionPolicy networkTopology)", Fraction(0)
         pods = self.ctx.pods[job.key][task.name]
+        own = pp.network_topology is not None
         why = ""
+        if own and not running:  # the pre-filter, for a sub-job with nothing allocated
+            shorts = [room_short(self.ctx.capacity.free, sub, [pods[i] for i in pending],
+                                 f"the partition's {len(pending)} pods'") for sub in subs]
+            if all(shorts):
+                first = next(sub for sub in subs)
+                return None, f"{first.label}: {shorts[0]}", Fraction(0)
+            subs = [sub for sub, short in zip(subs, shorts, strict=True) if short is None]
+        by_node = self.held_pod_nodes(job, task.name)
+        request: dict[str, int] = defaultdict(int)
+        for i in pp.members(part):
+            for r, v in pods[i].requests.items():
+                request[r] += v
         for _tier, group in groupby(subs, key=lambda rg: rg.tier):
-            found: list[tuple[Fraction, str, list[Binding]]] = []
+            found: list[tuple[Fraction, str, list[Binding], Region]] = []
             for sub in group:
                 mark = stmt.mark()
                 got: list[Binding] = []
+                near = self.partition_near(by_node, running_ix, pp.partition_size) if own else None
                 for i in pending:
-                    node, reason = self.best_node(pods[i], self.nodes(sub), job.queue)
+                    node, reason = self.best_node(pods[i], self.nodes(sub), job.queue, not own, near)
                     if node is None:
                         why = f"{sub.label}: replica {i}: {reason}" if sub.hyper_node else f"replica {i}: {reason}"
                         break
                     stmt.allocate(pods[i], node, job.queue)
+                    self.place_near(near, node)
                     got.append(Binding(task=task.name, index=i, node=node))
                 stmt.rollback(mark)
                 if len(got) == len(pending):
-                    request: dict[str, int] = defaultdict(int)
-                    for i in task.partition_policy.members(part):
-                        for r, v in pods[i].requests.items():
-                            request[r] += v
-                    score = self.region_score(sub, request) if sub.hyper_node is not None else Fraction(0)
-                    found.append((score, sub.hyper_node or "", got))
+                    found.append((self.region_score(sub, request), sub.hyper_node or "", got, sub))
             if found:
+                top = max(f[0] for f in found)
+                if sum(f[0] == top for f in found) > 1 and self.ctx.scheduler.hyper_node_order:
+                    scale = 100 * self.ctx.region_weights.weight
+                    found = [(f[0] + (Fraction(sum(by_node.get(i) in f[3].nodes for i in running_ix), pp.partition_size)
+                                      * scale if f[0] == top else 0), *f[1:]) for f in found]
                 found.sort(key=lambda f: (-f[0], f[1]))
-                best = found[0][2]
+                score, _name, best, _sub = found[0]
                 for b in best:
                     stmt.allocate(pods[b.index], b.node, job.queue)
-                return best, ""
-        return None, why
+                return best, "", score
+        return None, why, Fraction(0)
+
+    def held_pod_nodes(self, job: VCJob, task: str) -> dict[int, str]:
+        """Replica index -> the node of each running replica of the job's ``task``."""
+        return {i: p.node_name for i, p in self.held_of(job).get(task, {}).items() if p.node_name is not None}
+
+    def partition_near(self, by_node: dict[int, str], running: list[int], size: int) -> Near:
+        """A partition's ``Near`` before its pods are placed: its allocated HyperNode recovered from its running
+        pods (the lowest HyperNode holding them, else the virtual root; none without running pods), its running
+        pods per rack, its size."""
+        nodes = [by_node[i] for i in running if i in by_node]
+        counts = Counter(self.racks[n] for n in nodes if n in self.racks)
+        allocated = next(iter(self.ctx.snapshot.topology.enclosing(nodes)), ROOT) if nodes else ""
+        return Near(allocated=allocated, counts=counts, tasks=size)
 
     def too_small(self, region: Region, least: Resources, want: int, room: dict[str, int]) -> bool:
         """A region where fewer than ``want`` pods, each taking at least ``least``, fit by the nodes' free
@@ -540,20 +769,17 @@ class Greedy:
         """Volcano's HyperNode pre-filter for a job with nothing allocated yet (``isEligibleHyperNode``, asked
         by allocate with the sub-job's minimum: the summed requests of all its pending pods, not only
         minAvailable's): a region is searched only when the free room its nodes had at the session's start,
-        summed, covers that sum on every resource. None: it does; else which resource falls short."""
-        need: dict[str, int] = defaultdict(int)
+        summed, covers that sum on every resource. None: it does; else which resource falls short. A
+        partitioned job's own search is asked with the PodGroup's minResources instead (the first
+        minAvailable pods' requests: the job controller's), each partition's with its pending pods."""
         pods = self.ctx.pods[job.key]
-        for t, i, _r in self.steps(job):
-            for r, v in pods[t][i].requests.items():
-                if r != "pods":
-                    need[r] += v
-        free = self.ctx.capacity.free
-        for r in sorted(need):
-            have = sum(free[n].get(r, 0) for n in region.nodes)
-            if need[r] > have:
-                return (f"its nodes' free {r} summed ({have}) is short of all {len(self.steps(job))} pending pods' "
-                        f"{need[r]} (Volcano's HyperNode pre-filter)")
-        return None
+        steps = self.steps(job)
+        if partitioned(job):
+            steps = steps[:max(self.ctx.need(job)[1], 1)]
+            return room_short(self.ctx.capacity.free, region, [pods[t][i] for t, i, _r in steps],
+                              f"its first {len(steps)} pending pods' (minResources)")
+        return room_short(self.ctx.capacity.free, region, [pods[t][i] for t, i, _r in steps],
+                          f"all {len(steps)} pending pods'")
 
     def region_score(self, region: Region, request: Resources) -> Fraction:
         """The network-topology-aware plugin's HyperNode binpack score (``getSubJobHyperNodeBinPackingScore``,
@@ -562,6 +788,8 @@ class Greedy:
         request overflows the HyperNode on one of them. ``used``: the state before the dry run (Volcano
         scores after discarding it); ``request``: every pod of the job (or of the partition), running ones
         included, as the plugin sums its sub-job's tasks."""
+        if not self.ctx.scheduler.hyper_node_order:
+            return Fraction(0)  # the plugin's enabledHyperNodeOrder false: no plugin scores a HyperNode
         alloc, used = self.hyper_use(region.nodes)
         weights = self.ctx.region_weights
         return hyper_binpack(request, alloc, used, weights) * 100 * weights.weight
@@ -598,7 +826,8 @@ class Greedy:
                     "networkTopology hard)"))
             return JobPlacement(**base, admitted=False, reason=f"no HyperNode{limit} exists (networkTopology hard)")
         held_at = self.ctx.held_nodes.get(job.key, frozenset())
-        turned = topo and not partitioned(job)
+        turned = topo
+        parted = partitioned(job)
         if turned:  # Volcano's gradient: beside running pods, any region inside the search root
             regions = self.turn_regions(job, held_at)
         failures: list[str | None] = []
@@ -618,10 +847,13 @@ class Greedy:
                     failures.append(None)
                     continue
                 stmt = Statement(self.state)
-                bindings, short = self.dry_run(job, region, stmt)
+                parts: list[Fraction] = []
+                bindings, short = self.dry_run(job, region, stmt, scores=parts)
                 stmt.discard()
                 if short is None:
-                    score = self.region_score(region, job.total_requests()) if topo else Fraction(0)
+                    # a partitioned job's HyperNode scores the sum of its partitions' (Volcano's sub-jobs')
+                    score = (sum(parts, Fraction(0)) if parted else self.region_score(region, job.total_requests())
+                             ) if topo else Fraction(0)
                     found.append((score, region.hyper_node or "", region, bindings))
                 else:
                     failures.append(short)
@@ -632,6 +864,7 @@ class Greedy:
                 for b in bindings:
                     stmt.allocate(pods[b.task][b.index], b.node, job.queue)
                 if turned:  # the lowest region holding its pods, running ones too (beside which it may land)
+                    self.allocated_hn[job.key] = self.lca(self.start_near(job).allocated, region.hyper_node or ROOT)
                     region = self.enclosing(job, frozenset(b.node for b in bindings) | held_at)
                 self.region_of[job.key] = region
                 where = f" in {region.label}" if topo else ""
@@ -651,8 +884,8 @@ class Greedy:
         """One more pod of an admitted job, as allocate's next turn of a ready job places one: the job's
         remaining pods in gang order, each to its best node in the job's region; a pod that fits nowhere
         is dropped (Volcano pops it); None when none fits. Commits."""
-        if job.network_topology is not None and not partitioned(job):
-            return self.extend_topology(job, jp)
+        if job.network_topology is not None:
+            return self.extend_partitioned(job, jp) if partitioned(job) else self.extend_topology(job, jp)
         region = self.region_of[jp.key]
         done = {(b.task, b.index) for b in jp.bindings}
         pods = self.ctx.pods[job.key]
@@ -666,7 +899,7 @@ class Greedy:
                 held = self.ctx.held.get(job.key, {}).get(task, frozenset())
                 members = partition_pending(tasks[task], part, held)
                 self.dropped.update((job.key, task, k) for k in members)
-                got, _why = self.place_partition(job, tasks[task], part, region, Statement(self.state))
+                got, _why, _score = self.place_partition(job, tasks[task], part, region, Statement(self.state))
                 if got is None:
                     continue
                 bindings = sorted((*jp.bindings, *got), key=lambda b: (task_pos(job, b.task), b.index))
@@ -685,6 +918,67 @@ class Greedy:
                                          "reason": placed_reason(self.ctx, job, len(bindings), where)})
         return None
 
+    def extend_partitioned(self, job: VCJob, jp: JobPlacement) -> JobPlacement | None:
+        """One more turn of an admitted partitioned job with a topology, as Volcano's next turn of it searches
+        the job's HyperNodes again (``turn_regions`` from the region holding its pods so far, lowest tier
+        first) and in each places the next sub-job that fits there: its remaining partitions in gang order, each
+        whole (``place_partition``), or a pod of a task without partitions. Among the regions of the lowest tier
+        where one fits, the best score (the partition's; a pod's 0), then the name; the partitions and pods tried
+        before it there are dropped (Volcano pops them), all of them when none fits anywhere (None). The job's
+        region widens to the lowest one holding its pods. Commits."""
+        current = self.region_of[jp.key]
+        done = {(b.task, b.index) for b in jp.bindings}
+        pods = self.ctx.pods[job.key]
+        tasks = {t.name: t for t in job.tasks}
+        units: list[tuple[str, int, bool]] = []  # (task, partition or replica index, a whole partition)
+        for t, i, _r in self.steps(job):
+            if (t, i) in done or (job.key, t, i) in self.dropped:
+                continue
+            pp = tasks[t].partition_policy
+            unit = (t, pp.of(i), True) if pp is not None else (t, i, False)
+            if unit not in units:
+                units.append(unit)
+
+        def members(unit: tuple[str, int, bool]) -> list[tuple[str, int]]:
+            t, k, whole = unit
+            pp = tasks[t].partition_policy
+            if not whole or pp is None:
+                return [(t, k)]
+            return [(t, i) for i in partition_pending(tasks[t], k, self.ctx.held.get(job.key, {}).get(t, frozenset()))]
+
+        for _tier, group in groupby(self.turn_regions(job, current.nodes), key=lambda rg: rg.tier):
+            found: list[tuple[Fraction, str, Region, int, list[Binding]]] = []
+            for region in group:
+                stmt = Statement(self.state)
+                for k, unit in enumerate(units):
+                    t, x, whole = unit
+                    if whole:
+                        got, _why, score = self.place_partition(job, tasks[t], x, region, stmt)
+                    else:
+                        node, _why = self.best_node(pods[t][x], self.nodes(region), job.queue)
+                        got, score = ([Binding(task=t, index=x, node=node)] if node else None), Fraction(0)
+                    if got is not None:
+                        found.append((score, region.hyper_node or "", region, k, got))
+                        break
+                stmt.discard()
+            if found:
+                found.sort(key=lambda f: (-f[0], f[1]))
+                _score, _name, region, k, got = found[0]
+                for unit in units[:k + 1]:
+                    self.dropped.update((job.key, t, i) for t, i in members(unit))
+                stmt = Statement(self.state)
+                for b in got:
+                    stmt.allocate(pods[b.task][b.index], b.node, job.queue)
+                self.allocated_hn[job.key] = self.lca(self.start_near(job).allocated, region.hyper_node or ROOT)
+                wider = self.region_of[job.key] = self.enclosing(job, current.nodes | {b.node for b in got})
+                bindings = sorted((*jp.bindings, *got), key=lambda b: (task_pos(job, b.task), b.index))
+                return jp.model_copy(update={
+                    "bindings": tuple(bindings), "hyper_node": wider.hyper_node, "tier": wider.tier,
+                    "reason": placed_reason(self.ctx, job, len(bindings), f" in {wider.label}")})
+        for unit in units:
+            self.dropped.update((job.key, t, i) for t, i in members(unit))
+        return None
+
     def extend_topology(self, job: VCJob, jp: JobPlacement) -> JobPlacement | None:
         """One more pod of an admitted topology job, as Volcano's next turn of it searches the HyperNodes
         again: the regions of ``turn_regions`` from the region holding its pods so far, lowest tier first; in
@@ -701,8 +995,9 @@ class Greedy:
             found: list[tuple[Fraction, str, Region, int, str]] = []
             for region in group:
                 nodes = self.nodes(region)
+                near = self.start_near(job, jp.bindings)
                 for k, (t, i) in enumerate(left):
-                    node, _why = self.best_node(pods[t][i], nodes, job.queue)
+                    node, _why = self.best_node(pods[t][i], nodes, job.queue, near=near)
                     if node is not None:
                         found.append((self.region_score(region, request), region.hyper_node or "", region, k, node))
                         break
@@ -712,6 +1007,7 @@ class Greedy:
                 self.dropped.update((job.key, t, i) for t, i in left[:k + 1])
                 task, i = left[k]
                 Statement(self.state).allocate(pods[task][i], node, job.queue)
+                self.allocated_hn[job.key] = self.lca(self.start_near(job).allocated, region.hyper_node or ROOT)
                 wider = self.region_of[job.key] = self.enclosing(job, current.nodes | {node})
                 bindings = sorted((*jp.bindings, Binding(task=task, index=i, node=node)),
                                   key=lambda b: (task_pos(job, b.task), b.index))

@@ -8,9 +8,11 @@ none (the sub-job's statement is kept only when it is ready, ``subGroupSize`` po
 ``highestTierAllowed`` (hard), inside the job's own HyperNode; soft, or without one, anywhere in the job's
 region. The gang is ready only with ``minPartitions`` whole partitions (the gang plugin's
 CheckSubJobReady), besides minAvailable and the tasks' minimums (a partitioned task's minimum defaults to
-``minPartitions × partitionSize``). ``partition_regions`` lists where one partition may go, lowest tier
-first (Volcano's HyperNode gradient for a sub-job), ``partition_shortfall`` says why the whole partitions do
-not make the gang ready, ``partition_violations`` checks a plan's bindings against these rules.
+``minPartitions × partitionSize``). ``partition_regions`` lists where one partition may lie (the rule the exact
+model and the validator hold), ``partition_gradient`` where the greedy's allocate searches it, lowest tier first
+(Volcano's HyperNode gradient for a sub-job, its soft topology rewritten to hard), ``partition_shortfall``
+says why the whole partitions do not make the gang ready, ``partition_violations`` checks a plan's bindings
+against these rules.
 
 Where this departs from Volcano: partitions are tried in index order (Volcano: its SubJobOrderFn, the
 required sub-jobs first); the running pods of a partition count for it but are never moved; a job with a
@@ -78,6 +80,58 @@ def partition_regions(snap: Snapshot, task: JobTask, region: Region, running: It
            and topo.members[h]]
     if nt.mode == "soft":
         out = [r for r in out if r.nodes != region.nodes] + [region]
+    return out
+
+
+def partition_search_limit(job: VCJob, task: JobTask, snap: Snapshot) -> int | None:
+    """The tier limit of a partition's HyperNode search (Volcano's session rewrites a sub-job's soft topology to
+    hard): hard, its own ``highestTierAllowed`` (None: any tier, as ``partition_regions``); soft, the job's
+    (a hard job's ``highestTierAllowed``, else the virtual root's tier: the whole cluster)."""
+    pp = task.partition_policy
+    assert pp is not None and pp.network_topology is not None
+    if pp.network_topology.mode == "hard":
+        return pp.network_topology.highest_tier_allowed
+    nt = job.network_topology
+    if nt is not None and nt.mode == "hard" and nt.highest_tier_allowed is not None:
+        return nt.highest_tier_allowed
+    return snap.topology.top_tier
+
+
+def partition_gradient(snap: Snapshot, job: VCJob, task: JobTask, region: Region,
+                       allocated: Iterable[str] = ()) -> list[Region]:
+    """Where allocate searches one partition inside the job's HyperNode ``region``, lowest tier first, then by
+    name (Volcano's HyperNode gradient for a sub-job, ``hyperNodeGradientFn`` from ``getSearchRoot``): without
+    a topology of its own, the region alone; else every HyperNode of tier ≤ ``partition_search_limit`` inside
+    the search root, the root too, and the whole cluster when the root is the whole cluster and the limit
+    reaches the virtual root's tier. The root: the region while none of the partition's pods is allocated;
+    else (``allocated``: the nodes its running pods are on) the highest HyperNode within the limit holding
+    them, cut to the region (the region when it lies below that HyperNode; nothing when the two do not
+    nest), so the partition's new pods may go beside its running ones, not only into the HyperNode that
+    holds them. The allocate pre-filter is the greedy's (``Greedy.place_partition``)."""
+    pp = task.partition_policy
+    if pp is None or pp.network_topology is None:
+        return [region]
+    topo = snap.topology
+    limit = partition_search_limit(job, task, snap)
+    everything = frozenset(snap.nodes)
+    held = frozenset(allocated)
+    root = region.nodes
+    if held:
+        if limit is not None and limit >= topo.top_tier:
+            widest = everything
+        else:
+            above = topo.enclosing(held, limit)
+            if not above:
+                return []
+            widest = topo.members[max(above, key=lambda h: (topo.hyper_nodes[h].tier, h))]
+        if widest <= root:
+            root = widest
+        elif not root <= widest:
+            return []
+    out = [Region(h, topo.hyper_nodes[h].tier, topo.members[h]) for h in topo.regions(limit)
+           if h in topo.hyper_nodes and topo.members[h] and topo.members[h] <= root]
+    if root == everything and limit is not None and limit >= topo.top_tier:
+        out.append(Region(None, topo.top_tier, everything))
     return out
 
 
