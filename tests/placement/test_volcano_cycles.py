@@ -381,3 +381,24 @@ def test_the_validator_on_a_topology_jobs_reclaim() -> None:
         namespace="default", name="t-0", node="tiny", reason="reclaim"))}) if x.key == jp.key else x
         for x in plan.jobs)})
     assert any("none of its pods could go" in v for v in placement_violations(small, list(small.jobs.values()), far))
+
+
+# ---- preempt evicts until the queue may take the pod too --------------------------------------------------
+
+# One node n0 of 8 GPUs; queue q runs x-0 (low, 4 GPUs, minMember 0) there; j (high) wants 4 GPUs. n0 has room
+# for j; whether q does is its capability. Volcano's preempt (``normalPreempt``) evicts in victim order until
+# ``ssn.Allocatable(queue, preemptor)`` and the node's room both hold, so x-0 goes when q is at its capability
+# (its eviction frees q's room); with room in q, allocate places j and nothing goes.
+PREEMPT_QUEUE = [  # (what, q's GPU capability, j admitted, victims)
+    ("the node has room, the queue not: a pod of the queue goes", 4, True, ["x-0"]),
+    ("the queue has room too: allocate places it", 8, True, []),
+]
+
+
+@pytest.mark.parametrize(("what", "cap", "admitted", "victims"), PREEMPT_QUEUE, ids=[c[0] for c in PREEMPT_QUEUE])
+def test_preempt_evicts_until_the_queue_may_take_the_pod(what: str, cap: int, admitted: bool,
+                                                         victims: list[str]) -> None:
+    objs = [*CLASSES, node("n0", 8), queue("q", capability={GPU: cap}), *running("x", "q", [("n0", 4)], "low", 0),
+            vcjob("j", "q", [job_task("w", 1, 4)], priority_class_name="high")]
+    got = outcome(plans(objs, solvers=("greedy", "auto"))["greedy"])
+    assert got["j"] == (admitted, "preempt" if victims else "", victims)

@@ -19,9 +19,9 @@ its last evictions).
 
 Where the plan's shape cannot say what Volcano did, the cycles stop and the plan of the last cycle it
 can say stands: a job pipelined in the last cycle on other nodes than those of victims it evicted in an
-earlier cycle, a job whose victims would mix preempt and reclaim, a pod optplan itself placed in an earlier cycle becoming a victim
-(it is no running pod of the snapshot), or any plan the validator refuses. ``MAX_CYCLES`` bounds the loop (each cycle
-that goes on evicts, so it ends anyway)."""
+earlier cycle, a job whose victims would mix preempt and reclaim, a pod optplan itself placed in an earlier
+cycle becoming a victim (it is no running pod of the snapshot), or any plan the validator refuses.
+``MAX_CYCLES`` bounds the loop (each cycle that goes on evicts, so it ends anyway)."""
 
 from __future__ import annotations
 

@@ -884,12 +884,13 @@ class Greedy:
 
     def evict_for(self, pod: Pod, nodes: list[str], job: VCJob, stmt: Statement, rules: Rules) -> str | None:
         """Volcano's preempt and reclaim for one pod (``actions/preempt``, ``actions/reclaim``): the nodes in
-        ``preempt_order``; reclaim passes over a node without a pod of another reclaimable queue (even one
-        with room); on each node the victims the tiers allow (``tier_victims``, maybe none), when they and
-        the node's room together fit the pod (``could_fit``), go one by one in victim order until the node
-        has room for the pod ("just enough", none when it has already: Volcano's walk looks at the node's
-        room only); the pod must then fit its queues too (else the node's evictions are undone: Volcano
-        would place it past an ancestor's realCapability, optplan does not take victims for queue room);
+        ``preempt_order`` (reclaim: ``reclaim_order``); reclaim passes over a node without a pod of another
+        reclaimable queue (even one with room); on each node the victims the tiers allow (``tier_victims``, maybe
+        none), when they and the node's room together fit the pod (``could_fit``), go one by one in victim order until
+        the node has room for the pod ("just enough", none when it has already) — preempt also until the pod's queue
+        may take it (``ssn.Allocatable``: its victims are of that queue and free its room too), reclaim looks at the
+        node's room only; the pod must then fit its queues too (else the node's evictions are undone: Volcano's
+        reclaim would place it past an ancestor's realCapability, optplan does not take victims for queue room there);
         else the next node."""
         walk = self.preempt_order(pod, nodes, job) if rules.reason == "preempt" else self.reclaim_order(pod, nodes)
         for n in walk:
@@ -901,8 +902,9 @@ class Greedy:
             if not self.could_fit(pod, n, victims):
                 continue
             mark = stmt.mark()
-            for c in victims:  # just enough: until the node has room (Volcano never evicts for queue room)
-                if self.state.cap.fit_reason(pod, n) is None:
+            for c in victims:  # just enough: until the node has room — and, preempt, the queue too
+                if self.state.cap.fit_reason(pod, n) is None and (
+                        rules.reason != "preempt" or self.state.queues.fit_reason(job.queue, pod.requests) is None):
                     break
                 if self.may_take(c):
                     stmt.evict(c.pod, c.node, c.queue, c.group)

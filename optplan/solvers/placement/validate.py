@@ -144,7 +144,8 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
             else:
                 out.extend(_victim_violations(snap, job, jp, cat, tree, accounts, allocated, taken, evicted,
                                               safety, placed_groups))
-                out.extend(_more_than_enough(snap, job, jp, cap))
+                if not _queue_held_back(job, jp, tree, accounts, allocated):
+                    out.extend(_more_than_enough(snap, job, jp, cap))
             _free_victims(snap, jp, cat, tree, cap, allocated)
         pods = job_pods(job)
         running = held_pods(job, snap)
@@ -479,6 +480,26 @@ def _evict(c: Candidate, evicted: set[str], taken: Counter[str], queue_alloc: di
     taken[c.group] += 1
     for r, x in c.pod.requests.items():
         queue_alloc[c.queue][r] = queue_alloc[c.queue].get(r, 0) - x
+
+
+def _queue_held_back(job: VCJob, jp: JobPlacement, tree: QueueTree, accounts: dict[str, QueueAccount],
+                     allocated: dict[str, dict[str, int]]) -> bool:
+    """Preempt victims, and the job's queue (or an ancestor) could not take its pods before they go: Volcano's
+    preempt evicts until the queue may take the pod too (``ssn.Allocatable``), not only until the node has
+    room, so the node's room alone does not bound its victims (``_more_than_enough``)."""
+    if any(v.reason != "preempt" for v in jp.victims):
+        return False
+    pods = job_pods(job)
+    need: dict[str, int] = defaultdict(int)
+    for b in jp.bindings:
+        if b.task in pods and 0 <= b.index < len(pods[b.task]):
+            for r, x in pods[b.task][b.index].requests.items():
+                need[r] += x
+    for q in (job.queue, *tree.ancestors(job.queue)):
+        real = accounts[q].real_capability
+        if any(x > 0 and allocated[q].get(r, 0) + x > real.get(r, 0) for r, x in need.items() if r in real):
+            return True
+    return False
 
 
 def _more_than_enough(snap: Snapshot, job: VCJob, jp: JobPlacement, cap: Capacity) -> list[str]:
