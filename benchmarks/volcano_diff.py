@@ -18,7 +18,8 @@ documents (``NS.case.json``), snapshot and what Volcano did stay in ``--dir`` fo
 agreement per action and solver, and every disagreement with the case's seed and index (``--only I``
 reruns one case; ``--repeat K`` runs each case K times, to tell Volcano's nondeterminism from a rule: the
 summary then lists per action the cases where some run agrees or Volcano's own outcome varies, and those
-where every run disagrees the same way).
+where every run disagrees the same way; ``--scheduler-v 5`` keeps vc-scheduler's node list and every
+action's node walk in its log, to see which order decided).
 """
 
 from __future__ import annotations
