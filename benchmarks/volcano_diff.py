@@ -18,7 +18,8 @@ documents (``NS.case.json``), snapshot and what Volcano did stay in ``--dir`` fo
 agreement per action and solver, and every disagreement with the case's seed and index (``--only I``
 reruns one case; ``--repeat K`` runs each case K times, to tell Volcano's nondeterminism from a rule: the
 summary then lists per action the cases where some run agrees or Volcano's own outcome varies, and those
-where every run disagrees the same way).
+where every run disagrees the same way; ``--scheduler-v 5`` keeps vc-scheduler's node list and every
+action's node walk in its log, to see which order decided).
 """
 
 from __future__ import annotations
@@ -122,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parallel", type=int, default=1,
                     help="run this many clusters at once (one control plane each, about 1 GiB apiece), the "
                          "cases shared round-robin")
+    ap.add_argument("--scheduler-v", type=int, default=0,
+                    help="vc-scheduler's log level (its -v; 4 logs every node each predicate call tries, in order, "
+                         "to WORKDIR/cluster*/logs/vc-scheduler.log); the cluster's own by default")
     ap.add_argument("--shard", default="", help=argparse.SUPPRESS)  # K/N: this worker's share (--parallel)
     args = ap.parse_args(argv)
     # a background run ignores SIGINT: SIGTERM ends it through the finally blocks (the cluster stopped)
@@ -142,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"real-cluster binaries missing (hack/cluster/build.sh): {absent[0]}", file=sys.stderr)
             return 2
         cluster = Cluster(work / ("cluster" + (f"-{args.shard.split('/')[0]}" if args.shard else "")))
+        if args.scheduler_v:
+            _log_level(cluster, args.scheduler_v)
         cluster.start()
         cluster.apply(priority_classes())
         print(f"cluster up in {time.monotonic() - started:.0f} s ({work})", file=sys.stderr)
@@ -225,6 +231,12 @@ def _parallel(args: argparse.Namespace, argv: list[str]) -> int:
                 p.terminate()
         for p in procs:
             p.wait()
+
+
+def _log_level(cluster: Cluster, level: int) -> None:
+    """vc-scheduler started at log level ``level`` (every later ``start_scheduler``)."""
+    plain = cluster.scheduler_args
+    cluster.scheduler_args = lambda: [a if not a.startswith("-v=") else f"-v={level}" for a in plain()]  # type: ignore[method-assign]
 
 
 def place_here(snapshot: Path, solver: str) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from optplan.adapters.kubefile import load_objects
-from optplan.models.placement import BinpackWeights, PlacementPlan
+from optplan.models.placement import BinpackWeights, PlacementPlan, Victim
 from optplan.models.schedconf import SchedulerConf
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.placement.binpack import hyper_binpack
@@ -319,3 +319,86 @@ def test_preempts_pass_within_a_job_pipelines_what_fits(what: str, pc: str, admi
             vcjob("j", "q", [job_task("w", 2, 4)], priority_class_name=pc)]
     got = outcome(plans(objs, solvers=("greedy",))["greedy"])
     assert got["j"][0] is admitted and got["j"][2] == victims
+
+
+# ---- reclaim for a job with a network topology: every node, no HyperNode step ----------------------------
+
+# Racks ra (a0, a1) and rb (b0, b1) under the spine top (tier 2), 4-GPU nodes. a0 runs a pod of the job's own
+# queue q (no reclaimee); a1, b0 and b1 each a pod of queue o (deserved 0: reclaimable). j: two pods of 4 GPUs,
+# minAvailable 1. Volcano's reclaim (``reclaimForTask``) walks every node in node-list order, no HyperNode
+# step, and evicts for one pod (the job is then pipelined); the next cycle's allocate searches only the
+# HyperNodes whose free room holds all its pending pods (8 GPUs), and reclaim runs again while none does:
+# a1's pod goes in cycle 1, b0's in cycle 2 — the spine then holds both freed nodes; under a tier-1 limit
+# neither rack does, b1's pod goes in cycle 3, and j lands in rb: a1's room stays unused. Without a network
+# topology, cycle 1's reclaim places j at once (the pipelined pod is the next allocate's).
+def topology_reclaim(network_topology: dict[str, Any] | None) -> list[Any]:
+    return [*CLASSES, node("a0", 4), node("a1", 4), node("b0", 4), node("b1", 4), queue("q", deserved={GPU: 16}),
+            queue("o", deserved={GPU: 0}), hypernode("ra", 1, ["a0", "a1"]), hypernode("rb", 1, ["b0", "b1"]),
+            hypernode("top", 2, ["ra", "rb"], kind="HyperNode"),
+            *running("mine", "q", [("a0", 4)], "low", 1), *running("va", "o", [("a1", 4)], "low", 1),
+            *running("vb", "o", [("b0", 4)], "low", 1), *running("vc", "o", [("b1", 4)], "low", 1),
+            vcjob("j", "q", [job_task("w", 2, 4)], min_available=1, priority_class_name="mid",
+                  network_topology=network_topology)]
+
+
+TOPOLOGY_RECLAIM = [  # (what, networkTopology, where j lands (its HyperNode), its nodes, its victims)
+    ("tier 2: the spine holds a1 and b0", {"mode": "hard", "highestTierAllowed": 2}, "top", ["a1", "b0"],
+     ["va-0", "vb-0"]),
+    ("tier 1: a third cycle frees rack b", {"mode": "hard", "highestTierAllowed": 1}, "rb", ["b0", "b1"],
+     ["va-0", "vb-0", "vc-0"]),
+    ("no network topology: cycle 1 places it", None, None, ["a1"], ["va-0"]),
+]
+
+
+@pytest.mark.parametrize(("what", "nt", "hyper", "nodes", "victims"), TOPOLOGY_RECLAIM,
+                         ids=[c[0] for c in TOPOLOGY_RECLAIM])
+def test_reclaim_walks_every_node_for_a_topology_job(what: str, nt: dict[str, Any] | None, hyper: str | None,
+                                                     nodes: list[str], victims: list[str]) -> None:
+    got = plans(topology_reclaim(nt), solvers=("greedy", "auto"))
+    jp = got["greedy"].job("default/j")
+    assert jp.admitted and jp.hyper_node == hyper
+    assert sorted(b.node for b in jp.bindings) == nodes
+    assert sorted(v.name for v in jp.victims) == victims and {v.reason for v in jp.victims} == {"reclaim"}
+
+
+def test_the_validator_on_a_topology_jobs_reclaim() -> None:
+    """Victims away from where a topology job lands are its reclaim's, earlier cycles' (lenient: no job need
+    take their room); the same plan placed in the first cycle (no cycle before it) is refused: its victim
+    a1 is where it places no pod. A job placed by a later cycle's allocate keeps victims only on nodes one of
+    its pods could have gone to."""
+    objs = topology_reclaim({"mode": "hard", "highestTierAllowed": 1})
+    snap = load_objects(objs).snapshot
+    plan = plans(objs, solvers=("greedy",))["greedy"]
+    assert placement_violations(snap, list(snap.jobs.values()), plan) == []
+    jp = plan.job("default/j")
+    first = plan.model_copy(update={"jobs": tuple(x.model_copy(update={"step": 2}) if x.key == jp.key else x
+                                                 for x in plan.jobs)})
+    assert any("where the job places no pod" in v for v in placement_violations(snap, list(snap.jobs.values()),
+                                                                                first))
+    small = load_objects([*topology_reclaim({"mode": "hard", "highestTierAllowed": 1}),
+                          node("tiny", 2), *running("t", "o", [("tiny", 2)], "low", 1)]).snapshot
+    far = plan.model_copy(update={"jobs": tuple(x.model_copy(update={"victims": (*x.victims, Victim(
+        namespace="default", name="t-0", node="tiny", reason="reclaim"))}) if x.key == jp.key else x
+        for x in plan.jobs)})
+    assert any("none of its pods could go" in v for v in placement_violations(small, list(small.jobs.values()), far))
+
+
+# ---- preempt evicts until the queue may take the pod too --------------------------------------------------
+
+# One node n0 of 8 GPUs; queue q runs x-0 (low, 4 GPUs, minMember 0) there; j (high) wants 4 GPUs. n0 has room
+# for j; whether q does is its capability. Volcano's preempt (``normalPreempt``) evicts in victim order until
+# ``ssn.Allocatable(queue, preemptor)`` and the node's room both hold, so x-0 goes when q is at its capability
+# (its eviction frees q's room); with room in q, allocate places j and nothing goes.
+PREEMPT_QUEUE = [  # (what, q's GPU capability, j admitted, victims)
+    ("the node has room, the queue not: a pod of the queue goes", 4, True, ["x-0"]),
+    ("the queue has room too: allocate places it", 8, True, []),
+]
+
+
+@pytest.mark.parametrize(("what", "cap", "admitted", "victims"), PREEMPT_QUEUE, ids=[c[0] for c in PREEMPT_QUEUE])
+def test_preempt_evicts_until_the_queue_may_take_the_pod(what: str, cap: int, admitted: bool,
+                                                         victims: list[str]) -> None:
+    objs = [*CLASSES, node("n0", 8), queue("q", capability={GPU: cap}), *running("x", "q", [("n0", 4)], "low", 0),
+            vcjob("j", "q", [job_task("w", 1, 4)], priority_class_name="high")]
+    got = outcome(plans(objs, solvers=("greedy", "auto"))["greedy"])
+    assert got["j"] == (admitted, "preempt" if victims else "", victims)

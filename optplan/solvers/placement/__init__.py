@@ -89,21 +89,25 @@ victims for a job, its pass within the job follows (Volcano's "preemption betwee
 job's pods one by one on nodes where they fit, kept for the cycle (``Greedy.pipeline_free``), so that its
 reclaim only has to place the rest.
 
-*Node order for victims* (Volcano's ``preempt``: ``PredicateNodes``, ``PrioritizeNodes``,
-``SortNodes``): the region's nodes that pass the static predicates, by the pod's binpack score on each
-node highest first — ``binpack_score`` with the run's ``BinpackWeights``, on the node's free room as
-the dry run stands before this pod's evictions (so a node where a weighted resource would overflow
-scores 0, and resources without a weight, GPUs by default, do not count) — plus, for preempt and a job
-without a network topology, the network-topology-aware plugin's score (``binpack.normal_pod_score``: per
-tier the binpack of the node's HyperNode, fading 0.8 a tier) — ties by node name. Where
-this departs from Volcano: (1) the nodeorder plugin does not score (Volcano adds leastrequested,
-balancedresource, node affinity, ...); (2) ties go to the name, where Volcano
-keeps its node list's order (unspecified); (3) a pod evicted earlier in the dry run counts as free
-room, where Volcano still counts a releasing pod as used until it is gone (its score, not its
-fit: both use future idle room); (4) the same order serves reclaim, whose nodes Volcano walks in
-session order, unscored; (5) victims come from the job's region only (a topology job's pods stay in
-one HyperNode), where Volcano's preempt considers every node; (6) the evictions on a node that still
-leave the pod without room are undone, where Volcano keeps them in the statement.
+*Node order for victims* (Volcano's ``preempt``: ``PredicateNodes``, ``PrioritizeNodes``, ``SortNodes``; its
+``reclaim`` walks ``PredicateNodes``' list unscored, ``Greedy.reclaim_order``): every walk starts from
+vc-scheduler's node list, which optplan takes by name (``greedy.node_list``: Volcano's is the informer's
+initial list as a Go map hands it over, the names rotated at random, a fresh rotation each time vc-scheduler
+starts, reordered further by parallel workers). Preempt: the region's nodes that pass the static predicates,
+by the pod's binpack score on each node highest first — ``binpack_score`` with the run's ``BinpackWeights``,
+on the node's free room as the dry run stands before this pod's evictions (so a node where a weighted
+resource would overflow scores 0, and resources without a weight, GPUs by default, do not count) — plus, for
+preempt and a job without a network topology, the network-topology-aware plugin's score
+(``binpack.normal_pod_score``: per tier the binpack of the node's HyperNode, fading 0.8 a tier) — ties by
+node name. Where this departs from Volcano: (1) the nodeorder plugin does not score (Volcano adds
+leastrequested, balancedresource, node affinity, ...); (2) ties go to the name, where Volcano keeps its node
+list's order (random, above); (3) a pod evicted earlier in the dry run counts as free room, where Volcano
+still counts a releasing pod as used until it is gone (its score, not its fit: both use future idle room);
+(4) the exact model's one-shot reference (``evict.plan_victims`` without ``cycles``) takes a topology
+job's reclaim victims from its region only, where Volcano's reclaim walks every node — the greedy's cycles
+do walk every node (``Greedy.victim_regions``) and leave the job to a later cycle's allocate; (5) the
+evictions on a node that still leave the pod without room are undone, where Volcano keeps them in the
+statement; (6) reclaim takes no victims for a queue's room (preempt does, ``Greedy.evict_for``).
 
 *Volcano's plugin tiers* (``tiers``; the only victim rules): which pods of a node may go is the tiers' answer
 for the pod (the first tier, priority ∩ gang ∩ conformance, decides when it offers any; else drf for preempt,
@@ -133,9 +137,12 @@ evict and only pipeline the starving jobs' pods, the next cycle's allocate gives
 and job order. The greedy runs cycles (allocate, then the victims above, on the snapshot the cycle before
 left) until one evicts nothing; the plan is the cluster then: per job the pods allocate placed over all
 cycles, each victim under the job whose action evicted it — a job not admitted keeps the victims whose
-room went to jobs before it (its reason says so). Where the plan cannot say a cycle's outcome (a pod
-placed in an earlier cycle becoming a victim, a job admitted away from its earlier victims), the cycles
-stop at the last one it can say.
+room went to jobs before it (its reason says so), a job a later cycle's allocate placed away from its
+earlier victims keeps them (the validator checks such victims as a waiting job's, on nodes one of its
+pods could have gone to), and a job with a network topology whose reclaim walked every node waits for a
+later cycle's allocate. Where the plan cannot say a cycle's outcome (a pod placed in an earlier cycle
+becoming a victim, a job pipelined in the last cycle away from its earlier victims), the cycles stop at
+the last one it can say.
 
 **Exact** (``cpsat`` with ``victims_cpsat``): placements and victims of all jobs decided
 jointly — a running pod may be evicted only for an admitted job that lands on its node and that the tiers

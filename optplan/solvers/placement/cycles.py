@@ -9,16 +9,19 @@ running, in their PodGroup, its victims gone) with the jobs that still have pods
 whole is no longer one of them: its pods may be victims as any running pod). The plan (``merge``)
 lists, per job, the pods allocate placed over all cycles (and, for the last cycle, its pipelined
 placements), and each victim under the job whose action evicted it — a job the plan does not admit
-when the next cycle's allocate gave the room to jobs before it (Volcano evicts them all the same).
+when the next cycle's allocate gave the room to jobs before it (Volcano evicts them all the same), a job
+a later cycle's allocate placed on other room than its victims freed, and a job with a network topology
+whose reclaim walked every node (``evict.plan_victims``: it is placed by a later cycle's allocate under
+its limit, or not at all).
 ``JobPlacement.step`` keeps the cycles apart for the validator's replay (cycle 1's allocate first; then
 by cycle, and within one its preempt pass before its reclaim pass; a job not admitted at the step of
 its last evictions).
 
 Where the plan's shape cannot say what Volcano did, the cycles stop and the plan of the last cycle it
-can say stands: a job admitted on other nodes than those of victims it evicted in an earlier cycle, a
-job whose victims would mix preempt and reclaim, a pod optplan itself placed in an earlier cycle becoming a victim
-(it is no running pod of the snapshot), or any plan the validator refuses. ``MAX_CYCLES`` bounds the loop (each cycle
-that goes on evicts, so it ends anyway)."""
+can say stands: a job pipelined in the last cycle on other nodes than those of victims it evicted in an
+earlier cycle, a job whose victims would mix preempt and reclaim, a pod optplan itself placed in an earlier
+cycle becoming a victim (it is no running pod of the snapshot), or any plan the validator refuses.
+``MAX_CYCLES`` bounds the loop (each cycle that goes on evicts, so it ends anyway)."""
 
 from __future__ import annotations
 
@@ -41,7 +44,7 @@ MAX_CYCLES = 8
 
 def one_cycle(ctx: Context) -> PlacementPlan:
     """One session: allocate, then preempt and reclaim (``plan_victims``) on the state allocate left."""
-    return plan_victims(ctx, greedy_place(ctx))
+    return plan_victims(ctx, greedy_place(ctx), cycles=True)
 
 
 def greedy_cycles(ctx: Context) -> PlacementPlan:
@@ -53,6 +56,8 @@ def greedy_cycles(ctx: Context) -> PlacementPlan:
     cycles: list[PlacementPlan] = [plan]
     cur, snap = ctx, ctx.snapshot
     best = plan
+    if any(jp.victims and not jp.admitted for jp in plan.jobs):  # a topology job's reclaim: as a cycle says it
+        best = merge(ctx, cycles) or plan
     for _k in range(2, MAX_CYCLES + 1):
         last = cycles[-1]
         if not any(jp.victims for jp in last.jobs):
@@ -133,9 +138,11 @@ def merge(ctx: Context, cycles: list[PlacementPlan]) -> PlacementPlan | None:
     lands: dict[str, set[str]] = {k: {b.node for b in bs} for k, bs in bound.items()}
     owners: dict[str, list[Victim]] = defaultdict(list)
     unplaced: dict[str, int] = {}  # a job not admitted -> the step of its last evictions
+    topo = {j.key for j in ctx.jobs if j.network_topology is not None}
+    last_pipelined = {k for k, first in cycle_of.items() if first == last and entry[k].after_evictions}
     for v, evictor, step in evictions:
-        if evictor in lands and v.node not in lands[evictor]:
-            return None  # admitted elsewhere: the plan cannot tell these victims from its own
+        if evictor in last_pipelined and v.node not in lands[evictor]:
+            return None  # pipelined elsewhere in the last cycle: the plan cannot tell these victims from its own
         owners[evictor].append(v)
         if evictor not in lands:
             unplaced[evictor] = step
@@ -150,11 +157,15 @@ def merge(ctx: Context, cycles: list[PlacementPlan]) -> PlacementPlan | None:
             if jp.admitted:
                 return None
             if victims:
-                jp = jp.model_copy(update={
-                    "victims": victims, "after_evictions": True, "step": unplaced[job.key],
-                    "reason": f"{jp.reason}; its {victims[0].reason} in scheduling cycle "
-                              f"{unplaced[job.key] // CYCLE_STEPS} evicted {len(victims)} pods, whose room the "
-                              "next cycle's allocate gave to jobs before it"})
+                k = unplaced[job.key] // CYCLE_STEPS
+                if job.key not in topo:
+                    why = (f"its {victims[0].reason} in scheduling cycle {k} evicted {len(victims)} pods, whose room "
+                           "the next cycle's allocate gave to jobs before it")
+                else:  # reclaim without a HyperNode step (``evict.topology_reclaim_text``)
+                    why = f"its reclaim evicted {len(victims)} pods by scheduling cycle {k}" + (
+                        "" if k == last else ", and no later cycle's allocate placed it under its network topology")
+                jp = jp.model_copy(update={"victims": victims, "after_evictions": True, "step": unplaced[job.key],
+                                           "reason": f"{jp.reason}; {why}"})
             out.append(jp)
             continue
         bindings = sorted(bound[job.key], key=lambda b: (task_pos(job, b.task), b.index))

@@ -154,13 +154,26 @@ def victim_text(job: VCJob, n_bindings: int, region_label: str | None, reason: s
             f"(victim cost {cost})")
 
 
-def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
+def topology_reclaim_text(victims: int, cost: int) -> str:
+    """Why a job with a network topology is not placed though its reclaim evicted: Volcano's reclaim
+    pipelines its pods on any node (``reclaimForTask`` has no HyperNode step); the next scheduling cycle's
+    allocate places it under its network topology, or reclaims again."""
+    return (f"reclaim evicted {victims} pods on any node (victim cost {cost}; Volcano's reclaim has no HyperNode "
+            "step): the next scheduling cycle's allocate places it under its network topology")
+
+
+def plan_victims(ctx: Context, plan: PlacementPlan, cycles: bool = False) -> PlacementPlan:
     """Volcano's preempt action, then its reclaim action, each over every job the plan does not admit (in
     job order), on the state the jobs before it left: the admitted jobs' pods placed, earlier victims
     gone — so every starving job may preempt before any job reclaims, as vc-scheduler runs its actions in
     a cycle. A job that now fits without victims (room an earlier job's victims freed beyond its own need,
     or queue room they gave back) is placed there first, as Volcano's next allocate would. Jobs placed
-    by this pass are replayed after the evictions (``after_evictions``)."""
+    by this pass are replayed after the evictions (``after_evictions``). With ``cycles`` (one cycle of
+    ``cycles.greedy_cycles``), a job with a network topology that reclaims is not placed by it: its reclaim
+    walks every node (``Greedy.victim_regions``) and it keeps its victims, unadmitted
+    (``topology_reclaim_text``), for the next cycle's allocate. Without (the exact model's one-shot
+    reference, which has no next cycle) its victims are taken inside its candidate HyperNodes and it is
+    placed there, as the exact model places it."""
     if all(jp.admitted for jp in plan.jobs):
         return plan
     by_key = {j.key: j for j in ctx.jobs}
@@ -198,7 +211,8 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
                 chosen, gwhy = gang_evict(ctx, state, g, job, reason)
             else:
                 rules, why = job_rules(ctx, state, cat, job, cast(Reason, reason))
-                chosen, gwhy = (None, why) if rules is None else g.with_victims(job, rules, pre.get(jp.key, ()))
+                chosen, gwhy = (None, why) if rules is None else g.with_victims(job, rules, pre.get(jp.key, ()),
+                                                                               anywhere=cycles)
                 if chosen is None and reason == "preempt" and (free := g.pipeline_free(job)):
                     pre[jp.key] = free
             if chosen is None:
@@ -206,6 +220,13 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
                 continue
             apply_choice(ctx, state, job, chosen, pre.get(jp.key, ()))
             r = chosen.region
+            if cycles and reason == "reclaim" and job.network_topology is not None:  # pipelined anywhere
+                out[jp.key] = jp.model_copy(update={
+                    "reason": f"{jp.reason}; {topology_reclaim_text(len(chosen.victims), chosen.cost)}",
+                    "victims": _victims(chosen, reason), "after_evictions": True, "step": step})
+                done.add(jp.key)
+                evicting.append(job.queue)
+                continue
             text = victim_text(job, len(chosen.bindings), r.label if job.network_topology is not None else None,
                                reason, len(chosen.victims), chosen.cost)
             out[jp.key] = JobPlacement(namespace=job.namespace, name=job.name, queue=job.queue, admitted=True,
@@ -218,7 +239,7 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
     jobs = []
     for jp in plan.jobs:
         placed = out[jp.key]
-        if not placed.admitted and jp.key in cooling:
+        if not placed.admitted and not placed.victims and jp.key in cooling:
             said = notes[jp.key] + ([c] if (c := cooling[jp.key]) is not None else [])
             placed = jp.model_copy(update={"reason": f"{jp.reason}; no victims ({'; '.join(said)})"})
         jobs.append(placed)

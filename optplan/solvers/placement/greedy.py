@@ -45,6 +45,17 @@ from optplan.solvers.placement.tiers import node_victims, preemptee_refused
 from optplan.solvers.placement.victims import Candidate, Catalogue, Rules, dims, reclaimer_blocked
 
 
+def node_list(nodes: Iterable[str]) -> list[str]:
+    """vc-scheduler's node list (``ssn.NodeList``, the order ``PredicateNodes`` walks and keeps within a
+    score) as optplan takes it: by name. Volcano's is its cache's insertion order, the informer's initial
+    list as a Go map hands it over (``cache.Store.List`` of the watch-list's temporary store: the names in
+    key order, rotated at a random slot, a fresh one each time vc-scheduler starts), reordered further by
+    the node workers and ``PredicateNodes``' 16 goroutines; the rotation by name is its likeliest one.
+    Every walk of the greedy starts from it: allocate's best node and preempt's order keep it within a
+    score, reclaim walks it as it is."""
+    return sorted(nodes)
+
+
 def placed_reason(ctx: Context, job: VCJob, n: int, where: str) -> str:
     """'n of N pods placed[ in <region>][ (k beyond minAvailable m)]'; for a running gang, of its pending
     pods, next to its running ones."""
@@ -210,7 +221,7 @@ class Greedy:
         """The region's nodes by name: one list per region, so that the predicates' rows over it are cached."""
         out = self._nodes.get(region)
         if out is None:
-            out = self._nodes[region] = sorted(region.nodes)
+            out = self._nodes[region] = node_list(region.nodes)
         return out
 
     def kind(self, pod: Pod) -> tuple[tuple[tuple[str, int], ...], tuple[object, ...]]:
@@ -1162,16 +1173,23 @@ class Greedy:
                 scores[n] += self.hyper_score(pod, n)
         return sorted(ok, key=lambda n: (-scores[n], n))
 
+    def reclaim_order(self, pod: Pod, nodes: list[str]) -> list[str]:
+        """Volcano's reclaim node order (``reclaimForTask`` walks ``PredicateNodes``' list, scoring no node):
+        the nodes that pass the static predicates, in the order of ``nodes`` (a region's ``node_list``)."""
+        return [n for n, passes in zip(nodes, self.ctx.predicates.mask(pod, nodes), strict=True) if passes]
+
     def evict_for(self, pod: Pod, nodes: list[str], job: VCJob, stmt: Statement, rules: Rules) -> str | None:
         """Volcano's preempt and reclaim for one pod (``actions/preempt``, ``actions/reclaim``): the nodes in
-        ``preempt_order``; reclaim passes over a node without a pod of another reclaimable queue (even one
-        with room); on each node the victims the tiers allow (``tier_victims``, maybe none), when they and
-        the node's room together fit the pod (``could_fit``), go one by one in victim order until the node
-        has room for the pod ("just enough", none when it has already: Volcano's walk looks at the node's
-        room only); the pod must then fit its queues too (else the node's evictions are undone: Volcano
-        would place it past an ancestor's realCapability, optplan does not take victims for queue room);
+        ``preempt_order`` (reclaim: ``reclaim_order``); reclaim passes over a node without a pod of another
+        reclaimable queue (even one with room); on each node the victims the tiers allow (``tier_victims``, maybe
+        none), when they and the node's room together fit the pod (``could_fit``), go one by one in victim order until
+        the node has room for the pod ("just enough", none when it has already) — preempt also until the pod's queue
+        may take it (``ssn.Allocatable``: its victims are of that queue and free its room too), reclaim looks at the
+        node's room only; the pod must then fit its queues too (else the node's evictions are undone: Volcano's
+        reclaim would place it past an ancestor's realCapability, optplan does not take victims for queue room there);
         else the next node."""
-        for n in self.preempt_order(pod, nodes, job if rules.reason == "preempt" else None):
+        walk = self.preempt_order(pod, nodes, job) if rules.reason == "preempt" else self.reclaim_order(pod, nodes)
+        for n in walk:
             present = any(c.key in rules.eligible and c.key not in self.state.evicted
                           for c in self.cat.by_node.get(n, []))
             if rules.reason == "reclaim" and not present:
@@ -1180,8 +1198,9 @@ class Greedy:
             if not self.could_fit(pod, n, victims):
                 continue
             mark = stmt.mark()
-            for c in victims:  # just enough: until the node has room (Volcano never evicts for queue room)
-                if self.state.cap.fit_reason(pod, n) is None:
+            for c in victims:  # just enough: until the node has room — and, preempt, the queue too
+                if self.state.cap.fit_reason(pod, n) is None and (
+                        rules.reason != "preempt" or self.state.queues.fit_reason(job.queue, pod.requests) is None):
                     break
                 if self.may_take(c):
                     stmt.evict(c.pod, c.node, c.queue, c.group)
@@ -1216,12 +1235,22 @@ class Greedy:
             out.append(Binding(task=task, index=i, node=node))
         return tuple(out)
 
-    def with_victims(self, job: VCJob, rules: Rules,
-                     pre: tuple[Binding, ...] = ()) -> tuple[VictimChoice | None, str]:
+    def victim_regions(self, job: VCJob, rules: Rules, anywhere: bool = True) -> list[Region]:
+        """Where the job's dry run with victims walks: its candidate regions (preempt; reclaim of a job
+        without a network topology), or for reclaim of a job with one the whole cluster — Volcano's
+        ``reclaimForTask`` walks every node and has no HyperNode step; the next cycle's allocate places the
+        job under its limit (``evict.plan_victims``). ``anywhere`` False: the candidate regions for reclaim
+        too (the exact model's one-shot reference)."""
+        if anywhere and rules.reason == "reclaim" and job.network_topology is not None:
+            return [Region(None, None, frozenset(self.ctx.snapshot.nodes))]
+        return self.ctx.regions[job.key]
+
+    def with_victims(self, job: VCJob, rules: Rules, pre: tuple[Binding, ...] = (),
+                     anywhere: bool = True) -> tuple[VictimChoice | None, str]:
         """The greedy's victims for the job (state unchanged): regions in order, the first that works.
         ``pre``: the job's pods already pipelined on the state (``pipeline_free``), counted for its gang."""
         first: str | None = None
-        for region in self.ctx.regions[job.key]:
+        for region in self.victim_regions(job, rules, anywhere):
             stmt = Statement(self.state)
             bindings, short = self.dry_run(job, region, stmt, rules, pre)
             evicted = [rules.eligible[p.key] for p, _n in stmt.evictions()]

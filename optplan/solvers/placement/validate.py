@@ -88,7 +88,18 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
     landed_queue: dict[str, int] = {}  # queue -> the last replay position a job of it is admitted
     placed_groups: Counter[str] = Counter()  # a running gang's PodGroup -> the pods allocate placed for it
     unplaced: list[tuple[int, JobPlacement]] = []  # jobs not admitted that keep victims, at their position
+    # admitted jobs whose victims an earlier cycle evicted (``_evicted_earlier``): their victims go before the
+    # first job a later cycle placed (lenient: the plan does not say which cycle evicted them)
+    early = [jp for jp in plan.jobs if jp.admitted and jp.key in given and _evicted_earlier(given[jp.key], jp)]
+    flush = list(early)
     for pos, jp in enumerate(sorted(plan.jobs, key=_action_rank)):
+        if flush and _action_rank(jp) >= (True, 2 * CYCLE_STEPS):
+            if cat is None:
+                cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
+            for e in flush:
+                out.extend(_unplaced_victim_violations(snap, given[e.key], e, cat, accounts, taken, evicted, safety))
+                _free_victims(snap, e, cat, tree, cap, allocated)
+            flush = []
         for b in jp.bindings if jp.admitted else ():
             landed[b.node] = pos
             landed_queue[jp.queue] = pos
@@ -124,7 +135,7 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
             out.append(f"job {jp.key}: queue {job.queue} is not Open")
         if jp.victims and partitioned(job):
             out.append(f"job {jp.key}: {NO_VICTIMS}")
-        if jp.victims:
+        if jp.victims and not (jp.admitted and _evicted_earlier(job, jp)):  # those: replayed before the later cycles
             if cat is None:  # the time only prices victims
                 cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
             if {v.reason for v in jp.victims} & set(GANG_REASON):  # gangpreempt, gangreclaim: the bundle rule
@@ -133,7 +144,8 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
             else:
                 out.extend(_victim_violations(snap, job, jp, cat, tree, accounts, allocated, taken, evicted,
                                               safety, placed_groups))
-                out.extend(_more_than_enough(snap, job, jp, cap))
+                if not _queue_held_back(job, jp, tree, accounts, allocated):
+                    out.extend(_more_than_enough(snap, job, jp, cap))
             _free_victims(snap, jp, cat, tree, cap, allocated)
         pods = job_pods(job)
         running = held_pods(job, snap)
@@ -186,7 +198,22 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                        f"{format_milli(real.get(r, 0))} after placement")
                 if allocated[q].get(r, 0) > real.get(r, 0) and msg not in out:
                     out.append(msg)
+    for jp in early:  # a victim away from where the job lands: on a node one of its pods could have gone to
+        job = given[jp.key]
+        lands = {b.node for b in jp.bindings}
+        mine = [p for ps in job_pods(job).values() for p in ps]
+        for vic in jp.victims:
+            node = snap.nodes.get(vic.node)
+            if vic.node in lands or node is None:
+                continue
+            if not any(static.reason(p, vic.node) is None and all(node.allocatable.get(r, 0) >= x
+                                                                 for r, x in p.requests.items() if x > 0)
+                       for p in mine):
+                out.append(f"job {jp.key} victim {vic.namespace}/{vic.name}: on node {vic.node}, where the job "
+                           "places no pod and none of its pods could go")
     for turn, waiting in unplaced:
+        if waiting.key in given and _reclaimed_anywhere(given[waiting.key], waiting):
+            continue  # its room may stay unused: Volcano's next allocate places the job under its topology or not
         for vic in waiting.victims:
             c = cat.candidates.get(f"{vic.namespace}/{vic.name}") if cat is not None else None
             if landed.get(vic.node, -1) <= turn and (c is None or not any(
@@ -195,6 +222,34 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                            f"takes ({vic.namespace}/{vic.name} on {vic.node})")
     out.extend(_safety_violations(snap, given, plan, safety, now or datetime.now(UTC)))
     return out
+
+
+def _evicted_earlier(job: VCJob, jp: JobPlacement) -> bool:
+    """The job's victims were evicted in an earlier scheduling cycle than its placement, away from where
+    it lands, and where its pods were pipelined then is not in the plan, so they are checked as those of
+    a job not admitted are (``_unplaced_victim_violations``): a job admitted by a later cycle's allocate
+    (``JobPlacement.step`` a multiple of ``CYCLE_STEPS``, past the first cycle) with a victim on a node it
+    places no pod on (the room went to jobs before it, and it to other room), or with a network topology
+    and reclaim's victims (its reclaim walked every node, one pod a cycle maybe, on the queues' state of
+    each); or a job with a network topology not admitted whose victims are reclaim's
+    (``_reclaimed_anywhere``)."""
+    if not jp.victims or {v.reason for v in jp.victims} & set(GANG_REASON):
+        return False
+    if not jp.admitted:
+        return _reclaimed_anywhere(job, jp)
+    lands = {b.node for b in jp.bindings}
+    reclaimed = job.network_topology is not None and all(v.reason == "reclaim" for v in jp.victims)
+    return (jp.step >= 2 * CYCLE_STEPS and jp.step % CYCLE_STEPS == 0
+            and (reclaimed or any(v.node not in lands for v in jp.victims)))
+
+
+def _reclaimed_anywhere(job: VCJob, jp: JobPlacement) -> bool:
+    """A job with a network topology, not admitted, whose victims an earlier cycle's reclaim evicted:
+    Volcano's reclaim walks every node for it (no HyperNode step) and pipelines its pods there; the next
+    cycle's allocate places it under its limit, maybe on other nodes, or not at all — no job need land
+    on its victims' nodes."""
+    return (not jp.admitted and job.network_topology is not None and jp.step >= CYCLE_STEPS
+            and bool(jp.victims) and all(v.reason == "reclaim" for v in jp.victims))
 
 
 def _frees_queue_room(tree: QueueTree, victim_queue: str, queue: str) -> bool:
@@ -425,6 +480,26 @@ def _evict(c: Candidate, evicted: set[str], taken: Counter[str], queue_alloc: di
     taken[c.group] += 1
     for r, x in c.pod.requests.items():
         queue_alloc[c.queue][r] = queue_alloc[c.queue].get(r, 0) - x
+
+
+def _queue_held_back(job: VCJob, jp: JobPlacement, tree: QueueTree, accounts: dict[str, QueueAccount],
+                     allocated: dict[str, dict[str, int]]) -> bool:
+    """Preempt victims, and the job's queue (or an ancestor) could not take its pods before they go: Volcano's
+    preempt evicts until the queue may take the pod too (``ssn.Allocatable``), not only until the node has
+    room, so the node's room alone does not bound its victims (``_more_than_enough``)."""
+    if any(v.reason != "preempt" for v in jp.victims):
+        return False
+    pods = job_pods(job)
+    need: dict[str, int] = defaultdict(int)
+    for b in jp.bindings:
+        if b.task in pods and 0 <= b.index < len(pods[b.task]):
+            for r, x in pods[b.task][b.index].requests.items():
+                need[r] += x
+    for q in (job.queue, *tree.ancestors(job.queue)):
+        real = accounts[q].real_capability
+        if any(x > 0 and allocated[q].get(r, 0) + x > real.get(r, 0) for r, x in need.items() if r in real):
+            return True
+    return False
 
 
 def _more_than_enough(snap: Snapshot, job: VCJob, jp: JobPlacement, cap: Capacity) -> list[str]:
