@@ -232,11 +232,10 @@ def slack_family(seed: int) -> GenConfig:
 @pytest.mark.parametrize("seed", SOLUTION_SEEDS)
 def test_the_greedys_plan_with_its_victims_is_a_solution_of_the_joint_model(seed: int) -> None:
     """What makes the optimum never worse: Volcano's plan (allocate, then preempt/reclaim job by job)
-    satisfies every constraint of the exact model when its variables are fixed to it — where its victims
-    are ones the model holds (the first tier, and the second within its static bounds; the others, e.g. a
-    gang whose slack earlier victims used up, leave the greedy's plan outside: ``cpsat`` then keeps it when
-    it admits more). Changed with the tiers as the only rules: on ``family`` most victims are the second
-    tier's (gangs at minMember), ``slack_family`` keeps what is tested."""
+    satisfies every constraint of the exact model when its variables are fixed to it — here without the
+    anchor: its victims are ones the static rules hold (the first tier, and the second within its static
+    bounds; the others hold as the anchor, ``ANCHOR_SEEDS``). Changed with the tiers as the only rules: on
+    ``family`` most victims are the second tier's (gangs at minMember), ``slack_family`` keeps what is tested."""
     snap = load_objects(generate(slack_family(seed))).snapshot
     ctx = Context.build(snap, list(snap.jobs.values()), BinpackWeights(), datetime.fromisoformat(NOW))
     greedy = plan_victims(ctx, greedy_place(ctx))

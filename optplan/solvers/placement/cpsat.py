@@ -37,6 +37,8 @@ Running gangs: ``count`` covers a job's pending replicas only; the gang constrai
 must add to the running pods (``Context.need``), and an admitted job places at least one pod.
 
 Against the greedy (``solve``; the greedy's plan, with its victims, is computed first when not given).
+The model must hold the greedy's plan (``holds``: every variable fixed to it); when the static tier
+bounds do not, it is built again with the plan as its anchor (``anchored``, ``model.Anchor``).
 Phase (1) never ends below the greedy's weight (a solve cut short below it keeps the greedy's plan,
 not OPTIMAL). When it ends at the greedy's weight, the phases that follow are restricted to the plans no
 worse than the greedy's on victim cost and on tier sum (``dominate``), in the same order, hinted with

@@ -49,6 +49,10 @@ Constraints (families, one function each):
 - the second tier (``add_second_tier``): drf's and the capacity plugin's static bounds;
 - safe preemption (``add_safety``, when its rules are on): victims per PodDisruptionBudget within its
   disruptionsAllowed; with a cooldown, at most one evicting job per queue;
+- the anchor (``add_anchor``, with ``model.Anchor``): under its literal the victims, the late jobs (admitted
+  or not) and their placements and regions are the greedy's plan's, its pairs beyond the static ones
+  usable, and the tier families (just enough, landing, the victim gangs, the second tier, the reclaimer's
+  rule) not enforced (``unless_anchor``);
 - region cuts (``add_region_cuts``, redundant): a job that ends in a region finds its gang's least
   demand in the free room of the region's nodes plus what evictions there release;
 - reclaim (``add_reclaim_rules``), the capacity plugin's PreemptiveFn on the queue allocations at the
