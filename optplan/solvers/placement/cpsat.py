@@ -491,6 +491,10 @@ def anchored(ctx: Context, greedy: PlacementPlan, static: tuple[Data, cp_model.C
             log.info("placement cpsat: the greedy's plan is outside the static tier bounds: the model holds it "
                      "as its anchor%s", ", replayed by its steps" if by_step else "")
             return data, m, v, objs
+        steps = data.victims.anchor.steps
+        keys = [j.key for j in data.valid]
+        if sorted(keys, key=lambda k: steps.get(k, 0)) == keys:
+            break  # its steps keep job order: the same model
     log.warning("placement cpsat: the model cannot hold the greedy's plan")
     return static
 
