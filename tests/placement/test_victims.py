@@ -159,9 +159,10 @@ def test_drf_takes_a_gang_pod_below_min_member_at_an_equal_share() -> None:
     objs[-2]["metadata"]["labels"]["volcano.sh/preemptable"] = "false"  # v-1
     g = plan("greedy", *objs).job("default/big")
     assert victims(g) == ["v-0"] and sorted(b.node for b in g.bindings) == ["a", "c"]
-    # the exact model bounds drf by big's whole share (16 of 24): it has no plan admitting big and keeps the greedy's
+    # the exact model bounds drf by big's whole share (16 of 24): no plan admitting big within its static bounds;
+    # it holds the greedy's as its anchor, and that plan is optimal
     e = plan("cpsat", *objs)
-    assert victims(e.job("default/big")) == ["v-0"] and e.solver.status == "FEASIBLE"
+    assert victims(e.job("default/big")) == ["v-0"] and e.solver.status == "OPTIMAL"
 
 
 # ---- reclaim: other queues above deserved, reclaimable, never below guarantee (test_reclaim_volcano.py) --

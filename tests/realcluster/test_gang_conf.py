@@ -6,6 +6,8 @@ of three 8-GPU pods (minMember 2; its first pod of a lower PriorityClass, so tha
 Volcano breaks by UID) and a pending job of higher priority in the same queue: one pod wanted takes the safe
 bundle (one pod), two take the safe and the whole bundle (the gang goes). gangreclaim: of two whole bundles in an
 over-deserved queue, the one of the better return (a one-pod gang before a two-pod gang freeing as much here).
+``auto`` and ``cpsat`` (the exact model holds both actions under this configuration: its first tier is priority,
+gang and conformance, not capacity) plan the same cases and admit no fewer jobs than vc-scheduler.
 
 The case's nodes carry a label its pending job selects: other tests leave nodes with free GPUs in the cluster
 (both schedulers then place the job there without evicting, and agree, but the case no longer tests eviction)."""
@@ -18,10 +20,11 @@ from typing import Any
 import pytest
 
 from tests.realcluster.cluster import HACK, KWOK_ANNOTATION, Cluster
-from tests.realcluster.vcdiff import GPU, Case, priority_classes, run_case
+from tests.realcluster.vcdiff import GPU, Case, Observed, compare, priority_classes, run_case
 
 pytestmark = pytest.mark.realcluster
 GANG_ACTIONS = "enqueue, allocate, gangpreempt, gangreclaim, backfill"
+SOLVERS = ("greedy", "auto", "cpsat")
 
 
 def gang_conf_text() -> str:
@@ -97,7 +100,7 @@ def run_under_gang_conf(c: Cluster, the_case: Case, tmp_path: Path) -> Any:
     c.stop_scheduler()
     c.scheduler_conf = conf
     try:
-        return run_case(c, the_case, tmp_path, solvers=("greedy",))
+        return run_case(c, the_case, tmp_path, solvers=SOLVERS)
     finally:
         c.stop_scheduler()
         c.scheduler_conf = seed_conf
@@ -105,19 +108,32 @@ def run_under_gang_conf(c: Cluster, the_case: Case, tmp_path: Path) -> Any:
         c.kubectl("delete", "configmap", "volcano-scheduler-configmap", "-n", "volcano-system", check=False)
 
 
+def exact_admits_no_fewer(the_case: Case, obs: Observed) -> None:
+    """auto and cpsat plan the case (valid plans: ``optplan place`` validates) and admit no fewer jobs than
+    vc-scheduler did."""
+    for solver in SOLVERS[1:]:
+        verdict = compare(the_case, obs, solver)
+        assert verdict.error == "" and not verdict.fewer, (solver, verdict)
+        [big] = [j for j in obs.plans[solver]["jobs"] if j["name"] == "big"]
+        assert big["admitted"], (solver, big)
+
+
 def test_gangreclaim_takes_the_better_return_as_vc_scheduler_does(real_cluster: Cluster, tmp_path: Path) -> None:
-    obs = run_under_gang_conf(real_cluster, reclaim_case("vcg-r"), tmp_path)
+    the_case = reclaim_case("vcg-r")
+    obs = run_under_gang_conf(real_cluster, the_case, tmp_path)
     assert obs.snapshot_error == ""
     [big] = [j for j in obs.plans["greedy"]["jobs"] if j["name"] == "big"]
     assert big["admitted"] and [(v["name"], v["reason"]) for v in big["victims"]] == [("z-0", "gangreclaim")], big
     assert set(obs.evicted) == {"z-0"}, obs.evicted
     assert [p for p in obs.bound if p.startswith("big-")] == ["big-worker-0"], obs.bound
+    exact_admits_no_fewer(the_case, obs)
 
 
 @pytest.mark.parametrize(("replicas", "victims"), [(1, {"v-0"}), (2, {"v-0", "v-1", "v-2"})])
 def test_optplan_takes_the_bundles_vc_scheduler_takes(real_cluster: Cluster, tmp_path: Path, replicas: int,
                                                       victims: set[str]) -> None:
-    obs = run_under_gang_conf(real_cluster, case(f"vcg-{replicas}", replicas), tmp_path)
+    the_case = case(f"vcg-{replicas}", replicas)
+    obs = run_under_gang_conf(real_cluster, the_case, tmp_path)
     assert obs.snapshot_error == ""
     plan = obs.plans["greedy"]
     [big] = [j for j in plan["jobs"] if j["name"] == "big"]
@@ -126,3 +142,4 @@ def test_optplan_takes_the_bundles_vc_scheduler_takes(real_cluster: Cluster, tmp
     assert {v["reason"] for v in big["victims"]} == {"gangpreempt"}
     assert set(obs.evicted) == victims, obs.evicted  # what vc-scheduler evicted
     assert len([p for p in obs.bound if p.startswith("big-")]) == replicas, obs.bound
+    exact_admits_no_fewer(the_case, obs)

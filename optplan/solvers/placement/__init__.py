@@ -155,9 +155,11 @@ pods already make its gang ready, whose further pods are extras: ``model.job_wei
 cost, then lowest tier sum, then most replicas beyond the minimum, then fewest newly occupied nodes,
 then best static binpack, then — only to break ties — the jobs admitted earlier in Volcano's order (the
 order of the greedy's first turns, ``order_weights``). The greedy's plan with its victims is a solution
-of that model and its hint, so the optimum is never worse — except where the greedy's later cycles gave a
-victim's room to a job that could not have evicted it (the model cannot say an eviction by a job it does
-not admit); ``auto`` then keeps the greedy's plan. When the exact model admits no more weight
+of that model and its hint, so the optimum is never worse: where the static bounds do not hold it (the
+second tier on the state earlier victims leave, a job placed into room a later job's victims freed, victims
+of a job a later cycle did not admit), ``cpsat`` builds the model again with the plan as its anchor
+(``model.Anchor``: under one literal its victims, late jobs and their placements, the tier families not
+asked; replayed by its steps where job order cannot say it). When the exact model admits no more weight
 than the greedy, it also keeps to the plans no worse than the greedy's on victim cost and on tier sum
 (the order alone could trade a higher tier for less cost), so its plan dominates the greedy's on both;
 when it admits more, the admissions differ and nothing is compared (``cpsat``'s docstring,

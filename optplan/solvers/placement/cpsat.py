@@ -37,6 +37,8 @@ Running gangs: ``count`` covers a job's pending replicas only; the gang constrai
 must add to the running pods (``Context.need``), and an admitted job places at least one pod.
 
 Against the greedy (``solve``; the greedy's plan, with its victims, is computed first when not given).
+The model must hold the greedy's plan (``holds``: every variable fixed to it); when the static tier
+bounds do not, it is built again with the plan as its anchor (``anchored``, ``model.Anchor``).
 Phase (1) never ends below the greedy's weight (a solve cut short below it keeps the greedy's plan,
 not OPTIMAL). When it ends at the greedy's weight, the phases that follow are restricted to the plans no
 worse than the greedy's on victim cost and on tier sum (``dominate``), in the same order, hinted with
@@ -134,6 +136,7 @@ def build(data: Data) -> tuple[cp_model.CpModel, Vars, dict[str, Any]]:
         victims_cpsat.add_safety(m, data, v)
         victims_cpsat.add_reclaim_rules(m, data, v)
         victims_cpsat.add_region_cuts(m, data, v)
+        victims_cpsat.add_anchor(m, data, v)
     else:
         add_queues(m, data, v)
     return m, v, objectives(data, v)
@@ -344,8 +347,14 @@ def extract(data: Data, v: Vars, s: cp_model.CpSolver) -> PlacementPlan:
     out: list[JobPlacement] = []
     valid = {j.key for j in data.valid}
     taken = victims_cpsat.extract(data, v, s)
+    anchor = data.victims.anchor
+    as_anchor = anchor is not None and v.ev.anchor is not None and bool(s.value(v.ev.anchor))
+    steps = anchor.steps if anchor is not None and anchor.by_step else {}  # the validator replays as the model
     for job in ctx.jobs:
         base = {"namespace": job.namespace, "name": job.name, "queue": job.queue}
+        if as_anchor and anchor is not None and job.key in anchor.late:  # the greedy's own words
+            out.append(anchor.job(job.key))
+            continue
         if job.key not in valid or not s.value(v.admitted[job.key]):
             out.append(JobPlacement(**base, admitted=False, reason="not admitted by the exact model"))
             continue
@@ -381,7 +390,8 @@ def extract(data: Data, v: Vars, s: cp_model.CpSolver) -> PlacementPlan:
         vs = tuple(Victim(namespace=c.pod.namespace, name=c.pod.name, node=c.node, reason=r)
                    for c, r in sorted(victims, key=lambda cr: cr[0].key))
         out.append(JobPlacement(**base, admitted=True, reason=text, hyper_node=hyper, tier=tier,
-                                bindings=tuple(bindings), victims=vs, after_evictions=after))
+                                bindings=tuple(bindings), victims=vs, after_evictions=after,
+                                step=steps.get(job.key, 0)))
     return PlacementPlan(jobs=tuple(out), solver=SolverRecord(name="cpsat", status="FEASIBLE"))
 
 
@@ -468,6 +478,45 @@ def lowest_tier(data: Data, job: VCJob) -> int:
     return min((r.tier or 0 for i, r in enumerate(data.ctx.regions[job.key]) if i not in small), default=0)
 
 
+def anchored(ctx: Context, greedy: PlacementPlan, static: tuple[Data, cp_model.CpModel, Vars, dict[str, Any]]
+             ) -> tuple[Data, cp_model.CpModel, Vars, dict[str, Any]]:
+    """The model that holds the greedy's plan (``model.Anchor``), which the static one does not: replayed in
+    job order when that holds it, else by its steps; the static model when the plan is beyond both."""
+    for by_step in (False, True):
+        data = build_data(ctx, anchor=greedy, by_step=by_step)
+        if data.victims.anchor is None:
+            break
+        m, v, objs = build(data)
+        if holds(m, data, v, greedy):
+            log.info("placement cpsat: the greedy's plan is outside the static tier bounds: the model holds it "
+                     "as its anchor%s", ", replayed by its steps" if by_step else "")
+            return data, m, v, objs
+        steps = data.victims.anchor.steps
+        keys = [j.key for j in data.valid]
+        if sorted(keys, key=lambda k: steps.get(k, 0)) == keys:
+            break  # its steps keep job order: the same model
+    log.warning("placement cpsat: the model cannot hold the greedy's plan")
+    return static
+
+
+HOLDS_LIMIT = 2.0
+"""CP-SAT's deterministic seconds for checking that the model holds the greedy's plan (``holds``)."""
+
+
+def holds(m: cp_model.CpModel, data: Data, v: Vars, plan: PlacementPlan) -> bool:
+    """The plan, every variable fixed to it, is a solution of the model (a check cut short by
+    ``HOLDS_LIMIT`` counts as no)."""
+    add_hint(m, data, v, plan)
+    s = cp_model.CpSolver()
+    s.parameters.fix_variables_to_their_hinted_value = True
+    s.parameters.num_workers = 1
+    s.parameters.max_deterministic_time = HOLDS_LIMIT
+    s.parameters.presolve_inclusion_work_limit = 0  # google/or-tools#5293, as ``_solver``
+    st = s.solve(m)
+    m.clear_hints()
+    return st in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+
+
 def dominate(m: cp_model.CpModel, data: Data, objs: dict[str, Any], greedy: PlanKey) -> None:
     """Keep the phases that follow among the plans no worse than the greedy's on victim cost and on
     tier sum (called when the most weight the model admits is the greedy's)."""
@@ -488,6 +537,8 @@ def solve(ctx: Context, options: PlanOptions, greedy: PlacementPlan | None = Non
     ref = plan_key(ctx, greedy)
     data = build_data(ctx)
     m, v, objs = build(data)
+    if not holds(m, data, v, greedy):
+        data, m, v, objs = anchored(ctx, greedy, (data, m, v, objs))
     phases = [(name, sense, share) for name, sense, share in zip(PHASES, SENSE, SHARE, strict=True)
               if name != "victims" or data.victims.pairs]
     log.info("placement cpsat model: %d count, %d take variables (%d victim classes), %d constraints",

@@ -51,7 +51,7 @@ from optplan.solvers.placement.bundles import SAFE, WHOLE
 from optplan.solvers.placement.gangrules import GANG_REASON
 from optplan.solvers.placement.model import Data, Vars
 from optplan.solvers.placement.victims import dims
-from optplan.solvers.placement.victims_cpsat import Accounts
+from optplan.solvers.placement.victims_cpsat import Accounts, unless_anchor
 
 
 def add_bundles(m: cp_model.CpModel, data: Data, v: Vars) -> None:
@@ -147,7 +147,7 @@ def _reclaim_rule(m: cp_model.CpModel, data: Data, v: Vars, reclaiming: dict[str
                 u = m.new_bool_var(f"gang_under[{j},{r}]")
                 m.add(acc.before(j, job.queue, r) + v.ev.amount[j, r] <= des[r]).only_enforce_if(u)
                 lits.append(u)
-        m.add_bool_or(lits or [rec.negated()]).only_enforce_if(rec)
+        m.add_bool_or(lits or [rec.negated()]).only_enforce_if([rec, *unless_anchor(v.ev)])
 
 
 def add_hint(m: cp_model.CpModel, data: Data, v: Vars, plan: PlacementPlan) -> None:

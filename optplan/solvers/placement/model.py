@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, cast
 
-from optplan.models.placement import PlacementPlan, VictimReason
+from optplan.models.placement import JobPlacement, PlacementPlan, VictimReason
 from optplan.models.queues import VCJob
 from optplan.solvers.core.oracle import POD_SLOT, max_fit
 from optplan.solvers.placement.bundles import WHOLE
@@ -144,6 +145,73 @@ class GangBundle:
 
 
 @dataclass
+class Anchor:
+    """The greedy's plan (with its victims and its scheduling cycles) as one solution of the exact model,
+    whatever the model's static reading of the tiers says (``anchor_data``): Volcano's second tier decides
+    on the state the earlier victims leave (a gang whose slack they used up, a node whose first tier they
+    emptied), which the static pairs and bounds cannot say, and a later cycle's allocate may give a job's
+    victims' room to jobs before it. Under the literal ``VictimVars.anchor`` the victims, the replay and the
+    evicting jobs' placements are the plan's and the tier families (``victims_cpsat``) are not asked; the
+    other jobs stay free (the validator has the last word on what comes out)."""
+
+    plan: PlacementPlan
+    takes: dict[tuple[str, str], int]
+    """(job, class) -> pods of the class the plan's job evicts by preempt or reclaim."""
+    extra: set[tuple[str, str]]
+    """The pairs only the plan gives (not among the static ones): taken only under the anchor."""
+    late: set[str]
+    """Jobs the plan replays after the evictions: placed after them, evicting, or not admitted with victims."""
+    unplaced: set[str]
+    """Jobs the plan does not admit that keep victims (a later cycle gave their room to jobs before them)."""
+    steps: dict[str, int]
+    """Job -> ``JobPlacement.step``: the validator replays a plan by step, then in plan order."""
+    counts: dict[tuple[str, str, str], int]
+    """(job, task, node) -> pods of the plan's late jobs."""
+    by_step: bool = False
+    """The model replays its late jobs by the plan's steps (``Data.order``), not in job order: only when the
+    plan needs it (a job placed into room a later job's victims freed, by Volcano's action order or a later
+    cycle), since the static tier bounds are built for job order."""
+
+    def job(self, key: str) -> JobPlacement:
+        return self.plan.job(key)
+
+
+def anchor_data(ctx: Context, vd: VictimData, valid: list[VCJob], plan: PlacementPlan,
+                by_step: bool) -> Anchor | None:
+    """The greedy's plan as an ``Anchor``: its preempt and reclaim victims counted per (job, class), the
+    pairs the static tiers do not give added; None when the plan names a victim the catalogue does not
+    hold or a job with victims outside ``valid`` (the model cannot say it)."""
+    keys = {j.key for j in valid}
+    takes: dict[tuple[str, str], int] = defaultdict(int)
+    late: set[str] = set()
+    unplaced: set[str] = set()
+    counts: dict[tuple[str, str, str], int] = defaultdict(int)
+    for jp in plan.jobs:
+        if not (jp.victims or (jp.admitted and jp.after_evictions)):
+            continue
+        if jp.key not in keys:
+            return None
+        late.add(jp.key)
+        if not jp.admitted:
+            unplaced.add(jp.key)
+        for b in jp.bindings if jp.admitted else ():
+            counts[jp.key, b.task, b.node] += 1
+        for x in jp.victims:
+            if x.reason in GANG_REASON:
+                continue  # the bundles (``gang_cpsat``) hold these
+            k = vd.class_of.get(f"{x.namespace}/{x.name}")
+            if k is None:
+                return None
+            takes[jp.key, k] += 1
+    extra = {jk for jk in takes if jk not in vd.pairs}
+    for (j, k) in extra:
+        reason = next(x.reason for x in plan.job(j).victims if vd.class_of.get(f"{x.namespace}/{x.name}") == k)
+        vd.pairs[j, k] = reason
+    return Anchor(plan=plan, takes=dict(takes), extra=extra, late=late, unplaced=unplaced,
+                  steps={k: plan.job(k).step for k in late}, counts=dict(counts), by_step=by_step)
+
+
+@dataclass
 class VictimData:
     """Classes of possible victims and which job may take which."""
 
@@ -170,6 +238,8 @@ class VictimData:
     """Queue -> the most pods the plan may take from it when some job reclaims from it by the second tier:
     the capacity plugin lets each second-tier pod go however the takes and the node's other pods stand
     (``capacity_limit``)."""
+    anchor: Anchor | None = None
+    """The greedy's plan the model holds whatever its static tier bounds say (``anchor_data``), or None."""
 
     def room(self, ctx: Context, node: str) -> dict[str, int]:
         """The snapshot's free room plus everything the node's possible victims hold."""
@@ -185,8 +255,9 @@ class VictimData:
         lands: dict[str, set[str]] = defaultdict(set)
         for (j, _t), row in data.arcs.items():
             lands[j].update(row)
-        self.pairs = {(j, k): r for (j, k), r in self.pairs.items()
-                      if k in self.gang_class or self.classes[k].node in lands[j]}  # a bundle: anywhere in its domain
+        extra = self.anchor.extra if self.anchor is not None else set()
+        self.pairs = {(j, k): r for (j, k), r in self.pairs.items()  # a bundle: anywhere in its domain
+                      if k in self.gang_class or self.classes[k].node in lands[j] or (j, k) in extra}
         used = {k for (_j, k) in self.pairs}
         self.classes = {k: c for k, c in self.classes.items() if k in used}
         self.class_of = {p: k for p, k in self.class_of.items() if k in used}
@@ -205,8 +276,10 @@ def most_requests(job: VCJob, ctx: Context) -> dict[str, int]:
 
 
 def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
-                feasible: dict[tuple[str, str], list[str]]) -> VictimData:
-    """Classes of the catalogue's candidates and the static (job, class) pairs, before pruning."""
+                feasible: dict[tuple[str, str], list[str]], anchor: PlacementPlan | None = None,
+                by_step: bool = False) -> VictimData:
+    """Classes of the catalogue's candidates and the static (job, class) pairs, before pruning; with
+    ``anchor``, the pairs its victims need too (``anchor_data``)."""
     cat = ctx.catalogue
     vd = VictimData()
     if not cat.candidates:
@@ -285,6 +358,8 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
             vd.pairs = {jk: r for jk, r in vd.pairs.items() if not (jk[1] in ks and r == "reclaim")}
             vd.second -= {jk for jk in vd.second if jk[1] in ks}
     gang_data(ctx, queues, valid, vd)
+    if anchor is not None:
+        vd.anchor = anchor_data(ctx, vd, valid, anchor, by_step)
     takeable = {k for (_j, k) in vd.pairs}
     counted: set[str] = set()  # a pod in several gang bundles (one per job, action and domain) frees room once
     for k in sorted(takeable):
@@ -438,6 +513,7 @@ class VictimVars:
     has: dict[tuple[str, str], Any] = field(default_factory=dict)  # has[job, task]: a pod of the task placed
     places: dict[tuple[str, str], Any] = field(default_factory=dict)  # places[job, node], over-committed nodes
     bundle: dict[str, Any] = field(default_factory=dict)  # bundle[name]: a gang-aware bundle taken whole
+    anchor: Any = None  # the plan is the anchor's (``model.Anchor``): None without one
     second: dict[tuple[str, str], Any] = field(default_factory=dict)
     """second[job, group]: the job takes pods of the group by drf; second["", queue]: some job reclaims from
     the queue by the capacity plugin (``add_second_tier``)."""
@@ -481,6 +557,14 @@ class Data:
     def jobs(self) -> dict[str, VCJob]:
         return {j.key: j for j in self.ctx.jobs}
 
+    @cached_property
+    def order(self) -> list[str]:
+        """The replay order of the late jobs: job order, or with an anchor ``by_step`` its plan's steps first
+        (``Anchor.steps``; the validator replays a plan by step, then in plan order)."""
+        keys = [j.key for j in self.valid]
+        anchor = self.victims.anchor
+        return keys if anchor is None or not anchor.by_step else sorted(keys, key=lambda k: anchor.steps.get(k, 0))
+
 
 def partition_spots(ctx: Context, job: VCJob, task: str, part: int) -> list[Region]:
     """Where one partition of a task may lie in the exact model: the HyperNodes ``partition_regions`` gives in
@@ -519,7 +603,9 @@ def partition_parts(ctx: Context, job: VCJob) -> list[tuple[str, int, list[int]]
     return out
 
 
-def build_data(ctx: Context) -> Data:
+def build_data(ctx: Context, anchor: PlacementPlan | None = None, by_step: bool = False) -> Data:
+    """The model's data; with ``anchor`` (the greedy's plan), the data that holds it as a solution
+    (``Anchor``, replayed by its steps with ``by_step``)."""
     snap = ctx.snapshot
     queues = QueueState(snap, ctx.accounts)
     valid = [j for j in ctx.jobs if queues.admission_reason(j.queue) is None and j.key not in ctx.unfit]
@@ -531,7 +617,7 @@ def build_data(ctx: Context) -> Data:
                 continue
             pod = ctx.pods[job.key][t.name][0]
             feasible[job.key, t.name] = [n for n in sorted(allowed) if ctx.predicates.ok(pod, n)]
-    vd = victim_data(ctx, queues, valid, feasible)
+    vd = victim_data(ctx, queues, valid, feasible, anchor, by_step)
     arcs: dict[tuple[str, str], dict[str, int]] = {}
     for job in valid:
         for t in job.tasks:

@@ -49,6 +49,10 @@ Constraints (families, one function each):
 - the second tier (``add_second_tier``): drf's and the capacity plugin's static bounds;
 - safe preemption (``add_safety``, when its rules are on): victims per PodDisruptionBudget within its
   disruptionsAllowed; with a cooldown, at most one evicting job per queue;
+- the anchor (``add_anchor``, with ``model.Anchor``): under its literal the victims, the late jobs (admitted
+  or not) and their placements and regions are the greedy's plan's, its pairs beyond the static ones
+  usable, and the tier families (just enough, landing, the victim gangs, the second tier, the reclaimer's
+  rule) not enforced (``unless_anchor``);
 - region cuts (``add_region_cuts``, redundant): a job that ends in a region finds its gang's least
   demand in the free room of the region's nodes plus what evictions there release;
 - reclaim (``add_reclaim_rules``), the capacity plugin's PreemptiveFn on the queue allocations at the
@@ -70,7 +74,7 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from optplan.models.placement import PlacementPlan, VictimReason
+from optplan.models.placement import JobPlacement, PlacementPlan, VictimReason
 from optplan.models.queues import VCJob
 from optplan.solvers.core.oracle import POD_SLOT
 from optplan.solvers.placement.context import Context
@@ -93,10 +97,16 @@ def add_variables(m: cp_model.CpModel, data: Data, v: Vars) -> VictimVars:
     per_job: dict[str, list[tuple[str, Any]]] = defaultdict(list)
     for (j, t, _n), x in v.count.items():
         per_job[j].append((t, x))
+    anchor = vd.anchor
+    if anchor is not None:
+        ev.anchor = m.new_bool_var("anchor")
     for job in data.valid:
         j = job.key
         ev.after[j] = m.new_bool_var(f"after[{j}]")
-        m.add_implication(ev.after[j], v.admitted[j])
+        if anchor is not None and j in anchor.unplaced:  # evicts without being admitted: only as the anchor
+            m.add_bool_or([v.admitted[j], ev.anchor]).only_enforce_if(ev.after[j])
+        else:
+            m.add_implication(ev.after[j], v.admitted[j])
         for r, most in sorted(most_requests(job, data.ctx).items()):
             terms = [data.ctx.pods[j][t][0].requests.get(r, 0) * x for t, x in per_job[j]]
             ev.amount[j, r] = amt = m.new_int_var(0, most, f"amount[{j},{r}]")
@@ -118,6 +128,40 @@ def add_variables(m: cp_model.CpModel, data: Data, v: Vars) -> VictimVars:
     return ev
 
 
+def unless_anchor(ev: VictimVars) -> list[Any]:
+    """The enforcement literals of a tier family's rows: none, or "not the anchor" (``model.Anchor``)."""
+    return [] if ev.anchor is None else [ev.anchor.negated()]
+
+
+def add_anchor(m: cp_model.CpModel, data: Data, v: Vars) -> None:
+    """Under the anchor literal (``model.Anchor``): the victims are the plan's (its pairs beyond the static
+    ones only then), its late jobs are the late ones, admitted or not as it says, on its nodes and regions."""
+    vd, ev = data.victims, v.ev
+    anchor = vd.anchor
+    if anchor is None:
+        return
+    on = ev.anchor
+    for (j, k), y in sorted(ev.take.items()):
+        if k in vd.gang_class:
+            continue
+        if (j, k) in anchor.extra:
+            m.add(y <= vd.classes[k].size * on)
+        m.add(y == anchor.takes.get((j, k), 0)).only_enforce_if(on)
+    for j, a in sorted(ev.after.items()):
+        m.add(a == int(j in anchor.late)).only_enforce_if(on)
+    for j in sorted(anchor.late & set(v.admitted)):
+        m.add(v.admitted[j] == int(j not in anchor.unplaced)).only_enforce_if(on)
+    for (j, t, n), x in sorted(v.count.items()):
+        if j in anchor.late:
+            m.add(x == anchor.counts.get((j, t, n), 0)).only_enforce_if(on)
+    regions = data.ctx.regions
+    for (j, i), y in sorted(v.region.items()):
+        if j in anchor.late and j not in anchor.unplaced:
+            jp = anchor.job(j)
+            here = (regions[j][i].hyper_node, regions[j][i].tier) == (jp.hyper_node, jp.tier)
+            m.add(y == int(here)).only_enforce_if(on)
+
+
 def _early(m: cp_model.CpModel, early: Any, full: Any, ub: int, after: Any) -> None:
     """early = full when the job is replayed before the evictions, else 0."""
     m.add(early <= full)
@@ -133,8 +177,7 @@ def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
     carried by ``used[node, r, step]`` variables so that the
     constraints stay linear in the model's size."""
     vd, ev = data.victims, v.ev
-    order = [job.key for job in data.valid]
-    pos = {j: i for i, j in enumerate(order)}
+    pos = {j: i for i, j in enumerate(data.order)}
     placing: dict[str, dict[str, list[tuple[dict[str, int], Any, Any]]]] = defaultdict(lambda: defaultdict(list))
     for (j, t, n), x in v.count.items():
         if n in vd.nodes:
@@ -192,7 +235,7 @@ def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
                 continue  # over-committed in the snapshot: not checked
             some = m.new_bool_var(f"evicts[{j}@{n}]")
             m.add(sum(y for _c, y in terms) <= sum(c.size for c, _y in terms) * some)
-            m.add_bool_or(needed[n, j] or [some.negated()]).only_enforce_if(some)
+            m.add_bool_or(needed[n, j] or [some.negated()]).only_enforce_if([some, *unless_anchor(ev)])
 
 def _places(m: cp_model.CpModel, ev: VictimVars, job: str, node: str, terms: list[tuple[dict[str, int], Any, Any]],
             data: Data) -> Any:
@@ -211,7 +254,7 @@ class Accounts:
         self.data = data
         self.v = v
         self.queues = data.queues
-        self.order = [job.key for job in data.valid]
+        self.order = data.order
         self.chain = {job.key: set(self.queues.chain(job.queue)) for job in data.valid}
         self.freed: dict[tuple[str, str, str], list[Any]] = defaultdict(list)
         """(job, queue, r) -> what the job's victims give back to the queue."""
@@ -272,7 +315,7 @@ def add_entitlement(m: cp_model.CpModel, data: Data, v: Vars) -> None:
             m.add(y <= cls.size * ev.after[j])
             continue
         lands = ev.lands.get((j, cls.node))
-        m.add(y <= (cls.size * lands if lands is not None else 0))
+        m.add(y <= (cls.size * lands if lands is not None else 0)).only_enforce_if(unless_anchor(ev))
         m.add(y <= cls.size * ev.after[j])
         if j in ev.reclaims:
             rec = ev.reclaims[j]
@@ -330,7 +373,7 @@ def add_victim_gangs(m: cp_model.CpModel, data: Data, v: Vars) -> None:
             by_group[vd.classes[k].group].append(y)
     for g, ys in sorted(by_group.items()):
         if cat.groups[g].slack > 0:
-            m.add(sum(ys) <= cat.groups[g].slack)
+            m.add(sum(ys) <= cat.groups[g].slack).only_enforce_if(unless_anchor(ev))
 
 
 def add_second_tier(m: cp_model.CpModel, data: Data, v: Vars) -> None:
@@ -340,7 +383,7 @@ def add_second_tier(m: cp_model.CpModel, data: Data, v: Vars) -> None:
     second tier. Both bounds are computed so that each such pod passes its plugin whatever else the plan
     does (``model.drf_limit``, ``model.capacity_limit``)."""
     vd, ev = data.victims, v.ev
-    order = {job.key: i for i, job in enumerate(data.valid)}
+    order = {j: i for i, j in enumerate(data.order)}
     by_group: dict[str, list[tuple[str, Any]]] = defaultdict(list)
     by_queue: dict[str, list[Any]] = defaultdict(list)
     for (j, k), y in ev.take.items():
@@ -353,7 +396,8 @@ def add_second_tier(m: cp_model.CpModel, data: Data, v: Vars) -> None:
         some = m.new_bool_var(f"drf[{j}<-{g}]")
         ev.second[j, g] = some
         m.add(sum(mine) <= len(data.ctx.catalogue.groups[g].occupying) * some)
-        m.add(sum(y for jj, y in by_group[g] if order[jj] <= order[j]) <= most).only_enforce_if(some)
+        m.add(sum(y for jj, y in by_group[g] if order[jj] <= order[j]) <= most).only_enforce_if(
+            [some, *unless_anchor(ev)])
     for q, most in sorted(vd.capacity_most.items()):
         mine = [y for (j, k), y in ev.take.items() if (j, k) in vd.second and vd.classes[k].queue == q]
         if not mine:
@@ -361,7 +405,7 @@ def add_second_tier(m: cp_model.CpModel, data: Data, v: Vars) -> None:
         some = m.new_bool_var(f"capacity[{q}]")
         ev.second["", q] = some
         m.add(sum(mine) <= sum(vd.classes[k].size for k in vd.classes if vd.classes[k].queue == q) * some)
-        m.add(sum(by_queue[q]) <= most).only_enforce_if(some)
+        m.add(sum(by_queue[q]) <= most).only_enforce_if([some, *unless_anchor(ev)])
 
 
 def add_reclaim_rules(m: cp_model.CpModel, data: Data, v: Vars) -> None:
@@ -394,11 +438,11 @@ def add_reclaim_rules(m: cp_model.CpModel, data: Data, v: Vars) -> None:
                 continue
             lits = [ev.under[j, r] for r in sorted(dims(pods[0].requests)) if (j, r) in ev.under]
             if not lits:
-                m.add(sum(xs) == 0).only_enforce_if(rec)
+                m.add(sum(xs) == 0).only_enforce_if([rec, *unless_anchor(ev)])
                 continue
             ev.has[j, t.name] = h = m.new_bool_var(f"has[{j}/{t.name}]")
             m.add(sum(xs) <= t.replicas * h)
-            m.add_bool_or(lits).only_enforce_if([rec, h])
+            m.add_bool_or(lits).only_enforce_if([rec, h, *unless_anchor(ev)])
 
 
 def min_demand(job: VCJob, ctx: Context) -> dict[str, int]:
@@ -455,10 +499,11 @@ def add_hint(m: cp_model.CpModel, data: Data, v: Vars, plan: PlacementPlan,
     queues = data.queues
     cat = data.ctx.catalogue
     admitted = {jp.key: jp for jp in plan.jobs if jp.admitted}
-    late = {k for k, jp in admitted.items() if jp.after_evictions or jp.victims}
+    late = {jp.key for jp in plan.jobs if jp.victims or (jp.admitted and jp.after_evictions)}
     taken: dict[tuple[str, str], int] = defaultdict(int)
     reason: dict[str, str] = {}
-    for key, jp in admitted.items():
+    for jp in plan.jobs:
+        key = jp.key
         for vic in jp.victims:
             cls = vd.class_of.get(f"{vic.namespace}/{vic.name}")
             if cls is not None:
@@ -469,6 +514,8 @@ def add_hint(m: cp_model.CpModel, data: Data, v: Vars, plan: PlacementPlan,
             m.add_hint(y, taken.get(pair, 0))
     for j, a in ev.after.items():
         m.add_hint(a, int(j in late))
+    if ev.anchor is not None:
+        m.add_hint(ev.anchor, int(is_anchor(data, plan)))
     for (j, t, n), e in ev.early.items():
         m.add_hint(e, 0 if j in late else counts.get((j, t, n), 0))
     amounts: dict[tuple[str, str], int] = defaultdict(int)
@@ -489,8 +536,9 @@ def add_hint(m: cp_model.CpModel, data: Data, v: Vars, plan: PlacementPlan,
             (j, g) == (jj, vd.classes[k].group) if j else (j == "" and vd.classes[k].queue == g)))))
     # the replay: early jobs, then the late ones in job order, with the allocations at each turn
     alloc = {q: dict(a) for q, a in queues.allocated.items()}
+    by_key = {jp.key: jp for jp in plan.jobs}
     order = [jp for jp in plan.jobs if jp.key in admitted and jp.key not in late] + \
-        [jp for jp in plan.jobs if jp.key in late]
+        [by_key[j] for j in data.order if j in late and j in by_key]
     before: dict[str, dict[str, dict[str, int]]] = {}
     for jp in order:
         if jp.key in late:
@@ -502,11 +550,31 @@ def add_hint(m: cp_model.CpModel, data: Data, v: Vars, plan: PlacementPlan,
             for q in queues.chain(c.queue):
                 for r, amt in c.pod.requests.items():
                     alloc[q][r] = alloc[q].get(r, 0) - amt
-        for b in jp.bindings:
+        for b in jp.bindings if jp.admitted else ():
             for q in queues.chain(jp.queue):
                 for r, amt in data.ctx.pods[jp.key][b.task][b.index].requests.items():
                     alloc[q][r] = alloc[q].get(r, 0) + amt
     _hint_reclaim(m, data, v, before, amounts, counts)
+
+
+def is_anchor(data: Data, plan: PlacementPlan) -> bool:
+    """The plan's late jobs, their victims and placements are the anchor's (``model.Anchor``)."""
+    anchor = data.victims.anchor
+    if anchor is None:
+        return False
+    late = {jp.key: jp for jp in plan.jobs if jp.victims or (jp.admitted and jp.after_evictions)}
+    if set(late) != anchor.late:
+        return False
+    for k, jp in late.items():
+        a = anchor.job(k)
+        if _shape(jp) != _shape(a):
+            return False
+    return True
+
+
+def _shape(jp: JobPlacement) -> tuple[Any, ...]:
+    return (jp.admitted, jp.hyper_node, sorted((x.namespace, x.name) for x in jp.victims),
+            sorted((b.task, b.node) for b in jp.bindings))
 
 
 def _hint_reclaim(m: cp_model.CpModel, data: Data, v: Vars, before: dict[str, dict[str, dict[str, int]]],
@@ -530,9 +598,9 @@ def extract(data: Data, v: Vars, s: cp_model.CpSolver) -> dict[str, list[tuple[C
     vd = data.victims
     out: dict[str, list[tuple[Candidate, VictimReason]]] = defaultdict(list)
     handed: dict[str, int] = defaultdict(int)
-    for job in data.valid:
+    for key in data.order:
         for (j, k), y in sorted(v.ev.take.items()):
-            if j != job.key:
+            if j != key:
                 continue
             n = int(s.value(y))
             if n:
