@@ -180,6 +180,14 @@ def hint_values(data: Data, v: Vars, plan: GoalPlan) -> list[tuple[Any, int]]:
         if k is not None:
             sends[k.key, mv.to_node] += 1
     out: list[tuple[Any, int]] = [(of[key], sends.get(key[1:], 0)) for key in ex.keys("send")]
+    if data.devices:  # a moved share on the device its move names
+        on: dict[tuple[int, str, int], int] = defaultdict(int)
+        for mv in plan.repack.moves:
+            k = class_of.get(mv.pod)
+            room = data.devices.get(mv.to_node)
+            if k is not None and room is not None and mv.to_devices and mv.to_devices[0] in room.index:
+                on[k.key, mv.to_node, room.index.index(mv.to_devices[0])] += 1
+        out += [(of[key], on.get(key[1:], 0)) for key in ex.keys("on")]
     out += [(of["moved", k.key], sum(n for (kk, _), n in sends.items() if kk == k.key)) for k in data.classes]
     sources = {mv.from_node for mv in plan.repack.moves}
     receivers = {mv.to_node for mv in plan.repack.moves}
