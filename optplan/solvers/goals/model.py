@@ -6,9 +6,14 @@ decisions and constraints) and by its MILP twin (``milp``); no solver is importe
   receivers they may be sent to (static predicates, their PodGroup's topology regions, one pod fits the
   room now: a receiver loses nothing) and how many fit on each alone.
   Only nodes where a gang pod may land or inside a HyperNode to free have classes (the necessity rule:
-  no other node may lose a pod). A GPU share (``RepackProblem.share_milli``) is in no class: the model
-  counts cards, not devices, so shares stay where they are and a node holding one is never freed by it;
-  plans that move shares are the greedy's, which ``auto`` hints the model with and keeps when better.
+  no other node may lose a pod).
+- Device level, when GPU shares move (``RepackProblem.shares_move``; ``Data.devices``): a class's pods also
+  hold the same part of the same devices of their node (``MoveClass.held``: a share is a class pinned to its
+  device); a share class goes only to receivers with a device one pod fits now (``MoveClass.slots``), a
+  gang's share pods to devices that could take one once the movable pods on them left (``GangClass.slots``);
+  whole cards take devices untouched after the moves (``whole_devices``). The rows (``_devices``) are the
+  oracle's fit of each device; R's totals row there is on ``whole_total``. Snapshots without devices build
+  the model they always did.
 - Gang classes (``GangClass``): identical pods of a gang's minimum and the nodes they may go to (static
   predicates, inside one of the gang's regions, one pod fits if every movable pod left the node); the
   gang's regions are those that could hold its R once every movable pod left. A gang whose hard topology
@@ -747,7 +752,8 @@ Key = tuple[Any, ...]
 class)``, ``("source", node)``, ``("receiver", node)``, ``("admit", gang)``, ``("hyper", gang, region index)``,
 ``("place", gang class index, node)``, ``("lands", node, resource)``, ``("free", HyperNode)``, ``("region", group,
 HyperNode)``, ``("widening", group)``, ``("affected", group)``, ``("breach", group)``, ``("restarted", unit)``,
-``("affected_cards", group)``, ``("wide", group)``."""
+``("affected_cards", group)``, ``("wide", group)``; at device level ``("on", class, receiver, device position)``,
+``("gang_on", gang class index, node, device position)``, ``("whole", node, device position)``."""
 Term = tuple[Key, int]
 LE, GE, EQ = "<=", ">=", "=="
 
