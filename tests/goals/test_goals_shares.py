@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from optplan.adapters.kubefile import load_objects
-from optplan.models.goals import GoalPlan
+from optplan.models.goals import CAPACITY, GoalPlan
 from optplan.models.repack import PodMove
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.registry import load
@@ -131,3 +131,17 @@ def test_every_goal_planner_plans_valid_with_shares(name: str) -> None:
         assert admitted_on(r.plan, "big") == ["n2"] and r.plan.repack.moves[0].to_devices in ((0,), (1,))
     if name == "auto":
         assert r.plan.repack.moves[0].to_devices == (0,)
+
+
+def test_a_hami_gang_on_a_snapshot_without_devices_asks_whole_cards() -> None:
+    # no node lists its GPUs: the template's nvidia.com/gpu next to HAMi's share resources is whole cards
+    from tests.adapters.test_vgpu_hami import SHARE as HAMI
+    from tests.builders import node as plain
+    extra = {"nvidia.com/gpucores": "400", "nvidia.com/gpumem": "65536"}
+    task = job_task("w", 2, 0, template_spec={"containers": [
+        {"name": "main", "image": IMAGE, "resources": {"limits": HAMI, "requests": HAMI}}]})
+    p = problem(plain("n1", 1, extra=extra), plain("n2", 1, extra=extra), vcjob("h", "default", [task], ns="ns"))
+    assert p.gangs[0].card_request("nvidia.com/gpu") == 2000 and not p.repack.shares_move
+    assert sorted(admitted_on(solve(p).plan, "h") or []) == ["n1", "n2"]  # a card each
+    p = problem(plain("n1", 1, extra=extra), vcjob("h", "default", [task], ns="ns"))
+    assert p.gangs[0].cause == CAPACITY  # two cards asked, one in the cluster
