@@ -231,6 +231,20 @@ def _gang_devices(problem: GoalProblem, gang_classes: list[GangClass], classes: 
         gc.nodes = kept
 
 
+def _share_left(cap: Capacity, pod: Pod, node: str) -> int:
+    """The milli-GPU a share would leave on the device the fit rule gives it on the node now (best fit); a node
+    whose devices cannot take it ranks after every other (``MILLI_PER_GPU`` and more)."""
+    free = cap.gpu_free.get(node)
+    if free is None:
+        return 2 * MILLI_PER_GPU
+    devices = cap.nodes[node].devices
+    ask = gpu_ask(pod, cap.nodes[node])
+    chosen = gpushare.choose_devices(free, ask, cap.gpu_memory[node], devices[0].model)
+    if not chosen:
+        return 2 * MILLI_PER_GPU
+    return free[chosen[0]] - ask.milli if ask.is_share else MILLI_PER_GPU
+
+
 def _device_receivers(problem: GoalProblem, classes: list[MoveClass], gang_classes: list[GangClass],
                       cap: Capacity) -> dict[str, DeviceRoom]:
     """At device level: each class's receivers cut to those whose devices can take one of its pods now (a share
@@ -388,6 +402,8 @@ def build_data(problem: GoalProblem, hint: GoalPlan | None = None, *, restrict: 
     for k, (idx, fit) in zip(classes, arcs, strict=True):
         if sources is not None and len(idx) > KEEP_RECEIVERS:
             free_r = np.array([free0[providers[i]].get(R, 0) for i in idx], dtype=np.int64)
+            if device_level and k.pods[0].key in rp.share_milli:  # a share: the device it fills most first
+                free_r = np.array([_share_left(cap, k.pods[0], providers[i]) for i in idx], dtype=np.int64)
             late = np.array([providers[i] in sources for i in idx], dtype=bool)
             order = np.lexsort((idx, free_r, late))  # nodes that lose nothing first, then the best fit
             chosen = set(order[:KEEP_RECEIVERS].tolist()) | {j for j, i in enumerate(idx)
@@ -493,7 +509,8 @@ def _sources(problem: GoalProblem, eligible: list[int], free0: dict[str, dict[st
     twice as many as the gang has pods and at least eight; the nodes of the freeable HyperNodes cheapest to
     free (least movable R; twice the count, and two more); the hint's sources."""
     R = problem.resource
-    movable_r = {n: sum(p.request(R) for p in ps) for n, ps in problem.movable.items()}
+    request = problem.repack.request  # a moving GPU share: its milli-GPU
+    movable_r = {n: sum(request(p) for p in ps) for n, ps in problem.movable.items()}
 
     def most(n: str) -> int:
         return max(free0[n].get(R, 0), 0) + movable_r.get(n, 0)
