@@ -2,8 +2,8 @@
 to one device of its node, sent to a receiver's device where it fits (milli-GPU and memory), whole cards take
 devices untouched after the moves. Traps where moving shares is the only way to admit a gang or free a
 HyperNode and the greedy's best fit misses it: CP-SAT and its MILP twin find it and prove it (OPTIMAL); on
-random device clusters every exact plan passes the goal validator, both twins prove the same score, and the
-exact plan is never worse than the greedy's."""
+random device clusters every exact plan passes the goal validator, both twins prove the same score, the
+exact plan is never worse than the greedy's, and the model takes the greedy's plan as its hint (``auto``)."""
 
 from __future__ import annotations
 
@@ -150,5 +150,8 @@ def test_exact_plans_with_shares_are_valid_and_the_twins_agree(seed: int) -> Non
     assert exact.record.status == "OPTIMAL" and twin.record.status == "OPTIMAL"
     assert p.score(exact.plan, exact.disruption) == p.score(twin.plan, twin.disruption)
     assert p.score(exact.plan, exact.disruption) >= p.score(greedy.plan, greedy.disruption)
+    # auto hints CP-SAT with the greedy's plan: a model refusing that valid plan raises (strict mode)
+    best = run(p, "auto")
+    assert p.score(best.plan, best.disruption) == p.score(exact.plan, exact.disruption)
     for m in exact.plan.repack.moves + twin.plan.repack.moves:  # a moved share names its device
         assert (m.to_devices is not None) == (p.snapshot.pods[m.pod].gpu_share is not None)
