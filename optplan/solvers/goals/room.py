@@ -266,7 +266,10 @@ class Room:
         cap = self.cap
         nodes = self.problem.snapshot.nodes
         best: tuple[int, int, str] | None = None
+        need = self.problem.repack.share_milli.get(pod.key, 1)
         for n, free in cap.gpu_free.items():
+            if max(free, default=0) < need:  # no device has the room (cheap: most nodes at scale)
+                continue
             if (n == src or n in banned or n in self.forbidden or self.is_source(n)
                     or (dests is not None and n not in dests) or not self.allows(pod, n) or not cap.fits(pod, n)):
                 continue
