@@ -268,7 +268,10 @@ class Room:
         best: tuple[int, int, str] | None = None
         need = self.problem.repack.share_milli.get(pod.key, 1)
         for n, free in cap.gpu_free.items():
-            if max(free, default=0) < need:  # no device has the room (cheap: most nodes at scale)
+            # the least milli-GPU it could leave there (by milli-GPU alone): none, or no better than the best
+            # so far, and the node's rules are not asked (cheap: most nodes at scale)
+            least = min((f - need for f in free if f >= need), default=None)
+            if least is None or (best is not None and (least, self.free_r(n), n) >= best):
                 continue
             if (n == src or n in banned or n in self.forbidden or self.is_source(n)
                     or (dests is not None and n not in dests) or not self.allows(pod, n) or not cap.fits(pod, n)):
