@@ -751,6 +751,24 @@ def load_objects(objects: Iterable[Mapping[str, Any]], source: str = "<objects>"
     return build([RawObject(source, dict(o)) for o in objs], cache=cache, originals=objs, warnings=warnings)
 
 
+def _hami_totals(pods: dict[str, Pod], jobs: dict[str, VCJob], devices: bool) -> None:
+    """HAMi shares' requests as the totals count them (``vgpu.hami_totals``), on pods and VCJob templates."""
+    for key, pod in pods.items():
+        share, requests = vgpu.hami_totals(pod.gpu_share, pod.requests, devices)
+        if requests is not pod.requests or share is not pod.gpu_share:
+            pods[key] = pod.model_copy(update={"gpu_share": share, "requests": requests})
+    for key, job in jobs.items():
+        tasks = []
+        for t in job.tasks:
+            share, requests = vgpu.hami_totals(t.template.gpu_share, t.template.requests, devices)
+            if requests is not t.template.requests or share is not t.template.gpu_share:
+                t = t.model_copy(update={"template": t.template.model_copy(
+                    update={"gpu_share": share, "requests": requests})})
+            tasks.append(t)
+        if any(a is not b for a, b in zip(tasks, job.tasks, strict=True)):
+            jobs[key] = job.model_copy(update={"tasks": tuple(tasks)})
+
+
 def build(raws: Sequence[RawObject], *, cache: ParseCache | None = None,
           originals: Sequence[Mapping[str, Any]] | None = None, warnings: Sequence[str] = ()) -> LoadedInput:
     """The objects of ``raws`` checked and parsed; ``warnings``: the caller's, first among the snapshot's."""
@@ -800,6 +818,7 @@ def build(raws: Sequence[RawObject], *, cache: ParseCache | None = None,
         if pod.occupying and pod.node_name not in nodes:
             raise pod_raw[key].error("spec.nodeName", f"bound to node {pod.node_name!r}, which is not in the snapshot")
     kept = {k: p for k, p in pods.items() if not p.node_name or p.node_name in nodes}
+    _hami_totals(kept, jobs, any(n.devices for n in nodes.values()))
     for key, pod in kept.items():
         if pod.gpu_share is not None and pod.occupying and pod.node_name is not None:
             kept[key] = vgpu.pin(pod, nodes[pod.node_name], pod_raw[key].error)

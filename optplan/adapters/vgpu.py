@@ -21,7 +21,8 @@ and ``gpushare``; the vGPU one is HAMi's model), and written back for the import
   ``hami.io/vgpu-devices-allocated`` (else ``-to-allocate``), in ``vgpu-ids-new``'s format. HAMi's device
   plugin advertises ``nvidia.com/gpu`` in vGPU slots (devices x split count): on a HAMi node it is read as
   its devices (whole cards), and a HAMi share's ``nvidia.com/gpu`` and share resources are held at device
-  level, not in the node's totals (``pod_gpu``). A container asking ``nvidia.com/gpu`` alone is whole cards,
+  level, not in the node's totals (``hami_totals``; on a snapshot where no node lists its GPUs they stay
+  whole cards and requests, as before). A container asking ``nvidia.com/gpu`` alone is whole cards,
   as HAMi makes it (exclusive cores, all the memory).
 
 Bad input, each one line naming file, object and field: a share above 1000 milli (cores above 100), a
@@ -190,12 +191,22 @@ def _container_asks(spec: Mapping[str, Any], parse: Callable[[Any, str], Resourc
 def pod_gpu(annotations: Mapping[str, str], spec: Mapping[str, Any], parse: Callable[[Any, str], Resources],
             fail: Fail, requests: Resources) -> tuple[GpuShare | None, Resources]:
     """The pod's ask at device level (not yet pinned: ``pin`` places it; None for a pod that asks for whole
-    ``nvidia.com/gpu`` cards or none) and its ``requests`` as the node's totals count them: a HAMi share's
-    ``nvidia.com/gpu`` (vGPU slots) and share resources are held at device level instead."""
-    share, hami = _read_share(annotations, spec, parse, fail)
-    if not hami:
+    ``nvidia.com/gpu`` cards or none) and its ``requests`` as written; ``hami_totals`` then says how the
+    node's totals count a HAMi share's."""
+    share, _ = _read_share(annotations, spec, parse, fail)
+    return share, requests
+
+
+def hami_totals(share: GpuShare | None, requests: Resources, devices: bool) -> tuple[GpuShare | None, Resources]:
+    """A pod's (or a VCJob template's) share and requests once every node is read. A HAMi share (its requests
+    name HAMi's share resources) holds its ``nvidia.com/gpu`` (vGPU slots) and share resources at device level,
+    not in the totals, when some node lists its GPUs (``devices``); on a snapshot where none does, HAMi's
+    names are read as before: no share, the requests as written (``nvidia.com/gpu`` whole cards)."""
+    if share is None or not any(requests.get(r, 0) > 0 for r in HAMI_RESOURCES):
         return share, requests
-    return share, {r: v for r, v in requests.items() if r != WHOLE_GPU and r not in HAMI_RESOURCES}
+    if devices:
+        return share, {r: v for r, v in requests.items() if r != WHOLE_GPU and r not in HAMI_RESOURCES}
+    return None, requests
 
 
 _VOLCANO_NAMES = (VGPU_NUMBER, VGPU_CORES, VGPU_MEMORY, VGPU_MEMORY_PERCENTAGE)

@@ -19,6 +19,9 @@ Sections (each skipped with a note when its data is absent):
    each openb workload on GPU devices, the paper's six peers and optplan's policies, mean and 95% interval
    over seeds beside the published means (full suite: 17 workloads × seeds 42..51; quick: the default trace,
    seed 42); its runs are cached in ``shared_runs.jsonl`` in ``--out``.
+7. Repack goals with shared GPUs (``goals_bench.bench_goal_shares``): on openb with its shares kept (fill 80%)
+   and the fabric of 5, the five gangs admitted, racks freed, whole GPUs of a model left free on one node, by
+   the greedy and the exact planners at device level; the goal against its bound, moves, model size, wall.
 
 Output in ``--out``: ``report.md`` (Markdown tables and PNG links), the PNGs (matplotlib's Agg canvas,
 no pyplot, no timestamps) and ``results.json`` (every figure). Progress goes to stderr: a bar per
@@ -48,7 +51,7 @@ from optplan.adapters.kubefile import LoadedInput, load_objects
 from optplan.adapters.openb import RESOURCE, ImportConfig, import_openb, read_nodes, read_pods
 from optplan.adapters.output import png, write_atomic
 from optplan.errors import InputError
-from optplan.experiments.goals_bench import bench_goals
+from optplan.experiments.goals_bench import bench_goal_shares, bench_goals, share_report_lines
 from optplan.experiments.goals_bench import plot as goals_plot
 from optplan.experiments.goals_bench import report_lines as goals_report
 from optplan.experiments.sim import table as fgd_table
@@ -65,7 +68,7 @@ from optplan.solvers.repack.validate import plan_violations
 
 log = logging.getLogger(__name__)
 
-SECTIONS = ("repack", "bpplib", "scaling", "placement", "goals", "shared")
+SECTIONS = ("repack", "bpplib", "scaling", "placement", "goals", "shared", "goal-shares")
 ARRIVALS_PERCENT = 130.0
 FGD_EXPECTED = Path("fgd-expected") / "analysis_allo_discrete.csv"
 FGD_WORKLOAD = "openb_pod_list_default"
@@ -145,7 +148,10 @@ def run_suite(suite: Suite, data: Path | None, out: Path, sections: Sequence[str
                "goals": lambda: {"skipped": "not in the tiny suite"} if suite.name == "tiny" else bench_goals(
                    data, suite.fills, 30.0 if suite.name == "full" else suite.time_limit,
                    lambda name: log.info("goals: %s", name)),
-               "shared": lambda: bench_shared(suite, data, out)}
+               "shared": lambda: bench_shared(suite, data, out),
+               "goal-shares": lambda: {"skipped": "not in the tiny suite"} if suite.name == "tiny" else
+               bench_goal_shares(data, 80.0, suite.time_limit, ("greedy", "cpsat", "auto") if suite.name == "full"
+                                 else ("greedy", "auto"), lambda name: log.info("goal-shares: %s", name))}
     for name in SECTIONS:
         results[name] = benches[name]() if name in sections else {"skipped": "not among --sections"}
     results["wallSeconds"] = round(time.perf_counter() - t0, 1)
@@ -799,6 +805,7 @@ def report(results: dict[str, Any], pngs: list[str]) -> str:
     parts.append("## 6. Shared GPUs: the FGD paper's table\n")
     sh = results["shared"]
     parts += [f"Skipped: {sh['skipped']}.\n"] if "skipped" in sh else fgd_table.report(sh, _md)
+    parts += share_report_lines(results["goal-shares"], _md)
     return "\n".join(parts)
 
 

@@ -14,14 +14,21 @@ the running pods. The rows:
 
 Every plan is validated by its family's validator (the planners raise otherwise). ``cards disrupted`` is the
 cards of the pods moved (they restart elsewhere) or killed.
+
+Section 7 (``bench_goal_shares``; ``benchmarks/goals_shares.py`` runs it alone): the goals with shared GPUs on
+``optplan import openb --shared`` with the same fabric, per goal (the five gangs admitted, racks freed, whole
+GPUs of a model left free on one node) and planner: the goal's value against its bound, moves, status, the
+exact model's size at device level and the wall seconds.
 """
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from optplan.adapters.inject import fabric, pending_gangs
 from optplan.adapters.kubefile import LoadedInput, load_objects
@@ -34,6 +41,7 @@ from optplan.solvers.goals.run import plan_goals
 from optplan.solvers.placement.allocate import greedy_place
 from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.place import plan_placement
+from optplan.solvers.repack.run import plan_repack
 
 GANG_CARDS = (16, 24, 32, 48, 64)
 METHODS = ("nothing", "preemption", "kai", "optplan greedy", "optplan exact")
@@ -156,3 +164,113 @@ def plot(res: dict[str, Any]) -> bytes | None:
                 ax.legend(fontsize=7)
         fig.tight_layout()
         return png(fig)
+
+
+# ---- section 7: the goals with shared GPUs ------------------------------------------------------------------
+
+SHARE_GOALS = ("admit", "free-hypernodes", "free-gpus")
+"""The goals of section 7, one RepackRun each (``share_run``)."""
+
+
+@dataclass(frozen=True)
+class ShareGoals:
+    """Section 7's settings: the racks to free (tier 1), the whole GPUs of a model to leave free on one node."""
+
+    racks: int = 16
+    free_gpus: int = 8
+    gpu_model: str = "G2"
+
+
+def share_objects(data: Path, fill: float) -> list[dict[str, Any]]:
+    """``optplan import openb --fill F --shared`` of the default trace (no RepackRun) with the HyperNode fabric."""
+    objs, _summary = import_openb(str(data / "openb" / "openb_node_list_gpu_node.csv"),
+                                  str(data / "openb" / "openb_pod_list_default.csv"),
+                                  ImportConfig(fill=fill, shared=True))
+    objs = [o for o in objs if o.get("kind") != "RepackRun"]
+    return [*objs, *fabric(objs, RESOURCE)]
+
+
+def share_run(goal: str, settings: ShareGoals, jobs: list[str]) -> dict[str, Any]:
+    """The RepackRun of one of ``SHARE_GOALS``: admit ``jobs``, free ``racks`` tier-1 HyperNodes, or leave
+    ``free_gpus`` GPUs of ``gpu_model`` free on one node."""
+    spec: dict[str, Any] = {"resource": RESOURCE}
+    if goal == "admit":
+        spec["admit"] = {"jobs": jobs}
+    elif goal == "free-hypernodes":
+        spec["freeHyperNodes"] = {"tier": 1, "count": settings.racks}
+    else:
+        spec["freeGpus"] = {"count": settings.free_gpus, "model": settings.gpu_model}
+    return {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": {"name": goal},
+            "spec": {"mode": "DryRun", "goals": [spec]}}
+
+
+def share_rows(objs: list[dict[str, Any]], goals: Sequence[str], planners: Sequence[str], limit: float,
+               settings: ShareGoals, progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """Per goal and planner: the goal's value against its bound (gangs admitted of five, racks freed, GPUs left
+    free), pods and shares moved, cards moved, the status, the exact model's size at device level and the wall
+    seconds of the whole call (``plan_goals``; ``plan_repack`` for freeGpus), with the load average."""
+    gangs = pending_gangs(GANG_CARDS, RESOURCE)
+    jobs = [f"{g['metadata']['namespace']}/{g['metadata']['name']}" for g in gangs if g["kind"] == "Job"]
+    rows = []
+    for goal in goals:
+        loaded = load_objects([*objs, *(gangs if goal == "admit" else []), share_run(goal, settings, jobs)])
+        snap, run = loaded.snapshot, next(iter(loaded.runs.values()))
+        for name in planners:
+            if progress:
+                progress(f"{goal} {name}")
+            t = time.perf_counter()
+            options = PlanOptions(time_limit=limit)
+            out = (plan_repack(snap, run, solver=name, options=options) if goal == "free-gpus"
+                   else plan_goals(snap, run, solver=name, options=options))
+            wall = time.perf_counter() - t
+            res, status_plan = out.result, cast(Any, out.status.plan)
+            if goal == "admit":
+                value, bound = status_plan.goals.admitted_job_count, len(GANG_CARDS)
+            elif goal == "free-hypernodes":
+                value, bound = len(status_plan.goals.freed_hyper_nodes), settings.racks
+            else:
+                freed = status_plan.summary.freed_gpus if status_plan is not None else None
+                value, bound = (len(freed.devices) if freed is not None else 0), settings.free_gpus
+            moves = res.plan.moves
+            stats = res.stats
+            rows.append({"goal": goal, "planner": name, "value": value, "bound": bound, "podsMoved": len(moves),
+                         "sharesMoved": sum(m.to_devices is not None for m in moves),
+                         "movedCards": res.disruption.moved_cards / 1000, "status": res.record.status,
+                         "sendVariables": stats.get("sendVariables"), "placeVariables": stats.get("placeVariables"),
+                         "deviceVariables": stats.get("deviceVariables"), "deviceRows": stats.get("deviceRows"),
+                         "restricted": stats.get("restricted"), "wallSeconds": round(wall, 1),
+                         "load": [round(x, 1) for x in os.getloadavg()]})
+    return rows
+
+
+def bench_goal_shares(data: Path | None, fill: float, limit: float, planners: Sequence[str],
+                      progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """``optplan bench`` section 7 (``share_rows`` on ``share_objects``, every goal of ``SHARE_GOALS``)."""
+    if data is None or not (data / "openb" / "openb_pod_list_default.csv").exists():
+        return {"skipped": "no openb data"}
+    settings = ShareGoals()
+    rows = share_rows(share_objects(data, fill), SHARE_GOALS, planners, limit, settings, progress)
+    return {"fill": fill, "timeLimit": limit, "racks": settings.racks, "freeGpus": settings.free_gpus,
+            "gpuModel": settings.gpu_model, "rows": rows}
+
+
+def share_report_lines(res: dict[str, Any], md: Callable[[list[str], list[list[Any]]], str]) -> list[str]:
+    parts = ["## 7. Repack goals with shared GPUs (openb --shared + HyperNodes)\n"]
+    if "skipped" in res:
+        return [*parts, f"Skipped: {res['skipped']}.\n"]
+    parts.append(f"The default trace filled to {res['fill']:g}% with its fractional-GPU pods kept as shares, the "
+                 f"rack fabric of section 5; per goal (the five gangs of section 5 admitted, {res['racks']} racks "
+                 f"freed, {res['freeGpus']} {res['gpuModel']} GPUs left free on one node) and planner (time limit "
+                 f"{res['timeLimit']:g} s): the goal's value and bound, pods moved (shares among them), cards moved, "
+                 "status, the exact model's send / place variables and device variables / rows.\n")
+    header = ["goal", "planner", "value", "bound", "pods moved (shares)", "cards moved", "status",
+              "send / place vars", "device vars / rows", "wall s"]
+    rows = []
+    for r in res["rows"]:
+        size = (f"{r['sendVariables']:,} / {r['placeVariables']:,}{' (restricted)' if r['restricted'] else ''}"
+                if r["sendVariables"] is not None else "-")
+        dev = f"{r['deviceVariables']:,} / {r['deviceRows']:,}" if r["deviceVariables"] is not None else "-"
+        rows.append([r["goal"], r["planner"], r["value"], r["bound"], f"{r['podsMoved']} ({r['sharesMoved']})",
+                     f"{r['movedCards']:g}", r["status"], size, dev, r["wallSeconds"]])
+    parts.append(md(header, rows))
+    return parts

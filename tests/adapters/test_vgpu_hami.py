@@ -115,3 +115,29 @@ def test_cli_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["frag", str(f), "--resource", "nvidia.com/gpu"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "gpucores" in err
+
+
+def template_job(limits: dict[str, str]) -> dict[str, Any]:
+    """A VCJob of one task, two pods asking ``limits``."""
+    from tests.builders import IMAGE, job_task, vcjob
+    return vcjob("j", "default", [job_task("w", 2, 0, template_spec={"containers": [
+        {"name": "main", "image": IMAGE, "resources": {"limits": limits, "requests": limits}}]})], ns="ns")
+
+
+def test_hami_names_on_a_snapshot_without_devices_are_whole_cards() -> None:
+    # no node lists its GPUs: HAMi's count is whole nvidia.com/gpu cards and its share resources are
+    # requests like any other, on a running pod and on a VCJob template alike (as before HAMi was read)
+    from tests.builders import node, queue
+    snap = load_objects([node("n1", 2, extra={"nvidia.com/gpucores": "200", "nvidia.com/gpumem": "32768"}),
+                         hpod("p", SHARE), queue("default"), template_job(SHARE)]).snapshot
+    template = snap.jobs["ns/j"].tasks[0].template
+    for requests, share in ((snap.pods["ns/p"].requests, snap.pods["ns/p"].gpu_share),
+                            (template.requests, template.gpu_share)):
+        assert share is None
+        assert requests == {"nvidia.com/gpu": 1000, "nvidia.com/gpucores": 30000, "nvidia.com/gpumem": 4000000}
+    # with a node listing its GPUs, both hold the slot and the share at device level
+    snap = load_objects([hnode(), hpod("p", SHARE), queue("default"), template_job(SHARE)]).snapshot
+    template = snap.jobs["ns/j"].tasks[0].template
+    for requests, share in ((snap.pods["ns/p"].requests, snap.pods["ns/p"].gpu_share),
+                            (template.requests, template.gpu_share)):
+        assert share is not None and share.milli == 300 and requests == {}

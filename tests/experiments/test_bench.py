@@ -87,12 +87,12 @@ def test_bench_skips_sections_without_data(tmp_path: Path) -> None:
                         (), 0, 1.0, (30,), 1.0)
     bench.run_suite(suite, tmp_path / "nodata", tmp_path / "o")
     results = json.loads((tmp_path / "o" / "results.json").read_text())
-    assert all("skipped" in results[s] for s in ("repack", "bpplib", "placement", "goals", "shared"))
+    assert all("skipped" in results[s] for s in ("repack", "bpplib", "placement", "goals", "shared", "goal-shares"))
     assert not (tmp_path / "o" / "repack_freed.png").exists()
     assert not (tmp_path / "o" / "placement.png").exists()
     assert not (tmp_path / "o" / "goals.png").exists()
     md = (tmp_path / "o" / "report.md").read_text()
-    assert md.count("Skipped:") == 5
+    assert md.count("Skipped:") == 6
 
 
 def test_sections_run_alone(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from optplan.adapters.kubefile import load_objects
-from optplan.models.goals import GoalPlan
+from optplan.models.goals import CAPACITY, GoalPlan
 from optplan.models.repack import PodMove
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.registry import load
@@ -121,11 +121,42 @@ def test_a_hypernode_holding_shares_is_freed_by_moving_them() -> None:
 
 @pytest.mark.parametrize("name", ["cpsat", "milp", "auto", "kai"])
 def test_every_goal_planner_plans_valid_with_shares(name: str) -> None:
-    # the exact models keep shares in place (they count cards): their plans are valid, and auto keeps the
-    # greedy's plan that moves the share when the model finds none better
+    # the exact models move the share at device level too (either of n1's devices takes it; auto keeps the
+    # greedy's choice, which costs the same); kai evicts and re-places, valid
     p = problem(node("n1"), node("n2"), share("s1", "n1", "a", 40), share("s2", "n1", "b", 40),
                 share("s3", "n2", "a", 50), vcjob("big", "default", [job_task("w", 1, 2)], ns="ns"))
     r = load("goals", name)().plan(p, OPTS)
     assert goal_violations(p, r.plan, claimed=r.disruption) == []
+    if name != "kai":
+        assert admitted_on(r.plan, "big") == ["n2"] and r.plan.repack.moves[0].to_devices in ((0,), (1,))
     if name == "auto":
-        assert admitted_on(r.plan, "big") == ["n2"] and r.plan.repack.moves[0].to_devices == (0,)
+        assert r.plan.repack.moves[0].to_devices == (0,)
+
+
+def test_a_hami_gang_on_a_snapshot_without_devices_asks_whole_cards() -> None:
+    # no node lists its GPUs: the template's nvidia.com/gpu next to HAMi's share resources is whole cards
+    from tests.adapters.test_vgpu_hami import SHARE as HAMI
+    from tests.builders import node as plain
+    extra = {"nvidia.com/gpucores": "400", "nvidia.com/gpumem": "65536"}
+    task = job_task("w", 2, 0, template_spec={"containers": [
+        {"name": "main", "image": IMAGE, "resources": {"limits": HAMI, "requests": HAMI}}]})
+    p = problem(plain("n1", 1, extra=extra), plain("n2", 1, extra=extra), vcjob("h", "default", [task], ns="ns"))
+    assert p.gangs[0].card_request("nvidia.com/gpu") == 2000 and not p.repack.shares_move
+    assert sorted(admitted_on(solve(p).plan, "h") or []) == ["n1", "n2"]  # a card each
+    p = problem(plain("n1", 1, extra=extra), vcjob("h", "default", [task], ns="ns"))
+    assert p.gangs[0].cause == CAPACITY  # two cards asked, one in the cluster
+
+
+def test_the_greedy_sends_a_share_to_the_device_it_fills_most() -> None:
+    # n2's three shares (0.6 and 0.4 on a, 0.5 on b) must leave for the gang's two cards; n1 and n3 have no
+    # untouched device (a whole card on b each), n1's a has 0.9 free, n3's a 0.6. By free whole cards (a tie)
+    # then name, the 0.6 share took n1's a and the 0.5 one n3's a, leaving 0.1 for the 0.4 one; by the device
+    # it fills most, the 0.6 share fills n3's a and the others fit n1's a
+    p = problem(node("n1"), node("n2"), node("n3"), share("x1", "n1", "a", 10), whole("w1", "n1"),
+                share("x3", "n3", "a", 40), whole("w3", "n3"),
+                share("s1", "n2", "a", 60), share("s2", "n2", "b", 50), share("s3", "n2", "a", 40),
+                vcjob("big", "default", [job_task("w", 1, 2)], ns="ns"))
+    r = solve(p)
+    assert admitted_on(r.plan, "big") == ["n2"]
+    assert {m.pod: (m.to_node, m.to_devices) for m in r.plan.repack.moves} == {
+        "ns/s1": ("n3", (0,)), "ns/s2": ("n1", (0,)), "ns/s3": ("n1", (0,))}

@@ -285,16 +285,30 @@ def test_free_gpus_plans_are_validated() -> None:
     assert problem.gpus_after(ok) == ("n1", (0, 1))
 
 
-def test_free_gpus_exact_places_where_the_greedy_placement_cannot() -> None:
-    # clearing t's two GPUs moves 0.5, 0.3 and 0.3; room: r1's a 0.6, r2's a 0.5. Largest first, the greedy
-    # puts the 0.5 on r1 and then has 0.5 left for two 0.3s; the exact placement puts it on r2
+def test_free_gpus_greedy_sends_a_share_to_the_device_it_fills_most() -> None:
+    # clearing t's two GPUs moves 0.5, 0.3 and 0.3; room: r1's a 0.6, r2's a 0.5. By free whole cards then
+    # name, the 0.5 took r1's a and left 0.1 + 0.5 for two 0.3s; by the device it fills most, it fills r2's a
     objs = with_run(gpus_run(2), node("t"), node("r1"), node("r2"),
                     share("a5", "t", "a", 50), share("b3", "t", "b", 30), share("c3", "t", "b", 30),
                     share("x4", "r1", "a", 40), whole("xw", "r1"), share("y5", "r2", "a", 50), whole("yw", "r2"))
+    for solver in ("greedy", "cpsat"):
+        out = plan(objs, solver)
+        assert out.reason == "RepackRecommended"
+        assert {m.pod: m.to_node for m in out.result.plan.moves} == {"ns/a5": "r2", "ns/b3": "r1", "ns/c3": "r1"}
+
+
+def test_free_gpus_exact_places_where_the_greedy_placement_cannot() -> None:
+    # clearing t's two GPUs moves a 0.5 share (1000 MiB) and a 0.4 one (8000 MiB); room: r1's a 0.5 and
+    # 10000 MiB, r2's a 0.6 and 2000 MiB. Largest first by best fit, the 0.5 fills r1's a and the 0.4 one fits
+    # no memory left; the exact placement crosses them
+    objs = with_run(gpus_run(2), node("t"), node("r1"), node("r2"),
+                    share("a5", "t", "a", 50, 1000), share("b4", "t", "b", 40, 8000),
+                    share("x5", "r1", "a", 50, 6384), whole("xw", "r1"), share("y4", "r2", "a", 40, 14384),
+                    whole("yw", "r2"))
     assert plan(objs, "greedy").result.plan.moves == ()
     out = plan(objs, "cpsat")
     assert out.reason == "RepackRecommended" and out.result.record.status == "OPTIMAL"
-    assert {m.pod: m.to_node for m in out.result.plan.moves} == {"ns/a5": "r2", "ns/b3": "r1", "ns/c3": "r1"}
+    assert {m.pod: m.to_node for m in out.result.plan.moves} == {"ns/a5": "r2", "ns/b4": "r1"}
 
 
 def test_free_gpus_flags_and_bad_input_exit_2(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:

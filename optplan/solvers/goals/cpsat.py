@@ -14,15 +14,19 @@ Decisions (integers only: identical pods are counted, not named):
   it lands in its r-th region (``Gang.regions``), Σ_r hyper = admit, pods only on the chosen region's nodes.
 - ``free[h]``: a freeable HyperNode of the goal's tier is freed: every R pod on its nodes moves, no R pod
   (moved or forecast) lands there.
+- At device level (GPU shares move; ``model._devices``): ``on[k, m, d]`` / ``gang_on[c, n, d]``: share pods
+  of move class k / gang class c on device d (Σ_d = the send / place variable); ``whole[n, d]``: device d
+  of n, untouched after the moves, given to a whole card (Σ_d = the whole cards arriving).
 - ``region[p, h]``: a PodGroup with network topology and moved pods ends inside region h (a HyperNode of
   its allowed tiers; for soft groups any HyperNode or the root), so hard topology holds and a soft
   group's widening is counted exactly.
 
-Constraints: capacity per node and resource (pod slot included): fixed usage − what leaves + what
-arrives + gang pods ≤ allocatable, on each resource something landing there requests (an
-over-committed node only binds when something lands); quota per queue of each gang's chain
-(``allocated + Σ admit · requests ≤ realCapability``, ``QueueState.fit_reason``); necessity (a node
-loses pods only where a gang pod lands or in a freed HyperNode); maxPerRun.podGroups and .resources,
+Constraints: capacity per node and resource (pod slot included): fixed usage − what leaves + what arrives +
+gang pods ≤ allocatable, on each resource something landing there requests (an over-committed node only
+binds when something lands); at device level per device: shares arriving + 1000 per whole card ≤ free
+milli-GPU now + what the pods leaving it held, and the shares' memory likewise; quota per queue of each
+gang's chain (``allocated + Σ admit · requests ≤ realCapability``, ``QueueState.fit_reason``); necessity (a
+node loses pods only where a gang pod lands or in a freed HyperNode); maxPerRun.podGroups and .resources,
 the PDBs (Repack's rules, ``problem.repack``); Σ free ≤ count (≥ count when required).
 
 Objective, lexicographic, by stages (each fixes the previous optimum — or the value found, when the
@@ -180,6 +184,14 @@ def hint_values(data: Data, v: Vars, plan: GoalPlan) -> list[tuple[Any, int]]:
         if k is not None:
             sends[k.key, mv.to_node] += 1
     out: list[tuple[Any, int]] = [(of[key], sends.get(key[1:], 0)) for key in ex.keys("send")]
+    if data.devices:  # a moved share on the device its move names
+        on: dict[tuple[int, str, int], int] = defaultdict(int)
+        for mv in plan.repack.moves:
+            k = class_of.get(mv.pod)
+            room = data.devices.get(mv.to_node)
+            if k is not None and room is not None and mv.to_devices and mv.to_devices[0] in room.index:
+                on[k.key, mv.to_node, room.index.index(mv.to_devices[0])] += 1
+        out += [(of[key], on.get(key[1:], 0)) for key in ex.keys("on")]
     out += [(of["moved", k.key], sum(n for (kk, _), n in sends.items() if kk == k.key)) for k in data.classes]
     sources = {mv.from_node for mv in plan.repack.moves}
     receivers = {mv.to_node for mv in plan.repack.moves}

@@ -6,9 +6,14 @@ decisions and constraints) and by its MILP twin (``milp``); no solver is importe
   receivers they may be sent to (static predicates, their PodGroup's topology regions, one pod fits the
   room now: a receiver loses nothing) and how many fit on each alone.
   Only nodes where a gang pod may land or inside a HyperNode to free have classes (the necessity rule:
-  no other node may lose a pod). A GPU share (``RepackProblem.share_milli``) is in no class: the model
-  counts cards, not devices, so shares stay where they are and a node holding one is never freed by it;
-  plans that move shares are the greedy's, which ``auto`` hints the model with and keeps when better.
+  no other node may lose a pod).
+- Device level, when GPU shares move (``RepackProblem.shares_move``; ``Data.devices``): a class's pods also
+  hold the same part of the same devices of their node (``MoveClass.held``: a share is a class pinned to its
+  device); a share class goes only to receivers with a device one pod fits now (``MoveClass.slots``), a
+  gang's share pods to devices that could take one once the movable pods on them left (``GangClass.slots``);
+  whole cards take devices untouched after the moves (``whole_devices``). The rows (``_devices``) are the
+  oracle's fit of each device; R's totals row there is on ``whole_total``. Snapshots without devices build
+  the model they always did.
 - Gang classes (``GangClass``): identical pods of a gang's minimum and the nodes they may go to (static
   predicates, inside one of the gang's regions, one pod fits if every movable pod left the node); the
   gang's regions are those that could hold its R once every movable pod left. A gang whose hard topology
@@ -49,18 +54,21 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from optplan.models.devices import MILLI_PER_GPU
 from optplan.models.goals import QUOTA, SEARCH, TOPOLOGY, Admission, GoalPlan
 from optplan.models.placement import Binding
 from optplan.models.quantity import format_milli
 from optplan.models.repack import PodMove, SolverRecord
 from optplan.models.results import Disruption
 from optplan.models.snapshot import ROOT, Pod
+from optplan.solvers.core import gpushare
 from optplan.solvers.core.exact import ExactModelError, exact_record, strict
-from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, constraint_signature, pod_demand
+from optplan.solvers.core.gpushare import GpuAsk
+from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, constraint_signature, gpu_ask, pod_demand
 from optplan.solvers.goals.problem import Gang, GangPod, GoalProblem, GoalResult
 from optplan.solvers.placement.jobs import Region
 from optplan.solvers.placement.partitions import partitioned
-from optplan.solvers.repack.exact.model import integer_weights, weigh, weighted_cost
+from optplan.solvers.repack.exact.model import DeviceRoom, integer_weights, weigh, weighted_cost
 from optplan.solvers.repack.rules import RestartUnit
 
 log = logging.getLogger(__name__)
@@ -94,6 +102,14 @@ class MoveClass:
     unit: RestartUnit  # of the first pod (the same for all when wider than one pod)
     receivers: list[str] = field(default_factory=list)
     caps: list[int] = field(default_factory=list)  # per receiver: pods that fit there alone
+    held: tuple[int, int, tuple[int, ...]] = (0, 0, ())
+    """At device level (``Data.devices``): the milli-GPU and memory (MiB) each pod holds on each of the device
+    positions of its node listed (the same for every pod of the class: classes are split by device)."""
+    slots: dict[str, tuple[tuple[int, int, int], ...]] = field(default_factory=dict)
+    """At device level, a share: receiver -> (device position, milli-GPU, memory MiB) of each device one pod
+    may take there (as ``repack.exact.model.PodClass.slots``)."""
+    whole_devices: int = 0
+    """At device level: the untouched devices each pod takes on a receiver that lists its GPUs (whole cards)."""
 
     @property
     def count(self) -> int:
@@ -108,6 +124,11 @@ class GangClass:
     pods: list[GangPod]
     demand: dict[str, int]
     nodes: list[str] = field(default_factory=list)
+    slots: dict[str, tuple[tuple[int, int, int], ...]] = field(default_factory=dict)
+    """At device level, pods asking for a share: node -> (device position, milli-GPU, memory MiB) of each
+    device that could take one once the movable pods on it left."""
+    whole_devices: int = 0
+    """At device level: the untouched devices each pod takes on a node that lists its GPUs."""
 
 
 @dataclass
@@ -127,6 +148,12 @@ class Data:
     restricted: bool
     priority_weight: dict[int, int]  # eligible gang -> its stage-1 weight
     causes: dict[int, tuple[str, str]] = field(default_factory=dict)  # gang -> (cause, reason) fixed up front
+    devices: dict[str, DeviceRoom] = field(default_factory=dict)
+    """When GPU shares move (``RepackProblem.shares_move``): every node of the model that lists its GPUs, its
+    devices now (the model at device level); empty otherwise."""
+    whole_total: dict[str, int] = field(default_factory=dict)
+    """Those nodes' free ``nvidia.com/gpu`` by the totals (``Capacity.whole_total``): the R row's room there,
+    the untouched devices being the device rows'."""
 
     def cards(self, milli: int) -> int:
         return milli // self.card_unit
@@ -137,7 +164,9 @@ class Data:
         return exact_model(self)
 
 
-def _classes(problem: GoalProblem, sources: set[str] | None) -> list[MoveClass]:
+def _classes(problem: GoalProblem, sources: set[str] | None, cap: Capacity | None) -> list[MoveClass]:
+    """The move classes; with ``cap`` (device level), a class's pods also hold the same share of the same
+    devices of their node (``MoveClass.held``)."""
     rp = problem.repack
     out: list[MoveClass] = []
     for n in sorted(problem.movable):
@@ -145,16 +174,114 @@ def _classes(problem: GoalProblem, sources: set[str] | None) -> list[MoveClass]:
             continue
         buckets: dict[tuple[object, ...], list[Pod]] = defaultdict(list)
         for pod in problem.movable[n]:
-            if pod.key in rp.share_milli:  # a GPU share stays: the model counts cards, not devices
-                continue
             unit = rp.restart_unit(pod)
-            buckets[(tuple(sorted(pod.requests.items())), constraint_signature(pod), pod.group_key,
-                     tuple(rp.pdbs_charged(pod)), unit.key if unit.policy is not None else None)].append(pod)
+            key: tuple[object, ...] = (tuple(sorted(pod.requests.items())), constraint_signature(pod),
+                                       pod.group_key, tuple(rp.pdbs_charged(pod)),
+                                       unit.key if unit.policy is not None else None)
+            if cap is not None:
+                key = (*key, _held(cap, pod, n))
+            buckets[key].append(pod)
         for sig in sorted(buckets, key=lambda s: min(p.key for p in buckets[s])):
             pods = sorted(buckets[sig], key=lambda p: p.key)
             out.append(MoveClass(len(out), n, pods[0].group_key or "", pods, pod_demand(pods[0]),
-                                 rp.request(pods[0]), tuple(rp.pdbs_charged(pods[0])), rp.restart_unit(pods[0])))
+                                 rp.request(pods[0]), tuple(rp.pdbs_charged(pods[0])), rp.restart_unit(pods[0]),
+                                 held=_held(cap, pods[0], n) if cap is not None else (0, 0, ())))
     return out
+
+
+def _held(cap: Capacity, pod: Pod, node: str) -> tuple[int, int, tuple[int, ...]]:
+    """(milli-GPU, memory MiB, device positions) the pod holds on its node's devices; (0, 0, ()) for none."""
+    held = cap.gpu_held.get(pod.key)
+    if held is None or held[0] != node:
+        return 0, 0, ()
+    return held[2], held[3], held[1]
+
+
+def _gang_devices(problem: GoalProblem, gang_classes: list[GangClass], classes: list[MoveClass],
+                  cap: Capacity) -> None:
+    """At device level, each gang class's ask on the nodes that list their GPUs: a share's devices that could
+    take one pod once every movable pod on them left (``GangClass.slots``; a node with none is dropped), or
+    the whole cards each pod takes (``GangClass.whole_devices``)."""
+    nodes = problem.snapshot.nodes
+    release: dict[str, dict[int, tuple[int, int]]] = defaultdict(dict)
+    for k in classes:
+        for d in k.held[2]:
+            m0, mem0 = release[k.node].get(d, (0, 0))
+            release[k.node][d] = (m0 + k.held[0] * k.count, mem0 + k.held[1] * k.count)
+    for gc in gang_classes:
+        pod = gc.pods[0].pod
+        kept = []
+        for n in gc.nodes:
+            if n not in cap.gpu_free:
+                kept.append(n)
+                continue
+            ask = gpu_ask(pod, nodes[n])
+            if ask.is_share:
+                back = release.get(n, {})
+                free = [f + back.get(d, (0, 0))[0] for d, f in enumerate(cap.gpu_free[n])]
+                mem = cap.gpu_memory[n]
+                memory = None if mem is None else [f + back.get(d, (0, 0))[1] for d, f in enumerate(mem)]
+                slots = tuple((d, ask.milli, ask.memory_mib) for d in gpushare.usable(free, ask, memory))
+                if not slots or not gpushare.fits(free, ask, memory, nodes[n].devices[0].model):
+                    continue
+                gc.slots[n] = slots
+            elif ask.whole:
+                gc.whole_devices = ask.whole
+            kept.append(n)
+        gc.nodes = kept
+
+
+def _share_left(cap: Capacity, pod: Pod, node: str) -> int:
+    """The milli-GPU a share would leave on the device the fit rule gives it on the node now (best fit); a node
+    whose devices cannot take it ranks after every other (``MILLI_PER_GPU`` and more)."""
+    free = cap.gpu_free.get(node)
+    if free is None:
+        return 2 * MILLI_PER_GPU
+    devices = cap.nodes[node].devices
+    ask = gpu_ask(pod, cap.nodes[node])
+    chosen = gpushare.choose_devices(free, ask, cap.gpu_memory[node], devices[0].model)
+    if not chosen:
+        return 2 * MILLI_PER_GPU
+    return free[chosen[0]] - ask.milli if ask.is_share else MILLI_PER_GPU
+
+
+def _device_receivers(problem: GoalProblem, classes: list[MoveClass], gang_classes: list[GangClass],
+                      cap: Capacity) -> dict[str, DeviceRoom]:
+    """At device level: each class's receivers cut to those whose devices can take one of its pods now (a share
+    goes to a device, so only to a node that lists its GPUs; ``MoveClass.slots``, ``whole_devices``), and the
+    devices of every node of the model that lists its GPUs."""
+    nodes = problem.snapshot.nodes
+    for k in classes:
+        pod = k.pods[0]
+        receivers, caps = [], []
+        for r, c in zip(k.receivers, k.caps, strict=True):
+            if r not in cap.gpu_free:
+                if pod.gpu_share is None:  # whole cards by the totals
+                    receivers.append(r)
+                    caps.append(c)
+                continue
+            free, memory = cap.gpu_free[r], cap.gpu_memory[r]
+            ask = gpu_ask(pod, nodes[r])
+            if not gpushare.fits(free, ask, memory, nodes[r].devices[0].model):
+                continue
+            if ask.is_share:
+                k.slots[r] = tuple((d, ask.milli, ask.memory_mib) for d in gpushare.usable(free, ask, memory))
+                c = min(c, sum(free[d] // ask.milli for d, _, _ in k.slots[r]))
+            else:
+                k.whole_devices = ask.whole
+            receivers.append(r)
+            caps.append(c)
+        k.receivers, k.caps = receivers, caps
+    used = ({k.node for k in classes} | {r for k in classes for r in k.receivers}
+            | {n for gc in gang_classes for n in gc.nodes})
+    rooms = {}
+    for n in sorted(used):
+        if n in cap.gpu_free:
+            free, memory = cap.gpu_free[n], cap.gpu_memory[n]
+            rooms[n] = DeviceRoom(tuple(free), None if memory is None else tuple(memory),
+                                  tuple(gpushare.usable(free, GpuAsk(whole=1), memory)),
+                                  tuple(d.index for d in nodes[n].devices))
+    return rooms
 
 
 def _gang_classes(problem: GoalProblem, i: int, gang: Gang) -> list[GangClass]:
@@ -196,7 +323,13 @@ def build_data(problem: GoalProblem, hint: GoalPlan | None = None, *, restrict: 
     sources: set[str] | None = None
     if restrict:
         sources = _sources(problem, eligible, free0, hint)
-    classes = _classes(problem, sources)
+    device_level = problem.repack.shares_move
+    classes = _classes(problem, sources, cap if device_level else None)
+    whole_total = dict(cap.whole_total) if device_level else {}
+
+    def r_room(n: str) -> int:
+        """Free R on n by the totals (at device level the untouched devices are the device rows')."""
+        return whole_total[n] if n in whole_total else free0[n].get(R, 0)
     movable_room: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for k in classes:
         for r, v in k.demand.items():
@@ -210,6 +343,8 @@ def build_data(problem: GoalProblem, hint: GoalPlan | None = None, *, restrict: 
         if n not in rooms:
             leaving = movable_room.get(n, {})
             rooms[n] = {r: a + leaving.get(r, 0) for r, a in free0[n].items()}
+            if n in whole_total:
+                rooms[n][R] = whole_total[n] + leaving.get(R, 0)
         return rooms[n]
 
     # gangs: classes, regions that may hold them, nodes
@@ -221,7 +356,7 @@ def build_data(problem: GoalProblem, hint: GoalPlan | None = None, *, restrict: 
         union: set[str] = set()
         keep = []
         for reg in g.regions:
-            room = sum(max(free0[n].get(R, 0) + movable_room.get(n, {}).get(R, 0), 0) for n in reg.nodes if n in free0)
+            room = sum(max(r_room(n) + movable_room.get(n, {}).get(R, 0), 0) for n in reg.nodes if n in free0)
             if room >= g.card_request(R):
                 keep.append(reg)
                 union |= reg.nodes
@@ -236,6 +371,8 @@ def build_data(problem: GoalProblem, hint: GoalPlan | None = None, *, restrict: 
                 if problem.predicates.reason(pod, n) is None and _fits(gc.demand, potential(n)) >= 1:
                     gc.nodes.append(n)
         gang_classes += mine
+    if device_level:
+        _gang_devices(problem, gang_classes, classes, cap)
     eligible = [i for i in eligible if i not in causes]
     gang_classes = [gc for gc in gang_classes if gc.gang not in causes]
     # a node loses pods only where a gang pod may land or in a HyperNode to free: the others' pods stay
@@ -265,6 +402,8 @@ def build_data(problem: GoalProblem, hint: GoalPlan | None = None, *, restrict: 
     for k, (idx, fit) in zip(classes, arcs, strict=True):
         if sources is not None and len(idx) > KEEP_RECEIVERS:
             free_r = np.array([free0[providers[i]].get(R, 0) for i in idx], dtype=np.int64)
+            if device_level and k.pods[0].key in rp.share_milli:  # a share: the device it fills most first
+                free_r = np.array([_share_left(cap, k.pods[0], providers[i]) for i in idx], dtype=np.int64)
             late = np.array([providers[i] in sources for i in idx], dtype=bool)
             order = np.lexsort((idx, free_r, late))  # nodes that lose nothing first, then the best fit
             chosen = set(order[:KEEP_RECEIVERS].tolist()) | {j for j, i in enumerate(idx)
@@ -273,6 +412,7 @@ def build_data(problem: GoalProblem, hint: GoalPlan | None = None, *, restrict: 
             idx, fit = idx[sel], fit[sel]
         k.receivers = [providers[i] for i in idx.tolist()]
         k.caps = [min(int(f), k.count) for f in fit.tolist()]
+    devices = _device_receivers(problem, classes, gang_classes, cap) if device_level else {}
     # scales
     card_unit = 0
     for k in classes:
@@ -288,7 +428,8 @@ def build_data(problem: GoalProblem, hint: GoalPlan | None = None, *, restrict: 
     level_weight, merged = admission_weights([gangs[i].priority for i in eligible])
     data = Data(problem, classes, gang_classes, eligible, regions, free0, hyper, topo, topo_before, card_unit,
                 integer_weights(problem.weights, card_unit), units, bool(restrict) or merged,
-                {i: level_weight[gangs[i].priority] for i in eligible}, causes)
+                {i: level_weight[gangs[i].priority] for i in eligible}, causes, devices,
+                {n: whole_total[n] for n in devices})
     return data
 
 
@@ -368,7 +509,8 @@ def _sources(problem: GoalProblem, eligible: list[int], free0: dict[str, dict[st
     twice as many as the gang has pods and at least eight; the nodes of the freeable HyperNodes cheapest to
     free (least movable R; twice the count, and two more); the hint's sources."""
     R = problem.resource
-    movable_r = {n: sum(p.request(R) for p in ps) for n, ps in problem.movable.items()}
+    request = problem.repack.request  # a moving GPU share: its milli-GPU
+    movable_r = {n: sum(request(p) for p in ps) for n, ps in problem.movable.items()}
 
     def most(n: str) -> int:
         return max(free0[n].get(R, 0), 0) + movable_r.get(n, 0)
@@ -454,8 +596,12 @@ def decode(data: Data, value: Callable[[Key], int]) -> tuple[list[PodMove], dict
     for k in data.classes:
         it = iter(k.pods)
         for r in k.receivers:
-            for _ in range(value(("send", k.key, r))):
-                moves.append(PodMove(pod=next(it).key, from_node=k.node, to_node=r))
+            named: list[tuple[int, ...] | None] = []
+            for d, _, _ in k.slots.get(r, ()):  # a share's pods fill the devices in position order
+                named += [(data.devices[r].index[d],)] * value(("on", k.key, r, d))
+            named += [None] * (value(("send", k.key, r)) - len(named))
+            for devices in named:
+                moves.append(PodMove(pod=next(it).key, from_node=k.node, to_node=r, to_devices=devices))
     admitted: dict[int, Admission] = {}
     for i in data.eligible:
         if not value(("admit", i)):
@@ -601,6 +747,10 @@ def exact_result(name: str, problem: GoalProblem, data: Data, stages: list[Stage
     wall = round(time.perf_counter() - started, 3)
     stats = {"moveClasses": len(data.classes), "sendVariables": sum(len(k.receivers) for k in data.classes),
              "placeVariables": sum(len(gc.nodes) for gc in data.gang_classes), "restricted": int(data.restricted)}
+    if data.devices:
+        ex = data.model
+        stats["deviceVariables"] = sum(1 for key in ex.upper if key[0] in ("on", "gang_on", "whole"))
+        stats["deviceRows"] = len(ex.rows["devices"])
     stats |= counts
     for what, st in zip(("admitWeight", "freedHyperNodes", "cost"), stages, strict=False):
         stats |= {what: st.value, f"{what}Bound": st.bound, f"{what}Proven": int(st.proven)}
@@ -619,7 +769,8 @@ Key = tuple[Any, ...]
 class)``, ``("source", node)``, ``("receiver", node)``, ``("admit", gang)``, ``("hyper", gang, region index)``,
 ``("place", gang class index, node)``, ``("lands", node, resource)``, ``("free", HyperNode)``, ``("region", group,
 HyperNode)``, ``("widening", group)``, ``("affected", group)``, ``("breach", group)``, ``("restarted", unit)``,
-``("affected_cards", group)``, ``("wide", group)``."""
+``("affected_cards", group)``, ``("wide", group)``; at device level ``("on", class, receiver, device position)``,
+``("gang_on", gang class index, node, device position)``, ``("whole", node, device position)``."""
 Term = tuple[Key, int]
 LE, GE, EQ = "<=", ">=", "=="
 
@@ -637,7 +788,7 @@ class Row:
     off: int | None = None
 
 
-FAMILIES = ("moves", "gangs", "capacity", "quota", "hyper_nodes", "required", "necessity", "topology",
+FAMILIES = ("moves", "gangs", "capacity", "devices", "quota", "hyper_nodes", "required", "necessity", "topology",
             "disruption", "budgets")
 """The constraint families in the order both models emit them; ``required`` (Σ free ≥ count) and ``budgets``
 (maxPerRun and the PDBs) are left out of the models that drop them."""
@@ -704,6 +855,7 @@ def exact_model(data: Data) -> ExactModel:
     _moves(ex, data)
     _gangs(ex, data)
     _capacity(ex, data)
+    _devices(ex, data)
     _quota(ex, data)
     _hyper_nodes(ex, data)
     _necessity(ex, data)
@@ -772,7 +924,8 @@ def _capacity(ex: ExactModel, data: Data) -> None:
             unit = data.units[res]
             inc = [(x, d[res] // unit) for x, d in lands[n] if d.get(res, 0) > 0]
             out = [(x, -(d[res] // unit)) for x, d in leaves.get(n, []) if d.get(res, 0) > 0]
-            room = free.get(res, 0) // unit
+            room = (data.whole_total[n] if res == data.problem.resource and n in data.whole_total
+                    else free.get(res, 0)) // unit
             if room >= 0:
                 ex.add("capacity", inc + out, LE, room)
                 continue
@@ -781,6 +934,68 @@ def _capacity(ex: ExactModel, data: Data) -> None:
             ex.add("capacity", inc + out, LE, room, (on, True), off=0)  # nothing lands: Σ ≤ 0
             for x, _ in inc:
                 ex.add("capacity", [(x, 1)], EQ, 0, (on, False))
+
+
+def _devices(ex: ExactModel, data: Data) -> None:
+    """At device level (``Data.devices``; nothing otherwise), per node that lists its GPUs: the share pods
+    sent or placed there spread over the devices one pod fits (``on``, ``gang_on``: Σ over the devices = the
+    send or place variable); whole cards take devices untouched after the moves (``whole``: Σ = the whole cards
+    arriving); per device, the shares arriving plus a whole card's 1000 ≤ its free milli-GPU now plus what the
+    pods leaving it held (a whole card therefore only on a device every pod left), and the shares' memory
+    likewise. With the totals' rows (R's room there is ``whole_total``) this is the oracle's fit at device level
+    of the moves (each share on its named device) and of the gangs' pods."""
+    leaving: dict[str, list[MoveClass]] = defaultdict(list)
+    for k in data.classes:
+        if k.held[2]:
+            leaving[k.node].append(k)
+    arriving: dict[str, list[tuple[Key, MoveClass | GangClass]]] = defaultdict(list)
+    for k in data.classes:
+        for r in k.receivers:
+            if r in data.devices:
+                arriving[r].append((("send", k.key, r), k))
+    for key in ex.keys("place"):
+        if key[2] in data.devices:
+            arriving[key[2]].append((key, data.gang_classes[key[1]]))
+    for j, n in enumerate(sorted(data.devices)):
+        room = data.devices[n]
+        on: dict[int, list[tuple[Key, int, int]]] = defaultdict(list)
+        wholes: list[Term] = []
+        for x, c in arriving.get(n, []):
+            slots = c.slots.get(n, ())
+            if slots:
+                family = "on" if x[0] == "send" else "gang_on"
+                xs = []
+                for d, milli, memory in slots:
+                    most = (room.free[d] + _back(leaving[n], d)) // max(milli, 1)
+                    y = ex.var((family, x[1], n, d), min(ex.upper[x], most), f"{family}_{x[1]}_{j}_{d}")
+                    on[d].append((y, milli, memory))
+                    xs.append((y, 1))
+                ex.add("devices", [*xs, (x, -1)], EQ, 0)
+            elif c.whole_devices:
+                wholes.append((x, c.whole_devices))
+        back = {d: [(("moved", k.key), -k.held[0]) for k in leaving[n] if d in k.held[2]]
+                for d in range(len(room.free))}
+        whole: dict[int, Key] = {}
+        if wholes:
+            for d, free in enumerate(room.free):
+                if free + _back(leaving[n], d) == MILLI_PER_GPU:  # untouched now, or once the pods on it leave
+                    whole[d] = ex.var(("whole", n, d), 1, f"whole_{j}_{d}")
+            ex.add("devices", [(y, 1) for y in whole.values()] + [(x, -c) for x, c in wholes], EQ, 0)
+        for d, free in enumerate(room.free):
+            terms: list[Term] = [(y, milli) for y, milli, _ in on.get(d, [])]
+            if d in whole:
+                terms.append((whole[d], MILLI_PER_GPU))
+            if not terms:
+                continue
+            ex.add("devices", terms + back[d], LE, free)
+            if room.memory is not None and any(mem for _, _, mem in on.get(d, [])):
+                mem_back = [(("moved", k.key), -k.held[1]) for k in leaving[n] if d in k.held[2] and k.held[1]]
+                ex.add("devices", [(y, mem) for y, _, mem in on.get(d, []) if mem] + mem_back, LE, room.memory[d])
+
+
+def _back(leaving: list[MoveClass], d: int) -> int:
+    """The milli-GPU the movable pods of these classes hold on device position d."""
+    return sum(k.held[0] * k.count for k in leaving if d in k.held[2])
 
 
 def _quota(ex: ExactModel, data: Data) -> None:
@@ -819,12 +1034,13 @@ def _hyper_nodes(ex: ExactModel, data: Data) -> None:
         on[k.node].append(k)
     lands: dict[str, list[Key]] = defaultdict(list)  # node -> the gang pods requesting R placed there
     for key in ex.keys("place"):
-        if data.gang_classes[key[1]].demand.get(R, 0) > 0:
+        gc = data.gang_classes[key[1]]
+        if gc.demand.get(R, 0) > 0 or key[2] in gc.slots:
             lands[key[2]].append(key)
     for j, (h, nodes) in enumerate(data.hyper.items()):
         f = ex.var(("free", h), 1, f"free_{j}")
         for n in sorted(nodes):
-            # an R pod the model cannot move (restricted away, or a GPU share) stays
+            # an R pod the model cannot move (restricted away) stays
             if len(p.movable.get(n, ())) > sum(k.count for k in on.get(n, ())):
                 ex.add("hyper_nodes", [(f, 1)], EQ, 0)
             for k in on.get(n, []):

@@ -21,7 +21,8 @@ from optplan.models.goals import QUOTA, Admission, GoalPlan
 from optplan.models.placement import Binding
 from optplan.models.repack import PodMove, SolverRecord
 from optplan.models.snapshot import Pod, Resources
-from optplan.solvers.core.oracle import POD_SLOT, constraint_signature
+from optplan.solvers.core import gpushare
+from optplan.solvers.core.oracle import POD_SLOT, constraint_signature, gpu_ask
 from optplan.solvers.goals.problem import Gang, GangPod, GoalProblem, GoalResult
 from optplan.solvers.placement.jobs import Region, held_pods
 from optplan.solvers.placement.partitions import partition_regions, partitioned
@@ -255,16 +256,51 @@ class Room:
                     and (dests is None or n in dests))
         return next(self.best_fit(pod, allowed), None)
 
+    def share_receiver(self, pod: Pod, src: str, banned: Collection[str]) -> str | None:
+        """``receiver_for`` a GPU share that moves, best fit at device level: among the nodes listing their GPUs
+        that may take it (the same rules), the one whose device it would fill most (the least milli-GPU left on
+        the device the fit rule gives it there), then the least free R, then by name."""
+        if self.is_receiver(src):
+            return None
+        dests = self.problem.destinations(pod)
+        cap = self.cap
+        nodes = self.problem.snapshot.nodes
+        best: tuple[int, int, str] | None = None
+        need = self.problem.repack.share_milli.get(pod.key, 1)
+        for n, free in cap.gpu_free.items():
+            # the least milli-GPU it could leave there (by milli-GPU alone): none, or no better than the best
+            # so far, and the node's rules are not asked (cheap: most nodes at scale)
+            least = min((f - need for f in free if f >= need), default=None)
+            if least is None or (best is not None and (least, self.free_r(n), n) >= best):
+                continue
+            if (n == src or n in banned or n in self.forbidden or self.is_source(n)
+                    or (dests is not None and n not in dests) or not self.allows(pod, n) or not cap.fits(pod, n)):
+                continue
+            ask = gpu_ask(pod, nodes[n])
+            chosen = gpushare.choose_devices(free, ask, cap.gpu_memory[n], nodes[n].devices[0].model)
+            if not chosen:
+                continue
+            key = (free[chosen[0]] - ask.milli, self.free_r(n), n)
+            if best is None or key < best:
+                best = key
+        return best[2] if best is not None else None
+
+    def moves_as_share(self, pod: Pod) -> bool:
+        """The pod is a GPU share of part of one device that moves (``RepackProblem.share_milli``)."""
+        share = pod.gpu_share
+        return share is not None and not share.whole and pod.key in self.problem.repack.share_milli
+
     def relocate(self, pods: Iterable[Pod], src: str, banned: Collection[str], why: str,
                  avoid: Collection[str] = ()) -> bool:
-        """Move each pod off ``src`` (largest R first) by best fit, off ``avoid`` when it can (else onto it);
-        all or nothing (undone on failure)."""
+        """Move each pod off ``src`` (largest R first) by best fit (a GPU share at device level:
+        ``share_receiver``), off ``avoid`` when it can (else onto it); all or nothing (undone on failure)."""
         mark = self.mark()
         request = self.problem.repack.request
         for pod in sorted(pods, key=lambda p: (-request(p), p.key)):
-            dst = self.receiver_for(pod, src, {*banned, *avoid}) if avoid else None
+            find = self.share_receiver if self.moves_as_share(pod) else self.receiver_for
+            dst = find(pod, src, {*banned, *avoid}) if avoid else None
             if dst is None:
-                dst = self.receiver_for(pod, src, banned)
+                dst = find(pod, src, banned)
             if dst is None:
                 self.undo(mark)
                 return False

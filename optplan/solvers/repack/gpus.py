@@ -9,10 +9,11 @@ disruption dimension grows with the moved set), so these sets are the only ones 
 with Repack's rules (``RepackProblem.disruption``: PodGroups, gangs, restart units, cards, pods) and kept when
 its pods may move (``pod_block``) within the budgets and PDBs (``overruns``).
 
-Where the pods go (``place``): the other occupied providers, each pod (largest first) on the first receiver, by
-least free whole cards then name, that passes the static predicates, keeps a hard-topology PodGroup inside its
-HyperNode and fits at device level (the oracle's ``Capacity``; a share on the best-fitting device, whole cards on
-untouched devices). ``fits_exactly`` asks CP-SAT instead: one variable per (pod, receiver), per (share, receiver,
+Where the pods go (``place``): the other occupied providers, each pod (largest first) on a receiver that passes the
+static predicates, keeps a hard-topology PodGroup inside its HyperNode and fits at device level (the oracle's
+``Capacity``): a whole-card pod on the first, by least free whole cards then name, its cards on untouched devices;
+a share on the best-fitting device of the receiver whose device it fills most (least milli-GPU left there; ties
+in the same order). ``fits_exactly`` asks CP-SAT instead: one variable per (pod, receiver), per (share, receiver,
 device) and per (receiver, untouched device) taken by a whole card, with the receivers' totals and each device's
 milli-GPU and memory, the oracle's device-level fit written as rows.
 
@@ -124,25 +125,33 @@ def place(problem: RepackProblem, option: Option, predicates: Predicates) -> lis
         cap.remove(p, option.node)
     order = receivers(problem, option, cap)
     moves = []
+    nodes = problem.snapshot.nodes
     for p in option.pods:
-        for r in order:
+        best: tuple[int, int, str, tuple[int, ...] | None] | None = None  # (milli left on its device, rank, ...)
+        for i, r in enumerate(order):
             if not allowed(problem, p, r, predicates) or not cap.fits(p, r):
                 continue
-            devices = None
-            if p.key in problem.share_milli:
-                node = problem.snapshot.nodes[r]
-                if not node.devices:
-                    continue
-                chosen = gpushare.choose_devices(cap.gpu_free[r], gpu_ask(p, node), cap.gpu_memory[r],
-                                                 node.devices[0].model)
-                if chosen is None:
-                    continue
-                devices = tuple(node.devices[d].index for d in chosen)
-            cap.add(p, r, devices)
-            moves.append(PodMove(pod=p.key, from_node=option.node, to_node=r, to_devices=devices))
-            break
-        else:
+            if p.key not in problem.share_milli:  # whole cards: the first receiver
+                best = (0, i, r, None)
+                break
+            node = nodes[r]
+            if not node.devices:
+                continue
+            ask = gpu_ask(p, node)
+            chosen = gpushare.choose_devices(cap.gpu_free[r], ask, cap.gpu_memory[r], node.devices[0].model)
+            if chosen is None:
+                continue
+            left = cap.gpu_free[r][chosen[0]] - ask.milli if ask.is_share else 0
+            key = (left, i, r, tuple(node.devices[d].index for d in chosen))
+            if best is None or key < best:
+                best = key
+            if not ask.is_share:
+                break
+        if best is None:
             return None
+        _, _, r, devices = best
+        cap.add(p, r, devices)
+        moves.append(PodMove(pod=p.key, from_node=option.node, to_node=r, to_devices=devices))
     return moves
 
 
