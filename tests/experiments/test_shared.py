@@ -221,3 +221,30 @@ def test_frag_spread_packs_when_multi_gpu_pods_ask_much_or_pods_require_models()
     assert spread(cl, cfg, TargetWorkload.of([(1000, GpuAsk(whole=1))] * 4 + [(1000, GpuAsk(whole=2))])).pack
     t4 = GpuAsk(whole=1, models=frozenset({"T4"}))
     assert spread(cl, cfg, TargetWorkload.of([(1000, t4), (1000, GpuAsk(whole=1))])).pack
+
+
+def test_frag_batch_places_a_batch_jointly_where_fgds_sequence_rejects() -> None:
+    # two idle 1-GPU nodes of 8 cpus, a (T4) and b (G2). A cpu-only pod of 6 cpus ties on FGD's score, so FGD
+    # takes the first name, a; the next pod (1 GPU, 4 cpus) requires a T4 and a has 2 cpus left: rejected.
+    # frag-batch places both arrivals in one solve: the cpu-only pod on b, the GPU pod on a.
+    nodes = [SimNode("a", 8000, 64 * GI, 1, "T4"), SimNode("b", 8000, 64 * GI, 1, "G2")]
+    pods = [SimPod("c1", 6000, GI, 0, 0), SimPod("g1", 4000, GI, 1, 1000, ("T4",))]
+    target = TargetWorkload.of([(1000, GpuAsk(whole=1))])
+    fgd = shared.simulate(nodes, pods, "fgd", target)
+    batch = shared.simulate(nodes, pods, "frag-batch", target, shared.SharedConfig(batch=2))
+    assert fgd.assignment == ((0, ()), None)
+    assert batch.assignment == ((1, ()), (0, (0,)))
+    # one arrival at a time it is FGD
+    one = shared.simulate(nodes, pods, "frag-batch", target, shared.SharedConfig(batch=1))
+    assert one.assignment == fgd.assignment
+
+
+def test_frag_batch_shares_and_whole_gpus_of_one_batch_take_distinct_devices() -> None:
+    # one 2-GPU node: a share and a whole GPU in one batch; the whole GPU avoids the share's device
+    nodes = [SimNode("a", 64000, 64 * GI, 2, "G2")]
+    pods = [SimPod("w", 1000, GI, 1, 1000), SimPod("s", 1000, GI, 1, 500), SimPod("s2", 1000, GI, 1, 500)]
+    target = TargetWorkload.of([(1000, GpuAsk(whole=1)), (1000, GpuAsk(milli=500))])
+    got = shared.simulate(nodes, pods, "frag-batch", target, shared.SharedConfig(batch=3))
+    assert got.allocated_milli == 2000 and got.rejected == 0
+    (_, w), (_, s), (_, s2) = got.assignment
+    assert s == s2 and not set(w) & set(s)

@@ -55,6 +55,18 @@ optplan's:
   more ask ``MULTI_GPU_SHARE`` of the GPU demand or more, a GPU pod's ties go first to the least contested model,
   then to the fullest node. Remaining ties: the first node by name; no random stream. Each pod is placed on
   arrival, as FGD places it; nothing is delayed or moved.
+- ``frag-batch``: FGD with look-ahead over ``SharedConfig.batch`` arrivals (16): they are placed together by
+  one CP-SAT solve on the state before the batch (``FragBatchPolicy``), lexicographically in two solves: the
+  most milli-GPUs placed (solved only when FGD's sequence on the candidates leaves a pod out), then the most
+  FGD integer score summed over the batch's pods, the first names among equal scores. Candidates per
+  arrival: FGD's ``batch_nodes`` best nodes (score, then name) with its device there, and for a share also
+  the ``batch_holes`` least free devices with room anywhere (hole filling), each scored by FGD's growth on
+  the state before the batch. Per node the batch's cpu and memory, per device its shares' milli, and per
+  node its whole GPUs plus the entirely free devices its shares open fit. One worker, ``seed``, a
+  deterministic time limit per solve (``batch_dtime``; ``BATCH_WALL_LIMIT`` seconds as a safety); FGD's
+  sequence on the candidates is the hint and the fallback (kept unless the solve's objectives are at least
+  its own). An arrival left out that still fits after the batch is placed by FGD's rule, so nobody is
+  refused while there is room; arrivals never leave and nothing is moved.
 
 **Metric.** GPU allocation ratio = allocated milli-GPUs / the cluster's milli-GPUs at the end (the paper's
 "GPU allocation ratio"; column 130 of its ``analysis_allo_discrete.csv``).
@@ -156,6 +168,14 @@ def arrival_of(p: SimPod) -> Arrival:
 @dataclass(frozen=True)
 class SharedConfig:
     seed: int = 0
+    batch: int = 16
+    """``frag-batch``: arrivals placed together by one CP-SAT solve."""
+    batch_nodes: int = 6
+    """``frag-batch``: candidate nodes per arrival (FGD's best scores, then the first names)."""
+    batch_holes: int = 4
+    """``frag-batch``: extra candidate devices per share: the least free devices with room anywhere."""
+    batch_dtime: float = 0.5
+    """``frag-batch``: CP-SAT's deterministic time limit per solve (deterministic, unlike a wall-clock limit)."""
 
 
 @dataclass(frozen=True)
@@ -498,6 +518,9 @@ def model_pressure(cl: DevCluster, target: TargetWorkload) -> np.ndarray[Any, An
     return np.array([press[m] * scale for m in cl.models.tolist()])
 
 
+BATCH_WALL_LIMIT = 2.0
+"""``frag-batch``: a wall-clock cap per solve beside the deterministic limit, a safety under heavy load."""
+
 MULTI_GPU_SHARE = 0.15
 """``frag-spread`` packs when pods of 2 GPUs or more ask at least this share of the trace's GPU demand (the
 default trace: 7.3%; the multigpu workloads 20-50%): spreading would leave no idle node for them."""
@@ -530,6 +553,224 @@ class FragSpreadPolicy(FgdPolicy):
         return i, self.devices(i, p)
 
 
+@dataclass(frozen=True)
+class _Option:
+    """One place a batch arrival may take: node, device (a share's; -1 for whole GPUs or none) and FGD's integer
+    score of that place on the state before the batch."""
+
+    node: int
+    device: int
+    score: int
+
+
+Placement = tuple[int, tuple[int, ...]] | None
+"""(node index, devices) of one arrival, None when rejected."""
+
+
+class FragBatchPolicy(FgdPolicy):
+    """optplan's: ``batch`` arrivals placed together by one CP-SAT solve over FGD's candidates (module
+    docstring); build, solve and extract are ``_options``/``_build``, ``_solve`` and ``_extract``."""
+
+    name = "frag-batch"
+
+    def __init__(self, cl: DevCluster, cfg: SharedConfig, target: TargetWorkload) -> None:
+        super().__init__(cl, cfg, target)
+        self.cfg = cfg
+        self.batch = cfg.batch
+        self.solves: dict[str, int] = {}
+        """Outcome of each batch's solve (CP-SAT status, or HINT when FGD's sequence was kept), counted."""
+
+    def _options(self, p: Arrival) -> list[_Option]:
+        """FGD's best nodes for ``p`` (score, then name), its device on each; for a share also the least free
+        devices with room anywhere (hole filling), each scored by FGD's growth on that device."""
+        cl = self.cl
+        fits = cl.fits(p)
+        if not fits.any():
+            return []
+        key = self.refresh(p, fits)
+        score = -self.delta[key]
+        idx = np.flatnonzero(fits)
+        top = idx[np.lexsort((idx, -score[idx]))][: self.cfg.batch_nodes]
+        out = [_Option(int(i), int(self.dev[key][i]) if p.ask.is_share else -1, int(score[i])) for i in top]
+        if p.ask.is_share and self.cfg.batch_holes:
+            rows, devs = np.nonzero(fits[:, None] & (cl.free_gpu >= p.ask.milli))
+            room = cl.free_gpu[rows, devs]
+            seen = {(o.node, o.device) for o in out}
+            for k in np.lexsort((devs, rows, room))[: self.cfg.batch_holes + len(out)]:
+                i, d = int(rows[k]), int(devs[k])
+                if (i, d) in seen or len(out) >= self.cfg.batch_nodes + self.cfg.batch_holes:
+                    continue
+                after = cl.free_gpu[i : i + 1].copy()
+                after[0, d] -= p.ask.milli
+                growth = self.frag(after, cl.free_cpu[i : i + 1] - p.cpu, self.model_ids[i : i + 1]) - self.before[i]
+                out.append(_Option(i, d, int(fgd_score(np.asarray(growth))[0])))
+                seen.add((i, d))
+        return out
+
+    @staticmethod
+    def _ranks(opts: Sequence[Sequence[_Option]]) -> dict[int, int]:
+        """The candidate nodes of a batch in name order, numbered 0, 1, ...: the name term of the objective."""
+        return {i: r for r, i in enumerate(sorted({o.node for options in opts for o in options}))}
+
+    def _value(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]],
+               pick: Sequence[int]) -> tuple[int, int]:
+        """The two objectives of a pick: milli-GPUs placed, then scores over names (``_solve``)."""
+        rank = self._ranks(opts)
+        w = len(pods) * len(rank) + 1
+        chosen = [(j, opts[j][o]) for j, o in enumerate(pick) if o >= 0]
+        return (sum(pods[j].ask.total_milli for j, _o in chosen),
+                sum((o.score + 1) * w - rank[o.node] for _j, o in chosen))
+
+    def _hint(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]]) -> list[int]:
+        """FGD's sequence on the options: each arrival in order takes its first option that still fits."""
+        cl = self.cl
+        cpu: dict[int, int] = {}
+        mem: dict[int, int] = {}
+        gpu: dict[tuple[int, int], int] = {}
+        whole: dict[int, int] = {}
+        touched: set[tuple[int, int]] = set()
+        pick = []
+        for p, options in zip(pods, opts, strict=True):
+            chosen = -1
+            for o, opt in enumerate(options):
+                i, d = opt.node, opt.device
+                if cl.free_cpu[i] - cpu.get(i, 0) < p.cpu or cl.free_mem[i] - mem.get(i, 0) < p.memory:
+                    continue
+                fresh = {e for (n, e) in touched if n == i and cl.free_gpu[i, e] == MILLI}
+                if p.ask.is_share:
+                    if cl.free_gpu[i, d] - gpu.get((i, d), 0) < p.ask.milli:
+                        continue
+                    if cl.free_gpu[i, d] == MILLI and (i, d) not in touched and \
+                            whole.get(i, 0) + len(fresh) + 1 > cl.full[i]:
+                        continue
+                    gpu[i, d] = gpu.get((i, d), 0) + p.ask.milli
+                    touched.add((i, d))
+                elif p.ask.whole:
+                    if whole.get(i, 0) + p.ask.whole + len(fresh) > cl.full[i]:
+                        continue
+                    whole[i] = whole.get(i, 0) + p.ask.whole
+                cpu[i] = cpu.get(i, 0) + p.cpu
+                mem[i] = mem.get(i, 0) + p.memory
+                chosen = o
+                break
+            pick.append(chosen)
+        return pick
+
+    def _solve(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]]) -> list[int]:
+        """The chosen option per arrival (-1: none): CP-SAT's when its objective is at least the hint's."""
+        from ortools.sat.python import cp_model
+
+        cl = self.cl
+        hint = self._hint(pods, opts)
+        if not any(opts):
+            return hint
+        m = cp_model.CpModel()
+        # x[j, o]: arrival j takes its option o
+        x = {(j, o): m.new_bool_var(f"x[{j},{o}]") for j, options in enumerate(opts) for o in range(len(options))}
+        for j, options in enumerate(opts):
+            if options:
+                m.add_at_most_one(x[j, o] for o in range(len(options)))
+        by_node: dict[int, list[tuple[int, int]]] = {}
+        for (j, o) in x:
+            by_node.setdefault(opts[j][o].node, []).append((j, o))
+        for i, keys in by_node.items():
+            m.add(sum(pods[j].cpu * x[j, o] for j, o in keys) <= int(cl.free_cpu[i]))
+            m.add(sum(pods[j].memory * x[j, o] for j, o in keys) <= int(cl.free_mem[i]))
+            shares: dict[int, list[tuple[int, int]]] = {}
+            for j, o in keys:
+                if pods[j].ask.is_share:
+                    shares.setdefault(opts[j][o].device, []).append((j, o))
+            for d, on in shares.items():
+                m.add(sum(pods[j].ask.milli * x[j, o] for j, o in on) <= int(cl.free_gpu[i, d]))
+            wholes = [(j, o) for j, o in keys if pods[j].ask.whole]
+            if wholes:
+                # whole GPUs and shares opening an entirely free device share the node's free devices
+                opened = []
+                for d, on in shares.items():
+                    if cl.free_gpu[i, d] == MILLI:
+                        u = m.new_bool_var(f"opened[{i},{d}]")
+                        for j, o in on:
+                            m.add_implication(x[j, o], u)
+                        opened.append(u)
+                m.add(sum(pods[j].ask.whole * x[j, o] for j, o in wholes) + sum(opened) <= int(cl.full[i]))
+        for (j, o), v in x.items():
+            m.add_hint(v, hint[j] == o)
+        hint_value = self._value(pods, opts, hint)
+        s = cp_model.CpSolver()
+        s.parameters.num_workers = 1
+        s.parameters.random_seed = self.cfg.seed
+        s.parameters.max_deterministic_time = self.cfg.batch_dtime
+        s.parameters.max_time_in_seconds = BATCH_WALL_LIMIT
+        s.parameters.max_presolve_iterations = 1  # light presolve: the models are small, solved many times
+        s.parameters.cp_model_probing_level = 0
+        s.parameters.symmetry_level = 0
+        placed = sum(pods[j].ask.total_milli * v for (j, _o), v in x.items())
+        outcome = "HINT"
+        if hint_value[0] < sum(p.ask.total_milli for p, options in zip(pods, opts, strict=True) if options):
+            # first the most milli-GPUs placed (only when FGD's sequence leaves a pod with candidates out)
+            m.maximize(placed)
+            st = s.solve(m)
+            if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE) or s.objective_value <= hint_value[0]:
+                self.solves[outcome] = self.solves.get(outcome, 0) + 1
+                return hint
+            m.add(placed >= round(s.objective_value))
+            hint = [next((o for o in range(len(options)) if s.value(x[j, o])), -1) for j, options in enumerate(opts)]
+            hint_value = self._value(pods, opts, hint)
+            m.clear_hints()
+            for (j, o), v in x.items():
+                m.add_hint(v, hint[j] == o)
+        else:
+            m.add(placed >= hint_value[0])
+        # then FGD's scores, the first names among equal scores (each term positive: nobody left out for it)
+        rank = self._ranks(opts)
+        w = len(pods) * len(rank) + 1
+        m.maximize(sum(((opts[j][o].score + 1) * w - rank[opts[j][o].node]) * v for (j, o), v in x.items()))
+        st = s.solve(m)
+        ok = st in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+        pick = hint
+        if ok:
+            got = [next((o for o in range(len(options)) if s.value(x[j, o])), -1) for j, options in enumerate(opts)]
+            if self._value(pods, opts, got) >= hint_value:
+                pick, outcome = got, s.status_name(st)
+        log.debug("frag-batch of %d: %s objective %s bound %s hint %s in %.3fs", len(pods), s.status_name(st),
+                  s.objective_value if ok else None, s.best_objective_bound if ok else None, hint_value, s.wall_time)
+        self.solves[outcome] = self.solves.get(outcome, 0) + 1
+        return pick
+
+    def place(self, pods: Sequence[Arrival]) -> list[Placement]:
+        """Places a batch on the cluster; an arrival the solve left out that still fits somewhere afterwards is
+        placed by FGD's rule (nobody is refused while there is room)."""
+        opts = [self._options(p) for p in pods]
+        pick = self._solve(pods, opts)
+        cl = self.cl
+        taken: dict[int, set[int]] = {}
+        for j, o in enumerate(pick):
+            if o >= 0 and pods[j].ask.is_share:
+                taken.setdefault(opts[j][o].node, set()).add(opts[j][o].device)
+        out: list[Placement] = []
+        for j, (p, o) in enumerate(zip(pods, pick, strict=True)):
+            if o < 0:
+                out.append(None)
+                continue
+            i = opts[j][o].node
+            if p.ask.is_share:
+                devs: tuple[int, ...] = (opts[j][o].device,)
+            else:
+                free = [d for d in range(int(cl.ngpu[i])) if cl.free_gpu[i, d] == MILLI and d not in taken.get(i, ())]
+                devs = tuple(free[: p.ask.whole])
+                taken.setdefault(i, set()).update(devs)
+            cl.take(i, p, devs)
+            out.append((i, devs))
+        for j, p in enumerate(pods):
+            if out[j] is None:
+                fits = cl.fits(p)
+                if fits.any():
+                    i, devs = super().choose(p, fits)
+                    cl.take(i, p, devs)
+                    out[j] = (i, devs)
+        return out
+
+
 # ---- simulation --------------------------------------------------------------------------------
 
 def target_workload(trace: Sequence[SimPod]) -> TargetWorkload:
@@ -549,18 +790,27 @@ def simulate(nodes: Sequence[SimNode], arrivals: Sequence[SimPod], policy: str, 
     pol = registry.load(FAMILY, policy)(cl, cfg, target)
     curve: list[float] = []
     arrived = 0
-    out: list[tuple[int, tuple[int, ...]] | None] = []
-    for p in pods:
-        ok = cl.fits(p)
-        if ok.any():
-            i, devs = pol.choose(p, ok)
-            cl.take(i, p, devs)
-            out.append((i, devs))
+    out: list[Placement] = []
+    batch = getattr(pol, "batch", 1)
+    for start in range(0, len(pods), batch):
+        group = pods[start : start + batch]
+        if isinstance(pol, FragBatchPolicy):
+            out.extend(pol.place(group))
         else:
-            out.append(None)
-        arrived += p.ask.total_milli
-        while cl.total_milli and len(curve) * cl.total_milli <= 100 * arrived:
-            curve.append(round(100.0 * cl.allocated / cl.total_milli, 2))
+            (p,) = group
+            ok = cl.fits(p)
+            if ok.any():
+                i, devs = pol.choose(p, ok)
+                cl.take(i, p, devs)
+                out.append((i, devs))
+            else:
+                out.append(None)
+        for p in group:
+            arrived += p.ask.total_milli
+            while cl.total_milli and len(curve) * cl.total_milli <= 100 * arrived:
+                curve.append(round(100.0 * cl.allocated / cl.total_milli, 2))
+    if isinstance(pol, FragBatchPolicy):
+        log.info("frag-batch solves: %s", pol.solves)
     allocated = verify(cl.nodes, pods, out)
     if allocated != cl.allocated:
         raise PlanInvalidError([f"the simulation counted {cl.allocated} allocated milli-GPUs, the check {allocated}"])

@@ -81,6 +81,7 @@ _ENTRIES: tuple[Entry, ...] = (
     Entry(SIM_SHARED, "binpack", "optplan.experiments.sim.shared:BinpackPolicy"),
     Entry(SIM_SHARED, "frag-aware", "optplan.experiments.sim.shared:FragAwarePolicy"),
     Entry(SIM_SHARED, "frag-spread", "optplan.experiments.sim.shared:FragSpreadPolicy"),
+    Entry(SIM_SHARED, "frag-batch", "optplan.experiments.sim.shared:FragBatchPolicy"),
     Entry("provision", "greedy", "optplan.solvers.provision.greedy:GreedyProvisioner"),
     Entry("provision", "cpsat", "optplan.solvers.provision.cpsat:CpSatProvisioner"),
     Entry("provision", "auto", "optplan.solvers.provision.run:AutoProvisioner"),
