@@ -235,3 +235,13 @@ def test_a_running_gangs_podgroup_and_vcjob_count_only_the_pods_left() -> None:
     r = run.run()
     assert moved == ["replay/a3"] and r.cards_disrupted == 1
     assert r.gang_waits[-1][1] == 60 - 20
+
+
+@pytest.mark.parametrize(("cards", "wait", "runs"), [(4, 15, 1), (5, 981, 0)])
+def test_pending_cards_watches_only_gangs_that_large(tmp_path: Path, cards: int, wait: float, runs: int) -> None:
+    # g asks 4 cards: a trigger on gangs of 4+ cards acts for it, one on 5+ leaves it to wait for q1 (as none)
+    n, p = _scattered(tmp_path)
+    r = replay(load_trace(n, p, gang_sizes=SINGLE),
+               ReplayConfig(policy="pending", pending_after=15, interval=600, pending_cards=cards))
+    assert r.gang_waits[-1][1] == wait and r.repack["runs"] == runs
+    assert r.config["pendingCards"] == cards

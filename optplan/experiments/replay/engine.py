@@ -797,6 +797,8 @@ class Replay:
                 continue
             k = q[0]
             gs = self.gangs[k]
+            if gs.g.cards < self.cfg.pending_cards:  # a trigger on large gangs: the others are not watched
+                continue
             if gs.g.min_member * gs.g.gpu <= free:
                 if gs.suspect_since is None:
                     gs.suspect_since = t
@@ -933,7 +935,8 @@ def config_dict(cfg: ReplayConfig) -> dict[str, Any]:
             "restartDelaySeconds": cfg.restart_delay, "restart": cfg.restart,
             "checkpointSeconds": cfg.checkpoint, "warmupSeconds": cfg.warmup, "timeLimit": cfg.time_limit,
             "seed": cfg.seed, "horizonSeconds": cfg.horizon,
-            "binpack": cfg.weights.model_dump(by_alias=True)}
+            "binpack": cfg.weights.model_dump(by_alias=True),
+            **({"pendingCards": cfg.pending_cards} if cfg.pending_cards else {})}
 
 
 def replay(trace: Trace, cfg: ReplayConfig, progress: ProgressFn | None = None,
