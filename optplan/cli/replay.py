@@ -173,6 +173,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="interval: minutes between Repack runs; pending: the cooldown (default 60)")
     p.add_argument("--pending-after", type=positive_float, default=30.0, metavar="MINUTES",
                    help="pending: Repack once a gang has waited by fragmentation this long (default 30)")
+    p.add_argument("--pending-cards", type=int_in(0, 2**31 - 1), default=0, metavar="N",
+                   help="pending: only gangs of at least N cards in all trigger it (default 0: any gang)")
     p.add_argument("--planner", default="greedy", metavar="NAME", help=f"one of {', '.join(PLANNERS)} (default greedy)")
     p.add_argument("--max-pod-groups", type=int_in(0, 2**31 - 1), metavar="N", help="maxPerRun.podGroups")
     p.add_argument("--max-cards", type=int_in(0, 2**31 - 1), metavar="N", help=f"maxPerRun.resources[{RESOURCE}]")
@@ -263,7 +265,8 @@ def configs(args: argparse.Namespace) -> list[ReplayConfig]:
     for name in dict.fromkeys(names):
         try:
             out.append(ReplayConfig(policy=name, interval=args.interval * 60, pending_after=args.pending_after * 60,
-                                    planner=args.planner, scope=scope, max_per_run=_budget(args),
+                                    pending_cards=args.pending_cards, planner=args.planner, scope=scope,
+                                    max_per_run=_budget(args),
                                     restart_delay=args.restart_delay, restart=args.restart,
                                     checkpoint=None if args.no_checkpoint else args.checkpoint_minutes * 60,
                                     warmup=args.warmup_hours * 3600, time_limit=args.time_limit, seed=args.seed,
@@ -367,8 +370,8 @@ def run(args: argparse.Namespace) -> str:
 
 # ---- sweeps ------------------------------------------------------------------------------------
 
-SWEEP_KEYS = {"traces", "policies", "intervals", "pendingAfter", "budgets", "planners", "seeds", "restartDelay",
-              "restart", "checkpointSeconds", "timeLimit", "scope", "warmupHours", "grids"}
+SWEEP_KEYS = {"traces", "policies", "intervals", "pendingAfter", "pendingCards", "budgets", "planners", "seeds",
+              "restartDelay", "restart", "checkpointSeconds", "timeLimit", "scope", "warmupHours", "grids"}
 TRACE_KEYS = {"name", "nodes", "pods", "speedup", "repeat", "horizonHours", "timesFrom", "unmatchedTimes"}
 
 
@@ -444,7 +447,8 @@ def run_sweep(args: argparse.Namespace) -> str:
                                                            and 0 <= s <= 2**31 - 1 for s in seeds):
         raise InputError("must be a non-empty list of integers in 0..2^31-1", file=path, field="seeds")
     try:
-        base = ReplayConfig(interval=args.interval * 60, pending_after=args.pending_after * 60, planner=args.planner,
+        base = ReplayConfig(interval=args.interval * 60, pending_after=args.pending_after * 60,
+                            pending_cards=args.pending_cards, planner=args.planner,
                             scope=spec.get("scope") or _scope(args.scope), max_per_run=_budget(args),
                             restart_delay=spec.get("restartDelay", args.restart_delay),
                             restart=spec.get("restart", args.restart),

@@ -12,6 +12,10 @@ from optplan.cli import main
 from optplan.cli.replay import load_trace
 from optplan.experiments.replay.config import ReplayConfig
 from optplan.experiments.replay.engine import Replay, replay
+from optplan.experiments.replay.policy import Planned
+from optplan.experiments.replay.trace import Trace, TraceGang, TracePod
+from optplan.experiments.sim.online import SimNode
+from optplan.models.snapshot import Snapshot
 
 HEADER = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,"
           "scheduled_time\n")
@@ -194,3 +198,50 @@ def test_restart_gang_restarts_every_pod_of_the_moved_pods_gang(tmp_path: Path) 
     ends = {run.pod_name[k]: run.end[k] for k in range(len(run.end))}
     assert ends["q1"] == ends["q2"] == 1 + 1000 + 30
     assert r.gang_waits[-1][1] == 40
+
+
+def _gang(name: str, created: float, gpu: int, min_member: int, runtimes: tuple[float, ...]) -> TraceGang:
+    return TraceGang(name, created, 1000, 1024, gpu, (), min_member,
+                     tuple(TracePod(f"{name}{i}", r) for i, r in enumerate(runtimes)))
+
+
+def _finished_gang_trace() -> Trace:
+    """Two 4-GPU nodes. b (one pod) lands on n1 at t=0; gang a (4 one-card pods, minMember 3) at t=1: three
+    on n1, one (a3) on n2; a0–a2 leave at t=6, so a's minimum is served by pods that finished and a3 runs
+    on. The 4-card gang g arrives at t=20: one of b0 and a3 must move."""
+    nodes = (SimNode("n1", 64000, 262144, 4, "V100"), SimNode("n2", 64000, 262144, 4, "V100"))
+    return Trace("t", nodes, (_gang("b", 0, 1, 1, (1000,)), _gang("a", 1, 1, 3, (5, 5, 5, 1000)),
+                              _gang("g", 20, 4, 1, (100,))))
+
+
+def test_a_running_gangs_podgroup_and_vcjob_count_only_the_pods_left() -> None:
+    """Volcano counts a finished (Succeeded) pod toward its gang: a's three finished pods serve its minimum,
+    so the snapshot's PodGroup asks nothing more of a3 and the VCJob lists one replica (it listed four, the
+    finished ones read as pending). Moving a3 then takes no gang below its minimum; moving b0 does, so the
+    Repack run moves a3 (it moved b0 when a3's PodGroup still asked for 3 running pods)."""
+    run = Replay(_finished_gang_trace(), ReplayConfig(policy="interval", interval=60))
+    moved: list[str] = []
+    apply = run.apply
+
+    def record(planned: Planned, t: float, snap: Snapshot) -> None:
+        a = snap.pod_groups["replay/a"]
+        job = snap.jobs["replay/a"]
+        assert (a.min_member, job.replicas, job.min_available) == (0, 1, 0)
+        assert snap.pod_groups["replay/b"].min_member == 1 and snap.jobs["replay/b"].replicas == 1
+        moved.extend(m.pod for m in planned.moves)
+        apply(planned, t, snap)
+
+    run.apply = record  # type: ignore[method-assign]
+    r = run.run()
+    assert moved == ["replay/a3"] and r.cards_disrupted == 1
+    assert r.gang_waits[-1][1] == 60 - 20
+
+
+@pytest.mark.parametrize(("cards", "wait", "runs"), [(4, 15, 1), (5, 981, 0)])
+def test_pending_cards_watches_only_gangs_that_large(tmp_path: Path, cards: int, wait: float, runs: int) -> None:
+    # g asks 4 cards: a trigger on gangs of 4+ cards acts for it, one on 5+ leaves it to wait for q1 (as none)
+    n, p = _scattered(tmp_path)
+    r = replay(load_trace(n, p, gang_sizes=SINGLE),
+               ReplayConfig(policy="pending", pending_after=15, interval=600, pending_cards=cards))
+    assert r.gang_waits[-1][1] == wait and r.repack["runs"] == runs
+    assert r.config["pendingCards"] == cards

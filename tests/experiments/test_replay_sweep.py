@@ -165,11 +165,15 @@ def test_grids_are_a_union_of_small_grids(tmp_path: Path) -> None:
             "grids": [{"policies": ["interval"], "intervals": [30, 60]},
                       {"policies": ["pending"], "pendingAfter": [10], "intervals": [60],
                        "planners": ["karpenter-balanced"], "budgets": [{"podGroups": 2}]},
+                      {"policies": ["pending", "interval"], "pendingAfter": [5], "intervals": [10],
+                       "pendingCards": [8]},
                       {"policies": ["none", "oracle"]}]}
     keys = [c.key for c in sweep.grid(spec, ["t"], ReplayConfig())]
     assert keys == sorted(["t / interval every 30m / greedy / unlimited / seed 0",
                            "t / interval every 60m / greedy / unlimited / seed 0",
+                           "t / interval every 10m / greedy / unlimited / seed 0",
                            "t / pending after 10m, cooldown 60m / karpenter-balanced / pg=2 / seed 0",
+                           "t / pending after 5m, cooldown 10m, gangs of 8+ cards / greedy / unlimited / seed 0",
                            "t / none / seed 0", "t / oracle / seed 0"])
     with pytest.raises(InputError, match="each entry") as e:
         sweep.grid({"grids": [{"seeds": [1]}]}, ["t"], ReplayConfig())
@@ -177,6 +181,9 @@ def test_grids_are_a_union_of_small_grids(tmp_path: Path) -> None:
     with pytest.raises(InputError) as e:
         sweep.grid({"grids": [{"intervals": [-1]}]}, ["t"], ReplayConfig())
     assert e.value.field == "grids[0].intervals"
+    with pytest.raises(InputError) as e:
+        sweep.grid({"grids": [{"policies": ["pending"], "pendingCards": [-1]}]}, ["t"], ReplayConfig())
+    assert e.value.field == "grids[0].pendingCards"
 
 
 @pytest.mark.parametrize(("points", "expected"), [

@@ -8,7 +8,9 @@ Policies (``POLICIES``):
 - ``pending``: a Repack run when a gang has been pending by fragmentation for ``pending_after`` seconds:
   the first waiting gang of its shape and size (the one allocate tries first) whose minimum has fitted
   the free GPUs in total all that time, confirmed by placement's verdict
-  (``optplan.solvers.placement.pending``); at most one such run per ``interval`` (the cooldown).
+  (``optplan.solvers.placement.pending``); at most one such run per ``interval`` (the cooldown). With
+  ``pending_cards`` N, only gangs of at least N cards in all are watched (a trigger on large gangs: the
+  smaller ones wait for departures as under ``none``).
 
 Planners (``PLANNERS``): optplan's ``greedy`` and ``auto`` (through ``plan_repack``: every plan validated)
 and the peers ``karpenter``, ``cluster-autoscaler`` and ``descheduler`` (``baselines.repack``: their plans
@@ -49,6 +51,8 @@ class ReplayConfig:
     """Seconds between ``interval`` runs; the cooldown of ``pending`` runs."""
     pending_after: float = 1800.0
     """W: seconds a gang waits by fragmentation before ``pending`` runs Repack."""
+    pending_cards: int = 0
+    """``pending``: only gangs of at least this many cards in all (``TraceGang.cards``) trigger it; 0: any."""
     planner: str = "greedy"
     scope: Mapping[str, Any] = field(default_factory=dict)
     """The RepackRun's ``spec.scope`` (podGroups / nodes: include, exclude, names, selector)."""
@@ -92,6 +96,8 @@ class ReplayConfig:
             raise InputError(f"must be a number of seconds >= 0, got {self.checkpoint!r}", field="checkpoint")
         if self.horizon is not None and not (math.isfinite(self.horizon) and self.horizon > 0):
             raise InputError(f"must be a positive number of seconds, got {self.horizon!r}", field="horizon")
+        if isinstance(self.pending_cards, bool) or not isinstance(self.pending_cards, int) or self.pending_cards < 0:
+            raise InputError(f"must be a whole number of cards >= 0, got {self.pending_cards!r}", field="pending_cards")
         if not 0 <= self.seed <= 2**31 - 1:
             raise InputError(f"must be within 0..2^31-1, got {self.seed}", field="seed")
         self.repack_run()  # the scope and budgets are checked by the RepackRun model now, not mid-replay
@@ -113,7 +119,8 @@ class ReplayConfig:
             return self.policy
         every = self.interval if self.policy == "interval" else self.pending_after
         budget = f" {budget_label(self.max_per_run)}" if self.max_per_run else ""
-        return f"{self.policy} {every / 60:g}m {self.planner}{budget}"
+        large = f" {self.pending_cards}+ cards" if self.policy == "pending" and self.pending_cards else ""
+        return f"{self.policy} {every / 60:g}m{large} {self.planner}{budget}"
 
 
 def budget_label(max_per_run: Mapping[str, Any]) -> str:

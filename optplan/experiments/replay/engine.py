@@ -243,6 +243,7 @@ class Replay:
                 self.work_from.append(math.inf)
                 self.restored_from.append(None)
         self.pid_of = {n: i for i, n in enumerate(self.pod_name)}
+        self.gang_at = {gs.g.name: k for k, gs in enumerate(self.gangs)}
         self.queues: dict[tuple[Shape, int], deque[int]] = {}
         """Gangs waiting for their gang turn, one queue per (pod shape, minMember), each in Volcano's order
         (creation, name: the trace's order, which is gang index order)."""
@@ -680,6 +681,15 @@ class Replay:
         return [Running(self.pod_name[p], self.gangs[self.pod_gang[p]].g, names[self.node[p]])
                 for p in range(len(self.node)) if self.node[p] >= 0]
 
+    def finished(self, running: Sequence[Running]) -> dict[str, int]:
+        """Running gang -> its pods that finished (gangs with none left out): what the snapshot's PodGroups
+        and VCJobs no longer count (``snapshot.left_minimum``)."""
+        out: dict[str, int] = {}
+        for r in running:
+            if r.gang.name not in out:
+                out[r.gang.name] = self.gangs[self.gang_at[r.gang.name]].left
+        return {name: n for name, n in out.items() if n}
+
     def repack_run(self, t: float, gangs: list[str] | None = None, waiting: Sequence[TraceGang] = ()) -> None:
         """One Repack run now: skipped when nothing changed since a run that moved nothing, or when the
         GPUs in use are already packed; else planned, applied, and followed by an allocate."""
@@ -692,7 +702,8 @@ class Replay:
             return
         t0 = time.perf_counter()
         # the gangs an admit goal names are Pending VCJobs; the running gangs carry the restart policy
-        snap = self.builder.build(self.running(), waiting, restart=self.cfg.restart)
+        running = self.running()
+        snap = self.builder.build(running, waiting, restart=self.cfg.restart, finished=self.finished(running))
         self.snapshot_seconds += time.perf_counter() - t0
         planned = (plan_moves(snap, self.run_spec, self.cfg) if gangs is None
                    else plan_for_pending(snap, self.run_spec, self.cfg, gangs))
@@ -786,6 +797,8 @@ class Replay:
                 continue
             k = q[0]
             gs = self.gangs[k]
+            if gs.g.cards < self.cfg.pending_cards:  # a trigger on large gangs: the others are not watched
+                continue
             if gs.g.min_member * gs.g.gpu <= free:
                 if gs.suspect_since is None:
                     gs.suspect_since = t
@@ -816,7 +829,8 @@ class Replay:
                 due.append(self.gangs[j].g)
         self.repack["pendingChecks"] += 1
         t0 = time.perf_counter()
-        snap = self.builder.build(self.running(), due)
+        running = self.running()
+        snap = self.builder.build(running, due, finished=self.finished(running))
         frag = fragmentation_pending(snap)
         self.plan_seconds += time.perf_counter() - t0
         if frag:
@@ -921,7 +935,8 @@ def config_dict(cfg: ReplayConfig) -> dict[str, Any]:
             "restartDelaySeconds": cfg.restart_delay, "restart": cfg.restart,
             "checkpointSeconds": cfg.checkpoint, "warmupSeconds": cfg.warmup, "timeLimit": cfg.time_limit,
             "seed": cfg.seed, "horizonSeconds": cfg.horizon,
-            "binpack": cfg.weights.model_dump(by_alias=True)}
+            "binpack": cfg.weights.model_dump(by_alias=True),
+            **({"pendingCards": cfg.pending_cards} if cfg.pending_cards else {})}
 
 
 def replay(trace: Trace, cfg: ReplayConfig, progress: ProgressFn | None = None,

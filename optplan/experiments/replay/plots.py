@@ -101,17 +101,24 @@ def frontier(trace: str, panels: Sequence[Mapping[str, Any]]) -> bytes | str:
             peer = p["planner"] not in (None, "greedy", "auto")
             colour = "tab:red" if p["frontier"] else "tab:grey"
             ax.scatter([p["x"]], [p["y"]], s=28, marker=_MARKERS.get(p["policy"], "o"),
-                       facecolors="none" if peer else colour, edgecolors=colour, linewidths=1)
+                       facecolors="none" if peer else colour, edgecolors=colour, linewidths=1, clip_on=False)
         on = sorted((p for p in pts if p["frontier"]), key=lambda p: (p["x"], p["setting"]))
         if on:
             ax.plot([p["x"] for p in on], [p["y"] for p in on], color="tab:red", linewidth=0.8)
             for p in on:
-                ax.annotate(p["setting"], (p["x"], p["y"]), fontsize=6, xytext=(3, 3), textcoords="offset points")
+                # long names stay out of the layout (they would squeeze the axes) and inside the panel
+                left = p["x"] > 0  # named to the left of the point, but at the zero end
+                note = ax.annotate(p["setting"].replace(" / ", "\n"), (p["x"], p["y"]), fontsize=6,
+                                   xytext=(-4 if left else 4, 4), ha="right" if left else "left",
+                                   textcoords="offset points", clip_on=True)
+                note.set_in_layout(False)
         if panel.get("oracle") is not None:
             ax.axhline(panel["oracle"], color="tab:blue", linestyle="--", linewidth=0.8,
                        label="oracle (ceiling estimate)")
             ax.legend(fontsize=7, loc="best")
         ax.set_xscale("symlog", linthresh=1 if panel["disruption"] == "cardsDisruptedPerDay" else 0.001)
+        most = max((p["x"] for p in pts), default=0)
+        ax.set_xlim(left=0, right=most * 3 if most > 0 else None)  # disruption is never negative
         ax.set_xlabel(AXIS_LABELS.get(panel["disruption"], panel["disruption"]))
         ax.set_ylabel(AXIS_LABELS.get(panel["benefit"], panel["benefit"]), fontsize=8)
     for ax in list(axes.flat)[len(panels):]:

@@ -9,8 +9,14 @@ models. A gang judged by placement's pending verdict is also a Pending VCJob (on
 that placement sees it as waiting. With a restart policy (``build(restart=RestartJob)``, the replay's
 ``config.RESTARTS``) every gang is a VCJob whose policy on ``PodEvicted`` is that action (a running gang's
 VCJob is Running) — or, for ``ServingGroupRecreate``, a ModelServing with that ``recoveryPolicy`` whose
-pods carry its name label —, so the Repack planners price a move's restarts with their own rule. Node, pod and
-running VCJob objects are cached: a pod is rebuilt only when it moves.
+pods carry its name label —, so the Repack planners price a move's restarts with their own rule. A running
+gang some of whose pods finished counts only what is left (``build(finished=...)``, ``left_minimum``): its
+VCJob's replicas are the pods not finished and its PodGroup's minMember (and the VCJob's minAvailable) the
+minimum less the finished pods, since Volcano counts a Succeeded pod toward its gang; so a move of such a
+gang's pod takes it below its minimum only when Volcano would say so. (The snapshot's pods keep the
+trace's names, not ``<job>-<task>-<index>``, so placement's ``held_pods`` reads no running VCJob's replica as
+held: the replay asks placement only about the Pending gangs it names.) Node, pod and running VCJob objects
+are cached: a pod is rebuilt only when it moves.
 
 With shares running (``cluster``'s device level), every GPU node lists its devices and a running share is a
 pod asking cpu and memory with its ``GpuShare`` pinned to its device, as ``optplan import openb --shared``
@@ -22,7 +28,7 @@ of shares is not given to the pending verdict (its VCJob template would ask a wh
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from optplan.experiments.replay.cluster import MAX_PODS
@@ -61,6 +67,12 @@ class Running:
     node: str
 
 
+def left_minimum(g: TraceGang, finished: int) -> int:
+    """What is left of the gang's minimum once ``finished`` of its pods have left: Volcano counts a
+    Succeeded pod toward the gang (its ReadyTaskNum), so the pods still there need only the rest."""
+    return max(g.min_member - finished, 0)
+
+
 def _affinity(models: tuple[str, ...]) -> tuple[NodeSelectorTerm, ...] | None:
     if not models:
         return None
@@ -85,14 +97,17 @@ class SnapshotBuilder:
         self._device_nodes: dict[str, Node] | None = None
         self._pods: dict[str, Pod] = {}
         self._groups: dict[str, PodGroup] = {}
-        self._running_jobs: dict[tuple[str, str], VCJob] = {}
+        self._running_jobs: dict[tuple[str, str], tuple[int, VCJob]] = {}
+        """(gang, restart) -> (its pods finished, its Running VCJob)."""
 
-    def group(self, g: TraceGang) -> PodGroup:
+    def group(self, g: TraceGang, finished: int = 0) -> PodGroup:
+        """The gang's PodGroup; ``finished`` of its pods gone, its minMember is what is left of it
+        (``left_minimum``)."""
         pg = self._groups.get(g.name)
-        if pg is None:
+        if pg is None or pg.min_member != left_minimum(g, finished):
             owner = OwnerReference(api_version=JOB_API, kind="Job", name=g.name, controller=True)
             pg = self._groups[g.name] = PodGroup(namespace=NAMESPACE, name=g.name, owner_references=(owner,),
-                                                 min_member=g.min_member)
+                                                 min_member=left_minimum(g, finished))
         return pg
 
     def pod(self, r: Running) -> Pod:
@@ -127,20 +142,27 @@ class SnapshotBuilder:
         self._pods.pop(name, None)
 
     @staticmethod
-    def job(g: TraceGang, created: str, restart: str | None = None, phase: str = "Pending") -> VCJob:
+    def job(g: TraceGang, created: str, restart: str | None = None, phase: str = "Pending",
+            finished: int = 0) -> VCJob:
+        """The gang's VCJob; ``finished`` of its pods gone, its replicas are the pods left and its
+        minAvailable what is left of the minimum (``left_minimum``)."""
         template = PodTemplate(requests=resources_of(g.cpu, g.memory, g.gpu), scheduler_name="volcano",
                                required_node_affinity=_affinity(g.models))
         policies = ((LifecyclePolicy(events=(POD_EVICTED,), action=restart),) if restart in POLICY_ACTIONS
                     else ())
-        return VCJob(namespace=NAMESPACE, name=g.name, min_available=g.min_member, creation_timestamp=created,
-                     tasks=(JobTask(name=TASK, replicas=len(g.pods), template=template),),
+        return VCJob(namespace=NAMESPACE, name=g.name, min_available=left_minimum(g, finished),
+                     creation_timestamp=created,
+                     tasks=(JobTask(name=TASK, replicas=len(g.pods) - finished, template=template),),
                      policies=policies, phase=phase)
 
     def build(self, running: Iterable[Running], waiting: Iterable[TraceGang] = (),
-              restart: str | None = None) -> Snapshot:
+              restart: str | None = None, finished: Mapping[str, int] | None = None) -> Snapshot:
         """The snapshot: every node, the running pods and their PodGroups, and a Pending VCJob per gang in
         ``waiting`` (gangs none of whose pods run; creation order kept); with a ``restart`` policy, a
-        Running VCJob per running gang too, and every VCJob states it (module docstring)."""
+        Running VCJob per running gang too, and every VCJob states it (module docstring). ``finished``:
+        gang name -> its pods that left (absent: none); a running gang's PodGroup and VCJob count only
+        what is left (``left_minimum``)."""
+        gone = finished or {}
         pods: dict[str, Pod] = {}
         groups: dict[str, PodGroup] = {}
         gangs: dict[str, TraceGang] = {}
@@ -151,13 +173,13 @@ class SnapshotBuilder:
             pods[p.key] = p
         for r in running:
             if r.gang.is_share:
-                pg = self.group(r.gang)
+                pg = self.group(r.gang, gone.get(r.gang.name, 0))
                 groups[pg.key] = pg
                 gangs[r.gang.name] = r.gang
                 continue
             p = self.pod(r)
             pods[p.key] = p
-            pg = self.group(r.gang)
+            pg = self.group(r.gang, gone.get(r.gang.name, 0))
             groups[pg.key] = pg
             gangs[r.gang.name] = r.gang
         jobs: dict[str, VCJob] = {}
@@ -165,10 +187,12 @@ class SnapshotBuilder:
                     for g in gangs.values()} if restart == SERVING else {}
         if restart in POLICY_ACTIONS:
             for g in gangs.values():
-                job = self._running_jobs.get((g.name, restart))
-                if job is None:
-                    job = self._running_jobs[g.name, restart] = self.job(g, "2000-01-01T00:00:00Z", restart,
-                                                                         phase="Running")
+                left = gone.get(g.name, 0)
+                cached = self._running_jobs.get((g.name, restart))
+                if cached is None or cached[0] != left:
+                    cached = self._running_jobs[g.name, restart] = (left, self.job(
+                        g, "2000-01-01T00:00:00Z", restart, phase="Running", finished=left))
+                job = cached[1]
                 jobs[job.key] = job
         for k, g in enumerate(x for x in waiting if not x.is_share):
             pg = self.group(g)

@@ -77,7 +77,8 @@ class Cell:
         if c.policy in STATIC:
             return f"{self.trace} / {c.policy}"
         what = f"every {c.interval / 60:g}m" if c.policy == "interval" else (
-            f"after {c.pending_after / 60:g}m, cooldown {c.interval / 60:g}m")
+            f"after {c.pending_after / 60:g}m, cooldown {c.interval / 60:g}m"
+            + (f", gangs of {c.pending_cards}+ cards" if c.pending_cards else ""))
         return f"{self.trace} / {c.policy} {what} / {c.planner} / {budget_label(c.max_per_run)}"
 
     @property
@@ -98,7 +99,7 @@ def _minutes(v: Any, name: str) -> float:
     return float(v) * 60
 
 
-GRID_KEYS = ("policies", "intervals", "pendingAfter", "budgets", "planners")
+GRID_KEYS = ("policies", "intervals", "pendingAfter", "pendingCards", "budgets", "planners")
 """What each entry of a sweep file's ``grids`` may set (the rest of the file is shared)."""
 
 
@@ -131,6 +132,10 @@ def _one_grid(spec: Mapping[str, Any], traces: Sequence[str], base: ReplayConfig
             raise InputError(f"unknown policy {p!r} (one of {', '.join(POLICIES)})", field="policies")
     intervals = [_minutes(v, "intervals") for v in _list(spec, "intervals", [base.interval / 60])]
     afters = [_minutes(v, "pendingAfter") for v in _list(spec, "pendingAfter", [base.pending_after / 60])]
+    larges = _list(spec, "pendingCards", [base.pending_cards])
+    for n in larges:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise InputError(f"a number of cards is an integer >= 0, got {n!r}", field="pendingCards")
     budgets = _list(spec, "budgets", [{}])
     for b in budgets:
         if not isinstance(b, dict):
@@ -144,14 +149,15 @@ def _one_grid(spec: Mapping[str, Any], traces: Sequence[str], base: ReplayConfig
     for trace in traces:
         for seed in seeds:
             for policy in policies:
-                combos: Iterable[tuple[float, float, Any, str]] = (
-                    [(base.interval, base.pending_after, {}, base.planner)] if policy in STATIC else
-                    [(i, a, b, pl) for i in intervals for a in (afters if policy == "pending" else [base.pending_after])
-                     for b in budgets for pl in planners])
-                for interval, after, budget, planner in combos:
+                pending = policy == "pending"
+                combos: Iterable[tuple[float, float, int, Any, str]] = (
+                    [(base.interval, base.pending_after, 0, {}, base.planner)] if policy in STATIC else
+                    [(i, a, n, b, pl) for i in intervals for a in (afters if pending else [base.pending_after])
+                     for n in (larges if pending else [0]) for b in budgets for pl in planners])
+                for interval, after, large, budget, planner in combos:
                     try:
                         cfg = replace(base, policy=policy, interval=interval, pending_after=after, max_per_run=budget,
-                                      planner=planner, seed=seed)
+                                      planner=planner, seed=seed, pending_cards=large)
                     except InputError as e:
                         field = {"planner": "planners", "policy": "policies"}.get(e.field or "", f"budgets: {e.field}")
                         raise InputError(e.reason, field=field) from None
