@@ -221,13 +221,16 @@ def test_the_joint_model_admits_more_than_the_greedy_on_seed_12() -> None:
 
 SOLUTION_SEEDS = [2, 3, 5, 6, 11, 21, 26, 27, 29]
 """Seeds of ``slack_family`` whose greedy plans evict, each victim one the static model holds."""
-ANCHOR_SEEDS = {4: "order", 7: "order", 8: "step", 9: "order", 10: "order", 13: "step", 16: "order", 18: "order",
-                19: "order", 28: "order", 30: "step", 35: "step"}
+ANCHOR_SEEDS = {8: "step", 10: "step", 12: "order", 14: "order", 19: "order", 23: "order", 24: "order",
+                26: "order", 30: "order", 34: "order", 39: "step", 44: "order"}
 """Seeds of ``slack_family`` whose greedy plans (its cycles, as ``auto`` hints) the static model does not hold:
-victims beyond its static tier bounds (4, 7, 20, 28: drf's or the capacity plugin's; 10, 19: a gang whose slack
-earlier victims used up; 9: a pod the static pairs never offer), or (8, 13, 30, 35) a job placed into room a
-later job's victims freed (Volcano's action order, a later cycle): the model holds them as its anchor, replayed
-in job order ("order") or by the plan's steps ("step")."""
+victims beyond its static tier bounds (drf's or the capacity plugin's; a gang whose slack earlier victims used
+up; a pod the static pairs never offer), or a job placed into room a later job's victims freed (Volcano's
+action order, a later cycle): the model holds them as its anchor, replayed
+in job order ("order") or by the plan's steps ("step"). Since the greedy follows Volcano's reclaim for a
+topology job (every node, the job waits for the next cycle), preempt's eviction until the queue can take the
+pod, and cycles that go on when a job lands away from its earlier victims, 12 of seeds 0-44 (7, 9, 13, 16, 18,
+20, 25, 28, 32, 33, 42, 43) leave even the anchored model: there ``auto`` keeps the greedy's plan."""
 
 
 def slack_family(seed: int) -> GenConfig:
@@ -265,10 +268,10 @@ def test_the_model_holds_the_greedys_plan_beyond_its_static_bounds_as_its_anchor
     assert placement_cpsat.holds(m, data, v, greedy)
 
 
-@pytest.mark.parametrize("seed", [8, 9, 10])
+@pytest.mark.parametrize("seed", [8, 10, 12])
 def test_the_exact_plan_is_never_worse_where_the_greedys_plan_is_beyond_the_static_bounds(seed: int) -> None:
     """Hinted with a plan it holds (as its anchor), the exact model never ends below it, and here finds better
-    plans inside the static bounds (less victim cost, or more admitted on 9)."""
+    plans inside the static bounds (less victim cost)."""
     snap = load_objects(generate(slack_family(seed))).snapshot
     jobs = list(snap.jobs.values())
     plans = {s: plan_placement(snap, jobs, s, OPTS, now=NOW) for s in ("greedy", "cpsat")}
