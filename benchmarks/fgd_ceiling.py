@@ -35,7 +35,6 @@ from pathlib import Path
 
 import pulp
 
-from optplan.adapters.openb import read_nodes, read_pods
 from optplan.experiments.sim import shared, table
 from optplan.experiments.sim.online import SimNode, SimPod, fgd_workload
 from optplan.solvers.core.gpushare import MILLI
@@ -96,14 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.data / table.NODES).is_file():
         print(f"no {table.NODES} under {args.data}: nothing to do")
         return 0
-    nodes = [SimNode(n.name, n.cpu, n.memory, n.gpu, n.model) for n in read_nodes(str(args.data / table.NODES))]
+    nodes = table.read_sim_nodes(args.data / table.NODES)
     gpus = sum(n.gpu for n in nodes)
     print("| workload | seed | bound % | offline % (policy) | most frequent share: milli, arrivals, placed offline "
           "| wall s |")
     print("|---|---|---|---|---|---|")
     for wl in args.workloads:
-        pods = read_pods(str(args.data / "openb" / f"openb_pod_list_{wl}.csv"))
-        trace = [SimPod(p.name, p.cpu, p.memory, p.gpu, p.gpu_milli, p.models) for p in pods]
+        trace = table.read_sim_pods(args.data / "openb" / f"openb_pod_list_{wl}.csv")
         target = shared.target_workload(trace)
         for seed in args.seeds:
             t0 = time.perf_counter()

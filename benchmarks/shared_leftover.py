@@ -19,9 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from optplan.adapters.openb import read_nodes, read_pods
 from optplan.experiments.sim import shared, table
-from optplan.experiments.sim.online import SimNode, SimPod, fgd_workload
+from optplan.experiments.sim.online import fgd_workload
 from optplan.solvers.core.gpushare import MILLI
 
 
@@ -35,14 +34,13 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.data / table.NODES).is_file():
         print(f"no {table.NODES} under {args.data}: nothing to do")
         return 0
-    nodes = [SimNode(n.name, n.cpu, n.memory, n.gpu, n.model) for n in read_nodes(str(args.data / table.NODES))]
+    nodes = table.read_sim_nodes(args.data / table.NODES)
     gpus = sum(n.gpu for n in nodes)
     print("| workload | alloc % | free | in holes below the smallest rejected ask | on free devices | other "
           "| arrived % at the first rejection | alloc % then | the most free milli in one hole size |")
     print("|---|---|---|---|---|---|---|---|---|")
     for wl in args.workloads:
-        pods = read_pods(str(args.data / "openb" / f"openb_pod_list_{wl}.csv"))
-        trace = [SimPod(p.name, p.cpu, p.memory, p.gpu, p.gpu_milli, p.models) for p in pods]
+        trace = table.read_sim_pods(args.data / "openb" / f"openb_pod_list_{wl}.csv")
         stream = fgd_workload(trace, gpus, table.PERCENT, args.seed, every_pod=True)
         res = shared.simulate(nodes, stream, args.policy, shared.target_workload(trace),
                               shared.SharedConfig(seed=args.seed))

@@ -48,14 +48,14 @@ from typing import Any, TextIO
 
 from optplan.adapters.generate import GenConfig, generate
 from optplan.adapters.kubefile import LoadedInput, load_objects
-from optplan.adapters.openb import RESOURCE, ImportConfig, import_openb, read_nodes, read_pods
+from optplan.adapters.openb import RESOURCE, ImportConfig, import_openb
 from optplan.adapters.output import png, write_atomic
 from optplan.errors import InputError
 from optplan.experiments.goals_bench import bench_goal_shares, bench_goals, share_report_lines
 from optplan.experiments.goals_bench import plot as goals_plot
 from optplan.experiments.goals_bench import report_lines as goals_report
 from optplan.experiments.sim import table as fgd_table
-from optplan.experiments.sim.online import OnlineConfig, OnlineResult, SimNode, SimPod, fgd_workload, simulate
+from optplan.experiments.sim.online import OnlineConfig, OnlineResult, fgd_workload, simulate
 from optplan.solvers.binpack.binpacking import min_bins
 from optplan.solvers.binpack.frag import FragReport, round_half_up
 from optplan.solvers.core import registry
@@ -515,9 +515,8 @@ def _policy_row(policy: str, runs: list[OnlineResult]) -> dict[str, Any]:
 def bench_placement(suite: Suite, data: Path | None) -> dict[str, Any]:
     if data is None or not (data / OPENB_NODES).is_file() or not (data / OPENB_PODS).is_file():
         return {"skipped": f"no {OPENB_NODES} and {OPENB_PODS} under --data"}
-    nodes = [SimNode(n.name, n.cpu, n.memory, n.gpu, n.model) for n in read_nodes(str(data / OPENB_NODES))]
-    nodes = nodes[:: suite.online_node_stride]
-    trace = [SimPod(p.name, p.cpu, p.memory, p.gpu, p.gpu_milli, p.models) for p in read_pods(str(data / OPENB_PODS))]
+    nodes = fgd_table.read_sim_nodes(data / OPENB_NODES)[:: suite.online_node_stride]
+    trace = fgd_table.read_sim_pods(data / OPENB_PODS)
     whole = [p for p in trace if p.gpu >= 1 and p.gpu_milli == 1000]
     gpus = sum(n.gpu for n in nodes)
     streams = {seed: fgd_workload(trace, gpus, ARRIVALS_PERCENT, seed) for seed in suite.online_seeds}

@@ -83,6 +83,16 @@ def _cached(cache: Path | None) -> dict[tuple[str, int, str], dict[str, Any]]:
     return runs
 
 
+
+def read_sim_nodes(path: Path) -> list[SimNode]:
+    """An openb node list as the simulator's nodes."""
+    return [SimNode(n.name, n.cpu, n.memory, n.gpu, n.model) for n in read_nodes(str(path))]
+
+
+def read_sim_pods(path: Path) -> list[SimPod]:
+    """An openb pod list as the simulator's pods, in the file's order."""
+    return [SimPod(p.name, p.cpu, p.memory, p.gpu, p.gpu_milli, p.models) for p in read_pods(str(path))]
+
 def run_table(data: Path, workloads: Sequence[str], seeds: Sequence[int], policies: Sequence[str],
               cache: Path | None = None, progress: ProgressFn | None = None) -> dict[str, Any]:
     """Every run of the table (cached ones read back), then the per-(workload, policy) rows."""
@@ -90,15 +100,14 @@ def run_table(data: Path, workloads: Sequence[str], seeds: Sequence[int], polici
         if p not in registry.names(shared.FAMILY):
             raise InputError(f"unknown policy {p!r} (one of {', '.join(registry.names(shared.FAMILY))})",
                              field="policies")
-    nodes = [SimNode(n.name, n.cpu, n.memory, n.gpu, n.model) for n in read_nodes(str(data / NODES))]
+    nodes = read_sim_nodes(data / NODES)
     gpus = sum(n.gpu for n in nodes)
     runs = _cached(cache)
     for wl in workloads:
         todo = [(s, p) for s in seeds for p in policies if (wl, s, p) not in runs]
         if not todo:
             continue
-        pods = read_pods(str(data / "openb" / f"openb_pod_list_{wl}.csv"))
-        trace = [SimPod(p.name, p.cpu, p.memory, p.gpu, p.gpu_milli, p.models) for p in pods]
+        trace = read_sim_pods(data / "openb" / f"openb_pod_list_{wl}.csv")
         target = shared.target_workload(trace)
         streams: dict[int, list[SimPod]] = {}
         for seed, policy in todo:
