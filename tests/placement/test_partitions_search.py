@@ -20,7 +20,8 @@ from optplan.models.schedconf import SchedulerConf
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.placement.place import plan_placement
 from optplan.solvers.placement.validate import placement_violations
-from tests.builders import GPU, hypernode, job_task, node, pod, podgroup, vcjob
+from tests.builders import GPU, job_task, pod, podgroup, vcjob
+from tests.placement.test_topology_turns import fabric
 
 OPTS = PlanOptions(time_limit=5, workers=1, seed=0)
 NOW = "2025-06-01T12:00:00Z"
@@ -29,15 +30,6 @@ CONF = SchedulerConf(binpack=GPU_ONLY, hyper_node_binpack=GPU_ONLY)
 RACK = {"mode": "hard", "highestTierAllowed": 1}
 SPINE = {"mode": "hard", "highestTierAllowed": 2}
 SOFT = {"mode": "soft"}
-
-
-def fabric(busy: dict[str, int]) -> list[dict[str, Any]]:
-    """The four nodes, the racks and ``top``; ``busy``: node -> GPUs other pods take there."""
-    objs: list[dict[str, Any]] = [node(n, 8) for n in ("a0", "a1", "b0", "b1")]
-    objs += [hypernode("ra", 1, ["a0", "a1"]), hypernode("rb", 1, ["b0", "b1"]),
-             hypernode("top", 2, ["ra", "rb"], kind="HyperNode")]
-    objs += [pod(f"busy-{n}", n, g, group=None) for n, g in sorted(busy.items()) if g]
-    return objs
 
 
 def job(total: int, size: int, minimum: int, part: dict[str, Any] | None, topo: dict[str, Any] | None,
