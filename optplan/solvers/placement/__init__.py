@@ -65,7 +65,7 @@ formula with ``BinpackWeights``), ties to the first node by name (Volcano picks 
 when the scheduler configuration names network-topology-aware, the plugin's node score: for a pod of a job
 without topology the HyperNode binpack of the node's HyperNodes (``Greedy.hyper_score``, its normal-pod
 fading and switch read from the configuration), for a topology job's pod the pull towards its pods so far
-(``Greedy.near_bonus``: full in its allocated HyperNode, less the higher their lowest common HyperNode); and,
+(``hyperscore.Fabric.bonus``: full in its allocated HyperNode, less the higher their lowest common HyperNode); and,
 when a configuration file lists nodeorder, its least-requested and balanced-resource scores (``nodeorder``).
 A partitioned job's HyperNodes are searched as a whole job's (the pre-filter with its first minAvailable
 pods), its HyperNode scored by the sum of its partitions' scores; each partition as a sub-job inside it
@@ -190,6 +190,8 @@ Every plan passes ``validate_placement`` (an independent re-check) before ``plan
   through a ``Statement``, a plan put on it by ``replay``);
 - ``partitions``: a task's ``partitionPolicy`` (partitions placed whole, each inside one HyperNode, and
   ``minPartitions``), the rules the planners and the validator share;
+- ``hyperscore``: network-topology-aware's node scores on the greedy's state (``HyperScores``: a normal pod's
+  HyperNode binpack tier by tier; ``Fabric``: the pull of a topology job's pod towards its allocated HyperNode);
 - ``jobs``: the pod facts, gang minimums, held pods and regions; ``binpack``: the binpack score; ``nodeorder``:
   the nodeorder plugin's least-requested and balanced-resource scores;
   ``tiers``: which victims Volcano's plugin tiers offer on a node (priority, gang, conformance, then drf or

@@ -21,6 +21,7 @@ from optplan.models.snapshot import ROOT, Pod, Resources
 from optplan.solvers.core.oracle import POD_SLOT, constraint_signature
 from optplan.solvers.placement.binpack import binpack_score, hyper_binpack
 from optplan.solvers.placement.context import Context, State, Statement, victim_queue_key
+from optplan.solvers.placement.hyperscore import Fabric, HyperScores, Near, summed_use
 from optplan.solvers.placement.jobs import (
     Region,
     gang_shortfall,
@@ -141,19 +142,6 @@ class VictimChoice:
     cost: int
 
 
-@dataclass
-class Near:
-    """A topology job's pods so far, for network-topology-aware's node score of its next pod
-    (``Greedy.near_bonus``): ``allocated``, the sub-job's allocated HyperNode (``snapshot.ROOT`` for the cluster's
-    virtual root, "" before its first pod; Volcano's ``JobAllocatedHyperNode``), moved to the lowest common
-    HyperNode of it and each new pod's rack (``Greedy.place_near``); ``counts``: rack -> the job's pods on its
-    nodes (running, placed); ``tasks``: every pod of the job (the sub-job's tasks, pending ones too)."""
-
-    allocated: str
-    counts: Counter[str]
-    tasks: int
-
-
 class Greedy:
     """Volcano's actions for one job at a time on ``state``: the dry runs, the node order and scores, and
     what evicting a candidate takes (``cat``: the possible victims; empty for allocate alone)."""
@@ -184,19 +172,10 @@ class Greedy:
         """job key -> ``held_pods`` (its running replicas by task and index), read when a partition needs it."""
         self.dropped: set[tuple[str, str, int]] = set()
         """(job, task, index): pods ``extend`` tried (placed or not): allocate pops each task once."""
-        self._hyper_tiers: dict[str, tuple[tuple[float, str], ...]] | None = None
-        self._hyper_norm = 1.0
-        self._hyper_free_tiers: list[float] = []
-        """The tier factors of the tiers between the lowest and the root's where no HyperNode exists (1 each)."""
-        self._hyper_sums: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
-        """HyperNode -> its allocatable and use summed (``hyper_sums``), dropped when a node of it changes."""
-        self._hyper_binpack: dict[str, dict[tuple[tuple[str, int], ...], float]] = {}
-        """HyperNode -> a pod's sorted requests -> the HyperNode's binpack for it, dropped with ``_hyper_sums``."""
-        self._hyper_seen = 0
-        self._rows_of: dict[str, set[tuple[tuple[float, str], ...]]] = {}
-        """HyperNode -> the rows of ``hyper_tiers`` that name it."""
-        self._row_scores: dict[tuple[tuple[float, str], ...], dict[tuple[tuple[str, int], ...], float]] = {}
-        """A row of ``hyper_tiers`` -> a pod's sorted requests -> ``row_score``, dropped with its HyperNodes'."""
+        self.hyper = HyperScores(ctx, state)
+        """network-topology-aware's HyperNode binpack of a normal pod's node (``hyper_score``)."""
+        self.fabric = Fabric(ctx.snapshot.topology)
+        """The HyperNode tree its pull for a topology job's pod reads (``Fabric.bonus``)."""
         self._own: dict[str, frozenset[str]] = {}
         """job key -> ``own_groups``: its PodGroups, which the plugins never see for it."""
         self.allocated_hn: dict[str, str] = {}
@@ -204,8 +183,6 @@ class Greedy:
         HyperNode of the one recovered from its running pods and each HyperNode a turn chose."""
         self._orders: dict[tuple[object, ...], float] = {}
         """(requests, the node's allocatable and free cpu, memory and GPUs) -> nodeorder's score (``order_score``)."""
-        self._racks: dict[str, str] | None = None
-        self._parents: dict[str, str] | None = None
         self.placed: Counter[str] = Counter()
         """PodGroup key -> the pods this session's allocate placed for its job (a running gang being placed):
         Volcano's gang plugin counts them ready (``ReadyTaskNum``: allocated as well as running)."""
@@ -279,7 +256,7 @@ class Greedy:
             return None, qr
         rank = self.ranking(pod, nodes)
         if rank.order:
-            hyper = spread and bool(self.hyper_tiers)
+            hyper = spread and bool(self.hyper.tiers)
             pull = near if near is not None and near.allocated and self.near_on else None
             if len(rank.order) > 1 and (hyper or pull is not None or self.nodeorder_on):
                 return nodes[self.best_total(pod, nodes, rank, hyper, pull)], ""
@@ -289,112 +266,28 @@ class Greedy:
         detail = ", ".join(f"{c} {r}" for r, c in sorted(why.items(), key=lambda x: (-x[1], x[0])))
         return None, f"0/{len(nodes)} nodes fit" + (f" ({detail})" if detail else "")
 
-    @property
-    def hyper_tiers(self) -> dict[str, tuple[tuple[float, str], ...]]:
-        """Node -> (tier factor, its HyperNode of that tier, "" for none) for each tier HyperNodes have, for
-        the plugin's node score (``hyper_score``; tier factor fading^(tier - 1), the configuration's
-        ``normal_pod_fading``); empty when the scheduler configuration does not name network-topology-aware
-        (``Context.hyper_weights`` None), turns its normal-pod binpack or its node order off, or the cluster has
-        no HyperNode."""
-        if self._hyper_tiers is None:
-            topo = self.ctx.snapshot.topology
-            out: dict[str, tuple[tuple[float, str], ...]] = {}
-            conf = self.ctx.scheduler
-            fading = conf.normal_pod_fading
-            if (self.ctx.hyper_weights is not None and topo.hyper_nodes and conf.normal_pod_binpack
-                    and conf.topology_node_order):
-                by_tier: dict[int, list[str]] = defaultdict(list)
-                for h in sorted(topo.hyper_nodes):
-                    by_tier[topo.hyper_nodes[h].tier].append(h)
-                held: dict[tuple[str, int], str] = {}  # (node, tier) -> the tier's first HyperNode holding it
-                for t, hs in by_tier.items():
-                    for h in hs:
-                        for n in topo.members[h]:
-                            held.setdefault((n, t), h)
-                # "": no HyperNode of the tier holds the node (full score); a tier whose HyperNode is the
-                # same for every node adds the same to every node's score and is left out
-                varied = [t for t in sorted(by_tier) if len({held.get((n, t), "") for n in topo.node_names}) > 1]
-                for n in self.ctx.snapshot.nodes:
-                    out[n] = row = tuple((fading ** (t - 1), held.get((n, t), "")) for t in varied)
-                    for _f, h in row:
-                        if h:
-                            self._rows_of.setdefault(h, set()).add(row)
-                tiers = [*by_tier, topo.top_tier]
-                self._hyper_norm = sum(fading ** (t - 1) for t in range(min(tiers), max(tiers) + 1))
-                self._hyper_free_tiers = [fading ** (t - 1) for t in range(min(tiers), max(tiers))
-                                          if t not in by_tier]
-                if self._hyper_norm <= 0:  # fading 0 with no tier 1: Volcano scores no node
-                    out = {}
-            self._hyper_tiers = out
-        return self._hyper_tiers
-
-    def hyper_sync(self) -> None:
-        """Drop the HyperNode sums and binpacks that the state's changes since the last call made stale."""
-        log = self.state.touched
-        if self._hyper_seen < len(log):
-            tiers = self.hyper_tiers
-            for n in set(log[self._hyper_seen:]):
-                for _f, hn in tiers.get(n, ()):
-                    if hn and self._hyper_sums.pop(hn, None) is not None:
-                        self._hyper_binpack.pop(hn, None)
-                        for row in self._rows_of.get(hn, ()):
-                            self._row_scores.pop(row, None)
-            self._hyper_seen = len(log)
-
-    def hyper_sums(self, h: str) -> tuple[dict[str, int], dict[str, int]]:
-        """A HyperNode's ``hyper_use`` (allocatable and use summed over its nodes as the state stands), cached
-        until a node of it changes (``hyper_sync``)."""
-        out = self._hyper_sums.get(h)
-        if out is None:
-            out = self._hyper_sums[h] = self.hyper_use(self.ctx.snapshot.topology.members[h])
-        return out
-
     def hyper_score(self, pod: Pod, node: str) -> float:
         """The network-topology-aware plugin's node score for a pod of a job without topology
         (``batchNodeOrderFnForNormalPods``): per HyperNode tier, the binpack of the node's HyperNode of that
-        tier (``hyper_binpack``), 1 where no HyperNode of the tier holds the node, weighted 0.8^(tier - 1) and
+        tier (``HyperScores.binpack``), 1 where no HyperNode of the tier holds the node, weighted 0.8^(tier - 1) and
         averaged over the tiers up to the virtual root's; × 100 × the plugin's weight. The terms equal on
         every node (the root's, a tier whose one HyperNode holds every node) are left out: they move no node
         before another."""
-        self.hyper_sync()
-        return self.row_score(self.hyper_tiers[node], self.kind(pod)[0])
-
-    def row_score(self, row: tuple[tuple[float, str], ...], req_key: tuple[tuple[str, int], ...]) -> float:
-        """``hyper_score`` of a node whose HyperNodes tier by tier are ``row``, for a pod's sorted requests
-        (after ``hyper_sync``; cached until one of them changes)."""
-        known = self._row_scores.setdefault(row, {})
-        out = known.get(req_key)
-        if out is None:
-            total = sum(self._hyper_free_tiers)
-            for f, h in row:
-                total += f * (self.hyper_binpack(h, req_key) if h else 1.0)
-            out = known[req_key] = total / self._hyper_norm * 100 * self.ctx.region_weights.weight
-        return out
-
-    def hyper_binpack(self, h: str, req_key: tuple[tuple[str, int], ...]) -> float:
-        """A HyperNode's binpack for a pod's requests (``req_key``) as the state stands (after
-        ``hyper_sync``): per resource the plugin weighs, (used + request) / allocatable, averaged by weight;
-        0 when one overflows. Cached until a node of the HyperNode changes."""
-        known = self._hyper_binpack.setdefault(h, {})
-        out = known.get(req_key)
-        if out is not None:
-            return out
-        alloc, used = self.hyper_sums(h)
-        out = known[req_key] = float(hyper_binpack(dict(req_key), alloc, used, self.ctx.region_weights))
-        return out
-
+        self.hyper.sync()
+        return self.hyper.row_score(self.hyper.tiers[node], self.kind(pod)[0])
     def best_total(self, pod: Pod, nodes: list[str], rank: Ranking, hyper: bool, near: Near | None) -> int:
         """The position in ``nodes`` of the best node by binpack plus the other plugins' scores Volcano adds
         (ties to the better binpack, then the first): ``hyper``, network-topology-aware's for a pod without a
-        network topology (``hyper_score``); ``near``, its pull for a topology job's pod (``near_bonus``); and
+        network topology (``hyper_score``); ``near``, its pull for a topology job's pod (``Fabric.bonus``); and
         nodeorder's (``nodeorder_on``, ``order_score``). The ranking's order is read best binpack first until
         no node further can catch up with the best so far; without nodeorder, nodes alike in the other scores
         (the same HyperNodes) are scored at their first only (the nodes after it have no better binpack)."""
-        self.hyper_sync()
+        self.hyper.sync()
         req_key = self.kind(pod)[0]
-        tiers = self.hyper_tiers
-        racks = self.racks
-        bonus = self.near_bonus(nodes, rank, near) if near is not None else {}
+        tiers = self.hyper.tiers
+        racks = self.fabric.racks
+        bonus = (self.fabric.bonus((nodes[i] for _k, i in rank.order), near, self.ctx.region_weights.weight)
+                 if near is not None else {})
         order = self.nodeorder_on
         most = (100.0 * self.ctx.region_weights.weight if hyper else 0.0) + max(bonus.values(), default=0.0)
         if order:
@@ -413,7 +306,7 @@ class Greedy:
                 seen.add(alike)
             total = binpack
             if hyper:
-                total += self.row_score(tiers[n], req_key)
+                total += self.hyper.row_score(tiers[n], req_key)
             if near is not None:
                 total += bonus[racks.get(n, "")]
             if order:
@@ -446,82 +339,14 @@ class Greedy:
         """network-topology-aware scores a topology job's pods: the configuration names it (``hyper_weights``)
         with its node order on, and the cluster has HyperNodes."""
         conf = self.ctx.scheduler
-        return self.ctx.hyper_weights is not None and conf.topology_node_order and bool(self.racks)
-
-    @property
-    def racks(self) -> dict[str, str]:
-        """Node -> its HyperNode of the lowest tier any HyperNode has (Volcano's ``FindHyperNodeForNode``; the
-        first by name where two hold it); a node no such HyperNode holds is absent."""
-        if self._racks is None:
-            topo = self.ctx.snapshot.topology
-            out: dict[str, str] = {}
-            if topo.hyper_nodes:
-                low = min(h.tier for h in topo.hyper_nodes.values())
-                for h in sorted(h for h, hn in topo.hyper_nodes.items() if hn.tier == low):
-                    for n in topo.members[h]:
-                        out.setdefault(n, h)
-            self._racks = out
-        return self._racks
-
-    def ancestors(self, h: str) -> list[str]:
-        """``h`` and the HyperNodes above it (by HyperNode members), up to the virtual root ``ROOT``."""
-        if self._parents is None:
-            topo = self.ctx.snapshot.topology
-            self._parents = {}
-            for name in sorted(topo.hyper_nodes):
-                for m in topo.hyper_nodes[name].members:
-                    if m.type == "HyperNode" and m.exact_name is not None:
-                        self._parents.setdefault(m.exact_name, name)
-        out = [h]
-        while out[-1] != ROOT and len(out) <= len(self._parents) + 1:
-            out.append(self._parents.get(out[-1], ROOT))
-        return out
-
-    def lca(self, a: str, b: str) -> str:
-        """The lowest common HyperNode of two (``ROOT`` for the virtual root; "" stands for none: the other)."""
-        if not a or not b:
-            return a or b
-        above = set(self.ancestors(b))
-        return next((h for h in self.ancestors(a) if h in above), ROOT)
-
-    def near_score(self, rack: str, allocated: str) -> float:
-        """network-topology-aware's score (0..1) of a node in ``rack`` for a pod whose sub-job's allocated
-        HyperNode is ``allocated`` (``networkTopologyAwareScore``): 1 in that HyperNode, else (top - t) /
-        (top - lowest) for the tier t of their lowest common HyperNode (top: the virtual root's tier); 0 for a
-        node in no HyperNode."""
-        if not rack or not allocated:
-            return 0.0
-        if rack == allocated:
-            return 1.0
-        topo = self.ctx.snapshot.topology
-        t = topo.tier(self.lca(rack, allocated))
-        low, top = min(h.tier for h in topo.hyper_nodes.values()), topo.top_tier
-        return (top - t) / (top - low) if low <= t <= top else 0.0
-
-    def near_bonus(self, nodes: list[str], rank: Ranking, near: Near) -> dict[str, float]:
-        """network-topology-aware's score for a topology job's pod (``batchNodeOrderFnForNetworkAwarePods``)
-        per rack of the ranked nodes: ``near_score``, and where several racks share the highest, each of them
-        adds the share of the job's pods on it (``scoreWithTaskNum``); × 100 × the plugin's weight."""
-        racks = self.racks
-        bonus: dict[str, float] = {}
-        for _key, i in rank.order:
-            r = racks.get(nodes[i], "")
-            if r not in bonus:
-                bonus[r] = self.near_score(r, near.allocated)
-        top = max(bonus.values())
-        scale = 100.0 * self.ctx.region_weights.weight
-        tied = [r for r, b in bonus.items() if b == top]
-        for r in bonus:
-            extra = near.counts[r] / near.tasks if len(tied) > 1 and r in tied and r and near.tasks else 0.0
-            bonus[r] = (bonus[r] + extra) * scale
-        return bonus
+        return self.ctx.hyper_weights is not None and conf.topology_node_order and bool(self.fabric.racks)
 
     def start_near(self, job: VCJob, bindings: Iterable[Binding] = ()) -> Near:
         """The job's ``Near`` at the start of a turn: its allocated HyperNode (``allocated_hn``, else the lowest
         HyperNode holding its running pods' nodes, as Volcano's session recovers it, else none) and its pods
         so far per rack (running ones, and ``bindings``, those its earlier turns placed)."""
         counts: Counter[str] = Counter()
-        racks = self.racks
+        racks = self.fabric.racks
         nodes = self.running_pod_nodes(job)
         nodes += [b.node for b in bindings]
         for n in nodes:
@@ -549,9 +374,9 @@ class Greedy:
         the node's rack (Volcano's ``getNewAllocatedHyperNode``), the rack counts one pod more."""
         if near is None:
             return
-        rack = self.racks.get(node, "")
+        rack = self.fabric.racks.get(node, "")
         if rack:
-            near.allocated = self.lca(near.allocated, rack)
+            near.allocated = self.fabric.lca(near.allocated, rack)
             near.counts[rack] += 1
 
     def dry_run(self, job: VCJob, region: Region, stmt: Statement, rules: Rules | None = None,
@@ -712,7 +537,7 @@ class Greedy:
         pods (the lowest HyperNode holding them, else the virtual root; none without running pods), its running
         pods per rack, its size."""
         nodes = [by_node[i] for i in running if i in by_node]
-        counts = Counter(self.racks[n] for n in nodes if n in self.racks)
+        counts = Counter(self.fabric.racks[n] for n in nodes if n in self.fabric.racks)
         allocated = next(iter(self.ctx.snapshot.topology.enclosing(nodes)), ROOT) if nodes else ""
         return Near(allocated=allocated, counts=counts, tasks=size)
 
@@ -807,14 +632,7 @@ class Greedy:
 
     def hyper_use(self, nodes: Iterable[str]) -> tuple[dict[str, int], dict[str, int]]:
         """The summed allocatable and use (allocatable less free room, as the state stands) of ``nodes``."""
-        alloc: dict[str, int] = defaultdict(int)
-        used: dict[str, int] = defaultdict(int)
-        for n in nodes:
-            free = self.state.cap.free[n]
-            for r, v in self.ctx.snapshot.nodes[n].allocatable.items():
-                alloc[r] += v
-                used[r] += v - free.get(r, 0)
-        return alloc, used
+        return summed_use(self.ctx, self.state, nodes)
 
     def place(self, job: VCJob) -> JobPlacement:
         base = {"namespace": job.namespace, "name": job.name, "queue": job.queue}
@@ -875,7 +693,8 @@ class Greedy:
                 for b in bindings:
                     stmt.allocate(pods[b.task][b.index], b.node, job.queue)
                 if turned:  # the lowest region holding its pods, running ones too (beside which it may land)
-                    self.allocated_hn[job.key] = self.lca(self.start_near(job).allocated, region.hyper_node or ROOT)
+                    self.allocated_hn[job.key] = self.fabric.lca(self.start_near(job).allocated,
+                                                                 region.hyper_node or ROOT)
                     region = self.enclosing(job, frozenset(b.node for b in bindings) | held_at)
                 self.region_of[job.key] = region
                 where = f" in {region.label}" if topo else ""
@@ -980,7 +799,7 @@ class Greedy:
                 stmt = Statement(self.state)
                 for b in got:
                     stmt.allocate(pods[b.task][b.index], b.node, job.queue)
-                self.allocated_hn[job.key] = self.lca(self.start_near(job).allocated, region.hyper_node or ROOT)
+                self.allocated_hn[job.key] = self.fabric.lca(self.start_near(job).allocated, region.hyper_node or ROOT)
                 wider = self.region_of[job.key] = self.enclosing(job, current.nodes | {b.node for b in got})
                 bindings = sorted((*jp.bindings, *got), key=lambda b: (task_pos(job, b.task), b.index))
                 return jp.model_copy(update={
@@ -1018,7 +837,7 @@ class Greedy:
                 self.dropped.update((job.key, t, i) for t, i in left[:k + 1])
                 task, i = left[k]
                 Statement(self.state).allocate(pods[task][i], node, job.queue)
-                self.allocated_hn[job.key] = self.lca(self.start_near(job).allocated, region.hyper_node or ROOT)
+                self.allocated_hn[job.key] = self.fabric.lca(self.start_near(job).allocated, region.hyper_node or ROOT)
                 wider = self.region_of[job.key] = self.enclosing(job, current.nodes | {node})
                 bindings = sorted((*jp.bindings, Binding(task=task, index=i, node=node)),
                                   key=lambda b: (task_pos(job, b.task), b.index))
@@ -1168,7 +987,7 @@ class Greedy:
         ok = [n for n, passes in zip(nodes, self.ctx.predicates.mask(pod, nodes), strict=True) if passes]
         req_key = tuple(sorted(pod.requests.items()))
         scores: dict[str, Fraction | float] = {n: self.score(pod, n, req_key) for n in ok}
-        if job is not None and job.network_topology is None and self.hyper_tiers:
+        if job is not None and job.network_topology is None and self.hyper.tiers:
             for n in ok:
                 scores[n] += self.hyper_score(pod, n)
         return sorted(ok, key=lambda n: (-scores[n], n))
