@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import shutil
 import signal
 import socket
 import ssl
@@ -39,6 +41,7 @@ BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl", "kwo
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 MASTERS = ("kwok", "vc-controller-manager", "vc-scheduler")
 SERVICE_CIDR = "10.96.0.0/16"
+START_ATTEMPTS = 3  # a start that lost a port to another process is tried again on other ports
 
 
 def cache_dir() -> Path:
@@ -56,10 +59,36 @@ def missing(cache: Path | None = None) -> list[str]:
     return [str(p) for p in need if not p.exists()]
 
 
+PORT_RANGE = (20000, 32000)
+"""Where the control plane's servers listen: below Linux's ephemeral range (32768-60999), so that no client's
+outgoing connection takes a port between its pick and its server's bind, or while a server restarts."""
+
+
+def free_ports(names: Sequence[str], *, low: int = PORT_RANGE[0], high: int = PORT_RANGE[1]) -> dict[str, int]:
+    """One distinct port per name, each bindable on 127.0.0.1 when picked (two kernel picks can be equal: a
+    closed socket's port is handed out again)."""
+    pick = random.SystemRandom()
+    out: dict[str, int] = {}
+    for _ in range(100 * (high - low)):
+        if len(out) == len(names):
+            return out
+        port = pick.randrange(low, high)
+        if port in out.values():
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        out[names[len(out)]] = port
+    if len(out) < len(names):
+        raise RuntimeError(f"fewer than {len(names)} free ports on 127.0.0.1 in {low}-{high}")
+    return out
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """One port free now on 127.0.0.1, for one more server beside the cluster (``free_ports``)."""
+    return free_ports(("port",))["port"]
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -357,20 +386,31 @@ class Cluster:
         absent = missing(self.cache)
         if absent:
             raise FileNotFoundError(f"real-cluster binaries missing (run hack/cluster/build.sh): {', '.join(absent)}")
-        try:
-            self._start(timeout)
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                self._start(timeout)
+                return self
+            except (RuntimeError, TimeoutError) as exc:
+                self.stop()
+                if attempt == START_ATTEMPTS or "address already in use" not in f"{exc}\n{self.logs()}":
+                    raise
+                # A port was taken between its pick and its server's bind (by a process outside this run): start
+                # again from nothing on other ports; the failed try's folder stays for its logs.
+                failed = self.workdir.with_name(f"{self.workdir.name}-try{attempt}")
+                shutil.rmtree(failed, ignore_errors=True)
+                self.workdir.rename(failed)
+                self.procs.clear()
+            except BaseException:
+                self.stop()
+                raise
+        raise AssertionError("unreachable")
 
     def _start(self, timeout: float) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         make_certs(self.certs)
         pki = self.certs
-        p = self.ports = {k: free_port() for k in ("etcd", "etcd-peer", "apiserver", "kwok", "vc-scheduler",
-                                                  "vc-scheduler-healthz", "vc-controller-manager",
-                                                  "vc-controller-manager-healthz")}
+        p = self.ports = free_ports(("etcd", "etcd-peer", "apiserver", "kwok", "vc-scheduler", "vc-scheduler-healthz",
+                                     "vc-controller-manager", "vc-controller-manager-healthz"))
         etcd_url, peer_url = f"http://127.0.0.1:{p['etcd']}", f"http://127.0.0.1:{p['etcd-peer']}"
         etcd = self._spawn("etcd", [
             str(self.bin / "etcd"), "--name", "realcluster", "--data-dir", str(self.workdir / "etcd"),
