@@ -12,9 +12,11 @@ above both in the import contracts. Its modules, top to bottom; each imports onl
 - the planners: ``greedy`` (the fallback and baseline), ``cpsat`` (one model deciding moves, placements
   and HyperNodes together) and ``milp`` (its PuLP/HiGHS twin); KAI-scheduler's consolidation, the peer, is
   ``optplan.solvers.baselines.kai``;
-- ``model`` (the exact model as data: its variables, rows per family and objectives, which ``cpsat`` and
-  ``milp`` only emit; no solver import), ``validate`` (every plan re-checked by the two families' own
-  rules, trusting no planner) and ``room`` (the running state the heuristics share);
+- ``rows``: the exact model as rows (its variables, rows per family and objectives, which ``cpsat`` and
+  ``milp`` only emit) and a solution read back into a plan and the planner's result; no solver import;
+- ``model`` (the exact model's data: move and gang classes, receivers, regions, scales; the start without a
+  hint, the fallback, the stages' record; no solver import), ``validate`` (every plan re-checked by the
+  two families' own rules, trusting no planner) and ``room`` (the running state the heuristics share);
 - ``problem``: the facts every planner and the validator read;
 - ``resolve``: the goals read against the snapshot (which gangs, which tier, which HyperNodes); bad goals
   are an InputError naming the field.

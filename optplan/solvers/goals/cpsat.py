@@ -46,7 +46,7 @@ required HyperNode count cannot be met (the plan then frees as many as it can, t
 RequiredNodeBlocksNotMet); FALLBACK when no solution was found (the hint, or the plan that does nothing).
 
 The data (classes, receivers, regions, scales) and the rows of every family are ``model``'s
-(``model.exact_model``): this module creates a CP-SAT variable per key and emits the rows (``build``,
+(``rows.exact_model``): this module creates a CP-SAT variable per key and emits the rows (``build``,
 ``emit``); the hints, the stages and the re-checks of gangs not admitted are its own. Scale: above
 ``model.MAX_VARIABLES`` the model is restricted: sources to the nodes of the gangs' regions where most R
 could be made free (and the HyperNodes cheapest to free), receivers per class to the best fits, always
@@ -75,23 +75,26 @@ from optplan.solvers.core.exact import model_bug, proven_bound
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.planner import Planner
 from optplan.solvers.goals.model import (
-    EQ,
-    GE,
-    LE,
     RESERVE,
     Data,
-    ExactModel,
-    Key,
-    Row,
     Stage,
-    Term,
     build_data,
-    exact_result,
     fits_now,
     stage_seconds,
 )
 from optplan.solvers.goals.model import fallback as shared_fallback
 from optplan.solvers.goals.problem import GoalProblem, GoalResult
+from optplan.solvers.goals.rows import (
+    EQ,
+    GE,
+    LE,
+    ExactModel,
+    Key,
+    Row,
+    Term,
+    exact_result,
+    model_of,
+)
 from optplan.solvers.goals.validate import goal_violations
 from optplan.solvers.repack.rules import gang_impact
 
@@ -105,11 +108,11 @@ MAX_CAUSE_CHECKS = 8
 """Gangs re-checked at most (the others: SEARCH)."""
 
 
-# ---- the model: ``model.exact_model``'s rows, emitted ------------------------------------------------------
+# ---- the model: ``rows.exact_model``'s rows, emitted ------------------------------------------------------
 
 @dataclass
 class Vars:
-    """The CP-SAT variable of each of the model's keys (``model.Key``), and the three objectives."""
+    """The CP-SAT variable of each of the model's keys (``rows.Key``), and the three objectives."""
 
     model: ExactModel
     of: dict[Key, Any] = field(default_factory=dict)
@@ -128,9 +131,9 @@ class Vars:
 
 
 def build(data: Data, *, budgets: bool = True, required: bool = False) -> tuple[cp_model.CpModel, Vars]:
-    """The model (``model.exact_model``, see the module); ``budgets``: maxPerRun and the PDBs; ``required``:
+    """The model (``rows.exact_model``, see the module); ``budgets``: maxPerRun and the PDBs; ``required``:
     Σ free ≥ count. Every variable is an integer from 0 to its upper bound, named after its key."""
-    ex = data.model
+    ex = model_of(data)
     m = cp_model.CpModel()
     v = Vars(ex)
     of = v.of

@@ -3,7 +3,7 @@ solved by HiGHS (else CBC) as Repack's twin is (``core.milp``: its backend, rows
 quiet stdout).
 
 The same model as ``cpsat`` (which documents the decisions and constraints): both only emit the rows of
-``model.exact_model``, on the same data (``model.build_data``: the same classes, receivers, regions and
+``rows.exact_model``, on the same data (``model.build_data``: the same classes, receivers, regions and
 integer scales, restricted exactly when cpsat's is), with the same three lexicographic stages: (1) gangs
 admitted weighted by priority level, (2) HyperNodes freed, (3) the weighted disruption on Repack's integer
 scale. Each stage's value is then fixed as a row for the next (= the optimum when proven, ≥ the value found
@@ -17,7 +17,7 @@ violations" of its own solutions. Cold and without presolve, the 400 family case
 without a HyperNode goal) and 150 of ``test_goals_exact``'s richer family all reach CP-SAT's proven score.
 A hint therefore only keeps its arcs in a restricted model and is the fallback plan, as in cpsat.
 
-CP-SAT's enforced constraints, linearised (``model.ExactModel.sides``; every variable is an integer with
+CP-SAT's enforced constraints, linearised (``rows.ExactModel.sides``; every variable is an integer with
 finite bounds): a row ``Σ ≤ rhs`` enforced by a literal ``f`` becomes ``Σ + (U − rhs)·f ≤ U``, U the most
 Σ can be by the bounds (or the row's ``off``, where the other rows bound it tighter), a ``≥`` side likewise,
 a side the bounds imply is left out. So:
@@ -33,7 +33,7 @@ integer cost short of the optimum "optimal". Threads and random seed are the opt
 small models HiGHS proves each stage well inside the limit, so one input gives one plan. Time limits are
 wall-clock (HiGHS has no deterministic limit): a model cut short may differ run to run.
 
-Plan read-back, status and record are the shared ones (``model.exact_result``: ``decode``, ``build_plan``,
+Plan read-back, status and record are the shared ones (``rows.exact_result``: ``decode``, ``build_plan``,
 ``settle``, ``goal_record``): OPTIMAL only when every stage was proven on the whole model; FEASIBLE otherwise
 (always for a restricted model); INFEASIBLE when a required HyperNode count is proven out of reach (the count
 is then dropped and the plan frees what it can); FALLBACK when HiGHS found no solution (``model.fallback``).
@@ -66,20 +66,23 @@ from optplan.solvers.core.milp import WarmHiGHS, backend, dual_bound, proven_opt
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.planner import Planner
 from optplan.solvers.goals.model import (
-    EQ,
-    GE,
-    LE,
     RESERVE,
     Data,
-    ExactModel,
-    Key,
     Stage,
-    Term,
     build_data,
-    exact_result,
     stage_seconds,
 )
 from optplan.solvers.goals.problem import GoalProblem, GoalResult
+from optplan.solvers.goals.rows import (
+    EQ,
+    GE,
+    LE,
+    ExactModel,
+    Key,
+    Term,
+    exact_result,
+    model_of,
+)
 from optplan.solvers.goals.validate import goal_violations
 
 log = logging.getLogger(__name__)
@@ -87,14 +90,14 @@ log = logging.getLogger(__name__)
 PRESOLVE = "off"
 """HiGHS's presolve (off: see the module)."""
 
-# ---- the model: ``model.exact_model``'s rows, emitted ------------------------------------------------------
+# ---- the model: ``rows.exact_model``'s rows, emitted ------------------------------------------------------
 
 SENSES = {LE: pulp_LE, GE: pulp_GE, EQ: pulp_EQ}
 
 
 @dataclass
 class Vars:
-    """The MILP variable of each of the model's keys (``model.Key``), and the three objectives."""
+    """The MILP variable of each of the model's keys (``rows.Key``), and the three objectives."""
 
     model: ExactModel
     of: dict[Key, Any] = field(default_factory=dict)
@@ -117,9 +120,9 @@ class Vars:
 
 
 def build(data: Data, *, budgets: bool = True, required: bool = False) -> tuple[pulp.LpProblem, Vars]:
-    """The model (``model.exact_model``: the same rows as cpsat's, in the same order), a row enforced by a
+    """The model (``rows.exact_model``: the same rows as cpsat's, in the same order), a row enforced by a
     literal linearised with its big-M (``ExactModel.sides``); ``required``: Σ free ≥ count."""
-    ex = data.model
+    ex = model_of(data)
     prob = pulp.LpProblem("goals", pulp.LpMaximize)
     v = Vars(ex)
     of = v.of
