@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.realcluster import cluster as cluster_module
 from tests.realcluster.cluster import ROOT, Cluster
 
 pytestmark = pytest.mark.realcluster
@@ -115,3 +118,45 @@ def test_the_disruption_controller_writes_pdb_status_and_eviction_honours_it(rea
     assert res.returncode != 0 and "disruption budget" in res.stderr, res.stderr
     assert "TooManyRequests" in res.stderr or "429" in res.stderr, res.stderr
     real_cluster.kubectl("delete", "pdb", "gang", "-n", "default")
+
+
+def test_free_ports_are_distinct_bindable_and_below_the_ephemeral_range() -> None:
+    names = [f"p{i}" for i in range(64)]
+    ports = cluster_module.free_ports(names)
+    assert list(ports) == names and len(set(ports.values())) == 64
+    low, high = cluster_module.PORT_RANGE
+    assert all(low <= p < high for p in ports.values())
+    for port in ports.values():
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+
+
+def test_a_start_that_loses_a_port_starts_again_on_other_ports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CI failure this guards against: two of the control plane's ports were equal, vc-controller-manager
+    could not listen and every test of the tier errored. Here another process holds one of the first try's
+    ports: the start gives up that try (its logs kept) and comes up on other ports."""
+    if cluster_module.missing():
+        pytest.skip("real-cluster binaries not built")
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    picks: list[dict[str, int]] = []
+    real = cluster_module.free_ports
+
+    def first_taken(names: Sequence[str], **kw: Any) -> dict[str, int]:
+        ports = real(names, **kw)
+        if not picks:
+            ports["vc-controller-manager-healthz"] = taken.getsockname()[1]
+        picks.append(ports)
+        return ports
+
+    monkeypatch.setattr(cluster_module, "free_ports", first_taken)
+    c = Cluster(tmp_path / "c")
+    try:
+        c.start()
+        assert len(picks) == 2 and c.ports == picks[1]
+        assert "address already in use" in (tmp_path / "c-try1" / "logs" / "vc-controller-manager.log").read_text()
+        assert {"kube-apiserver", "vc-controller-manager", "vc-scheduler"} <= set(c.alive())
+    finally:
+        c.stop()
+        taken.close()
