@@ -44,10 +44,17 @@ SPEC: dict[str, Any] = {"policies": ["none", "oracle", "nobinpack", "interval"],
 """10 seeds × (none, oracle, nobinpack and interval every 1..7 minutes) = 100 cells."""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _free_ports(n: int) -> list[int]:
+    """n distinct free ports: the sockets are held together while the kernel picks (one picked and closed
+    can be handed out again)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 @dataclass
@@ -108,7 +115,7 @@ def ray_cluster() -> Iterator[RayCluster]:
            "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
     # Ray >= 2.52 turns token authentication on when ~/.ray/auth_token exists (a local ray.init() writes one);
     # this cluster listens on 127.0.0.1 only and every process of the test gets the same explicit mode
-    port, client = _free_port(), _free_port()
+    port, client = _free_ports(2)
     gcs = f"127.0.0.1:{port}"
     head = _start(["--head", f"--port={port}", f"--ray-client-server-port={client}", "--node-ip-address=127.0.0.1",
                    "--num-cpus=1", "--include-dashboard=false", "--object-store-memory=100000000",
