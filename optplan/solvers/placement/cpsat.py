@@ -75,16 +75,17 @@ from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import POD_SLOT
 from optplan.solvers.core.planner import Planner
 from optplan.solvers.placement import gang_cpsat, victims_cpsat
-from optplan.solvers.placement.allocate import explain_rejections, greedy_place
+from optplan.solvers.placement.allocate import explain_rejections
 from optplan.solvers.placement.context import Context
-from optplan.solvers.placement.evict import plan_victims, victim_notes, victim_text
+from optplan.solvers.placement.cycles import greedy_cycles
+from optplan.solvers.placement.evict import victim_notes, victim_text
 from optplan.solvers.placement.greedy import placed_reason
 from optplan.solvers.placement.model import (
     Data,
     PlanKey,
     Vars,
     build_data,
-    job_weight,
+    job_weights,
     order_weights,
     partition_parts,
     partition_spots,
@@ -268,8 +269,8 @@ def add_opened(m: cp_model.CpModel, data: Data, v: Vars) -> None:
 
 def objectives(data: Data, v: Vars) -> dict[str, Any]:
     ctx = data.ctx
-    weight = {job.key: job_weight(ctx, job) for job in data.valid}
-    admitted = sum(weight[k] * a for k, a in v.admitted.items())
+    worth = job_weights(ctx)
+    admitted = sum(worth[k] * a for k, a in v.admitted.items())
     tiers = sum((ctx.regions[j][i].tier or 0) * y for (j, i), y in v.region.items())
     mins = {job.key: ctx.need(job)[1] for job in data.valid}
     extras = sum(v.count.values()) - sum(mins[k] * a for k, a in v.admitted.items())
@@ -442,7 +443,8 @@ def _solver(options: PlanOptions, limit: float, victims: bool, clock: Clock) -> 
 def met_bounds(data: Data, plan: PlacementPlan) -> dict[str, int]:
     """Phases whose objective the plan already meets at a bound no plan can pass: name -> value."""
     ctx = data.ctx
-    weight = {j.key: job_weight(ctx, j) for j in data.valid}
+    worth = job_weights(ctx)
+    weight = {j.key: worth[j.key] for j in data.valid}
     admitted = sum(weight.get(jp.key, 0) for jp in plan.jobs if jp.admitted)
     occupied = set(ctx.snapshot.pods_by_node)
     opened = len({b.node for jp in plan.jobs if jp.admitted for b in jp.bindings} - occupied)
@@ -532,8 +534,8 @@ def solve(ctx: Context, options: PlanOptions, greedy: PlacementPlan | None = Non
     t0 = time.perf_counter()
     clock = options.timer()
     deadline = clock.now() + options.time_limit
-    if greedy is None:
-        greedy = plan_victims(ctx, greedy_place(ctx))
+    if greedy is None:  # the greedy planner's own plan: Volcano's scheduling cycles
+        greedy = greedy_cycles(ctx)
     ref = plan_key(ctx, greedy)
     data = build_data(ctx)
     m, v, objs = build(data)

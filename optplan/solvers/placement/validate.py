@@ -88,12 +88,12 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
     landed_queue: dict[str, int] = {}  # queue -> the last replay position a job of it is admitted
     placed_groups: Counter[str] = Counter()  # a running gang's PodGroup -> the pods allocate placed for it
     unplaced: list[tuple[int, JobPlacement]] = []  # jobs not admitted that keep victims, at their position
-    # admitted jobs whose victims an earlier cycle evicted (``_evicted_earlier``): their victims go before the
+    # admitted jobs whose victims an earlier cycle evicted (``evicted_earlier``): their victims go before the
     # first job a later cycle placed (lenient: the plan does not say which cycle evicted them)
-    early = [jp for jp in plan.jobs if jp.admitted and jp.key in given and _evicted_earlier(given[jp.key], jp)]
+    early = [jp for jp in plan.jobs if jp.admitted and jp.key in given and evicted_earlier(given[jp.key], jp)]
     flush = list(early)
-    for pos, jp in enumerate(sorted(plan.jobs, key=_action_rank)):
-        if flush and _action_rank(jp) >= (True, 2 * CYCLE_STEPS):
+    for pos, jp in enumerate(sorted(plan.jobs, key=action_rank)):
+        if flush and in_later_cycle(jp):
             if cat is None:
                 cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
             for e in flush:
@@ -135,7 +135,7 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
             out.append(f"job {jp.key}: queue {job.queue} is not Open")
         if jp.victims and partitioned(job):
             out.append(f"job {jp.key}: {NO_VICTIMS}")
-        if jp.victims and not (jp.admitted and _evicted_earlier(job, jp)):  # those: replayed before the later cycles
+        if jp.victims and not (jp.admitted and evicted_earlier(job, jp)):  # those: replayed before the later cycles
             if cat is None:  # the time only prices victims
                 cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
             if {v.reason for v in jp.victims} & set(GANG_REASON):  # gangpreempt, gangreclaim: the bundle rule
@@ -212,7 +212,7 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                 out.append(f"job {jp.key} victim {vic.namespace}/{vic.name}: on node {vic.node}, where the job "
                            "places no pod and none of its pods could go")
     for turn, waiting in unplaced:
-        if waiting.key in given and _reclaimed_anywhere(given[waiting.key], waiting):
+        if waiting.key in given and reclaimed_anywhere(given[waiting.key], waiting):
             continue  # its room may stay unused: Volcano's next allocate places the job under its topology or not
         for vic in waiting.victims:
             c = cat.candidates.get(f"{vic.namespace}/{vic.name}") if cat is not None else None
@@ -224,7 +224,7 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
     return out
 
 
-def _evicted_earlier(job: VCJob, jp: JobPlacement) -> bool:
+def evicted_earlier(job: VCJob, jp: JobPlacement) -> bool:
     """The job's victims were evicted in an earlier scheduling cycle than its placement, away from where
     it lands, and where its pods were pipelined then is not in the plan, so they are checked as those of
     a job not admitted are (``_unplaced_victim_violations``): a job admitted by a later cycle's allocate
@@ -232,18 +232,18 @@ def _evicted_earlier(job: VCJob, jp: JobPlacement) -> bool:
     places no pod on (the room went to jobs before it, and it to other room), or with a network topology
     and reclaim's victims (its reclaim walked every node, one pod a cycle maybe, on the queues' state of
     each); or a job with a network topology not admitted whose victims are reclaim's
-    (``_reclaimed_anywhere``)."""
+    (``reclaimed_anywhere``)."""
     if not jp.victims or {v.reason for v in jp.victims} & set(GANG_REASON):
         return False
     if not jp.admitted:
-        return _reclaimed_anywhere(job, jp)
+        return reclaimed_anywhere(job, jp)
     lands = {b.node for b in jp.bindings}
     reclaimed = job.network_topology is not None and all(v.reason == "reclaim" for v in jp.victims)
     return (jp.step >= 2 * CYCLE_STEPS and jp.step % CYCLE_STEPS == 0
             and (reclaimed or any(v.node not in lands for v in jp.victims)))
 
 
-def _reclaimed_anywhere(job: VCJob, jp: JobPlacement) -> bool:
+def reclaimed_anywhere(job: VCJob, jp: JobPlacement) -> bool:
     """A job with a network topology, not admitted, whose victims an earlier cycle's reclaim evicted:
     Volcano's reclaim walks every node for it (no HyperNode step) and pipelines its pods there; the next
     cycle's allocate places it under its limit, maybe on other nodes, or not at all — no job need land
@@ -261,11 +261,17 @@ def _frees_queue_room(tree: QueueTree, victim_queue: str, queue: str) -> bool:
     return bool((set(tree.ancestors(queue)) & set(tree.ancestors(victim_queue))) - {ROOT_QUEUE})
 
 
-def _action_rank(jp: JobPlacement) -> tuple[bool, int]:
+def action_rank(jp: JobPlacement) -> tuple[bool, int]:
     """When a job's placement happens in the plan's replay: allocate's first, then the jobs placed after
     evictions by the step the planner took them in (``JobPlacement.step``: the greedy's preempt pass
     before its reclaim pass, as Volcano runs its actions), each group in plan order."""
     return jp.after_evictions or bool(jp.victims), jp.step
+
+
+def in_later_cycle(jp: JobPlacement) -> bool:
+    """The job's turn in the replay comes in a scheduling cycle after the first: the victims of the jobs
+    ``evicted_earlier`` are freed before the first such turn (the exact model's anchor replays them so)."""
+    return action_rank(jp) >= (True, 2 * CYCLE_STEPS)
 
 
 def _safety_violations(snap: Snapshot, jobs: Mapping[str, VCJob], plan: PlacementPlan, safety: SafePreemption,
