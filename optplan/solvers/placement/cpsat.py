@@ -25,7 +25,8 @@ found and is hinted with the previous solution, the first with the greedy's plan
 phase the plan in hand already meets at a bound no plan can pass — every job admitted, no victims,
 every replica of every job placed, no newly occupied node — is not solved; the time left is split
 among the phases by ``SHARE``):
-(1) maximise Σ admission weight (``max(priority, 0) + 1``); (2) minimise the victims' cost (``victims``
+(1) maximise Σ admission weight (``model.job_weights``: ``max(priority, 0) + 1``, a waiting job's scaled above
+every ready gang's together); (2) minimise the victims' cost (``victims``
 module; skipped when nothing may be evicted); (3) minimise the tier sum of admitted topology jobs (the
 virtual root counts one above the top tier); (4) maximise replicas placed beyond minAvailable; (5)
 minimise newly occupied nodes; (6) maximise the static binpack score (each pod's Volcano binpack score
@@ -36,7 +37,9 @@ turn in the greedy's allocate, more weight; this phase gets only the time the ot
 Running gangs: ``count`` covers a job's pending replicas only; the gang constraints ask for what they
 must add to the running pods (``Context.need``), and an admitted job places at least one pod.
 
-Against the greedy (``solve``; the greedy's plan, with its victims, is computed first when not given).
+Against the greedy (``solve``; the greedy's plan, its scheduling cycles with their victims, ``cycles.greedy_cycles``,
+is computed first when not given: the same plan ``greedy`` and ``auto`` make, so a topology job's reclaim walks
+every node there and the job waits for a later cycle's allocate).
 The model must hold the greedy's plan (``holds``: every variable fixed to it); when the static tier
 bounds do not, it is built again with the plan as its anchor (``anchored``, ``model.Anchor``).
 Phase (1) never ends below the greedy's weight (a solve cut short below it keeps the greedy's plan,

@@ -36,7 +36,11 @@ that lets the job place, the cheapest by the victim objective, where Volcano tak
 summed room covers the job; the domains are free among the job's (Volcano takes the first, widest, that works);
 where the pods land is free inside the domain (Volcano places each on its best binpack node, idle room first).
 Only the first tier decides the victims (the capacity plugin in the first tier with gangreclaim is declined:
-``gangevict.exact_declines``). So the exact plan is a plan the actions' rules allow, not necessarily the one
+``gangevict.exact_declines``). What it cannot say: two jobs taking bundles of one PodGroup (Volcano forms a later
+job's bundles on what the earlier ones left — a PodGroup's safe pods of one domain for one job, the rest of its
+surplus in another domain for the next); the bundles are the snapshot's, one taker each, so a greedy plan that
+does so is outside the model, with or without the anchor (``benchmarks/gang_exact_scale.py`` seeds 9 and 20),
+and ``cpsat`` keeps it. So the exact plan is a plan the actions' rules allow, not necessarily the one
 Volcano's walk would find; ``auto`` takes it only when ``plan_key`` ranks it strictly better.
 """
 

@@ -52,7 +52,9 @@ Constraints (families, one function each):
 - the anchor (``add_anchor``, with ``model.Anchor``): under its literal the victims, the late jobs (admitted
   or not) and their placements and regions are the greedy's plan's, its pairs beyond the static ones
   usable, and the tier families (just enough, landing, the victim gangs, the second tier, the reclaimer's
-  rule) not enforced (``unless_anchor``);
+  rule) not enforced (``unless_anchor``); the victims an earlier cycle evicted away from where a later cycle
+  placed their job (``model.Anchor.flushed``) free their room and queue allocation before the later cycle's jobs
+  (``flush_point``), as the validator replays them, not at their job's turn;
 - region cuts (``add_region_cuts``, redundant): a job that ends in a region finds its gang's least
   demand in the free room of the region's nodes plus what evictions there release;
 - reclaim (``add_reclaim_rules``), the capacity plugin's PreemptiveFn on the queue allocations at the
