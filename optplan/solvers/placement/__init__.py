@@ -98,9 +98,11 @@ by the pod's binpack score on each node highest first — ``binpack_score`` with
 on the node's free room as the dry run stands before this pod's evictions (so a node where a weighted
 resource would overflow scores 0, and resources without a weight, GPUs by default, do not count) — plus, for
 preempt and a job without a network topology, the network-topology-aware plugin's score
-(``binpack.normal_pod_score``: per tier the binpack of the node's HyperNode, fading 0.8 a tier) — ties by
-node name. Where this departs from Volcano: (1) the nodeorder plugin does not score (Volcano adds
-leastrequested, balancedresource, node affinity, ...); (2) ties go to the name, where Volcano keeps its node
+(``binpack.normal_pod_score``: per tier the binpack of the node's HyperNode, fading 0.8 a tier), plus, when a
+configuration file lists nodeorder, its least-requested and balanced-resource scores on the same state
+(``Greedy.order_score``: Volcano's preempt prioritizes with every node-order plugin, as allocate does) — ties by
+node name. Where this departs from Volcano: (1) of nodeorder's scores only those two (Volcano adds node
+affinity, taints, image locality, spread); (2) ties go to the name, where Volcano keeps its node
 list's order (random, above); (3) a pod evicted earlier in the dry run counts as free room, where Volcano
 still counts a releasing pod as used until it is gone (its score, not its fit: both use future idle room);
 (4) a topology job's reclaim walks every node and leaves the job to a later cycle's allocate in Volcano, in

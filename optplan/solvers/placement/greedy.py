@@ -980,16 +980,20 @@ class Greedy:
         return out
 
     def preempt_order(self, pod: Pod, nodes: list[str], job: VCJob | None = None) -> list[str]:
-        """Volcano's preempt node order (``util.PrioritizeNodes`` then ``SortNodes``): the nodes that pass
-        the static predicates, by binpack score on the state before this pod's evictions plus, for a
-        ``job`` without a network topology, the network-topology-aware plugin's (``hyper_score``),
-        highest first, ties by name (module docstring)."""
+        """Volcano's preempt node order (``util.PrioritizeNodes`` with every node-order plugin, then
+        ``SortNodes``): the nodes that pass the static predicates, by binpack score on the state before this
+        pod's evictions plus, for a ``job`` without a network topology, the network-topology-aware plugin's
+        (``hyper_score``), plus nodeorder's when a configuration file lists it (``nodeorder_on``,
+        ``order_score``, on the same state), highest first, ties by name (module docstring)."""
         ok = [n for n, passes in zip(nodes, self.ctx.predicates.mask(pod, nodes), strict=True) if passes]
         req_key = tuple(sorted(pod.requests.items()))
         scores: dict[str, Fraction | float] = {n: self.score(pod, n, req_key) for n in ok}
         if job is not None and job.network_topology is None and self.hyper.tiers:
             for n in ok:
                 scores[n] += self.hyper_score(pod, n)
+        if self.nodeorder_on:
+            for n in ok:
+                scores[n] += self.order_score(pod, n, req_key)
         return sorted(ok, key=lambda n: (-scores[n], n))
 
     def reclaim_order(self, pod: Pod, nodes: list[str]) -> list[str]:
