@@ -88,6 +88,7 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
     landed_queue: dict[str, int] = {}  # queue -> the last replay position a job of it is admitted
     placed_groups: Counter[str] = Counter()  # a running gang's PodGroup -> the pods allocate placed for it
     unplaced: list[tuple[int, JobPlacement]] = []  # jobs not admitted that keep victims, at their position
+    unnamed = _unnamed_pods(plan, given, tree)  # queue -> pipelined pods the plan does not name, at most
     # admitted jobs whose victims an earlier cycle evicted (``evicted_earlier``): their victims go before the
     # first job a later cycle placed (lenient: the plan does not say which cycle evicted them)
     early = [jp for jp in plan.jobs if jp.admitted and jp.key in given and evicted_earlier(given[jp.key], jp)]
@@ -97,6 +98,8 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
             if cat is None:
                 cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
             for e in flush:
+                out.extend(_pipelined_violations(snap, given[e.key], e, cat, tree, cap, accounts, allocated, taken,
+                                                 evicted, safety, placed_groups, unnamed))
                 out.extend(_unplaced_victim_violations(snap, given[e.key], e, cat, accounts, taken, evicted, safety))
                 _free_victims(snap, e, cat, tree, cap, allocated)
             flush = []
@@ -119,6 +122,8 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                 unplaced.append((pos, jp))
                 if cat is None:
                     cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
+                out.extend(_pipelined_violations(snap, job, jp, cat, tree, cap, accounts, allocated, taken, evicted,
+                                                 safety, placed_groups, unnamed))
                 out.extend(_unplaced_victim_violations(snap, job, jp, cat, accounts, taken, evicted, safety))
                 _free_victims(snap, jp, cat, tree, cap, allocated)
             if jp.bindings:
@@ -342,6 +347,108 @@ def _unplaced_victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, ca
         evicted.add(c.key)
         taken[c.group] += 1
     return out
+
+
+def _pipelined_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalogue, tree: QueueTree,
+                          cap: Capacity, accounts: dict[str, QueueAccount], allocated: dict[str, dict[str, int]],
+                          taken: Counter[str], evicted: set[str], safety: SafePreemption,
+                          placed: Counter[str], unnamed: dict[str, dict[str, int]]) -> list[str]:
+    """The plugin tiers for the victims of a job whose action pipelined its pods where the plan does not say (a
+    job an earlier cycle evicted for and a later cycle placed elsewhere, ``evicted_earlier``; a job not admitted
+    that keeps victims): on each victim node, Volcano's preempt or reclaim placed some pods of the job there
+    and the tiers offered them the victims, as for a placed job's victims (``_victim_violations``, the same
+    rule). The pods are not in the plan: some task's pods, one up to as many as fit the node with the victims
+    gone, must get the node's victims from the tiers on the replay's state, or with the job's victims on its
+    other nodes gone first (the order of its pipelined pods is not in the plan either; ``taken`` and ``evicted``
+    left unchanged). Lenient where the plan does not say: the pods every such
+    job pipelined (every pending pod of theirs, ``_unnamed_pods``: the plan keeps neither where nor when, a job's
+    victims of several cycles listed at its last) count in the other queues' allocations the capacity plugin
+    reads (more allocation only lets a victim queue give more)."""
+    seen = {q: dict(a) for q, a in allocated.items()}
+    mine = set(tree.ancestors(job.queue)) | {job.queue}
+    for q, extra in unnamed.items():
+        if q not in mine:
+            for r, x in extra.items():
+                seen[q][r] = seen[q].get(r, 0) + x
+    by_node: dict[str, list[Victim]] = defaultdict(list)
+    for v in jp.victims:
+        if v.reason not in GANG_REASON:
+            by_node[v.node].append(v)
+    out: list[str] = []
+    for node, here in sorted(by_node.items()):
+        if node not in cap.free or any(f"{v.namespace}/{v.name}" not in cat.candidates for v in here):
+            continue  # reported by the caller
+        room = dict(cap.free[node])
+        for v in here:
+            for r, x in snap.pods[f"{v.namespace}/{v.name}"].requests.items():
+                room[r] = room.get(r, 0) + x
+        why = _first_offer(snap, job, jp, here, room, cat, tree, accounts, seen, taken, evicted, safety, placed)
+        if why is not None:  # the job's victims elsewhere gone first (its dry run's pods before, in an order unsaid)
+            gone_seen = {q: dict(a) for q, a in seen.items()}
+            gone_taken, gone_evicted = Counter(taken), set(evicted)
+            for node2, there in by_node.items():
+                for v in there if node2 != node else ():
+                    c = cat.candidates.get(f"{v.namespace}/{v.name}")
+                    if c is not None and c.key not in gone_evicted:
+                        gone_evicted.add(c.key)
+                        gone_taken[c.group] += 1
+                        for q in (c.queue, *tree.ancestors(c.queue)):
+                            for r, x in c.pod.requests.items():
+                                gone_seen[q][r] = gone_seen[q].get(r, 0) - x
+            if _first_offer(snap, job, jp, here, room, cat, tree, accounts, gone_seen, gone_taken, gone_evicted,
+                            safety, placed) is None:
+                why = None
+        if why is not None:
+            out.append(f"job {jp.key}: its pipelined pods on {node} do not get its victims there from Volcano's "
+                       f"plugin tiers ({why})")
+    return out
+
+
+def _unnamed_pods(plan: PlacementPlan, given: Mapping[str, VCJob], tree: QueueTree) -> dict[str, dict[str, int]]:
+    """Queue -> what the pending pods of the plan's jobs whose pipelined pods it does not name (a job not admitted
+    that keeps victims; an admitted one ``evicted_earlier``) request, charged to the queue and its ancestors."""
+    out: dict[str, dict[str, int]] = defaultdict(dict)
+    for jp in plan.jobs:
+        job = given.get(jp.key)
+        if job is None or not jp.victims or (jp.admitted and not evicted_earlier(job, jp)):
+            continue
+        for ps in job_pods(job).values():
+            for p in ps:
+                for q in (job.queue, *tree.ancestors(job.queue)):
+                    for r, x in p.requests.items():
+                        out[q][r] = out[q].get(r, 0) + x
+    return out
+
+
+def _first_offer(snap: Snapshot, job: VCJob, jp: JobPlacement, here: list[Victim], room: dict[str, int],
+                 cat: Catalogue, tree: QueueTree, accounts: dict[str, QueueAccount],
+                 allocated: dict[str, dict[str, int]], taken: Counter[str], evicted: set[str],
+                 safety: SafePreemption, placed: Counter[str]) -> str | None:
+    """None when some task's pods, or the job's pods task after task (one, two, ... as many as ``room`` holds),
+    get the victims ``here`` (one node's) from the tiers (``_victim_violations``); else the first trial's first
+    violation."""
+    pods = job_pods(job)
+    running = held_pods(job, snap)
+    free = {t.name: [i for i in range(len(pods.get(t.name, []))) if i not in running.get(t.name, {})]
+            for t in job.tasks}
+    mixed = [(t, i) for t in free for i in free[t]]
+    first: str | None = None
+    for row in [*([(t.name, i) for i in free[t.name]] for t in job.tasks), mixed]:
+        left = dict(room)
+        for k, (task, i) in enumerate(row, start=1):
+            req = pods[task][i].requests
+            if any(left.get(r, 0) < x for r, x in req.items() if x > 0 and r != "pods"):
+                break
+            for r, x in req.items():
+                left[r] = left.get(r, 0) - x
+            trial = jp.model_copy(update={"victims": tuple(here), "admitted": True, "bindings": tuple(
+                Binding(task=tk, index=ix, node=here[0].node) for tk, ix in row[:k])})
+            why = _victim_violations(snap, job, trial, cat, tree, accounts, {q: dict(a) for q, a in allocated.items()},
+                                     Counter(taken), set(evicted), safety, placed)
+            if not why:
+                return None
+            first = first or why[0]
+    return first
 
 
 def _victim_candidate(snap: Snapshot, cat: Catalogue, v: Victim, where: str, twice: bool,
