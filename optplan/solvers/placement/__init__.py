@@ -143,7 +143,10 @@ cycles, each victim under the job whose action evicted it — a job not admitted
 room went to jobs before it (its reason says so), a job a later cycle's allocate placed away from its
 earlier victims keeps them (the validator checks such victims as a waiting job's, on nodes one of its
 pods could have gone to), and a job with a network topology whose reclaim walked every node waits for a
-later cycle's allocate. Where the plan cannot say a cycle's outcome (a pod placed in an earlier cycle
+later cycle's allocate. The plan does not name where such a job's pods were pipelined; the validator asks
+Volcano's plugin tiers on each of its victims' nodes for some of its pods there, as for a placed job's
+victims (``validate._pipelined_violations``, lenient on which pods, their order, and the other waiting jobs'
+pipelined pods the capacity plugin sees). Where the plan cannot say a cycle's outcome (a pod placed in an earlier cycle
 becoming a victim, a job pipelined in the last cycle away from its earlier victims), the cycles stop at
 the last one it can say.
 

@@ -326,8 +326,9 @@ def _unplaced_victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, ca
     cycle (``JobPlacement.step`` of the greedy's cycles, at least ``CYCLE_STEPS``) while the next cycle's
     allocate gave the room to other jobs: each a running pod of a PodGroup, evicted once, by one action,
     that the action may offer this job (its queue, the job's networkTopology, safe preemption); and a job
-    placed after it lands on each victim's node (checked by the caller). Lenient: where the job's pods were
-    pipelined is not in the plan, so the per-node tier order is not checked. Updates ``taken`` and ``evicted``."""
+    placed after it lands on each victim's node (checked by the caller, but for a waiting topology job's reclaim,
+    ``reclaimed_anywhere``). The plugin tiers on each victim node are ``_pipelined_violations``'. Updates
+    ``taken`` and ``evicted``."""
     out: list[str] = []
     who = f"job {jp.key}"
     if len({v.reason for v in jp.victims}) > 1:
@@ -376,7 +377,7 @@ def _pipelined_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Cat
             by_node[v.node].append(v)
     out: list[str] = []
     for node, here in sorted(by_node.items()):
-        if node not in cap.free or any(f"{v.namespace}/{v.name}" not in cat.candidates for v in here):
+        if node not in cap.free or any(_refused(job, v, cat, accounts) for v in here):
             continue  # reported by the caller
         room = dict(cap.free[node])
         for v in here:
@@ -402,6 +403,15 @@ def _pipelined_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Cat
             out.append(f"job {jp.key}: its pipelined pods on {node} do not get its victims there from Volcano's "
                        f"plugin tiers ({why})")
     return out
+
+
+def _refused(job: VCJob, v: Victim, cat: Catalogue, accounts: dict[str, QueueAccount]) -> bool:
+    """The victim is no candidate, or its action may never offer it to the job (``_unplaced_victim_violations``
+    reports it)."""
+    c = cat.candidates.get(f"{v.namespace}/{v.name}")
+    act = legacy_reason(v.reason)
+    return c is None or (action_refused(job, act) or preemptee_refused(c, act, job.queue,
+                                                                        accounts[c.queue].reclaimable)) is not None
 
 
 def _unnamed_pods(plan: PlacementPlan, given: Mapping[str, VCJob], tree: QueueTree) -> dict[str, dict[str, int]]:
