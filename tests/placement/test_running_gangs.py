@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -16,8 +17,10 @@ import yaml
 
 from optplan import api
 from optplan.cli import main
-from optplan.models.placement import Binding, PlacementPlan
+from optplan.models.placement import Binding, BinpackWeights, PlacementPlan
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.placement.context import Context
+from optplan.solvers.placement.model import plan_key
 from optplan.solvers.placement.place import plan_placement
 from optplan.solvers.placement.validate import placement_violations
 from tests.builders import job_task, load, node, place_validated, pod, podgroup, seed_fabric, vcjob
@@ -170,3 +173,37 @@ def test_a_running_job_with_a_missing_replica_is_placed_without_being_named(caps
     assert doc["jobs"][0]["admitted"] and [b["index"] for b in doc["jobs"][0]["bindings"]] == [2]
     assert main(["place", str(path), "--now", NOW, "-o", "json"]) == 0
     assert [j["name"] for j in json.loads(capsys.readouterr().out)["jobs"]] == ["j"]
+
+
+
+WEIGHT_CASES = [
+    # (name, objects, the job left out, plan_key's admitted weight of the plan admitting every job, without it)
+    ("ready gang alone", [*nodes(2, 8), busy("n1", 4), *gang("j", 3, 4, {0: "n0", 1: "n0"}, min_available=2)],
+     "default/j", 1, 0),
+    # a waiting job (weight 1) next to the ready gang (weight 1): the waiting one is worth 1 × (1 + 1), more than
+    # all ready ones together
+    ("ready gang next to a waiting job: the ready one left out", [
+        *nodes(2, 8), *gang("j", 3, 4, {0: "n0", 1: "n0"}, min_available=2),
+        vcjob("w", "default", [job_task("worker", 1, 4)])], "default/j", 3, 2),
+    ("ready gang next to a waiting job: the waiting one left out", [
+        *nodes(2, 8), *gang("j", 3, 4, {0: "n0", 1: "n0"}, min_available=2),
+        vcjob("w", "default", [job_task("worker", 1, 4)])], "default/w", 3, 1),
+]
+
+
+@pytest.mark.parametrize(("name", "objects", "key", "full", "without"), WEIGHT_CASES, ids=[c[0] for c in WEIGHT_CASES])
+def test_a_ready_gangs_pod_has_its_admission_weight(name: str, objects: list[dict[str, Any]], key: str, full: int,
+                                                      without: int) -> None:
+    """A job whose running pods already make its gang ready weighs its admission weight in the exact objective
+    (``plan_key``, what ``auto`` compares and ``cpsat`` maximises first): a plan that places one of its pods
+    ranks above one that leaves it out (it weighed 0, so ``cpsat`` could leave it out at no cost); a waiting job
+    still outweighs every ready one together."""
+    snap = load(*objects).snapshot
+    jobs = list(snap.jobs.values())
+    ctx = Context.build(snap, jobs, BinpackWeights(), datetime.fromisoformat(NOW))
+    plan = plan_placement(snap, jobs, "greedy", OPTS, now=NOW)
+    assert all(jp.admitted for jp in plan.jobs)
+    left_out = plan.model_copy(update={"jobs": tuple(
+        jp.model_copy(update={"admitted": False, "bindings": (), "reason": "left out"}) if jp.key == key else jp
+        for jp in plan.jobs)})
+    assert (-plan_key(ctx, plan).neg_admitted, -plan_key(ctx, left_out).neg_admitted) == (full, without)

@@ -466,3 +466,33 @@ def test_two_jobs_never_share_one_victim_s_room(solver: str) -> None:
     p = plan(solver, *objs)
     assert sum(jp.admitted for jp in p.jobs) == 1
     assert sum(len(jp.victims) for jp in p.jobs) == 1
+
+
+PREEMPT_ORDER = [  # (what, the configuration, the node whose pod big preempts)
+    ("no configuration file: binpack alone (both nodes full: 0), ties to the name", None, "a"),
+    ("a configuration file lists nodeorder: least requested prefers b, whose cpu is free",
+     "nodeorder", "b"),
+    ("nodeorder's weights 0: binpack alone", "zero", "a"),
+]
+
+
+@pytest.mark.parametrize(("what", "which", "node_name"), PREEMPT_ORDER, ids=[c[0] for c in PREEMPT_ORDER])
+def test_preempt_walks_the_nodes_by_nodeorders_scores_too(what: str, which: str | None, node_name: str) -> None:
+    """Volcano's preempt orders its nodes with every node-order plugin's score (``util.PrioritizeNodes`` with
+    ``ssn.NodeOrderMapFn``, v1.15.1 actions/preempt), so nodeorder's least-requested and balanced-resource
+    scores join binpack's there as in allocate when the configuration lists nodeorder."""
+    from optplan.models.schedconf import SchedulerConf
+    from tests.placement.test_topology_turns import GPU_ONLY
+
+    confs = {None: SchedulerConf(binpack=GPU_ONLY),
+             "nodeorder": SchedulerConf(binpack=GPU_ONLY, source="conf.yaml"),
+             "zero": SchedulerConf(binpack=GPU_ONLY, source="conf.yaml", least_requested=0, balanced_resource=0)}
+    objs = [*CLASSES, node("a", 8), node("b", 8), queue("q"), pod("cpu-a", "a", 0, group=None, cpu="90"),
+            *running("va", "q", [("a", 8)], "spot-job", min_member=0),
+            *running("vb", "q", [("b", 8)], "spot-job", min_member=0), pending("big", "q", 1, 8)]
+    s = load_objects(objs).snapshot
+    jobs = list(s.jobs.values())
+    out = plan_placement(s, jobs, "greedy", OPTS, now=NOW, scheduler=confs[which])
+    assert placement_violations(s, jobs, out) == []
+    jp = out.job("default/big")
+    assert [(v.name, v.node) for v in jp.victims] == [(f"v{node_name}-0", node_name)]

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from optplan.adapters.kubefile import load_objects
-from optplan.models.placement import BinpackWeights, PlacementPlan, Victim
+from optplan.models.placement import CYCLE_STEPS, BinpackWeights, JobPlacement, PlacementPlan, Victim
+from optplan.models.repack import SolverRecord
 from optplan.models.schedconf import SchedulerConf
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.placement.binpack import hyper_binpack
@@ -402,3 +403,37 @@ def test_preempt_evicts_until_the_queue_may_take_the_pod(what: str, cap: int, ad
             vcjob("j", "q", [job_task("w", 1, 4)], priority_class_name="high")]
     got = outcome(plans(objs, solvers=("greedy", "auto"))["greedy"])
     assert got["j"] == (admitted, "preempt" if victims else "", victims)
+
+
+# ---- the tiers for victims whose job's pipelined pods the plan does not name ------------------------------
+
+PIPELINED = [  # (what, j's victims (name, node), a violation the validator reports (None: valid))
+    ("b0's pod: the capacity plugin offers it (vb at minMember, queue o over its deserved 0)", [("vb-0", "b0")],
+     None),
+    ("both pods of sl on a1: the gang plugin offers one (ready 2, minMember 1), and it alone leaves no room",
+     [("sl-0", "a1"), ("sl-1", "a1")], "do not get its victims there from Volcano's plugin tiers"),
+]
+
+
+@pytest.mark.parametrize(("what", "victims", "violation"), PIPELINED, ids=[c[0] for c in PIPELINED])
+def test_the_validator_asks_the_tiers_for_a_waiting_topology_jobs_reclaim(
+        what: str, victims: list[tuple[str, str]], violation: str | None) -> None:
+    """A job with a network topology whose reclaim evicted in cycle 1 and that waits (Volcano's reclaim walks
+    every node for it and pipelines its pods there): the plan does not name the pipelined pods, but on each
+    victim node Volcano's plugin tiers must offer the victims to some pods of the job there (the rule of a
+    placed job's victims, ``validate._victim_violations``), as the greedy's walk asks them."""
+    objs = [o for o in topology_reclaim({"mode": "hard", "highestTierAllowed": 1})
+            if o["metadata"]["name"] not in ("va", "va-0")]
+    objs += running("sl", "o", [("a1", 2), ("a1", 2)], "low", 1)
+    snap = load_objects(objs).snapshot
+    jobs = list(snap.jobs.values())
+    waiting = JobPlacement(namespace="default", name="j", queue="q", admitted=False, after_evictions=True,
+                           step=CYCLE_STEPS + 2, reason="its reclaim evicted pods on any node",
+                           victims=tuple(Victim(namespace="default", name=n, node=at, reason="reclaim")
+                                         for n, at in victims))
+    plan = PlacementPlan(jobs=(waiting,), solver=SolverRecord(name="test", status="FEASIBLE"))
+    got = placement_violations(snap, jobs, plan)
+    if violation is None:
+        assert got == []
+    else:
+        assert any(violation in v for v in got), got

@@ -98,14 +98,17 @@ by the pod's binpack score on each node highest first — ``binpack_score`` with
 on the node's free room as the dry run stands before this pod's evictions (so a node where a weighted
 resource would overflow scores 0, and resources without a weight, GPUs by default, do not count) — plus, for
 preempt and a job without a network topology, the network-topology-aware plugin's score
-(``binpack.normal_pod_score``: per tier the binpack of the node's HyperNode, fading 0.8 a tier) — ties by
-node name. Where this departs from Volcano: (1) the nodeorder plugin does not score (Volcano adds
-leastrequested, balancedresource, node affinity, ...); (2) ties go to the name, where Volcano keeps its node
+(``binpack.normal_pod_score``: per tier the binpack of the node's HyperNode, fading 0.8 a tier), plus, when a
+configuration file lists nodeorder, its least-requested and balanced-resource scores on the same state
+(``Greedy.order_score``: Volcano's preempt prioritizes with every node-order plugin, as allocate does) — ties by
+node name. Where this departs from Volcano: (1) of nodeorder's scores only those two (Volcano adds node
+affinity, taints, image locality, spread); (2) ties go to the name, where Volcano keeps its node
 list's order (random, above); (3) a pod evicted earlier in the dry run counts as free room, where Volcano
 still counts a releasing pod as used until it is gone (its score, not its fit: both use future idle room);
-(4) the exact model's one-shot reference (``evict.plan_victims`` without ``cycles``) takes a topology
-job's reclaim victims from its region only, where Volcano's reclaim walks every node — the greedy's cycles
-do walk every node (``Greedy.victim_regions``) and leave the job to a later cycle's allocate; (5) the
+(4) a topology job's reclaim walks every node and leaves the job to a later cycle's allocate in Volcano, in
+the greedy's cycles (``Greedy.victim_regions``) and so in the exact model's reference (the greedy's plan); the
+exact model's own plans take such a job's victims where it lands (a plan Volcano's cycles allow, not
+necessarily the one its walk finds); (5) the
 evictions on a node that still leave the pod without room are undone, where Volcano keeps them in the
 statement; (6) reclaim takes no victims for a queue's room (preempt does, ``Greedy.evict_for``).
 
@@ -140,7 +143,10 @@ cycles, each victim under the job whose action evicted it — a job not admitted
 room went to jobs before it (its reason says so), a job a later cycle's allocate placed away from its
 earlier victims keeps them (the validator checks such victims as a waiting job's, on nodes one of its
 pods could have gone to), and a job with a network topology whose reclaim walked every node waits for a
-later cycle's allocate. Where the plan cannot say a cycle's outcome (a pod placed in an earlier cycle
+later cycle's allocate. The plan does not name where such a job's pods were pipelined; the validator asks
+Volcano's plugin tiers on each of its victims' nodes for some of its pods there, as for a placed job's
+victims (``validate._pipelined_violations``, lenient on which pods, their order, and the other waiting jobs'
+pipelined pods the capacity plugin sees). Where the plan cannot say a cycle's outcome (a pod placed in an earlier cycle
 becoming a victim, a job pipelined in the last cycle away from its earlier victims), the cycles stop at
 the last one it can say.
 
@@ -150,8 +156,9 @@ offer it to (the first tier; the second where the first offers the job nothing o
 bounds: ``model.drf_limit``, ``model.capacity_limit``), capacity per node is the free room plus what evictions
 there
 release, and the queue rules are checked on the state at each job's turn in the validator's replay.
-Lexicographic: most priority-weighted jobs admitted (weight ``max(priority, 0) + 1``; 0 for a job whose running
-pods already make its gang ready, whose further pods are extras: ``model.job_weight``), then least victim
+Lexicographic: most priority-weighted jobs admitted (weight ``max(priority, 0) + 1``; a job whose running pods
+already make its gang ready has that weight, every other job that weight × (1 + the sum of the ready ones'), so
+that a waiting job outweighs every ready one together: ``model.job_weights``), then least victim
 cost, then lowest tier sum, then most replicas beyond the minimum, then fewest newly occupied nodes,
 then best static binpack, then — only to break ties — the jobs admitted earlier in Volcano's order (the
 order of the greedy's first turns, ``order_weights``). The greedy's plan with its victims is a solution
@@ -159,7 +166,11 @@ of that model and its hint, so the optimum is never worse: where the static boun
 second tier on the state earlier victims leave, a job placed into room a later job's victims freed, victims
 of a job a later cycle did not admit), ``cpsat`` builds the model again with the plan as its anchor
 (``model.Anchor``: under one literal its victims, late jobs and their placements, the tier families not
-asked; replayed by its steps where job order cannot say it). When the exact model admits no more weight
+asked; replayed by its steps where job order cannot say it; the victims an earlier cycle evicted away from
+where a later cycle placed their job freed before that cycle's jobs, as the validator replays them): on the
+generated family's seeds 0-44 (``tests/placement/test_placement_family.py``) the model holds the greedy's plan,
+plainly or as its anchor; under gangpreempt and gangreclaim not where two jobs take bundles of one PodGroup
+(``gang_cpsat``), and ``cpsat`` keeps the greedy's plan there. When the exact model admits no more weight
 than the greedy, it also keeps to the plans no worse than the greedy's on victim cost and on tier sum
 (the order alone could trade a higher tier for less cost), so its plan dominates the greedy's on both;
 when it admits more, the admissions differ and nothing is compared (``cpsat``'s docstring,

@@ -25,7 +25,8 @@ found and is hinted with the previous solution, the first with the greedy's plan
 phase the plan in hand already meets at a bound no plan can pass — every job admitted, no victims,
 every replica of every job placed, no newly occupied node — is not solved; the time left is split
 among the phases by ``SHARE``):
-(1) maximise Σ admission weight (``max(priority, 0) + 1``); (2) minimise the victims' cost (``victims``
+(1) maximise Σ admission weight (``model.job_weights``: ``max(priority, 0) + 1``, a waiting job's scaled above
+every ready gang's together); (2) minimise the victims' cost (``victims``
 module; skipped when nothing may be evicted); (3) minimise the tier sum of admitted topology jobs (the
 virtual root counts one above the top tier); (4) maximise replicas placed beyond minAvailable; (5)
 minimise newly occupied nodes; (6) maximise the static binpack score (each pod's Volcano binpack score
@@ -36,7 +37,9 @@ turn in the greedy's allocate, more weight; this phase gets only the time the ot
 Running gangs: ``count`` covers a job's pending replicas only; the gang constraints ask for what they
 must add to the running pods (``Context.need``), and an admitted job places at least one pod.
 
-Against the greedy (``solve``; the greedy's plan, with its victims, is computed first when not given).
+Against the greedy (``solve``; the greedy's plan, its scheduling cycles with their victims, ``cycles.greedy_cycles``,
+is computed first when not given: the same plan ``greedy`` and ``auto`` make, so a topology job's reclaim walks
+every node there and the job waits for a later cycle's allocate).
 The model must hold the greedy's plan (``holds``: every variable fixed to it); when the static tier
 bounds do not, it is built again with the plan as its anchor (``anchored``, ``model.Anchor``).
 Phase (1) never ends below the greedy's weight (a solve cut short below it keeps the greedy's plan,
@@ -75,16 +78,17 @@ from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import POD_SLOT
 from optplan.solvers.core.planner import Planner
 from optplan.solvers.placement import gang_cpsat, victims_cpsat
-from optplan.solvers.placement.allocate import explain_rejections, greedy_place
+from optplan.solvers.placement.allocate import explain_rejections
 from optplan.solvers.placement.context import Context
-from optplan.solvers.placement.evict import plan_victims, victim_notes, victim_text
+from optplan.solvers.placement.cycles import greedy_cycles
+from optplan.solvers.placement.evict import victim_notes, victim_text
 from optplan.solvers.placement.greedy import placed_reason
 from optplan.solvers.placement.model import (
     Data,
     PlanKey,
     Vars,
     build_data,
-    job_weight,
+    job_weights,
     order_weights,
     partition_parts,
     partition_spots,
@@ -268,8 +272,8 @@ def add_opened(m: cp_model.CpModel, data: Data, v: Vars) -> None:
 
 def objectives(data: Data, v: Vars) -> dict[str, Any]:
     ctx = data.ctx
-    weight = {job.key: job_weight(ctx, job) for job in data.valid}
-    admitted = sum(weight[k] * a for k, a in v.admitted.items())
+    worth = job_weights(ctx)
+    admitted = sum(worth[k] * a for k, a in v.admitted.items())
     tiers = sum((ctx.regions[j][i].tier or 0) * y for (j, i), y in v.region.items())
     mins = {job.key: ctx.need(job)[1] for job in data.valid}
     extras = sum(v.count.values()) - sum(mins[k] * a for k, a in v.admitted.items())
@@ -442,7 +446,8 @@ def _solver(options: PlanOptions, limit: float, victims: bool, clock: Clock) -> 
 def met_bounds(data: Data, plan: PlacementPlan) -> dict[str, int]:
     """Phases whose objective the plan already meets at a bound no plan can pass: name -> value."""
     ctx = data.ctx
-    weight = {j.key: job_weight(ctx, j) for j in data.valid}
+    worth = job_weights(ctx)
+    weight = {j.key: worth[j.key] for j in data.valid}
     admitted = sum(weight.get(jp.key, 0) for jp in plan.jobs if jp.admitted)
     occupied = set(ctx.snapshot.pods_by_node)
     opened = len({b.node for jp in plan.jobs if jp.admitted for b in jp.bindings} - occupied)
@@ -532,8 +537,8 @@ def solve(ctx: Context, options: PlanOptions, greedy: PlacementPlan | None = Non
     t0 = time.perf_counter()
     clock = options.timer()
     deadline = clock.now() + options.time_limit
-    if greedy is None:
-        greedy = plan_victims(ctx, greedy_place(ctx))
+    if greedy is None:  # the greedy planner's own plan: Volcano's scheduling cycles
+        greedy = greedy_cycles(ctx)
     ref = plan_key(ctx, greedy)
     data = build_data(ctx)
     m, v, objs = build(data)

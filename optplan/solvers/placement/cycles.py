@@ -44,7 +44,7 @@ MAX_CYCLES = 8
 
 def one_cycle(ctx: Context) -> PlacementPlan:
     """One session: allocate, then preempt and reclaim (``plan_victims``) on the state allocate left."""
-    return plan_victims(ctx, greedy_place(ctx), cycles=True)
+    return plan_victims(ctx, greedy_place(ctx))
 
 
 def greedy_cycles(ctx: Context) -> PlacementPlan:

@@ -162,18 +162,16 @@ def topology_reclaim_text(victims: int, cost: int) -> str:
             "step): the next scheduling cycle's allocate places it under its network topology")
 
 
-def plan_victims(ctx: Context, plan: PlacementPlan, cycles: bool = False) -> PlacementPlan:
+def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
     """Volcano's preempt action, then its reclaim action, each over every job the plan does not admit (in
     job order), on the state the jobs before it left: the admitted jobs' pods placed, earlier victims
     gone — so every starving job may preempt before any job reclaims, as vc-scheduler runs its actions in
-    a cycle. A job that now fits without victims (room an earlier job's victims freed beyond its own need,
-    or queue room they gave back) is placed there first, as Volcano's next allocate would. Jobs placed
-    by this pass are replayed after the evictions (``after_evictions``). With ``cycles`` (one cycle of
-    ``cycles.greedy_cycles``), a job with a network topology that reclaims is not placed by it: its reclaim
+    a cycle (one cycle of ``cycles.greedy_cycles``). A job that now fits without victims (room an earlier
+    job's victims freed beyond its own need, or queue room they gave back) is placed there first, as
+    Volcano's next allocate would. Jobs placed by this pass are replayed after the evictions
+    (``after_evictions``). A job with a network topology that reclaims is not placed by it: its reclaim
     walks every node (``Greedy.victim_regions``) and it keeps its victims, unadmitted
-    (``topology_reclaim_text``), for the next cycle's allocate. Without (the exact model's one-shot
-    reference, which has no next cycle) its victims are taken inside its candidate HyperNodes and it is
-    placed there, as the exact model places it."""
+    (``topology_reclaim_text``), for the next cycle's allocate."""
     if all(jp.admitted for jp in plan.jobs):
         return plan
     by_key = {j.key: j for j in ctx.jobs}
@@ -211,8 +209,7 @@ def plan_victims(ctx: Context, plan: PlacementPlan, cycles: bool = False) -> Pla
                 chosen, gwhy = gang_evict(ctx, state, g, job, reason)
             else:
                 rules, why = job_rules(ctx, state, cat, job, cast(Reason, reason))
-                chosen, gwhy = (None, why) if rules is None else g.with_victims(job, rules, pre.get(jp.key, ()),
-                                                                               anywhere=cycles)
+                chosen, gwhy = (None, why) if rules is None else g.with_victims(job, rules, pre.get(jp.key, ()))
                 if chosen is None and reason == "preempt" and (free := g.pipeline_free(job)):
                     pre[jp.key] = free
             if chosen is None:
@@ -220,7 +217,7 @@ def plan_victims(ctx: Context, plan: PlacementPlan, cycles: bool = False) -> Pla
                 continue
             apply_choice(ctx, state, job, chosen, pre.get(jp.key, ()))
             r = chosen.region
-            if cycles and reason == "reclaim" and job.network_topology is not None:  # pipelined anywhere
+            if reason == "reclaim" and job.network_topology is not None:  # pipelined anywhere
                 out[jp.key] = jp.model_copy(update={
                     "reason": f"{jp.reason}; {topology_reclaim_text(len(chosen.victims), chosen.cost)}",
                     "victims": _victims(chosen, reason), "after_evictions": True, "step": step})

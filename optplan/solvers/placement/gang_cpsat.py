@@ -20,8 +20,9 @@ Constraints (``add_bundles``):
 - one action per job: a job evicts by one gang-aware action, or by preempt/reclaim, never two;
 - every pending pod or none: a job that evicts by a gang-aware action places all its pending pods;
 - the domain: a hard job's bundles of a domain only when it ends in that domain's HyperNode;
-- safe before whole: a whole bundle of a domain only with every safe bundle of that domain (Volcano ranks every
-  safe bundle first and takes bundles in order until the domain's room covers the job);
+- safe before whole: a whole bundle of a domain only with every safe bundle of that domain that is left at the
+  job's turn (Volcano ranks every safe bundle first and takes bundles in order until the domain's room covers
+  the job; a PodGroup a job before it in the replay took bundles of has none left);
 - one taker per victim PodGroup: the bundles are the snapshot's, so a PodGroup a job takes bundles of is taken
   by no other job, by bundles or by preempt/reclaim (the validator re-forms the bundles on what the jobs before
   left);
@@ -35,7 +36,11 @@ that lets the job place, the cheapest by the victim objective, where Volcano tak
 summed room covers the job; the domains are free among the job's (Volcano takes the first, widest, that works);
 where the pods land is free inside the domain (Volcano places each on its best binpack node, idle room first).
 Only the first tier decides the victims (the capacity plugin in the first tier with gangreclaim is declined:
-``gangevict.exact_declines``). So the exact plan is a plan the actions' rules allow, not necessarily the one
+``gangevict.exact_declines``). What it cannot say: two jobs taking bundles of one PodGroup (Volcano forms a later
+job's bundles on what the earlier ones left — a PodGroup's safe pods of one domain for one job, the rest of its
+surplus in another domain for the next); the bundles are the snapshot's, one taker each, so a greedy plan that
+does so is outside the model, with or without the anchor (``benchmarks/gang_exact_scale.py`` seeds 9 and 20),
+and ``cpsat`` keeps it. So the exact plan is a plan the actions' rules allow, not necessarily the one
 Volcano's walk would find; ``auto`` takes it only when ``plan_key`` ranks it strictly better.
 """
 
@@ -62,7 +67,7 @@ def add_bundles(m: cp_model.CpModel, data: Data, v: Vars) -> None:
     ctx = data.ctx
     jobs = data.jobs
     acts: dict[tuple[str, str], Any] = {}
-    by_domain: dict[tuple[str, str, int | None], list[tuple[str, Any]]] = defaultdict(list)
+    by_domain: dict[tuple[str, str, int | None], list[tuple[str, str, Any]]] = defaultdict(list)
     touch: dict[tuple[str, str], list[Any]] = defaultdict(list)  # (job, PodGroup) -> its bundle literals
     for b in vd.gang:
         ev.bundle[b.name] = x = m.new_bool_var(f"bundle[{b.name}]")
@@ -71,18 +76,22 @@ def add_bundles(m: cp_model.CpModel, data: Data, v: Vars) -> None:
         if (b.job, b.action) not in acts:
             acts[b.job, b.action] = m.new_bool_var(f"gang[{b.job},{b.action}]")
         m.add_implication(x, acts[b.job, b.action])
-        by_domain[b.job, b.action, b.domain].append((b.kind, x))
+        by_domain[b.job, b.action, b.domain].append((b.kind, b.group, x))
         touch[b.job, b.group].append(x)
         if b.domain is not None:
             m.add_implication(x, v.region[b.job, b.domain])
     for (j, action), a in acts.items():
         m.add_bool_or([ev.bundle[b.name] for b in vd.gang if b.job == j and b.action == action]).only_enforce_if(a)
-    for rows in by_domain.values():  # safe before whole
-        safe = [x for kind, x in rows if kind == SAFE]
-        for kind, x in rows:
-            if kind == WHOLE:
-                for s in safe:
-                    m.add_implication(x, s)
+    touched = {jg: _touched(m, jg, xs) for jg, xs in sorted(touch.items())}
+    pos = {j: i for i, j in enumerate(data.order)}
+    for (j, _action, _d), rows in by_domain.items():  # safe before whole, of the safe bundles left at its turn
+        for kind, _g, x in rows:
+            if kind != WHOLE:
+                continue
+            for k2, g, s in rows:
+                if k2 == SAFE:  # a PodGroup a job before it took bundles of has no safe bundle left for it
+                    before = [t for (jj, gg), t in touched.items() if gg == g and jj != j and pos[jj] < pos[j]]
+                    m.add_bool_or([s, *before]).only_enforce_if(x)
     legacy: dict[str, list[Any]] = defaultdict(list)
     legacy_group: dict[str, list[tuple[int, Any]]] = defaultdict(list)
     for (j, k), y in ev.take.items():
@@ -101,11 +110,7 @@ def add_bundles(m: cp_model.CpModel, data: Data, v: Vars) -> None:
         gang = _any(m, [a for (jj, _a), a in acts.items() if jj == j], f"gang[{j}]")
         m.add(sum(v.placed(j, t.name) for t in job.tasks) >= pending).only_enforce_if(gang)
     groups: dict[str, list[Any]] = defaultdict(list)
-    for (j, g), xs in sorted(touch.items()):
-        t = m.new_bool_var(f"touch[{j}<-{g}]")
-        for x in xs:
-            m.add_implication(x, t)
-        m.add_bool_or(xs).only_enforce_if(t)
+    for (_j, g), t in touched.items():
         groups[g].append(t)
     for g, ts in sorted(groups.items()):
         m.add(sum(ts) <= 1)
@@ -113,6 +118,15 @@ def add_bundles(m: cp_model.CpModel, data: Data, v: Vars) -> None:
             most = sum(size for size, _y in legacy_group[g])
             m.add(sum(y for _s, y in legacy_group[g]) <= most * (1 - sum(ts)))
     _reclaim_rule(m, data, v, {j: a for (j, action), a in acts.items() if GANG_REASON[action] == "reclaim"})
+
+
+def _touched(m: cp_model.CpModel, jg: tuple[str, str], xs: list[Any]) -> Any:
+    """A literal true exactly when the job takes one of its bundles ``xs`` of the PodGroup."""
+    t = m.new_bool_var(f"touch[{jg[0]}<-{jg[1]}]")
+    for x in xs:
+        m.add_implication(x, t)
+    m.add_bool_or(xs).only_enforce_if(t)
+    return t
 
 
 def _any(m: cp_model.CpModel, lits: list[Any], name: str) -> Any:

@@ -980,16 +980,20 @@ class Greedy:
         return out
 
     def preempt_order(self, pod: Pod, nodes: list[str], job: VCJob | None = None) -> list[str]:
-        """Volcano's preempt node order (``util.PrioritizeNodes`` then ``SortNodes``): the nodes that pass
-        the static predicates, by binpack score on the state before this pod's evictions plus, for a
-        ``job`` without a network topology, the network-topology-aware plugin's (``hyper_score``),
-        highest first, ties by name (module docstring)."""
+        """Volcano's preempt node order (``util.PrioritizeNodes`` with every node-order plugin, then
+        ``SortNodes``): the nodes that pass the static predicates, by binpack score on the state before this
+        pod's evictions plus, for a ``job`` without a network topology, the network-topology-aware plugin's
+        (``hyper_score``), plus nodeorder's when a configuration file lists it (``nodeorder_on``,
+        ``order_score``, on the same state), highest first, ties by name (module docstring)."""
         ok = [n for n, passes in zip(nodes, self.ctx.predicates.mask(pod, nodes), strict=True) if passes]
         req_key = tuple(sorted(pod.requests.items()))
         scores: dict[str, Fraction | float] = {n: self.score(pod, n, req_key) for n in ok}
         if job is not None and job.network_topology is None and self.hyper.tiers:
             for n in ok:
                 scores[n] += self.hyper_score(pod, n)
+        if self.nodeorder_on:
+            for n in ok:
+                scores[n] += self.order_score(pod, n, req_key)
         return sorted(ok, key=lambda n: (-scores[n], n))
 
     def reclaim_order(self, pod: Pod, nodes: list[str]) -> list[str]:
@@ -1054,22 +1058,21 @@ class Greedy:
             out.append(Binding(task=task, index=i, node=node))
         return tuple(out)
 
-    def victim_regions(self, job: VCJob, rules: Rules, anywhere: bool = True) -> list[Region]:
+    def victim_regions(self, job: VCJob, rules: Rules) -> list[Region]:
         """Where the job's dry run with victims walks: its candidate regions (preempt; reclaim of a job
         without a network topology), or for reclaim of a job with one the whole cluster — Volcano's
         ``reclaimForTask`` walks every node and has no HyperNode step; the next cycle's allocate places the
-        job under its limit (``evict.plan_victims``). ``anywhere`` False: the candidate regions for reclaim
-        too (the exact model's one-shot reference)."""
-        if anywhere and rules.reason == "reclaim" and job.network_topology is not None:
+        job under its limit (``evict.plan_victims``)."""
+        if rules.reason == "reclaim" and job.network_topology is not None:
             return [Region(None, None, frozenset(self.ctx.snapshot.nodes))]
         return self.ctx.regions[job.key]
 
-    def with_victims(self, job: VCJob, rules: Rules, pre: tuple[Binding, ...] = (),
-                     anywhere: bool = True) -> tuple[VictimChoice | None, str]:
+    def with_victims(self, job: VCJob, rules: Rules, pre: tuple[Binding, ...] = ()
+                     ) -> tuple[VictimChoice | None, str]:
         """The greedy's victims for the job (state unchanged): regions in order, the first that works.
         ``pre``: the job's pods already pipelined on the state (``pipeline_free``), counted for its gang."""
         first: str | None = None
-        for region in self.victim_regions(job, rules, anywhere):
+        for region in self.victim_regions(job, rules):
             stmt = Statement(self.state)
             bindings, short = self.dry_run(job, region, stmt, rules, pre)
             evicted = [rules.eligible[p.key] for p, _n in stmt.evictions()]

@@ -31,6 +31,7 @@ from optplan.solvers.placement.partitions import (
 )
 from optplan.solvers.placement.safety import approval_cancelled, cooling_until, graded_blocks, pdb_refused, pdb_spends
 from optplan.solvers.placement.tiers import SHARE_DELTA, preemptee_refused, share
+from optplan.solvers.placement.validate import evicted_earlier, in_later_cycle
 from optplan.solvers.placement.victims import (
     REASONS,
     Candidate,
@@ -47,11 +48,14 @@ def admission_weight(priority: int) -> int:
     return max(priority, 0) + 1
 
 
-def job_weight(ctx: Context, job: VCJob) -> int:
-    """``admission_weight`` of the job's priority; 0 for a job whose running pods already make its gang
-    ready (Volcano does not count it as starving: a pod more for it is an extra replica, not an admission,
-    and never outweighs admitting a waiting job)."""
-    return 0 if ctx.need(job)[1] == 0 else admission_weight(ctx.priority[job.key])
+def job_weights(ctx: Context) -> dict[str, int]:
+    """Job key -> what admitting it is worth in the exact objective. A job whose running pods already make
+    its gang ready (Volcano does not count it as starving: a pod more for it is an extra replica) is worth
+    its ``admission_weight``; every other job its ``admission_weight`` × (1 + the sum of those), so that the
+    ready ones together never outweigh admitting one waiting job, and a ready one is still worth a pod more."""
+    ready = {j.key for j in ctx.jobs if ctx.need(j)[1] == 0}
+    scale = 1 + sum(admission_weight(ctx.priority[k]) for k in ready)
+    return {j.key: admission_weight(ctx.priority[j.key]) * (1 if j.key in ready else scale) for j in ctx.jobs}
 
 
 @dataclass(frozen=True, order=True)
@@ -72,13 +76,14 @@ class PlanKey:
 def plan_key(ctx: Context, plan: PlacementPlan) -> PlanKey:
     by_key = {j.key: j for j in ctx.jobs}
     weights = order_weights(ctx)
+    worth = job_weights(ctx)
     admitted = tiers = extras = binpack = order = 0
     receiving: set[str] = set()
     for jp in plan.jobs:
         if not jp.admitted:
             continue
         job = by_key[jp.key]
-        admitted += job_weight(ctx, job)
+        admitted += worth[jp.key]
         tiers += jp.tier or 0
         extras += len(jp.bindings) - ctx.need(job)[1]
         order += weights[jp.key]
@@ -167,6 +172,13 @@ class Anchor:
     """Job -> ``JobPlacement.step``: the validator replays a plan by step, then in plan order."""
     counts: dict[tuple[str, str, str], int]
     """(job, task, node) -> pods of the plan's late jobs."""
+    flushed: set[str] = field(default_factory=set)
+    """The late jobs whose victims an earlier scheduling cycle evicted away from where a later cycle placed
+    them (``validate.evicted_earlier``): the validator frees those victims before the first turn of a later
+    cycle (``validate.in_later_cycle``), and so does the model under the anchor (``victims_cpsat.flush_point``),
+    not at the job's own turn."""
+    later: set[str] = field(default_factory=set)
+    """Late jobs whose turn comes in a scheduling cycle after the first (``validate.in_later_cycle``)."""
     by_step: bool = False
     """The model replays its late jobs by the plan's steps (``Data.order``), not in job order: only when the
     plan needs it (a job placed into room a later job's victims freed, by Volcano's action order or a later
@@ -203,12 +215,16 @@ def anchor_data(ctx: Context, vd: VictimData, valid: list[VCJob], plan: Placemen
             if k is None:
                 return None
             takes[jp.key, k] += 1
+    jobs = {j.key: j for j in valid}
+    flushed = {jp.key for jp in plan.jobs if jp.admitted and jp.key in late and evicted_earlier(jobs[jp.key], jp)}
+    later = {k for k in late if in_later_cycle(plan.job(k))}
     extra = {jk for jk in takes if jk not in vd.pairs}
     for (j, k) in extra:
         reason = next(x.reason for x in plan.job(j).victims if vd.class_of.get(f"{x.namespace}/{x.name}") == k)
         vd.pairs[j, k] = reason
     return Anchor(plan=plan, takes=dict(takes), extra=extra, late=late, unplaced=unplaced,
-                  steps={k: plan.job(k).step for k in late}, counts=dict(counts), by_step=by_step)
+                  steps={k: plan.job(k).step for k in late}, counts=dict(counts),
+                  flushed=flushed, later=later, by_step=by_step)
 
 
 @dataclass

@@ -88,15 +88,18 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
     landed_queue: dict[str, int] = {}  # queue -> the last replay position a job of it is admitted
     placed_groups: Counter[str] = Counter()  # a running gang's PodGroup -> the pods allocate placed for it
     unplaced: list[tuple[int, JobPlacement]] = []  # jobs not admitted that keep victims, at their position
-    # admitted jobs whose victims an earlier cycle evicted (``_evicted_earlier``): their victims go before the
+    unnamed = _unnamed_pods(plan, given, tree)  # queue -> pipelined pods the plan does not name, at most
+    # admitted jobs whose victims an earlier cycle evicted (``evicted_earlier``): their victims go before the
     # first job a later cycle placed (lenient: the plan does not say which cycle evicted them)
-    early = [jp for jp in plan.jobs if jp.admitted and jp.key in given and _evicted_earlier(given[jp.key], jp)]
+    early = [jp for jp in plan.jobs if jp.admitted and jp.key in given and evicted_earlier(given[jp.key], jp)]
     flush = list(early)
-    for pos, jp in enumerate(sorted(plan.jobs, key=_action_rank)):
-        if flush and _action_rank(jp) >= (True, 2 * CYCLE_STEPS):
+    for pos, jp in enumerate(sorted(plan.jobs, key=action_rank)):
+        if flush and in_later_cycle(jp):
             if cat is None:
                 cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
             for e in flush:
+                out.extend(_pipelined_violations(snap, given[e.key], e, cat, tree, cap, accounts, allocated, taken,
+                                                 evicted, safety, placed_groups, unnamed))
                 out.extend(_unplaced_victim_violations(snap, given[e.key], e, cat, accounts, taken, evicted, safety))
                 _free_victims(snap, e, cat, tree, cap, allocated)
             flush = []
@@ -119,6 +122,8 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                 unplaced.append((pos, jp))
                 if cat is None:
                     cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
+                out.extend(_pipelined_violations(snap, job, jp, cat, tree, cap, accounts, allocated, taken, evicted,
+                                                 safety, placed_groups, unnamed))
                 out.extend(_unplaced_victim_violations(snap, job, jp, cat, accounts, taken, evicted, safety))
                 _free_victims(snap, jp, cat, tree, cap, allocated)
             if jp.bindings:
@@ -135,7 +140,7 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
             out.append(f"job {jp.key}: queue {job.queue} is not Open")
         if jp.victims and partitioned(job):
             out.append(f"job {jp.key}: {NO_VICTIMS}")
-        if jp.victims and not (jp.admitted and _evicted_earlier(job, jp)):  # those: replayed before the later cycles
+        if jp.victims and not (jp.admitted and evicted_earlier(job, jp)):  # those: replayed before the later cycles
             if cat is None:  # the time only prices victims
                 cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
             if {v.reason for v in jp.victims} & set(GANG_REASON):  # gangpreempt, gangreclaim: the bundle rule
@@ -212,7 +217,7 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                 out.append(f"job {jp.key} victim {vic.namespace}/{vic.name}: on node {vic.node}, where the job "
                            "places no pod and none of its pods could go")
     for turn, waiting in unplaced:
-        if waiting.key in given and _reclaimed_anywhere(given[waiting.key], waiting):
+        if waiting.key in given and reclaimed_anywhere(given[waiting.key], waiting):
             continue  # its room may stay unused: Volcano's next allocate places the job under its topology or not
         for vic in waiting.victims:
             c = cat.candidates.get(f"{vic.namespace}/{vic.name}") if cat is not None else None
@@ -224,7 +229,7 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
     return out
 
 
-def _evicted_earlier(job: VCJob, jp: JobPlacement) -> bool:
+def evicted_earlier(job: VCJob, jp: JobPlacement) -> bool:
     """The job's victims were evicted in an earlier scheduling cycle than its placement, away from where
     it lands, and where its pods were pipelined then is not in the plan, so they are checked as those of
     a job not admitted are (``_unplaced_victim_violations``): a job admitted by a later cycle's allocate
@@ -232,18 +237,18 @@ def _evicted_earlier(job: VCJob, jp: JobPlacement) -> bool:
     places no pod on (the room went to jobs before it, and it to other room), or with a network topology
     and reclaim's victims (its reclaim walked every node, one pod a cycle maybe, on the queues' state of
     each); or a job with a network topology not admitted whose victims are reclaim's
-    (``_reclaimed_anywhere``)."""
+    (``reclaimed_anywhere``)."""
     if not jp.victims or {v.reason for v in jp.victims} & set(GANG_REASON):
         return False
     if not jp.admitted:
-        return _reclaimed_anywhere(job, jp)
+        return reclaimed_anywhere(job, jp)
     lands = {b.node for b in jp.bindings}
     reclaimed = job.network_topology is not None and all(v.reason == "reclaim" for v in jp.victims)
     return (jp.step >= 2 * CYCLE_STEPS and jp.step % CYCLE_STEPS == 0
             and (reclaimed or any(v.node not in lands for v in jp.victims)))
 
 
-def _reclaimed_anywhere(job: VCJob, jp: JobPlacement) -> bool:
+def reclaimed_anywhere(job: VCJob, jp: JobPlacement) -> bool:
     """A job with a network topology, not admitted, whose victims an earlier cycle's reclaim evicted:
     Volcano's reclaim walks every node for it (no HyperNode step) and pipelines its pods there; the next
     cycle's allocate places it under its limit, maybe on other nodes, or not at all — no job need land
@@ -261,11 +266,17 @@ def _frees_queue_room(tree: QueueTree, victim_queue: str, queue: str) -> bool:
     return bool((set(tree.ancestors(queue)) & set(tree.ancestors(victim_queue))) - {ROOT_QUEUE})
 
 
-def _action_rank(jp: JobPlacement) -> tuple[bool, int]:
+def action_rank(jp: JobPlacement) -> tuple[bool, int]:
     """When a job's placement happens in the plan's replay: allocate's first, then the jobs placed after
     evictions by the step the planner took them in (``JobPlacement.step``: the greedy's preempt pass
     before its reclaim pass, as Volcano runs its actions), each group in plan order."""
     return jp.after_evictions or bool(jp.victims), jp.step
+
+
+def in_later_cycle(jp: JobPlacement) -> bool:
+    """The job's turn in the replay comes in a scheduling cycle after the first: the victims of the jobs
+    ``evicted_earlier`` are freed before the first such turn (the exact model's anchor replays them so)."""
+    return action_rank(jp) >= (True, 2 * CYCLE_STEPS)
 
 
 def _safety_violations(snap: Snapshot, jobs: Mapping[str, VCJob], plan: PlacementPlan, safety: SafePreemption,
@@ -315,8 +326,9 @@ def _unplaced_victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, ca
     cycle (``JobPlacement.step`` of the greedy's cycles, at least ``CYCLE_STEPS``) while the next cycle's
     allocate gave the room to other jobs: each a running pod of a PodGroup, evicted once, by one action,
     that the action may offer this job (its queue, the job's networkTopology, safe preemption); and a job
-    placed after it lands on each victim's node (checked by the caller). Lenient: where the job's pods were
-    pipelined is not in the plan, so the per-node tier order is not checked. Updates ``taken`` and ``evicted``."""
+    placed after it lands on each victim's node (checked by the caller, but for a waiting topology job's reclaim,
+    ``reclaimed_anywhere``). The plugin tiers on each victim node are ``_pipelined_violations``'. Updates
+    ``taken`` and ``evicted``."""
     out: list[str] = []
     who = f"job {jp.key}"
     if len({v.reason for v in jp.victims}) > 1:
@@ -336,6 +348,117 @@ def _unplaced_victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, ca
         evicted.add(c.key)
         taken[c.group] += 1
     return out
+
+
+def _pipelined_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalogue, tree: QueueTree,
+                          cap: Capacity, accounts: dict[str, QueueAccount], allocated: dict[str, dict[str, int]],
+                          taken: Counter[str], evicted: set[str], safety: SafePreemption,
+                          placed: Counter[str], unnamed: dict[str, dict[str, int]]) -> list[str]:
+    """The plugin tiers for the victims of a job whose action pipelined its pods where the plan does not say (a
+    job an earlier cycle evicted for and a later cycle placed elsewhere, ``evicted_earlier``; a job not admitted
+    that keeps victims): on each victim node, Volcano's preempt or reclaim placed some pods of the job there
+    and the tiers offered them the victims, as for a placed job's victims (``_victim_violations``, the same
+    rule). The pods are not in the plan: some task's pods, one up to as many as fit the node with the victims
+    gone, must get the node's victims from the tiers on the replay's state, or with the job's victims on its
+    other nodes gone first (the order of its pipelined pods is not in the plan either; ``taken`` and ``evicted``
+    left unchanged). Lenient where the plan does not say: the pods every such
+    job pipelined (every pending pod of theirs, ``_unnamed_pods``: the plan keeps neither where nor when, a job's
+    victims of several cycles listed at its last) count in the other queues' allocations the capacity plugin
+    reads (more allocation only lets a victim queue give more)."""
+    seen = {q: dict(a) for q, a in allocated.items()}
+    mine = set(tree.ancestors(job.queue)) | {job.queue}
+    for q, extra in unnamed.items():
+        if q not in mine:
+            for r, x in extra.items():
+                seen[q][r] = seen[q].get(r, 0) + x
+    by_node: dict[str, list[Victim]] = defaultdict(list)
+    for v in jp.victims:
+        if v.reason not in GANG_REASON:
+            by_node[v.node].append(v)
+    out: list[str] = []
+    for node, here in sorted(by_node.items()):
+        if node not in cap.free or any(_refused(job, v, cat, accounts) for v in here):
+            continue  # reported by the caller
+        room = dict(cap.free[node])
+        for v in here:
+            for r, x in snap.pods[f"{v.namespace}/{v.name}"].requests.items():
+                room[r] = room.get(r, 0) + x
+        why = _first_offer(snap, job, jp, here, room, cat, tree, accounts, seen, taken, evicted, safety, placed)
+        if why is not None:  # the job's victims elsewhere gone first (its dry run's pods before, in an order unsaid)
+            gone_seen = {q: dict(a) for q, a in seen.items()}
+            gone_taken, gone_evicted = Counter(taken), set(evicted)
+            for node2, there in by_node.items():
+                for v in there if node2 != node else ():
+                    c = cat.candidates.get(f"{v.namespace}/{v.name}")
+                    if c is not None and c.key not in gone_evicted:
+                        gone_evicted.add(c.key)
+                        gone_taken[c.group] += 1
+                        for q in (c.queue, *tree.ancestors(c.queue)):
+                            for r, x in c.pod.requests.items():
+                                gone_seen[q][r] = gone_seen[q].get(r, 0) - x
+            if _first_offer(snap, job, jp, here, room, cat, tree, accounts, gone_seen, gone_taken, gone_evicted,
+                            safety, placed) is None:
+                why = None
+        if why is not None:
+            out.append(f"job {jp.key}: its pipelined pods on {node} do not get its victims there from Volcano's "
+                       f"plugin tiers ({why})")
+    return out
+
+
+def _refused(job: VCJob, v: Victim, cat: Catalogue, accounts: dict[str, QueueAccount]) -> bool:
+    """The victim is no candidate, or its action may never offer it to the job (``_unplaced_victim_violations``
+    reports it)."""
+    c = cat.candidates.get(f"{v.namespace}/{v.name}")
+    act = legacy_reason(v.reason)
+    return c is None or (action_refused(job, act) or preemptee_refused(c, act, job.queue,
+                                                                        accounts[c.queue].reclaimable)) is not None
+
+
+def _unnamed_pods(plan: PlacementPlan, given: Mapping[str, VCJob], tree: QueueTree) -> dict[str, dict[str, int]]:
+    """Queue -> what the pending pods of the plan's jobs whose pipelined pods it does not name (a job not admitted
+    that keeps victims; an admitted one ``evicted_earlier``) request, charged to the queue and its ancestors."""
+    out: dict[str, dict[str, int]] = defaultdict(dict)
+    for jp in plan.jobs:
+        job = given.get(jp.key)
+        if job is None or not jp.victims or (jp.admitted and not evicted_earlier(job, jp)):
+            continue
+        for ps in job_pods(job).values():
+            for p in ps:
+                for q in (job.queue, *tree.ancestors(job.queue)):
+                    for r, x in p.requests.items():
+                        out[q][r] = out[q].get(r, 0) + x
+    return out
+
+
+def _first_offer(snap: Snapshot, job: VCJob, jp: JobPlacement, here: list[Victim], room: dict[str, int],
+                 cat: Catalogue, tree: QueueTree, accounts: dict[str, QueueAccount],
+                 allocated: dict[str, dict[str, int]], taken: Counter[str], evicted: set[str],
+                 safety: SafePreemption, placed: Counter[str]) -> str | None:
+    """None when some task's pods, or the job's pods task after task (one, two, ... as many as ``room`` holds),
+    get the victims ``here`` (one node's) from the tiers (``_victim_violations``); else the first trial's first
+    violation."""
+    pods = job_pods(job)
+    running = held_pods(job, snap)
+    free = {t.name: [i for i in range(len(pods.get(t.name, []))) if i not in running.get(t.name, {})]
+            for t in job.tasks}
+    mixed = [(t, i) for t in free for i in free[t]]
+    first: str | None = None
+    for row in [*([(t.name, i) for i in free[t.name]] for t in job.tasks), mixed]:
+        left = dict(room)
+        for k, (task, i) in enumerate(row, start=1):
+            req = pods[task][i].requests
+            if any(left.get(r, 0) < x for r, x in req.items() if x > 0 and r != "pods"):
+                break
+            for r, x in req.items():
+                left[r] = left.get(r, 0) - x
+            trial = jp.model_copy(update={"victims": tuple(here), "admitted": True, "bindings": tuple(
+                Binding(task=tk, index=ix, node=here[0].node) for tk, ix in row[:k])})
+            why = _victim_violations(snap, job, trial, cat, tree, accounts, {q: dict(a) for q, a in allocated.items()},
+                                     Counter(taken), set(evicted), safety, placed)
+            if not why:
+                return None
+            first = first or why[0]
+    return first
 
 
 def _victim_candidate(snap: Snapshot, cat: Catalogue, v: Victim, where: str, twice: bool,

@@ -52,7 +52,9 @@ Constraints (families, one function each):
 - the anchor (``add_anchor``, with ``model.Anchor``): under its literal the victims, the late jobs (admitted
   or not) and their placements and regions are the greedy's plan's, its pairs beyond the static ones
   usable, and the tier families (just enough, landing, the victim gangs, the second tier, the reclaimer's
-  rule) not enforced (``unless_anchor``);
+  rule) not enforced (``unless_anchor``); the victims an earlier cycle evicted away from where a later cycle
+  placed their job (``model.Anchor.flushed``) free their room and queue allocation before the later cycle's jobs
+  (``flush_point``), as the validator replays them, not at their job's turn;
 - region cuts (``add_region_cuts``, redundant): a job that ends in a region finds its gang's least
   demand in the free room of the region's nodes plus what evictions there release;
 - reclaim (``add_reclaim_rules``), the capacity plugin's PreemptiveFn on the queue allocations at the
@@ -133,6 +135,25 @@ def unless_anchor(ev: VictimVars) -> list[Any]:
     return [] if ev.anchor is None else [ev.anchor.negated()]
 
 
+def flush_point(data: Data) -> int | None:
+    """Where the replay (``Data.order``) frees the anchor's flushed victims (``model.Anchor.flushed``): before
+    the first late job of a later scheduling cycle, as the validator frees them, or before the first flushed
+    job when job order puts it earlier; None without such victims."""
+    anchor = data.victims.anchor
+    if anchor is None or not anchor.flushed:
+        return None
+    return next(i for i, j in enumerate(data.order) if j in anchor.flushed or j in anchor.later)
+
+
+def flushed_takes(data: Data, jobs: set[str] | None = None) -> list[tuple[VictimClass, int]]:
+    """The anchor's flushed victims (of ``jobs``, else of every flushed job) as (class, pods)."""
+    anchor = data.victims.anchor
+    if anchor is None:
+        return []
+    keep = anchor.flushed if jobs is None else anchor.flushed & jobs
+    return [(data.victims.classes[k], n) for (j, k), n in sorted(anchor.takes.items()) if j in keep and n]
+
+
 def add_anchor(m: cp_model.CpModel, data: Data, v: Vars) -> None:
     """Under the anchor literal (``model.Anchor``): the victims are the plan's (its pairs beyond the static
     ones only then), its late jobs are the late ones, admitted or not as it says, on its nodes and regions."""
@@ -186,6 +207,11 @@ def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
     for (j, k), y in ev.take.items():
         taking[vd.classes[k].node][j].append((vd.classes[k], y))
     walked = {k for k in vd.classes if k not in vd.gang_class}  # a gang bundle goes whole, not "just enough"
+    flush = flush_point(data)
+    early_gone: dict[str, dict[str, list[tuple[VictimClass, int]]]] = defaultdict(lambda: defaultdict(list))
+    for j in sorted(vd.anchor.flushed if vd.anchor is not None else ()):  # freed at the flush, not at j's turn
+        for cls, size in flushed_takes(data, {j}):
+            early_gone[cls.node][j].append((cls, size))
     needed: dict[tuple[str, str], list[Any]] = defaultdict(list)  # (node, job) -> its necessary-victim literals
     for n in sorted(placing):
         cap = data.ctx.capacity
@@ -195,6 +221,8 @@ def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
         if cap.limits_pods(n):
             resources.append("pods")
         steps = sorted(set(jobs) | set(taking[n]), key=pos.__getitem__)
+        gone = early_gone.get(n, {})
+        flush_at = next((j for j in steps if flush is not None and pos[j] >= flush), None) if gone else None
         for r in resources:
             def need(req: dict[str, int], r: str = r) -> int:
                 return 1 if r == "pods" else req.get(r, 0)
@@ -208,6 +236,12 @@ def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
             for j in steps:
                 change = [need(req) * (x - e) for req, x, e in jobs.get(j, [])]
                 change += [-cls.releases(r) * y for cls, y in taking[n].get(j, []) if cls.releases(r)]
+                if gone and ev.anchor is not None:  # the anchor's flushed victims: freed at the flush point
+                    back = sum(cls.releases(r) * size for cls, size in gone.get(j, []))
+                    if j == flush_at:
+                        back -= sum(cls.releases(r) * size for row in gone.values() for cls, size in row)
+                    if back:
+                        change.append(back * ev.anchor)
                 if not change:
                     continue
                 after = state + sum(change)
@@ -264,6 +298,15 @@ class Accounts:
                 for r, x in cls.requests.items():
                     if x:
                         self.freed[j, q, r].append(x * y)
+        self.flush = flush_point(data)
+        self.flushed: dict[tuple[str, str, str], int] = defaultdict(int)
+        """(job, queue, r) -> what the anchor's flushed victims of the job give back ("" : all of them)."""
+        for j in sorted(data.victims.anchor.flushed if data.victims.anchor is not None else ()):
+            for cls, n in flushed_takes(data, {j}):
+                for q in self.queues.chain(cls.queue):
+                    for r, x in cls.requests.items():
+                        self.flushed[j, q, r] += x * n
+                        self.flushed["", q, r] += x * n
 
     def early(self, j: str, q: str, r: str) -> Any:
         return self.v.ev.early_amount[j, r] if q in self.chain[j] and (j, r) in self.v.ev.early_amount else 0
@@ -272,7 +315,8 @@ class Accounts:
         """What the job's own turn changes: its late pods minus what its victims give back."""
         ev = self.v.ev
         placed = ev.amount[j, r] - ev.early_amount[j, r] if q in self.chain[j] and (j, r) in ev.amount else 0
-        return placed - sum(self.freed.get((j, q, r), []))
+        back = self.flushed.get((j, q, r), 0) * ev.anchor if ev.anchor is not None and self.flush is not None else 0
+        return placed - sum(self.freed.get((j, q, r), [])) + back
 
     def start(self, q: str, r: str) -> Any:
         """After the early jobs: the snapshot's allocation plus every early pod."""
@@ -281,7 +325,8 @@ class Accounts:
     def before(self, j: str, q: str, r: str) -> Any:
         """At the job's turn (before its evictions), when it is replayed after the evictions."""
         i = self.order.index(j)
-        return self.start(q, r) + sum(self.late(jj, q, r) for jj in self.order[:i])
+        gone = self.flushed.get(("", q, r), 0) * self.v.ev.anchor if self.flush is not None and i >= self.flush else 0
+        return self.start(q, r) + sum(self.late(jj, q, r) for jj in self.order[:i]) - gone
 
 
 def add_queues(m: cp_model.CpModel, data: Data, v: Vars) -> None:
