@@ -26,15 +26,6 @@ def _cluster(nodes: int, seed: int = 3) -> Any:
     return load_objects(generate(GenConfig(nodes=nodes, occupancy=0.6, seed=seed)))
 
 
-@pytest.fixture(autouse=True)
-def _uncapped(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The wall-clock safety cap moved out of the way, so that a test measures the work counting alone:
-    with the cap at 3x the limit, a test machine itself 2-3x slower than the reference rates (a loaded
-    CI runner) hits it and the plan then depends on the machine. The cap's own test keeps it."""
-    if "wall_clock_cap" not in request.node.name:
-        monkeypatch.setattr(clock, "WALL_CAP", 1000.0)
-
-
 def _slow(monkeypatch: pytest.MonkeyPatch, factor: float) -> None:
     """The wall clock runs ``factor`` times faster: as if the machine were that much slower."""
     real = time.perf_counter
