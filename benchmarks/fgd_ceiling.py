@@ -110,6 +110,21 @@ def hole_cap(total_milli: int, hole: int, small: int, n: int) -> float:
     return 100.0 * (total_milli - max(0, hole * n - small)) / total_milli
 
 
+def _blocks(kind: tuple[int, int, shared.GpuAsk], node: tuple[int, int, int, str], pod: shared.Arrival,
+            hole: int) -> float:
+    """The fraction of a node of type ``node`` that one pod of ``kind`` blocks for ``pod`` (module docstring)."""
+    cpu, mem, ask = kind
+    ncpu, nmem, ngpu, _model = node
+    loads = ask.whole or (1.0 if ask.milli > hole else ask.milli / (hole + 1))
+    return min(1.0, max(loads / ngpu, cpu / (ncpu - pod.cpu + 1), mem / (nmem - pod.memory + 1)))
+
+
+def _placed(pods: Sequence[SimPod], assignment: Sequence[object], size: int) -> int:
+    """How many shares of ``size`` an assignment placed."""
+    return sum(1 for p, where in zip(pods, assignment, strict=True)
+               if where is not None and p.gpu == 1 and p.gpu_milli == size)
+
+
 def _blockable(types: Counter[tuple[int, int, int, str]], before: Counter[tuple[int, int, shared.GpuAsk]],
                pod: shared.Arrival, hole: int) -> bool:
     """Whether the pods ``before`` a share arrival ``pod`` could leave no node it fits on (module docstring's
@@ -131,12 +146,7 @@ def _blockable(types: Counter[tuple[int, int, int, str]], before: Counter[tuple[
         ncpu, nmem, ngpu, _model = t
         on = [(kinds[a], v) for (a, k), v in y.items() if k == b]
         n = types[t]
-
-        def blocks(cpu: int, mem: int, ask: shared.GpuAsk) -> float:
-            loads = ask.whole or (1.0 if ask.milli > hole else ask.milli / (hole + 1))
-            return min(1.0, max(loads / ngpu, cpu / (ncpu - pod.cpu + 1), mem / (nmem - pod.memory + 1)))
-
-        prob += pulp.lpSum(blocks(*kind) * v for kind, v in on) >= n
+        prob += pulp.lpSum(_blocks(kind, t, pod, hole) * v for kind, v in on) >= n
         prob += pulp.lpSum(c * v for (c, _m, _a), v in on) <= n * ncpu
         prob += pulp.lpSum(m * v for (_c, m, _a), v in on) <= n * nmem
         prob += pulp.lpSum(a.total_milli * v for (_c, _m, a), v in on) <= n * ngpu * MILLI
@@ -212,16 +222,11 @@ def main(argv: list[str] | None = None) -> int:
             hole = MILLI - size
             small = sum(p.gpu_milli for p in stream if p.gpu == 1 and p.gpu_milli <= hole)
             arrivals = sum(1 for p in stream if p.gpu == 1 and p.gpu_milli == size)
-
-            def placed(pods: Sequence[SimPod], assignment: Sequence[object]) -> int:
-                return sum(1 for p, where in zip(pods, assignment, strict=True)
-                           if where is not None and p.gpu == 1 and p.gpu_milli == size)
-
-            n_ref = placed(stream, ref.assignment)
+            n_ref = _placed(stream, ref.assignment, size)
             forced = forced_shares(nodes, stream, size) if size else 0
             total = gpus * MILLI
             print(f"| {wl} | {seed} | {bound:.2f} | {best.alloc_percent:.2f} ({best.policy}) "
-                  f"| {size}, {arrivals}, {placed(ordered, best.assignment)}, {n_ref} | {ref.alloc_percent:.2f} "
+                  f"| {size}, {arrivals}, {_placed(ordered, best.assignment, size)}, {n_ref} | {ref.alloc_percent:.2f} "
                   f"| {ref.alloc_percent + 1.5:.2f} | {hole_cap(total, hole, small, n_ref):.2f} | {forced} "
                   f"| {hole_cap(total, hole, small, forced):.2f} | {time.perf_counter() - t0:.1f} |", flush=True)
     return 0
