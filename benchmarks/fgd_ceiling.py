@@ -21,7 +21,27 @@ Per workload and seed, on the table's cluster and workload (``sim.table``'s; the
 
 Both are in points of the cluster's GPUs (allocation %); beside them the stream's most frequent share size, its
 arrivals and how many of them the offline placement took (a share of more than 500 milli leaves a hole only
-smaller shares fill). Without the data it says so and exits 0.
+smaller shares fill).
+
+Then the cap the most frequent share above 500 milli (``size``; 810 on the default trace) puts on the placements
+that take many of them (``hole_cap``): a device holding such a share has ``hole = 1000 - size`` milli beside
+it, which only shares of ``hole`` or less fill, and the stream holds ``small`` milli of those; so any placement
+of n such shares (any order, any policy, nothing moved) leaves at least ``hole * n - small`` milli free:
+
+- ``cap at FGD's n``: the cap at n = the count FGD places (``--policies``' last one is the reference run, FGD
+  by default), beside FGD's allocation + 1.5: it bounds every placement that takes at least FGD's count;
+- ``forced``, ``cap, on-arrival``: a count every on-arrival, work-conserving policy places (one that places a pod
+  on its arrival whenever some node fits it, whatever node it chooses; ``forced_shares``), and the cap at it,
+  which bounds every such policy. A share arrival is forced when the pods before it cannot, however placed,
+  block every node it may go on; a node is blocked when its free cpu or memory is below the share's, or each
+  of its devices holds more than ``hole`` milli. A relaxation decides it (an LP, HiGHS): pods of each kind
+  before the arrival spread over node types (within the type's cpu, memory and milli-GPU), each pod blocking
+  the fraction ``max(devices it loads / the node's devices, cpu / the cpu that blocks, memory / the memory
+  that blocks)`` of a node, at most 1 (a whole GPU or a share above ``hole`` loads one device, a smaller share
+  ``milli / (hole + 1)`` of one); the blocked fractions of a node add up to 1 at least when it is blocked, so
+  if no spread covers every node the arrival found a node with room and was placed.
+
+Without the data it says so and exits 0.
 """
 
 from __future__ import annotations
@@ -78,6 +98,91 @@ def lp_bound(nodes: Sequence[SimNode], stream: Sequence[SimPod]) -> float:
     return 100.0 * float(pulp.value(prob.objective)) / total
 
 
+def big_share(stream: Sequence[SimPod]) -> int:
+    """The most frequent share size above 500 milli (the larger among equals), 0 when there is none."""
+    sizes = Counter(p.gpu_milli for p in stream if p.gpu == 1 and MILLI // 2 < p.gpu_milli < MILLI)
+    return max(sizes, key=lambda m: (sizes[m], m)) if sizes else 0
+
+
+def hole_cap(total_milli: int, hole: int, small: int, n: int) -> float:
+    """Allocation % at most, for a placement of ``n`` shares leaving ``hole`` milli each that only ``small``
+    milli of smaller shares can fill (module docstring)."""
+    return 100.0 * (total_milli - max(0, hole * n - small)) / total_milli
+
+
+def _blocks(kind: tuple[int, int, shared.GpuAsk], node: tuple[int, int, int, str], pod: shared.Arrival,
+            hole: int) -> float:
+    """The fraction of a node of type ``node`` that one pod of ``kind`` blocks for ``pod`` (module docstring)."""
+    cpu, mem, ask = kind
+    ncpu, nmem, ngpu, _model = node
+    loads = ask.whole or (1.0 if ask.milli > hole else ask.milli / (hole + 1))
+    return min(1.0, max(loads / ngpu, cpu / (ncpu - pod.cpu + 1), mem / (nmem - pod.memory + 1)))
+
+
+def _placed(pods: Sequence[SimPod], assignment: Sequence[object], size: int) -> int:
+    """How many shares of ``size`` an assignment placed."""
+    return sum(1 for p, where in zip(pods, assignment, strict=True)
+               if where is not None and p.gpu == 1 and p.gpu_milli == size)
+
+
+def _blockable(types: Counter[tuple[int, int, int, str]], before: Counter[tuple[int, int, shared.GpuAsk]],
+               pod: shared.Arrival, hole: int) -> bool:
+    """Whether the pods ``before`` a share arrival ``pod`` could leave no node it fits on (module docstring's
+    relaxation: False proves that every work-conserving policy places it)."""
+    targets = [t for t in types if t[0] >= pod.cpu and t[1] >= pod.memory and t[2] > 0
+               and (not pod.ask.models or t[3] in pod.ask.models)]
+    prob = pulp.LpProblem("block", pulp.LpMinimize)
+    y: dict[tuple[int, int], pulp.LpVariable] = {}  # y[kind, type]: pods of the kind before on nodes of the type
+    kinds = list(before)
+    for a, (cpu, mem, ask) in enumerate(kinds):
+        for b, (ncpu, nmem, ngpu, model) in enumerate(targets):
+            if cpu <= ncpu and mem <= nmem and ask.whole <= ngpu and (not ask.models or model in ask.models):
+                y[a, b] = pulp.LpVariable(f"y_{a}_{b}", lowBound=0)
+    for a, kind in enumerate(kinds):
+        terms = [v for (k, _b), v in y.items() if k == a]
+        if terms:
+            prob += pulp.lpSum(terms) <= before[kind]
+    for b, t in enumerate(targets):
+        ncpu, nmem, ngpu, _model = t
+        on = [(kinds[a], v) for (a, k), v in y.items() if k == b]
+        n = types[t]
+        prob += pulp.lpSum(_blocks(kind, t, pod, hole) * v for kind, v in on) >= n
+        prob += pulp.lpSum(c * v for (c, _m, _a), v in on) <= n * ncpu
+        prob += pulp.lpSum(m * v for (_c, m, _a), v in on) <= n * nmem
+        prob += pulp.lpSum(a.total_milli * v for (_c, _m, a), v in on) <= n * ngpu * MILLI
+    prob += pulp.lpSum([])
+    prob.solve(pulp.HiGHS(msg=False, threads=1))
+    status = pulp.LpStatus[prob.status]
+    if status not in ("Optimal", "Infeasible"):
+        raise RuntimeError(f"the blocking relaxation ended {status}")
+    return status == "Optimal"
+
+
+def forced_shares(nodes: Sequence[SimNode], stream: Sequence[SimPod], size: int) -> int:
+    """How many shares of ``size`` every on-arrival, work-conserving policy places (module docstring): per
+    (cpu, memory, models) of those shares, the arrivals before the first one the pods before it could block
+    (blocking only grows with the pods before, so a binary search finds it)."""
+    types = Counter((n.cpu, n.memory, n.gpu, n.model) for n in nodes)
+    pods = [shared.arrival_of(p) for p in stream]
+    hole = MILLI - size
+    by_class: dict[tuple[int, int, frozenset[str]], list[int]] = {}
+    for k, p in enumerate(pods):
+        if p.ask.is_share and p.ask.milli == size:
+            by_class.setdefault((p.cpu, p.memory, p.ask.models), []).append(k)
+    forced = 0
+    for at in by_class.values():
+        lo, hi = 0, len(at)  # the first blockable arrival's index in ``at`` lies in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            before = Counter((p.cpu, p.memory, p.ask) for p in pods[: at[mid]])
+            if _blockable(types, before, pods[at[mid]], hole):
+                hi = mid
+            else:
+                lo = mid + 1
+        forced += lo
+    return forced
+
+
 def offline_order(stream: Sequence[SimPod]) -> list[SimPod]:
     """GPU pods by decreasing milli-GPU (whole GPUs first), cpu-only pods last; ties in arrival order."""
     def key(p: SimPod) -> tuple[int, int]:
@@ -90,16 +195,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=Path("../shared/data"))
     ap.add_argument("--seeds", type=int, nargs="+", default=[42])
     ap.add_argument("--workloads", nargs="+", default=["default"])
-    ap.add_argument("--policies", nargs="+", default=["best-fit", "fgd"])
+    ap.add_argument("--policies", nargs="+", default=["best-fit", "fgd"],
+                    help="the offline placement's policies; the last one also places the stream in its order "
+                         "(the reference run)")
     args = ap.parse_args(argv)
     if not (args.data / table.NODES).is_file():
         print(f"no {table.NODES} under {args.data}: nothing to do")
         return 0
     nodes = table.read_sim_nodes(args.data / table.NODES)
     gpus = sum(n.gpu for n in nodes)
-    print("| workload | seed | bound % | offline % (policy) | most frequent share: milli, arrivals, placed offline "
-          "| wall s |")
-    print("|---|---|---|---|---|---|")
+    print("| workload | seed | bound % | offline % (policy) | share: milli, arrivals, placed offline, placed by the "
+          "reference | reference % | + 1.5 | cap at its count | forced | cap, on-arrival | wall s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for wl in args.workloads:
         trace = table.read_sim_pods(args.data / "openb" / f"openb_pod_list_{wl}.csv")
         target = shared.target_workload(trace)
@@ -110,12 +217,18 @@ def main(argv: list[str] | None = None) -> int:
             ordered = offline_order(stream)
             best = max((shared.simulate(nodes, ordered, pol, target, shared.SharedConfig(seed=seed))
                         for pol in args.policies), key=lambda r: r.alloc_percent)
-            shares = Counter(p.gpu_milli for p in stream if p.gpu == 1 and p.gpu_milli < MILLI)
-            size = max(shares, key=lambda m: (shares[m], m)) if shares else 0
-            placed = sum(1 for p, where in zip(ordered, best.assignment, strict=True)
-                         if where is not None and p.gpu == 1 and p.gpu_milli == size)
+            ref = shared.simulate(nodes, stream, args.policies[-1], target, shared.SharedConfig(seed=seed))
+            size = big_share(stream)
+            hole = MILLI - size
+            small = sum(p.gpu_milli for p in stream if p.gpu == 1 and p.gpu_milli <= hole)
+            arrivals = sum(1 for p in stream if p.gpu == 1 and p.gpu_milli == size)
+            n_ref = _placed(stream, ref.assignment, size)
+            forced = forced_shares(nodes, stream, size) if size else 0
+            total = gpus * MILLI
             print(f"| {wl} | {seed} | {bound:.2f} | {best.alloc_percent:.2f} ({best.policy}) "
-                  f"| {size}, {shares[size]}, {placed} | {time.perf_counter() - t0:.1f} |", flush=True)
+                  f"| {size}, {arrivals}, {_placed(ordered, best.assignment, size)}, {n_ref} | {ref.alloc_percent:.2f} "
+                  f"| {ref.alloc_percent + 1.5:.2f} | {hole_cap(total, hole, small, n_ref):.2f} | {forced} "
+                  f"| {hole_cap(total, hole, small, forced):.2f} | {time.perf_counter() - t0:.1f} |", flush=True)
     return 0
 
 

@@ -8,7 +8,9 @@ Per workload, one run (``shared.simulate`` on the table's cluster and workload),
 split three ways, each in points of the cluster's GPUs: on devices with less free than the smallest GPU ask
 among the rejected pods (no rejected pod fits there, whatever its cpu), on entirely free devices, and the
 rest; the hole size holding the most free milli; and the arrived requests (% of the GPUs) and the allocation
-at the first rejection. Without the data it says so and exits 0.
+at the first rejection. With ``--kinds N``, then per workload the N most frequent kinds of pod (GPUs, milli
+each): placed, rejected, and the arrived requests at the first rejection of the kind (or never). Without the
+data it says so and exits 0.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policy", default="fgd")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--workloads", nargs="+", default=list(table.WORKLOADS))
+    ap.add_argument("--kinds", type=int, default=0, help="also list the N most frequent kinds of pod")
     args = ap.parse_args(argv)
     if not (args.data / table.NODES).is_file():
         print(f"no {table.NODES} under {args.data}: nothing to do")
@@ -39,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| workload | alloc % | free | in holes below the smallest rejected ask | on free devices | other "
           "| arrived % at the first rejection | alloc % then | the most free milli in one hole size |")
     print("|---|---|---|---|---|---|---|---|---|")
+    listed: list[tuple[str, list[tuple[tuple[int, int], list[float]]]]] = []
     for wl in args.workloads:
         trace = table.read_sim_pods(args.data / "openb" / f"openb_pod_list_{wl}.csv")
         stream = fgd_workload(trace, gpus, table.PERCENT, args.seed, every_pod=True)
@@ -47,12 +51,21 @@ def main(argv: list[str] | None = None) -> int:
         arrivals = [shared.arrival_of(p) for p in stream]
         cl = shared.DevCluster(nodes)
         arrived, first = 0, (float("nan"), float("nan"))
+        kinds: dict[tuple[int, int], list[float]] = {}  # (GPUs, milli each): placed, rejected, first rejection
         for p, where in zip(arrivals, res.assignment, strict=True):
+            kind = kinds.setdefault((p.ask.devices, p.ask.milli or (MILLI if p.ask.whole else 0)),
+                                    [0, 0, float("nan")])
             if where is not None:
                 cl.take(where[0], p, where[1])
-            elif first[0] != first[0]:
-                first = (100 * arrived / cl.total_milli, 100 * cl.allocated / cl.total_milli)
+                kind[0] += 1
+            else:
+                kind[1] += 1
+                if kind[2] != kind[2]:
+                    kind[2] = 100 * arrived / cl.total_milli
+                if first[0] != first[0]:
+                    first = (100 * arrived / cl.total_milli, 100 * cl.allocated / cl.total_milli)
             arrived += p.ask.total_milli
+        listed.append((wl, sorted(kinds.items(), key=lambda kv: -(kv[1][0] + kv[1][1]))[: args.kinds]))
         asks = [p.ask.milli if p.ask.is_share else MILLI for p, where in zip(arrivals, res.assignment, strict=True)
                 if where is None and not p.ask.none]
         smallest = min(asks, default=MILLI)
@@ -67,6 +80,13 @@ def main(argv: list[str] | None = None) -> int:
               f"(< {smallest}) | {whole / point:.2f} | {other / point:.2f} | {first[0]:.1f} | {first[1]:.2f} "
               f"| {hole} |",
               flush=True)
+    if args.kinds:
+        print("\n| workload | kind: GPUs × milli | placed | rejected | arrived % at its first rejection |")
+        print("|---|---|---|---|---|")
+        for wl, rows in listed:
+            for (gpus_, milli), (placed, rejected, at) in rows:
+                first_at = f"{at:.1f}" if at == at else "never"
+                print(f"| {wl} | {gpus_} × {milli} | {placed:.0f} | {rejected:.0f} | {first_at} |")
     return 0
 
 
