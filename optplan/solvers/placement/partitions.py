@@ -14,10 +14,10 @@ model and the validator hold), ``partition_gradient`` where the greedy's allocat
 says why the whole partitions do not make the gang ready, ``partition_violations`` checks a plan's bindings
 against these rules.
 
-Where this departs from Volcano: partitions are tried in index order (Volcano: its SubJobOrderFn, the
-required sub-jobs first); the running pods of a partition count for it but are never moved; a job with a
-partitioned task takes no victims (Volcano's preempt skips a job whose sub-jobs have a networkTopology; its
-reclaim is not modelled for partitions).
+The partitions are tried in allocate's sub-job order (``jobs.subjob_order``: the required ones first, then
+SubJobOrderFn's). Where this departs from Volcano: the running pods of a partition count for it but are
+never moved; a job with a partitioned task takes no victims (Volcano's preempt skips a job whose sub-jobs
+have a networkTopology; its reclaim is not modelled for partitions).
 """
 
 from __future__ import annotations
