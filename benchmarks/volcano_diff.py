@@ -19,7 +19,9 @@ agreement per action and solver, and every disagreement with the case's seed and
 reruns one case; ``--repeat K`` runs each case K times, to tell Volcano's nondeterminism from a rule: the
 summary then lists per action the cases where some run agrees or Volcano's own outcome varies, and those
 where every run disagrees the same way; ``--scheduler-v 5`` keeps vc-scheduler's node list and every
-action's node walk in its log, to see which order decided).
+action's node walk in its log, to see which order decided). ``--partitions``: the partitioned cases of
+``vcdiff.generate_partitioned(seed, i)`` instead (VCJobs with a ``partitionPolicy``; compared besides: each
+partition's HyperNode).
 """
 
 from __future__ import annotations

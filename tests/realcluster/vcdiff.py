@@ -10,6 +10,8 @@ Three parts, each usable alone:
   hard or soft networkTopology; in three cases of five one of them (hard-topology first) a partly
   running gang, some pods bound before the scheduler starts, inside one rack under a hard topology).
   Pure: the same (seed, index) gives the same documents; ``save_case``/``load_case`` keep a case as run.
+  ``generate_partitioned(seed, index)``: the same cluster with a HyperNode tree, its pending jobs VCJobs with
+  a ``partitionPolicy`` (``generate``'s cases unchanged by it).
 - ``run_case(cluster, case, workdir)``: with vc-scheduler stopped, creates the case (running gangs one
   second apart, pending VCJobs one second apart, so that Volcano's creation-time orders are not ties),
   puts the pending jobs' PodGroups ``Inqueue`` (so that Volcano's job controller creates every pod before
@@ -19,7 +21,8 @@ Three parts, each usable alone:
   deletes the case.
 - ``compare(case, observed)``: per action, whether optplan and Volcano agree (admitted jobs; preempt and
   reclaim victim sets; the lowest HyperNode holding a topology job's pods; per partly running gang, how
-  many more pods are placed; per pod the node).
+  many more pods are placed; per partition both place whole, the lowest HyperNode holding it; per pod the
+  node).
 
 ``benchmarks/volcano_diff.py`` runs many; ``test_volcano_diff.py`` a few seeds.
 """
