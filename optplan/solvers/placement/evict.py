@@ -42,7 +42,7 @@ def job_rules(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: Re
         return None, "preemptionPolicy Never: no victims"
     if reason not in ctx.actions:  # --scheduler-conf's actions
         return None, f"the scheduler configuration runs no {reason} action"
-    if partitioned(job):
+    if partitioned(job) and reason != "reclaim":
         return None, NO_VICTIMS
     no_action = action_refused(job, reason)
     if no_action is not None:
@@ -209,6 +209,8 @@ def plan_victims(ctx: Context, plan: PlacementPlan, cycles: bool = False) -> Pla
                 continue
             if reason in GANG_REASON:  # gangpreempt, gangreclaim: victims in bundles
                 chosen, gwhy = gang_evict(ctx, state, g, job, reason)
+            elif partitioned(job) and not cycles:  # its reclaim places nothing until the next cycle
+                chosen, gwhy = None, NO_VICTIMS
             else:
                 rules, why = job_rules(ctx, state, cat, job, cast(Reason, reason))
                 chosen, gwhy = (None, why) if rules is None else g.with_victims(job, rules, pre.get(jp.key, ()),
@@ -220,7 +222,7 @@ def plan_victims(ctx: Context, plan: PlacementPlan, cycles: bool = False) -> Pla
                 continue
             apply_choice(ctx, state, job, chosen, pre.get(jp.key, ()))
             r = chosen.region
-            if cycles and reason == "reclaim" and job.network_topology is not None:  # pipelined anywhere
+            if cycles and reason == "reclaim" and (job.network_topology is not None or partitioned(job)):  # anywhere
                 out[jp.key] = jp.model_copy(update={
                     "reason": f"{jp.reason}; {topology_reclaim_text(len(chosen.victims), chosen.cost)}",
                     "victims": _victims(chosen, reason), "after_evictions": True, "step": step})

@@ -402,7 +402,7 @@ class Greedy:
         failures = 0
         slack = len(order) - self.ctx.need(job)[1]
         parted = partitioned(job)
-        if parted and rules is not None:
+        if parted and rules is not None and rules.reason != "reclaim":
             return [], NO_VICTIMS
         indices: dict[str, set[int]] = defaultdict(set)
         tried: set[tuple[str, int]] = set()
@@ -416,7 +416,7 @@ class Greedy:
                     not parted or partition_shortfall(job, indices, held_ix) is None):
                 break  # allocate stops at the ready gang; the other replicas come one per turn (``extend``)
             pp = tasks[task].partition_policy
-            if pp is not None:  # a partition goes whole, in one step (Volcano's sub-job)
+            if pp is not None and rules is None:  # a partition goes whole, in one step (Volcano's sub-job)
                 part = pp.of(i)
                 if (task, part) in tried:
                     continue
@@ -452,6 +452,7 @@ class Greedy:
             stmt.allocate(pod, node, job.queue)
             self.place_near(near, node)
             placed[task] += 1
+            indices[task].add(i)  # reclaim of a partitioned job: pod by pod, anywhere (no sub-job step)
             bindings.append(Binding(task=task, index=i, node=node))
         parts = partition_shortfall(job, indices, held_ix) if parted else None
         return _gang_result(job, placed, bindings, why, held, len(order), parts)
@@ -1060,7 +1061,7 @@ class Greedy:
         ``reclaimForTask`` walks every node and has no HyperNode step; the next cycle's allocate places the
         job under its limit (``evict.plan_victims``). ``anywhere`` False: the candidate regions for reclaim
         too (the exact model's one-shot reference)."""
-        if anywhere and rules.reason == "reclaim" and job.network_topology is not None:
+        if anywhere and rules.reason == "reclaim" and (job.network_topology is not None or partitioned(job)):
             return [Region(None, None, frozenset(self.ctx.snapshot.nodes))]
         return self.ctx.regions[job.key]
 

@@ -16,8 +16,9 @@ against these rules.
 
 The partitions are tried in allocate's sub-job order (``jobs.subjob_order``: the required ones first, then
 SubJobOrderFn's). Where this departs from Volcano: the running pods of a partition count for it but are
-never moved; a job with a partitioned task takes no victims (Volcano's preempt skips a job whose sub-jobs
-have a networkTopology; its reclaim is not modelled for partitions).
+never moved; a job with a partitioned task takes no preempt victims (Volcano's preempt skips a job whose
+sub-jobs have a networkTopology); its reclaim walks the pods one by one over every node, as Volcano's has no
+sub-job step, and the next cycle's allocate places the partitions (``evict.plan_victims``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from optplan.models.queues import JobTask, VCJob
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.placement.jobs import Region
 
-NO_VICTIMS = "a job with a partitionPolicy takes no victims (optplan does not model preempt or reclaim for partitions)"
+NO_VICTIMS = ("a job with a partitionPolicy takes no victims but by reclaim's (optplan does not model preempt "
+              "for partitions)")
 
 
 def partitioned(job: VCJob) -> bool:

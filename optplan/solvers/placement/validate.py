@@ -133,7 +133,7 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
             out.append(f"job {jp.key}: queue {job.queue} is not a leaf queue")
         if not tree.is_open(job.queue):
             out.append(f"job {jp.key}: queue {job.queue} is not Open")
-        if jp.victims and partitioned(job):
+        if partitioned(job) and any(vic.reason != "reclaim" for vic in jp.victims):
             out.append(f"job {jp.key}: {NO_VICTIMS}")
         if jp.victims and not (jp.admitted and _evicted_earlier(job, jp)):  # those: replayed before the later cycles
             if cat is None:  # the time only prices victims
