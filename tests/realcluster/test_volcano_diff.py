@@ -10,7 +10,8 @@ HyperNodes, one plain job, a full tier-2 search), case 13 (a critical job preemp
 at minMember: the gang plugin offers nothing, drf does, on the one node where it offers any) and case 39
 (a partly running gang under a hard topology: its pending pod stays in the rack of its running ones). Two
 partitioned cases (``generate_partitioned``): seed 1's case 2 (three jobs, partitions under hard tier-1 and
-tier-2 and soft topologies, beside job-level ones) and case 30 (three partitions placed whole)."""
+tier-2 and soft topologies, beside job-level ones), case 27 (a partitioned job reclaims two pods of another
+queue on one node, and the next cycle places its partition) and case 30 (three partitions placed whole)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from tests.realcluster.vcdiff import compare, generate, generate_partitioned, pr
 
 pytestmark = pytest.mark.realcluster
 CASES = [(1, 12), (1, 13), (1, 39)]
-PARTITION_CASES = [(1, 2), (1, 30)]  # generate_partitioned's
+PARTITION_CASES = [(1, 2), (1, 27), (1, 30)]  # generate_partitioned's
 JOB: dict[str, Any] = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
        "spec": {"schedulerName": "volcano", "minAvailable": 1, "tasks": [{"name": "w", "replicas": 1, "template": {
            "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "x:1", "resources": {
@@ -61,6 +62,7 @@ def test_partitioned_jobs_are_placed_as_volcano_does(real_cluster: Cluster, tmp_
     v = compare(case, obs, "greedy")
     assert v.error == "", v.error
     assert v.allocate is True, v.details
+    assert v.preempt is not False and v.reclaim is not False, v.details
     assert all(v.partitions) and all(v.topology), v.details
     assert v.partitions, v.details  # each case has partitions both place
 
