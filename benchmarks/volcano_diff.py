@@ -19,7 +19,9 @@ agreement per action and solver, and every disagreement with the case's seed and
 reruns one case; ``--repeat K`` runs each case K times, to tell Volcano's nondeterminism from a rule: the
 summary then lists per action the cases where some run agrees or Volcano's own outcome varies, and those
 where every run disagrees the same way; ``--scheduler-v 5`` keeps vc-scheduler's node list and every
-action's node walk in its log, to see which order decided).
+action's node walk in its log, to see which order decided). ``--partitions``: the partitioned cases of
+``vcdiff.generate_partitioned(seed, i)`` instead (VCJobs with a ``partitionPolicy``; compared besides: each
+partition's HyperNode).
 """
 
 from __future__ import annotations
@@ -48,9 +50,11 @@ from tests.realcluster.vcdiff import (  # noqa: E402
     compare,
     conf_args,
     generate,
+    generate_partitioned,
     load,
     load_case,
     priority_classes,
+    renamed,
     run_case,
     save_case,
 )
@@ -68,6 +72,8 @@ def summarise(verdicts: list[Verdict]) -> dict[str, Any]:
     out["topology"] = (sum(topo), len(topo))
     part = [t for v in verdicts if not v.error for t in v.partial]
     out["partial"] = (sum(part), len(part))
+    parts = [t for v in verdicts if not v.error for t in v.partitions]
+    out["partitions"] = (sum(parts), len(parts))
     out["nodes"] = (sum(v.nodes[0] for v in verdicts), sum(v.nodes[1] for v in verdicts))
     out["fewer"] = sum(v.fewer for v in verdicts)
     out["errors"] = sum(bool(v.error) for v in verdicts)
@@ -82,11 +88,11 @@ def nondeterminism(records: list[dict[str, Any]], solver: str) -> str:
         runs.setdefault(rec["index"], []).append(rec)
     parts = []
     for action, key in (("allocate", "admitted"), ("preempt", "preempt"), ("reclaim", "reclaim"),
-                        ("topology", "topology")):
+                        ("topology", "topology"), ("partitions", "partitions")):
         shown: list[int] = []
         steady: list[int] = []
         for i, rs in sorted(runs.items()):
-            verdicts = [r[solver][action] for r in rs if not r[solver]["error"]]
+            verdicts = [r[solver].get(action) for r in rs if not r[solver]["error"]]
             bad = [v is False or (isinstance(v, list) and False in v) for v in verdicts]
             if not any(bad):
                 continue
@@ -126,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scheduler-v", type=int, default=0,
                     help="vc-scheduler's log level (its -v; 4 logs every node each predicate call tries, in order, "
                          "to WORKDIR/cluster*/logs/vc-scheduler.log); the cluster's own by default")
+    ap.add_argument("--partitions", action="store_true",
+                    help="the partitioned cases (vcdiff.generate_partitioned: VCJobs with a partitionPolicy, "
+                         "namespaces vcp-SEED-I) instead of the plain ones")
     ap.add_argument("--shard", default="", help=argparse.SUPPRESS)  # K/N: this worker's share (--parallel)
     args = ap.parse_args(argv)
     # a background run ignores SIGINT: SIGTERM ends it through the finally blocks (the cluster stopped)
@@ -160,9 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for i in indices:
             for r in range(args.repeat):
-                case = generate(args.seed, i)
+                case = (generate_partitioned if args.partitions else generate)(args.seed, i)
                 if args.repeat > 1:
-                    case = _renamed(case, f"{case.ns}-x{r}")
+                    case = renamed(case, f"{case.ns}-x{r}")
                 if cluster is not None:
                     save_case(case, work / f"{case.ns}.case.json")
                     obs = run_case(cluster, case, work, solvers=solvers, restart=False)
@@ -183,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster.stop()
     print("\n| action | " + " | ".join(solvers) + " |\n|---|" + "---|" * len(solvers))
     sums = {s: summarise(verdicts[s]) for s in solvers}
-    for action in ("allocate", "preempt", "reclaim", "topology", "partial", "nodes"):
+    for action in ("allocate", "preempt", "reclaim", "topology", "partial", "partitions", "nodes"):
         print(f"| {action} | " + " | ".join(pct(*sums[s][action]) for s in solvers) + " |")
     print("| fewer jobs than Volcano | " + " | ".join(str(sums[s]["fewer"]) for s in solvers) + " |")
     print("| errors | " + " | ".join(str(sums[s]["errors"]) for s in solvers) + " |")
@@ -261,28 +270,18 @@ def _record(seed: int, i: int, r: int, case: Case, obs: Observed, solvers: tuple
         v = compare(case, obs, s)
         verdicts[s].append(v)
         rec[s] = {"allocate": v.allocate, "preempt": v.preempt, "reclaim": v.reclaim, "topology": v.topology,
-                  "partial": v.partial,
+                  "partial": v.partial, "partitions": v.partitions,
                   "nodes": v.nodes, "fewer": v.fewer, "error": v.error, "details": v.details}
         bad = [a for a in ("allocate", "preempt", "reclaim") if getattr(v, a) is False]
         bad += ["topology"] if False in v.topology else []
         bad += ["partial"] if False in v.partial else []
+        bad += ["partitions"] if False in v.partitions else []
         state = "ok" if not bad else "DIFF " + ",".join(bad)
         line.append(f"{s}: " + ("ERROR " + v.error[:160] if v.error else state))
         if bad:
             line.append(json.dumps(v.details, sort_keys=True))
     print("  ".join(line), flush=True)
     return rec
-
-
-def _renamed(case: Case, ns: str) -> Case:
-    """The same case under another namespace and prefix (every name in it is derived from the namespace)."""
-    d = {"nodes": case.nodes, "hypernodes": case.hypernodes, "queues": case.queues, "running": case.running,
-         "pending": case.pending, "members": {k: [t, sorted(m)] for k, (t, m) in case.members.items()},
-         "partial": case.partial}
-    d = json.loads(json.dumps(d).replace(case.ns, ns))
-    return Case(case.seed, case.index, ns, d["nodes"], d["hypernodes"], d["queues"], d["running"], d["pending"],
-                {k: (t, frozenset(m)) for k, (t, m) in d["members"].items()}, case.kinds,
-                {k: [(p, n) for p, n in v] for k, v in d["partial"].items()})
 
 
 if __name__ == "__main__":

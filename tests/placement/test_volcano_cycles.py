@@ -437,3 +437,36 @@ def test_the_validator_asks_the_tiers_for_a_waiting_topology_jobs_reclaim(
         assert got == []
     else:
         assert any(violation in v for v in got), got
+
+
+# ---- reclaim for a partitioned job: pod by pod, no sub-job step ------------------------------------------
+
+# topology_reclaim's racks and pods; j's task w has a partitionPolicy (two partitions of one 4-GPU pod, each
+# inside one rack, minPartitions 1). vc-scheduler v1.15.1's reclaim has no sub-job step: it takes j's pending
+# pods in task order, evicts on the first node in node-list order with a reclaimable pod (a1's va-0) until j
+# is no longer starving (minAvailable 1), and commits once j is pipelined (the gang plugin's
+# CheckSubJobPipelined: one partition pipelined); the next cycle's allocate places partition 0 whole in rack
+# ra, on a1. With o not reclaimable, nothing goes and j waits.
+PARTITION_RECLAIM = [  # (what, o reclaimable, j admitted, its nodes, its victims)
+    ("o reclaimable: a1's pod goes, the partition lands in rack ra", True, True, ["a1"], ["va-0"]),
+    ("o not reclaimable: j waits", False, False, [], []),
+]
+
+
+@pytest.mark.parametrize(("what", "reclaimable", "admitted", "nodes", "victims"), PARTITION_RECLAIM,
+                         ids=[c[0] for c in PARTITION_RECLAIM])
+def test_reclaim_for_a_partitioned_job(what: str, reclaimable: bool, admitted: bool, nodes: list[str],
+                                       victims: list[str]) -> None:
+    objs = topology_reclaim(None)
+    task = job_task("w", 2, 4)
+    task["partitionPolicy"] = {"totalPartitions": 2, "partitionSize": 1, "minPartitions": 1,
+                               "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}
+    objs[-1] = vcjob("j", "q", [task], min_available=1, priority_class_name="mid")
+    for o in objs:
+        if o["kind"] == "Queue" and o["metadata"]["name"] == "o":
+            o["spec"]["reclaimable"] = reclaimable
+    got = plans(objs, solvers=("greedy", "auto"))
+    jp = got["greedy"].job("default/j")
+    assert jp.admitted is admitted
+    assert sorted(b.node for b in jp.bindings) == nodes
+    assert sorted(v.name for v in jp.victims) == victims and {v.reason for v in jp.victims} <= {"reclaim"}

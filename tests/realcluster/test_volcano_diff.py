@@ -8,7 +8,10 @@ The cases are ones where the two agree today (docs/benchmarks.md lists where the
 with one node order only (no tie Volcano breaks at random): seed 1's case 12 (two topology jobs in two
 HyperNodes, one plain job, a full tier-2 search), case 13 (a critical job preempts a spot pod of a gang
 at minMember: the gang plugin offers nothing, drf does, on the one node where it offers any) and case 39
-(a partly running gang under a hard topology: its pending pod stays in the rack of its running ones)."""
+(a partly running gang under a hard topology: its pending pod stays in the rack of its running ones). Two
+partitioned cases (``generate_partitioned``): seed 1's case 2 (three jobs, partitions under hard tier-1 and
+tier-2 and soft topologies, beside job-level ones), case 27 (a partitioned job reclaims two pods of another
+queue on one node, and the next cycle places its partition) and case 30 (three partitions placed whole)."""
 
 from __future__ import annotations
 
@@ -19,10 +22,11 @@ from typing import Any
 import pytest
 
 from tests.realcluster.cluster import Cluster, optplan
-from tests.realcluster.vcdiff import compare, generate, priority_classes, run_case
+from tests.realcluster.vcdiff import compare, generate, generate_partitioned, priority_classes, run_case
 
 pytestmark = pytest.mark.realcluster
 CASES = [(1, 12), (1, 13), (1, 39)]
+PARTITION_CASES = [(1, 2), (1, 27), (1, 30)]  # generate_partitioned's
 JOB: dict[str, Any] = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
        "spec": {"schedulerName": "volcano", "minAvailable": 1, "tasks": [{"name": "w", "replicas": 1, "template": {
            "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "x:1", "resources": {
@@ -45,6 +49,22 @@ def test_optplan_places_as_volcano_does(real_cluster: Cluster, tmp_path: Path, s
     names = {n["metadata"]["name"] for n in real_cluster.kubectl_json("get", "nodes")["items"]}
     assert not names & {n["metadata"]["name"] for n in case.nodes}
     assert "vc-scheduler" in real_cluster.alive()
+
+
+@pytest.mark.parametrize(("seed", "index"), PARTITION_CASES)
+def test_partitioned_jobs_are_placed_as_volcano_does(real_cluster: Cluster, tmp_path: Path, seed: int,
+                                                     index: int) -> None:
+    """VCJobs with a ``partitionPolicy``: the same jobs admitted, each partition in the same HyperNode."""
+    real_cluster.apply(priority_classes())
+    case = generate_partitioned(seed, index)
+    obs = run_case(real_cluster, case, tmp_path, solvers=("greedy",))
+    assert obs.snapshot_error == ""
+    v = compare(case, obs, "greedy")
+    assert v.error == "", v.error
+    assert v.allocate is True, v.details
+    assert v.preempt is not False and v.reclaim is not False, v.details
+    assert all(v.partitions) and all(v.topology), v.details
+    assert v.partitions, v.details  # each case has partitions both place
 
 
 def test_a_deserved_naming_a_resource_no_node_has_is_scheduled_and_planned(real_cluster: Cluster,

@@ -10,6 +10,8 @@ Three parts, each usable alone:
   hard or soft networkTopology; in three cases of five one of them (hard-topology first) a partly
   running gang, some pods bound before the scheduler starts, inside one rack under a hard topology).
   Pure: the same (seed, index) gives the same documents; ``save_case``/``load_case`` keep a case as run.
+  ``generate_partitioned(seed, index)``: the same cluster with a HyperNode tree, its pending jobs VCJobs with
+  a ``partitionPolicy`` (``generate``'s cases unchanged by it).
 - ``run_case(cluster, case, workdir)``: with vc-scheduler stopped, creates the case (running gangs one
   second apart, pending VCJobs one second apart, so that Volcano's creation-time orders are not ties),
   puts the pending jobs' PodGroups ``Inqueue`` (so that Volcano's job controller creates every pod before
@@ -19,7 +21,8 @@ Three parts, each usable alone:
   deletes the case.
 - ``compare(case, observed)``: per action, whether optplan and Volcano agree (admitted jobs; preempt and
   reclaim victim sets; the lowest HyperNode holding a topology job's pods; per partly running gang, how
-  many more pods are placed; per pod the node).
+  many more pods are placed; per partition both place whole, the lowest HyperNode holding it; per pod the
+  node).
 
 ``benchmarks/volcano_diff.py`` runs many; ``test_volcano_diff.py`` a few seeds.
 """
@@ -115,28 +118,7 @@ def generate(seed: int, index: int) -> Case:
                                                            "pool": rng.choice(("a", "a", "b"))}, r == tainted_rack))
     topology = rng.random() < 0.6
     if topology:
-        for r, names in enumerate(node_names):
-            how = rng.choice(("exact", "regex", "label"))
-            if how == "exact":
-                members = [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in names]
-            elif how == "regex":
-                members = [{"type": "Node", "selector": {"regexMatch": {"pattern": f"^{p}-r{r}-n.*"}}}]
-            else:
-                members = [{"type": "Node", "selector": {"labelMatch": {"matchLabels": {
-                    "topology.volcano.sh/tor": f"{p}-rack{r}"}}}}]
-            case.hypernodes.append(_hypernode(f"{p}-s{r}", 1, members))
-            case.members[f"{p}-s{r}"] = (1, frozenset(names))
-        spines = [list(range(racks))[i:i + 2] for i in range(0, racks, 2)]
-        for s, group in enumerate(spines):
-            name = f"{p}-sp{s}"
-            case.hypernodes.append(_hypernode(name, 2, [{"type": "HyperNode", "selector": {"exactMatch": {
-                "name": f"{p}-s{r}"}}} for r in group]))
-            case.members[name] = (2, frozenset(n for r in group for n in node_names[r]))
-        if len(spines) > 1 and rng.random() < 0.5:
-            name = f"{p}-core"
-            case.hypernodes.append(_hypernode(name, 3, [{"type": "HyperNode", "selector": {"exactMatch": {
-                "name": f"{p}-sp{s}"}}} for s in range(len(spines))]))
-            case.members[name] = (3, frozenset(n for names in node_names for n in names))
+        _tree(case, rng, node_names)
     all_nodes = [n for names in node_names for n in names]
     total_gpu = gpus * len(all_nodes)
     # ---- queues: a tenant parent under root with two or three team children, sometimes a flat queue
@@ -238,6 +220,35 @@ def generate(seed: int, index: int) -> Case:
     return case
 
 
+def _tree(case: Case, rng: random.Random, node_names: list[list[str]]) -> None:
+    """The HyperNode tree over racks of nodes: a tier-1 HyperNode per rack (its members by exactMatch,
+    regexMatch or labelMatch), tier-2 spines of two racks, sometimes a tier-3 core over the spines."""
+    p = case.ns
+    racks = len(node_names)
+    for r, names in enumerate(node_names):
+        how = rng.choice(("exact", "regex", "label"))
+        if how == "exact":
+            members = [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in names]
+        elif how == "regex":
+            members = [{"type": "Node", "selector": {"regexMatch": {"pattern": f"^{p}-r{r}-n.*"}}}]
+        else:
+            members = [{"type": "Node", "selector": {"labelMatch": {"matchLabels": {
+                "topology.volcano.sh/tor": f"{p}-rack{r}"}}}}]
+        case.hypernodes.append(_hypernode(f"{p}-s{r}", 1, members))
+        case.members[f"{p}-s{r}"] = (1, frozenset(names))
+    spines = [list(range(racks))[i:i + 2] for i in range(0, racks, 2)]
+    for s, group in enumerate(spines):
+        name = f"{p}-sp{s}"
+        case.hypernodes.append(_hypernode(name, 2, [{"type": "HyperNode", "selector": {"exactMatch": {
+            "name": f"{p}-s{r}"}}} for r in group]))
+        case.members[name] = (2, frozenset(n for r in group for n in node_names[r]))
+    if len(spines) > 1 and rng.random() < 0.5:
+        name = f"{p}-core"
+        case.hypernodes.append(_hypernode(name, 3, [{"type": "HyperNode", "selector": {"exactMatch": {
+            "name": f"{p}-sp{s}"}}} for s in range(len(spines))]))
+        case.members[name] = (3, frozenset(n for names in node_names for n in names))
+
+
 def _partial(case: Case, seed: int, index: int, free: dict[str, int], racks: list[list[str]]) -> None:
     """In three cases of five, one pending VCJob of 2+ replicas (a hard-topology one when there is)
     becomes a running gang with pending pods: some of its pods (at least one, fewer than all; minAvailable
@@ -287,6 +298,82 @@ def _partial(case: Case, seed: int, index: int, free: dict[str, int], racks: lis
             name = job["metadata"]["name"]
             case.partial[name] = [(f"{name}-{task['name']}-{k}", n) for k, n in enumerate(chosen)]
             return
+
+
+def generate_partitioned(seed: int, index: int) -> Case:
+    """``generate(seed, index)``'s cluster (nodes, queues, running gangs; always a HyperNode tree: one drawn
+    here when the plain case has none) under the namespace ``vcp-SEED-INDEX``, its pending jobs replaced by
+    one to three VCJobs with a partitioned task (``partitionPolicy``: totalPartitions 1-3, partitionSize 1-4,
+    minPartitions 1..total, sometimes 0; a hard topology of tier 1 or 2, a soft one, or none, per partition),
+    sometimes a job-level hard or soft networkTopology, sometimes a second, plain task. A stream of its own:
+    ``generate``'s cases are not changed by it."""
+    case = renamed(generate(seed, index), f"vcp-{seed}-{index}")
+    rng = random.Random(f"partitions/{seed}/{index}")
+    ns = case.ns
+    racks: dict[int, list[str]] = {}
+    for d in case.nodes:
+        name = d["metadata"]["name"]
+        racks.setdefault(int(name[len(ns) + 2:].split("-")[0]), []).append(name)
+    node_names = [sorted(racks[r]) for r in sorted(racks)]
+    if not case.hypernodes:
+        _tree(case, rng, node_names)
+    cap = case.nodes[0]["status"]["capacity"]
+    gpus, cpu, mem = int(cap[GPU]), int(cap["cpu"]), int(cap["memory"].removesuffix("Gi"))
+    parents = {q["spec"].get("parent") for q in case.queues}
+    leaves = [q["metadata"]["name"] for q in case.queues if q["metadata"]["name"] not in parents]
+    tainted = any(d["spec"].get("taints") for d in case.nodes)
+    top = max(t for t, _m in case.members.values())
+    case.pending, case.partial = [], {}
+    for j in range(rng.choice((1, 2, 2, 3))):
+        per = rng.choice(tuple(g for g in (1, 2, 4, 4, 8) if g <= gpus))
+        size = rng.choice((1, 2, 2, 3, 4))
+        total = rng.choice((1, 2, 2, 3))
+        minp = rng.randint(1, total) if rng.random() < 0.9 else 0
+        pp: dict[str, Any] = {"totalPartitions": total, "partitionSize": size}
+        if minp:
+            pp["minPartitions"] = minp
+        mode = rng.choice(("hard", "hard", "soft", None))
+        if mode == "hard":
+            pp["networkTopology"] = {"mode": "hard", "highestTierAllowed": rng.choice((1, 1, 2))}
+        elif mode == "soft":
+            pp["networkTopology"] = {"mode": "soft"}
+        pod_spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [{
+            "name": "main", "image": "trainer:1",
+            "resources": {"requests": _res(per, per * cpu // gpus, per * mem // gpus), "limits": {GPU: str(per)}}}]}
+        if tainted and rng.random() < 0.5:
+            pod_spec["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "infer",
+                                        "effect": "NoSchedule"}]
+        tasks: list[dict[str, Any]] = [{"name": "worker", "replicas": total * size, "partitionPolicy": pp,
+                                        "template": {"spec": pod_spec}}]
+        min_av = (minp or 1) * size
+        if rng.random() < 0.2:
+            tasks.append({"name": "ps", "replicas": 1, "template": {"spec": {**pod_spec, "containers": [{
+                "name": "main", "image": "ps:1", "resources": {"requests": _res(1, cpu // gpus, mem // gpus),
+                                                               "limits": {GPU: "1"}}}]}}})
+            min_av += 1
+        spec: dict[str, Any] = {"schedulerName": "volcano", "queue": rng.choice(leaves), "minAvailable": min_av,
+                                "priorityClassName": rng.choice(("critical-job", "large-job", "normal-job",
+                                                                 "normal-job", "spot-job")), "tasks": tasks}
+        draw = rng.random()
+        if draw < 0.3:
+            spec["networkTopology"] = {"mode": "hard", "highestTierAllowed": rng.choice(tuple(range(2, top + 1)))}
+        elif draw < 0.4:
+            spec["networkTopology"] = {"mode": "soft"}
+        case.pending.append({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                             "metadata": {"name": f"j{j}", "namespace": ns}, "spec": spec})
+    case.kinds = tuple(sorted({*case.kinds, "partitions", "topology"} - {"partial"}))
+    return case
+
+
+def renamed(case: Case, ns: str) -> Case:
+    """The same case under another namespace and prefix (every name in it is derived from the namespace)."""
+    d = {"nodes": case.nodes, "hypernodes": case.hypernodes, "queues": case.queues, "running": case.running,
+         "pending": case.pending, "members": {k: [t, sorted(m)] for k, (t, m) in case.members.items()},
+         "partial": case.partial}
+    d = json.loads(json.dumps(d).replace(case.ns, ns))
+    return Case(case.seed, case.index, ns, d["nodes"], d["hypernodes"], d["queues"], d["running"], d["pending"],
+                {k: (t, frozenset(m)) for k, (t, m) in d["members"].items()}, case.kinds,
+                {k: [(p, n) for p, n in v] for k, v in d["partial"].items()})
 
 
 def _split(rng: random.Random, total: int, parts: int) -> list[int]:
@@ -543,6 +630,7 @@ class Verdict:
     reclaim: bool | None = None
     topology: list[bool] = field(default_factory=list)  # per topology job admitted by both: same HyperNode
     partial: list[bool] = field(default_factory=list)  # per partly running gang: as many more pods placed
+    partitions: list[bool] = field(default_factory=list)  # per partition both place whole: the same HyperNode
     nodes: tuple[int, int] = (0, 0)  # pods on the same node / pods bound by both
     fewer: bool = False  # optplan admitted fewer jobs than Volcano
     error: str = ""
@@ -610,6 +698,20 @@ def compare(case: Case, obs: Observed, solver: str) -> Verdict:
             v.topology.append(ho == hw)
             if ho != hw:
                 v.details.setdefault("topology", {})[j] = {"optplan": ho, "volcano": hw}
+        for task in jobs[j]["spec"]["tasks"]:
+            pp = task.get("partitionPolicy")
+            if pp is None:
+                continue
+            size = pp["partitionSize"]
+            for part in range(pp["totalPartitions"]):
+                names = [f"{j}-{task['name']}-{k}" for k in range(part * size, (part + 1) * size)]
+                if not all(n in o for n in names) or not all(n in w for n in names):
+                    continue
+                ho, hw = lowest_hypernode(case, [o[n] for n in names]), lowest_hypernode(case, [w[n] for n in names])
+                v.partitions.append(ho == hw)
+                if ho != hw:
+                    v.details.setdefault("partitions", {})[f"{j}/{task['name']}/{part}"] = {"optplan": ho,
+                                                                                           "volcano": hw}
     v.nodes = (same, total)
     if not v.allocate:
         v.details["admitted"] = {"optplan": sorted(opt_admitted), "volcano": sorted(vol_admitted)}

@@ -40,6 +40,7 @@ from optplan.solvers.placement.partitions import (
     partition_possible,
     partition_shortfall,
     partitioned,
+    reclaims_anywhere,
 )
 from optplan.solvers.placement.safety import pdb_over
 from optplan.solvers.placement.tiers import node_victims, preemptee_refused
@@ -402,7 +403,7 @@ class Greedy:
         failures = 0
         slack = len(order) - self.ctx.need(job)[1]
         parted = partitioned(job)
-        if parted and rules is not None:
+        if parted and rules is not None and rules.reason != "reclaim":
             return [], NO_VICTIMS
         indices: dict[str, set[int]] = defaultdict(set)
         tried: set[tuple[str, int]] = set()
@@ -416,7 +417,7 @@ class Greedy:
                     not parted or partition_shortfall(job, indices, held_ix) is None):
                 break  # allocate stops at the ready gang; the other replicas come one per turn (``extend``)
             pp = tasks[task].partition_policy
-            if pp is not None:  # a partition goes whole, in one step (Volcano's sub-job)
+            if pp is not None and rules is None:  # a partition goes whole, in one step (Volcano's sub-job)
                 part = pp.of(i)
                 if (task, part) in tried:
                     continue
@@ -452,6 +453,7 @@ class Greedy:
             stmt.allocate(pod, node, job.queue)
             self.place_near(near, node)
             placed[task] += 1
+            indices[task].add(i)  # reclaim of a partitioned job: pod by pod, anywhere (no sub-job step)
             bindings.append(Binding(task=task, index=i, node=node))
         parts = partition_shortfall(job, indices, held_ix) if parted else None
         return _gang_result(job, placed, bindings, why, held, len(order), parts)
@@ -1062,8 +1064,8 @@ class Greedy:
         """Where the job's dry run with victims walks: its candidate regions (preempt; reclaim of a job
         without a network topology), or for reclaim of a job with one the whole cluster — Volcano's
         ``reclaimForTask`` walks every node and has no HyperNode step; the next cycle's allocate places the
-        job under its limit (``evict.plan_victims``)."""
-        if rules.reason == "reclaim" and job.network_topology is not None:
+        job under its limit (``evict.plan_victims``); a partitioned job's reclaim likewise (no sub-job step)."""
+        if rules.reason == "reclaim" and reclaims_anywhere(job):
             return [Region(None, None, frozenset(self.ctx.snapshot.nodes))]
         return self.ctx.regions[job.key]
 

@@ -273,13 +273,54 @@ def gang_steps(job: VCJob, snap: Snapshot | None = None,
     """The pending pods in the order a dry run tries them, each with whether its task needs it for the gang:
     the tasks by priority (Volcano's TaskOrderFn: the pod's priority, higher first, when ``snap`` is given;
     then the job's task order), each task's required pending replicas first (its minimum less its running
-    pods ``held``), then the rest."""
+    pods ``held``), then the rest; a partitioned job's (with ``snap``) in its sub-jobs' order, ``subjob_order``."""
     held = held or {}
     minima, _need = needed(job, held_counts(held))
     tasks = job.tasks if snap is None else sorted(job.tasks, key=lambda t: -task_priority(job, t, snap))
     pending = {t.name: [i for i in range(t.replicas) if i not in held.get(t.name, frozenset())] for t in tasks}
     order = [(t.name, i, True) for t in tasks for i in pending[t.name][:minima.get(t.name, 0)]]
-    return order + [(t.name, i, False) for t in tasks for i in pending[t.name][minima.get(t.name, 0):]]
+    order += [(t.name, i, False) for t in tasks for i in pending[t.name][minima.get(t.name, 0):]]
+    if snap is None or all(t.partition_policy is None for t in job.tasks):
+        return order
+    return subjob_order(job, order, snap, held)
+
+
+def subjob_order(job: VCJob, steps: list[tuple[str, int, bool]], snap: Snapshot,
+                 held: dict[str, frozenset[int]]) -> list[tuple[str, int, bool]]:
+    """A partitioned job's pending pods in the order allocate pops its sub-jobs (``organizeJobWorksheet``):
+    the required partitions first — per partitioned task, its first ``minPartitions`` less the partitions
+    already whole, in SubJobOrderFn order —, then the other sub-jobs by SubJobOrderFn: the sub-job's
+    priority (its highest pod priority; the priority plugin), higher first; not ready before ready (the gang
+    plugin: the tasks without a partition form the default sub-job, ready with one pod, so that after its
+    first pod it goes behind every partition still waiting); the partition index (``MatchIndex``; the
+    default sub-job's is 0); the sub-job's UID (the job's UID for the default one, then
+    ``JOB/TASK-PARTITION``). Within a sub-job, the pods keep ``steps``' order (TaskOrderFn)."""
+    tasks = {t.name: t for t in job.tasks}
+    prio = {t.name: task_priority(job, t, snap) for t in job.tasks}
+    plain = [t.name for t in job.tasks if t.partition_policy is None]
+    default_prio = max((prio[t] for t in plain), default=0)
+    default_ready = any(held.get(t) for t in plain)
+    required: set[tuple[str, int]] = set()
+    for t in job.tasks:
+        pp = t.partition_policy
+        if pp is None:
+            continue
+        have = held.get(t.name, frozenset())
+        whole = [p for p in range(pp.total_partitions) if all(i in have for i in pp.members(p))]
+        waiting = [p for p in range(pp.total_partitions) if p not in whole]
+        required.update((t.name, p) for p in waiting[:max(0, pp.min_partitions - len(whole))])
+    first_plain = next((k for k, (t, _i, _r) in enumerate(steps) if t in plain), None)
+
+    def key(k: int) -> tuple[int, int, int, int, str]:
+        t, i, _r = steps[k]
+        pp = tasks[t].partition_policy
+        if pp is None:
+            ready = default_ready or k != first_plain
+            return (1, -default_prio, int(ready), 0, "")
+        part = pp.of(i)
+        return (0 if (t, part) in required else 1, -prio[t], 0, part, f"/{t}-{part}")
+
+    return [steps[k] for k in sorted(range(len(steps)), key=lambda k: (key(k), k))]
 
 
 def gang_order(job: VCJob, snap: Snapshot | None = None,
