@@ -43,5 +43,5 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     if args[:1] == ["--times"]:
         os.environ["CELL_TIMES"], args = args[1], args[2:]
-    sweep.run_cell = timed_cell  # type: ignore[assignment]
+    sweep.run_cell = timed_cell
     sys.exit(main(args))
