@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from optplan.cli import main
+from optplan.experiments.replay import report
 from optplan.experiments.replay.config import ReplayConfig
 from optplan.experiments.replay.engine import replay
 from optplan.experiments.replay.tenants import assign, seed002
@@ -169,3 +170,33 @@ def test_summing_the_pods_that_cannot_be_victims_changes_no_replay(monkeypatch: 
     monkeypatch.setattr(QueuedSnapshots, "build",
                         lambda self, running, waiting, keep=None: build(self, running, waiting))
     assert replay(trace, ReplayConfig(), tenancy=ten).to_dict() == summed
+
+
+def test_the_report_gives_a_policy_s_effect_per_queue_type() -> None:
+    """Two 4-card nodes; a and b (3 cards each) leave at 10 s, a 1-card team pod stays on each node; a 4-card
+    team gang arrives at 20 s and waits for a departure under `none` (980 s), 15 s under `pending` (one pod
+    moved, Repack restarts it); the type's row for `pending` gives the change."""
+    nodes = (SimNode("n1", 64000, 512 * 1024, 4, ""), SimNode("n2", 64000, 512 * 1024, 4, ""))
+
+    def one(name: str, created: float, gpu: int, runtime: float) -> TraceGang:
+        return TraceGang(name=name, created=created, cpu=1000, memory=1024, gpu=gpu, models=(), min_member=1,
+                         pods=(TracePod(f"{name}-p0", runtime),), qos="LS")
+
+    trace = Trace("t", nodes, (one("a", 0, 3, 10), one("b", 0, 3, 10), one("q1", 1, 1, 1000),
+                               one("q2", 2, 1, 1000), one("g", 20, 4, 100)))
+    ten = assign(trace, tree(), large_cards=16, debug_share=0.0)
+    runs = [replay(trace, ReplayConfig(policy=p, pending_after=15, interval=600, horizon=1500), tenancy=ten)
+            for p in ("none", "pending")]
+    assert runs[1].pods_moved == 1
+    rows = {(c[1], c[2]): c for line in report.queues_section(runs, runs[0]).splitlines()
+            if (c := [x.strip() for x in line.split("|")])[1:2] in (["team"], ["spot"]) and len(c) > 12}
+    header = next(line for line in report.queues_section(runs, runs[0]).splitlines() if line.startswith("| queue"))
+    col = {name: k for k, name in enumerate(x.strip() for x in header.split("|"))}
+    team_none, team_pending = rows["team", runs[0].label], rows["team", runs[1].label]
+    wait = col["wait mean (min)"]
+    # five team gangs: g waits 980 s under none (the others 0), 15 s under pending
+    assert float(team_none[wait]) == pytest.approx(980 / 5 / 60, abs=0.05)
+    assert float(team_pending[wait]) == pytest.approx(15 / 5 / 60, abs=0.05)
+    assert float(team_pending[wait + 1]) == pytest.approx(-(980 - 15) / 5 / 60, abs=0.05)
+    assert team_pending[col["repack"]] == "1" and team_none[col["repack"]] == "0"
+    assert team_none[wait + 1] == "+0.0" and ("spot", runs[1].label) not in rows  # no spot gang, no row

@@ -64,9 +64,19 @@ def ceiling_section(results: Sequence[ReplayResult], base: ReplayResult, ceiling
     return out.getvalue()
 
 
+def _mean_change(f: Mapping[str, Any], b: Mapping[str, Any] | None, table: str) -> tuple[str, str]:
+    """A queue type's restricted mean over all its gangs (``waitSeconds`` or ``completionSeconds``) in
+    minutes, and its change from ``none``'s same type ("-" without ``none`` or where a mean is missing)."""
+    v = f[table].get("all", {}).get("restrictedMean")
+    w = None if b is None else b.get(table, {}).get("all", {}).get("restrictedMean")
+    return minutes(v), "-" if v is None or w is None else f"{(v - w) / 60:+.1f}"
+
+
 def queues_section(results: Sequence[ReplayResult], base: ReplayResult | None) -> str:
-    """``--queues``: each policy per queue type (team, payg, spot): useful and held GPU %, the change of
-    useful GPU % from ``none``, waits and completions per gang size, evictions by cause."""
+    """``--queues``: each policy per queue type (team, payg, spot): useful and held GPU %, waits and
+    completions per gang size, evictions by cause, and the policy's effect on the type — the change from
+    ``none`` of its useful GPU % and of its gangs' mean wait and mean completion (Kaplan–Meier restricted
+    means over all its gangs)."""
     out = io.StringIO()
     q = results[0].queues or {}
     out.write(f"\n## Queues ({q.get('name', '')})\n\n")
@@ -75,9 +85,13 @@ def queues_section(results: Sequence[ReplayResult], base: ReplayResult | None) -
     out.write(f"Gangs per queue type and PriorityClass: {counts}. Percent of the cluster's GPU time; waits and "
               f"completions in minutes ({ESTIMATOR} p50 / p95, \"-\": censoring hides it); evictions: pods "
               "placement's preempt and reclaim evicted, and pods Repack restarted.\n\n")
+    out.write("Effect of a policy on a queue type: its change from `none` (vs none) in useful GPU % (points) and in "
+              "the type's mean wait and mean completion over all its gangs (minutes; restricted means, negative = "
+              "sooner).\n\n")
     out.write("| queue type | policy | gangs | useful GPU % | vs none (points) | held % | restore + lost % | "
+              "wait mean (min) | vs none | completion mean (min) | vs none | "
               "wait p50 / p95 by gang cards | completion p50 / p95 all | censored waits | preempt | reclaim | "
-              "repack |\n|" + "---|" * 13 + "\n")
+              "repack |\n|" + "---|" * 17 + "\n")
     for t in ("team", "payg", "spot"):
         for r in results:
             f = (r.queues or {}).get("byType", {}).get(t)
@@ -92,8 +106,11 @@ def queues_section(results: Sequence[ReplayResult], base: ReplayResult | None) -
                               for k in bucket_labels() if k in w)
             c = f["completionSeconds"]["all"]
             ev = f["evictions"]
+            wait, dwait = _mean_change(f, b, "waitSeconds")
+            done, ddone = _mean_change(f, b, "completionSeconds")
             out.write(f"| {t} | {r.label} | {f['gangs']} | {f['usefulPercent']:.2f} | {gain} | "
-                      f"{f['heldPercent']:.2f} | {wasted:.2f} | {waits} | {minutes(c['p50'])} / {minutes(c['p95'])} | "
+                      f"{f['heldPercent']:.2f} | {wasted:.2f} | {wait} | {dwait} | {done} | {ddone} | {waits} | "
+                      f"{minutes(c['p50'])} / {minutes(c['p95'])} | "
                       f"{w['all']['censored']} | {ev['preempt']} | {ev['reclaim']} | {ev['repack']} |\n")
     return out.getvalue()
 
