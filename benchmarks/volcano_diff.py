@@ -21,7 +21,10 @@ summary then lists per action the cases where some run agrees or Volcano's own o
 where every run disagrees the same way; ``--scheduler-v 5`` keeps vc-scheduler's node list and every
 action's node walk in its log, to see which order decided). ``--partitions``: the partitioned cases of
 ``vcdiff.generate_partitioned(seed, i)`` instead (VCJobs with a ``partitionPolicy``; compared besides: each
-partition's HyperNode).
+partition's HyperNode). ``--rotations`` (with ``--replan``): besides, ``greedy-rotated``, the greedy planned
+once per slot vc-scheduler's node list may start at (``optplan place --node-list-start N`` for each of the
+case's nodes: its cache hands the nodes over by name, rotated at a random slot each start), the plan agreeing
+on the most verdicts kept: what the greedy's rules give under the node order Volcano drew.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from tests.realcluster.vcdiff import (  # noqa: E402
 )
 
 SOLVERS = ("greedy", "auto")
+ROTATED = "greedy-rotated"
 
 
 def summarise(verdicts: list[Verdict]) -> dict[str, Any]:
@@ -135,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", action="store_true",
                     help="the partitioned cases (vcdiff.generate_partitioned: VCJobs with a partitionPolicy, "
                          "namespaces vcp-SEED-I) instead of the plain ones")
+    ap.add_argument("--rotations", action="store_true",
+                    help="with --replan: also greedy-rotated, the greedy for each start of Volcano's node list, "
+                         "the plan agreeing most kept")
     ap.add_argument("--shard", default="", help=argparse.SUPPRESS)  # K/N: this worker's share (--parallel)
     args = ap.parse_args(argv)
     # a background run ignores SIGINT: SIGTERM ends it through the finally blocks (the cluster stopped)
@@ -142,6 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.parallel > 1 and not args.replan:
         return _parallel(args, argv if argv is not None else sys.argv[1:])
     solvers = tuple(s for s in args.solvers.split(",") if s)
+    if args.rotations:
+        if not args.replan:
+            print("--rotations needs --replan", file=sys.stderr)
+            return 2
+        solvers += (ROTATED,)
     if args.replan and not args.dir:
         print("--replan needs --dir", file=sys.stderr)
         return 2
@@ -183,7 +195,9 @@ def main(argv: list[str] | None = None) -> int:
                         case = load_case(work / f"{case.ns}.case.json")
                     obs = load(saved)
                     if not obs.snapshot_error:
-                        obs.plans = {s: place_here(work / f"{case.ns}.yaml", s) for s in solvers}
+                        obs.plans = {s: place_here(work / f"{case.ns}.yaml", s) for s in solvers if s != ROTATED}
+                        if ROTATED in solvers:
+                            obs.plans[ROTATED] = best_rotation(case, obs, work / f"{case.ns}.yaml")
                 records.append(_record(args.seed, i, r, case, obs, solvers, verdicts, args.repeat > 1))
                 if args.json:
                     args.json.write_text(json.dumps({"cases": records}, indent=1), encoding="utf-8")
@@ -248,15 +262,31 @@ def _log_level(cluster: Cluster, level: int) -> None:
     cluster.scheduler_args = lambda: [a if not a.startswith("-v=") else f"-v={level}" for a in plain()]  # type: ignore[method-assign]
 
 
-def place_here(snapshot: Path, solver: str) -> dict[str, Any]:
+def place_here(snapshot: Path, solver: str, *extra: str) -> dict[str, Any]:
     """``vcdiff.place`` in this process (the CLI's ``main``, its output captured): no interpreter start
     per plan when re-planning saved snapshots."""
     from optplan.cli import main as optplan_main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = optplan_main(["place", str(snapshot), "--solver", solver, *conf_args(snapshot), *PLACE_ARGS])
+        code = optplan_main(["place", str(snapshot), "--solver", solver, *conf_args(snapshot), *PLACE_ARGS, *extra])
     return json.loads(out.getvalue()) if code == 0 else {"error": err.getvalue().strip(), "exit": code}
+
+
+def best_rotation(case: Case, obs: Observed, snapshot: Path) -> dict[str, Any]:
+    """The greedy's plan for the start of vc-scheduler's node list (each of the case's nodes) whose verdicts
+    agree most with what Volcano did (the first such start by name); its ``nodeListStart`` added."""
+    best: tuple[int, dict[str, Any]] | None = None
+    for start in sorted(n["metadata"]["name"] for n in case.nodes):
+        plan = place_here(snapshot, "greedy", "--node-list-start", start)
+        obs.plans[ROTATED] = plan
+        v = compare(case, obs, ROTATED)
+        flags = [v.allocate, v.preempt, v.reclaim, *v.topology, *v.partial, *v.partitions]
+        score = sum(f is True for f in flags) - sum(f is False for f in flags) - 100 * bool(v.error)
+        if best is None or score > best[0]:
+            best = (score, {**plan, "nodeListStart": start})
+    assert best is not None
+    return best[1]
 
 
 def _record(seed: int, i: int, r: int, case: Case, obs: Observed, solvers: tuple[str, ...],

@@ -50,6 +50,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "per queue, grades Critical>High>Medium>Low two apart, approval above queue weight 50) or "
                         "a YAML/JSON file of them (pdb, cooldownSeconds, lastPreemption, levels, levelGap, "
                         "approvalWeight, approvalTimeoutSeconds); default: off, as Volcano")
+    p.add_argument("--node-list-start", default=None, metavar="NODE",
+                   help="where vc-scheduler's node list starts: its cache hands the nodes over by name, rotated at a "
+                        "random slot each time it starts, and its walks keep that order within a score (which "
+                        "node a tie goes to, where reclaim looks first); default: the first node by name")
     p.add_argument("--victim-tiers", action="store_true",
                    help="accepted and ignored: victims are always chosen as Volcano's plugin tiers do (priority, "
                         "gang, conformance, then drf for preempt or capacity for reclaim), node by node, just enough")
@@ -82,10 +86,14 @@ def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
     conf = scheduler_conf(args, loaded)
     jobs = jobs_to_place(loaded.snapshot, args.job)
     safety = load_safety(args.safe_preemption)
+    if args.node_list_start is not None and args.node_list_start not in loaded.snapshot.nodes:
+        raise InputError(f"no node {args.node_list_start!r} in the snapshot",
+                         file=", ".join(getattr(args, "snapshots", [])) or "the live cluster",
+                         field="--node-list-start")
     try:
         plan = place_jobs(loaded.snapshot, jobs, solver=args.solver, time_limit=args.time_limit, workers=args.workers,
                      seed=args.seed, weights=args.binpack, now=args.now, deterministic=args.deterministic,
-                     safety=safety, scheduler=conf)
+                     safety=safety, scheduler=conf, node_start=args.node_list_start)
     except InputError as e:  # the planner names the object and field; the files are known here
         if e.file is not None:
             raise

@@ -47,15 +47,20 @@ from optplan.solvers.placement.tiers import node_victims, preemptee_refused
 from optplan.solvers.placement.victims import Candidate, Catalogue, Rules, dims, reclaimer_blocked
 
 
-def node_list(nodes: Iterable[str]) -> list[str]:
+def node_list(nodes: Iterable[str], start: str | None = None) -> list[str]:
     """vc-scheduler's node list (``ssn.NodeList``, the order ``PredicateNodes`` walks and keeps within a
-    score) as optplan takes it: by name. Volcano's is its cache's insertion order, the informer's initial
+    score) as optplan takes it: by name, from ``start`` on (the first name not below it, the names before it
+    last; None: from the first). Volcano's is its cache's insertion order, the informer's initial
     list as a Go map hands it over (``cache.Store.List`` of the watch-list's temporary store: the names in
     key order, rotated at a random slot, a fresh one each time vc-scheduler starts), reordered further by
-    the node workers and ``PredicateNodes``' 16 goroutines; the rotation by name is its likeliest one.
-    Every walk of the greedy starts from it: allocate's best node and preempt's order keep it within a
-    score, reclaim walks it as it is."""
-    return sorted(nodes)
+    the node workers and ``PredicateNodes``' 16 goroutines; the rotation by name is its likeliest one
+    (``--node-list-start`` names the slot). Every walk of the greedy starts from it: allocate's best node and
+    preempt's order keep it within a score, reclaim walks it as it is."""
+    names = sorted(nodes)
+    if start is None:
+        return names
+    cut = next((i for i, n in enumerate(names) if n >= start), len(names))
+    return names[cut:] + names[:cut]
 
 
 def placed_reason(ctx: Context, job: VCJob, n: int, where: str) -> str:
@@ -199,7 +204,7 @@ class Greedy:
         """The region's nodes by name: one list per region, so that the predicates' rows over it are cached."""
         out = self._nodes.get(region)
         if out is None:
-            out = self._nodes[region] = node_list(region.nodes)
+            out = self._nodes[region] = node_list(region.nodes, self.ctx.node_start)
         return out
 
     def kind(self, pod: Pod) -> tuple[tuple[tuple[str, int], ...], tuple[object, ...]]:
@@ -986,7 +991,8 @@ class Greedy:
         ``SortNodes``): the nodes that pass the static predicates, by binpack score on the state before this
         pod's evictions plus, for a ``job`` without a network topology, the network-topology-aware plugin's
         (``hyper_score``), plus nodeorder's when a configuration file lists it (``nodeorder_on``,
-        ``order_score``, on the same state), highest first, ties by name (module docstring)."""
+        ``order_score``, on the same state), highest first, ties in the order of ``nodes`` (a region's
+        ``node_list``: by name from where the list starts; module docstring)."""
         ok = [n for n, passes in zip(nodes, self.ctx.predicates.mask(pod, nodes), strict=True) if passes]
         req_key = tuple(sorted(pod.requests.items()))
         scores: dict[str, Fraction | float] = {n: self.score(pod, n, req_key) for n in ok}
@@ -996,7 +1002,7 @@ class Greedy:
         if self.nodeorder_on:
             for n in ok:
                 scores[n] += self.order_score(pod, n, req_key)
-        return sorted(ok, key=lambda n: (-scores[n], n))
+        return sorted(ok, key=lambda n: -scores[n])  # stable: ties keep the node list's order
 
     def reclaim_order(self, pod: Pod, nodes: list[str]) -> list[str]:
         """Volcano's reclaim node order (``reclaimForTask`` walks ``PredicateNodes``' list, scoring no node):

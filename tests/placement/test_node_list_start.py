@@ -1,0 +1,84 @@
+"""vc-scheduler's node list is its cache's: the nodes by name, rotated at a random slot each time it starts
+(``greedy.node_list``). Its walks keep that order within a score: allocate's tie between equal nodes goes to
+the first in the list, reclaim takes its victims on the first node where they make room. ``--node-list-start``
+names the slot, so a plan can be made for the order a given vc-scheduler drew."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from optplan.adapters.kubefile import load_objects
+from optplan.cli import main
+from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.placement.greedy import node_list
+from optplan.solvers.placement.place import plan_placement
+from optplan.solvers.placement.validate import placement_violations
+from tests.builders import GPU, job_task, node, pod, podgroup_in, priority_class, queue, vcjob
+
+NOW = "2025-06-01T12:00:00Z"
+
+
+@pytest.mark.parametrize(("start", "expected"), [
+    (None, ["a", "b", "c", "d"]),
+    ("a", ["a", "b", "c", "d"]),
+    ("c", ["c", "d", "a", "b"]),
+    ("bb", ["c", "d", "a", "b"]),  # the first name not below it
+    ("z", ["a", "b", "c", "d"]),   # past the last: from the first
+])
+def test_the_list_is_by_name_rotated_at_the_start(start: str | None, expected: list[str]) -> None:
+    assert node_list(["d", "b", "a", "c"], start) == expected
+
+
+def objects() -> list[Any]:
+    """Three empty equal nodes; a 2-GPU job of queue a: every node scores the same."""
+    return [node("n0", 8), node("n1", 8), node("n2", 8), queue("a", deserved={GPU: 24}),
+            vcjob("j", "a", [job_task("w", 1, 2)])]
+
+
+@pytest.mark.parametrize(("start", "where"), [(None, "n0"), ("n0", "n0"), ("n1", "n1"), ("n2", "n2")])
+def test_a_tie_goes_to_the_first_node_of_the_list(start: str | None, where: str) -> None:
+    snap = load_objects(objects()).snapshot
+    jobs = list(snap.jobs.values())
+    plan = plan_placement(snap, jobs, "greedy", PlanOptions(deterministic=True), now=NOW, node_start=start)
+    assert placement_violations(snap, jobs, plan) == []
+    [jp] = plan.jobs
+    assert [b.node for b in jp.bindings] == [where]
+
+
+def reclaim_objects() -> list[Any]:
+    """Two full nodes of queue b's pods (b above its deserved 0); a job of queue a (deserved 16) needs 4 GPUs:
+    reclaim takes its victims on the first node of the list where they make room."""
+    objs: list[Any] = [node("n0", 8), node("n1", 8), queue("a", deserved={GPU: 16}), queue("b", deserved={GPU: 0}),
+                       priority_class("mid", 100)]
+    for n in ("n0", "n1"):
+        pg = podgroup_in("b", f"x-{n}", 1)
+        objs.append(pg)
+        for i in range(2):
+            p = pod(f"x-{n}-{i}", n, 4, group=f"x-{n}")
+            p["status"]["startTime"] = "2025-06-01T10:00:00Z"
+            objs.append(p)
+    objs.append(vcjob("j", "a", [job_task("w", 1, 4)], priority_class_name="mid"))
+    return objs
+
+
+@pytest.mark.parametrize(("start", "where"), [(None, "n0"), ("n1", "n1")])
+def test_reclaim_takes_its_victims_on_the_first_node_of_the_list(start: str | None, where: str) -> None:
+    snap = load_objects(reclaim_objects()).snapshot
+    jobs = list(snap.jobs.values())
+    plan = plan_placement(snap, jobs, "greedy", PlanOptions(deterministic=True), now=NOW, node_start=start)
+    assert placement_violations(snap, jobs, plan) == []
+    [jp] = plan.jobs
+    assert jp.admitted and {v.node for v in jp.victims} == {where} and [b.node for b in jp.bindings] == [where]
+
+
+def test_the_flag_and_a_node_it_does_not_know(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "snap.yaml"
+    f.write_text(yaml.safe_dump_all(objects()))
+    assert main(["place", str(f), "--solver", "greedy", "--node-list-start", "n2", "--now", NOW, "-o", "json"]) == 0
+    assert '"node": "n2"' in capsys.readouterr().out
+    assert main(["place", str(f), "--node-list-start", "n9", "--now", NOW]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--node-list-start" in err and "n9" in err and str(f) in err
