@@ -23,8 +23,10 @@ action's node walk in its log, to see which order decided). ``--partitions``: th
 ``vcdiff.generate_partitioned(seed, i)`` instead (VCJobs with a ``partitionPolicy``; compared besides: each
 partition's HyperNode). ``--rotations`` (with ``--replan``): besides, ``greedy-rotated``, the greedy planned
 once per slot vc-scheduler's node list may start at (``optplan place --node-list-start N`` for each of the
-case's nodes: its cache hands the nodes over by name, rotated at a random slot each start), the plan agreeing
-on the most verdicts kept: what the greedy's rules give under the node order Volcano drew.
+case's nodes: its cache hands the nodes over by name, rotated at a random slot each start) and, with
+HyperNodes, per draw of the ties between the best ones (``--hypernode-tie-seed``: by name, then seeds 1-7;
+Volcano draws at random), the plan agreeing on the most verdicts kept: what the greedy's rules give under the
+node order and draws Volcano made.
 """
 
 from __future__ import annotations
@@ -273,18 +275,29 @@ def place_here(snapshot: Path, solver: str, *extra: str) -> dict[str, Any]:
     return json.loads(out.getvalue()) if code == 0 else {"error": err.getvalue().strip(), "exit": code}
 
 
+TIE_SEEDS = (None, *range(1, 8))
+"""``--rotations``: the HyperNode ties drawn by name, then with these seeds (``--hypernode-tie-seed``)."""
+
+
 def best_rotation(case: Case, obs: Observed, snapshot: Path) -> dict[str, Any]:
-    """The greedy's plan for the start of vc-scheduler's node list (each of the case's nodes) whose verdicts
-    agree most with what Volcano did (the first such start by name); its ``nodeListStart`` added."""
+    """The greedy's plan for the start of vc-scheduler's node list (each of the case's nodes) and the draw of
+    its HyperNode ties (by name, then ``TIE_SEEDS``; a case without HyperNodes: by name only) whose verdicts
+    agree most with what Volcano did (the first such, a plan agreeing on all ends the search); its
+    ``nodeListStart`` and ``tieSeed`` added."""
     best: tuple[int, dict[str, Any]] | None = None
-    for start in sorted(n["metadata"]["name"] for n in case.nodes):
-        plan = place_here(snapshot, "greedy", "--node-list-start", start)
-        obs.plans[ROTATED] = plan
-        v = compare(case, obs, ROTATED)
-        flags = [v.allocate, v.preempt, v.reclaim, *v.topology, *v.partial, *v.partitions]
-        score = sum(f is True for f in flags) - sum(f is False for f in flags) - 100 * bool(v.error)
-        if best is None or score > best[0]:
-            best = (score, {**plan, "nodeListStart": start})
+    seeds = TIE_SEEDS if case.hypernodes else (None,)
+    for seed in seeds:
+        for start in sorted(n["metadata"]["name"] for n in case.nodes):
+            extra = ("--node-list-start", start) + (("--hypernode-tie-seed", str(seed)) if seed is not None else ())
+            plan = place_here(snapshot, "greedy", *extra)
+            obs.plans[ROTATED] = plan
+            v = compare(case, obs, ROTATED)
+            flags = [v.allocate, v.preempt, v.reclaim, *v.topology, *v.partial, *v.partitions]
+            score = sum(f is True for f in flags) - sum(f is False for f in flags) - 100 * bool(v.error)
+            if best is None or score > best[0]:
+                best = (score, {**plan, "nodeListStart": start, "tieSeed": seed})
+            if not v.error and False not in flags:
+                return best[1]
     assert best is not None
     return best[1]
 

@@ -54,6 +54,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="where vc-scheduler's node list starts: its cache hands the nodes over by name, rotated at a "
                         "random slot each time it starts, and its walks keep that order within a score (which "
                         "node a tie goes to, where reclaim looks first); default: the first node by name")
+    p.add_argument("--hypernode-tie-seed", type=int, default=None, metavar="S",
+                   help="where HyperNodes share the best score, vc-scheduler draws one at random: draw it too, "
+                        "seeded with S (default: the first by name)")
     p.add_argument("--victim-tiers", action="store_true",
                    help="accepted and ignored: victims are always chosen as Volcano's plugin tiers do (priority, "
                         "gang, conformance, then drf for preempt or capacity for reclaim), node by node, just enough")
@@ -93,7 +96,8 @@ def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
     try:
         plan = place_jobs(loaded.snapshot, jobs, solver=args.solver, time_limit=args.time_limit, workers=args.workers,
                      seed=args.seed, weights=args.binpack, now=args.now, deterministic=args.deterministic,
-                     safety=safety, scheduler=conf, node_start=args.node_list_start)
+                     safety=safety, scheduler=conf, node_start=args.node_list_start,
+                     tie_seed=args.hypernode_tie_seed)
     except InputError as e:  # the planner names the object and field; the files are known here
         if e.file is not None:
             raise

@@ -1,7 +1,8 @@
 """vc-scheduler's node list is its cache's: the nodes by name, rotated at a random slot each time it starts
 (``greedy.node_list``). Its walks keep that order within a score: allocate's tie between equal nodes goes to
 the first in the list, reclaim takes its victims on the first node where they make room. ``--node-list-start``
-names the slot, so a plan can be made for the order a given vc-scheduler drew."""
+names the slot, so a plan can be made for the order a given vc-scheduler drew; ``--hypernode-tie-seed`` draws
+among HyperNodes of the same best score as vc-scheduler does (at random), instead of by name."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.placement.greedy import node_list
 from optplan.solvers.placement.place import plan_placement
 from optplan.solvers.placement.validate import placement_violations
-from tests.builders import GPU, job_task, node, pod, podgroup_in, priority_class, queue, vcjob
+from tests.builders import GPU, job_task, node, pod, podgroup_in, priority_class, queue, seed_fabric, vcjob
 
 NOW = "2025-06-01T12:00:00Z"
 
@@ -82,3 +83,28 @@ def test_the_flag_and_a_node_it_does_not_know(tmp_path: Any, capsys: pytest.Capt
     assert main(["place", str(f), "--node-list-start", "n9", "--now", NOW]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "--node-list-start" in err and "n9" in err and str(f) in err
+
+
+def fabric_objects() -> list[Any]:
+    """Seed 002's fabric of eight empty nodes; a job of two 8-GPU pods under a hard tier-1 topology: the four
+    racks score the same."""
+    return [*(node(f"n{i}", 8) for i in range(8)), *seed_fabric(), queue("a", deserved={GPU: 64}),
+            vcjob("j", "a", [job_task("w", 2, 8)], network_topology={"mode": "hard", "highestTierAllowed": 1})]
+
+
+def test_hypernodes_of_the_same_best_score_are_drawn_with_the_tie_seed() -> None:
+    """By name without a seed; with one, a draw among the four racks, the same for the same seed."""
+    snap = load_objects(fabric_objects()).snapshot
+    jobs = list(snap.jobs.values())
+
+    def rack(seed: int | None) -> str | None:
+        plan = plan_placement(snap, jobs, "greedy", PlanOptions(deterministic=True), now=NOW, tie_seed=seed)
+        assert placement_violations(snap, jobs, plan) == []
+        [jp] = plan.jobs
+        assert jp.admitted
+        return jp.hyper_node
+
+    assert rack(None) == "s0"
+    drawn = {seed: rack(seed) for seed in range(1, 13)}
+    assert set(drawn.values()) <= {"s0", "s1", "s2", "s3"} and len(set(drawn.values())) > 1
+    assert all(rack(seed) == r for seed, r in list(drawn.items())[:3])  # the same seed, the same draw

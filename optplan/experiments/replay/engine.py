@@ -625,13 +625,13 @@ class Replay:
         self.victim_calls += 1
         self.victim_seconds += time.perf_counter() - t0
         index = self.snaps.gang_index
-        for jp in plan.jobs:
-            if not jp.admitted:
-                continue
+        admitted = [jp for jp in plan.jobs if jp.admitted]
+        for jp in admitted:  # every victim first: a job may bind where another job's victim left (a later cycle)
             for v in jp.victims:
                 pid = self.pid_of[v.name]
                 if self.node[pid] >= 0:
                     self.evict(pid, v.reason, t)
+        for jp in admitted:
             k = index[jp.name]
             gs = self.gangs[k]
             for b in sorted(jp.bindings, key=lambda b: (b.task, b.index)):

@@ -234,6 +234,9 @@ class Context:
     weights serve (``region_weights``)."""
     node_start: str | None = None
     """Where vc-scheduler's node list starts (``greedy.node_list``; ``--node-list-start``); None: the first by name."""
+    tie_seed: int | None = None
+    """HyperNodes of the same best score: a seeded random one (``Greedy.best_first``; ``--hypernode-tie-seed``),
+    as vc-scheduler draws; None: the first by name."""
     actions: tuple[str, ...] = SEED_ACTIONS
     """The scheduler configuration's actions (``--scheduler-conf``): preempt and reclaim evict only when listed."""
     scheduler: SchedulerConf = field(default_factory=SchedulerConf)
@@ -249,7 +252,8 @@ class Context:
               capacity: Capacity | None = None, predicates: Predicates | None = None,
               safety: SafePreemption = OFF, hyper_weights: BinpackWeights | None = None,
               actions: tuple[str, ...] = SEED_ACTIONS,
-              scheduler: SchedulerConf | None = None, node_start: str | None = None) -> Context:
+              scheduler: SchedulerConf | None = None, node_start: str | None = None,
+              tie_seed: int | None = None) -> Context:
         """The context of placing ``jobs`` on ``snap``.  ``accounts``, ``capacity`` and ``predicates``:
         the snapshot's own (``account_queues``, ``Capacity``, ``Predicates``; never changed by a
         context), given when several contexts of one snapshot are built (``pending.pending_gangs``);
@@ -278,7 +282,7 @@ class Context:
                    held={k: {t: frozenset(ps) for t, ps in by_task.items()} for k, by_task in running.items()},
                    held_nodes=nodes, never={j.key: never_tasks(snap, j) for j in ordered}, safety=safety,
                    hyper_weights=hyper_weights, actions=actions, scheduler=scheduler or SchedulerConf(),
-                   node_start=node_start)
+                   node_start=node_start, tie_seed=tie_seed)
 
     @property
     def region_weights(self) -> BinpackWeights:

@@ -6,6 +6,7 @@ actions over all the jobs are ``allocate`` and ``evict``; the rules, the package
 
 from __future__ import annotations
 
+import hashlib
 from bisect import bisect_left, insort
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
 from itertools import groupby
+from typing import Any
 
 from optplan.models.devices import WHOLE_GPU
 from optplan.models.placement import Binding, JobPlacement
@@ -189,6 +191,8 @@ class Greedy:
         HyperNode of the one recovered from its running pods and each HyperNode a turn chose."""
         self._orders: dict[tuple[object, ...], float] = {}
         """(requests, the node's allocatable and free cpu, memory and GPUs) -> nodeorder's score (``order_score``)."""
+        self.draws = 0
+        """HyperNode choices drawn so far (``best_first`` with a tie seed)."""
         self.placed: Counter[str] = Counter()
         """PodGroup key -> the pods this session's allocate placed for its job (a running gang being placed):
         Volcano's gang plugin counts them ready (``ReadyTaskNum``: allocated as well as running)."""
@@ -199,6 +203,18 @@ class Greedy:
         if out is None:
             out = self._steps[job.key] = gang_steps(job, self.ctx.snapshot, self.ctx.held.get(job.key))
         return out
+
+    def best_first(self, found: list[Any]) -> None:
+        """HyperNodes found for a pod, partition or job, ``(score, name, ...)`` each, sorted best first: the
+        highest score, ties by name — or, with ``Context.tie_seed``, in a seeded random order drawn afresh
+        for each choice, as vc-scheduler draws one of the best at random (``SelectBestHyperNodeAndScore``)."""
+        seed = self.ctx.tie_seed
+        if seed is None:
+            found.sort(key=lambda f: (-f[0], f[1]))
+            return
+        self.draws += 1
+        draw = self.draws
+        found.sort(key=lambda f: (-f[0], hashlib.sha256(f"{seed}/{draw}/{f[1]}".encode()).digest()))
 
     def nodes(self, region: Region) -> list[str]:
         """The region's nodes by name: one list per region, so that the predicates' rows over it are cached."""
@@ -528,7 +544,7 @@ class Greedy:
                     scale = 100 * self.ctx.region_weights.weight
                     found = [(f[0] + (Fraction(sum(by_node.get(i) in f[3].nodes for i in running_ix), pp.partition_size)
                                       * scale if f[0] == top else 0), *f[1:]) for f in found]
-                found.sort(key=lambda f: (-f[0], f[1]))
+                self.best_first(found)
                 score, _name, best, _sub = found[0]
                 for b in best:
                     stmt.allocate(pods[b.index], b.node, job.queue)
@@ -694,7 +710,7 @@ class Greedy:
                 else:
                     failures.append(short)
             if found:
-                found.sort(key=lambda f: (-f[0], f[1]))
+                self.best_first(found)
                 _score, _name, region, bindings = found[0]
                 stmt = Statement(self.state)
                 for b in bindings:
@@ -799,7 +815,7 @@ class Greedy:
                         break
                 stmt.discard()
             if found:
-                found.sort(key=lambda f: (-f[0], f[1]))
+                self.best_first(found)
                 _score, _name, region, k, got = found[0]
                 for unit in units[:k + 1]:
                     self.dropped.update((job.key, t, i) for t, i in members(unit))
@@ -839,7 +855,7 @@ class Greedy:
                         found.append((self.region_score(region, request), region.hyper_node or "", region, k, node))
                         break
             if found:
-                found.sort(key=lambda f: (-f[0], f[1]))
+                self.best_first(found)
                 _score, _name, region, k, node = found[0]
                 self.dropped.update((job.key, t, i) for t, i in left[:k + 1])
                 task, i = left[k]

@@ -72,7 +72,8 @@ class AutoPlacer(Auto[Context, PlacementResult]):
 def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
                    options: PlanOptions | None = None, weights: BinpackWeights | None = None,
                    now: datetime | str | None = None, safety: SafePreemption | None = None,
-                   scheduler: SchedulerConf | None = None, node_start: str | None = None) -> PlacementPlan:
+                   scheduler: SchedulerConf | None = None, node_start: str | None = None,
+                   tie_seed: int | None = None) -> PlacementPlan:
     """Place the jobs with the named solver (greedy | cpsat | auto); the plan is validated first.
     greedy: Volcano's allocate, then its preempt and reclaim for the jobs that do not fit; cpsat: the
     exact model, which chooses placements and victims jointly for all jobs, hinted with the greedy's
@@ -82,7 +83,8 @@ def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
     preemption's rules (``safety`` module), off by default. ``scheduler``: the vc-scheduler configuration
     (``--scheduler-conf``): its binpack weights when ``weights`` is None, its HyperNode binpack weights.
     Victims are chosen as Volcano's plugin tiers choose them (``tiers`` module). ``node_start``: where
-    vc-scheduler's node list starts (``greedy.node_list``; default the first node by name)."""
+    vc-scheduler's node list starts (``greedy.node_list``; default the first node by name); ``tie_seed``: HyperNodes
+    of the same best score are drawn at random with this seed, as vc-scheduler does (default: by name)."""
     if solver not in registry.names(FAMILY):
         raise ValueError(registry.unknown_message(solver, registry.names(FAMILY)))
     check_inputs(snap, jobs)
@@ -95,7 +97,8 @@ def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
                          field="--solver")
     weights = weights or scheduler.binpack_or(BinpackWeights())
     ctx = Context.build(snap, jobs, weights, parse_now(now), safety=safety, hyper_weights=scheduler.hyper_node_binpack,
-                        actions=scheduler.actions, scheduler=scheduler, node_start=node_start)
+                        actions=scheduler.actions, scheduler=scheduler, node_start=node_start,
+                        tie_seed=tie_seed)
     t0 = time.perf_counter()
     planner: Planner[Context, PlacementResult] = registry.load(FAMILY, solver)()
     plan = planner.plan(ctx, options).plan
@@ -111,8 +114,8 @@ def place_jobs(snap: Snapshot, jobs: Sequence[VCJob], *, solver: str = "auto", t
                workers: int = 1, seed: int = 0, weights: BinpackWeights | None = None,
                now: datetime | str | None = None, deterministic: bool = False,
                safety: SafePreemption | None = None, scheduler: SchedulerConf | None = None,
-               node_start: str | None = None) -> PlacementPlan:
+               node_start: str | None = None, tie_seed: int | None = None) -> PlacementPlan:
     """``plan_placement`` with the options spelled out (what the CLI adapter calls). ``deterministic``: the
     exact model's limit counts CP-SAT's deterministic time, not wall-clock seconds (``core.clock``)."""
     options = PlanOptions(time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic)
-    return plan_placement(snap, jobs, solver, options, weights, now, safety, scheduler, node_start)
+    return plan_placement(snap, jobs, solver, options, weights, now, safety, scheduler, node_start, tie_seed)
