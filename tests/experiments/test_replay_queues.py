@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from optplan.cli import main
-from optplan.experiments.replay import report
+from optplan.experiments.replay import engine, report
 from optplan.experiments.replay.config import ReplayConfig
 from optplan.experiments.replay.engine import replay
 from optplan.experiments.replay.tenants import assign, seed002
@@ -85,6 +85,28 @@ def test_preempt_evicts_lower_priority_pods_of_the_queue_which_restart_and_lose_
     assert out["gangWaits"][1][1] == 0.0  # the critical gang starts at once, on its victims' cards
     assert team["gpuSeconds"]["lost"] == pytest.approx(8 * 600)  # RestartJob: the whole gang's 600 s lost
     assert out["completionSeconds"]["all"]["censored"] == 0  # the victims ran again and finished
+
+
+def test_a_plan_is_applied_whole_a_job_binding_where_another_job_s_victim_left(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Placement's plan holds for all its jobs together (a later cycle's job may bind on cards an earlier
+    job's victim freed): the replay evicts every admitted job's victims before it binds any job's pods. The
+    plan of two critical gangs preempting two pods each is handed over with all four victims on the second
+    gang; binding the first gang before them would not fit (the replay raised "does not fit" before)."""
+    real = engine.plan_victims
+
+    def victims_on_the_last_job(snap, weights, now):  # type: ignore[no-untyped-def]
+        plan = real(snap, weights, now)
+        jobs = [j for j in plan.jobs if j.admitted]
+        assert len(jobs) == 2 and all(len(j.victims) == 2 for j in jobs)
+        moved = (jobs[0].model_copy(update={"victims": ()}),
+                 jobs[1].model_copy(update={"victims": jobs[0].victims + jobs[1].victims}))
+        return plan.model_copy(update={"jobs": moved})
+    monkeypatch.setattr(engine, "plan_victims", victims_on_the_last_job)
+    out = run([gang("a", 0, 8, 1, "LS"), gang("b", 600, 2, 2, "Guaranteed", runtime=100),
+               gang("c", 600, 2, 2, "Guaranteed", runtime=100)], checkpoint=None)
+    assert out["queues"]["byType"]["team"]["evictions"]["preempt"] == 4
+    assert out["gangWaits"][1][1] == out["gangWaits"][2][1] == 0.0
 
 
 def test_debug_jobs_never_preempt() -> None:
