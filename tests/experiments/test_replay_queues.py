@@ -109,6 +109,26 @@ def test_a_plan_is_applied_whole_a_job_binding_where_another_job_s_victim_left(
     assert out["gangWaits"][1][1] == out["gangWaits"][2][1] == 0.0
 
 
+def test_a_waiting_job_s_victims_leave_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan may list victims under a job it leaves waiting (an earlier scheduling cycle evicted them for it,
+    and a later cycle gave their room to another job): the replay evicts them as well. Handed over on a
+    waiting copy of the second gang's entry, the four victims must leave before the gangs bind."""
+    real = engine.plan_victims
+
+    def victims_on_a_waiting_job(snap, weights, now):  # type: ignore[no-untyped-def]
+        plan = real(snap, weights, now)
+        jobs = [j for j in plan.jobs if j.admitted]
+        assert len(jobs) == 2
+        waiting = jobs[1].model_copy(update={"admitted": False, "bindings": (),
+                                             "victims": jobs[0].victims + jobs[1].victims})
+        return plan.model_copy(update={"jobs": (*(j.model_copy(update={"victims": ()}) for j in jobs), waiting)})
+    monkeypatch.setattr(engine, "plan_victims", victims_on_a_waiting_job)
+    out = run([gang("a", 0, 8, 1, "LS"), gang("b", 600, 2, 2, "Guaranteed", runtime=100),
+               gang("c", 600, 2, 2, "Guaranteed", runtime=100)], checkpoint=None)
+    assert out["queues"]["byType"]["team"]["evictions"]["preempt"] == 4
+    assert out["gangWaits"][1][1] == out["gangWaits"][2][1] == 0.0
+
+
 def test_debug_jobs_never_preempt() -> None:
     trace = Trace("t", (NODE,), (gang("a", 0, 8, 1, "LS"), gang("b", 600, 4, 4, "LS")))
     ten = assign(trace, tree(), large_cards=16, debug_share=1.0)  # every team gang is debug-job (Never)

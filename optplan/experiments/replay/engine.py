@@ -626,7 +626,9 @@ class Replay:
         self.victim_seconds += time.perf_counter() - t0
         index = self.snaps.gang_index
         admitted = [jp for jp in plan.jobs if jp.admitted]
-        for jp in admitted:  # every victim first: a job may bind where another job's victim left (a later cycle)
+        # every victim first, a waiting job's too (an earlier cycle evicted them): a job of a later cycle may
+        # bind where another job's victim left
+        for jp in plan.jobs:
             for v in jp.victims:
                 pid = self.pid_of[v.name]
                 if self.node[pid] >= 0:
