@@ -21,7 +21,8 @@ summary then lists per action the cases where some run agrees or Volcano's own o
 where every run disagrees the same way; ``--scheduler-v 5`` keeps vc-scheduler's node list and every
 action's node walk in its log, to see which order decided). ``--partitions``: the partitioned cases of
 ``vcdiff.generate_partitioned(seed, i)`` instead (VCJobs with a ``partitionPolicy``; compared besides: each
-partition's HyperNode).
+partition's HyperNode); ``--partitions-more``: ``vcdiff.generate_partitioned_more(seed, i)`` (partly running
+partitioned jobs, two partitioned tasks in a job, partitioned jobs without a topology that need preempt).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from tests.realcluster.vcdiff import (  # noqa: E402
     conf_args,
     generate,
     generate_partitioned,
+    generate_partitioned_more,
     load,
     load_case,
     priority_classes,
@@ -135,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", action="store_true",
                     help="the partitioned cases (vcdiff.generate_partitioned: VCJobs with a partitionPolicy, "
                          "namespaces vcp-SEED-I) instead of the plain ones")
+    ap.add_argument("--partitions-more", action="store_true",
+                    help="the second partitioned flavour (vcdiff.generate_partitioned_more: partly running "
+                         "partitions, two partitioned tasks in a job, preempt for partitions; namespaces vcq-SEED-I)")
     ap.add_argument("--shard", default="", help=argparse.SUPPRESS)  # K/N: this worker's share (--parallel)
     args = ap.parse_args(argv)
     # a background run ignores SIGINT: SIGTERM ends it through the finally blocks (the cluster stopped)
@@ -169,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for i in indices:
             for r in range(args.repeat):
-                case = (generate_partitioned if args.partitions else generate)(args.seed, i)
+                case = (generate_partitioned_more if args.partitions_more else generate_partitioned
+                        if args.partitions else generate)(args.seed, i)
                 if args.repeat > 1:
                     case = renamed(case, f"{case.ns}-x{r}")
                 if cluster is not None:
