@@ -34,13 +34,12 @@ from optplan.solvers.placement.jobs import (
 )
 from optplan.solvers.placement.nodeorder import MAX_NODE_SCORE, nodeorder_score
 from optplan.solvers.placement.partitions import (
-    NO_VICTIMS,
+    evicts_anywhere,
     partition_gradient,
     partition_pending,
     partition_possible,
     partition_shortfall,
     partitioned,
-    reclaims_anywhere,
 )
 from optplan.solvers.placement.safety import pdb_over
 from optplan.solvers.placement.tiers import node_victims, preemptee_refused
@@ -403,8 +402,6 @@ class Greedy:
         failures = 0
         slack = len(order) - self.ctx.need(job)[1]
         parted = partitioned(job)
-        if parted and rules is not None and rules.reason != "reclaim":
-            return [], NO_VICTIMS
         indices: dict[str, set[int]] = defaultdict(set)
         tried: set[tuple[str, int]] = set()
         held_ix = self.ctx.held.get(job.key, {})
@@ -1065,7 +1062,7 @@ class Greedy:
         without a network topology), or for reclaim of a job with one the whole cluster — Volcano's
         ``reclaimForTask`` walks every node and has no HyperNode step; the next cycle's allocate places the
         job under its limit (``evict.plan_victims``); a partitioned job's reclaim likewise (no sub-job step)."""
-        if rules.reason == "reclaim" and reclaims_anywhere(job):
+        if evicts_anywhere(job, rules.reason):
             return [Region(None, None, frozenset(self.ctx.snapshot.nodes))]
         return self.ctx.regions[job.key]
 
