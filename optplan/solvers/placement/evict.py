@@ -214,6 +214,8 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
                 notes[jp.key].append(f"{reason}: {gwhy}")
                 continue
             apply_choice(ctx, state, job, chosen, pre.get(jp.key, ()))
+            pods = ctx.pods[job.key]
+            ctx.pipelined.update((pods[b.task][b.index].key, b.node) for b in chosen.bindings)
             r = chosen.region
             if evicts_anywhere(job, reason):  # pipelined anywhere
                 out[jp.key] = jp.model_copy(update={

@@ -250,11 +250,15 @@ class Greedy:
         ``spread``: a pod of a job without topology, whose score adds the network-topology-aware plugin's
         HyperNode binpack of the node's HyperNodes (``hyper_score``) when the scheduler configuration names
         the plugin and the cluster has HyperNodes. ``near``: a pod of a topology job, whose score adds the
-        plugin's pull towards its pods so far (``best_total``), under the same conditions."""
+        plugin's pull towards its pods so far (``best_total``), under the same conditions. A pod nominated to
+        a node of ``nodes`` where it fits goes there, unscored (``Context.nominated``)."""
         qr = self.state.queues.fit_reason(queue, pod.requests)
         if qr is not None:
             return None, qr
         rank = self.ranking(pod, nodes)
+        nominated = self.ctx.nominated.get(pod.key)
+        if nominated is not None and rank.index.get(nominated, -1) in rank.keys:
+            return nominated, ""
         if rank.order:
             hyper = spread and bool(self.hyper.tiers)
             pull = near if near is not None and near.allocated and self.near_on else None
