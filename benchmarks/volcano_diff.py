@@ -21,12 +21,14 @@ summary then lists per action the cases where some run agrees or Volcano's own o
 where every run disagrees the same way; ``--scheduler-v 5`` keeps vc-scheduler's node list and every
 action's node walk in its log, to see which order decided). ``--partitions``: the partitioned cases of
 ``vcdiff.generate_partitioned(seed, i)`` instead (VCJobs with a ``partitionPolicy``; compared besides: each
-partition's HyperNode). ``--rotations`` (with ``--replan``): besides, ``greedy-rotated``, the greedy planned
-once per slot vc-scheduler's node list may start at (``optplan place --node-list-start N`` for each of the
-case's nodes: its cache hands the nodes over by name, rotated at a random slot each start) and, with
-HyperNodes, per draw of the ties between the best ones (``--hypernode-tie-seed``: by name, then seeds 1-7;
-Volcano draws at random), the plan agreeing on the most verdicts kept: what the greedy's rules give under the
-node order and draws Volcano made.
+partition's HyperNode); ``--partitions-more``: ``vcdiff.generate_partitioned_more(seed, i)`` (partly running
+partitioned jobs, two partitioned tasks in a job, partitioned jobs without a topology that need preempt).
+``--rotations`` (with ``--replan``): besides, ``greedy-rotated``, the greedy planned once per slot
+vc-scheduler's node list may start at (``optplan place --node-list-start N`` for each of the case's nodes: its
+cache hands the nodes over by name, rotated at a random slot each start) and, with HyperNodes, per draw of the
+ties between the best ones (``--hypernode-tie-seed``: by name, then seeds 1-7; Volcano draws at random), the
+plan agreeing on the most verdicts kept: what the greedy's rules give under the node order and draws Volcano
+made.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from tests.realcluster.vcdiff import (  # noqa: E402
     conf_args,
     generate,
     generate_partitioned,
+    generate_partitioned_more,
     load,
     load_case,
     priority_classes,
@@ -144,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rotations", action="store_true",
                     help="with --replan: also greedy-rotated, the greedy for each start of Volcano's node list, "
                          "the plan agreeing most kept")
+    ap.add_argument("--partitions-more", action="store_true",
+                    help="the second partitioned flavour (vcdiff.generate_partitioned_more: partly running "
+                         "partitions, two partitioned tasks in a job, preempt for partitions; namespaces vcq-SEED-I)")
     ap.add_argument("--shard", default="", help=argparse.SUPPRESS)  # K/N: this worker's share (--parallel)
     args = ap.parse_args(argv)
     # a background run ignores SIGINT: SIGTERM ends it through the finally blocks (the cluster stopped)
@@ -183,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for i in indices:
             for r in range(args.repeat):
-                case = (generate_partitioned if args.partitions else generate)(args.seed, i)
+                case = (generate_partitioned_more if args.partitions_more else generate_partitioned
+                        if args.partitions else generate)(args.seed, i)
                 if args.repeat > 1:
                     case = renamed(case, f"{case.ns}-x{r}")
                 if cluster is not None:

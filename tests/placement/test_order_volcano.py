@@ -136,8 +136,9 @@ CASES = [
                          priority_class("urgent", 100, "Never"), q("qa"), *running("r", "qa", "n1", 8, cls="low"),
                          job("j", "qa", 8, created="2025-06-01T09:00:00Z", cls="high",
                              tasks=[task("a", 8, "urgent"), task("b", 8, "high")])],
-         # the next cycle's allocate places both tasks on the freed state: b (higher priority) first, ties by name
-         admitted={"default/j"}, binds={"default/j-a-0": "n1", "default/j-b-0": "n0"}, evicted={"default/r-0"}),
+         # the next cycle's allocate places both tasks on the freed state, each first on the node preempt
+         # pipelined it on (its nominatedNodeName): b on r's node n1, a on n0
+         admitted={"default/j"}, binds={"default/j-a-0": "n0", "default/j-b-0": "n1"}, evicted={"default/r-0"}),
 ]
 
 

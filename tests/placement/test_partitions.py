@@ -22,7 +22,7 @@ from optplan.solvers.placement.evict import plan_victims
 from optplan.solvers.placement.pending import pending_gangs
 from optplan.solvers.placement.place import plan_placement
 from optplan.solvers.placement.validate import placement_violations
-from tests.builders import GPU, hypernode, job_task, load, node, pod, priority_class, vcjob
+from tests.builders import GPU, hypernode, job_task, load, node, pod, podgroup, priority_class, vcjob
 from tests.placement.test_placement_family import solve_fixed_to
 
 OPTS = PlanOptions(time_limit=5, workers=1, seed=0)
@@ -103,16 +103,45 @@ def test_partitions_stay_inside_the_jobs_hypernode(solver: str) -> None:
     assert not bound.admitted and not bound.bindings
 
 
-@pytest.mark.parametrize("solver", SOLVERS)
-def test_a_partitioned_job_takes_no_victims(solver: str) -> None:
-    # the racks each hold one low-priority pod: a plain gang would preempt, a partitioned one does not
-    objs = [*fabric(("n1", "n3", "n5")), priority_class("high", 1000), priority_class("low", 1),
-            partitioned_job(minimum=1, priority="high")]
-    for o in objs:
-        if o["kind"] == "Pod":
-            o["spec"]["priorityClassName"] = "low"
-    jp = place(solver, objs).jobs[0]
-    assert not jp.admitted and not jp.victims
+# Volcano's preempt (actions/preempt) skips a job containing a networkTopology (JobInfo.ContainsNetworkTopology:
+# its own or one of its partitions'); a partitioned job without any preempts as a plain gang does, pod by pod
+# over every node, and the next cycle's allocate places its partitions whole. Every node runs a low-priority
+# gang of two 4-GPU pods, minMember 1; the job asks one partition of two 4-GPU pods.
+PREEMPT = [  # (what, the partitions' topology, the job's, preempts)
+    ("partitions in a rack", {"mode": "hard", "highestTierName": "rack"}, None, False),
+    ("soft partitions", {"mode": "soft"}, None, False),
+    ("a job topology", None, {"mode": "hard", "highestTierAllowed": 2}, False),
+    ("no topology anywhere", None, None, True),
+]
+
+
+@pytest.mark.parametrize(("what", "part_topology", "topology", "preempts"), PREEMPT, ids=[p[0] for p in PREEMPT])
+@pytest.mark.parametrize("solver", ("greedy", "auto"))
+def test_a_partitioned_job_preempts_only_without_a_topology(solver: str, what: str, part_topology: dict[str, Any]
+                                                             | None, topology: dict[str, Any] | None,
+                                                             preempts: bool) -> None:
+    objs = [*fabric(), priority_class("high", 1000), priority_class("low", 1),
+            partitioned_job(minimum=1, priority="high", topology=topology, gpu=4)]
+    for i in range(6):  # on every node a gang of priority low, two 4-GPU pods, minMember 1 (one may go)
+        objs.append(podgroup(f"busy-{i}"))
+        for k in range(2):
+            busy = pod(f"busy-{i}-{k}", f"n{i}", 4, group=f"busy-{i}")
+            busy["spec"]["priorityClassName"] = "low"
+            objs.append(busy)
+    job = next(o for o in objs if o["kind"] == "Job")["spec"]["tasks"][0]["partitionPolicy"]
+    if part_topology is None:
+        del job["networkTopology"]
+    else:
+        job["networkTopology"] = part_topology
+    s = load(*objs).snapshot
+    plan = plan_placement(s, list(s.jobs.values()), solver, OPTS)
+    assert placement_violations(s, list(s.jobs.values()), plan) == []
+    jp = plan.jobs[0]
+    assert jp.admitted is preempts
+    assert len(jp.victims) == (2 if preempts else 0) and {v.reason for v in jp.victims} <= {"preempt"}
+    if preempts:  # partition 0 whole, on the victims' nodes
+        assert sorted(b.index for b in jp.bindings) == [0, 1]
+        assert {b.node for b in jp.bindings} == {v.node for v in jp.victims}
 
 
 def _plan(bindings: list[tuple[int, str]]) -> PlacementPlan:

@@ -206,15 +206,15 @@ def test_greedy_takes_what_the_tiers_offer(what: str, objs: list[dict[str, Any]]
 def test_reclaim_passes_over_a_node_without_reclaimees() -> None:
     """Volcano's reclaim tries a pod only on nodes with a running pod of another reclaimable queue: the
     second pod does not take the room the first one's eviction left on n0 (nothing to reclaim there
-    any more) but reclaims on n1. The next cycle's allocate then binds both pods by binpack, on one node:
-    the plan is the cluster once nothing changes (the job keeps both victims)."""
+    any more) but reclaims on n1. The next cycle's allocate then binds each pod where reclaim pipelined it
+    (its nominatedNodeName): the plan is the cluster once nothing changes (the job keeps both victims)."""
     objs = [*CLASSES, node("n0", 8), node("n1", 8), queue("q", deserved={GPU: 16}), queue("o", deserved={GPU: 0}),
             *running("a", "o", [("n0", 8)], "low", 1), *running("b", "o", [("n1", 8)], "low", 1),
             pending("j", "q", 2, 4, "high")]
     greedy = plans(objs)["greedy"]
     jp = next(j for j in greedy.jobs if j.key == "default/j")
     assert jp.admitted and sorted(v.name for v in jp.victims) == ["a-0", "b-0"]
-    assert sorted(b.node for b in jp.bindings) == ["n0", "n0"] and "scheduling cycle 2" in jp.reason
+    assert sorted(b.node for b in jp.bindings) == ["n0", "n1"] and "scheduling cycle 2" in jp.reason
 
 
 def test_the_validator_refuses_a_victim_no_tier_offers() -> None:

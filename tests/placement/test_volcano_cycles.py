@@ -470,3 +470,74 @@ def test_reclaim_for_a_partitioned_job(what: str, reclaimable: bool, admitted: b
     assert jp.admitted is admitted
     assert sorted(b.node for b in jp.bindings) == nodes
     assert sorted(v.name for v in jp.victims) == victims and {v.reason for v in jp.victims} <= {"reclaim"}
+
+
+# ---- a pod's nominated node: allocate tries it first -------------------------------------------------------
+
+# vc-scheduler v1.15.1's allocate (``allocateResourcesForTasks``) tries a pending pod's status.nominatedNodeName
+# first — set when an earlier session's preempt or reclaim pipelined the pod there — when the pod fits there
+# now, and the whole node list otherwise. n0 runs 4 of its 8 GPUs, n1 none, n2 6: binpack puts j's 4-GPU pod
+# on n0 unless it is nominated to a node where it fits.
+NOMINATED = [  # (what, the pod's nominatedNodeName, where it lands)
+    ("no nomination: binpack's node", None, "n0"),
+    ("nominated to the empty node", "n1", "n1"),
+    ("nominated to a node without room", "n2", "n0"),
+    ("nominated to a node the cluster lacks", "gone", "n0"),
+]
+
+
+@pytest.mark.parametrize(("what", "nominated", "lands"), NOMINATED, ids=[c[0] for c in NOMINATED])
+def test_allocate_tries_the_nominated_node_first(what: str, nominated: str | None, lands: str) -> None:
+    pending_pod = pod("j-w-0", None, 4, group="j", phase="Pending")
+    if nominated is not None:
+        pending_pod["status"]["nominatedNodeName"] = nominated
+    objs = [*CLASSES, node("n0", 8), node("n1", 8), node("n2", 8), queue("q"),
+            *running("a", "q", [("n0", 4)], "low", 1), *running("b", "q", [("n2", 6)], "low", 1),
+            vcjob("j", "q", [job_task("w", 1, 4)], priority_class_name="mid"), pending_pod]
+    jp = plans(objs, solvers=("greedy",))["greedy"].job("default/j")
+    assert jp.admitted and [b.node for b in jp.bindings] == [lands]
+
+
+# ---- a waiting job's reclaim over several cycles -----------------------------------------------------------
+
+def rack_reclaim() -> list[Any]:
+    """Two racks of two 4-GPU nodes (48 cpu, 12 a GPU). Queue a (not reclaimable) holds 6 GPUs on rack ra's
+    nodes, b (deserved 2, reclaimable) 8 spread over both racks: x on a0 (2), y on b1 (2), z on b1 (2) and the
+    two 1-GPU pods of w on b0. j2 (a, large) asks one partition of four 1-GPU pods inside one rack; j1 (b,
+    critical) one partition of two 2-GPU pods anywhere."""
+    def pods(name: str, q: str, pc: str, where: list[tuple[str, int]], min_member: int) -> list[Any]:
+        out = running(name, q, where, pc, min_member)
+        for o in out[1:]:
+            g = int(o["spec"]["containers"][0]["resources"]["requests"][GPU])
+            o["spec"]["containers"][0]["resources"]["requests"].update({"cpu": str(12 * g), "memory": f"{64 * g}Gi"})
+        return out
+    part = job_task("w", 4, 1, cpu="12", memory="64Gi")
+    part["partitionPolicy"] = {"totalPartitions": 1, "partitionSize": 4, "minPartitions": 1,
+                               "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}
+    pair = job_task("w", 2, 2, cpu="24", memory="128Gi")
+    pair["partitionPolicy"] = {"totalPartitions": 1, "partitionSize": 2, "minPartitions": 1}
+    return [*CLASSES, priority_class("large", 800), priority_class("critical", 2000),
+            *(node(n, 4, cpu="48", memory="256Gi") for n in ("a0", "a1", "b0", "b1")),
+            hypernode("ra", 1, ["a0", "a1"]), hypernode("rb", 1, ["b0", "b1"]),
+            hypernode("top", 2, ["ra", "rb"], kind="HyperNode"),
+            queue("t", deserved={GPU: 12}), queue("b", "t", deserved={GPU: 2}),
+            queue("a", "t", deserved={GPU: 10}, capability={GPU: 12}, reclaimable=False),
+            *pods("own", "a", "mid", [("a1", 2), ("a1", 2)], 2), *pods("own2", "a", "mid", [("a0", 2)], 1),
+            *pods("x", "b", "large", [("a0", 2)], 1), *pods("y", "b", "low", [("b1", 2)], 1),
+            *pods("z", "b", "large", [("b1", 2)], 1), *pods("w", "b", "low", [("b0", 1), ("b0", 1)], 2),
+            vcjob("j2", "a", [part], min_available=4, priority_class_name="large"),
+            vcjob("j1", "b", [pair], min_available=2, priority_class_name="critical")]
+
+
+def test_a_reclaim_over_cycles_keeps_every_victim_before_the_later_cycles() -> None:
+    """vc-scheduler v1.15.1 (a recorded run of this shape): j2's reclaim walks every node, pod by pod, and
+    evicts two pods in the first cycle (x-0 for its first pod, one of w's for its fourth), too little for rack
+    rb; the next cycle's allocate gives a0's and b0's room to j1 and j2's reclaim evicts again (y-0 and w's
+    other pod); the third cycle places j2 in rb. The plan lists all four under j2, evicted from its first
+    reclaim on (the validator replays them before j1's cycle-2 allocate on a0: before, the plan stopped at
+    the first cycle, j1 and j2 waiting)."""
+    for solver, plan in plans(rack_reclaim(), solvers=("greedy", "auto")).items():
+        got = outcome(plan)
+        assert got["j1"][0] and got["j2"][0], (solver, got)
+        assert got["j2"][1:] == ("reclaim", ["w-0", "w-1", "x-0", "y-0"]), (solver, got)
+        assert {b.node for b in plan.job("default/j2").bindings} <= {"b0", "b1"}

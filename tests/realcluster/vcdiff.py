@@ -11,7 +11,9 @@ Three parts, each usable alone:
   running gang, some pods bound before the scheduler starts, inside one rack under a hard topology).
   Pure: the same (seed, index) gives the same documents; ``save_case``/``load_case`` keep a case as run.
   ``generate_partitioned(seed, index)``: the same cluster with a HyperNode tree, its pending jobs VCJobs with
-  a ``partitionPolicy`` (``generate``'s cases unchanged by it).
+  a ``partitionPolicy`` (``generate``'s cases unchanged by it); ``generate_partitioned_more(seed, index)``: on
+  that cluster, partly running partitioned jobs, two partitioned tasks in one job, and partitioned jobs
+  without a topology that need preempt.
 - ``run_case(cluster, case, workdir)``: with vc-scheduler stopped, creates the case (running gangs one
   second apart, pending VCJobs one second apart, so that Volcano's creation-time orders are not ties),
   puts the pending jobs' PodGroups ``Inqueue`` (so that Volcano's job controller creates every pod before
@@ -337,9 +339,7 @@ def generate_partitioned(seed: int, index: int) -> Case:
             pp["networkTopology"] = {"mode": "hard", "highestTierAllowed": rng.choice((1, 1, 2))}
         elif mode == "soft":
             pp["networkTopology"] = {"mode": "soft"}
-        pod_spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [{
-            "name": "main", "image": "trainer:1",
-            "resources": {"requests": _res(per, per * cpu // gpus, per * mem // gpus), "limits": {GPU: str(per)}}}]}
+        pod_spec = _pod_spec(per, cpu, gpus, mem)
         if tainted and rng.random() < 0.5:
             pod_spec["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "infer",
                                         "effect": "NoSchedule"}]
@@ -362,6 +362,134 @@ def generate_partitioned(seed: int, index: int) -> Case:
         case.pending.append({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
                              "metadata": {"name": f"j{j}", "namespace": ns}, "spec": spec})
     case.kinds = tuple(sorted({*case.kinds, "partitions", "topology"} - {"partial"}))
+    return case
+
+
+def _pod_spec(per: int, cpu: int, gpus: int, mem: int) -> dict[str, Any]:
+    """A worker pod of ``per`` GPUs with its share of the node's cpu and memory."""
+    return {"restartPolicy": "Never", "containers": [{
+        "name": "main", "image": "trainer:1",
+        "resources": {"requests": _res(per, per * cpu // gpus, per * mem // gpus), "limits": {GPU: str(per)}}}]}
+
+
+def generate_partitioned_more(seed: int, index: int) -> Case:
+    """What ``generate_partitioned`` does not exercise, on its cluster (namespace ``vcq-SEED-INDEX``; a stream
+    of its own, ``generate_partitioned``'s cases unchanged): its pending jobs replaced by one to three VCJobs
+    drawn from three kinds, at least one of each case's chosen kinds —
+
+    - *partly running*: a task of 2-3 partitions, some whole partitions (at least one, not all) bound before
+      the scheduler starts, each inside one rack; minPartitions 1..total (so the running ones may or may not
+      make the gang ready); the pending partitions go where allocate puts them;
+    - *two partitioned tasks*: ``worker`` and ``eval``, each with its own partitionPolicy (and topology or none),
+      minAvailable their minimums' sum; sometimes a job-level topology;
+    - *preempt*: a critical-job partitioned job without any topology (Volcano's preempt takes it, unlike a job
+      whose sub-jobs have one) in the leaf queue holding the most GPUs of lower-priority running pods, asking
+      more than the free GPUs.
+    """
+    case = renamed(generate_partitioned(seed, index), f"vcq-{seed}-{index}")
+    rng = random.Random(f"partitions-more/{seed}/{index}")
+    ns = case.ns
+    cap = case.nodes[0]["status"]["capacity"]
+    gpus, cpu, mem = int(cap[GPU]), int(cap["cpu"]), int(cap["memory"].removesuffix("Gi"))
+    parents = {q["spec"].get("parent") for q in case.queues}
+    leaves = [q["metadata"]["name"] for q in case.queues if q["metadata"]["name"] not in parents]
+    tainted = {d["metadata"]["name"] for d in case.nodes if d["spec"].get("taints")}
+    top = max(t for t, _m in case.members.values())
+    racks = sorted(sorted(m) for t, m in case.members.values() if t == 1)
+    free = {d["metadata"]["name"]: gpus for d in case.nodes}
+    lower: dict[str, int] = {q: 0 for q in leaves}  # leaf queue -> GPUs of its running pods below critical-job
+    for gang in case.running:
+        for pod in gang[1:]:
+            g = int(pod["spec"]["containers"][0]["resources"]["requests"][GPU])
+            free[pod["spec"]["nodeName"]] -= g
+            if PRIORITY[pod["spec"]["priorityClassName"]] < PRIORITY["critical-job"]:
+                lower[gang[0]["spec"]["queue"]] = lower.get(gang[0]["spec"]["queue"], 0) + g
+    kinds = [k for k in ("partly", "two", "preempt") if rng.random() < 0.5] or [rng.choice(("partly", "two",
+                                                                                            "preempt"))]
+    extra = rng.choice((0, 0, 1))
+    case.pending, case.partial = [], {}
+
+    def task(name: str, per: int, size: int, total: int, minp: int, mode: str | None) -> dict[str, Any]:
+        pp: dict[str, Any] = {"totalPartitions": total, "partitionSize": size, "minPartitions": minp}
+        if mode == "hard":
+            pp["networkTopology"] = {"mode": "hard", "highestTierAllowed": rng.choice((1, 1, 2))}
+        elif mode == "soft":
+            pp["networkTopology"] = {"mode": "soft"}
+        spec = _pod_spec(per, cpu, gpus, mem)
+        if tainted and rng.random() < 0.5:
+            spec["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "infer", "effect": "NoSchedule"}]
+        return {"name": name, "replicas": total * size, "partitionPolicy": pp, "template": {"spec": spec}}
+
+    def job(tasks: list[dict[str, Any]], queue: str, pc: str, topology: bool) -> dict[str, Any]:
+        spec: dict[str, Any] = {"schedulerName": "volcano", "queue": queue, "priorityClassName": pc, "tasks": tasks,
+                                "minAvailable": sum(t["partitionPolicy"]["minPartitions"] * t["partitionPolicy"][
+                                    "partitionSize"] for t in tasks)}
+        if topology:
+            draw = rng.random()
+            if draw < 0.3:
+                spec["networkTopology"] = {"mode": "hard", "highestTierAllowed": rng.choice(tuple(range(2, top + 1)))}
+            elif draw < 0.4:
+                spec["networkTopology"] = {"mode": "soft"}
+        name = f"j{len(case.pending)}"
+        doc = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+               "metadata": {"name": name, "namespace": ns}, "spec": spec}
+        case.pending.append(doc)
+        return doc
+
+    pcs = ("critical-job", "large-job", "normal-job", "normal-job", "spot-job")
+    pers = tuple(g for g in (1, 2, 4, 4, 8) if g <= gpus)
+    for kind in kinds:
+        if kind == "partly":
+            per = rng.choice(tuple(g for g in pers if g <= gpus // 2) or (1,))
+            size, total = rng.choice((1, 2, 2, 3)), rng.choice((2, 2, 3))
+            t = task("worker", per, size, total, rng.randint(1, total), rng.choice(("hard", "soft", None)))
+            doc = job([t], rng.choice(leaves), rng.choice(pcs), False)
+            bound = rng.randint(1, total - 1)
+            tolerates = bool(t["template"]["spec"].get("tolerations"))
+            chosen: list[str] = []
+            room = dict(free)
+            for _part in range(bound):
+                for rack in rng.sample(racks, len(racks)):
+                    spots = [n for n in rack if tolerates or n not in tainted]
+                    got: list[str] = []
+                    trial = dict(room)
+                    for _ in range(size):
+                        fits = [n for n in spots if trial[n] >= per]
+                        if not fits:
+                            break
+                        n = rng.choice(fits)
+                        trial[n] -= per
+                        got.append(n)
+                    if len(got) == size:
+                        room = trial
+                        chosen.extend(got)
+                        break
+                else:
+                    break
+            if len(chosen) == bound * size:
+                free = room
+                name = doc["metadata"]["name"]
+                case.partial[name] = [(f"{name}-worker-{k}", n) for k, n in enumerate(chosen)]
+        elif kind == "two":
+            tasks = []
+            for name in ("worker", "eval"):
+                total = rng.choice((1, 2, 2, 3))
+                tasks.append(task(name, rng.choice(pers), rng.choice((1, 2, 2, 3)), total, rng.randint(1, total),
+                                  rng.choice(("hard", "hard", "soft", None))))
+            job(tasks, rng.choice(leaves), rng.choice(pcs), True)
+        else:
+            queue = max(sorted(lower), key=lambda q: lower[q])
+            per = rng.choice(tuple(g for g in pers if g >= 2) or pers)
+            size = rng.choice((1, 2, 2))
+            idle = sum(free.values())
+            total = max(1, min(3, -(-(idle + 1) // (per * size))))
+            job([task("worker", per, size, total, rng.randint(1, total), None)], queue, "critical-job", False)
+    for _ in range(extra):
+        total = rng.choice((1, 2, 2, 3))
+        job([task("worker", rng.choice(pers), rng.choice((1, 2, 2, 3, 4)), total, rng.randint(1, total),
+                  rng.choice(("hard", "hard", "soft", None)))], rng.choice(leaves), rng.choice(pcs), True)
+    case.kinds = tuple(sorted({*case.kinds, *kinds, "partitions"} - {"partial"}
+                              | ({"partial"} if case.partial else set())))
     return case
 
 
@@ -501,10 +629,12 @@ def run_case(c: Cluster, case: Case, workdir: Path, *, settle: float = 4.0, limi
             c.wait_for("the partly running gangs' pods Running", lambda: bound <= {
                 p["metadata"]["name"] for p in c.kubectl_json("get", "pods", "-n", ns)["items"]
                 if p["status"].get("phase") == "Running"})
+            ready = {j["metadata"]["name"] for j in case.pending  # a starving one stays Pending
+                     if len(case.partial.get(j["metadata"]["name"], ())) >= j["spec"]["minAvailable"]}
             c.wait_for("the partly running VCJobs Running", lambda: all(
                 j.get("status", {}).get("state", {}).get("phase") == "Running"
                 for j in c.kubectl_json("get", "jobs.batch.volcano.sh", "-n", ns)["items"]
-                if j["metadata"]["name"] in case.partial))
+                if j["metadata"]["name"] in ready))
         obs.seconds["create"] = time.monotonic() - t0
         snap = workdir / f"{ns}.yaml"
         res = subprocess.run([sys.executable, "-c", CODE, "snapshot", "--kubeconfig", str(c.kubeconfig),
@@ -690,6 +820,7 @@ def compare(case: Case, obs: Observed, solver: str) -> Verdict:
     same = total = 0
     for j in sorted(both):
         o, w = opt_pods.get(j, {}), vol_pods[j]
+        running = {pod for pod, _n in case.partial.get(j, ())}
         for pod in set(o) & set(w):
             total += 1
             same += o[pod] == w[pod]
@@ -705,7 +836,8 @@ def compare(case: Case, obs: Observed, solver: str) -> Verdict:
             size = pp["partitionSize"]
             for part in range(pp["totalPartitions"]):
                 names = [f"{j}-{task['name']}-{k}" for k in range(part * size, (part + 1) * size)]
-                if not all(n in o for n in names) or not all(n in w for n in names):
+                if not all(n in o for n in names) or not all(n in w for n in names) or all(
+                        n in running for n in names):  # bound before the scheduler started: nothing to compare
                     continue
                 ho, hw = lowest_hypernode(case, [o[n] for n in names]), lowest_hypernode(case, [w[n] for n in names])
                 v.partitions.append(ho == hw)

@@ -79,9 +79,9 @@ allocate, preempt for every job it did not admit, in job order, then reclaim for
 placed, in job order — each on the state the jobs before it left (allocate's placements, and the
 earlier victims gone: their room and their queue allocation are free for the jobs that follow). A job
 that now fits without victims is placed there first (room an earlier job's victims freed beyond its
-own need), whatever its preemptionPolicy. Preempt is never tried for a job with a networkTopology
-(Volcano's preempt skips it, ``victims.action_refused``). Each action: regions in the order above, the
-first whose dry run readies the gang; in a dry run each pod, task by task,
+own need), whatever its preemptionPolicy. Preempt is never tried for a job with a networkTopology, its
+own or one of its partitions' (Volcano's preempt skips it, ``victims.action_refused``). Each action:
+regions in the order above, the first whose dry run readies the gang; in a dry run each pod, task by task,
 goes where it fits as in allocate, else to the first node, in the order below, whose
 victims would all together make room (Volcano's ``ValidateVictims``), evicting them one by one in
 victim order until the pod fits, the node's evictions undone when it still does not. When preempt finds no

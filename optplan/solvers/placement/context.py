@@ -241,6 +241,13 @@ class Context:
     """The scheduler configuration's actions (``--scheduler-conf``): preempt and reclaim evict only when listed."""
     scheduler: SchedulerConf = field(default_factory=SchedulerConf)
     """The whole scheduler configuration: its plugin tiers and the gang-aware actions' arguments (``gangevict``)."""
+    nominated: dict[str, str] = field(default_factory=dict)
+    """pod key -> its ``status.nominatedNodeName`` (a pending pod some session's preempt or reclaim pipelined
+    there, or the snapshot says so): allocate tries that node first when the pod fits there now (vc-scheduler
+    v1.15.1's ``allocateResourcesForTasks``; ``Greedy.best_node``)."""
+    pipelined: dict[str, str] = field(default_factory=dict)
+    """pod key -> the node this session's preempt or reclaim pipelined it on (``evict.plan_victims`` fills it):
+    the next session's nominations (``cycles.greedy_cycles``)."""
     turns: list[str] = field(default_factory=list)
     """Job keys in the order the greedy's allocate gave them their first turn (``greedy_place`` fills it):
     Volcano's order with the queues interleaved, which ``order_weights`` follows."""
@@ -252,12 +259,13 @@ class Context:
               capacity: Capacity | None = None, predicates: Predicates | None = None,
               safety: SafePreemption = OFF, hyper_weights: BinpackWeights | None = None,
               actions: tuple[str, ...] = SEED_ACTIONS,
-              scheduler: SchedulerConf | None = None, node_start: str | None = None,
-              tie_seed: int | None = None) -> Context:
+              scheduler: SchedulerConf | None = None, nominated: dict[str, str] | None = None,
+              node_start: str | None = None, tie_seed: int | None = None) -> Context:
         """The context of placing ``jobs`` on ``snap``.  ``accounts``, ``capacity`` and ``predicates``:
         the snapshot's own (``account_queues``, ``Capacity``, ``Predicates``; never changed by a
         context), given when several contexts of one snapshot are built (``pending.pending_gangs``);
-        ``predicates`` depend on the nodes only, so one table serves any snapshot of the same nodes."""
+        ``predicates`` depend on the nodes only, so one table serves any snapshot of the same nodes.
+        ``nominated``: nominations besides the snapshot's pending pods' ``nominatedNodeName`` (they win)."""
         jobs = resolve_tier_names(jobs, snap)
         keys = [j.key for j in jobs]
         dup = [k for k, n in Counter(keys).items() if n > 1]
@@ -282,6 +290,8 @@ class Context:
                    held={k: {t: frozenset(ps) for t, ps in by_task.items()} for k, by_task in running.items()},
                    held_nodes=nodes, never={j.key: never_tasks(snap, j) for j in ordered}, safety=safety,
                    hyper_weights=hyper_weights, actions=actions, scheduler=scheduler or SchedulerConf(),
+                   nominated={**{p.key: p.nominated_node_name for p in snap.pods.values()
+                                 if p.node_name is None and p.nominated_node_name}, **(nominated or {})},
                    node_start=node_start, tie_seed=tie_seed)
 
     @property

@@ -15,7 +15,9 @@ whose reclaim walked every node (``evict.plan_victims``: it is placed by a later
 its limit, or not at all).
 ``JobPlacement.step`` keeps the cycles apart for the validator's replay (cycle 1's allocate first; then
 by cycle, and within one its preempt pass before its reclaim pass; a job not admitted at the step of
-its last evictions).
+its first evictions, so that each of its victims is gone before the later cycles). A pod a cycle's
+preempt or reclaim pipelined is nominated to that node (``status.nominatedNodeName``): the next cycles'
+allocate puts it there first when it fits (``Context.nominated``).
 
 Where the plan's shape cannot say what Volcano did, the cycles stop and the plan of the last cycle it
 can say stands: a job pipelined in the last cycle on other nodes than those of victims it evicted in an
@@ -64,8 +66,9 @@ def greedy_cycles(ctx: Context) -> PlacementPlan:
             break
         snap = after_cycle(cur, last)
         jobs = [j for j in ctx.jobs if left_to_place(cycles, j.key, ctx)]
+        nominated = {**cur.nominated, **cur.pipelined}  # kept until a later pipelining changes it
         cur = Context.build(snap, jobs, ctx.weights, ctx.now, safety=ctx.safety, hyper_weights=ctx.hyper_weights,
-                            actions=ctx.actions, scheduler=ctx.scheduler)
+                            actions=ctx.actions, scheduler=ctx.scheduler, nominated=nominated)
         cycles.append(one_cycle(cur))
         merged = merge(ctx, cycles)
         if merged is None:
@@ -138,6 +141,7 @@ def merge(ctx: Context, cycles: list[PlacementPlan]) -> PlacementPlan | None:
     lands: dict[str, set[str]] = {k: {b.node for b in bs} for k, bs in bound.items()}
     owners: dict[str, list[Victim]] = defaultdict(list)
     unplaced: dict[str, int] = {}  # a job not admitted -> the step of its last evictions
+    first_evicted: dict[str, int] = {}  # ... and of its first (its step: each victim gone before later cycles)
     topo = {j.key for j in ctx.jobs if j.network_topology is not None}
     last_pipelined = {k for k, first in cycle_of.items() if first == last and entry[k].after_evictions}
     for v, evictor, step in evictions:
@@ -146,6 +150,7 @@ def merge(ctx: Context, cycles: list[PlacementPlan]) -> PlacementPlan | None:
         owners[evictor].append(v)
         if evictor not in lands:
             unplaced[evictor] = step
+            first_evicted.setdefault(evictor, step)
     out: list[JobPlacement] = []
     for job in ctx.jobs:
         jp = entry[job.key]
@@ -164,7 +169,7 @@ def merge(ctx: Context, cycles: list[PlacementPlan]) -> PlacementPlan | None:
                 else:  # reclaim without a HyperNode step (``evict.topology_reclaim_text``)
                     why = f"its reclaim evicted {len(victims)} pods by scheduling cycle {k}" + (
                         "" if k == last else ", and no later cycle's allocate placed it under its network topology")
-                jp = jp.model_copy(update={"victims": victims, "after_evictions": True, "step": unplaced[job.key],
+                jp = jp.model_copy(update={"victims": victims, "after_evictions": True, "step": first_evicted[job.key],
                                            "reason": f"{jp.reason}; {why}"})
             out.append(jp)
             continue

@@ -15,7 +15,7 @@ from optplan.solvers.placement.gangevict import gang_evict, victim_actions
 from optplan.solvers.placement.gangrules import GANG_REASON
 from optplan.solvers.placement.greedy import Greedy, VictimChoice
 from optplan.solvers.placement.jobs import gang_order, gang_shortfall, job_needs, own_groups
-from optplan.solvers.placement.partitions import NO_VICTIMS, partitioned, reclaims_anywhere
+from optplan.solvers.placement.partitions import evicts_anywhere
 from optplan.solvers.placement.safety import evict_blocks, graded_blocks, pdb_refused
 from optplan.solvers.placement.tiers import preemptee_refused
 from optplan.solvers.placement.victims import (
@@ -42,8 +42,6 @@ def job_rules(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: Re
         return None, "preemptionPolicy Never: no victims"
     if reason not in ctx.actions:  # --scheduler-conf's actions
         return None, f"the scheduler configuration runs no {reason} action"
-    if partitioned(job) and reason != "reclaim":
-        return None, NO_VICTIMS
     no_action = action_refused(job, reason)
     if no_action is not None:
         return None, no_action
@@ -216,8 +214,10 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
                 notes[jp.key].append(f"{reason}: {gwhy}")
                 continue
             apply_choice(ctx, state, job, chosen, pre.get(jp.key, ()))
+            pods = ctx.pods[job.key]
+            ctx.pipelined.update((pods[b.task][b.index].key, b.node) for b in chosen.bindings)
             r = chosen.region
-            if reason == "reclaim" and reclaims_anywhere(job):  # pipelined anywhere
+            if evicts_anywhere(job, reason):  # pipelined anywhere
                 out[jp.key] = jp.model_copy(update={
                     "reason": f"{jp.reason}; {topology_reclaim_text(len(chosen.victims), chosen.cost)}",
                     "victims": _victims(chosen, reason), "after_evictions": True, "step": step})

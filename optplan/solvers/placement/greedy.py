@@ -36,13 +36,12 @@ from optplan.solvers.placement.jobs import (
 )
 from optplan.solvers.placement.nodeorder import MAX_NODE_SCORE, nodeorder_score
 from optplan.solvers.placement.partitions import (
-    NO_VICTIMS,
+    evicts_anywhere,
     partition_gradient,
     partition_pending,
     partition_possible,
     partition_shortfall,
     partitioned,
-    reclaims_anywhere,
 )
 from optplan.solvers.placement.safety import pdb_over
 from optplan.solvers.placement.tiers import node_victims, preemptee_refused
@@ -272,11 +271,15 @@ class Greedy:
         ``spread``: a pod of a job without topology, whose score adds the network-topology-aware plugin's
         HyperNode binpack of the node's HyperNodes (``hyper_score``) when the scheduler configuration names
         the plugin and the cluster has HyperNodes. ``near``: a pod of a topology job, whose score adds the
-        plugin's pull towards its pods so far (``best_total``), under the same conditions."""
+        plugin's pull towards its pods so far (``best_total``), under the same conditions. A pod nominated to
+        a node of ``nodes`` where it fits goes there, unscored (``Context.nominated``)."""
         qr = self.state.queues.fit_reason(queue, pod.requests)
         if qr is not None:
             return None, qr
         rank = self.ranking(pod, nodes)
+        nominated = self.ctx.nominated.get(pod.key)
+        if nominated is not None and rank.index.get(nominated, -1) in rank.keys:
+            return nominated, ""
         if rank.order:
             hyper = spread and bool(self.hyper.tiers)
             pull = near if near is not None and near.allocated and self.near_on else None
@@ -424,8 +427,6 @@ class Greedy:
         failures = 0
         slack = len(order) - self.ctx.need(job)[1]
         parted = partitioned(job)
-        if parted and rules is not None and rules.reason != "reclaim":
-            return [], NO_VICTIMS
         indices: dict[str, set[int]] = defaultdict(set)
         tried: set[tuple[str, int]] = set()
         held_ix = self.ctx.held.get(job.key, {})
@@ -1087,7 +1088,7 @@ class Greedy:
         without a network topology), or for reclaim of a job with one the whole cluster — Volcano's
         ``reclaimForTask`` walks every node and has no HyperNode step; the next cycle's allocate places the
         job under its limit (``evict.plan_victims``); a partitioned job's reclaim likewise (no sub-job step)."""
-        if rules.reason == "reclaim" and reclaims_anywhere(job):
+        if evicts_anywhere(job, rules.reason):
             return [Region(None, None, frozenset(self.ctx.snapshot.nodes))]
         return self.ctx.regions[job.key]
 

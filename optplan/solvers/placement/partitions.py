@@ -16,9 +16,11 @@ against these rules.
 
 The partitions are tried in allocate's sub-job order (``jobs.subjob_order``: the required ones first, then
 SubJobOrderFn's). Where this departs from Volcano: the running pods of a partition count for it but are
-never moved; a job with a partitioned task takes no preempt victims (Volcano's preempt skips a job whose
-sub-jobs have a networkTopology); its reclaim walks the pods one by one over every node, as Volcano's has no
-sub-job step, and the next cycle's allocate places the partitions (``evict.plan_victims``).
+never moved; a job with a partitioned task takes no victims by the gang-aware actions (gangpreempt,
+gangreclaim: not modelled for partitions). Its reclaim, and its preempt when neither it nor its partitions
+have a networkTopology (Volcano's preempt skips those, ``victims.action_refused``), walk the pods one by one
+over every node, as Volcano's have no sub-job step, and the next cycle's allocate places the partitions
+(``evict.plan_victims``).
 """
 
 from __future__ import annotations
@@ -29,20 +31,23 @@ from optplan.models.queues import JobTask, VCJob
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.placement.jobs import Region
 
-NO_VICTIMS = ("a job with a partitionPolicy takes no victims but by reclaim's (optplan does not model preempt "
-              "for partitions)")
+NO_VICTIMS = ("a job with a partitionPolicy takes no victims by gangpreempt or gangreclaim (optplan does not "
+              "model the gang-aware actions for partitions)")
 
 
 def partitioned(job: VCJob) -> bool:
     return any(t.partition_policy is not None for t in job.tasks)
 
 
-def reclaims_anywhere(job: VCJob) -> bool:
-    """Volcano's reclaim for this job walks every node, pod by pod, with no HyperNode or sub-job step, and the
-    job waits for a later cycle's allocate to place it under its limits: a job with a network topology, or
-    with partitions (vc-scheduler v1.15.1's ``reclaimForTask``). The greedy's walk, its pipelining and the
-    validator's acceptance of such victims all ask this."""
-    return job.network_topology is not None or partitioned(job)
+def evicts_anywhere(job: VCJob, reason: str) -> bool:
+    """Volcano's ``reason`` action (preempt, reclaim) for this job walks every node, pod by pod, with no
+    HyperNode or sub-job step, and the job waits for a later cycle's allocate to place it under its limits:
+    reclaim for a job with a network topology (vc-scheduler v1.15.1's ``reclaimForTask``), reclaim and preempt
+    for a job with partitions (preempt only takes one without any topology, ``victims.action_refused``). The
+    greedy's walk, its pipelining and the validator's acceptance of such victims all ask this."""
+    if reason == "reclaim":
+        return job.network_topology is not None or partitioned(job)
+    return reason == "preempt" and partitioned(job)
 
 
 def partition_pending(task: JobTask, part: int, held: frozenset[int]) -> list[int]:

@@ -42,7 +42,7 @@ from optplan.solvers.placement.jobs import (
     plugin_view,
     shield,
 )
-from optplan.solvers.placement.partitions import NO_VICTIMS, partition_violations, partitioned, reclaims_anywhere
+from optplan.solvers.placement.partitions import NO_VICTIMS, evicts_anywhere, partition_violations, partitioned
 from optplan.solvers.placement.safety import OFF, approval_reason, evict_blocks, graded_blocks, pdb_over, pdb_refused
 from optplan.solvers.placement.tiers import node_victims, preemptee_refused
 from optplan.solvers.placement.victims import (
@@ -138,7 +138,7 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
             out.append(f"job {jp.key}: queue {job.queue} is not a leaf queue")
         if not tree.is_open(job.queue):
             out.append(f"job {jp.key}: queue {job.queue} is not Open")
-        if partitioned(job) and any(vic.reason != "reclaim" for vic in jp.victims):
+        if partitioned(job) and any(vic.reason in GANG_REASON for vic in jp.victims):
             out.append(f"job {jp.key}: {NO_VICTIMS}")
         if jp.victims and not (jp.admitted and evicted_earlier(job, jp)):  # those: replayed before the later cycles
             if cat is None:  # the time only prices victims
@@ -243,7 +243,7 @@ def evicted_earlier(job: VCJob, jp: JobPlacement) -> bool:
     if not jp.admitted:
         return reclaimed_anywhere(job, jp)
     lands = {b.node for b in jp.bindings}
-    reclaimed = reclaims_anywhere(job) and all(v.reason == "reclaim" for v in jp.victims)
+    reclaimed = all(evicts_anywhere(job, v.reason) for v in jp.victims)
     return (jp.step >= 2 * CYCLE_STEPS and jp.step % CYCLE_STEPS == 0
             and (reclaimed or any(v.node not in lands for v in jp.victims)))
 
@@ -253,8 +253,8 @@ def reclaimed_anywhere(job: VCJob, jp: JobPlacement) -> bool:
     Volcano's reclaim walks every node for it (no HyperNode step) and pipelines its pods there; the next
     cycle's allocate places it under its limit, maybe on other nodes, or not at all — no job need land
     on its victims' nodes."""
-    return (not jp.admitted and reclaims_anywhere(job) and jp.step >= CYCLE_STEPS
-            and bool(jp.victims) and all(v.reason == "reclaim" for v in jp.victims))
+    return (not jp.admitted and jp.step >= CYCLE_STEPS
+            and bool(jp.victims) and all(evicts_anywhere(job, v.reason) for v in jp.victims))
 
 
 def _frees_queue_room(tree: QueueTree, victim_queue: str, queue: str) -> bool:

@@ -20,8 +20,8 @@ started at ``now``), then UID, then namespace/name.
 
 **Which pods go** is Volcano's plugin tiers' answer (``tiers``); here the facts and rules they read.
 **Preempt**: victims in the preemptor's queue (the first tier: job priority strictly lower); a job with a
-``networkTopology`` (hard or soft) does not preempt at all (``action_refused``: Volcano's preempt skips
-it), it may still reclaim. **Reclaim**: victims
+``networkTopology`` (hard or soft), its own or one of its partitions', does not preempt at all
+(``action_refused``: Volcano's preempt skips it), it may still reclaim. **Reclaim**: victims
 in other, ``reclaimable`` (not false) queues, by the capacity plugin's rules below. A preemptor pod
 whose own PriorityClass (the task's template's, else the job's) has ``preemptionPolicy: Never``
 evicts nothing (neither action); the job's other tasks still may (``never_tasks``).
@@ -281,10 +281,15 @@ def never_tasks(snap: Snapshot, job: VCJob) -> frozenset[str]:
 
 def action_refused(job: VCJob, reason: Reason) -> str | None:
     """Why this job may not evict by this action at all, or None: Volcano's preempt skips every job with a
-    ``networkTopology`` (hard or soft; ``actions/preempt``: "jobs containing networkTopology do not support
-    preemption"), while its reclaim takes them."""
-    if reason == "preempt" and job.network_topology is not None:
+    ``networkTopology`` (hard or soft), its own or one of its partitions' (``actions/preempt``: "jobs
+    containing networkTopology do not support preemption", ``JobInfo.ContainsNetworkTopology``), while its
+    reclaim takes them; a partitioned job without any topology preempts."""
+    if reason != "preempt":
+        return None
+    if job.network_topology is not None:
         return "a job with a networkTopology does not preempt (Volcano's preempt skips it)"
+    if any(t.partition_policy is not None and t.partition_policy.network_topology is not None for t in job.tasks):
+        return "a job whose partitions have a networkTopology does not preempt (Volcano's preempt skips it)"
     return None
 
 
