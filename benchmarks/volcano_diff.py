@@ -21,7 +21,10 @@ summary then lists per action the cases where some run agrees or Volcano's own o
 where every run disagrees the same way; ``--scheduler-v 5`` keeps vc-scheduler's node list and every
 action's node walk in its log, to see which order decided). ``--partitions``: the partitioned cases of
 ``vcdiff.generate_partitioned(seed, i)`` instead (VCJobs with a ``partitionPolicy``; compared besides: each
-partition's HyperNode).
+partition's HyperNode). ``--podgroups``: the bare-PodGroup cases of ``vcdiff.generate_podgroups(seed, i)``
+(PodGroups and pods created directly, as Kubeflow or KubeRay create them: minMember, minTaskMember, a
+subGroupPolicy with a topology per subgroup, some partly running; each subgroup's HyperNode compared as a
+partition's).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from tests.realcluster.vcdiff import (  # noqa: E402
     conf_args,
     generate,
     generate_partitioned,
+    generate_podgroups,
     load,
     load_case,
     priority_classes,
@@ -135,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", action="store_true",
                     help="the partitioned cases (vcdiff.generate_partitioned: VCJobs with a partitionPolicy, "
                          "namespaces vcp-SEED-I) instead of the plain ones")
+    ap.add_argument("--podgroups", action="store_true",
+                    help="the bare-PodGroup cases (vcdiff.generate_podgroups: PodGroups and their pods created "
+                         "directly, no VCJob; namespaces vcg-SEED-I) instead of the plain ones")
     ap.add_argument("--shard", default="", help=argparse.SUPPRESS)  # K/N: this worker's share (--parallel)
     args = ap.parse_args(argv)
     # a background run ignores SIGINT: SIGTERM ends it through the finally blocks (the cluster stopped)
@@ -169,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for i in indices:
             for r in range(args.repeat):
-                case = (generate_partitioned if args.partitions else generate)(args.seed, i)
+                case = (generate_partitioned if args.partitions else generate_podgroups if args.podgroups
+                        else generate)(args.seed, i)
                 if args.repeat > 1:
                     case = renamed(case, f"{case.ns}-x{r}")
                 if cluster is not None:

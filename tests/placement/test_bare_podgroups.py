@@ -23,7 +23,19 @@ from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.placement.jobs import jobs_to_place
 from optplan.solvers.placement.place import plan_placement
 from optplan.solvers.placement.validate import placement_violations
-from tests.builders import GPU, job_task, load, node, pod, podgroup, priority_class, queue, seed_fabric, vcjob
+from tests.builders import (
+    GPU,
+    job_task,
+    load,
+    node,
+    pod,
+    podgroup,
+    priority_class,
+    queue,
+    repack_run,
+    seed_fabric,
+    vcjob,
+)
 
 OPTS = PlanOptions(time_limit=5, workers=1, seed=0)
 NOW = "2025-06-01T12:00:00Z"
@@ -128,7 +140,7 @@ CASES = [
         node("n0", 6), node("n1"), busy("n1"), bare("pg", 3, min_task_member={"ps": 1, "worker": 2}),
         member("ps-0", "pg", 1, task="ps"), member("ps-1", "pg", 1, task="ps"),
         member("worker-0", "pg", 4, task="worker"), member("worker-1", "pg", 4, task="worker")],
-        admitted=False, reason="task worker replica 1: 0/2 nodes fit"),
+        admitted=False, reason="pod worker-1: 0/2 nodes fit"),
     # The same pods under minTaskMember worker 1: one worker and the ps pods make the gang.
     Case("min-task-member-met", [
         node("n0", 6), bare("pg", 3, min_task_member={"ps": 1, "worker": 1}),
@@ -286,3 +298,21 @@ def test_optplan_place_names_the_pods(tmp_path: Path, capsys: pytest.CaptureFixt
     assert [(b["pod"], b["node"]) for b in doc["jobs"][0]["bindings"]] == [("trainer-a", "n0"), ("trainer-b", "n1")]
     assert main(["place", str(path), "--now", NOW, "--solver", "greedy", "-o", "table"]) == 0
     assert "trainer-a" in capsys.readouterr().out
+
+
+def test_a_bare_gang_waiting_by_fragmentation_is_admitted_by_a_goal(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Two half-used 8-card nodes and a bare PodGroup's pending 8-card pod: `optplan frag --pending` counts it as
+    waiting by fragmentation, and `optplan repack --admit default/pg` moves one pod so that it lands, naming
+    the pod in its forecast."""
+    objs = [*nodes(2), bare("a", 1), member("a-0", "a", 4, on="n0"), bare("b", 1), member("b-0", "b", 4, on="n1"),
+            bare("pg", 1), member("big-0", "pg", 8), repack_run()]
+    path = tmp_path / "snap.yaml"
+    path.write_text(yaml.safe_dump_all(objs))
+    assert main(["frag", str(path), "--resource", GPU, "--pending", "-o", "json"]) == 0
+    pending = json.loads(capsys.readouterr().out)["pendingByFragmentation"]
+    assert pending["byFragmentation"] == 1 and [g["name"] for g in pending["gangs"]] == ["pg"]
+    assert main(["repack", str(path), "--admit", "default/pg", "-o", "json"]) == 0
+    goals = json.loads(capsys.readouterr().out)["status"]["plan"]["goals"]
+    [adm] = goals["admissions"]
+    assert adm["admitted"] and [b["pod"] for b in adm["bindings"]] == ["big-0"]

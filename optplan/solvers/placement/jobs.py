@@ -270,6 +270,16 @@ def job_pods(job: VCJob) -> dict[str, list[Pod]]:
     return out
 
 
+def bound_pod(job: VCJob, task: str, index: int) -> str | None:
+    """A binding's ``pod``: a bare PodGroup's pod name, None for a VCJob's replica (named by task and index)."""
+    return pod_name(job, task, index) if job.kind == "PodGroup" else None
+
+
+def replica_label(job: VCJob, task: str, index: int) -> str:
+    """How a reason names one replica: ``task T replica I`` (a VCJob's), ``pod NAME`` (a bare PodGroup's)."""
+    return f"pod {pod_name(job, task, index)}" if job.kind == "PodGroup" else f"task {task} replica {index}"
+
+
 def pod_name(job: VCJob, task: str, index: int) -> str:
     """The name of the job's replica: a PodGroup-backed job's pod as it is, a VCJob's ``<job>-<task>-<index>``."""
     if job.kind == "PodGroup":

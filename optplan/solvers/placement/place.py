@@ -24,7 +24,7 @@ from optplan.solvers.core.planner import Auto, Planner
 from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.cycles import greedy_cycles
 from optplan.solvers.placement.gangevict import exact_declines
-from optplan.solvers.placement.jobs import pod_name
+from optplan.solvers.placement.jobs import bound_pod
 from optplan.solvers.placement.model import plan_key
 from optplan.solvers.placement.safety import OFF, mark_approvals
 from optplan.solvers.placement.validate import check_inputs, validate_placement
@@ -112,9 +112,13 @@ def name_pods(plan: PlacementPlan, jobs: Sequence[VCJob]) -> PlacementPlan:
     bare = {j.key: j for j in jobs if j.kind == "PodGroup"}
     if not bare:
         return plan
-    out = [jp.model_copy(update={"bindings": tuple(b.model_copy(update={"pod": pod_name(bare[jp.key], b.task, b.index)})
-                                                   for b in jp.bindings)}) if jp.key in bare else jp
-           for jp in plan.jobs]
+    out = []
+    for jp in plan.jobs:
+        job = bare.get(jp.key)
+        if job is not None:
+            jp = jp.model_copy(update={"bindings": tuple(b.model_copy(update={"pod": bound_pod(job, b.task, b.index)})
+                                                         for b in jp.bindings)})
+        out.append(jp)
     return plan.model_copy(update={"jobs": tuple(out)})
 
 
