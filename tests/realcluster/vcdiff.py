@@ -11,18 +11,20 @@ Three parts, each usable alone:
   running gang, some pods bound before the scheduler starts, inside one rack under a hard topology).
   Pure: the same (seed, index) gives the same documents; ``save_case``/``load_case`` keep a case as run.
   ``generate_partitioned(seed, index)``: the same cluster with a HyperNode tree, its pending jobs VCJobs with
-  a ``partitionPolicy`` (``generate``'s cases unchanged by it).
+  a ``partitionPolicy`` (``generate``'s cases unchanged by it). ``generate_podgroups(seed, index)``: the same
+  cluster, its pending jobs bare gangs — PodGroups and their pods created directly, no VCJob (minMember,
+  minTaskMember, subGroupPolicy with a topology per subgroup, some partly running).
 - ``run_case(cluster, case, workdir)``: with vc-scheduler stopped, creates the case (running gangs one
   second apart, pending VCJobs one second apart, so that Volcano's creation-time orders are not ties),
   puts the pending jobs' PodGroups ``Inqueue`` (so that Volcano's job controller creates every pod before
-  the scheduler starts), takes ``optplan snapshot`` of the live cluster, runs ``optplan place --solver
+  the scheduler starts), creates the bare gangs' PodGroups (``Inqueue``) and pods, takes ``optplan snapshot`` of the live cluster, runs ``optplan place --solver
   greedy`` and ``auto`` on it, starts vc-scheduler, waits until nothing changes, reads back bindings,
   evictions (the scheduler's ``Evict`` events, which name preempt or reclaim) and PodGroup phases, and
   deletes the case.
 - ``compare(case, observed)``: per action, whether optplan and Volcano agree (admitted jobs; preempt and
   reclaim victim sets; the lowest HyperNode holding a topology job's pods; per partly running gang, how
-  many more pods are placed; per partition both place whole, the lowest HyperNode holding it; per pod the
-  node).
+  many more pods are placed; per partition, or a bare gang's subgroup, both place whole, the lowest HyperNode
+  holding it; per pod the node). A bare gang is read as a job of minAvailable its minMember, its pods by name.
 
 ``benchmarks/volcano_diff.py`` runs many; ``test_volcano_diff.py`` a few seeds.
 """
@@ -378,7 +380,8 @@ def generate_podgroups(seed: int, index: int) -> Case:
     (``subGroupPolicy``: 1-3 subgroups of 1-3 pods by a ``grp`` label, minSubGroups 1..all, a hard topology of
     tier 1 or 2, a soft one or none per subgroup). In half the cases one plain gang of 2+ pods is partly
     running: some of its pods bound before the scheduler starts (``partial``; inside one rack under a hard
-    topology). A stream of its own: ``generate``'s cases are not changed by it."""
+    topology; the cluster's last running gangs left out when there is no room for them). A stream of its own:
+    ``generate``'s cases are not changed by it."""
     case = renamed(generate(seed, index), f"vcg-{seed}-{index}")
     rng = random.Random(f"podgroups/{seed}/{index}")
     ns = case.ns
@@ -458,7 +461,8 @@ def generate_podgroups(seed: int, index: int) -> Case:
 def _partial_bare(case: Case, seed: int, index: int) -> None:
     """In half the cases one plain bare gang of 2+ pods (a hard-topology one when there is) is partly running:
     1..n-1 of its pods bound before the scheduler starts, on untainted nodes with room (inside one rack under a
-    hard topology). A stream of its own."""
+    hard topology; without room, the cluster's last running gangs are left out until there is). A stream of its
+    own."""
     rng = random.Random(f"partial-bare/{seed}/{index}")
     if rng.random() >= 0.5:
         return
@@ -468,31 +472,35 @@ def _partial_bare(case: Case, seed: int, index: int) -> None:
     if not plain:
         return
     gang = rng.choice(hard or plain)
-    free: dict[str, int] = {d["metadata"]["name"]: int(d["status"]["capacity"][GPU]) for d in case.nodes
-                            if not d["spec"].get("taints")}
-    for other in case.running:
-        for p in other[1:]:
-            if p["spec"]["nodeName"] in free:
-                free[p["spec"]["nodeName"]] -= int(p["spec"]["containers"][0]["resources"]["requests"][GPU])
     per = int(gang[1]["spec"]["containers"][0]["resources"]["requests"][GPU])
     running = rng.randint(1, len(gang) - 2)
     racks = sorted({tuple(sorted(m)) for t, m in case.members.values() if t == 1})
-    groups = [list(r) for r in racks] if gang in hard else [sorted(free)]
-    rng.shuffle(groups)
-    for group in groups:
-        room = {n: free[n] for n in group if n in free}
-        chosen: list[str] = []
-        for _ in range(running):
-            spots = sorted(n for n, g in room.items() if g >= per)
-            if not spots:
-                break
-            n = rng.choice(spots)
-            room[n] -= per
-            chosen.append(n)
-        if len(chosen) == running:
-            case.partial[gang[0]["metadata"]["name"]] = [(p["metadata"]["name"], n)
-                                                         for p, n in zip(gang[1:], chosen, strict=False)]
+    while True:  # without room for its running pods, the last running gangs of the cluster go first
+        free: dict[str, int] = {d["metadata"]["name"]: int(d["status"]["capacity"][GPU]) for d in case.nodes
+                                if not d["spec"].get("taints")}
+        for other in case.running:
+            for p in other[1:]:
+                if p["spec"]["nodeName"] in free:
+                    free[p["spec"]["nodeName"]] -= int(p["spec"]["containers"][0]["resources"]["requests"][GPU])
+        groups = [list(r) for r in racks] if gang in hard else [sorted(free)]
+        rng.shuffle(groups)
+        for group in groups:
+            room = {n: free[n] for n in group if n in free}
+            chosen: list[str] = []
+            for _ in range(running):
+                spots = sorted(n for n, g in room.items() if g >= per)
+                if not spots:
+                    break
+                n = rng.choice(spots)
+                room[n] -= per
+                chosen.append(n)
+            if len(chosen) == running:
+                case.partial[gang[0]["metadata"]["name"]] = [(p["metadata"]["name"], n)
+                                                             for p, n in zip(gang[1:], chosen, strict=False)]
+                return
+        if not case.running:
             return
+        case.running.pop()
 
 
 def renamed(case: Case, ns: str) -> Case:
