@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from optplan.models.queues import JobNetworkTopology, JobTask, PartitionPolicy, PodTemplate, TaskMember, VCJob
-from optplan.models.snapshot import GROUP_NAME_ANNOTATION, NetworkTopology, Pod, PodGroup, Snapshot
+from optplan.models.snapshot import GROUP_NAME_ANNOTATION, TERMINAL_PHASES, NetworkTopology, Pod, PodGroup, Snapshot
 from optplan.solvers.core.oracle import POD_SLOT
 from optplan.solvers.placement.victims import Candidate, Catalogue
 
@@ -128,15 +128,26 @@ def owning_vcjob(pg: PodGroup, snap: Snapshot) -> VCJob | None:
 def pod_group_jobs(snap: Snapshot) -> list[VCJob]:
     """Every bare PodGroup (no VCJob of the snapshot owns it or has its key) with a pending pod, as the job
     vc-scheduler builds from it (``pod_group_job``), by key."""
+    by_group: dict[str, list[Pod]] = defaultdict(list)
+    for key in sorted(snap.pods):
+        p = snap.pods[key]
+        if p.group_key is not None and p.group_key in snap.pod_groups:
+            by_group[p.group_key].append(p)
     out = []
-    for key in sorted(snap.pod_groups):
+    for key in sorted(by_group):
         pg = snap.pod_groups[key]
-        if key in snap.jobs or owning_vcjob(pg, snap) is not None:
+        if key in snap.jobs or owning_vcjob(pg, snap) is not None or not any(map(_pending, by_group[key])):
             continue
-        job = pod_group_job(pg, snap)
+        job = pod_group_job(pg, snap, by_group[key])
         if job is not None and has_pending_replicas(job, snap):
             out.append(job)
     return out
+
+
+def _pending(p: Pod) -> bool:
+    """A pod vc-scheduler would place: no node, not terminal, not deleting, schedulerName volcano."""
+    return p.node_name is None and p.phase not in TERMINAL_PHASES and not p.deleting \
+        and p.scheduler_name == VOLCANO_SCHEDULER
 
 
 def _template(pod: Pod) -> PodTemplate:
@@ -153,7 +164,7 @@ def _topology(nt: NetworkTopology | None) -> JobNetworkTopology | None:
                               highest_tier_name=nt.highest_tier_name)
 
 
-def pod_group_job(pg: PodGroup, snap: Snapshot) -> VCJob | None:
+def pod_group_job(pg: PodGroup, snap: Snapshot, pods_of: Sequence[Pod] | None = None) -> VCJob | None:
     """The job vc-scheduler builds from a PodGroup and its pods (``JobInfo``), in a VCJob's shape (kind PodGroup):
     minAvailable its minMember, queue, priorityClassName and networkTopology its own; its pods — those naming it
     (``scheduling.k8s.io/group-name``), bound and not terminal or Succeeded, or pending (no node, not deleting)
@@ -162,15 +173,14 @@ def pod_group_job(pg: PodGroup, snap: Snapshot) -> VCJob | None:
     A task whose pods all fall in one ``subGroupPolicy`` entry, in subgroups of exactly ``subGroupSize`` pods, is
     partitioned (``partitions``: a subgroup is a partition, ``minSubGroups`` the minPartitions, the entry's
     networkTopology the partition's); pods by (subgroup, creationTimestamp, name) — Volcano's task order breaks
-    equal priorities by creation time, then UID. None (logged) for a subGroupPolicy this cannot say: an entry over
+    equal priorities by creation time, then UID. ``pods_of``: the pods naming it, when already gathered. None
+    (logged) for a subGroupPolicy this cannot say: an entry over
     pods of two tasks, a task split over entries or partly outside one, a subgroup not of subGroupSize pods."""
     pods: dict[str, list[Pod]] = defaultdict(list)
-    for key in sorted(snap.pods):
-        p = snap.pods[key]
-        if p.group_key != pg.key or p.phase == "Failed":
-            continue
-        if p.occupying or p.phase == "Succeeded" or (
-                p.node_name is None and not p.deleting and p.scheduler_name == VOLCANO_SCHEDULER):
+    if pods_of is None:
+        pods_of = [snap.pods[k] for k in sorted(snap.pods) if snap.pods[k].group_key == pg.key]
+    for p in pods_of:
+        if p.occupying or p.phase == "Succeeded" or _pending(p):
             pods[task_role(p)].append(p)
     why = _subgroups_unsaid(pg, pods)
     if why is not None:
