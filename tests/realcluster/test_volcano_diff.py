@@ -11,7 +11,10 @@ at minMember: the gang plugin offers nothing, drf does, on the one node where it
 (a partly running gang under a hard topology: its pending pod stays in the rack of its running ones). Two
 partitioned cases (``generate_partitioned``): seed 1's case 2 (three jobs, partitions under hard tier-1 and
 tier-2 and soft topologies, beside job-level ones), case 27 (a partitioned job reclaims two pods of another
-queue on one node, and the next cycle places its partition) and case 30 (three partitions placed whole)."""
+queue on one node, and the next cycle places its partition) and case 30 (three partitions placed whole).
+Three bare-PodGroup cases (``generate_podgroups``: PodGroups and pods created without a VCJob): seed 1's case
+20 (a partly running gang under a hard topology beside a gang of two tasks and a subgrouped one), case 36 (three
+subgroups placed whole) and case 39 (a partly running gang beside two subgroups)."""
 
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from tests.realcluster.vcdiff import (
     compare,
     generate,
     generate_partitioned,
+    generate_podgroups,
     priority_classes,
     run_case,
 )
@@ -35,6 +39,7 @@ from tests.realcluster.vcdiff import (
 pytestmark = pytest.mark.realcluster
 CASES = [(1, 12), (1, 13), (1, 39)]
 PARTITION_CASES = [(1, 2, True), (1, 27, False), (1, 30, True)]  # generate_partitioned's; victims steady?
+PODGROUP_CASES = [(1, 20), (1, 36), (1, 39)]  # generate_podgroups's: bare PodGroups, each agreeing in 5 recordings
 """Case 27 is a partitioned job's reclaim: vc-scheduler's victims (and so the partition's rack) vary between
 runs with its node list, random per start (docs/benchmarks.md), so only its admissions and that reclaim
 happened are compared."""
@@ -81,6 +86,17 @@ def test_partitioned_jobs_are_placed_as_volcano_does(real_cluster: Cluster, tmp_
     else:  # both reclaimed for the partitioned job (which victims: Volcano's node order)
         sides = v.details.get("reclaim", {})
         assert v.reclaim is True or (v.reclaim is False and sides["optplan"] and sides["volcano"]), v.details
+
+
+@pytest.mark.parametrize(("seed", "index"), PODGROUP_CASES)
+def test_bare_podgroups_are_placed_as_volcano_does(real_cluster: Cluster, tmp_path: Path, seed: int,
+                                                   index: int) -> None:
+    """PodGroups and their pods created directly (no VCJob): the same gangs admitted, each subgroup in the same
+    HyperNode, as many more pods for a partly running gang, the same HyperNode for a topology gang."""
+    v = _verdict(real_cluster, tmp_path, generate_podgroups(seed, index))
+    assert v.preempt is not False and v.reclaim is not False, v.details
+    assert all(v.partitions) and all(v.partial) and all(v.topology), v.details
+    assert v.partitions or v.partial, v.details  # each case has subgroups or a partly running bare gang
 
 
 def test_a_deserved_naming_a_resource_no_node_has_is_scheduled_and_planned(real_cluster: Cluster,

@@ -17,9 +17,10 @@ Three parts, each usable alone:
 - ``run_case(cluster, case, workdir)``: with vc-scheduler stopped, creates the case (running gangs one
   second apart, pending VCJobs one second apart, so that Volcano's creation-time orders are not ties),
   puts the pending jobs' PodGroups ``Inqueue`` (so that Volcano's job controller creates every pod before
-  the scheduler starts), creates the bare gangs' PodGroups (``Inqueue``) and pods, takes ``optplan snapshot`` of the live cluster, runs ``optplan place --solver
-  greedy`` and ``auto`` on it, starts vc-scheduler, waits until nothing changes, reads back bindings,
-  evictions (the scheduler's ``Evict`` events, which name preempt or reclaim) and PodGroup phases, and
+  the scheduler starts), creates the bare gangs' PodGroups (``Inqueue``) and pods, takes ``optplan
+  snapshot`` of the live cluster, runs ``optplan place --solver greedy`` and ``auto`` on it, starts
+  vc-scheduler, waits until nothing changes, reads back bindings, evictions (the scheduler's ``Evict``
+  events, which name preempt or reclaim) and PodGroup phases, and
   deletes the case.
 - ``compare(case, observed)``: per action, whether optplan and Volcano agree (admitted jobs; preempt and
   reclaim victim sets; the lowest HyperNode holding a topology job's pods; per partly running gang, how
