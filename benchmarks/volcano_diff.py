@@ -29,6 +29,10 @@ cache hands the nodes over by name, rotated at a random slot each start) and, wi
 ties between the best ones (``--hypernode-tie-seed``: by name, then seeds 1-7; Volcano draws at random), the
 plan agreeing on the most verdicts kept: what the greedy's rules give under the node order and draws Volcano
 made.
+``--podgroups``: the bare-PodGroup cases of ``vcdiff.generate_podgroups(seed, i)``
+(PodGroups and pods created directly, as Kubeflow or KubeRay create them: minMember, minTaskMember, a
+subGroupPolicy with a topology per subgroup, some partly running; each subgroup's HyperNode compared as a
+partition's).
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from tests.realcluster.vcdiff import (  # noqa: E402
     generate,
     generate_partitioned,
     generate_partitioned_more,
+    generate_podgroups,
     load,
     load_case,
     priority_classes,
@@ -150,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions-more", action="store_true",
                     help="the second partitioned flavour (vcdiff.generate_partitioned_more: partly running "
                          "partitions, two partitioned tasks in a job, preempt for partitions; namespaces vcq-SEED-I)")
+    ap.add_argument("--podgroups", action="store_true",
+                    help="the bare-PodGroup cases (vcdiff.generate_podgroups: PodGroups and their pods created "
+                         "directly, no VCJob; namespaces vcg-SEED-I) instead of the plain ones")
     ap.add_argument("--shard", default="", help=argparse.SUPPRESS)  # K/N: this worker's share (--parallel)
     args = ap.parse_args(argv)
     # a background run ignores SIGINT: SIGTERM ends it through the finally blocks (the cluster stopped)
@@ -190,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         for i in indices:
             for r in range(args.repeat):
                 case = (generate_partitioned_more if args.partitions_more else generate_partitioned
-                        if args.partitions else generate)(args.seed, i)
+                        if args.partitions else generate_podgroups if args.podgroups else generate)(args.seed, i)
                 if args.repeat > 1:
                     case = renamed(case, f"{case.ns}-x{r}")
                 if cluster is not None:

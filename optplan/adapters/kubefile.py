@@ -364,8 +364,21 @@ def parse_pod_group(raw: RawObject) -> PodGroup:
         namespace=_namespace(raw), name=_name(raw),
         labels=_str_map(raw, obj, "metadata.labels"), owner_references=_owners(raw), min_member=min_member,
         queue=_get(raw, obj, "spec.queue", None, types=str) or "default", network_topology=topo,
-        sub_group_policy=_sub_group_policy(raw),
+        sub_group_policy=_sub_group_policy(raw), min_task_member=_min_task_member(raw),
+        creation_timestamp=str(_get(raw, obj, "metadata.creationTimestamp", "")),
         priority_class_name=_get(raw, obj, "spec.priorityClassName", None, types=str) or None)
+
+
+def _min_task_member(raw: RawObject) -> dict[str, int]:
+    """``spec.minTaskMember``: task name -> a count ≥ 0."""
+    m = _get(raw, raw.obj, "spec.minTaskMember", {}, types=dict)
+    out = {}
+    for k in sorted(m, key=str):
+        n = m[k]
+        if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= INT32_MAX:
+            raise raw.error(f"spec.minTaskMember.{k}", f"expected a count within 0..{INT32_MAX}, got {n!r}")
+        out[str(k)] = n
+    return out
 
 
 def _sub_group_policy(raw: RawObject) -> tuple[SubGroupPolicy, ...]:

@@ -49,7 +49,7 @@ COMMANDS: dict[str, Command] = {
                       "the queue tree: quotas, realCapability, allocation, admission violations"),
     "spot-capacity": Command("optplan.cli.spot_capacity", "each tenant's spot queue capability by seed 002's formula"),
     "place": Command("optplan.cli.place",
-                     "place pending VCJobs: gang, predicates, queue capability, network topology"),
+                     "place pending VCJobs and bare PodGroups: gang, predicates, queue capability, network topology"),
     "provision": Command("optplan.cli.provision",
                          "the cheapest nodes to add from a catalogue so that pending gangs place"),
     "reclaim-spot": Command("optplan.cli.reclaim_spot",

@@ -24,8 +24,8 @@ REQUIRE_FLAG = "--require-hypernodes"
 def add_goal_arguments(p: argparse.ArgumentParser) -> None:
     """The flags that give a run goals without editing its YAML."""
     p.add_argument("--admit", action="append", type=parse_job_key, metavar="NAMESPACE/JOB",
-                   help="make room for this pending gang (a VCJob, or a PodGroup's VCJob) by moving running pods; "
-                        "repeatable, added to the run's spec.goals[0].admit.jobs")
+                   help="make room for this pending gang (a VCJob, a PodGroup's VCJob, or a bare PodGroup) by "
+                        "moving running pods; repeatable, added to the run's spec.goals[0].admit.jobs")
     g = p.add_mutually_exclusive_group()
     g.add_argument(FREE_FLAG, dest="free_hypernodes", type=parse_free_hypernodes, metavar="TIER:N",
                    help="free N HyperNodes of TIER (a number, or a HyperNode spec.tierName) of the resource, as "

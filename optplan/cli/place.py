@@ -31,7 +31,8 @@ from optplan.solvers.placement.place import place_jobs
 def add_arguments(p: argparse.ArgumentParser) -> None:
     options.snapshot_source(p)
     p.add_argument("--job", action="append", default=[], metavar="JOB.yaml",
-                   help="a file of VCJobs to place (repeatable); the snapshot's pending VCJobs are placed too")
+                   help="a file of VCJobs to place (repeatable); the snapshot's pending VCJobs and bare PodGroups "
+                        "are placed too")
     options.solver(p, registry.names("placement"), registry.DEFAULT, registry.HELP["placement"])
     options.time_limit(p, 10.0, "time limit of the exact solver (default 10)")
     p.add_argument("--binpack", type=parse_binpack, default=None, metavar="W",

@@ -66,13 +66,14 @@ def pick_run_arg(args: argparse.Namespace, loaded: LoadedInput) -> RepackRun:
 
 
 def jobs_to_place(snapshot: Snapshot, job_files: Sequence[str]) -> list[VCJob]:
-    """The ``--job`` files' VCJobs and the snapshot's VCJobs with pods to place (the planner's rule:
+    """The ``--job`` files' VCJobs and the snapshot's VCJobs and bare PodGroups with pods to place (the planner's rule:
     ``optplan.solvers.placement.jobs.jobs_to_place``)."""
     jobs = {j.key: j for j in waiting_jobs(snapshot)}
     if job_files:
         jobs.update(load_files(job_files).snapshot.jobs)
     if not jobs:
-        raise InputError("no VCJob to place: pass --job JOB.yaml or include a pending VCJob in a snapshot",
+        raise InputError("no VCJob to place: pass --job JOB.yaml or include a pending VCJob (or a PodGroup with "
+                         "pending pods) in a snapshot",
                          field="--job")
     return [jobs[k] for k in sorted(jobs)]
 

@@ -4,15 +4,17 @@ The wire shape, read by other tools (camelCase, ``hyperNode``/``tier`` null when
 network topology constraint)::
 
     {"jobs": [{"namespace", "name", "queue", "admitted", "reason", "hyperNode", "tier",
-               "bindings": [{"task", "index", "node"}],
+               "bindings": [{"task", "index", "node", "pod"?}],
                "victims": [{"namespace", "name", "node", "reason": "preempt" | "reclaim"}],
                "greedyVictims": [...]  # only when the optimal victims differ from the greedy's
               }],
      "solver": {...as in Repack...}}
 
 ``task`` is the VCJob task name and ``index`` the replica index: the pod Volcano's job controller
-names ``<job>-<task>-<index>``. A soft-topology job spread over the whole cluster (no HyperNode holds
-it) has ``hyperNode`` null and ``tier`` one above the highest tier (the virtual root).
+names ``<job>-<task>-<index>``. A bare PodGroup's job (its pods made by another controller or a user)
+names each pod in ``"pod"``, with ``task`` its ``volcano.sh/task-spec`` ("" without one).
+A soft-topology job spread over the whole cluster (no HyperNode holds it) has ``hyperNode`` null and
+``tier`` one above the highest tier (the virtual root).
 
 Binpack weights (Volcano's binpack plugin arguments) live here as data, so that adapters can build
 them from flags and solvers read them.
@@ -34,10 +36,13 @@ class Binding(KubeModel):
     task: str
     index: int = Field(ge=0)
     node: str
+    pod: str | None = None
+    """The pod's name when the job is a bare PodGroup's (its pods exist, named as they are); absent from the wire
+    shape for a VCJob's replica."""
 
     def pod_name(self, job: str) -> str:
-        """The pod Volcano's job controller creates for this replica."""
-        return f"{job}-{self.task}-{self.index}"
+        """The pod: ``pod`` when given, else the one Volcano's job controller creates for this replica."""
+        return self.pod if self.pod is not None else f"{job}-{self.task}-{self.index}"
 
 
 VictimReason = Literal["preempt", "reclaim", "gangpreempt", "gangreclaim"]
@@ -103,6 +108,9 @@ class PlacementPlan(KubeModel):
         ``wallSeconds`` only with ``timings`` so that the same input gives the same bytes."""
         jobs = [j.model_dump(mode="json", by_alias=True) for j in self.jobs]
         for j in jobs:
+            for b in j["bindings"]:
+                if b["pod"] is None:
+                    del b["pod"]
             if j["greedyVictims"] is None:
                 del j["greedyVictims"]
             if j["approvalRequired"] is None:

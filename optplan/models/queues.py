@@ -148,8 +148,17 @@ class PartitionPolicy(_Model):
         return range(partition * self.partition_size, (partition + 1) * self.partition_size)
 
 
+class TaskMember(_Model):
+    """One existing pod of a PodGroup-backed job's task (a bare PodGroup: no VCJob creates its pods): its name and
+    what the scheduler reads from it, in a template's shape."""
+
+    name: str
+    template: PodTemplate = Field(default_factory=PodTemplate)
+
+
 class JobTask(_Model):
-    """``spec.tasks[]`` of a VCJob: ``replicas`` pods built from ``template``."""
+    """``spec.tasks[]`` of a VCJob: ``replicas`` pods built from ``template``. A PodGroup-backed job's task
+    (``VCJob.kind`` PodGroup) lists its existing pods in ``members`` (replica ``i`` is ``members[i]``)."""
 
     name: str
     replicas: int = 1
@@ -160,6 +169,9 @@ class JobTask(_Model):
     template: PodTemplate = Field(default_factory=PodTemplate)
     policies: tuple[LifecyclePolicy, ...] = ()
     """``spec.tasks[].policies``: for this task's pods they come before the job's."""
+    members: tuple[TaskMember, ...] = ()
+    """A PodGroup-backed job's task: its pods as they exist, named as they are (empty for a VCJob's task, whose
+    pods are ``<job>-<task>-<index>``)."""
 
     def request(self, resource: str) -> int:
         return self.template.requests.get(resource, 0)
@@ -184,6 +196,9 @@ class VCJob(_Model):
     """``spec.policies``: lifecycle policies of the whole job."""
     phase: str = ""
     """``status.state.phase`` when present (Pending, Running, ...)."""
+    kind: Literal["Job", "PodGroup"] = "Job"
+    """Job: a VCJob. PodGroup: a bare PodGroup and its pods, read as the job Volcano's scheduler builds from any
+    PodGroup (``placement.jobs.pod_group_job``); its tasks' ``members`` are its pods."""
 
     @property
     def key(self) -> str:

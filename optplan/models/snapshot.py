@@ -147,6 +147,9 @@ class PodGroup(Model):
     """``spec.subGroupPolicy``, in order: a pod belongs to the first whose ``subgroup`` it is in."""
     priority_class_name: str | None = None
     """spec.priorityClassName: the job priority Volcano orders victims by."""
+    min_task_member: dict[str, int] = Field(default_factory=dict)
+    """spec.minTaskMember: per task (the pods' ``volcano.sh/task-spec``), the pods its gang needs."""
+    creation_timestamp: str = ""
 
     @property
     def key(self) -> str:

@@ -35,7 +35,8 @@ def with_phase(obj: dict[str, Any], phase: str, labels: dict[str, str] | None = 
 def cluster() -> list[dict[str, Any]]:
     """Two racks (tier 1, tierName rack) of two 8-card nodes under a spine (tier 2); ``train`` runs on n0;
     pending: ``llm`` (queue research, label admit=true, PodGroup ``llm-pg``) and ``small`` (default queue);
-    ``done`` has finished; PodGroup ``orphan`` belongs to no VCJob."""
+    ``done`` has finished; PodGroup ``orphan`` belongs to no VCJob and has no pod (a bare gang with nothing to
+    place)."""
     return [
         *(node(f"n{i}") for i in range(4)),
         named_tier(hypernode("r0", 1, ["n0", "n1"]), "rack"), named_tier(hypernode("r1", 1, ["n2", "n3"]), "rack"),
@@ -195,7 +196,7 @@ BAD_SPECS: dict[str, tuple[dict[str, Any], dict[str, Any], str, str]] = {
     "finished job": ({"admit": {"jobs": ["default/done"]}}, {}, "spec.goals[0].admit.jobs[0]",
                      "default/done is not pending: its phase is Completed"),
     "PodGroup of no VCJob": ({"admit": {"jobs": ["default/orphan"]}}, {}, "spec.goals[0].admit.jobs[0]",
-                             "PodGroup default/orphan belongs to no VCJob"),
+                             "default/orphan is not pending: all its pods are placed"),
     "not namespace/name": ({"admit": {"jobs": ["small"]}}, {}, "spec.goals[0].admit.jobs[0]",
                            "expected namespace/name"),
     "admit naming nothing": ({"admit": {}}, {}, "spec.goals[0].admit", "admit names no job"),

@@ -14,7 +14,11 @@ tier-2 and soft topologies, beside job-level ones), case 27 (a partitioned job r
 queue on one node, and the next cycle places its partition) and case 40 (two partitions of one job in two
 racks, a one-pod partition under a soft job topology, a third job left pending; 5 recordings of 5 agree).
 Case 30 was one of them until CI met its tie: two racks with the same score, which vc-scheduler breaks at
-random (it chose the other in 1 recording of 5); a case joins only after several recordings all agree."""
+random (it chose the other in 1 recording of 5); a case joins only after several recordings all agree.
+Two bare-PodGroup cases (``generate_podgroups``: PodGroups and pods created without a VCJob): seed 1's case
+20 (a partly running gang under a hard topology beside a gang of two tasks with minTaskMember and a subgrouped
+one) and case 36 (three subgroups under hard tier 1, each placed whole); case 39 agreed as steadily and is left
+out for time."""
 
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ from tests.realcluster.vcdiff import (
     compare,
     generate,
     generate_partitioned,
+    generate_podgroups,
     priority_classes,
     run_case,
 )
@@ -38,6 +43,7 @@ from tests.realcluster.vcdiff import (
 pytestmark = pytest.mark.realcluster
 CASES = [(1, 12), (1, 13), (1, 39)]
 PARTITION_CASES = [(1, 2, True), (1, 27, False), (1, 40, True)]  # generate_partitioned's; victims steady?
+PODGROUP_CASES = [(1, 20), (1, 36)]  # generate_podgroups's: bare PodGroups, each agreeing in 5 recordings
 """Case 27 is a partitioned job's reclaim: vc-scheduler's victims (and so the partition's rack) vary between
 runs with its node list, random per start (docs/benchmarks.md), so only its admissions and that reclaim
 happened are compared."""
@@ -84,6 +90,17 @@ def test_partitioned_jobs_are_placed_as_volcano_does(real_cluster: Cluster, tmp_
     else:  # both reclaimed for the partitioned job (which victims: Volcano's node order)
         sides = v.details.get("reclaim", {})
         assert v.reclaim is True or (v.reclaim is False and sides["optplan"] and sides["volcano"]), v.details
+
+
+@pytest.mark.parametrize(("seed", "index"), PODGROUP_CASES)
+def test_bare_podgroups_are_placed_as_volcano_does(real_cluster: Cluster, tmp_path: Path, seed: int,
+                                                   index: int) -> None:
+    """PodGroups and their pods created directly (no VCJob): the same gangs admitted, each subgroup in the same
+    HyperNode, as many more pods for a partly running gang, the same HyperNode for a topology gang."""
+    v = _verdict(real_cluster, tmp_path, generate_podgroups(seed, index))
+    assert v.preempt is not False and v.reclaim is not False, v.details
+    assert all(v.partitions) and all(v.partial) and all(v.topology), v.details
+    assert v.partitions or v.partial, v.details  # each case has subgroups or a partly running bare gang
 
 
 def test_a_deserved_naming_a_resource_no_node_has_is_scheduled_and_planned(real_cluster: Cluster,

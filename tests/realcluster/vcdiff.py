@@ -13,18 +13,21 @@ Three parts, each usable alone:
   ``generate_partitioned(seed, index)``: the same cluster with a HyperNode tree, its pending jobs VCJobs with
   a ``partitionPolicy`` (``generate``'s cases unchanged by it); ``generate_partitioned_more(seed, index)``: on
   that cluster, partly running partitioned jobs, two partitioned tasks in one job, and partitioned jobs
-  without a topology that need preempt.
+  without a topology that need preempt. ``generate_podgroups(seed, index)``: the same
+  cluster, its pending jobs bare gangs — PodGroups and their pods created directly, no VCJob (minMember,
+  minTaskMember, subGroupPolicy with a topology per subgroup, some partly running).
 - ``run_case(cluster, case, workdir)``: with vc-scheduler stopped, creates the case (running gangs one
   second apart, pending VCJobs one second apart, so that Volcano's creation-time orders are not ties),
   puts the pending jobs' PodGroups ``Inqueue`` (so that Volcano's job controller creates every pod before
-  the scheduler starts), takes ``optplan snapshot`` of the live cluster, runs ``optplan place --solver
-  greedy`` and ``auto`` on it, starts vc-scheduler, waits until nothing changes, reads back bindings,
-  evictions (the scheduler's ``Evict`` events, which name preempt or reclaim) and PodGroup phases, and
+  the scheduler starts), creates the bare gangs' PodGroups (``Inqueue``) and pods, takes ``optplan
+  snapshot`` of the live cluster, runs ``optplan place --solver greedy`` and ``auto`` on it, starts
+  vc-scheduler, waits until nothing changes, reads back bindings, evictions (the scheduler's ``Evict``
+  events, which name preempt or reclaim) and PodGroup phases, and
   deletes the case.
 - ``compare(case, observed)``: per action, whether optplan and Volcano agree (admitted jobs; preempt and
   reclaim victim sets; the lowest HyperNode holding a topology job's pods; per partly running gang, how
-  many more pods are placed; per partition both place whole, the lowest HyperNode holding it; per pod the
-  node).
+  many more pods are placed; per partition, or a bare gang's subgroup, both place whole, the lowest HyperNode
+  holding it; per pod the node). A bare gang is read as a job of minAvailable its minMember, its pods by name.
 
 ``benchmarks/volcano_diff.py`` runs many; ``test_volcano_diff.py`` a few seeds.
 """
@@ -73,6 +76,7 @@ class Case:
     members: dict[str, tuple[int, frozenset[str]]] = field(default_factory=dict)  # HyperNode: tier, nodes
     kinds: tuple[str, ...] = ()  # what the generator aimed at: allocate, preempt, reclaim, topology, partial
     partial: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # job -> (its pod, node) bound first
+    bare: list[list[dict[str, Any]]] = field(default_factory=list)  # per bare gang: its PodGroup, then its pods
 
     @property
     def prefix(self) -> str:
@@ -493,15 +497,150 @@ def generate_partitioned_more(seed: int, index: int) -> Case:
     return case
 
 
+TASK_SPEC = "volcano.sh/task-spec"
+
+
+def generate_podgroups(seed: int, index: int) -> Case:
+    """``generate(seed, index)``'s cluster (nodes, HyperNodes when it has them, queues, running gangs) under the
+    namespace ``vcg-SEED-INDEX``, its pending jobs replaced by one to three bare gangs: a PodGroup and its pods
+    created directly, as Kubeflow's training-operator, KubeRay or a user creates them (no VCJob). Each gang is
+    plain (1-4 pods, minMember all or one less, sometimes a hard or soft networkTopology), of two tasks (a
+    ``ps`` pod and 1-3 ``worker`` pods by ``volcano.sh/task-spec``, ``minTaskMember`` for both), or of subgroups
+    (``subGroupPolicy``: 1-3 subgroups of 1-3 pods by a ``grp`` label, minSubGroups 1..all, a hard topology of
+    tier 1 or 2, a soft one or none per subgroup). In half the cases one plain gang of 2+ pods is partly
+    running: some of its pods bound before the scheduler starts (``partial``; inside one rack under a hard
+    topology; the cluster's last running gangs left out when there is no room for them). A stream of its own:
+    ``generate``'s cases are not changed by it."""
+    case = renamed(generate(seed, index), f"vcg-{seed}-{index}")
+    rng = random.Random(f"podgroups/{seed}/{index}")
+    ns = case.ns
+    cap = case.nodes[0]["status"]["capacity"]
+    gpus, cpu, mem = int(cap[GPU]), int(cap["cpu"]), int(cap["memory"].removesuffix("Gi"))
+    parents = {q["spec"].get("parent") for q in case.queues}
+    leaves = [q["metadata"]["name"] for q in case.queues if q["metadata"]["name"] not in parents]
+    tainted = any(d["spec"].get("taints") for d in case.nodes)
+    topology = bool(case.hypernodes)
+    case.pending, case.partial = [], {}
+    kinds = set(case.kinds) - {"partial"} | {"podgroups"}
+
+    def pod(name: str, group: str, per: int, pc: str, toleration: bool, annotations: dict[str, str],
+            labels: dict[str, str]) -> dict[str, Any]:
+        spec: dict[str, Any] = {"schedulerName": "volcano", "priorityClassName": pc, "restartPolicy": "Never",
+                                "containers": [{"name": "main", "image": "trainer:1", "resources": {
+                                    "requests": _res(per, per * cpu // gpus, per * mem // gpus),
+                                    "limits": {GPU: str(per)}}}]}
+        if toleration:
+            spec["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "infer", "effect": "NoSchedule"}]
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": ns, "labels": labels,
+                             "annotations": {"scheduling.k8s.io/group-name": group, **annotations}},
+                "spec": spec}
+
+    for g in range(rng.choice((1, 2, 2, 3))):
+        name = f"g{g}"
+        shape = rng.choice(("plain", "plain", "tasks", "subgroups", "subgroups"))
+        per = rng.choice(tuple(x for x in (1, 2, 4, 4, 8) if x <= gpus))
+        pc = rng.choice(("critical-job", "large-job", "normal-job", "normal-job", "debug-job", "spot-job"))
+        tol = tainted and rng.random() < 0.5
+        spec: dict[str, Any] = {"queue": rng.choice(leaves), "priorityClassName": pc}
+        pods: list[dict[str, Any]] = []
+        if shape == "plain":
+            n = rng.choice((1, 2, 2, 3, 4))
+            spec["minMember"] = n if rng.random() < 0.8 else max(1, n - 1)
+            if topology and rng.random() < 0.5:
+                mode = rng.choice(("hard", "hard", "soft"))
+                spec["networkTopology"] = {"mode": mode}
+                if mode == "hard":
+                    spec["networkTopology"]["highestTierAllowed"] = rng.choice((1, 2))
+                kinds.add("topology")
+            pods = [pod(f"{name}-p{k}", name, per, pc, tol, {}, {}) for k in range(n)]
+        elif shape == "tasks":
+            n = rng.randint(1, 3)
+            need = rng.randint(1, n)
+            spec["minTaskMember"] = {"ps": 1, "worker": need}
+            spec["minMember"] = 1 + need
+            pods = [pod(f"{name}-ps", name, 1, pc, tol, {TASK_SPEC: "ps"}, {})]
+            pods += [pod(f"{name}-w{k}", name, per, pc, tol, {TASK_SPEC: "worker"}, {}) for k in range(n)]
+            kinds.add("tasks")
+        else:
+            size, count = rng.randint(1, 3), rng.randint(1, 3)
+            minsub = rng.randint(1, count)
+            policy: dict[str, Any] = {"name": "grp", "subGroupSize": size, "minSubGroups": minsub,
+                                      "matchLabelKeys": ["grp"]}
+            mode = rng.choice(("hard", "hard", "soft", None)) if topology else None
+            if mode == "hard":
+                policy["networkTopology"] = {"mode": "hard", "highestTierAllowed": rng.choice((1, 1, 2))}
+            elif mode == "soft":
+                policy["networkTopology"] = {"mode": "soft"}
+            spec["subGroupPolicy"] = [policy]
+            spec["minMember"] = minsub * size
+            pods = [pod(f"{name}-s{k}-{m}", name, per, pc, tol, {}, {"grp": f"s{k}"})
+                    for k in range(count) for m in range(size)]
+            kinds.update(("subgroups", "partitions"))
+        pg = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+              "metadata": {"name": name, "namespace": ns}, "spec": spec}
+        case.bare.append([pg, *pods])
+    _partial_bare(case, seed, index)
+    if case.partial:
+        kinds.add("partial")
+    case.kinds = tuple(sorted(kinds))
+    return case
+
+
+def _partial_bare(case: Case, seed: int, index: int) -> None:
+    """In half the cases one plain bare gang of 2+ pods (a hard-topology one when there is) is partly running:
+    1..n-1 of its pods bound before the scheduler starts, on untainted nodes with room (inside one rack under a
+    hard topology; without room, the cluster's last running gangs are left out until there is). A stream of its
+    own."""
+    rng = random.Random(f"partial-bare/{seed}/{index}")
+    if rng.random() >= 0.5:
+        return
+    plain = [g for g in case.bare if len(g) >= 3 and "subGroupPolicy" not in g[0]["spec"]
+             and "minTaskMember" not in g[0]["spec"]]
+    hard = [g for g in plain if g[0]["spec"].get("networkTopology", {}).get("mode") == "hard"]
+    if not plain:
+        return
+    gang = rng.choice(hard or plain)
+    per = int(gang[1]["spec"]["containers"][0]["resources"]["requests"][GPU])
+    running = rng.randint(1, len(gang) - 2)
+    racks = sorted({tuple(sorted(m)) for t, m in case.members.values() if t == 1})
+    while True:  # without room for its running pods, the last running gangs of the cluster go first
+        free: dict[str, int] = {d["metadata"]["name"]: int(d["status"]["capacity"][GPU]) for d in case.nodes
+                                if not d["spec"].get("taints")}
+        for other in case.running:
+            for p in other[1:]:
+                if p["spec"]["nodeName"] in free:
+                    free[p["spec"]["nodeName"]] -= int(p["spec"]["containers"][0]["resources"]["requests"][GPU])
+        groups = [list(r) for r in racks] if gang in hard else [sorted(free)]
+        rng.shuffle(groups)
+        for group in groups:
+            room = {n: free[n] for n in group if n in free}
+            chosen: list[str] = []
+            for _ in range(running):
+                spots = sorted(n for n, g in room.items() if g >= per)
+                if not spots:
+                    break
+                n = rng.choice(spots)
+                room[n] -= per
+                chosen.append(n)
+            if len(chosen) == running:
+                case.partial[gang[0]["metadata"]["name"]] = [(p["metadata"]["name"], n)
+                                                             for p, n in zip(gang[1:], chosen, strict=False)]
+                return
+        if not case.running:
+            return
+        case.running.pop()
+
+
 def renamed(case: Case, ns: str) -> Case:
     """The same case under another namespace and prefix (every name in it is derived from the namespace)."""
     d = {"nodes": case.nodes, "hypernodes": case.hypernodes, "queues": case.queues, "running": case.running,
          "pending": case.pending, "members": {k: [t, sorted(m)] for k, (t, m) in case.members.items()},
-         "partial": case.partial}
+         "partial": case.partial, "bare": case.bare}
     d = json.loads(json.dumps(d).replace(case.ns, ns))
     return Case(case.seed, case.index, ns, d["nodes"], d["hypernodes"], d["queues"], d["running"], d["pending"],
                 {k: (t, frozenset(m)) for k, (t, m) in d["members"].items()}, case.kinds,
-                {k: [(p, n) for p, n in v] for k, v in d["partial"].items()})
+                {k: [(p, n) for p, n in v] for k, v in d["partial"].items()}, d["bare"])
 
 
 def _split(rng: random.Random, total: int, parts: int) -> list[int]:
@@ -620,6 +759,15 @@ def run_case(c: Cluster, case: Case, workdir: Path, *, settle: float = 4.0, limi
         c.wait_for("the VCJobs Pending", lambda: all(
             j.get("status", {}).get("state", {}).get("phase") == "Pending"
             for j in c.kubectl_json("get", "jobs.batch.volcano.sh", "-n", ns)["items"]))
+        for gangs in _batches(case.bare, lambda g: (g[0]["spec"]["queue"],
+                                                    PRIORITY[g[0]["spec"]["priorityClassName"]])):
+            _next_second()  # bare PodGroups, Inqueue as the VCJobs' are, and their pods (no controller makes them)
+            c.apply([{**g[0], "status": {"phase": "Inqueue"}} for g in gangs])
+            c.apply([p for g in gangs for p in g[1:]])
+        if case.bare:
+            want_bare = {p["metadata"]["name"] for g in case.bare for p in g[1:]}
+            c.wait_for("the bare gangs' pods", lambda: want_bare <= {
+                p["metadata"]["name"] for p in c.kubectl_json("get", "pods", "-n", ns)["items"]})
         if case.partial:  # the running members of a partly running gang, bound as a scheduler would
             c.kubectl("create", "-f", "-", input="\n---\n".join(json.dumps(
                 {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod, "namespace": ns},
@@ -690,7 +838,7 @@ def save_case(case: Case, path: Path) -> None:
     d = {"seed": case.seed, "index": case.index, "ns": case.ns, "nodes": case.nodes, "hypernodes": case.hypernodes,
          "queues": case.queues, "running": case.running, "pending": case.pending,
          "members": {k: [t, sorted(m)] for k, (t, m) in case.members.items()}, "kinds": list(case.kinds),
-         "partial": case.partial}
+         "partial": case.partial, **({"bare": case.bare} if case.bare else {})}
     path.write_text(json.dumps(d), encoding="utf-8")
 
 
@@ -698,7 +846,7 @@ def load_case(path: Path) -> Case:
     d = json.loads(path.read_text(encoding="utf-8"))
     return Case(d["seed"], d["index"], d["ns"], d["nodes"], d["hypernodes"], d["queues"], d["running"], d["pending"],
                 {k: (t, frozenset(m)) for k, (t, m) in d["members"].items()}, tuple(d["kinds"]),
-                {k: [(p, n) for p, n in v] for k, v in d.get("partial", {}).items()})
+                {k: [(p, n) for p, n in v] for k, v in d.get("partial", {}).items()}, d.get("bare", []))
 
 
 def save(obs: Observed, path: Path) -> None:
@@ -715,9 +863,10 @@ def load(path: Path) -> Observed:
 
 def _read_back(c: Cluster, case: Case, obs: Observed) -> None:
     ns = case.ns
-    jobs = {j["metadata"]["name"] for j in case.pending}
+    jobs = {j["metadata"]["name"] for j in case.pending} | {g[0]["metadata"]["name"] for g in case.bare}
     for p in c.kubectl_json("get", "pods", "-n", ns)["items"]:
-        job = p["metadata"].get("labels", {}).get("volcano.sh/job-name")
+        job = (p["metadata"].get("labels", {}).get("volcano.sh/job-name")
+               or p["metadata"].get("annotations", {}).get("scheduling.k8s.io/group-name"))
         if job in jobs and p["spec"].get("nodeName") and "deletionTimestamp" not in p["metadata"]:
             obs.bound[p["metadata"]["name"]] = p["spec"]["nodeName"]
     nodes = {d["metadata"]["name"]: d["spec"]["nodeName"] for gang in case.running for d in gang[1:]}
@@ -781,9 +930,12 @@ def compare(case: Case, obs: Observed, solver: str) -> Verdict:
         v.error = obs.snapshot_error or (plan or {}).get("error", "no plan")
         return v
     jobs = {j["metadata"]["name"]: j for j in case.pending}
+    jobs.update((name, spec) for name, spec, _pods in _bare_jobs(case))
+    members = {p: name for name, _spec, pods in _bare_jobs(case) for p in pods}
     vol_pods: dict[str, dict[str, str]] = {j: {} for j in jobs}
     for pod, node in obs.bound.items():
-        job = next((j for j in jobs if pod.startswith(j + "-")), None)
+        job = members.get(pod) or next((n for n in (j["metadata"]["name"] for j in case.pending)
+                                        if pod.startswith(n + "-")), None)
         if job:
             vol_pods[job][pod] = node
     vol_admitted = {j for j, spec in jobs.items() if len(vol_pods[j]) >= spec["spec"]["minAvailable"]}
@@ -793,7 +945,8 @@ def compare(case: Case, obs: Observed, solver: str) -> Verdict:
     for jp in plan["jobs"]:
         if jp["namespace"] != case.ns:
             continue
-        opt_pods[jp["name"]] = {f"{jp['name']}-{b['task']}-{b['index']}": b["node"] for b in jp["bindings"]}
+        opt_pods[jp["name"]] = {b.get("pod") or f"{jp['name']}-{b['task']}-{b['index']}": b["node"]
+                                for b in jp["bindings"]}
         if jp["admitted"]:
             opt_admitted.add(jp["name"])
         for vic in jp["victims"]:
@@ -829,22 +982,49 @@ def compare(case: Case, obs: Observed, solver: str) -> Verdict:
             v.topology.append(ho == hw)
             if ho != hw:
                 v.details.setdefault("topology", {})[j] = {"optplan": ho, "volcano": hw}
-        for task in jobs[j]["spec"]["tasks"]:
-            pp = task.get("partitionPolicy")
-            if pp is None:
+        for label, names in _parts(jobs[j]):
+            if not all(n in o for n in names) or not all(n in w for n in names):
                 continue
-            size = pp["partitionSize"]
-            for part in range(pp["totalPartitions"]):
-                names = [f"{j}-{task['name']}-{k}" for k in range(part * size, (part + 1) * size)]
-                if not all(n in o for n in names) or not all(n in w for n in names) or all(
-                        n in running for n in names):  # bound before the scheduler started: nothing to compare
-                    continue
-                ho, hw = lowest_hypernode(case, [o[n] for n in names]), lowest_hypernode(case, [w[n] for n in names])
-                v.partitions.append(ho == hw)
-                if ho != hw:
-                    v.details.setdefault("partitions", {})[f"{j}/{task['name']}/{part}"] = {"optplan": ho,
-                                                                                           "volcano": hw}
+            if all(n in running for n in names):  # bound before the scheduler started: nothing to compare
+                continue
+            ho, hw = lowest_hypernode(case, [o[n] for n in names]), lowest_hypernode(case, [w[n] for n in names])
+            v.partitions.append(ho == hw)
+            if ho != hw:
+                v.details.setdefault("partitions", {})[f"{j}/{label}"] = {"optplan": ho, "volcano": hw}
     v.nodes = (same, total)
     if not v.allocate:
         v.details["admitted"] = {"optplan": sorted(opt_admitted), "volcano": sorted(vol_admitted)}
     return v
+
+
+def _bare_jobs(case: Case) -> list[tuple[str, dict[str, Any], list[str]]]:
+    """Each bare gang as compare reads a VCJob: its name, a spec (minAvailable its minMember, its
+    networkTopology, ``subgroups``: pod names per subgroup) and its pods' names."""
+    out = []
+    for g in case.bare:
+        pg, pods = g[0], g[1:]
+        spec: dict[str, Any] = {"minAvailable": pg["spec"]["minMember"], "tasks": []}
+        if "networkTopology" in pg["spec"]:
+            spec["networkTopology"] = pg["spec"]["networkTopology"]
+        groups: dict[str, list[str]] = {}
+        if pg["spec"].get("subGroupPolicy"):
+            for p in pods:
+                groups.setdefault(p["metadata"]["labels"]["grp"], []).append(p["metadata"]["name"])
+        spec["subgroups"] = groups
+        out.append((pg["metadata"]["name"], {"spec": spec}, [p["metadata"]["name"] for p in pods]))
+    return out
+
+
+def _parts(job: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """A pending job's partitions (a VCJob task's ``partitionPolicy``) or subgroups (a bare gang's), each
+    ``(TASK/PARTITION or SUBGROUP, its pod names)``."""
+    j = job.get("metadata", {}).get("name")
+    out = [(f"{name}", pods) for name, pods in sorted(job["spec"].get("subgroups", {}).items())]
+    for task in job["spec"]["tasks"]:
+        pp = task.get("partitionPolicy")
+        if pp is None:
+            continue
+        size = pp["partitionSize"]
+        out += [(f"{task['name']}/{part}", [f"{j}-{task['name']}-{k}" for k in range(part * size, (part + 1) * size)])
+                for part in range(pp["totalPartitions"])]
+    return out

@@ -57,7 +57,7 @@ from optplan.solvers.core.exact import exact_record
 from optplan.solvers.core.gpushare import GpuAsk
 from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, constraint_signature, gpu_ask, pod_demand
 from optplan.solvers.goals.problem import Gang, GangPod, GoalProblem
-from optplan.solvers.placement.jobs import Region
+from optplan.solvers.placement.jobs import Region, bound_pod
 from optplan.solvers.placement.partitions import partitioned
 from optplan.solvers.repack.exact.model import DeviceRoom, integer_weights
 from optplan.solvers.repack.rules import RestartUnit
@@ -563,7 +563,7 @@ def fits_now(data: Data) -> GoalPlan:
                     break
                 n = min(nodes, key=lambda n: (trial.free[n].get(R, 0), n))
                 trial.add(gp.pod, n)
-                bindings.append(Binding(task=gp.task, index=gp.index, node=n))
+                bindings.append(Binding(task=gp.task, index=gp.index, node=n, pod=bound_pod(g.job, gp.task, gp.index)))
             if len(bindings) == len(g.pods):
                 cap = trial
                 qs.add(g.queue, g.requests)

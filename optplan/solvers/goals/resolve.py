@@ -4,8 +4,9 @@ and the tier and HyperNodes a ``freeHyperNodes`` (or ``networkTopology``) goal n
 Every planner of the family starts from ``ResolvedGoals``, so the rules below are written once:
 
 - A gang is a VCJob with pods to place (placement's ``jobs_to_place``: waiting, or running with a replica
-  that does not run). ``jobs`` names it by its key or by the key of a PodGroup it owns (the PodGroup's
-  controller ownerReference, Repack's ``vcjob_of``); ``selector`` matches the VCJob's labels; ``queues``
+  that does not run), or a bare PodGroup with pending pods (no VCJob owns it: ``jobs.pod_group_job``).
+  ``jobs`` names it by its key or by the key of a PodGroup it owns (the PodGroup's controller
+  ownerReference, Repack's ``vcjob_of``); ``selector`` matches the VCJob's (the PodGroup's) labels; ``queues``
   its queue. The three are a union; each gang once, sorted by key.
 - A named job must exist and be pending: a goal naming a finished job is a mistake worth saying. A
   selector or a queue matching no pending gang is not: a standing goal ("admit every gang pending in
@@ -25,7 +26,7 @@ from optplan.models.queues import QueueTree, VCJob
 from optplan.models.repack import AdmitGoal, FreeHyperNodesGoal, RepackRun
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.binpack.hyperfrag import tiers as hypernode_tiers
-from optplan.solvers.placement.jobs import ACTIVE_PHASES, WAITING_PHASES, jobs_to_place
+from optplan.solvers.placement.jobs import ACTIVE_PHASES, WAITING_PHASES, jobs_to_place, pod_group_job
 from optplan.solvers.repack.rules import vcjob_of
 
 GOAL = "spec.goals[0]"
@@ -113,10 +114,12 @@ def _named_job(snap: Snapshot, key: str, where: _Where, field: str) -> VCJob:
     if group is None:
         raise where.error(field, f"no VCJob or PodGroup {key} in the snapshot")
     owner = vcjob_of(snap, group)
-    if owner is None:
-        raise where.error(field, f"PodGroup {key} belongs to no VCJob in the snapshot: only a VCJob's "
-                                 f"pending pods can be placed")
-    return owner
+    if owner is not None:
+        return owner
+    bare = pod_group_job(group, snap)
+    if bare is None:
+        raise where.error(field, f"PodGroup {key}: its subGroupPolicy cannot be read as partitions of its tasks")
+    return bare
 
 
 def _tier(snap: Snapshot, goal: FreeHyperNodesGoal, where: _Where, path: str, field: str | None = None) -> int:

@@ -24,7 +24,7 @@ from optplan.models.snapshot import Pod, Resources
 from optplan.solvers.core import gpushare
 from optplan.solvers.core.oracle import POD_SLOT, constraint_signature, gpu_ask
 from optplan.solvers.goals.problem import Gang, GangPod, GoalProblem, GoalResult
-from optplan.solvers.placement.jobs import Region, held_pods
+from optplan.solvers.placement.jobs import Region, bound_pod, held_pods
 from optplan.solvers.placement.partitions import partition_regions, partitioned
 from optplan.solvers.repack.rules import Spent
 
@@ -204,7 +204,8 @@ class Room:
         has_r = self.problem.uses_r(pod, node)
         if has_r:
             self.r_count[node] += 1
-        self.forecast.setdefault(gang.key, []).append(Binding(task=task, index=index, node=node))
+        self.forecast.setdefault(gang.key, []).append(Binding(task=task, index=index, node=node,
+                                                              pod=bound_pod(gang.job, task, index)))
 
         def back() -> None:
             self._change(node, pod, +1)

@@ -43,6 +43,7 @@ from optplan.solvers.goals.model import (
     settle,
 )
 from optplan.solvers.goals.problem import GoalProblem, GoalResult
+from optplan.solvers.placement.jobs import bound_pod
 from optplan.solvers.repack.exact.model import weigh, weighted_cost
 from optplan.solvers.repack.rules import RestartUnit
 
@@ -510,7 +511,8 @@ def decode(data: Data, value: Callable[[Key], int]) -> tuple[list[PodMove], dict
             for n in gc.nodes:
                 for _ in range(value(("place", ci, n)) if ("place", ci, n) in ex.upper else 0):
                     gp = next(it2)
-                    bindings.append(Binding(task=gp.task, index=gp.index, node=n))
+                    bindings.append(Binding(task=gp.task, index=gp.index, node=n,
+                                            pod=bound_pod(g.job, gp.task, gp.index)))
         nodes = sorted({b.node for b in bindings})
         admitted[i] = Admission(namespace=g.job.namespace, name=g.job.name, queue=g.queue, priority=g.priority,
                                 admitted=True, hyper_node=reg.hyper_node, tier=reg.tier,

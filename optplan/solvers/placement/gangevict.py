@@ -48,7 +48,7 @@ from optplan.solvers.placement.gangrules import (
     unified_allowed,
 )
 from optplan.solvers.placement.greedy import Greedy, VictimChoice
-from optplan.solvers.placement.jobs import Region, gang_order, gang_shortfall
+from optplan.solvers.placement.jobs import Region, gang_order, gang_shortfall, replica_label
 from optplan.solvers.placement.partitions import NO_VICTIMS, partitioned
 from optplan.solvers.placement.victims import Candidate, reclaimer_blocked
 
@@ -144,11 +144,11 @@ def _place_all(g: Greedy, job: VCJob, region: Region, stmt: Statement) -> tuple[
     for task, i in gang_order(job, ctx.snapshot, ctx.held.get(job.key)):
         pod = pods[task][i]
         if state.queues.fit_reason(job.queue, pod.requests) is not None:
-            return bindings, f"task {task} replica {i}: {state.queues.fit_reason(job.queue, pod.requests)}"
+            return bindings, f"{replica_label(job, task, i)}: {state.queues.fit_reason(job.queue, pod.requests)}"
         ok = [n for n, passes in zip(nodes, ctx.predicates.mask(pod, nodes), strict=True)
               if passes and state.cap.fit_reason(pod, n) is None]
         if not ok:
-            return bindings, f"task {task} replica {i}: no node of the domain has room"
+            return bindings, f"{replica_label(job, task, i)}: no node of the domain has room"
         idle = [n for n in ok if all(state.cap.free[n].get(r, 0) - released.get(n, {}).get(r, 0) >= v
                                      for r, v in pod.requests.items() if v > 0)]
         pool = idle or ok

@@ -32,6 +32,7 @@ from optplan.solvers.placement.jobs import (
     job_regions,
     own_groups,
     plugin_view,
+    replica_label,
     task_pos,
 )
 from optplan.solvers.placement.nodeorder import MAX_NODE_SCORE, nodeorder_score
@@ -464,7 +465,7 @@ class Greedy:
                 if node is None:
                     failures += 1
                     if why is None:
-                        why = f"task {task} replica {i}: {reason}"
+                        why = f"{replica_label(job, task, i)}: {reason}"
                     if required or failures > slack:
                         break  # the gang cannot become ready any more
                     continue

@@ -7,14 +7,17 @@ total capacity (``clip_to_cluster``). The rules themselves: the package docstrin
 
 from __future__ import annotations
 
+import logging
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from optplan.models.queues import JobTask, VCJob
-from optplan.models.snapshot import GROUP_NAME_ANNOTATION, Pod, Snapshot
+from optplan.models.queues import JobNetworkTopology, JobTask, PartitionPolicy, PodTemplate, TaskMember, VCJob
+from optplan.models.snapshot import GROUP_NAME_ANNOTATION, TERMINAL_PHASES, NetworkTopology, Pod, PodGroup, Snapshot
 from optplan.solvers.core.oracle import POD_SLOT
 from optplan.solvers.placement.victims import Candidate, Catalogue
+
+log = logging.getLogger(__name__)
 
 
 def class_priority(name: str | None, snap: Snapshot) -> int:
@@ -59,6 +62,13 @@ def held_pods(job: VCJob, snap: Snapshot) -> dict[str, dict[int, Pod]]:
     for its gang (Volcano's ReadyTaskNum): bound to a node and not terminal, or Succeeded. Such a replica
     is not placed again; every other replica (absent, Pending without a node, Failed) is pending."""
     out: dict[str, dict[int, Pod]] = {}
+    if job.kind == "PodGroup":
+        for jt in job.tasks:
+            for i, m in enumerate(jt.members[:jt.replicas]):
+                p = snap.pods.get(f"{job.namespace}/{m.name}")
+                if p is not None and p.group_key == job.key and (p.occupying or p.phase == "Succeeded"):
+                    out.setdefault(jt.name, {})[i] = p
+        return out
     prefix = f"{job.namespace}/{job.name}-"
     tasks = {t.name: t for t in job.tasks}
     for key, p in snap.pods.items():
@@ -79,8 +89,9 @@ ACTIVE_PHASES = frozenset({"Running", "Restarting"})
 
 
 def jobs_to_place(snap: Snapshot) -> list[VCJob]:
-    """The snapshot's VCJobs that have pods to place, by key: every waiting job, and every running job
-    with a replica that does not run (a scale-up, a failed pod's replacement), which joins its gang."""
+    """The jobs that have pods to place, by key: every waiting VCJob, and every running VCJob with a replica
+    that does not run (a scale-up, a failed pod's replacement), which joins its gang; and every bare PodGroup
+    with a pending pod (``pod_group_jobs``)."""
     out = []
     for key in sorted(snap.jobs):
         job = snap.jobs[key]
@@ -90,7 +101,145 @@ def jobs_to_place(snap: Snapshot) -> list[VCJob]:
             held = held_pods(job, snap)
             if any(len(held.get(t.name, {})) < t.replicas for t in job.tasks):
                 out.append(job)
+    out += pod_group_jobs(snap)
+    return sorted(out, key=lambda j: j.key)
+
+
+TASK_SPEC_KEY = "volcano.sh/task-spec"
+"""The pod annotation (else label) naming its task in Volcano's JobInfo (``TaskRole``)."""
+VOLCANO_SCHEDULER = "volcano"
+"""The schedulerName of the pods vc-scheduler places."""
+VCJOB_API_GROUP = "batch.volcano.sh"
+
+
+def task_role(pod: Pod) -> str:
+    """The pod's task in Volcano's JobInfo: its ``volcano.sh/task-spec`` annotation, else label, else ""."""
+    return pod.annotations.get(TASK_SPEC_KEY) or pod.labels.get(TASK_SPEC_KEY) or ""
+
+
+def owning_vcjob(pg: PodGroup, snap: Snapshot) -> VCJob | None:
+    """The snapshot's VCJob that the PodGroup's controller ownerReference names (its pods are that job's)."""
+    ref = pg.owner
+    if ref is None or ref.kind != "Job" or ref.api_version.split("/")[0] != VCJOB_API_GROUP:
+        return None
+    return snap.jobs.get(f"{pg.namespace}/{ref.name}")
+
+
+def pod_group_jobs(snap: Snapshot) -> list[VCJob]:
+    """Every bare PodGroup (no VCJob of the snapshot owns it or has its key) with a pending pod, as the job
+    vc-scheduler builds from it (``pod_group_job``), by key."""
+    by_group: dict[str, list[Pod]] = defaultdict(list)
+    for key in sorted(snap.pods):
+        p = snap.pods[key]
+        if p.group_key is not None and p.group_key in snap.pod_groups:
+            by_group[p.group_key].append(p)
+    out = []
+    for key in sorted(by_group):
+        pg = snap.pod_groups[key]
+        if key in snap.jobs or owning_vcjob(pg, snap) is not None or not any(map(_pending, by_group[key])):
+            continue
+        job = pod_group_job(pg, snap, by_group[key])
+        if job is not None and has_pending_replicas(job, snap):
+            out.append(job)
     return out
+
+
+def _pending(p: Pod) -> bool:
+    """A pod vc-scheduler would place: no node, not terminal, not deleting, schedulerName volcano."""
+    return p.node_name is None and p.phase not in TERMINAL_PHASES and not p.deleting \
+        and p.scheduler_name == VOLCANO_SCHEDULER
+
+
+def _template(pod: Pod) -> PodTemplate:
+    return PodTemplate(labels=dict(pod.labels), requests=dict(pod.requests), node_selector=dict(pod.node_selector),
+                       tolerations=pod.tolerations, required_node_affinity=pod.required_node_affinity,
+                       priority_class_name=pod.priority_class_name, scheduler_name=pod.scheduler_name,
+                       gpu_share=pod.gpu_share)
+
+
+def _topology(nt: NetworkTopology | None) -> JobNetworkTopology | None:
+    if nt is None:
+        return None
+    return JobNetworkTopology(mode=nt.mode, highest_tier_allowed=nt.highest_tier_allowed,
+                              highest_tier_name=nt.highest_tier_name)
+
+
+def pod_group_job(pg: PodGroup, snap: Snapshot, pods_of: Sequence[Pod] | None = None) -> VCJob | None:
+    """The job vc-scheduler builds from a PodGroup and its pods (``JobInfo``), in a VCJob's shape (kind PodGroup):
+    minAvailable its minMember, queue, priorityClassName and networkTopology its own; its pods — those naming it
+    (``scheduling.k8s.io/group-name``), bound and not terminal or Succeeded, or pending (no node, not deleting)
+    with schedulerName volcano; Failed pods neither count nor are placed — in tasks by ``task_role``, each task's
+    minimum its ``minTaskMember`` (0 when not listed; a listed task without pods keeps its minimum and no pod).
+    A task whose pods all fall in one ``subGroupPolicy`` entry, in subgroups of exactly ``subGroupSize`` pods, is
+    partitioned (``partitions``: a subgroup is a partition, ``minSubGroups`` the minPartitions, the entry's
+    networkTopology the partition's); pods by (subgroup, creationTimestamp, name) — Volcano's task order breaks
+    equal priorities by creation time, then UID. ``pods_of``: the pods naming it, when already gathered. None
+    (logged) for a subGroupPolicy this cannot say: an entry over
+    pods of two tasks, a task split over entries or partly outside one, a subgroup not of subGroupSize pods."""
+    pods: dict[str, list[Pod]] = defaultdict(list)
+    if pods_of is None:
+        pods_of = [snap.pods[k] for k in sorted(snap.pods) if snap.pods[k].group_key == pg.key]
+    for p in pods_of:
+        if p.occupying or p.phase == "Succeeded" or _pending(p):
+            pods[task_role(p)].append(p)
+    why = _subgroups_unsaid(pg, pods)
+    if why is not None:
+        log.warning("PodGroup %s: %s: its pending pods are not placed", pg.key, why)
+        return None
+    tasks = []
+    for role in sorted(set(pods) | set(pg.min_task_member)):
+        members = pods.get(role, [])
+        groups = [pg.subgroup_of(p.labels) for p in members]
+        pp = None
+        if members and groups[0] is not None:
+            policy = groups[0][0]
+            values = sorted({g[1] for g in groups if g is not None})
+            rank = {id(p): values.index(g[1]) for p, g in zip(members, groups, strict=True) if g is not None}
+            members = sorted(members, key=lambda p: (rank[id(p)], p.creation_timestamp, p.name))
+            pp = PartitionPolicy(total_partitions=len(values), partition_size=policy.sub_group_size,
+                                 min_partitions=policy.min_sub_groups,
+                                 network_topology=_topology(policy.network_topology))
+        else:
+            members = sorted(members, key=lambda p: (p.creation_timestamp, p.name))
+        template = _template(members[0]) if members else PodTemplate()
+        tasks.append(JobTask(name=role, replicas=len(members), min_available=pg.min_task_member.get(role, 0),
+                             partition_policy=pp, template=template,
+                             members=tuple(TaskMember(name=p.name, template=_template(p)) for p in members)))
+    held = any(p.occupying or p.phase == "Succeeded" for ps in pods.values() for p in ps)
+    return VCJob(namespace=pg.namespace, name=pg.name, labels=dict(pg.labels),
+                 creation_timestamp=pg.creation_timestamp, queue=pg.queue, min_available=pg.min_member,
+                 priority_class_name=pg.priority_class_name, network_topology=_topology(pg.network_topology),
+                 tasks=tuple(tasks), phase="Running" if held else "Pending", kind="PodGroup")
+
+
+def _entry(pg: PodGroup, labels: dict[str, str]) -> int:
+    """The index of the subGroupPolicy entry a pod with these labels is in (the first holding it), or -1."""
+    return next((i for i, pol in enumerate(pg.sub_group_policy) if pol.subgroup(labels) is not None), -1)
+
+
+def _subgroups_unsaid(pg: PodGroup, pods: dict[str, list[Pod]]) -> str | None:
+    """Why the PodGroup's subgroups are not partitions of its tasks (``pod_group_job``), or None."""
+    if not pg.sub_group_policy:
+        return None
+    entry_roles: dict[int, set[str]] = defaultdict(set)
+    for role, members in sorted(pods.items()):
+        entries = {_entry(pg, p.labels) for p in members}
+        if len(entries) > 1:
+            return f"task {role!r} lies over several subGroupPolicy entries, or partly outside them"
+        (entry,) = entries
+        if entry < 0:
+            continue
+        entry_roles[entry].add(role)
+        size = pg.sub_group_policy[entry].sub_group_size
+        counts = Counter(pg.sub_group_policy[entry].subgroup(p.labels) for p in members)
+        for values, n in sorted(counts.items(), key=lambda vn: vn[0] or ()):
+            if n != size:
+                return f"subgroup {'/'.join(values or ())} has {n} pods, its subGroupSize {size}"
+    for entry, roles in sorted(entry_roles.items()):
+        if len(roles) > 1:
+            return (f"subGroupPolicy {pg.sub_group_policy[entry].name!r} holds pods of the tasks "
+                    f"{', '.join(map(repr, sorted(roles)))}")
+    return None
 
 
 def held_indices(job: VCJob, snap: Snapshot) -> dict[str, frozenset[int]]:
@@ -115,18 +264,37 @@ def has_pending_replicas(job: VCJob, snap: Snapshot) -> bool:
 
 
 def job_pods(job: VCJob) -> dict[str, list[Pod]]:
-    """Task name -> the pods Volcano would create for it, by replica index."""
+    """Task name -> the pods Volcano would create for it, by replica index (a PodGroup-backed job's: its
+    pods as they are, ``members``)."""
     out: dict[str, list[Pod]] = {}
     for t in job.tasks:
-        tpl = t.template
+        named = [(m.name, m.template) for m in t.members[:t.replicas]] if job.kind == "PodGroup" else \
+            [(f"{job.name}-{t.name}-{i}", t.template) for i in range(t.replicas)]
         out[t.name] = [
-            Pod(namespace=job.namespace, name=f"{job.name}-{t.name}-{i}", labels=dict(tpl.labels),
+            Pod(namespace=job.namespace, name=name, labels=dict(tpl.labels),
                 annotations={GROUP_NAME_ANNOTATION: job.name}, node_name=None,
-                scheduler_name=tpl.scheduler_name or "volcano", node_selector=dict(tpl.node_selector),
+                scheduler_name=tpl.scheduler_name or VOLCANO_SCHEDULER, node_selector=dict(tpl.node_selector),
                 tolerations=tpl.tolerations, required_node_affinity=tpl.required_node_affinity,
                 requests={r: v for r, v in tpl.requests.items() if v > 0}, phase="Pending", gpu_share=tpl.gpu_share)
-            for i in range(t.replicas)]
+            for name, tpl in named]
     return out
+
+
+def bound_pod(job: VCJob, task: str, index: int) -> str | None:
+    """A binding's ``pod``: a bare PodGroup's pod name, None for a VCJob's replica (named by task and index)."""
+    return pod_name(job, task, index) if job.kind == "PodGroup" else None
+
+
+def replica_label(job: VCJob, task: str, index: int) -> str:
+    """How a reason names one replica: ``task T replica I`` (a VCJob's), ``pod NAME`` (a bare PodGroup's)."""
+    return f"pod {pod_name(job, task, index)}" if job.kind == "PodGroup" else f"task {task} replica {index}"
+
+
+def pod_name(job: VCJob, task: str, index: int) -> str:
+    """The name of the job's replica: a PodGroup-backed job's pod as it is, a VCJob's ``<job>-<task>-<index>``."""
+    if job.kind == "PodGroup":
+        return next(t for t in job.tasks if t.name == task).members[index].name
+    return f"{job.name}-{task}-{index}"
 
 
 DEFAULT_MAX_PODS = 110

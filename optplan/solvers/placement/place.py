@@ -24,6 +24,7 @@ from optplan.solvers.core.planner import Auto, Planner
 from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.cycles import greedy_cycles
 from optplan.solvers.placement.gangevict import exact_declines
+from optplan.solvers.placement.jobs import bound_pod
 from optplan.solvers.placement.model import plan_key
 from optplan.solvers.placement.safety import OFF, mark_approvals
 from optplan.solvers.placement.validate import check_inputs, validate_placement
@@ -104,10 +105,25 @@ def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
     plan = planner.plan(ctx, options).plan
     wall = round(time.perf_counter() - t0, 3)
     plan = plan.model_copy(update={"solver": plan.solver.model_copy(update={"wall_seconds": wall})})
-    plan = mark_approvals(safety, snap, plan, {j.key: j for j in ctx.jobs})
+    plan = name_pods(mark_approvals(safety, snap, plan, {j.key: j for j in ctx.jobs}), ctx.jobs)
     validate_placement(snap, ctx.jobs, plan, safety=safety, now=ctx.now, actions=scheduler.actions,
                        scheduler=scheduler)
     return plan
+
+
+def name_pods(plan: PlacementPlan, jobs: Sequence[VCJob]) -> PlacementPlan:
+    """The plan with each binding of a bare PodGroup's job naming its pod (``Binding.pod``)."""
+    bare = {j.key: j for j in jobs if j.kind == "PodGroup"}
+    if not bare:
+        return plan
+    out = []
+    for jp in plan.jobs:
+        job = bare.get(jp.key)
+        if job is not None:
+            jp = jp.model_copy(update={"bindings": tuple(b.model_copy(update={"pod": bound_pod(job, b.task, b.index)})
+                                                         for b in jp.bindings)})
+        out.append(jp)
+    return plan.model_copy(update={"jobs": tuple(out)})
 
 
 def place_jobs(snap: Snapshot, jobs: Sequence[VCJob], *, solver: str = "auto", time_limit: float = 10.0,

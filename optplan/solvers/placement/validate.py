@@ -173,6 +173,8 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                 out.append(f"{where}: unknown node {b.node}")
                 continue
             pod = pods[b.task][b.index]
+            if b.pod is not None and b.pod != pod.name:
+                out.append(f"{where}: the replica is pod {pod.name}")
             reason = static.reason(pod, b.node) or cap.fit_reason(pod, b.node)
             if reason is not None:
                 out.append(f"{where} on {b.node}: {reason}")
@@ -807,5 +809,6 @@ def check_inputs(snap: Snapshot, jobs: Sequence[VCJob]) -> None:
                    for i, t in enumerate(job.tasks)]
         for cls, where in fields:
             if cls is not None and cls not in known:
+                obj = f"VCJob/{job.key}" if job.kind == "Job" else f"PodGroup/{job.key}"
                 raise InputError(f"PriorityClass {cls!r} does not exist (Kubernetes refuses pods that name a "
-                                 "missing class): add it to the snapshot", obj=f"VCJob/{job.key}", field=where)
+                                 "missing class): add it to the snapshot", obj=obj, field=where)

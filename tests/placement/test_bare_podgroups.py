@@ -1,0 +1,318 @@
+"""Bare PodGroups (no VCJob: Kubeflow's training-operator, KubeRay, LeaderWorkerSet, JobSet or a user created the
+PodGroup and its pods) placed as vc-scheduler places them: it builds a JobInfo from any PodGroup and the pods
+naming it, so the gang, queue, topology and victim rules are a VCJob's (``placement.jobs.pod_group_job``).
+Table-driven, written from Volcano's rules (``JobInfo``: minMember is minAvailable; ``minTaskMember`` by the
+pods' ``volcano.sh/task-spec``, checked only when minMember is not below its sum, ``CheckTaskReady``; a
+``subGroupPolicy`` subgroup is a sub-job of ``subGroupSize`` pods under its own topology and ``minSubGroups``
+of them make the gang, ``CheckSubJobReady``). Every case runs through greedy, cpsat and auto; every plan passes
+the validator and names the real pods."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from optplan.cli import main
+from optplan.models.placement import Binding, PlacementPlan
+from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.placement.jobs import jobs_to_place
+from optplan.solvers.placement.place import plan_placement
+from optplan.solvers.placement.validate import placement_violations
+from tests.builders import (
+    GPU,
+    job_task,
+    load,
+    node,
+    pod,
+    podgroup,
+    priority_class,
+    queue,
+    repack_run,
+    seed_fabric,
+    vcjob,
+)
+
+OPTS = PlanOptions(time_limit=5, workers=1, seed=0)
+NOW = "2025-06-01T12:00:00Z"
+SOLVERS = ("greedy", "cpsat", "auto")
+HARD1 = {"mode": "hard", "highestTierAllowed": 1}
+HARD2 = {"mode": "hard", "highestTierAllowed": 2}
+
+
+def bare(name: str, min_member: int, *, queue_name: str = "default", topo: dict[str, Any] | None = None,
+         min_task_member: dict[str, int] | None = None, sub_groups: list[dict[str, Any]] | None = None,
+         priority_class_name: str | None = None) -> dict[str, Any]:
+    """A PodGroup no VCJob owns."""
+    pg = podgroup(name, min_member, owner=None, network_topology=topo)
+    pg["spec"]["queue"] = queue_name
+    if min_task_member is not None:
+        pg["spec"]["minTaskMember"] = min_task_member
+    if sub_groups is not None:
+        pg["spec"]["subGroupPolicy"] = sub_groups
+    if priority_class_name is not None:
+        pg["spec"]["priorityClassName"] = priority_class_name
+    return pg
+
+
+def member(name: str, group: str, gpu: int, *, on: str | None = None, task: str | None = None,
+           labels: dict[str, str] | None = None, cpu: str = "1") -> dict[str, Any]:
+    """A pod of the PodGroup: pending (no node) unless ``on`` names where it runs; ``task``: its task-spec."""
+    p = pod(name, on, gpu, group=group, phase="Running" if on else "Pending", labels=labels, cpu=cpu)
+    if task is not None:
+        p["metadata"]["annotations"]["volcano.sh/task-spec"] = task
+    if on:
+        p["status"]["startTime"] = "2025-06-01T10:00:00Z"
+    return p
+
+
+def busy(node_name: str, gpu: int = 8) -> dict[str, Any]:
+    return pod(f"busy-{node_name}", node_name, gpu, group=None)
+
+
+def nodes(n: int = 8, gpu: int = 8) -> list[dict[str, Any]]:
+    return [node(f"n{i}", gpu) for i in range(n)]
+
+
+def team_a_job() -> list[dict[str, Any]]:
+    """A one-pod gang of queue team-a running on n0 (8 GPUs)."""
+    pg = bare("a", 1, queue_name="team-a", priority_class_name="normal-job")
+    p = member("a-0", "a", 8, on="n0")
+    p["spec"]["priorityClassName"] = "normal-job"
+    return [pg, p]
+
+
+def subgroup(size: int, min_groups: int, topo: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One subGroupPolicy entry: subgroups by the pods' ``grp`` label."""
+    out: dict[str, Any] = {"name": "g", "subGroupSize": size, "minSubGroups": min_groups, "matchLabelKeys": ["grp"]}
+    if topo is not None:
+        out["networkTopology"] = topo
+    return out
+
+
+def grouped(pg: str, gpu: int, groups: dict[str, int], *, on: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Pods ``<pg>-<g><i>`` labelled grp=g, ``groups[g]`` of each; ``on``: pod name -> node of the running ones."""
+    return [member(f"{pg}-{g}{i}", pg, gpu, labels={"grp": g}, on=(on or {}).get(f"{pg}-{g}{i}"))
+            for g, n in groups.items() for i in range(n)]
+
+
+@dataclass
+class Case:
+    name: str
+    objects: list[dict[str, Any]]
+    admitted: bool
+    pods: frozenset[str] = frozenset()
+    """The pods the plan binds (every solver)."""
+    binds: dict[str, str] = field(default_factory=dict)
+    """pod -> node, the greedy's (the exact plans: the same pods, ``pods``)."""
+    hyper_node: str | None = None
+    reason: str = ""
+    """A part of the greedy's reason (not admitted)."""
+    victims: frozenset[str] = frozenset()
+    same_hyper_node: tuple[frozenset[str], ...] = ()
+    """Groups of pods each inside one tier-1 HyperNode (every solver)."""
+    exact_others: bool = False
+    """The exact model may bind as many other pods (another subgroup as good)."""
+
+
+def names(*pods: str) -> frozenset[str]:
+    return frozenset(pods)
+
+
+CASES = [
+    # minMember 2, two pending pods, room for both: admitted, the pods named as they are.
+    Case("min-member-fits", [*nodes(2), bare("pg", 2), member("trainer-a", "pg", 8), member("trainer-b", "pg", 8)],
+         admitted=True, pods=names("trainer-a", "trainer-b"), binds={"trainer-a": "n0", "trainer-b": "n1"}),
+    # minMember 3 of three pods, room for two (n2 is full): not admitted, nothing placed (the Statement is
+    # discarded).
+    Case("min-member-short", [*nodes(3), busy("n2"), bare("pg", 3), *(member(f"p{i}", "pg", 8) for i in range(3))],
+         admitted=False, reason="2 of minAvailable 3 pods placed"),
+    # minMember 2 of three pods, room for two: admitted with two.
+    Case("min-member-below-size", [*nodes(2), bare("pg", 2), *(member(f"p{i}", "pg", 8) for i in range(3))],
+         admitted=True, pods=names("p0", "p1"), binds={"p0": "n0", "p1": "n1"}),
+    # minTaskMember worker 2 (ps 1), minMember 3 = their sum: the task minimums count. 6 GPUs hold both ps pods and
+    # one worker (3 pods, minMember met) but not the second worker: not admitted.
+    Case("min-task-member-short", [
+        node("n0", 6), node("n1"), busy("n1"), bare("pg", 3, min_task_member={"ps": 1, "worker": 2}),
+        member("ps-0", "pg", 1, task="ps"), member("ps-1", "pg", 1, task="ps"),
+        member("worker-0", "pg", 4, task="worker"), member("worker-1", "pg", 4, task="worker")],
+        admitted=False, reason="pod worker-1: 0/2 nodes fit"),
+    # The same pods under minTaskMember worker 1: one worker and the ps pods make the gang.
+    Case("min-task-member-met", [
+        node("n0", 6), bare("pg", 3, min_task_member={"ps": 1, "worker": 1}),
+        member("ps-0", "pg", 1, task="ps"), member("ps-1", "pg", 1, task="ps"),
+        member("worker-0", "pg", 4, task="worker"), member("worker-1", "pg", 4, task="worker")],
+        admitted=True, pods=names("ps-0", "ps-1", "worker-0")),
+    # minMember 1 below minTaskMember's sum 2: Volcano skips the task check, one pod is a ready gang.
+    Case("min-task-member-skipped", [
+        node("n0", 4), bare("pg", 1, min_task_member={"worker": 2}),
+        member("worker-0", "pg", 4, task="worker"), member("worker-1", "pg", 4, task="worker")],
+        admitted=True, pods=names("worker-0")),
+    # A partly running bare gang, hard tier 1: its running pod is in s0 (n0), n1 is full; the pending pod may not
+    # go to s1 (the gang would span s4, tier 2).
+    Case("running-hard-confined", [
+        *nodes(), *seed_fabric(), busy("n1"), bare("pg", 2, topo=HARD1),
+        member("r-0", "pg", 8, on="n0"), member("r-1", "pg", 8)],
+        admitted=False, reason="no region fits the gang"),
+    # The same at tier 2: the pending pod joins the running one's HyperNode s4, on n2.
+    Case("running-hard-widens", [
+        *nodes(), *seed_fabric(), busy("n1"), bare("pg", 2, topo=HARD2),
+        member("r-0", "pg", 8, on="n0"), member("r-1", "pg", 8)],
+        admitted=True, pods=names("r-1"), binds={"r-1": "n2"}, hyper_node="s4"),
+    # Hard tier 1 with room beside the running pods: the pending ones stay in s0 though s1 is free.
+    Case("running-hard-stays", [
+        *nodes(), *seed_fabric(), busy("n1", 4), bare("pg", 3, topo=HARD1),
+        member("r-0", "pg", 4, on="n0"), member("r-1", "pg", 4, on="n0"), member("r-2", "pg", 4)],
+        admitted=True, pods=names("r-2"), binds={"r-2": "n1"}, hyper_node="s0"),
+    # subGroupPolicy: two subgroups of two 8-GPU pods, each hard inside a tier-1 HyperNode, minSubGroups 2. n1 and
+    # n3 are full, so s0 and s1 hold one pod each: the subgroups go to s2 and s3.
+    Case("subgroups-hard", [
+        *nodes(), *seed_fabric(), busy("n1"), busy("n3"), bare("pg", 4, sub_groups=[subgroup(2, 2, HARD1)]),
+        *grouped("pg", 8, {"a": 2, "b": 2})],
+        admitted=True, pods=names("pg-a0", "pg-a1", "pg-b0", "pg-b1"),
+        same_hyper_node=(names("pg-a0", "pg-a1"), names("pg-b0", "pg-b1"))),
+    # The same with n5 and n7 full too: four nodes are free, but no tier-1 HyperNode holds a subgroup.
+    Case("subgroups-hard-none-fits", [
+        *nodes(), *seed_fabric(), *(busy(f"n{i}") for i in (1, 3, 5, 7)),
+        bare("pg", 4, sub_groups=[subgroup(2, 2, HARD1)]), *grouped("pg", 8, {"a": 2, "b": 2})],
+        admitted=False),
+    # minSubGroups 1 of two subgroups (minMember 2): one subgroup whole in s2 makes the gang.
+    Case("subgroups-min-one", [
+        *nodes(), *seed_fabric(), *(busy(f"n{i}") for i in (0, 1, 2, 3, 6, 7)),
+        bare("pg", 2, sub_groups=[subgroup(2, 1, HARD1)]), *grouped("pg", 8, {"a": 2, "b": 2})],
+        admitted=True, pods=names("pg-a0", "pg-a1"), binds={"pg-a0": "n4", "pg-a1": "n5"}, exact_others=True),
+    # A subgroup partly running (pg-a0 on n4, in s2): its pending pod stays in s2 (n5), the other subgroup goes
+    # whole into a tier-1 HyperNode with room (s3).
+    Case("subgroups-running", [
+        *nodes(), *seed_fabric(), *(busy(f"n{i}") for i in (0, 1, 2, 3)),
+        bare("pg", 4, sub_groups=[subgroup(2, 2, HARD1)]), *grouped("pg", 8, {"a": 2, "b": 2}, on={"pg-a0": "n4"})],
+        admitted=True, pods=names("pg-a1", "pg-b0", "pg-b1"),
+        binds={"pg-a1": "n5", "pg-b0": "n6", "pg-b1": "n7"}),
+    # The bare PodGroup is the starving job of team-b (under its deserved); team-a runs above its deserved on the
+    # only node: reclaim takes team-a's pod.
+    Case("reclaim-for-bare", [
+        priority_class("normal-job", 100), node("n0"), queue("team-a", deserved={GPU: 4}),
+        queue("team-b", deserved={GPU: 8}), *team_a_job(),
+        bare("pg", 1, queue_name="team-b", priority_class_name="normal-job"), member("new-0", "pg", 8)],
+        admitted=True, pods=names("new-0"), binds={"new-0": "n0"}, victims=names("a-0")),
+]
+
+
+def plan_of(objs: list[dict[str, Any]], solver: str) -> PlacementPlan:
+    snap = load(*objs).snapshot
+    jobs = jobs_to_place(snap)
+    plan = plan_placement(snap, jobs, solver, OPTS, now=NOW)
+    assert placement_violations(snap, jobs, plan) == []
+    return plan
+
+
+def tier1(node_name: str) -> str:
+    return f"s{int(node_name[1:]) // 2}"
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bare_podgroup(case: Case, solver: str) -> None:
+    jp = plan_of(case.objects, solver).job("default/pg")
+    assert jp.admitted == case.admitted, jp.reason
+    if not case.admitted:
+        assert jp.bindings == () and jp.victims == ()
+        if solver == "greedy":
+            assert case.reason in jp.reason
+        return
+    got = {b.pod_name("pg"): b.node for b in jp.bindings}
+    assert all(b.pod is not None for b in jp.bindings)
+    if solver == "greedy" or not case.exact_others:
+        assert set(got) == case.pods
+    assert len(got) == len(case.pods)
+    if solver == "greedy" and case.binds:
+        assert got == case.binds
+    assert jp.hyper_node == case.hyper_node
+    assert {v.name for v in jp.victims} == case.victims
+    for together in case.same_hyper_node:
+        assert len({tier1(got[p]) for p in together}) == 1, got
+
+
+def test_a_podgroup_owned_by_a_vcjob_is_placed_once() -> None:
+    """The VCJob's PodGroup (its controller ownerReference names the job) is the job's: only the VCJob is placed,
+    its pods by the job's replicas; a PodGroup owned by no VCJob of the snapshot is placed on its own."""
+    objs = [*nodes(2), vcjob("j", tasks=[job_task("worker", 2, 8)]),
+            podgroup("j-pg", 2, owner=("batch.volcano.sh/v1alpha1", "Job", "j")),
+            member("j-worker-0", "j-pg", 8), member("j-worker-1", "j-pg", 8)]
+    snap = load(*objs).snapshot
+    assert [(j.key, j.kind) for j in jobs_to_place(snap)] == [("default/j", "Job")]
+    plan = plan_of(objs, "greedy")
+    assert [jp.key for jp in plan.jobs] == ["default/j"]
+    assert {b.pod_name("j") for b in plan.job("default/j").bindings} == {"j-worker-0", "j-worker-1"}
+    orphan = [*nodes(2), podgroup("o-pg", 2, owner=("batch.volcano.sh/v1alpha1", "Job", "gone")),
+              member("o-0", "o-pg", 8), member("o-1", "o-pg", 8)]
+    assert [j.key for j in jobs_to_place(load(*orphan).snapshot)] == ["default/o-pg"]
+
+
+def test_which_pods_are_the_podgroups() -> None:
+    """Pending pods of another scheduler, Failed and deleting pods are not placed; a PodGroup whose pods all run
+    (or Succeeded) has nothing to place."""
+    other = member("x-1", "x", 8)
+    other["spec"]["schedulerName"] = "default-scheduler"
+    failed = member("x-2", "x", 8)
+    failed["status"]["phase"] = "Failed"
+    deleting = member("x-3", "x", 8)
+    deleting["metadata"]["deletionTimestamp"] = "2025-06-01T11:00:00Z"
+    objs = [*nodes(2), bare("x", 1), member("x-0", "x", 8), other, failed, deleting,
+            bare("done", 1), member("done-0", "done", 8, on="n1")]
+    jobs = jobs_to_place(load(*objs).snapshot)
+    assert [j.key for j in jobs] == ["default/x"]
+    assert [m.name for t in jobs[0].tasks for m in t.members] == ["x-0"]
+
+
+def test_a_subgroup_policy_it_cannot_say_is_left_out(caplog: pytest.LogCaptureFixture) -> None:
+    """A subgroup of 1 pod under subGroupSize 2: the PodGroup is not placed, and the log says why."""
+    objs = [*nodes(2), bare("pg", 2, sub_groups=[subgroup(2, 1)]), *grouped("pg", 8, {"a": 2, "b": 1})]
+    with caplog.at_level("WARNING"):
+        assert jobs_to_place(load(*objs).snapshot) == []
+    assert "subgroup b has 1 pods, its subGroupSize 2" in caplog.text
+
+
+def test_the_validator_checks_the_pod_names() -> None:
+    case = CASES[0]
+    snap = load(*case.objects).snapshot
+    jobs = jobs_to_place(snap)
+    plan = plan_placement(snap, jobs, "greedy", OPTS, now=NOW)
+    jp = plan.job("default/pg")
+    wrong = (Binding(task="", index=0, node="n0", pod="trainer-b"), jp.bindings[1])
+    bad = plan.model_copy(update={"jobs": (jp.model_copy(update={"bindings": wrong}),)})
+    assert any("the replica is pod trainer-a" in x for x in placement_violations(snap, jobs, bad))
+
+
+def test_optplan_place_names_the_pods(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`optplan place SNAPSHOT` plans a bare PodGroup's pending pods (it found no job before) and names them:
+    "pod" in the JSON bindings, the POD column of the table."""
+    path = tmp_path / "snap.yaml"
+    path.write_text(yaml.safe_dump_all(CASES[0].objects))
+    assert main(["place", str(path), "--now", NOW, "--solver", "greedy", "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [(b["pod"], b["node"]) for b in doc["jobs"][0]["bindings"]] == [("trainer-a", "n0"), ("trainer-b", "n1")]
+    assert main(["place", str(path), "--now", NOW, "--solver", "greedy", "-o", "table"]) == 0
+    assert "trainer-a" in capsys.readouterr().out
+
+
+def test_a_bare_gang_waiting_by_fragmentation_is_admitted_by_a_goal(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Two half-used 8-card nodes and a bare PodGroup's pending 8-card pod: `optplan frag --pending` counts it as
+    waiting by fragmentation, and `optplan repack --admit default/pg` moves one pod so that it lands, naming
+    the pod in its forecast."""
+    objs = [*nodes(2), bare("a", 1), member("a-0", "a", 4, on="n0"), bare("b", 1), member("b-0", "b", 4, on="n1"),
+            bare("pg", 1), member("big-0", "pg", 8), repack_run()]
+    path = tmp_path / "snap.yaml"
+    path.write_text(yaml.safe_dump_all(objs))
+    assert main(["frag", str(path), "--resource", GPU, "--pending", "-o", "json"]) == 0
+    pending = json.loads(capsys.readouterr().out)["pendingByFragmentation"]
+    assert pending["byFragmentation"] == 1 and [g["name"] for g in pending["gangs"]] == ["pg"]
+    assert main(["repack", str(path), "--admit", "default/pg", "-o", "json"]) == 0
+    goals = json.loads(capsys.readouterr().out)["status"]["plan"]["goals"]
+    [adm] = goals["admissions"]
+    assert adm["admitted"] and [b["pod"] for b in adm["bindings"]] == ["big-0"]
