@@ -31,6 +31,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,11 @@ KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 MASTERS = ("kwok", "vc-controller-manager", "vc-scheduler")
 SERVICE_CIDR = "10.96.0.0/16"
 START_ATTEMPTS = 3  # a start that lost a port to another process is tried again on other ports
+WAIT = 300.0
+"""How long a wait for a condition lasts before it fails (seconds): CI's 2 cores under load may take minutes for
+what an idle machine does in seconds, and a wait ends as soon as its condition holds, so only a failure pays."""
+SESSIONS_METRIC = "volcano_e2e_scheduling_latency_milliseconds_count"
+"""vc-scheduler's count of finished scheduling sessions (``--enable-metrics``, on its listen address)."""
 
 
 def cache_dir() -> Path:
@@ -145,6 +151,8 @@ class Removal:
     pod: str
     uid: str
     code: int
+    at: float = 0.0
+    """When the API server received it (epoch seconds, its audit record's ``requestReceivedTimestamp``)."""
 
     @property
     def done(self) -> bool:
@@ -228,9 +236,11 @@ class Cluster:
                 continue
             body = event.get("requestObject") or {}
             uid = ((body.get("deleteOptions") or {}).get("preconditions") or {}).get("uid", "")
+            received = event.get("requestReceivedTimestamp") or ""
+            at = datetime.fromisoformat(received.replace("Z", "+00:00")).timestamp() if received else 0.0
             out.append(Removal(user=event.get("user", {}).get("username", ""), verb=event.get("verb", ""),
                                eviction=ref.get("subresource") == "eviction", pod=ref.get("name", ""), uid=uid,
-                               code=int((event.get("responseStatus") or {}).get("code", 0))))
+                               code=int((event.get("responseStatus") or {}).get("code", 0)), at=at))
         return out
 
     # ---- processes ---------------------------------------------------------------------------
@@ -292,7 +302,7 @@ class Cluster:
         for proc in reversed(self.procs):
             self.end(proc)
 
-    def restart_apiserver(self, down: float = 0.0, timeout: float = 60) -> float:
+    def restart_apiserver(self, down: float = 0.0, timeout: float = WAIT) -> float:
         """Stop kube-apiserver (SIGTERM, by its PID), wait ``down`` seconds, start it again with the same
         arguments on the same port (etcd keeps the state; its clients reconnect); the seconds it was not
         serving. The new process takes the old one's place in ``procs`` (stopped in the same order)."""
@@ -316,7 +326,7 @@ class Cluster:
         ctx.load_cert_chain(str(self.certs / "admin.crt"), str(self.certs / "admin.key"))
         return ctx
 
-    def get(self, path: str, *, timeout: float = 5) -> Any:
+    def get(self, path: str, *, timeout: float = 30) -> Any:
         """GET an API path as the admin; the decoded JSON (or text)."""
         with urllib.request.urlopen(self.server + path, context=self.ssl_context(), timeout=timeout) as r:
             body = r.read().decode()
@@ -343,7 +353,7 @@ class Cluster:
         text = docs if isinstance(docs, str) else "\n---\n".join(json.dumps(d) for d in docs)
         return self.kubectl("apply", "-f", "-", *args, input=text).stdout
 
-    def wait_for(self, what: str, ready: Callable[[], bool], timeout: float = 60) -> None:
+    def wait_for(self, what: str, ready: Callable[[], bool], timeout: float = WAIT) -> None:
         """Poll ``ready`` until it is true (errors count as not yet)."""
         self._wait(what, ready, timeout)
 
@@ -366,7 +376,25 @@ class Cluster:
                 "--leader-elect=false",
                 "--scheduler-conf", str(self.scheduler_conf), "--schedule-period", "1s",
                 "--listen-address", f"127.0.0.1:{p['vc-scheduler']}",
-                "--healthz-address", f"127.0.0.1:{p['vc-scheduler-healthz']}", "--enable-healthz=true", "-v=2"]
+                "--healthz-address", f"127.0.0.1:{p['vc-scheduler-healthz']}", "--enable-healthz=true",
+                "--enable-metrics=true", "-v=2"]
+
+    def scheduler_sessions(self) -> int:
+        """How many scheduling sessions the running vc-scheduler has finished (its metrics; a restart counts
+        from 0 again)."""
+        url = f"http://127.0.0.1:{self.ports['vc-scheduler']}/metrics"
+        with urllib.request.urlopen(url, timeout=30) as r:
+            text = r.read().decode()
+        return next((int(float(line.split()[-1])) for line in text.splitlines()
+                     if line.startswith(SESSIONS_METRIC + " ")), 0)
+
+    def wait_sessions(self, n: int, timeout: float = WAIT) -> None:
+        """Wait until vc-scheduler has finished ``n`` more scheduling sessions than now, each of them opened
+        after this call (a session in progress now is not counted): what "it has had its chances" means,
+        whatever the machine's load makes a session last."""
+        self.wait_for("vc-scheduler's metrics", lambda: self.scheduler_sessions() >= 0, timeout)
+        first = self.scheduler_sessions() + 1  # the session in progress may have begun before this call
+        self.wait_for(f"{n} sessions of vc-scheduler", lambda: self.scheduler_sessions() >= first + n, timeout)
 
     def stop_scheduler(self) -> None:
         """Stop vc-scheduler (by its PID) until ``start_scheduler``; nothing is placed meanwhile."""
@@ -381,7 +409,7 @@ class Cluster:
 
     # ---- start -------------------------------------------------------------------------------
 
-    def start(self, timeout: float = 120) -> Cluster:
+    def start(self, timeout: float = WAIT) -> Cluster:
         """Start every component, each waited for; on any failure stop what was started and raise."""
         absent = missing(self.cache)
         if absent:
@@ -451,7 +479,8 @@ class Cluster:
         # Volcano's CRDs (generated by build.sh), server-side: some are larger than the annotation that
         # client-side apply keeps.
         self.kubectl("apply", "--server-side", "-f", str(self.cache / "crds" / "volcano"))
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        self.kubectl("wait", "--for=condition=Established", f"--timeout={WAIT:.0f}s", "crd", "--all",
+                     timeout=WAIT + 30)
         # the namespace Volcano's installation makes (deploy/ holds a Role in it, over its scheduler ConfigMap)
         self.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "volcano-system"}}])
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.realcluster.cluster import CODE, Cluster, free_port
+from tests.realcluster.cluster import CODE, Cluster
 
 pytestmark = pytest.mark.realcluster
 NS = "admit-frag"
@@ -74,11 +74,10 @@ def fragmented(real_cluster: Cluster) -> Any:
             c.kubectl("cordon", other)
             c.apply([_job(job, 4)])
             c.wait_for(f"{job} Running on {node}", lambda job=job, node=node: [
-                (p["status"].get("phase"), p["spec"].get("nodeName")) for p in _pods(c, job)] == [("Running", node)],
-                timeout=90)
+                (p["status"].get("phase"), p["spec"].get("nodeName")) for p in _pods(c, job)] == [("Running", node)])
             c.kubectl("uncordon", other)
         c.apply([_job("whole", 8)])
-        c.wait_for("the whole job's pod", lambda: len(_pods(c, "whole")) == 1, timeout=60)
+        c.wait_for("the whole job's pod", lambda: len(_pods(c, "whole")) == 1)
         yield c
     finally:
         c.kubectl("delete", "repackrun", "-l", TRIGGER, "--ignore-not-found", check=False)
@@ -90,19 +89,19 @@ def fragmented(real_cluster: Cluster) -> Any:
 def test_a_gang_pending_by_fragmentation_gets_its_run_and_volcano_then_places_it(
         fragmented: Cluster, sa_kubeconfig: Path) -> None:
     c = fragmented
-    time.sleep(5)  # five scheduling cycles: vc-scheduler has had its chances
+    c.wait_sessions(5)  # five scheduling sessions: vc-scheduler has had its chances
     [whole] = _pods(c, "whole")
     assert not whole["spec"].get("nodeName"), whole["spec"]
     assert whole["status"].get("phase") == "Pending"
     assert _runs(c) == []
     controller = c.spawn("optplan-controller-admit", [
         sys.executable, "-c", CODE, "controller", "--kubeconfig", str(sa_kubeconfig), "-v",
-        "--metrics-address", f"127.0.0.1:{free_port()}", "--cooldown", "0",
+        "--metrics-address", "127.0.0.1:0", "--cooldown", "0",
         "--admit-pending-after", "2", "--admit-mode", "Execute", "--admit-resource", GPU,
         "--eviction-deadline", "60", "--replacement-deadline", "120"])
     started = time.monotonic()
     try:
-        c.wait_for("the controller's admit run", lambda: bool(_runs(c)), timeout=120)
+        c.wait_for("the controller's admit run", lambda: bool(_runs(c)))
         created = time.monotonic() - started
         [run] = _runs(c)
         name = run["metadata"]["name"]
@@ -113,8 +112,7 @@ def test_a_gang_pending_by_fragmentation_gets_its_run_and_volcano_then_places_it
         def status() -> dict[str, Any]:
             return dict(_get(c, f"/apis/repack.volcano.sh/v1alpha1/repackruns/{name}").get("status") or {})
 
-        c.wait_for(f"RepackRun {name} finished", lambda: status().get("phase") in ("Succeeded", "Failed"),
-                   timeout=240)
+        c.wait_for(f"RepackRun {name} finished", lambda: status().get("phase") in ("Succeeded", "Failed"))
         done = status()
         print(f"{name}: created {created:.1f} s after the controller started; "
               f"{done['phase']} {[x['reason'] for x in done['conditions']]}")
@@ -127,8 +125,7 @@ def test_a_gang_pending_by_fragmentation_gets_its_run_and_volcano_then_places_it
         assert {src, dst} == set(NODES), moved
         assert len(done["relocations"]) == 1 and done["relocations"][0]["eviction"]["phase"] == "Evicted"
         c.wait_for("Volcano places the whole job", lambda: [
-            (p["status"].get("phase"), p["spec"].get("nodeName")) for p in _pods(c, "whole")] == [("Running", src)],
-            timeout=90)
+            (p["status"].get("phase"), p["spec"].get("nodeName")) for p in _pods(c, "whole")] == [("Running", src)])
         halves = [p["spec"].get("nodeName") for job in ("half-a", "half-b") for p in _pods(c, job)]
         assert halves == [dst, dst], halves
         assert done["phase"] == "Succeeded", done["conditions"]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.realcluster import cluster as cluster_module
-from tests.realcluster.cluster import ROOT, Cluster
+from tests.realcluster.cluster import ROOT, WAIT, Cluster
 
 pytestmark = pytest.mark.realcluster
 VERSIONS = (ROOT / "hack" / "cluster" / "versions.sh").read_text(encoding="utf-8").splitlines()
@@ -40,7 +40,8 @@ def test_the_cluster_comes_up_with_every_component(real_cluster: Cluster) -> Non
 def test_crds_and_deploy_are_accepted_by_the_real_api_server(real_cluster: Cluster) -> None:
     out = real_cluster.kubectl("apply", "-f", str(ROOT / "crds"), "-f", str(ROOT / "deploy")).stdout
     assert "customresourcedefinition.apiextensions.k8s.io/repackruns.repack.volcano.sh" in out
-    real_cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", "crd/repackruns.repack.volcano.sh")
+    real_cluster.kubectl("wait", "--for=condition=Established", f"--timeout={WAIT:.0f}s",
+                         "crd/repackruns.repack.volcano.sh", timeout=WAIT + 30)
     crd = real_cluster.kubectl_json("get", "crd", "repackruns.repack.volcano.sh")
     assert condition(crd, "NonStructuralSchema") is None, crd["status"]["conditions"]
     # The RepackRun of the seed example is accepted as the schema stands (a server-side dry run).
@@ -61,10 +62,13 @@ def _seed_run() -> dict[str, Any]:
 
 def test_a_kwok_node_becomes_ready(real_cluster: Cluster) -> None:
     real_cluster.add_node("ready-node-0", gpus=8)
-    real_cluster.wait_for("node ready-node-0 Ready", lambda: condition(
-        real_cluster.kubectl_json("get", "node", "ready-node-0"), "Ready") == "True", timeout=60)
-    node = real_cluster.kubectl_json("get", "node", "ready-node-0")
-    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    try:
+        real_cluster.wait_for("node ready-node-0 Ready", lambda: condition(
+            real_cluster.kubectl_json("get", "node", "ready-node-0"), "Ready") == "True")
+        node = real_cluster.kubectl_json("get", "node", "ready-node-0")
+        assert node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    finally:  # 8 free GPUs left in the shared cluster would take other tests' pending pods
+        real_cluster.kubectl("delete", "node", "ready-node-0", "--ignore-not-found", check=False)
 
 
 def test_a_volcano_job_is_gang_scheduled_onto_kwok_nodes_and_runs(real_cluster: Cluster, tmp_path: Path) -> None:
@@ -88,7 +92,7 @@ def test_a_volcano_job_is_gang_scheduled_onto_kwok_nodes_and_runs(real_cluster: 
                                               "volcano.sh/job-name=gang")["items"])
 
     real_cluster.wait_for("the gang's two pods Running", lambda: len(pods()) == 2 and all(
-        p["status"].get("phase") == "Running" for p in pods()), timeout=90)
+        p["status"].get("phase") == "Running" for p in pods()))
     bound = sorted(p["spec"]["nodeName"] for p in pods())
     assert bound == ["gang-node-0", "gang-node-1"], bound  # 8 GPUs each: one pod a node
     assert {p["spec"]["schedulerName"] for p in pods()} == {"volcano"}
@@ -108,7 +112,18 @@ def test_the_disruption_controller_writes_pdb_status_and_eviction_honours_it(rea
     def status() -> dict[str, Any]:
         return dict(real_cluster.kubectl_json("get", "pdb", "gang", "-n", "default").get("status", {}))
 
-    real_cluster.wait_for("PDB status", lambda: status().get("currentHealthy") == 2, timeout=60)
+    try:
+        _refused_by_the_budget(real_cluster, status)
+    finally:  # the gang of the test above goes with its budget: the session's later tests get a clean cluster
+        real_cluster.kubectl("delete", "pdb", "gang", "-n", "default", "--ignore-not-found", check=False)
+        real_cluster.kubectl("delete", "jobs.batch.volcano.sh", "gang", "-n", "default", "--ignore-not-found",
+                             "--cascade=foreground", f"--timeout={WAIT:.0f}s", check=False, timeout=WAIT + 30)
+        real_cluster.kubectl("delete", "queue", "team-a", "--ignore-not-found", check=False)
+        real_cluster.kubectl("delete", "node", "gang-node-0", "gang-node-1", "--ignore-not-found", check=False)
+
+
+def _refused_by_the_budget(real_cluster: Cluster, status: Any) -> None:
+    real_cluster.wait_for("PDB status", lambda: status().get("currentHealthy") == 2)
     assert (status()["desiredHealthy"], status()["disruptionsAllowed"], status()["expectedPods"]) == (2, 0, 2)
     [victim, *_] = [p["metadata"]["name"] for p in real_cluster.kubectl_json(
         "get", "pods", "-n", "default", "-l", "volcano.sh/job-name=gang")["items"]]
@@ -117,7 +132,6 @@ def test_the_disruption_controller_writes_pdb_status_and_eviction_honours_it(rea
                                input=json.dumps(eviction), check=False)
     assert res.returncode != 0 and "disruption budget" in res.stderr, res.stderr
     assert "TooManyRequests" in res.stderr or "429" in res.stderr, res.stderr
-    real_cluster.kubectl("delete", "pdb", "gang", "-n", "default")
 
 
 def test_free_ports_are_distinct_bindable_and_below_the_ephemeral_range() -> None:
@@ -140,13 +154,14 @@ def test_a_start_that_loses_a_port_starts_again_on_other_ports(tmp_path: Path, m
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
     taken.listen()
+    taken_port = taken.getsockname()[1]
     picks: list[dict[str, int]] = []
     real = cluster_module.free_ports
 
     def first_taken(names: Sequence[str], **kw: Any) -> dict[str, int]:
         ports = real(names, **kw)
         if not picks:
-            ports["vc-controller-manager-healthz"] = taken.getsockname()[1]
+            ports["vc-controller-manager-healthz"] = taken_port
         picks.append(ports)
         return ports
 
@@ -154,7 +169,8 @@ def test_a_start_that_loses_a_port_starts_again_on_other_ports(tmp_path: Path, m
     c = Cluster(tmp_path / "c")
     try:
         c.start()
-        assert len(picks) == 2 and c.ports == picks[1]
+        # a second try, on the ports it picked (a third when another process took one of the second's too)
+        assert len(picks) >= 2 and c.ports == picks[-1] and c.ports["vc-controller-manager-healthz"] != taken_port
         assert "address already in use" in (tmp_path / "c-try1" / "logs" / "vc-controller-manager.log").read_text()
         assert {"kube-apiserver", "vc-controller-manager", "vc-scheduler"} <= set(c.alive())
     finally:

@@ -83,7 +83,7 @@ def _replay_and_plan(real_cluster: Cluster, sa_kubeconfig: Path, objs: list[dict
     names = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objs if o["kind"] == "Pod"]
     real_cluster.wait_for("the seed's pods Running", lambda: all(
         real_cluster.kubectl_json("get", "pod", n, "-n", ns)["status"].get("phase") == "Running"
-        for ns, n in names), timeout=60)
+        for ns, n in names))
     real_cluster.apply([run])
 
     res = optplan("controller", "--once", "--kubeconfig", str(sa_kubeconfig), "--solver", "greedy")

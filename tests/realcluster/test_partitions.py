@@ -70,7 +70,7 @@ def test_partitions_land_where_volcano_puts_them(real_cluster: Cluster, tmp_path
             return sorted(p["spec"]["nodeName"] for p in c.kubectl_json("get", "pods", "-n", NS)["items"]
                           if p["metadata"]["name"].startswith("parts-") and p["spec"].get("nodeName"))
 
-        c.wait_for("Volcano binds the job's partition", lambda: len(bound()) >= 2, timeout=90)
+        c.wait_for("Volcano binds the job's partition", lambda: len(bound()) >= 2)
         assert mine["admitted"] and planned == bound() == ["vcn-a4", "vcn-a5"]
     finally:
         c.start_scheduler()

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.realcluster.cluster import CODE, Cluster, free_port, optplan
+from tests.realcluster.cluster import CODE, Cluster, optplan
 
 pytestmark = pytest.mark.realcluster
 NS = "repack-demo"
@@ -89,8 +89,7 @@ def journey(real_cluster: Cluster, sa_kubeconfig: Path) -> Cluster:
         return list(c.kubectl_json("get", "pods", "-n", NS, "-l", "volcano.sh/job-name=ascend-batch-training")["items"])
 
     c.wait_for("the training job's workers Running on ascend-node-01", lambda: len(workers()) == 2 and all(
-        p["status"].get("phase") == "Running" and p["spec"].get("nodeName") == NODES[0] for p in workers()),
-        timeout=90)
+        p["status"].get("phase") == "Running" and p["spec"].get("nodeName") == NODES[0] for p in workers()))
     c.kubectl("uncordon", NODES[1], NODES[2])
     c.apply([
         {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
@@ -224,7 +223,7 @@ def executed(journey: Cluster, sa_kubeconfig: Path) -> dict[str, Any]:
     c = journey
     controller = c.spawn("optplan-controller", [
         sys.executable, "-c", CODE, "controller", "--kubeconfig", str(sa_kubeconfig), "-v",
-        "--metrics-address", f"127.0.0.1:{free_port()}", "--cooldown", "0",
+        "--metrics-address", "127.0.0.1:0", "--cooldown", "0",
         "--eviction-deadline", "60", "--replacement-deadline", "120"])
     name = STEP5["metadata"]["name"]
     started = time.monotonic()
@@ -235,7 +234,7 @@ def executed(journey: Cluster, sa_kubeconfig: Path) -> dict[str, Any]:
             status = c.kubectl_json("get", "repackrun", name).get("status", {})
             return status.get("phase") in ("Succeeded", "Failed")
 
-        c.wait_for(f"RepackRun {name} finished", finished, timeout=240)
+        c.wait_for(f"RepackRun {name} finished", finished)
     finally:
         c.end(controller)
     run: dict[str, Any] = c.kubectl_json("get", "repackrun", name)
@@ -328,13 +327,13 @@ def test_step7_the_large_job_needs_the_freed_node(journey: Cluster, executed: di
         return list(journey.kubectl_json("get", "pod", "-n", NS, "-l",
                                          "volcano.sh/job-name=ascend-large-training")["items"])
 
-    journey.wait_for("the large job's two pods", lambda: len(workers()) == 2, timeout=60)
+    journey.wait_for("the large job's two pods", lambda: len(workers()) == 2)
     if freed:
         journey.wait_for("the large job Running", lambda: all(
-            p["status"].get("phase") == "Running" for p in workers()), timeout=90)
+            p["status"].get("phase") == "Running" for p in workers()))
         assert {p["spec"]["nodeName"] for p in workers()} == {NODES[0]}
     else:
-        time.sleep(5)  # five scheduling cycles
+        journey.wait_sessions(5)  # five scheduling sessions: vc-scheduler has had its chances
         assert not [p for p in workers() if p["spec"].get("nodeName")]
     print(journey.kubectl("get", "pod", "-n", NS, "-l", "volcano.sh/job-name=ascend-large-training",
                           "-o", "wide").stdout)

@@ -117,7 +117,7 @@ def test_a_deserved_naming_a_resource_no_node_has_is_scheduled_and_planned(real_
     c.apply([{**JOB, "metadata": {"name": "j", "namespace": ns}, "spec": {**JOB["spec"], "queue": q}}])
     try:
         c.wait_for("Volcano binds the job's pod", lambda: any(  # on n, or another node a test left with room
-            p["spec"].get("nodeName") for p in c.kubectl_json("get", "pods", "-n", ns)["items"]), timeout=90)
+            p["spec"].get("nodeName") for p in c.kubectl_json("get", "pods", "-n", ns)["items"]))
         c.stop_scheduler()  # a second job, pending while optplan plans it
         c.apply([{**JOB, "metadata": {"name": "k", "namespace": ns}, "spec": {**JOB["spec"], "queue": q}}])
         c.wait_for("the second job's PodGroup", lambda: len(c.kubectl_json("get", "podgroups", "-n", ns)["items"]) == 2)

@@ -21,8 +21,9 @@ Three parts, each usable alone:
   puts the pending jobs' PodGroups ``Inqueue`` (so that Volcano's job controller creates every pod before
   the scheduler starts), creates the bare gangs' PodGroups (``Inqueue``) and pods, takes ``optplan
   snapshot`` of the live cluster, runs ``optplan place --solver greedy`` and ``auto`` on it, starts
-  vc-scheduler, waits until nothing changes, reads back bindings, evictions (the scheduler's ``Evict``
-  events, which name preempt or reclaim) and PodGroup phases, and
+  vc-scheduler, waits until nothing changes (over four of its sessions, nothing in flight, every evicted pod's
+  Evict event written), reads back bindings, evictions (the scheduler's ``Evict`` events, which name preempt
+  or reclaim) and PodGroup phases, and
   deletes the case.
 - ``compare(case, observed)``: per action, whether optplan and Volcano agree (admitted jobs; preempt and
   reclaim victim sets; the lowest HyperNode holding a topology job's pods; per partly running gang, how
@@ -44,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.realcluster.cluster import CODE, KWOK_ANNOTATION, ROOT, Cluster
+from tests.realcluster.cluster import CODE, KWOK_ANNOTATION, ROOT, WAIT, Cluster
 
 GPU = "nvidia.com/gpu"
 SCHEDULER_CONF = ROOT / "hack" / "cluster" / "volcano-scheduler.conf"  # the binpack and HyperNode binpack weights
@@ -709,10 +710,45 @@ def _state(c: Cluster, ns: str) -> tuple[Any, ...]:
             tuple(sorted((g["metadata"]["name"], g.get("status", {}).get("phase", "")) for g in pgs)))
 
 
-def run_case(c: Cluster, case: Case, workdir: Path, *, settle: float = 4.0, limit: float = 60.0,
+def _in_flight(c: Cluster, case: Case, state: tuple[Any, ...]) -> bool:
+    """Whether something Volcano started has not reached the API server's objects yet: a pod terminating, a pod
+    bound and not Running yet, or a running gang's pod gone without the scheduler's Evict event (the events
+    are written apart from the deletion)."""
+    pods = state[0]
+    if any(gone or (node and phase != "Running") for _name, node, phase, gone in pods):
+        return True
+    running = {d["metadata"]["name"] for gang in case.running for d in gang[1:]}
+    gone = running - {name for name, *_ in pods}
+    if not gone:
+        return False
+    told = {e["involvedObject"]["name"] for e in c.kubectl_json(
+        "get", "events", "-n", case.ns, "--field-selector", "reason=Evict")["items"]}
+    return not gone <= told
+
+
+def settle_volcano(c: Cluster, case: Case, *, sessions: int = 4, limit: float = WAIT) -> float:
+    """Wait until vc-scheduler (just started) is done with the case: its pods and PodGroups unchanged over
+    ``sessions`` whole scheduling sessions, nothing in flight (``_in_flight``); counted in sessions, not
+    seconds, so that a loaded machine's slower sessions wait as long as they need. At most ``limit``
+    seconds (then what is there is read back); the seconds it took."""
+    t1 = time.monotonic()
+    c.wait_for("vc-scheduler's metrics", lambda: c.scheduler_sessions() >= 0)
+    last, since = _state(c, case.ns), c.scheduler_sessions()
+    while time.monotonic() - t1 < limit:
+        time.sleep(1.0)
+        now, done = _state(c, case.ns), c.scheduler_sessions()
+        if now != last:
+            last, since = now, done
+        elif done >= since + 1 + sessions and not _in_flight(c, case, now):  # + 1: the session open at `since`
+            break
+    return time.monotonic() - t1
+
+
+def run_case(c: Cluster, case: Case, workdir: Path, *, settle: int = 4, limit: float = WAIT,
              solvers: Iterable[str] = ("greedy", "auto"), restart: bool = True) -> Observed:
     """The case on the cluster (module docstring); the cluster is left without it, vc-scheduler running
-    again when ``restart`` (else stopped, as the next case wants it)."""
+    again when ``restart`` (else stopped, as the next case wants it). ``settle``: scheduling sessions without
+    a change that end Volcano's turn (``settle_volcano``)."""
     obs = Observed()
     t0 = time.monotonic()
     c.stop_scheduler()
@@ -729,9 +765,6 @@ def run_case(c: Cluster, case: Case, workdir: Path, *, settle: float = 4.0, limi
         c.wait_for("running gangs Running", lambda: {
             p["metadata"]["name"] for p in c.kubectl_json("get", "pods", "-n", ns)["items"]
             if p["status"].get("phase") == "Running"} >= running)
-        for jobs in _batches(case.pending, lambda j: (j["spec"]["queue"], PRIORITY[j["spec"]["priorityClassName"]])):
-            _next_second()
-            c.apply(jobs)
         want = {j["metadata"]["name"]: sum(t["replicas"] for t in j["spec"]["tasks"]) for j in case.pending}
 
         def groups() -> dict[str, dict[str, Any]]:
@@ -742,7 +775,14 @@ def run_case(c: Cluster, case: Case, workdir: Path, *, settle: float = 4.0, limi
                     out[owner] = g
             return out
 
-        c.wait_for("the VCJobs' PodGroups", lambda: set(groups()) == set(want))
+        made: set[str] = set()
+        for jobs in _batches(case.pending, lambda j: (j["spec"]["queue"], PRIORITY[j["spec"]["priorityClassName"]])):
+            _next_second()
+            c.apply(jobs)
+            # Volcano orders jobs by their PodGroup's creation time, and the job controller makes the PodGroups
+            # (late on a loaded machine): a batch's PodGroups exist before the next batch's jobs are created
+            made |= {j["metadata"]["name"] for j in jobs}
+            c.wait_for("the VCJobs' PodGroups", lambda made=frozenset(made): set(groups()) == made)
         for g in groups().values():  # the job controller creates a job's pods once its PodGroup is Inqueue
             c.kubectl("patch", "podgroup", g["metadata"]["name"], "-n", ns,  # no status subresource
                       "--type=merge", "-p", '{"status":{"phase":"Inqueue"}}')
@@ -791,17 +831,8 @@ def run_case(c: Cluster, case: Case, workdir: Path, *, settle: float = 4.0, limi
             obs.snapshot_error = res.stderr.strip()
         obs.seconds["snapshot"] = time.monotonic() - t0 - obs.seconds["create"]
         procs = {} if obs.snapshot_error else {s: place(snap, s) for s in solvers}
-        t1 = time.monotonic()
         c.start_scheduler()
-        last, stable_since = _state(c, ns), time.monotonic()
-        while time.monotonic() - t1 < limit:
-            time.sleep(1.0)
-            now = _state(c, ns)
-            if now != last:
-                last, stable_since = now, time.monotonic()
-            elif time.monotonic() - stable_since >= settle:
-                break
-        obs.seconds["volcano"] = time.monotonic() - t1
+        obs.seconds["volcano"] = settle_volcano(c, case, sessions=settle, limit=limit)
         obs.plans = {s: result(proc) for s, proc in procs.items()}
         _read_back(c, case, obs)
         save(obs, workdir / f"{ns}.volcano.json")
