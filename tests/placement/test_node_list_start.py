@@ -14,7 +14,7 @@ import yaml
 from optplan.adapters.kubefile import load_objects
 from optplan.cli import main
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.placement.greedy import node_list
+from optplan.solvers.placement.nodeorder import node_list
 from optplan.solvers.placement.place import plan_placement
 from optplan.solvers.placement.validate import placement_violations
 from tests.builders import GPU, job_task, node, pod, podgroup_in, priority_class, queue, seed_fabric, vcjob

@@ -91,7 +91,7 @@ reclaim only has to place the rest.
 
 *Node order for victims* (Volcano's ``preempt``: ``PredicateNodes``, ``PrioritizeNodes``, ``SortNodes``; its
 ``reclaim`` walks ``PredicateNodes``' list unscored, ``Greedy.reclaim_order``): every walk starts from
-vc-scheduler's node list, which optplan takes by name (``greedy.node_list``: Volcano's is the informer's
+vc-scheduler's node list, which optplan takes by name (``nodeorder.node_list``: Volcano's is the informer's
 initial list as a Go map hands it over, the names rotated at random, a fresh rotation each time vc-scheduler
 starts, reordered further by parallel workers). Preempt: the region's nodes that pass the static predicates,
 by the pod's binpack score on each node highest first — ``binpack_score`` with the run's ``BinpackWeights``,

@@ -233,7 +233,7 @@ class Context:
     """The network-topology-aware plugin's HyperNode binpack weights (``--scheduler-conf``); None: the node
     weights serve (``region_weights``)."""
     node_start: str | None = None
-    """Where vc-scheduler's node list starts (``greedy.node_list``; ``--node-list-start``); None: the first by name."""
+    """Where vc-scheduler's node list starts (``nodeorder.node_list``; ``--node-list-start``); None: by name."""
     tie_seed: int | None = None
     """HyperNodes of the same best score: a seeded random one (``Greedy.best_first``; ``--hypernode-tie-seed``),
     as vc-scheduler draws; None: the first by name."""

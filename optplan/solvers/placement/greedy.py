@@ -35,7 +35,7 @@ from optplan.solvers.placement.jobs import (
     replica_label,
     task_pos,
 )
-from optplan.solvers.placement.nodeorder import MAX_NODE_SCORE, nodeorder_score
+from optplan.solvers.placement.nodeorder import MAX_NODE_SCORE, node_list, nodeorder_score
 from optplan.solvers.placement.partitions import (
     evicts_anywhere,
     partition_gradient,
@@ -47,22 +47,6 @@ from optplan.solvers.placement.partitions import (
 from optplan.solvers.placement.safety import pdb_over
 from optplan.solvers.placement.tiers import node_victims, preemptee_refused
 from optplan.solvers.placement.victims import Candidate, Catalogue, Rules, dims, reclaimer_blocked
-
-
-def node_list(nodes: Iterable[str], start: str | None = None) -> list[str]:
-    """vc-scheduler's node list (``ssn.NodeList``, the order ``PredicateNodes`` walks and keeps within a
-    score) as optplan takes it: by name, from ``start`` on (the first name not below it, the names before it
-    last; None: from the first). Volcano's is its cache's insertion order, the informer's initial
-    list as a Go map hands it over (``cache.Store.List`` of the watch-list's temporary store: the names in
-    key order, rotated at a random slot, a fresh one each time vc-scheduler starts), reordered further by
-    the node workers and ``PredicateNodes``' 16 goroutines; the rotation by name is its likeliest one
-    (``--node-list-start`` names the slot). Every walk of the greedy starts from it: allocate's best node and
-    preempt's order keep it within a score, reclaim walks it as it is."""
-    names = sorted(nodes)
-    if start is None:
-        return names
-    cut = next((i for i, n in enumerate(names) if n >= start), len(names))
-    return names[cut:] + names[:cut]
 
 
 def placed_reason(ctx: Context, job: VCJob, n: int, where: str) -> str:

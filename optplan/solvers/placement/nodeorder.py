@@ -4,11 +4,12 @@ NodeResourcesBalancedAllocation (cpu, memory and ``nvidia.com/gpu``), each 0..10
 arithmetic, times the plugin's ``leastrequested.weight`` and ``balancedresource.weight`` (1 each by default),
 summed. Read by the greedy's node order (``Greedy.best_node``) when the scheduler configuration lists
 nodeorder. Its other scores (node and pod affinity, taints PreferNoSchedule, image locality, topology spread)
-are not modelled."""
+are not modelled. Also vc-scheduler's node list itself (``node_list``), the order its walks keep within a score."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from optplan.models.devices import WHOLE_GPU
 from optplan.models.snapshot import Resources
@@ -62,3 +63,19 @@ def nodeorder_score(requests: Resources, allocatable: Resources, free: Resources
     if balanced:
         out += balanced * balanced_allocation(requests, allocatable, free)
     return out
+
+
+def node_list(nodes: Iterable[str], start: str | None = None) -> list[str]:
+    """vc-scheduler's node list (``ssn.NodeList``, the order ``PredicateNodes`` walks and keeps within a
+    score) as optplan takes it: by name, from ``start`` on (the first name not below it, the names before it
+    last; None: from the first). Volcano's is its cache's insertion order, the informer's initial
+    list as a Go map hands it over (``cache.Store.List`` of the watch-list's temporary store: the names in
+    key order, rotated at a random slot, a fresh one each time vc-scheduler starts), reordered further by
+    the node workers and ``PredicateNodes``' 16 goroutines; the rotation by name is its likeliest one
+    (``--node-list-start`` names the slot). Every walk of the greedy starts from it: allocate's best node and
+    preempt's order keep it within a score, reclaim walks it as it is."""
+    names = sorted(nodes)
+    if start is None:
+        return names
+    cut = next((i for i, n in enumerate(names) if n >= start), len(names))
+    return names[cut:] + names[:cut]

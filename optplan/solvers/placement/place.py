@@ -84,7 +84,7 @@ def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
     preemption's rules (``safety`` module), off by default. ``scheduler``: the vc-scheduler configuration
     (``--scheduler-conf``): its binpack weights when ``weights`` is None, its HyperNode binpack weights.
     Victims are chosen as Volcano's plugin tiers choose them (``tiers`` module). ``node_start``: where
-    vc-scheduler's node list starts (``greedy.node_list``; default the first node by name); ``tie_seed``: HyperNodes
+    vc-scheduler's node list starts (``nodeorder.node_list``; default the first node by name); ``tie_seed``: HyperNodes
     of the same best score are drawn at random with this seed, as vc-scheduler does (default: by name)."""
     if solver not in registry.names(FAMILY):
         raise ValueError(registry.unknown_message(solver, registry.names(FAMILY)))
