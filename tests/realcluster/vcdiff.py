@@ -290,15 +290,7 @@ def _partial(case: Case, seed: int, index: int, free: dict[str, int], racks: lis
     groups = [list(r) for r in racks] if hard else [[n for r in racks for n in r]]
     rng.shuffle(groups)
     for group in groups:
-        room = {n: free[n] for n in group if usable(n)}
-        chosen: list[str] = []
-        for _ in range(running):
-            spots = sorted(n for n, g in room.items() if g >= per)
-            if not spots:
-                break
-            n = rng.choice(spots)
-            room[n] -= per
-            chosen.append(n)
+        chosen = _spread(rng, {n: free[n] for n in group if usable(n)}, running, per)
         if len(chosen) == running:
             for n in chosen:
                 free[n] -= per
@@ -588,6 +580,20 @@ def generate_podgroups(seed: int, index: int) -> Case:
     return case
 
 
+def _spread(rng: random.Random, room: dict[str, int], count: int, per: int) -> list[str]:
+    """Up to ``count`` pods of ``per`` GPUs, each on a node drawn among those of ``room`` (node -> free GPUs,
+    taken as they are placed) with room for it; the nodes, as many as fit."""
+    chosen: list[str] = []
+    for _ in range(count):
+        spots = sorted(n for n, g in room.items() if g >= per)
+        if not spots:
+            break
+        n = rng.choice(spots)
+        room[n] -= per
+        chosen.append(n)
+    return chosen
+
+
 def _partial_bare(case: Case, seed: int, index: int) -> None:
     """In half the cases one plain bare gang of 2+ pods (a hard-topology one when there is) is partly running:
     1..n-1 of its pods bound before the scheduler starts, on untainted nodes with room (inside one rack under a
@@ -615,15 +621,7 @@ def _partial_bare(case: Case, seed: int, index: int) -> None:
         groups = [list(r) for r in racks] if gang in hard else [sorted(free)]
         rng.shuffle(groups)
         for group in groups:
-            room = {n: free[n] for n in group if n in free}
-            chosen: list[str] = []
-            for _ in range(running):
-                spots = sorted(n for n, g in room.items() if g >= per)
-                if not spots:
-                    break
-                n = rng.choice(spots)
-                room[n] -= per
-                chosen.append(n)
+            chosen = _spread(rng, {n: free[n] for n in group if n in free}, running, per)
             if len(chosen) == running:
                 case.partial[gang[0]["metadata"]["name"]] = [(p["metadata"]["name"], n)
                                                              for p, n in zip(gang[1:], chosen, strict=False)]
