@@ -37,7 +37,7 @@ import heapq
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,6 +85,34 @@ def time_stats(samples: list[tuple[float, bool]]) -> dict[str, Any]:
     return {"gangs": km.samples, "censored": km.censored, "p50": r(km.quantile(50)), "p95": r(km.quantile(95)),
             "p99": r(km.quantile(99)), "restrictedMean": r(km.restricted_mean(tau)) if samples else None,
             "restrictedTo": r(tau)}
+
+
+class Events:
+    """The replays' clock (``Replay`` here, ``window.Window``'s cycles): timed events ``(kind, a, b)``, taken
+    by time, then kind (the caller's numbering says which kind goes first at one instant), then the order
+    they were pushed in. ``instants`` is the one event loop: each instant in turn, with the events due then —
+    those pushed for that same instant while they are handled included."""
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[float, int, int, int, int]] = []
+        self.seq = 0
+
+    def push(self, t: float, kind: int, a: int = 0, b: int = 0) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, kind, self.seq, a, b))
+
+    def instants(self, until: float, going: Callable[[], bool] = lambda: True
+                 ) -> Iterator[tuple[float, Iterator[tuple[int, int, int]]]]:
+        """(time, its events) for each instant up to ``until`` while ``going()``; an event pushed for an
+        instant already given is handled as the next instant, at the same time."""
+        while self.heap and self.heap[0][0] <= until and going():
+            t = self.heap[0][0]
+            yield t, self._at(t)
+
+    def _at(self, t: float) -> Iterator[tuple[int, int, int]]:
+        while self.heap and self.heap[0][0] == t:
+            _t, kind, _s, a, b = heapq.heappop(self.heap)
+            yield kind, a, b
 
 
 @dataclass
@@ -252,8 +280,7 @@ class Replay:
         """Ready gangs with pods not placed yet, same order."""
         self.new: list[int] = []
         """Gangs arrived since the last allocate."""
-        self.events: list[tuple[float, int, int, int, int]] = []
-        self.seq = 0
+        self.events = Events()
         self.live = 0
         """Arrivals and departures still to come (stale departures of restarted pods not counted)."""
         self.now = 0.0
@@ -302,9 +329,8 @@ class Replay:
     # ---- events --------------------------------------------------------------------------------
 
     def push(self, t: float, kind: int, a: int = 0, b: int = 0) -> None:
-        self.seq += 1
         self.live += kind in (_DEPART, _ARRIVE)
-        heapq.heappush(self.events, (t, kind, self.seq, a, b))
+        self.events.push(t, kind, a, b)
 
     def window(self, a: float, b: float) -> float:
         """Seconds of [a, b] inside the measured window as far as replayed (up to now)."""
@@ -318,12 +344,10 @@ class Replay:
             self.push(self.cfg.interval, _TICK)
         guess = self.stop_at if math.isfinite(self.stop_at) else max(self.trace.end, 1.0)
         shown = -1.0
-        while self.events and self.events[0][0] <= self.stop_at and self.live > 0:
-            t = self.events[0][0]
+        for t, now in self.events.instants(self.stop_at, lambda: self.live > 0):
             self.advance(t)
             due: list[tuple[int, int, int]] = []
-            while self.events and self.events[0][0] == t:
-                _t, kind, _s, a, b = heapq.heappop(self.events)
+            for kind, a, b in now:
                 if kind == _DEPART:
                     if b == self.ver[a]:
                         self.live -= 1
