@@ -51,7 +51,7 @@ from optplan.experiments.replay.policy import (
     plan_moves,
     restarted_pods,
 )
-from optplan.experiments.replay.snapshot import Running, SnapshotBuilder
+from optplan.experiments.replay.snapshot import Running, SnapshotBuilder, replica_name
 from optplan.experiments.replay.survival import kaplan_meier
 from optplan.experiments.replay.tenants import TYPES, Book, QueuedSnapshots, Tenancy, plan_victims
 from optplan.experiments.replay.trace import Trace, TraceGang, bucket_labels, gang_bucket
@@ -270,7 +270,8 @@ class Replay:
                 self.ver.append(0)
                 self.work_from.append(math.inf)
                 self.restored_from.append(None)
-        self.pid_of = {n: i for i, n in enumerate(self.pod_name)}
+        self.named: dict[str, int] = {}
+        """The last snapshot's pod names -> the pods (``running``)."""
         self.gang_at = {gs.g.name: k for k, gs in enumerate(self.gangs)}
         self.queues: dict[tuple[Shape, int], deque[int]] = {}
         """Gangs waiting for their gang turn, one queue per (pod shape, minMember), each in Volcano's order
@@ -398,9 +399,8 @@ class Replay:
         self.cluster.give_back(self.node[pid], self.cluster.sim_pod(gs.g))
         if self.tenancy is not None:
             self.account(self.pod_gang[pid], -1)
-            self.snaps.forget(self.pod_name[pid])
         self.node[pid] = -2  # gone
-        self.builder.forget(self.pod_name[pid])
+        self.forget(gs.g)
         gs.left += 1
         if gs.left == len(gs.pids):
             gs.done_at = self.now
@@ -634,8 +634,7 @@ class Replay:
         for k in due:
             self.victim_tried[k] = t
         t0 = time.perf_counter()
-        running = [(Running(self.pod_name[p], self.gangs[self.pod_gang[p]].g, self.cluster.names[self.node[p]]),
-                    self.started_at[p]) for p in range(len(self.node)) if self.node[p] >= 0]
+        running = [(r, self.started_at[self.named[r.name]]) for r in self.running()]
         top: dict[str, int] = {}
         for k in due:
             top[ten.leaf[k]] = max(top.get(ten.leaf[k], ten.value[k]), ten.value[k])
@@ -653,7 +652,7 @@ class Replay:
             if not jp.admitted:
                 continue
             for v in jp.victims:
-                pid = self.pid_of[v.name]
+                pid = self.named[v.name]
                 if self.node[pid] >= 0:
                     self.evict(pid, v.reason, t)
             k = index[jp.name]
@@ -678,8 +677,7 @@ class Replay:
         self.cluster.give_back(self.node[pid], self.cluster.sim_pod(gs.g))
         self.account(k, -1)
         self.node[pid] = -1
-        self.builder.forget(self.pod_name[pid])
-        self.snaps.forget(self.pod_name[pid])
+        self.forget(gs.g)
         self.live -= 1  # its departure event is stale now
         self.ver[pid] += 1
         gs.placed -= 1
@@ -701,9 +699,27 @@ class Replay:
     # ---- Repack --------------------------------------------------------------------------------
 
     def running(self) -> list[Running]:
+        """The running pods as the next snapshot names them: each gang's as its VCJob's replicas, numbered
+        from 0 in pod order (``snapshot.replica_name``); ``named`` maps the names back to the pods."""
         names = self.cluster.names
-        return [Running(self.pod_name[p], self.gangs[self.pod_gang[p]].g, names[self.node[p]])
-                for p in range(len(self.node)) if self.node[p] >= 0]
+        out = []
+        self.named = {}
+        count: dict[int, int] = {}
+        for p in range(len(self.node)):
+            if self.node[p] >= 0:
+                k = self.pod_gang[p]
+                count[k] = i = count.get(k, -1) + 1
+                r = Running(replica_name(self.gangs[k].g.name, i), self.gangs[k].g, names[self.node[p]])
+                self.named[r.name] = p
+                out.append(r)
+        return out
+
+    def forget(self, g: TraceGang) -> None:
+        """A pod of gang g left its node: its siblings' names may shift (``running``), drop their cached pods."""
+        for i in range(len(g.pods)):
+            self.builder.forget(replica_name(g.name, i))
+            if self.tenancy is not None:
+                self.snaps.forget(replica_name(g.name, i))
 
     def finished(self, running: Sequence[Running]) -> dict[str, int]:
         """Running gang -> its pods that finished (gangs with none left out): what the snapshot's PodGroups
@@ -757,7 +773,7 @@ class Replay:
         cl = self.cluster
         moves = []
         for m in planned.moves:
-            pid = self.pid_of[m.pod.split("/", 1)[1]]
+            pid = self.named[m.pod.split("/", 1)[1]]
             if cl.names[self.node[pid]] != m.from_node:
                 raise AssertionError(f"{m.pod} is not on {m.from_node}")  # pragma: no cover
             share = snap.pods[m.pod].gpu_share
@@ -770,7 +786,7 @@ class Replay:
         for pid, to, _held, to_device in sorted(moves, key=lambda mv: mv[3] is None):
             cl.take(to, cl.sim_pod(self.gangs[self.pod_gang[pid]].g), to_device)
             self.node[pid] = to
-        restarted = {self.pid_of[key.split("/", 1)[1]] for key in restarted_pods(snap, self.run_spec,
+        restarted = {self.named[key.split("/", 1)[1]] for key in restarted_pods(snap, self.run_spec,
                                                                                   [m.pod for m in planned.moves])}
         for pid in sorted(restarted):
             self.restart(pid, t)
