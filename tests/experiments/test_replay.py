@@ -16,6 +16,7 @@ from optplan.experiments.replay.policy import Planned
 from optplan.experiments.replay.trace import Trace, TraceGang, TracePod
 from optplan.experiments.sim.online import SimNode
 from optplan.models.snapshot import Snapshot
+from optplan.solvers.placement.jobs import held_pods, jobs_to_place
 
 HEADER = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,"
           "scheduled_time\n")
@@ -218,7 +219,8 @@ def test_a_running_gangs_podgroup_and_vcjob_count_only_the_pods_left() -> None:
     """Volcano counts a finished (Succeeded) pod toward its gang: a's three finished pods serve its minimum,
     so the snapshot's PodGroup asks nothing more of a3 and the VCJob lists one replica (it listed four, the
     finished ones read as pending). Moving a3 then takes no gang below its minimum; moving b0 does, so the
-    Repack run moves a3 (it moved b0 when a3's PodGroup still asked for 3 running pods)."""
+    Repack run moves a3 (it moved b0 when a3's PodGroup still asked for 3 running pods). a3 is the VCJob's
+    replica a-worker-0 in the snapshot, held: no running gang has pods to place."""
     run = Replay(_finished_gang_trace(), ReplayConfig(policy="interval", interval=60))
     moved: list[str] = []
     apply = run.apply
@@ -228,13 +230,35 @@ def test_a_running_gangs_podgroup_and_vcjob_count_only_the_pods_left() -> None:
         job = snap.jobs["replay/a"]
         assert (a.min_member, job.replicas, job.min_available) == (0, 1, 0)
         assert snap.pod_groups["replay/b"].min_member == 1 and snap.jobs["replay/b"].replicas == 1
+        assert held_pods(job, snap) == {"worker": {0: snap.pods["replay/a-worker-0"]}}
+        assert snap.pods["replay/a-worker-0"].node_name == "n2" and jobs_to_place(snap) == []
         moved.extend(m.pod for m in planned.moves)
         apply(planned, t, snap)
 
     run.apply = record  # type: ignore[method-assign]
     r = run.run()
-    assert moved == ["replay/a3"] and r.cards_disrupted == 1
+    assert moved == ["replay/a-worker-0"] and r.cards_disrupted == 1
     assert r.gang_waits[-1][1] == 60 - 20
+
+
+@pytest.mark.parametrize(("restart", "to_place"), [("RestartJob", ["replay/c"]), ("RestartTask", ["replay/c"]),
+                                                  (None, [])])
+def test_a_running_gang_has_pods_to_place_only_when_one_waits(restart: str | None, to_place: list[str]) -> None:
+    """One 4-GPU node: d's pod (1 card) and c0 (3 cards) run, c1 (3 cards, c's minimum is 1) waits. The
+    snapshot's running pods are their VCJobs' replicas that run (``<gang>-worker-<i>``): placement reads c
+    as having one pod to place and d none (it read both as wholly pending, their pods named otherwise);
+    without a restart policy a running gang has no VCJob."""
+    node = (SimNode("n1", 64000, 262144, 4, "V100"),)
+    run = Replay(Trace("t", node, (_gang("d", 0, 1, 1, (1000,)), _gang("c", 1, 3, 1, (1000, 1000)))),
+                 ReplayConfig(horizon=10))
+    run.run()
+    running = run.running()
+    snap = run.builder.build(running, restart=restart, finished=run.finished(running))
+    assert sorted(snap.pods) == ["replay/c-worker-0", "replay/d-worker-0"]
+    assert [j.key for j in jobs_to_place(snap)] == to_place
+    if restart is not None:
+        assert {t: sorted(ps) for t, ps in held_pods(snap.jobs["replay/c"], snap).items()} == {"worker": [0]}
+        assert run.pod_name[run.named["c-worker-0"]] == "c0"
 
 
 @pytest.mark.parametrize(("cards", "wait", "runs"), [(4, 15, 1), (5, 981, 0)])

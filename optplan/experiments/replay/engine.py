@@ -37,7 +37,7 @@ import heapq
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,7 +51,7 @@ from optplan.experiments.replay.policy import (
     plan_moves,
     restarted_pods,
 )
-from optplan.experiments.replay.snapshot import Running, SnapshotBuilder
+from optplan.experiments.replay.snapshot import Running, SnapshotBuilder, replica_name
 from optplan.experiments.replay.survival import kaplan_meier
 from optplan.experiments.replay.tenants import TYPES, Book, QueuedSnapshots, Tenancy, plan_victims
 from optplan.experiments.replay.trace import Trace, TraceGang, bucket_labels, gang_bucket
@@ -85,6 +85,34 @@ def time_stats(samples: list[tuple[float, bool]]) -> dict[str, Any]:
     return {"gangs": km.samples, "censored": km.censored, "p50": r(km.quantile(50)), "p95": r(km.quantile(95)),
             "p99": r(km.quantile(99)), "restrictedMean": r(km.restricted_mean(tau)) if samples else None,
             "restrictedTo": r(tau)}
+
+
+class Events:
+    """The replays' clock (``Replay`` here, ``window.Window``'s cycles): timed events ``(kind, a, b)``, taken
+    by time, then kind (the caller's numbering says which kind goes first at one instant), then the order
+    they were pushed in. ``instants`` is the one event loop: each instant in turn, with the events due then —
+    those pushed for that same instant while they are handled included."""
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[float, int, int, int, int]] = []
+        self.seq = 0
+
+    def push(self, t: float, kind: int, a: int = 0, b: int = 0) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, kind, self.seq, a, b))
+
+    def instants(self, until: float, going: Callable[[], bool] = lambda: True
+                 ) -> Iterator[tuple[float, Iterator[tuple[int, int, int]]]]:
+        """(time, its events) for each instant up to ``until`` while ``going()``; an event pushed for an
+        instant already given is handled as the next instant, at the same time."""
+        while self.heap and self.heap[0][0] <= until and going():
+            t = self.heap[0][0]
+            yield t, self._at(t)
+
+    def _at(self, t: float) -> Iterator[tuple[int, int, int]]:
+        while self.heap and self.heap[0][0] == t:
+            _t, kind, _s, a, b = heapq.heappop(self.heap)
+            yield kind, a, b
 
 
 @dataclass
@@ -242,7 +270,8 @@ class Replay:
                 self.ver.append(0)
                 self.work_from.append(math.inf)
                 self.restored_from.append(None)
-        self.pid_of = {n: i for i, n in enumerate(self.pod_name)}
+        self.named: dict[str, int] = {}
+        """The last snapshot's pod names -> the pods (``running``)."""
         self.gang_at = {gs.g.name: k for k, gs in enumerate(self.gangs)}
         self.queues: dict[tuple[Shape, int], deque[int]] = {}
         """Gangs waiting for their gang turn, one queue per (pod shape, minMember), each in Volcano's order
@@ -252,8 +281,7 @@ class Replay:
         """Ready gangs with pods not placed yet, same order."""
         self.new: list[int] = []
         """Gangs arrived since the last allocate."""
-        self.events: list[tuple[float, int, int, int, int]] = []
-        self.seq = 0
+        self.events = Events()
         self.live = 0
         """Arrivals and departures still to come (stale departures of restarted pods not counted)."""
         self.now = 0.0
@@ -302,9 +330,8 @@ class Replay:
     # ---- events --------------------------------------------------------------------------------
 
     def push(self, t: float, kind: int, a: int = 0, b: int = 0) -> None:
-        self.seq += 1
         self.live += kind in (_DEPART, _ARRIVE)
-        heapq.heappush(self.events, (t, kind, self.seq, a, b))
+        self.events.push(t, kind, a, b)
 
     def window(self, a: float, b: float) -> float:
         """Seconds of [a, b] inside the measured window as far as replayed (up to now)."""
@@ -318,12 +345,10 @@ class Replay:
             self.push(self.cfg.interval, _TICK)
         guess = self.stop_at if math.isfinite(self.stop_at) else max(self.trace.end, 1.0)
         shown = -1.0
-        while self.events and self.events[0][0] <= self.stop_at and self.live > 0:
-            t = self.events[0][0]
+        for t, now in self.events.instants(self.stop_at, lambda: self.live > 0):
             self.advance(t)
             due: list[tuple[int, int, int]] = []
-            while self.events and self.events[0][0] == t:
-                _t, kind, _s, a, b = heapq.heappop(self.events)
+            for kind, a, b in now:
                 if kind == _DEPART:
                     if b == self.ver[a]:
                         self.live -= 1
@@ -374,9 +399,8 @@ class Replay:
         self.cluster.give_back(self.node[pid], self.cluster.sim_pod(gs.g))
         if self.tenancy is not None:
             self.account(self.pod_gang[pid], -1)
-            self.snaps.forget(self.pod_name[pid])
         self.node[pid] = -2  # gone
-        self.builder.forget(self.pod_name[pid])
+        self.forget(gs.g)
         gs.left += 1
         if gs.left == len(gs.pids):
             gs.done_at = self.now
@@ -610,8 +634,7 @@ class Replay:
         for k in due:
             self.victim_tried[k] = t
         t0 = time.perf_counter()
-        running = [(Running(self.pod_name[p], self.gangs[self.pod_gang[p]].g, self.cluster.names[self.node[p]]),
-                    self.started_at[p]) for p in range(len(self.node)) if self.node[p] >= 0]
+        running = [(r, self.started_at[self.named[r.name]]) for r in self.running()]
         top: dict[str, int] = {}
         for k in due:
             top[ten.leaf[k]] = max(top.get(ten.leaf[k], ten.value[k]), ten.value[k])
@@ -630,7 +653,7 @@ class Replay:
         # bind where another job's victim left
         for jp in plan.jobs:
             for v in jp.victims:
-                pid = self.pid_of[v.name]
+                pid = self.named[v.name]
                 if self.node[pid] >= 0:
                     self.evict(pid, v.reason, t)
         for jp in admitted:
@@ -656,8 +679,7 @@ class Replay:
         self.cluster.give_back(self.node[pid], self.cluster.sim_pod(gs.g))
         self.account(k, -1)
         self.node[pid] = -1
-        self.builder.forget(self.pod_name[pid])
-        self.snaps.forget(self.pod_name[pid])
+        self.forget(gs.g)
         self.live -= 1  # its departure event is stale now
         self.ver[pid] += 1
         gs.placed -= 1
@@ -679,9 +701,27 @@ class Replay:
     # ---- Repack --------------------------------------------------------------------------------
 
     def running(self) -> list[Running]:
+        """The running pods as the next snapshot names them: each gang's as its VCJob's replicas, numbered
+        from 0 in pod order (``snapshot.replica_name``); ``named`` maps the names back to the pods."""
         names = self.cluster.names
-        return [Running(self.pod_name[p], self.gangs[self.pod_gang[p]].g, names[self.node[p]])
-                for p in range(len(self.node)) if self.node[p] >= 0]
+        out = []
+        self.named = {}
+        count: dict[int, int] = {}
+        for p in range(len(self.node)):
+            if self.node[p] >= 0:
+                k = self.pod_gang[p]
+                count[k] = i = count.get(k, -1) + 1
+                r = Running(replica_name(self.gangs[k].g.name, i), self.gangs[k].g, names[self.node[p]])
+                self.named[r.name] = p
+                out.append(r)
+        return out
+
+    def forget(self, g: TraceGang) -> None:
+        """A pod of gang g left its node: its siblings' names may shift (``running``), drop their cached pods."""
+        for i in range(len(g.pods)):
+            self.builder.forget(replica_name(g.name, i))
+            if self.tenancy is not None:
+                self.snaps.forget(replica_name(g.name, i))
 
     def finished(self, running: Sequence[Running]) -> dict[str, int]:
         """Running gang -> its pods that finished (gangs with none left out): what the snapshot's PodGroups
@@ -735,7 +775,7 @@ class Replay:
         cl = self.cluster
         moves = []
         for m in planned.moves:
-            pid = self.pid_of[m.pod.split("/", 1)[1]]
+            pid = self.named[m.pod.split("/", 1)[1]]
             if cl.names[self.node[pid]] != m.from_node:
                 raise AssertionError(f"{m.pod} is not on {m.from_node}")  # pragma: no cover
             share = snap.pods[m.pod].gpu_share
@@ -748,7 +788,7 @@ class Replay:
         for pid, to, _held, to_device in sorted(moves, key=lambda mv: mv[3] is None):
             cl.take(to, cl.sim_pod(self.gangs[self.pod_gang[pid]].g), to_device)
             self.node[pid] = to
-        restarted = {self.pid_of[key.split("/", 1)[1]] for key in restarted_pods(snap, self.run_spec,
+        restarted = {self.named[key.split("/", 1)[1]] for key in restarted_pods(snap, self.run_spec,
                                                                                   [m.pod for m in planned.moves])}
         for pid in sorted(restarted):
             self.restart(pid, t)

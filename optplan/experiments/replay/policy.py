@@ -102,8 +102,8 @@ def plan_for_pending(snapshot: Snapshot, run: RepackRun, cfg: ReplayConfig, gang
     t0 = time.perf_counter()
     goal = run.spec.goal.model_copy(update={"admit": AdmitGoal(jobs=tuple(f"{NAMESPACE}/{g}" for g in gangs))})
     admit = run.model_copy(update={"spec": run.spec.model_copy(update={"goals": (goal,)})})
-    # only the named gangs' verdicts: the running gangs' VCJobs with replicas gone or not placed yet are
-    # pending too, and judging them (hundreds) was most of a pending cell's time; the plan is the same
+    # only the named gangs' verdicts: the running gangs with pods not placed yet are pending too, and
+    # judging every pending gang was most of a pending cell's time; the plan is the same
     out = plan_run(snapshot, admit, solver=cfg.planner, options=options(cfg), judge_all=False)
     plan = out.result.plan
     if out.reason != RECOMMENDED:  # no move admits a gang

@@ -13,10 +13,12 @@ pods carry its name label —, so the Repack planners price a move's restarts wi
 gang some of whose pods finished counts only what is left (``build(finished=...)``, ``left_minimum``): its
 VCJob's replicas are the pods not finished and its PodGroup's minMember (and the VCJob's minAvailable) the
 minimum less the finished pods, since Volcano counts a Succeeded pod toward its gang; so a move of such a
-gang's pod takes it below its minimum only when Volcano would say so. (The snapshot's pods keep the
-trace's names, not ``<job>-<task>-<index>``, so placement's ``held_pods`` reads no running VCJob's replica as
-held: the replay asks placement only about the Pending gangs it names.) Node, pod and running VCJob objects
-are cached: a pod is rebuilt only when it moves.
+gang's pod takes it below its minimum only when Volcano would say so. A running pod is named as the replica
+Volcano's job controller makes (``replica_name``: ``<gang>-worker-<i>``, the gang's running pods numbered
+from 0 in the order the caller lists them, the finished ones not counted, as the VCJob's replicas do not
+count them), so placement reads a running gang's pods as its VCJob's replicas that run (``held_pods``): only
+a gang with pods not placed yet has pods to place. The caller maps the names back to its pods. Node, pod and
+running VCJob objects are cached: a pod is rebuilt only when it moves.
 
 With shares running (``cluster``'s device level), every GPU node lists its devices and a running share is a
 pod asking cpu and memory with its ``GpuShare`` pinned to its device, as ``optplan import openb --shared``
@@ -60,11 +62,17 @@ SERVING_LABEL = "modelserving.volcano.sh/name"
 
 @dataclass(frozen=True)
 class Running:
-    """A placed pod: its gang and its node."""
+    """A placed pod: its name in the snapshot (``replica_name``), its gang and its node."""
 
     name: str
     gang: TraceGang
     node: str
+
+
+def replica_name(gang: str, index: int) -> str:
+    """The name of the ``index``-th replica of the gang's VCJob, as Volcano's job controller names it
+    (``<job>-<task>-<index>``) and placement's ``held_pods`` reads it."""
+    return f"{gang}-{TASK}-{index}"
 
 
 def left_minimum(g: TraceGang, finished: int) -> int:

@@ -10,7 +10,10 @@ in the large job's queue (the most it can hold).
 
 **Cycles.** Volcano schedules every ``cycle`` seconds (its ``schedulePeriod``, default 1 s); jobs arrive
 and pods leave in between and are seen at the next cycle (a cycle is simulated only when something
-happened since the last one: an idle cycle changes nothing). A cycle is allocate, then preempt:
+happened since the last one: an idle cycle changes nothing). The events run on the replay's event loop
+(``engine.Events``, the one ``engine.Replay`` runs on): a cycle is an event of its own kind, taken after the
+departures, terminations and arrivals of its instant, where the replay allocates after every instant.
+A cycle is allocate, then preempt:
 
 - *allocate*: waiting gangs by priority (higher first), then submission order; each gets its minimum or
   nothing on the free cards (binpack, as ``cluster``'s docstring), a gang of a priority, shape and size
@@ -60,7 +63,7 @@ import numpy as np
 from optplan.errors import InputError
 from optplan.experiments.replay import sweep
 from optplan.experiments.replay.cluster import MAX_PODS, Cluster
-from optplan.experiments.replay.engine import time_stats
+from optplan.experiments.replay.engine import Events, time_stats
 from optplan.experiments.replay.trace import Trace
 from optplan.models.placement import BinpackWeights
 from optplan.solvers.placement import throttle as rule
@@ -165,8 +168,7 @@ class Window:
         self.mode: tuple[int, float] | None = None
         """(the large gang, since when) while the queue is in waiting mode."""
         self.held_time = [0.0] * len(self.gangs)
-        self.events: list[tuple[float, int, int, int, int]] = []
-        self.eseq = 0
+        self.events = Events()
         self.cycles: set[float] = set()
         self.counts = {"evictions": 0, "preemptRounds": 0, "repeatRounds": 0, "modes": 0, "modesTimedOut": 0,
                        "held": 0, "cycles": 0}
@@ -175,34 +177,30 @@ class Window:
 
     # ---- events ---------------------------------------------------------------------------------
 
-    def push(self, t: float, kind: int, a: int = 0, b: int = 0) -> None:
-        self.eseq += 1
-        heapq.heappush(self.events, (t, kind, self.eseq, a, b))
-
     def wake(self, t: float) -> None:
         """A cycle at the first scheduling period boundary at or after ``t``."""
         c = math.ceil(t / self.cfg.cycle - 1e-9) * self.cfg.cycle
         if c not in self.cycles and c <= self.horizon:
             self.cycles.add(c)
-            self.push(c, _CYCLE)
+            self.events.push(c, _CYCLE)
 
     def run(self) -> WindowResult:
         for k, g in enumerate(self.gangs):
             if g.created <= self.horizon:
-                self.push(g.created, _ARRIVE, k)
-        while self.events and self.events[0][0] <= self.horizon:
-            t, kind, _s, a, b = heapq.heappop(self.events)
+                self.events.push(g.created, _ARRIVE, k)
+        for t, now in self.events.instants(self.horizon):
             self.area += self.cl.allocated * (t - self.now)
             self.now = t
-            if kind == _DEPART:
-                self.depart(a, b)
-            elif kind == _GONE:
-                self.gone(a, b)
-            elif kind == _ARRIVE:
-                self.arrive(a, t)
-            else:
-                self.cycles.discard(t)
-                self.cycle_at(t)
+            for kind, a, b in now:
+                if kind == _DEPART:
+                    self.depart(a, b)
+                elif kind == _GONE:
+                    self.gone(a, b)
+                elif kind == _ARRIVE:
+                    self.arrive(a, t)
+                else:
+                    self.cycles.discard(t)
+                    self.cycle_at(t)
         self.area += self.cl.allocated * (self.horizon - self.now)
         return self.result()
 
@@ -277,7 +275,7 @@ class Window:
         self.on_node[i][pid] = (k, t)
         self.placed[k] += 1
         runtime = g.pods[(self.placed[k] - 1) % len(g.pods)].runtime
-        self.push(t + runtime, _DEPART, pid, 1)
+        self.events.push(t + runtime, _DEPART, pid, 1)
         return True
 
     def allocate(self, t: float) -> None:
@@ -393,7 +391,7 @@ class Window:
         self.releasing[i] += (g.cpu, g.memory, g.gpu)
         self.releasing_pods[i] += 1
         self.counts["evictions"] += 1
-        self.push(t + self.rng.uniform(0, self.cfg.grace), _GONE, i, k)
+        self.events.push(t + self.rng.uniform(0, self.cfg.grace), _GONE, i, k)
         self.placed[k] -= 1  # it waits again, restarting from scratch, behind the large gang
         self.behind.setdefault(large, []).append(k)
 
