@@ -121,6 +121,11 @@ def test_resume_skips_done_cells_and_failures_are_reported(tmp_path: Path) -> No
     assert lines() == len(cells) + 2  # a changed setting is not taken from the file
     sweep.run_grid(changed, _Lookup(traces), executor="serial", results_path=results)
     assert lines() == len(cells) + 2
+    sweep.code_digest.cache_clear()  # another version of optplan's code: no row of the file is its result
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sweep, "code_digest", lambda: "another-version")
+        sweep.run_grid(changed, _Lookup(traces), executor="serial", results_path=results)
+    assert lines() == len(cells) + 4
     bad = replace(cells[0].config)
     object.__setattr__(bad, "horizon", -1.0)  # a cell that raises when it runs
     broken = [replace(cells[0], config=bad)]

@@ -14,7 +14,8 @@ connection, tried ``CLIENT_TRIES`` times; Ray is imported only then). A cell tha
 ``retries`` times, then reported as failed; on Ray a cell whose worker or node dies is run again by Ray
 itself (``max_retries``), on another node. Finished cells are appended to the results
 file (JSON lines) as they finish, and a sweep started again with the same file skips them (resume) — only
-rows whose ``fingerprint`` (the cell's whole config and trace) matches: a changed setting runs again.
+rows whose ``fingerprint`` (the cell's whole config, the trace and optplan's code) matches: a changed
+setting, or another version of the code, runs again.
 
 Confidence intervals: Student's t over seeds (mean ± t(0.975, n−1) × s / √n); one seed gives no interval.
 
@@ -27,6 +28,7 @@ zero-disruption end, the oracle and ``nobinpack`` are references off it. ``front
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -37,6 +39,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from optplan.errors import InputError
@@ -166,11 +169,22 @@ def _one_grid(spec: Mapping[str, Any], traces: Sequence[str], base: ReplayConfig
     return [cells[k] for k in sorted(cells)]
 
 
+@functools.cache
+def code_digest() -> str:
+    """A hash of optplan's own source (every module of the package, by path and content): a cell run by
+    another version of the code is not this code's result."""
+    root = Path(__file__).resolve().parents[2]
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
 def fingerprint(trace: Trace, cell: Cell) -> str:
-    """What a cell's result depends on — its whole config and the trace (name, what was read, size) —
-    hashed: a results file row is reused only by a cell with the same fingerprint."""
+    """What a cell's result depends on — its whole config, the trace (name, what was read, size) and the
+    code (``code_digest``) — hashed: a results file row is reused only by a cell with the same fingerprint."""
     what = {"config": config_dict(cell.config), "trace": cell.trace, "stats": dict(trace.stats),
-            "gangs": len(trace.gangs), "nodes": len(trace.nodes), "end": trace.end}
+            "gangs": len(trace.gangs), "nodes": len(trace.nodes), "end": trace.end, "code": code_digest()}
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
