@@ -299,6 +299,14 @@ def _partial(case: Case, seed: int, index: int, free: dict[str, int], racks: lis
             return
 
 
+def _shape(case: Case) -> tuple[int, int, int, list[str]]:
+    """A case's node shape (GPUs, cpus, GiB of memory of its nodes, all alike) and its leaf queues."""
+    cap = case.nodes[0]["status"]["capacity"]
+    parents = {q["spec"].get("parent") for q in case.queues}
+    return (int(cap[GPU]), int(cap["cpu"]), int(cap["memory"].removesuffix("Gi")),
+            [q["metadata"]["name"] for q in case.queues if q["metadata"]["name"] not in parents])
+
+
 def generate_partitioned(seed: int, index: int) -> Case:
     """``generate(seed, index)``'s cluster (nodes, queues, running gangs; always a HyperNode tree: one drawn
     here when the plain case has none) under the namespace ``vcp-SEED-INDEX``, its pending jobs replaced by
@@ -316,10 +324,7 @@ def generate_partitioned(seed: int, index: int) -> Case:
     node_names = [sorted(racks[r]) for r in sorted(racks)]
     if not case.hypernodes:
         _tree(case, rng, node_names)
-    cap = case.nodes[0]["status"]["capacity"]
-    gpus, cpu, mem = int(cap[GPU]), int(cap["cpu"]), int(cap["memory"].removesuffix("Gi"))
-    parents = {q["spec"].get("parent") for q in case.queues}
-    leaves = [q["metadata"]["name"] for q in case.queues if q["metadata"]["name"] not in parents]
+    gpus, cpu, mem, leaves = _shape(case)
     tainted = any(d["spec"].get("taints") for d in case.nodes)
     top = max(t for t, _m in case.members.values())
     case.pending, case.partial = [], {}
@@ -386,10 +391,7 @@ def generate_partitioned_more(seed: int, index: int) -> Case:
     case = renamed(generate_partitioned(seed, index), f"vcq-{seed}-{index}")
     rng = random.Random(f"partitions-more/{seed}/{index}")
     ns = case.ns
-    cap = case.nodes[0]["status"]["capacity"]
-    gpus, cpu, mem = int(cap[GPU]), int(cap["cpu"]), int(cap["memory"].removesuffix("Gi"))
-    parents = {q["spec"].get("parent") for q in case.queues}
-    leaves = [q["metadata"]["name"] for q in case.queues if q["metadata"]["name"] not in parents]
+    gpus, cpu, mem, leaves = _shape(case)
     tainted = {d["metadata"]["name"] for d in case.nodes if d["spec"].get("taints")}
     top = max(t for t, _m in case.members.values())
     racks = sorted(sorted(m) for t, m in case.members.values() if t == 1)
@@ -507,10 +509,7 @@ def generate_podgroups(seed: int, index: int) -> Case:
     case = renamed(generate(seed, index), f"vcg-{seed}-{index}")
     rng = random.Random(f"podgroups/{seed}/{index}")
     ns = case.ns
-    cap = case.nodes[0]["status"]["capacity"]
-    gpus, cpu, mem = int(cap[GPU]), int(cap["cpu"]), int(cap["memory"].removesuffix("Gi"))
-    parents = {q["spec"].get("parent") for q in case.queues}
-    leaves = [q["metadata"]["name"] for q in case.queues if q["metadata"]["name"] not in parents]
+    gpus, cpu, mem, leaves = _shape(case)
     tainted = any(d["spec"].get("taints") for d in case.nodes)
     topology = bool(case.hypernodes)
     case.pending, case.partial = [], {}
