@@ -56,6 +56,8 @@ PRIORITY_CLASSES = (("critical-job", 1000, "PreemptLowerPriority"), ("large-job"
                     ("spot-job", 50, "PreemptLowerPriority"))
 PRIORITY = {name: value for name, value, _ in PRIORITY_CLASSES}
 TAINT = {"key": "dedicated", "value": "infer", "effect": "NoSchedule"}
+TOLERATION = {"key": "dedicated", "operator": "Equal", "value": "infer", "effect": "NoSchedule"}
+"""What the pods that may use a tainted rack carry."""
 
 
 def priority_classes() -> list[dict[str, Any]]:
@@ -211,8 +213,7 @@ def generate(seed: int, index: int) -> Case:
             "name": "main", "image": "trainer:1",
             "resources": {"requests": _res(per, per * cpu // gpus, per * mem // gpus), "limits": {GPU: str(per)}}}]}
         if tainted_rack >= 0 and rng.random() < 0.5:
-            pod_spec["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "infer",
-                                        "effect": "NoSchedule"}]
+            pod_spec["tolerations"] = [dict(TOLERATION)]
         if rng.random() < 0.15:
             pod_spec["nodeSelector"] = {"pool": "a"}
         spec["tasks"] = [{"name": "worker", "replicas": replicas, "template": {"spec": pod_spec}}]
@@ -299,6 +300,13 @@ def _partial(case: Case, seed: int, index: int, free: dict[str, int], racks: lis
             return
 
 
+def _sub_topology(rng: random.Random, mode: str) -> dict[str, Any]:
+    """A partition's or subgroup's networkTopology: hard at tier 1 (2 in one of three), or soft."""
+    if mode == "hard":
+        return {"mode": "hard", "highestTierAllowed": rng.choice((1, 1, 2))}
+    return {"mode": "soft"}
+
+
 def _shape(case: Case) -> tuple[int, int, int, list[str]]:
     """A case's node shape (GPUs, cpus, GiB of memory of its nodes, all alike) and its leaf queues."""
     cap = case.nodes[0]["status"]["capacity"]
@@ -337,14 +345,11 @@ def generate_partitioned(seed: int, index: int) -> Case:
         if minp:
             pp["minPartitions"] = minp
         mode = rng.choice(("hard", "hard", "soft", None))
-        if mode == "hard":
-            pp["networkTopology"] = {"mode": "hard", "highestTierAllowed": rng.choice((1, 1, 2))}
-        elif mode == "soft":
-            pp["networkTopology"] = {"mode": "soft"}
+        if mode is not None:
+            pp["networkTopology"] = _sub_topology(rng, mode)
         pod_spec = _pod_spec(per, cpu, gpus, mem)
         if tainted and rng.random() < 0.5:
-            pod_spec["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "infer",
-                                        "effect": "NoSchedule"}]
+            pod_spec["tolerations"] = [dict(TOLERATION)]
         tasks: list[dict[str, Any]] = [{"name": "worker", "replicas": total * size, "partitionPolicy": pp,
                                         "template": {"spec": pod_spec}}]
         min_av = (minp or 1) * size
@@ -410,13 +415,11 @@ def generate_partitioned_more(seed: int, index: int) -> Case:
 
     def task(name: str, per: int, size: int, total: int, minp: int, mode: str | None) -> dict[str, Any]:
         pp: dict[str, Any] = {"totalPartitions": total, "partitionSize": size, "minPartitions": minp}
-        if mode == "hard":
-            pp["networkTopology"] = {"mode": "hard", "highestTierAllowed": rng.choice((1, 1, 2))}
-        elif mode == "soft":
-            pp["networkTopology"] = {"mode": "soft"}
+        if mode is not None:
+            pp["networkTopology"] = _sub_topology(rng, mode)
         spec = _pod_spec(per, cpu, gpus, mem)
         if tainted and rng.random() < 0.5:
-            spec["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "infer", "effect": "NoSchedule"}]
+            spec["tolerations"] = [dict(TOLERATION)]
         return {"name": name, "replicas": total * size, "partitionPolicy": pp, "template": {"spec": spec}}
 
     def job(tasks: list[dict[str, Any]], queue: str, pc: str, topology: bool) -> dict[str, Any]:
@@ -522,7 +525,7 @@ def generate_podgroups(seed: int, index: int) -> Case:
                                     "requests": _res(per, per * cpu // gpus, per * mem // gpus),
                                     "limits": {GPU: str(per)}}}]}
         if toleration:
-            spec["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "infer", "effect": "NoSchedule"}]
+            spec["tolerations"] = [dict(TOLERATION)]
         return {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": name, "namespace": ns, "labels": labels,
                              "annotations": {"scheduling.k8s.io/group-name": group, **annotations}},
@@ -560,10 +563,8 @@ def generate_podgroups(seed: int, index: int) -> Case:
             policy: dict[str, Any] = {"name": "grp", "subGroupSize": size, "minSubGroups": minsub,
                                       "matchLabelKeys": ["grp"]}
             mode = rng.choice(("hard", "hard", "soft", None)) if topology else None
-            if mode == "hard":
-                policy["networkTopology"] = {"mode": "hard", "highestTierAllowed": rng.choice((1, 1, 2))}
-            elif mode == "soft":
-                policy["networkTopology"] = {"mode": "soft"}
+            if mode is not None:
+                policy["networkTopology"] = _sub_topology(rng, mode)
             spec["subGroupPolicy"] = [policy]
             spec["minMember"] = minsub * size
             pods = [pod(f"{name}-s{k}-{m}", name, per, pc, tol, {}, {"grp": f"s{k}"})
