@@ -242,3 +242,22 @@ def test_the_report_gives_a_policy_s_effect_per_queue_type() -> None:
     assert float(team_pending[wait + 1]) == pytest.approx(-(980 - 15) / 5 / 60, abs=0.05)
     assert team_pending[col["repack"]] == "1" and team_none[col["repack"]] == "0"
     assert team_none[wait + 1] == "+0.0" and ("spot", runs[1].label) not in rows  # no spot gang, no row
+
+
+def test_asking_placement_only_for_the_gangs_it_may_place_changes_no_replay(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A team capped at 4 GPUs whose gangs wait behind its own single pods (no spare pod to preempt):
+    placement is asked fewer times, every figure but the count of calls is the same."""
+    nodes = tuple(SimNode(f"n{i}", 64000, 512 * 1024, 8, "") for i in range(2))
+    qos = ["LS", "BE", "Guaranteed", "LS", "BE", "LS", "Burstable", "BE"]
+    gangs = tuple(gang(f"g{i:02d}", 50 * i, 1 + i % 2, 1, qos[i % len(qos)], runtime=400 + 37 * i) for i in range(30))
+    trace = Trace("t", nodes, gangs)
+    queues = [*tree(team_cap=4), Queue(name="t-payg", labels={"platform.io/tenant": "t",
+                                                              "platform.io/billing-type": "payg"},
+                                        deserved={GPU: 6000}, capability={GPU: 6000})]
+    ten = assign(trace, queues, seed=0, large_cards=6, debug_share=0.0)
+    asked = replay(trace, ReplayConfig(), tenancy=ten).to_dict()
+    assert sum(sum(v["evictions"].values()) for v in asked["queues"]["byType"].values()) > 0
+    monkeypatch.setattr(engine.Replay, "may_gain", lambda self, k, top, sources: True)
+    every = replay(trace, ReplayConfig(), tenancy=ten).to_dict()
+    assert asked["queues"].pop("placementCalls") < every["queues"].pop("placementCalls")
+    assert every == asked

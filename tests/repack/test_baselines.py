@@ -207,3 +207,22 @@ def test_balanced_refuses_a_move_whose_disruption_outweighs_its_savings() -> Non
     assert refused.plan.moves == () and refused.stats["candidates"] == 0
     looser = karpenter_balanced(p, OPTS, k=3)  # threshold 1/3 < 0.42: approved
     assert looser.plan.freed_nodes == ("n1",)
+
+
+@pytest.mark.parametrize(("pods", "freed"), [
+    # the best-ranked node (one pod per node: the best score) holds a whole-node pod that fits nowhere, so every
+    # multi-node prefix fails at it; single-node consolidation takes the next candidate that drains alone
+    ({"n1": [8], "n2": [1], "n3": [2, 2, 2]}, ("n2",)),
+    # multi-node first: the longest prefix that drains (n1, n2 onto n4 and n3), not one node
+    ({"n1": [1], "n2": [1], "n3": [2, 2, 2], "n4": [2, 2]}, ("n1", "n2")),
+    # no node drains alone or together: nothing
+    ({"n1": [8], "n2": [4, 4]}, ()),
+])
+def test_balanced_runs_single_node_consolidation_after_multi_node(pods: dict[str, list[int]],
+                                                                 freed: tuple[str, ...]) -> None:
+    p = problem(*(node(n) for n in sorted(pods)), podgroup("pg"),
+                *(q for n, sizes in sorted(pods.items()) for q in gpu_pods(n, sizes)))
+    result = karpenter_balanced(p, OPTS)
+    assert result.plan.freed_nodes == freed
+    assert {m.from_node for m in result.plan.moves} == set(freed)
+    assert plan_violations(p, result.plan, claimed=result.disruption) == []

@@ -37,7 +37,7 @@ import heapq
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -316,6 +316,10 @@ class Replay:
         """An evicted pod's work still to do; None: never evicted since its last placement."""
         self.leaf_prio: dict[str, dict[int, int]] = {}
         """Queues mode: per leaf queue, GPUs of running pods per job priority (may a waiting gang preempt there?)."""
+        self.leaf_spare: dict[str, dict[int, int]] = {}
+        """Queues mode: the same, less one pod of each gang (what preempt may take: ``may_gain``)."""
+        self.on_nodes = [0] * len(self.gangs)
+        """Queues mode: per gang, its pods on a node."""
         self.type_gpus = {k: 0 for k in TYPES}
         self.type_area = {k: 0.0 for k in TYPES}
         self.type_restore = {k: 0.0 for k in TYPES}
@@ -531,6 +535,10 @@ class Replay:
         self.type_gpus[ten.kind[k]] += sign * g.gpu
         prio = self.leaf_prio.setdefault(ten.leaf[k], {})
         prio[ten.value[k]] = prio.get(ten.value[k], 0) + sign * g.gpu
+        before = self.on_nodes[k]
+        self.on_nodes[k] += sign
+        spare = self.leaf_spare.setdefault(ten.leaf[k], {})
+        spare[ten.value[k]] = spare.get(ten.value[k], 0) + (max(before + sign - 1, 0) - max(before - 1, 0)) * g.gpu
 
     def allocate_queued(self, t: float, retry: bool, new: list[int]) -> None:
         """Volcano's allocate with queues (``tenants``): the first queue in the capacity plugin's order gives
@@ -619,10 +627,32 @@ class Replay:
             return True
         return self.book.may_reclaim(leaf, self.request(g), need, free)
 
+    def may_gain(self, k: int, top: Mapping[str, int], sources: set[str]) -> bool:
+        """Can placement place a pod of gang k in a call whose due gangs' highest priority per leaf is ``top``
+        and whose reclaim sources are ``sources``, counting GPUs only? Its minimum within the free GPUs plus
+        what its victims may free: by preempt, the pods of its queue's gangs the snapshot keeps (priority
+        below ``top``; any, when its queue is a source) but one pod of each (its gang
+        tier keeps a gang at minMember ≥ 1, drf never takes a job's last pod: its share would then be 0); by
+        reclaim, ``tenants.Book.reclaimable``; and within its queues' capabilities with those victims gone
+        (``tenants.Book.room_with``: a victim frees the room of each queue it is in). A gang that fails it
+        gets nothing from placement (not even a placement without victims)."""
+        ten = self.tenancy
+        assert ten is not None
+        g = self.gangs[k].g
+        leaf = ten.leaf[k]
+        want = (g.min_member - self.gangs[k].placed) * g.gpu * 1000
+        free = round((self.cluster.total_gpus - self.cluster.allocated) * 1000)
+        bar = math.inf if leaf in sources else top[leaf]
+        spare = 1000 * sum(n for p, n in self.leaf_spare.get(leaf, {}).items() if p < bar)
+        taken = self.book.reclaimable(leaf, self.request(g))
+        return free + spare + sum(taken.values()) >= want and self.book.room_with(leaf, spare, taken) >= want
+
     def evict_for_waiting(self, t: float) -> None:
         """Placement's greedy with preempt and reclaim for the waiting gangs that may evict (none of whose
         pods run; each looked at again ``VICTIM_RETRY`` seconds later at the soonest); its victims are evicted
-        (``evict``) and its bindings placed."""
+        (``evict``) and its bindings placed. Placement is asked only about those that pass ``may_gain`` on the
+        call's snapshot (none: not asked): the others would get nothing from it, and a job that gets nothing
+        leaves the others' plan as it is (its tentative evictions are discarded)."""
         ten = self.tenancy
         assert ten is not None
         due = [k for q in self.queues.values() for k in q
@@ -634,7 +664,6 @@ class Replay:
         for k in due:
             self.victim_tried[k] = t
         t0 = time.perf_counter()
-        running = [(r, self.started_at[self.named[r.name]]) for r in self.running()]
         top: dict[str, int] = {}
         for k in due:
             top[ten.leaf[k]] = max(top.get(ten.leaf[k], ten.value[k]), ten.value[k])
@@ -643,7 +672,12 @@ class Replay:
         def keep(j: int) -> bool:  # may gang j give victims to a due gang? (the others are summed up)
             leaf = ten.leaf[j]
             return leaf in sources or ten.value[j] < top.get(leaf, -math.inf)
-        snap = self.snaps.build(running, [self.gangs[k].g for k in due], keep)
+        asked = [k for k in due if self.may_gain(k, top, sources)]
+        if not asked:
+            self.victim_seconds += time.perf_counter() - t0
+            return
+        running = [(r, self.started_at[self.named[r.name]]) for r in self.running()]
+        snap = self.snaps.build(running, [self.gangs[k].g for k in asked], keep)
         plan = plan_victims(snap, self.cfg.weights, t)
         self.victim_calls += 1
         self.victim_seconds += time.perf_counter() - t0

@@ -269,16 +269,36 @@ class Book:
         want = need * req.get(GPU, 0)
         if self.headroom(leaf, root=False) < want:
             return False
-        want -= free
+        return free + sum(self.reclaimable(leaf, req).values()) >= want
+
+    def reclaimable(self, leaf: str, req: Resources) -> dict[str, int]:
+        """The queues reclaim may take from for a pod of ``req`` of the leaf -> their GPUs (milli): none when the
+        leaf may not reclaim (``victims.reclaimer_blocked``), else the other reclaimable queues over their
+        deserved."""
+        qs = self.qs
+        if reclaimer_blocked(leaf, qs.allocated[leaf], req, qs.deserved[leaf], qs.real[leaf]) is not None:
+            return {}
+        out = {}
         for q in self.tenancy.type_of:
-            if want <= 0:
-                break
             held = qs.allocated[q].get(GPU, 0)
             if q == leaf or not qs.reclaimable.get(q, True) or held <= 0:
                 continue
             if not_over_deserved(q, qs.allocated[q], req, qs.deserved[q], qs.listed[q]) is None:
-                want -= held
-        return want <= 0
+                out[q] = held
+        return out
+
+    def room_with(self, leaf: str, spare: int, taken: Mapping[str, int]) -> int:
+        """GPUs (milli) the leaf may take once victims are gone: the least, over it and its ancestors but the
+        root, of realCapability − allocated plus what victims inside that queue free (``spare`` from the leaf,
+        ``taken`` queue -> GPUs from the others)."""
+        qs = self.qs
+        best = 1 << 62
+        for q in qs.chain(leaf):
+            if q == ROOT:
+                continue
+            inside = sum(n for s, n in taken.items() if q in qs.chain(s))
+            best = min(best, qs.real[q].get(GPU, 1 << 62) - qs.allocated[q].get(GPU, 0) + spare + inside)
+        return best
 
 
 # ---- victims -------------------------------------------------------------------------------------

@@ -44,9 +44,14 @@ disruption cost of the nodes deleted over the pool's; a node's disruption cost i
 price is its allocatable R (the cards dominate a GPU node's price; the trace has no prices) — an
 approximation, as is deletion only (no replacement node, as for ``karpenter``). As the design says: a
 candidate whose own delete score is below 1/k is skipped, candidates are ranked by that score (highest
-first, then name: score-based ranking), and Karpenter's multi-node search runs on them, a prefix accepted
-only when its pods fit elsewhere (FFD, as ``karpenter``) and its score is ≥ 1/k. Ranked so, a longer
-prefix never scores higher, so the binary search stays on a monotone rule.
+first, then name: score-based ranking), and Karpenter's multi-node search runs on the first 100, a prefix
+accepted only when its pods fit elsewhere (FFD, as ``karpenter``) and its score is ≥ 1/k. Ranked so, a longer
+prefix never scores higher, so the binary search stays on a monotone rule. When it finds nothing, Karpenter's
+single-node consolidation (its next method, pkg/controllers/disruption/singlenodeconsolidation.go, read for
+the rule): the ranked candidates in turn, the first whose pods fit on the other occupied nodes alone (FFD) is
+deleted (its own score passed the filter). The binary search stops at its first candidate's failure; on a
+saturated GPU cluster the best-ranked nodes each hold one whole-node pod (the fewest pods per card) that fits
+on no other occupied node, so without the single-node pass the peer never moved anything.
 
 ``cluster_autoscaler_scale_down`` — Cluster Autoscaler scale-down (SPEC: "Cluster Autoscaler
 scale-down"). Run in rounds (one CA loop each) until a round removes nothing. Each round, candidates
@@ -245,7 +250,6 @@ def karpenter_balanced(problem: RepackProblem, options: PlanOptions, k: float = 
     threshold = 1.0 / k
     candidates = [n for n in problem.occupied if not _karpenter_blocked(problem, n) and score([n]) >= threshold]
     candidates.sort(key=lambda n: (-score([n]), n))
-    candidates = candidates[:min(KARPENTER_MAX_CANDIDATES, len(candidates))]
     rejected = 0
 
     def passes(prefix: list[str]) -> bool:
@@ -255,11 +259,33 @@ def karpenter_balanced(problem: RepackProblem, options: PlanOptions, k: float = 
         rejected += 1
         return False
 
-    best, best_k, probes, timed_out = _longest_prefix(problem, candidates, deadline, passes)
+    best, best_k, probes, timed_out = _longest_prefix(problem, candidates[:KARPENTER_MAX_CANDIDATES], deadline,
+                                                      passes)
+    freed = candidates[:best_k]
+    single = tried = 0
+    if not best and not timed_out:  # single-node consolidation: the first ranked candidate that drains alone
+        best, freed, tried, timed_out = _first_alone(problem, candidates, deadline)
+        single = len(freed)
     moves = [PodMove(pod=p.key, from_node=p.node_name or "", to_node=r) for p, r in best]
-    stats = {"candidates": len(candidates), "probes": probes, "prefix": best_k, "rejectedByScore": rejected,
+    stats = {"candidates": len(candidates[:KARPENTER_MAX_CANDIDATES]), "probes": probes, "prefix": best_k,
+             "rejectedByScore": rejected, "singleNodeTried": tried, "singleNode": single,
              "timed_out": int(timed_out)}
-    return _result(problem, "karpenter-balanced", t0, moves, candidates[:best_k], stats)
+    return _result(problem, "karpenter-balanced", t0, moves, freed, stats)
+
+
+def _first_alone(problem: RepackProblem, candidates: list[str], deadline: float
+                 ) -> tuple[list[tuple[Pod, str]], list[str], int, bool]:
+    """Karpenter's single-node consolidation: the candidates in order, the first whose pods first-fit-decreasing
+    onto the other occupied nodes; (its moves, [it] or [], candidates tried, cut by the deadline)."""
+    base = Capacity(problem.snapshot)
+    static = Predicates(problem.snapshot)
+    for i, n in enumerate(candidates):
+        if time.perf_counter() > deadline:
+            return [], [], i, True
+        placed = _ffd(problem, base, static, list(problem.r_pods[n]), [m for m in problem.occupied if m != n])
+        if placed is not None:
+            return placed, [n], i + 1, False
+    return [], [], len(candidates), False
 
 
 # ---- Cluster Autoscaler scale-down ------------------------------------------------------------
