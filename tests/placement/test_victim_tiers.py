@@ -366,3 +366,30 @@ def test_victims_of_several_queues_go_in_the_capacity_plugins_order(what: str, q
     plan = plan_placement(snap, list(snap.jobs.values()), "greedy", OPTS, now=NOW)
     assert placement_violations(snap, list(snap.jobs.values()), plan) == []
     assert result(plan) == (True, [victim])
+
+
+# ---- victims of several jobs of one queue: the session's job order, reversed ---------------------------
+
+# n0 (8 GPUs) is full: the preemptor j (high, 4 GPUs) may take pods of jobs "small" and "big" (both mid,
+# minMember 0: the first tier offers both). Volcano's victim queue (BuildVictimsPriorityQueue) orders pods of
+# different jobs by the session's job order reversed — priority, gang readiness, then drf's dominant share
+# (its JobOrderFn puts the smaller share first, so the larger share goes first) — and only then by the task
+# order (the later start first): the job with the larger share loses its pod first, and is enough.
+BY_SHARE = [  # (what, small's GPUs and priority, big's GPUs, the third pod's GPUs, victims)
+    ("the larger dominant share first, enough alone", (2, "mid"), 4, 2, ["big-0"]),
+    ("equal shares: the task order, the later start first", (4, "mid"), 4, 0, ["small-0"]),
+    ("a lower priority before a larger share", (2, "low"), 4, 2, ["big-0", "small-0"]),
+]
+
+
+@pytest.mark.parametrize(("what", "small", "big", "third", "victims"), BY_SHARE, ids=[c[0] for c in BY_SHARE])
+def test_victims_of_several_jobs_go_by_drf_share(what: str, small: tuple[int, str], big: int, third: int,
+                                                  victims: list[str]) -> None:
+    objs = [*CLASSES, node("n0", 8), queue("q"),
+            *running("small", "q", [("n0", small[0])], small[1], 0, started="2025-06-01T11:00:00Z"),
+            *running("big", "q", [("n0", big)], "mid", 0),
+            *(running("hi", "q", [("n0", third)], "high", 1) if third else []), pending("j", "q", 1, 4, "high")]
+    snap = load_objects(objs).snapshot
+    plan = plan_placement(snap, list(snap.jobs.values()), "greedy", OPTS, now=NOW)
+    assert placement_violations(snap, list(snap.jobs.values()), plan) == []
+    assert result(plan) == (True, victims)
