@@ -125,7 +125,8 @@ offer go in Volcano's order (``tiers.victim_key``: across jobs of one queue lowe
 then drf's larger dominant share first; then, as within a job, ``Candidate.order_key``: the higher pod
 index, then the later start, then the larger UID first; across queues ``context.victim_queue_key``).
 Volcano's node order among equal scores (``PredicateNodes``' parallel workers) and the order in which the
-plugins see a node's pods (a Go map) vary from run to run; here ties go to the name and pods come in ``Candidate.input_key`` order.
+plugins see a node's pods (a Go map) vary from run to run; here ties go to the name and pods come in
+``Candidate.input_key`` order.
 
 *Gang-aware actions* (``gangevict``; rules in ``gangrules`` and ``bundles``): when the scheduler configuration
 lists gangpreempt or gangreclaim, each takes its turn among the evicting actions in the configuration's order:
