@@ -33,6 +33,10 @@ made.
 (PodGroups and pods created directly, as Kubeflow or KubeRay create them: minMember, minTaskMember, a
 subGroupPolicy with a topology per subgroup, some partly running; each subgroup's HyperNode compared as a
 partition's).
+``--also DIR`` (with ``--replan``, repeatable): other folders holding recordings of the same cases (``--repeat``'s
+``NS-xR`` namespaces or the case's own), each re-planned too; besides the table of the recording in ``--dir``, a
+second one counts a case's action as agreeing when optplan agrees with one of Volcano's recordings of it (its
+nondeterminism shown: the same cluster recorded again), the two never mixed.
 """
 
 from __future__ import annotations
@@ -158,6 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--podgroups", action="store_true",
                     help="the bare-PodGroup cases (vcdiff.generate_podgroups: PodGroups and their pods created "
                          "directly, no VCJob; namespaces vcg-SEED-I) instead of the plain ones")
+    ap.add_argument("--also", type=Path, action="append", default=[],
+                    help="with --replan: a folder of other recordings of the same cases (--repeat's NS-xR too); a "
+                         "second table counts an action as agreeing when optplan agrees with one of Volcano's "
+                         "recordings of the case")
     ap.add_argument("--shard", default="", help=argparse.SUPPRESS)  # K/N: this worker's share (--parallel)
     args = ap.parse_args(argv)
     # a background run ignores SIGINT: SIGTERM ends it through the finally blocks (the cluster stopped)
@@ -173,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.replan and not args.dir:
         print("--replan needs --dir", file=sys.stderr)
         return 2
+    if args.also and not args.replan:
+        print("--also needs --replan", file=sys.stderr)
+        return 2
+    args.also = [d for d in args.also if d.resolve() != args.dir.resolve()]  # the --dir recording counts once
     work = args.dir or Path(tempfile.mkdtemp(prefix="volcano-diff-"))
     work.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -193,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         k, n = (int(x) for x in args.shard.split("/"))
         indices = indices[k::n]
     verdicts: dict[str, list[Verdict]] = {s: [] for s in solvers}
+    anyrec: dict[str, list[Verdict]] = {s: [] for s in solvers}  # --also: agreeing with one of the recordings
+    recordings: list[int] = []
     records: list[dict[str, Any]] = []
     try:
         for i in indices:
@@ -216,6 +230,14 @@ def main(argv: list[str] | None = None) -> int:
                         if ROTATED in solvers:
                             obs.plans[ROTATED] = best_rotation(case, obs, work / f"{case.ns}.yaml")
                 records.append(_record(args.seed, i, r, case, obs, solvers, verdicts, args.repeat > 1))
+                if args.also:
+                    alts = other_recordings(case.ns, args.also)
+                    recordings.append(1 + len(alts))
+                    for s in solvers:
+                        seen = [verdicts[s][-1], *(compare(c, o, s) for c, o in replanned(alts, solvers))]
+                        anyrec[s].append(agree_any(seen))
+                    records[-1]["recordings"] = recordings[-1]
+                    records[-1]["anyRecording"] = {s: _flags(anyrec[s][-1]) for s in solvers}
                 if args.json:
                     args.json.write_text(json.dumps({"cases": records}, indent=1), encoding="utf-8")
     finally:
@@ -227,6 +249,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {action} | " + " | ".join(pct(*sums[s][action]) for s in solvers) + " |")
     print("| fewer jobs than Volcano | " + " | ".join(str(sums[s]["fewer"]) for s in solvers) + " |")
     print("| errors | " + " | ".join(str(sums[s]["errors"]) for s in solvers) + " |")
+    if args.also:
+        anysums = {s: summarise(anyrec[s]) for s in solvers}
+        print(f"\nagreeing with one of Volcano's recordings of the case ({sum(recordings)} recordings of "
+              f"{len(recordings)} cases; {sum(n > 1 for n in recordings)} recorded more than once):")
+        print("\n| action | " + " | ".join(solvers) + " |\n|---|" + "---|" * len(solvers))
+        for action in ("allocate", "preempt", "reclaim", "topology", "partial", "partitions"):
+            print(f"| {action} | " + " | ".join(pct(*anysums[s][action]) for s in solvers) + " |")
+        sums = {**sums, **{f"{s} (one of the recordings)": anysums[s] for s in solvers}}
     if args.repeat > 1:
         for s in solvers:
             print(f"\n{s}: " + nondeterminism(records, s))
@@ -271,6 +301,51 @@ def _parallel(args: argparse.Namespace, argv: list[str]) -> int:
                 p.terminate()
         for p in procs:
             p.wait()
+
+
+def other_recordings(ns: str, folders: list[Path]) -> list[tuple[Case, Observed, Path]]:
+    """``--also``: the recordings of the case ``ns`` in ``folders`` (its own namespace or ``NS-xR``), sorted."""
+    out = []
+    for d in folders:
+        for saved in sorted([*d.glob(f"{ns}.volcano.json"), *d.glob(f"{ns}-x*.volcano.json")]):
+            stem = saved.name.removesuffix(".volcano.json")
+            if (d / f"{stem}.case.json").exists() and (d / f"{stem}.yaml").exists():
+                out.append((load_case(d / f"{stem}.case.json"), load(saved), d / f"{stem}.yaml"))
+    return out
+
+
+def replanned(alts: list[tuple[Case, Observed, Path]], solvers: tuple[str, ...]) -> list[tuple[Case, Observed]]:
+    """Each other recording planned by this checkout (its own snapshot: the same cluster under its namespace)."""
+    out = []
+    for case, obs, snap in alts:
+        if not obs.snapshot_error:
+            obs.plans = {s: place_here(snap, s) for s in solvers if s != ROTATED}
+            if ROTATED in solvers:
+                obs.plans[ROTATED] = best_rotation(case, obs, snap)
+        out.append((case, obs))
+    return out
+
+
+def agree_any(seen: list[Verdict]) -> Verdict:
+    """One case's verdicts over several recordings of it (the first the ``--dir`` one): an action agrees when
+    it agrees in some recording, disagrees when it disagrees in some and agrees in none; a list (topology,
+    partial, partitions) is the recording's with the most agreeing entries (the first among equals)."""
+    first = seen[0]
+    ok = [v for v in seen if not v.error]
+    if not ok:
+        return first
+    out = Verdict(first.solver, error="", details=ok[0].details, nodes=ok[0].nodes, fewer=all(v.fewer for v in ok))
+    for action in ("allocate", "preempt", "reclaim"):
+        vals = [getattr(v, action) for v in ok if getattr(v, action) is not None]
+        setattr(out, action, any(vals) if vals else None)
+    for action in ("topology", "partial", "partitions"):
+        setattr(out, action, max((getattr(v, action) for v in ok), key=lambda xs: (sum(xs), -xs.count(False))))
+    return out
+
+
+def _flags(v: Verdict) -> dict[str, Any]:
+    return {"allocate": v.allocate, "preempt": v.preempt, "reclaim": v.reclaim, "topology": v.topology,
+            "partial": v.partial, "partitions": v.partitions, "error": v.error}
 
 
 def _log_level(cluster: Cluster, level: int) -> None:

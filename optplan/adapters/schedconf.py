@@ -87,8 +87,8 @@ MODELLED = ("priority", "gang", "conformance", "predicates", "capacity", "binpac
 """The plugins whose rules optplan's planners follow (with their arguments read here)."""
 
 PARTLY = {
-    "drf": "job order by dominant share and its preemption rules are not modelled (jobs of equal "
-           "priority go by creation time)",
+    "drf": "job order by dominant share is modelled only in the victim order (the larger share evicted first); "
+           "pending jobs of equal priority go by creation time",
     "nodeorder": "only its least-requested and balanced-resource scores are modelled (in place's greedy); "
                  "node and pod affinity, taints, image locality and topology spread scores are not",
     "proportion": "queue shares by weight are not modelled (optplan plans with the capacity "

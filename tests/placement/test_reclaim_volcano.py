@@ -195,12 +195,13 @@ def test_validator_flags_the_plan_that_breaks_the_rule(name: str) -> None:
 
 
 def test_the_exact_model_may_take_fewer_victims_than_volcanos_order() -> None:
-    # Both P100 pods of team-a run on n0 (2 and 6 GPUs; the 2-GPU one is newer, so Volcano's order takes it
-    # first); the job needs 6. The greedy takes the newer 2, then the 6; the exact model takes the 6 alone.
-    # That plan is still one Volcano's rules allow: team-a (deserved 2) is at 8 > 2 when the 6 goes, and
-    # its guarantee is 0.
+    # Both pods of team-a run on n0 (2 and 6 GPUs; the newer 2-GPU one asks 90 of the node's 96 cpus, so its job's
+    # dominant share is the larger and Volcano's order takes it first: drf's job order, reversed); the job
+    # needs 6. The greedy takes the 2, then the 6; the exact model takes the 6 alone. That plan is still one
+    # Volcano's rules allow: team-a (deserved 2) is at 8 > 2 when the 6 goes, and its guarantee is 0.
     case = Case([node("n0"), queue("team-a", deserved={GPU: 2}), team_b(), *running("a", "team-a", "n0", 6),
-                 *running("a2", "team-a", "n0", 2, started="2025-06-01T11:00:00Z"), job(1, 6)], admitted=True)
+                 *running("a2", "team-a", "n0", 2, cpu="90", started="2025-06-01T11:00:00Z"), job(1, 6)],
+                admitted=True)
     s, greedy = _plan(case, "greedy")
     assert {x.name for x in greedy.job("default/new").victims} == {"a-0", "a2-0"}
     for solver in ("cpsat", "auto"):

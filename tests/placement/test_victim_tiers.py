@@ -366,3 +366,59 @@ def test_victims_of_several_queues_go_in_the_capacity_plugins_order(what: str, q
     plan = plan_placement(snap, list(snap.jobs.values()), "greedy", OPTS, now=NOW)
     assert placement_violations(snap, list(snap.jobs.values()), plan) == []
     assert result(plan) == (True, [victim])
+
+
+# ---- victims of several jobs of one queue: the session's job order, reversed ---------------------------
+
+# n0 (8 GPUs) is full: the preemptor j (high, 4 GPUs) may take pods of jobs "small" and "big" (both mid,
+# minMember 0: the first tier offers both). Volcano's victim queue (BuildVictimsPriorityQueue) orders pods of
+# different jobs by the session's job order reversed — priority, gang readiness, then drf's dominant share
+# (its JobOrderFn puts the smaller share first, so the larger share goes first) — and only then by the task
+# order (the later start first): the job with the larger share loses its pod first, and is enough.
+BY_SHARE = [  # (what, small's GPUs and priority, big's GPUs, the third pod's GPUs, victims)
+    ("the larger dominant share first, enough alone", (2, "mid"), 4, 2, ["big-0"]),
+    ("equal shares: the task order, the later start first", (4, "mid"), 4, 0, ["small-0"]),
+    ("a lower priority before a larger share", (2, "low"), 4, 2, ["big-0", "small-0"]),
+]
+
+
+@pytest.mark.parametrize(("what", "small", "big", "third", "victims"), BY_SHARE, ids=[c[0] for c in BY_SHARE])
+def test_victims_of_several_jobs_go_by_drf_share(what: str, small: tuple[int, str], big: int, third: int,
+                                                  victims: list[str]) -> None:
+    objs = [*CLASSES, node("n0", 8), queue("q"),
+            *running("small", "q", [("n0", small[0])], small[1], 0, started="2025-06-01T11:00:00Z"),
+            *running("big", "q", [("n0", big)], "mid", 0),
+            *(running("hi", "q", [("n0", third)], "high", 1) if third else []), pending("j", "q", 1, 4, "high")]
+    snap = load_objects(objs).snapshot
+    plan = plan_placement(snap, list(snap.jobs.values()), "greedy", OPTS, now=NOW)
+    assert placement_violations(snap, list(snap.jobs.values()), plan) == []
+    assert result(plan) == (True, victims)
+
+
+# ---- preempt's pass within the job, after its pass between jobs --------------------------------------------
+
+# n0 (4 GPUs): v (low, 2 GPUs, minMember 0) and w (high, 2 GPUs); n1 (4 GPUs): x of queue b (4 GPUs, b above its
+# deserved). j1 (mid, two 1-GPU pods, minAvailable 1) preempts v for its first pod and is no longer starving;
+# Volcano's preempt then runs its pass within each starving job (``actions/preempt``: "Preemption between Task
+# within Job"): j1's second pod fits beside the first and is pipelined too, so queue a holds 4 GPUs when j0
+# (low, queue a, deserved 5) comes to reclaim: with a 2-GPU pod 4 + 2 > 5 and Volcano refuses ("itself can not
+# reclaim"), with a 1-GPU pod it reclaims x-0.
+WITHIN_JOB_PASS = [  # (what, j0's GPUs, j0 admitted, j0's victims)
+    ("the pass within j1 fills queue a: j0 may not reclaim", 2, False, []),
+    ("room for j0 under deserved: it reclaims", 1, True, ["x-0"]),
+]
+
+
+@pytest.mark.parametrize(("what", "gpu", "admitted", "victims"), WITHIN_JOB_PASS, ids=[c[0] for c in WITHIN_JOB_PASS])
+def test_preempts_pass_within_the_job_follows_its_pass_between_jobs(what: str, gpu: int, admitted: bool,
+                                                                    victims: list[str]) -> None:
+    objs = [*CLASSES, node("n0", 4), node("n1", 4), queue("a", deserved={GPU: 5}), queue("b", deserved={GPU: 1}),
+            *running("v", "a", [("n0", 2)], "low", 0), *running("w", "a", [("n0", 2)], "high", 1),
+            *running("x", "b", [("n1", 4)], "low", 1), pending("j0", "a", 1, gpu, "low"),
+            vcjob("j1", "a", [job_task("w", 2, 1)], priority_class_name="mid", min_available=1)]
+    snap = load_objects(objs).snapshot
+    plan = plan_placement(snap, list(snap.jobs.values()), "greedy", OPTS, now=NOW)
+    assert placement_violations(snap, list(snap.jobs.values()), plan) == []
+    assert result(plan, "default/j1") == (True, ["v-0"])
+    assert len(plan.job("default/j1").bindings) == 2
+    assert result(plan, "default/j0") == (admitted, victims)

@@ -121,10 +121,12 @@ each pod walks the nodes in the order above, a node with room taking it without 
 preempt and reclaim place on the walk, not first where the pod fits); reclaim passes over a node with
 no running pod of another reclaimable queue (room or not). The plugins also see the node's running pods
 of other jobs being placed (``jobs.plugin_view``: they shape the answer, never go). The victims the tiers
-offer go in Volcano's order (``Candidate.order_key``: within a job the higher pod index, then the later
-start, then the larger UID first; across queues ``context.victim_queue_key``). Volcano's node order among
-equal scores (``PredicateNodes``' parallel workers) and the order in which the plugins see a node's pods (a
-Go map) vary from run to run; here ties go to the name and pods come in ``Candidate.input_key`` order.
+offer go in Volcano's order (``tiers.victim_key``: across jobs of one queue lower priority, a ready gang,
+then drf's larger dominant share first; then, as within a job, ``Candidate.order_key``: the higher pod
+index, then the later start, then the larger UID first; across queues ``context.victim_queue_key``).
+Volcano's node order among equal scores (``PredicateNodes``' parallel workers) and the order in which the
+plugins see a node's pods (a Go map) vary from run to run; here ties go to the name and pods come in
+``Candidate.input_key`` order.
 
 *Gang-aware actions* (``gangevict``; rules in ``gangrules`` and ``bundles``): when the scheduler configuration
 lists gangpreempt or gangreclaim, each takes its turn among the evicting actions in the configuration's order:

@@ -214,6 +214,9 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
                 notes[jp.key].append(f"{reason}: {gwhy}")
                 continue
             apply_choice(ctx, state, job, chosen, pre.get(jp.key, ()))
+            if reason == "preempt" and not evicts_anywhere(job, reason):  # then its pass within the job
+                more = g.pipeline_free(job, frozenset((b.task, b.index) for b in chosen.bindings))
+                chosen.bindings.extend(more)
             pods = ctx.pods[job.key]
             ctx.pipelined.update((pods[b.task][b.index].key, b.node) for b in chosen.bindings)
             r = chosen.region

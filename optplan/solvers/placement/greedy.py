@@ -45,7 +45,7 @@ from optplan.solvers.placement.partitions import (
     partitioned,
 )
 from optplan.solvers.placement.safety import pdb_over
-from optplan.solvers.placement.tiers import node_victims, preemptee_refused
+from optplan.solvers.placement.tiers import node_victims, preemptee_refused, share, victim_key
 from optplan.solvers.placement.victims import Candidate, Catalogue, Rules, dims, reclaimer_blocked
 
 
@@ -927,7 +927,8 @@ class Greedy:
         victims = [c for c in victims if c.key in rules.eligible]  # a shielded pod is never taken
         if len({c.queue for c in victims}) > 1:  # reclaim: across queues, Volcano's victim queue order
             rank = victim_queue_key(qs, job.queue)
-            victims.sort(key=lambda c: (rank(c.queue), c.order_key()))
+            key = victim_key(lambda g: share(self.group_allocated(g), self.total))
+            victims.sort(key=lambda c: (rank(c.queue), key(c)))
         if not victims and refused and self.block_note is None:
             self.block_note = f"on {node}: {refused[0]}"
         return victims
@@ -1042,7 +1043,7 @@ class Greedy:
             stmt.rollback(mark)
         return None
 
-    def pipeline_free(self, job: VCJob) -> tuple[Binding, ...]:
+    def pipeline_free(self, job: VCJob, skip: frozenset[tuple[str, int]] = frozenset()) -> tuple[Binding, ...]:
         """Volcano's preempt, its pass within each starving job (after the pass between jobs): the job's
         pending pods in task order, each on the first node in preempt's order where it fits now (the
         victims of its own job — the running pods of lower task priority — are not modelled: a running
@@ -1050,14 +1051,15 @@ class Greedy:
         pod that fits nowhere or whose task may not preempt (preemptionPolicy Never). The pods stay on
         the state (they hold their room for this cycle's other jobs and count for the job's reclaim,
         ``with_victims``' ``pre``); a job with a network topology or partitions, or whose running pods
-        already make its gang ready (not starving), is not one of them."""
+        already make its gang ready (not starving), is not one of them. ``skip``: pods the pass between jobs
+        pipelined (no longer pending)."""
         if (job.network_topology is not None or partitioned(job) or len(self.ctx.regions[job.key]) != 1
                 or gang_shortfall(job, Counter(), self.ctx.held_count(job.key)) is None):
             return ()  # Volcano's pass takes only starving jobs without a network topology
         nodes = self.nodes(self.ctx.regions[job.key][0])
         pods = self.ctx.pods[job.key]
         out: list[Binding] = []
-        for task, i, _required in self.steps(job):
+        for task, i, _required in (s for s in self.steps(job) if s[:2] not in skip):
             if task in self.ctx.never[job.key]:
                 break
             pod = pods[task][i]

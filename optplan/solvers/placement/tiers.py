@@ -33,7 +33,9 @@ The node's pods come to the plugins in Volcano from a Go map, in random order; h
 the smaller UID first among equals (``Candidate.input_key``). The order shows when a victim job has more
 pods on the node than the gang plugin lets go, and in drf's running subtraction: which of them the tier
 offers can differ from run to run in Volcano, never here. The victims the tiers offer go in Volcano's
-eviction order (``Candidate.order_key``: ``BuildVictimsPriorityQueue``, the larger UID first among equals).
+eviction order (``victim_key``: ``BuildVictimsPriorityQueue``; across jobs of one queue the session's job
+order reversed — lower priority, a ready gang, then drf's larger dominant share —, then ``Candidate.order_key``'s
+task order, the larger UID first among equals).
 """
 
 from __future__ import annotations
@@ -49,6 +51,19 @@ SHARE_DELTA = 0.000001
 """drf's shareDelta: shares this close count as equal."""
 
 Answer = Callable[[list[Candidate]], list[Candidate]]
+
+
+def victim_key(share_of: Callable[[str], float]) -> Callable[[Candidate], tuple[object, ...]]:
+    """Volcano's victim order (``BuildVictimsPriorityQueue``; the first is evicted first) for pods of one queue:
+    pods of different jobs by the session's job order reversed — the priority plugin (lower job priority
+    first), gang (a ready gang first), drf (its JobOrderFn puts the smaller dominant share first: the larger
+    share goes first; ``share_of``: a PodGroup's share now) —, jobs equal in all three by the task order
+    reversed, as pods of one job (``Candidate.order_key``). Across queues the capacity plugin's order comes
+    first (``context.victim_queue_key``)."""
+    def key(c: Candidate) -> tuple[object, ...]:
+        k = c.order_key()
+        return (k[0], k[1], -share_of(c.group), *k[2:])
+    return key
 
 
 def walk(tiers: Sequence[Sequence[str]], answers: Mapping[str, Answer], pods: list[Candidate]
@@ -163,7 +178,7 @@ def node_victims(reason: Reason, pods: list[Candidate], *, preemptor_priority: i
             need, lambda q: allocated[q], lambda q: deserved[q], lambda q: listed[q], lambda q: guarantee[q], ps,
             refused)
     victims, tier = walk(TIERS[reason], answers, pods)
-    return sorted(victims, key=Candidate.order_key), tier
+    return sorted(victims, key=victim_key(lambda g: share(job_allocated(g), total))), tier
 
 
 def preemptee_refused(c: Candidate, reason: Reason, queue: str, reclaimable: bool) -> str | None:
