@@ -225,10 +225,7 @@ def main(argv: list[str] | None = None) -> int:
                     if (work / f"{case.ns}.case.json").exists():  # the case as it was run (generator changes)
                         case = load_case(work / f"{case.ns}.case.json")
                     obs = load(saved)
-                    if not obs.snapshot_error:
-                        obs.plans = {s: place_here(work / f"{case.ns}.yaml", s) for s in solvers if s != ROTATED}
-                        if ROTATED in solvers:
-                            obs.plans[ROTATED] = best_rotation(case, obs, work / f"{case.ns}.yaml")
+                    replan(case, obs, work / f"{case.ns}.yaml", solvers)
                 records.append(_record(args.seed, i, r, case, obs, solvers, verdicts, args.repeat > 1))
                 if args.also:
                     alts = other_recordings(case.ns, args.also)
@@ -314,16 +311,20 @@ def other_recordings(ns: str, folders: list[Path]) -> list[tuple[Case, Observed,
     return out
 
 
+def replan(case: Case, obs: Observed, snap: Path, solvers: tuple[str, ...]) -> None:
+    """``obs.plans``: the recording's snapshot ``snap`` planned by this checkout's solvers (none when taking the
+    snapshot failed)."""
+    if not obs.snapshot_error:
+        obs.plans = {s: place_here(snap, s) for s in solvers if s != ROTATED}
+        if ROTATED in solvers:
+            obs.plans[ROTATED] = best_rotation(case, obs, snap)
+
+
 def replanned(alts: list[tuple[Case, Observed, Path]], solvers: tuple[str, ...]) -> list[tuple[Case, Observed]]:
     """Each other recording planned by this checkout (its own snapshot: the same cluster under its namespace)."""
-    out = []
     for case, obs, snap in alts:
-        if not obs.snapshot_error:
-            obs.plans = {s: place_here(snap, s) for s in solvers if s != ROTATED}
-            if ROTATED in solvers:
-                obs.plans[ROTATED] = best_rotation(case, obs, snap)
-        out.append((case, obs))
-    return out
+        replan(case, obs, snap, solvers)
+    return [(case, obs) for case, obs, _snap in alts]
 
 
 def agree_any(seen: list[Verdict]) -> Verdict:

@@ -192,6 +192,15 @@ def karpenter_multi_node(problem: RepackProblem, options: PlanOptions) -> PlanRe
     return _result(problem, "karpenter", t0, moves, candidates[:best_k], stats)
 
 
+def _drain(problem: RepackProblem, base: Capacity, static: Predicates, nodes: list[str]
+           ) -> list[tuple[Pod, str]] | None:
+    """The pods of ``nodes`` first-fit-decreasing onto the other occupied nodes (``_ffd``); None: some pod fits
+    nowhere."""
+    gone = set(nodes)
+    return _ffd(problem, base, static, [p for n in nodes for p in problem.r_pods[n]],
+                [m for m in problem.occupied if m not in gone])
+
+
 def _longest_prefix(problem: RepackProblem, candidates: list[str], deadline: float,
                     passes: Callable[[list[str]], bool]) -> tuple[list[tuple[Pod, str]], int, int, bool]:
     """Karpenter's multi-node search: binary search for the longest prefix of ``candidates`` that ``passes``
@@ -210,9 +219,7 @@ def _longest_prefix(problem: RepackProblem, candidates: list[str], deadline: flo
         prefix = candidates[:mid]
         placed = None
         if passes(prefix):
-            gone = set(prefix)
-            receivers = [n for n in problem.occupied if n not in gone]
-            placed = _ffd(problem, base, static, [p for n in prefix for p in problem.r_pods[n]], receivers)
+            placed = _drain(problem, base, static, prefix)
         if placed is not None:
             best, best_k = placed, mid
             lo = mid + 1
@@ -282,7 +289,7 @@ def _first_alone(problem: RepackProblem, candidates: list[str], deadline: float
     for i, n in enumerate(candidates):
         if time.perf_counter() > deadline:
             return [], [], i, True
-        placed = _ffd(problem, base, static, list(problem.r_pods[n]), [m for m in problem.occupied if m != n])
+        placed = _drain(problem, base, static, [n])
         if placed is not None:
             return placed, [n], i + 1, False
     return [], [], len(candidates), False

@@ -45,7 +45,7 @@ from optplan.solvers.placement.partitions import (
     partitioned,
 )
 from optplan.solvers.placement.safety import pdb_over
-from optplan.solvers.placement.tiers import node_victims, preemptee_refused, share, victim_key
+from optplan.solvers.placement.tiers import node_victims, preemptee_refused, victim_key
 from optplan.solvers.placement.victims import Candidate, Catalogue, Rules, dims, reclaimer_blocked
 
 
@@ -927,7 +927,7 @@ class Greedy:
         victims = [c for c in victims if c.key in rules.eligible]  # a shielded pod is never taken
         if len({c.queue for c in victims}) > 1:  # reclaim: across queues, Volcano's victim queue order
             rank = victim_queue_key(qs, job.queue)
-            key = victim_key(lambda g: share(self.group_allocated(g), self.total))
+            key = victim_key(self.group_allocated, self.total)
             victims.sort(key=lambda c: (rank(c.queue), key(c)))
         if not victims and refused and self.block_note is None:
             self.block_note = f"on {node}: {refused[0]}"

@@ -53,16 +53,17 @@ SHARE_DELTA = 0.000001
 Answer = Callable[[list[Candidate]], list[Candidate]]
 
 
-def victim_key(share_of: Callable[[str], float]) -> Callable[[Candidate], tuple[object, ...]]:
+def victim_key(allocated: Callable[[str], Mapping[str, int]], total: Mapping[str, int]
+               ) -> Callable[[Candidate], tuple[object, ...]]:
     """Volcano's victim order (``BuildVictimsPriorityQueue``; the first is evicted first) for pods of one queue:
     pods of different jobs by the session's job order reversed — the priority plugin (lower job priority
     first), gang (a ready gang first), drf (its JobOrderFn puts the smaller dominant share first: the larger
-    share goes first; ``share_of``: a PodGroup's share now) —, jobs equal in all three by the task order
-    reversed, as pods of one job (``Candidate.order_key``). Across queues the capacity plugin's order comes
-    first (``context.victim_queue_key``)."""
+    share goes first; a PodGroup's share now, ``share`` of ``allocated(group)`` over ``total``) —, jobs equal
+    in all three by the task order reversed, as pods of one job (``Candidate.order_key``). Across queues the
+    capacity plugin's order comes first (``context.victim_queue_key``)."""
     def key(c: Candidate) -> tuple[object, ...]:
         k = c.order_key()
-        return (k[0], k[1], -share_of(c.group), *k[2:])
+        return (k[0], k[1], -share(allocated(c.group), total), *k[2:])
     return key
 
 
@@ -178,7 +179,7 @@ def node_victims(reason: Reason, pods: list[Candidate], *, preemptor_priority: i
             need, lambda q: allocated[q], lambda q: deserved[q], lambda q: listed[q], lambda q: guarantee[q], ps,
             refused)
     victims, tier = walk(TIERS[reason], answers, pods)
-    return sorted(victims, key=victim_key(lambda g: share(job_allocated(g), total))), tier
+    return sorted(victims, key=victim_key(job_allocated, total)), tier
 
 
 def preemptee_refused(c: Candidate, reason: Reason, queue: str, reclaimable: bool) -> str | None:

@@ -44,7 +44,7 @@ from optplan.solvers.placement.jobs import (
 )
 from optplan.solvers.placement.partitions import NO_VICTIMS, evicts_anywhere, partition_violations, partitioned
 from optplan.solvers.placement.safety import OFF, approval_reason, evict_blocks, graded_blocks, pdb_over, pdb_refused
-from optplan.solvers.placement.tiers import node_victims, preemptee_refused, share, victim_key
+from optplan.solvers.placement.tiers import node_victims, preemptee_refused, victim_key
 from optplan.solvers.placement.victims import (
     Candidate,
     Catalogue,
@@ -548,7 +548,7 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
         if c.node not in first:
             out.append(f"{where}: on node {c.node}, where the job places no pod")
         checked.append((v, c))
-    order = victim_key(lambda g: share(group_alloc(g), total))
+    order = victim_key(group_alloc, total)
     ordered = sorted(checked, key=lambda vc: (first.get(vc[1].node, len(bound)), vc[1].node, order(vc[1])))
     for node, grouped in groupby(ordered, key=lambda vc: vc[1].node):
         here = list(grouped)
