@@ -316,3 +316,34 @@ def test_a_bare_gang_waiting_by_fragmentation_is_admitted_by_a_goal(tmp_path: Pa
     goals = json.loads(capsys.readouterr().out)["status"]["plan"]["goals"]
     [adm] = goals["admissions"]
     assert adm["admitted"] and [b["pod"] for b in adm["bindings"]] == ["big-0"]
+
+
+# Volcano's reclaim (and preempt) pops a starving job's pending pods by the session's TaskOrderFn over all of them,
+# with no sub-job step (vc-scheduler v1.15.1, ``actions/reclaim``: ``preemptorTasks``): the pod's priority, then
+# the job controller's ``CompareTask`` — the index a pod's name ends in, then creation, then UID. A bare gang of three
+# subgroups of two 1-GPU pods (``g-s0-0``, ``g-s0-1``, ...; minSubGroups 2) reclaims on three full nodes (eight
+# 1-GPU pods of queue ``other`` each, one-pod gangs, ``other`` above its deserved 0): the pods go ``g-s0-0,
+# g-s1-0, g-s2-0`` (index 0, by UID), then ``g-s0-1``... Queue ``mine`` deserved 4 GPUs stops the reclaim after four
+# pods, one subgroup whole: not pipelined, the statement discarded (no victims). Deserved 6: the fifth pod
+# (``g-s1-1``) makes two subgroups whole, the job no longer starves and the reclaim stops (five victims).
+BY_TASK_ORDER = [  # (what, mine's deserved GPUs, admitted, victims)
+    ("four pods by index: one subgroup whole, discarded", 4, False, 0),
+    ("five pods: two subgroups whole", 6, True, 5),
+]
+
+
+@pytest.mark.parametrize(("what", "deserved", "admitted", "victims"), BY_TASK_ORDER, ids=[c[0] for c in BY_TASK_ORDER])
+def test_reclaim_takes_a_jobs_pods_in_volcanos_task_order(what: str, deserved: int, admitted: bool,
+                                                          victims: int) -> None:
+    objs: list[dict[str, Any]] = [*nodes(3), queue("mine", deserved={GPU: deserved}), queue("other", deserved={GPU: 0}),
+                                  bare("g", 4, queue_name="mine", sub_groups=[subgroup(2, 2)])]
+    for k in range(3):
+        for i in range(2):
+            p = member(f"g-s{k}-{i}", "g", 1, labels={"grp": f"s{k}"})
+            p["metadata"]["uid"] = f"uid-{k}-{i}"
+            objs.append(p)
+    for n in range(3):
+        for i in range(8):
+            objs += [bare(f"o{n}{i}", 1, queue_name="other"), member(f"o{n}{i}-0", f"o{n}{i}", 1, on=f"n{n}")]
+    jp = plan_of(objs, "greedy").job("default/g")
+    assert (jp.admitted, len(jp.victims)) == (admitted, victims), jp.reason

@@ -22,7 +22,19 @@ from optplan.solvers.placement.evict import plan_victims
 from optplan.solvers.placement.pending import pending_gangs
 from optplan.solvers.placement.place import plan_placement
 from optplan.solvers.placement.validate import placement_violations
-from tests.builders import GPU, hypernode, job_task, load, node, pod, podgroup, priority_class, vcjob
+from tests.builders import (
+    GPU,
+    hypernode,
+    job_task,
+    load,
+    node,
+    pod,
+    podgroup,
+    podgroup_in,
+    priority_class,
+    queue,
+    vcjob,
+)
 from tests.placement.test_placement_family import solve_fixed_to
 
 OPTS = PlanOptions(time_limit=5, workers=1, seed=0)
@@ -142,6 +154,38 @@ def test_a_partitioned_job_preempts_only_without_a_topology(solver: str, what: s
     if preempts:  # partition 0 whole, on the victims' nodes
         assert sorted(b.index for b in jp.bindings) == [0, 1]
         assert {b.node for b in jp.bindings} == {v.node for v in jp.victims}
+
+
+# Volcano's preempt runs, after its pass between jobs, a pass within each starving job it took (``actions/preempt``,
+# "Preemption between Task within Job"): a partitioned job without any topology too, its pending pods each on a
+# node where it fits now, pipelined and kept. n0 is free; n1..n5 each run an 8-GPU pod of queue b (far above its
+# deserved). The job (queue a, alone there: no victims between jobs) asks one partition of two 8-GPU pods. The
+# pass pipelines a pod on n0, so reclaim needs room for one pod: one victim; the next cycle places the partition.
+# With partitions in a rack, preempt skips the job and its reclaim evicts for both pods.
+WITHIN = [  # (what, the partitions' topology, reclaim victims)
+    ("no topology: preempt's pass within the job pipelines a pod on the free node", None, 1),
+    ("partitions in a rack: no preempt, reclaim for both pods", {"mode": "hard", "highestTierName": "rack"}, 2),
+]
+
+
+@pytest.mark.parametrize(("what", "part_topology", "victims"), WITHIN, ids=[w[0] for w in WITHIN])
+def test_preempts_pass_within_a_partitioned_job(what: str, part_topology: dict[str, Any] | None,
+                                                victims: int) -> None:
+    job = partitioned_job(total=1, minimum=1)
+    job["spec"]["queue"] = "a"
+    policy = job["spec"]["tasks"][0]["partitionPolicy"]
+    del policy["networkTopology"]
+    if part_topology is not None:
+        policy["networkTopology"] = part_topology
+    objs = [*fabric(), queue("a", deserved={GPU: 16}), queue("b", deserved={GPU: 8}), job]
+    for i in range(1, 6):
+        objs += [podgroup_in("b", f"b{i}"), pod(f"b{i}-0", f"n{i}", 8, group=f"b{i}")]
+    s = load(*objs).snapshot
+    plan = plan_placement(s, list(s.jobs.values()), "greedy", OPTS)
+    assert placement_violations(s, list(s.jobs.values()), plan) == []
+    jp = plan.jobs[0]
+    assert len(jp.victims) == victims and {v.reason for v in jp.victims} == {"reclaim"}
+    assert jp.admitted and len(jp.bindings) == 2  # the next cycle's allocate places the partition whole
 
 
 def _plan(bindings: list[tuple[int, str]]) -> PlacementPlan:

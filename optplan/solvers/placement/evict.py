@@ -14,7 +14,7 @@ from optplan.solvers.placement.context import Context, State, Statement, replay
 from optplan.solvers.placement.gangevict import gang_evict, victim_actions
 from optplan.solvers.placement.gangrules import GANG_REASON
 from optplan.solvers.placement.greedy import Greedy, VictimChoice
-from optplan.solvers.placement.jobs import gang_order, gang_shortfall, job_needs, own_groups
+from optplan.solvers.placement.jobs import gang_order, gang_shortfall, job_needs, own_groups, preemptor_order
 from optplan.solvers.placement.partitions import evicts_anywhere
 from optplan.solvers.placement.safety import evict_blocks, graded_blocks, pdb_refused
 from optplan.solvers.placement.tiers import preemptee_refused
@@ -160,6 +160,38 @@ def topology_reclaim_text(victims: int, cost: int) -> str:
             "step): the next scheduling cycle's allocate places it under its network topology")
 
 
+def pipeline_within(g: Greedy, job: VCJob, skip: frozenset[tuple[str, int]] = frozenset()) -> tuple[Binding, ...]:
+    """Volcano's preempt, its pass within each starving job (vc-scheduler v1.15.1's ``actions/preempt``,
+    "Preemption between Task within Job", after the pass between jobs whether that pipelined any): every job the
+    action took — starving, without a network topology of its own or of its partitions (``action_refused``),
+    partitioned or not —, its pending pods in task order, each on the first node in preempt's order where it fits
+    now (a partitioned job's on any node: the pass has no sub-job step, ``evicts_anywhere``), pipelined and
+    committed one by one (the victims of its own job — the running pods of lower task priority — are not
+    modelled: a running gang's pods are never victims here); the pass stops at the first pod that fits nowhere
+    or whose task may not preempt (preemptionPolicy Never). The pods stay on the state (they hold their room for
+    this cycle's other jobs and count for the job's reclaim, ``Greedy.with_victims``' ``pre``). ``skip``: pods
+    the pass between jobs pipelined (no longer pending)."""
+    ctx = g.ctx
+    if action_refused(job, "preempt") is not None or gang_shortfall(job, Counter(), ctx.held_count(job.key)) is None:
+        return ()  # Volcano's preempt takes only starving jobs without a network topology
+    regions = g.victim_regions(job, "preempt")
+    if len(regions) != 1:
+        return ()
+    nodes = g.nodes(regions[0])
+    pods = ctx.pods[job.key]
+    out: list[Binding] = []
+    for task, i, _required in (s for s in preemptor_order(job, g.steps(job), pods, ctx.snapshot) if s[:2] not in skip):
+        if task in ctx.never[job.key]:
+            break
+        pod = pods[task][i]
+        node = next((n for n in g.preempt_order(pod, nodes, job) if g.fits(pod, n, job.queue)), None)
+        if node is None:
+            break
+        Statement(g.state).allocate(pod, node, job.queue)
+        out.append(Binding(task=task, index=i, node=node))
+    return tuple(out)
+
+
 def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
     """Volcano's preempt action, then its reclaim action, each over every job the plan does not admit (in
     job order), on the state the jobs before it left: the admitted jobs' pods placed, earlier victims
@@ -208,17 +240,20 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
             else:
                 rules, why = job_rules(ctx, state, cat, job, cast(Reason, reason))
                 chosen, gwhy = (None, why) if rules is None else g.with_victims(job, rules, pre.get(jp.key, ()))
-                if chosen is None and reason == "preempt" and (free := g.pipeline_free(job)):
+                if chosen is None and reason == "preempt" and (free := pipeline_within(g, job)):
                     pre[jp.key] = free
             if chosen is None:
                 notes[jp.key].append(f"{reason}: {gwhy}")
                 continue
             apply_choice(ctx, state, job, chosen, pre.get(jp.key, ()))
-            if reason == "preempt" and not evicts_anywhere(job, reason):  # then its pass within the job
-                more = g.pipeline_free(job, frozenset((b.task, b.index) for b in chosen.bindings))
-                chosen.bindings.extend(more)
-            pods = ctx.pods[job.key]
-            ctx.pipelined.update((pods[b.task][b.index].key, b.node) for b in chosen.bindings)
+            pods = ctx.pods[job.key]  # nominated: pipelined with evictions (not the pass within the job's)
+            ctx.pipelined.update((pods[b.task][b.index].key, b.node) for b in chosen.bindings
+                                 if b not in pre.get(jp.key, ()))
+            if reason == "preempt":  # then its pass within the job
+                more = pipeline_within(g, job, frozenset((b.task, b.index) for b in chosen.bindings))
+                if not evicts_anywhere(job, reason):
+                    chosen.bindings.extend(more)
+                    ctx.pipelined.update((pods[b.task][b.index].key, b.node) for b in more)
             r = chosen.region
             if evicts_anywhere(job, reason):  # pipelined anywhere
                 out[jp.key] = jp.model_copy(update={

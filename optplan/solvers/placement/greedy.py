@@ -32,6 +32,7 @@ from optplan.solvers.placement.jobs import (
     job_regions,
     own_groups,
     plugin_view,
+    preemptor_order,
     replica_label,
     task_pos,
 )
@@ -404,7 +405,7 @@ class Greedy:
         nodes = self.nodes(region)
         pods = self.ctx.pods[job.key]
         held = self.ctx.held_count(job.key)
-        order = self.steps(job)
+        order = self.steps(job) if rules is None else preemptor_order(job, self.steps(job), pods, self.ctx.snapshot)
         placed: Counter[str] = Counter(b.task for b in pre)  # ``pre``: pods already pipelined (on the state)
         bindings: list[Binding] = list(pre)
         done = {(b.task, b.index) for b in pre}
@@ -413,6 +414,8 @@ class Greedy:
         slack = len(order) - self.ctx.need(job)[1]
         parted = partitioned(job)
         indices: dict[str, set[int]] = defaultdict(set)
+        for b in pre:  # a partitioned job's pods pipelined by preempt's pass within it count for its partitions
+            indices[b.task].add(b.index)
         tried: set[tuple[str, int]] = set()
         held_ix = self.ctx.held.get(job.key, {})
         tasks = {t.name: t for t in job.tasks}
@@ -1043,48 +1046,21 @@ class Greedy:
             stmt.rollback(mark)
         return None
 
-    def pipeline_free(self, job: VCJob, skip: frozenset[tuple[str, int]] = frozenset()) -> tuple[Binding, ...]:
-        """Volcano's preempt, its pass within each starving job (after the pass between jobs): the job's
-        pending pods in task order, each on the first node in preempt's order where it fits now (the
-        victims of its own job — the running pods of lower task priority — are not modelled: a running
-        gang's pods are never victims here), pipelined and kept one by one; the pass stops at the first
-        pod that fits nowhere or whose task may not preempt (preemptionPolicy Never). The pods stay on
-        the state (they hold their room for this cycle's other jobs and count for the job's reclaim,
-        ``with_victims``' ``pre``); a job with a network topology or partitions, or whose running pods
-        already make its gang ready (not starving), is not one of them. ``skip``: pods the pass between jobs
-        pipelined (no longer pending)."""
-        if (job.network_topology is not None or partitioned(job) or len(self.ctx.regions[job.key]) != 1
-                or gang_shortfall(job, Counter(), self.ctx.held_count(job.key)) is None):
-            return ()  # Volcano's pass takes only starving jobs without a network topology
-        nodes = self.nodes(self.ctx.regions[job.key][0])
-        pods = self.ctx.pods[job.key]
-        out: list[Binding] = []
-        for task, i, _required in (s for s in self.steps(job) if s[:2] not in skip):
-            if task in self.ctx.never[job.key]:
-                break
-            pod = pods[task][i]
-            node = next((n for n in self.preempt_order(pod, nodes, job) if self.fits(pod, n, job.queue)), None)
-            if node is None:
-                break
-            Statement(self.state).allocate(pod, node, job.queue)
-            out.append(Binding(task=task, index=i, node=node))
-        return tuple(out)
-
-    def victim_regions(self, job: VCJob, rules: Rules) -> list[Region]:
+    def victim_regions(self, job: VCJob, reason: str) -> list[Region]:
         """Where the job's dry run with victims walks: its candidate regions (preempt; reclaim of a job
         without a network topology), or for reclaim of a job with one the whole cluster — Volcano's
         ``reclaimForTask`` walks every node and has no HyperNode step; the next cycle's allocate places the
         job under its limit (``evict.plan_victims``); a partitioned job's reclaim likewise (no sub-job step)."""
-        if evicts_anywhere(job, rules.reason):
+        if evicts_anywhere(job, reason):
             return [Region(None, None, frozenset(self.ctx.snapshot.nodes))]
         return self.ctx.regions[job.key]
 
     def with_victims(self, job: VCJob, rules: Rules, pre: tuple[Binding, ...] = ()
                      ) -> tuple[VictimChoice | None, str]:
         """The greedy's victims for the job (state unchanged): regions in order, the first that works.
-        ``pre``: the job's pods already pipelined on the state (``pipeline_free``), counted for its gang."""
+        ``pre``: the job's pods already pipelined on the state (``evict.pipeline_within``), counted for its gang."""
         first: str | None = None
-        for region in self.victim_regions(job, rules):
+        for region in self.victim_regions(job, rules.reason):
             stmt = Statement(self.state)
             bindings, short = self.dry_run(job, region, stmt, rules, pre)
             evicted = [rules.eligible[p.key] for p, _n in stmt.evictions()]

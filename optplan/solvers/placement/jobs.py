@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from optplan.models.queues import JobNetworkTopology, JobTask, PartitionPolicy, PodTemplate, TaskMember, VCJob
 from optplan.models.snapshot import GROUP_NAME_ANNOTATION, TERMINAL_PHASES, NetworkTopology, Pod, PodGroup, Snapshot
 from optplan.solvers.core.oracle import POD_SLOT
-from optplan.solvers.placement.victims import Candidate, Catalogue
+from optplan.solvers.placement.victims import Candidate, Catalogue, pod_index
 
 log = logging.getLogger(__name__)
 
@@ -489,6 +489,24 @@ def subjob_order(job: VCJob, steps: list[tuple[str, int, bool]], snap: Snapshot,
         return (0 if (t, part) in required else 1, -prio[t], 0, part, f"/{t}-{part}")
 
     return [steps[k] for k in sorted(range(len(steps)), key=lambda k: (key(k), k))]
+
+
+def preemptor_order(job: VCJob, steps: Sequence[tuple[str, int, bool]], pods: dict[str, list[Pod]],
+                    snap: Snapshot) -> list[tuple[str, int, bool]]:
+    """The pending pods ``steps`` (``gang_steps``) in the order Volcano's preempt and reclaim pop them
+    (vc-scheduler v1.15.1: one queue of every pending pod of the job by the session's TaskOrderFn,
+    ``preemptorTasks``, with no sub-job step): the pod's priority, higher first (the priority plugin); then
+    the job controller's ``CompareTask``: the smaller index the pod's name ends in (``pod_index``) when both
+    have one and they differ; else the earlier creation, then the smaller UID. So a bare PodGroup's subgroups
+    ``g-s0-0, g-s0-1, g-s1-0`` go ``g-s0-0, g-s1-0`` (index 0) before ``g-s0-1``."""
+    def key(step: tuple[str, int, bool]) -> tuple[int, int, str, str]:
+        pod = pods[step[0]][step[1]]
+        index = pod_index(pod.name) if indexed else 0
+        return -prio[step[0]], index or 0, pod.creation_timestamp, pod.uid
+
+    prio = {t.name: task_priority(job, t, snap) for t in job.tasks}
+    indexed = all(pod_index(pods[t][i].name) is not None for t, i, _r in steps)
+    return sorted(steps, key=key)
 
 
 def gang_order(job: VCJob, snap: Snapshot | None = None,
