@@ -81,13 +81,16 @@ earlier victims gone: their room and their queue allocation are free for the job
 that now fits without victims is placed there first (room an earlier job's victims freed beyond its
 own need), whatever its preemptionPolicy. Preempt is never tried for a job with a networkTopology, its
 own or one of its partitions' (Volcano's preempt skips it, ``victims.action_refused``). Each action:
-regions in the order above, the first whose dry run readies the gang; in a dry run each pod, task by task,
-goes where it fits as in allocate, else to the first node, in the order below, whose
+regions in the order above, the first whose dry run readies the gang; in a dry run each pod, in Volcano's
+task order (``jobs.preemptor_order``: the pod's priority, then the index its name ends in, creation, UID — one
+queue of the job's pods, no sub-job step), goes where it fits as in allocate, else to the first node, in the
+order below, whose
 victims would all together make room (Volcano's ``ValidateVictims``), evicting them one by one in
 victim order until the pod fits, the node's evictions undone when it still does not. When preempt finds no
-victims for a job, its pass within the job follows (Volcano's "preemption between tasks within a job"): the
-job's pods one by one on nodes where they fit, kept for the cycle (``Greedy.pipeline_free``), so that its
-reclaim only has to place the rest.
+victims for a job, or after it pipelined the job, its pass within the job follows (Volcano's "preemption
+between tasks within a job"; a partitioned job's too when no partition has a topology): the job's pods one by
+one on nodes where they fit, kept for the cycle (``evict.pipeline_within``), so that its reclaim only has to
+place the rest.
 
 *Node order for victims* (Volcano's ``preempt``: ``PredicateNodes``, ``PrioritizeNodes``, ``SortNodes``; its
 ``reclaim`` walks ``PredicateNodes``' list unscored, ``Greedy.reclaim_order``): every walk starts from

@@ -1,5 +1,6 @@
 """Volcano's preempt, then reclaim, for the jobs allocate did not admit (``plan_victims``): the rules by
-which one job and one action may evict (``job_rules``), and why a plan uses no victims (``victim_notes``).
+which one job and one action may evict (``job_rules``), preempt's pass within a job (``pipeline_within``),
+and why a plan uses no victims (``victim_notes``).
 Who may be a victim and the capacity plugin's rules are ``victims``."""
 
 from __future__ import annotations

@@ -393,8 +393,9 @@ class Greedy:
     def dry_run(self, job: VCJob, region: Region, stmt: Statement, rules: Rules | None = None,
                 pre: tuple[Binding, ...] = (), scores: list[Fraction] | None = None
                 ) -> tuple[list[Binding], str | None]:
-        """Place the gang inside the region, pods in ``gang_steps`` order, each on its best node
-        (``best_node``), until the gang is ready; the bindings, and why the gang is not ready (None: ready).
+        """Place the gang inside the region, pods in ``gang_steps`` order (with ``rules``: ``preemptor_order``),
+        each on its best node (``best_node``), until the gang is ready; the bindings, and why the gang is not
+        ready (None: ready).
 
         Allocate (no ``rules``): a pod that fits nowhere is skipped unless its task needs it, and the run
         stops as soon as the gang cannot become ready; the first failure says why. Preempt or reclaim
