@@ -84,17 +84,24 @@ _MARKERS = {"none": "s", "interval": "o", "pending": "^"}
 
 def frontier(trace: str, panels: Sequence[Mapping[str, Any]]) -> bytes | str:
     """One PNG of a sweep's frontier on ``trace`` (``sweep.frontier_panels``: a panel per benefit ×
-    disruption): every setting's point (marker by policy; peers' planners hollow), the frontier as a
-    line through its points, each frontier point named, and the oracle's benefit as a dashed line; or
-    why there is no plot."""
+    disruption): every setting's point (marker by policy; peers' planners hollow) with its number, the
+    frontier as a line through its points, the oracle's benefit as a dashed line, and under the panels the
+    key from number to setting (numbered by disruption in the first panel, so a number is one setting in
+    every panel; a name beside each point overlapped where settings crowd); or why there is no plot."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         return NO_MATPLOTLIB
+    first = panels[0]["points"] if panels else []
+    order = [p["setting"] for p in sorted(first, key=lambda p: (p["x"], p["setting"]))]
+    order += sorted({p["setting"] for panel in panels for p in panel["points"]} - set(order))
+    number = {name: i + 1 for i, name in enumerate(order)}
     rows = (len(panels) + 1) // 2
-    fig, axes = plt.subplots(rows, 2, figsize=(12, 4.5 * rows), squeeze=False)
+    key_lines = (len(order) + 1) // 2
+    key_inches = 0.3 + 0.16 * key_lines
+    fig, axes = plt.subplots(rows, 2, figsize=(12, 4.5 * rows + key_inches), squeeze=False)
     for ax, panel in zip(axes.flat, panels, strict=False):
         pts = panel["points"]
         for p in pts:
@@ -102,16 +109,12 @@ def frontier(trace: str, panels: Sequence[Mapping[str, Any]]) -> bytes | str:
             colour = "tab:red" if p["frontier"] else "tab:grey"
             ax.scatter([p["x"]], [p["y"]], s=28, marker=_MARKERS.get(p["policy"], "o"),
                        facecolors="none" if peer else colour, edgecolors=colour, linewidths=1, clip_on=False)
+            note = ax.annotate(str(number[p["setting"]]), (p["x"], p["y"]), fontsize=7, color=colour,
+                               xytext=(4, 3), textcoords="offset points", clip_on=True)
+            note.set_in_layout(False)
         on = sorted((p for p in pts if p["frontier"]), key=lambda p: (p["x"], p["setting"]))
         if on:
             ax.plot([p["x"] for p in on], [p["y"] for p in on], color="tab:red", linewidth=0.8)
-            for p in on:
-                # long names stay out of the layout (they would squeeze the axes) and inside the panel
-                left = p["x"] > 0  # named to the left of the point, but at the zero end
-                note = ax.annotate(p["setting"].replace(" / ", "\n"), (p["x"], p["y"]), fontsize=6,
-                                   xytext=(-4 if left else 4, 4), ha="right" if left else "left",
-                                   textcoords="offset points", clip_on=True)
-                note.set_in_layout(False)
         if panel.get("oracle") is not None:
             ax.axhline(panel["oracle"], color="tab:blue", linestyle="--", linewidth=0.8,
                        label="oracle (ceiling estimate)")
@@ -125,7 +128,12 @@ def frontier(trace: str, panels: Sequence[Mapping[str, Any]]) -> bytes | str:
         ax.axis("off")
     fig.suptitle(f"{trace}: benefit against disruption (red: the Pareto frontier; ^ pending, o interval, "
                  "s none; hollow: a peer's planner)", fontsize=9)
-    fig.tight_layout()
+    height = 4.5 * rows + key_inches
+    names = [f"{number[n]}: {n}" for n in order]
+    for col, chunk in enumerate((names[:key_lines], names[key_lines:])):
+        fig.text(0.02 + 0.5 * col, (key_inches - 0.15) / height, "\n".join(chunk), fontsize=7, va="top",
+                 ha="left")
+    fig.tight_layout(rect=(0, key_inches / height, 1, 1))
     data = png(fig, dpi=100)
     plt.close(fig)
     return data
