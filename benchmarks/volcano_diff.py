@@ -230,8 +230,9 @@ def main(argv: list[str] | None = None) -> int:
                 if args.also:
                     alts = other_recordings(case.ns, args.also)
                     recordings.append(1 + len(alts))
+                    others = replanned(alts, solvers)  # once: each recording planned by every solver
                     for s in solvers:
-                        seen = [verdicts[s][-1], *(compare(c, o, s) for c, o in replanned(alts, solvers))]
+                        seen = [verdicts[s][-1], *(compare(c, o, s) for c, o in others)]
                         anyrec[s].append(agree_any(seen))
                     records[-1]["recordings"] = recordings[-1]
                     records[-1]["anyRecording"] = {s: _flags(anyrec[s][-1]) for s in solvers}
