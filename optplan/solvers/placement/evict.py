@@ -250,9 +250,9 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
             pods = ctx.pods[job.key]  # nominated: pipelined with evictions (not the pass within the job's)
             ctx.pipelined.update((pods[b.task][b.index].key, b.node) for b in chosen.bindings
                                  if b not in pre.get(jp.key, ()))
-            if reason == "preempt":  # then its pass within the job
+            if reason == "preempt":  # then its pass within the job: its pods hold their room on the state
                 more = pipeline_within(g, job, frozenset((b.task, b.index) for b in chosen.bindings))
-                if not evicts_anywhere(job, reason):
+                if not evicts_anywhere(job, reason):  # (a partitioned job's plan says only its victims)
                     chosen.bindings.extend(more)
                     ctx.pipelined.update((pods[b.task][b.index].key, b.node) for b in more)
             r = chosen.region

@@ -496,13 +496,14 @@ def preemptor_order(job: VCJob, steps: Sequence[tuple[str, int, bool]], pods: di
     """The pending pods ``steps`` (``gang_steps``) in the order Volcano's preempt and reclaim pop them
     (vc-scheduler v1.15.1: one queue of every pending pod of the job by the session's TaskOrderFn,
     ``preemptorTasks``, with no sub-job step): the pod's priority, higher first (the priority plugin); then
-    the job controller's ``CompareTask``: the smaller index the pod's name ends in (``pod_index``) when both
-    have one and they differ; else the earlier creation, then the smaller UID. So a bare PodGroup's subgroups
-    ``g-s0-0, g-s0-1, g-s1-0`` go ``g-s0-0, g-s1-0`` (index 0) before ``g-s0-1``."""
+    the job controller's ``CompareTask``: the smaller index the pod's name ends in (``pod_index``; read only
+    when every pod of the job has one, so that the order stays one order); among equal indices the earlier
+    creation, then the smaller UID. So a bare PodGroup's subgroups ``g-s0-0, g-s0-1, g-s1-0`` go ``g-s0-0,
+    g-s1-0`` (index 0) before ``g-s0-1``."""
     def key(step: tuple[str, int, bool]) -> tuple[int, int, str, str]:
         pod = pods[step[0]][step[1]]
-        index = pod_index(pod.name) if indexed else 0
-        return -prio[step[0]], index or 0, pod.creation_timestamp, pod.uid
+        index = (pod_index(pod.name) or 0) if indexed else 0
+        return -prio[step[0]], index, pod.creation_timestamp, pod.uid
 
     prio = {t.name: task_priority(job, t, snap) for t in job.tasks}
     indexed = all(pod_index(pods[t][i].name) is not None for t, i, _r in steps)
