@@ -393,3 +393,31 @@ def test_the_validator_refuses_a_gang_admitted_after_losing_its_pod() -> None:
         if jp.name == "g" else jp for jp in plan.jobs)})
     assert "job default/g is admitted but its running pod default/g-0 is a victim" in placement_violations(
         snap, jobs, broken)
+
+
+# Preempt hands the plugins every Running pod of another job in the preemptor's queue, a starving gang's too. ``g``
+# (low, minMember 3) runs ``g-0`` and ``g-1`` (4 GPUs each) on n0 and waits for ``g-2``; n1 runs ``b-0`` (8 GPUs,
+# high). ``j`` (high) preempts: on n0 the priority plugin offers both of ``g``'s pods, the gang plugin nothing
+# (ready 2 <= 3), the tier ends, and drf decides: it offers a pod while ``g``'s share with it gone is not below
+# ``j``'s with its pod (4 of 16 GPUs each for a 4-GPU ``j``: ``g-0``; for an 8-GPU ``j``, 8 of 16 against 4 left:
+# none). On n1 the priority plugin offers nothing (``b`` is not lower), its tier ends, and drf refuses ``b-0``.
+STARVING_GANG_PREEMPT = [  # (what, j's GPUs, j admitted, its victims)
+    ("drf offers a starving gang's running pod", 4, True, ["g-0"]),
+    ("drf refuses when the gang's share would drop below the preemptor's", 8, False, []),
+]
+
+
+@pytest.mark.parametrize(("what", "gpu", "admitted", "victims"), STARVING_GANG_PREEMPT,
+                         ids=[c[0] for c in STARVING_GANG_PREEMPT])
+def test_preempt_takes_a_starving_bare_gangs_running_pod(what: str, gpu: int, admitted: bool,
+                                                         victims: list[str]) -> None:
+    objs = [priority_class("high", 1000), priority_class("low", 10), *nodes(2), queue("q"),
+            bare("b", 1, queue_name="q", priority_class_name="high"), member("b-0", "b", 8, on="n1"),
+            bare("g", 3, queue_name="q", priority_class_name="low"), member("g-0", "g", 4, on="n0"),
+            member("g-1", "g", 4, on="n0"), member("g-2", "g", 4),
+            bare("j", 1, queue_name="q", priority_class_name="high"), member("j-0", "j", gpu)]
+    plans = {s: plan_of(objs, s) for s in SOLVERS}
+    jp = plans["greedy"].job("default/j")
+    assert (jp.admitted, sorted(v.name for v in jp.victims)) == (admitted, victims), jp.reason
+    assert not plans["greedy"].job("default/g").admitted
+    assert plans["auto"].job("default/j").admitted == admitted
