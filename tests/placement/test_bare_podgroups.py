@@ -389,7 +389,8 @@ def test_the_validator_refuses_a_gang_admitted_after_losing_its_pod() -> None:
     jobs = jobs_to_place(snap)
     plan = plan_placement(snap, jobs, "greedy", OPTS, now=NOW)
     broken = plan.model_copy(update={"jobs": tuple(
-        jp.model_copy(update={"admitted": True, "bindings": (Binding(task="", index=1, node="n0"),)})
+        jp.model_copy(update={"admitted": True, "bindings": (Binding(task="", index=1, node="n0"),),
+                              "after_evictions": True, "step": plan.job("default/j").step})
         if jp.name == "g" else jp for jp in plan.jobs)})
     assert "job default/g is admitted but its running pod default/g-0 is a victim" in placement_violations(
         snap, jobs, broken)

@@ -398,7 +398,10 @@ def own_groups(job: VCJob, snap: Snapshot) -> frozenset[str]:
 
 
 def lost_pods(job: VCJob, snap: Snapshot, gone: Collection[str]) -> list[str]:
-    """The job's running pods among the evicted pods ``gone`` (an exposed pod another job took), by key."""
+    """A bare PodGroup's running pods among the evicted pods ``gone`` (exposed pods another job took), by key;
+    none for a VCJob (no pod of one is exposed: ``shield``)."""
+    if job.kind != "PodGroup" or not gone:
+        return []
     return sorted(p.key for ps in held_pods(job, snap).values() for p in ps.values() if p.key in gone)
 
 

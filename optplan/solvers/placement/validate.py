@@ -75,9 +75,14 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
             out.append(f"job {k} is listed {n} times")
     for k in sorted(set(given) - set(listed)):
         out.append(f"job {k} is missing from the plan")
-    gone = {f"{v.namespace}/{v.name}" for jp in plan.jobs for v in jp.victims}
-    for jp in plan.jobs:  # an exposed pod another job takes leaves its bare PodGroup short for good
-        if jp.admitted and jp.key in given and (lost := lost_pods(given[jp.key], snap, gone)):
+    gone: dict[str, int] = {}  # victim -> the step of the job that evicts it
+    for jp in plan.jobs:
+        for gv in jp.victims:
+            gone[f"{gv.namespace}/{gv.name}"] = jp.step
+    for jp in plan.jobs:  # a job admitted at or after the step that evicts its running pod (a gang lost before)
+        lost = [k for k in lost_pods(given[jp.key], snap, gone) if gone[k] <= jp.step] \
+            if jp.admitted and jp.key in given else []
+        if lost:
             out.append(f"job {jp.key} is admitted but its running pod {lost[0]} is a victim")
     cap = Capacity(snap)
     tree = QueueTree(snap.queues)
