@@ -422,3 +422,27 @@ def test_preempt_takes_a_starving_bare_gangs_running_pod(what: str, gpu: int, ad
     assert (jp.admitted, sorted(v.name for v in jp.victims)) == (admitted, victims), jp.reason
     assert not plans["greedy"].job("default/g").admitted
     assert plans["auto"].job("default/j").admitted == admitted
+
+
+# A pod its task's minimum needs is one the gang can never be ready without, even with pods to spare: ``g``
+# (minMember 2, minTaskMember ps 1 and worker 1) runs ``g-ps`` on n0 and waits for two workers that fit nowhere;
+# ``j``'s reclaim takes ``g-ps`` when the capacity plugin offers it (``other`` above its deserved), not within it.
+TASK_MINIMUM = [  # (what, other's deserved GPUs, j admitted, its victims)
+    ("its task's minimum needs it, above deserved: taken", 0, True, ["g-ps"]),
+    ("within deserved: it stays", 8, False, []),
+]
+
+
+@pytest.mark.parametrize(("what", "deserved", "admitted", "victims"), TASK_MINIMUM, ids=[c[0] for c in TASK_MINIMUM])
+def test_reclaim_takes_the_pod_a_bare_gangs_task_minimum_needs(what: str, deserved: int, admitted: bool,
+                                                               victims: list[str]) -> None:
+    objs = [*nodes(2), queue("mine", deserved={GPU: 8}), queue("other", deserved={GPU: deserved}),
+            queue("keep", deserved={GPU: 8}), bare("b", 1, queue_name="keep"), member("b-0", "b", 8, on="n1"),
+            bare("g", 2, queue_name="other", min_task_member={"ps": 1, "worker": 1}),
+            member("g-ps", "g", 8, on="n0", task="ps"), member("g-w0", "g", 8, task="worker"),
+            member("g-w1", "g", 8, task="worker"), bare("j", 1, queue_name="mine"), member("j-0", "j", 8)]
+    plans = {s: plan_of(objs, s) for s in SOLVERS}
+    jp = plans["greedy"].job("default/j")
+    assert (jp.admitted, sorted(v.name for v in jp.victims)) == (admitted, victims), jp.reason
+    assert not plans["greedy"].job("default/g").admitted
+    assert plans["auto"].job("default/j").admitted == admitted

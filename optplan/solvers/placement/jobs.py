@@ -358,10 +358,14 @@ def gang_shortfall(job: VCJob, placed: Counter[str], held: Counter[str] | None =
     return None
 
 
-def lost_for_good(job: VCJob) -> bool:
-    """A bare PodGroup that one running pod fewer leaves short of minMember for good: nothing makes a bare
-    PodGroup's pod again (a VCJob's controller does), and the pods it has would number fewer than minMember."""
-    return job.kind == "PodGroup" and sum(t.replicas for t in job.tasks) - 1 < job.min_available
+def lost_for_good(job: VCJob, task: JobTask) -> bool:
+    """A bare PodGroup that one running pod of ``task`` fewer leaves unable ever to be ready: nothing makes a
+    bare PodGroup's pod again (a VCJob's controller does), and the pods it has would number fewer than
+    minMember, or the task's fewer than its minimum (``task_minima``: minTaskMember, when the gang checks it)."""
+    if job.kind != "PodGroup":
+        return False
+    return sum(t.replicas for t in job.tasks) - 1 < job.min_available or \
+        task.replicas - 1 < task_minima(job).get(task.name, 0)
 
 
 def shield(cat: Catalogue, snap: Snapshot, jobs: Sequence[VCJob]) -> Catalogue:
@@ -370,16 +374,16 @@ def shield(cat: Catalogue, snap: Snapshot, jobs: Sequence[VCJob]) -> Catalogue:
     ``shielded``: Volcano's preempt and reclaim hand them to the plugins with a node's other pods,
     ``plugin_view``). Volcano's actions filter no job state: a tier may offer the running pod of a starving
     gang to another job (the gang plugin offers nothing for it, its tier ends, the next decides). Those of a
-    bare PodGroup that cannot be ready without the pod (``lost_for_good``) are ``exposed``: other jobs may take
+    bare PodGroup that can never be ready without the pod (``lost_for_good``) are ``exposed``: other jobs may take
     them, and the PodGroup is then never admitted (``lost_pods``); the others are never victims."""
     groups = {p.group_key for j in jobs for ps in held_pods(j, snap).values() for p in ps.values()}
     groups.discard(None)
     if not groups & set(cat.groups):
         return cat
-    exposed = {p.group_key for j in jobs if lost_for_good(j)
-               for ps in held_pods(j, snap).values() for p in ps.values()}
+    exposed = {p.key for j in jobs for t in j.tasks if lost_for_good(j, t)
+               for p in held_pods(j, snap).get(t.name, {}).values()}
     out = Catalogue(snapshot=cat.snapshot, now=cat.now, protected=dict(cat.protected), groups=dict(cat.groups),
-                    exposed={k: c for k, c in cat.candidates.items() if c.group in exposed})
+                    exposed={k: c for k, c in cat.candidates.items() if k in exposed})
     for k, c in cat.candidates.items():
         if c.group in groups:
             out.protected[k] = "its job's pending pods are being placed next to it"
