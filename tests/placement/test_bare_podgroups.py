@@ -347,3 +347,102 @@ def test_reclaim_takes_a_jobs_pods_in_volcanos_task_order(what: str, deserved: i
             objs += [bare(f"o{n}{i}", 1, queue_name="other"), member(f"o{n}{i}-0", f"o{n}{i}", 1, on=f"n{n}")]
     jp = plan_of(objs, "greedy").job("default/g")
     assert (jp.admitted, len(jp.victims)) == (admitted, victims), jp.reason
+
+
+# Volcano's reclaim hands the plugins every Running pod of another reclaimable queue on the node, a starving gang's
+# too (vc-scheduler v1.15.1, ``actions/reclaim``: no job-state filter; preempt likewise within the queue). ``g``
+# (queue ``other``, minMember 2) runs ``g-0`` on n0 (8 GPUs) and waits for ``g-1``, which fits nowhere (n1 runs
+# ``b-0`` of queue ``keep``, within its deserved); ``j`` (queue ``mine``, deserved 8) needs a node whole. The gang
+# plugin offers nothing for ``g-0`` (ready 1 <= minMember 2), its tier ends, and the capacity plugin decides:
+# ``other`` above its deserved gives ``g-0`` up, ``j`` takes it and the next cycle places it; ``g`` has then one
+# pod, never minMember (nothing makes a bare PodGroup's pod again). ``other`` within its deserved keeps it. The
+# exact model takes no such pod: auto gives the greedy's plan (cpsat too, as when its own admits fewer jobs).
+def starving_gang(deserved: int) -> list[dict[str, Any]]:
+    return [*nodes(2), queue("mine", deserved={GPU: 8}), queue("other", deserved={GPU: deserved}),
+            queue("keep", deserved={GPU: 8}), bare("b", 1, queue_name="keep"), member("b-0", "b", 8, on="n1"),
+            bare("g", 2, queue_name="other"), member("g-0", "g", 8, on="n0"), member("g-1", "g", 8),
+            bare("j", 1, queue_name="mine"), member("j-0", "j", 8)]
+
+
+STARVING_GANG = [  # (what, other's deserved GPUs, j admitted, its victims)
+    ("above deserved: the capacity plugin gives a starving gang's running pod up", 0, True, ["g-0"]),
+    ("within deserved: it stays", 8, False, []),
+]
+
+
+@pytest.mark.parametrize(("what", "deserved", "admitted", "victims"), STARVING_GANG, ids=[c[0] for c in STARVING_GANG])
+def test_reclaim_takes_a_starving_bare_gangs_running_pod(what: str, deserved: int, admitted: bool,
+                                                         victims: list[str]) -> None:
+    objs = starving_gang(deserved)
+    plans = {s: plan_of(objs, s) for s in SOLVERS}
+    jp = plans["greedy"].job("default/j")
+    assert (jp.admitted, sorted(v.name for v in jp.victims)) == (admitted, victims), jp.reason
+    assert not plans["greedy"].job("default/g").admitted
+    if victims:
+        assert "its running pod default/g-0 was evicted" in plans["greedy"].job("default/g").reason
+        assert plans["auto"].jobs == plans["greedy"].jobs and plans["auto"].solver.status == "FALLBACK"
+    assert plans["cpsat"].job("default/j").admitted == admitted  # no worse than the greedy (its plan, as here)
+
+
+def test_the_validator_refuses_a_gang_admitted_after_losing_its_pod() -> None:
+    snap = load(*starving_gang(0)).snapshot
+    jobs = jobs_to_place(snap)
+    plan = plan_placement(snap, jobs, "greedy", OPTS, now=NOW)
+    broken = plan.model_copy(update={"jobs": tuple(
+        jp.model_copy(update={"admitted": True, "bindings": (Binding(task="", index=1, node="n0"),),
+                              "after_evictions": True, "step": plan.job("default/j").step})
+        if jp.name == "g" else jp for jp in plan.jobs)})
+    assert "job default/g is admitted but its running pod default/g-0 is a victim" in placement_violations(
+        snap, jobs, broken)
+
+
+# Preempt hands the plugins every Running pod of another job in the preemptor's queue, a starving gang's too. ``g``
+# (low, minMember 3) runs ``g-0`` and ``g-1`` (4 GPUs each) on n0 and waits for ``g-2``; n1 runs ``b-0`` (8 GPUs,
+# high). ``j`` (high) preempts: on n0 the priority plugin offers both of ``g``'s pods, the gang plugin nothing
+# (ready 2 <= 3), the tier ends, and drf decides: it offers a pod while ``g``'s share with it gone is not below
+# ``j``'s with its pod (4 of 16 GPUs each for a 4-GPU ``j``: ``g-0``; for an 8-GPU ``j``, 8 of 16 against 4 left:
+# none). On n1 the priority plugin offers nothing (``b`` is not lower), its tier ends, and drf refuses ``b-0``.
+STARVING_GANG_PREEMPT = [  # (what, j's GPUs, j admitted, its victims)
+    ("drf offers a starving gang's running pod", 4, True, ["g-0"]),
+    ("drf refuses when the gang's share would drop below the preemptor's", 8, False, []),
+]
+
+
+@pytest.mark.parametrize(("what", "gpu", "admitted", "victims"), STARVING_GANG_PREEMPT,
+                         ids=[c[0] for c in STARVING_GANG_PREEMPT])
+def test_preempt_takes_a_starving_bare_gangs_running_pod(what: str, gpu: int, admitted: bool,
+                                                         victims: list[str]) -> None:
+    objs = [priority_class("high", 1000), priority_class("low", 10), *nodes(2), queue("q"),
+            bare("b", 1, queue_name="q", priority_class_name="high"), member("b-0", "b", 8, on="n1"),
+            bare("g", 3, queue_name="q", priority_class_name="low"), member("g-0", "g", 4, on="n0"),
+            member("g-1", "g", 4, on="n0"), member("g-2", "g", 4),
+            bare("j", 1, queue_name="q", priority_class_name="high"), member("j-0", "j", gpu)]
+    plans = {s: plan_of(objs, s) for s in SOLVERS}
+    jp = plans["greedy"].job("default/j")
+    assert (jp.admitted, sorted(v.name for v in jp.victims)) == (admitted, victims), jp.reason
+    assert not plans["greedy"].job("default/g").admitted
+    assert plans["auto"].job("default/j").admitted == admitted
+
+
+# A pod its task's minimum needs is one the gang can never be ready without, even with pods to spare: ``g``
+# (minMember 2, minTaskMember ps 1 and worker 1) runs ``g-ps`` on n0 and waits for two workers that fit nowhere;
+# ``j``'s reclaim takes ``g-ps`` when the capacity plugin offers it (``other`` above its deserved), not within it.
+TASK_MINIMUM = [  # (what, other's deserved GPUs, j admitted, its victims)
+    ("its task's minimum needs it, above deserved: taken", 0, True, ["g-ps"]),
+    ("within deserved: it stays", 8, False, []),
+]
+
+
+@pytest.mark.parametrize(("what", "deserved", "admitted", "victims"), TASK_MINIMUM, ids=[c[0] for c in TASK_MINIMUM])
+def test_reclaim_takes_the_pod_a_bare_gangs_task_minimum_needs(what: str, deserved: int, admitted: bool,
+                                                               victims: list[str]) -> None:
+    objs = [*nodes(2), queue("mine", deserved={GPU: 8}), queue("other", deserved={GPU: deserved}),
+            queue("keep", deserved={GPU: 8}), bare("b", 1, queue_name="keep"), member("b-0", "b", 8, on="n1"),
+            bare("g", 2, queue_name="other", min_task_member={"ps": 1, "worker": 1}),
+            member("g-ps", "g", 8, on="n0", task="ps"), member("g-w0", "g", 8, task="worker"),
+            member("g-w1", "g", 8, task="worker"), bare("j", 1, queue_name="mine"), member("j-0", "j", 8)]
+    plans = {s: plan_of(objs, s) for s in SOLVERS}
+    jp = plans["greedy"].job("default/j")
+    assert (jp.admitted, sorted(v.name for v in jp.victims)) == (admitted, victims), jp.reason
+    assert not plans["greedy"].job("default/g").admitted
+    assert plans["auto"].job("default/j").admitted == admitted

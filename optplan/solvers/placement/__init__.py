@@ -20,7 +20,8 @@ exact model and the victims choose from, ``Context.regions``) are the HyperNodes
 running pods are on — the lowest-tier one first, then its ancestors up to highestTierAllowed (hard) or up
 to the top and then the whole cluster (soft); the greedy's allocate searches wider (Topology below). A
 running gang whose running pods already make it ready is admitted only when one of its pending pods
-fits. The running pods of a job being placed are never victims (``shield``).
+fits. The running pods of a job being placed are not victims (``shield``), but those of a bare PodGroup that
+cannot be ready without them, when another job's tiers offer them (the PodGroup then waits for good).
 
 **Order** (Volcano's allocate with the capacity, priority and gang plugins). Queues by
 ``compare_queues``: higher ``spec.priority``, then the lower share (allocated / deserved, the largest

@@ -324,7 +324,7 @@ class Context:
     @property
     def catalogue(self) -> Catalogue:
         """Every possible victim of the snapshot, priced at ``now`` (built once); the pods of a job being
-        placed are not victims (its pending pods join them: ``shield``)."""
+        placed are not victims (its pending pods join them), but the exposed ones of other jobs (``shield``)."""
         if self._catalogue is None:
             cat = Catalogue.build(self.snapshot, self.now, set(QueueTree(self.snapshot.queues).queues))
             self._catalogue = shield(cat, self.snapshot, self.jobs)
@@ -332,9 +332,8 @@ class Context:
 
     def victim_cost(self, plan: PlacementPlan) -> int:
         """Σ cost of the plan's victims (``victims`` module)."""
-        cands = self.catalogue.candidates
-        return sum(cands[k].cost for jp in plan.jobs for v in jp.victims
-                   if (k := f"{v.namespace}/{v.name}") in cands)
+        cat = self.catalogue
+        return sum(c.cost for jp in plan.jobs for v in jp.victims if (c := cat.candidate(f"{v.namespace}/{v.name}")))
 
     def static_binpack(self, requests: Resources, node: str) -> int:
         """The pod's binpack score on the node with the snapshot's usage, as an integer (exact objective)."""
@@ -415,9 +414,9 @@ def replay(ctx: Context, plan: PlacementPlan, *, victims: bool) -> State:
             continue
         stmt = Statement(state)
         if victims:
-            cands = ctx.catalogue.candidates
             for v in jp.victims:
-                c = cands[f"{v.namespace}/{v.name}"]
+                c = ctx.catalogue.candidate(f"{v.namespace}/{v.name}")
+                assert c is not None, f"{v.name}: no victim of the catalogue"
                 stmt.evict(c.pod, c.node, c.queue, c.group)
         pods = ctx.pods[jp.key]
         for b in jp.bindings:

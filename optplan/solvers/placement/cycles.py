@@ -6,7 +6,8 @@ before it. The plan is the cluster once nothing changes: the cycles run until on
 
 Cycle k+1 is planned on the snapshot cycle k leaves (``after_cycle``: the pods its allocate placed
 running, in their PodGroup, its victims gone) with the jobs that still have pods to place (a job placed
-whole is no longer one of them: its pods may be victims as any running pod). The plan (``merge``)
+whole is no longer one of them: its pods may be victims as any running pod; nor is a bare PodGroup whose
+running pod a cycle evicted, ``jobs.lost_pods``: it can never be ready). The plan (``merge``)
 lists, per job, the pods allocate placed over all cycles (and, for the last cycle, its pipelined
 placements), and each victim under the job whose action evicted it — a job the plan does not admit
 when the next cycle's allocate gave the room to jobs before it (Volcano evicts them all the same), a job
@@ -34,8 +35,8 @@ from optplan.models.placement import CYCLE_STEPS, Binding, JobPlacement, Placeme
 from optplan.models.snapshot import Pod, PodGroup, Snapshot
 from optplan.solvers.placement.allocate import greedy_place
 from optplan.solvers.placement.context import Context
-from optplan.solvers.placement.evict import plan_victims
-from optplan.solvers.placement.jobs import task_pos
+from optplan.solvers.placement.evict import lost_text, plan_victims
+from optplan.solvers.placement.jobs import lost_pods, task_pos
 from optplan.solvers.placement.validate import placement_violations
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,8 @@ def greedy_cycles(ctx: Context) -> PlacementPlan:
         if not any(jp.victims for jp in last.jobs):
             break
         snap = after_cycle(cur, last)
-        jobs = [j for j in ctx.jobs if left_to_place(cycles, j.key, ctx)]
+        gone = {f"{v.namespace}/{v.name}" for p in cycles for jp in p.jobs for v in jp.victims}
+        jobs = [j for j in ctx.jobs if left_to_place(cycles, j.key, ctx) and not lost_pods(j, ctx.snapshot, gone)]
         nominated = {**cur.nominated, **cur.pipelined}  # kept until a later pipelining changes it
         cur = Context.build(snap, jobs, ctx.weights, ctx.now, safety=ctx.safety, hyper_weights=ctx.hyper_weights,
                             actions=ctx.actions, scheduler=ctx.scheduler, nominated=nominated)
@@ -161,6 +163,9 @@ def merge(ctx: Context, cycles: list[PlacementPlan]) -> PlacementPlan | None:
         if first is None:  # not admitted in any cycle
             if jp.admitted:
                 return None
+            lost = lost_pods(job, ctx.snapshot, {f"{v.namespace}/{v.name}" for v, _e, _s in evictions})
+            if lost and lost[0] not in jp.reason:  # another job took its exposed pod (``jobs.shield``)
+                jp = jp.model_copy(update={"reason": f"{jp.reason}; {lost_text(lost)}"})
             if victims:
                 k = unplaced[job.key] // CYCLE_STEPS
                 if job.key not in topo:

@@ -15,7 +15,14 @@ from optplan.solvers.placement.context import Context, State, Statement, replay
 from optplan.solvers.placement.gangevict import gang_evict, victim_actions
 from optplan.solvers.placement.gangrules import GANG_REASON
 from optplan.solvers.placement.greedy import Greedy, VictimChoice
-from optplan.solvers.placement.jobs import gang_order, gang_shortfall, job_needs, own_groups, preemptor_order
+from optplan.solvers.placement.jobs import (
+    gang_order,
+    gang_shortfall,
+    job_needs,
+    lost_pods,
+    own_groups,
+    preemptor_order,
+)
 from optplan.solvers.placement.partitions import evicts_anywhere
 from optplan.solvers.placement.safety import evict_blocks, graded_blocks, pdb_refused
 from optplan.solvers.placement.tiers import preemptee_refused
@@ -61,14 +68,17 @@ def job_rules(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: Re
 def _tier_rules(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: Reason,
                 needs: frozenset[str]) -> tuple[Rules | None, str]:
     """``job_rules`` by Volcano's plugin tiers (``tiers``): every pod the action hands to the plugins
-    (``tiers.preemptee_refused``); none when no tier could offer one at the action's start, and none for
-    a job whose running pods already make its gang ready (the actions take only starving jobs: ready +
-    pipelined < minAvailable; its other pods wait for allocate)."""
+    (``tiers.preemptee_refused``; the catalogue's candidates and the exposed pods of other jobs); none when
+    no tier could offer one at the action's start, and none for a job whose running pods already make its gang
+    ready (the actions take only starving jobs: ready + pipelined < minAvailable; its other pods wait for
+    allocate)."""
     if gang_shortfall(job, Counter(), ctx.held_count(job.key)) is None:
         return None, "its running pods make the gang ready: Volcano evicts only for a starving job"
     qs = state.queues
     priority = ctx.priority[job.key]
-    static = {k: c for k, c in cat.candidates.items() if k not in state.evicted
+    own = own_groups(job, ctx.snapshot)  # an exposed pod of another job too (``jobs.shield``)
+    pods = {**cat.candidates, **{k: c for k, c in cat.exposed.items() if c.group not in own}}
+    static = {k: c for k, c in pods.items() if k not in state.evicted
               and preemptee_refused(c, reason, job.queue, qs.reclaimable.get(c.queue, True)) is None
               and safe(ctx, c, reason, priority)}
     if reason == "preempt":
@@ -213,6 +223,7 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
         if jp.admitted:
             for group in own_groups(by_key[jp.key], ctx.snapshot):
                 g.placed[group] += len(jp.bindings)
+    whole = {grp for jp in plan.jobs if jp.admitted for grp in own_groups(by_key[jp.key], ctx.snapshot)}
     out: dict[str, JobPlacement] = {jp.key: jp for jp in plan.jobs}
     notes: dict[str, list[str]] = {jp.key: [] for jp in plan.jobs}
     done: set[str] = set()  # placed by this pass
@@ -225,6 +236,10 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
             if (jp.admitted or jp.key in done or job.key in ctx.unfit
                     or state.queues.admission_reason(job.queue) is not None or not ctx.regions[job.key]):
                 continue
+            if lost := lost_pods(job, ctx.snapshot, state.evicted):  # it can never be ready: nothing to pipeline
+                notes[jp.key].append(f"{reason}: {lost_text(lost)}")
+                cooling[jp.key] = None
+                continue
             if state.evicted and not pre.get(jp.key):
                 freed = g.place(job)  # commits when admitted
                 if freed.admitted:
@@ -232,6 +247,7 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
                         "reason": f"{freed.reason} (room freed by earlier victims)", "after_evictions": True,
                         "step": step})
                     done.add(jp.key)
+                    whole |= own_groups(job, ctx.snapshot)
                     continue
             cooling[jp.key] = evict_blocks(ctx.safety, ctx.snapshot, job, ctx.now, evicting)
             if cooling[jp.key] is not None:  # safe preemption's cooldown, on the evictions so far
@@ -240,6 +256,9 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
                 chosen, gwhy = gang_evict(ctx, state, g, job, reason)
             else:
                 rules, why = job_rules(ctx, state, cat, job, cast(Reason, reason))
+                if rules is not None:  # an admitted job's exposed pods stay: the plan keeps its gang whole
+                    rules.eligible = {k: c for k, c in rules.eligible.items()
+                                      if k not in cat.exposed or c.group not in whole}
                 chosen, gwhy = (None, why) if rules is None else g.with_victims(job, rules, pre.get(jp.key, ()))
                 if chosen is None and reason == "preempt" and (free := pipeline_within(g, job)):
                     pre[jp.key] = free
@@ -270,6 +289,7 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
                                        bindings=tuple(chosen.bindings), victims=_victims(chosen, reason),
                                        after_evictions=True, step=step)
             done.add(jp.key)
+            whole |= own_groups(job, ctx.snapshot)
             log.info("placement victims: %s %s %d pods, cost %d", job.key, reason, len(chosen.victims), chosen.cost)
             evicting.append(job.queue)
     jobs = []
@@ -280,6 +300,12 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
             placed = jp.model_copy(update={"reason": f"{jp.reason}; no victims ({'; '.join(said)})"})
         jobs.append(placed)
     return plan.model_copy(update={"jobs": tuple(jobs)})
+
+
+def lost_text(lost: list[str]) -> str:
+    """Why a bare PodGroup whose running pods another job evicted is not admitted (``jobs.lost_for_good``)."""
+    return (f"its running pod {lost[0]} was evicted by another job's preempt or reclaim (the plugin tiers offer a "
+            "starving gang's pods): its PodGroup cannot have minMember pods without it")
 
 
 def victim_notes(ctx: Context, plan: PlacementPlan, proven: bool) -> dict[str, str]:

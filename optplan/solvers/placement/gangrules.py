@@ -259,4 +259,4 @@ def reclaim_check_for(allocated: Mapping[str, Mapping[str, int]], deserved: Mapp
 
 def taken_counts(evicted: Iterable[str], cat: Catalogue) -> Counter[str]:
     """PodGroup -> pods evicted, for the evicted keys the catalogue knows."""
-    return Counter(cat.candidates[k].group for k in evicted if k in cat.candidates)
+    return Counter(c.group for k in evicted if (c := cat.candidate(k)) is not None)

@@ -910,16 +910,15 @@ class Greedy:
     def tier_victims(self, pod: Pod, node: str, job: VCJob, stmt: Statement, rules: Rules) -> list[Candidate]:
         """Volcano's plugin tiers on one node for one preemptor pod (``tiers.node_victims``), in victim
         order. Reclaim: the capacity plugin's first refusal is kept in ``block_note``."""
-        pods = [c for c in self.cat.by_node.get(node, []) if c.key in rules.eligible
-                and c.key not in self.state.evicted]
-        if not pods:
-            return []
         st, cat, qs = self.state, self.cat, self.state.queues
+        pods = [c for c in cat.by_node.get(node, []) if c.key in rules.eligible and c.key not in st.evicted]
         own = self._own.get(job.key)
         if own is None:
             own = self._own[job.key] = own_groups(job, self.ctx.snapshot)
         seen = plugin_view(cat, node, pods, own, lambda c: preemptee_refused(
-            c, rules.reason, job.queue, qs.reclaimable.get(c.queue, True)) is None)
+            c, rules.reason, job.queue, qs.reclaimable.get(c.queue, True)) is None, st.evicted)
+        if not any(c.key in rules.eligible for c in seen):
+            return []
         refused: list[str] = []
         victims, _tier = node_victims(
             rules.reason, seen, preemptor_priority=self.ctx.priority[job.key],
@@ -928,7 +927,7 @@ class Greedy:
             preemptor_allocated=self.job_allocated(job, pod, stmt) if rules.reason == "preempt" else {},
             job_allocated=self.group_allocated, total=self.total, need=dims(pod.requests), allocated=qs.allocated,
             deserved=qs.deserved, listed=qs.listed, guarantee=qs.guarantee, refused=refused)
-        victims = [c for c in victims if c.key in rules.eligible]  # a shielded pod is never taken
+        victims = [c for c in victims if c.key in rules.eligible]  # a shielded pod only when exposed
         if len({c.queue for c in victims}) > 1:  # reclaim: across queues, Volcano's victim queue order
             rank = victim_queue_key(qs, job.queue)
             key = victim_key(self.group_allocated, self.total)
@@ -1029,7 +1028,7 @@ class Greedy:
         walk = self.preempt_order(pod, nodes, job) if rules.reason == "preempt" else self.reclaim_order(pod, nodes)
         for n in walk:
             present = any(c.key in rules.eligible and c.key not in self.state.evicted
-                          for c in self.cat.by_node.get(n, []))
+                          for c in [*self.cat.by_node.get(n, []), *self.cat.shielded.get(n, [])])
             if rules.reason == "reclaim" and not present:
                 continue
             victims = self.tier_victims(pod, n, job, stmt, rules) if present else []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from optplan.models.queues import JobNetworkTopology, JobTask, PartitionPolicy, PodTemplate, TaskMember, VCJob
@@ -358,16 +358,32 @@ def gang_shortfall(job: VCJob, placed: Counter[str], held: Counter[str] | None =
     return None
 
 
+def lost_for_good(job: VCJob, task: JobTask) -> bool:
+    """A bare PodGroup that one running pod of ``task`` fewer leaves unable ever to be ready: nothing makes a
+    bare PodGroup's pod again (a VCJob's controller does), and the pods it has would number fewer than
+    minMember, or the task's fewer than its minimum (``task_minima``: minTaskMember, when the gang checks it)."""
+    if job.kind != "PodGroup":
+        return False
+    return sum(t.replicas for t in job.tasks) - 1 < job.min_available or \
+        task.replicas - 1 < task_minima(job).get(task.name, 0)
+
+
 def shield(cat: Catalogue, snap: Snapshot, jobs: Sequence[VCJob]) -> Catalogue:
     """The catalogue without the running pods of the PodGroups of the jobs being placed: a plan places a
-    running gang's pending pods next to its running ones and never evicts those (they are listed as
-    protected, and kept by node in ``shielded``: Volcano's preempt and reclaim hand them to the plugins
-    with a node's other pods, ``plugin_view``)."""
+    running gang's pending pods next to its running ones (they are listed as protected, and kept by node in
+    ``shielded``: Volcano's preempt and reclaim hand them to the plugins with a node's other pods,
+    ``plugin_view``). Volcano's actions filter no job state: a tier may offer the running pod of a starving
+    gang to another job (the gang plugin offers nothing for it, its tier ends, the next decides). Those of a
+    bare PodGroup that can never be ready without the pod (``lost_for_good``) are ``exposed``: other jobs may take
+    them, and the PodGroup is then never admitted (``lost_pods``); the others are never victims."""
     groups = {p.group_key for j in jobs for ps in held_pods(j, snap).values() for p in ps.values()}
     groups.discard(None)
     if not groups & set(cat.groups):
         return cat
-    out = Catalogue(snapshot=cat.snapshot, now=cat.now, protected=dict(cat.protected), groups=dict(cat.groups))
+    exposed = {p.key for j in jobs for t in j.tasks if lost_for_good(j, t)
+               for p in held_pods(j, snap).get(t.name, {}).values()}
+    out = Catalogue(snapshot=cat.snapshot, now=cat.now, protected=dict(cat.protected), groups=dict(cat.groups),
+                    exposed={k: c for k, c in cat.candidates.items() if k in exposed})
     for k, c in cat.candidates.items():
         if c.group in groups:
             out.protected[k] = "its job's pending pods are being placed next to it"
@@ -385,15 +401,23 @@ def own_groups(job: VCJob, snap: Snapshot) -> frozenset[str]:
     return frozenset(g for ps in held_pods(job, snap).values() for p in ps.values() if (g := p.group_key) is not None)
 
 
+def lost_pods(job: VCJob, snap: Snapshot, gone: Collection[str]) -> list[str]:
+    """A bare PodGroup's running pods among the evicted pods ``gone`` (exposed pods another job took), by key;
+    none for a VCJob (no pod of one is exposed: ``shield``)."""
+    if job.kind != "PodGroup" or not gone:
+        return []
+    return sorted(p.key for ps in held_pods(job, snap).values() for p in ps.values() if p.key in gone)
+
+
 def plugin_view(cat: Catalogue, node: str, pods: Sequence[Candidate], own: frozenset[str],
-                handed: Callable[[Candidate], bool]) -> list[Candidate]:
+                handed: Callable[[Candidate], bool], gone: Collection[str] = ()) -> list[Candidate]:
     """What Volcano's plugins are given on ``node`` for a preemptor pod (``Candidate.input_key``): ``pods`` (the
     node's candidates the action may take) and the node's shielded pods (``Catalogue.shielded``: running
     pods of other jobs being placed) that the action hands over (``handed``), not of the preemptor's own
-    PodGroups (``own``: Volcano's filter leaves out the preemptor's job). The shielded pods shape the tiers'
-    answer (an intersection that comes out empty lets the next plugin start again) but are never taken:
-    the caller keeps only ``pods`` from the answer."""
-    extra = [c for c in cat.shielded.get(node, ()) if c.group not in own and handed(c)]
+    PodGroups (``own``: Volcano's filter leaves out the preemptor's job) and not evicted (``gone``). The
+    shielded pods shape the tiers' answer (an intersection that comes out empty lets the next plugin start
+    again); the caller takes from the answer only ``pods`` and the exposed ones (``Catalogue.exposed``)."""
+    extra = [c for c in cat.shielded.get(node, ()) if c.group not in own and handed(c) and c.key not in gone]
     if not extra:
         return list(pods)
     return sorted([*pods, *extra], key=Candidate.input_key)

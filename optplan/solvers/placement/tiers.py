@@ -185,7 +185,8 @@ def node_victims(reason: Reason, pods: list[Candidate], *, preemptor_priority: i
 def preemptee_refused(c: Candidate, reason: Reason, queue: str, reclaimable: bool) -> str | None:
     """Why the action never hands the pod to the plugins for a job of ``queue``, or None: preempt takes
     the pods of other jobs in the preemptor's queue, reclaim the pods of other, reclaimable queues (the
-    preemptor's own job is never one: its running pods are shielded from the catalogue)."""
+    preemptor's own job is never one: its running pods are shielded from the catalogue, and left out of the
+    exposed ones it may take, ``evict._tier_rules``)."""
     if reason == "preempt":
         return None if c.queue == queue else f"queue {c.queue}, not the preemptor's {queue}"
     if c.queue == queue:

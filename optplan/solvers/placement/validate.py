@@ -38,6 +38,7 @@ from optplan.solvers.placement.jobs import (
     held_pods,
     job_pods,
     job_priority,
+    lost_pods,
     own_groups,
     plugin_view,
     shield,
@@ -74,6 +75,15 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
             out.append(f"job {k} is listed {n} times")
     for k in sorted(set(given) - set(listed)):
         out.append(f"job {k} is missing from the plan")
+    gone: dict[str, int] = {}  # victim -> the step of the job that evicts it
+    for jp in plan.jobs:
+        for gv in jp.victims:
+            gone[f"{gv.namespace}/{gv.name}"] = jp.step
+    for jp in plan.jobs:  # a job admitted at or after the step that evicts its running pod (a gang lost before)
+        lost = [k for k in lost_pods(given[jp.key], snap, gone) if gone[k] <= jp.step] \
+            if jp.admitted and jp.key in given else []
+        if lost:
+            out.append(f"job {jp.key} is admitted but its running pod {lost[0]} is a victim")
     cap = Capacity(snap)
     tree = QueueTree(snap.queues)
     accounts = account_queues(snap, hierarchical=True)
@@ -222,7 +232,7 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
         if waiting.key in given and reclaimed_anywhere(given[waiting.key], waiting):
             continue  # its room may stay unused: Volcano's next allocate places the job under its topology or not
         for vic in waiting.victims:
-            c = cat.candidates.get(f"{vic.namespace}/{vic.name}") if cat is not None else None
+            c = cat.candidate(f"{vic.namespace}/{vic.name}") if cat is not None else None
             if landed.get(vic.node, -1) <= turn and (c is None or not any(
                     pos > turn and _frees_queue_room(tree, c.queue, q) for q, pos in landed_queue.items())):
                 out.append(f"job {waiting.key} is not admitted but has victims whose room no job placed after it "
@@ -312,7 +322,7 @@ def _free_victims(snap: Snapshot, jp: JobPlacement, cat: Catalogue, tree: QueueT
     """The replay after a job's victims go: their room and their queues' allocation freed."""
     for vic in jp.victims:
         p = snap.pods.get(f"{vic.namespace}/{vic.name}")
-        c = cat.candidates.get(f"{vic.namespace}/{vic.name}")
+        c = cat.candidate(f"{vic.namespace}/{vic.name}")
         if p is not None and p.node_name is not None and p.occupying:
             cap.remove(p, p.node_name)
             if c is not None:
@@ -391,7 +401,7 @@ def _pipelined_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Cat
             gone_taken, gone_evicted = Counter(taken), set(evicted)
             for node2, there in by_node.items():
                 for v in there if node2 != node else ():
-                    c = cat.candidates.get(f"{v.namespace}/{v.name}")
+                    c = cat.candidate(f"{v.namespace}/{v.name}")
                     if c is not None and c.key not in gone_evicted:
                         gone_evicted.add(c.key)
                         gone_taken[c.group] += 1
@@ -410,7 +420,7 @@ def _pipelined_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Cat
 def _refused(job: VCJob, v: Victim, cat: Catalogue, accounts: dict[str, QueueAccount]) -> bool:
     """The victim is no candidate, or its action may never offer it to the job (``_unplaced_victim_violations``
     reports it)."""
-    c = cat.candidates.get(f"{v.namespace}/{v.name}")
+    c = cat.candidate(f"{v.namespace}/{v.name}")
     act = legacy_reason(v.reason)
     return c is None or (action_refused(job, act) or preemptee_refused(c, act, job.queue,
                                                                         accounts[c.queue].reclaimable)) is not None
@@ -474,7 +484,7 @@ def _victim_candidate(snap: Snapshot, cat: Catalogue, v: Victim, where: str, twi
     if twice:
         out.append(f"{where}: evicted twice")
         return None
-    c = cat.candidates.get(key)
+    c = cat.candidate(key)
     if c is None:
         why = cat.protected.get(key) or "not a running pod of a PodGroup in a known queue"
         out.append(f"{where}: may not be a victim ({why})")
@@ -545,6 +555,8 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
                 or _safety_refused(snap, c, v.reason, priority, safety))
         if why2 is not None:
             out.append(f"{where} ({v.reason}): {why2}")
+        if c.group in own:
+            out.append(f"{where}: a running pod of its own job")
         if c.node not in first:
             out.append(f"{where}: on node {c.node}, where the job places no pod")
         checked.append((v, c))
@@ -564,7 +576,7 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
                 keys = {c.key for _v, c in left}
                 preemptees = [x for x in cat.by_node.get(node, []) if x.key not in evicted and x.key not in keys
                               and preemptee_refused(x, reason, job.queue, accounts[x.queue].reclaimable) is None]
-                seen = plugin_view(cat, node, [], own, partial(_handed, reason, job.queue, accounts))
+                seen = plugin_view(cat, node, [], own, partial(_handed, reason, job.queue, accounts), evicted | keys)
                 refused: list[str] = []
                 allowed, _tier = node_victims(
                     reason, [*(c for _v, c in left), *preemptees, *seen], preemptor_priority=priority,

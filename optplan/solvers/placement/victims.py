@@ -190,8 +190,15 @@ class Catalogue:
     by_node: dict[str, list[Candidate]] = field(default_factory=dict)
     """node -> candidates in the order the plugins are given them (``Candidate.input_key``)."""
     shielded: dict[str, list[Candidate]] = field(default_factory=dict)
-    """node -> the running pods of jobs being placed (``jobs.shield``), as ``by_node``: never victims here,
-    but Volcano's plugins see them among a node's preemptees."""
+    """node -> the running pods of jobs being placed (``jobs.shield``), as ``by_node``: Volcano's plugins see
+    them among a node's preemptees; victims only when ``exposed``."""
+    exposed: dict[str, Candidate] = field(default_factory=dict)
+    """pod key -> a shielded pod that another job's preempt or reclaim may take when the plugin tiers offer it
+    (``jobs.shield``: its bare PodGroup can never be ready without it); the exact model takes none."""
+
+    def candidate(self, key: str) -> Candidate | None:
+        """The pod a plan may name as a victim: a candidate, or an exposed pod; None for any other."""
+        return self.candidates.get(key) or self.exposed.get(key)
 
     @classmethod
     def build(cls, snap: Snapshot, now: datetime, queues: frozenset[str] | set[str]) -> Catalogue:
