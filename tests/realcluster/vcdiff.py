@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 import time
@@ -674,6 +675,7 @@ class Observed:
     evicted: dict[str, tuple[str, str]] = field(default_factory=dict)  # running pod -> (node, preempt|reclaim)
     phases: dict[str, str] = field(default_factory=dict)  # PodGroup -> phase
     seconds: dict[str, float] = field(default_factory=dict)
+    node_list: list[str] = field(default_factory=list)  # vc-scheduler's node list as it began (``node_list``)
 
 
 def _next_second() -> None:
@@ -829,6 +831,8 @@ def run_case(c: Cluster, case: Case, workdir: Path, *, settle: int = 4, limit: f
             obs.snapshot_error = res.stderr.strip()
         obs.seconds["snapshot"] = time.monotonic() - t0 - obs.seconds["create"]
         procs = {} if obs.snapshot_error else {s: place(snap, s) for s in solvers}
+        log = c.logdir / "vc-scheduler.log"
+        mark = log.stat().st_size if log.exists() else 0  # this start's lines come after it (the log is appended)
         c.start_scheduler()
         obs.seconds["volcano"] = 0.0
         while True:  # a session that changes something after the quiet ones, before the read-back: settle again
@@ -838,6 +842,9 @@ def run_case(c: Cluster, case: Case, workdir: Path, *, settle: int = 4, limit: f
             _read_back(c, case, obs)
             if _state(c, ns) == settled or obs.seconds["volcano"] >= limit:
                 break
+        with log.open("rb") as fh:
+            fh.seek(mark)
+            obs.node_list = node_list(fh.read().decode("utf-8", "replace"), [n["metadata"]["name"] for n in case.nodes])
         obs.plans = {s: result(proc) for s, proc in procs.items()}
         save(obs, workdir / f"{ns}.volcano.json")
     finally:
@@ -884,16 +891,46 @@ def load_case(path: Path) -> Case:
                 {k: [(p, n) for p, n in v] for k, v in d.get("partial", {}).items()}, d.get("bare", []))
 
 
+SYNC_NODE = re.compile(r"\] started sync node (\S+)")
+"""vc-scheduler's node worker taking a node from its queue (``processSyncNode``, klog level 5)."""
+
+
+def node_list(log: str, names: Iterable[str]) -> list[str]:
+    """vc-scheduler's node list as it began, read from ``log`` (its log from one start on, ``--scheduler-v 5``):
+    the nodes ``names`` in the order its node workers first took them (``started sync node``; later syncs of a
+    node are its updates). Empty when the log has none of them (a lower log level). The cache appends a node to
+    its list as the worker's sync ends, so two workers can swap neighbours: ``rotation`` tells."""
+    wanted, out = set(names), []
+    for m in SYNC_NODE.finditer(log):
+        if m.group(1) in wanted and m.group(1) not in out:
+            out.append(m.group(1))
+    return out
+
+
+def rotation(order: list[str]) -> bool:
+    """Whether ``order`` is the names sorted, rotated (what the informer's Go map hands over; no swap)."""
+    names = sorted(order)
+    if not order:
+        return False
+    k = names.index(order[0])
+    return order == names[k:] + names[:k]
+
+
 def save(obs: Observed, path: Path) -> None:
-    """What Volcano did (and the snapshot's error), so that optplan can be re-planned offline (``load``)."""
-    path.write_text(json.dumps({"snapshot_error": obs.snapshot_error, "bound": obs.bound, "evicted": obs.evicted,
-                                "phases": obs.phases, "seconds": obs.seconds}, indent=1), encoding="utf-8")
+    """What Volcano did (and the snapshot's error), so that optplan can be re-planned offline (``load``); with
+    vc-scheduler's node list when its log had it (``nodeList``, its first node ``nodeListStart``, and whether it
+    is the names rotated, ``nodeListRotation``)."""
+    d: dict[str, Any] = {"snapshot_error": obs.snapshot_error, "bound": obs.bound, "evicted": obs.evicted,
+                         "phases": obs.phases, "seconds": obs.seconds}
+    if obs.node_list:
+        d |= {"nodeList": obs.node_list, "nodeListStart": obs.node_list[0], "nodeListRotation": rotation(obs.node_list)}
+    path.write_text(json.dumps(d, indent=1), encoding="utf-8")
 
 
 def load(path: Path) -> Observed:
     d = json.loads(path.read_text(encoding="utf-8"))
     return Observed(d["snapshot_error"], {}, d["bound"], {k: (v[0], v[1]) for k, v in d["evicted"].items()},
-                    d["phases"], d["seconds"])
+                    d["phases"], d["seconds"], d.get("nodeList", []))
 
 
 def _read_back(c: Cluster, case: Case, obs: Observed) -> None:
