@@ -1,0 +1,77 @@
+"""What the differential recorder reads from vc-scheduler's log (``vcdiff.node_list``): the node list its cache
+began with, the order in which its node workers first took the case's nodes (``started sync node``, klog level
+5), whether that is the names rotated (``vcdiff.rotation``), and that a recording keeps it (``save``/``load``).
+Log excerpts written from vc-scheduler v1.15.1's format; no cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.realcluster.vcdiff import Observed, load, node_list, rotation, save
+
+CLUSTER = False  # conftest: not a real-cluster test
+
+
+def sync(name: str, t: str = "18:34:00.490708") -> str:
+    return f"I1204 {t}   23695 cache.go:1300] started sync node {name}"
+
+
+NODES = ["vcd-1-10-r0-n0", "vcd-1-10-r0-n1", "vcd-1-10-r1-n0", "vcd-1-10-r1-n1"]
+OTHER = "vcd-1-9-r0-n0"  # a node of another case (its namespace's prefix)
+START = "$ /root/.cache/optplan-cluster/bin/vc-scheduler --kubeconfig k --leader-elect=false -v=5"
+NOISE = ("I1204 18:34:00.490985   23695 util.go:84] schedulerPodName  is responsible to Node vcd-1-10-r0-n0\n"
+         "I1204 18:34:00.491119   23695 node_info.go:239] imageStates is map[]")
+
+LOGS = [  # (what the log shows, its lines, the node list read)
+    ("the names rotated at r1-n0, each sync's own lines between",
+     [START, sync(NODES[2]), NOISE, sync(NODES[3]), NOISE, sync(NODES[0]), sync(NODES[1])],
+     [NODES[2], NODES[3], NODES[0], NODES[1]]),
+    ("a node synced again later (its update) keeps its first place",
+     [sync(NODES[0]), sync(NODES[1]), sync(NODES[2]), sync(NODES[0]), sync(NODES[3]), sync(NODES[1])],
+     NODES),
+    ("another case's node is not the case's",
+     [sync(OTHER), sync(NODES[1]), sync(NODES[2]), sync(NODES[3]), sync(NODES[0])],
+     [NODES[1], NODES[2], NODES[3], NODES[0]]),
+    ("two workers swapped neighbours",
+     [sync(NODES[3]), sync(NODES[1]), sync(NODES[0]), sync(NODES[2])],
+     [NODES[3], NODES[1], NODES[0], NODES[2]]),
+    ("log level 2: no sync lines, no list",
+     [START, "I1204 18:34:01.000000   23695 allocate.go:101] Enter Allocate ...", NOISE],
+     []),
+    ("the HyperNode worker's line is not a node's",
+     ["I1204 18:33:32.041745   23398 cache.go:1323] started sync hyperNode node/vcd-1-10-r0-n0", sync(NODES[1])],
+     [NODES[1]]),
+]
+
+
+@pytest.mark.parametrize(("what", "lines", "want"), LOGS, ids=[x[0] for x in LOGS])
+def test_node_list_is_read_from_the_sync_lines(what: str, lines: list[str], want: list[str]) -> None:
+    assert node_list("\n".join(lines) + "\n", NODES) == want
+
+
+ROTATIONS = [  # (order, the names rotated?)
+    (NODES, True),
+    ([NODES[2], NODES[3], NODES[0], NODES[1]], True),
+    ([NODES[3], NODES[0], NODES[1], NODES[2]], True),
+    ([NODES[3], NODES[1], NODES[0], NODES[2]], False),  # r0-n0 and r0-n1 swapped
+    ([NODES[1], NODES[0], NODES[2], NODES[3]], False),
+    ([], False),
+]
+
+
+@pytest.mark.parametrize(("order", "rotated"), ROTATIONS)
+def test_rotation_tells_a_swap(order: list[str], rotated: bool) -> None:
+    assert rotation(order) is rotated
+
+
+def test_a_recording_keeps_the_node_list(tmp_path: Path) -> None:
+    order = [NODES[3], NODES[1], NODES[0], NODES[2]]
+    save(Observed(node_list=order), tmp_path / "a.volcano.json")
+    assert load(tmp_path / "a.volcano.json").node_list == order
+    text = (tmp_path / "a.volcano.json").read_text()
+    assert '"nodeListStart": "vcd-1-10-r1-n1"' in text and '"nodeListRotation": false' in text
+    save(Observed(), tmp_path / "b.volcano.json")  # a recording at a lower log level: no list, read as none
+    assert "nodeList" not in (tmp_path / "b.volcano.json").read_text()
+    assert load(tmp_path / "b.volcano.json").node_list == []
