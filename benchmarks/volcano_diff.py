@@ -76,10 +76,10 @@ from tests.realcluster.vcdiff import (  # noqa: E402
     load_case,
     priority_classes,
     renamed,
-    rotation,
     run_case,
     save_case,
 )
+from tests.realcluster.vclog import rotation  # noqa: E402
 
 SOLVERS = ("greedy", "auto")
 ROTATED = "greedy-rotated"

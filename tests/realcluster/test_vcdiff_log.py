@@ -1,7 +1,8 @@
-"""What the differential recorder reads from vc-scheduler's log (``vcdiff.node_list``): the node list its cache
-began with, the order in which its node workers first took the case's nodes (``started sync node``, klog level
-5), whether that is the names rotated (``vcdiff.rotation``), and that a recording keeps it (``save``/``load``).
-Log excerpts written from vc-scheduler v1.15.1's format; no cluster."""
+"""What the differential recordings read from vc-scheduler's log (``vclog``): the node list its cache began with,
+the order in which its node workers first took the case's nodes (``started sync node``, klog level 5), whether
+that is the names rotated, that a recording keeps it (``vcdiff.save``/``load``), the run of a shared log that
+holds a case, and allocate's draws among HyperNodes of the same best score. Log excerpts written from
+vc-scheduler v1.15.1's format; no cluster."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.realcluster.vcdiff import Observed, load, node_list, rotation, save
+from tests.realcluster.vcdiff import Observed, load, save
+from tests.realcluster.vclog import hypernode_ties, node_list, rotation, run_of
 
 CLUSTER = False  # conftest: not a real-cluster test
 
@@ -75,3 +77,54 @@ def test_a_recording_keeps_the_node_list(tmp_path: Path) -> None:
     save(Observed(), tmp_path / "b.volcano.json")  # a recording at a lower log level: no list, read as none
     assert "nodeList" not in (tmp_path / "b.volcano.json").read_text()
     assert load(tmp_path / "b.volcano.json").node_list == []
+
+
+def scores(sub: str, scores: str, t: str = "18:47:17.297733") -> str:
+    return f'I1204 {t}    2560 scheduler_helper.go:175] "Prioritize hyperNode score map for subJob" subJob="{sub}" ' \
+           f"scoreMap={scores}"
+
+
+def chosen(sub: str, hn: str) -> str:
+    return (f'I1204 18:47:17.297844    2560 allocate.go:531] "Allocate subJob to hyperNode success" subJob="{sub}" '
+            f'hyperNode="{hn}" score=750 newAllocatedHyperNode="{hn}"')
+
+
+SUB = "vcp-1-8/j0-de8769a8-7c99-4731-bcb6-5d128bedb195/worker-0"
+TIES = [  # (what the log shows, its lines, the draws read for namespace vcp-1-8)
+    ("two racks at the best score, s3 drawn",
+     [scores(SUB, '{"vcp-1-8-s2":750,"vcp-1-8-s3":750}'), chosen(SUB, "vcp-1-8-s3")],
+     [("vcp-1-8/j0/worker-0", ("vcp-1-8-s2", "vcp-1-8-s3"), "vcp-1-8-s3")]),
+    ("one best: no draw",
+     [scores(SUB, '{"vcp-1-8-s2":750,"vcp-1-8-s3":1000}'), chosen(SUB, "vcp-1-8-s3")],
+     []),
+    ("the same draw in every session counts once, another outcome apart",
+     [scores(SUB, '{"vcp-1-8-s2":750,"vcp-1-8-s3":750}'), chosen(SUB, "vcp-1-8-s3"),
+      scores(SUB, '{"vcp-1-8-s2":750,"vcp-1-8-s3":750}'), chosen(SUB, "vcp-1-8-s3"),
+      scores(SUB, '{"vcp-1-8-s2":750,"vcp-1-8-s3":750}'), chosen(SUB, "vcp-1-8-s2")],
+     [("vcp-1-8/j0/worker-0", ("vcp-1-8-s2", "vcp-1-8-s3"), "vcp-1-8-s3"),
+      ("vcp-1-8/j0/worker-0", ("vcp-1-8-s2", "vcp-1-8-s3"), "vcp-1-8-s2")]),
+    ("a bare gang's subgroup, three tied",
+     [scores("vcp-1-8/g0/grp-s1", '{"vcp-1-8-s0":1000,"vcp-1-8-s1":1000,"vcp-1-8-s2":1000}'),
+      chosen("vcp-1-8/g0/grp-s1", "vcp-1-8-s1")],
+     [("vcp-1-8/g0/grp-s1", ("vcp-1-8-s0", "vcp-1-8-s1", "vcp-1-8-s2"), "vcp-1-8-s1")]),
+    ("another namespace's draw is not the case's",
+     [scores("vcp-1-80/g0", '{"vcp-1-80-s0":1000,"vcp-1-80-s1":1000}'), chosen("vcp-1-80/g0", "vcp-1-80-s0")],
+     []),
+]
+
+
+@pytest.mark.parametrize(("what", "lines", "want"), TIES, ids=[x[0] for x in TIES])
+def test_hypernode_ties_are_read_with_the_one_drawn(what: str, lines: list[str], want: list[tuple[str, ...]]) -> None:
+    assert hypernode_ties("\n".join(lines), "vcp-1-8") == want
+
+
+def test_a_shared_log_is_cut_at_each_start() -> None:
+    """The cluster's log holds every run of a folder (``$ ARGS`` before each start): a case's is the last run that
+    synced its nodes, whatever came after it."""
+    other = [f"vcd-1-11-r{r}-n{n}" for r in range(2) for n in range(2)]
+    log = "\n".join([START, sync(NODES[0]), sync(NODES[1]), sync(NODES[2]), sync(NODES[3]),  # a first recording
+                     START, sync(NODES[2]), sync(NODES[3]), sync(NODES[0]), sync(NODES[1]),  # the case again
+                     START, sync(other[1]), sync(other[0])])  # the next case, whose start comes later
+    assert node_list(run_of(log, NODES), NODES) == [NODES[2], NODES[3], NODES[0], NODES[1]]
+    assert node_list(run_of(log, other), other) == [other[1], other[0]]
+    assert run_of(log, ["vcd-1-12-r0-n0"]) == ""

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import subprocess
 import sys
 import time
@@ -47,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.realcluster.cluster import CODE, KWOK_ANNOTATION, ROOT, WAIT, Cluster
+from tests.realcluster.vclog import node_list, rotation
 
 GPU = "nvidia.com/gpu"
 SCHEDULER_CONF = ROOT / "hack" / "cluster" / "volcano-scheduler.conf"  # the binpack and HyperNode binpack weights
@@ -889,31 +889,6 @@ def load_case(path: Path) -> Case:
     return Case(d["seed"], d["index"], d["ns"], d["nodes"], d["hypernodes"], d["queues"], d["running"], d["pending"],
                 {k: (t, frozenset(m)) for k, (t, m) in d["members"].items()}, tuple(d["kinds"]),
                 {k: [(p, n) for p, n in v] for k, v in d.get("partial", {}).items()}, d.get("bare", []))
-
-
-SYNC_NODE = re.compile(r"\] started sync node (\S+)")
-"""vc-scheduler's node worker taking a node from its queue (``processSyncNode``, klog level 5)."""
-
-
-def node_list(log: str, names: Iterable[str]) -> list[str]:
-    """vc-scheduler's node list as it began, read from ``log`` (its log from one start on, ``--scheduler-v 5``):
-    the nodes ``names`` in the order its node workers first took them (``started sync node``; later syncs of a
-    node are its updates). Empty when the log has none of them (a lower log level). The cache appends a node to
-    its list as the worker's sync ends, so two workers can swap neighbours: ``rotation`` tells."""
-    wanted, out = set(names), []
-    for m in SYNC_NODE.finditer(log):
-        if m.group(1) in wanted and m.group(1) not in out:
-            out.append(m.group(1))
-    return out
-
-
-def rotation(order: list[str]) -> bool:
-    """Whether ``order`` is the names sorted, rotated (what the informer's Go map hands over; no swap)."""
-    names = sorted(order)
-    if not order:
-        return False
-    k = names.index(order[0])
-    return order == names[k:] + names[:k]
 
 
 def save(obs: Observed, path: Path) -> None:

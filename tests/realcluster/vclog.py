@@ -1,0 +1,83 @@
+"""What vc-scheduler's log (``--scheduler-v 5``) says about the random draws of one of its runs, read for the
+differential recordings (``vcdiff.run_case``, ``benchmarks/volcano_log.py``):
+
+- ``node_list``: the node list its cache began with — the order in which its node workers first took the case's
+  nodes (``started sync node``, klog level 5: the informer's initial list, a Go map's order, the names rotated at a
+  random slot); ``rotation`` tells whether two workers swapped neighbours (the cache appends a node as its sync
+  ends);
+- ``hypernode_ties``: allocate's draws among HyperNodes of the same best score for a sub-job
+  (``SelectBestHyperNodeAndScore``, ``rand.Intn``): the score map (``Prioritize hyperNode score map for subJob``,
+  level 5) and the HyperNode chosen (``Allocate subJob to hyperNode success``, level 3);
+- ``runs``: a log shared by several runs (the cluster's, appended at each start) cut at each start line
+  (``Cluster._spawn`` writes ``$ ARGS`` before the process), and ``run_of`` the last run that synced a case's nodes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+
+SYNC_NODE = re.compile(r"\] started sync node (\S+)")
+"""vc-scheduler's node worker taking a node from its queue (``processSyncNode``, klog level 5)."""
+SCORES = re.compile(r'"Prioritize hyperNode score map for subJob" subJob="([^"]+)" scoreMap=(\{[^}]*\})')
+CHOSEN = re.compile(r'"Allocate subJob to hyperNode success" subJob="([^"]+)" hyperNode="([^"]+)"')
+UID = re.compile(r"-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+"""A PodGroup's UID in a VCJob's sub-job name (``NS/JOB-UID/TASK-K``)."""
+
+
+def node_list(log: str, names: Iterable[str]) -> list[str]:
+    """vc-scheduler's node list as it began, read from ``log`` (its log from one start on): the nodes ``names`` in
+    the order its node workers first took them (later syncs of a node are its updates). Empty when the log has
+    none of them (a log level below 5)."""
+    wanted, out = set(names), []
+    for m in SYNC_NODE.finditer(log):
+        if m.group(1) in wanted and m.group(1) not in out:
+            out.append(m.group(1))
+    return out
+
+
+def rotation(order: list[str]) -> bool:
+    """Whether ``order`` is the names sorted, rotated (what the informer's Go map hands over; no swap)."""
+    names = sorted(order)
+    if not order:
+        return False
+    k = names.index(order[0])
+    return order == names[k:] + names[:k]
+
+
+def hypernode_ties(log: str, ns: str) -> list[tuple[str, tuple[str, ...], str]]:
+    """The draws among HyperNodes of the same best score for the sub-jobs of namespace ``ns`` in ``log``: (sub-job
+    without its PodGroup's UID, the tied HyperNodes sorted, the one chosen), each distinct draw once in log order
+    (every session logs its dry runs again)."""
+    last: dict[str, dict[str, float]] = {}
+    out: list[tuple[str, tuple[str, ...], str]] = []
+    for line in log.splitlines():
+        m = SCORES.search(line)
+        if m and m.group(1).startswith(ns + "/"):
+            last[m.group(1)] = json.loads(m.group(2))
+            continue
+        m = CHOSEN.search(line)
+        if m and m.group(1) in last:
+            scores = last.pop(m.group(1))
+            best = max(scores.values())
+            tied = tuple(sorted(h for h, v in scores.items() if v == best))
+            draw = (UID.sub("", m.group(1)), tied, m.group(2))
+            if len(tied) > 1 and draw not in out:
+                out.append(draw)
+    return out
+
+
+def runs(log: str) -> list[str]:
+    """A log appended by several starts, cut at each start line (``$ ARGS``): one piece per run."""
+    return [piece for piece in re.split(r"(?m)^\$ ", log) if piece]
+
+
+def run_of(log: str, names: Iterable[str]) -> str:
+    """The last run in ``log`` whose node workers synced one of ``names`` (a case's nodes: its namespace in their
+    names), or ``""``."""
+    wanted = set(names)
+    for piece in reversed(runs(log)):
+        if any(m.group(1) in wanted for m in SYNC_NODE.finditer(piece)):
+            return piece
+    return ""
