@@ -60,8 +60,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{d.name}/{ns}: start {short[0] if short else '-'}"
                   f"{'' if not order or rotation(order) else ' NOT A ROTATION ' + ' '.join(short)}"
                   f"{'' if stored is None else ' (stored: same)' if stored == order else ' (stored: DIFFERS)'}"
-                  + "".join(f"; tie {sub.removeprefix(ns + '/')}: {' '.join(h.removeprefix(ns + '-') for h in tied)}"
-                            f" -> {hn.removeprefix(ns + '-')}" for sub, tied, hn in ties))
+                  + "".join(f"; {kind} tie {name.removeprefix(ns + '/')}: "
+                            f"{' '.join(h.removeprefix(ns + '-') for h in tied)} -> {hn.removeprefix(ns + '-')}"
+                            for kind, name, tied, hn in ties))
             if args.write and stored is None and order:
                 rec |= {"nodeList": order, "nodeListStart": order[0], "nodeListRotation": rotation(order)}
                 saved.write_text(json.dumps(rec, indent=1), encoding="utf-8")

@@ -84,16 +84,33 @@ def scores(sub: str, scores: str, t: str = "18:47:17.297733") -> str:
            f"scoreMap={scores}"
 
 
-def chosen(sub: str, hn: str) -> str:
+def chosen(sub: str, hn: str, score: float = 750) -> str:
     return (f'I1204 18:47:17.297844    2560 allocate.go:531] "Allocate subJob to hyperNode success" subJob="{sub}" '
-            f'hyperNode="{hn}" score=750 newAllocatedHyperNode="{hn}"')
+            f'hyperNode="{hn}" score={score} newAllocatedHyperNode="{hn}"')
+
+
+def try_job(job: str, hn: str) -> str:
+    return (f'I1204 18:59:28.467045   12158 allocate.go:393] "Try to allocate resource for job in hyperNode" '
+            f'job="{job}" hyperNode="{hn}"')
+
+
+def job_failed(job: str) -> str:
+    return f'I1204 18:59:28.467045   12158 allocate.go:429] "Find solution for job fail" job="{job}" gradient=0'
+
+
+def job_chosen(job: str, hn: str) -> str:
+    return (f'I1204 18:59:28.468436   12158 allocate.go:456] "Allocate job to hyperNode success" job="{job}" '
+            f'hyperNode="{hn}"')
+
+
+JOB = "vcp-1-8/j3-c3df8c87-2c0e-475a-9671-db570a157b89"
 
 
 SUB = "vcp-1-8/j0-de8769a8-7c99-4731-bcb6-5d128bedb195/worker-0"
 TIES = [  # (what the log shows, its lines, the draws read for namespace vcp-1-8)
     ("two racks at the best score, s3 drawn",
      [scores(SUB, '{"vcp-1-8-s2":750,"vcp-1-8-s3":750}'), chosen(SUB, "vcp-1-8-s3")],
-     [("vcp-1-8/j0/worker-0", ("vcp-1-8-s2", "vcp-1-8-s3"), "vcp-1-8-s3")]),
+     [("subJob", "vcp-1-8/j0/worker-0", ("vcp-1-8-s2", "vcp-1-8-s3"), "vcp-1-8-s3")]),
     ("one best: no draw",
      [scores(SUB, '{"vcp-1-8-s2":750,"vcp-1-8-s3":1000}'), chosen(SUB, "vcp-1-8-s3")],
      []),
@@ -101,12 +118,26 @@ TIES = [  # (what the log shows, its lines, the draws read for namespace vcp-1-8
      [scores(SUB, '{"vcp-1-8-s2":750,"vcp-1-8-s3":750}'), chosen(SUB, "vcp-1-8-s3"),
       scores(SUB, '{"vcp-1-8-s2":750,"vcp-1-8-s3":750}'), chosen(SUB, "vcp-1-8-s3"),
       scores(SUB, '{"vcp-1-8-s2":750,"vcp-1-8-s3":750}'), chosen(SUB, "vcp-1-8-s2")],
-     [("vcp-1-8/j0/worker-0", ("vcp-1-8-s2", "vcp-1-8-s3"), "vcp-1-8-s3"),
-      ("vcp-1-8/j0/worker-0", ("vcp-1-8-s2", "vcp-1-8-s3"), "vcp-1-8-s2")]),
+     [("subJob", "vcp-1-8/j0/worker-0", ("vcp-1-8-s2", "vcp-1-8-s3"), "vcp-1-8-s3"),
+      ("subJob", "vcp-1-8/j0/worker-0", ("vcp-1-8-s2", "vcp-1-8-s3"), "vcp-1-8-s2")]),
     ("a bare gang's subgroup, three tied",
      [scores("vcp-1-8/g0/grp-s1", '{"vcp-1-8-s0":1000,"vcp-1-8-s1":1000,"vcp-1-8-s2":1000}'),
       chosen("vcp-1-8/g0/grp-s1", "vcp-1-8-s1")],
-     [("vcp-1-8/g0/grp-s1", ("vcp-1-8-s0", "vcp-1-8-s1", "vcp-1-8-s2"), "vcp-1-8-s1")]),
+     [("subJob", "vcp-1-8/g0/grp-s1", ("vcp-1-8-s0", "vcp-1-8-s1", "vcp-1-8-s2"), "vcp-1-8-s1")]),
+    ("a job tried in two racks, each its one sub-job at 1000: s3 taken",
+     [try_job(JOB, "vcp-1-8-s3"), scores(JOB, '{"vcp-1-8-s3":1000}'), chosen(JOB, "vcp-1-8-s3", 1000),
+      try_job(JOB, "vcp-1-8-s2"), scores(JOB, '{"vcp-1-8-s2":1000}'), chosen(JOB, "vcp-1-8-s2", 1000),
+      job_chosen(JOB, "vcp-1-8-s3")],
+     [("job", "vcp-1-8/j3", ("vcp-1-8-s2", "vcp-1-8-s3"), "vcp-1-8-s3")]),
+    ("a job's sub-jobs summed per HyperNode it tried: no tie",
+     [try_job(JOB, "vcp-1-8-s0"), chosen(JOB + "/worker-0", "vcp-1-8-r0", 500),
+      chosen(JOB + "/worker-1", "vcp-1-8-r1", 500),
+      try_job(JOB, "vcp-1-8-s1"), chosen(JOB + "/worker-0", "vcp-1-8-r2", 750), job_chosen(JOB, "vcp-1-8-s0")],
+     []),
+    ("a gradient that failed is not among the job's candidates",
+     [try_job(JOB, "vcp-1-8-r0"), chosen(JOB, "vcp-1-8-r0", 750), job_failed(JOB),
+      try_job(JOB, "vcp-1-8-s0"), chosen(JOB, "vcp-1-8-s0", 750), job_chosen(JOB, "vcp-1-8-s0")],
+     []),
     ("another namespace's draw is not the case's",
      [scores("vcp-1-80/g0", '{"vcp-1-80-s0":1000,"vcp-1-80-s1":1000}'), chosen("vcp-1-80/g0", "vcp-1-80-s0")],
      []),

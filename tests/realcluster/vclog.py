@@ -21,7 +21,10 @@ from collections.abc import Iterable
 SYNC_NODE = re.compile(r"\] started sync node (\S+)")
 """vc-scheduler's node worker taking a node from its queue (``processSyncNode``, klog level 5)."""
 SCORES = re.compile(r'"Prioritize hyperNode score map for subJob" subJob="([^"]+)" scoreMap=(\{[^}]*\})')
-CHOSEN = re.compile(r'"Allocate subJob to hyperNode success" subJob="([^"]+)" hyperNode="([^"]+)"')
+CHOSEN = re.compile(r'"Allocate subJob to hyperNode success" subJob="([^"]+)" hyperNode="([^"]+)" score=([\d.e+-]+)')
+TRY_JOB = re.compile(r'"Try to allocate resource for job in hyperNode" job="([^"]+)" hyperNode="([^"]+)"')
+JOB_FAILED = re.compile(r'"Find solution for job fail" job="([^"]+)"')
+JOB_CHOSEN = re.compile(r'"Allocate job to hyperNode success" job="([^"]+)" hyperNode="([^"]+)"')
 UID = re.compile(r"-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 """A PodGroup's UID in a VCJob's sub-job name (``NS/JOB-UID/TASK-K``)."""
 
@@ -46,25 +49,44 @@ def rotation(order: list[str]) -> bool:
     return order == names[k:] + names[:k]
 
 
-def hypernode_ties(log: str, ns: str) -> list[tuple[str, tuple[str, ...], str]]:
-    """The draws among HyperNodes of the same best score for the sub-jobs of namespace ``ns`` in ``log``: (sub-job
-    without its PodGroup's UID, the tied HyperNodes sorted, the one chosen), each distinct draw once in log order
-    (every session logs its dry runs again)."""
-    last: dict[str, dict[str, float]] = {}
-    out: list[tuple[str, tuple[str, ...], str]] = []
+def hypernode_ties(log: str, ns: str) -> list[tuple[str, str, tuple[str, ...], str]]:
+    """The draws among HyperNodes of the same best score for the jobs and sub-jobs of namespace ``ns`` in ``log``:
+    (``job`` or ``subJob``, its name without its PodGroup's UID, the tied HyperNodes sorted, the one chosen), each
+    distinct draw once in log order (every session logs its dry runs again). A sub-job's: the score map allocate
+    drew from (``SelectBestHyperNodeAndScore``, ``rand.Intn``). A job's: per HyperNode it tried (``Try to allocate
+    resource for job in hyperNode``), the sum of its sub-jobs' scores there, the gradient's tries only (a ``Find
+    solution for job fail`` starts over), the best of which allocate takes in Go map order
+    (``selectBestHyperNodeForJob``); a HyperNode where the job would not be ready is not told apart."""
+    subjobs: dict[str, dict[str, float]] = {}
+    jobs: dict[str, tuple[str, dict[str, float]]] = {}  # job -> (the HyperNode tried now, score per HyperNode)
+    out: list[tuple[str, str, tuple[str, ...], str]] = []
+
+    def draw(kind: str, name: str, scores: dict[str, float], chosen: str) -> None:
+        best = max(scores.values(), default=0.0)
+        tied = tuple(sorted(h for h, v in scores.items() if v == best))
+        d = (kind, UID.sub("", name), tied, chosen)
+        if len(tied) > 1 and d not in out:
+            out.append(d)
+
     for line in log.splitlines():
-        m = SCORES.search(line)
-        if m and m.group(1).startswith(ns + "/"):
-            last[m.group(1)] = json.loads(m.group(2))
+        if f'"{ns}/' not in line:
             continue
-        m = CHOSEN.search(line)
-        if m and m.group(1) in last:
-            scores = last.pop(m.group(1))
-            best = max(scores.values())
-            tied = tuple(sorted(h for h, v in scores.items() if v == best))
-            draw = (UID.sub("", m.group(1)), tied, m.group(2))
-            if len(tied) > 1 and draw not in out:
-                out.append(draw)
+        if m := SCORES.search(line):
+            subjobs[m.group(1)] = json.loads(m.group(2))
+        elif m := CHOSEN.search(line):
+            if m.group(1) in subjobs:
+                draw("subJob", m.group(1), subjobs.pop(m.group(1)), m.group(2))
+            job = next((j for j in jobs if m.group(1) == j or m.group(1).startswith(j + "/")), None)
+            if job is not None:
+                tried, sums = jobs[job]
+                sums[tried] = sums.get(tried, 0.0) + float(m.group(3))
+        elif m := TRY_JOB.search(line):
+            jobs.setdefault(m.group(1), ("", {}))
+            jobs[m.group(1)] = (m.group(2), jobs[m.group(1)][1])
+        elif m := JOB_FAILED.search(line):
+            jobs.pop(m.group(1), None)
+        elif m := JOB_CHOSEN.search(line):
+            draw("job", m.group(1), jobs.pop(m.group(1), ("", {}))[1], m.group(2))
     return out
 
 
