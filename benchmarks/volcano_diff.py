@@ -19,7 +19,8 @@ agreement per action and solver, and every disagreement with the case's seed and
 reruns one case; ``--repeat K`` runs each case K times, to tell Volcano's nondeterminism from a rule: the
 summary then lists per action the cases where some run agrees or Volcano's own outcome varies, and those
 where every run disagrees the same way; ``--scheduler-v 5`` keeps vc-scheduler's node list and every
-action's node walk in its log, to see which order decided). ``--partitions``: the partitioned cases of
+action's node walk in its log, to see which order decided; the recorder then stores the node list each run began
+with in its ``.volcano.json``, ``nodeList``). ``--partitions``: the partitioned cases of
 ``vcdiff.generate_partitioned(seed, i)`` instead (VCJobs with a ``partitionPolicy``; compared besides: each
 partition's HyperNode); ``--partitions-more``: ``vcdiff.generate_partitioned_more(seed, i)`` (partly running
 partitioned jobs, two partitioned tasks in a job, partitioned jobs without a topology that need preempt).

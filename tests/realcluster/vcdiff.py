@@ -23,8 +23,8 @@ Three parts, each usable alone:
   snapshot`` of the live cluster, runs ``optplan place --solver greedy`` and ``auto`` on it, starts
   vc-scheduler, waits until nothing changes (over four of its sessions, nothing in flight, every evicted pod's
   Evict event written), reads back bindings, evictions (the scheduler's ``Evict`` events, which name preempt
-  or reclaim) and PodGroup phases, and
-  deletes the case.
+  or reclaim), PodGroup phases and, when vc-scheduler logs at level 5, the node list it began with (its log
+  from this start on, ``vclog.node_list``), and deletes the case.
 - ``compare(case, observed)``: per action, whether optplan and Volcano agree (admitted jobs; preempt and
   reclaim victim sets; the lowest HyperNode holding a topology job's pods; per partly running gang, how
   many more pods are placed; per partition, or a bare gang's subgroup, both place whole, the lowest HyperNode
