@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.realcluster.vcdiff import Observed, load, save
-from tests.realcluster.vclog import hypernode_ties, node_list, rotation, run_of
+from tests.realcluster.vclog import hypernode_ties, node_list, rotation, run_of, walks
 
 CLUSTER = False  # conftest: not a real-cluster test
 
@@ -159,3 +159,23 @@ def test_a_shared_log_is_cut_at_each_start() -> None:
     assert node_list(run_of(log, NODES), NODES) == [NODES[2], NODES[3], NODES[0], NODES[1]]
     assert node_list(run_of(log, other), other) == [other[1], other[0]]
     assert run_of(log, ["vcd-1-12-r0-n0"]) == ""
+
+
+def test_walks_are_read_per_session_each_distinct_once() -> None:
+    """Each session's preempt and reclaim walks: per pod the nodes in the order considered, the victim after the
+    node it was tried on; a session walking the same way again counts once; another case's lines are not read."""
+    ns = "vcd-1-5"
+
+    def line(src: str, text: str) -> str:
+        return f"I1204 23:48:29.911676   26881 {src}] {text}"
+
+    session = [line("session.go:279", "Open Session d147 with <11> Job and <5> Queues."),
+               line("preempt.go:350", f"Considering Task <{ns}/j0-worker-0> on Node <{ns}-r0-n0>."),
+               line("preempt.go:365", f"No validated victims on Node <{ns}-r0-n0>: not enough resources"),
+               line("preempt.go:350", f"Considering Task <{ns}/j0-worker-0> on Node <{ns}-r1-n0>."),
+               line("preempt.go:394", f"Try to preempt Task <{ns}/r0-1> for Task <{ns}/j0-worker-0>"),
+               line("reclaim.go:185", f"Considering Task <{ns}/j2-worker-0> on Node <{ns}-r0-n1>."),
+               line("reclaim.go:185", f"Considering Task <{ns}-3/j2-worker-0> on Node <{ns}-3-r0-n1>."),
+               line("reclaim.go:232", f"Try to reclaim Task <{ns}/r6-0> for Tasks <{ns}/j2-worker-0>")]
+    log = "\n".join([*session, *session, line("session.go:279", "Open Session e1 with <11> Job and <5> Queues.")])
+    assert walks(log, ns) == [["preempt j0-worker-0: r0-n0 r1-n0 -> r0-1", "reclaim j2-worker-0: r0-n1 -> r6-0"]]

@@ -8,6 +8,9 @@ differential recordings (``vcdiff.run_case``, ``benchmarks/volcano_log.py``):
 - ``hypernode_ties``: allocate's draws among HyperNodes of the same best score for a sub-job
   (``SelectBestHyperNodeAndScore``, ``rand.Intn``): the score map (``Prioritize hyperNode score map for subJob``,
   level 5) and the HyperNode chosen (``Allocate subJob to hyperNode success``, level 3);
+- ``walks``: each scheduling session's preempt and reclaim walks — per pending pod the nodes considered in order
+  (``Considering Task <T> on Node <N>``, level 3) and the victims tried (``Try to preempt|reclaim Task``) —,
+  each distinct session once;
 - ``runs``: a log shared by several runs (the cluster's, appended at each start) cut at each start line
   (``Cluster._spawn`` writes ``$ ARGS`` before the process), and ``run_of`` the last run that synced a case's nodes.
 """
@@ -87,6 +90,45 @@ def hypernode_ties(log: str, ns: str) -> list[tuple[str, str, tuple[str, ...], s
             jobs.pop(m.group(1), None)
         elif m := JOB_CHOSEN.search(line):
             draw("job", m.group(1), jobs.pop(m.group(1), ("", {}))[1], m.group(2))
+    return out
+
+
+OPEN = re.compile(r"\] Open Session (\S+)")
+
+
+def walks(log: str, ns: str) -> list[list[str]]:
+    """Per scheduling session that walked nodes for a pod of namespace ``ns`` (preempt or reclaim), its walk as
+    lines: ``ACTION POD: NODE NODE ... `` with ``-> VICTIM`` after the node a victim was tried on (names without the
+    namespace); each distinct session once, in log order."""
+    out: list[list[str]] = []
+    cur: list[str] = []
+
+    def close() -> None:
+        if cur and cur not in out:
+            out.append(list(cur))
+        cur.clear()
+
+    short = re.compile(rf"{re.escape(ns)}[/-]")
+    for line in log.splitlines():
+        if OPEN.search(line):
+            close()
+            continue
+        if ("preempt.go" not in line and "reclaim.go" not in line) or not short.search(line):
+            continue
+        m = re.search(r"(preempt|reclaim)\.go:\d+\] (.*)", line)
+        if not m:
+            continue
+        action, text = m.groups()
+        c = re.match(r"Considering Task <([^>]+)> on Node <([^>]+)>", text)
+        t = re.match(r"Try to (?:preempt|reclaim) Task <([^>]+)> for Tasks? <([^>]+)>", text)
+        if c:
+            head = f"{action} {short.sub('', c.group(1))}:"
+            if not cur or not cur[-1].startswith(head):
+                cur.append(head)
+            cur[-1] += " " + short.sub("", c.group(2))
+        elif t and cur:
+            cur[-1] += " -> " + short.sub("", t.group(1))
+    close()
     return out
 
 
