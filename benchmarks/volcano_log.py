@@ -13,7 +13,8 @@ began with (its first node, whether it is the names rotated), whether that is th
 best score (the sub-job, the tied HyperNodes, the one drawn); ``--walks``: each session's preempt and reclaim
 walks (per pending pod the nodes considered in order, ``-> VICTIM`` where a victim was tried). ``--write`` adds
 ``nodeList``, ``nodeListStart`` and ``nodeListRotation`` to each ``.volcano.json`` without them (recordings made
-at ``--scheduler-v 5`` before the recorder read it), so that ``volcano_diff.py --replan --drawn`` plans them with the start Volcano drew.
+at ``--scheduler-v 5`` before the recorder read it), so that ``volcano_diff.py --replan --drawn`` plans them with
+the start Volcano drew.
 """
 
 from __future__ import annotations
