@@ -175,7 +175,7 @@ def test_walks_are_read_per_session_each_distinct_once() -> None:
                line("preempt.go:350", f"Considering Task <{ns}/j0-worker-0> on Node <{ns}-r1-n0>."),
                line("preempt.go:394", f"Try to preempt Task <{ns}/r0-1> for Task <{ns}/j0-worker-0>"),
                line("reclaim.go:185", f"Considering Task <{ns}/j2-worker-0> on Node <{ns}-r0-n1>."),
-               line("reclaim.go:185", f"Considering Task <{ns}-3/j2-worker-0> on Node <{ns}-3-r0-n1>."),
+               line("reclaim.go:185", f"Considering Task <{ns}-x3/j2-worker-0> on Node <{ns}-x3-r0-n1>."),  # a repeat
                line("reclaim.go:232", f"Try to reclaim Task <{ns}/r6-0> for Tasks <{ns}/j2-worker-0>")]
     log = "\n".join([*session, *session, line("session.go:279", "Open Session e1 with <11> Job and <5> Queues.")])
     assert walks(log, ns) == [["preempt j0-worker-0: r0-n0 r1-n0 -> r0-1", "reclaim j2-worker-0: r0-n1 -> r6-0"]]

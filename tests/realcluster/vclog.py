@@ -108,12 +108,12 @@ def walks(log: str, ns: str) -> list[list[str]]:
             out.append(list(cur))
         cur.clear()
 
-    short = re.compile(rf"{re.escape(ns)}[/-]")
+    short = re.compile(rf"^{re.escape(ns)}[/-]")
     for line in log.splitlines():
         if OPEN.search(line):
             close()
             continue
-        if ("preempt.go" not in line and "reclaim.go" not in line) or not short.search(line):
+        if "preempt.go" not in line and "reclaim.go" not in line:
             continue
         m = re.search(r"(preempt|reclaim)\.go:\d+\] (.*)", line)
         if not m:
@@ -121,6 +121,9 @@ def walks(log: str, ns: str) -> list[list[str]]:
         action, text = m.groups()
         c = re.match(r"Considering Task <([^>]+)> on Node <([^>]+)>", text)
         t = re.match(r"Try to (?:preempt|reclaim) Task <([^>]+)> for Tasks? <([^>]+)>", text)
+        hit = c or t
+        if hit is None or hit.group(1).split("/")[0] != ns:
+            continue  # another line, or another namespace's pod (``NS-x1``: the same prefix)
         if c:
             head = f"{action} {short.sub('', c.group(1))}:"
             if not cur or not cur[-1].startswith(head):
