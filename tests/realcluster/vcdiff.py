@@ -842,9 +842,11 @@ def run_case(c: Cluster, case: Case, workdir: Path, *, settle: int = 4, limit: f
             _read_back(c, case, obs)
             if _state(c, ns) == settled or obs.seconds["volcano"] >= limit:
                 break
-        with log.open("rb") as fh:
-            fh.seek(mark)
-            obs.node_list = node_list(fh.read().decode("utf-8", "replace"), [n["metadata"]["name"] for n in case.nodes])
+        if log.exists():  # vc-scheduler's node list as this start began (its log at level 5; else none)
+            with log.open("rb") as fh:
+                fh.seek(mark)
+                text = fh.read().decode("utf-8", "replace")
+            obs.node_list = node_list(text, [n["metadata"]["name"] for n in case.nodes])
         obs.plans = {s: result(proc) for s, proc in procs.items()}
         save(obs, workdir / f"{ns}.volcano.json")
     finally:
