@@ -19,7 +19,8 @@ agreement per action and solver, and every disagreement with the case's seed and
 reruns one case; ``--repeat K`` runs each case K times, to tell Volcano's nondeterminism from a rule: the
 summary then lists per action the cases where some run agrees or Volcano's own outcome varies, and those
 where every run disagrees the same way; ``--scheduler-v 5`` keeps vc-scheduler's node list and every
-action's node walk in its log, to see which order decided). ``--partitions``: the partitioned cases of
+action's node walk in its log, to see which order decided; the recorder then stores the node list each run began
+with in its ``.volcano.json``, ``nodeList``). ``--partitions``: the partitioned cases of
 ``vcdiff.generate_partitioned(seed, i)`` instead (VCJobs with a ``partitionPolicy``; compared besides: each
 partition's HyperNode); ``--partitions-more``: ``vcdiff.generate_partitioned_more(seed, i)`` (partly running
 partitioned jobs, two partitioned tasks in a job, partitioned jobs without a topology that need preempt).
@@ -29,6 +30,10 @@ cache hands the nodes over by name, rotated at a random slot each start) and, wi
 ties between the best ones (``--hypernode-tie-seed``: by name, then seeds 1-7; Volcano draws at random), the
 plan agreeing on the most verdicts kept: what the greedy's rules give under the node order and draws Volcano
 made.
+``--drawn`` (with ``--replan``): besides, ``greedy-drawn``, the greedy planned with the node list vc-scheduler drew in
+that very recording (``optplan place --node-list-start`` its first node, as the recorder read it from vc-scheduler's log
+at ``--scheduler-v 5``: ``nodeList`` in the case's ``.volcano.json``; HyperNode ties by name); a recording without it
+is not counted in that column.
 ``--podgroups``: the bare-PodGroup cases of ``vcdiff.generate_podgroups(seed, i)``
 (PodGroups and pods created directly, as Kubeflow or KubeRay create them: minMember, minTaskMember, a
 subGroupPolicy with a topology per subgroup, some partly running; each subgroup's HyperNode compared as a
@@ -75,9 +80,11 @@ from tests.realcluster.vcdiff import (  # noqa: E402
     run_case,
     save_case,
 )
+from tests.realcluster.vclog import rotation  # noqa: E402
 
 SOLVERS = ("greedy", "auto")
 ROTATED = "greedy-rotated"
+DRAWN = "greedy-drawn"
 
 
 def summarise(verdicts: list[Verdict]) -> dict[str, Any]:
@@ -156,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rotations", action="store_true",
                     help="with --replan: also greedy-rotated, the greedy for each start of Volcano's node list, "
                          "the plan agreeing most kept")
+    ap.add_argument("--drawn", action="store_true",
+                    help="with --replan: also greedy-drawn, the greedy with the node list start vc-scheduler drew in "
+                         "the recording (recorded at --scheduler-v 5); recordings without it not counted")
     ap.add_argument("--partitions-more", action="store_true",
                     help="the second partitioned flavour (vcdiff.generate_partitioned_more: partly running "
                          "partitions, two partitioned tasks in a job, preempt for partitions; namespaces vcq-SEED-I)")
@@ -178,6 +188,11 @@ def main(argv: list[str] | None = None) -> int:
             print("--rotations needs --replan", file=sys.stderr)
             return 2
         solvers += (ROTATED,)
+    if args.drawn:
+        if not args.replan:
+            print("--drawn needs --replan", file=sys.stderr)
+            return 2
+        solvers += (DRAWN,)
     if args.replan and not args.dir:
         print("--replan needs --dir", file=sys.stderr)
         return 2
@@ -232,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
                     recordings.append(1 + len(alts))
                     others = replanned(alts, solvers)  # once: each recording planned by every solver
                     for s in solvers:
-                        seen = [verdicts[s][-1], *(compare(c, o, s) for c, o in others)]
+                        seen = [verdicts[s][-1], *(verdict(c, o, s) for c, o in others)]
                         anyrec[s].append(agree_any(seen))
                     records[-1]["recordings"] = recordings[-1]
                     records[-1]["anyRecording"] = {s: _flags(anyrec[s][-1]) for s in solvers}
@@ -316,9 +331,20 @@ def replan(case: Case, obs: Observed, snap: Path, solvers: tuple[str, ...]) -> N
     """``obs.plans``: the recording's snapshot ``snap`` planned by this checkout's solvers (none when taking the
     snapshot failed)."""
     if not obs.snapshot_error:
-        obs.plans = {s: place_here(snap, s) for s in solvers if s != ROTATED}
+        obs.plans = {s: place_here(snap, s) for s in solvers if s not in (ROTATED, DRAWN)}
+        if DRAWN in solvers and obs.node_list:
+            obs.plans[DRAWN] = {**place_here(snap, "greedy", "--node-list-start", obs.node_list[0]),
+                                "nodeListStart": obs.node_list[0]}
         if ROTATED in solvers:
             obs.plans[ROTATED] = best_rotation(case, obs, snap)
+
+
+def verdict(case: Case, obs: Observed, solver: str) -> Verdict:
+    """``vcdiff.compare``; for ``greedy-drawn`` on a recording without vc-scheduler's node list, a verdict that
+    counts nowhere (no action to compare, no error)."""
+    if solver == DRAWN and not obs.snapshot_error and DRAWN not in obs.plans:
+        return Verdict(solver, details={"drawn": "no node list recorded"})
+    return compare(case, obs, solver)
 
 
 def replanned(alts: list[tuple[Case, Observed, Path]], solvers: tuple[str, ...]) -> list[tuple[Case, Observed]]:
@@ -333,7 +359,7 @@ def agree_any(seen: list[Verdict]) -> Verdict:
     it agrees in some recording, disagrees when it disagrees in some and agrees in none; a list (topology,
     partial, partitions) is the recording's with the most agreeing entries (the first among equals)."""
     first = seen[0]
-    ok = [v for v in seen if not v.error]
+    ok = [v for v in seen if not v.error and "drawn" not in v.details]  # greedy-drawn: recordings with a node list
     if not ok:
         return first
     out = Verdict(first.solver, error="", details=ok[0].details, nodes=ok[0].nodes, fewer=all(v.fewer for v in ok))
@@ -399,10 +425,12 @@ def _record(seed: int, i: int, r: int, case: Case, obs: Observed, solvers: tuple
     """One case's verdicts: printed as a line, added to ``verdicts``, returned for the JSON."""
     rec: dict[str, Any] = {"seed": seed, "index": i, "repeat": r, "kinds": case.kinds,
                            "seconds": {k: round(v, 1) for k, v in obs.seconds.items()},
-                           "volcano": {"bound": obs.bound, "evicted": obs.evicted, "phases": obs.phases}}
+                           "volcano": {"bound": obs.bound, "evicted": obs.evicted, "phases": obs.phases,
+                                       **({"nodeList": obs.node_list, "nodeListRotation": rotation(obs.node_list)}
+                                          if obs.node_list else {})}}
     line = [f"case {seed}/{i}" + (f"#{r}" if repeated else ""), f"{obs.seconds.get('total', 0):.0f}s"]
     for s in solvers:
-        v = compare(case, obs, s)
+        v = verdict(case, obs, s)
         verdicts[s].append(v)
         rec[s] = {"allocate": v.allocate, "preempt": v.preempt, "reclaim": v.reclaim, "topology": v.topology,
                   "partial": v.partial, "partitions": v.partitions,
@@ -411,7 +439,7 @@ def _record(seed: int, i: int, r: int, case: Case, obs: Observed, solvers: tuple
         bad += ["topology"] if False in v.topology else []
         bad += ["partial"] if False in v.partial else []
         bad += ["partitions"] if False in v.partitions else []
-        state = "ok" if not bad else "DIFF " + ",".join(bad)
+        state = "-" if "drawn" in v.details else "ok" if not bad else "DIFF " + ",".join(bad)
         line.append(f"{s}: " + ("ERROR " + v.error[:160] if v.error else state))
         if bad:
             line.append(json.dumps(v.details, sort_keys=True))

@@ -1,7 +1,8 @@
 """One real cluster for the whole test run (tests/realcluster/cluster.py), its logs attached to failures.
 
 The tests of this folder carry the ``realcluster`` marker; without the binaries of hack/cluster/build.sh
-they skip with one line saying so. ``pytest -m realcluster`` runs only them, ``-m 'not realcluster'`` none.
+they skip with one line saying so. ``pytest -m realcluster`` runs only them, ``-m 'not realcluster'`` only
+those of a module that says ``CLUSTER = False`` (pure tests of the tier's helpers, e.g. reading vc-scheduler's log).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ _clusters: list[Cluster] = []
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
-        if here in Path(str(item.fspath)).parents:
+        if here in Path(str(item.fspath)).parents and getattr(item.module, "CLUSTER", True):
             item.add_marker(pytest.mark.realcluster)
 
 

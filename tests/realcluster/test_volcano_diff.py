@@ -18,7 +18,7 @@ random (it chose the other in 1 recording of 5); a case joins only after several
 Two bare-PodGroup cases (``generate_podgroups``: PodGroups and pods created without a VCJob): seed 1's case
 20 (a partly running gang under a hard topology beside a gang of two tasks with minTaskMember and a subgrouped
 one) and case 36 (three subgroups under hard tier 1, each placed whole); case 39 agreed as steadily and is left
-out for time."""
+out for time. Case 13 once more with vc-scheduler at log level 5: the recording keeps the node list it began with."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ from tests.realcluster.vcdiff import (
     generate_partitioned,
     generate_podgroups,
     priority_classes,
+    renamed,
     run_case,
 )
 
@@ -101,6 +102,25 @@ def test_bare_podgroups_are_placed_as_volcano_does(real_cluster: Cluster, tmp_pa
     assert v.preempt is not False and v.reclaim is not False, v.details
     assert all(v.partitions) and all(v.partial) and all(v.topology), v.details
     assert v.partitions or v.partial, v.details  # each case has subgroups or a partly running bare gang
+
+
+def test_the_recording_keeps_the_node_list_volcano_began_with(real_cluster: Cluster, tmp_path: Path) -> None:
+    """With vc-scheduler at log level 5, a recording keeps the node list it began the case with (its log from
+    that start on): each of the case's nodes once, the first one stored as where the list starts."""
+    c = real_cluster
+    plain = c.scheduler_args
+    c.scheduler_args = lambda: [a if not a.startswith("-v=") else "-v=5" for a in plain()]  # type: ignore[method-assign]
+    case = renamed(generate(1, 13), "vcd-1-13-v5")
+    try:
+        c.apply(priority_classes())
+        obs = run_case(c, case, tmp_path, solvers=())
+    finally:
+        c.scheduler_args = plain  # type: ignore[method-assign]
+        c.stop_scheduler()
+        c.start_scheduler()
+    assert sorted(obs.node_list) == sorted(n["metadata"]["name"] for n in case.nodes)
+    saved = json.loads((tmp_path / f"{case.ns}.volcano.json").read_text())
+    assert saved["nodeList"] == obs.node_list and saved["nodeListStart"] == obs.node_list[0]
 
 
 def test_a_deserved_naming_a_resource_no_node_has_is_scheduled_and_planned(real_cluster: Cluster,

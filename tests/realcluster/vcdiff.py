@@ -23,8 +23,8 @@ Three parts, each usable alone:
   snapshot`` of the live cluster, runs ``optplan place --solver greedy`` and ``auto`` on it, starts
   vc-scheduler, waits until nothing changes (over four of its sessions, nothing in flight, every evicted pod's
   Evict event written), reads back bindings, evictions (the scheduler's ``Evict`` events, which name preempt
-  or reclaim) and PodGroup phases, and
-  deletes the case.
+  or reclaim), PodGroup phases and, when vc-scheduler logs at level 5, the node list it began with (its log
+  from this start on, ``vclog.node_list``), and deletes the case.
 - ``compare(case, observed)``: per action, whether optplan and Volcano agree (admitted jobs; preempt and
   reclaim victim sets; the lowest HyperNode holding a topology job's pods; per partly running gang, how
   many more pods are placed; per partition, or a bare gang's subgroup, both place whole, the lowest HyperNode
@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.realcluster.cluster import CODE, KWOK_ANNOTATION, ROOT, WAIT, Cluster
+from tests.realcluster.vclog import node_list, rotation
 
 GPU = "nvidia.com/gpu"
 SCHEDULER_CONF = ROOT / "hack" / "cluster" / "volcano-scheduler.conf"  # the binpack and HyperNode binpack weights
@@ -674,6 +675,7 @@ class Observed:
     evicted: dict[str, tuple[str, str]] = field(default_factory=dict)  # running pod -> (node, preempt|reclaim)
     phases: dict[str, str] = field(default_factory=dict)  # PodGroup -> phase
     seconds: dict[str, float] = field(default_factory=dict)
+    node_list: list[str] = field(default_factory=list)  # vc-scheduler's node list as it began (``node_list``)
 
 
 def _next_second() -> None:
@@ -829,6 +831,8 @@ def run_case(c: Cluster, case: Case, workdir: Path, *, settle: int = 4, limit: f
             obs.snapshot_error = res.stderr.strip()
         obs.seconds["snapshot"] = time.monotonic() - t0 - obs.seconds["create"]
         procs = {} if obs.snapshot_error else {s: place(snap, s) for s in solvers}
+        log = c.logdir / "vc-scheduler.log"
+        mark = log.stat().st_size if log.exists() else 0  # this start's lines come after it (the log is appended)
         c.start_scheduler()
         obs.seconds["volcano"] = 0.0
         while True:  # a session that changes something after the quiet ones, before the read-back: settle again
@@ -838,6 +842,11 @@ def run_case(c: Cluster, case: Case, workdir: Path, *, settle: int = 4, limit: f
             _read_back(c, case, obs)
             if _state(c, ns) == settled or obs.seconds["volcano"] >= limit:
                 break
+        if log.exists():  # vc-scheduler's node list as this start began (its log at level 5; else none)
+            with log.open("rb") as fh:
+                fh.seek(mark)
+                text = fh.read().decode("utf-8", "replace")
+            obs.node_list = node_list(text, [n["metadata"]["name"] for n in case.nodes])
         obs.plans = {s: result(proc) for s, proc in procs.items()}
         save(obs, workdir / f"{ns}.volcano.json")
     finally:
@@ -885,15 +894,20 @@ def load_case(path: Path) -> Case:
 
 
 def save(obs: Observed, path: Path) -> None:
-    """What Volcano did (and the snapshot's error), so that optplan can be re-planned offline (``load``)."""
-    path.write_text(json.dumps({"snapshot_error": obs.snapshot_error, "bound": obs.bound, "evicted": obs.evicted,
-                                "phases": obs.phases, "seconds": obs.seconds}, indent=1), encoding="utf-8")
+    """What Volcano did (and the snapshot's error), so that optplan can be re-planned offline (``load``); with
+    vc-scheduler's node list when its log had it (``nodeList``, its first node ``nodeListStart``, and whether it
+    is the names rotated, ``nodeListRotation``)."""
+    d: dict[str, Any] = {"snapshot_error": obs.snapshot_error, "bound": obs.bound, "evicted": obs.evicted,
+                         "phases": obs.phases, "seconds": obs.seconds}
+    if obs.node_list:
+        d |= {"nodeList": obs.node_list, "nodeListStart": obs.node_list[0], "nodeListRotation": rotation(obs.node_list)}
+    path.write_text(json.dumps(d, indent=1), encoding="utf-8")
 
 
 def load(path: Path) -> Observed:
     d = json.loads(path.read_text(encoding="utf-8"))
     return Observed(d["snapshot_error"], {}, d["bound"], {k: (v[0], v[1]) for k, v in d["evicted"].items()},
-                    d["phases"], d["seconds"])
+                    d["phases"], d["seconds"], d.get("nodeList", []))
 
 
 def _read_back(c: Cluster, case: Case, obs: Observed) -> None:
