@@ -324,11 +324,13 @@ def test_a_bare_gang_waiting_by_fragmentation_is_admitted_by_a_goal(tmp_path: Pa
 # subgroups of two 1-GPU pods (``g-s0-0``, ``g-s0-1``, ...; minSubGroups 2) reclaims on three full nodes (eight
 # 1-GPU pods of queue ``other`` each, one-pod gangs, ``other`` above its deserved 0): the pods go ``g-s0-0,
 # g-s1-0, g-s2-0`` (index 0, by UID), then ``g-s0-1``... Queue ``mine`` deserved 4 GPUs stops the reclaim after four
-# pods, one subgroup whole: not pipelined, the statement discarded (no victims). Deserved 6: the fifth pod
-# (``g-s1-1``) makes two subgroups whole, the job no longer starves and the reclaim stops (five victims).
+# pods, one subgroup whole: not pipelined, the statement discarded (no victims). Deserved 6 leaves room for a fifth
+# pod (``g-s1-1``, which would make two subgroups whole), but after four the job is no longer starving — by minMember
+# alone (the gang plugin's JobStarvingFn: "the taskMinAvailable configuration is not concerned"), subgroups no more
+# than tasks — and the reclaim stops there: discarded as well.
 BY_TASK_ORDER = [  # (what, mine's deserved GPUs, admitted, victims)
     ("four pods by index: one subgroup whole, discarded", 4, False, 0),
-    ("five pods: two subgroups whole", 6, True, 5),
+    ("room for five, but it stops at minMember 4: discarded", 6, False, 0),
 ]
 
 
