@@ -69,9 +69,9 @@ def _tier_rules(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: 
                 needs: frozenset[str]) -> tuple[Rules | None, str]:
     """``job_rules`` by Volcano's plugin tiers (``tiers``): every pod the action hands to the plugins
     (``tiers.preemptee_refused``; the catalogue's candidates and the exposed pods of other jobs); none when
-    no tier could offer one at the action's start, and none for a job whose running pods already make its gang
-    ready (the actions take only starving jobs: ready + pipelined < minAvailable; its other pods wait for
-    allocate)."""
+    no tier could offer one at the action's start, and none for a job whose running pods already number its
+    minAvailable (the actions take only starving jobs: ready + pipelined < minAvailable, ``jobs.starving``; its
+    other pods wait for allocate)."""
     if not starving(job, Counter(), ctx.held_count(job.key)):
         return None, "its running pods number minAvailable: Volcano evicts only for a starving job"
     qs = state.queues

@@ -402,8 +402,10 @@ class Greedy:
         stops as soon as the gang cannot become ready; the first failure says why. Preempt or reclaim
         (``rules``): a pod that fits nowhere evicts on the first node in ``preempt_order`` whose victims
         would make room, one by one in victim order until it fits (``evict_for``); a pod that still
-        finds no node is skipped, and the last pod tried says why. ``scores``: each placed partition's
-        HyperNode score is appended (what Volcano sums into the job's HyperNode score)."""
+        finds no node is skipped, and the last pod tried says why; the run stops once the job is no longer
+        starving (``jobs.starving``: by count, so a task short of its minimum leaves the gang not ready).
+        ``scores``: each placed partition's HyperNode score is appended (what Volcano sums into the job's
+        HyperNode score)."""
         nodes = self.nodes(region)
         pods = self.ctx.pods[job.key]
         held = self.ctx.held_count(job.key)

@@ -1,9 +1,10 @@
 """The facts of the jobs to place, as Volcano's JobInfo sees them, read alike by the planners and the
 validator: priorities (``job_priority``, ``task_priority``), the pods the job controller would create
 (``job_pods``), the replicas that already run (``held_pods``) and which jobs have pods to place
-(``jobs_to_place``), the gang's minimums (``task_minima``, ``needed``, ``gang_shortfall``), the order a dry
-run tries the pods (``gang_steps``), the candidate regions (``job_regions``) and the cut to the cluster's
-total capacity (``clip_to_cluster``). The rules themselves: the package docstring."""
+(``jobs_to_place``), the gang's minimums (``task_minima``, ``needed``, ``gang_shortfall``; ``starving``: the
+count preempt and reclaim stop at), the order a dry run tries the pods (``gang_steps``), the candidate regions
+(``job_regions``) and the cut to the cluster's total capacity (``clip_to_cluster``). The rules themselves: the
+package docstring."""
 
 from __future__ import annotations
 
