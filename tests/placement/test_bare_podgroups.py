@@ -324,11 +324,13 @@ def test_a_bare_gang_waiting_by_fragmentation_is_admitted_by_a_goal(tmp_path: Pa
 # subgroups of two 1-GPU pods (``g-s0-0``, ``g-s0-1``, ...; minSubGroups 2) reclaims on three full nodes (eight
 # 1-GPU pods of queue ``other`` each, one-pod gangs, ``other`` above its deserved 0): the pods go ``g-s0-0,
 # g-s1-0, g-s2-0`` (index 0, by UID), then ``g-s0-1``... Queue ``mine`` deserved 4 GPUs stops the reclaim after four
-# pods, one subgroup whole: not pipelined, the statement discarded (no victims). Deserved 6: the fifth pod
-# (``g-s1-1``) makes two subgroups whole, the job no longer starves and the reclaim stops (five victims).
+# pods, one subgroup whole: not pipelined, the statement discarded (no victims). Deserved 6 leaves room for a fifth
+# pod (``g-s1-1``, which would make two subgroups whole), but after four the job is no longer starving — by minMember
+# alone (the gang plugin's JobStarvingFn: "the taskMinAvailable configuration is not concerned"), subgroups no more
+# than tasks — and the reclaim stops there: discarded as well.
 BY_TASK_ORDER = [  # (what, mine's deserved GPUs, admitted, victims)
     ("four pods by index: one subgroup whole, discarded", 4, False, 0),
-    ("five pods: two subgroups whole", 6, True, 5),
+    ("room for five, but it stops at minMember 4: discarded", 6, False, 0),
 ]
 
 
@@ -446,3 +448,54 @@ def test_reclaim_takes_the_pod_a_bare_gangs_task_minimum_needs(what: str, deserv
     assert (jp.admitted, sorted(v.name for v in jp.victims)) == (admitted, victims), jp.reason
     assert not plans["greedy"].job("default/g").admitted
     assert plans["auto"].job("default/j").admitted == admitted
+
+
+# Reclaim stops trying a job's pods once it is no longer starving, by count (vc-scheduler v1.15.1,
+# ``actions/reclaim``: ``if !ssn.JobStarving(job) break``; the gang plugin's ``IsStarving``: pipelined + ready <
+# minMember), then commits only a pipelined gang — each task at its minTaskMember too (``CheckTaskPipelined``) —
+# else discards. ``g`` (queue ``mine``, minTaskMember ps 1 and worker 1) has two workers and a ps pending (8 GPUs
+# each) on three full nodes of queue ``other`` (above its deserved 0). Its pods go in task order: by the index a
+# name ends in when all have one, else (same creation) by UID. Workers first and minMember 2: the two workers take
+# their victims, the gang stops starving, its ps is never tried, and the statement is discarded. minMember 3: the
+# walk goes on to the ps. The ps first (its UID): the ps and one worker make the gang.
+STOP_BY_COUNT = [  # (what, minMember, the pods' (name, uid), g admitted, its victims)
+    ("workers first by index, minMember 2: no ps, discarded", 2,
+     [("g-worker-0", "u1"), ("g-worker-1", "u2"), ("g-ps-2", "u0")], False, 0),
+    ("workers first by index, minMember 3: the ps too", 3,
+     [("g-worker-0", "u1"), ("g-worker-1", "u2"), ("g-ps-2", "u0")], True, 3),
+    ("no index, workers first by UID: discarded", 2, [("g-w0", "u1"), ("g-w1", "u2"), ("g-ps", "u3")], False, 0),
+    ("no index, the ps first by UID: ps and a worker", 2, [("g-w0", "u1"), ("g-w1", "u2"), ("g-ps", "u0")], True, 2),
+]
+
+
+@pytest.mark.parametrize(("what", "min_member", "pods", "admitted", "victims"), STOP_BY_COUNT,
+                         ids=[c[0] for c in STOP_BY_COUNT])
+def test_reclaim_stops_when_the_gang_is_no_longer_starving(what: str, min_member: int, pods: list[tuple[str, str]],
+                                                           admitted: bool, victims: int) -> None:
+    jp = plan_of(stop_objects(min_member, pods), "greedy").job("default/g")
+    assert (jp.admitted, len(jp.victims)) == (admitted, victims), jp.reason
+
+
+def stop_objects(min_member: int, pods: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    objs: list[dict[str, Any]] = [*nodes(3), queue("mine", deserved={GPU: 24}), queue("other", deserved={GPU: 0}),
+                                  bare("g", min_member, queue_name="mine", min_task_member={"ps": 1, "worker": 1})]
+    for name, uid in pods:
+        p = member(name, "g", 8, task="ps" if "ps" in name else "worker")
+        p["metadata"]["uid"] = uid
+        objs.append(p)
+    for n in range(3):
+        objs += [bare(f"o{n}", 1, queue_name="other"), member(f"o{n}-0", f"o{n}", 8, on=f"n{n}")]
+    return objs
+
+
+def test_the_validator_refuses_a_reclaim_past_the_gangs_minimum() -> None:
+    """The plan of minMember 3 (three pods placed by their reclaim, said as of the first scheduling cycle's
+    reclaim step) checked against minMember 2: the third pod is one too many."""
+    pods = STOP_BY_COUNT[1][2]
+    three = load(*stop_objects(3, pods)).snapshot
+    plan = plan_placement(three, jobs_to_place(three), "greedy", OPTS, now=NOW)
+    plan = plan.model_copy(update={"jobs": tuple(jp.model_copy(update={"step": 2}) for jp in plan.jobs)})
+    assert placement_violations(three, jobs_to_place(three), plan) == []
+    snap = load(*stop_objects(2, pods)).snapshot
+    assert "job default/g: reclaim places 3 pods (0 running): it stops trying a job's pods once it is no longer " \
+        "starving (minAvailable 2)" in placement_violations(snap, jobs_to_place(snap), plan)

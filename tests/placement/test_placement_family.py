@@ -214,11 +214,11 @@ def test_the_joint_model_admits_more_than_the_greedy_on_seed_12() -> None:
     assert greedy.admitted == exact.admitted == frozenset(snap.jobs)
 
 
-SOLUTION_SEEDS = [3, 5, 6, 11, 12, 21, 29]
+SOLUTION_SEEDS = [3, 5, 6, 11, 12, 16, 21, 29]
 """Seeds of ``slack_family`` whose greedy plans (its cycles) evict, each victim one the static model holds."""
 ANCHOR_SEEDS = {8: "order", 10: "step", 14: "order", 19: "order", 23: "order", 24: "order",
                 26: "order", 30: "step", 34: "order", 39: "step", 44: "step",
-                7: "order", 9: "order", 13: "order", 16: "order", 18: "order", 20: "order", 25: "order", 28: "order",
+                7: "order", 9: "order", 13: "order", 18: "order", 20: "order", 25: "order", 28: "order",
                 32: "order", 33: "order", 42: "order", 43: "order"}
 """Seeds of ``slack_family`` whose greedy plans (its cycles, as ``auto`` hints) the static model does not hold:
 victims beyond its static tier bounds (drf's or the capacity plugin's; a gang whose slack earlier victims used

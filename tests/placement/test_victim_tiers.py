@@ -422,3 +422,38 @@ def test_preempts_pass_within_the_job_follows_its_pass_between_jobs(what: str, g
     assert result(plan, "default/j1") == (True, ["v-0"])
     assert len(plan.job("default/j1").bindings) == 2
     assert result(plan, "default/j0") == (admitted, victims)
+
+
+# ---- preempt's node order scores the node's Used: pods pipelined this session are not in it -------------
+
+# n0 (96 cpu) runs a-0 (60 cpu), n1 runs b-0 (96 cpu), both low; j (high, two 30-cpu pods, minAvailable 2)
+# preempts. Its first pod fits on n0 beside a-0 (binpack (60 + 30) / 96 there, 0 on the full n1) and is pipelined
+# there. For its second pod Volcano's binpack still scores n0 by its Used — a-0 only, the pipelined pod not
+# in it (``NodeInfo.AddTask``: a Pipelined task adds to ``Pipelined`` only) — the best, and n1 as full (0): it
+# walks n0 first and takes a-0 there, wherever its node list starts. Counting the pipelined pod, both nodes
+# would score 0 and the list's first would take its victim.
+USED_ORDER = [  # (what, the node list's start, j's victims)
+    ("the list starts at n0", None, ["a-0"]),
+    ("the list starts at n1: n0's Used still scores best", "n1", ["a-0"]),
+]
+
+
+def cpu_pod(name: str, node_name: str, cpu: str) -> list[dict[str, Any]]:
+    pg = podgroup_in("q", name, 0)
+    pg["spec"]["priorityClassName"] = "low"
+    p = pod(f"{name}-0", node_name, 0, group=name, cpu=cpu)
+    p["status"]["startTime"] = "2025-06-01T10:00:00Z"
+    p["spec"]["priorityClassName"] = "low"
+    return [pg, p]
+
+
+@pytest.mark.parametrize(("what", "start", "victims"), USED_ORDER, ids=[c[0] for c in USED_ORDER])
+def test_preempts_binpack_scores_without_the_pods_it_pipelined(what: str, start: str | None,
+                                                              victims: list[str]) -> None:
+    objs = [*CLASSES, node("n0", 0), node("n1", 0), queue("q"), *cpu_pod("a", "n0", "60"), *cpu_pod("b", "n1", "96"),
+            vcjob("j", "q", [job_task("w", 2, 0, cpu="30")], priority_class_name="high", min_available=2)]
+    snap = load_objects(objs).snapshot
+    jobs = list(snap.jobs.values())
+    plan = plan_placement(snap, jobs, "greedy", PlanOptions(deterministic=True), now=NOW, node_start=start)
+    assert placement_violations(snap, jobs, plan) == []
+    assert result(plan) == (True, victims)

@@ -356,6 +356,29 @@ class State:
         self.touched: list[str] = []
         """Every node whose free room a statement changed, in order (a node once per change): what a
         planner's cache over nodes reads to know which of its rows are stale."""
+        self.pipelining = False
+        """Allocations are pipelined (preempt's and reclaim's, ``evict.plan_victims``): they hold room but do
+        not enter the node's ``Used``."""
+        self.unused: dict[str, Counter[str]] = {}
+        """node -> room its free counts as taken or given back that vc-scheduler's ``node.Used`` does not: + the
+        pods pipelined there, − the pods evicted there (``Releasing``, still in ``Used``) (``used_free``)."""
+
+    def used_free(self, node: str) -> Resources:
+        """The node's free room as its ``Used`` leaves it (allocatable − Used), what Volcano's binpack scores
+        (``BinPackingScore`` reads ``node.Used``): vc-scheduler v1.15.1's ``NodeInfo.AddTask`` adds a
+        ``Pipelined`` task to ``Pipelined`` only, and a ``Releasing`` one (a victim) stays in ``Used``."""
+        free = self.cap.free[node]
+        shift = self.unused.get(node)
+        if not shift:
+            return free
+        return {r: free.get(r, 0) + shift.get(r, 0) for r in free.keys() | shift.keys()}
+
+    def unuse(self, node: str, requests: Resources, sign: int) -> None:
+        shift = self.unused.setdefault(node, Counter())
+        for r, v in requests.items():
+            shift[r] += sign * v
+        if not any(shift.values()):
+            del self.unused[node]
 
 
 class Statement:
@@ -365,15 +388,22 @@ class Statement:
         self.state = state
         self.ops: list[tuple[Pod, str, str, str | None]] = []
         """(pod, node, queue, PodGroup): an allocation when the PodGroup is None, else an eviction."""
+        self.piped: list[bool] = []
+        """Per operation: an allocation pipelined (``State.pipelining``) or an eviction (both shift ``unused``)."""
 
     def allocate(self, pod: Pod, node: str, queue: str) -> None:
         self.state.cap.add(pod, node)
         self.state.touched.append(node)
         self.state.queues.add(queue, pod.requests)
         self.ops.append((pod, node, queue, None))
+        self.piped.append(self.state.pipelining)
+        if self.state.pipelining:
+            self.state.unuse(node, pod.requests, 1)
 
     def evict(self, pod: Pod, node: str, queue: str, group: str) -> None:
         self.state.cap.remove(pod, node)
+        self.piped.append(True)
+        self.state.unuse(node, pod.requests, -1)
         self.state.touched.append(node)
         self.state.queues.add(queue, pod.requests, -1)
         self.state.evicted[pod.key] = node
@@ -391,6 +421,8 @@ class Statement:
         while len(self.ops) > mark:
             pod, node, queue, group = self.ops.pop()
             self.state.touched.append(node)
+            if self.piped.pop():
+                self.state.unuse(node, pod.requests, -1 if group is None else 1)
             if group is None:
                 self.state.cap.remove(pod, node)
                 self.state.queues.add(queue, pod.requests, -1)

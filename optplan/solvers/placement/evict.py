@@ -17,11 +17,11 @@ from optplan.solvers.placement.gangrules import GANG_REASON
 from optplan.solvers.placement.greedy import Greedy, VictimChoice
 from optplan.solvers.placement.jobs import (
     gang_order,
-    gang_shortfall,
     job_needs,
     lost_pods,
     own_groups,
     preemptor_order,
+    starving,
 )
 from optplan.solvers.placement.partitions import evicts_anywhere
 from optplan.solvers.placement.safety import evict_blocks, graded_blocks, pdb_refused
@@ -69,11 +69,11 @@ def _tier_rules(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: 
                 needs: frozenset[str]) -> tuple[Rules | None, str]:
     """``job_rules`` by Volcano's plugin tiers (``tiers``): every pod the action hands to the plugins
     (``tiers.preemptee_refused``; the catalogue's candidates and the exposed pods of other jobs); none when
-    no tier could offer one at the action's start, and none for a job whose running pods already make its gang
-    ready (the actions take only starving jobs: ready + pipelined < minAvailable; its other pods wait for
-    allocate)."""
-    if gang_shortfall(job, Counter(), ctx.held_count(job.key)) is None:
-        return None, "its running pods make the gang ready: Volcano evicts only for a starving job"
+    no tier could offer one at the action's start, and none for a job whose running pods already number its
+    minAvailable (the actions take only starving jobs: ready + pipelined < minAvailable, ``jobs.starving``; its
+    other pods wait for allocate)."""
+    if not starving(job, Counter(), ctx.held_count(job.key)):
+        return None, "its running pods number minAvailable: Volcano evicts only for a starving job"
     qs = state.queues
     priority = ctx.priority[job.key]
     own = own_groups(job, ctx.snapshot)  # an exposed pod of another job too (``jobs.shield``)
@@ -183,7 +183,7 @@ def pipeline_within(g: Greedy, job: VCJob, skip: frozenset[tuple[str, int]] = fr
     this cycle's other jobs and count for the job's reclaim, ``Greedy.with_victims``' ``pre``). ``skip``: pods
     the pass between jobs pipelined (no longer pending)."""
     ctx = g.ctx
-    if action_refused(job, "preempt") is not None or gang_shortfall(job, Counter(), ctx.held_count(job.key)) is None:
+    if action_refused(job, "preempt") is not None or not starving(job, Counter(), ctx.held_count(job.key)):
         return ()  # Volcano's preempt takes only starving jobs without a network topology
     regions = g.victim_regions(job, "preempt")
     if len(regions) != 1:
@@ -217,6 +217,7 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
         return plan
     by_key = {j.key: j for j in ctx.jobs}
     state = replay(ctx, plan, victims=False)  # allocate's plan: no victims yet
+    state.pipelining = True  # preempt and reclaim pipeline: binpack scores the nodes without them (State.used_free)
     cat = ctx.catalogue
     g = Greedy(ctx, state, cat)
     for jp in plan.jobs:  # allocate's pods of running gangs: ready for the gang plugin

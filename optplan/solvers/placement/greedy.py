@@ -34,6 +34,7 @@ from optplan.solvers.placement.jobs import (
     plugin_view,
     preemptor_order,
     replica_label,
+    starving,
     task_pos,
 )
 from optplan.solvers.placement.nodeorder import MAX_NODE_SCORE, node_list, nodeorder_score
@@ -401,8 +402,10 @@ class Greedy:
         stops as soon as the gang cannot become ready; the first failure says why. Preempt or reclaim
         (``rules``): a pod that fits nowhere evicts on the first node in ``preempt_order`` whose victims
         would make room, one by one in victim order until it fits (``evict_for``); a pod that still
-        finds no node is skipped, and the last pod tried says why. ``scores``: each placed partition's
-        HyperNode score is appended (what Volcano sums into the job's HyperNode score)."""
+        finds no node is skipped, and the last pod tried says why; the run stops once the job is no longer
+        starving (``jobs.starving``: by count, so a task short of its minimum leaves the gang not ready).
+        ``scores``: each placed partition's HyperNode score is appended (what Volcano sums into the job's
+        HyperNode score)."""
         nodes = self.nodes(region)
         pods = self.ctx.pods[job.key]
         held = self.ctx.held_count(job.key)
@@ -424,9 +427,11 @@ class Greedy:
         for task, i, required in order:
             if (task, i) in done:
                 continue
-            if bindings and gang_shortfall(job, placed, held) is None and (
-                    not parted or partition_shortfall(job, indices, held_ix) is None):
-                break  # allocate stops at the ready gang; the other replicas come one per turn (``extend``)
+            if bindings and (not starving(job, placed, held) if rules is not None else (
+                    gang_shortfall(job, placed, held) is None
+                    and (not parted or partition_shortfall(job, indices, held_ix) is None))):
+                break  # allocate stops at the ready gang (the other replicas come one per turn, ``extend``); preempt
+                # and reclaim at the gang no longer starving, by count (``starving``: then ready or discarded)
             pp = tasks[task].partition_policy
             if pp is not None and rules is None:  # a partition goes whole, in one step (Volcano's sub-job)
                 part = pp.of(i)
@@ -980,8 +985,9 @@ class Greedy:
         order, so unequal floats decide and equal ones fall back to the exact Fractions), most
         comparisons then made on floats. Cached by what the score reads: the requests and the node's
         allocatable and free room of them (``req_key``: the pod's sorted requests, when the caller has
-        them); nodes alike share one key object."""
-        free = self.state.cap.free[node]
+        them); nodes alike share one key object. The free room is the one the node's ``Used`` leaves
+        (``State.used_free``: a pod pipelined this session holds room but is not scored, a victim still is)."""
+        free = self.state.used_free(node)
         if req_key is None:
             req_key = tuple(sorted(pod.requests.items()))
         alloc = self.ctx.snapshot.nodes[node].allocatable

@@ -1,9 +1,10 @@
 """The facts of the jobs to place, as Volcano's JobInfo sees them, read alike by the planners and the
 validator: priorities (``job_priority``, ``task_priority``), the pods the job controller would create
 (``job_pods``), the replicas that already run (``held_pods``) and which jobs have pods to place
-(``jobs_to_place``), the gang's minimums (``task_minima``, ``needed``, ``gang_shortfall``), the order a dry
-run tries the pods (``gang_steps``), the candidate regions (``job_regions``) and the cut to the cluster's
-total capacity (``clip_to_cluster``). The rules themselves: the package docstring."""
+(``jobs_to_place``), the gang's minimums (``task_minima``, ``needed``, ``gang_shortfall``; ``starving``: the
+count preempt and reclaim stop at), the order a dry run tries the pods (``gang_steps``), the candidate regions
+(``job_regions``) and the cut to the cluster's total capacity (``clip_to_cluster``). The rules themselves: the
+package docstring."""
 
 from __future__ import annotations
 
@@ -358,6 +359,17 @@ def gang_shortfall(job: VCJob, placed: Counter[str], held: Counter[str] | None =
     return None
 
 
+def starving(job: VCJob, placed: Counter[str], held: Counter[str] | None = None) -> bool:
+    """Volcano's JobStarving (vc-scheduler v1.15.1, the gang plugin's ``IsStarving``; the priority plugin's
+    is implied): its pipelined and ready pods — ``placed`` and the running ``held`` — number fewer than
+    minAvailable, by count only: no task's minimum enters. Preempt and reclaim take only a starving job and
+    stop trying its pods as soon as it is no longer starving; what they pipelined is then committed only when
+    the gang is pipelined, the task minima too (JobPipelined: ``CheckTaskPipelined``; ``gang_shortfall``), else
+    discarded: a gang whose first pods in task order reach minAvailable without its other tasks' minima gets
+    nothing."""
+    return sum(placed.values()) + sum((held or Counter()).values()) < job.min_available
+
+
 def lost_for_good(job: VCJob, task: JobTask) -> bool:
     """A bare PodGroup that one running pod of ``task`` fewer leaves unable ever to be ready: nothing makes a
     bare PodGroup's pod again (a VCJob's controller does), and the pods it has would number fewer than
@@ -523,9 +535,12 @@ def preemptor_order(job: VCJob, steps: Sequence[tuple[str, int, bool]], pods: di
     the job controller's ``CompareTask``: the smaller index the pod's name ends in (``pod_index``; read only
     when every pod of the job has one, so that the order stays one order); among equal indices the earlier
     creation, then the smaller UID. So a bare PodGroup's subgroups ``g-s0-0, g-s0-1, g-s1-0`` go ``g-s0-0,
-    g-s1-0`` (index 0) before ``g-s0-1``."""
+    g-s1-0`` (index 0) before ``g-s0-1``. A bare PodGroup's pods are read from the snapshot (its own
+    pods: their creation and UID; a VCJob's replicas have none yet)."""
     def key(step: tuple[str, int, bool]) -> tuple[int, int, str, str]:
         pod = pods[step[0]][step[1]]
+        if job.kind == "PodGroup":
+            pod = snap.pods.get(pod.key, pod)
         index = (pod_index(pod.name) or 0) if indexed else 0
         return -prio[step[0]], index, pod.creation_timestamp, pod.uid
 

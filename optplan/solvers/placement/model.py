@@ -22,7 +22,7 @@ from optplan.solvers.placement.bundles import WHOLE
 from optplan.solvers.placement.context import Context, QueueState
 from optplan.solvers.placement.gangevict import job_domains
 from optplan.solvers.placement.gangrules import GANG_REASON, candidate_refused, domain_bundles, group_totals
-from optplan.solvers.placement.jobs import Region, gang_shortfall, held_pods, job_needs
+from optplan.solvers.placement.jobs import Region, gang_shortfall, held_pods, job_needs, starving
 from optplan.solvers.placement.partitions import (
     partition_pending,
     partition_possible,
@@ -326,8 +326,8 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
         if (cooling_until(ctx.safety, ctx.snapshot, job.queue, ctx.now) is not None  # safe preemption's cooldown
                 or approval_cancelled(ctx.safety, ctx.snapshot, job, ctx.now) is not None):  # or approval gate
             continue
-        if gang_shortfall(job, Counter(), ctx.held_count(job.key)) is None:
-            continue  # its running pods make the gang ready: Volcano evicts only for a starving job
+        if not starving(job, Counter(), ctx.held_count(job.key)):
+            continue  # its running pods number minAvailable: Volcano evicts only for a starving job
         needs = job_needs(job)
         common = frozenset.intersection(*(dims(ctx.pods[job.key][t.name][0].requests) for t in job.tasks
                                           if ctx.pods[job.key].get(t.name))) if job.tasks else frozenset()

@@ -42,6 +42,7 @@ from optplan.solvers.placement.jobs import (
     own_groups,
     plugin_view,
     shield,
+    starving,
 )
 from optplan.solvers.placement.partitions import NO_VICTIMS, evicts_anywhere, partition_violations, partitioned
 from optplan.solvers.placement.safety import OFF, approval_reason, evict_blocks, graded_blocks, pdb_over, pdb_refused
@@ -528,6 +529,10 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
     for i, (b, _p) in enumerate(bound):
         first.setdefault(b.node, i)
     held = [p for ps in held_pods(job, snap).values() for p in ps.values() if p.occupying]
+    if ("reclaim" in reasons and jp.step % CYCLE_STEPS and jp.bindings  # placed by its reclaim, not a later allocate
+            and not starving(job, Counter(b.task for b in jp.bindings[:-1]), Counter({"": len(held)}))):
+        out.append(f"{who}: reclaim places {len(jp.bindings)} pods ({len(held)} running): it stops trying a job's pods "
+                   f"once it is no longer starving (minAvailable {job.min_available})")
     queue_alloc = {q: dict(a) for q, a in allocated.items()}
     total: dict[str, int] = defaultdict(int)
     for node in snap.nodes.values():
