@@ -14,6 +14,7 @@ from optplan.models.placement import JobPlacement, PlacementPlan, Victim
 from optplan.models.schedconf import SchedulerConf
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.placement.gangevict import victim_actions
+from optplan.solvers.placement.jobs import jobs_to_place
 from optplan.solvers.placement.place import plan_placement
 from optplan.solvers.placement.validate import placement_violations
 from tests.builders import GPU, hypernode, job_task, load, node, queue, vcjob
@@ -255,3 +256,34 @@ def test_the_validator_refuses_a_victim_outside_the_domain() -> None:
     away = with_victims(plan, "default/topo", [("v-0", "n0"), ("v-2", "n2")], "gangpreempt")
     out = placement_violations(s, list(s.jobs.values()), away, scheduler=conf())
     assert any("v-2 (gangpreempt): on node n2, outside the job's domain" in v for v in out), out
+
+
+# ---- which job evicts: Volcano's JobStarving, by count ------------------------------------------------------
+
+# gangpreempt and gangreclaim (vc-scheduler v1.15.1) take only a job the session finds starving (``JobStarving``:
+# pipelined + ready < minMember, by count; no task's minimum enters), then commit only a pipelined gang. ``g``
+# (queue ``mine``, minTaskMember ps 1 and worker 1) runs two workers on n0 and n1; its ps (8 GPUs) waits; n2 is
+# full of ``o`` (queue ``other``, above its deserved 0). minMember 2: two running pods make g not starving, though
+# short of its ps: neither action takes it. minMember 3: starving, gangreclaim takes o's pod for the ps.
+STARVING_GANG = [  # (what, g's minMember, g admitted, its victims)
+    ("running pods number minMember, a task short: not starving, nothing evicted", 2, False, []),
+    ("starving by count: gangreclaim takes o-0 for the ps", 3, True, ["o-0"]),
+]
+
+
+@pytest.mark.parametrize("solver", ["greedy", "cpsat"])
+@pytest.mark.parametrize(("what", "min_member", "admitted", "victims"), STARVING_GANG,
+                         ids=[c[0] for c in STARVING_GANG])
+def test_the_gang_actions_take_only_a_starving_job(what: str, min_member: int, admitted: bool, victims: list[str],
+                                                   solver: str) -> None:
+    from tests.placement.test_bare_podgroups import bare, member, nodes
+    objs = [*nodes(3), queue("mine", deserved={GPU: 24}), queue("other", deserved={GPU: 0}),
+            bare("g", min_member, queue_name="mine", min_task_member={"ps": 1, "worker": 1}),
+            member("g-worker-0", "g", 8, on="n0", task="worker"), member("g-worker-1", "g", 8, on="n1", task="worker"),
+            member("g-ps-0", "g", 8, task="ps"), bare("o", 1, queue_name="other"), member("o-0", "o", 8, on="n2")]
+    s = load(*objs).snapshot
+    jobs = jobs_to_place(s)
+    plan = plan_placement(s, jobs, solver, OPTS, now=NOW, scheduler=conf())
+    assert placement_violations(s, jobs, plan, scheduler=conf()) == []
+    jp = plan.job("default/g")
+    assert (jp.admitted, names(jp)) == (admitted, victims), jp.reason

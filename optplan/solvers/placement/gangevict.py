@@ -2,16 +2,18 @@
 on the greedy's state (``gang_evict``), when the scheduler configuration lists them; their rules are
 ``gangrules`` and ``bundles``.
 
-For the job, the pods to place are all its pending pods, and the need their requests summed. Gangreclaim
-first asks the capacity plugin whether the job's queue may reclaim for them all (``reclaimer_blocked`` on
-the summed request). Then domain by domain (``gangrules.gang_domains``): the candidates on the domain's
-nodes, split into bundles per victim job, ranked, cut to what the plugin tiers allow, ranked again, whole
-bundles dropped unless ``allowWholeBundle``; then bundle by bundle the selected victims grow, and each time
-the domain's free room with them covers the need, a dry run evicts them all and places every pending pod
-inside the domain, in gang order, each on the node with the best binpack score among those where it fits
-without the room evicted pods release, else among those where it fits with it (Volcano's ``Idle`` before
-``FutureIdle``). The first dry run that places every pod with the gang ready is the choice: its victims are
-every selected bundle, whether the pods land next to them or not.
+The actions take a job only while the session finds it starving (``jobs.starving``: its running and pipelined
+pods number fewer than minAvailable, by count: a job whose running pods reach minAvailable with a task short of
+its minimum evicts nothing), then commit only a pipelined gang. For the job, the pods to place are all its
+pending pods, and the need their requests summed. Gangreclaim first asks the capacity plugin whether the job's
+queue may reclaim for them all (``reclaimer_blocked`` on the summed request). Then domain by domain
+(``gangrules.gang_domains``): the candidates on the domain's nodes, split into bundles per victim job, ranked,
+cut to what the plugin tiers allow, ranked again, whole bundles dropped unless ``allowWholeBundle``; then bundle
+by bundle the selected victims grow, and each time the domain's free room with them covers the need, a dry run
+evicts them all and places every pending pod inside the domain, in gang order, each on the node with the best
+binpack score among those where it fits without the room evicted pods release, else among those where it fits
+with it (Volcano's ``Idle`` before ``FutureIdle``). The first dry run that places every pod with the gang ready
+is the choice: its victims are every selected bundle, whether the pods land next to them or not.
 
 Where this departs from Volcano: node scores are binpack's alone and ties go to the name; a hard job's pods
 go anywhere in the domain (Volcano tries the domain's HyperNode gradient, widest first, which starts with the
@@ -48,7 +50,7 @@ from optplan.solvers.placement.gangrules import (
     unified_allowed,
 )
 from optplan.solvers.placement.greedy import Greedy, VictimChoice
-from optplan.solvers.placement.jobs import Region, gang_order, gang_shortfall, replica_label
+from optplan.solvers.placement.jobs import Region, gang_order, gang_shortfall, replica_label, starving
 from optplan.solvers.placement.partitions import NO_VICTIMS, partitioned
 from optplan.solvers.placement.victims import Candidate, reclaimer_blocked
 
@@ -166,9 +168,8 @@ def gang_evict(ctx: Context, state: State, g: Greedy, job: VCJob, action: str) -
         return None, NO_VICTIMS
     if ctx.safety.on:
         return None, "safe preemption's rules are not modelled with the gang-aware actions"
-    held = ctx.held_count(job.key)
-    if sum(held.values()) and gang_shortfall(job, Counter(), held) is None:
-        return None, "its running pods make the gang ready: Volcano evicts only for a starving job"
+    if not starving(job, Counter(), ctx.held_count(job.key)):
+        return None, "its running pods number minAvailable: Volcano evicts only for a starving job"
     order = gang_order(job, ctx.snapshot, ctx.held.get(job.key))
     pending = [ctx.pods[job.key][t][i] for t, i in order]
     if not pending:

@@ -22,7 +22,7 @@ from optplan.solvers.placement.bundles import WHOLE
 from optplan.solvers.placement.context import Context, QueueState
 from optplan.solvers.placement.gangevict import job_domains
 from optplan.solvers.placement.gangrules import GANG_REASON, candidate_refused, domain_bundles, group_totals
-from optplan.solvers.placement.jobs import Region, gang_shortfall, held_pods, job_needs, starving
+from optplan.solvers.placement.jobs import Region, held_pods, job_needs, starving
 from optplan.solvers.placement.partitions import (
     partition_pending,
     partition_possible,
@@ -398,13 +398,13 @@ def gang_data(ctx: Context, queues: QueueState, valid: list[VCJob], vd: VictimDa
     bundles only under ``allowWholeBundle``; each bundle's pods on a node with equal requests and cost
     become a class of the job alone (``VictimData.gang_class``), taken all or none. None when safe
     preemption is on or for a job with partitions (the greedy's gang actions evict nothing then), nor for
-    one whose running pods make its gang ready."""
+    one not starving (``jobs.starving``: its running pods number minAvailable, by count)."""
     actions = [a for a in ctx.actions if a in GANG_REASON]
     if not actions or ctx.safety.on:
         return
     cat = ctx.catalogue
     for job in valid:
-        if partitioned(job) or gang_shortfall(job, Counter(), ctx.held_count(job.key)) is None:
+        if partitioned(job) or not starving(job, Counter(), ctx.held_count(job.key)):
             continue
         if not any(ctx.pending(job, t.name) for t in job.tasks):
             continue
