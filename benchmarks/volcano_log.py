@@ -7,7 +7,7 @@ Example::
 
 For each recording in a folder (``NS.volcano.json``, ``NS.case.json``), reads the folder's vc-scheduler log
 (``cluster*/logs/vc-scheduler.log``, one for all its runs, at ``--scheduler-v 5``), cuts out the run that synced the
-case's nodes (the last start that did, as ``tests.realcluster.vclog.run_of``), and prints the node list vc-scheduler
+case's nodes (the last start that did: ``tests.realcluster.vclog.last_synced``), and prints the node list vc-scheduler
 began with (its first node, whether it is the names rotated), whether that is the list the recorder stored
 (``nodeList``: recordings made since it reads the log itself), and allocate's draws among HyperNodes of the same
 best score (the sub-job, the tied HyperNodes, the one drawn); ``--walks``: each session's preempt and reclaim
@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # tests.realcluster, when run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from tests.realcluster.vcdiff import load_case  # noqa: E402
-from tests.realcluster.vclog import SYNC_NODE, hypernode_ties, node_list, rotation, runs, walks  # noqa: E402
+from tests.realcluster.vcdiff import load_case, node_list_fields  # noqa: E402
+from tests.realcluster.vclog import hypernode_ties, last_synced, node_list, rotation, synced_runs, walks  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,14 +45,13 @@ def main(argv: list[str] | None = None) -> int:
     total = {"recordings": 0, "listed": 0, "rotations": 0, "by name": 0, "stored differs": 0, "with ties": 0}
     for d in args.dirs:
         pieces = [p for log in sorted(d.glob("cluster*/logs/vc-scheduler.log"))
-                  for p in runs(log.read_text(encoding="utf-8", errors="replace"))]
-        synced = [{m.group(1) for m in SYNC_NODE.finditer(p)} for p in pieces]
+                  for p in synced_runs(log.read_text(encoding="utf-8", errors="replace"))]
         for saved in sorted(d.glob("*.volcano.json")):
             ns = saved.name.removesuffix(".volcano.json")
             if not (d / f"{ns}.case.json").exists() or (args.only and ns not in args.only):
                 continue
             names = [n["metadata"]["name"] for n in load_case(d / f"{ns}.case.json").nodes]
-            piece = next((p for p, s in zip(reversed(pieces), reversed(synced), strict=True) if s & set(names)), "")
+            piece = last_synced(pieces, names)
             order, ties = node_list(piece, names), hypernode_ties(piece, ns)
             rec = json.loads(saved.read_text(encoding="utf-8"))
             stored = rec.get("nodeList")
@@ -73,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
                 for k, session in enumerate(walks(piece, ns)):
                     print(f"  session {k}: " + "\n             ".join(session))
             if args.write and stored is None and order:
-                rec |= {"nodeList": order, "nodeListStart": order[0], "nodeListRotation": rotation(order)}
+                rec |= node_list_fields(order)
                 saved.write_text(json.dumps(rec, indent=1), encoding="utf-8")
     print(", ".join(f"{k} {v}" for k, v in total.items()))
     return 0

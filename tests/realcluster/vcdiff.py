@@ -900,8 +900,14 @@ def save(obs: Observed, path: Path) -> None:
     d: dict[str, Any] = {"snapshot_error": obs.snapshot_error, "bound": obs.bound, "evicted": obs.evicted,
                          "phases": obs.phases, "seconds": obs.seconds}
     if obs.node_list:
-        d |= {"nodeList": obs.node_list, "nodeListStart": obs.node_list[0], "nodeListRotation": rotation(obs.node_list)}
+        d |= node_list_fields(obs.node_list)
     path.write_text(json.dumps(d, indent=1), encoding="utf-8")
+
+
+def node_list_fields(order: list[str]) -> dict[str, Any]:
+    """vc-scheduler's node list as a recording stores it: ``nodeList``, its first node ``nodeListStart``, and
+    whether it is the names rotated, ``nodeListRotation`` (``save``; ``benchmarks/volcano_log.py --write``)."""
+    return {"nodeList": order, "nodeListStart": order[0], "nodeListRotation": rotation(order)}
 
 
 def load(path: Path) -> Observed:

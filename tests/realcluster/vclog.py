@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 SYNC_NODE = re.compile(r"\] started sync node (\S+)")
 """vc-scheduler's node worker taking a node from its queue (``processSyncNode``, klog level 5)."""
@@ -140,11 +140,18 @@ def runs(log: str) -> list[str]:
     return [piece for piece in re.split(r"(?m)^\$ ", log) if piece]
 
 
+def synced_runs(log: str) -> list[tuple[str, frozenset[str]]]:
+    """Each run of ``log`` (``runs``) with the nodes its node workers synced (read once, for many cases)."""
+    return [(piece, frozenset(m.group(1) for m in SYNC_NODE.finditer(piece))) for piece in runs(log)]
+
+
+def last_synced(pieces: Sequence[tuple[str, frozenset[str]]], names: Iterable[str]) -> str:
+    """The last of ``pieces`` (``synced_runs``) whose node workers synced one of ``names``, or ``""``."""
+    wanted = set(names)
+    return next((piece for piece, synced in reversed(pieces) if synced & wanted), "")
+
+
 def run_of(log: str, names: Iterable[str]) -> str:
     """The last run in ``log`` whose node workers synced one of ``names`` (a case's nodes: its namespace in their
     names), or ``""``."""
-    wanted = set(names)
-    for piece in reversed(runs(log)):
-        if any(m.group(1) in wanted for m in SYNC_NODE.finditer(piece)):
-            return piece
-    return ""
+    return last_synced(synced_runs(log), names)
