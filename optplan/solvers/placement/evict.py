@@ -5,9 +5,10 @@ Who may be a victim and the capacity plugin's rules are ``victims``."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter
-from typing import cast
+from typing import Any, cast
 
 from optplan.models.placement import Binding, JobPlacement, PlacementPlan, Victim, VictimReason
 from optplan.models.queues import VCJob
@@ -23,8 +24,8 @@ from optplan.solvers.placement.jobs import (
     preemptor_order,
     starving,
 )
-from optplan.solvers.placement.partitions import evicts_anywhere
-from optplan.solvers.placement.safety import evict_blocks, graded_blocks, pdb_refused
+from optplan.solvers.placement.partitions import evicts_anywhere, partitioned
+from optplan.solvers.placement.safety import OFF, evict_blocks, graded_blocks, pdb_refused
 from optplan.solvers.placement.tiers import preemptee_refused
 from optplan.solvers.placement.victims import (
     REASONS,
@@ -40,6 +41,39 @@ from optplan.solvers.placement.victims import (
 )
 
 log = logging.getLogger(__name__)
+
+TWINS = True
+"""``plan_victims`` answers a job as its twin was answered (``twin_key``) on the state unchanged since; False: every
+job searched (the tests compare both)."""
+
+
+def twin_key(ctx: Context, job: VCJob) -> str | None:
+    """What a pending VCJob's dry run with victims reads of the job itself, its name aside: its spec, its pods'
+    and its PodGroup's (a value naming the job read as the same placeholder), its priority. Two jobs with one
+    key, tried on one state, find the same victims or none, with the same reasons (a VCJob's reasons name
+    replicas by task and index, ``replica_label``). None for a job whose answer may depend on more: running or
+    nominated pods, a network topology or partitions (regions and sub-jobs), a bare PodGroup (its reasons name
+    its pods), safe preemption on (its rules read the job's times)."""
+    if (job.kind != "Job" or job.network_topology is not None or partitioned(job) or ctx.held.get(job.key)
+            or ctx.safety != OFF):
+        return None
+    pods = ctx.pods[job.key]
+    if any(p.key in ctx.nominated or p.key in ctx.pipelined for ps in pods.values() for p in ps):
+        return None
+
+    def own(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: own(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [own(v) for v in value]
+        return "<job>" if value == job.name else value
+    identity = {"name", "uid", "creation_timestamp"}
+    group = ctx.snapshot.pod_groups.get(f"{job.namespace}/{job.name}")
+    doc = {"job": own(job.model_dump(exclude=identity)),
+           "pods": {t: [own(p.model_dump(exclude=identity)) for p in ps] for t, ps in sorted(pods.items())},
+           "group": None if group is None else own(group.model_dump(exclude=identity)),
+           "priority": ctx.priority[job.key], "unfit": job.key in ctx.unfit}
+    return json.dumps(doc, sort_keys=True, default=str)
 
 
 def job_rules(ctx: Context, state: State, cat: Catalogue, job: VCJob, reason: Reason) -> tuple[Rules | None, str]:
@@ -231,6 +265,8 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
     evicting: list[str] = []  # the queues whose jobs evict in this plan (the cooldown rule)
     cooling: dict[str, str | None] = {}
     pre: dict[str, tuple[Binding, ...]] = {}  # job -> its pods preempt's pass within the job pipelined
+    commits = 0  # changes to the state this pass made for good (a job placed, victims taken, pods pipelined)
+    twins: dict[tuple[int, str], tuple[int, str]] = {}  # (step, twin_key) -> (commits, note) of a job that found none
     for step, reason in enumerate(victim_actions(ctx.actions), start=1):
         for jp in plan.jobs:
             job = by_key[jp.key]
@@ -241,9 +277,17 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
                 notes[jp.key].append(f"{reason}: {lost_text(lost)}")
                 cooling[jp.key] = None
                 continue
+            twin = twin_key(ctx, job) if TWINS and not pre.get(jp.key) else None
+            seen = twins.get((step, twin)) if twin is not None else None
+            if seen is not None and seen[0] == commits:  # its twin found nothing on this same state
+                notes[jp.key].append(seen[1])
+                cooling[jp.key] = None
+                continue
+            before = commits
             if state.evicted and not pre.get(jp.key):
                 freed = g.place(job)  # commits when admitted
                 if freed.admitted:
+                    commits += 1
                     out[jp.key] = freed.model_copy(update={
                         "reason": f"{freed.reason} (room freed by earlier victims)", "after_evictions": True,
                         "step": step})
@@ -263,9 +307,13 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
                 chosen, gwhy = (None, why) if rules is None else g.with_victims(job, rules, pre.get(jp.key, ()))
                 if chosen is None and reason == "preempt" and (free := pipeline_within(g, job)):
                     pre[jp.key] = free
+                    commits += 1
             if chosen is None:
                 notes[jp.key].append(f"{reason}: {gwhy}")
+                if twin is not None and commits == before:
+                    twins[step, twin] = (commits, notes[jp.key][-1])
                 continue
+            commits += 1
             apply_choice(ctx, state, job, chosen, pre.get(jp.key, ()))
             pods = ctx.pods[job.key]  # nominated: pipelined with evictions (not the pass within the job's)
             ctx.pipelined.update((pods[b.task][b.index].key, b.node) for b in chosen.bindings

@@ -110,9 +110,12 @@ class Ranking:
     first: sorted by (-binpack score, position in the list), the order in which ``best_node``'s scan
     prefers them (highest score, ties to the first node); the score is keyed as ``Greedy.scores`` has
     it (a float first, the exact Fraction where the floats tie) ``Greedy.ranking`` keeps it current from the
-    state's ``touched`` log, scoring again only the nodes changed since ``seen``."""
+    state's ``touched`` log, scoring again only the nodes changed since ``seen``. ``fitting`` False: every
+    node the static predicates admit, room or not (preempt's walk, ``preempt_order``)."""
 
-    def __init__(self, nodes: list[str], index: dict[str, int], ok: list[bool], seen: int) -> None:
+    def __init__(self, nodes: list[str], index: dict[str, int], ok: list[bool], seen: int,
+                 fitting: bool = True) -> None:
+        self.fitting = fitting
         self.nodes = nodes
         self.index = index
         """node -> its position in ``nodes``."""
@@ -216,12 +219,13 @@ class Greedy:
             out = self._kinds[pod.key] = (pod, tuple(sorted(pod.requests.items())), constraint_signature(pod))
         return out[1], out[2]
 
-    def ranking(self, pod: Pod, nodes: list[str]) -> Ranking:
-        """The nodes of ``nodes`` where the pod fits, best first, as the state stands: built once per
-        (list, kind of pod), then only the nodes the state's statements touched since are scored again
-        (all of them again when more changes than nodes are pending)."""
+    def ranking(self, pod: Pod, nodes: list[str], fitting: bool = True) -> Ranking:
+        """The nodes of ``nodes`` where the pod fits (``fitting`` False: every node the static predicates
+        admit), best first, as the state stands: built once per (list, kind of pod), then only the nodes the
+        state's statements touched since are scored again (all of them again when more changes than nodes are
+        pending)."""
         req_key, sig = self.kind(pod)
-        key = (id(nodes), req_key, sig)
+        key = (id(nodes), req_key, sig, fitting)
         log = self.state.touched
         rank = self._rankings.get(key)
         if rank is not None and rank.nodes is nodes and len(log) - rank.seen <= len(nodes):
@@ -235,10 +239,11 @@ class Greedy:
         index = self._index.get(id(nodes))
         if index is None or len(index) != len(nodes) or any(index.get(n) != i for i, n in enumerate(nodes)):
             index = self._index[id(nodes)] = {n: i for i, n in enumerate(nodes)}
-        rank = self._rankings[key] = Ranking(nodes, index, self.ctx.predicates.mask(pod, nodes).tolist(), len(log))
+        rank = self._rankings[key] = Ranking(nodes, index, self.ctx.predicates.mask(pod, nodes).tolist(), len(log),
+                                             fitting)
         cap = self.state.cap
         for i, n in enumerate(nodes):
-            if rank.ok[i] and cap.fits(pod, n):
+            if rank.ok[i] and (not fitting or cap.fits(pod, n)):
                 rank.keys[i] = (self.scores(pod, n, req_key)[1], i)
         rank.order = sorted(rank.keys.values())
         return rank
@@ -248,7 +253,7 @@ class Greedy:
         if old is not None:
             del rank.order[bisect_left(rank.order, old)]
         n = rank.nodes[i]
-        if rank.ok[i] and self.state.cap.fits(pod, n):
+        if rank.ok[i] and (not rank.fitting or self.state.cap.fits(pod, n)):
             entry = rank.keys[i] = (self.scores(pod, n, req_key)[1], i)
             insort(rank.order, entry)
 
@@ -1005,10 +1010,13 @@ class Greedy:
         (``hyper_score``), plus nodeorder's when a configuration file lists it (``nodeorder_on``,
         ``order_score``, on the same state), highest first, ties in the order of ``nodes`` (a region's
         ``node_list``: by name from where the list starts; module docstring)."""
+        hyper = job is not None and job.network_topology is None and bool(self.hyper.tiers)
+        if not hyper and not self.nodeorder_on:  # binpack alone: the ranking kept current (ties: the list's order)
+            return [nodes[i] for _k, i in self.ranking(pod, nodes, fitting=False).order]
         ok = [n for n, passes in zip(nodes, self.ctx.predicates.mask(pod, nodes), strict=True) if passes]
         req_key = tuple(sorted(pod.requests.items()))
         scores: dict[str, Fraction | float] = {n: self.score(pod, n, req_key) for n in ok}
-        if job is not None and job.network_topology is None and self.hyper.tiers:
+        if hyper:
             for n in ok:
                 scores[n] += self.hyper_score(pod, n)
         if self.nodeorder_on:
