@@ -321,7 +321,7 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
             total[r] += x
     second_reclaim: dict[str, set[str]] = defaultdict(set)  # queue -> its classes some job reclaims by tier 2
     for job in valid:
-        if not ctx.preempting(job) or partitioned(job):  # preemptionPolicy Never everywhere, or partitions
+        if not ctx.preempting(job):  # preemptionPolicy Never everywhere
             continue
         if (cooling_until(ctx.safety, ctx.snapshot, job.queue, ctx.now) is not None  # safe preemption's cooldown
                 or approval_cancelled(ctx.safety, ctx.snapshot, job, ctx.now) is not None):  # or approval gate

@@ -15,8 +15,9 @@ preempt: same queue, strictly lower job priority; reclaim: another, reclaimable 
 with a positive deserved on a resource it requests), or the second on a node where the first offers the
 job nothing whatever the plan takes (drf, the capacity plugin, each within a static bound); never for a
 ``preemptionPolicy: Never`` job or one whose running pods make its gang ready; and only when the job can
-land on the class's node. Nodes are the model's only place where victims matter; a node without a class keeps
-the plain capacity constraint.
+land on the class's node. A partitioned job has the same pairs (its walk over every node, ``partitions``,
+may take any of them; the model takes those beside its partitions). Nodes are the model's only place where
+victims matter; a node without a class keeps the plain capacity constraint.
 
 Decisions (``model.VictimVars``):
 
