@@ -81,8 +81,9 @@ from optplan.solvers.placement import gang_cpsat, victims_cpsat
 from optplan.solvers.placement.allocate import explain_rejections
 from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.cycles import greedy_cycles
-from optplan.solvers.placement.evict import victim_notes, victim_text
+from optplan.solvers.placement.evict import lost_text, victim_notes, victim_text
 from optplan.solvers.placement.greedy import placed_reason
+from optplan.solvers.placement.jobs import lost_pods
 from optplan.solvers.placement.model import (
     Data,
     PlanKey,
@@ -615,7 +616,11 @@ def solve(ctx: Context, options: PlanOptions, greedy: PlacementPlan | None = Non
             best, proven = greedy, False
     best = explain_rejections(ctx, best)
     notes = victim_notes(ctx, best, proven)
+    gone = {f"{x.namespace}/{x.name}" for jp in best.jobs for x in jp.victims}
+    lost = {j.key: lost for j in ctx.jobs if (lost := lost_pods(j, ctx.snapshot, gone))}
     best = best.model_copy(update={"jobs": tuple(
+        jp.model_copy(update={"reason": f"{jp.reason}; {lost_text(lost[jp.key])}"}) if jp.key in lost and
+        lost[jp.key][0] not in jp.reason else
         jp.model_copy(update={"reason": f"{jp.reason}; no victims ({notes[jp.key]})"}) if jp.key in notes else jp
         for jp in best.jobs)})
     best = compare_with_greedy(ctx, best, greedy)

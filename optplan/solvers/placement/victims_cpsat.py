@@ -353,10 +353,13 @@ def add_queues(m: cp_model.CpModel, data: Data, v: Vars) -> None:
 def add_entitlement(m: cp_model.CpModel, data: Data, v: Vars) -> None:
     """A class is taken only by an admitted late job that lands on its node (victims come only from the
     node a preemptor pod is tried on), by the job's one action; landing means a pod there that may
-    evict (not a preemptionPolicy Never task's)."""
+    evict (not a preemptionPolicy Never task's). An exposed class (``model.VictimData.owner``) is taken only
+    while the job it belongs to is not admitted: that job is then never admitted (``jobs.lost_pods``)."""
     vd, ev = data.victims, v.ev
     for (j, k), y in ev.take.items():
         cls = vd.classes[k]
+        if k in vd.owner and vd.owner[k] in v.admitted:
+            m.add(y <= cls.size * (1 - v.admitted[vd.owner[k]]))
         if k in vd.gang_class:  # a bundle: anywhere in the job's domain, by its own action (``gang_cpsat``)
             m.add(y <= cls.size * ev.after[j])
             continue
