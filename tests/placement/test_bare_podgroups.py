@@ -10,7 +10,9 @@ the validator and names the real pods."""
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +20,11 @@ import pytest
 import yaml
 
 from optplan.cli import main
-from optplan.models.placement import Binding, PlacementPlan
+from optplan.models.placement import Binding, BinpackWeights, PlacementPlan
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.jobs import jobs_to_place
+from optplan.solvers.placement.model import plan_key
 from optplan.solvers.placement.place import plan_placement
 from optplan.solvers.placement.validate import placement_violations
 from tests.builders import (
@@ -536,3 +540,44 @@ def test_the_validator_refuses_a_reclaim_past_the_gangs_minimum() -> None:
     snap = load(*stop_objects(2, pods)).snapshot
     assert "job default/g: reclaim places 3 pods (0 running): it stops trying a job's pods once it is no longer " \
         "starving (minAvailable 2)" in placement_violations(snap, jobs_to_place(snap), plan)
+
+
+def random_exposed(seed: int) -> list[dict[str, Any]]:
+    """Three 8-GPU nodes; each runs a one-pod gang of ``other`` (old or new, 4 or 8 GPUs) or the running pod of a
+    starving bare gang (``s<i>``, minMember 2, its second pod, as large, pending), a 4-GPU one beside maybe; one
+    or two jobs of ``mine`` (4 or 8 GPUs) wait. ``other`` above its deserved or not. (The exact model counts a
+    task's pods as equal: a bare gang whose pods differ may get an exact plan the validator refuses, and then
+    the greedy's.)"""
+    rng = random.Random(seed)
+    objs: list[dict[str, Any]] = [*nodes(3), queue("mine", deserved={GPU: 16}),
+                                  queue("other", deserved={GPU: rng.choice((0, 0, 8))})]
+    for i in range(3):
+        gpu = rng.choice((4, 8))
+        if rng.random() < 0.5:
+            objs += [bare(f"s{i}", 2, queue_name="other"), member(f"s{i}-0", f"s{i}", gpu, on=f"n{i}"),
+                     member(f"s{i}-1", f"s{i}", gpu)]
+        else:
+            p = member(f"o{i}-0", f"o{i}", gpu, on=f"n{i}")
+            p["status"]["startTime"] = rng.choice(("2025-05-01T10:00:00Z", "2025-06-01T11:00:00Z"))
+            objs += [bare(f"o{i}", 1, queue_name="other"), p]
+        if gpu == 4 and rng.random() < 0.5:
+            objs += [bare(f"f{i}", 1, queue_name="other"), member(f"f{i}-0", f"f{i}", 4, on=f"n{i}")]
+    for k in range(rng.choice((1, 2))):
+        objs += [bare(f"j{k}", 1, queue_name="mine"), member(f"j{k}-0", f"j{k}", rng.choice((4, 8)))]
+    return objs
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_exact_never_admits_less_than_the_greedy_with_exposed_pods(seed: int, caplog: pytest.LogCaptureFixture) -> None:
+    """Every plan validated (``plan_of``), the exact model's own plan not refused by the validator, and cpsat and
+    auto never below the greedy: no less admission weight, at the same weight no more victim cost."""
+    objs = random_exposed(seed)
+    plans = {s: plan_of(objs, s) for s in SOLVERS}
+    assert "validator refuses" not in caplog.text
+    snap = load(*objs).snapshot
+    jobs = jobs_to_place(snap)
+    ctx = Context.build(snap, jobs, BinpackWeights(), datetime.fromisoformat(NOW))
+    greedy = plan_key(ctx, plans["greedy"])
+    for solver in ("cpsat", "auto"):
+        mine = plan_key(ctx, plans[solver])
+        assert (mine.neg_admitted, mine.victim_cost) <= (greedy.neg_admitted, greedy.victim_cost), solver

@@ -402,7 +402,7 @@ def extract(data: Data, v: Vars, s: cp_model.CpSolver) -> PlacementPlan:
 
 def compare_with_greedy(ctx: Context, plan: PlacementPlan, greedy: PlacementPlan) -> PlacementPlan:
     """``greedyVictims`` (and a note in the reason) where the greedy admits the job with other victims."""
-    cands = ctx.catalogue.candidates
+    cat = ctx.catalogue
     out: list[JobPlacement] = []
     for jp in plan.jobs:
         g = greedy.job(jp.key)
@@ -415,7 +415,7 @@ def compare_with_greedy(ctx: Context, plan: PlacementPlan, greedy: PlacementPlan
         if sorted(x.model_dump_json() for x in g.victims) == sorted(x.model_dump_json() for x in jp.victims):
             out.append(jp)
             continue
-        cost = sum(cands[f"{x.namespace}/{x.name}"].cost for x in g.victims)
+        cost = sum(c.cost for x in g.victims if (c := cat.candidate(f"{x.namespace}/{x.name}")) is not None)
         note = (f"the greedy would evict {len(g.victims)} pods (cost {cost})" if g.victims else
                 "the greedy places it without victims")
         out.append(jp.model_copy(update={"reason": f"{jp.reason}; {note}", "greedy_victims": g.victims}))
