@@ -157,8 +157,10 @@ def test_the_random_clusters_need_victims() -> None:
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_exact_never_admits_less_than_the_greedy_on_random_partitioned_clusters(seed: int) -> None:
+def test_exact_never_admits_less_than_the_greedy_on_random_partitioned_clusters(
+        seed: int, caplog: pytest.LogCaptureFixture) -> None:
     s, plans = plans_of(random_cluster(seed))
+    assert "validator refuses" not in caplog.text  # the exact plan is its own, not the greedy's instead
     wg, cg = weight_and_cost(s, plans["greedy"])
     for solver in ("cpsat", "auto"):
         we, ce = weight_and_cost(s, plans[solver])
