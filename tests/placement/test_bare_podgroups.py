@@ -10,7 +10,9 @@ the validator and names the real pods."""
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +20,11 @@ import pytest
 import yaml
 
 from optplan.cli import main
-from optplan.models.placement import Binding, PlacementPlan
+from optplan.models.placement import Binding, BinpackWeights, PlacementPlan
 from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.jobs import jobs_to_place
+from optplan.solvers.placement.model import plan_key
 from optplan.solvers.placement.place import plan_placement
 from optplan.solvers.placement.validate import placement_violations
 from tests.builders import (
@@ -358,7 +362,8 @@ def test_reclaim_takes_a_jobs_pods_in_volcanos_task_order(what: str, deserved: i
 # plugin offers nothing for ``g-0`` (ready 1 <= minMember 2), its tier ends, and the capacity plugin decides:
 # ``other`` above its deserved gives ``g-0`` up, ``j`` takes it and the next cycle places it; ``g`` has then one
 # pod, never minMember (nothing makes a bare PodGroup's pod again). ``other`` within its deserved keeps it. The
-# exact model takes no such pod: auto gives the greedy's plan (cpsat too, as when its own admits fewer jobs).
+# exact model takes such a pod by the same tiers (``model.VictimData.owner``): cpsat's own plan takes ``g-0`` and
+# says why ``g`` waits; auto answers OPTIMAL.
 def starving_gang(deserved: int) -> list[dict[str, Any]]:
     return [*nodes(2), queue("mine", deserved={GPU: 8}), queue("other", deserved={GPU: deserved}),
             queue("keep", deserved={GPU: 8}), bare("b", 1, queue_name="keep"), member("b-0", "b", 8, on="n1"),
@@ -382,8 +387,44 @@ def test_reclaim_takes_a_starving_bare_gangs_running_pod(what: str, deserved: in
     assert not plans["greedy"].job("default/g").admitted
     if victims:
         assert "its running pod default/g-0 was evicted" in plans["greedy"].job("default/g").reason
-        assert plans["auto"].jobs == plans["greedy"].jobs and plans["auto"].solver.status == "FALLBACK"
-    assert plans["cpsat"].job("default/j").admitted == admitted  # no worse than the greedy (its plan, as here)
+        assert "its running pod default/g-0 was evicted" in plans["cpsat"].job("default/g").reason
+        assert "after reclaiming 1 pods" in plans["cpsat"].job("default/j").reason  # its own plan, not the greedy's
+    for solver in ("cpsat", "auto"):
+        jp = plans[solver].job("default/j")
+        assert (jp.admitted, sorted(v.name for v in jp.victims)) == (admitted, victims), (solver, jp.reason)
+        assert not plans[solver].job("default/g").admitted and plans[solver].solver.status == "OPTIMAL"
+
+
+# The exact model weighs a starving gang's running pod as any victim: ``j`` (queue ``mine``) needs a whole node; one
+# runs ``b-0`` (a one-pod gang of ``other``, a month old: dear), the other ``g-0`` (the running pod of ``g``,
+# minMember 2, whose ``g-1`` fits nowhere: two hours old, cheaper). ``other`` is above its deserved, so the
+# capacity plugin gives up either. The greedy takes the first its reclaim walks to (n0 before n1); the exact model
+# the cheaper, ``g-0``, wherever it runs, and ``g`` then waits for good (it could not be ready either way).
+def cheaper_exposed(b_node: str, g_node: str) -> list[dict[str, Any]]:
+    old = member("b-0", "b", 8, on=b_node)
+    old["status"]["startTime"] = "2025-05-01T10:00:00Z"
+    return [*nodes(2), queue("mine", deserved={GPU: 8}), queue("other", deserved={GPU: 0}),
+            bare("b", 1, queue_name="other"), old, bare("g", 2, queue_name="other"), member("g-0", "g", 8, on=g_node),
+            member("g-1", "g", 8), bare("j", 1, queue_name="mine"), member("j-0", "j", 8)]
+
+
+CHEAPER_EXPOSED = [  # (what, b-0's node, g-0's node, the greedy's victim)
+    ("the walk meets the dear pod first", "n0", "n1", "b-0"),
+    ("the walk meets the exposed pod first", "n1", "n0", "g-0"),
+]
+
+
+@pytest.mark.parametrize(("what", "b_node", "g_node", "greedy"), CHEAPER_EXPOSED, ids=[c[0] for c in CHEAPER_EXPOSED])
+def test_the_exact_model_takes_a_starving_gangs_pod_when_cheaper(what: str, b_node: str, g_node: str,
+                                                                 greedy: str) -> None:
+    plans = {s: plan_of(cheaper_exposed(b_node, g_node), s) for s in SOLVERS}
+    assert [v.name for v in plans["greedy"].job("default/j").victims] == [greedy]
+    for solver in ("cpsat", "auto"):
+        plan = plans[solver]
+        assert [v.name for v in plan.job("default/j").victims] == ["g-0"], solver
+        assert plan.job("default/j").admitted and not plan.job("default/g").admitted
+        assert "its running pod default/g-0 was evicted" in plan.job("default/g").reason
+        assert plan.solver.status == "OPTIMAL"
 
 
 def test_the_validator_refuses_a_gang_admitted_after_losing_its_pod() -> None:
@@ -499,3 +540,44 @@ def test_the_validator_refuses_a_reclaim_past_the_gangs_minimum() -> None:
     snap = load(*stop_objects(2, pods)).snapshot
     assert "job default/g: reclaim places 3 pods (0 running): it stops trying a job's pods once it is no longer " \
         "starving (minAvailable 2)" in placement_violations(snap, jobs_to_place(snap), plan)
+
+
+def random_exposed(seed: int) -> list[dict[str, Any]]:
+    """Three 8-GPU nodes; each runs a one-pod gang of ``other`` (old or new, 4 or 8 GPUs) or the running pod of a
+    starving bare gang (``s<i>``, minMember 2, its second pod, as large, pending), a 4-GPU one beside maybe; one
+    or two jobs of ``mine`` (4 or 8 GPUs) wait. ``other`` above its deserved or not. (The exact model counts a
+    task's pods as equal: a bare gang whose pods differ may get an exact plan the validator refuses, and then
+    the greedy's.)"""
+    rng = random.Random(seed)
+    objs: list[dict[str, Any]] = [*nodes(3), queue("mine", deserved={GPU: 16}),
+                                  queue("other", deserved={GPU: rng.choice((0, 0, 8))})]
+    for i in range(3):
+        gpu = rng.choice((4, 8))
+        if rng.random() < 0.5:
+            objs += [bare(f"s{i}", 2, queue_name="other"), member(f"s{i}-0", f"s{i}", gpu, on=f"n{i}"),
+                     member(f"s{i}-1", f"s{i}", gpu)]
+        else:
+            p = member(f"o{i}-0", f"o{i}", gpu, on=f"n{i}")
+            p["status"]["startTime"] = rng.choice(("2025-05-01T10:00:00Z", "2025-06-01T11:00:00Z"))
+            objs += [bare(f"o{i}", 1, queue_name="other"), p]
+        if gpu == 4 and rng.random() < 0.5:
+            objs += [bare(f"f{i}", 1, queue_name="other"), member(f"f{i}-0", f"f{i}", 4, on=f"n{i}")]
+    for k in range(rng.choice((1, 2))):
+        objs += [bare(f"j{k}", 1, queue_name="mine"), member(f"j{k}-0", f"j{k}", rng.choice((4, 8)))]
+    return objs
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_exact_never_admits_less_than_the_greedy_with_exposed_pods(seed: int, caplog: pytest.LogCaptureFixture) -> None:
+    """Every plan validated (``plan_of``), the exact model's own plan not refused by the validator, and cpsat and
+    auto never below the greedy: no less admission weight, at the same weight no more victim cost."""
+    objs = random_exposed(seed)
+    plans = {s: plan_of(objs, s) for s in SOLVERS}
+    assert "validator refuses" not in caplog.text
+    snap = load(*objs).snapshot
+    jobs = jobs_to_place(snap)
+    ctx = Context.build(snap, jobs, BinpackWeights(), datetime.fromisoformat(NOW))
+    greedy = plan_key(ctx, plans["greedy"])
+    for solver in ("cpsat", "auto"):
+        mine = plan_key(ctx, plans[solver])
+        assert (mine.neg_admitted, mine.victim_cost) <= (greedy.neg_admitted, greedy.victim_cost), solver

@@ -13,10 +13,9 @@ planners against it as they are.
   cuts): its plan is the floor, never gone below. How starved the process is (the greedy's wall-clock over
   its CPU seconds, ``MIN_CPU_SAMPLE``; 1 in deterministic mode) goes to the exact planner in
   ``PlanOptions.starved``, to scale its wall-clock setup estimates;
-- unless the family's ``declines`` says the exact planner cannot say the greedy's plan (then that plan is
-  the answer, as ``FALLBACK``), the exact planner, hinted with the greedy's result, gets the time left on
-  the run's clock (when at least ``min_left`` is left; else the greedy's plan is the answer, as ``FALLBACK``), and in
-  ``PlanOptions.spent`` what the greedy used of the whole limit;
+- the exact planner, hinted with the greedy's result, gets the time left on the run's clock (when at least
+  ``min_left`` is left; else the greedy's plan is the answer, as ``FALLBACK``), and in ``PlanOptions.spent``
+  what the greedy used of the whole limit;
 - the better by the family's ``key`` (greater is better) wins: the exact's unless the greedy's is strictly
   better, or, for a family whose ties go to the greedy (``ties_to_greedy``: placement keeps Volcano's own
   choices), as good. When the greedy's plan is kept, the exact's record goes with it (its bounds hold for
@@ -97,10 +96,6 @@ class Auto(Planner[P, R], Generic[P, R]):
         starved = max(1.0, wall / cpu) if cpu > MIN_CPU_SAMPLE and not clock.deterministic else 1.0
         if starved > 1.5:
             log.info("auto: the greedy ran %.1fx slower than its CPU time (a busy machine)", starved)
-        why = self.declines(problem, greedy)
-        if why is not None:
-            log.warning("auto: %s: the greedy's plan is the answer", why)
-            return self._named(greedy, greedy.record.model_copy(update={"status": "FALLBACK"}), t0)
         left = options.time_limit - (clock.now() - start)
         if left <= self.min_left:
             log.info("auto: %.1fs left, below the exact planner's %.1fs: the greedy plan stands", left, self.min_left)
@@ -113,11 +108,6 @@ class Auto(Planner[P, R], Generic[P, R]):
                 log.info("auto: the greedy's plan (%s) is better than the exact planner's (%s): it is kept", g, e)
             return self._named(self.keep_greedy(problem, greedy, exact, tie=g == e), None, t0)
         return self._named(exact, None, t0)
-
-    def declines(self, problem: P, greedy: R) -> str | None:
-        """Why the exact planner cannot say the greedy's plan (then the greedy's is the answer, as
-        ``FALLBACK``), or None; a family whose exact model leaves out some of the greedy's choices says so."""
-        return None
 
     def keep_greedy(self, problem: P, greedy: R, exact: R, *, tie: bool) -> R:
         """The greedy's plan, at least as good as the exact's, with the exact's record: its status only on a

@@ -161,7 +161,10 @@ jointly — a running pod may be evicted only for an admitted job that lands on 
 offer it to (the first tier; the second where the first offers the job nothing on that node, within static
 bounds: ``model.drf_limit``, ``model.capacity_limit``), capacity per node is the free room plus what evictions
 there
-release, and the queue rules are checked on the state at each job's turn in the validator's replay.
+release, and the queue rules are checked on the state at each job's turn in the validator's replay. A
+partitioned job takes victims as any job (beside its partitions; Volcano's walk for it has no sub-job step, so
+the greedy's may take others), and a starving bare PodGroup's exposed pod goes only while its job is not
+admitted (``model.VictimData.owner``).
 Lexicographic: most priority-weighted jobs admitted (weight ``max(priority, 0) + 1``; a job whose running pods
 already make its gang ready has that weight, every other job that weight × (1 + the sum of the ready ones'), so
 that a waiting job outweighs every ready one together: ``model.job_weights``), then least victim

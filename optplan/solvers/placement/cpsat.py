@@ -81,8 +81,9 @@ from optplan.solvers.placement import gang_cpsat, victims_cpsat
 from optplan.solvers.placement.allocate import explain_rejections
 from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.cycles import greedy_cycles
-from optplan.solvers.placement.evict import victim_notes, victim_text
+from optplan.solvers.placement.evict import lost_text, victim_notes, victim_text
 from optplan.solvers.placement.greedy import placed_reason
+from optplan.solvers.placement.jobs import lost_pods
 from optplan.solvers.placement.model import (
     Data,
     PlanKey,
@@ -401,7 +402,7 @@ def extract(data: Data, v: Vars, s: cp_model.CpSolver) -> PlacementPlan:
 
 def compare_with_greedy(ctx: Context, plan: PlacementPlan, greedy: PlacementPlan) -> PlacementPlan:
     """``greedyVictims`` (and a note in the reason) where the greedy admits the job with other victims."""
-    cands = ctx.catalogue.candidates
+    cat = ctx.catalogue
     out: list[JobPlacement] = []
     for jp in plan.jobs:
         g = greedy.job(jp.key)
@@ -414,7 +415,7 @@ def compare_with_greedy(ctx: Context, plan: PlacementPlan, greedy: PlacementPlan
         if sorted(x.model_dump_json() for x in g.victims) == sorted(x.model_dump_json() for x in jp.victims):
             out.append(jp)
             continue
-        cost = sum(cands[f"{x.namespace}/{x.name}"].cost for x in g.victims)
+        cost = sum(c.cost for x in g.victims if (c := cat.candidate(f"{x.namespace}/{x.name}")) is not None)
         note = (f"the greedy would evict {len(g.victims)} pods (cost {cost})" if g.victims else
                 "the greedy places it without victims")
         out.append(jp.model_copy(update={"reason": f"{jp.reason}; {note}", "greedy_victims": g.victims}))
@@ -615,7 +616,11 @@ def solve(ctx: Context, options: PlanOptions, greedy: PlacementPlan | None = Non
             best, proven = greedy, False
     best = explain_rejections(ctx, best)
     notes = victim_notes(ctx, best, proven)
+    gone = {f"{x.namespace}/{x.name}" for jp in best.jobs for x in jp.victims}
+    lost = {j.key: lost for j in ctx.jobs if (lost := lost_pods(j, ctx.snapshot, gone))}
     best = best.model_copy(update={"jobs": tuple(
+        jp.model_copy(update={"reason": f"{jp.reason}; {lost_text(lost[jp.key])}"}) if jp.key in lost and
+        lost[jp.key][0] not in jp.reason else
         jp.model_copy(update={"reason": f"{jp.reason}; no victims ({notes[jp.key]})"}) if jp.key in notes else jp
         for jp in best.jobs)})
     best = compare_with_greedy(ctx, best, greedy)

@@ -22,7 +22,7 @@ from optplan.solvers.placement.bundles import WHOLE
 from optplan.solvers.placement.context import Context, QueueState
 from optplan.solvers.placement.gangevict import job_domains
 from optplan.solvers.placement.gangrules import GANG_REASON, candidate_refused, domain_bundles, group_totals
-from optplan.solvers.placement.jobs import Region, held_pods, job_needs, starving
+from optplan.solvers.placement.jobs import Region, held_pods, job_needs, own_groups, starving
 from optplan.solvers.placement.partitions import (
     partition_pending,
     partition_possible,
@@ -35,6 +35,7 @@ from optplan.solvers.placement.validate import evicted_earlier, in_later_cycle
 from optplan.solvers.placement.victims import (
     REASONS,
     Candidate,
+    Catalogue,
     Reason,
     action_refused,
     dims,
@@ -256,6 +257,9 @@ class VictimData:
     (``capacity_limit``)."""
     anchor: Anchor | None = None
     """The greedy's plan the model holds whatever its static tier bounds say (``anchor_data``), or None."""
+    owner: dict[str, str] = field(default_factory=dict)
+    """Class of exposed pods (``victims.Catalogue.exposed``: a starving bare PodGroup's running pods) -> the job
+    being placed they belong to: taking one leaves that job never admitted (``jobs.lost_pods``)."""
 
     def room(self, ctx: Context, node: str) -> dict[str, int]:
         """The snapshot's free room plus everything the node's possible victims hold."""
@@ -294,17 +298,19 @@ def most_requests(job: VCJob, ctx: Context) -> dict[str, int]:
 def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
                 feasible: dict[tuple[str, str], list[str]], anchor: PlacementPlan | None = None,
                 by_step: bool = False) -> VictimData:
-    """Classes of the catalogue's candidates and the static (job, class) pairs, before pruning; with
-    ``anchor``, the pairs its victims need too (``anchor_data``)."""
+    """Classes of the catalogue's candidates and exposed pods (``takeable_by_node``) and the static (job, class)
+    pairs, before pruning, a partitioned job's as any job's (``partitions.evicts_anywhere``); with ``anchor``,
+    the pairs its victims need too (``anchor_data``)."""
     cat = ctx.catalogue
     vd = VictimData()
-    if not cat.candidates:
+    if not cat.candidates and not cat.exposed:
         return vd
     members: dict[tuple[str, str, tuple[tuple[str, int], ...], int, str], list[Candidate]] = defaultdict(list)
-    for node in sorted(cat.by_node):
-        for c in cat.by_node[node]:  # victim order
+    for node, cands in sorted(takeable_by_node(cat).items()):
+        for c in cands:  # victim order
             pdb = pdb_spends(ctx.safety, ctx.snapshot, c.pod) or ""
             members[node, c.group, tuple(sorted(c.pod.requests.items())), c.cost, pdb].append(c)
+    owners = {g: j.key for j in ctx.jobs for g in own_groups(j, ctx.snapshot)}
     seen: dict[tuple[str, str], int] = defaultdict(int)
     for (node, group, reqs, cost, pdb), pods in members.items():
         i = seen[node, group]
@@ -314,6 +320,8 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
                                        cost=cost, pods=tuple(pods), pdb=pdb or None)
         for p in pods:
             vd.class_of[p.key] = name
+        if pods[0].key in cat.exposed:
+            vd.owner[name] = owners[group]
     groups = cat.groups
     total: dict[str, int] = defaultdict(int)
     for n in ctx.snapshot.nodes.values():
@@ -321,7 +329,7 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
             total[r] += x
     second_reclaim: dict[str, set[str]] = defaultdict(set)  # queue -> its classes some job reclaims by tier 2
     for job in valid:
-        if not ctx.preempting(job) or partitioned(job):  # preemptionPolicy Never everywhere, or partitions
+        if not ctx.preempting(job):  # preemptionPolicy Never everywhere
             continue
         if (cooling_until(ctx.safety, ctx.snapshot, job.queue, ctx.now) is not None  # safe preemption's cooldown
                 or approval_cancelled(ctx.safety, ctx.snapshot, job, ctx.now) is not None):  # or approval gate
@@ -337,6 +345,8 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
         first_empty = {reason: _first_tier_empty(ctx, queues, job, prio, reason) for reason in REASONS}
         for k, cls in vd.classes.items():
             c = cls.pods[0]
+            if vd.owner.get(k) == job.key:
+                continue  # its own running pod (Volcano's filter leaves out the preemptor's job)
             for reason in REASONS:
                 if (reason == "reclaim" and not may_reclaim) or reason not in ctx.actions:
                     continue
@@ -441,12 +451,26 @@ def gang_data(ctx: Context, queues: QueueState, valid: list[VCJob], vd: VictimDa
                                               kind=b.kind, classes=tuple(names)))
 
 
+def takeable_by_node(cat: Catalogue) -> dict[str, list[Candidate]]:
+    """Node -> the pods the model may take there, in the plugins' input order: the candidates and the
+    exposed pods (``victims.Catalogue.exposed``)."""
+    out = {n: list(cs) for n, cs in cat.by_node.items()}
+    for n, cs in cat.shielded.items():
+        if exposed := [c for c in cs if c.key in cat.exposed]:
+            out[n] = sorted([*out.get(n, []), *exposed], key=Candidate.input_key)
+    return out
+
+
 def _first_tier_empty(ctx: Context, queues: QueueState, job: VCJob, prio: int, reason: Reason) -> set[str]:
     """The nodes where Volcano's first tier offers the job nothing, whatever the plan takes before: no
     preemptee there whose PodGroup is above minMember (the gang plugin), or, for preempt, none of lower
-    job priority (the priority plugin). Ready pods only ever fall, so such a node stays so."""
+    job priority (the priority plugin); the plugins are handed the node's shielded pods of other jobs too
+    (``jobs.plugin_view``). Ready pods only ever fall, so such a node stays so."""
     out = set()
-    for node, cands in ctx.catalogue.by_node.items():
+    cat = ctx.catalogue
+    own = own_groups(job, ctx.snapshot)
+    for node in set(cat.by_node) | set(cat.shielded):
+        cands = [*cat.by_node.get(node, ()), *(c for c in cat.shielded.get(node, ()) if c.group not in own)]
         mine = [c for c in cands if preemptee_refused(c, reason, job.queue, queues.reclaimable.get(c.queue, True))
                 is None]
         slack = any(ctx.catalogue.groups[c.group].slack > 0 for c in mine)
@@ -469,7 +493,7 @@ def drf_limit(ctx: Context, occupying: tuple[str, ...], mine: float, total: Mapp
     """The most pods of a PodGroup that may go, one after another, each offered by drf to a preemptor whose
     dominant share is at most ``mine``: the victim job's share with the pods before it and itself removed
     stays at least the preemptor's (``tiers.drf_answer``), the largest pods counted gone first."""
-    pods = [ctx.catalogue.candidates[k] for k in occupying if k in ctx.catalogue.candidates]
+    pods = [c for k in occupying if (c := ctx.catalogue.candidate(k)) is not None]
     alloc: dict[str, int] = defaultdict(int)
     for k in occupying:
         for r, x in ctx.snapshot.pods[k].requests.items():
@@ -490,11 +514,12 @@ def capacity_limit(ctx: Context, queues: QueueState, queue: str, second: list[Ca
     node gone (the plugin subtracts the ones it keeps before a pod, in victim order) and the other takes
     gone, counted as the largest of the queue's other pods. Placements only add to the queue's allocation,
     which only helps. 0: none may go so."""
-    pods = [c for c in ctx.catalogue.candidates.values() if c.queue == queue]
+    cat = ctx.catalogue
+    pods = [c for c in [*cat.candidates.values(), *cat.exposed.values()] if c.queue == queue]
     alloc = queues.allocated[queue]
     most = len(pods)
-    for c in second:
-        before = [x for x in ctx.catalogue.by_node.get(c.node, []) if x.queue == queue
+    for c in second:  # the pods handed before it on its node, shielded ones too (``jobs.plugin_view``)
+        before = [x for x in [*cat.by_node.get(c.node, []), *cat.shielded.get(c.node, [])] if x.queue == queue
                   and x.order_key() < c.order_key()]
         near = {x.key for x in before} | {c.key}
         others = [x for x in pods if x.key not in near]

@@ -20,7 +20,9 @@ never moved; a job with a partitioned task takes no victims by the gang-aware ac
 gangreclaim: not modelled for partitions). Its reclaim, and its preempt when neither it nor its partitions
 have a networkTopology (Volcano's preempt skips those, ``victims.action_refused``), walk the pods one by one
 over every node, as Volcano's have no sub-job step, and the next cycle's allocate places the partitions
-(``evict.plan_victims``).
+(``evict.plan_victims``). The exact model gives such a job the (job, victim) pairs any job has
+(``model.victim_data``), on the nodes its partitions may land on, and replays its victims and partitions in one
+turn: a subset of what the validator accepts for the walk (``evicts_anywhere``).
 """
 
 from __future__ import annotations

@@ -53,21 +53,12 @@ class AutoPlacer(Auto[Context, PlacementResult]):
     """The greedy, then CP-SAT hinted with its plan; the exact plan when ``plan_key`` ranks it strictly better,
     else the greedy's (a tie keeps Volcano's own choices; optimal when CP-SAT proved its equal). Under a
     configuration the exact model declines (``gangevict.exact_declines``: a gangreclaim the capacity plugin decides)
-    the greedy's plan, status FALLBACK, and the reason logged; so too when the greedy's plan evicts a starving
-    bare PodGroup's running pod (``declines``)."""
+    the greedy's plan, status FALLBACK, and the reason logged."""
 
     ties_to_greedy = True
 
     def __init__(self) -> None:
         super().__init__(GreedyPlacer(), registry.load(FAMILY, "cpsat")(), rank)  # heavy backend, loaded here
-
-    def declines(self, problem: Context, greedy: PlacementResult) -> str | None:
-        """The greedy's plan evicts an exposed pod (``jobs.shield``: a starving bare PodGroup's running pod,
-        which the plugin tiers offered another job): the exact model takes none of those."""
-        exposed = problem.catalogue.exposed
-        taken = sorted(k for jp in greedy.plan.jobs for v in jp.victims if (k := f"{v.namespace}/{v.name}") in exposed)
-        return f"the greedy's plan evicts {taken[0]}, a starving gang's running pod the exact model never takes" \
-            if taken else None
 
     def plan(self, problem: Context, options: PlanOptions, hint: PlacementResult | None = None) -> PlacementResult:
         why = exact_declines(problem.scheduler)

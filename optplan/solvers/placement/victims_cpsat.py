@@ -15,8 +15,9 @@ preempt: same queue, strictly lower job priority; reclaim: another, reclaimable 
 with a positive deserved on a resource it requests), or the second on a node where the first offers the
 job nothing whatever the plan takes (drf, the capacity plugin, each within a static bound); never for a
 ``preemptionPolicy: Never`` job or one whose running pods make its gang ready; and only when the job can
-land on the class's node. Nodes are the model's only place where victims matter; a node without a class keeps
-the plain capacity constraint.
+land on the class's node. A partitioned job has the same pairs (its walk over every node, ``partitions``,
+may take any of them; the model takes those beside its partitions). Nodes are the model's only place where
+victims matter; a node without a class keeps the plain capacity constraint.
 
 Decisions (``model.VictimVars``):
 
@@ -352,10 +353,13 @@ def add_queues(m: cp_model.CpModel, data: Data, v: Vars) -> None:
 def add_entitlement(m: cp_model.CpModel, data: Data, v: Vars) -> None:
     """A class is taken only by an admitted late job that lands on its node (victims come only from the
     node a preemptor pod is tried on), by the job's one action; landing means a pod there that may
-    evict (not a preemptionPolicy Never task's)."""
+    evict (not a preemptionPolicy Never task's). An exposed class (``model.VictimData.owner``) is taken only
+    while the job it belongs to is not admitted: that job is then never admitted (``jobs.lost_pods``)."""
     vd, ev = data.victims, v.ev
     for (j, k), y in ev.take.items():
         cls = vd.classes[k]
+        if k in vd.owner and vd.owner[k] in v.admitted:
+            m.add(y <= cls.size * (1 - v.admitted[vd.owner[k]]))
         if k in vd.gang_class:  # a bundle: anywhere in the job's domain, by its own action (``gang_cpsat``)
             m.add(y <= cls.size * ev.after[j])
             continue
