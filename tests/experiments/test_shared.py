@@ -248,3 +248,51 @@ def test_frag_batch_shares_and_whole_gpus_of_one_batch_take_distinct_devices() -
     assert got.allocated_milli == 2000 and got.rejected == 0
     (_, w), (_, s), (_, s2) = got.assignment
     assert s == s2 and not set(w) & set(s)
+
+
+# frag-hole / frag-admit: whole GPUs of 11 cpus and 810-milli shares of 3 cpus; no share fits the 190 milli an
+# 810-milli share leaves on its device, so that hole is unfillable; a free device is spare on a node whose cpu,
+# after the share, feeds fewer whole GPUs (11 cpus each) than it has free devices
+TARGET_810 = TargetWorkload.of([(11000, GpuAsk(whole=1))] * 3 + [(3000, GpuAsk(milli=810))])
+SPARE = [SimNode("a", 64000, 64 * GI, 2, "G2"), SimNode("b", 16000, 64 * GI, 2, "G2")]
+SHARE_FIRST = [SimPod("s", 3000, GI, 1, 810)] + [SimPod(f"w{i}", 11000, GI, 1, 1000) for i in range(3)]
+ONE_NODE = [SimNode("a", 64000, 64 * GI, 2, "G2")]
+
+# (nodes, arrivals, policy, expected assignment, allocated milli)
+HOLE_CASES = [
+    # FGD's first name puts the share on a, whose cpu feeds both GPUs; b's 16 cpus then feed one: a GPU pod is
+    # refused. frag-hole puts the share on b's spare device: everything fits
+    (SPARE, SHARE_FIRST, "fgd", ((0, (0,)), (0, (1,)), (1, (0,)), None), 2810),
+    (SPARE, SHARE_FIRST, "frag-hole", ((1, (0,)), (0, (0,)), (0, (1,)), (1, (1,))), 3810),
+    (SPARE, SHARE_FIRST, "frag-admit", ((1, (0,)), (0, (0,)), (0, (1,)), (1, (1,))), 3810),
+    # no spare device, no partly used one: frag-hole places the share as FGD does (it fits), frag-admit refuses
+    # it and both GPU pods fit
+    (ONE_NODE, SHARE_FIRST[:3], "fgd", ((0, (0,)), (0, (1,)), None), 1810),
+    (ONE_NODE, SHARE_FIRST[:3], "frag-hole", ((0, (0,)), (0, (1,)), None), 1810),
+    (ONE_NODE, SHARE_FIRST[:3], "frag-admit", (None, (0, (0,)), (0, (1,))), 2000),
+    # a partly used device with room (a 150-milli share on device 0): the 810-milli share goes there, admitted
+    (ONE_NODE, [SimPod("t", 1000, GI, 1, 150), *SHARE_FIRST[:3]], "frag-admit",
+     ((0, (0,)), (0, (0,)), (0, (1,)), None), 1960),
+]
+
+
+@pytest.mark.parametrize("nodes, pods, policy, want, milli", HOLE_CASES,
+                         ids=[f"{c[2]}-{i}" for i, c in enumerate(HOLE_CASES)])
+def test_frag_hole_and_frag_admit_keep_unfillable_holes_off_free_devices(
+        nodes: list[SimNode], pods: list[SimPod], policy: str,
+        want: tuple[tuple[int, tuple[int, ...]] | None, ...], milli: int) -> None:
+    got = shared.simulate(nodes, pods, policy, TARGET_810)
+    assert (got.assignment, got.allocated_milli) == (want, milli)
+
+
+def test_a_hole_is_fillable_by_the_shares_that_fit_it() -> None:
+    # shares of 150 milli ask 900 of the 60,750 milli of GPU demand (1.5%): holes of 150 milli and more are
+    # fillable, smaller are not
+    target = TargetWorkload.of([(1000, GpuAsk(whole=1))] * 59 + [(1000, GpuAsk(milli=150))] * 6
+                               + [(1000, GpuAsk(milli=850))])
+    pol = registry.load(shared.FAMILY, "frag-hole")(shared.DevCluster(ONE_NODE), shared.SharedConfig(), target)
+    assert [bool(pol.fillable[h]) for h in (0, 100, 149, 150, 900)] == [True, False, False, True, True]
+    assert pol.closes(shared.Arrival("s", 0, 0, GpuAsk(milli=900)))  # leaves 100
+    assert not pol.closes(shared.Arrival("s", 0, 0, GpuAsk(milli=850)))  # leaves 150
+    assert not pol.closes(shared.Arrival("w", 0, 0, GpuAsk(whole=1)))
+    assert pol.cpu_per_gpu == 1000

@@ -67,6 +67,16 @@ optplan's:
   sequence on the candidates is the hint and the fallback (kept unless the solve's objectives are at least
   its own). An arrival left out that still fits after the batch is placed by FGD's rule, so nobody is
   refused while there is room; arrivals never leave and nothing is moved.
+- ``frag-hole``: ``frag-spread``, but a share that would leave an unfillable hole on an entirely free device
+  (``MILLI`` minus its ask is below every hole size h where the trace's shares of h milli or less ask
+  ``HOLE_DEMAND`` of its GPU demand: the 810-milli shares of openb, whose 190 milli only its rare shares of 50-160
+  milli fill) goes first to the nodes with a partly used device that has room for it (there on such a device),
+  else to the nodes with a spare device (one more entirely free device than the node's free cpu after the share
+  can feed with whole GPUs at the trace's whole-GPU cpu per GPU; every free device when the trace has no
+  whole-GPU pod), else wherever ``frag-spread`` puts it. Each pod on arrival, every pod that fits placed.
+- ``frag-admit`` (**rejects pods that fit**: an admission policy, not work-conserving, so not a like-for-like
+  peer of FGD): ``frag-hole`` refusing such a share when neither a partly used device nor a spare device can take
+  it.
 
 **Metric.** GPU allocation ratio = allocated milli-GPUs / the cluster's milli-GPUs at the end (the paper's
 "GPU allocation ratio"; column 130 of its ``analysis_allo_discrete.csv``).
@@ -300,6 +310,11 @@ class _Policy:
         i = self.pick(self.score(p, fits), fits)
         return i, self.devices(i, p)
 
+    def admits(self, p: Arrival, fits: np.ndarray[Any, Any]) -> bool:
+        """Whether the policy places ``p``, which fits the nodes of ``fits`` (some do): every policy does, but
+        ``frag-admit``."""
+        return True
+
 
 def _left(cl: DevCluster, p: Arrival) -> np.ndarray[Any, Any]:
     """frag-aware's fullest-node measure: free cpu and free GPU (milli) after placing ``p``, each over the node's
@@ -410,20 +425,27 @@ class FgdPolicy(_Policy):
         n = len(cl.nodes)
         self.before = self.table(cl.free_gpu, cl.free_cpu, self.model_ids)
         self.before_ver = cl.version.copy()
-        self.delta: dict[tuple[int, int, int], np.ndarray[Any, Any]] = {}
-        self.dev: dict[tuple[int, int, int], np.ndarray[Any, Any]] = {}
-        self.ver: dict[tuple[int, int, int], np.ndarray[Any, Any]] = {}
+        self.delta: dict[tuple[int, int, int, int], np.ndarray[Any, Any]] = {}
+        self.dev: dict[tuple[int, int, int, int], np.ndarray[Any, Any]] = {}
+        self.ver: dict[tuple[int, int, int, int], np.ndarray[Any, Any]] = {}
         self.n = n
+
+    strict = False
+    """``frag-hole``: while set, a share's devices are only those ``room`` allows (cached apart)."""
 
     def target_of(self, target: TargetWorkload) -> TargetWorkload:
         return typical_workload(target)
 
+    def room(self, free: np.ndarray[Any, Any], p: Arrival) -> np.ndarray[Any, Any]:
+        """The devices (rows of free milli) that can take the share ``p``."""
+        return free >= p.ask.milli
+
     def frag(self, free: np.ndarray[Any, Any], cpu: np.ndarray[Any, Any], models: np.ndarray[Any, Any]) -> Any:
         return self.table(free, cpu, models)
 
-    def refresh(self, p: Arrival, fits: np.ndarray[Any, Any]) -> tuple[int, int, int]:
+    def refresh(self, p: Arrival, fits: np.ndarray[Any, Any]) -> tuple[int, int, int, int]:
         cl = self.cl
-        key = (p.cpu, p.ask.whole, p.ask.milli)
+        key = (p.cpu, p.ask.whole, p.ask.milli, int(self.strict))
         if key not in self.delta:
             self.delta[key] = np.zeros(self.n)
             self.dev[key] = np.full(self.n, -1, dtype=np.int64)
@@ -440,7 +462,7 @@ class FgdPolicy(_Policy):
         cpu = cl.free_cpu[idx] - p.cpu
         models = self.model_ids[idx]
         if p.ask.is_share:
-            rows, devs = np.nonzero(free >= p.ask.milli)
+            rows, devs = np.nonzero(self.room(free, p))
             after = free[rows].copy()
             after[np.arange(len(rows)), devs] -= p.ask.milli
             d = self.frag(after, cpu[rows], models[rows]) - self.before[idx[rows]]
@@ -551,6 +573,76 @@ class FragSpreadPolicy(FgdPolicy):
         if p.ask.is_share:
             return i, (int(self.dev[key][i]),)
         return i, self.devices(i, p)
+
+
+HOLE_DEMAND = 0.01
+"""``frag-hole``: a hole of h free milli on a device is fillable when the trace's shares of h milli or less ask at
+least this share of its GPU demand."""
+
+
+class FragHolePolicy(FragSpreadPolicy):
+    """optplan's: ``frag-spread``, but a share that would leave an unfillable hole on an entirely free device goes
+    first to a partly used device with room, then to a spare device (module docstring)."""
+
+    name = "frag-hole"
+
+    def __init__(self, cl: DevCluster, cfg: SharedConfig, target: TargetWorkload) -> None:
+        super().__init__(cl, cfg, target)
+        small = np.zeros(MILLI + 1)
+        for t in target.types:
+            if t.ask.is_share:
+                small[t.ask.milli] += t.weight * t.ask.milli
+        demand = sum(t.weight * t.ask.total_milli for t in target.types)
+        self.fillable = np.cumsum(small) >= HOLE_DEMAND * demand if demand else np.ones(MILLI + 1, dtype=bool)
+        self.fillable[0] = True
+        """Per hole size h (0..MILLI): no hole, or the trace's shares that fit in h ask ``HOLE_DEMAND`` of its
+        GPU demand or more."""
+        whole = [t for t in target.types if t.ask.whole]
+        gpus = sum(t.weight * t.ask.whole for t in whole)
+        self.cpu_per_gpu = max(1, round(sum(t.weight * t.cpu for t in whole) / gpus)) if gpus else MAX_SPEC_CPU
+        """The trace's whole-GPU pods' cpu per GPU (milli, weighted by pods): what a free device needs beside it
+        (the largest node's cpu when the trace has no whole-GPU pod: then every free device is spare)."""
+
+    def closes(self, p: Arrival) -> bool:
+        """A share that leaves an unfillable hole on an entirely free device."""
+        return p.ask.is_share and not self.fillable[MILLI - p.ask.milli]
+
+    def room(self, free: np.ndarray[Any, Any], p: Arrival) -> np.ndarray[Any, Any]:
+        ok = free >= p.ask.milli
+        return ok & (free < MILLI) if self.strict else ok
+
+    def refuge(self, p: Arrival, fits: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """The nodes of ``fits`` with a partly used device that has room for the share ``p``; and those with a
+        spare device: one more entirely free device than their free cpu after ``p`` could feed with whole GPUs at
+        ``cpu_per_gpu`` each."""
+        cl = self.cl
+        free = cl.free_gpu
+        used = fits & ((free >= p.ask.milli) & (free < MILLI)).any(axis=1)
+        spare = fits & (cl.full >= 1) & (cl.full - 1 >= (cl.free_cpu - p.cpu) // self.cpu_per_gpu)
+        return used, spare
+
+    def choose(self, p: Arrival, fits: np.ndarray[Any, Any]) -> tuple[int, tuple[int, ...]]:
+        if self.closes(p):
+            used, spare = self.refuge(p, fits)
+            if used.any():
+                self.strict = True
+                try:
+                    return super().choose(p, used)
+                finally:
+                    self.strict = False
+            if spare.any():
+                return super().choose(p, spare)
+        return super().choose(p, fits)
+
+
+class FragAdmitPolicy(FragHolePolicy):
+    """``frag-hole`` that refuses a share with an unfillable hole that neither a partly used device nor a spare
+    device can take (rejects pods that fit: not work-conserving; module docstring)."""
+
+    name = "frag-admit"
+
+    def admits(self, p: Arrival, fits: np.ndarray[Any, Any]) -> bool:
+        return not self.closes(p) or any(m.any() for m in self.refuge(p, fits))
 
 
 @dataclass(frozen=True)
@@ -799,7 +891,7 @@ def simulate(nodes: Sequence[SimNode], arrivals: Sequence[SimPod], policy: str, 
         else:
             (p,) = group
             ok = cl.fits(p)
-            if ok.any():
+            if ok.any() and pol.admits(p, ok):
                 i, devs = pol.choose(p, ok)
                 cl.take(i, p, devs)
                 out.append((i, devs))

@@ -82,6 +82,8 @@ _ENTRIES: tuple[Entry, ...] = (
     Entry(SIM_SHARED, "frag-aware", "optplan.experiments.sim.shared:FragAwarePolicy"),
     Entry(SIM_SHARED, "frag-spread", "optplan.experiments.sim.shared:FragSpreadPolicy"),
     Entry(SIM_SHARED, "frag-batch", "optplan.experiments.sim.shared:FragBatchPolicy"),
+    Entry(SIM_SHARED, "frag-hole", "optplan.experiments.sim.shared:FragHolePolicy"),
+    Entry(SIM_SHARED, "frag-admit", "optplan.experiments.sim.shared:FragAdmitPolicy"),
     Entry("provision", "greedy", "optplan.solvers.provision.greedy:GreedyProvisioner"),
     Entry("provision", "cpsat", "optplan.solvers.provision.cpsat:CpSatProvisioner"),
     Entry("provision", "auto", "optplan.solvers.provision.run:AutoProvisioner"),
