@@ -100,6 +100,7 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
     placed_groups: Counter[str] = Counter()  # a running gang's PodGroup -> the pods allocate placed for it
     unplaced: list[tuple[int, JobPlacement]] = []  # jobs not admitted that keep victims, at their position
     unnamed = _unnamed_pods(plan, given, tree)  # queue -> pipelined pods the plan does not name, at most
+    holding: dict[str, int] = defaultdict(int)  # what the jobs not admitted replayed so far may have pipelined
     # admitted jobs whose victims an earlier cycle evicted (``evicted_earlier``): their victims go before the
     # first job a later cycle placed (lenient: the plan does not say which cycle evicted them)
     early = [jp for jp in plan.jobs if jp.admitted and jp.key in given and evicted_earlier(given[jp.key], jp)]
@@ -137,6 +138,8 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                                                  safety, placed_groups, unnamed))
                 out.extend(_unplaced_victim_violations(snap, job, jp, cat, accounts, taken, evicted, safety))
                 _free_victims(snap, jp, cat, tree, cap, allocated)
+                for r, x in _requested(job).items():
+                    holding[r] += x
             if jp.bindings:
                 out.append(f"job {jp.key} is not admitted but has bindings")
             if not jp.reason:
@@ -161,7 +164,7 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                 out.extend(_victim_violations(snap, job, jp, cat, tree, accounts, allocated, taken, evicted,
                                               safety, placed_groups))
                 if not _queue_held_back(job, jp, tree, accounts, allocated):
-                    out.extend(_more_than_enough(snap, job, jp, cap))
+                    out.extend(_more_than_enough(snap, job, jp, cap, holding))
             _free_victims(snap, jp, cat, tree, cap, allocated)
         pods = job_pods(job)
         running = held_pods(job, snap)
@@ -435,12 +438,20 @@ def _unnamed_pods(plan: PlacementPlan, given: Mapping[str, VCJob], tree: QueueTr
         job = given.get(jp.key)
         if job is None or not jp.victims or (jp.admitted and not evicted_earlier(job, jp)):
             continue
-        for ps in job_pods(job).values():
-            for p in ps:
-                for q in (job.queue, *tree.ancestors(job.queue)):
-                    for r, x in p.requests.items():
-                        out[q][r] = out[q].get(r, 0) + x
+        for r, x in _requested(job).items():
+            for q in (job.queue, *tree.ancestors(job.queue)):
+                out[q][r] = out[q].get(r, 0) + x
     return out
+
+
+def _requested(job: VCJob) -> dict[str, int]:
+    """What all the job's pods request (pipelined pods the plan does not name hold at most that)."""
+    out: dict[str, int] = defaultdict(int)
+    for ps in job_pods(job).values():
+        for p in ps:
+            for r, x in p.requests.items():
+                out[r] += x
+    return dict(out)
 
 
 def _first_offer(snap: Snapshot, job: VCJob, jp: JobPlacement, here: list[Victim], room: dict[str, int],
@@ -645,11 +656,16 @@ def _queue_held_back(job: VCJob, jp: JobPlacement, tree: QueueTree, accounts: di
     return False
 
 
-def _more_than_enough(snap: Snapshot, job: VCJob, jp: JobPlacement, cap: Capacity) -> list[str]:
+def _more_than_enough(snap: Snapshot, job: VCJob, jp: JobPlacement, cap: Capacity,
+                      holding: Mapping[str, int]) -> list[str]:
     """Volcano's preempt and reclaim evict on a node only until the pod fits ("just enough"), the node's
     room alone deciding (a queue's realCapability never asks for more): on each node, some victim must
     be one without which the job's pods there would not fit. A set where any one victim could stay is
-    more than Volcano takes (``cap``: the room before this job's evictions)."""
+    more than Volcano takes (``cap``: the room before this job's evictions). The room is the node's future
+    idle, as Volcano reads it: pods pipelined before hold theirs. A job the plan does not admit that keeps
+    victims pipelined its pods where the plan does not say (on the room its victims freed, maybe here), so
+    the room it may hold (``holding``: what the pods of every such job replayed so far request, at most the
+    room the node has) is not counted as free (lenient)."""
     pods = job_pods(job)
     need: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for b in jp.bindings:
@@ -670,8 +686,9 @@ def _more_than_enough(snap: Snapshot, job: VCJob, jp: JobPlacement, cap: Capacit
             for r, x in p.requests.items():
                 freed[r] += x
 
-        def fits_without(p: Pod, node: str = node, freed: dict[str, int] = freed) -> bool:
-            free = cap.free[node]
+        free = {r: x - min(max(x, 0), holding.get(r, 0)) for r, x in cap.free[node].items()}
+
+        def fits_without(p: Pod, free: dict[str, int] = free, freed: dict[str, int] = freed) -> bool:
             return all(free.get(r, 0) + freed[r] - p.requests.get(r, 0) >= x
                        for r, x in need[node].items() if x > 0 and r != "pods")
 
