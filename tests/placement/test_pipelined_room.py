@@ -12,6 +12,7 @@ internal error instead of a plan.
 from __future__ import annotations
 
 import dataclasses
+
 import pytest
 
 from optplan.adapters.generate import generate

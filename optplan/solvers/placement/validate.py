@@ -685,14 +685,9 @@ def _more_than_enough(snap: Snapshot, job: VCJob, jp: JobPlacement, cap: Capacit
         for p in gone:
             for r, x in p.requests.items():
                 freed[r] += x
-
         free = {r: x - min(max(x, 0), holding.get(r, 0)) for r, x in cap.free[node].items()}
-
-        def fits_without(p: Pod, free: dict[str, int] = free, freed: dict[str, int] = freed) -> bool:
-            return all(free.get(r, 0) + freed[r] - p.requests.get(r, 0) >= x
-                       for r, x in need[node].items() if x > 0 and r != "pods")
-
-        if all(fits_without(p) for p in gone):
+        want = {r: x for r, x in need[node].items() if x > 0 and r != "pods"}
+        if all(all(free.get(r, 0) + freed[r] - p.requests.get(r, 0) >= x for r, x in want.items()) for p in gone):
             out.append(f"job {jp.key}: evicts more than just enough on {node} (its pods there fit with any one of "
                        f"its {len(gone)} victims kept; Volcano evicts only until a pod fits)")
     return out
