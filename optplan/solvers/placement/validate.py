@@ -161,7 +161,8 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                 out.extend(_gang_victims(snap, job, jp, cat, accounts, allocated, taken, evicted,
                                          scheduler or SchedulerConf()))
             else:
-                out.extend(_victim_violations(snap, job, jp, cat, tree, accounts, allocated, taken, evicted,
+                out.extend(_victim_violations(snap, job, jp, cat, tree, accounts,
+                                              _with_unnamed(allocated, unnamed, tree, job.queue), taken, evicted,
                                               safety, placed_groups))
                 if not _queue_held_back(job, jp, tree, accounts, allocated):
                     out.extend(_more_than_enough(snap, job, jp, cap, holding))
@@ -381,12 +382,7 @@ def _pipelined_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Cat
     job pipelined (every pending pod of theirs, ``_unnamed_pods``: the plan keeps neither where nor when, a job's
     victims of several cycles listed at its last) count in the other queues' allocations the capacity plugin
     reads (more allocation only lets a victim queue give more)."""
-    seen = {q: dict(a) for q, a in allocated.items()}
-    mine = set(tree.ancestors(job.queue)) | {job.queue}
-    for q, extra in unnamed.items():
-        if q not in mine:
-            for r, x in extra.items():
-                seen[q][r] = seen[q].get(r, 0) + x
+    seen = _with_unnamed(allocated, unnamed, tree, job.queue)
     by_node: dict[str, list[Victim]] = defaultdict(list)
     for v in jp.victims:
         if v.reason not in GANG_REASON:
@@ -419,6 +415,21 @@ def _pipelined_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Cat
             out.append(f"job {jp.key}: its pipelined pods on {node} do not get its victims there from Volcano's "
                        f"plugin tiers ({why})")
     return out
+
+
+def _with_unnamed(allocated: dict[str, dict[str, int]], unnamed: dict[str, dict[str, int]], tree: QueueTree,
+                  queue: str) -> dict[str, dict[str, int]]:
+    """The queues' allocations the capacity plugin reads for a job of ``queue``: the replay's, and in every other
+    queue (not ``queue`` nor its ancestors) what the pods the plan does not name may hold (``_unnamed_pods``:
+    Volcano's pipelined pods count in their queue's allocation). Lenient: more allocation only lets a victim
+    queue give more."""
+    seen = {q: dict(a) for q, a in allocated.items()}
+    mine = set(tree.ancestors(queue)) | {queue}
+    for q, extra in unnamed.items():
+        if q not in mine:
+            for r, x in extra.items():
+                seen[q][r] = seen[q].get(r, 0) + x
+    return seen
 
 
 def _refused(job: VCJob, v: Victim, cat: Catalogue, accounts: dict[str, QueueAccount]) -> bool:
