@@ -2,7 +2,8 @@
 (``NodeInfo.FutureIdle``: idle, plus what victims release, minus what earlier jobs pipelined). A job the plan does
 not admit but that keeps victims (its reclaim pipelined its pods, the next cycle's allocate gave the room to
 others) pipelined onto the room its victims freed; a later job of the same cycle that evicts on that node needs
-its own victims, and the validator's "just enough" must not call them more than Volcano takes.
+its own victims, and the validator's "just enough" must not call them more than Volcano takes; and the pipelined
+pods count in their queue's allocation, which the capacity plugin reads when a later job reclaims from that queue.
 
 The greedy's plans on generated families with twin jobs (each pending VCJob three times, same spec and creation
 time) made such plans; seeds 6 and 12 (``topology_share`` 0.5) failed validation, so ``optplan place`` printed an
@@ -22,7 +23,7 @@ from optplan.models.repack import SolverRecord
 from optplan.models.snapshot import Snapshot
 from optplan.solvers.placement.place import plan_placement
 from optplan.solvers.placement.validate import placement_violations
-from tests.builders import GPU, job_task, node, queue, vcjob
+from tests.builders import GPU, job_task, node, pod, queue, vcjob
 from tests.placement.test_placement_family import NOW, OPTS, family
 from tests.placement.test_victims import CLASSES, running
 
@@ -86,3 +87,34 @@ def test_the_greedy_places_twin_jobs_with_a_valid_plan(seed: int) -> None:
     assert waiting and any(jp.admitted and jp.victims for jp in plan.jobs)
     nodes = {v.node for jp in waiting for v in jp.victims}
     assert any(v.node in nodes for jp in plan.jobs if jp.admitted for v in jp.victims)
+
+
+# Queue a (deserved 4 GPUs) runs va (4 GPUs, minMember 1: the gang tier offers it to no one) on n0, full with a
+# system pod. Its job t (4 GPUs) is not admitted but keeps a victim on n1 (its pod was pipelined there, and charged
+# to queue a, as Volcano's capacity plugin charges a pipelined pod). j (queue b) then reclaims va: the capacity
+# plugin offers it only while queue a is above its deserved, which it is with t's pipelined pod alone.
+CAPACITY = [  # (what, t keeps a victim, the validator refuses j's victim)
+    ("t's pipelined pod puts queue a above deserved: va is offered", True, False),
+    ("t pipelined nothing: queue a is at deserved, va is not offered", False, True),
+]
+
+
+@pytest.mark.parametrize(("what", "t_victim", "refused"), CAPACITY, ids=[c[0] for c in CAPACITY])
+def test_reclaim_sees_the_queue_allocation_of_pipelined_pods(what: str, t_victim: bool, refused: bool) -> None:
+    snap = load_objects([*CLASSES, node("n0", 8), node("n1", 4), queue("a", deserved={GPU: 4}),
+                         queue("b", deserved={GPU: 8}), queue("o", deserved={GPU: 0}), pod("sys", "n0", 4, group=None),
+                         *running("va", "a", [("n0", 4)], "normal-job", min_member=1),
+                         *running("vo", "o", [("n1", 4)], "normal-job", min_member=0),
+                         vcjob("t", "a", [job_task("w", 1, 4)], priority_class_name="large-job"),
+                         vcjob("j", "b", [job_task("w", 1, 4)], priority_class_name="large-job")]).snapshot
+    victims = (Victim(namespace="default", name="vo-0", node="n1", reason="reclaim"),) if t_victim else ()
+    t = JobPlacement(namespace="default", name="t", queue="a", admitted=False, reason="its reclaim's room went to j",
+                     victims=victims, after_evictions=t_victim, step=12 if t_victim else 0)
+    j = JobPlacement(namespace="default", name="j", queue="b", admitted=True, reason="placed after reclaiming",
+                     bindings=(Binding(task="w", index=0, node="n0"),),
+                     victims=(Victim(namespace="default", name="va-0", node="n0", reason="reclaim"),),
+                     after_evictions=True, step=12)
+    plan = PlacementPlan(jobs=(t, j), solver=SolverRecord(name="greedy", status="HEURISTIC"))
+    out = placement_violations(snap, list(snap.jobs.values()), plan)
+    assert any(v.startswith("job default/j victim default/va-0 (reclaim): Volcano's plugin tiers do not offer")
+               for v in out) is refused, out
