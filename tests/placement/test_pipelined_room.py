@@ -25,6 +25,7 @@ from optplan.solvers.placement.place import plan_placement
 from optplan.solvers.placement.validate import placement_violations
 from tests.builders import GPU, job_task, node, pod, queue, vcjob
 from tests.placement.test_placement_family import NOW, OPTS, family
+from tests.placement.test_twin_jobs import with_twins
 from tests.placement.test_victims import CLASSES, running
 
 # One node n0 of 8 GPUs, full with three pods of queue o (deserved 0: reclaimable): v1 (4 GPUs), v2 and v3 (2 each).
@@ -65,16 +66,6 @@ def test_just_enough_counts_the_room_a_job_not_admitted_pipelined(what: str, t_g
     plan = PlacementPlan(jobs=(t, j), solver=SolverRecord(name="greedy", status="HEURISTIC"))
     out = placement_violations(snap, list(snap.jobs.values()), plan)
     assert any(v.startswith("job default/j: evicts more than just enough on n0") for v in out) is flagged, out
-
-
-def with_twins(snap: Snapshot, k: int) -> Snapshot:
-    """Each pending VCJob k more times, as ``<name>-twin-<i>``: the same spec and creation time."""
-    jobs = dict(snap.jobs)
-    for j in snap.jobs.values():
-        if j.kind == "Job":
-            jobs.update((t.key, t) for t in (j.model_copy(update={"name": f"{j.name}-twin-{i}", "uid": ""})
-                                             for i in range(1, k + 1)))
-    return snap.model_copy(update={"jobs": dict(sorted(jobs.items()))})
 
 
 @pytest.mark.parametrize("seed", [6, 12])
