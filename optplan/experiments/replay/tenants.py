@@ -56,8 +56,8 @@ from optplan.models.queues import ROOT, PriorityClass, Queue, QueueTree, VCJob
 from optplan.models.snapshot import GROUP_NAME_ANNOTATION, Pod, PodGroup, Resources, Snapshot
 from optplan.solvers.core.planner import PlanOptions
 from optplan.solvers.core.protection import PREEMPTABLE_KEY
-from optplan.solvers.placement.context import QueueState, compare_queues, queue_order_key
 from optplan.solvers.placement.place import plan_placement
+from optplan.solvers.placement.queueorder import QueueState, compare_queues, queue_order_key
 from optplan.solvers.placement.victims import not_over_deserved, preemption_never, reclaimer_blocked
 from optplan.solvers.quota.queues import classify_queues, spot_capacity, validate_queues
 

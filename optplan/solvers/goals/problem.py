@@ -29,9 +29,10 @@ from optplan.models.schedconf import SchedulerConf
 from optplan.models.snapshot import Pod, Resources, Snapshot
 from optplan.solvers.core.oracle import Capacity, Predicates
 from optplan.solvers.core.planner import Planner
-from optplan.solvers.placement.context import Context, QueueState
+from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.jobs import Region
 from optplan.solvers.placement.pending import FRAGMENTATION, PendingGang, minimum_pods, pending_gangs
+from optplan.solvers.placement.queueorder import QueueState
 from optplan.solvers.repack.rules import RepackProblem
 
 

@@ -35,7 +35,7 @@ from optplan.models.queues import VCJob
 from optplan.models.schedconf import SchedulerConf
 from optplan.models.snapshot import Pod, Resources
 from optplan.solvers.placement.bundles import WHOLE, Bundle, Member, allowed_bundles, covers, rank_bundles, summed
-from optplan.solvers.placement.context import Context, State, Statement, compare_queues
+from optplan.solvers.placement.context import Context, State, Statement
 from optplan.solvers.placement.gangrules import (
     GANG_REASON,
     candidate_refused,
@@ -52,6 +52,7 @@ from optplan.solvers.placement.gangrules import (
 from optplan.solvers.placement.greedy import Greedy, VictimChoice
 from optplan.solvers.placement.jobs import Region, gang_order, gang_shortfall, replica_label, starving
 from optplan.solvers.placement.partitions import NO_VICTIMS, partitioned
+from optplan.solvers.placement.queueorder import compare_queues
 from optplan.solvers.placement.victims import Candidate, reclaimer_blocked
 
 VICTIM_ACTIONS: tuple[VictimReason, ...] = ("preempt", "reclaim", "gangpreempt", "gangreclaim")

@@ -22,7 +22,7 @@ from optplan.models.queues import JobTask, VCJob
 from optplan.models.snapshot import ROOT, Pod, Resources
 from optplan.solvers.core.oracle import POD_SLOT, constraint_signature
 from optplan.solvers.placement.binpack import binpack_score, hyper_binpack
-from optplan.solvers.placement.context import Context, State, Statement, victim_queue_key
+from optplan.solvers.placement.context import Context, State, Statement
 from optplan.solvers.placement.hyperscore import Fabric, HyperScores, Near, summed_use
 from optplan.solvers.placement.jobs import (
     Region,
@@ -46,6 +46,7 @@ from optplan.solvers.placement.partitions import (
     partition_shortfall,
     partitioned,
 )
+from optplan.solvers.placement.queueorder import victim_queue_key
 from optplan.solvers.placement.safety import pdb_over
 from optplan.solvers.placement.tiers import node_victims, preemptee_refused, victim_key
 from optplan.solvers.placement.victims import Candidate, Catalogue, Rules, dims, reclaimer_blocked

@@ -19,7 +19,7 @@ from optplan.models.placement import JobPlacement, PlacementPlan, VictimReason
 from optplan.models.queues import VCJob
 from optplan.solvers.core.oracle import POD_SLOT, max_fit
 from optplan.solvers.placement.bundles import WHOLE
-from optplan.solvers.placement.context import Context, QueueState
+from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.gangevict import job_domains
 from optplan.solvers.placement.gangrules import GANG_REASON, candidate_refused, domain_bundles, group_totals
 from optplan.solvers.placement.jobs import Region, held_pods, job_needs, own_groups, starving
@@ -29,6 +29,7 @@ from optplan.solvers.placement.partitions import (
     partition_regions,
     partitioned,
 )
+from optplan.solvers.placement.queueorder import QueueState
 from optplan.solvers.placement.safety import approval_cancelled, cooling_until, graded_blocks, pdb_refused, pdb_spends
 from optplan.solvers.placement.tiers import SHARE_DELTA, preemptee_refused, share
 from optplan.solvers.placement.validate import evicted_earlier, in_later_cycle

@@ -45,6 +45,7 @@ from optplan.solvers.placement.jobs import (
     starving,
 )
 from optplan.solvers.placement.partitions import NO_VICTIMS, evicts_anywhere, partition_violations, partitioned
+from optplan.solvers.placement.queueorder import QueueState, victim_queue_key
 from optplan.solvers.placement.safety import OFF, approval_reason, evict_blocks, graded_blocks, pdb_over, pdb_refused
 from optplan.solvers.placement.tiers import node_victims, preemptee_refused, victim_key
 from optplan.solvers.placement.victims import (
@@ -161,10 +162,11 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                 out.extend(_gang_victims(snap, job, jp, cat, accounts, allocated, taken, evicted,
                                          scheduler or SchedulerConf()))
             else:
+                held_back = _queue_held_back(job, jp, tree, accounts, allocated)
                 out.extend(_victim_violations(snap, job, jp, cat, tree, accounts,
                                               _with_unnamed(allocated, unnamed, tree, job.queue), taken, evicted,
-                                              safety, placed_groups))
-                if not _queue_held_back(job, jp, tree, accounts, allocated):
+                                              safety, placed_groups, None if held_back else cap.free))
+                if not held_back:
                     out.extend(_more_than_enough(snap, job, jp, cap, holding))
             _free_victims(snap, jp, cat, tree, cap, allocated)
         pods = job_pods(job)
@@ -519,16 +521,21 @@ def _victim_candidate(snap: Snapshot, cat: Catalogue, v: Victim, where: str, twi
 def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalogue, tree: QueueTree,
                        accounts: dict[str, QueueAccount], allocated: dict[str, dict[str, int]],
                        taken: Counter[str], evicted: set[str], safety: SafePreemption,
-                       placed: Counter[str] | None = None) -> list[str]:
+                       placed: Counter[str] | None = None,
+                       room: Mapping[str, Mapping[str, int]] | None = None) -> list[str]:
     """The victims of one job against the rules (``victims``, ``tiers``): pods that may be victims, of the
     action's queues, on nodes where the job places a pod, each one allowed by Volcano's plugin tiers
-    (``tiers.node_victims``): the nodes in the order the job's pods land on them, the tiers asked once per
-    pod of the job on the node (Volcano asks them once per preemptor pod and node, then evicts from that
-    answer): each round takes the victims the answer offers, the next is asked after them. Lenient where
-    Volcano's order is random or the plan does not say: the node's victims are put first among its pods
-    (the gang and drf plugins see the node's pods in Go map order), drf's preemptor share is the job's
-    running pods with one pod (the pods it placed before are not in the plan's order), and which round
-    takes which victim. The plugins also see the node's running pods of other jobs being placed
+    (``tiers.node_victims``). Volcano's action takes the job's pods in turn and asks the tiers once per pod
+    and node, then evicts from that answer (a round), so the rounds are replayed in the order of the job's
+    bindings: one node's evictions change what a gang offers on the next (its ready pods). With ``room``
+    (each node's room before the job's evictions; None where preempt evicts for its queue's room too,
+    ``_queue_held_back``) a round evicts what the answer offers in the victims' order (across queues the
+    capacity plugin's queue order first, ``queueorder.victim_queue_key``) only until the pod fits, as
+    Volcano does; when that replay leaves a victim unoffered, or without ``room``, each round takes every
+    victim of the plan's on the node that the answer offers. Lenient where Volcano's order is random or the
+    plan does not say: either replay may be Volcano's; the node's victims are put first among its pods (the
+    gang and drf plugins see the node's pods in Go map order); drf's preemptor share is the job's running
+    pods with one pod. The plugins also see the node's running pods of other jobs being placed
     (``jobs.plugin_view``), whose gangs count the pods allocate placed for them (``placed``: PodGroup ->
     pods). Also the capacity plugin's PreemptiveFn per reclaiming pod (``reclaimer_blocked``).
     Updates ``taken`` and ``evicted``; the caller frees the victims' capacity and allocations."""
@@ -561,10 +568,12 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
         for r, x in node.allocatable.items():
             total[r] += x
 
+    gone = [evicted]  # the evictions group_alloc reads: the state before the job's, then a replay's
+
     def group_alloc(g: str) -> dict[str, int]:
         a: dict[str, int] = defaultdict(int)
         for k in cat.groups[g].occupying:
-            if k not in evicted:
+            if k not in gone[0]:
                 for r, x in snap.pods[k].requests.items():
                     a[r] += x
         return a
@@ -589,48 +598,90 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
         checked.append((v, c))
     order = victim_key(group_alloc, total)
     ordered = sorted(checked, key=lambda vc: (first.get(vc[1].node, len(bound)), vc[1].node, order(vc[1])))
-    for node, grouped in groupby(ordered, key=lambda vc: vc[1].node):
-        here = list(grouped)
-        at = first.get(node)
-        if at is not None:  # the tiers asked per pod of the job on the node (rounds), its victims first
-            reason = legacy_reason(here[0][0].reason)
-            mine: dict[str, int] = defaultdict(int)
-            for p in [*held, bound[at][1]]:
-                for r, x in p.requests.items():
-                    mine[r] += x
-            left = list(here)
-            for _round in range(sum(b.node == node for b, _p in bound)):
+    by_node = {node: list(grouped) for node, grouped in groupby(ordered, key=lambda vc: vc[1].node)}
+    order_qs = QueueState(snap, accounts)
+
+    def rounds(just_enough: bool) -> tuple[dict[str, list[tuple[Victim, Candidate]]], dict[str, list[str]],
+                                           Counter[str]]:
+        """Volcano's action takes the job's pods in turn and asks the tiers for each on the node it tries (a
+        round), so the rounds go in the order of the bindings: a pod's evictions on one node change what a gang
+        offers on the next (its ready pods). ``just_enough``: a round evicts what the tiers offer in victim
+        order only until the pod fits the node's room (``room``), as Volcano does; otherwise every victim of
+        the plan's on the node that they offer. On copies of the state; the victims left, the capacity plugin's
+        refusals per node, the gangs' evicted pods."""
+        ev, tk, qa = set(evicted), Counter(taken), {q: dict(a) for q, a in queue_alloc.items()}
+        gone[0] = ev
+        left_on = {at: list(here) for at, here in by_node.items()}
+        have = {at: dict(room[at]) for at in by_node if at in room} if just_enough and room is not None else {}
+        refusals: dict[str, list[str]] = {}
+        for b, p in bound:
+            at = b.node
+            left = left_on.get(at)
+            need = {r: x for r, x in p.requests.items() if x > 0 and r != "pods"}
+            free = have.get(at)
+            if left and not (free is not None and all(free.get(r, 0) >= x for r, x in need.items())):
+                reason = legacy_reason(left[0][0].reason)
+                mine: dict[str, int] = defaultdict(int)
+                for pod in [*held, p]:
+                    for r, x in pod.requests.items():
+                        mine[r] += x
                 keys = {c.key for _v, c in left}
-                preemptees = [x for x in cat.by_node.get(node, []) if x.key not in evicted and x.key not in keys
+                preemptees = [x for x in cat.by_node.get(at, []) if x.key not in ev and x.key not in keys
                               and preemptee_refused(x, reason, job.queue, accounts[x.queue].reclaimable) is None]
-                seen = plugin_view(cat, node, [], own, partial(_handed, reason, job.queue, accounts), evicted | keys)
+                seen = plugin_view(cat, at, [], own, partial(_handed, reason, job.queue, accounts), ev | keys)
                 refused: list[str] = []
                 allowed, _tier = node_victims(
                     reason, [*(c for _v, c in left), *preemptees, *seen], preemptor_priority=priority,
-                    ready=lambda g: cat.groups[g].ready - taken[g] + placed[g],
+                    ready=lambda g: cat.groups[g].ready - tk[g] + placed[g],
                     min_member=lambda g: cat.groups[g].min_member,
                     preemptor_allocated=mine, job_allocated=group_alloc, total=total,
-                    need=dims(bound[at][1].requests), allocated=queue_alloc,
+                    need=dims(p.requests), allocated=qa,
                     deserved={q: a.effective_deserved for q, a in accounts.items()},
                     listed={q: a.deserved_listed for q, a in accounts.items()},
                     guarantee={q: a.guarantee for q, a in accounts.items()}, refused=refused)
                 offered = {x.key for x in allowed}
-                now_taken = [(v, c) for v, c in left if c.key in offered]
-                if not now_taken:
-                    break
-                for _v, c in now_taken:
-                    _evict(c, evicted, taken, queue_alloc)
-                left = [(v, c) for v, c in left if c.key not in offered]
-                if not left:
-                    break
-            for v, c in left:
-                also = f"; the capacity plugin: {refused[0]}" if refused else ""
-                out.append(f"{who} victim {c.key} ({v.reason}): Volcano's plugin tiers do not offer it on "
-                           f"{c.node} (PodGroup {c.group}: ready {cat.groups[c.group].ready - taken[c.group]}, "
-                           f"minMember {cat.groups[c.group].min_member}{also})")
-        for _v, c in here:
-            if c.key not in evicted:
-                _evict(c, evicted, taken, queue_alloc)
+                if len({x.queue for x in allowed}) > 1:  # reclaim across queues: the victims' queue order first
+                    order_qs.allocated = qa
+                    rank = victim_queue_key(order_qs, job.queue)
+                    allowed = sorted(allowed, key=lambda x: (rank(x.queue), order(x)))
+                mine_left = {c.key: (v, c) for v, c in left}
+                for cand in allowed:  # in the tiers' victim order
+                    if cand.key not in mine_left or cand.key not in offered:
+                        continue
+                    if free is not None and all(free.get(r, 0) >= n for r, n in need.items()):
+                        break
+                    _evict(cand, ev, tk, qa)
+                    del mine_left[cand.key]
+                    if free is not None:
+                        for r, n in cand.pod.requests.items():
+                            free[r] = free.get(r, 0) + n
+                kept = [(v, c) for v, c in left if c.key in mine_left]
+                left_on[at] = kept
+                if kept:
+                    refusals[at] = refused
+            if free is not None:
+                for r, x in p.requests.items():
+                    free[r] = free.get(r, 0) - x
+        gone[0] = evicted
+        return left_on, refusals, tk
+
+    def stranded(left_on: dict[str, list[tuple[Victim, Candidate]]]) -> bool:
+        return any(left for at, left in left_on.items() if at in first)
+
+    left_on, refusals, tk = rounds(True) if room is not None else ({}, {}, Counter())
+    if room is None or stranded(left_on):  # lenient: either replay may be Volcano's
+        left_on, refusals, tk = rounds(False)
+    for at, left in left_on.items():
+        if at not in first:
+            continue
+        for v, c in left:
+            also = f"; the capacity plugin: {refusals[at][0]}" if refusals.get(at) else ""
+            out.append(f"{who} victim {c.key} ({v.reason}): Volcano's plugin tiers do not offer it on "
+                       f"{c.node} (PodGroup {c.group}: ready {cat.groups[c.group].ready - tk[c.group]}, "
+                       f"minMember {cat.groups[c.group].min_member}{also})")
+    for _v, c in ordered:
+        if c.key not in evicted:
+            _evict(c, evicted, taken, queue_alloc)
     return out
 
 

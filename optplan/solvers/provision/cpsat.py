@@ -31,7 +31,8 @@ from optplan.models.repack import SolverRecord
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import Capacity, max_fit, pod_demand
 from optplan.solvers.core.planner import Planner
-from optplan.solvers.placement.context import Context, QueueState
+from optplan.solvers.placement.context import Context
+from optplan.solvers.placement.queueorder import QueueState
 from optplan.solvers.provision.nodes import augment
 from optplan.solvers.provision.problem import ExactResult, Outcome, Problem, ProvisionResult
 
