@@ -127,7 +127,7 @@ no running pod of another reclaimable queue (room or not). The plugins also see 
 of other jobs being placed (``jobs.plugin_view``: they shape the answer, never go). The victims the tiers
 offer go in Volcano's order (``tiers.victim_key``: across jobs of one queue lower priority, a ready gang,
 then drf's larger dominant share first; then, as within a job, ``Candidate.order_key``: the higher pod
-index, then the later start, then the larger UID first; across queues ``context.victim_queue_key``).
+index, then the later start, then the larger UID first; across queues ``queueorder.victim_queue_key``).
 Volcano's node order among equal scores (``PredicateNodes``' parallel workers) and the order in which the
 plugins see a node's pods (a Go map) vary from run to run; here ties go to the name and pods come in
 ``Candidate.input_key`` order.
@@ -206,8 +206,11 @@ Every plan passes ``validate_placement`` (an independent re-check) before ``plan
   every job, then reclaim; ``victim_notes``): Volcano's actions over all the jobs, each job's turn simulated by
   ``greedy.Greedy`` (one dry-run loop for allocate, preempt and reclaim);
 - ``validate``: the validator (``placement_violations``) and ``check_inputs``; it imports no planner;
-- ``context``: the queue order, the planners' ``Context``, and the simulated cluster (``State``, changed
+- ``context``: the job order, the planners' ``Context``, and the simulated cluster (``State``, changed
   through a ``Statement``, a plan put on it by ``replay``);
+- ``queueorder``: the queues as the capacity plugin reads them (``QueueState``), their order
+  (``compare_queues``) and the victims' queue order across queues (``victim_queue_key``), shared by the
+  planners and the validator;
 - ``partitions``: a task's ``partitionPolicy`` (partitions placed whole, each inside one HyperNode, and
   ``minPartitions``), the rules the planners and the validator share;
 - ``hyperscore``: network-topology-aware's node scores on the greedy's state (``HyperScores``: a normal pod's
