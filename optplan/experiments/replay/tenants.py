@@ -27,7 +27,7 @@ the next (spot → team → payg → spot).
 
 **Admission** (``Book``): placement's ``QueueState`` on the tree (realCapability and effective deserved by
 ``quota.queues.account_queues``, with hierarchy), kept as pods are placed and leave: the queue order is
-``context.compare_queues`` (priority, then share), a pod is placed only within realCapability of its queue
+``queueorder.compare_queues`` (priority, then share), a pod is placed only within realCapability of its queue
 and every ancestor (``QueueState.fit_reason``).
 
 **Victims** (``plan_victims``): a snapshot of the running pods (each in its gang's PodGroup with its queue

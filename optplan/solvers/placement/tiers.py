@@ -60,7 +60,7 @@ def victim_key(allocated: Callable[[str], Mapping[str, int]], total: Mapping[str
     first), gang (a ready gang first), drf (its JobOrderFn puts the smaller dominant share first: the larger
     share goes first; a PodGroup's share now, ``share`` of ``allocated(group)`` over ``total``) —, jobs equal
     in all three by the task order reversed, as pods of one job (``Candidate.order_key``). Across queues the
-    capacity plugin's order comes first (``context.victim_queue_key``)."""
+    capacity plugin's order comes first (``queueorder.victim_queue_key``)."""
     def key(c: Candidate) -> tuple[object, ...]:
         k = c.order_key()
         return (k[0], k[1], -share(allocated(c.group), total), *k[2:])
