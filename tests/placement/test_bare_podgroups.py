@@ -581,3 +581,21 @@ def test_exact_never_admits_less_than_the_greedy_with_exposed_pods(seed: int, ca
     for solver in ("cpsat", "auto"):
         mine = plan_key(ctx, plans[solver])
         assert (mine.neg_admitted, mine.victim_cost) <= (greedy.neg_admitted, greedy.victim_cost), solver
+
+
+def test_the_exact_model_claims_no_proof_for_a_task_of_unlike_pods() -> None:
+    """A bare PodGroup whose pods of one role differ (4, 2 and 6 GPUs) on nodes with 6, 4 and 2 GPUs free: it
+    fits (6, 4, 2) but not in Volcano's pod order, so the greedy leaves it waiting. The exact model counts a
+    task's pods as alike (its first pod's requests): it must not prove "not admitted" from a model of other
+    pods — cpsat and auto answer with the greedy's plan, status FALLBACK (they claimed OPTIMAL before)."""
+    snap = load(node("n0", 8), node("n1", 8), node("n2", 4),
+                 bare("g", 3), member("g-0", "g", 4), member("g-1", "g", 2), member("g-2", "g", 6),
+                 bare("h", 1), member("h-0", "h", 2, on="n0"), bare("k", 1), member("k-0", "k", 4, on="n1"),
+                 bare("m", 1), member("m-0", "m", 2, on="n2")).snapshot
+    jobs = jobs_to_place(snap)
+    for solver in SOLVERS:
+        plan = plan_placement(snap, jobs, solver, OPTS, now=NOW)
+        assert placement_violations(snap, jobs, plan) == []
+        (g,) = [jp for jp in plan.jobs if jp.key == "default/g"]
+        assert not g.admitted
+        assert plan.solver.status == ("HEURISTIC" if solver == "greedy" else "FALLBACK")

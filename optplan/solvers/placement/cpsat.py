@@ -90,6 +90,7 @@ from optplan.solvers.placement.model import (
     Vars,
     build_data,
     job_weights,
+    mixed_task,
     order_weights,
     partition_parts,
     partition_spots,
@@ -540,6 +541,11 @@ def solve(ctx: Context, options: PlanOptions, greedy: PlacementPlan | None = Non
     deadline = clock.now() + options.time_limit
     if greedy is None:  # the greedy planner's own plan: Volcano's scheduling cycles
         greedy = greedy_cycles(ctx)
+    mixed = mixed_task(ctx)
+    if mixed is not None:  # no model of these pods: the greedy's plan, no proof claimed
+        log.warning("placement cpsat: %s: the greedy's plan is the answer", mixed)
+        return greedy.model_copy(update={"solver": SolverRecord(name="cpsat", status="FALLBACK",
+                                                                wall_seconds=round(time.perf_counter() - t0, 3))})
     ref = plan_key(ctx, greedy)
     data = build_data(ctx)
     m, v, objs = build(data)

@@ -60,6 +60,23 @@ def job_weights(ctx: Context) -> dict[str, int]:
     return {j.key: admission_weight(ctx.priority[j.key]) * (1 if j.key in ready else scale) for j in ctx.jobs}
 
 
+def mixed_task(ctx: Context) -> str | None:
+    """Why the exact model cannot plan these jobs, or None: it counts a task's pods per node as alike (one
+    variable per job, task and node, read with the task's first pod), so a task whose pods to place differ in
+    what placement reads (requests, node selector, tolerations, required affinity, GPU share) — a bare
+    PodGroup's pods of one role can — would give it a model of other pods, and its proof would not hold."""
+    for job in ctx.jobs:
+        held = ctx.held.get(job.key, {})
+        for task, pods in sorted(ctx.pods.get(job.key, {}).items()):
+            shapes = {(tuple(sorted(p.requests.items())), tuple(sorted(p.node_selector.items())),
+                       repr(p.tolerations), repr(p.required_node_affinity), repr(p.gpu_share))
+                      for i, p in enumerate(pods) if i not in held.get(task, ())}
+            if len(shapes) > 1:
+                return (f"job {job.key}: the pods of task {task or '(none)'} differ in their requests or "
+                        f"constraints (the exact model counts a task's pods as alike)")
+    return None
+
+
 @dataclass(frozen=True, order=True)
 class PlanKey:
     """Lower is better: (−weighted admissions, victim cost, tier sum, −extra replicas, newly occupied
