@@ -78,6 +78,19 @@ def test_a_reclaim_over_two_nodes_validates(monkeypatch: pytest.MonkeyPatch) -> 
     assert twin.admitted and {v.reason for v in twin.victims} == {"reclaim"}
 
 
+@pytest.mark.parametrize(("seed", "copies"), [(312, 2), (597, 1), (597, 2)])
+def test_a_waiting_jobs_victims_on_nodes_in_walk_order_validate(seed: int, copies: int) -> None:
+    """Families with topology where a job left waiting keeps victims on several nodes, some of which the
+    tiers offer only with the victims on the nodes before them in the walk gone, the rest only with those after
+    still running: the validator tries the victims elsewhere all gone, then those on the nodes before this one
+    in the node list (by name). It refused the greedy's plans before."""
+    cfg = dataclasses.replace(family(seed), topology_share=0.5)
+    snap = with_twins(load_objects(generate(cfg)).snapshot, copies)
+    jobs = list(snap.jobs.values())
+    plan = plan_placement(snap, jobs, "greedy", OPTS, now=NOW)
+    assert placement_violations(snap, jobs, plan) == []
+
+
 def created(obj: dict[str, Any], at: str) -> dict[str, Any]:
     obj["metadata"]["creationTimestamp"] = at
     return obj

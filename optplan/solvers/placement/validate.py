@@ -379,11 +379,12 @@ def _pipelined_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Cat
     and the tiers offered them the victims, as for a placed job's victims (``_victim_violations``, the same
     rule). The pods are not in the plan: some task's pods, one up to as many as fit the node with the victims
     gone, must get the node's victims from the tiers on the replay's state, or with the job's victims on its
-    other nodes gone first (the order of its pipelined pods is not in the plan either; ``taken`` and ``evicted``
-    left unchanged). Lenient where the plan does not say: the pods every such
-    job pipelined (every pending pod of theirs, ``_unnamed_pods``: the plan keeps neither where nor when, a job's
-    victims of several cycles listed at its last) count in the other queues' allocations the capacity plugin
-    reads (more allocation only lets a victim queue give more)."""
+    other nodes gone first, or those on the nodes before it in the node list (by name: the walk's order; the
+    order of its pipelined pods is not in the plan either; ``taken`` and ``evicted`` left unchanged). Lenient
+    where the plan does not say: the pods every such job pipelined (every pending pod of theirs,
+    ``_unnamed_pods``: the plan keeps neither where nor when, a job's victims of several cycles listed at its
+    last) count in the other queues' allocations the capacity plugin reads (more allocation only lets a victim
+    queue give more)."""
     seen = _with_unnamed(allocated, unnamed, tree, job.queue)
     by_node: dict[str, list[Victim]] = defaultdict(list)
     for v in jp.victims:
@@ -398,11 +399,15 @@ def _pipelined_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Cat
             for r, x in snap.pods[f"{v.namespace}/{v.name}"].requests.items():
                 room[r] = room.get(r, 0) + x
         why = _first_offer(snap, job, jp, here, room, cat, tree, accounts, seen, taken, evicted, safety, placed)
-        if why is not None:  # the job's victims elsewhere gone first (its dry run's pods before, in an order unsaid)
+        # the job's victims elsewhere gone first (its dry run's pods before, in an order unsaid): all of them, or
+        # those on the nodes before this one in the node list (the walk's order, by name)
+        for first_gone in ([n for n in by_node if n != node], [n for n in by_node if n < node]):
+            if why is None:
+                break
             gone_seen = {q: dict(a) for q, a in seen.items()}
             gone_taken, gone_evicted = Counter(taken), set(evicted)
             for node2, there in by_node.items():
-                for v in there if node2 != node else ():
+                for v in there if node2 in first_gone else ():
                     c = cat.candidate(f"{v.namespace}/{v.name}")
                     if c is not None and c.key not in gone_evicted:
                         gone_evicted.add(c.key)
