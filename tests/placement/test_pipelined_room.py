@@ -109,3 +109,18 @@ def test_reclaim_sees_the_queue_allocation_of_pipelined_pods(what: str, t_victim
     out = placement_violations(snap, list(snap.jobs.values()), plan)
     assert any(v.startswith("job default/j victim default/va-0 (reclaim): Volcano's plugin tiers do not offer")
                for v in out) is refused, out
+
+
+@pytest.mark.parametrize("seed", [311, 341])
+def test_a_starving_gangs_pods_pipelined_without_victims_count_in_its_queue(seed: int) -> None:
+    """Families with topology where preempt's pass within a starving gang (several pods) pipelines a pod
+    that fits and commits it without victims (Volcano's ``Preemption between Task within Job``), which puts
+    its queue above deserved, so that a later job's reclaim may take a pod of that queue: the validator
+    counts such a job's pods in its queue's allocation (``_unnamed_pods``) as the capacity plugin does. It
+    refused the greedy's plans before."""
+    snap = load_objects(generate(dataclasses.replace(family(seed), topology_share=0.5))).snapshot
+    jobs = list(snap.jobs.values())
+    plan = plan_placement(snap, jobs, "greedy", OPTS, now=NOW)
+    assert placement_violations(snap, jobs, plan) == []
+    assert any(not jp.admitted and not jp.victims for jp in plan.jobs)
+    assert any(v.reason == "reclaim" for jp in plan.jobs for v in jp.victims)

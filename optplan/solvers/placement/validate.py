@@ -449,12 +449,19 @@ def _refused(job: VCJob, v: Victim, cat: Catalogue, accounts: dict[str, QueueAcc
 
 
 def _unnamed_pods(plan: PlacementPlan, given: Mapping[str, VCJob], tree: QueueTree) -> dict[str, dict[str, int]]:
-    """Queue -> what the pending pods of the plan's jobs whose pipelined pods it does not name (a job not admitted
-    that keeps victims; an admitted one ``evicted_earlier``) request, charged to the queue and its ancestors."""
+    """Queue -> what the pending pods of the plan's jobs whose pipelined pods it does not name request, charged
+    to the queue and its ancestors: a job not admitted that keeps victims; an admitted one ``evicted_earlier``;
+    a job not admitted without victims that preempt may take (no network topology, ``action_refused``) and whose
+    gang needs more than one pod: Volcano's preempt, its pass within each starving job, pipelines and commits the
+    job's pods that fit, victims or not (``evict.pipeline_within``), and the capacity plugin counts them in the
+    queue's allocation (a job whose minimum is one pod and whose pod was pipelined is placed by the next cycle's
+    allocate: admitted)."""
     out: dict[str, dict[str, int]] = defaultdict(dict)
     for jp in plan.jobs:
         job = given.get(jp.key)
-        if job is None or not jp.victims or (jp.admitted and not evicted_earlier(job, jp)):
+        if job is None or (jp.admitted and not evicted_earlier(job, jp)):
+            continue
+        if not jp.victims and (jp.admitted or action_refused(job, "preempt") is not None or job.min_available <= 1):
             continue
         for r, x in _requested(job).items():
             for q in (job.queue, *tree.ancestors(job.queue)):
