@@ -32,10 +32,7 @@ from optplan.solvers.placement.jobs import (
     needed,
     shield,
 )
-from optplan.solvers.placement.queueorder import (
-    QueueState,
-    queue_order_key,
-)
+from optplan.solvers.placement.queueorder import QueueState, queue_order_key
 from optplan.solvers.placement.safety import OFF
 from optplan.solvers.placement.victims import Catalogue, never_tasks
 from optplan.solvers.quota.queues import QueueAccount, account_queues

@@ -46,7 +46,7 @@ from optplan.solvers.placement.partitions import (
     partition_shortfall,
     partitioned,
 )
-from optplan.solvers.placement.queueorder import victim_queue_key
+from optplan.solvers.placement.queueorder import victims_in_order
 from optplan.solvers.placement.safety import pdb_over
 from optplan.solvers.placement.tiers import node_victims, preemptee_refused, victim_key
 from optplan.solvers.placement.victims import Candidate, Catalogue, Rules, dims, reclaimer_blocked
@@ -939,10 +939,7 @@ class Greedy:
             job_allocated=self.group_allocated, total=self.total, need=dims(pod.requests), allocated=qs.allocated,
             deserved=qs.deserved, listed=qs.listed, guarantee=qs.guarantee, refused=refused)
         victims = [c for c in victims if c.key in rules.eligible]  # a shielded pod only when exposed
-        if len({c.queue for c in victims}) > 1:  # reclaim: across queues, Volcano's victim queue order
-            rank = victim_queue_key(qs, job.queue)
-            key = victim_key(self.group_allocated, self.total)
-            victims.sort(key=lambda c: (rank(c.queue), key(c)))
+        victims = victims_in_order(victims, qs, job.queue, victim_key(self.group_allocated, self.total))
         if not victims and refused and self.block_note is None:
             self.block_note = f"on {node}: {refused[0]}"
         return victims

@@ -17,7 +17,7 @@ from typing import Any, cast
 
 from optplan.models.placement import JobPlacement, PlacementPlan, VictimReason
 from optplan.models.queues import VCJob
-from optplan.solvers.core.oracle import POD_SLOT, max_fit
+from optplan.solvers.core.oracle import POD_SLOT, constraint_signature, max_fit
 from optplan.solvers.placement.bundles import WHOLE
 from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.gangevict import job_domains
@@ -63,13 +63,12 @@ def job_weights(ctx: Context) -> dict[str, int]:
 def mixed_task(ctx: Context) -> str | None:
     """Why the exact model cannot plan these jobs, or None: it counts a task's pods per node as alike (one
     variable per job, task and node, read with the task's first pod), so a task whose pods to place differ in
-    what placement reads (requests, node selector, tolerations, required affinity, GPU share) — a bare
+    what placement reads (requests, the oracle's ``constraint_signature``, GPU share) — a bare
     PodGroup's pods of one role can — would give it a model of other pods, and its proof would not hold."""
     for job in ctx.jobs:
         held = ctx.held.get(job.key, {})
         for task, pods in sorted(ctx.pods.get(job.key, {}).items()):
-            shapes = {(tuple(sorted(p.requests.items())), tuple(sorted(p.node_selector.items())),
-                       repr(p.tolerations), repr(p.required_node_affinity), repr(p.gpu_share))
+            shapes = {(tuple(sorted(p.requests.items())), constraint_signature(p), p.gpu_share)
                       for i, p in enumerate(pods) if i not in held.get(task, ())}
             if len(shapes) > 1:
                 return (f"job {job.key}: the pods of task {task or '(none)'} differ in their requests or "

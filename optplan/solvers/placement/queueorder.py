@@ -1,14 +1,14 @@
 """The queues' state and order as Volcano's capacity plugin reads them, a rule shared by the planners and the
 validator: ``QueueState`` (realCapability, deserved and the allocations as they grow, with the hierarchy),
-``queue_share`` and ``compare_queues`` (QueueOrderFn), ``queue_order_key`` and ``victim_queue_key`` (the
-victims' queue order across queues, ``BuildVictimsPriorityQueue``)."""
+``queue_share`` and ``compare_queues`` (QueueOrderFn), ``queue_order_key``, ``victim_queue_key`` and
+``victims_in_order`` (the victims' queue order across queues, ``BuildVictimsPriorityQueue``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from fractions import Fraction
 from functools import cmp_to_key
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from optplan.models.quantity import format_milli
 from optplan.models.queues import ROOT as ROOT_QUEUE
@@ -134,3 +134,20 @@ def victim_queue_key(qs: QueueState, preemptor: str) -> Callable[[str], Any]:
             return -1 if la > lb else 1
         return -compare_queues(qs, a, b)
     return cmp_to_key(cmp)
+
+
+class _Queued(Protocol):
+    @property
+    def queue(self) -> str: ...
+
+
+V = TypeVar("V", bound=_Queued)
+
+
+def victims_in_order(victims: list[V], qs: QueueState, preemptor: str, key: Callable[[V], Any]) -> list[V]:
+    """One node's victims in the order evicted (``key``: the order within a queue, ``tiers.victim_key``), the
+    victims' queue order first when they come from several queues (``victim_queue_key``)."""
+    if len({v.queue for v in victims}) <= 1:
+        return victims
+    rank = victim_queue_key(qs, preemptor)
+    return sorted(victims, key=lambda v: (rank(v.queue), key(v)))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from itertools import groupby
@@ -45,7 +45,7 @@ from optplan.solvers.placement.jobs import (
     starving,
 )
 from optplan.solvers.placement.partitions import NO_VICTIMS, evicts_anywhere, partition_violations, partitioned
-from optplan.solvers.placement.queueorder import QueueState, victim_queue_key
+from optplan.solvers.placement.queueorder import QueueState, victims_in_order
 from optplan.solvers.placement.safety import OFF, approval_reason, evict_blocks, graded_blocks, pdb_over, pdb_refused
 from optplan.solvers.placement.tiers import node_victims, preemptee_refused, victim_key
 from optplan.solvers.placement.victims import (
@@ -580,15 +580,16 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
         for r, x in node.allocatable.items():
             total[r] += x
 
-    gone = [evicted]  # the evictions group_alloc reads: the state before the job's, then a replay's
-
-    def group_alloc(g: str) -> dict[str, int]:
-        a: dict[str, int] = defaultdict(int)
-        for k in cat.groups[g].occupying:
-            if k not in gone[0]:
-                for r, x in snap.pods[k].requests.items():
-                    a[r] += x
-        return a
+    def alloc_without(gone: set[str]) -> Callable[[str], dict[str, int]]:
+        """A victim PodGroup's allocation with the pods ``gone`` evicted (drf's and the victim order's)."""
+        def group_alloc(g: str) -> dict[str, int]:
+            a: dict[str, int] = defaultdict(int)
+            for k in cat.groups[g].occupying:
+                if k not in gone:
+                    for r, x in snap.pods[k].requests.items():
+                        a[r] += x
+            return a
+        return group_alloc
 
     checked: list[tuple[Victim, Candidate]] = []
     for v in jp.victims:
@@ -608,10 +609,12 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
         if c.node not in first:
             out.append(f"{where}: on node {c.node}, where the job places no pod")
         checked.append((v, c))
-    order = victim_key(group_alloc, total)
+    order = victim_key(alloc_without(evicted), total)
     ordered = sorted(checked, key=lambda vc: (first.get(vc[1].node, len(bound)), vc[1].node, order(vc[1])))
     by_node = {node: list(grouped) for node, grouped in groupby(ordered, key=lambda vc: vc[1].node)}
-    order_qs = QueueState(snap, accounts)
+
+    def fits(free: dict[str, int] | None, need: dict[str, int]) -> bool:
+        return free is not None and all(free.get(r, 0) >= x for r, x in need.items())
 
     def rounds(just_enough: bool) -> tuple[dict[str, list[tuple[Victim, Candidate]]], dict[str, list[str]],
                                            Counter[str]]:
@@ -622,7 +625,7 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
         the plan's on the node that they offer. On copies of the state; the victims left, the capacity plugin's
         refusals per node, the gangs' evicted pods."""
         ev, tk, qa = set(evicted), Counter(taken), {q: dict(a) for q, a in queue_alloc.items()}
-        gone[0] = ev
+        group_alloc = alloc_without(ev)
         left_on = {at: list(here) for at, here in by_node.items()}
         have = {at: dict(room[at]) for at in by_node if at in room} if just_enough and room is not None else {}
         refusals: dict[str, list[str]] = {}
@@ -631,7 +634,7 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
             left = left_on.get(at)
             need = {r: x for r, x in p.requests.items() if x > 0 and r != "pods"}
             free = have.get(at)
-            if left and not (free is not None and all(free.get(r, 0) >= x for r, x in need.items())):
+            if left and not fits(free, need):
                 reason = legacy_reason(left[0][0].reason)
                 mine: dict[str, int] = defaultdict(int)
                 for pod in [*held, p]:
@@ -651,16 +654,15 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
                     deserved={q: a.effective_deserved for q, a in accounts.items()},
                     listed={q: a.deserved_listed for q, a in accounts.items()},
                     guarantee={q: a.guarantee for q, a in accounts.items()}, refused=refused)
-                offered = {x.key for x in allowed}
                 if len({x.queue for x in allowed}) > 1:  # reclaim across queues: the victims' queue order first
-                    order_qs.allocated = qa
-                    rank = victim_queue_key(order_qs, job.queue)
-                    allowed = sorted(allowed, key=lambda x: (rank(x.queue), order(x)))
+                    qs = QueueState(snap, accounts)
+                    qs.allocated = qa
+                    allowed = victims_in_order(allowed, qs, job.queue, victim_key(group_alloc, total))
                 mine_left = {c.key: (v, c) for v, c in left}
-                for cand in allowed:  # in the tiers' victim order
-                    if cand.key not in mine_left or cand.key not in offered:
+                for cand in allowed:  # in the victims' order
+                    if cand.key not in mine_left:
                         continue
-                    if free is not None and all(free.get(r, 0) >= n for r, n in need.items()):
+                    if fits(free, need):
                         break
                     _evict(cand, ev, tk, qa)
                     del mine_left[cand.key]
@@ -674,14 +676,10 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
             if free is not None:
                 for r, x in p.requests.items():
                     free[r] = free.get(r, 0) - x
-        gone[0] = evicted
         return left_on, refusals, tk
 
-    def stranded(left_on: dict[str, list[tuple[Victim, Candidate]]]) -> bool:
-        return any(left for at, left in left_on.items() if at in first)
-
     left_on, refusals, tk = rounds(True) if room is not None else ({}, {}, Counter())
-    if room is None or stranded(left_on):  # lenient: either replay may be Volcano's
+    if room is None or any(left for at, left in left_on.items() if at in first):  # either replay may be Volcano's
         left_on, refusals, tk = rounds(False)
     for at, left in left_on.items():
         if at not in first:
