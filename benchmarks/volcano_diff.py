@@ -38,6 +38,9 @@ is not counted in that column.
 (PodGroups and pods created directly, as Kubeflow or KubeRay create them: minMember, minTaskMember, a
 subGroupPolicy with a topology per subgroup, some partly running; each subgroup's HyperNode compared as a
 partition's).
+``--more``: the cases of ``vcdiff.generate_more(seed, i)`` (a tenant parent's guarantee; a task template naming a
+PriorityClass of preemptionPolicy Never; a running gang's workers beside its pending critical task; two partly
+running gangs).
 ``--also DIR`` (with ``--replan``, repeatable): other folders holding recordings of the same cases (``--repeat``'s
 ``NS-xR`` namespaces or the case's own), each re-planned too; besides the table of the recording in ``--dir``, a
 second one counts a case's action as agreeing when optplan agrees with one of Volcano's recordings of it (its
@@ -70,6 +73,7 @@ from tests.realcluster.vcdiff import (  # noqa: E402
     compare,
     conf_args,
     generate,
+    generate_more,
     generate_partitioned,
     generate_partitioned_more,
     generate_podgroups,
@@ -172,6 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--podgroups", action="store_true",
                     help="the bare-PodGroup cases (vcdiff.generate_podgroups: PodGroups and their pods created "
                          "directly, no VCJob; namespaces vcg-SEED-I) instead of the plain ones")
+    ap.add_argument("--more", action="store_true",
+                    help="the cases vcdiff.generate_more draws (a parent queue's guarantee, preemptionPolicy Never by "
+                         "task template, a running gang's own pods beside a starving task, two partly running gangs; "
+                         "namespaces vcm-SEED-I) instead of the plain ones")
     ap.add_argument("--also", type=Path, action="append", default=[],
                     help="with --replan: a folder of other recordings of the same cases (--repeat's NS-xR too); a "
                          "second table counts an action as agreeing when optplan agrees with one of Volcano's "
@@ -227,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         for i in indices:
             for r in range(args.repeat):
                 case = (generate_partitioned_more if args.partitions_more else generate_partitioned
-                        if args.partitions else generate_podgroups if args.podgroups else generate)(args.seed, i)
+                        if args.partitions else generate_podgroups if args.podgroups
+                        else generate_more if args.more else generate)(args.seed, i)
                 if args.repeat > 1:
                     case = renamed(case, f"{case.ns}-x{r}")
                 if cluster is not None:

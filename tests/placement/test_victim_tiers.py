@@ -368,6 +368,56 @@ def test_victims_of_several_queues_go_in_the_capacity_plugins_order(what: str, q
     assert result(plan) == (True, [victim])
 
 
+# ---- the capacity plugin asks the reclaimees in eviction order ---------------------------------------------
+
+# n0 (8 GPUs) is full with three pods of queue o, each its own gang at minMember (the first tier offers none, the
+# capacity plugin decides): "spot" (low, 2 GPUs), "big" (mid, 4) and "small" (mid, 2, started later). The plugin's
+# ReclaimableFn walks them in Volcano's eviction order (``BuildVictimsPriorityQueue``: lower priority first, then
+# drf's larger share: spot, big, small), each passing while o's allocation, less the pods passed before it, is
+# above o's deserved. With deserved 3: spot (8 > 3), big (6 > 3), not small (2): 6 GPUs offered, too few for the
+# 8-GPU reclaimer, which Volcano leaves pending (vcm-1-36 of ``volcano_diff.py --more``, recorded: optplan walked
+# them in the plugins' input order, small before big, offered all three and reclaimed them).
+CAPACITY_ORDER = [  # (what, o's deserved, j's GPUs, j admitted, j's victims)
+    ("the walk stops short of the pod that would take o below deserved", 3, 8, False, []),
+    ("what it offers is enough: just enough of it, in eviction order", 3, 6, True, ["big-0", "spot-0"]),
+    ("a lower deserved lets all three go", 1, 8, True, ["big-0", "small-0", "spot-0"]),
+]
+
+
+@pytest.mark.parametrize(("what", "deserved", "gpu", "admitted", "victims"), CAPACITY_ORDER,
+                         ids=[c[0] for c in CAPACITY_ORDER])
+def three_in_o(deserved: int, gpu: int) -> list[dict[str, Any]]:
+    return [*CLASSES, node("n0", 8), queue("q", deserved={GPU: 8}), queue("o", deserved={GPU: deserved}),
+            *running("spot", "o", [("n0", 2)], "low", 1), *running("big", "o", [("n0", 4)], "mid", 1),
+            *running("small", "o", [("n0", 2)], "mid", 1, started="2025-06-01T11:00:00Z"),
+            pending("j", "q", 1, gpu, "high")]
+
+
+@pytest.mark.parametrize(("what", "deserved", "gpu", "admitted", "victims"), CAPACITY_ORDER,
+                         ids=[c[0] for c in CAPACITY_ORDER])
+def test_the_capacity_plugin_asks_the_reclaimees_in_eviction_order(what: str, deserved: int, gpu: int,
+                                                                   admitted: bool, victims: list[str]) -> None:
+    snap = load_objects(three_in_o(deserved, gpu)).snapshot
+    jobs = list(snap.jobs.values())
+    plan = plan_placement(snap, jobs, "greedy", OPTS, now=NOW)
+    assert placement_violations(snap, jobs, plan) == []
+    assert result(plan) == (admitted, victims)
+    exact = plan_placement(snap, jobs, "auto", OPTS, now=NOW)
+    assert placement_violations(snap, jobs, exact) == []
+    assert result(exact)[0] == admitted
+
+
+def test_the_validator_refuses_a_reclaim_the_plugins_order_does_not_offer() -> None:
+    """The plan that reclaims all three pods for an 8-GPU pod (right at deserved 1) at deserved 3, what optplan
+    planned there before."""
+    loose = load_objects(three_in_o(1, 8)).snapshot
+    plan = plan_placement(loose, list(loose.jobs.values()), "greedy", OPTS, now=NOW)
+    assert result(plan) == (True, ["big-0", "small-0", "spot-0"])
+    snap = load_objects(three_in_o(3, 8)).snapshot
+    bad = placement_violations(snap, list(snap.jobs.values()), plan)
+    assert any("small-0" in v and "plugin tiers do not offer it" in v for v in bad)
+
+
 # ---- victims of several jobs of one queue: the session's job order, reversed ---------------------------
 
 # n0 (8 GPUs) is full: the preemptor j (high, 4 GPUs) may take pods of jobs "small" and "big" (both mid,

@@ -272,7 +272,13 @@ def _partial(case: Case, seed: int, index: int, free: dict[str, int], racks: lis
     hard = [j for j in jobs if j["spec"].get("networkTopology", {}).get("mode") == "hard"]
     if not jobs:
         return
-    job = rng.choice(hard or jobs)
+    _bind_some(case, rng, rng.choice(hard or jobs), free, racks)
+
+
+def _bind_some(case: Case, rng: random.Random, job: dict[str, Any], free: dict[str, int],
+               racks: list[list[str]]) -> None:
+    """``_partial``'s binding of one job: 1..replicas-1 pods of its first task on nodes with room (``free``
+    taken), inside one rack under a hard topology, minAvailable lowered to them; nothing when they do not fit."""
     spec = job["spec"]
     task = spec["tasks"][0]
     per = int(task["template"]["spec"]["containers"][0]["resources"]["requests"][GPU])
@@ -578,6 +584,154 @@ def generate_podgroups(seed: int, index: int) -> Case:
     if case.partial:
         kinds.add("partial")
     case.kinds = tuple(sorted(kinds))
+    return case
+
+
+def generate_more(seed: int, index: int) -> Case:
+    """What the other flavours leave out, on ``generate(seed, index)``'s cluster (nodes, HyperNodes when it has
+    them, running gangs) under the namespace ``vcm-SEED-INDEX``, a stream of its own (``generate``'s cases
+    unchanged by it):
+
+    - *a parent's guarantee*: in four cases of five the tenant parent gets a guarantee (a quarter or half of the
+      cluster's GPUs), which the capacity plugin keeps out of the realCapability of the other queues under root;
+      a flat queue beside it always (when ``generate`` drew none, with a deserved of one node's GPUs), sometimes
+      with a guarantee of its own;
+    - its pending VCJobs redrawn, one to three of these kinds, at least one of each chosen kind:
+
+      * *never*: a task template naming ``debug-job`` (preemptionPolicy Never) under a job of a higher
+        PriorityClass, in the leaf queue holding the most GPUs of lower-priority running pods, asking more than
+        is free (its pods may not preempt or reclaim; the job's may, and sometimes a second task without its
+        own class takes the job's);
+      * *own*: a running gang above its minimum's reach: ``worker`` pods (normal-job or spot-job by template) all
+        bound before the scheduler starts, a pending ``lead`` of critical-job by template asking more than is
+        free, minAvailable the workers' count (the job is not starving: nothing for it) or one more (starving:
+        preempt may take other jobs' pods of its queue, never its own workers, which the gang keeps);
+      * *reclaim*: a job of the flat queue asking more than is free, to be had only from the tenant's teams
+        above their deserved, within the flat queue's realCapability the parent's guarantee bounds;
+      * *plain*: as ``generate`` draws a pending job;
+
+    - two partly running gangs where two of the single-task jobs of 2+ replicas can be (``_bind_some``:
+      1..replicas-1 pods bound, minAvailable lowered to them), besides an *own* job's workers.
+    """
+    case = renamed(generate(seed, index), f"vcm-{seed}-{index}")
+    rng = random.Random(f"more/{seed}/{index}")
+    ns = case.ns
+    gpus, cpu, mem, _leaves = _shape(case)
+    tainted = {d["metadata"]["name"] for d in case.nodes if d["spec"].get("taints")}
+    all_nodes = [d["metadata"]["name"] for d in case.nodes]
+    racks = sorted(sorted(m) for t, m in case.members.values() if t == 1) or [sorted(all_nodes)]
+    total = gpus * len(all_nodes)
+    queues = {q["metadata"]["name"]: q for q in case.queues}
+    parent = f"{ns}-t"
+    dims = set(queues[parent]["spec"]["deserved"])
+
+    def amounts(g: int) -> dict[str, Any]:
+        out: dict[str, Any] = {GPU: g}
+        if "cpu" in dims:
+            out["cpu"] = str(g * cpu // gpus)
+            out["memory"] = f"{g * mem // gpus}Gi"
+        return out
+
+    kinds = {"more"} | set(case.kinds) - {"partial"}
+    if rng.random() < 0.8:
+        queues[parent]["spec"]["guarantee"] = {"resource": amounts(rng.choice((total // 4, total // 2)))}
+        kinds.add("guarantee")
+    flat = f"{ns}-f"
+    if flat not in queues:
+        case.queues.append(_queue(flat, {"parent": "root", "reclaimable": True, "deserved": amounts(gpus)}))
+        queues[flat] = case.queues[-1]
+    if rng.random() < 0.3:
+        queues[flat]["spec"]["guarantee"] = {"resource": amounts(gpus)}
+    parents = {q["spec"].get("parent") for q in case.queues}
+    leaves = sorted(q for q in queues if q not in parents)
+    teams = [q for q in leaves if queues[q]["spec"].get("parent") == parent]
+    free = {n: gpus for n in all_nodes}
+    lower: dict[str, int] = {q: 0 for q in leaves}  # leaf queue -> GPUs of its running pods below critical-job
+    for gang in case.running:
+        for pod in gang[1:]:
+            g = int(pod["spec"]["containers"][0]["resources"]["requests"][GPU])
+            free[pod["spec"]["nodeName"]] -= g
+            if PRIORITY[pod["spec"]["priorityClassName"]] < PRIORITY["critical-job"]:
+                lower[gang[0]["spec"]["queue"]] += g
+    case.pending, case.partial = [], {}
+    pers = tuple(g for g in (1, 2, 4, 4, 8) if g <= gpus)
+    topology = bool(case.hypernodes)
+
+    def template(per: int, pc: str | None) -> dict[str, Any]:
+        spec = _pod_spec(per, cpu, gpus, mem)
+        if pc is not None:
+            spec["priorityClassName"] = pc
+        if tainted and rng.random() < 0.5:
+            spec["tolerations"] = [dict(TOLERATION)]
+        return {"spec": spec}
+
+    def job(tasks: list[dict[str, Any]], queue: str, pc: str, min_av: int) -> dict[str, Any]:
+        spec: dict[str, Any] = {"schedulerName": "volcano", "queue": queue, "minAvailable": min_av,
+                                "priorityClassName": pc, "tasks": tasks}
+        if topology and rng.random() < 0.3:
+            mode = rng.choice(("hard", "soft"))
+            spec["networkTopology"] = {"mode": mode}
+            if mode == "hard":
+                spec["networkTopology"]["highestTierAllowed"] = rng.choice((1, 2))
+            kinds.add("topology")
+        doc = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+               "metadata": {"name": f"j{len(case.pending)}", "namespace": ns}, "spec": spec}
+        case.pending.append(doc)
+        return doc
+
+    def more_than_free(per: int) -> int:
+        return max(1, min(4, -(-(sum(free.values()) + 1) // per)))
+
+    chosen = [k for k in ("never", "own", "reclaim", "plain") if rng.random() < 0.4] or [
+        rng.choice(("never", "own", "reclaim"))]
+    for kind in chosen:
+        if kind == "never":
+            per = rng.choice(tuple(g for g in pers if g >= 2) or pers)
+            replicas = more_than_free(per)
+            tasks = [{"name": "worker", "replicas": replicas, "template": template(per, "debug-job")}]
+            if rng.random() < 0.5:
+                tasks.append({"name": "aux", "replicas": 1, "template": template(rng.choice(pers), None)})
+            job(tasks, max(leaves, key=lambda q: (lower[q], q)), rng.choice(("critical-job", "large-job",
+                                                                              "normal-job")),
+                sum(t["replicas"] for t in tasks))
+            kinds.add("never")
+        elif kind == "own":
+            per_w = rng.choice(tuple(g for g in pers if g <= max(1, gpus // 2)))
+            n_w = rng.choice((2, 2, 3))
+            workers = _spread(rng, {n: free[n] for n in all_nodes if n not in tainted}, n_w, per_w)
+            per_l = rng.choice(pers)
+            tasks = [{"name": "worker", "replicas": n_w, "template": template(per_w, rng.choice(("normal-job",
+                                                                                                 "spot-job")))},
+                     {"name": "lead", "replicas": 1, "template": template(per_l, "critical-job")}]
+            doc = job(tasks, rng.choice(leaves), rng.choice(("normal-job", "large-job")),
+                      n_w + rng.choice((0, 1)))
+            if len(workers) == n_w:
+                for n in workers:
+                    free[n] -= per_w
+                name = doc["metadata"]["name"]
+                case.partial[name] = [(f"{name}-worker-{k}", n) for k, n in enumerate(workers)]
+                kinds.add("own")
+        elif kind == "reclaim":
+            per = rng.choice(pers)
+            replicas = more_than_free(per)
+            job([{"name": "worker", "replicas": replicas, "template": template(per, None)}], flat,
+                rng.choice(("normal-job", "large-job", "critical-job")), replicas)
+            kinds.add("reclaim")
+        else:
+            per = rng.choice(pers)
+            replicas = rng.choice((1, 2, 2, 3))
+            job([{"name": "worker", "replicas": replicas, "template": template(per, None)}],
+                rng.choice(teams or leaves), rng.choice(("critical-job", "large-job", "normal-job", "spot-job")),
+                replicas if rng.random() < 0.8 else max(1, replicas - 1))
+    single = [j for j in case.pending if len(j["spec"]["tasks"]) == 1 and j["spec"]["tasks"][0]["replicas"] >= 2
+              and j["metadata"]["name"] not in case.partial]
+    for j in rng.sample(single, min(2, len(single))):
+        _bind_some(case, rng, j, free, racks)
+    if case.partial:
+        kinds.add("partial")
+    if len(case.partial) > 1:
+        kinds.add("partial2")
+    case.kinds = tuple(sorted(kinds | {"preempt", "reclaim"}))
     return case
 
 

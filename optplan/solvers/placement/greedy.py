@@ -931,15 +931,16 @@ class Greedy:
         if not any(c.key in rules.eligible for c in seen):
             return []
         refused: list[str] = []
+        key = victim_key(self.group_allocated, self.total)
         victims, _tier = node_victims(
             rules.reason, seen, preemptor_priority=self.ctx.priority[job.key],
             ready=lambda g: cat.groups[g].ready - st.taken[g] + self.placed[g],
             min_member=lambda g: cat.groups[g].min_member,
             preemptor_allocated=self.job_allocated(job, pod, stmt) if rules.reason == "preempt" else {},
             job_allocated=self.group_allocated, total=self.total, need=dims(pod.requests), allocated=qs.allocated,
-            deserved=qs.deserved, listed=qs.listed, guarantee=qs.guarantee, refused=refused)
+            deserved=qs.deserved, listed=qs.listed, guarantee=qs.guarantee,
+            order=lambda vs: victims_in_order(vs, qs, job.queue, key), refused=refused)
         victims = [c for c in victims if c.key in rules.eligible]  # a shielded pod only when exposed
-        victims = victims_in_order(victims, qs, job.queue, victim_key(self.group_allocated, self.total))
         if not victims and refused and self.block_note is None:
             self.block_note = f"on {node}: {refused[0]}"
         return victims

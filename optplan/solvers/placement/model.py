@@ -31,7 +31,7 @@ from optplan.solvers.placement.partitions import (
 )
 from optplan.solvers.placement.queueorder import QueueState
 from optplan.solvers.placement.safety import approval_cancelled, cooling_until, graded_blocks, pdb_refused, pdb_spends
-from optplan.solvers.placement.tiers import SHARE_DELTA, preemptee_refused, share
+from optplan.solvers.placement.tiers import SHARE_DELTA, preemptee_refused, share, victim_key
 from optplan.solvers.placement.validate import evicted_earlier, in_later_cycle
 from optplan.solvers.placement.victims import (
     REASONS,
@@ -527,17 +527,32 @@ def drf_limit(ctx: Context, occupying: tuple[str, ...], mine: float, total: Mapp
 
 def capacity_limit(ctx: Context, queues: QueueState, queue: str, second: list[Candidate]) -> int:
     """The most pods the plan may take from ``queue`` when some go by the capacity plugin's ReclaimableFn
-    (``victims.victim_blocked``): each second-tier pod still passes with the queue's pods before it on its
-    node gone (the plugin subtracts the ones it keeps before a pod, in victim order) and the other takes
-    gone, counted as the largest of the queue's other pods. Placements only add to the queue's allocation,
-    which only helps. 0: none may go so."""
+    (``victims.victim_blocked``): each second-tier pod still passes with the queue's pods before it on its node
+    gone (the plugin walks them in eviction order, ``tiers.victim_key`` with drf's shares as the snapshot has
+    them, and subtracts the ones it keeps before a pod) and the other takes gone, counted as the largest of the
+    queue's other pods. Placements only add to the queue's allocation, which only helps. 0: none may go so.
+    The shares move as the plan's evictions shrink their jobs, which may reorder jobs of equal priority: the
+    validator, replaying the order as it is then, has the last word."""
     cat = ctx.catalogue
     pods = [c for c in [*cat.candidates.values(), *cat.exposed.values()] if c.queue == queue]
     alloc = queues.allocated[queue]
     most = len(pods)
+    total: dict[str, int] = defaultdict(int)
+    for n in ctx.snapshot.nodes.values():
+        for r, amount in n.allocatable.items():
+            total[r] += amount
+
+    def group_alloc(g: str) -> dict[str, int]:
+        out: dict[str, int] = defaultdict(int)
+        for k in cat.groups[g].occupying if g in cat.groups else ():
+            for r, x in ctx.snapshot.pods[k].requests.items():
+                out[r] += x
+        return out
+
+    key = victim_key(group_alloc, total)
     for c in second:  # the pods handed before it on its node, shielded ones too (``jobs.plugin_view``)
         before = [x for x in [*cat.by_node.get(c.node, []), *cat.shielded.get(c.node, [])] if x.queue == queue
-                  and x.order_key() < c.order_key()]
+                  and key(x) < key(c)]
         near = {x.key for x in before} | {c.key}
         others = [x for x in pods if x.key not in near]
         base = dict(alloc)

@@ -148,6 +148,6 @@ def victims_in_order(victims: list[V], qs: QueueState, preemptor: str, key: Call
     """One node's victims in the order evicted (``key``: the order within a queue, ``tiers.victim_key``), the
     victims' queue order first when they come from several queues (``victim_queue_key``)."""
     if len({v.queue for v in victims}) <= 1:
-        return victims
+        return sorted(victims, key=key)
     rank = victim_queue_key(qs, preemptor)
     return sorted(victims, key=lambda v: (rank(v.queue), key(v)))

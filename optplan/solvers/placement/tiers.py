@@ -25,9 +25,10 @@ The plugins' answers, each in the order it is given the pods:
   and already placed pods plus the pod, over the cluster's allocatable) is below, or within 1e-6 of, the
   victim job's dominant share with this pod and the pods of the same job before it in the list
   removed; no priority check;
-- **capacity** (reclaim): the pods, in the order given, that request a resource the reclaimer pod requests
-  and pass the capacity plugin's ReclaimableFn (``victims.victim_blocked``) with the pods kept before
-  them taken from their queue.
+- **capacity** (reclaim): the pods that request a resource the reclaimer pod requests and pass the capacity
+  plugin's ReclaimableFn (``victims.victim_blocked``) with the pods kept before them taken from their queue,
+  asked in Volcano's eviction order (the plugin walks ``BuildVictimsPriorityQueue``, not the order given):
+  a queue just above its deserved lets its pods go only until it is not, so which pods pass depends on it.
 
 The node's pods come to the plugins in Volcano from a Go map, in random order; here in victim order with
 the smaller UID first among equals (``Candidate.input_key``). The order shows when a victim job has more
@@ -51,6 +52,9 @@ SHARE_DELTA = 0.000001
 """drf's shareDelta: shares this close count as equal."""
 
 Answer = Callable[[list[Candidate]], list[Candidate]]
+Order = Callable[[list[Candidate]], list[Candidate]]
+"""Pods in Volcano's eviction order (``BuildVictimsPriorityQueue``: ``victim_key`` within a queue, the capacity
+plugin's queue order across queues, ``queueorder.victims_in_order``)."""
 
 
 def victim_key(allocated: Callable[[str], Mapping[str, int]], total: Mapping[str, int]
@@ -136,12 +140,13 @@ def drf_answer(preemptor_share: float, job_allocated: Callable[[str], Mapping[st
 
 def capacity_answer(need: frozenset[str], allocated: Callable[[str], Mapping[str, int]],
                     deserved: Callable[[str], Mapping[str, int]], listed: Callable[[str], frozenset[str]],
-                    guarantee: Callable[[str], Mapping[str, int]], pods: Iterable[Candidate],
+                    guarantee: Callable[[str], Mapping[str, int]], pods: list[Candidate], order: Order,
                     refused: list[str] | None = None) -> list[Candidate]:
-    """The capacity plugin's ReclaimableFn; ``refused`` collects why the others were not kept."""
+    """The capacity plugin's ReclaimableFn, asking the pods in eviction order (``order``); ``refused`` collects
+    why the others were not kept."""
     alloc: dict[str, dict[str, int]] = {}
     out = []
-    for c in sorted(pods, key=Candidate.input_key):
+    for c in order(sorted(pods, key=Candidate.input_key)):
         if not dims(c.pod.requests) & need:
             continue
         a = alloc.setdefault(c.queue, dict(allocated(c.queue)))
@@ -160,12 +165,16 @@ def node_victims(reason: Reason, pods: list[Candidate], *, preemptor_priority: i
                  job_allocated: Callable[[str], Mapping[str, int]], total: Mapping[str, int],
                  need: frozenset[str], allocated: Mapping[str, Mapping[str, int]],
                  deserved: Mapping[str, Mapping[str, int]], listed: Mapping[str, frozenset[str]],
-                 guarantee: Mapping[str, Mapping[str, int]], refused: list[str] | None = None
-                 ) -> tuple[list[Candidate], int | None]:
+                 guarantee: Mapping[str, Mapping[str, int]], order: Order | None = None,
+                 refused: list[str] | None = None) -> tuple[list[Candidate], int | None]:
     """The victims the tiers allow among one node's preemptees (``pods``, in victim order) for one
-    preemptor pod, and the deciding tier. ``preemptor_allocated``: the preemptor job's allocation with
-    the pod added (drf's share); ``ready``/``job_allocated``: a victim PodGroup's ready pods and
-    allocation now; ``allocated`` etc.: the queues now (the capacity plugin)."""
+    preemptor pod, in eviction order (``order``; by default ``victim_key`` alone, right for one queue), and the
+    deciding tier. ``preemptor_allocated``: the preemptor job's allocation with the pod added (drf's share);
+    ``ready``/``job_allocated``: a victim PodGroup's ready pods and allocation now; ``allocated`` etc.: the
+    queues now (the capacity plugin)."""
+    if order is None:
+        key = victim_key(job_allocated, total)
+        order = lambda vs: sorted(vs, key=key)  # noqa: E731
     answers: dict[str, Answer] = {
         "gang": lambda ps: gang_answer(ready, min_member, ps),
         "conformance": list,
@@ -177,9 +186,9 @@ def node_victims(reason: Reason, pods: list[Candidate], *, preemptor_priority: i
     else:
         answers["capacity"] = lambda ps: capacity_answer(
             need, lambda q: allocated[q], lambda q: deserved[q], lambda q: listed[q], lambda q: guarantee[q], ps,
-            refused)
+            order, refused)
     victims, tier = walk(TIERS[reason], answers, pods)
-    return sorted(victims, key=victim_key(job_allocated, total)), tier
+    return order(victims), tier
 
 
 def preemptee_refused(c: Candidate, reason: Reason, queue: str, reclaimable: bool) -> str | None:

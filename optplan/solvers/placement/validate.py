@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from itertools import groupby
+from typing import Any
 
 from optplan.errors import InputError, PlanInvalidError
 from optplan.models.limits import SYSTEM_PRIORITY_CLASSES
@@ -410,11 +411,7 @@ def _pipelined_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Cat
                 for v in there if node2 in first_gone else ():
                     c = cat.candidate(f"{v.namespace}/{v.name}")
                     if c is not None and c.key not in gone_evicted:
-                        gone_evicted.add(c.key)
-                        gone_taken[c.group] += 1
-                        for q in (c.queue, *tree.ancestors(c.queue)):
-                            for r, x in c.pod.requests.items():
-                                gone_seen[q][r] = gone_seen[q].get(r, 0) - x
+                        _evict(c, gone_evicted, gone_taken, gone_seen, tree)
             if _first_offer(snap, job, jp, here, room, cat, tree, accounts, gone_seen, gone_taken, gone_evicted,
                             safety, placed) is None:
                 why = None
@@ -653,18 +650,16 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
                     need=dims(p.requests), allocated=qa,
                     deserved={q: a.effective_deserved for q, a in accounts.items()},
                     listed={q: a.deserved_listed for q, a in accounts.items()},
-                    guarantee={q: a.guarantee for q, a in accounts.items()}, refused=refused)
-                if len({x.queue for x in allowed}) > 1:  # reclaim across queues: the victims' queue order first
-                    qs = QueueState(snap, accounts)
-                    qs.allocated = qa
-                    allowed = victims_in_order(allowed, qs, job.queue, victim_key(group_alloc, total))
+                    guarantee={q: a.guarantee for q, a in accounts.items()},
+                    order=partial(_in_order, snap, accounts, qa, job.queue, victim_key(group_alloc, total)),
+                    refused=refused)
                 mine_left = {c.key: (v, c) for v, c in left}
                 for cand in allowed:  # in the victims' order
                     if cand.key not in mine_left:
                         continue
                     if fits(free, need):
                         break
-                    _evict(cand, ev, tk, qa)
+                    _evict(cand, ev, tk, qa, tree)
                     del mine_left[cand.key]
                     if free is not None:
                         for r, n in cand.pod.requests.items():
@@ -691,7 +686,7 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
                        f"minMember {cat.groups[c.group].min_member}{also})")
     for _v, c in ordered:
         if c.key not in evicted:
-            _evict(c, evicted, taken, queue_alloc)
+            _evict(c, evicted, taken, queue_alloc, tree)
     return out
 
 
@@ -700,12 +695,26 @@ def _handed(reason: Reason, queue: str, accounts: dict[str, QueueAccount], c: Ca
     return preemptee_refused(c, reason, queue, accounts[c.queue].reclaimable) is None
 
 
-def _evict(c: Candidate, evicted: set[str], taken: Counter[str], queue_alloc: dict[str, dict[str, int]]) -> None:
-    """The validator's replay of one eviction for the tiers: the pod gone, its gang and queue smaller."""
+def _in_order(snap: Snapshot, accounts: dict[str, QueueAccount], allocated: dict[str, dict[str, int]], queue: str,
+              key: Callable[[Candidate], Any], victims: list[Candidate]) -> list[Candidate]:
+    """``victims`` in Volcano's eviction order for a job of ``queue`` (``queueorder.victims_in_order``); the
+    queues' state is built only when they span queues (reclaim)."""
+    if len({v.queue for v in victims}) <= 1:
+        return sorted(victims, key=key)
+    qs = QueueState(snap, accounts)
+    qs.allocated = allocated
+    return victims_in_order(victims, qs, queue, key)
+
+
+def _evict(c: Candidate, evicted: set[str], taken: Counter[str], queue_alloc: dict[str, dict[str, int]],
+           tree: QueueTree) -> None:
+    """The validator's replay of one eviction for the tiers: the pod gone, its gang smaller, its queue's and the
+    queue's ancestors' allocations smaller (the capacity plugin's deallocation, which the queue order reads)."""
     evicted.add(c.key)
     taken[c.group] += 1
-    for r, x in c.pod.requests.items():
-        queue_alloc[c.queue][r] = queue_alloc[c.queue].get(r, 0) - x
+    for q in (c.queue, *tree.ancestors(c.queue)):
+        for r, x in c.pod.requests.items():
+            queue_alloc[q][r] = queue_alloc[q].get(r, 0) - x
 
 
 def _queue_held_back(job: VCJob, jp: JobPlacement, tree: QueueTree, accounts: dict[str, QueueAccount],
