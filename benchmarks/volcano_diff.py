@@ -31,7 +31,7 @@ ties between the best ones (``--hypernode-tie-seed``: by name, then seeds 1-7; V
 plan agreeing on the most verdicts kept: what the greedy's rules give under the node order and draws Volcano
 made.
 ``--drawn`` (with ``--replan``): besides, ``greedy-drawn``, the greedy planned with the node list vc-scheduler drew in
-that very recording (``optplan place --node-list-start`` its first node, as the recorder read it from vc-scheduler's log
+that very recording (``optplan place --node-list`` the whole list, as the recorder read it from vc-scheduler's log
 at ``--scheduler-v 5``: ``nodeList`` in the case's ``.volcano.json``; HyperNode ties by name); a recording without it
 is not counted in that column.
 ``--podgroups``: the bare-PodGroup cases of ``vcdiff.generate_podgroups(seed, i)``
@@ -342,7 +342,7 @@ def replan(case: Case, obs: Observed, snap: Path, solvers: tuple[str, ...]) -> N
     if not obs.snapshot_error:
         obs.plans = {s: place_here(snap, s) for s in solvers if s not in (ROTATED, DRAWN)}
         if DRAWN in solvers and obs.node_list:
-            obs.plans[DRAWN] = {**place_here(snap, "greedy", "--node-list-start", obs.node_list[0]),
+            obs.plans[DRAWN] = {**place_here(snap, "greedy", "--node-list", ",".join(obs.node_list)),
                                 "nodeListStart": obs.node_list[0]}
         if ROTATED in solvers:
             obs.plans[ROTATED] = best_rotation(case, obs, snap)

@@ -25,6 +25,7 @@ from optplan.cli.sources import jobs_to_place, load, scheduler_conf
 from optplan.errors import InputError
 from optplan.models.placement import PlacementPlan, SafePreemption
 from optplan.solvers.core import registry
+from optplan.solvers.placement.nodeorder import NodeStart
 from optplan.solvers.placement.place import place_jobs
 
 
@@ -55,6 +56,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="where vc-scheduler's node list starts: its cache hands the nodes over by name, rotated at a "
                         "random slot each time it starts, and its walks keep that order within a score (which "
                         "node a tie goes to, where reclaim looks first); default: the first node by name")
+    p.add_argument("--node-list", default=None, metavar="N1,N2,...",
+                   help="vc-scheduler's whole node list, as its log shows it at -v 5 (the order its node workers "
+                        "first synced the nodes, which may not be a rotation of the names); nodes it does not name "
+                        "follow by name; instead of --node-list-start")
     p.add_argument("--hypernode-tie-seed", type=int, default=None, metavar="S",
                    help="where HyperNodes share the best score, vc-scheduler draws one at random: draw it too, "
                         "seeded with S (default: the first by name)")
@@ -90,14 +95,23 @@ def run(args: argparse.Namespace, loaded: LoadedInput | None = None) -> str:
     conf = scheduler_conf(args, loaded)
     jobs = jobs_to_place(loaded.snapshot, args.job)
     safety = load_safety(args.safe_preemption)
-    if args.node_list_start is not None and args.node_list_start not in loaded.snapshot.nodes:
-        raise InputError(f"no node {args.node_list_start!r} in the snapshot",
-                         file=", ".join(getattr(args, "snapshots", [])) or "the live cluster",
-                         field="--node-list-start")
+    where = ", ".join(getattr(args, "snapshots", [])) or "the live cluster"
+    start: NodeStart = args.node_list_start
+    if start is not None and start not in loaded.snapshot.nodes:
+        raise InputError(f"no node {start!r} in the snapshot", file=where, field="--node-list-start")
+    if args.node_list is not None:
+        if start is not None:
+            raise InputError("give --node-list or --node-list-start, not both", field="--node-list")
+        names = tuple(n.strip() for n in args.node_list.split(",") if n.strip())
+        unknown = next((n for n in names if n not in loaded.snapshot.nodes), None)
+        if unknown is not None or len(set(names)) != len(names):
+            why = f"no node {unknown!r} in the snapshot" if unknown is not None else "a node named twice"
+            raise InputError(why, file=where, field="--node-list")
+        start = names
     try:
         plan = place_jobs(loaded.snapshot, jobs, solver=args.solver, time_limit=args.time_limit, workers=args.workers,
                      seed=args.seed, weights=args.binpack, now=args.now, deterministic=args.deterministic,
-                     safety=safety, scheduler=conf, node_start=args.node_list_start,
+                     safety=safety, scheduler=conf, node_start=start,
                      tie_seed=args.hypernode_tie_seed)
     except InputError as e:  # the planner names the object and field; the files are known here
         if e.file is not None:

@@ -33,6 +33,15 @@ def test_the_list_is_by_name_rotated_at_the_start(start: str | None, expected: l
     assert node_list(["d", "b", "a", "c"], start) == expected
 
 
+@pytest.mark.parametrize(("order", "expected"), [
+    (("c", "a", "d", "b"), ["c", "a", "d", "b"]),  # not a rotation: as given
+    (("b", "a"), ["b", "a", "c", "d"]),             # the nodes it does not name after it, by name
+    (("b", "x", "a"), ["b", "a", "c", "d"]),        # a name of no node of the region is passed over
+])
+def test_a_whole_list_is_taken_as_given(order: tuple[str, ...], expected: list[str]) -> None:
+    assert node_list(["d", "b", "a", "c"], order) == expected
+
+
 def objects() -> list[Any]:
     """Three empty equal nodes; a 2-GPU job of queue a: every node scores the same."""
     return [node("n0", 8), node("n1", 8), node("n2", 8), queue("a", deserved={GPU: 24}),
@@ -83,6 +92,39 @@ def test_the_flag_and_a_node_it_does_not_know(tmp_path: Any, capsys: pytest.Capt
     assert main(["place", str(f), "--node-list-start", "n9", "--now", NOW]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "--node-list-start" in err and "n9" in err and str(f) in err
+
+
+@pytest.mark.parametrize(("order", "where"), [(("n1", "n0", "n2"), "n1"), (("n2", "n1", "n0"), "n2")])
+def test_the_whole_list_decides_a_tie_and_where_reclaim_looks_first(order: tuple[str, ...], where: str) -> None:
+    """A list that is not a rotation of the names (vc-scheduler's node workers may sync two nodes in another
+    order than its cache listed them): a tie goes to its first node, reclaim takes its victims there."""
+    snap = load_objects(objects()).snapshot
+    jobs = list(snap.jobs.values())
+    plan = plan_placement(snap, jobs, "greedy", PlanOptions(deterministic=True), now=NOW, node_start=order)
+    assert [b.node for b in plan.jobs[0].bindings] == [where]
+    snap = load_objects(reclaim_objects()).snapshot
+    jobs = list(snap.jobs.values())
+    two = tuple(n for n in order if n != "n2")
+    plan = plan_placement(snap, jobs, "greedy", PlanOptions(deterministic=True), now=NOW, node_start=two)
+    assert placement_violations(snap, jobs, plan) == []
+    [jp] = plan.jobs
+    assert jp.admitted and {v.node for v in jp.victims} == {two[0]}
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["--node-list", "n2,n9"], "n9"),
+    (["--node-list", "n1,n1"], "twice"),
+    (["--node-list", "n1", "--node-list-start", "n0"], "not both"),
+])
+def test_the_whole_list_flag_refuses_bad_input_in_one_line(tmp_path: Any, capsys: pytest.CaptureFixture[str],
+                                                            args: list[str], named: str) -> None:
+    f = tmp_path / "snap.yaml"
+    f.write_text(yaml.safe_dump_all(objects()))
+    assert main(["place", str(f), "--solver", "greedy", "--node-list", "n2,n0,n1", "--now", NOW, "-o", "json"]) == 0
+    assert '"node": "n2"' in capsys.readouterr().out
+    assert main(["place", str(f), *args, "--now", NOW]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--node-list" in err and named in err
 
 
 def fabric_objects() -> list[Any]:

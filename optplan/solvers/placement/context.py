@@ -32,6 +32,7 @@ from optplan.solvers.placement.jobs import (
     needed,
     shield,
 )
+from optplan.solvers.placement.nodeorder import NodeStart
 from optplan.solvers.placement.queueorder import QueueState, queue_order_key
 from optplan.solvers.placement.safety import OFF
 from optplan.solvers.placement.victims import Catalogue, never_tasks
@@ -109,8 +110,9 @@ class Context:
     hyper_weights: BinpackWeights | None = None
     """The network-topology-aware plugin's HyperNode binpack weights (``--scheduler-conf``); None: the node
     weights serve (``region_weights``)."""
-    node_start: str | None = None
-    """Where vc-scheduler's node list starts (``nodeorder.node_list``; ``--node-list-start``); None: by name."""
+    node_start: NodeStart = None
+    """Where vc-scheduler's node list starts, or the whole list (``nodeorder.node_list``; ``--node-list-start``,
+    ``--node-list``); None: by name."""
     tie_seed: int | None = None
     """HyperNodes of the same best score: a seeded random one (``Greedy.best_first``; ``--hypernode-tie-seed``),
     as vc-scheduler draws; None: the first by name."""
@@ -137,7 +139,7 @@ class Context:
               safety: SafePreemption = OFF, hyper_weights: BinpackWeights | None = None,
               actions: tuple[str, ...] = SEED_ACTIONS,
               scheduler: SchedulerConf | None = None, nominated: dict[str, str] | None = None,
-              node_start: str | None = None, tie_seed: int | None = None) -> Context:
+              node_start: NodeStart = None, tie_seed: int | None = None) -> Context:
         """The context of placing ``jobs`` on ``snap``.  ``accounts``, ``capacity`` and ``predicates``:
         the snapshot's own (``account_queues``, ``Capacity``, ``Predicates``; never changed by a
         context), given when several contexts of one snapshot are built (``pending.pending_gangs``);

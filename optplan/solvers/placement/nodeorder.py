@@ -65,10 +65,16 @@ def nodeorder_score(requests: Resources, allocatable: Resources, free: Resources
     return out
 
 
-def node_list(nodes: Iterable[str], start: str | None = None) -> list[str]:
+NodeStart = str | tuple[str, ...] | None
+"""Where vc-scheduler's node list starts (a node's name: the names rotated there, ``--node-list-start``), or the
+whole list (``--node-list``: the order vc-scheduler's log showed), or None (by name)."""
+
+
+def node_list(nodes: Iterable[str], start: NodeStart = None) -> list[str]:
     """vc-scheduler's node list (``ssn.NodeList``, the order ``PredicateNodes`` walks and keeps within a
     score) as optplan takes it: by name, from ``start`` on (the first name not below it, the names before it
-    last; None: from the first). Volcano's is its cache's insertion order, the informer's initial
+    last; None: from the first); ``start`` a tuple: that order, the nodes it does not name after it by name.
+    Volcano's is its cache's insertion order, the informer's initial
     list as a Go map hands it over (``cache.Store.List`` of the watch-list's temporary store: the names in
     key order, rotated at a random slot, a fresh one each time vc-scheduler starts), reordered further by
     the node workers and ``PredicateNodes``' 16 goroutines; the rotation by name is its likeliest one
@@ -77,5 +83,8 @@ def node_list(nodes: Iterable[str], start: str | None = None) -> list[str]:
     names = sorted(nodes)
     if start is None:
         return names
+    if isinstance(start, tuple):
+        rank = {n: i for i, n in enumerate(start)}
+        return sorted(names, key=lambda n: (rank.get(n, len(rank)), n))
     cut = next((i for i, n in enumerate(names) if n >= start), len(names))
     return names[cut:] + names[:cut]

@@ -26,6 +26,7 @@ from optplan.solvers.placement.cycles import greedy_cycles
 from optplan.solvers.placement.gangevict import exact_declines
 from optplan.solvers.placement.jobs import bound_pod
 from optplan.solvers.placement.model import plan_key
+from optplan.solvers.placement.nodeorder import NodeStart
 from optplan.solvers.placement.safety import OFF, mark_approvals
 from optplan.solvers.placement.validate import check_inputs, validate_placement
 from optplan.solvers.quota.times import parse_now
@@ -73,7 +74,7 @@ class AutoPlacer(Auto[Context, PlacementResult]):
 def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
                    options: PlanOptions | None = None, weights: BinpackWeights | None = None,
                    now: datetime | str | None = None, safety: SafePreemption | None = None,
-                   scheduler: SchedulerConf | None = None, node_start: str | None = None,
+                   scheduler: SchedulerConf | None = None, node_start: NodeStart = None,
                    tie_seed: int | None = None) -> PlacementPlan:
     """Place the jobs with the named solver (greedy | cpsat | auto); the plan is validated first.
     greedy: Volcano's allocate, then its preempt and reclaim for the jobs that do not fit; cpsat: the
@@ -84,8 +85,8 @@ def plan_placement(snap: Snapshot, jobs: Sequence[VCJob], solver: str = "auto",
     preemption's rules (``safety`` module), off by default. ``scheduler``: the vc-scheduler configuration
     (``--scheduler-conf``): its binpack weights when ``weights`` is None, its HyperNode binpack weights.
     Victims are chosen as Volcano's plugin tiers choose them (``tiers`` module). ``node_start``: where
-    vc-scheduler's node list starts (``nodeorder.node_list``; default the first node by name); ``tie_seed``: HyperNodes
-    of the same best score are drawn at random with this seed, as vc-scheduler does (default: by name)."""
+    vc-scheduler's node list starts, or the whole list (``nodeorder.node_list``; default by name); ``tie_seed``:
+    HyperNodes of the same best score are drawn at random with this seed, as vc-scheduler does (default: by name)."""
     if solver not in registry.names(FAMILY):
         raise ValueError(registry.unknown_message(solver, registry.names(FAMILY)))
     check_inputs(snap, jobs)
@@ -130,7 +131,7 @@ def place_jobs(snap: Snapshot, jobs: Sequence[VCJob], *, solver: str = "auto", t
                workers: int = 1, seed: int = 0, weights: BinpackWeights | None = None,
                now: datetime | str | None = None, deterministic: bool = False,
                safety: SafePreemption | None = None, scheduler: SchedulerConf | None = None,
-               node_start: str | None = None, tie_seed: int | None = None) -> PlacementPlan:
+               node_start: NodeStart = None, tie_seed: int | None = None) -> PlacementPlan:
     """``plan_placement`` with the options spelled out (what the CLI adapter calls). ``deterministic``: the
     exact model's limit counts CP-SAT's deterministic time, not wall-clock seconds (``core.clock``)."""
     options = PlanOptions(time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic)
