@@ -204,22 +204,23 @@ def test_optimal_is_never_worse_with_ten_pending_jobs(seed: int) -> None:
 
 def test_the_joint_model_admits_more_than_the_greedy_on_seed_12() -> None:
     """The seed where the exact placement without victims admitted fewer (1203 < 1304): jointly with the
-    victims it admits every job. (It admitted one more than the greedy, 1405 > 1304, while the greedy
-    placed each gang's extra replicas at once; allocate places a ready job's extras one per turn after
-    the other jobs' gangs, and so the greedy now admits every job too.)"""
+    victims it admits every job, one more than the greedy (1405 > 1304). The greedy admitted every job too
+    while its reclaim pass placed team-d's job in the room team-c's victims had freed; Volcano's reclaim
+    places a pod only on a node with a reclaimee (``reclaimForTask``), so team-d's job reclaims for itself,
+    anywhere (no HyperNode step), and the next cycle's allocate finds no rack for it."""
     snap = load_objects(generate(family(12))).snapshot
     jobs = list(snap.jobs.values())
     greedy, exact = (outcome(snap, plan_placement(snap, jobs, s, OPTS, now=NOW)) for s in ("greedy", "cpsat"))
-    assert (greedy.weight, exact.weight) == (1405, 1405)
-    assert greedy.admitted == exact.admitted == frozenset(snap.jobs)
+    assert (greedy.weight, exact.weight) == (1304, 1405)
+    assert exact.admitted == frozenset(snap.jobs) and "team-d/pending-0004" not in greedy.admitted
 
 
-SOLUTION_SEEDS = [3, 5, 6, 11, 12, 16, 21, 29]
+SOLUTION_SEEDS = [3, 5, 6, 11, 16, 21, 29]
 """Seeds of ``slack_family`` whose greedy plans (its cycles) evict, each victim one the static model holds."""
 ANCHOR_SEEDS = {8: "order", 10: "step", 14: "order", 19: "order", 23: "order", 24: "order",
                 26: "order", 30: "step", 34: "order", 39: "step", 44: "step",
                 7: "order", 9: "order", 13: "order", 18: "order", 20: "order", 25: "order", 28: "order",
-                32: "order", 33: "order", 42: "order", 43: "order"}
+                32: "order", 33: "order", 42: "order", 43: "order", 12: "order"}
 """Seeds of ``slack_family`` whose greedy plans (its cycles, as ``auto`` hints) the static model does not hold:
 victims beyond its static tier bounds (drf's or the capacity plugin's; a gang whose slack earlier victims used
 up; a pod the static pairs never offer), or a job placed into room a later job's victims freed (Volcano's
@@ -227,7 +228,9 @@ action order, a later cycle): the model holds them as its anchor, replayed
 in job order ("order") or by the plan's steps ("step"). The second row (7 to 43) left even the anchored model
 until its replay freed the victims an earlier cycle evicted away from where a later cycle placed their job
 before that later cycle's jobs, as the validator does (``model.Anchor.flushed``): a later cycle's allocate gives
-every earlier victim's room in job order, to any job. Every seed of 0-44 now holds. Seed 8 held by step until
+every earlier victim's room in job order, to any job. Every seed of 0-44 now holds. Seed 12 joined (order)
+when the greedy's reclaim stopped placing a job in room other jobs' victims freed: its team-d job keeps its
+victims, not admitted, which only the anchor holds. Seed 8 held by step until
 preempt's pass within a job followed its pass between jobs (the job's other pods pipelined where they fit):
 held in job order since."""
 

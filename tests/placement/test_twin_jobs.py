@@ -63,19 +63,20 @@ def test_twins_change_nothing_on_generated_families(seed: int, monkeypatch: pyte
 
 
 def test_a_reclaim_over_two_nodes_validates(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Family 28 without topology, two twins per job: the last twin's reclaim takes one pod of a gang's surplus
-    on its first node (the victims' queue order puts another queue's pod first, and it is enough), the gang's
-    pod on the next node while the gang is still above minMember, and two more on the first node from the
-    capacity tier. The validator asks the tiers per pod in the order of the bindings, evicting just enough in
-    the victims' order (the queues' first); it refused the greedy's plan before (asking per node, all of a
-    node's victims at its first pod)."""
+    """Family 28 without topology, two twins per job: jobs reclaim over two nodes each, several victims on one
+    node (team-c's first job: three on node-0004, one on node-0003). The validator asks the tiers per pod in
+    Volcano's preemptor order, evicting just enough in the victims' order (the queues' first); it refused the
+    greedy's plan before (asking per node, all of a node's victims at its first pod). (Until the greedy's reclaim
+    stopped placing a job in room other jobs' victims freed, the last twin of team-a's job reclaimed here.)"""
     cfg = dataclasses.replace(family(28), topology_share=0.0)
     snap = with_twins(load_objects(generate(cfg)).snapshot, 2)
     searched, answered = both(snap, monkeypatch)
     assert plan_bytes(answered) == plan_bytes(searched)
     assert placement_violations(snap, list(snap.jobs.values()), answered) == []
-    twin = next(jp for jp in answered.jobs if jp.key == "team-a/pending-0005-twin-2")
-    assert twin.admitted and {v.reason for v in twin.victims} == {"reclaim"}
+    over_two = [jp for jp in answered.jobs if jp.admitted and {v.reason for v in jp.victims} == {"reclaim"}
+                and len({v.node for v in jp.victims}) == 2]
+    assert {jp.key for jp in over_two} >= {"team-c/pending-0003", "team-c/pending-0003-twin-1",
+                                           "team-c/pending-0003-twin-2"}
 
 
 @pytest.mark.parametrize(("seed", "copies"), [(312, 2), (597, 1), (597, 2)])

@@ -217,6 +217,58 @@ def test_reclaim_passes_over_a_node_without_reclaimees() -> None:
     assert sorted(b.node for b in jp.bindings) == ["n0", "n1"] and "scheduling cycle 2" in jp.reason
 
 
+# n0 and n1 (8 GPUs each) are full of pods of queue o, each its own gang at minMember; j1 then j2 (4 GPUs each) wait.
+# Reclaim (queue q under its deserved, o above its deserved 0): j1 reclaims a-0 on n0, 4 GPUs of n0 left free; j2's
+# reclaim walks only the nodes with a reclaimee (``reclaimForTask``), so not n0 (a-0 is Releasing): it reclaims b-0
+# on n1 (vcm-1-118 of ``volcano_diff.py --more``: Volcano reclaimed a pod for each pod of the waiting jobs where the
+# greedy placed the second in the first one's room). Preempt (one queue, j1 and j2 of a higher priority): preempt's
+# walk takes a node with room without evicting, so j2 goes into n0's room (the gangs' minMember 0 there: the first
+# tier offers their pods).
+FREED_ROOM = [  # (what, j's queue, o's deserved, the gangs' minMember, victims of j1, victims of j2, j2's node)
+    ("reclaim: the next job reclaims on a node with a reclaimee", "q", 0, 1, ["a-0"], ["b-0"], "n1"),
+    ("preempt: the next job takes the room the first one's victim freed", "o", 16, 0, ["a-0"], [], "n0"),
+]
+
+
+@pytest.mark.parametrize(("what", "queue_name", "deserved", "min_member", "first", "second", "where"), FREED_ROOM,
+                         ids=[c[0] for c in FREED_ROOM])
+def test_reclaim_never_places_a_job_in_room_without_a_reclaimee(what: str, queue_name: str, deserved: int,
+                                                               min_member: int, first: list[str], second: list[str],
+                                                               where: str) -> None:
+    objs = [*CLASSES, node("n0", 8), node("n1", 8), queue("q", deserved={GPU: 16}),
+            queue("o", deserved={GPU: deserved}), *running("a", "o", [("n0", 8)], "low", min_member),
+            *running("b", "o", [("n1", 8)], "low", min_member, started="2025-06-01T11:00:00Z"),
+            pending("j1", queue_name, 1, 4, "high"), pending("j2", queue_name, 1, 4, "high")]
+    snap = load_objects(objs).snapshot
+    jobs = list(snap.jobs.values())
+    plan = plan_placement(snap, jobs, "greedy", OPTS, now=NOW)
+    assert placement_violations(snap, jobs, plan) == []
+    assert result(plan, "default/j1") == (True, first)
+    assert result(plan, "default/j2") == (True, second)
+    assert [b.node for b in plan.job("default/j2").bindings] == [where]
+
+
+def test_a_jobs_pods_reclaim_in_volcanos_task_order_not_the_plans() -> None:
+    """Reclaim pops a job's pods by priority (the task template's PriorityClass), so j's critical ``lead`` (1 GPU)
+    reclaims first, then its two ``worker`` pods (8 GPUs each), each on the first node with a reclaimee: lead x-0
+    (2 GPUs) on n0, the workers y-0 on n1 and z-0 on n2. Queue o (deserved 7) holds 18, 16, then 8 before each
+    victim: above its deserved each time. The plan lists its bindings in task order (workers first); asked in
+    that order, o would hold 2 when x-0 goes and the capacity plugin would keep it (vcm-1-118 of
+    ``volcano_diff.py --more``: the validator refused the greedy's plan so before)."""
+    objs = [*CLASSES, node("n0", 8), node("n1", 8), node("n2", 8), queue("q", deserved={GPU: 24}),
+            queue("o", deserved={GPU: 7}), queue("r", deserved={GPU: 6}, reclaimable=False),
+            *running("x", "o", [("n0", 2)], "low", 1), *running("keep", "r", [("n0", 6)], "low", 1),
+            *running("y", "o", [("n1", 8)], "low", 1), *running("z", "o", [("n2", 8)], "low", 1),
+            vcjob("j", "q", [job_task("worker", 2, 8), job_task("lead", 1, 1, template_spec={
+                "priorityClassName": "high"})], priority_class_name="mid")]
+    snap = load_objects(objs).snapshot
+    jobs = list(snap.jobs.values())
+    plan = plan_placement(snap, jobs, "greedy", OPTS, now=NOW)
+    assert placement_violations(snap, jobs, plan) == []
+    assert result(plan) == (True, ["x-0", "y-0", "z-0"])
+    assert [b.task for b in plan.job("default/j").bindings] == ["worker", "worker", "lead"]
+
+
 def test_the_validator_refuses_a_victim_no_tier_offers() -> None:
     # The plan that preempts v-0 is valid while v's minMember is 0 (the gang plugin offers it) and refused
     # at minMember 1: priority ∩ gang is empty, and drf never offers a job's last pod (was: the joint

@@ -241,9 +241,11 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
     """Volcano's preempt action, then its reclaim action, each over every job the plan does not admit (in
     job order), on the state the jobs before it left: the admitted jobs' pods placed, earlier victims
     gone — so every starving job may preempt before any job reclaims, as vc-scheduler runs its actions in
-    a cycle (one cycle of ``cycles.greedy_cycles``). A job that now fits without victims (room an earlier
-    job's victims freed beyond its own need, or queue room they gave back) is placed there first, as
-    Volcano's next allocate would. Jobs placed by this pass are replayed after the evictions
+    a cycle (one cycle of ``cycles.greedy_cycles``). In preempt's step a job that now fits without victims
+    (room an earlier job's victims freed beyond its own need, or queue room they gave back) is placed there
+    first, as preempt's walk would (a node with room takes a pod without evictions); reclaim's walk passes over a
+    node without a reclaimee (``reclaimForTask``), so in its step a job reclaims for itself and that room waits
+    for the next cycle's allocate. Jobs placed by this pass are replayed after the evictions
     (``after_evictions``). A job with a network topology that reclaims is not placed by it: its reclaim
     walks every node (``Greedy.victim_regions``) and it keeps its victims, unadmitted
     (``topology_reclaim_text``), for the next cycle's allocate."""
@@ -284,7 +286,7 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
                 cooling[jp.key] = None
                 continue
             before = commits
-            if state.evicted and not pre.get(jp.key):
+            if state.evicted and not pre.get(jp.key) and reason != "reclaim":
                 freed = g.place(job)  # commits when admitted
                 if freed.admitted:
                     commits += 1

@@ -33,15 +33,14 @@ from optplan.solvers.placement.gangrules import (
     reclaim_check_for,
 )
 from optplan.solvers.placement.jobs import (
-    gang_order,
     gang_shortfall,
-    held_indices,
     held_pods,
     job_pods,
     job_priority,
     lost_pods,
     own_groups,
     plugin_view,
+    preemptor_order,
     shield,
     starving,
 )
@@ -561,6 +560,7 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
         out.append(f"{who}: victims of both preempt and reclaim (one action places a job)")
     pods = job_pods(job)
     bound = [(b, pods[b.task][b.index]) for b in jp.bindings if b.task in pods and 0 <= b.index < len(pods[b.task])]
+    bound = _in_preemptor_order(snap, job, pods, bound)
     if "reclaim" in reasons:
         out.extend(_reclaimer_violations(snap, job, jp, bound, before[job.queue], accounts[job.queue]))
     first: dict[str, int] = {}  # node -> the position of the job's first pod there
@@ -693,6 +693,16 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
 def _handed(reason: Reason, queue: str, accounts: dict[str, QueueAccount], c: Candidate) -> bool:
     """The action hands the pod to the plugins for a job of ``queue`` (``tiers.preemptee_refused``)."""
     return preemptee_refused(c, reason, queue, accounts[c.queue].reclaimable) is None
+
+
+def _in_preemptor_order(snap: Snapshot, job: VCJob, pods: dict[str, list[Pod]], bound: list[tuple[Binding, Pod]]
+                        ) -> list[tuple[Binding, Pod]]:
+    """A job's placed pods in the order Volcano's preempt and reclaim pop them (``jobs.preemptor_order``: the pod's
+    priority first, a task template's PriorityClass included), not the plan's task order: the victim rounds and
+    the reclaimer's rule go pod by pod in it."""
+    order = preemptor_order(job, [(b.task, b.index, False) for b, _p in bound], pods, snap)
+    pos = {(t, i): n for n, (t, i, _r) in enumerate(order)}
+    return sorted(bound, key=lambda bp: pos[bp[0].task, bp[0].index])
 
 
 def _in_order(snap: Snapshot, accounts: dict[str, QueueAccount], allocated: dict[str, dict[str, int]], queue: str,
@@ -833,11 +843,10 @@ def _gang_victims(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalogue, 
 
 def _reclaimer_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, bound: list[tuple[Binding, Pod]],
                           before: Resources, account: QueueAccount) -> list[str]:
-    """The capacity plugin's PreemptiveFn for each pod of a reclaiming job, in the order a dry run tries
-    them (``gang_order``), its queue's allocation counting the job's pods before it."""
+    """The capacity plugin's PreemptiveFn for each pod of a reclaiming job, in the order reclaim tries them
+    (``bound``: ``_in_preemptor_order``), its queue's allocation counting the job's pods before it."""
     alloc = dict(before)
-    pos = {ti: n for n, ti in enumerate(gang_order(job, snap, held_indices(job, snap)))}
-    for b, p in sorted(bound, key=lambda bp: pos.get((bp[0].task, bp[0].index), len(pos))):
+    for b, p in bound:
         why = reclaimer_blocked(job.queue, alloc, p.requests, account.effective_deserved, account.real_capability)
         if why is not None:
             return [f"job {jp.key}: reclaims for pod {b.pod_name(job.name)} but {why}"]
