@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from optplan.models.placement import Binding, BinpackWeights, JobPlacement, PlacementPlan
 from optplan.models.repack import SolverRecord
+from optplan.models.schedconf import SchedulerConf
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.placement import cpsat
 from optplan.solvers.placement.context import Context
@@ -29,6 +30,7 @@ from optplan.solvers.placement.place import name_pods, plan_placement
 from optplan.solvers.placement.validate import placement_violations
 from tests.builders import GPU, load, node, priority_class, queue
 from tests.placement.test_bare_podgroups import bare, member
+from tests.placement.test_gang_actions import conf
 
 OPTS = PlanOptions(time_limit=10, workers=1, seed=0, deterministic=True)
 NOW = "2025-06-01T12:00:00Z"
@@ -100,15 +102,17 @@ CASES = [  # (what, objects, the greedy admits ray/g, cpsat admits it, with vict
 ]
 
 
-def solved(objs: list[dict[str, Any]]) -> tuple[Context, PlacementPlan, PlacementPlan]:
-    """The greedy's plan (Volcano's scheduling cycles) and cpsat's on one context, both validated."""
+def solved(objs: list[dict[str, Any]], c: SchedulerConf | None = None) -> tuple[Context, PlacementPlan, PlacementPlan]:
+    """The greedy's plan (Volcano's scheduling cycles) and cpsat's on one context (the scheduler configuration
+    ``c``, else the default), both validated."""
     snap = load(*objs).snapshot
     jobs = jobs_to_place(snap)
-    ctx = Context.build(snap, jobs, BinpackWeights(), datetime.fromisoformat(NOW))
+    extra: dict[str, Any] = {} if c is None else {"actions": c.actions, "scheduler": c}
+    ctx = Context.build(snap, jobs, BinpackWeights(), datetime.fromisoformat(NOW), **extra)
     greedy = greedy_cycles(ctx)
     exact = cpsat.solve(ctx, OPTS, greedy)
     for plan in (greedy, exact):
-        assert placement_violations(snap, jobs, plan) == []
+        assert placement_violations(snap, jobs, plan, scheduler=c) == []
     return ctx, greedy, exact
 
 
@@ -207,9 +211,14 @@ def unlike_clusters(draw: st.DrawFn) -> list[dict[str, Any]]:
     return objs
 
 
+GANG_CONF = conf(gangpreempt={"allowWholeBundle": True}, gangreclaim={"allowWholeBundle": True})
+"""gangpreempt and gangreclaim instead of preempt and reclaim (``gang_cpsat``), whole bundles allowed."""
+
+
 @settings(max_examples=100, deadline=None, derandomize=True)
-@given(unlike_clusters())
-def test_cpsat_on_unlike_pods_is_valid_and_never_worse_than_the_greedy(objs: list[dict[str, Any]]) -> None:
-    ctx, greedy, exact = solved(objs)  # both validated
+@given(unlike_clusters(), st.sampled_from((None, GANG_CONF)))
+def test_cpsat_on_unlike_pods_is_valid_and_never_worse_than_the_greedy(objs: list[dict[str, Any]],
+                                                                       c: SchedulerConf | None) -> None:
+    ctx, greedy, exact = solved(objs, c)  # both validated
     assert exact.solver.status in ("OPTIMAL", "FEASIBLE")
     assert plan_key(ctx, exact) <= plan_key(ctx, greedy)

@@ -254,8 +254,9 @@ class Anchor:
 def anchor_data(ctx: Context, vd: VictimData, valid: list[VCJob], plan: PlacementPlan,
                 by_step: bool, unit_of: Mapping[tuple[str, str, int], str]) -> Anchor | None:
     """The greedy's plan as an ``Anchor``: its preempt and reclaim victims counted per (job, class), the
-    pairs the static tiers do not give added; None when the plan names a victim the catalogue does not
-    hold or a job with victims outside ``valid`` (the model cannot say it)."""
+    pairs the static tiers do not give added, its late jobs' pods counted per unit (``Unit``); None when the
+    plan names a victim the catalogue does not hold, a job with victims outside ``valid`` or a binding of no
+    pending replica (the model cannot say it)."""
     keys = {j.key for j in valid}
     takes: dict[tuple[str, str], int] = defaultdict(int)
     late: set[str] = set()
@@ -270,7 +271,10 @@ def anchor_data(ctx: Context, vd: VictimData, valid: list[VCJob], plan: Placemen
         if not jp.admitted:
             unplaced.add(jp.key)
         for b in jp.bindings if jp.admitted else ():
-            counts[jp.key, unit_of[jp.key, b.task, b.index], b.node] += 1
+            unit = unit_of.get((jp.key, b.task, b.index))
+            if unit is None:  # not a pending replica
+                return None
+            counts[jp.key, unit, b.node] += 1
         for x in jp.victims:
             if x.reason in GANG_REASON:
                 continue  # the bundles (``gang_cpsat``) hold these
