@@ -83,7 +83,7 @@ class Unit:
     """What the exact model counts per node with one variable: pending pods of one task that are alike
     (``shape``). A task whose pending pods are alike — every VCJob's task, most bare PodGroups' — is one
     unit named as the task; a task of unlike pods (a bare PodGroup's: KubeRay's cpu-only head and its GPU
-    workers in one role) is one unit per shape, named ``<task>#<k>`` by its first pod's index. The rules
+    workers in one role) is one unit per shape, named ``<task>#<k>`` (k: the shapes by their first pod). The rules
     of a task (its minimum, its partitions, its PriorityClass) read the unit's ``task``; the rules of a
     pod (room, queues, predicates, binpack, the reclaimer's dimensions) read its ``pod``."""
 
