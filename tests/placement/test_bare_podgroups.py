@@ -545,9 +545,7 @@ def test_the_validator_refuses_a_reclaim_past_the_gangs_minimum() -> None:
 def random_exposed(seed: int) -> list[dict[str, Any]]:
     """Three 8-GPU nodes; each runs a one-pod gang of ``other`` (old or new, 4 or 8 GPUs) or the running pod of a
     starving bare gang (``s<i>``, minMember 2, its second pod, as large, pending), a 4-GPU one beside maybe; one
-    or two jobs of ``mine`` (4 or 8 GPUs) wait. ``other`` above its deserved or not. (The exact model counts a
-    task's pods as equal: a bare gang whose pods differ may get an exact plan the validator refuses, and then
-    the greedy's.)"""
+    or two jobs of ``mine`` (4 or 8 GPUs) wait. ``other`` above its deserved or not."""
     rng = random.Random(seed)
     objs: list[dict[str, Any]] = [*nodes(3), queue("mine", deserved={GPU: 16}),
                                   queue("other", deserved={GPU: rng.choice((0, 0, 8))})]
@@ -583,11 +581,12 @@ def test_exact_never_admits_less_than_the_greedy_with_exposed_pods(seed: int, ca
         assert (mine.neg_admitted, mine.victim_cost) <= (greedy.neg_admitted, greedy.victim_cost), solver
 
 
-def test_the_exact_model_claims_no_proof_for_a_task_of_unlike_pods() -> None:
+def test_the_exact_model_proves_a_task_of_unlike_pods() -> None:
     """A bare PodGroup whose pods of one role differ (4, 2 and 6 GPUs) on nodes with 6, 4 and 2 GPUs free: it
-    fits (6, 4, 2) but not in Volcano's pod order, so the greedy leaves it waiting. The exact model counts a
-    task's pods as alike (its first pod's requests): it must not prove "not admitted" from a model of other
-    pods — cpsat and auto answer with the greedy's plan, status FALLBACK (they claimed OPTIMAL before)."""
+    fits (6, 4, 2) but not in Volcano's pod order, so the greedy leaves it waiting. The exact model counts the
+    task's pods per shape (``model.Unit``): cpsat and auto admit it with a proof, OPTIMAL (main answered with the
+    greedy's plan, FALLBACK, before the units; a brute force over every assignment agrees,
+    ``test_unlike_pods.test_the_exact_models_proof_holds_against_a_brute_force``)."""
     snap = load(node("n0", 8), node("n1", 8), node("n2", 4),
                  bare("g", 3), member("g-0", "g", 4), member("g-1", "g", 2), member("g-2", "g", 6),
                  bare("h", 1), member("h-0", "h", 2, on="n0"), bare("k", 1), member("k-0", "k", 4, on="n1"),
@@ -597,5 +596,7 @@ def test_the_exact_model_claims_no_proof_for_a_task_of_unlike_pods() -> None:
         plan = plan_placement(snap, jobs, solver, OPTS, now=NOW)
         assert placement_violations(snap, jobs, plan) == []
         (g,) = [jp for jp in plan.jobs if jp.key == "default/g"]
-        assert not g.admitted
-        assert plan.solver.status == ("HEURISTIC" if solver == "greedy" else "FALLBACK")
+        assert g.admitted == (solver != "greedy")
+        assert plan.solver.status == ("HEURISTIC" if solver == "greedy" else "OPTIMAL")
+        if g.admitted:
+            assert {b.pod_name("g"): b.node for b in g.bindings} == {"g-0": "n1", "g-1": "n2", "g-2": "n0"}

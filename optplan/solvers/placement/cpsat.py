@@ -1,20 +1,22 @@
 """The exact queue placement on OR-Tools CP-SAT: placements and victims of all pending jobs at once.
 
-Decisions (integers only; pods of one task are identical, so they are counted, not named):
+Decisions (integers only; pods of one unit — a task's pending pods of one shape, ``model.Unit`` — are
+identical, so they are counted, not named):
 
 - ``admitted[job]``: the gang is placed;
 - ``region[job, i]``: the job ends inside its i-th candidate region (``jobs.job_regions``; only
   for jobs with a network topology: exactly one when admitted, none otherwise);
-- ``count[job, task, node]``: pods of the task on the node, only where the static predicates pass and
-  one pod fits the snapshot's free capacity plus what the node's possible victims hold;
+- ``count[job, unit, node]``: pods of the unit on the node, only where the static predicates pass and
+  one pod fits the snapshot's free capacity plus what the node's possible victims hold (a unit is its
+  task, unless the task's pods differ: a bare PodGroup's);
 - ``opened[node]``: a node that holds no pod in the snapshot receives pods;
 - the victims (``victims_cpsat``): ``take[job, class]`` pods of a class of identical running pods the
-  job evicts, ``after[job]`` (the job is replayed after the evictions), ``early[job, task, node]``,
+  job evicts, ``after[job]`` (the job is replayed after the evictions), ``early[job, unit, node]``,
   ``lands[job, node]``, ``reclaims[job]``, ``amount[job, r]`` and
   ``early_amount[job, r]``.
 
-Constraints: gang (minAvailable and Volcano's per-task minimums with the running pods, at least one pod,
-nothing unless admitted), region
+Constraints: gang (minAvailable and Volcano's per-task minimums with the running pods, summed over the
+task's units, each unit at most its pods, at least one pod, nothing unless admitted), region
 membership, opened nodes; without possible victims, cumulative capacity per node on every requested
 resource and the pod count, and queue capability (``allocated + Σ requests ≤ realCapability`` for the
 job's queue and every ancestor, on each resource the jobs request); with victims, ``victims_cpsat``'s
@@ -90,7 +92,6 @@ from optplan.solvers.placement.model import (
     Vars,
     build_data,
     job_weights,
-    mixed_task,
     order_weights,
     partition_parts,
     partition_spots,
@@ -122,7 +123,7 @@ def build(data: Data) -> tuple[cp_model.CpModel, Vars, dict[str, Any]]:
     for (j, t), row in data.arcs.items():
         for n, ub in row.items():
             v.count[j, t, n] = x = m.new_int_var(0, ub, f"count[{j}/{t}->{n}]")
-            v.by_task.setdefault((j, t), []).append(x)
+            v.by_task.setdefault((j, data.task(j, t)), []).append(x)
     occupied = set(data.ctx.snapshot.pods_by_node)
     for n in sorted({n for (_j, _t, n) in v.count} - occupied):
         v.opened[n] = m.new_bool_var(f"opened[{n}]")
@@ -159,7 +160,13 @@ def add_gang(m: cp_model.CpModel, data: Data, v: Vars) -> None:
         for t in job.tasks:
             placed = v.placed(job.key, t.name)
             total.append(placed)
-            m.add(placed <= len(data.ctx.pending(job, t.name)) * a)
+            units = data.units_of(job.key, t.name)
+            if len(units) > 1:  # each unit places at most its pods
+                for u in units:
+                    m.add(sum(v.count[job.key, u, n] for n in data.arcs[job.key, u])
+                          <= len(data.units[job.key][u].indices) * a)
+            else:
+                m.add(placed <= len(data.ctx.pending(job, t.name)) * a)
             if minima.get(t.name, 0) > 0:
                 m.add(placed >= minima[t.name] * a)
         m.add(sum(total) >= max(need, 1) * a)
@@ -174,10 +181,10 @@ def add_regions(m: cp_model.CpModel, data: Data, v: Vars) -> None:
         m.add(sum(v.region[job.key, i] for i in range(len(regions))) == v.admitted[job.key])
         for i in too_small(data, job):
             m.add(v.region[job.key, i] == 0)
-        for t in job.tasks:
-            for n, ub in data.arcs.get((job.key, t.name), {}).items():
+        for u in data.units_of(job.key):
+            for n, ub in data.arcs.get((job.key, u), {}).items():
                 inside = [v.region[job.key, i] for i, r in enumerate(regions) if n in r.nodes]
-                m.add(v.count[job.key, t.name, n] <= ub * sum(inside))
+                m.add(v.count[job.key, u, n] <= ub * sum(inside))
 
 
 def add_partitions(m: cp_model.CpModel, data: Data, v: Vars) -> None:
@@ -195,16 +202,22 @@ def add_partitions(m: cp_model.CpModel, data: Data, v: Vars) -> None:
         parts: dict[str, list[Any]] = defaultdict(list)
         terms: dict[tuple[str, str], list[Any]] = defaultdict(list)
         for task, p, pending in partition_parts(ctx, job):
-            row = data.arcs.get((job.key, task), {})
             v.whole[job.key, task, p] = w = m.new_bool_var(f"whole[{job.key}/{task}#{p}]")
             parts[task].append(w)
             m.add(w <= a)
-            xs: dict[str, Any] = {}
-            for n, ub in row.items():
-                xs[n] = v.pcount[job.key, task, p, n] = m.new_int_var(0, min(ub, len(pending)),
-                                                                      f"pcount[{job.key}/{task}#{p}->{n}]")
-                terms[task, n].append(xs[n])
-            m.add(sum(xs.values()) == len(pending) * w)
+            xs: list[tuple[str, Any]] = []
+            for u in data.units_of(job.key, task):  # each unit's pods of the partition: all placed, or none
+                mine = unit_part(data, job.key, u, pending)
+                if not mine:
+                    continue
+                row = []
+                for n, ub in data.arcs.get((job.key, u), {}).items():
+                    v.pcount[job.key, u, p, n] = x = m.new_int_var(0, min(ub, len(mine)),
+                                                                   f"pcount[{job.key}/{u}#{p}->{n}]")
+                    terms[u, n].append(x)
+                    row.append(x)
+                    xs.append((n, x))
+                m.add(sum(row) == len(mine) * w)
             if not bounded(tasks[task]):
                 continue
             spots = partition_spots(ctx, job, task, p)
@@ -215,12 +228,12 @@ def add_partitions(m: cp_model.CpModel, data: Data, v: Vars) -> None:
                 if job.network_topology is not None:  # inside the job's chosen region
                     m.add(y <= sum(v.region[job.key, k] for k, rg in enumerate(regions) if r.nodes <= rg.nodes))
             m.add(sum(ys) == w)
-            for n, x in xs.items():
+            for n, x in xs:
                 m.add(x <= len(pending) * sum(y for y, r in zip(ys, spots, strict=True) if n in r.nodes))
-        for task, t in tasks.items():  # a pod of a partitioned task is a pod of one of its partitions
-            if t.partition_policy is not None:
-                for n in data.arcs.get((job.key, task), {}):
-                    m.add(v.count[job.key, task, n] == sum(terms.get((task, n), [])))
+        for u in data.units_of(job.key):  # a pod of a partitioned task is a pod of one of its partitions
+            if tasks[data.task(job.key, u)].partition_policy is not None:
+                for n in data.arcs.get((job.key, u), {}):
+                    m.add(v.count[job.key, u, n] == sum(terms.get((u, n), [])))
         for task, t in tasks.items():
             pp = t.partition_policy
             if pp is None or pp.min_partitions == 0:
@@ -230,13 +243,19 @@ def add_partitions(m: cp_model.CpModel, data: Data, v: Vars) -> None:
             m.add(sum(parts[task]) + done >= pp.min_partitions * a)
 
 
+def unit_part(data: Data, job: str, unit: str, pending: list[int]) -> list[int]:
+    """The unit's replicas among a partition's ``pending`` ones, in index order."""
+    mine = set(data.units[job][unit].indices)
+    return [i for i in pending if i in mine]
+
+
 def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
     """Cumulative fit on every requested resource and the pod count, on the nodes where nothing may be
     evicted (``victims_cpsat.add_capacity`` covers the others)."""
     by_node: dict[str, list[tuple[Pod, Any]]] = defaultdict(list)
     for (j, t, n), x in v.count.items():
         if n not in data.victims.nodes:
-            by_node[n].append((data.ctx.pods[j][t][0], x))
+            by_node[n].append((data.pod(j, t), x))
     cap = data.ctx.capacity
     for n, terms in sorted(by_node.items()):
         free = cap.free[n]
@@ -254,7 +273,7 @@ def add_queues(m: cp_model.CpModel, data: Data, v: Vars) -> None:
     jobs = {jb.key: jb for jb in data.valid}
     for (j, t, _n), x in v.count.items():
         job = jobs[j]
-        pod = data.ctx.pods[j][t][0]
+        pod = data.pod(j, t)
         for q in queues.chain(job.queue):
             for r, req in pod.requests.items():
                 charged[q, r].append(req * x)
@@ -280,7 +299,7 @@ def objectives(data: Data, v: Vars) -> dict[str, Any]:
     mins = {job.key: ctx.need(job)[1] for job in data.valid}
     extras = sum(v.count.values()) - sum(mins[k] * a for k, a in v.admitted.items())
     opened = sum(v.opened.values())
-    binpack = sum(ctx.static_binpack(ctx.pods[j][t][0].requests, n) * x for (j, t, n), x in v.count.items())
+    binpack = sum(ctx.static_binpack(data.pod(j, u).requests, n) * x for (j, u, n), x in v.count.items())
     weights = order_weights(ctx)
     order = sum(weights[k] * a for k, a in v.admitted.items())
     return {"admitted": admitted, "victims": victims_cpsat.cost(data, v), "tiers": tiers, "extras": extras,
@@ -295,7 +314,7 @@ def add_hint(m: cp_model.CpModel, data: Data, v: Vars, plan: PlacementPlan) -> N
         if jp.admitted:
             chosen[jp.key] = (jp.hyper_node, jp.tier)
             for b in jp.bindings:
-                counts[jp.key, b.task, b.node] += 1
+                counts[jp.key, data.unit_of.get((jp.key, b.task, b.index), b.task), b.node] += 1
     for k, a in v.admitted.items():
         m.add_hint(a, int(k in chosen))
     for (j, i), y in v.region.items():
@@ -328,7 +347,7 @@ def add_partition_hint(m: cp_model.CpModel, data: Data, v: Vars, plan: Placement
         for b in jp.bindings:
             pp = policies.get(b.task)
             if pp is not None:
-                per[jp.key, b.task, pp.of(b.index), b.node] += 1
+                per[jp.key, data.unit_of.get((jp.key, b.task, b.index), b.task), pp.of(b.index), b.node] += 1
                 nodes[jp.key, b.task, pp.of(b.index)].add(b.node)
     for (j, t, p), w in v.whole.items():
         m.add_hint(w, int((j, t, p) in nodes))
@@ -370,15 +389,18 @@ def extract(data: Data, v: Vars, s: cp_model.CpSolver) -> PlacementPlan:
                 for task, p, pending in partition_parts(ctx, job):
                     if task != t.name or not s.value(v.whole[job.key, task, p]):
                         continue
-                    left = iter(pending)
-                    for n in sorted(data.arcs.get((job.key, task), {})):
-                        for _ in range(int(s.value(v.pcount[job.key, task, p, n]))):
-                            bindings.append(Binding(task=task, index=next(left), node=n))
+                    for u in data.units_of(job.key, task):
+                        left = iter(unit_part(data, job.key, u, pending))
+                        for n in sorted(data.arcs.get((job.key, u), {})):
+                            x = v.pcount.get((job.key, u, p, n))
+                            for _ in range(int(s.value(x)) if x is not None else 0):
+                                bindings.append(Binding(task=task, index=next(left), node=n))
                 continue
-            free = iter(ctx.pending(job, t.name))  # a running gang's pending replicas, by index
-            for n in sorted(data.arcs.get((job.key, t.name), {})):
-                for _ in range(int(s.value(v.count[job.key, t.name, n]))):
-                    bindings.append(Binding(task=t.name, index=next(free), node=n))
+            for u in data.units_of(job.key, t.name):
+                free = iter(data.units[job.key][u].indices)  # a running gang's pending replicas, by index
+                for n in sorted(data.arcs.get((job.key, u), {})):
+                    for _ in range(int(s.value(v.count[job.key, u, n]))):
+                        bindings.append(Binding(task=t.name, index=next(free), node=n))
         hyper, tier = None, None
         label = None
         if job.network_topology is not None:
@@ -541,11 +563,6 @@ def solve(ctx: Context, options: PlanOptions, greedy: PlacementPlan | None = Non
     deadline = clock.now() + options.time_limit
     if greedy is None:  # the greedy planner's own plan: Volcano's scheduling cycles
         greedy = greedy_cycles(ctx)
-    mixed = mixed_task(ctx)
-    if mixed is not None:  # no model of these pods: the greedy's plan, no proof claimed
-        log.warning("placement cpsat: %s: the greedy's plan is the answer", mixed)
-        return greedy.model_copy(update={"solver": SolverRecord(name="cpsat", status="FALLBACK",
-                                                                wall_seconds=round(time.perf_counter() - t0, 3))})
     ref = plan_key(ctx, greedy)
     data = build_data(ctx)
     m, v, objs = build(data)

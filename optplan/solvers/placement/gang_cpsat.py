@@ -151,10 +151,8 @@ def _reclaim_rule(m: cp_model.CpModel, data: Data, v: Vars, reclaiming: dict[str
         job = jobs[j]
         des = queues.deserved[job.queue]
         need: set[str] = set()
-        for t in job.tasks:
-            pods = data.ctx.pods[j].get(t.name) or []
-            if pods and data.ctx.pending(job, t.name):
-                need |= dims(pods[0].requests)
+        for unit in data.units_of(j):
+            need |= dims(data.pod(j, unit).requests)
         lits = []
         for r in sorted(need):
             if des.get(r, 0) > 0 and (j, r) in v.ev.amount:

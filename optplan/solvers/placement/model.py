@@ -5,7 +5,18 @@ lexicographic objective: what ``auto`` compares and ``cpsat`` dominates the gree
 (``Data``) lists the candidate arcs (static predicates from the oracle, room including what possible
 victims hold), ``victim_data`` the classes of identical possible victims (``VictimClass``,
 ``VictimData``; ``victims_cpsat``'s docstring), and ``Vars`` and ``VictimVars`` hold the variables
-``cpsat`` and ``victims_cpsat`` create. No OR-Tools here: the dispatch ranks plans without loading it."""
+``cpsat`` and ``victims_cpsat`` create. No OR-Tools here: the dispatch ranks plans without loading it.
+
+**Units.** The model counts pods, it does not name them: one variable per (job, unit, node), where a unit
+(``Unit``, ``task_units``) is a task's pending pods that read alike to placement (``shape``: requests, the
+oracle's ``constraint_signature``, GPU share). A task whose pending pods are alike — every VCJob's — is one unit
+of the task's name; a bare PodGroup's task of unlike pods (KubeRay's cpu-only head and GPU workers under one
+role) is one unit per shape, ``<task>#<k>``. The split happens here only (``build_data``: ``Data.units``, the
+arcs keyed by unit); the rest of the model reads units where it read tasks: a pod's rules (room, queues,
+predicates, binpack, the reclaimer's dimensions) by the unit's pod, a task's rules (its minimum, its partitions,
+preemptionPolicy) by the unit's task (``Vars.by_task`` sums a task's units); a plan's binding is counted in the
+unit holding its replica (``Data.unit_of``: the hints, the anchor), and the extraction hands each unit's replica
+indices out in index order under the original task name."""
 
 from __future__ import annotations
 
@@ -17,6 +28,7 @@ from typing import Any, cast
 
 from optplan.models.placement import JobPlacement, PlacementPlan, VictimReason
 from optplan.models.queues import VCJob
+from optplan.models.snapshot import Pod
 from optplan.solvers.core.oracle import POD_SLOT, constraint_signature, max_fit
 from optplan.solvers.placement.bundles import WHOLE
 from optplan.solvers.placement.context import Context
@@ -60,20 +72,53 @@ def job_weights(ctx: Context) -> dict[str, int]:
     return {j.key: admission_weight(ctx.priority[j.key]) * (1 if j.key in ready else scale) for j in ctx.jobs}
 
 
-def mixed_task(ctx: Context) -> str | None:
-    """Why the exact model cannot plan these jobs, or None: it counts a task's pods per node as alike (one
-    variable per job, task and node, read with the task's first pod), so a task whose pods to place differ in
-    what placement reads (requests, the oracle's ``constraint_signature``, GPU share) — a bare
-    PodGroup's pods of one role can — would give it a model of other pods, and its proof would not hold."""
-    for job in ctx.jobs:
-        held = ctx.held.get(job.key, {})
-        for task, pods in sorted(ctx.pods.get(job.key, {}).items()):
-            shapes = {(tuple(sorted(p.requests.items())), constraint_signature(p), p.gpu_share)
-                      for i, p in enumerate(pods) if i not in held.get(task, ())}
-            if len(shapes) > 1:
-                return (f"job {job.key}: the pods of task {task or '(none)'} differ in their requests or "
-                        f"constraints (the exact model counts a task's pods as alike)")
-    return None
+def shape(pod: Pod) -> tuple[Any, ...]:
+    """What placement reads of a pod: its requests, the oracle's ``constraint_signature`` and its GPU share.
+    Pods of one shape are alike to every rule of the exact model (``Unit``)."""
+    return tuple(sorted(pod.requests.items())), constraint_signature(pod), pod.gpu_share
+
+
+@dataclass(frozen=True)
+class Unit:
+    """What the exact model counts per node with one variable: pending pods of one task that are alike
+    (``shape``). A task whose pending pods are alike — every VCJob's task, most bare PodGroups' — is one
+    unit named as the task; a task of unlike pods (a bare PodGroup's: KubeRay's cpu-only head and its GPU
+    workers in one role) is one unit per shape, named ``<task>#<k>`` (k: the shapes by their first pod). The rules
+    of a task (its minimum, its partitions, its PriorityClass) read the unit's ``task``; the rules of a
+    pod (room, queues, predicates, binpack, the reclaimer's dimensions) read its ``pod``."""
+
+    task: str
+    pod: Pod
+    """The unit's first pending pod: every pod of the unit reads as it does."""
+    indices: tuple[int, ...]
+    """The unit's pending replica indices, in index order (the extraction hands them out in order)."""
+
+
+def task_units(ctx: Context, job: VCJob) -> dict[str, Unit]:
+    """Unit name -> ``Unit`` for the job's pending pods, in task order, then by first index. The one place
+    where a task is split by shape: the model reads units as it reads tasks."""
+    out: dict[str, Unit] = {}
+    names = {t.name for t in job.tasks}
+    for t in job.tasks:
+        pods = ctx.pods[job.key].get(t.name, [])
+        by_shape: dict[tuple[Any, ...], list[int]] = {}
+        for i in ctx.pending(job, t.name):
+            by_shape.setdefault(shape(pods[i]), []).append(i)
+        if len(by_shape) == 1:
+            (indices,) = by_shape.values()
+            out[t.name] = Unit(task=t.name, pod=pods[indices[0]], indices=tuple(indices))
+            continue
+        for k, indices in enumerate(by_shape.values()):
+            name = f"{t.name}#{k}"
+            while name in names or name in out:  # a task may be named so: never one key for two
+                name += "#"
+            out[name] = Unit(task=t.name, pod=pods[indices[0]], indices=tuple(indices))
+    return out
+
+
+def unit_index(units: Mapping[str, Mapping[str, Unit]]) -> dict[tuple[str, str, int], str]:
+    """(job, task, pending replica index) -> the name of the unit that holds it."""
+    return {(j, u.task, i): name for j, by_name in units.items() for name, u in by_name.items() for i in u.indices}
 
 
 @dataclass(frozen=True, order=True)
@@ -189,7 +234,7 @@ class Anchor:
     steps: dict[str, int]
     """Job -> ``JobPlacement.step``: the validator replays a plan by step, then in plan order."""
     counts: dict[tuple[str, str, str], int]
-    """(job, task, node) -> pods of the plan's late jobs."""
+    """(job, unit, node) -> pods of the plan's late jobs (``Unit``)."""
     flushed: set[str] = field(default_factory=set)
     """The late jobs whose victims an earlier scheduling cycle evicted away from where a later cycle placed
     them (``validate.evicted_earlier``): the validator frees those victims before the first turn of a later
@@ -207,10 +252,11 @@ class Anchor:
 
 
 def anchor_data(ctx: Context, vd: VictimData, valid: list[VCJob], plan: PlacementPlan,
-                by_step: bool) -> Anchor | None:
+                by_step: bool, unit_of: Mapping[tuple[str, str, int], str]) -> Anchor | None:
     """The greedy's plan as an ``Anchor``: its preempt and reclaim victims counted per (job, class), the
-    pairs the static tiers do not give added; None when the plan names a victim the catalogue does not
-    hold or a job with victims outside ``valid`` (the model cannot say it)."""
+    pairs the static tiers do not give added, its late jobs' pods counted per unit (``Unit``); None when the
+    plan names a victim the catalogue does not hold, a job with victims outside ``valid`` or a binding of no
+    pending replica (the model cannot say it)."""
     keys = {j.key for j in valid}
     takes: dict[tuple[str, str], int] = defaultdict(int)
     late: set[str] = set()
@@ -225,7 +271,10 @@ def anchor_data(ctx: Context, vd: VictimData, valid: list[VCJob], plan: Placemen
         if not jp.admitted:
             unplaced.add(jp.key)
         for b in jp.bindings if jp.admitted else ():
-            counts[jp.key, b.task, b.node] += 1
+            unit = unit_of.get((jp.key, b.task, b.index))
+            if unit is None:  # not a pending replica
+                return None
+            counts[jp.key, unit, b.node] += 1
         for x in jp.victims:
             if x.reason in GANG_REASON:
                 continue  # the bundles (``gang_cpsat``) hold these
@@ -302,18 +351,17 @@ class VictimData:
 
 
 def most_requests(job: VCJob, ctx: Context) -> dict[str, int]:
-    """Resource -> the most the job can request of it (every replica placed)."""
+    """Resource -> the most the job can request of it (every replica placed, each with its own requests)."""
     out: dict[str, int] = defaultdict(int)
     for t in job.tasks:
-        pods = ctx.pods[job.key][t.name]
-        if pods:
-            for r, x in pods[0].requests.items():
-                out[r] += x * t.replicas
+        for p in ctx.pods[job.key][t.name]:
+            for r, x in p.requests.items():
+                out[r] += x
     return dict(out)
 
 
 def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
-                feasible: dict[tuple[str, str], list[str]], anchor: PlacementPlan | None = None,
+                units: Mapping[str, Mapping[str, Unit]], anchor: PlacementPlan | None = None,
                 by_step: bool = False) -> VictimData:
     """Classes of the catalogue's candidates and exposed pods (``takeable_by_node``) and the static (job, class)
     pairs, before pruning, a partitioned job's as any job's (``partitions.evicts_anywhere``); with ``anchor``,
@@ -354,8 +402,9 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
         if not starving(job, Counter(), ctx.held_count(job.key)):
             continue  # its running pods number minAvailable: Volcano evicts only for a starving job
         needs = job_needs(job)
-        common = frozenset.intersection(*(dims(ctx.pods[job.key][t.name][0].requests) for t in job.tasks
-                                          if ctx.pods[job.key].get(t.name))) if job.tasks else frozenset()
+        shapes = [*(ctx.pods[job.key][t.name][0] for t in job.tasks if ctx.pods[job.key].get(t.name)),
+                  *(u.pod for u in units.get(job.key, {}).values())]  # the tasks' first pods and every unit's
+        common = frozenset.intersection(*(dims(p.requests) for p in shapes)) if job.tasks else frozenset()
         prio = ctx.priority[job.key]
         may_reclaim = any(queues.deserved[job.queue].get(r, 0) > 0 for r in needs)
         mine = share(most_requests(job, ctx), total)
@@ -402,7 +451,7 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
             vd.second -= {jk for jk in vd.second if jk[1] in ks}
     gang_data(ctx, queues, valid, vd)
     if anchor is not None:
-        vd.anchor = anchor_data(ctx, vd, valid, anchor, by_step)
+        vd.anchor = anchor_data(ctx, vd, valid, anchor, by_step, unit_index(units))
     takeable = {k for (_j, k) in vd.pairs}
     counted: set[str] = set()  # a pod in several gang bundles (one per job, action and domain) frees room once
     for k in sorted(takeable):
@@ -577,13 +626,13 @@ class VictimVars:
 
     take: dict[tuple[str, str], Any] = field(default_factory=dict)  # take[job, class]
     after: dict[str, Any] = field(default_factory=dict)  # after[job]: replayed after the evictions
-    early: dict[tuple[str, str, str], Any] = field(default_factory=dict)  # early[job, task, node]
+    early: dict[tuple[str, str, str], Any] = field(default_factory=dict)  # early[job, unit, node]
     amount: dict[tuple[str, str], Any] = field(default_factory=dict)  # amount[job, r]: placed requests
     early_amount: dict[tuple[str, str], Any] = field(default_factory=dict)  # amount, or 0 when after
     lands: dict[tuple[str, str], Any] = field(default_factory=dict)  # lands[job, node]
     reclaims: dict[str, Any] = field(default_factory=dict)  # reclaims[job]: reclaim, else preempt
     under: dict[tuple[str, str], Any] = field(default_factory=dict)  # under[job, r]: own queue + job ≤ deserved
-    has: dict[tuple[str, str], Any] = field(default_factory=dict)  # has[job, task]: a pod of the task placed
+    has: dict[tuple[str, str], Any] = field(default_factory=dict)  # has[job, unit]: a pod of the unit placed
     places: dict[tuple[str, str], Any] = field(default_factory=dict)  # places[job, node], over-committed nodes
     bundle: dict[str, Any] = field(default_factory=dict)  # bundle[name]: a gang-aware bundle taken whole
     anchor: Any = None  # the plan is the anchor's (``model.Anchor``): None without one
@@ -598,13 +647,13 @@ class Vars:
 
     admitted: dict[str, Any]  # admitted[job]
     region: dict[tuple[str, int], Any]  # region[job, i]: the job ends in its i-th candidate region
-    count: dict[tuple[str, str, str], Any]  # count[job, task, node]: pods of the task placed on the node
+    count: dict[tuple[str, str, str], Any]  # count[job, unit, node]: pods of the unit placed on the node
     opened: dict[str, Any]  # opened[node]: a node empty in the snapshot receives pods
     ev: VictimVars = field(default_factory=VictimVars)
     by_task: dict[tuple[str, str], list[Any]] = field(default_factory=dict)
-    """(job, task) -> its count variables (an index)."""
+    """(job, task) -> the count variables of its units (an index)."""
     pcount: dict[tuple[str, str, int, str], Any] = field(default_factory=dict)
-    """pcount[job, task, partition, node]: pods of a partition of a partitioned task placed on the node."""
+    """pcount[job, unit, partition, node]: pods of a partition of a partitioned task's unit placed on the node."""
     whole: dict[tuple[str, str, int], Any] = field(default_factory=dict)
     """whole[job, task, partition]: the partition's pending pods are all placed (else none is)."""
     psub: dict[tuple[str, str, int, int], Any] = field(default_factory=dict)
@@ -622,13 +671,31 @@ class Data:
     valid: list[VCJob]
     """Jobs whose queue may take them (the others are never admitted), in Volcano's job order."""
     arcs: dict[tuple[str, str], dict[str, int]]
-    """(job, task) -> candidate node -> upper bound of count."""
+    """(job, unit) -> candidate node -> upper bound of count."""
     victims: VictimData
     """Classes of possible victims and which job may take which (empty: the model has no victims)."""
+    units: dict[str, dict[str, Unit]] = field(default_factory=dict)
+    """Job -> unit name -> the ``Unit``, for every valid job's pending pods (``task_units``)."""
 
     @property
     def jobs(self) -> dict[str, VCJob]:
         return {j.key: j for j in self.ctx.jobs}
+
+    def pod(self, job: str, unit: str) -> Pod:
+        """The pod every pod of the unit reads as."""
+        return self.units[job][unit].pod
+
+    def task(self, job: str, unit: str) -> str:
+        return self.units[job][unit].task
+
+    def units_of(self, job: str, task: str | None = None) -> list[str]:
+        """The job's unit names (of ``task`` only, when given), in task order."""
+        return [u for u, x in self.units.get(job, {}).items() if task is None or x.task == task]
+
+    @cached_property
+    def unit_of(self) -> dict[tuple[str, str, int], str]:
+        """(job, task, pending replica index) -> its unit's name: where a plan's binding is counted."""
+        return unit_index(self.units)
 
     @cached_property
     def order(self) -> list[str]:
@@ -682,27 +749,21 @@ def build_data(ctx: Context, anchor: PlacementPlan | None = None, by_step: bool 
     snap = ctx.snapshot
     queues = QueueState(snap, ctx.accounts)
     valid = [j for j in ctx.jobs if queues.admission_reason(j.queue) is None and j.key not in ctx.unfit]
+    units = {job.key: task_units(ctx, job) for job in valid}
     feasible: dict[tuple[str, str], list[str]] = {}
     for job in valid:
         allowed = frozenset().union(*(r.nodes for r in ctx.regions[job.key])) if ctx.regions[job.key] else frozenset()
-        for t in job.tasks:
-            if not ctx.pending(job, t.name):
-                continue
-            pod = ctx.pods[job.key][t.name][0]
-            feasible[job.key, t.name] = [n for n in sorted(allowed) if ctx.predicates.ok(pod, n)]
-    vd = victim_data(ctx, queues, valid, feasible, anchor, by_step)
+        for name, u in units[job.key].items():
+            feasible[job.key, name] = [n for n in sorted(allowed) if ctx.predicates.ok(u.pod, n)]
+    vd = victim_data(ctx, queues, valid, units, anchor, by_step)
     arcs: dict[tuple[str, str], dict[str, int]] = {}
-    for job in valid:
-        for t in job.tasks:
-            if (job.key, t.name) not in feasible:
-                continue
-            pod = ctx.pods[job.key][t.name][0]
-            arcs[job.key, t.name] = {}
-            pending = len(ctx.pending(job, t.name))
-            for n in feasible[job.key, t.name]:
-                ub = min(pending, max_fit(pod, vd.room(ctx, n), ctx.capacity.limits_pods(n)))
-                if ub > 0:
-                    arcs[job.key, t.name][n] = ub
-    data = Data(ctx=ctx, queues=queues, valid=valid, arcs=arcs, victims=vd)
+    for (j, name), nodes in feasible.items():
+        u = units[j][name]
+        arcs[j, name] = row = {}
+        for n in nodes:
+            ub = min(len(u.indices), max_fit(u.pod, vd.room(ctx, n), ctx.capacity.limits_pods(n)))
+            if ub > 0:
+                row[n] = ub
+    data = Data(ctx=ctx, queues=queues, valid=valid, arcs=arcs, victims=vd, units=units)
     vd.prune(data)
     return data

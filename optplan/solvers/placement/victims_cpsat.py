@@ -23,7 +23,7 @@ Decisions (``model.VictimVars``):
 
 - ``take[job, class]``: pods of the class the job evicts;
 - ``after[job]``: the job is replayed after the evictions (every job that evicts is);
-- ``early[job, task, node]``: the task's pods on the node when the job is replayed before, else 0 (only
+- ``early[job, unit, node]``: the unit's pods on the node when the job is replayed before, else 0 (only
   on nodes with classes); ``amount[job, r]`` and ``early_amount[job, r]`` the same for the job's
   requests, for the queues;
 - ``lands[job, node]``: the job has a pod on the node;
@@ -31,7 +31,7 @@ Decisions (``model.VictimVars``):
 - ``reclaims[job]``: the job's action is reclaim (else preempt: one action places a job);
 - ``used[node, r, job]``: a node's usage after the job's turn, where later jobs place or evict there;
   ``places[job, node]`` on a node over-committed in the snapshot (only a pod placed there must fit);
-- auxiliary literals of the reclaimer's rule: ``under[job, r]``, ``has[job, task]``; of the second tier:
+- auxiliary literals of the reclaimer's rule: ``under[job, r]``, ``has[job, unit]``; of the second tier:
   ``second[job, group]`` (drf), ``second["", queue]`` (capacity).
 
 Constraints (families, one function each):
@@ -59,7 +59,7 @@ Constraints (families, one function each):
 - region cuts (``add_region_cuts``, redundant): a job that ends in a region finds its gang's least
   demand in the free room of the region's nodes plus what evictions there release;
 - reclaim (``add_reclaim_rules``), the capacity plugin's PreemptiveFn on the queue allocations at the
-  job's turn (``Accounts.before``): each placed task's requested dimensions include one where the job's
+  job's turn (``Accounts.before``): each placed unit's requested dimensions include one where the job's
   queue + the job's amount ≤ deserved.
 
 Under gangpreempt and gangreclaim, a job's bundles are classes of that job alone (``model.VictimData.gang_class``,
@@ -80,7 +80,6 @@ from ortools.sat.python import cp_model
 from optplan.models.placement import JobPlacement, PlacementPlan, VictimReason
 from optplan.models.queues import VCJob
 from optplan.solvers.core.oracle import POD_SLOT
-from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.jobs import job_needs
 from optplan.solvers.placement.model import Data, Vars, VictimClass, VictimVars, most_requests
 from optplan.solvers.placement.safety import pdb_allowed
@@ -111,7 +110,7 @@ def add_variables(m: cp_model.CpModel, data: Data, v: Vars) -> VictimVars:
         else:
             m.add_implication(ev.after[j], v.admitted[j])
         for r, most in sorted(most_requests(job, data.ctx).items()):
-            terms = [data.ctx.pods[j][t][0].requests.get(r, 0) * x for t, x in per_job[j]]
+            terms = [data.pod(j, u).requests.get(r, 0) * x for u, x in per_job[j]]
             ev.amount[j, r] = amt = m.new_int_var(0, most, f"amount[{j},{r}]")
             m.add(amt == sum(terms))
             ev.early_amount[j, r] = ea = m.new_int_var(0, most, f"early_amount[{j},{r}]")
@@ -203,7 +202,7 @@ def add_capacity(m: cp_model.CpModel, data: Data, v: Vars) -> None:
     placing: dict[str, dict[str, list[tuple[dict[str, int], Any, Any]]]] = defaultdict(lambda: defaultdict(list))
     for (j, t, n), x in v.count.items():
         if n in vd.nodes:
-            placing[n][j].append((data.ctx.pods[j][t][0].requests, x, ev.early[j, t, n]))
+            placing[n][j].append((data.pod(j, t).requests, x, ev.early[j, t, n]))
     taking: dict[str, dict[str, list[tuple[VictimClass, Any]]]] = defaultdict(lambda: defaultdict(list))
     for (j, k), y in ev.take.items():
         taking[vd.classes[k].node][j].append((vd.classes[k], y))
@@ -371,7 +370,7 @@ def add_entitlement(m: cp_model.CpModel, data: Data, v: Vars) -> None:
             m.add(y <= cls.size * (rec if vd.pairs[j, k] == "reclaim" else 1 - rec))
     at: dict[tuple[str, str], list[Any]] = defaultdict(list)
     for (j, t, n), x in v.count.items():
-        if t not in data.ctx.never[j]:  # a preemptionPolicy Never pod evicts nothing
+        if data.task(j, t) not in data.ctx.never[j]:  # a preemptionPolicy Never pod evicts nothing
             at[j, n].append(x)
     for (j, n), lit in ev.lands.items():
         if at[j, n]:
@@ -459,9 +458,10 @@ def add_second_tier(m: cp_model.CpModel, data: Data, v: Vars) -> None:
 
 def add_reclaim_rules(m: cp_model.CpModel, data: Data, v: Vars) -> None:
     """The capacity plugin's PreemptiveFn for a reclaiming job at its turn (``Accounts.before``): every
-    task with a pod placed finds one of its requested dimensions where ``before + the job's amount ≤
-    deserved`` (Volcano checks each pod with the job's pods before it; the whole amount is the last pod's,
-    so this is exact when the tasks request the same dimensions, stricter otherwise). The victims
+    unit (``model.Unit``: a task's pods of one shape) with a pod placed finds one of its requested dimensions
+    where ``before + the job's amount ≤ deserved`` (Volcano checks each pod with the job's pods before it; the
+    whole amount is the last pod's, so this is exact when the units request the same dimensions, stricter
+    otherwise). The victims
     themselves need no capacity rule here: the model takes them from the first tier (gang ∩
     conformance), which decides before the capacity plugin is asked."""
     ev = v.ev
@@ -480,31 +480,33 @@ def add_reclaim_rules(m: cp_model.CpModel, data: Data, v: Vars) -> None:
             if des.get(r, 0) > 0 and (j, r) in ev.amount:
                 ev.under[j, r] = u = m.new_bool_var(f"under[{j},{r}]")
                 m.add(acc.before(j, job.queue, r) + ev.amount[j, r] <= des[r]).only_enforce_if(u)
-        for t in job.tasks:
-            pods = data.ctx.pods[j].get(t.name) or []
-            xs = counts.get((j, t.name), [])
-            if not pods or not xs:
+        for unit in data.units_of(j):
+            xs = counts.get((j, unit), [])
+            if not xs:
                 continue
-            lits = [ev.under[j, r] for r in sorted(dims(pods[0].requests)) if (j, r) in ev.under]
+            lits = [ev.under[j, r] for r in sorted(dims(data.pod(j, unit).requests)) if (j, r) in ev.under]
             if not lits:
                 m.add(sum(xs) == 0).only_enforce_if([rec, *unless_anchor(ev)])
                 continue
-            ev.has[j, t.name] = h = m.new_bool_var(f"has[{j}/{t.name}]")
-            m.add(sum(xs) <= t.replicas * h)
+            ev.has[j, unit] = h = m.new_bool_var(f"has[{j}/{unit}]")
+            m.add(sum(xs) <= len(data.units[j][unit].indices) * h)
             m.add_bool_or(lits).only_enforce_if([rec, h, *unless_anchor(ev)])
 
 
-def min_demand(job: VCJob, ctx: Context) -> dict[str, int]:
-    """The least the admitted gang requests of each resource: every task's minimum, the rest of
-    minAvailable at the smallest request among the tasks."""
-    minima, need = ctx.need(job)  # a running gang's pending pods need less
-    tasks = [t for t in job.tasks if t.replicas > 0]
+def min_demand(job: VCJob, data: Data) -> dict[str, int]:
+    """The least the admitted gang requests of each resource: every task's minimum at its smallest pending
+    pods (its units', ``model.Unit``), the rest of minAvailable at the smallest request among the pending pods."""
+    minima, need = data.ctx.need(job)  # a running gang's pending pods need less
+    units = [data.units[job.key][u] for u in data.units_of(job.key)]
+    firsts = [data.ctx.pods[job.key][t.name][0] for t in job.tasks if t.replicas > 0]  # the tasks' first pods
     out: dict[str, int] = {}
-    for r in sorted({r for t in tasks for r in ctx.pods[job.key][t.name][0].requests}):
-        req = {t.name: ctx.pods[job.key][t.name][0].requests.get(r, 0) for t in tasks}
-        fixed = sum(minima.get(t, 0) * q for t, q in req.items())
+    for r in sorted({r for p in [*firsts, *(u.pod for u in units)] for r in p.requests}):
+        fixed = 0
+        for task, least in minima.items():
+            asks = sorted(x for u in units if u.task == task for x in [u.pod.requests.get(r, 0)] * len(u.indices))
+            fixed += sum(asks[:least])
         rest = max(need - sum(minima.values()), 0)
-        out[r] = fixed + rest * min(req.values(), default=0)
+        out[r] = fixed + rest * min((p.requests.get(r, 0) for p in [*firsts, *(u.pod for u in units)]), default=0)
     return out
 
 
@@ -521,7 +523,7 @@ def add_region_cuts(m: cp_model.CpModel, data: Data, v: Vars) -> None:
         usable = {n for (j, _t), row in data.arcs.items() if j == job.key for n in row}
         if not usable & vd.nodes:
             continue
-        demand = min_demand(job, ctx)
+        demand = min_demand(job, data)
         regions = ctx.regions[job.key]
         for i, region in enumerate(regions):
             lit = v.region.get((job.key, i)) if job.network_topology is not None else v.admitted[job.key]
@@ -569,7 +571,7 @@ def add_hint(m: cp_model.CpModel, data: Data, v: Vars, plan: PlacementPlan,
         m.add_hint(e, 0 if j in late else counts.get((j, t, n), 0))
     amounts: dict[tuple[str, str], int] = defaultdict(int)
     for (j, t, _n), num in counts.items():
-        for r, amt in data.ctx.pods[j][t][0].requests.items():
+        for r, amt in data.pod(j, t).requests.items():
             amounts[j, r] += amt * num
     for jr, a in ev.amount.items():
         m.add_hint(a, amounts.get(jr, 0))
