@@ -309,6 +309,26 @@ def running_vcjob(name: str, queue_name: str, replicas: int, gpu: int, on: dict[
     return objs
 
 
+def test_the_next_cycle_places_into_the_room_an_earlier_cycles_victims_left() -> None:
+    """vcm-1-109 of ``volcano_diff.py --more``: r (queue o above its deserved 0) fills n0; w, a ready VCJob of
+    queue f, runs one replica on n1 and has a second pending (2 GPUs); z (queue q, 2 GPUs, after w in queue
+    order) reclaims r-0 on n0 in the first cycle, and the second cycle's allocate places z there and w's replica
+    in the 2 GPUs left, as Volcano did. The merged plan lists both at that cycle's allocate; the validator replays
+    z first (its victim went in the cycle before), and before it replayed w first, found n0 full and the cycles
+    stopped at the first (w's replica never placed)."""
+    objs = [*CLASSES, node("n0", 4), node("n1", 4), queue("q", deserved={GPU: 4}), queue("f", deserved={GPU: 8}),
+            queue("o", deserved={GPU: 0}), *running("r", "o", [("n0", 4)], "low", 1),
+            *running_vcjob("w", "f", 2, 2, {0: "n1"}, 1, "mid"), pending("z", "q", 1, 2, "mid"),
+            *running("mine", "q", [("n1", 2)], "low", 1)]  # q's share (2 of 4) above f's: w's queue goes first
+    snap = load_objects(objs).snapshot
+    jobs = list(snap.jobs.values())
+    plan = plan_placement(snap, jobs, "greedy", OPTS, now=NOW)
+    assert placement_violations(snap, jobs, plan) == []
+    assert result(plan, "default/z") == (True, ["r-0"])
+    w = plan.job("default/w")
+    assert w.admitted and [(b.index, b.node) for b in w.bindings] == [(1, "n0")]
+
+
 STARVING = [  # a partly running gang (3 replicas of 4 GPUs) fills n0; n1 is full of a low-priority gang
     ("ready with its running pods: no victims (Volcano evicts only for a starving job)", {0: "n0", 1: "n0"}, 2,
      False, []),

@@ -18,7 +18,11 @@ random (it chose the other in 1 recording of 5); a case joins only after several
 Two bare-PodGroup cases (``generate_podgroups``: PodGroups and pods created without a VCJob): seed 1's case
 20 (a partly running gang under a hard topology beside a gang of two tasks with minTaskMember and a subgrouped
 one) and case 36 (three subgroups under hard tier 1, each placed whole); case 39 agreed as steadily and is left
-out for time. Case 13 once more with vc-scheduler at log level 5: the recording keeps the node list it began with."""
+out for time. Two cases of ``generate_more`` (a tenant parent's guarantee, a task template of preemptionPolicy Never,
+a running gang's workers beside its pending critical lead, two partly running gangs): seed 1's cases 0 and 1 (every
+kind, the second under a HyperNode tree; nothing evicted by either side: the Never job may not preempt, the lead's
+job is not starving). Case 13 once more with vc-scheduler at log level 5: the recording keeps the node list it
+began with."""
 
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ from tests.realcluster.vcdiff import (
     Verdict,
     compare,
     generate,
+    generate_more,
     generate_partitioned,
     generate_podgroups,
     priority_classes,
@@ -45,6 +50,7 @@ pytestmark = pytest.mark.realcluster
 CASES = [(1, 12), (1, 13), (1, 39)]
 PARTITION_CASES = [(1, 2, True), (1, 27, False), (1, 40, True)]  # generate_partitioned's; victims steady?
 PODGROUP_CASES = [(1, 20), (1, 36)]  # generate_podgroups's: bare PodGroups, each agreeing in 5 recordings
+MORE_CASES = [(1, 0), (1, 1)]  # generate_more's
 """Case 27 is a partitioned job's reclaim: vc-scheduler's victims (and so the partition's rack) vary between
 runs with its node list, random per start (docs/benchmarks.md), so only its admissions and that reclaim
 happened are compared."""
@@ -102,6 +108,19 @@ def test_bare_podgroups_are_placed_as_volcano_does(real_cluster: Cluster, tmp_pa
     assert v.preempt is not False and v.reclaim is not False, v.details
     assert all(v.partitions) and all(v.partial) and all(v.topology), v.details
     assert v.partitions or v.partial, v.details  # each case has subgroups or a partly running bare gang
+
+
+@pytest.mark.parametrize(("seed", "index"), MORE_CASES)
+def test_guarantees_never_and_two_partly_running_gangs_as_volcano_does(real_cluster: Cluster, tmp_path: Path,
+                                                                      seed: int, index: int) -> None:
+    """``generate_more``'s cases: the same jobs admitted, no victims on either side, as many more pods for each of
+    the two partly running gangs (one of them a job whose pending ``lead`` of critical-job may not take its own
+    workers)."""
+    case = generate_more(seed, index)
+    assert {"never", "own", "partial2", "guarantee"} <= set(case.kinds)
+    v = _verdict(real_cluster, tmp_path, case)
+    assert v.preempt is None and v.reclaim is None, v.details
+    assert len(v.partial) == 2 and all(v.partial) and all(v.topology), v.details
 
 
 def test_the_recording_keeps_the_node_list_volcano_began_with(real_cluster: Cluster, tmp_path: Path) -> None:

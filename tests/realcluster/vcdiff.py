@@ -632,7 +632,7 @@ def generate_more(seed: int, index: int) -> Case:
             out["memory"] = f"{g * mem // gpus}Gi"
         return out
 
-    kinds = {"more"} | set(case.kinds) - {"partial"}
+    kinds = {"more", "allocate"}
     if rng.random() < 0.8:
         queues[parent]["spec"]["guarantee"] = {"resource": amounts(rng.choice((total // 4, total // 2)))}
         kinds.add("guarantee")

@@ -285,17 +285,20 @@ def _frees_queue_room(tree: QueueTree, victim_queue: str, queue: str) -> bool:
     return bool((set(tree.ancestors(queue)) & set(tree.ancestors(victim_queue))) - {ROOT_QUEUE})
 
 
-def action_rank(jp: JobPlacement) -> tuple[bool, int]:
+def action_rank(jp: JobPlacement) -> tuple[bool, int, bool]:
     """When a job's placement happens in the plan's replay: allocate's first, then the jobs placed after
     evictions by the step the planner took them in (``JobPlacement.step``: the greedy's preempt pass
-    before its reclaim pass, as Volcano runs its actions), each group in plan order."""
-    return jp.after_evictions or bool(jp.victims), jp.step
+    before its reclaim pass, as Volcano runs its actions), each group in plan order — but at a later
+    cycle's allocate (a step a multiple of ``CYCLE_STEPS``, past the first cycle) the jobs with victims first:
+    an earlier cycle evicted them, so their room is free before that allocate places any job."""
+    later_allocate = jp.step >= 2 * CYCLE_STEPS and jp.step % CYCLE_STEPS == 0
+    return jp.after_evictions or bool(jp.victims), jp.step, not (later_allocate and bool(jp.victims))
 
 
 def in_later_cycle(jp: JobPlacement) -> bool:
     """The job's turn in the replay comes in a scheduling cycle after the first: the victims of the jobs
     ``evicted_earlier`` are freed before the first such turn (the exact model's anchor replays them so)."""
-    return action_rank(jp) >= (True, 2 * CYCLE_STEPS)
+    return action_rank(jp)[:2] >= (True, 2 * CYCLE_STEPS)
 
 
 def _safety_violations(snap: Snapshot, jobs: Mapping[str, VCJob], plan: PlacementPlan, safety: SafePreemption,
