@@ -136,11 +136,7 @@ def generate(seed: int, index: int) -> Case:
     dims = rng.choice(((GPU,), (GPU,), (GPU, "cpu", "memory")))
 
     def amounts(g: int) -> dict[str, Any]:
-        out: dict[str, Any] = {GPU: g}
-        if "cpu" in dims:
-            out["cpu"] = str(g * cpu // gpus)
-            out["memory"] = f"{g * mem // gpus}Gi"
-        return out
+        return _amounts(g, dims, gpus, cpu, mem)
 
     parent = f"{p}-t"
     parent_des = rng.choice((total_gpu, total_gpu * 3 // 4))
@@ -227,6 +223,29 @@ def generate(seed: int, index: int) -> Case:
         kinds.update(("preempt", "reclaim"))
     case.kinds = tuple(sorted(kinds))
     return case
+
+
+def _amounts(g: int, dims: tuple[str, ...], gpus: int, cpu: int, mem: int) -> dict[str, Any]:
+    """A queue's amounts for ``g`` GPUs: with cpu and memory at the nodes' share per GPU when ``dims`` names them."""
+    out: dict[str, Any] = {GPU: g}
+    if "cpu" in dims:
+        out["cpu"] = str(g * cpu // gpus)
+        out["memory"] = f"{g * mem // gpus}Gi"
+    return out
+
+
+def _room_and_lower(case: Case, gpus: int, leaves: Iterable[str]) -> tuple[dict[str, int], dict[str, int]]:
+    """Each node's GPUs the running gangs leave free, and per leaf queue the GPUs of its running pods below
+    critical-job (what a critical job of that queue may preempt)."""
+    free = {d["metadata"]["name"]: gpus for d in case.nodes}
+    lower: dict[str, int] = {q: 0 for q in leaves}
+    for gang in case.running:
+        for pod in gang[1:]:
+            g = int(pod["spec"]["containers"][0]["resources"]["requests"][GPU])
+            free[pod["spec"]["nodeName"]] -= g
+            if PRIORITY[pod["spec"]["priorityClassName"]] < PRIORITY["critical-job"]:
+                lower[gang[0]["spec"]["queue"]] = lower.get(gang[0]["spec"]["queue"], 0) + g
+    return free, lower
 
 
 def _tree(case: Case, rng: random.Random, node_names: list[list[str]]) -> None:
@@ -407,14 +426,7 @@ def generate_partitioned_more(seed: int, index: int) -> Case:
     tainted = {d["metadata"]["name"] for d in case.nodes if d["spec"].get("taints")}
     top = max(t for t, _m in case.members.values())
     racks = sorted(sorted(m) for t, m in case.members.values() if t == 1)
-    free = {d["metadata"]["name"]: gpus for d in case.nodes}
-    lower: dict[str, int] = {q: 0 for q in leaves}  # leaf queue -> GPUs of its running pods below critical-job
-    for gang in case.running:
-        for pod in gang[1:]:
-            g = int(pod["spec"]["containers"][0]["resources"]["requests"][GPU])
-            free[pod["spec"]["nodeName"]] -= g
-            if PRIORITY[pod["spec"]["priorityClassName"]] < PRIORITY["critical-job"]:
-                lower[gang[0]["spec"]["queue"]] = lower.get(gang[0]["spec"]["queue"], 0) + g
+    free, lower = _room_and_lower(case, gpus, leaves)
     kinds = [k for k in ("partly", "two", "preempt") if rng.random() < 0.5] or [rng.choice(("partly", "two",
                                                                                             "preempt"))]
     extra = rng.choice((0, 0, 1))
@@ -623,14 +635,10 @@ def generate_more(seed: int, index: int) -> Case:
     total = gpus * len(all_nodes)
     queues = {q["metadata"]["name"]: q for q in case.queues}
     parent = f"{ns}-t"
-    dims = set(queues[parent]["spec"]["deserved"])
+    dims = tuple(queues[parent]["spec"]["deserved"])
 
     def amounts(g: int) -> dict[str, Any]:
-        out: dict[str, Any] = {GPU: g}
-        if "cpu" in dims:
-            out["cpu"] = str(g * cpu // gpus)
-            out["memory"] = f"{g * mem // gpus}Gi"
-        return out
+        return _amounts(g, dims, gpus, cpu, mem)
 
     kinds = {"more", "allocate"}
     if rng.random() < 0.8:
@@ -645,14 +653,7 @@ def generate_more(seed: int, index: int) -> Case:
     parents = {q["spec"].get("parent") for q in case.queues}
     leaves = sorted(q for q in queues if q not in parents)
     teams = [q for q in leaves if queues[q]["spec"].get("parent") == parent]
-    free = {n: gpus for n in all_nodes}
-    lower: dict[str, int] = {q: 0 for q in leaves}  # leaf queue -> GPUs of its running pods below critical-job
-    for gang in case.running:
-        for pod in gang[1:]:
-            g = int(pod["spec"]["containers"][0]["resources"]["requests"][GPU])
-            free[pod["spec"]["nodeName"]] -= g
-            if PRIORITY[pod["spec"]["priorityClassName"]] < PRIORITY["critical-job"]:
-                lower[gang[0]["spec"]["queue"]] += g
+    free, lower = _room_and_lower(case, gpus, leaves)
     case.pending, case.partial = [], {}
     pers = tuple(g for g in (1, 2, 4, 4, 8) if g <= gpus)
     topology = bool(case.hypernodes)

@@ -939,7 +939,7 @@ class Greedy:
             preemptor_allocated=self.job_allocated(job, pod, stmt) if rules.reason == "preempt" else {},
             job_allocated=self.group_allocated, total=self.total, need=dims(pod.requests), allocated=qs.allocated,
             deserved=qs.deserved, listed=qs.listed, guarantee=qs.guarantee,
-            order=lambda vs: victims_in_order(vs, qs, job.queue, key), refused=refused)
+            order=lambda vs: victims_in_order(vs, lambda: qs, job.queue, key), refused=refused)
         victims = [c for c in victims if c.key in rules.eligible]  # a shielded pod only when exposed
         if not victims and refused and self.block_note is None:
             self.block_note = f"on {node}: {refused[0]}"

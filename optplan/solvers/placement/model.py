@@ -443,7 +443,7 @@ def victim_data(ctx: Context, queues: QueueState, valid: list[VCJob],
                 vd.second.add((job.key, k))
                 break
     for q, ks in sorted(second_reclaim.items()):
-        most = capacity_limit(ctx, queues, q, [vd.classes[k].pods[0] for k in sorted(ks)])
+        most = capacity_limit(ctx, queues, q, [vd.classes[k].pods[0] for k in sorted(ks)], total)
         if most >= 1:
             vd.capacity_most[q] = most
         else:
@@ -574,22 +574,20 @@ def drf_limit(ctx: Context, occupying: tuple[str, ...], mine: float, total: Mapp
     return most
 
 
-def capacity_limit(ctx: Context, queues: QueueState, queue: str, second: list[Candidate]) -> int:
+def capacity_limit(ctx: Context, queues: QueueState, queue: str, second: list[Candidate],
+                   total: Mapping[str, int]) -> int:
     """The most pods the plan may take from ``queue`` when some go by the capacity plugin's ReclaimableFn
     (``victims.victim_blocked``): each second-tier pod still passes with the queue's pods before it on its node
     gone (the plugin walks them in eviction order, ``tiers.victim_key`` with drf's shares as the snapshot has
     them, and subtracts the ones it keeps before a pod) and the other takes gone, counted as the largest of the
     queue's other pods. Placements only add to the queue's allocation, which only helps. 0: none may go so.
     The shares move as the plan's evictions shrink their jobs, which may reorder jobs of equal priority: the
-    validator, replaying the order as it is then, has the last word."""
+    validator, replaying the order as it is then, has the last word. ``total``: the cluster's allocatable (drf's
+    share)."""
     cat = ctx.catalogue
     pods = [c for c in [*cat.candidates.values(), *cat.exposed.values()] if c.queue == queue]
     alloc = queues.allocated[queue]
     most = len(pods)
-    total: dict[str, int] = defaultdict(int)
-    for n in ctx.snapshot.nodes.values():
-        for r, amount in n.allocatable.items():
-            total[r] += amount
 
     def group_alloc(g: str) -> dict[str, int]:
         out: dict[str, int] = defaultdict(int)

@@ -144,10 +144,12 @@ class _Queued(Protocol):
 V = TypeVar("V", bound=_Queued)
 
 
-def victims_in_order(victims: list[V], qs: QueueState, preemptor: str, key: Callable[[V], Any]) -> list[V]:
+def victims_in_order(victims: list[V], queues: Callable[[], QueueState], preemptor: str,
+                     key: Callable[[V], Any]) -> list[V]:
     """One node's victims in the order evicted (``key``: the order within a queue, ``tiers.victim_key``), the
-    victims' queue order first when they come from several queues (``victim_queue_key``)."""
+    victims' queue order first when they come from several queues (``victim_queue_key``; ``queues`` gives the
+    queues' state, asked only then)."""
     if len({v.queue for v in victims}) <= 1:
         return sorted(victims, key=key)
-    rank = victim_queue_key(qs, preemptor)
+    rank = victim_queue_key(queues(), preemptor)
     return sorted(victims, key=lambda v: (rank(v.queue), key(v)))

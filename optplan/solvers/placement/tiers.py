@@ -165,16 +165,12 @@ def node_victims(reason: Reason, pods: list[Candidate], *, preemptor_priority: i
                  job_allocated: Callable[[str], Mapping[str, int]], total: Mapping[str, int],
                  need: frozenset[str], allocated: Mapping[str, Mapping[str, int]],
                  deserved: Mapping[str, Mapping[str, int]], listed: Mapping[str, frozenset[str]],
-                 guarantee: Mapping[str, Mapping[str, int]], order: Order | None = None,
+                 guarantee: Mapping[str, Mapping[str, int]], order: Order,
                  refused: list[str] | None = None) -> tuple[list[Candidate], int | None]:
     """The victims the tiers allow among one node's preemptees (``pods``, in victim order) for one
-    preemptor pod, in eviction order (``order``; by default ``victim_key`` alone, right for one queue), and the
-    deciding tier. ``preemptor_allocated``: the preemptor job's allocation with the pod added (drf's share);
-    ``ready``/``job_allocated``: a victim PodGroup's ready pods and allocation now; ``allocated`` etc.: the
-    queues now (the capacity plugin)."""
-    if order is None:
-        key = victim_key(job_allocated, total)
-        order = lambda vs: sorted(vs, key=key)  # noqa: E731
+    preemptor pod, in eviction order (``order``), and the deciding tier. ``preemptor_allocated``: the
+    preemptor job's allocation with the pod added (drf's share); ``ready``/``job_allocated``: a victim
+    PodGroup's ready pods and allocation now; ``allocated`` etc.: the queues now (the capacity plugin)."""
     answers: dict[str, Answer] = {
         "gang": lambda ps: gang_answer(ready, min_member, ps),
         "conformance": list,

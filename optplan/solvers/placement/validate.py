@@ -710,13 +710,13 @@ def _in_preemptor_order(snap: Snapshot, job: VCJob, pods: dict[str, list[Pod]], 
 
 def _in_order(snap: Snapshot, accounts: dict[str, QueueAccount], allocated: dict[str, dict[str, int]], queue: str,
               key: Callable[[Candidate], Any], victims: list[Candidate]) -> list[Candidate]:
-    """``victims`` in Volcano's eviction order for a job of ``queue`` (``queueorder.victims_in_order``); the
-    queues' state is built only when they span queues (reclaim)."""
-    if len({v.queue for v in victims}) <= 1:
-        return sorted(victims, key=key)
-    qs = QueueState(snap, accounts)
-    qs.allocated = allocated
-    return victims_in_order(victims, qs, queue, key)
+    """``victims`` in Volcano's eviction order for a job of ``queue`` (``queueorder.victims_in_order``), on the
+    replay's queue allocations (built only when the victims span queues)."""
+    def queues() -> QueueState:
+        qs = QueueState(snap, accounts)
+        qs.allocated = allocated
+        return qs
+    return victims_in_order(victims, queues, queue, key)
 
 
 def _evict(c: Candidate, evicted: set[str], taken: Counter[str], queue_alloc: dict[str, dict[str, int]],
