@@ -130,15 +130,40 @@ CASES = [
                                   tasks=[task("worker", 8, "high")])],
          admitted={"default/j"}, binds={"default/j-worker-0": "n0"}, evicted={"default/r-0"}),
     # Mixed: task b (class 200, may preempt) goes first; Volcano's preempt walks the nodes by score, n1
-    # (busy) before the free n0, and preempts r there; task a (Never) takes n0 without victims. (Was: the
-    # greedy put b on the free n0 first, so a found no node and only the exact model admitted the gang.)
+    # (busy) before the free n0, and preempts r there; task a (Never) is passed over (``taskEligibleToPreempt``,
+    # though n0 is free), so with minAvailable 2 the job is not pipelined and the evictions are discarded;
+    # allocate places b first (on the free n0) and then finds no node for a. Nothing happens, by any solver:
+    # the exact model may not place a Never pod in its preempt step either. (Was: a took n0 in the dry run,
+    # and every solver evicted r.)
     Case("mixed-never", [node("n0", 8), node("n1", 8), priority_class("low", 10), priority_class("high", 200),
                          priority_class("urgent", 100, "Never"), q("qa"), *running("r", "qa", "n1", 8, cls="low"),
                          job("j", "qa", 8, created="2025-06-01T09:00:00Z", cls="high",
                              tasks=[task("a", 8, "urgent"), task("b", 8, "high")])],
-         # the next cycle's allocate places both tasks on the freed state, each first on the node preempt
-         # pipelined it on (its nominatedNodeName): b on r's node n1, a on n0
-         admitted={"default/j"}, binds={"default/j-a-0": "n0", "default/j-b-0": "n1"}, evicted={"default/r-0"}),
+         admitted=set()),
+    # Two pods of b (may preempt) and one of a (Never), minAvailable 2: b's pods alone pipeline the job, each
+    # preempting on a busy node (n1, n2, by binpack before the free n0), a is passed over; the next cycle's
+    # allocate binds b's where preempt pipelined them and then a, a replica beyond the gang, on the free n0.
+    Case("never-beyond-the-gang", [node("n0", 8), node("n1", 8), node("n2", 8), priority_class("low", 10),
+                                   priority_class("high", 200), priority_class("urgent", 100, "Never"), q("qa"),
+                                   *running("r", "qa", "n1", 8, cls="low"), *running("s", "qa", "n2", 8, cls="low"),
+                                   job("j", "qa", 8, created="2025-06-01T09:00:00Z", cls="high", min_available=2,
+                                       tasks=[task("a", 8, "urgent"),
+                                              job_task("b", 2, 8, template_spec={"priorityClassName": "high"})])],
+         admitted={"default/j"}, binds={"default/j-a-0": "n0", "default/j-b-0": "n1", "default/j-b-1": "n2"},
+         evicted={"default/r-0", "default/s-0"},
+         # the exact model takes the free n0 for a pod of b instead (one victim fewer: better where the rules
+         # allow), and a finds no room
+         exact_admitted={"default/j"}, exact_evicted={"default/s-0"}),
+    # Reclaim passes over a Never task's pods too: qb's r runs beyond qb's deserved 0 on n1, qa's job has b
+    # (may reclaim) and a (Never), minAvailable 2 and one node free: reclaim pipelines b on n1, skips a, and
+    # discards; nothing is reclaimed.
+    Case("reclaim-mixed-never", [node("n0", 8), node("n1", 8), priority_class("high", 200),
+                                 priority_class("urgent", 100, "Never"),
+                                 q("qa", deserved={"nvidia.com/gpu": "16"}), q("qb", deserved={"nvidia.com/gpu": "0"}),
+                                 *running("r", "qb", "n1", 8),
+                                 job("j", "qa", 8, created="2025-06-01T09:00:00Z", cls="high",
+                                     tasks=[task("a", 8, "urgent"), task("b", 8, "high")])],
+         admitted=set()),
 ]
 
 
@@ -192,3 +217,22 @@ def test_template_priority_class_is_read() -> None:
 def test_queue_priority_is_read() -> None:
     snap = load(q("qa", priority=7), q("qb")).snapshot
     assert (snap.queues["qa"].priority, snap.queues["qb"].priority) == (7, 0)
+
+
+def test_the_validator_refuses_a_never_pod_pipelined_by_preempt() -> None:
+    """The plan every solver made before: mixed-never's j admitted, a (Never) on the free n0 in the preempt
+    step and b on n1 evicting r. Volcano's preempt passes over a, so b alone (1 of minAvailable 2) never
+    pipelines the job: the validator refuses it, naming the Never task."""
+    from optplan.models.placement import Binding, Victim
+    from optplan.solvers.placement.validate import placement_violations
+
+    case = next(c for c in CASES if c.name == "mixed-never")
+    snap = load(*case.objects).snapshot
+    jobs = list(snap.jobs.values())
+    plan = run(case, "greedy")
+    jp = plan.job("default/j").model_copy(update={
+        "admitted": True, "after_evictions": True,
+        "bindings": (Binding(task="a", index=0, node="n0"), Binding(task="b", index=0, node="n1")),
+        "victims": (Victim(namespace="default", name="r-0", node="n1", reason="preempt"),)})
+    why = placement_violations(snap, jobs, plan.model_copy(update={"jobs": (jp,)}))
+    assert any("preemptionPolicy Never tasks (a)" in w and "1 of minAvailable 2" in w for w in why), why

@@ -138,6 +138,7 @@ def build(data: Data) -> tuple[cp_model.CpModel, Vars, dict[str, Any]]:
         victims_cpsat.add_capacity(m, data, v)
         victims_cpsat.add_queues(m, data, v)
         victims_cpsat.add_entitlement(m, data, v)
+        victims_cpsat.add_never(m, data, v)
         victims_cpsat.add_victim_gangs(m, data, v)
         victims_cpsat.add_second_tier(m, data, v)
         victims_cpsat.add_safety(m, data, v)

@@ -961,8 +961,9 @@ class Greedy:
                          rules: Rules) -> tuple[str | None, str]:
         """One pod of a preempting or reclaiming dry run: the capacity plugin's PreemptiveFn (reclaim), then
         Volcano's node walk (``evict_for``: a node with room takes the pod without evictions when the walk
-        reaches it); a task whose PriorityClass says preemptionPolicy Never evicts nothing and takes the
-        best node as in allocate. The node (None: none) and why not."""
+        reaches it); a task whose PriorityClass says preemptionPolicy Never is skipped: preempt's
+        ``taskEligibleToPreempt`` and reclaim's loop pass over its pods, which pipeline nothing (vc-scheduler
+        v1.15.1), so only a later cycle's allocate places them. The node (None: none) and why not."""
         if rules.reason == "reclaim":  # the PreemptiveFn, for every pod the action tries
             qs = self.state.queues
             blocked = reclaimer_blocked(job.queue, qs.allocated[job.queue], pod.requests, qs.deserved[job.queue],
@@ -970,7 +971,7 @@ class Greedy:
             if blocked is not None:
                 return None, blocked
         if task in self.ctx.never[job.key]:
-            return self.best_node(pod, nodes, job.queue)
+            return None, f"task {task}: preemptionPolicy Never, skipped by {rules.reason}"
         self.block_note = None
         node = self.evict_for(pod, nodes, job, stmt, rules)
         why = ""

@@ -155,6 +155,8 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
             out.append(f"job {jp.key}: queue {job.queue} is not Open")
         if partitioned(job) and any(vic.reason in GANG_REASON for vic in jp.victims):
             out.append(f"job {jp.key}: {NO_VICTIMS}")
+        if jp.victims and jp.admitted and not {v.reason for v in jp.victims} & set(GANG_REASON):
+            out.extend(_never_violations(snap, job, jp))
         if jp.victims and not (jp.admitted and evicted_earlier(job, jp)):  # those: replayed before the later cycles
             if cat is None:  # the time only prices victims
                 cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
@@ -691,6 +693,22 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
         if c.key not in evicted:
             _evict(c, evicted, taken, queue_alloc, tree)
     return out
+
+
+def _never_violations(snap: Snapshot, job: VCJob, jp: JobPlacement) -> list[str]:
+    """A job with a task of preemptionPolicy Never that evicts by preempt or reclaim: vc-scheduler v1.15.1's
+    actions pass over that task's pods (preempt's ``taskEligibleToPreempt``, reclaim's loop), so the job's other
+    pods, with its running ones, must make the gang pipelined (minAvailable and the task minimums,
+    ``gang_shortfall``), else Volcano discards the evictions."""
+    never = never_tasks(snap, job)
+    if not never:
+        return []
+    short = gang_shortfall(job, Counter(b.task for b in jp.bindings if b.task not in never),
+                           Counter({t: len(ps) for t, ps in held_pods(job, snap).items()}))
+    if short is None:
+        return []
+    return [f"job {jp.key}: evicts pods, but preempt and reclaim skip the pods of its preemptionPolicy Never "
+            f"tasks ({', '.join(sorted(never))}) and its other pods do not make the gang pipelined: {short}"]
 
 
 def _handed(reason: Reason, queue: str, accounts: dict[str, QueueAccount], c: Candidate) -> bool:

@@ -46,6 +46,9 @@ Constraints (families, one function each):
 - entitlement (``add_entitlement``): a victim is taken only by an admitted, late job that lands on its
   node, and by one action per job; the jobs together take at most a class's
   pods (``add_variables``: without that row two jobs could each count the same pod's room);
+- preemptionPolicy Never (``add_never``): a job that takes victims by preempt or reclaim meets its gang
+  (minAvailable, its tasks' minimums) with the pods of its other tasks: Volcano's actions skip a Never task's
+  pods, so only the others can pipeline it;
 - victim gangs (``add_victim_gangs``): per PodGroup above minMember, evicted ≤ ready − minMember;
 - the second tier (``add_second_tier``): drf's and the capacity plugin's static bounds;
 - safe preemption (``add_safety``, when its rules are on): victims per PodDisruptionBudget within its
@@ -377,6 +380,32 @@ def add_entitlement(m: cp_model.CpModel, data: Data, v: Vars) -> None:
             m.add(sum(at[j, n]) >= 1).only_enforce_if(lit)
         else:
             m.add(lit == 0)
+
+
+def add_never(m: cp_model.CpModel, data: Data, v: Vars) -> None:
+    """A job with a preemptionPolicy Never task that takes victims by preempt or reclaim: its other tasks'
+    pods meet minAvailable and the task minimums (``Context.need``, less what already runs), a Never task with
+    a minimum of its own forbidding it any such victim. vc-scheduler v1.15.1's preempt
+    (``taskEligibleToPreempt``) and reclaim pass over a Never task's pods, so they never pipeline and the job
+    is committed only when the others make it pipelined (``JobPipelined``); the gang actions take Never pods
+    like the others (``gangevict``), so bundles are not counted here."""
+    vd, ev = data.victims, v.ev
+    takes: dict[str, list[tuple[int, Any]]] = defaultdict(list)
+    for (j, k), y in ev.take.items():
+        if data.ctx.never.get(j) and k not in vd.gang_class:
+            takes[j].append((vd.classes[k].size, y))
+    jobs = {job.key: job for job in data.valid}
+    for j, ys in sorted(takes.items()):
+        evicts = m.new_bool_var(f"evicts[{j}]")
+        for size, y in ys:
+            m.add(y <= size * evicts)
+        never = data.ctx.never[j]
+        minima, need = data.ctx.need(jobs[j])
+        if any(minima.get(t, 0) > 0 for t in never):
+            m.add(evicts == 0).only_enforce_if(unless_anchor(ev))
+            continue
+        may = [x for (jj, u, _n), x in v.count.items() if jj == j and data.task(j, u) not in never]
+        m.add(sum(may) >= max(need, 1)).only_enforce_if([evicts, *unless_anchor(ev)])
 
 
 def add_safety(m: cp_model.CpModel, data: Data, v: Vars) -> None:
