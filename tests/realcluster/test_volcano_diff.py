@@ -21,7 +21,9 @@ one) and case 36 (three subgroups under hard tier 1, each placed whole); case 39
 out for time. Two cases of ``generate_more`` (a tenant parent's guarantee, a task template of preemptionPolicy Never,
 a running gang's workers beside its pending critical lead, two partly running gangs): seed 1's cases 0 and 1 (every
 kind, the second under a HyperNode tree; nothing evicted by either side: the Never job may not preempt, the lead's
-job is not starving). Case 13 once more with vc-scheduler at log level 5: the recording keeps the node list it
+job is not starving). Two hand-made cases (``never_case``): a task template of preemptionPolicy Never beside a task
+that may preempt — Volcano passes over the Never pod though a node has room for it. Case 13 once more
+with vc-scheduler at log level 5: the recording keeps the node list it
 began with."""
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from tests.realcluster.vcdiff import (
     generate_more,
     generate_partitioned,
     generate_podgroups,
+    never_case,
     priority_classes,
     renamed,
     run_case,
@@ -121,6 +124,19 @@ def test_guarantees_never_and_two_partly_running_gangs_as_volcano_does(real_clus
     v = _verdict(real_cluster, tmp_path, case)
     assert v.preempt is None and v.reclaim is None, v.details
     assert len(v.partial) == 2 and all(v.partial) and all(v.topology), v.details
+
+
+@pytest.mark.parametrize("beyond", [False, True])
+def test_preempt_passes_over_a_never_task_as_volcano_does(real_cluster: Cluster, tmp_path: Path,
+                                                          beyond: bool) -> None:
+    """A task template of preemptionPolicy Never beside a task that may preempt (``vcdiff.never_case``):
+    vc-scheduler passes over the Never pod though a node has room for it, so a gang that needs it evicts
+    nothing; one whose other pods make it evicts for them and places the Never pod beyond the gang. The
+    greedy does the same (it pipelined the Never pod on the free node, and evicted, before)."""
+    case = never_case(f"vcd-never-{int(beyond)}", beyond)
+    v = _verdict(real_cluster, tmp_path, case)
+    assert v.preempt is (True if beyond else None), v.details
+    assert v.reclaim is None, v.details
 
 
 def test_the_recording_keeps_the_node_list_volcano_began_with(real_cluster: Cluster, tmp_path: Path) -> None:

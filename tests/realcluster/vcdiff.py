@@ -736,6 +736,42 @@ def generate_more(seed: int, index: int) -> Case:
     return case
 
 
+def never_case(ns: str, beyond: bool) -> Case:
+    """A hand-made case of preemptionPolicy Never in a task template (``test_volcano_diff.py``): one queue;
+    8-GPU nodes, ``n0`` half held by a running critical-job pod (minMember 1: no plugin offers it), ``n1``
+    (and ``n2`` when ``beyond``) each held by a running spot-job pod of a PodGroup of minMember 0 (the priority
+    and gang plugins offer it); a pending critical-job VCJob of task ``a`` (one 4-GPU pod, debug-job: Never)
+    and task ``b`` (8-GPU pods of the job's class, one, or two when ``beyond``), minAvailable all its pods
+    (``beyond``: b's two). Allocate finds no node for b; Volcano's preempt evicts for b's pods and passes over
+    a's, though ``n0`` has room for it: without ``beyond`` the gang is not pipelined and nothing is evicted;
+    with it, b's pods preempt and a is a replica beyond the gang for the next allocate."""
+    case = Case(0, 0, ns)
+    names = [f"{ns}-n{i}" for i in range(3 if beyond else 2)]
+    case.nodes = [_node(n, 8, 64, 512, {}, False) for n in names]
+    queue = f"{ns}-q"
+    case.queues = [_queue(queue, {"parent": "root", "reclaimable": True, "deserved": {GPU: 8 * len(names)}})]
+
+    def gang(name: str, node: str, gpus: int, pc: str, min_member: int) -> list[dict[str, Any]]:
+        pg = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+              "metadata": {"name": name, "namespace": ns},
+              "spec": {"minMember": min_member, "queue": queue, "priorityClassName": pc}}
+        return [pg, _pod(ns, f"{name}-0", name, node, gpus, 8, 64, pc)]
+
+    case.running = [gang("c0", names[0], 4, "critical-job", 1),
+                    *(gang(f"r{k}", node, 8, "spot-job", 0) for k, node in enumerate(names[1:]))]
+    never = _pod_spec(4, 64, 8, 512)
+    never["priorityClassName"] = "debug-job"
+    b = 2 if beyond else 1
+    case.pending = [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                     "metadata": {"name": "j0", "namespace": ns},
+                     "spec": {"schedulerName": "volcano", "queue": queue, "minAvailable": b if beyond else b + 1,
+                              "priorityClassName": "critical-job",
+                              "tasks": [{"name": "a", "replicas": 1, "template": {"spec": never}},
+                                        {"name": "b", "replicas": b, "template": {"spec": _pod_spec(8, 64, 8, 512)}}]}}]
+    case.kinds = ("allocate", "never", "preempt")
+    return case
+
+
 def _spread(rng: random.Random, room: dict[str, int], count: int, per: int) -> list[str]:
     """Up to ``count`` pods of ``per`` GPUs, each on a node drawn among those of ``room`` (node -> free GPUs,
     taken as they are placed) with room for it; the nodes, as many as fit."""
