@@ -184,6 +184,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --replan: a folder of other recordings of the same cases (--repeat's NS-xR too); a "
                          "second table counts an action as agreeing when optplan agrees with one of Volcano's "
                          "recordings of the case")
+    ap.add_argument("--ceiling", action="store_true",
+                    help="with --replan: per case, the greedy for every start of vc-scheduler's node list, weighted "
+                         "by how often its informer's Go map hands that start over; per action, the agreement the "
+                         "greedy by name may expect with Volcano's random start and the most any prediction may")
     ap.add_argument("--shard", default="", help=argparse.SUPPRESS)  # K/N: this worker's share (--parallel)
     args = ap.parse_args(argv)
     # a background run ignores SIGINT: SIGTERM ends it through the finally blocks (the cluster stopped)
@@ -204,8 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.replan and not args.dir:
         print("--replan needs --dir", file=sys.stderr)
         return 2
-    if args.also and not args.replan:
-        print("--also needs --replan", file=sys.stderr)
+    if (args.also or args.ceiling) and not args.replan:
+        print("--also and --ceiling need --replan", file=sys.stderr)
         return 2
     args.also = [d for d in args.also if d.resolve() != args.dir.resolve()]  # the --dir recording counts once
     work = args.dir or Path(tempfile.mkdtemp(prefix="volcano-diff-"))
@@ -251,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
                     obs = load(saved)
                     replan(case, obs, work / f"{case.ns}.yaml", solvers)
                 records.append(_record(args.seed, i, r, case, obs, solvers, verdicts, args.repeat > 1))
+                if args.ceiling:
+                    records[-1]["ceiling"] = ceiling(case, work / f"{case.ns}.yaml")
                 if args.also:
                     alts = other_recordings(case.ns, args.also)
                     recordings.append(1 + len(alts))
@@ -279,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
         for action in ("allocate", "preempt", "reclaim", "topology", "partial", "partitions"):
             print(f"| {action} | " + " | ".join(pct(*anysums[s][action]) for s in solvers) + " |")
         sums = {**sums, **{f"{s} (one of the recordings)": anysums[s] for s in solvers}}
+    if args.ceiling:
+        sums = {**sums, "ceiling": ceiling_table([r["ceiling"] for r in records if "ceiling" in r])}
     if args.repeat > 1:
         for s in solvers:
             print(f"\n{s}: " + nondeterminism(records, s))
@@ -427,6 +435,68 @@ def best_rotation(case: Case, obs: Observed, snapshot: Path) -> dict[str, Any]:
                 return best[1]
     assert best is not None
     return best[1]
+
+
+def start_weights(names: list[str]) -> dict[str, float]:
+    """How often vc-scheduler's node list begins at each node (docs/benchmarks.md, "Where Volcano's node order
+    comes from"): the informer hands the nodes over from a Go map, whose iteration over at most 8 entries (one
+    group) begins at a random one of its 8 slots, the entries in the slots of insertion (by name), so the list is
+    the names rotated and a start past the last entry wraps to the first: the first name with probability
+    (9 - n)/8, each other with 1/8. Beyond 8 nodes (several groups, not in these cases) each start alike."""
+    names = sorted(names)
+    n = len(names)
+    if n > 8:
+        return {x: 1 / n for x in names}
+    return {x: ((9 - n) if k == 0 else 1) / 8 for k, x in enumerate(names)}
+
+
+def outcomes(plan: dict[str, Any]) -> dict[str, Any]:
+    """A plan's outcome per action: the admitted jobs, the preempt and the reclaim victims (None: a plan error)."""
+    if "error" in plan:
+        return {"allocate": None, "preempt": None, "reclaim": None}
+    jobs = plan.get("jobs", [])
+    victims = [(v["name"], v["reason"]) for j in jobs for v in j.get("victims", [])]
+    return {"allocate": tuple(sorted(j["name"] for j in jobs if j["admitted"])),
+            "preempt": tuple(sorted(n for n, r in victims if r.endswith("preempt"))),
+            "reclaim": tuple(sorted(n for n, r in victims if r.endswith("reclaim")))}
+
+
+def ceiling(case: Case, snapshot: Path) -> dict[str, Any]:
+    """``--ceiling``: the greedy planned for each start of the node list (``--node-list-start``, HyperNode ties by
+    name), each start weighted as vc-scheduler draws it (``start_weights``); per action, the weight of the starts
+    whose outcome is the greedy-by-name's (what it may expect to agree with Volcano, were Volcano the greedy with
+    its start: ``greedy-drawn`` is, in most cases), the most weight one outcome has (the most any single
+    prediction may expect), and whether some start's plan acts (evicts; allocate: always)."""
+    weights = start_weights([n["metadata"]["name"] for n in case.nodes])
+    by_start = {x: outcomes(place_here(snapshot, "greedy", "--node-list-start", x)) for x in sorted(weights)}
+    first = min(weights)
+    out: dict[str, Any] = {}
+    for action in ("allocate", "preempt", "reclaim"):
+        mass: dict[Any, float] = {}
+        for x, o in by_start.items():
+            mass[o[action]] = mass.get(o[action], 0.0) + weights[x]
+        acts = action == "allocate" or any(o[action] for o in by_start.values())
+        out[action] = {"byName": round(mass[by_start[first][action]], 6), "best": round(max(mass.values()), 6),
+                       "acts": acts, "outcomes": len(mass)}
+    return out
+
+
+def ceiling_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """``--ceiling``'s table, printed: per action over the cases where some start acts, the expected agreement of
+    the greedy by name and the most any prediction may expect, as a share of those cases."""
+    print("\nunder vc-scheduler's random node-list start (--ceiling; the greedy with each start standing for "
+          "Volcano):\n\n| action | cases | greedy by name may expect | any prediction at most | cases with more "
+          "than one outcome |\n|---|---|---|---|---|")
+    out: dict[str, Any] = {}
+    for action in ("allocate", "preempt", "reclaim"):
+        acted = [r[action] for r in rows if r[action]["acts"]]
+        n = len(acted)
+        by_name, best = sum(a["byName"] for a in acted), sum(a["best"] for a in acted)
+        many = sum(a["outcomes"] > 1 for a in acted)
+        out[action] = {"cases": n, "byName": round(by_name, 3), "best": round(best, 3), "several": many}
+        print(f"| {action} | {n} | {by_name:.1f} ({100 * by_name / max(n, 1):.1f}%) | {best:.1f} "
+              f"({100 * best / max(n, 1):.1f}%) | {many} |")
+    return out
 
 
 def _record(seed: int, i: int, r: int, case: Case, obs: Observed, solvers: tuple[str, ...],

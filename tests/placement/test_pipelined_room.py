@@ -68,10 +68,12 @@ def test_just_enough_counts_the_room_a_job_not_admitted_pipelined(what: str, t_g
     assert any(v.startswith("job default/j: evicts more than just enough on n0") for v in out) is flagged, out
 
 
-@pytest.mark.parametrize("seed", [6, 12])
+@pytest.mark.parametrize("seed", [6, 11])
 def test_the_greedy_places_twin_jobs_with_a_valid_plan(seed: int) -> None:
     """A job not admitted pipelined on a node before another job of its cycle evicted there: the plan validates
-    (``plan_placement`` raised PlanInvalidError, "evicts more than just enough") and still has such a job."""
+    (``plan_placement`` raised PlanInvalidError, "evicts more than just enough") and still has such a job. (Seed
+    12 was one until the validator freed every victim of a later cycle's allocate before its first placement:
+    its cycles now go on and admit every job.)"""
     snap = with_twins(load_objects(generate(dataclasses.replace(family(seed), topology_share=0.5))).snapshot, 2)
     plan = plan_placement(snap, list(snap.jobs.values()), "greedy", OPTS, now=NOW)
     waiting = [jp for jp in plan.jobs if not jp.admitted and jp.victims]

@@ -541,3 +541,40 @@ def test_a_reclaim_over_cycles_keeps_every_victim_before_the_later_cycles() -> N
         assert got["j1"][0] and got["j2"][0], (solver, got)
         assert got["j2"][1:] == ("reclaim", ["w-0", "w-1", "x-0", "y-0"]), (solver, got)
         assert {b.node for b in plan.job("default/j2").bindings} <= {"b0", "b1"}
+
+
+def later_allocate(node_list: tuple[str, ...] | None) -> list[Any]:
+    """Seed 1's recorded case 283 of benchmarks/volcano_diff.py, by hand: four 8-GPU nodes in two racks under a
+    spine; queue a (deserved 1) runs r0 (two 8-GPU pods, on r0-n0 and r1-n0, minMember 2), r1 (one, on r1-n1,
+    minMember 1) and r2 (two 4-GPU pods on r0-n1, minMember 2); queue b (deserved 31) waits with j0 (high, one 4-GPU
+    pod, a soft topology) and j1 (mid, three 2-GPU pods, minAvailable 2)."""
+    nodes = ["r0-n0", "r0-n1", "r1-n0", "r1-n1"]
+    return [*CLASSES, *(node(n, 8, cpu="64", memory="512Gi") for n in nodes),
+            hypernode("s0", 1, nodes[:2]), hypernode("s1", 1, nodes[2:]), hypernode("sp", 2, ["s0", "s1"], "HyperNode"),
+            queue("t", deserved={GPU: 32}), queue("a", "t", deserved={GPU: 1}), queue("b", "t", deserved={GPU: 31}),
+            *running("r0", "a", [("r0-n0", 8), ("r1-n0", 8)], "mid", 2), *running("r1", "a", [("r1-n1", 8)], "low", 1),
+            *running("r2", "a", [("r0-n1", 4), ("r0-n1", 4)], "mid", 2),
+            vcjob("j0", "b", [job_task("w", 1, 4, cpu="32", memory="256Gi")], priority_class_name="high",
+                  network_topology={"mode": "soft"}),
+            vcjob("j1", "b", [job_task("w", 3, 2, cpu="16", memory="128Gi")], priority_class_name="mid",
+                  min_available=2)]
+
+
+def test_a_later_allocate_comes_after_all_its_cycles_victims() -> None:
+    """Case 283 as vc-scheduler's node list r1-n0, r1-n1, r0-n0, r0-n1 had it: cycle 1's reclaim evicts r0-1 (on
+    r1-n0) for j0 and r0-0 (r0-n0) and r1-0 (r1-n1) for j1; cycle 2's allocate, every one of those pods gone, places
+    j0 on r0-n0 — room j1's victim freed — and j1 beside it and on r1-n1, as Volcano did. The validator replayed the
+    jobs of one allocate each after its own victims only, refused that plan, and the cycles stopped at the first
+    (j0 waiting with its victim)."""
+    snap = load_objects(later_allocate(None)).snapshot
+    jobs = list(snap.jobs.values())
+    plan = plan_placement(snap, jobs, "greedy", OPTS, now=NOW, node_start=("r1-n0", "r1-n1", "r0-n0", "r0-n1"))
+    assert placement_violations(snap, jobs, plan) == []
+    got = {jp.name: (jp.admitted, sorted(b.node for b in jp.bindings), sorted(v.name for v in jp.victims))
+           for jp in plan.jobs}
+    assert got == {"j0": (True, ["r0-n0"], ["r0-1"]), "j1": (True, ["r0-n0", "r0-n0", "r1-n1"], ["r0-0", "r1-0"])}
+    assert all(jp.step >= 2 * CYCLE_STEPS for jp in plan.jobs)
+    for solver in ("cpsat", "auto"):  # both admitted, with fewer victims: better where the rules allow
+        exact = plan_placement(snap, jobs, solver, OPTS, now=NOW, node_start=("r1-n0", "r1-n1", "r0-n0", "r0-n1"))
+        assert placement_violations(snap, jobs, exact) == []
+        assert all(jp.admitted for jp in exact.jobs) and sum(len(jp.victims) for jp in exact.jobs) < 3

@@ -44,7 +44,7 @@ from optplan.solvers.placement.partitions import (
 from optplan.solvers.placement.queueorder import QueueState
 from optplan.solvers.placement.safety import approval_cancelled, cooling_until, graded_blocks, pdb_refused, pdb_spends
 from optplan.solvers.placement.tiers import SHARE_DELTA, preemptee_refused, share, victim_key
-from optplan.solvers.placement.validate import evicted_earlier, in_later_cycle
+from optplan.solvers.placement.validate import at_later_allocate, evicted_earlier, in_later_cycle
 from optplan.solvers.placement.victims import (
     REASONS,
     Candidate,
@@ -236,10 +236,12 @@ class Anchor:
     counts: dict[tuple[str, str, str], int]
     """(job, unit, node) -> pods of the plan's late jobs (``Unit``)."""
     flushed: set[str] = field(default_factory=set)
-    """The late jobs whose victims an earlier scheduling cycle evicted away from where a later cycle placed
-    them (``validate.evicted_earlier``): the validator frees those victims before the first turn of a later
-    cycle (``validate.in_later_cycle``), and so does the model under the anchor (``victims_cpsat.flush_point``),
-    not at the job's own turn."""
+    """The late jobs whose victims an earlier scheduling cycle evicted: away from where a later cycle placed
+    them (``validate.evicted_earlier``), which the validator frees before the first turn of a later cycle
+    (``validate.in_later_cycle``), or where a later cycle's allocate placed them (``validate.at_later_allocate``),
+    which it frees before that allocate's first placement; the model under the anchor frees both before the
+    first turn of a later cycle (``victims_cpsat.flush_point``), not at the job's own turn (its late jobs are
+    the plan's, which the validator replayed)."""
     later: set[str] = field(default_factory=set)
     """Late jobs whose turn comes in a scheduling cycle after the first (``validate.in_later_cycle``)."""
     by_step: bool = False
@@ -283,7 +285,8 @@ def anchor_data(ctx: Context, vd: VictimData, valid: list[VCJob], plan: Placemen
                 return None
             takes[jp.key, k] += 1
     jobs = {j.key: j for j in valid}
-    flushed = {jp.key for jp in plan.jobs if jp.admitted and jp.key in late and evicted_earlier(jobs[jp.key], jp)}
+    flushed = {jp.key for jp in plan.jobs if jp.admitted and jp.key in late
+               and (evicted_earlier(jobs[jp.key], jp) or (at_later_allocate(jp) and jp.victims))}
     later = {k for k in late if in_later_cycle(plan.job(k))}
     extra = {jk for jk in takes if jk not in vd.pairs}
     for (j, k) in extra:

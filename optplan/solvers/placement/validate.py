@@ -106,7 +106,41 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
     # first job a later cycle placed (lenient: the plan does not say which cycle evicted them)
     early = [jp for jp in plan.jobs if jp.admitted and jp.key in given and evicted_earlier(given[jp.key], jp)]
     flush = list(early)
-    for pos, jp in enumerate(sorted(plan.jobs, key=action_rank)):
+    freed: set[str] = set()  # jobs of a later cycle's allocate whose victims went before its first placement
+    steps_freed: set[int] = set()
+
+    def own_victims(jp: JobPlacement) -> bool:
+        return bool(jp.victims) and not (jp.admitted and jp.key in given and evicted_earlier(given[jp.key], jp))
+
+    def victims_gone(job: VCJob, jp: JobPlacement) -> None:
+        """The job's victims checked against the rules on the state so far, then gone (capacity, queues)."""
+        nonlocal cat
+        if cat is None:  # the time only prices victims
+            cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
+        if {v.reason for v in jp.victims} & set(GANG_REASON):  # gangpreempt, gangreclaim: the bundle rule
+            out.extend(_gang_victims(snap, job, jp, cat, accounts, allocated, taken, evicted,
+                                     scheduler or SchedulerConf()))
+        else:
+            held_back = _queue_held_back(job, jp, tree, accounts, allocated)
+            out.extend(_victim_violations(snap, job, jp, cat, tree, accounts,
+                                          _with_unnamed(allocated, unnamed, tree, job.queue), taken, evicted,
+                                          safety, placed_groups, None if held_back else cap.free))
+            if not held_back:
+                out.extend(_more_than_enough(snap, job, jp, cap, holding))
+        _free_victims(snap, jp, cat, tree, cap, allocated)
+
+    ordered = sorted(plan.jobs, key=action_rank)
+    for pos, jp in enumerate(ordered):
+        if at_later_allocate(jp) and jp.step not in steps_freed:
+            # an earlier cycle evicted the victims of every job this allocate places after them: all gone
+            # before its first placement, in the replay's order
+            steps_freed.add(jp.step)
+            for other in ordered[pos:]:
+                job_o = given.get(other.key)
+                if (other.step == jp.step and other.admitted and own_victims(other) and job_o is not None
+                        and job_o.queue in tree.queues and other.queue == job_o.queue):
+                    victims_gone(job_o, other)
+                    freed.add(other.key)
         if flush and in_later_cycle(jp):
             if cat is None:
                 cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
@@ -157,20 +191,8 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
             out.append(f"job {jp.key}: {NO_VICTIMS}")
         if jp.victims and jp.admitted and not {v.reason for v in jp.victims} & set(GANG_REASON):
             out.extend(_never_violations(snap, job, jp))
-        if jp.victims and not (jp.admitted and evicted_earlier(job, jp)):  # those: replayed before the later cycles
-            if cat is None:  # the time only prices victims
-                cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
-            if {v.reason for v in jp.victims} & set(GANG_REASON):  # gangpreempt, gangreclaim: the bundle rule
-                out.extend(_gang_victims(snap, job, jp, cat, accounts, allocated, taken, evicted,
-                                         scheduler or SchedulerConf()))
-            else:
-                held_back = _queue_held_back(job, jp, tree, accounts, allocated)
-                out.extend(_victim_violations(snap, job, jp, cat, tree, accounts,
-                                              _with_unnamed(allocated, unnamed, tree, job.queue), taken, evicted,
-                                              safety, placed_groups, None if held_back else cap.free))
-                if not held_back:
-                    out.extend(_more_than_enough(snap, job, jp, cap, holding))
-            _free_victims(snap, jp, cat, tree, cap, allocated)
+        if own_victims(jp) and jp.key not in freed:  # evicted_earlier's: replayed before the later cycles
+            victims_gone(job, jp)
         pods = job_pods(job)
         running = held_pods(job, snap)
         placed: Counter[str] = Counter()
@@ -265,7 +287,7 @@ def evicted_earlier(job: VCJob, jp: JobPlacement) -> bool:
         return reclaimed_anywhere(job, jp)
     lands = {b.node for b in jp.bindings}
     reclaimed = all(evicts_anywhere(job, v.reason) for v in jp.victims)
-    return (jp.step >= 2 * CYCLE_STEPS and jp.step % CYCLE_STEPS == 0
+    return (at_later_allocate(jp)
             and (reclaimed or any(v.node not in lands for v in jp.victims)))
 
 
@@ -293,8 +315,13 @@ def action_rank(jp: JobPlacement) -> tuple[bool, int, bool]:
     before its reclaim pass, as Volcano runs its actions), each group in plan order — but at a later
     cycle's allocate (a step a multiple of ``CYCLE_STEPS``, past the first cycle) the jobs with victims first:
     an earlier cycle evicted them, so their room is free before that allocate places any job."""
-    later_allocate = jp.step >= 2 * CYCLE_STEPS and jp.step % CYCLE_STEPS == 0
-    return jp.after_evictions or bool(jp.victims), jp.step, not (later_allocate and bool(jp.victims))
+    return jp.after_evictions or bool(jp.victims), jp.step, not (at_later_allocate(jp) and bool(jp.victims))
+
+
+def at_later_allocate(jp: JobPlacement) -> bool:
+    """The job is placed by a later scheduling cycle's allocate (a step a multiple of ``CYCLE_STEPS``, past the
+    first cycle)."""
+    return jp.step >= 2 * CYCLE_STEPS and jp.step % CYCLE_STEPS == 0
 
 
 def in_later_cycle(jp: JobPlacement) -> bool:
