@@ -692,26 +692,42 @@ class FragBatchPolicy(FgdPolicy):
                 i, d = int(rows[k]), int(devs[k])
                 if (i, d) in seen or len(out) >= self.cfg.batch_nodes + self.cfg.batch_holes:
                     continue
-                after = cl.free_gpu[i : i + 1].copy()
-                after[0, d] -= p.ask.milli
-                growth = self.frag(after, cl.free_cpu[i : i + 1] - p.cpu, self.model_ids[i : i + 1]) - self.before[i]
-                out.append(_Option(i, d, int(fgd_score(np.asarray(growth))[0])))
+                out.append(self._option(p, i, d))
                 seen.add((i, d))
         return out
 
-    @staticmethod
-    def _ranks(opts: Sequence[Sequence[_Option]]) -> dict[int, int]:
-        """The candidate nodes of a batch in name order, numbered 0, 1, ...: the name term of the objective."""
-        return {i: r for r, i in enumerate(sorted({o.node for options in opts for o in options}))}
+    def _option(self, p: Arrival, i: int, d: int) -> _Option:
+        """``p`` on node ``i`` (a share on its device ``d``), scored by FGD on the state before the batch (after
+        ``_options(p)``, which brings the node scores up to date)."""
+        cl = self.cl
+        if not p.ask.is_share:
+            return _Option(i, -1, int(-self.delta[self.refresh(p, cl.fits(p))][i]))
+        after = cl.free_gpu[i : i + 1].copy()
+        after[0, d] -= p.ask.milli
+        growth = self.frag(after, cl.free_cpu[i : i + 1] - p.cpu, self.model_ids[i : i + 1]) - self.before[i]
+        return _Option(i, d, int(fgd_score(np.asarray(growth))[0]))
 
-    def _value(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]],
-               pick: Sequence[int]) -> tuple[int, int]:
-        """The two objectives of a pick: milli-GPUs placed, then scores over names (``_solve``)."""
-        rank = self._ranks(opts)
+    def _order(self, nodes: list[int]) -> list[int]:
+        """The tie order of the objective among a batch's candidate nodes (given in name order): FGD's, by name."""
+        return nodes
+
+    def _coefs(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]]) -> list[list[int]]:
+        """The second objective's weight of each option, positive: its score, then the tie order (``_order``)
+        among equal scores."""
+        rank = {i: r for r, i in enumerate(self._order(sorted({o.node for options in opts for o in options})))}
         w = len(pods) * len(rank) + 1
-        chosen = [(j, opts[j][o]) for j, o in enumerate(pick) if o >= 0]
-        return (sum(pods[j].ask.total_milli for j, _o in chosen),
-                sum((o.score + 1) * w - rank[o.node] for _j, o in chosen))
+        return [[(o.score + 1) * w - rank[o.node] for o in options] for options in opts]
+
+    @staticmethod
+    def _value(pods: Sequence[Arrival], coefs: Sequence[Sequence[int]], pick: Sequence[int]) -> tuple[int, int]:
+        """The two objectives of a pick: milli-GPUs placed, then the options' weights (``_coefs``) summed."""
+        chosen = [(j, o) for j, o in enumerate(pick) if o >= 0]
+        return sum(pods[j].ask.total_milli for j, _o in chosen), sum(coefs[j][o] for j, o in chosen)
+
+    def _candidates(self, pods: Sequence[Arrival]) -> tuple[list[list[_Option]], list[int]]:
+        """The options of each arrival and the hint: FGD's sequence on them (``_hint``)."""
+        opts = [self._options(p) for p in pods]
+        return opts, self._hint(pods, opts)
 
     def _hint(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]]) -> list[int]:
         """FGD's sequence on the options: each arrival in order takes its first option that still fits."""
@@ -748,12 +764,11 @@ class FragBatchPolicy(FgdPolicy):
             pick.append(chosen)
         return pick
 
-    def _solve(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]]) -> list[int]:
+    def _solve(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]], hint: list[int]) -> list[int]:
         """The chosen option per arrival (-1: none): CP-SAT's when its objective is at least the hint's."""
         from ortools.sat.python import cp_model
 
         cl = self.cl
-        hint = self._hint(pods, opts)
         if not any(opts):
             return hint
         m = cp_model.CpModel()
@@ -787,7 +802,8 @@ class FragBatchPolicy(FgdPolicy):
                 m.add(sum(pods[j].ask.whole * x[j, o] for j, o in wholes) + sum(opened) <= int(cl.full[i]))
         for (j, o), v in x.items():
             m.add_hint(v, hint[j] == o)
-        hint_value = self._value(pods, opts, hint)
+        coefs = self._coefs(pods, opts)
+        hint_value = self._value(pods, coefs, hint)
         s = cp_model.CpSolver()
         s.parameters.num_workers = 1
         s.parameters.random_seed = self.cfg.seed
@@ -807,33 +823,32 @@ class FragBatchPolicy(FgdPolicy):
                 return hint
             m.add(placed >= round(s.objective_value))
             hint = [next((o for o in range(len(options)) if s.value(x[j, o])), -1) for j, options in enumerate(opts)]
-            hint_value = self._value(pods, opts, hint)
+            hint_value = self._value(pods, coefs, hint)
             m.clear_hints()
             for (j, o), v in x.items():
                 m.add_hint(v, hint[j] == o)
         else:
             m.add(placed >= hint_value[0])
-        # then FGD's scores, the first names among equal scores (each term positive: nobody left out for it)
-        rank = self._ranks(opts)
-        w = len(pods) * len(rank) + 1
-        m.maximize(sum(((opts[j][o].score + 1) * w - rank[opts[j][o].node]) * v for (j, o), v in x.items()))
+        # then the options' weights: FGD's scores, the first names among equal scores (each positive: nobody
+        # left out for it)
+        m.maximize(sum(coefs[j][o] * v for (j, o), v in x.items()))
         st = s.solve(m)
         ok = st in (cp_model.OPTIMAL, cp_model.FEASIBLE)
         pick = hint
         if ok:
             got = [next((o for o in range(len(options)) if s.value(x[j, o])), -1) for j, options in enumerate(opts)]
-            if self._value(pods, opts, got) >= hint_value:
+            if self._value(pods, coefs, got) >= hint_value:
                 pick, outcome = got, s.status_name(st)
-        log.debug("frag-batch of %d: %s objective %s bound %s hint %s in %.3fs", len(pods), s.status_name(st),
+        log.debug("%s of %d: %s objective %s bound %s hint %s in %.3fs", self.name, len(pods), s.status_name(st),
                   s.objective_value if ok else None, s.best_objective_bound if ok else None, hint_value, s.wall_time)
         self.solves[outcome] = self.solves.get(outcome, 0) + 1
         return pick
 
     def place(self, pods: Sequence[Arrival]) -> list[Placement]:
         """Places a batch on the cluster; an arrival the solve left out that still fits somewhere afterwards is
-        placed by FGD's rule (nobody is refused while there is room)."""
-        opts = [self._options(p) for p in pods]
-        pick = self._solve(pods, opts)
+        placed by the policy's rule on arrival (FGD's), so nobody is refused while there is room."""
+        opts, hint = self._candidates(pods)
+        pick = self._solve(pods, opts, hint)
         cl = self.cl
         taken: dict[int, set[int]] = {}
         for j, o in enumerate(pick):
