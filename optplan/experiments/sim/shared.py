@@ -74,6 +74,13 @@ optplan's:
   else to the nodes with a spare device (one more entirely free device than the node's free cpu after the share
   can feed with whole GPUs at the trace's whole-GPU cpu per GPU; every free device when the trace has no
   whole-GPU pod), else wherever ``frag-spread`` puts it. Each pod on arrival, every pod that fits placed.
+- ``frag-hole-batch``: ``frag-batch`` with ``frag-hole``'s rules where it has FGD's: the hint and fallback are
+  ``frag-hole``'s sequence of the batch, each pod on arrival (played on the cluster and undone); each arrival's
+  candidates are ``frag-batch``'s plus its place in that sequence; the second solve's weights are lexicographic:
+  first the hole tiers of a share ``frag-hole`` keeps off free devices (a partly used device before the batch, a
+  free device of a spare node, another free device), then FGD's scores in ``frag-spread``'s tie order (on the
+  state before the batch). An arrival left out that still fits is placed by ``frag-hole``'s rule:
+  work-conserving at the end of each batch.
 - ``frag-admit`` (**rejects pods that fit**: an admission policy, not work-conserving, so not a like-for-like
   peer of FGD): ``frag-hole`` refusing such a share when neither a partly used device nor a spare device can take
   it.
@@ -179,7 +186,7 @@ def arrival_of(p: SimPod) -> Arrival:
 class SharedConfig:
     seed: int = 0
     batch: int = 16
-    """``frag-batch``: arrivals placed together by one CP-SAT solve."""
+    """``frag-batch``, ``frag-hole-batch``: arrivals placed together by one CP-SAT solve."""
     batch_nodes: int = 6
     """``frag-batch``: candidate nodes per arrival (FGD's best scores, then the first names)."""
     batch_holes: int = 4
@@ -277,6 +284,20 @@ class DevCluster:
 
     def row(self, i: int) -> list[int]:
         return self.free_gpu[i, : self.ngpu[i]].tolist()
+
+    _STATE = ("free_cpu", "free_mem", "free_gpu", "pods", "gpu_pods", "affinity", "free_total", "full", "most")
+
+    def snapshot(self) -> tuple[Any, ...]:
+        """A copy of the state ``take`` changes, for ``restore``."""
+        return (self.allocated, self.version.copy(), *(getattr(self, k).copy() for k in self._STATE))
+
+    def restore(self, snap: tuple[Any, ...]) -> None:
+        """Back to the state of ``snap``; a node changed since gets a version it never had (caches keyed on the
+        version stay right)."""
+        self.allocated, version, *arrays = snap
+        for k, a in zip(self._STATE, arrays, strict=True):
+            np.copyto(getattr(self, k), a)
+        self.version[self.version != version] += 1
 
 
 # ---- the policies -----------------------------------------------------------------------------
@@ -846,7 +867,8 @@ class FragBatchPolicy(FgdPolicy):
 
     def place(self, pods: Sequence[Arrival]) -> list[Placement]:
         """Places a batch on the cluster; an arrival the solve left out that still fits somewhere afterwards is
-        placed by the policy's rule on arrival (FGD's), so nobody is refused while there is room."""
+        placed by the policy's rule on arrival (FGD's; ``frag-hole``'s for ``frag-hole-batch``), so nobody is
+        refused while there is room."""
         opts, hint = self._candidates(pods)
         pick = self._solve(pods, opts, hint)
         cl = self.cl
@@ -876,6 +898,71 @@ class FragBatchPolicy(FgdPolicy):
                     cl.take(i, p, devs)
                     out[j] = (i, devs)
         return out
+
+
+HOLE_TIERS = 2
+"""``frag-hole-batch``: the places of a share that ``frag-hole`` keeps off free devices, best first: a partly used
+device (0), a free device of a spare node (1), another free device (2)."""
+_NOTHING = Arrival("", 0, 0, GpuAsk())
+
+
+class FragHoleBatchPolicy(FragBatchPolicy, FragHolePolicy):
+    """optplan's: ``frag-batch`` with ``frag-hole``'s rules (module docstring): its sequence as the hint and the
+    fallback, its tie order, and the free devices its unfillable holes avoid weighed first."""
+
+    name = "frag-hole-batch"
+
+    def _sequence(self, pods: Sequence[Arrival]) -> list[Placement]:
+        """``frag-hole``'s placements of the batch, each pod on arrival; the cluster is left as it was."""
+        cl = self.cl
+        snap = cl.snapshot()
+        out: list[Placement] = []
+        for p in pods:
+            fits = cl.fits(p)
+            where = self.choose(p, fits) if fits.any() else None
+            if where is not None:
+                cl.take(where[0], p, where[1])
+            out.append(where)
+        cl.restore(snap)
+        return out
+
+    def _candidates(self, pods: Sequence[Arrival]) -> tuple[list[list[_Option]], list[int]]:
+        """``frag-batch``'s options of each arrival and its place in ``frag-hole``'s sequence (added when not
+        among them), which is the hint."""
+        opts = [self._options(p) for p in pods]
+        hint = []
+        for p, options, where in zip(pods, opts, self._sequence(pods), strict=True):
+            if where is None:
+                hint.append(-1)
+                continue
+            place = (where[0], where[1][0] if p.ask.is_share else -1)
+            k = next((k for k, o in enumerate(options) if (o.node, o.device) == place), len(options))
+            if k == len(options):
+                options.append(self._option(p, *place))
+            hint.append(k)
+        return opts, hint
+
+    def _order(self, nodes: list[int]) -> list[int]:
+        """``frag-spread``'s tie order on the state before the batch: the least contested model, then the emptiest
+        node (the fullest when it packs), then the name."""
+        idx = np.array(nodes, dtype=np.int64)
+        left = _left(self.cl, _NOTHING)[idx]
+        return [int(i) for i in idx[np.lexsort((idx, left if self.pack else -left, self.pressure[idx]))]]
+
+    def _tier(self, p: Arrival, options: Sequence[_Option]) -> list[int]:
+        """``HOLE_TIERS``' tier of each option: 0 for every option of a pod that leaves no unfillable hole."""
+        if not self.closes(p):
+            return [0] * len(options)
+        cl = self.cl
+        _used, spare = self.refuge(p, cl.fits(p))
+        return [0 if cl.free_gpu[o.node, o.device] < MILLI else 1 if spare[o.node] else HOLE_TIERS for o in options]
+
+    def _coefs(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]]) -> list[list[int]]:
+        """Lexicographic: the hole tiers, then ``frag-batch``'s weights in ``frag-spread``'s tie order."""
+        out = super()._coefs(pods, opts)
+        unit = sum(max(c, default=0) for c in out) + 1
+        return [[c + unit * (HOLE_TIERS - t) for c, t in zip(cs, self._tier(p, options), strict=True)]
+                for p, options, cs in zip(pods, opts, out, strict=True)]
 
 
 # ---- simulation --------------------------------------------------------------------------------
