@@ -55,8 +55,8 @@ optplan's:
   more ask ``MULTI_GPU_SHARE`` of the GPU demand or more, a GPU pod's ties go first to the least contested model,
   then to the fullest node. Remaining ties: the first node by name; no random stream. Each pod is placed on
   arrival, as FGD places it; nothing is delayed or moved.
-- ``frag-batch``: FGD with look-ahead over ``SharedConfig.batch`` arrivals (16): they are placed together by
-  one CP-SAT solve on the state before the batch (``FragBatchPolicy``), lexicographically in two solves: the
+- ``frag-batch``: FGD with look-ahead over ``SharedConfig.batch`` arrivals (16 unless it says): they are placed
+  together by one CP-SAT solve on the state before the batch (``FragBatchPolicy``), lexicographically in two solves: the
   most milli-GPUs placed (solved only when FGD's sequence on the candidates leaves a pod out), then the most
   FGD integer score summed over the batch's pods, the first names among equal scores. Candidates per
   arrival: FGD's ``batch_nodes`` best nodes (score, then name) with its device there, and for a share also
@@ -185,8 +185,9 @@ def arrival_of(p: SimPod) -> Arrival:
 @dataclass(frozen=True)
 class SharedConfig:
     seed: int = 0
-    batch: int = 16
-    """``frag-batch``, ``frag-hole-batch``: arrivals placed together by one CP-SAT solve."""
+    batch: int | None = None
+    """``frag-batch``, ``frag-hole-batch``: arrivals placed together by one CP-SAT solve (None: the policy's
+    ``default_batch``, 16 and 64)."""
     batch_nodes: int = 6
     """``frag-batch``: candidate nodes per arrival (FGD's best scores, then the first names)."""
     batch_holes: int = 4
@@ -685,11 +686,13 @@ class FragBatchPolicy(FgdPolicy):
     docstring); build, solve and extract are ``_options``/``_build``, ``_solve`` and ``_extract``."""
 
     name = "frag-batch"
+    default_batch = 16
+    """Arrivals per solve unless ``SharedConfig.batch`` says."""
 
     def __init__(self, cl: DevCluster, cfg: SharedConfig, target: TargetWorkload) -> None:
         super().__init__(cl, cfg, target)
         self.cfg = cfg
-        self.batch = cfg.batch
+        self.batch = cfg.batch or self.default_batch
         self.solves: dict[str, int] = {}
         """Outcome of each batch's solve (CP-SAT status, or HINT when FGD's sequence was kept), counted."""
 
@@ -911,6 +914,8 @@ class FragHoleBatchPolicy(FragBatchPolicy, FragHolePolicy):
     fallback, its tie order, and the free devices its unfillable holes avoid weighed first."""
 
     name = "frag-hole-batch"
+    default_batch = 64
+    """Measured at 64 (docs/benchmarks.md; 128 and 256 gave no more on the default trace)."""
 
     def _sequence(self, pods: Sequence[Arrival]) -> list[Placement]:
         """``frag-hole``'s placements of the batch, each pod on arrival; the cluster is left as it was."""
