@@ -3,6 +3,7 @@
 Example::
 
     python benchmarks/shared_leftover.py --data ../shared/data --policy fgd --seed 42 --workloads default cpu100
+    python benchmarks/shared_leftover.py --data ../shared/data --policy frag-hole-batch --batch 64 --workloads default
 
 Per workload, one run (``shared.simulate`` on the table's cluster and workload), then the free milli-GPUs
 split three ways, each in points of the cluster's GPUs: on devices with less free than the smallest GPU ask
@@ -33,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--workloads", nargs="+", default=list(table.WORKLOADS))
     ap.add_argument("--kinds", type=int, default=0, help="also list the N most frequent kinds of pod")
+    ap.add_argument("--batch", type=int, default=0, help="arrivals per solve of the batch policies (0: their default)")
     args = ap.parse_args(argv)
     if not (args.data / table.NODES).is_file():
         print(f"no {table.NODES} under {args.data}: nothing to do")
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         trace = table.read_sim_pods(args.data / "openb" / f"openb_pod_list_{wl}.csv")
         stream = fgd_workload(trace, gpus, table.PERCENT, args.seed, every_pod=True)
         res = shared.simulate(nodes, stream, args.policy, shared.target_workload(trace),
-                              shared.SharedConfig(seed=args.seed))
+                              shared.SharedConfig(seed=args.seed, **({"batch": args.batch} if args.batch else {})))
         arrivals = [shared.arrival_of(p) for p in stream]
         cl = shared.DevCluster(nodes)
         arrived, first = 0, (float("nan"), float("nan"))

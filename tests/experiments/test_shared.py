@@ -296,3 +296,66 @@ def test_a_hole_is_fillable_by_the_shares_that_fit_it() -> None:
     assert not pol.closes(shared.Arrival("s", 0, 0, GpuAsk(milli=850)))  # leaves 150
     assert not pol.closes(shared.Arrival("w", 0, 0, GpuAsk(whole=1)))
     assert pol.cpu_per_gpu == 1000
+
+
+def test_a_cluster_restored_from_a_snapshot_is_as_before_with_new_versions() -> None:
+    cl = shared.DevCluster(NODES)
+    cl.take(B, arrival("s300", 1000, milli=300), (2,))
+    before = (cl.free_gpu.copy(), cl.free_cpu.copy(), cl.most.copy(), cl.allocated, cl.version.copy())
+    snap = cl.snapshot()
+    cl.take(A, arrival("w2", 2000, whole=2), (0, 1))
+    cl.take(B, arrival("s700", 1000, milli=700), (2,))
+    seen = cl.version.copy()
+    cl.restore(snap)
+    assert (cl.free_gpu == before[0]).all() and (cl.free_cpu == before[1]).all() and (cl.most == before[2]).all()
+    assert cl.allocated == before[3] and cl.version[C] == before[4][C]
+    assert cl.version[A] > seen[A] and cl.version[B] > seen[B]  # never a version a cache was keyed on
+
+
+# (cpu, GPUs, milli per GPU): 810-milli shares, small shares, 1- and 2-GPU pods, cpu-only pods, cpu heavy enough
+# to bind on the nodes below
+MIXED = [(12000, 0, 0), (28000, 2, 1000), (28000, 2, 1000), (8000, 1, 150), (9000, 1, 810), (24000, 2, 1000),
+         (11000, 1, 1000), (28000, 2, 1000), (6000, 1, 500), (3000, 1, 810), (9000, 1, 810), (4000, 1, 500),
+         (22000, 2, 1000), (28000, 2, 1000), (17000, 1, 1000), (8000, 0, 0)]
+
+
+@pytest.mark.parametrize("batch, candidates", [(3, 6), (8, 6), (8, 1), (8, 2)])
+def test_frag_hole_batch_places_every_arrival_that_fits_by_the_end_of_its_batch(batch: int, candidates: int) -> None:
+    # with one or two candidate nodes per arrival the solve leaves out arrivals that fit elsewhere after it (two
+    # of them with 1 and with 2 here): frag-hole's rule places them
+    cfg = shared.SharedConfig(seed=7, batch=batch, batch_nodes=candidates, batch_holes=4 if candidates > 2 else 0)
+    nodes = [*SPARE, SimNode("c", 48000, 64 * GI, 4, "G2"), SimNode("d", 24000, 64 * GI, 2, "G2")]
+    pods = [SimPod(f"p{k:02d}", cpu, GI, gpu, milli) for k, (cpu, gpu, milli) in enumerate(MIXED)]
+    target = shared.target_workload(pods)
+    got = shared.simulate(nodes, pods, "frag-hole-batch", target, cfg)
+    assert got.rejected > 0 and got.assignment == shared.simulate(nodes, pods, "frag-hole-batch", target,
+                                                                  cfg).assignment
+    arrivals = [shared.arrival_of(p) for p in pods]
+    assert shared.verify(nodes, arrivals, got.assignment) == got.allocated_milli
+    # replayed batch by batch: each arrival left out fits no node once its batch is placed
+    cl = shared.DevCluster(nodes)
+    for start in range(0, len(arrivals), batch):
+        group = range(start, min(start + batch, len(arrivals)))
+        for j in group:
+            where = got.assignment[j]
+            if where is not None:
+                cl.take(where[0], arrivals[j], where[1])
+        assert not any(cl.fits(arrivals[j]).any() for j in group if got.assignment[j] is None)
+
+
+def test_frag_hole_batch_places_a_batch_jointly_and_keeps_the_unfillable_hole_off_a_fed_device() -> None:
+    # frag-batch's case: a cpu-only pod and a T4 GPU pod; frag-hole (like FGD) takes the first node for the first
+    # and rejects the second; one batch of both places both
+    nodes = [SimNode("a", 8000, 64 * GI, 1, "T4"), SimNode("b", 8000, 64 * GI, 1, "G2")]
+    pods = [SimPod("c1", 6000, GI, 0, 0), SimPod("g1", 4000, GI, 1, 1000, ("T4",))]
+    target = TargetWorkload.of([(1000, GpuAsk(whole=1))])
+    assert shared.simulate(nodes, pods, "frag-hole", target).assignment == ((0, ()), None)
+    got = shared.simulate(nodes, pods, "frag-hole-batch", target, shared.SharedConfig(batch=2))
+    assert got.assignment == ((1, ()), (0, (0,)))
+    # frag-hole's case, one arrival at a time (no look-ahead): the 810-milli share goes to a free device of the
+    # spare node b (tier 1) rather than a's (tier 2), where frag-batch (FGD's first name) puts it; so every GPU pod
+    # fits
+    one = shared.SharedConfig(batch=1)
+    assert shared.simulate(SPARE, SHARE_FIRST, "frag-batch", TARGET_810, one).assignment[0] == (0, (1,))
+    got = shared.simulate(SPARE, SHARE_FIRST, "frag-hole-batch", TARGET_810, one)
+    assert got.allocated_milli == 3810 and got.assignment[0] in ((1, (0,)), (1, (1,)))

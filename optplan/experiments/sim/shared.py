@@ -55,8 +55,8 @@ optplan's:
   more ask ``MULTI_GPU_SHARE`` of the GPU demand or more, a GPU pod's ties go first to the least contested model,
   then to the fullest node. Remaining ties: the first node by name; no random stream. Each pod is placed on
   arrival, as FGD places it; nothing is delayed or moved.
-- ``frag-batch``: FGD with look-ahead over ``SharedConfig.batch`` arrivals (16): they are placed together by
-  one CP-SAT solve on the state before the batch (``FragBatchPolicy``), lexicographically in two solves: the
+- ``frag-batch``: FGD with look-ahead over ``SharedConfig.batch`` arrivals (16 unless it says): they are placed
+  together by one CP-SAT solve on the state before the batch (``FragBatchPolicy``), lexicographically in two solves: the
   most milli-GPUs placed (solved only when FGD's sequence on the candidates leaves a pod out), then the most
   FGD integer score summed over the batch's pods, the first names among equal scores. Candidates per
   arrival: FGD's ``batch_nodes`` best nodes (score, then name) with its device there, and for a share also
@@ -74,6 +74,13 @@ optplan's:
   else to the nodes with a spare device (one more entirely free device than the node's free cpu after the share
   can feed with whole GPUs at the trace's whole-GPU cpu per GPU; every free device when the trace has no
   whole-GPU pod), else wherever ``frag-spread`` puts it. Each pod on arrival, every pod that fits placed.
+- ``frag-hole-batch``: ``frag-batch`` with ``frag-hole``'s rules where it has FGD's: the hint and fallback are
+  ``frag-hole``'s sequence of the batch, each pod on arrival (played on the cluster and undone); each arrival's
+  candidates are ``frag-batch``'s plus its place in that sequence; the second solve's weights are lexicographic:
+  first the hole tiers of a share ``frag-hole`` keeps off free devices (a partly used device before the batch, a
+  free device of a spare node, another free device), then FGD's scores in ``frag-spread``'s tie order (on the
+  state before the batch). An arrival left out that still fits is placed by ``frag-hole``'s rule:
+  work-conserving at the end of each batch.
 - ``frag-admit`` (**rejects pods that fit**: an admission policy, not work-conserving, so not a like-for-like
   peer of FGD): ``frag-hole`` refusing such a share when neither a partly used device nor a spare device can take
   it.
@@ -178,8 +185,9 @@ def arrival_of(p: SimPod) -> Arrival:
 @dataclass(frozen=True)
 class SharedConfig:
     seed: int = 0
-    batch: int = 16
-    """``frag-batch``: arrivals placed together by one CP-SAT solve."""
+    batch: int | None = None
+    """``frag-batch``, ``frag-hole-batch``: arrivals placed together by one CP-SAT solve (None: the policy's
+    ``default_batch``, 16 and 64)."""
     batch_nodes: int = 6
     """``frag-batch``: candidate nodes per arrival (FGD's best scores, then the first names)."""
     batch_holes: int = 4
@@ -277,6 +285,20 @@ class DevCluster:
 
     def row(self, i: int) -> list[int]:
         return self.free_gpu[i, : self.ngpu[i]].tolist()
+
+    _STATE = ("free_cpu", "free_mem", "free_gpu", "pods", "gpu_pods", "affinity", "free_total", "full", "most")
+
+    def snapshot(self) -> tuple[Any, ...]:
+        """A copy of the state ``take`` changes, for ``restore``."""
+        return (self.allocated, self.version.copy(), *(getattr(self, k).copy() for k in self._STATE))
+
+    def restore(self, snap: tuple[Any, ...]) -> None:
+        """Back to the state of ``snap``; a node changed since gets a version it never had (caches keyed on the
+        version stay right)."""
+        self.allocated, version, *arrays = snap
+        for k, a in zip(self._STATE, arrays, strict=True):
+            np.copyto(getattr(self, k), a)
+        self.version[self.version != version] += 1
 
 
 # ---- the policies -----------------------------------------------------------------------------
@@ -664,11 +686,13 @@ class FragBatchPolicy(FgdPolicy):
     docstring); build, solve and extract are ``_options``/``_build``, ``_solve`` and ``_extract``."""
 
     name = "frag-batch"
+    default_batch = 16
+    """Arrivals per solve unless ``SharedConfig.batch`` says."""
 
     def __init__(self, cl: DevCluster, cfg: SharedConfig, target: TargetWorkload) -> None:
         super().__init__(cl, cfg, target)
         self.cfg = cfg
-        self.batch = cfg.batch
+        self.batch = cfg.batch or self.default_batch
         self.solves: dict[str, int] = {}
         """Outcome of each batch's solve (CP-SAT status, or HINT when FGD's sequence was kept), counted."""
 
@@ -692,26 +716,42 @@ class FragBatchPolicy(FgdPolicy):
                 i, d = int(rows[k]), int(devs[k])
                 if (i, d) in seen or len(out) >= self.cfg.batch_nodes + self.cfg.batch_holes:
                     continue
-                after = cl.free_gpu[i : i + 1].copy()
-                after[0, d] -= p.ask.milli
-                growth = self.frag(after, cl.free_cpu[i : i + 1] - p.cpu, self.model_ids[i : i + 1]) - self.before[i]
-                out.append(_Option(i, d, int(fgd_score(np.asarray(growth))[0])))
+                out.append(self._option(p, i, d))
                 seen.add((i, d))
         return out
 
-    @staticmethod
-    def _ranks(opts: Sequence[Sequence[_Option]]) -> dict[int, int]:
-        """The candidate nodes of a batch in name order, numbered 0, 1, ...: the name term of the objective."""
-        return {i: r for r, i in enumerate(sorted({o.node for options in opts for o in options}))}
+    def _option(self, p: Arrival, i: int, d: int) -> _Option:
+        """``p`` on node ``i`` (a share on its device ``d``), scored by FGD on the state before the batch (after
+        ``_options(p)``, which brings the node scores up to date)."""
+        cl = self.cl
+        if not p.ask.is_share:
+            return _Option(i, -1, int(-self.delta[self.refresh(p, cl.fits(p))][i]))
+        after = cl.free_gpu[i : i + 1].copy()
+        after[0, d] -= p.ask.milli
+        growth = self.frag(after, cl.free_cpu[i : i + 1] - p.cpu, self.model_ids[i : i + 1]) - self.before[i]
+        return _Option(i, d, int(fgd_score(np.asarray(growth))[0]))
 
-    def _value(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]],
-               pick: Sequence[int]) -> tuple[int, int]:
-        """The two objectives of a pick: milli-GPUs placed, then scores over names (``_solve``)."""
-        rank = self._ranks(opts)
+    def _order(self, nodes: list[int]) -> list[int]:
+        """The tie order of the objective among a batch's candidate nodes (given in name order): FGD's, by name."""
+        return nodes
+
+    def _coefs(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]]) -> list[list[int]]:
+        """The second objective's weight of each option, positive: its score, then the tie order (``_order``)
+        among equal scores."""
+        rank = {i: r for r, i in enumerate(self._order(sorted({o.node for options in opts for o in options})))}
         w = len(pods) * len(rank) + 1
-        chosen = [(j, opts[j][o]) for j, o in enumerate(pick) if o >= 0]
-        return (sum(pods[j].ask.total_milli for j, _o in chosen),
-                sum((o.score + 1) * w - rank[o.node] for _j, o in chosen))
+        return [[(o.score + 1) * w - rank[o.node] for o in options] for options in opts]
+
+    @staticmethod
+    def _value(pods: Sequence[Arrival], coefs: Sequence[Sequence[int]], pick: Sequence[int]) -> tuple[int, int]:
+        """The two objectives of a pick: milli-GPUs placed, then the options' weights (``_coefs``) summed."""
+        chosen = [(j, o) for j, o in enumerate(pick) if o >= 0]
+        return sum(pods[j].ask.total_milli for j, _o in chosen), sum(coefs[j][o] for j, o in chosen)
+
+    def _candidates(self, pods: Sequence[Arrival]) -> tuple[list[list[_Option]], list[int]]:
+        """The options of each arrival and the hint: FGD's sequence on them (``_hint``)."""
+        opts = [self._options(p) for p in pods]
+        return opts, self._hint(pods, opts)
 
     def _hint(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]]) -> list[int]:
         """FGD's sequence on the options: each arrival in order takes its first option that still fits."""
@@ -748,12 +788,11 @@ class FragBatchPolicy(FgdPolicy):
             pick.append(chosen)
         return pick
 
-    def _solve(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]]) -> list[int]:
+    def _solve(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]], hint: list[int]) -> list[int]:
         """The chosen option per arrival (-1: none): CP-SAT's when its objective is at least the hint's."""
         from ortools.sat.python import cp_model
 
         cl = self.cl
-        hint = self._hint(pods, opts)
         if not any(opts):
             return hint
         m = cp_model.CpModel()
@@ -787,7 +826,8 @@ class FragBatchPolicy(FgdPolicy):
                 m.add(sum(pods[j].ask.whole * x[j, o] for j, o in wholes) + sum(opened) <= int(cl.full[i]))
         for (j, o), v in x.items():
             m.add_hint(v, hint[j] == o)
-        hint_value = self._value(pods, opts, hint)
+        coefs = self._coefs(pods, opts)
+        hint_value = self._value(pods, coefs, hint)
         s = cp_model.CpSolver()
         s.parameters.num_workers = 1
         s.parameters.random_seed = self.cfg.seed
@@ -807,33 +847,33 @@ class FragBatchPolicy(FgdPolicy):
                 return hint
             m.add(placed >= round(s.objective_value))
             hint = [next((o for o in range(len(options)) if s.value(x[j, o])), -1) for j, options in enumerate(opts)]
-            hint_value = self._value(pods, opts, hint)
+            hint_value = self._value(pods, coefs, hint)
             m.clear_hints()
             for (j, o), v in x.items():
                 m.add_hint(v, hint[j] == o)
         else:
             m.add(placed >= hint_value[0])
-        # then FGD's scores, the first names among equal scores (each term positive: nobody left out for it)
-        rank = self._ranks(opts)
-        w = len(pods) * len(rank) + 1
-        m.maximize(sum(((opts[j][o].score + 1) * w - rank[opts[j][o].node]) * v for (j, o), v in x.items()))
+        # then the options' weights: FGD's scores, the first names among equal scores (each positive: nobody
+        # left out for it)
+        m.maximize(sum(coefs[j][o] * v for (j, o), v in x.items()))
         st = s.solve(m)
         ok = st in (cp_model.OPTIMAL, cp_model.FEASIBLE)
         pick = hint
         if ok:
             got = [next((o for o in range(len(options)) if s.value(x[j, o])), -1) for j, options in enumerate(opts)]
-            if self._value(pods, opts, got) >= hint_value:
+            if self._value(pods, coefs, got) >= hint_value:
                 pick, outcome = got, s.status_name(st)
-        log.debug("frag-batch of %d: %s objective %s bound %s hint %s in %.3fs", len(pods), s.status_name(st),
+        log.debug("%s of %d: %s objective %s bound %s hint %s in %.3fs", self.name, len(pods), s.status_name(st),
                   s.objective_value if ok else None, s.best_objective_bound if ok else None, hint_value, s.wall_time)
         self.solves[outcome] = self.solves.get(outcome, 0) + 1
         return pick
 
     def place(self, pods: Sequence[Arrival]) -> list[Placement]:
         """Places a batch on the cluster; an arrival the solve left out that still fits somewhere afterwards is
-        placed by FGD's rule (nobody is refused while there is room)."""
-        opts = [self._options(p) for p in pods]
-        pick = self._solve(pods, opts)
+        placed by the policy's rule on arrival (FGD's; ``frag-hole``'s for ``frag-hole-batch``), so nobody is
+        refused while there is room."""
+        opts, hint = self._candidates(pods)
+        pick = self._solve(pods, opts, hint)
         cl = self.cl
         taken: dict[int, set[int]] = {}
         for j, o in enumerate(pick):
@@ -861,6 +901,73 @@ class FragBatchPolicy(FgdPolicy):
                     cl.take(i, p, devs)
                     out[j] = (i, devs)
         return out
+
+
+HOLE_TIERS = 2
+"""``frag-hole-batch``: the places of a share that ``frag-hole`` keeps off free devices, best first: a partly used
+device (0), a free device of a spare node (1), another free device (2)."""
+_NOTHING = Arrival("", 0, 0, GpuAsk())
+
+
+class FragHoleBatchPolicy(FragBatchPolicy, FragHolePolicy):
+    """optplan's: ``frag-batch`` with ``frag-hole``'s rules (module docstring): its sequence as the hint and the
+    fallback, its tie order, and the free devices its unfillable holes avoid weighed first."""
+
+    name = "frag-hole-batch"
+    default_batch = 64
+    """Measured at 64 (docs/benchmarks.md; 128 and 256 gave no more on the default trace)."""
+
+    def _sequence(self, pods: Sequence[Arrival]) -> list[Placement]:
+        """``frag-hole``'s placements of the batch, each pod on arrival; the cluster is left as it was."""
+        cl = self.cl
+        snap = cl.snapshot()
+        out: list[Placement] = []
+        for p in pods:
+            fits = cl.fits(p)
+            where = self.choose(p, fits) if fits.any() else None
+            if where is not None:
+                cl.take(where[0], p, where[1])
+            out.append(where)
+        cl.restore(snap)
+        return out
+
+    def _candidates(self, pods: Sequence[Arrival]) -> tuple[list[list[_Option]], list[int]]:
+        """``frag-batch``'s options of each arrival and its place in ``frag-hole``'s sequence (added when not
+        among them), which is the hint."""
+        opts = [self._options(p) for p in pods]
+        hint = []
+        for p, options, where in zip(pods, opts, self._sequence(pods), strict=True):
+            if where is None:
+                hint.append(-1)
+                continue
+            place = (where[0], where[1][0] if p.ask.is_share else -1)
+            k = next((k for k, o in enumerate(options) if (o.node, o.device) == place), len(options))
+            if k == len(options):
+                options.append(self._option(p, *place))
+            hint.append(k)
+        return opts, hint
+
+    def _order(self, nodes: list[int]) -> list[int]:
+        """``frag-spread``'s tie order on the state before the batch: the least contested model, then the emptiest
+        node (the fullest when it packs), then the name."""
+        idx = np.array(nodes, dtype=np.int64)
+        left = _left(self.cl, _NOTHING)[idx]
+        return [int(i) for i in idx[np.lexsort((idx, left if self.pack else -left, self.pressure[idx]))]]
+
+    def _tier(self, p: Arrival, options: Sequence[_Option]) -> list[int]:
+        """``HOLE_TIERS``' tier of each option: 0 for every option of a pod that leaves no unfillable hole."""
+        if not self.closes(p):
+            return [0] * len(options)
+        cl = self.cl
+        _used, spare = self.refuge(p, cl.fits(p))
+        return [0 if cl.free_gpu[o.node, o.device] < MILLI else 1 if spare[o.node] else HOLE_TIERS for o in options]
+
+    def _coefs(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]]) -> list[list[int]]:
+        """Lexicographic: the hole tiers, then ``frag-batch``'s weights in ``frag-spread``'s tie order."""
+        out = super()._coefs(pods, opts)
+        unit = sum(max(c, default=0) for c in out) + 1
+        return [[c + unit * (HOLE_TIERS - t) for c, t in zip(cs, self._tier(p, options), strict=True)]
+                for p, options, cs in zip(pods, opts, out, strict=True)]
 
 
 # ---- simulation --------------------------------------------------------------------------------
