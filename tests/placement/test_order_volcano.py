@@ -72,6 +72,22 @@ CASES = [
                             job("ja", "qa", 8, created="2025-06-01T09:00:00Z"),
                             job("jb", "qb", 8, created="2025-06-01T10:00:00Z")],
          admitted={"default/jb"}, binds={"default/jb-worker-0": "n0"}),
+    # A parent's share is the session's start's: the capacity plugin recomputes only a leaf's share as pods are
+    # allocated (its AllocateFunc adds to the ancestors' allocation, not their share). Tenant t (3 of 8) holds
+    # leaf b; the flat f holds 4 of 8 (n0 full). b's job jb (two 2-GPU pods, minAvailable 1) goes first (t 0.375 <
+    # f 0.5), ready with one pod on n1; t's allocation is then 5 of 8, but its share stays 0.375, so b goes first again
+    # and jb's second pod takes n1's rest: jf (f, one 2-GPU pod) finds no room. (Live shares would have given
+    # f the turn: jf on n1, jb with one pod.) t and b are not reclaimable: nothing for jf to reclaim.
+    Case("parent-share-at-session-start",
+         [node("n0", 7), node("n1", 4), q("t", deserved={"nvidia.com/gpu": "8"}, reclaimable=False),
+          q("b", parent="t", deserved={"nvidia.com/gpu": "8"}, reclaimable=False),
+          q("f", deserved={"nvidia.com/gpu": "8"}),
+          *running("rb", "b", "n0", 3), *running("rf", "f", "n0", 4),
+          job("jb", "b", 2, created="2025-06-01T09:00:00Z", min_available=1,
+              tasks=[job_task("worker", 2, 2)]),
+          job("jf", "f", 2, created="2025-06-01T09:00:00Z")],
+         admitted={"default/jb"}, binds={"default/jb-worker-0": "n1", "default/jb-worker-1": "n1"},
+         exact_admitted={"default/jb", "default/jf"}, exact_evicted=set()),
     # Equal priority: the lower share goes first. qa holds 6 of its deserved 8 GPUs (0.75), qb 2 of 8 (0.25).
     Case("queue-share", [node("n0", 8), node("n1", 8),
                          q("qa", deserved={"nvidia.com/gpu": "8"}), q("qb", deserved={"nvidia.com/gpu": "8"}),

@@ -31,6 +31,12 @@ class QueueState:
         self.guarantee: dict[str, Resources] = {q: dict(a.guarantee) for q, a in accounts.items()}
         self.reclaimable: dict[str, bool] = {q: a.reclaimable for q, a in accounts.items()}
         self._chains: dict[str, tuple[str, ...]] = {}
+        self.session: dict[str, dict[str, int]] = {q: dict(a) for q, a in self.allocated.items()
+                                                   if q in self.tree.queues and not self.tree.is_leaf(q)}
+        """A parent queue's allocation as the scheduling session began: the capacity plugin computes every
+        queue's share when the session opens and, as pods are allocated or evicted, recomputes only the leaf's
+        (its AllocateFunc and DeallocateFunc add to the ancestors' allocation, not their share), so the queue
+        order compares parents by their shares at the session's start (``compare_queues``)."""
 
     def chain(self, queue: str) -> tuple[str, ...]:
         """The queue and its ancestors (the tree is fixed: read once per queue)."""
@@ -71,21 +77,23 @@ class QueueState:
                 acc[r] = acc.get(r, 0) + sign * v
 
 
-def queue_share(qs: QueueState, queue: str) -> tuple[Fraction, bool]:
+def queue_share(qs: QueueState, queue: str, session: bool = False) -> tuple[Fraction, bool]:
     """The capacity plugin's share of a queue and whether it lists a deserved: the largest allocated /
     deserved over the resources its (effective) deserved lists above 0 (allocated above a deserved of 0
-    is 1); a queue that lists none is best-effort, share 1."""
+    is 1); a queue that lists none is best-effort, share 1. ``session``: a parent queue's share as the
+    session began (``QueueState.session``), as the queue order reads it."""
     deserved = {r: v for r, v in qs.deserved.get(queue, {}).items() if v > 0}
     if not deserved:
         return Fraction(1), False
-    alloc = qs.allocated.get(queue, {})
+    alloc = qs.session.get(queue, qs.allocated.get(queue, {})) if session else qs.allocated.get(queue, {})
     return max(Fraction(alloc.get(r, 0), v) for r, v in deserved.items()), True
 
 
 def compare_queues(qs: QueueState, a: str, b: str) -> int:
     """The capacity plugin's QueueOrderFn (hierarchical), negative when ``a`` goes first: higher
     ``spec.priority``; then, below the two queues' lowest common ancestor, the lower share of the two
-    subtrees' tops (siblings under one parent: the queues themselves); on equal shares a queue with a
+    subtrees' tops (siblings under one parent: the queues themselves; a parent's share as the session began,
+    ``QueueState.session``, a leaf's as it stands); on equal shares a queue with a
     deserved before a best-effort one; then the name (Volcano: creationTimestamp, then UID). A queue
     that does not exist goes last."""
     known_a, known_b = a in qs.tree.queues, b in qs.tree.queues
@@ -97,7 +105,7 @@ def compare_queues(qs: QueueState, a: str, b: str) -> int:
             return -1 if pa > pb else 1
         ca, cb = qs.chain(a)[::-1], qs.chain(b)[::-1]  # root first
         i = next((k for k, (x, y) in enumerate(zip(ca, cb, strict=False)) if x != y), min(len(ca), len(cb)) - 1)
-        (sa, da), (sb, db) = queue_share(qs, ca[i]), queue_share(qs, cb[i])
+        (sa, da), (sb, db) = queue_share(qs, ca[i], session=True), queue_share(qs, cb[i], session=True)
         if sa != sb:
             return -1 if sa < sb else 1
         if da != db:
