@@ -303,6 +303,10 @@ class DevCluster:
 
 # ---- the policies -----------------------------------------------------------------------------
 
+Placement = tuple[int, tuple[int, ...]] | None
+"""(node index, devices) of one arrival, None when rejected."""
+
+
 class _Policy:
     name = ""
 
@@ -336,6 +340,16 @@ class _Policy:
         """Whether the policy places ``p``, which fits the nodes of ``fits`` (some do): every policy does, but
         ``frag-admit``."""
         return True
+
+    def arrive(self, p: Arrival) -> Placement:
+        """``p`` placed on its arrival by the policy's rule (``admits``, then ``choose``) where it fits, the
+        cluster updated; None when it fits nowhere or is refused."""
+        fits = self.cl.fits(p)
+        if not (fits.any() and self.admits(p, fits)):
+            return None
+        i, devs = self.choose(p, fits)
+        self.cl.take(i, p, devs)
+        return i, devs
 
 
 def _left(cl: DevCluster, p: Arrival) -> np.ndarray[Any, Any]:
@@ -677,10 +691,6 @@ class _Option:
     score: int
 
 
-Placement = tuple[int, tuple[int, ...]] | None
-"""(node index, devices) of one arrival, None when rejected."""
-
-
 class FragBatchPolicy(FgdPolicy):
     """optplan's: ``batch`` arrivals placed together by one CP-SAT solve over FGD's candidates (module
     docstring); build, solve and extract are ``_options``/``_build``, ``_solve`` and ``_extract``."""
@@ -895,11 +905,7 @@ class FragBatchPolicy(FgdPolicy):
             out.append((i, devs))
         for j, p in enumerate(pods):
             if out[j] is None:
-                fits = cl.fits(p)
-                if fits.any():
-                    i, devs = super().choose(p, fits)
-                    cl.take(i, p, devs)
-                    out[j] = (i, devs)
+                out[j] = self.arrive(p)
         return out
 
 
@@ -919,16 +925,9 @@ class FragHoleBatchPolicy(FragBatchPolicy, FragHolePolicy):
 
     def _sequence(self, pods: Sequence[Arrival]) -> list[Placement]:
         """``frag-hole``'s placements of the batch, each pod on arrival; the cluster is left as it was."""
-        cl = self.cl
-        snap = cl.snapshot()
-        out: list[Placement] = []
-        for p in pods:
-            fits = cl.fits(p)
-            where = self.choose(p, fits) if fits.any() else None
-            if where is not None:
-                cl.take(where[0], p, where[1])
-            out.append(where)
-        cl.restore(snap)
+        snap = self.cl.snapshot()
+        out = [self.arrive(p) for p in pods]
+        self.cl.restore(snap)
         return out
 
     def _candidates(self, pods: Sequence[Arrival]) -> tuple[list[list[_Option]], list[int]]:
@@ -997,13 +996,7 @@ def simulate(nodes: Sequence[SimNode], arrivals: Sequence[SimPod], policy: str, 
             out.extend(pol.place(group))
         else:
             (p,) = group
-            ok = cl.fits(p)
-            if ok.any() and pol.admits(p, ok):
-                i, devs = pol.choose(p, ok)
-                cl.take(i, p, devs)
-                out.append((i, devs))
-            else:
-                out.append(None)
+            out.append(pol.arrive(p))
         for p in group:
             arrived += p.ask.total_milli
             while cl.total_milli and len(curve) * cl.total_milli <= 100 * arrived:
