@@ -112,22 +112,37 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
     def own_victims(jp: JobPlacement) -> bool:
         return bool(jp.victims) and not (jp.admitted and jp.key in given and evicted_earlier(given[jp.key], jp))
 
+    def catalogue() -> Catalogue:
+        """The possible victims, built for the first job with victims (the time only prices them)."""
+        nonlocal cat
+        if cat is None:
+            cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
+        return cat
+
     def victims_gone(job: VCJob, jp: JobPlacement) -> None:
         """The job's victims checked against the rules on the state so far, then gone (capacity, queues)."""
-        nonlocal cat
-        if cat is None:  # the time only prices victims
-            cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
+        c = catalogue()
         if {v.reason for v in jp.victims} & set(GANG_REASON):  # gangpreempt, gangreclaim: the bundle rule
-            out.extend(_gang_victims(snap, job, jp, cat, accounts, allocated, taken, evicted,
+            out.extend(_gang_victims(snap, job, jp, c, accounts, allocated, taken, evicted,
                                      scheduler or SchedulerConf()))
         else:
             held_back = _queue_held_back(job, jp, tree, accounts, allocated)
-            out.extend(_victim_violations(snap, job, jp, cat, tree, accounts,
+            out.extend(_victim_violations(snap, job, jp, c, tree, accounts,
                                           _with_unnamed(allocated, unnamed, tree, job.queue), taken, evicted,
                                           safety, placed_groups, None if held_back else cap.free))
             if not held_back:
                 out.extend(_more_than_enough(snap, job, jp, cap, holding))
-        _free_victims(snap, jp, cat, tree, cap, allocated)
+        _free_victims(snap, jp, c, tree, cap, allocated)
+
+    def earlier_victims_gone(job: VCJob, jp: JobPlacement) -> None:
+        """The victims an earlier cycle evicted for a job the plan does not place next to them (not admitted, or
+        placed away from them by a later cycle): its pipelined pods' room and queue checked, the victims asked of
+        the tiers for some of its pods there, then gone."""
+        c = catalogue()
+        out.extend(_pipelined_violations(snap, job, jp, c, tree, cap, accounts, allocated, taken, evicted, safety,
+                                         placed_groups, unnamed))
+        out.extend(_unplaced_victim_violations(snap, job, jp, c, accounts, taken, evicted, safety))
+        _free_victims(snap, jp, c, tree, cap, allocated)
 
     ordered = sorted(plan.jobs, key=action_rank)
     for pos, jp in enumerate(ordered):
@@ -143,13 +158,8 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                     victims_gone(job_o, other)
                     freed.add(other.key)
         if flush and in_later_cycle(jp):
-            if cat is None:
-                cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
             for e in flush:
-                out.extend(_pipelined_violations(snap, given[e.key], e, cat, tree, cap, accounts, allocated, taken,
-                                                 evicted, safety, placed_groups, unnamed))
-                out.extend(_unplaced_victim_violations(snap, given[e.key], e, cat, accounts, taken, evicted, safety))
-                _free_victims(snap, e, cat, tree, cap, allocated)
+                earlier_victims_gone(given[e.key], e)
             flush = []
         for b in jp.bindings if jp.admitted else ():
             landed[b.node] = pos
@@ -168,12 +178,7 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                 out.append(f"job {jp.key} is not admitted but has victims")
             elif jp.victims:  # evicted in a scheduling cycle whose room the next allocate gave to other jobs
                 unplaced.append((pos, jp))
-                if cat is None:
-                    cat = shield(Catalogue.build(snap, datetime.now(UTC), set(tree.queues)), snap, jobs)
-                out.extend(_pipelined_violations(snap, job, jp, cat, tree, cap, accounts, allocated, taken, evicted,
-                                                 safety, placed_groups, unnamed))
-                out.extend(_unplaced_victim_violations(snap, job, jp, cat, accounts, taken, evicted, safety))
-                _free_victims(snap, jp, cat, tree, cap, allocated)
+                earlier_victims_gone(job, jp)
                 for r, x in _requested(job).items():
                     holding[r] += x
             if jp.bindings:

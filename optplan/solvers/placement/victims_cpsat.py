@@ -404,7 +404,7 @@ def add_never(m: cp_model.CpModel, data: Data, v: Vars) -> None:
         if any(minima.get(t, 0) > 0 for t in never):
             m.add(evicts == 0).only_enforce_if(unless_anchor(ev))
             continue
-        may = [x for (jj, u, _n), x in v.count.items() if jj == j and data.task(j, u) not in never]
+        may = [x for t in jobs[j].tasks if t.name not in never for x in v.by_task.get((j, t.name), ())]
         m.add(sum(may) >= max(need, 1)).only_enforce_if([evicts, *unless_anchor(ev)])
 
 
