@@ -70,6 +70,7 @@ from tests.realcluster.vcdiff import (  # noqa: E402
     Case,
     Observed,
     Verdict,
+    case_jobs,
     compare,
     conf_args,
     generate,
@@ -79,6 +80,8 @@ from tests.realcluster.vcdiff import (  # noqa: E402
     generate_podgroups,
     load,
     load_case,
+    lowest_hypernode,
+    planned,
     priority_classes,
     renamed,
     run_case,
@@ -461,6 +464,16 @@ def outcomes(plan: dict[str, Any]) -> dict[str, Any]:
             "reclaim": tuple(sorted(n for n, r in victims if r.endswith("reclaim")))}
 
 
+def hypernodes(case: Case, plan: dict[str, Any]) -> dict[str, str | None]:
+    """The lowest HyperNode holding each admitted job's pods, for the case's jobs with a ``networkTopology``, as
+    ``vcdiff.compare`` reads a plan (``planned``)."""
+    if "error" in plan:
+        return {}
+    pods, admitted, _victims = planned(case, plan)
+    return {j: lowest_hypernode(case, pods[j].values()) for j, spec in case_jobs(case).items()
+            if "networkTopology" in spec["spec"] and j in admitted}
+
+
 def ceiling(case: Case, snapshot: Path) -> dict[str, Any]:
     """``--ceiling``: the greedy planned for each start of the node list (``--node-list-start``, HyperNode ties by
     name), each start weighted as vc-scheduler draws it (``start_weights``); per action, the weight of the starts
@@ -468,9 +481,22 @@ def ceiling(case: Case, snapshot: Path) -> dict[str, Any]:
     its start: ``greedy-drawn`` is, in most cases), the most weight one outcome has (the most any single
     prediction may expect), and whether some start's plan acts (evicts; allocate: always)."""
     weights = start_weights([n["metadata"]["name"] for n in case.nodes])
-    by_start = {x: outcomes(place_here(snapshot, "greedy", "--node-list-start", x)) for x in sorted(weights)}
+    plans = {x: place_here(snapshot, "greedy", "--node-list-start", x) for x in sorted(weights)}
+    by_start = {x: outcomes(p) for x, p in plans.items()}
     first = min(weights)
     out: dict[str, Any] = {}
+    # topology: per job with a networkTopology that the greedy by name admits, the weight of the starts that put
+    # it in the same lowest HyperNode, and the most weight one HyperNode of it has over the starts admitting it
+    hns = {x: hypernodes(case, p) for x, p in plans.items()}
+    topo = []
+    for job in sorted(hns[first]):
+        mass = {}
+        for x, h in hns.items():
+            if job in h:
+                mass[h[job]] = mass.get(h[job], 0.0) + weights[x]
+        topo.append({"job": job, "byName": round(mass[hns[first][job]], 6), "best": round(max(mass.values()), 6),
+                     "outcomes": len(mass)})
+    out["topology"] = topo
     for action in ("allocate", "preempt", "reclaim"):
         mass: dict[Any, float] = {}
         for x, o in by_start.items():
@@ -496,6 +522,13 @@ def ceiling_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
         out[action] = {"cases": n, "byName": round(by_name, 3), "best": round(best, 3), "several": many}
         print(f"| {action} | {n} | {by_name:.1f} ({100 * by_name / max(n, 1):.1f}%) | {best:.1f} "
               f"({100 * best / max(n, 1):.1f}%) | {many} |")
+    topo = [t for r in rows for t in r.get("topology", [])]
+    n = len(topo)
+    by_name, best = sum(t["byName"] for t in topo), sum(t["best"] for t in topo)
+    many = sum(t["outcomes"] > 1 for t in topo)
+    out["topology"] = {"jobs": n, "byName": round(by_name, 3), "best": round(best, 3), "several": many}
+    print(f"| topology (jobs) | {n} | {by_name:.1f} ({100 * by_name / max(n, 1):.1f}%) | {best:.1f} "
+          f"({100 * best / max(n, 1):.1f}%) | {many} |")
     return out
 
 

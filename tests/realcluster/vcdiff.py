@@ -1169,14 +1169,47 @@ def lowest_hypernode(case: Case, nodes: Iterable[str]) -> str | None:
     return min(fits)[1] if fits and want else None
 
 
+def case_jobs(case: Case) -> dict[str, dict[str, Any]]:
+    """The case's pending gangs by name: its VCJobs and its bare PodGroups (read as a VCJob, ``_bare_jobs``)."""
+    jobs = {j["metadata"]["name"]: j for j in case.pending}
+    jobs.update((name, spec) for name, spec, _pods in _bare_jobs(case))
+    return jobs
+
+
+def planned(case: Case, plan: dict[str, Any]) -> tuple[dict[str, dict[str, str]], set[str],
+                                                       dict[str, tuple[str, str]]]:
+    """What a plan does in the case: per job its pods' nodes (a partly running gang's running pods with its
+    bindings), the jobs admitted (a partly running gang also when its running pods and bindings reach its
+    minAvailable: the plan's "admitted" speaks of the pending pods it places), and the victims (node, reason)."""
+    jobs = case_jobs(case)
+    pods: dict[str, dict[str, str]] = {}
+    admitted = set()
+    victims: dict[str, tuple[str, str]] = {}
+    for jp in plan["jobs"]:
+        if jp["namespace"] != case.ns:
+            continue
+        pods[jp["name"]] = {b.get("pod") or f"{jp['name']}-{b['task']}-{b['index']}": b["node"]
+                            for b in jp["bindings"]}
+        if jp["admitted"]:
+            admitted.add(jp["name"])
+        for vic in jp["victims"]:
+            victims[vic["name"]] = (vic["node"], vic["reason"])
+    for j, pre in sorted(case.partial.items()):
+        if j not in jobs:
+            continue
+        pods.setdefault(j, {}).update(dict(pre))
+        if len(pods[j]) >= jobs[j]["spec"]["minAvailable"]:
+            admitted.add(j)
+    return pods, admitted, victims
+
+
 def compare(case: Case, obs: Observed, solver: str) -> Verdict:
     v = Verdict(solver)
     plan = obs.plans.get(solver)
     if obs.snapshot_error or plan is None or "error" in plan:
         v.error = obs.snapshot_error or (plan or {}).get("error", "no plan")
         return v
-    jobs = {j["metadata"]["name"]: j for j in case.pending}
-    jobs.update((name, spec) for name, spec, _pods in _bare_jobs(case))
+    jobs = case_jobs(case)
     members = {p: name for name, _spec, pods in _bare_jobs(case) for p in pods}
     vol_pods: dict[str, dict[str, str]] = {j: {} for j in jobs}
     for pod, node in obs.bound.items():
@@ -1185,24 +1218,10 @@ def compare(case: Case, obs: Observed, solver: str) -> Verdict:
         if job:
             vol_pods[job][pod] = node
     vol_admitted = {j for j, spec in jobs.items() if len(vol_pods[j]) >= spec["spec"]["minAvailable"]}
-    opt_pods: dict[str, dict[str, str]] = {}
-    opt_admitted = set()
-    opt_victims: dict[str, tuple[str, str]] = {}
-    for jp in plan["jobs"]:
-        if jp["namespace"] != case.ns:
-            continue
-        opt_pods[jp["name"]] = {b.get("pod") or f"{jp['name']}-{b['task']}-{b['index']}": b["node"]
-                                for b in jp["bindings"]}
-        if jp["admitted"]:
-            opt_admitted.add(jp["name"])
-        for vic in jp["victims"]:
-            opt_victims[vic["name"]] = (vic["node"], vic["reason"])
+    opt_pods, opt_admitted, opt_victims = planned(case, plan)
     for j, pre in sorted(case.partial.items()):  # a partly running gang: its running pods on both sides
         if j not in jobs:
             continue
-        opt_pods.setdefault(j, {}).update(dict(pre))
-        if len(opt_pods[j]) >= jobs[j]["spec"]["minAvailable"]:  # ready with its running pods (optplan's
-            opt_admitted.add(j)  # "admitted" speaks of the pending pods it places)
         extra = (len(opt_pods[j]) - len(pre), len(vol_pods[j]) - len(pre))
         v.partial.append(extra[0] == extra[1])
         if extra[0] != extra[1]:
