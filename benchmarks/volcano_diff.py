@@ -86,6 +86,7 @@ from tests.realcluster.vcdiff import (  # noqa: E402
     renamed,
     run_case,
     save_case,
+    volcano_did,
 )
 from tests.realcluster.vclog import rotation  # noqa: E402
 
@@ -259,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
                     replan(case, obs, work / f"{case.ns}.yaml", solvers)
                 records.append(_record(args.seed, i, r, case, obs, solvers, verdicts, args.repeat > 1))
                 if args.ceiling:
-                    records[-1]["ceiling"] = ceiling(case, work / f"{case.ns}.yaml")
+                    records[-1]["ceiling"] = ceiling(case, obs, work / f"{case.ns}.yaml")
                 if args.also:
                     alts = other_recordings(case.ns, args.also)
                     recordings.append(1 + len(alts))
@@ -474,7 +475,7 @@ def hypernodes(case: Case, plan: dict[str, Any]) -> dict[str, str | None]:
             if "networkTopology" in spec["spec"] and j in admitted}
 
 
-def ceiling(case: Case, snapshot: Path) -> dict[str, Any]:
+def ceiling(case: Case, obs: Observed, snapshot: Path) -> dict[str, Any]:
     """``--ceiling``: the greedy planned for each start of the node list (``--node-list-start``, HyperNode ties by
     name), each start weighted as vc-scheduler draws it (``start_weights``); per action, the weight of the starts
     whose outcome is the greedy-by-name's (what it may expect to agree with Volcano, were Volcano the greedy with
@@ -504,6 +505,30 @@ def ceiling(case: Case, snapshot: Path) -> dict[str, Any]:
         acts = action == "allocate" or any(o[action] for o in by_start.values())
         out[action] = {"byName": round(mass[by_start[first][action]], 6), "best": round(max(mass.values()), 6),
                        "acts": acts, "outcomes": len(mass)}
+    out["pods"] = scored_pods(case, obs, plans, first)
+    return out
+
+
+def scored_pods(case: Case, obs: Observed, plans: dict[str, dict[str, Any]], first: str) -> dict[str, int]:
+    """Per pod of a job both the greedy by name and Volcano admit (as ``vcdiff.compare`` counts nodes): the node,
+    where the scores decide it (every start of the node list puts the pod there), else its lowest HyperNode
+    (the issue's "per pod the node where Volcano's choice is determined by its scores, otherwise the
+    HyperNode"); counted apart."""
+    out = {"decided": 0, "decidedSame": 0, "other": 0, "otherSame": 0}
+    if obs.snapshot_error or "error" in plans[first]:
+        return out
+    starts = {x: planned(case, p)[0] for x, p in plans.items() if "error" not in p}
+    pods, admitted, _victims = planned(case, plans[first])
+    vol_pods, vol_admitted = volcano_did(case, obs)
+    for j in sorted(admitted & vol_admitted):
+        o, w = pods.get(j, {}), vol_pods[j]
+        for pod in sorted(set(o) & set(w)):
+            if len(starts) == len(plans) and len({ps.get(j, {}).get(pod) for ps in starts.values()}) == 1:
+                out["decided"] += 1
+                out["decidedSame"] += o[pod] == w[pod]
+            else:
+                out["other"] += 1
+                out["otherSame"] += lowest_hypernode(case, [o[pod]]) == lowest_hypernode(case, [w[pod]])
     return out
 
 
@@ -529,6 +554,12 @@ def ceiling_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out["topology"] = {"jobs": n, "byName": round(by_name, 3), "best": round(best, 3), "several": many}
     print(f"| topology (jobs) | {n} | {by_name:.1f} ({100 * by_name / max(n, 1):.1f}%) | {best:.1f} "
           f"({100 * best / max(n, 1):.1f}%) | {many} |")
+    pods = {k: sum(r["pods"][k] for r in rows if "pods" in r) for k in ("decided", "decidedSame", "other", "otherSame")}
+    out["pods"] = pods
+    print(f"\nper pod of the jobs both admit (the greedy by name against this recording): the node where the scores "
+          f"decide it (the same under every start) {pct(pods['decidedSame'], pods['decided'])}, else its lowest "
+          f"HyperNode {pct(pods['otherSame'], pods['other'])}; together "
+          f"{pct(pods['decidedSame'] + pods['otherSame'], pods['decided'] + pods['other'])}")
     return out
 
 

@@ -1203,6 +1203,20 @@ def planned(case: Case, plan: dict[str, Any]) -> tuple[dict[str, dict[str, str]]
     return pods, admitted, victims
 
 
+def volcano_did(case: Case, obs: Observed) -> tuple[dict[str, dict[str, str]], set[str]]:
+    """What Volcano did in the recording: per job its pods' nodes (``obs.bound``), and the jobs admitted (their
+    bound pods reach minAvailable)."""
+    jobs = case_jobs(case)
+    members = {p: name for name, _spec, pods in _bare_jobs(case) for p in pods}
+    pods: dict[str, dict[str, str]] = {j: {} for j in jobs}
+    for pod, node in obs.bound.items():
+        job = members.get(pod) or next((n for n in (j["metadata"]["name"] for j in case.pending)
+                                        if pod.startswith(n + "-")), None)
+        if job:
+            pods[job][pod] = node
+    return pods, {j for j, spec in jobs.items() if len(pods[j]) >= spec["spec"]["minAvailable"]}
+
+
 def compare(case: Case, obs: Observed, solver: str) -> Verdict:
     v = Verdict(solver)
     plan = obs.plans.get(solver)
@@ -1210,14 +1224,7 @@ def compare(case: Case, obs: Observed, solver: str) -> Verdict:
         v.error = obs.snapshot_error or (plan or {}).get("error", "no plan")
         return v
     jobs = case_jobs(case)
-    members = {p: name for name, _spec, pods in _bare_jobs(case) for p in pods}
-    vol_pods: dict[str, dict[str, str]] = {j: {} for j in jobs}
-    for pod, node in obs.bound.items():
-        job = members.get(pod) or next((n for n in (j["metadata"]["name"] for j in case.pending)
-                                        if pod.startswith(n + "-")), None)
-        if job:
-            vol_pods[job][pod] = node
-    vol_admitted = {j for j, spec in jobs.items() if len(vol_pods[j]) >= spec["spec"]["minAvailable"]}
+    vol_pods, vol_admitted = volcano_did(case, obs)
     opt_pods, opt_admitted, opt_victims = planned(case, plan)
     for j, pre in sorted(case.partial.items()):  # a partly running gang: its running pods on both sides
         if j not in jobs:
