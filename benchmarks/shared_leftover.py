@@ -35,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workloads", nargs="+", default=list(table.WORKLOADS))
     ap.add_argument("--kinds", type=int, default=0, help="also list the N most frequent kinds of pod")
     ap.add_argument("--batch", type=int, default=0, help="arrivals per solve of the batch policies (0: their default)")
+    ap.add_argument("--check", action="store_true",
+                    help="frag-hole-batch: keep a solve only when it leaves its nodes less fragmented after the batch "
+                         "than frag-hole's sequence (SharedConfig.batch_check)")
     args = ap.parse_args(argv)
     if not (args.data / table.NODES).is_file():
         print(f"no {table.NODES} under {args.data}: nothing to do")
@@ -49,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         trace = table.read_sim_pods(args.data / "openb" / f"openb_pod_list_{wl}.csv")
         stream = fgd_workload(trace, gpus, table.PERCENT, args.seed, every_pod=True)
         res = shared.simulate(nodes, stream, args.policy, shared.target_workload(trace),
-                              shared.SharedConfig(seed=args.seed, **({"batch": args.batch} if args.batch else {})))
+                              shared.SharedConfig(seed=args.seed, batch_check=args.check,
+                                                  **({"batch": args.batch} if args.batch else {})))
         arrivals = [shared.arrival_of(p) for p in stream]
         cl = shared.DevCluster(nodes)
         arrived, first = 0, (float("nan"), float("nan"))

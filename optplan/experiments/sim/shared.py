@@ -194,6 +194,10 @@ class SharedConfig:
     """``frag-batch``: extra candidate devices per share: the least free devices with room anywhere."""
     batch_dtime: float = 0.5
     """``frag-batch``: CP-SAT's deterministic time limit per solve (deterministic, unlike a wall-clock limit)."""
+    batch_check: bool = False
+    """``frag-hole-batch``: keep a solve that places as many milli-GPUs as ``frag-hole``'s sequence only when it
+    leaves the nodes it touches less fragmented, by FGD's measure after the batch (an experiment:
+    docs/benchmarks.md, "Why frag-hole-batch falls below frag-hole")."""
 
 
 @dataclass(frozen=True)
@@ -960,6 +964,38 @@ class FragHoleBatchPolicy(FragBatchPolicy, FragHolePolicy):
         cl = self.cl
         _used, spare = self.refuge(p, cl.fits(p))
         return [0 if cl.free_gpu[o.node, o.device] < MILLI else 1 if spare[o.node] else HOLE_TIERS for o in options]
+
+    def _solve(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]], hint: list[int]) -> list[int]:
+        """``frag-batch``'s solve; with ``SharedConfig.batch_check`` kept only when it places more milli-GPUs than
+        ``frag-hole``'s sequence (the hint), or as many and leaves the nodes it touches less fragmented by FGD's
+        measure on the state after the batch (the solve weighs each option on the state before it)."""
+        pick = super()._solve(pods, opts, hint)
+        if pick == hint or not self.cfg.batch_check:
+            return pick
+        got, was = self._value(pods, [[0] * len(o) for o in opts], pick)[0], \
+            self._value(pods, [[0] * len(o) for o in opts], hint)[0]
+        if got != was:
+            return pick if got > was else hint
+        nodes = sorted({opts[j][o].node for j, o in enumerate(pick) if o >= 0} |
+                       {opts[j][o].node for j, o in enumerate(hint) if o >= 0})
+        return pick if self._after(pods, opts, pick, nodes) < self._after(pods, opts, hint, nodes) else hint
+
+    def _after(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]], pick: Sequence[int],
+               nodes: list[int]) -> float:
+        """FGD's fragmentation of ``nodes`` summed, on the state after the batch takes ``pick``."""
+        cl = self.cl
+        row = {i: k for k, i in enumerate(nodes)}
+        free = cl.free_gpu[nodes].copy()
+        cpu = cl.free_cpu[nodes].copy()
+        chosen = [(pods[j], opts[j][o]) for j, o in enumerate(pick) if o >= 0]
+        for p, opt in sorted(chosen, key=lambda c: not c[0].ask.is_share):  # as ``place``: the shares' devices first
+            k = row[opt.node]
+            cpu[k] -= p.cpu
+            if p.ask.is_share:
+                free[k, opt.device] -= p.ask.milli
+            elif p.ask.whole:
+                free[k, np.flatnonzero(free[k] == MILLI)[: p.ask.whole]] = 0
+        return float(np.sum(self.frag(free, cpu, self.model_ids[nodes])))
 
     def _coefs(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]]) -> list[list[int]]:
         """Lexicographic: the hole tiers, then ``frag-batch``'s weights in ``frag-spread``'s tie order."""
