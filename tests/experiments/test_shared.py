@@ -359,3 +359,23 @@ def test_frag_hole_batch_places_a_batch_jointly_and_keeps_the_unfillable_hole_of
     assert shared.simulate(SPARE, SHARE_FIRST, "frag-batch", TARGET_810, one).assignment[0] == (0, (1,))
     got = shared.simulate(SPARE, SHARE_FIRST, "frag-hole-batch", TARGET_810, one)
     assert got.allocated_milli == 3810 and got.assignment[0] in ((1, (0,)), (1, (1,)))
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_frag_hole_batch_checks_a_solve_against_frag_holes_sequence_after_the_batch(
+        check: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # two 500-milli shares, whole GPUs the typical task: frag-hole's sequence (the hint) puts both on one device
+    # (nothing left a whole GPU cannot use); a solve that spreads them over two devices of node a leaves two
+    # half devices. Kept as the solve's without the check; with it, the sequence, which leaves the nodes less
+    # fragmented after the batch. A solve that places more milli-GPUs is kept either way.
+    nodes = [SimNode("a", 64000, 64 * GI, 2, "G2"), SimNode("b", 64000, 64 * GI, 2, "G2")]
+    pol = shared.FragHoleBatchPolicy(shared.DevCluster(nodes), shared.SharedConfig(batch_check=check),
+                                     TargetWorkload.of([(1000, GpuAsk(whole=1))]))
+    pods = [shared.arrival_of(SimPod(f"s{k}", 4000, GI, 1, 500)) for k in range(2)]
+    opts = [[shared._Option(0, 0, 0), shared._Option(0, 1, 0)] for _ in pods]
+    hint, spread = [0, 0], [0, 1]
+    monkeypatch.setattr(shared.FragBatchPolicy, "_solve", lambda self, p, o, h: spread)
+    assert pol._solve(pods, opts, hint) == (hint if check else spread)
+    more = [0, 1]
+    monkeypatch.setattr(shared.FragBatchPolicy, "_solve", lambda self, p, o, h: more)
+    assert pol._solve(pods, opts, [0, -1]) == more
