@@ -186,10 +186,8 @@ def generate(seed: int, index: int) -> Case:
             used += per
             pods.append(_pod(ns, f"{name}-{k}", name, node, per, cpu // gpus, mem // gpus, pc))
         if pods:
-            pg = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-                  "metadata": {"name": name, "namespace": ns},
-                  "spec": {"minMember": len(pods), "queue": queue, "priorityClassName": pc}}
-            case.running.append([pg, *pods])
+            case.running.append([_podgroup(ns, name, {"minMember": len(pods), "queue": queue,
+                                                      "priorityClassName": pc}), *pods])
         g += 1
     # ---- pending VCJobs
     for j in range(rng.choice((1, 2, 3, 3, 4))):
@@ -589,9 +587,7 @@ def generate_podgroups(seed: int, index: int) -> Case:
             pods = [pod(f"{name}-s{k}-{m}", name, per, pc, tol, {}, {"grp": f"s{k}"})
                     for k in range(count) for m in range(size)]
             kinds.update(("subgroups", "partitions"))
-        pg = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-              "metadata": {"name": name, "namespace": ns}, "spec": spec}
-        case.bare.append([pg, *pods])
+        case.bare.append([_podgroup(ns, name, spec), *pods])
     _partial_bare(case, seed, index)
     if case.partial:
         kinds.add("partial")
@@ -752,10 +748,8 @@ def never_case(ns: str, beyond: bool) -> Case:
     case.queues = [_queue(queue, {"parent": "root", "reclaimable": True, "deserved": {GPU: 8 * len(names)}})]
 
     def gang(name: str, node: str, gpus: int, pc: str, min_member: int) -> list[dict[str, Any]]:
-        pg = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-              "metadata": {"name": name, "namespace": ns},
-              "spec": {"minMember": min_member, "queue": queue, "priorityClassName": pc}}
-        return [pg, _pod(ns, f"{name}-0", name, node, gpus, 8, 64, pc)]
+        return [_podgroup(ns, name, {"minMember": min_member, "queue": queue, "priorityClassName": pc}),
+                _pod(ns, f"{name}-0", name, node, gpus, 8, 64, pc)]
 
     case.running = [gang("c0", names[0], 4, "critical-job", 1),
                     *(gang(f"r{k}", node, 8, "spot-job", 0) for k, node in enumerate(names[1:]))]
@@ -1160,6 +1154,12 @@ class Verdict:
     fewer: bool = False  # optplan admitted fewer jobs than Volcano
     error: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+
+
+def _podgroup(ns: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """A PodGroup of the case (a running gang's or a bare gang's), its spec as given."""
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": ns}, "spec": spec}
 
 
 def lowest_hypernode(case: Case, nodes: Iterable[str]) -> str | None:
