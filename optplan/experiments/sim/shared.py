@@ -972,8 +972,7 @@ class FragHoleBatchPolicy(FragBatchPolicy, FragHolePolicy):
         pick = super()._solve(pods, opts, hint)
         if pick == hint or not self.cfg.batch_check:
             return pick
-        got, was = self._value(pods, [[0] * len(o) for o in opts], pick)[0], \
-            self._value(pods, [[0] * len(o) for o in opts], hint)[0]
+        got, was = (sum(pods[j].ask.total_milli for j, o in enumerate(x) if o >= 0) for x in (pick, hint))
         if got != was:
             return pick if got > was else hint
         nodes = sorted({opts[j][o].node for j, o in enumerate(pick) if o >= 0} |
