@@ -35,9 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workloads", nargs="+", default=list(table.WORKLOADS))
     ap.add_argument("--kinds", type=int, default=0, help="also list the N most frequent kinds of pod")
     ap.add_argument("--batch", type=int, default=0, help="arrivals per solve of the batch policies (0: their default)")
-    ap.add_argument("--check", action="store_true",
+    ap.add_argument("--check", choices=("on", "off"),
                     help="frag-hole-batch: keep a solve only when it leaves its nodes less fragmented after the batch "
-                         "than frag-hole's sequence (SharedConfig.batch_check)")
+                         "than frag-hole's sequence (SharedConfig.batch_check; default: when pods require a GPU "
+                         "model)")
     args = ap.parse_args(argv)
     if not (args.data / table.NODES).is_file():
         print(f"no {table.NODES} under {args.data}: nothing to do")
@@ -51,8 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     for wl in args.workloads:
         trace = table.read_sim_pods(args.data / "openb" / f"openb_pod_list_{wl}.csv")
         stream = fgd_workload(trace, gpus, table.PERCENT, args.seed, every_pod=True)
+        check = None if args.check is None else args.check == "on"
         res = shared.simulate(nodes, stream, args.policy, shared.target_workload(trace),
-                              shared.SharedConfig(seed=args.seed, batch_check=args.check,
+                              shared.SharedConfig(seed=args.seed, batch_check=check,
                                                   **({"batch": args.batch} if args.batch else {})))
         arrivals = [shared.arrival_of(p) for p in stream]
         cl = shared.DevCluster(nodes)

@@ -379,3 +379,14 @@ def test_frag_hole_batch_checks_a_solve_against_frag_holes_sequence_after_the_ba
     more = [0, 1]
     monkeypatch.setattr(shared.FragBatchPolicy, "_solve", lambda self, p, o, h: more)
     assert pol._solve(pods, opts, [0, -1]) == more
+
+
+def test_frag_hole_batch_checks_by_default_where_pods_require_a_gpu_model() -> None:
+    cl = shared.DevCluster(NODES)  # a: 2 T4 GPUs, b: 8 G2 GPUs, c: none
+    t4 = GpuAsk(whole=1, models=frozenset({"T4"}))
+    anywhere = TargetWorkload.of([(1000, GpuAsk(whole=1))])
+    some_t4 = TargetWorkload.of([(1000, t4), (1000, GpuAsk(whole=1))])
+    assert not shared.FragHoleBatchPolicy(cl, shared.SharedConfig(), anywhere).check
+    assert shared.FragHoleBatchPolicy(cl, shared.SharedConfig(), some_t4).check
+    assert not shared.FragHoleBatchPolicy(cl, shared.SharedConfig(batch_check=False), some_t4).check
+    assert shared.FragHoleBatchPolicy(cl, shared.SharedConfig(batch_check=True), anywhere).check

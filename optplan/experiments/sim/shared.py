@@ -79,8 +79,10 @@ optplan's:
   candidates are ``frag-batch``'s plus its place in that sequence; the second solve's weights are lexicographic:
   first the hole tiers of a share ``frag-hole`` keeps off free devices (a partly used device before the batch, a
   free device of a spare node, another free device), then FGD's scores in ``frag-spread``'s tie order (on the
-  state before the batch). An arrival left out that still fits is placed by ``frag-hole``'s rule:
-  work-conserving at the end of each batch.
+  state before the batch). Where some pods of the trace require a GPU model (``SharedConfig.batch_check``), a
+  solve that places only as many milli-GPUs as that sequence is kept only when it leaves the nodes it touches
+  less fragmented by FGD's measure after the batch. An arrival left out that still fits is placed by
+  ``frag-hole``'s rule: work-conserving at the end of each batch.
 - ``frag-admit`` (**rejects pods that fit**: an admission policy, not work-conserving, so not a like-for-like
   peer of FGD): ``frag-hole`` refusing such a share when neither a partly used device nor a spare device can take
   it.
@@ -194,10 +196,10 @@ class SharedConfig:
     """``frag-batch``: extra candidate devices per share: the least free devices with room anywhere."""
     batch_dtime: float = 0.5
     """``frag-batch``: CP-SAT's deterministic time limit per solve (deterministic, unlike a wall-clock limit)."""
-    batch_check: bool = False
+    batch_check: bool | None = None
     """``frag-hole-batch``: keep a solve that places as many milli-GPUs as ``frag-hole``'s sequence only when it
-    leaves the nodes it touches less fragmented, by FGD's measure after the batch (an experiment:
-    docs/benchmarks.md, "Why frag-hole-batch falls below frag-hole")."""
+    leaves the nodes it touches less fragmented, by FGD's measure after the batch (docs/benchmarks.md, "Why
+    frag-hole-batch falls below frag-hole"); None: when some pods of the trace require a GPU model."""
 
 
 @dataclass(frozen=True)
@@ -965,12 +967,19 @@ class FragHoleBatchPolicy(FragBatchPolicy, FragHolePolicy):
         _used, spare = self.refuge(p, cl.fits(p))
         return [0 if cl.free_gpu[o.node, o.device] < MILLI else 1 if spare[o.node] else HOLE_TIERS for o in options]
 
+    def __init__(self, cl: DevCluster, cfg: SharedConfig, target: TargetWorkload) -> None:
+        super().__init__(cl, cfg, target)
+        self.check = bool(self.pressure.any()) if cfg.batch_check is None else cfg.batch_check
+        """Check each solve against ``frag-hole``'s sequence (``_solve``): by default where pods require a GPU
+        model, which meet on the few nodes of their model, and one solve on the weights before the batch sends
+        several to the same ones."""
+
     def _solve(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]], hint: list[int]) -> list[int]:
-        """``frag-batch``'s solve; with ``SharedConfig.batch_check`` kept only when it places more milli-GPUs than
-        ``frag-hole``'s sequence (the hint), or as many and leaves the nodes it touches less fragmented by FGD's
-        measure on the state after the batch (the solve weighs each option on the state before it)."""
+        """``frag-batch``'s solve; with ``check`` kept only when it places more milli-GPUs than ``frag-hole``'s
+        sequence (the hint), or as many and leaves the nodes it touches less fragmented by FGD's measure on the
+        state after the batch (the solve weighs each option on the state before it)."""
         pick = super()._solve(pods, opts, hint)
-        if pick == hint or not self.cfg.batch_check:
+        if pick == hint or not self.check:
             return pick
         got, was = (sum(pods[j].ask.total_milli for j, o in enumerate(x) if o >= 0) for x in (pick, hint))
         if got != was:
