@@ -199,7 +199,7 @@ class SharedConfig:
     batch_check: bool | None = None
     """``frag-hole-batch``: keep a solve that places as many milli-GPUs as ``frag-hole``'s sequence only when it
     leaves the nodes it touches less fragmented, by FGD's measure after the batch (docs/benchmarks.md, "Why
-    frag-hole-batch falls below frag-hole"); None: when some pods of the trace require a GPU model."""
+    frag-hole-batch fell below frag-hole"); None: when some pods of the trace require a GPU model."""
 
 
 @dataclass(frozen=True)
