@@ -49,10 +49,10 @@ def main(argv: list[str] | None = None) -> int:
           "| arrived % at the first rejection | alloc % then | the most free milli in one hole size |")
     print("|---|---|---|---|---|---|---|---|---|")
     listed: list[tuple[str, list[tuple[tuple[int, int], list[float]]]]] = []
+    check = None if args.check is None else args.check == "on"
     for wl in args.workloads:
         trace = table.read_sim_pods(args.data / "openb" / f"openb_pod_list_{wl}.csv")
         stream = fgd_workload(trace, gpus, table.PERCENT, args.seed, every_pod=True)
-        check = None if args.check is None else args.check == "on"
         res = shared.simulate(nodes, stream, args.policy, shared.target_workload(trace),
                               shared.SharedConfig(seed=args.seed, batch_check=check,
                                                   **({"batch": args.batch} if args.batch else {})))

@@ -889,7 +889,15 @@ class FragBatchPolicy(FgdPolicy):
         placed by the policy's rule on arrival (FGD's; ``frag-hole``'s for ``frag-hole-batch``), so nobody is
         refused while there is room."""
         opts, hint = self._candidates(pods)
-        pick = self._solve(pods, opts, hint)
+        out = self._take(pods, opts, self._solve(pods, opts, hint))
+        for j, p in enumerate(pods):
+            if out[j] is None:
+                out[j] = self.arrive(p)
+        return out
+
+    def _take(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]], pick: Sequence[int]) -> list[Placement]:
+        """The batch's chosen options taken on the cluster: a share on its device, whole GPUs on the node's first
+        entirely free devices that no share of the batch takes; None for an arrival without one."""
         cl = self.cl
         taken: dict[int, set[int]] = {}
         for j, o in enumerate(pick):
@@ -909,9 +917,6 @@ class FragBatchPolicy(FgdPolicy):
                 taken.setdefault(i, set()).update(devs)
             cl.take(i, p, devs)
             out.append((i, devs))
-        for j, p in enumerate(pods):
-            if out[j] is None:
-                out[j] = self.arrive(p)
         return out
 
 
@@ -992,18 +997,11 @@ class FragHoleBatchPolicy(FragBatchPolicy, FragHolePolicy):
                nodes: list[int]) -> float:
         """FGD's fragmentation of ``nodes`` summed, on the state after the batch takes ``pick``."""
         cl = self.cl
-        row = {i: k for k, i in enumerate(nodes)}
-        free = cl.free_gpu[nodes].copy()
-        cpu = cl.free_cpu[nodes].copy()
-        chosen = [(pods[j], opts[j][o]) for j, o in enumerate(pick) if o >= 0]
-        for p, opt in sorted(chosen, key=lambda c: not c[0].ask.is_share):  # as ``place``: the shares' devices first
-            k = row[opt.node]
-            cpu[k] -= p.cpu
-            if p.ask.is_share:
-                free[k, opt.device] -= p.ask.milli
-            elif p.ask.whole:
-                free[k, np.flatnonzero(free[k] == MILLI)[: p.ask.whole]] = 0
-        return float(np.sum(self.frag(free, cpu, self.model_ids[nodes])))
+        snap = cl.snapshot()
+        self._take(pods, opts, pick)  # as ``place`` takes it
+        after = float(np.sum(self.frag(cl.free_gpu[nodes], cl.free_cpu[nodes], self.model_ids[nodes])))
+        cl.restore(snap)
+        return after
 
     def _coefs(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]]) -> list[list[int]]:
         """Lexicographic: the hole tiers, then ``frag-batch``'s weights in ``frag-spread``'s tie order."""
