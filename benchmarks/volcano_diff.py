@@ -465,12 +465,17 @@ def outcomes(plan: dict[str, Any]) -> dict[str, Any]:
             "reclaim": tuple(sorted(n for n, r in victims if r.endswith("reclaim")))}
 
 
-def hypernodes(case: Case, plan: dict[str, Any]) -> dict[str, str | None]:
-    """The lowest HyperNode holding each admitted job's pods, for the case's jobs with a ``networkTopology``, as
-    ``vcdiff.compare`` reads a plan (``planned``)."""
-    if "error" in plan:
+Read = tuple[dict[str, dict[str, str]], set[str], dict[str, tuple[str, str]]]
+"""A plan as ``vcdiff.compare`` reads it (``vcdiff.planned``): per job its pods' nodes, the jobs admitted, the
+victims."""
+
+
+def hypernodes(case: Case, read: Read | None) -> dict[str, str | None]:
+    """The lowest HyperNode holding each admitted job's pods, for the case's jobs with a ``networkTopology``, of a
+    plan as read (None: a plan error)."""
+    if read is None:
         return {}
-    pods, admitted, _victims = planned(case, plan)
+    pods, admitted, _victims = read
     return {j: lowest_hypernode(case, pods[j].values()) for j, spec in case_jobs(case).items()
             if "networkTopology" in spec["spec"] and j in admitted}
 
@@ -484,11 +489,12 @@ def ceiling(case: Case, obs: Observed, snapshot: Path) -> dict[str, Any]:
     weights = start_weights([n["metadata"]["name"] for n in case.nodes])
     plans = {x: place_here(snapshot, "greedy", "--node-list-start", x) for x in sorted(weights)}
     by_start = {x: outcomes(p) for x, p in plans.items()}
+    reads = {x: None if "error" in p else planned(case, p) for x, p in plans.items()}
     first = min(weights)
     out: dict[str, Any] = {}
     # topology: per job with a networkTopology that the greedy by name admits, the weight of the starts that put
     # it in the same lowest HyperNode, and the most weight one HyperNode of it has over the starts admitting it
-    hns = {x: hypernodes(case, p) for x, p in plans.items()}
+    hns = {x: hypernodes(case, r) for x, r in reads.items()}
     topo = []
     for job in sorted(hns[first]):
         mass = {}
@@ -505,25 +511,25 @@ def ceiling(case: Case, obs: Observed, snapshot: Path) -> dict[str, Any]:
         acts = action == "allocate" or any(o[action] for o in by_start.values())
         out[action] = {"byName": round(mass[by_start[first][action]], 6), "best": round(max(mass.values()), 6),
                        "acts": acts, "outcomes": len(mass)}
-    out["pods"] = scored_pods(case, obs, plans, first)
+    out["pods"] = scored_pods(case, obs, reads, first)
     return out
 
 
-def scored_pods(case: Case, obs: Observed, plans: dict[str, dict[str, Any]], first: str) -> dict[str, int]:
+def scored_pods(case: Case, obs: Observed, reads: dict[str, Read | None], first: str) -> dict[str, int]:
     """Per pod of a job both the greedy by name and Volcano admit (as ``vcdiff.compare`` counts nodes): the node,
     where the scores decide it (every start of the node list puts the pod there), else its lowest HyperNode
     (the issue's "per pod the node where Volcano's choice is determined by its scores, otherwise the
     HyperNode"); counted apart."""
     out = {"decided": 0, "decidedSame": 0, "other": 0, "otherSame": 0}
-    if obs.snapshot_error or "error" in plans[first]:
+    by_name = reads[first]
+    if obs.snapshot_error or by_name is None:
         return out
-    starts = {x: planned(case, p)[0] for x, p in plans.items() if "error" not in p}
-    pods, admitted, _victims = planned(case, plans[first])
+    pods, admitted, _victims = by_name
     vol_pods, vol_admitted = volcano_did(case, obs)
     for j in sorted(admitted & vol_admitted):
         o, w = pods.get(j, {}), vol_pods[j]
         for pod in sorted(set(o) & set(w)):
-            if len(starts) == len(plans) and len({ps.get(j, {}).get(pod) for ps in starts.values()}) == 1:
+            if len({r[0].get(j, {}).get(pod) if r else None for r in reads.values()}) == 1:
                 out["decided"] += 1
                 out["decidedSame"] += o[pod] == w[pod]
             else:
