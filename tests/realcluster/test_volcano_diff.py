@@ -45,6 +45,7 @@ from tests.realcluster.vcdiff import (
     generate_podgroups,
     never_case,
     priority_classes,
+    remade_case,
     renamed,
     run_case,
 )
@@ -137,6 +138,20 @@ def test_preempt_passes_over_a_never_task_as_volcano_does(real_cluster: Cluster,
     v = _verdict(real_cluster, tmp_path, case)
     assert v.preempt is (True if beyond else None), v.details
     assert v.reclaim is None, v.details
+
+
+@pytest.mark.parametrize(("deserved", "taken"), [(0, True), (8, False)], ids=["above-deserved", "within-deserved"])
+def test_reclaim_takes_a_running_vcjobs_pod_at_min_available_as_volcano_does(real_cluster: Cluster, tmp_path: Path,
+                                                                             deserved: int, taken: bool) -> None:
+    """A running VCJob's pod at minAvailable (``vcdiff.remade_case``): above its queue's deserved vc-scheduler's
+    reclaim takes it by the second tier and the job controller makes it again, pending; within, nothing moves.
+    The greedy agrees on the admitted jobs, the victims and the gang's running pods (it kept such a pod out of
+    reach before: it left ``j`` waiting)."""
+    case = remade_case(f"vcd-remade-{deserved}", deserved)
+    v = _verdict(real_cluster, tmp_path, case)
+    assert v.reclaim is (True if taken else None), v.details
+    assert v.partial == [True], v.details
+    assert v.details.get("reclaim", {}).get("volcano", []) == (["g-worker-0"] if taken else []), v.details
 
 
 def test_the_recording_keeps_the_node_list_volcano_began_with(real_cluster: Cluster, tmp_path: Path) -> None:

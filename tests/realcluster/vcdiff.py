@@ -766,6 +766,39 @@ def never_case(ns: str, beyond: bool) -> Case:
     return case
 
 
+def remade_case(ns: str, deserved: int) -> Case:
+    """A hand-made case of a running VCJob's pod taken by reclaim's second tier (``test_volcano_diff.py``; the
+    rule ``placement.jobs.remade``): 8-GPU nodes ``n0`` and ``n1``; VCJob ``g`` of queue ``other`` (``deserved``
+    GPUs: 0 puts its 8 above it) runs ``g-worker-0`` on ``n0`` with minAvailable 1 and its replica 1 pending, which
+    fits nowhere; ``n1`` runs ``b-0`` of queue ``keep`` (within its deserved); ``j`` (queue ``mine``) needs a whole
+    node. The gang plugin offers nothing for ``g`` (ready 1 <= minAvailable 1), its tier ends and the capacity
+    plugin decides: above its deserved, ``g-worker-0`` goes, ``j`` takes ``n0``, and ``g``'s controller makes the
+    pod again, pending; within it, nothing moves."""
+    case = Case(0, 0, ns)
+    names = [f"{ns}-n{i}" for i in range(2)]
+    case.nodes = [_node(n, 8, 64, 512, {}, False) for n in names]
+
+    def q(name: str, gpus: int) -> dict[str, Any]:
+        return _queue(f"{ns}-{name}", {"parent": "root", "reclaimable": True,
+                                       "deserved": {GPU: gpus, "cpu": str(gpus * 8), "memory": f"{gpus * 64}Gi"}})
+
+    case.queues = [q("mine", 8), q("other", deserved), q("keep", 8)]
+    case.running = [[_podgroup(ns, "b", {"minMember": 1, "queue": f"{ns}-keep", "priorityClassName": "normal-job"}),
+                     _pod(ns, "b-0", "b", names[1], 8, 8, 64, "normal-job")]]
+
+    def job(name: str, queue: str, replicas: int) -> dict[str, Any]:
+        return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name, "namespace": ns},
+                "spec": {"schedulerName": "volcano", "queue": f"{ns}-{queue}", "minAvailable": 1,
+                         "priorityClassName": "normal-job",
+                         "tasks": [{"name": "worker", "replicas": replicas,
+                                    "template": {"spec": _pod_spec(8, 64, 8, 512)}}]}}
+
+    case.pending = [job("g", "other", 2), job("j", "mine", 1)]
+    case.partial = {"g": [("g-worker-0", names[0])]}
+    case.kinds = ("allocate", "partial", "reclaim")
+    return case
+
+
 def _spread(rng: random.Random, room: dict[str, int], count: int, per: int) -> list[str]:
     """Up to ``count`` pods of ``per`` GPUs, each on a node drawn among those of ``room`` (node -> free GPUs,
     taken as they are placed) with room for it; the nodes, as many as fit."""
@@ -1179,7 +1212,8 @@ def case_jobs(case: Case) -> dict[str, dict[str, Any]]:
 def planned(case: Case, plan: dict[str, Any]) -> tuple[dict[str, dict[str, str]], set[str],
                                                        dict[str, tuple[str, str]]]:
     """What a plan does in the case: per job its pods' nodes (a partly running gang's running pods with its
-    bindings), the jobs admitted (a partly running gang also when its running pods and bindings reach its
+    bindings, but those it evicts: a VCJob's controller makes such a pod again, bound where a binding says), the
+    jobs admitted (a partly running gang also when its running pods and bindings reach its
     minAvailable: the plan's "admitted" speaks of the pending pods it places), and the victims (node, reason)."""
     jobs = case_jobs(case)
     pods: dict[str, dict[str, str]] = {}
@@ -1197,7 +1231,10 @@ def planned(case: Case, plan: dict[str, Any]) -> tuple[dict[str, dict[str, str]]
     for j, pre in sorted(case.partial.items()):
         if j not in jobs:
             continue
-        pods.setdefault(j, {}).update(dict(pre))
+        mine = pods.setdefault(j, {})
+        for pod, node in pre:  # a running pod the plan evicts is gone (bound again where a binding says)
+            if pod not in victims:
+                mine[pod] = node
         if len(pods[j]) >= jobs[j]["spec"]["minAvailable"]:
             admitted.add(j)
     return pods, admitted, victims

@@ -83,9 +83,9 @@ from optplan.solvers.placement import gang_cpsat, victims_cpsat
 from optplan.solvers.placement.allocate import explain_rejections
 from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.cycles import greedy_cycles
-from optplan.solvers.placement.evict import lost_text, victim_notes, victim_text
+from optplan.solvers.placement.evict import lost_text, remade_text, victim_notes, victim_text
 from optplan.solvers.placement.greedy import placed_reason
-from optplan.solvers.placement.jobs import lost_pods
+from optplan.solvers.placement.jobs import lost_pods, remade_pods
 from optplan.solvers.placement.model import (
     Data,
     PlanKey,
@@ -641,9 +641,12 @@ def solve(ctx: Context, options: PlanOptions, greedy: PlacementPlan | None = Non
     best = explain_rejections(ctx, best)
     notes = victim_notes(ctx, best, proven)
     gone = {f"{x.namespace}/{x.name}" for jp in best.jobs for x in jp.victims}
-    lost = {j.key: lost for j in ctx.jobs if (lost := lost_pods(j, ctx.snapshot, gone))}
+    admitted = {jp.key for jp in best.jobs if jp.admitted}
+    lost = {j.key: (lost[0], lost_text(lost)) for j in ctx.jobs if (lost := lost_pods(j, ctx.snapshot, gone))}
+    lost.update({j.key: (again[0], remade_text(again)) for j in ctx.jobs if j.key not in lost.keys() | admitted
+                 and (again := remade_pods(j, ctx.snapshot, gone))})  # its controller makes the pod again
     best = best.model_copy(update={"jobs": tuple(
-        jp.model_copy(update={"reason": f"{jp.reason}; {lost_text(lost[jp.key])}"}) if jp.key in lost and
+        jp.model_copy(update={"reason": f"{jp.reason}; {lost[jp.key][1]}"}) if jp.key in lost and
         lost[jp.key][0] not in jp.reason else
         jp.model_copy(update={"reason": f"{jp.reason}; no victims ({notes[jp.key]})"}) if jp.key in notes else jp
         for jp in best.jobs)})

@@ -32,11 +32,12 @@ import logging
 from collections import defaultdict
 
 from optplan.models.placement import CYCLE_STEPS, Binding, JobPlacement, PlacementPlan, Victim
+from optplan.models.queues import VCJob
 from optplan.models.snapshot import Pod, PodGroup, Snapshot
 from optplan.solvers.placement.allocate import greedy_place
 from optplan.solvers.placement.context import Context
-from optplan.solvers.placement.evict import lost_text, plan_victims
-from optplan.solvers.placement.jobs import lost_pods, task_pos
+from optplan.solvers.placement.evict import lost_text, plan_victims, remade_text
+from optplan.solvers.placement.jobs import lost_pods, remade_pods, task_pos
 from optplan.solvers.placement.validate import placement_violations
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ def greedy_cycles(ctx: Context) -> PlacementPlan:
             break
         snap = after_cycle(cur, last)
         gone = {f"{v.namespace}/{v.name}" for p in cycles for jp in p.jobs for v in jp.victims}
-        jobs = [j for j in ctx.jobs if left_to_place(cycles, j.key, ctx) and not lost_pods(j, ctx.snapshot, gone)]
+        jobs = [j for j in ctx.jobs if left_to_place(cycles, j, ctx, gone) and not lost_pods(j, ctx.snapshot, gone)]
         nominated = {**cur.nominated, **cur.pipelined}  # kept until a later pipelining changes it
         cur = Context.build(snap, jobs, ctx.weights, ctx.now, safety=ctx.safety, hyper_weights=ctx.hyper_weights,
                             actions=ctx.actions, scheduler=ctx.scheduler, nominated=nominated)
@@ -84,12 +85,16 @@ def greedy_cycles(ctx: Context) -> PlacementPlan:
     return best
 
 
-def left_to_place(cycles: list[PlacementPlan], key: str, ctx: Context) -> bool:
-    """The job has replicas that no cycle's allocate placed and that do not run already."""
+def left_to_place(cycles: list[PlacementPlan], job: VCJob, ctx: Context,
+                  gone: frozenset[str] | set[str] = frozenset()) -> bool:
+    """The job has replicas that no cycle's allocate placed and that do not run already (a running pod among the
+    victims ``gone`` that its controller makes again, ``jobs.remade``, is a replica to place again)."""
+    key = job.key
     done = {(b.task, b.index) for p in cycles for jp in p.jobs if jp.key == key and jp.admitted
             and not jp.after_evictions for b in jp.bindings}
     held = ctx.held.get(key, {})
-    return any((t, i) not in done and i not in held.get(t, frozenset())
+    again = set(remade_pods(job, ctx.snapshot, gone))
+    return any((t, i) not in done and (i not in held.get(t, frozenset()) or pods[i].key in again)
                for t, pods in ctx.pods[key].items() for i in range(len(pods)))
 
 
@@ -126,6 +131,7 @@ def merge(ctx: Context, cycles: list[PlacementPlan]) -> PlacementPlan | None:
     entry: dict[str, JobPlacement] = {}  # the entry that admitted the job (its latest), or its latest word
     cycle_of: dict[str, int] = {}
     evictions: list[tuple[Victim, str, int]] = []  # (victim, the job whose action evicted it, its step)
+    named: set[str] = set()  # the victims so far (a pod a job controller made again is not one twice)
     last = len(cycles)
     for k, plan in enumerate(cycles, start=1):
         for jp in plan.jobs:
@@ -137,8 +143,10 @@ def merge(ctx: Context, cycles: list[PlacementPlan]) -> PlacementPlan | None:
             elif jp.key not in cycle_of:
                 entry[jp.key] = jp
             for v in jp.victims:
-                if f"{v.namespace}/{v.name}" not in original:
+                vk = f"{v.namespace}/{v.name}"
+                if vk not in original or vk in named:
                     return None  # a pod this plan placed in an earlier cycle: not a victim the plan can name
+                named.add(vk)
                 evictions.append((v, jp.key, CYCLE_STEPS * k + jp.step))
     lands: dict[str, set[str]] = {k: {b.node for b in bs} for k, bs in bound.items()}
     owners: dict[str, list[Victim]] = defaultdict(list)
@@ -163,9 +171,12 @@ def merge(ctx: Context, cycles: list[PlacementPlan]) -> PlacementPlan | None:
         if first is None:  # not admitted in any cycle
             if jp.admitted:
                 return None
-            lost = lost_pods(job, ctx.snapshot, {f"{v.namespace}/{v.name}" for v, _e, _s in evictions})
+            lost = lost_pods(job, ctx.snapshot, named)
             if lost and lost[0] not in jp.reason:  # another job took its exposed pod (``jobs.shield``)
                 jp = jp.model_copy(update={"reason": f"{jp.reason}; {lost_text(lost)}"})
+            again = remade_pods(job, ctx.snapshot, named)
+            if again and again[0] not in jp.reason:
+                jp = jp.model_copy(update={"reason": f"{jp.reason}; {remade_text(again)}"})
             if victims:
                 k = unplaced[job.key] // CYCLE_STEPS
                 if job.key not in topo:

@@ -22,6 +22,7 @@ from optplan.solvers.placement.jobs import (
     lost_pods,
     own_groups,
     preemptor_order,
+    remade_pods,
     starving,
 )
 from optplan.solvers.placement.partitions import evicts_anywhere, partitioned
@@ -279,6 +280,10 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
                 notes[jp.key].append(f"{reason}: {lost_text(lost)}")
                 cooling[jp.key] = None
                 continue
+            if again := remade_pods(job, ctx.snapshot, state.evicted):  # a later cycle places it with the replica
+                notes[jp.key].append(f"{reason}: {remade_text(again)}")
+                cooling[jp.key] = None
+                continue
             twin = twin_key(ctx, job) if TWINS and not pre.get(jp.key) else None
             seen = twins.get((step, twin)) if twin is not None else None
             if seen is not None and seen[0] == commits:  # its twin found nothing on this same state
@@ -357,6 +362,13 @@ def lost_text(lost: list[str]) -> str:
     """Why a bare PodGroup whose running pods another job evicted is not admitted (``jobs.lost_for_good``)."""
     return (f"its running pod {lost[0]} was evicted by another job's preempt or reclaim (the plugin tiers offer a "
             "starving gang's pods): its PodGroup cannot have minMember pods without it")
+
+
+def remade_text(again: list[str]) -> str:
+    """Why a VCJob whose running pod another job evicted waits in this cycle (``jobs.remade``)."""
+    return (f"its running pod {again[0]} was evicted by another job's preempt or reclaim (the plugin tiers offer a "
+            "gang's pods at minAvailable when the gang plugin offers nothing); its job controller makes the pod "
+            "again, pending, for a later scheduling cycle")
 
 
 def victim_notes(ctx: Context, plan: PlacementPlan, proven: bool) -> dict[str, str]:

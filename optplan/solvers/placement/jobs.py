@@ -13,7 +13,15 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from optplan.models.queues import JobNetworkTopology, JobTask, PartitionPolicy, PodTemplate, TaskMember, VCJob
+from optplan.models.queues import (
+    POD_EVICTED,
+    JobNetworkTopology,
+    JobTask,
+    PartitionPolicy,
+    PodTemplate,
+    TaskMember,
+    VCJob,
+)
 from optplan.models.snapshot import GROUP_NAME_ANNOTATION, TERMINAL_PHASES, NetworkTopology, Pod, PodGroup, Snapshot
 from optplan.solvers.core.oracle import POD_SLOT
 from optplan.solvers.placement.victims import Candidate, Catalogue, pod_index
@@ -380,6 +388,14 @@ def lost_for_good(job: VCJob, task: JobTask) -> bool:
         task.replicas - 1 < task_minima(job).get(task.name, 0)
 
 
+def remade(job: VCJob, task: JobTask) -> bool:
+    """A VCJob whose running pod of ``task`` another job evicts gets that pod again, pending, from its job
+    controller (no lifecycle policy on PodEvicted, or SyncJob: the controller syncs the job and creates the
+    missing replica under the same name): the replica is one more to place in a later scheduling cycle
+    (``cycles``). A policy that restarts or ends the job on the event is not modelled: its pods stay shielded."""
+    return job.kind != "PodGroup" and job.action_on(POD_EVICTED, task.name) in (None, "SyncJob")
+
+
 def shield(cat: Catalogue, snap: Snapshot, jobs: Sequence[VCJob]) -> Catalogue:
     """The catalogue without the running pods of the PodGroups of the jobs being placed: a plan places a
     running gang's pending pods next to its running ones (they are listed as protected, and kept by node in
@@ -387,12 +403,15 @@ def shield(cat: Catalogue, snap: Snapshot, jobs: Sequence[VCJob]) -> Catalogue:
     ``plugin_view``). Volcano's actions filter no job state: a tier may offer the running pod of a starving
     gang to another job (the gang plugin offers nothing for it, its tier ends, the next decides). Those of a
     bare PodGroup that can never be ready without the pod (``lost_for_good``) are ``exposed``: other jobs may take
-    them, and the PodGroup is then never admitted (``lost_pods``); the others are never victims."""
+    them, and the PodGroup is then never admitted (``lost_pods``); so are a VCJob's whose controller makes the
+    pod again (``remade``: vcm-1-110 of the comparison with vc-scheduler, where reclaim's second tier took the
+    running pod of a gang at minAvailable with more replicas pending; the replica is placed again by a later
+    cycle, or waits); the others are never victims."""
     groups = {p.group_key for j in jobs for ps in held_pods(j, snap).values() for p in ps.values()}
     groups.discard(None)
     if not groups & set(cat.groups):
         return cat
-    exposed = {p.key for j in jobs for t in j.tasks if lost_for_good(j, t)
+    exposed = {p.key for j in jobs for t in j.tasks if lost_for_good(j, t) or remade(j, t)
                for p in held_pods(j, snap).get(t.name, {}).values()}
     out = Catalogue(snapshot=cat.snapshot, now=cat.now, protected=dict(cat.protected), groups=dict(cat.groups),
                     exposed={k: c for k, c in cat.candidates.items() if k in exposed})
@@ -413,9 +432,18 @@ def own_groups(job: VCJob, snap: Snapshot) -> frozenset[str]:
     return frozenset(g for ps in held_pods(job, snap).values() for p in ps.values() if (g := p.group_key) is not None)
 
 
+def remade_pods(job: VCJob, snap: Snapshot, gone: Collection[str]) -> list[str]:
+    """A VCJob's running pods among the evicted pods ``gone`` that its controller makes again (``remade``), by
+    key: replicas to place again in a later cycle."""
+    if job.kind == "PodGroup" or not gone:
+        return []
+    return sorted(p.key for t in job.tasks if remade(job, t)
+                  for p in held_pods(job, snap).get(t.name, {}).values() if p.key in gone)
+
+
 def lost_pods(job: VCJob, snap: Snapshot, gone: Collection[str]) -> list[str]:
     """A bare PodGroup's running pods among the evicted pods ``gone`` (exposed pods another job took), by key;
-    none for a VCJob (no pod of one is exposed: ``shield``)."""
+    none for a VCJob (its controller makes an exposed pod again: ``remade_pods``)."""
     if job.kind != "PodGroup" or not gone:
         return []
     return sorted(p.key for ps in held_pods(job, snap).values() for p in ps.values() if p.key in gone)

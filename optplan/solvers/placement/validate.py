@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from itertools import groupby
@@ -41,6 +41,7 @@ from optplan.solvers.placement.jobs import (
     own_groups,
     plugin_view,
     preemptor_order,
+    remade_pods,
     shield,
     starving,
 )
@@ -86,6 +87,12 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
             if jp.admitted and jp.key in given else []
         if lost:
             out.append(f"job {jp.key} is admitted but its running pod {lost[0]} is a victim")
+        again = [k for k in remade_pods(given[jp.key], snap, gone)
+                 if gone[k] > jp.step or (gone[k] == jp.step and not at_later_allocate(jp))] \
+            if jp.admitted and jp.key in given else []
+        if again:  # its controller makes the pod again after the eviction (a later cycle's allocate places the
+            # victims of its jobs' earlier cycles first): a later cycle places it
+            out.append(f"job {jp.key} is admitted at its running pod {again[0]}'s eviction or before it")
     cap = Capacity(snap)
     tree = QueueTree(snap.queues)
     accounts = account_queues(snap, hierarchical=True)
@@ -195,12 +202,16 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
             out.append(f"job {jp.key}: queue {job.queue} is not Open")
         if partitioned(job) and any(vic.reason in GANG_REASON for vic in jp.victims):
             out.append(f"job {jp.key}: {NO_VICTIMS}")
-        if jp.victims and jp.admitted and not {v.reason for v in jp.victims} & set(GANG_REASON):
-            out.extend(_never_violations(snap, job, jp))
+        running = held_pods(job, snap)
+        for k in remade_pods(job, snap, gone):  # evicted before (above): its controller made the replica again
+            for ps in running.values():
+                for i in [i for i, p in ps.items() if p.key == k]:
+                    del ps[i]
+        if jp.victims and not {v.reason for v in jp.victims} & set(GANG_REASON):
+            out.extend(_never_violations(job, jp, running, never_tasks(snap, job)))
         if own_victims(jp) and jp.key not in freed:  # evicted_earlier's: replayed before the later cycles
             victims_gone(job, jp)
         pods = job_pods(job)
-        running = held_pods(job, snap)
         placed: Counter[str] = Counter()
         seen: set[tuple[str, int]] = set()
         nodes: set[str] = set()
@@ -728,16 +739,16 @@ def _victim_violations(snap: Snapshot, job: VCJob, jp: JobPlacement, cat: Catalo
     return out
 
 
-def _never_violations(snap: Snapshot, job: VCJob, jp: JobPlacement) -> list[str]:
+def _never_violations(job: VCJob, jp: JobPlacement, running: Mapping[str, Mapping[int, Pod]],
+                      never: Collection[str]) -> list[str]:
     """A job with a task of preemptionPolicy Never that evicts by preempt or reclaim: vc-scheduler v1.15.1's
     actions pass over that task's pods (preempt's ``taskEligibleToPreempt``, reclaim's loop), so the job's other
     pods, with its running ones, must make the gang pipelined (minAvailable and the task minimums,
-    ``gang_shortfall``), else Volcano discards the evictions."""
-    never = never_tasks(snap, job)
+    ``gang_shortfall``), else Volcano discards the evictions. ``running``: its running pods (``held_pods``)."""
     if not never:
         return []
     short = gang_shortfall(job, Counter(b.task for b in jp.bindings if b.task not in never),
-                           Counter({t: len(ps) for t, ps in held_pods(job, snap).items()}))
+                           Counter({t: len(ps) for t, ps in running.items()}))
     if short is None:
         return []
     return [f"job {jp.key}: evicts pods, but preempt and reclaim skip the pods of its preemptionPolicy Never "
