@@ -163,8 +163,9 @@ bounds: ``model.drf_limit``, ``model.capacity_limit``), capacity per node is the
 there
 release, and the queue rules are checked on the state at each job's turn in the validator's replay. A
 partitioned job takes victims as any job (beside its partitions; Volcano's walk for it has no sub-job step, so
-the greedy's may take others), and a starving bare PodGroup's exposed pod goes only while its job is not
-admitted (``model.VictimData.owner``).
+the greedy's may take others), and an exposed pod (a starving bare PodGroup's, or a VCJob's that its controller
+makes again, ``jobs.shield``) goes only while its job is not admitted (``model.VictimData.owner``: the model does
+not place a made-again replica; the greedy's later cycles may, and ``auto`` keeps the better plan).
 Lexicographic: most priority-weighted jobs admitted (weight ``max(priority, 0) + 1``; a job whose running pods
 already make its gang ready has that weight, every other job that weight × (1 + the sum of the ready ones'), so
 that a waiting job outweighs every ready one together: ``model.job_weights``), then least victim

@@ -7,7 +7,8 @@ before it. The plan is the cluster once nothing changes: the cycles run until on
 Cycle k+1 is planned on the snapshot cycle k leaves (``after_cycle``: the pods its allocate placed
 running, in their PodGroup, its victims gone) with the jobs that still have pods to place (a job placed
 whole is no longer one of them: its pods may be victims as any running pod; nor is a bare PodGroup whose
-running pod a cycle evicted, ``jobs.lost_pods``: it can never be ready). The plan (``merge``)
+running pod a cycle evicted, ``jobs.lost_pods``: it can never be ready; a VCJob's evicted running pod is one
+more replica to place, made again by its controller under the same name, ``jobs.remade``). The plan (``merge``)
 lists, per job, the pods allocate placed over all cycles (and, for the last cycle, its pipelined
 placements), and each victim under the job whose action evicted it — a job the plan does not admit
 when the next cycle's allocate gave the room to jobs before it (Volcano evicts them all the same), a job

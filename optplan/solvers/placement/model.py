@@ -327,8 +327,9 @@ class VictimData:
     anchor: Anchor | None = None
     """The greedy's plan the model holds whatever its static tier bounds say (``anchor_data``), or None."""
     owner: dict[str, str] = field(default_factory=dict)
-    """Class of exposed pods (``victims.Catalogue.exposed``: a starving bare PodGroup's running pods) -> the job
-    being placed they belong to: taking one leaves that job never admitted (``jobs.lost_pods``)."""
+    """Class of exposed pods (``victims.Catalogue.exposed``: a starving bare PodGroup's running pods, a VCJob's
+    that its controller makes again) -> the job being placed they belong to: taking one leaves that job not
+    admitted in the plan (``jobs.lost_pods``; a made-again replica is placed only by the greedy's later cycles)."""
 
     def room(self, ctx: Context, node: str) -> dict[str, int]:
         """The snapshot's free room plus everything the node's possible victims hold."""

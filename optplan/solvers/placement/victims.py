@@ -194,8 +194,8 @@ class Catalogue:
     them among a node's preemptees; victims only when ``exposed``."""
     exposed: dict[str, Candidate] = field(default_factory=dict)
     """pod key -> a shielded pod that another job's preempt or reclaim may take when the plugin tiers offer it
-    (``jobs.shield``: its bare PodGroup can never be ready without it); the exact model too, leaving that
-    PodGroup not admitted (``model.VictimData.owner``)."""
+    (``jobs.shield``: its bare PodGroup can never be ready without it, or its VCJob's controller makes it again,
+    ``jobs.remade``); the exact model too, leaving that job not admitted (``model.VictimData.owner``)."""
 
     def candidate(self, key: str) -> Candidate | None:
         """The pod a plan may name as a victim: a candidate, or an exposed pod; None for any other."""
