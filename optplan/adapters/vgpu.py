@@ -102,10 +102,10 @@ def node_devices(annotations: Mapping[str, str], allocatable: Resources, fail: F
             if not uuid or uuid in seen:
                 raise fail(where, f"device {index}: {'empty' if not uuid else 'duplicate'} UUID {uuid!r}")
             seen.add(uuid)
-            _int(parts[1], fail, where, f"device {index}'s count")
+            count = _int(parts[1], fail, where, f"device {index}'s count")
             memory = _int(parts[2], fail, where, f"device {index}'s memory")
             out.append(GpuDevice(index=index, uuid=uuid, model=parts[3].strip(), memory_mib=memory,
-                                 healthy=parts[4].strip().lower() in ("true", "1", "t")))
+                                 healthy=parts[4].strip().lower() in ("true", "1", "t"), shares=count))
         if not out:
             raise fail(where, "names no device")
         return tuple(out)
@@ -119,7 +119,7 @@ def node_devices(annotations: Mapping[str, str], allocatable: Resources, fail: F
 def _hami_devices(text: str, fail: Fail) -> tuple[GpuDevice, ...]:
     """HAMi's register annotation: JSON (its current form) or the older comma entries."""
     where = f"metadata.annotations.{HAMI_REGISTER}"
-    rows: list[tuple[str, str, str, str, bool]] = []  # uuid, count, memory, type, healthy
+    rows: list[tuple[str, str, str, str, bool]] = []  # uuid, count ("": not given, no limit), memory, type, healthy
     if text.lstrip().startswith("["):
         try:
             items = json.loads(text)
@@ -129,7 +129,7 @@ def _hami_devices(text: str, fail: Fail) -> tuple[GpuDevice, ...]:
             if not isinstance(item, dict):
                 raise fail(where, f"device {index} is not a JSON object")
             health = item.get("health", False)  # HAMi omits a false health (omitempty)
-            rows.append((str(item.get("id", "")), str(item.get("count", 0)), str(item.get("devmem", 0)),
+            rows.append((str(item.get("id", "")), str(item.get("count", "")), str(item.get("devmem", 0)),
                          str(item.get("type", "")), health is True))
     else:
         for item in text.split(":"):
@@ -147,8 +147,8 @@ def _hami_devices(text: str, fail: Fail) -> tuple[GpuDevice, ...]:
         if not uuid or uuid in seen:
             raise fail(where, f"device {index}: {'empty' if not uuid else 'duplicate'} UUID {uuid!r}")
         seen.add(uuid)
-        _int(count, fail, where, f"device {index}'s count")
         out.append(GpuDevice(index=index, uuid=uuid, model=model.strip(), healthy=healthy,
+                             shares=_int(count, fail, where, f"device {index}'s count") if count else None,
                              memory_mib=_int(memory, fail, where, f"device {index}'s memory")))
     if not out:
         raise fail(where, "names no device")

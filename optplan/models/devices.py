@@ -81,6 +81,10 @@ class GpuDevice(_Model):
     memory_mib: int = 0
     """Device memory in MiB; 0 when unknown (memory asks are then not checked on it)."""
     healthy: bool = True
+    shares: int | None = None
+    """The most pods that may hold the device at once (the vGPU register's count, Volcano's ``Number``: its
+    device-share plugin, like HAMi's scheduler, passes over a device that many pods hold); None: no limit (the
+    gpushare plugin's cards)."""
 
 
 class GpuShare(_Model):

@@ -1,7 +1,8 @@
 """The device-fit rule of shared GPUs, written once: pure functions on a node's free milli-GPU per device.
 
-A node's GPUs are devices; each has ``MILLI`` (1000) milli-GPUs and, optionally, GPU memory (MiB). A pod asks
-(``GpuAsk``):
+A node's GPUs are devices; each has ``MILLI`` (1000) milli-GPUs and, optionally, GPU memory (MiB) and a most
+number of pods that may share it (the vGPU register's count: Volcano's device-share plugin and HAMi skip a device
+that many pods hold, whatever its free milli; ``free_slots``, one per pod). A pod asks (``GpuAsk``):
 
 - nothing (``whole == 0`` and ``milli == 0``): it uses no device; the GPU models it names do not matter;
 - a share (``whole == 0``, ``0 < milli < MILLI``): ``milli`` milli-GPUs (and ``memory_mib``) of ONE device;
@@ -104,31 +105,34 @@ def _model_ok(ask: GpuAsk, model: str | None) -> bool:
     return ask.none or not ask.models or model is None or model in ask.models
 
 
-def usable(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence[int] | None = None) -> list[int]:
-    """The device indices that could take (one device of) the ask, in index order."""
+def usable(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence[int] | None = None,
+           free_slots: Sequence[int] | None = None) -> list[int]:
+    """The device indices that could take (one device of) the ask, in index order. ``free_slots``: per device the
+    pods it may still take (the register's share count less the pods on it; None: no limit), one each."""
     whole, milli, memory = ask.whole, ask.milli, ask.memory_mib
     if not whole and not milli:
         return []
     if not whole:  # a share
-        if free_memory is None:
+        if free_memory is None and free_slots is None:
             return [d for d, f in enumerate(free_milli) if f >= milli]
-        return [d for d, f in enumerate(free_milli) if f >= milli and free_memory[d] >= memory]
-    if free_memory is None:
-        return [d for d, f in enumerate(free_milli) if f == MILLI]
-    return [d for d, f in enumerate(free_milli) if f == MILLI and free_memory[d] >= memory]
+        return [d for d, f in enumerate(free_milli) if f >= milli and (free_memory is None or free_memory[d] >= memory)
+                and (free_slots is None or free_slots[d] > 0)]
+    return [d for d, f in enumerate(free_milli) if f == MILLI and (free_memory is None or free_memory[d] >= memory)
+            and (free_slots is None or free_slots[d] > 0)]
 
 
 def fits(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence[int] | None = None,
-         model: str | None = None) -> bool:
-    """Whether a node with these free milli (and GPU memory) per device, of this model, can take the ask's GPUs
-    (cpu and memory of the host are the caller's; ``model`` None: not checked)."""
+         model: str | None = None, free_slots: Sequence[int] | None = None) -> bool:
+    """Whether a node with these free milli (and GPU memory, and pod slots) per device, of this model, can take the
+    ask's GPUs (cpu and memory of the host are the caller's; ``model`` None: not checked)."""
     if not _model_ok(ask, model):
         return False
-    return ask.none or len(usable(free_milli, ask, free_memory)) >= ask.devices
+    return ask.none or len(usable(free_milli, ask, free_memory, free_slots)) >= ask.devices
 
 
 def choose_devices(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence[int] | None = None,
-                   model: str | None = None, rule: str = "best-fit") -> tuple[int, ...] | None:
+                   model: str | None = None, rule: str = "best-fit",
+                   free_slots: Sequence[int] | None = None) -> tuple[int, ...] | None:
     """The device indices the ask takes (module docstring: rules and ties), () for no GPU, None when it does
     not fit."""
     if rule not in RULES:
@@ -143,10 +147,11 @@ def choose_devices(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence
         best, most = -1, 0
         for d, f in enumerate(free_milli):
             if f >= milli and (free_memory is None or free_memory[d] >= memory) and (
+                    free_slots is None or free_slots[d] > 0) and (
                     best < 0 or (f > most if worst else f < most)):  # ties keep the lower index
                 best, most = d, f
         return (best,) if best >= 0 else None
-    ok = usable(free_milli, ask, free_memory)
+    ok = usable(free_milli, ask, free_memory, free_slots)
     if len(ok) < ask.devices:
         return None
     if not ask.is_share or rule == "first-fit":
@@ -157,12 +162,12 @@ def choose_devices(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence
 
 
 def fits_on(free_milli: Sequence[int], ask: GpuAsk, devices: Sequence[int], free_memory: Sequence[int] | None = None,
-            model: str | None = None) -> bool:
+            model: str | None = None, free_slots: Sequence[int] | None = None) -> bool:
     """Whether the ask may take exactly these device positions (a plan that names them): as many distinct
     devices as it asks, each one that ``usable`` admits, on a node of a model it accepts."""
     if not _model_ok(ask, model):
         return False
-    ok = set(usable(free_milli, ask, free_memory))
+    ok = set(usable(free_milli, ask, free_memory, free_slots))
     return len(devices) == ask.devices and len(set(devices)) == len(devices) and all(d in ok for d in devices)
 
 

@@ -7,7 +7,8 @@ count) does, and is checked against a ``Capacity`` that planners update as they 
 
 On a node whose GPUs are known one by one (``Node.devices``), fit is also decided at device level: a pod's
 GPU ask on the node (``gpu_ask``: k whole cards, or a share of one card) must fit the free milli-GPU and
-memory of its devices by ``gpushare``'s rule, and ``Capacity`` keeps which devices each pod holds (a running
+memory of its devices, and a device its register's share count of pods hold takes no more (``gpu_slots``), by
+``gpushare``'s rule, and ``Capacity`` keeps which devices each pod holds (a running
 share where its annotation pins it; whole cards, then unpinned shares, where ``gpushare.choose_devices``
 puts them, pods in key order). There the free ``nvidia.com/gpu`` is the whole cards a pod may still take:
 the devices no pod touches (``gpushare.usable`` for one whole card), at most the node's free total; so a
@@ -125,6 +126,8 @@ def pod_demand(pod: Pod) -> Resources:
 
 NO_TYPE = "<no device type allowed>"
 """The model an ask accepts when ``nvidia.com/use-gputype`` / ``nouse-gputype`` rule out every device."""
+UNLIMITED = 1 << 30
+"""``Capacity.gpu_slots`` of a device without a share count."""
 
 
 def gpu_ask(pod: Pod, node: Node) -> GpuAsk:
@@ -164,6 +167,9 @@ class Capacity:
     """node with devices -> free milli-GPU per device (in the node's device order; 0 on an unhealthy one)."""
     gpu_memory: dict[str, list[int] | None]
     """node with devices -> free GPU memory (MiB) per device; None when a device's memory is unknown."""
+    gpu_slots: dict[str, list[int] | None]
+    """node with devices -> the pods each device may still take (its register's share count less the pods holding
+    it, ``GpuDevice.shares``; ``UNLIMITED`` for a device without a count); None when no device has a count."""
     gpu_held: dict[str, tuple[str, tuple[int, ...], int, int]]
     """pod key -> (node, device positions, milli-GPU and memory taken on each)."""
     gpu_over: dict[str, list[str]]
@@ -175,6 +181,7 @@ class Capacity:
     def __init__(self, snapshot: Snapshot) -> None:
         self.nodes = snapshot.nodes
         self.gpu_free, self.gpu_memory, self.gpu_held, self.gpu_over, self.whole_total = {}, {}, {}, {}, {}
+        self.gpu_slots = {}
         self.free: dict[str, Resources] = {}
         for name, node in snapshot.nodes.items():
             self.free[name] = dict(node.allocatable)
@@ -195,15 +202,18 @@ class Capacity:
 
     def _sync_whole(self, node: str) -> None:
         """``free[node][nvidia.com/gpu]``: the whole cards left on untouched devices, at most the total."""
-        untouched = len(gpushare.usable(self.gpu_free[node], GpuAsk(whole=1), self.gpu_memory[node]))
+        untouched = len(gpushare.usable(self.gpu_free[node], GpuAsk(whole=1), self.gpu_memory[node],
+                                        self.gpu_slots[node]))
         self.free[node][WHOLE_GPU] = min(self.whole_total[node], untouched * MILLI_PER_GPU)
 
     def _hold_running(self, node: Node, pods: Sequence[Pod]) -> None:
         """The devices of the node's running pods: pinned shares where they sit, then whole cards, then the
         unpinned shares, each by ``gpushare.choose_devices`` in key order."""
-        self.gpu_free[node.name] = [MILLI_PER_GPU if d.healthy else 0 for d in node.devices]
+        self.gpu_free[node.name] = [MILLI_PER_GPU if d.healthy and d.shares != 0 else 0 for d in node.devices]
         known = all(d.memory_mib > 0 for d in node.devices)
         self.gpu_memory[node.name] = [d.memory_mib if d.healthy else 0 for d in node.devices] if known else None
+        self.gpu_slots[node.name] = None if all(d.shares is None for d in node.devices) else [
+            UNLIMITED if d.shares is None else d.shares for d in node.devices]
         position = {d.index: i for i, d in enumerate(node.devices)}
         asks = [(p, gpu_ask(p, node)) for p in pods]
         for p, ask in asks:
@@ -216,15 +226,18 @@ class Capacity:
 
     def _take(self, node: str, pod: Pod, ask: GpuAsk, devices: tuple[int, ...]) -> None:
         milli = ask.milli if ask.is_share else MILLI_PER_GPU
-        free, memory = self.gpu_free[node], self.gpu_memory[node]
+        free, memory, slots = self.gpu_free[node], self.gpu_memory[node], self.gpu_slots[node]
         for d in devices:
             free[d] -= milli
             if memory is not None:
                 memory[d] -= ask.memory_mib
+            if slots is not None:
+                slots[d] -= 1
         self.gpu_held[pod.key] = (node, devices, milli, ask.memory_mib)
 
     def _place_gpus(self, node: str, pod: Pod, ask: GpuAsk) -> None:
-        devices = gpushare.choose_devices(self.gpu_free[node], ask, self.gpu_memory[node], self._model(node))
+        devices = gpushare.choose_devices(self.gpu_free[node], ask, self.gpu_memory[node], self._model(node),
+                                          free_slots=self.gpu_slots[node])
         if devices is None:
             self.gpu_over.setdefault(node, []).append(pod.key)
         else:
@@ -242,6 +255,7 @@ class Capacity:
         out.nodes = self.nodes
         out.gpu_free = {n: list(f) for n, f in self.gpu_free.items()}
         out.gpu_memory = {n: None if m is None else list(m) for n, m in self.gpu_memory.items()}
+        out.gpu_slots = {n: None if m is None else list(m) for n, m in self.gpu_slots.items()}
         out.gpu_held = dict(self.gpu_held)
         out.gpu_over = {n: list(v) for n, v in self.gpu_over.items()}
         out.whole_total = dict(self.whole_total)
@@ -263,10 +277,12 @@ class Capacity:
             positions = self._positions(node, devices)
             if positions is None:
                 return f"{node} has no device {', '.join(map(str, devices))}"
-            if gpushare.fits_on(self.gpu_free[node], ask, positions, self.gpu_memory[node], self._model(node)):
+            if gpushare.fits_on(self.gpu_free[node], ask, positions, self.gpu_memory[node], self._model(node),
+                                self.gpu_slots[node]):
                 return None
             return f"devices {', '.join(map(str, devices))} cannot take {self._ask_text(ask)}"
-        if ask.none or gpushare.fits(self.gpu_free[node], ask, self.gpu_memory[node], self._model(node)):
+        if ask.none or gpushare.fits(self.gpu_free[node], ask, self.gpu_memory[node], self._model(node),
+                                     self.gpu_slots[node]):
             return None
         return f"no device fits {self._ask_text(ask)}"
 
@@ -322,7 +338,7 @@ class Capacity:
             ask = gpu_ask(pod, self.nodes[node])
             positions = self._positions(node, devices) if devices else None
             if positions is not None and gpushare.fits_on(self.gpu_free[node], ask, positions, self.gpu_memory[node],
-                                                          self._model(node)):
+                                                          self._model(node), self.gpu_slots[node]):
                 self._take(node, pod, ask, positions)
             elif not ask.none:
                 self._place_gpus(node, pod, ask)
@@ -340,11 +356,13 @@ class Capacity:
         if held is not None and held[0] == node:
             del self.gpu_held[pod.key]
             _, devices, milli, memory_mib = held
-            free, memory = self.gpu_free[node], self.gpu_memory[node]
+            free, memory, slots = self.gpu_free[node], self.gpu_memory[node], self.gpu_slots[node]
             for d in devices:
                 free[d] += milli
                 if memory is not None:
                     memory[d] += memory_mib
+                if slots is not None:
+                    slots[d] += 1
         elif pod.key in self.gpu_over.get(node, ()):
             self.gpu_over[node].remove(pod.key)
 

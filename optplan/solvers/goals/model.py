@@ -192,11 +192,11 @@ def _gang_devices(problem: GoalProblem, gang_classes: list[GangClass], classes: 
     take one pod once every movable pod on them left (``GangClass.slots``; a node with none is dropped), or
     the whole cards each pod takes (``GangClass.whole_devices``)."""
     nodes = problem.snapshot.nodes
-    release: dict[str, dict[int, tuple[int, int]]] = defaultdict(dict)
+    release: dict[str, dict[int, tuple[int, int, int]]] = defaultdict(dict)
     for k in classes:
         for d in k.held[2]:
-            m0, mem0 = release[k.node].get(d, (0, 0))
-            release[k.node][d] = (m0 + k.held[0] * k.count, mem0 + k.held[1] * k.count)
+            m0, mem0, n0 = release[k.node].get(d, (0, 0, 0))
+            release[k.node][d] = (m0 + k.held[0] * k.count, mem0 + k.held[1] * k.count, n0 + k.count)
     for gc in gang_classes:
         pod = gc.pods[0].pod
         kept = []
@@ -207,11 +207,12 @@ def _gang_devices(problem: GoalProblem, gang_classes: list[GangClass], classes: 
             ask = gpu_ask(pod, nodes[n])
             if ask.is_share:
                 back = release.get(n, {})
-                free = [f + back.get(d, (0, 0))[0] for d, f in enumerate(cap.gpu_free[n])]
-                mem = cap.gpu_memory[n]
-                memory = None if mem is None else [f + back.get(d, (0, 0))[1] for d, f in enumerate(mem)]
-                slots = tuple((d, ask.milli, ask.memory_mib) for d in gpushare.usable(free, ask, memory))
-                if not slots or not gpushare.fits(free, ask, memory, nodes[n].devices[0].model):
+                free = [f + back.get(d, (0, 0, 0))[0] for d, f in enumerate(cap.gpu_free[n])]
+                mem, pods_on = cap.gpu_memory[n], cap.gpu_slots[n]
+                memory = None if mem is None else [f + back.get(d, (0, 0, 0))[1] for d, f in enumerate(mem)]
+                room = None if pods_on is None else [f + back.get(d, (0, 0, 0))[2] for d, f in enumerate(pods_on)]
+                slots = tuple((d, ask.milli, ask.memory_mib) for d in gpushare.usable(free, ask, memory, room))
+                if not slots or not gpushare.fits(free, ask, memory, nodes[n].devices[0].model, room):
                     continue
                 gc.slots[n] = slots
             elif ask.whole:
@@ -228,7 +229,8 @@ def _share_left(cap: Capacity, pod: Pod, node: str) -> int:
         return 2 * MILLI_PER_GPU
     devices = cap.nodes[node].devices
     ask = gpu_ask(pod, cap.nodes[node])
-    chosen = gpushare.choose_devices(free, ask, cap.gpu_memory[node], devices[0].model)
+    chosen = gpushare.choose_devices(free, ask, cap.gpu_memory[node], devices[0].model,
+                                     free_slots=cap.gpu_slots[node])
     if not chosen:
         return 2 * MILLI_PER_GPU
     return free[chosen[0]] - ask.milli if ask.is_share else MILLI_PER_GPU
@@ -249,13 +251,14 @@ def _device_receivers(problem: GoalProblem, classes: list[MoveClass], gang_class
                     receivers.append(r)
                     caps.append(c)
                 continue
-            free, memory = cap.gpu_free[r], cap.gpu_memory[r]
+            free, memory, pods_on = cap.gpu_free[r], cap.gpu_memory[r], cap.gpu_slots[r]
             ask = gpu_ask(pod, nodes[r])
-            if not gpushare.fits(free, ask, memory, nodes[r].devices[0].model):
+            if not gpushare.fits(free, ask, memory, nodes[r].devices[0].model, pods_on):
                 continue
             if ask.is_share:
-                k.slots[r] = tuple((d, ask.milli, ask.memory_mib) for d in gpushare.usable(free, ask, memory))
-                c = min(c, sum(free[d] // ask.milli for d, _, _ in k.slots[r]))
+                k.slots[r] = tuple((d, ask.milli, ask.memory_mib) for d in gpushare.usable(free, ask, memory, pods_on))
+                c = min(c, sum(min(free[d] // ask.milli, pods_on[d] if pods_on is not None else MILLI_PER_GPU)
+                               for d, _, _ in k.slots[r]))
             else:
                 k.whole_devices = ask.whole
             receivers.append(r)
@@ -266,10 +269,10 @@ def _device_receivers(problem: GoalProblem, classes: list[MoveClass], gang_class
     rooms = {}
     for n in sorted(used):
         if n in cap.gpu_free:
-            free, memory = cap.gpu_free[n], cap.gpu_memory[n]
+            free, memory, pods_on = cap.gpu_free[n], cap.gpu_memory[n], cap.gpu_slots[n]
             rooms[n] = DeviceRoom(tuple(free), None if memory is None else tuple(memory),
-                                  tuple(gpushare.usable(free, GpuAsk(whole=1), memory)),
-                                  tuple(d.index for d in nodes[n].devices))
+                                  tuple(gpushare.usable(free, GpuAsk(whole=1), memory, pods_on)),
+                                  tuple(d.index for d in nodes[n].devices), None if pods_on is None else tuple(pods_on))
     return rooms
 
 

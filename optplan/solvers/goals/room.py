@@ -278,7 +278,8 @@ class Room:
                     or (dests is not None and n not in dests) or not self.allows(pod, n) or not cap.fits(pod, n)):
                 continue
             ask = gpu_ask(pod, nodes[n])
-            chosen = gpushare.choose_devices(free, ask, cap.gpu_memory[n], nodes[n].devices[0].model)
+            chosen = gpushare.choose_devices(free, ask, cap.gpu_memory[n], nodes[n].devices[0].model,
+                                             free_slots=cap.gpu_slots[n])
             if not chosen:
                 continue
             key = (free[chosen[0]] - ask.milli, self.free_r(n), n)

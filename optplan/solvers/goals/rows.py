@@ -228,8 +228,9 @@ def _devices(ex: ExactModel, data: Data) -> None:
     send or place variable); whole cards take devices untouched after the moves (``whole``: Σ = the whole cards
     arriving); per device, the shares arriving plus a whole card's 1000 ≤ its free milli-GPU now plus what the
     pods leaving it held (a whole card therefore only on a device every pod left), and the shares' memory
-    likewise. With the totals' rows (R's room there is ``whole_total``) this is the oracle's fit at device level
-    of the moves (each share on its named device) and of the gangs' pods."""
+    and pod slots (the register's share count) likewise. With the totals' rows (R's room there is
+    ``whole_total``) this is the oracle's fit at device level of the moves (each share on its named device) and
+    of the gangs' pods."""
     leaving: dict[str, list[MoveClass]] = defaultdict(list)
     for k in data.classes:
         if k.held[2]:
@@ -253,6 +254,8 @@ def _devices(ex: ExactModel, data: Data) -> None:
                 xs = []
                 for d, milli, memory in slots:
                     most = (room.free[d] + _back(leaving[n], d)) // max(milli, 1)
+                    if room.slots is not None:
+                        most = min(most, room.slots[d] + sum(k.count for k in leaving[n] if d in k.held[2]))
                     y = ex.var((family, x[1], n, d), min(ex.upper[x], most), f"{family}_{x[1]}_{j}_{d}")
                     on[d].append((y, milli, memory))
                     xs.append((y, 1))
@@ -277,6 +280,9 @@ def _devices(ex: ExactModel, data: Data) -> None:
             if room.memory is not None and any(mem for _, _, mem in on.get(d, [])):
                 mem_back = [(("moved", k.key), -k.held[1]) for k in leaving[n] if d in k.held[2] and k.held[1]]
                 ex.add("devices", [(y, mem) for y, _, mem in on.get(d, []) if mem] + mem_back, LE, room.memory[d])
+            if room.slots is not None and on.get(d):  # one pod slot each; a pod that leaves gives its back
+                pods_back = [(("moved", k.key), -1) for k in leaving[n] if d in k.held[2]]
+                ex.add("devices", [(y, 1) for y, _, _ in on[d]] + pods_back, LE, room.slots[d])
 
 
 def _back(leaving: list[MoveClass], d: int) -> int:

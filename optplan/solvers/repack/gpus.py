@@ -138,7 +138,8 @@ def place(problem: RepackProblem, option: Option, predicates: Predicates) -> lis
             if not node.devices:
                 continue
             ask = gpu_ask(p, node)
-            chosen = gpushare.choose_devices(cap.gpu_free[r], ask, cap.gpu_memory[r], node.devices[0].model)
+            chosen = gpushare.choose_devices(cap.gpu_free[r], ask, cap.gpu_memory[r], node.devices[0].model,
+                                             free_slots=cap.gpu_slots[r])
             if chosen is None:
                 continue
             left = cap.gpu_free[r][chosen[0]] - ask.milli if ask.is_share else 0
@@ -174,7 +175,7 @@ def fits_exactly(problem: RepackProblem, option: Option, predicates: Predicates,
             x = at[p.key, r] = m.new_bool_var(f"at[{p.key}->{r}]")
             if share:
                 ask = gpu_ask(p, nodes[r])
-                ds = gpushare.usable(cap.gpu_free[r], ask, cap.gpu_memory[r])
+                ds = gpushare.usable(cap.gpu_free[r], ask, cap.gpu_memory[r], cap.gpu_slots[r])
                 ys = [on.setdefault((p.key, r, d), m.new_bool_var(f"on[{p.key}->{r}#{d}]")) for d in ds]
                 m.add(sum(ys) == x)
         m.add_exactly_one([x for (k, _), x in at.items() if k == p.key])
@@ -188,8 +189,8 @@ def fits_exactly(problem: RepackProblem, option: Option, predicates: Predicates,
         free = cap.gpu_free.get(r)
         if free is None:
             continue
-        memory = cap.gpu_memory[r]
-        untouched = gpushare.usable(free, gpushare.GpuAsk(whole=1), memory)
+        memory, slots = cap.gpu_memory[r], cap.gpu_slots[r]
+        untouched = gpushare.usable(free, gpushare.GpuAsk(whole=1), memory, slots)
         whole = m.new_int_var(0, len(untouched), f"whole[{r}]")
         taken = {d: m.new_bool_var(f"whole_on[{r}#{d}]") for d in untouched}
         m.add(sum(taken.values()) == whole)
@@ -201,6 +202,8 @@ def fits_exactly(problem: RepackProblem, option: Option, predicates: Predicates,
             m.add(sum(a.milli * y for y, a in shares) + (MILLI_PER_GPU * taken[d] if d in taken else 0) <= free[d])
             if memory is not None:
                 m.add(sum(a.memory_mib * y for y, a in shares) <= memory[d])
+            if slots is not None:  # the register's share count
+                m.add(sum(y for y, _ in shares) <= slots[d])
     s = cp_model.CpSolver()
     s.parameters.max_time_in_seconds = max(limit, 0.05)
     s.parameters.num_workers = options.workers

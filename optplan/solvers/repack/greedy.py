@@ -407,6 +407,8 @@ class _Greedy:
         """Per device row, the device positions its cached placement takes on its receiver."""
         self.dev_free: list[list[int] | None] = []
         self.dev_mem: list[list[int] | None] = []
+        self.dev_slots: list[list[int] | None] = []
+        """Per receiver, the pods each device may still take (``Capacity.gpu_slots``), or None."""
         self.dev_model: list[str | None] = []
         self.dev_sig: list[int] = []
         self.asks: dict[tuple[int, int], GpuAsk] = {}
@@ -435,9 +437,10 @@ class _Greedy:
         for name in rx.names:
             devices = nodes[name].devices
             free = cap.gpu_free.get(name)
-            memory = cap.gpu_memory.get(name)
+            memory, slots = cap.gpu_memory.get(name), cap.gpu_slots.get(name)
             self.dev_free.append(list(free) if free is not None else None)
             self.dev_mem.append(list(memory) if memory is not None else None)
+            self.dev_slots.append(list(slots) if slots is not None else None)
             self.dev_model.append(devices[0].model if devices else None)
             self.dev_sig.append(sigs.setdefault((tuple(d.model for d in devices),
                                                  devices[0].memory_mib if devices else 0), len(sigs)))
@@ -467,7 +470,8 @@ class _Greedy:
         free = self.dev_free[u]
         if free is None:
             return None
-        return gpushare.choose_devices(free, self._ask(k, u), self.dev_mem[u], self.dev_model[u])
+        return gpushare.choose_devices(free, self._ask(k, u), self.dev_mem[u], self.dev_model[u],
+                                       free_slots=self.dev_slots[u])
 
     def _take(self, k: int, u: int, choice: tuple[int, ...] | None = None) -> tuple[int, ...] | None:
         """Row ``k`` lands on receiver ``u``: its demand leaves ``free[u]``; at device level a share (or
@@ -489,14 +493,17 @@ class _Greedy:
             taken = choice if choice is not None else self._device_fit(k, u)
             per, mem = (ask.milli if ask.is_share else MILLI_PER_GPU), ask.memory_mib
         elif dem[iR] > 0:
-            taken = gpushare.choose_devices(free, self.row_whole[k], memory)
+            taken = gpushare.choose_devices(free, self.row_whole[k], memory, free_slots=self.dev_slots[u])
             per = MILLI_PER_GPU
         opened = False  # an untouched device is taken: the whole cards left may drop
+        slots = self.dev_slots[u]
         for d in taken or ():
             opened = opened or free[d] == MILLI_PER_GPU
             free[d] -= per
             if memory is not None:
                 memory[d] -= mem
+            if slots is not None:
+                slots[d] -= 1
         if opened:
             room[iR] = min(room[iR], sum(1 for f in free if f == MILLI_PER_GPU) * MILLI_PER_GPU)
         return taken if self.row_dev[k] else None
@@ -540,7 +547,7 @@ class _Greedy:
         devices = bool(self.has_dev[ci])
         touched: dict[int, list[int]] = {}
         """receiver -> the candidate's rows placed there so far (their room is taken from ``free``)."""
-        saved: dict[int, tuple[list[int], list[int] | None, list[int] | None]] = {}
+        saved: dict[int, tuple[list[int], list[int] | None, list[int] | None, list[int] | None]] = {}
         """At device level, receiver -> its room and devices before this evaluation (restored at its end)."""
         ok = True
         rows = cand.rows
@@ -639,8 +646,9 @@ class _Greedy:
             left.append(free[u][iR] - dem[iR])
             if devices:
                 if u not in saved:
-                    df, dm = self.dev_free[u], self.dev_mem[u]
-                    saved[u] = (list(free[u]), None if df is None else list(df), None if dm is None else list(dm))
+                    df, dm, ds = self.dev_free[u], self.dev_mem[u], self.dev_slots[u]
+                    saved[u] = (list(free[u]), None if df is None else list(df), None if dm is None else list(dm),
+                                None if ds is None else list(ds))
                 taken.append(self._take(k, u, fit))
             else:
                 room = free[u]
@@ -652,13 +660,15 @@ class _Greedy:
             if memo is not None:
                 memo.setdefault(classes[:tried], (chosen, left, reach))
         if devices:
-            for u, (room, df, dm) in saved.items():
+            for u, (room, df, dm, ds) in saved.items():
                 free[u][:] = room
-                cur_free, cur_mem = self.dev_free[u], self.dev_mem[u]
+                cur_free, cur_mem, cur_slots = self.dev_free[u], self.dev_mem[u], self.dev_slots[u]
                 if df is not None and cur_free is not None:
                     cur_free[:] = df
                 if dm is not None and cur_mem is not None:
                     cur_mem[:] = dm
+                if ds is not None and cur_slots is not None:
+                    cur_slots[:] = ds
         else:
             for u, ks in touched.items():
                 room = free[u]

@@ -784,7 +784,8 @@ def untouched(cap: Capacity, node: str) -> tuple[int, ...]:
     if free is None:
         return ()
     devices = cap.nodes[node].devices
-    return tuple(devices[d].index for d in gpushare.usable(free, GpuAsk(whole=1), cap.gpu_memory[node])
+    return tuple(devices[d].index for d in gpushare.usable(free, GpuAsk(whole=1), cap.gpu_memory[node],
+                                                           cap.gpu_slots[node])
                  if devices[d].healthy)
 
 

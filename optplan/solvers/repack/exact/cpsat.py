@@ -152,8 +152,9 @@ def add_devices(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
     its GPUs, the share classes' pods sent there are spread over the devices one pod fits
     (``on_device``), whole cards take untouched devices (``whole_on``: as many as the whole cards sent
     there), and per device the shares' milli-GPU plus a whole card's 1000 fit its free milli-GPU, the
-    shares' memory its free memory. With the totals' rows (``add_capacity``: the free ``nvidia.com/gpu``
-    there is the whole cards its untouched devices leave) this is the oracle's device-level fit, exactly."""
+    shares' memory its free memory, the shares its free pod slots (the register's count). With the totals'
+    rows (``add_capacity``: the free ``nvidia.com/gpu`` there is the whole cards its untouched devices leave)
+    this is the oracle's device-level fit, exactly."""
     for r in data.receivers:
         room = data.devices.get(r)
         if room is None:
@@ -164,8 +165,10 @@ def add_devices(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
             if k.share:
                 xs = []
                 for d, milli, memory in k.slots.get(r, ()):
-                    x = v.on_device[k.key, r, d] = m.new_int_var(0, min(k.count, room.free[d] // max(milli, 1)),
-                                                               f"on_device[{k.key}->{r}#{d}]")
+                    most = min(k.count, room.free[d] // max(milli, 1))
+                    if room.slots is not None:
+                        most = min(most, room.slots[d])
+                    x = v.on_device[k.key, r, d] = m.new_int_var(0, most, f"on_device[{k.key}->{r}#{d}]")
                     on[d].append((x, milli, memory))
                     xs.append(x)
                 m.add(cp_model.LinearExpr.sum(xs) == v.send[k.key, r])
@@ -186,6 +189,8 @@ def add_devices(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
             if room.memory is not None and any(mem for _, _, mem in terms):
                 m.add(cp_model.LinearExpr.weighted_sum([x for x, _, _ in terms], [mem for _, _, mem in terms])
                       <= room.memory[d])
+            if room.slots is not None:
+                m.add(cp_model.LinearExpr.sum([x for x, _, _ in terms]) <= room.slots[d])
 
 
 def add_gang(m: cp_model.CpModel, data: ModelData, v: Vars) -> Penalties:

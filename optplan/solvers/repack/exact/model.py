@@ -96,12 +96,14 @@ class PodClass:
 class DeviceRoom:
     """A receiver's GPUs as the device-level model reads them (the oracle's ``Capacity``): free milli-GPU
     and memory (MiB; None when unknown) per device position, the positions no pod touches (where whole
-    cards go) and each position's device index (what ``PodMove.to_devices`` names)."""
+    cards go), each position's device index (what ``PodMove.to_devices`` names) and the pods each position may
+    still take (``Capacity.gpu_slots``: its share count less the pods on it; None when no device has a count)."""
 
     free: tuple[int, ...]
     memory: tuple[int, ...] | None
     untouched: tuple[int, ...]
     index: tuple[int, ...]
+    slots: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -483,10 +485,10 @@ def device_rooms(problem: RepackProblem, classes: list[PodClass], cap: Capacity)
     rooms: dict[str, DeviceRoom] = {}
     for r in {r for k in classes for r in k.receivers}:
         if r in cap.gpu_free:
-            free, memory = cap.gpu_free[r], cap.gpu_memory[r]
+            free, memory, slots = cap.gpu_free[r], cap.gpu_memory[r], cap.gpu_slots[r]
             rooms[r] = DeviceRoom(tuple(free), None if memory is None else tuple(memory),
-                                  tuple(gpushare.usable(free, GpuAsk(whole=1), memory)),
-                                  tuple(d.index for d in nodes[r].devices))
+                                  tuple(gpushare.usable(free, GpuAsk(whole=1), memory, slots)),
+                                  tuple(d.index for d in nodes[r].devices), None if slots is None else tuple(slots))
     for k in classes:
         pod = k.pods[0]
         if pod.key not in problem.share_milli:
@@ -499,11 +501,12 @@ def device_rooms(problem: RepackProblem, classes: list[PodClass], cap: Capacity)
                 continue
             ask = gpu_ask(pod, nodes[r])
             model = nodes[r].devices[0].model
-            if not gpushare.fits(room.free, ask, room.memory, model):
+            if not gpushare.fits(room.free, ask, room.memory, model, room.slots):
                 continue
             if ask.is_share:
                 k.share = True
-                k.slots[r] = tuple((d, ask.milli, ask.memory_mib) for d in gpushare.usable(room.free, ask, room.memory))
+                k.slots[r] = tuple((d, ask.milli, ask.memory_mib)
+                                   for d in gpushare.usable(room.free, ask, room.memory, room.slots))
             else:
                 k.whole_devices = ask.whole
             kept.append(r)

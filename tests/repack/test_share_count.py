@@ -1,0 +1,165 @@
+"""The vGPU register's share count: a device that count pods hold takes no more, whatever its free milli-GPU and
+memory (Volcano v1.15's device-share plugin, ``vgpu/utils.go``: ``if Number <= UsedNum { continue }``; HAMi's
+scheduler the same with its ``count``). Written from that rule: the fit functions, the register reader, the
+oracle, and every Repack planner (greedy, greedy-fast, the exact model, auto) with the validator."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+
+from optplan.adapters.kubefile import load_objects
+from optplan.solvers.core import gpushare
+from optplan.solvers.core.gpushare import GpuAsk
+from optplan.solvers.core.options import PlanOptions
+from optplan.solvers.core.oracle import Capacity
+from optplan.solvers.repack.run import plan_repack
+from tests.adapters.test_vgpu import REGISTER, SHARE, vnode, vpod
+from tests.adapters.test_vgpu_hami import hnode
+from tests.builders import podgroup
+
+RUN = {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": {"name": "r"},
+       "spec": {"mode": "DryRun", "goals": [{"resource": "nvidia.com/gpu"}]}}
+
+
+def node(name: str, count: int) -> dict[str, Any]:
+    """Two T4s (16 GiB each), UUIDs ``<name>-a`` and ``<name>-b``, each shared by at most ``count`` pods."""
+    register = REGISTER.replace("GPU-a", f"{name}-a").replace("GPU-b", f"{name}-b").replace(",10,", f",{count},")
+    return vnode(name, register=register)
+
+
+def share(name: str, node_name: str, device: str, cores: int = 10, memory: int = 1000) -> dict[str, Any]:
+    return vpod(name, {**SHARE, "volcano.sh/vgpu-cores": str(cores), "volcano.sh/vgpu-memory": str(memory)},
+                node=node_name, ids=f"{node_name}-{device},NVIDIA,{memory},{cores}:")
+
+
+def whole(name: str, node_name: str) -> dict[str, Any]:
+    return vpod(name, {"nvidia.com/gpu": "1"}, node=node_name)
+
+
+def loaded(*objs: dict[str, Any]) -> Any:
+    out = list(objs)
+    for o in objs:
+        if o["kind"] == "Pod":
+            o["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = o["metadata"]["name"]
+            out.append(podgroup(o["metadata"]["name"], ns="ns"))
+    return load_objects([*out, RUN])
+
+
+SOLVERS = ("greedy", "greedy-fast", "cpsat", "auto")
+
+
+def test_the_fit_functions_skip_a_device_without_a_pod_slot() -> None:
+    share_ask, card = GpuAsk(milli=100), GpuAsk(whole=1)
+    assert gpushare.usable([900, 900], share_ask, free_slots=[0, 3]) == [1]
+    assert gpushare.usable([1000, 1000], card, free_slots=[0, 1]) == [1]
+    assert gpushare.choose_devices([200, 900], share_ask, free_slots=[0, 1]) == (1,)  # best fit, but no slot on 0
+    assert gpushare.choose_devices([200, 900], share_ask, free_slots=[0, 0]) is None
+    assert not gpushare.fits([900], share_ask, free_slots=[0])
+    assert not gpushare.fits_on([900, 900], share_ask, (0,), free_slots=[0, 1])
+    assert gpushare.usable([900, 900], share_ask) == [0, 1]  # no counts: no limit
+
+
+def test_the_registers_count_is_read() -> None:
+    snap = loaded(node("n1", 2)).snapshot
+    assert [d.shares for d in snap.nodes["n1"].devices] == [2, 2]
+    hami = json.dumps([{"id": "GPU-a", "count": 3, "devmem": 16384, "type": "T4", "health": True},
+                       {"id": "GPU-b", "devmem": 16384, "type": "T4", "health": True}])
+    snap = load_objects([hnode(hami)]).snapshot
+    assert [d.shares for d in snap.nodes["n1"].devices] == [3, None]  # no count given: no limit
+
+
+def test_the_oracle_counts_the_pods_on_a_device() -> None:
+    # n1's a holds two 10% shares (count 2): a third goes to b; with b held twice too, no device takes it
+    snap = loaded(node("n1", 2), share("s1", "n1", "a"), share("s2", "n1", "a"),
+                  vpod("p", {**SHARE, "volcano.sh/vgpu-cores": "10", "volcano.sh/vgpu-memory": "1000"},
+                       node=None)).snapshot
+    cap = Capacity(snap)
+    pending = snap.pods["ns/p"]
+    assert cap.gpu_free["n1"] == [800, 1000] and cap.gpu_slots["n1"] == [0, 2]
+    assert cap.fit_reason(pending, "n1", devices=(0,)) == "devices 0 cannot take a share of 100 milli-GPU and 1000 MiB"
+    cap.add(pending, "n1")
+    assert cap.devices_of(pending) == ("n1", (1,)) and cap.gpu_slots["n1"] == [0, 1]
+    cap.remove(snap.pods["ns/s1"], "n1")
+    assert cap.gpu_slots["n1"] == [1, 1] and cap.fit_reason(pending, "n1", devices=(0,)) is None
+    # a whole card needs an untouched device; a device of count 0 takes nothing
+    zero = loaded(node("n2", 0), whole("w", "n2")).snapshot
+    cap = Capacity(zero)
+    assert cap.gpu_free["n2"] == [0, 0] and "n2" in cap.gpu_over
+
+
+@pytest.mark.parametrize("count", [2, 3])
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_repack_never_puts_more_pods_on_a_device_than_its_count(solver: str, count: int) -> None:
+    # n1 holds one 10% share; n2's a two 10% shares and b a whole card. By milli-GPU and memory n1's share
+    # fits n2's a (80% free); by the count only when the device may hold 3 pods
+    objs = loaded(node("n1", count), node("n2", count), share("s1", "n1", "a"), share("s2", "n2", "a"),
+                  share("s3", "n2", "a"), whole("w2", "n2"))
+    out = plan_repack(objs.snapshot, objs.runs["r"], solver=solver, options=PlanOptions(time_limit=5, workers=1))
+    p = out.result.plan
+    if count == 3:
+        assert p.freed_nodes == ("n1",) and [(m.pod, m.to_node, m.to_devices) for m in p.moves] == [
+            ("ns/s1", "n2", (0,))], solver
+    else:
+        assert p.freed_nodes == () and p.moves == (), solver
+
+
+def random_cluster(seed: int) -> Any:
+    """Six nodes of two T4s whose devices take at most 2 or 3 pods; each device empty, a whole card, or one
+    to three small shares (no more than its count)."""
+    rng = random.Random(seed)
+    objs: list[dict[str, Any]] = []
+    for i in range(6):
+        name, count = f"n{i}", rng.choice([2, 3])
+        objs.append(node(name, count))
+        for dev in ("a", "b"):
+            kind = rng.choice(["empty", "whole", "shares", "shares"])
+            if kind == "whole":
+                objs.append(whole(f"w{i}{dev}", name))
+            elif kind == "shares":
+                for j in range(rng.randint(1, count)):
+                    objs.append(share(f"s{i}{dev}{j}", name, dev, rng.choice([5, 10, 20]), rng.choice([500, 1000])))
+    return loaded(*objs)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_every_planner_keeps_the_counts(seed: int) -> None:
+    """Every plan passes the validator (plan_repack checks it; the oracle's fit counts the pods on a device), and
+    replayed on the oracle no device holds more pods than its count; the exact model frees no fewer nodes."""
+    objs = random_cluster(seed)
+    freed = {}
+    for solver in SOLVERS:
+        out = plan_repack(objs.snapshot, objs.runs["r"], solver=solver, options=PlanOptions(time_limit=5, workers=1))
+        p = out.result.plan
+        cap = Capacity(objs.snapshot)
+        for m in p.moves:
+            cap.remove(objs.snapshot.pods[m.pod], m.from_node)
+        for m in p.moves:
+            pod = objs.snapshot.pods[m.pod]
+            assert cap.fit_reason(pod, m.to_node, m.to_devices) is None, (solver, m)
+            cap.add(pod, m.to_node, m.to_devices)
+        assert all(s >= 0 for slots in cap.gpu_slots.values() if slots for s in slots), solver
+        freed[solver] = len(p.freed_nodes)
+    assert freed["cpsat"] >= max(freed["greedy"], freed["greedy-fast"]) and freed["auto"] >= freed["greedy-fast"]
+
+
+@pytest.mark.parametrize("planner", ["greedy", "cpsat", "milp", "auto"])
+def test_a_goal_frees_a_pod_slot_to_admit_a_share(planner: str) -> None:
+    """n1's a holds two 10% shares (count 2: full), its b a whole card; n2's a an 80% share (20% free, count 2),
+    its b a whole card. The gang's pod asks 30% of one device: by compute n1's a takes it, by the count no
+    device does. Admitting it moves one of n1's small shares to n2's a (10% fits there, one pod on it), which
+    gives n1's a a slot (the goal planners count the pods a move takes off a device)."""
+    from optplan.solvers.core.registry import load as load_planner
+    from optplan.solvers.goals.validate import goal_violations
+    from tests.builders import vcjob
+    from tests.goals.test_goals_shares import OPTS, admitted_on, problem, share_task
+    p = problem(node("n1", 2), node("n2", 2), share("s1", "n1", "a"), share("s2", "n1", "a"), whole("w1", "n1"),
+                share("t1", "n2", "a", 80), whole("w2", "n2"), vcjob("sh", "default", [share_task("w", 30)], ns="ns"))
+    r = load_planner("goals", planner)().plan(p, OPTS)
+    assert goal_violations(p, r.plan, claimed=r.disruption) == []
+    assert admitted_on(r.plan, "sh") == ["n1"], planner
+    [m] = r.plan.repack.moves
+    assert (m.pod in ("ns/s1", "ns/s2"), m.to_node, m.to_devices) == (True, "n2", (0,)), planner
