@@ -134,3 +134,57 @@ def test_the_validator_refuses_a_job_admitted_before_its_pod_is_made_again() -> 
         if jp.name == "g" else jp for jp in plan.jobs)})
     assert ("job default/g is admitted at its running pod default/g-worker-0's eviction or before it"
             in placement_violations(snap, jobs, broken))
+
+
+def random_remade(seed: int) -> list[dict[str, Any]]:
+    """Three or four 8-GPU nodes; on each a running VCJob of queue ``other`` at its minAvailable with a replica
+    pending (4 or 8 GPUs, maybe a lifecycle policy on PodEvicted), or a one-pod bare gang of ``other`` (old or
+    new), a 4-GPU one beside maybe; one to three jobs of ``mine`` (4 or 8 GPUs, one or two replicas) wait.
+    ``other`` above its deserved or not."""
+    import random
+    rng = random.Random(seed)
+    n = rng.choice((3, 4))
+    objs: list[dict[str, Any]] = [*(node(f"n{i}") for i in range(n)), queue("mine", deserved={"nvidia.com/gpu": 16}),
+                                  queue("other", deserved={"nvidia.com/gpu": rng.choice((0, 0, 8))})]
+    for i in range(n):
+        gpu = rng.choice((4, 8))
+        if rng.random() < 0.6:
+            policies = rng.choice((None, None, [{"event": "PodEvicted", "action": "RestartJob"}]))
+            objs += running_vcjob(f"g{i}", "other", 2, 1, gpu, {0: f"n{i}"}, policies)
+        else:
+            pg = podgroup(f"o{i}", 1, owner=None)
+            pg["spec"]["queue"] = "other"
+            p = pod(f"o{i}-0", f"n{i}", gpu, group=f"o{i}")
+            p["status"]["startTime"] = rng.choice(("2025-05-01T10:00:00Z", "2025-06-01T11:00:00Z"))
+            objs += [pg, p]
+        if gpu == 4 and rng.random() < 0.5:
+            pg = podgroup(f"f{i}", 1, owner=None)
+            pg["spec"]["queue"] = "other"
+            objs += [pg, pod(f"f{i}-0", f"n{i}", 4, group=f"f{i}")]
+    for k in range(rng.choice((1, 2, 3))):
+        replicas = rng.choice((1, 1, 2))
+        objs.append(vcjob(f"j{k}", "mine", [job_task("worker", replicas, rng.choice((4, 8)))], min_available=replicas))
+    return objs
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_every_plan_with_remade_pods_is_valid_and_the_exact_model_never_admits_less(seed: int,
+                                                                                   caplog: pytest.LogCaptureFixture
+                                                                                   ) -> None:
+    """Every solver's plan passes the validator (``place_validated``), the validator never refuses the exact
+    model's own plan, and cpsat and auto never admit less weight than the greedy, nor at the same weight take
+    dearer victims."""
+    from datetime import datetime
+
+    from optplan.models.placement import BinpackWeights
+    from optplan.solvers.placement.context import Context
+    from optplan.solvers.placement.model import plan_key
+    objs = random_remade(seed)
+    plans = {s: place_validated(objs, s, OPTS, NOW) for s in SOLVERS}
+    assert "validator refuses" not in caplog.text
+    snap = load(*objs).snapshot
+    ctx = Context.build(snap, jobs_to_place(snap), BinpackWeights(), datetime.fromisoformat(NOW))
+    greedy = plan_key(ctx, plans["greedy"])
+    for solver in ("cpsat", "auto"):
+        mine = plan_key(ctx, plans[solver])
+        assert (mine.neg_admitted, mine.victim_cost) <= (greedy.neg_admitted, greedy.victim_cost), solver
