@@ -26,27 +26,11 @@ from optplan.solvers.placement.jobs import jobs_to_place
 from optplan.solvers.placement.place import plan_placement
 from optplan.solvers.placement.validate import placement_violations
 from tests.builders import job_task, load, node, place_validated, pod, podgroup, queue, vcjob
+from tests.placement.test_victim_tiers import running_vcjob
 
 OPTS = PlanOptions(time_limit=5, workers=1, seed=0)
 NOW = "2025-06-01T12:00:00Z"
 SOLVERS = ("greedy", "cpsat", "auto")
-
-
-def running_vcjob(name: str, queue_name: str, replicas: int, min_available: int, gpu: int, on: dict[int, str],
-                  policies: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """A running VCJob (task ``worker``), its PodGroup in ``queue_name`` and the pods of the replicas ``on``."""
-    job = vcjob(name, queue_name, [job_task("worker", replicas, gpu)], min_available=min_available)
-    job["status"] = {"state": {"phase": "Running"}}
-    if policies is not None:
-        job["spec"]["policies"] = policies
-    pg = podgroup(f"{name}-pg", min_available, owner=("batch.volcano.sh/v1alpha1", "Job", name))
-    pg["spec"]["queue"] = queue_name
-    objs = [job, pg]
-    for i, n in on.items():
-        p = pod(f"{name}-worker-{i}", n, gpu, group=f"{name}-pg")
-        p["status"]["startTime"] = "2025-06-01T10:00:00Z"
-        objs.append(p)
-    return objs
 
 
 def cluster(deserved: int, policies: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -55,7 +39,7 @@ def cluster(deserved: int, policies: list[dict[str, Any]] | None = None) -> list
     return [node("n0"), node("n1"), queue("mine", deserved={"nvidia.com/gpu": 8}),
             queue("other", deserved={"nvidia.com/gpu": deserved}), queue("keep", deserved={"nvidia.com/gpu": 8}),
             keep, pod("b-0", "n1", 8, group="b"),
-            *running_vcjob("g", "other", 2, 1, 8, {0: "n0"}, policies),
+            *running_vcjob("g", "other", 2, 8, {0: "n0"}, 1, policies=policies),
             vcjob("j", "mine", [job_task("worker", 1, 8)], min_available=1)]
 
 
@@ -103,7 +87,7 @@ def test_the_made_again_replica_is_placed_by_a_later_cycle() -> None:
             queue("other", deserved={"nvidia.com/gpu": 4}), queue("keep", deserved={"nvidia.com/gpu": 12}),
             *keep, pod("b-0", "n1", 8, group="b"), pod("f-0", "n0", 4, group="f"),
             other, pod("o-0", "n2", 8, group="o"),
-            *running_vcjob("g", "other", 2, 1, 4, {0: "n0"}),
+            *running_vcjob("g", "other", 2, 4, {0: "n0"}, 1),
             vcjob("j", "mine", [job_task("worker", 1, 4)], min_available=1),
             vcjob("k", "mine", [job_task("worker", 1, 4)], min_available=1)]
     snap = load(*objs).snapshot
@@ -150,7 +134,7 @@ def random_remade(seed: int) -> list[dict[str, Any]]:
         gpu = rng.choice((4, 8))
         if rng.random() < 0.6:
             policies = rng.choice((None, None, [{"event": "PodEvicted", "action": "RestartJob"}]))
-            objs += running_vcjob(f"g{i}", "other", 2, 1, gpu, {0: f"n{i}"}, policies)
+            objs += running_vcjob(f"g{i}", "other", 2, gpu, {0: f"n{i}"}, 1, policies=policies)
         else:
             pg = podgroup(f"o{i}", 1, owner=None)
             pg["spec"]["queue"] = "other"

@@ -292,15 +292,19 @@ def test_candidates_come_in_victim_order() -> None:
 
 
 def running_vcjob(name: str, queue_name: str, replicas: int, gpu: int, on: dict[int, str], min_available: int,
-                  pc: str) -> list[dict[str, Any]]:
-    """A running VCJob: its PodGroup (minMember ``min_available``) and the pods of the replicas in ``on``."""
+                  pc: str | None = None, policies: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """A running VCJob: its PodGroup (minMember ``min_available``) and the pods of the replicas in ``on``;
+    ``policies``: its lifecycle policies."""
     job = vcjob(name, queue_name, [job_task("worker", replicas, gpu)], min_available=min_available,
                 priority_class_name=pc)
     job["status"] = {"state": {"phase": "Running"}}
+    if policies is not None:
+        job["spec"]["policies"] = policies
     pg = podgroup_in(queue_name, f"{name}-pg", min_available)
     pg["metadata"]["ownerReferences"] = [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": name,
                                           "uid": f"uid-{name}", "controller": True}]
-    pg["spec"]["priorityClassName"] = pc
+    if pc is not None:
+        pg["spec"]["priorityClassName"] = pc
     objs = [job, pg]
     for i, n in on.items():
         p = pod(f"{name}-worker-{i}", n, gpu, group=f"{name}-pg")

@@ -19,7 +19,7 @@ from optplan.solvers.core.oracle import Capacity
 from optplan.solvers.repack.run import plan_repack
 from tests.adapters.test_vgpu import REGISTER, SHARE, vnode, vpod
 from tests.adapters.test_vgpu_hami import hnode
-from tests.builders import podgroup
+from tests.repack.test_shares import loaded
 
 RUN = {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": {"name": "r"},
        "spec": {"mode": "DryRun", "goals": [{"resource": "nvidia.com/gpu"}]}}
@@ -38,15 +38,6 @@ def share(name: str, node_name: str, device: str, cores: int = 10, memory: int =
 
 def whole(name: str, node_name: str) -> dict[str, Any]:
     return vpod(name, {"nvidia.com/gpu": "1"}, node=node_name)
-
-
-def loaded(*objs: dict[str, Any]) -> Any:
-    out = list(objs)
-    for o in objs:
-        if o["kind"] == "Pod":
-            o["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = o["metadata"]["name"]
-            out.append(podgroup(o["metadata"]["name"], ns="ns"))
-    return load_objects([*out, RUN])
 
 
 SOLVERS = ("greedy", "greedy-fast", "cpsat", "auto")
@@ -163,3 +154,28 @@ def test_a_goal_frees_a_pod_slot_to_admit_a_share(planner: str) -> None:
     assert admitted_on(r.plan, "sh") == ["n1"], planner
     [m] = r.plan.repack.moves
     assert (m.pod in ("ns/s1", "ns/s2"), m.to_node, m.to_devices) == (True, "n2", (0,)), planner
+
+
+def test_fgd_counts_a_full_devices_free_milli_as_fragmented() -> None:
+    """FGD's measure (``optplan frag``): n1's a holds two 10% shares, its b a whole card; the workload is those
+    three pods (two 10% shares, one whole card). With a count of 3 a 10% share could still use a's 800 free
+    milli, a whole card could not (a third of the workload: 266.667 fragmented); with a count of 2 no pod can:
+    all 800."""
+    from optplan.solvers.binpack.devfrag import device_fragmentation
+    for count, fragmented in ((3, 266.667), (2, 800.0)):
+        snap = loaded(node("n1", count), share("s1", "n1", "a"), share("s2", "n1", "a"), whole("w1", "n1")).snapshot
+        assert device_fragmentation(snap).fgd_nodes["n1"] == fragmented, count
+
+
+def test_the_two_level_minimum_holds_no_more_shares_a_gpu_than_the_count() -> None:
+    """``optplan frag``'s theoretical minimum: six 10% shares on three nodes. Into GPUs of 1000 milli-GPU alone
+    they pack onto one GPU (one node); at most two a GPU, they need three GPUs, and two nodes of two GPUs."""
+    from optplan.solvers.binpack.devfrag import device_fragmentation
+    objs = [node(f"n{i}", 2) for i in range(3)]
+    objs += [share(f"s{i}{j}", f"n{i}", "a") for i in range(3) for j in range(2)]
+    frag = device_fragmentation(loaded(*objs).snapshot)
+    assert (frag.share_gpus_min, frag.theoretical_min, frag.proven) == (3, 2, True)
+    objs = [node(f"n{i}", 10) for i in range(3)]
+    objs += [share(f"s{i}{j}", f"n{i}", "a") for i in range(3) for j in range(2)]
+    frag = device_fragmentation(loaded(*objs).snapshot)
+    assert (frag.share_gpus_min, frag.theoretical_min, frag.proven) == (1, 1, True)

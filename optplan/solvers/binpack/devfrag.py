@@ -11,7 +11,10 @@ Two figures, both over the nodes with devices:
   packing with more share GPUs never needs fewer nodes (the extra cards are only more single items), and
   any packing of step (2) is a two-level packing, so the two steps give the two-level minimum exactly.
   When step (1) is not proven, its lower bound in step (2) gives a proven lower bound (``proven`` False),
-  and its best packing an upper bound. Like the seed's minimum, it packs GPUs only: no GPU model, memory,
+  and its best packing an upper bound. Where the devices' share count (``GpuDevice.shares``; the largest of
+  the nodes') is below the number of shares, step (1) also holds at most that many shares a GPU: its lower
+  bound is the plain packing's or ⌈shares / count⌉, its upper bound first-fit decreasing under both limits,
+  proven when they meet. Like the seed's minimum, it packs GPUs only: no GPU model, memory,
   host cpu or predicate.
 - **The seed's metric when shares move** (``share_fragmentation``, what Repack reports when GPU shares are
   its pods): the same two steps over the providers of ``nvidia.com/gpu``, as a ``FragReport``.
@@ -101,12 +104,7 @@ def device_fragmentation(snapshot: Snapshot, *, time_limit: float = 10.0, worker
             used_devices.update((held[0], d) for d in held[1])
     share_devs = {(cap.gpu_held[k][0], d) for k, (node, devs, milli, _) in cap.gpu_held.items()
                   if milli < MILLI_PER_GPU for d in devs}
-    g_lb = g_ub = 0
-    g_proven = True
-    if shares:
-        r = min_bins(shares, [MILLI_PER_GPU] * max(len(shares), 1), time_limit=time_limit / 2, workers=workers,
-                     clock=clock)
-        g_lb, g_ub, g_proven = r.lower_bound, r.value, r.proven
+    g_lb, g_ub, g_proven = _share_gpus(shares, share_count(snapshot, names), time_limit / 2, workers, clock)
     lb, ub, proven = _nodes_min(wholes, g_lb, healthy, time_limit / 2, workers, clock)
     if g_ub != g_lb:
         ub = _nodes_min(wholes, g_ub, healthy, time_limit / 2, workers, clock)[1]
@@ -117,6 +115,41 @@ def device_fragmentation(snapshot: Snapshot, *, time_limit: float = 10.0, worker
                       devices_used=len(used_devices), shares=len(shares), share_gpus=len(share_devs),
                       share_gpus_min=g_lb, theoretical_min=lb, proven=proven, upper_bound=max(ub, lb),
                       free_milli=free, fgd_milli=round(float(sum(fgd.values())), 3), fgd_nodes=fgd)
+
+
+def _share_gpus(shares: list[int], most: int | None, time_limit: float, workers: int, clock: Clock | None
+                ) -> tuple[int, int, bool]:
+    """Step (1): the least number of GPUs that hold every share (lower bound, best packing, proven), at most
+    ``most`` shares a GPU when given (``with_count``)."""
+    if not shares:
+        return 0, 0, True
+    r = min_bins(shares, [MILLI_PER_GPU] * len(shares), time_limit=time_limit, workers=workers, clock=clock)
+    if most is not None and most < len(shares):  # the count may bind
+        return with_count(shares, most, r.lower_bound)
+    return r.lower_bound, r.value, r.proven
+
+
+def share_count(snapshot: Snapshot, names: list[str]) -> int | None:
+    """The most pods any device of these nodes may hold (``GpuDevice.shares``), None when one has no limit."""
+    counts = [d.shares for n in names for d in snapshot.nodes[n].devices if d.healthy]
+    return None if not counts or any(c is None for c in counts) else max(c for c in counts if c is not None)
+
+
+def with_count(shares: list[int], most: int, lower: int) -> tuple[int, int, bool]:
+    """Step (1) when a GPU holds at most ``most`` shares: the lower bound of the plain packing (``lower``) or
+    ⌈shares / most⌉, whichever is more; the upper bound first-fit decreasing under both limits; proven when they
+    meet."""
+    lb = max(lower, -(-len(shares) // most))
+    bins: list[list[int]] = []  # [free milli, shares]
+    for s in sorted(shares, reverse=True):
+        for b in bins:
+            if b[0] >= s and b[1] < most:
+                b[0] -= s
+                b[1] += 1
+                break
+        else:
+            bins.append([MILLI_PER_GPU - s, 1])
+    return lb, max(len(bins), lb), len(bins) <= lb
 
 
 def share_fragmentation(snapshot: Snapshot, resource: str, *, time_limit: float = 10.0, workers: int = 1,
@@ -146,11 +179,8 @@ def share_fragmentation(snapshot: Snapshot, resource: str, *, time_limit: float 
         return FragReport(resource, len(providers), occupied, 0, True, 0)
     caps = [sum(d.healthy for d in n.devices) if n.devices else n.allocatable[resource] // MILLI_PER_GPU
             for n in providers]
-    g_lb = g_ub = 0
-    g_proven = True
-    if shares:
-        r = min_bins(shares, [MILLI_PER_GPU] * len(shares), time_limit=time_limit / 2, workers=workers, clock=clock)
-        g_lb, g_ub, g_proven = r.lower_bound, r.value, r.proven
+    g_lb, g_ub, g_proven = _share_gpus(shares, share_count(snapshot, [n.name for n in providers if n.devices]),
+                                       time_limit / 2, workers, clock)
     lb, ub, proven = _nodes_min(wholes, g_lb, caps, time_limit / 2, workers, clock)
     if g_ub != g_lb:
         ub = _nodes_min(wholes, g_ub, caps, time_limit / 2, workers, clock)[1]
@@ -186,10 +216,14 @@ def _fgd(snapshot: Snapshot, cap: Capacity, names: list[str]) -> dict[str, float
     target = TargetWorkload.of(tasks)
     width = max(len(cap.gpu_free[n]) for n in names)
     free = np.zeros((len(names), width), dtype=np.int64)
+    blocked = np.zeros((len(names), width), dtype=bool)  # a device its share count of pods holds
     for i, n in enumerate(names):
         row = [max(f, 0) for f in cap.gpu_free[n]]
         free[i, :len(row)] = row
+        slots = cap.gpu_slots[n]
+        if slots is not None:
+            blocked[i, :len(slots)] = [s <= 0 for s in slots]
     cpu = np.array([cap.room(n, "cpu") for n in names], dtype=np.int64)
     models = [snapshot.nodes[n].devices[0].model for n in names]
-    values = gpushare.fragmentation(free, cpu, models, target)
+    values = gpushare.fragmentation(free, cpu, models, target, blocked if blocked.any() else None)
     return {n: round(float(v), 3) for n, v in zip(names, values, strict=True)}

@@ -24,7 +24,8 @@ devices a plan names; ``choose_devices`` says which it takes:
 
 - a task asking no GPU can use none of it: all the node's free milli;
 - a task the node cannot host (too little free cpu, a GPU model it does not accept, no device with enough free
-  milli for a share, fewer entirely free devices than its whole GPUs): all the node's free milli;
+  milli for a share, fewer entirely free devices than its whole GPUs): all the node's free milli; a device that
+  its share count of pods hold (``blocked``) takes no task, so its free milli is fragmented for every one;
 - otherwise the free milli of the devices it could not use: for a share of ``m`` milli, the devices with less
   than ``m`` free; for whole GPUs, the devices partly taken.
 
@@ -250,17 +251,19 @@ class FragTable:
         return np.array([self.model_ids[m] for m in models], dtype=np.int64)
 
     def __call__(self, free_milli: np.ndarray[Any, Any], free_cpu: np.ndarray[Any, Any],
-                 model_ids: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+                 model_ids: np.ndarray[Any, Any], blocked: np.ndarray[Any, Any] | None = None) -> np.ndarray[Any, Any]:
         free = np.asarray(free_milli, dtype=np.int64).reshape(len(free_cpu), -1)
         total = free.sum(axis=1).astype(np.float64)
         out = self.all_weight * total
         if not len(self.need):
             return out
+        # a blocked device (its share count of pods on it) takes no task: its free milli is below every level
+        usable = free if blocked is None else np.where(np.asarray(blocked, dtype=bool).reshape(free.shape), -1, free)
         # below[k, l]: free milli of node k's devices with less than levels[l] free
-        below = (free[:, :, None] * (free[:, :, None] < self.levels[None, None, :])).sum(axis=1)[:, self.level_of]
+        below = (free[:, :, None] * (usable[:, :, None] < self.levels[None, None, :])).sum(axis=1)[:, self.level_of]
         share = self.whole == 0
-        most = free.max(axis=1)
-        full = (free == MILLI).sum(axis=1)
+        most = usable.max(axis=1)
+        full = (usable == MILLI).sum(axis=1)
         gpu_ok = np.where(share[None, :], most[:, None] >= self.need[None, :], full[:, None] >= self.whole[None, :])
         gpu_ok &= self.allowed[np.asarray(model_ids, dtype=np.int64)]
         host = self.hostable[:, np.searchsorted(self.cuts, np.asarray(free_cpu), side="right")].T
@@ -268,12 +271,13 @@ class FragTable:
 
 
 def fragmentation(free_milli: np.ndarray[Any, Any], free_cpu: np.ndarray[Any, Any], models: Sequence[str],
-                  target: TargetWorkload) -> np.ndarray[Any, Any]:
+                  target: TargetWorkload, blocked: np.ndarray[Any, Any] | None = None) -> np.ndarray[Any, Any]:
     """Fragmentation (milli, expected over the target workload) of N nodes: ``free_milli`` (N, D) free milli per
-    device (absent devices 0), ``free_cpu`` (N,), ``models`` the node's GPU model each (``FragTable`` for
-    repeated calls)."""
+    device (absent devices 0), ``free_cpu`` (N,), ``models`` the node's GPU model each, ``blocked`` (N, D) the
+    devices that take no more pods (their share count held: their free milli no task can use; None: none)
+    (``FragTable`` for repeated calls)."""
     table = FragTable(target, models)
-    return table(np.asarray(free_milli), np.asarray(free_cpu), table.ids(models))
+    return table(np.asarray(free_milli), np.asarray(free_cpu), table.ids(models), blocked)
 
 
 def node_fragmentation(free_milli: Sequence[int], free_cpu: int, model: str, target: TargetWorkload) -> float:
