@@ -57,6 +57,7 @@ from optplan.models.devices import (
     VGPU_IDS,
     VGPU_MEMORY,
     VGPU_MEMORY_PERCENTAGE,
+    VGPU_MODE,
     VGPU_NUMBER,
     VGPU_REGISTER,
     WHOLE_GPU,
@@ -105,7 +106,8 @@ def node_devices(annotations: Mapping[str, str], allocatable: Resources, fail: F
             count = _int(parts[1], fail, where, f"device {index}'s count")
             memory = _int(parts[2], fail, where, f"device {index}'s memory")
             out.append(GpuDevice(index=index, uuid=uuid, model=parts[3].strip(), memory_mib=memory,
-                                 healthy=parts[4].strip().lower() in ("true", "1", "t"), shares=count))
+                                 healthy=parts[4].strip().lower() in ("true", "1", "t"), shares=count,
+                                 mode=parts[5].strip()))
         if not out:
             raise fail(where, "names no device")
         return tuple(out)
@@ -277,7 +279,7 @@ def _vgpu_share(vgpu: Mapping[str, int], names: tuple[str, str, str, str], annot
                                             "a share sits on one device, several devices are taken whole")
     return GpuShare(count=count, milli=milli, memory_mib=vgpu.get(memory_name, 0),
                     memory_percent=percent, use_types=_types(annotations.get(GPU_USE_TYPE)),
-                    nouse_types=_types(annotations.get(GPU_NOUSE_TYPE)))
+                    nouse_types=_types(annotations.get(GPU_NOUSE_TYPE)), mode=annotations.get(VGPU_MODE, "").strip())
 
 
 def _types(text: str | None) -> tuple[str, ...]:

@@ -39,6 +39,8 @@ VGPU_NODE = "volcano.sh/vgpu-node"
 """Pod annotation: the node the plugin allocated the devices of ``VGPU_IDS`` on."""
 VGPU_USE_UUID = "volcano.sh/vgpu-use-gpuuuid"
 """Pod annotation (Volcano v1.16 on; v1.15 ignores it): the device UUIDs the vGPU plugin may choose."""
+VGPU_MODE = "volcano.sh/vgpu-mode"
+"""Pod annotation: the sharing mode (``hami-core``, ``mig``) the node's vGPU devices must be in."""
 GPU_USE_TYPE = "nvidia.com/use-gputype"
 GPU_NOUSE_TYPE = "nvidia.com/nouse-gputype"
 GPUSHARE_MEMORY = "volcano.sh/gpu-memory"
@@ -81,6 +83,8 @@ class GpuDevice(_Model):
     memory_mib: int = 0
     """Device memory in MiB; 0 when unknown (memory asks are then not checked on it)."""
     healthy: bool = True
+    mode: str = ""
+    """The register's sharing mode (``hami-core``, ``mig``; "" when not registered)."""
     shares: int | None = None
     """The most pods that may hold the device at once (the vGPU register's count, Volcano's ``Number``: its
     device-share plugin, like HAMi's scheduler, passes over a device that many pods hold); None: no limit (the
@@ -100,6 +104,9 @@ class GpuShare(_Model):
     use_types: tuple[str, ...] = ()
     """``nvidia.com/use-gputype``: the device's type must contain one of these (case-insensitive)."""
     nouse_types: tuple[str, ...] = ()
+    mode: str = ""
+    """``volcano.sh/vgpu-mode``: the sharing mode the node's devices must be in (Volcano's plugin refuses a node
+    in another; "" for any)."""
     devices: tuple[int, ...] = ()
     """Where a running pod's share sits: device indices on its node, one per ``count``; () when not known
     (a pending pod, or a running one the plugin has not annotated)."""

@@ -179,3 +179,17 @@ def test_the_two_level_minimum_holds_no_more_shares_a_gpu_than_the_count() -> No
     objs += [share(f"s{i}{j}", f"n{i}", "a") for i in range(3) for j in range(2)]
     frag = device_fragmentation(loaded(*objs).snapshot)
     assert (frag.share_gpus_min, frag.theoretical_min, frag.proven) == (1, 1, True)
+
+
+def test_a_share_naming_a_sharing_mode_fits_only_a_node_in_that_mode() -> None:
+    """``volcano.sh/vgpu-mode`` on a pod (Volcano v1.15's vGPU predicate: the pod's mode must be the node's, read
+    from the register's last field: ``mig`` or else ``hami-core``)."""
+    hami = node("n1", 10)
+    mig = vnode("n2", register=REGISTER.replace("GPU-a", "n2-a").replace("GPU-b", "n2-b").replace("hami-core", "mig"))
+    ask = {**SHARE, "volcano.sh/vgpu-cores": "10", "volcano.sh/vgpu-memory": "1000"}
+    snap = loaded(hami, mig, vpod("p", ask, node=None, annotations={"volcano.sh/vgpu-mode": "mig"}),
+                  vpod("q", ask, node=None, annotations={"volcano.sh/vgpu-mode": "hami-core"}),
+                  vpod("r", ask, node=None)).snapshot
+    cap = Capacity(snap)
+    fits = {k: [n for n in ("n1", "n2") if cap.fit_reason(snap.pods[f"ns/{k}"], n) is None] for k in "pqr"}
+    assert fits == {"p": ["n2"], "q": ["n1"], "r": ["n1", "n2"]}

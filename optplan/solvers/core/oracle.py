@@ -125,7 +125,8 @@ def pod_demand(pod: Pod) -> Resources:
 
 
 NO_TYPE = "<no device type allowed>"
-"""The model an ask accepts when ``nvidia.com/use-gputype`` / ``nouse-gputype`` rule out every device."""
+"""The model an ask accepts when ``nvidia.com/use-gputype`` / ``nouse-gputype`` rule out every device, or its
+``volcano.sh/vgpu-mode`` is not the node's."""
 UNLIMITED = 1 << 30
 """``Capacity.gpu_slots`` of a device without a share count."""
 
@@ -135,7 +136,8 @@ def gpu_ask(pod: Pod, node: Node) -> GpuAsk:
     device memory; a share naming no compute counts as 1 milli-GPU, so that it holds its device), its
     whole shared cards, or its ``nvidia.com/gpu`` cards. The device types it accepts are the node's
     device models that Volcano's type rule admits (a type containing one of ``use_types`` and none of
-    ``nouse_types``, case-insensitive)."""
+    ``nouse_types``, case-insensitive); none when the share names a sharing mode (``volcano.sh/vgpu-mode``)
+    other than the node's (``node_mode``)."""
     share = pod.gpu_share
     if share is None:
         return GpuAsk(whole=pod.requests.get(WHOLE_GPU, 0) // MILLI_PER_GPU)
@@ -146,9 +148,17 @@ def gpu_ask(pod: Pod, node: Node) -> GpuAsk:
     if share.use_types or share.nouse_types:
         models = frozenset(d.model for d in node.devices if _type_allowed(d.model, share.use_types,
                                                                           share.nouse_types)) or frozenset({NO_TYPE})
+    if share.mode and node.devices and share.mode != node_mode(node):  # Volcano: no device of this node
+        models = frozenset({NO_TYPE})
     if share.whole:
         return GpuAsk(whole=share.count, memory_mib=memory, models=models)
     return GpuAsk(milli=max(share.milli, 1), memory_mib=memory, models=models)
+
+
+def node_mode(node: Node) -> str:
+    """The node's vGPU sharing mode as Volcano's plugin reads its register: ``mig`` when its (last) device says
+    so, else ``hami-core``."""
+    return "mig" if node.devices and node.devices[-1].mode == "mig" else "hami-core"
 
 
 def _type_allowed(model: str, use: Sequence[str], nouse: Sequence[str]) -> bool:
