@@ -59,6 +59,7 @@ from optplan.models.devices import (
     VGPU_MEMORY_PERCENTAGE,
     VGPU_MODE,
     VGPU_NUMBER,
+    VGPU_PODGROUP_POLICY,
     VGPU_REGISTER,
     WHOLE_GPU,
     GpuDevice,
@@ -279,7 +280,8 @@ def _vgpu_share(vgpu: Mapping[str, int], names: tuple[str, str, str, str], annot
                                             "a share sits on one device, several devices are taken whole")
     return GpuShare(count=count, milli=milli, memory_mib=vgpu.get(memory_name, 0),
                     memory_percent=percent, use_types=_types(annotations.get(GPU_USE_TYPE)),
-                    nouse_types=_types(annotations.get(GPU_NOUSE_TYPE)), mode=annotations.get(VGPU_MODE, "").strip())
+                    nouse_types=_types(annotations.get(GPU_NOUSE_TYPE)), mode=annotations.get(VGPU_MODE, "").strip(),
+                    spread=names == _VOLCANO_NAMES and annotations.get(VGPU_PODGROUP_POLICY, "").strip() == "spread")
 
 
 def _types(text: str | None) -> tuple[str, ...]:

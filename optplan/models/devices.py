@@ -39,6 +39,8 @@ VGPU_NODE = "volcano.sh/vgpu-node"
 """Pod annotation: the node the plugin allocated the devices of ``VGPU_IDS`` on."""
 VGPU_USE_UUID = "volcano.sh/vgpu-use-gpuuuid"
 """Pod annotation (Volcano v1.16 on; v1.15 ignores it): the device UUIDs the vGPU plugin may choose."""
+VGPU_PODGROUP_POLICY = "volcano.sh/vgpu-podgroup-policy"
+"""Pod annotation: ``spread`` puts the pods of one PodGroup on distinct vGPU devices (Volcano v1.15)."""
 VGPU_MODE = "volcano.sh/vgpu-mode"
 """Pod annotation: the sharing mode (``hami-core``, ``mig``) the node's vGPU devices must be in."""
 GPU_USE_TYPE = "nvidia.com/use-gputype"
@@ -107,6 +109,9 @@ class GpuShare(_Model):
     mode: str = ""
     """``volcano.sh/vgpu-mode``: the sharing mode the node's devices must be in (Volcano's plugin refuses a node
     in another; "" for any)."""
+    spread: bool = False
+    """``volcano.sh/vgpu-podgroup-policy: spread``: no device that a pod of the same PodGroup holds takes it
+    (Volcano v1.15's vGPU fit, ``deviceHasPodFromSameGroup``)."""
     devices: tuple[int, ...] = ()
     """Where a running pod's share sits: device indices on its node, one per ``count``; () when not known
     (a pending pod, or a running one the plugin has not annotated)."""

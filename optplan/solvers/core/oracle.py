@@ -19,6 +19,7 @@ totals only.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -180,6 +181,8 @@ class Capacity:
     gpu_slots: dict[str, list[int] | None]
     """node with devices -> the pods each device may still take (its register's share count less the pods holding
     it, ``GpuDevice.shares``; ``UNLIMITED`` for a device without a count); None when no device has a count."""
+    gpu_groups: dict[str, list[Counter[str]]]
+    """node with devices -> per device, the PodGroups of the pods holding it (for ``GpuShare.spread``)."""
     gpu_held: dict[str, tuple[str, tuple[int, ...], int, int]]
     """pod key -> (node, device positions, milli-GPU and memory taken on each)."""
     gpu_over: dict[str, list[str]]
@@ -191,7 +194,7 @@ class Capacity:
     def __init__(self, snapshot: Snapshot) -> None:
         self.nodes = snapshot.nodes
         self.gpu_free, self.gpu_memory, self.gpu_held, self.gpu_over, self.whole_total = {}, {}, {}, {}, {}
-        self.gpu_slots = {}
+        self.gpu_slots, self.gpu_groups = {}, {}
         self.free: dict[str, Resources] = {}
         for name, node in snapshot.nodes.items():
             self.free[name] = dict(node.allocatable)
@@ -224,6 +227,7 @@ class Capacity:
         self.gpu_memory[node.name] = [d.memory_mib if d.healthy else 0 for d in node.devices] if known else None
         self.gpu_slots[node.name] = None if all(d.shares is None for d in node.devices) else [
             UNLIMITED if d.shares is None else d.shares for d in node.devices]
+        self.gpu_groups[node.name] = [Counter() for _ in node.devices]
         position = {d.index: i for i, d in enumerate(node.devices)}
         asks = [(p, gpu_ask(p, node)) for p in pods]
         for p, ask in asks:
@@ -243,11 +247,31 @@ class Capacity:
                 memory[d] -= ask.memory_mib
             if slots is not None:
                 slots[d] -= 1
+            if pod.group_key is not None:
+                self.gpu_groups[node][d][pod.group_key] += 1
         self.gpu_held[pod.key] = (node, devices, milli, ask.memory_mib)
+
+    def spread_blocked(self, node: str, pod: Pod) -> frozenset[int]:
+        """The device positions of the node that a pod of the pod's PodGroup holds, when its share spreads
+        (``GpuShare.spread``); empty otherwise."""
+        share, gk = pod.gpu_share, pod.group_key
+        if share is None or not share.spread or gk is None or node not in self.gpu_groups:
+            return frozenset()
+        return frozenset(d for d, g in enumerate(self.gpu_groups[node]) if g[gk] > 0)
+
+    def slots_for(self, node: str, pod: Pod) -> list[int] | None:
+        """``gpu_slots[node]`` as the pod may use them: none on a device ``spread_blocked`` names; None when
+        neither limits it."""
+        slots = self.gpu_slots.get(node)
+        blocked = self.spread_blocked(node, pod)
+        if not blocked:
+            return slots
+        base = slots if slots is not None else [UNLIMITED] * len(self.gpu_groups[node])
+        return [0 if d in blocked else s for d, s in enumerate(base)]
 
     def _place_gpus(self, node: str, pod: Pod, ask: GpuAsk) -> None:
         devices = gpushare.choose_devices(self.gpu_free[node], ask, self.gpu_memory[node], self._model(node),
-                                          free_slots=self.gpu_slots[node])
+                                          free_slots=self.slots_for(node, pod))
         if devices is None:
             self.gpu_over.setdefault(node, []).append(pod.key)
         else:
@@ -266,6 +290,7 @@ class Capacity:
         out.gpu_free = {n: list(f) for n, f in self.gpu_free.items()}
         out.gpu_memory = {n: None if m is None else list(m) for n, m in self.gpu_memory.items()}
         out.gpu_slots = {n: None if m is None else list(m) for n, m in self.gpu_slots.items()}
+        out.gpu_groups = {n: [Counter(c) for c in cs] for n, cs in self.gpu_groups.items()}
         out.gpu_held = dict(self.gpu_held)
         out.gpu_over = {n: list(v) for n, v in self.gpu_over.items()}
         out.whole_total = dict(self.whole_total)
@@ -288,11 +313,11 @@ class Capacity:
             if positions is None:
                 return f"{node} has no device {', '.join(map(str, devices))}"
             if gpushare.fits_on(self.gpu_free[node], ask, positions, self.gpu_memory[node], self._model(node),
-                                self.gpu_slots[node]):
+                                self.slots_for(node, pod)):
                 return None
             return f"devices {', '.join(map(str, devices))} cannot take {self._ask_text(ask)}"
         if ask.none or gpushare.fits(self.gpu_free[node], ask, self.gpu_memory[node], self._model(node),
-                                     self.gpu_slots[node]):
+                                     self.slots_for(node, pod)):
             return None
         return f"no device fits {self._ask_text(ask)}"
 
@@ -348,7 +373,7 @@ class Capacity:
             ask = gpu_ask(pod, self.nodes[node])
             positions = self._positions(node, devices) if devices else None
             if positions is not None and gpushare.fits_on(self.gpu_free[node], ask, positions, self.gpu_memory[node],
-                                                          self._model(node), self.gpu_slots[node]):
+                                                          self._model(node), self.slots_for(node, pod)):
                 self._take(node, pod, ask, positions)
             elif not ask.none:
                 self._place_gpus(node, pod, ask)
@@ -373,6 +398,8 @@ class Capacity:
                     memory[d] += memory_mib
                 if slots is not None:
                     slots[d] += 1
+                if pod.group_key is not None:
+                    self.gpu_groups[node][d][pod.group_key] -= 1
         elif pod.key in self.gpu_over.get(node, ()):
             self.gpu_over[node].remove(pod.key)
 

@@ -7,13 +7,15 @@ decisions and constraints) and by its MILP twin (``milp``); no solver is importe
   room now: a receiver loses nothing) and how many fit on each alone.
   Only nodes where a gang pod may land or inside a HyperNode to free have classes (the necessity rule:
   no other node may lose a pod).
-- Device level, when GPU shares move (``RepackProblem.shares_move``; ``Data.devices``): a class's pods also
-  hold the same part of the same devices of their node (``MoveClass.held``: a share is a class pinned to its
-  device); a share class goes only to receivers with a device one pod fits now (``MoveClass.slots``), a
-  gang's share pods to devices that could take one once the movable pods on them left (``GangClass.slots``);
-  whole cards take devices untouched after the moves (``whole_devices``). The rows (``rows._devices``) are the
-  oracle's fit of each device; R's totals row there is on ``whole_total``. Snapshots without devices build
-  the model they always did.
+- Device level, when GPU shares move (``RepackProblem.shares_move``) or a gang's pod asks a share on nodes
+  that list their GPUs (``Data.devices``): a class's pods also hold the same part of the same devices of their
+  node (``MoveClass.held``: a share is a class pinned to its device); a share class goes only to receivers
+  with a device one pod fits now (``MoveClass.slots``), a gang's share pods to devices that could take one
+  once the movable pods on them left (``GangClass.slots``; at most one of a gang's pods a device, and none
+  where a pod of its PodGroup sits, when its share spreads, ``volcano.sh/vgpu-podgroup-policy``); whole cards
+  take devices untouched after the moves (``whole_devices``). The rows (``rows._devices``) are the oracle's
+  fit of each device; R's totals row there is on ``whole_total``. Snapshots without devices build the model
+  they always did.
 - Gang classes (``GangClass``): identical pods of a gang's minimum and the nodes they may go to (static
   predicates, inside one of the gang's regions, one pod fits if every movable pod left the node); the
   gang's regions are those that could hold its R once every movable pod left. A gang whose hard topology
@@ -55,7 +57,7 @@ from optplan.models.snapshot import ROOT, Pod
 from optplan.solvers.core import gpushare
 from optplan.solvers.core.exact import exact_record
 from optplan.solvers.core.gpushare import GpuAsk
-from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, constraint_signature, gpu_ask, pod_demand
+from optplan.solvers.core.oracle import NO_POD_LIMIT, UNLIMITED, Capacity, constraint_signature, gpu_ask, pod_demand
 from optplan.solvers.goals.problem import Gang, GangPod, GoalProblem
 from optplan.solvers.placement.jobs import Region, bound_pod
 from optplan.solvers.placement.partitions import partitioned
@@ -140,8 +142,8 @@ class Data:
     priority_weight: dict[int, int]  # eligible gang -> its stage-1 weight
     causes: dict[int, tuple[str, str]] = field(default_factory=dict)  # gang -> (cause, reason) fixed up front
     devices: dict[str, DeviceRoom] = field(default_factory=dict)
-    """When GPU shares move (``RepackProblem.shares_move``): every node of the model that lists its GPUs, its
-    devices now (the model at device level); empty otherwise."""
+    """When GPU shares move (``RepackProblem.shares_move``) or a gang asks shares: every node of the model that
+    lists its GPUs, its devices now (the model at device level); empty otherwise."""
     whole_total: dict[str, int] = field(default_factory=dict)
     """Those nodes' free ``nvidia.com/gpu`` by the totals (``Capacity.whole_total``): the R row's room there,
     the untouched devices being the device rows'."""
@@ -211,6 +213,9 @@ def _gang_devices(problem: GoalProblem, gang_classes: list[GangClass], classes: 
                 mem, pods_on = cap.gpu_memory[n], cap.gpu_slots[n]
                 memory = None if mem is None else [f + back.get(d, (0, 0, 0))[1] for d, f in enumerate(mem)]
                 room = None if pods_on is None else [f + back.get(d, (0, 0, 0))[2] for d, f in enumerate(pods_on)]
+                blocked = cap.spread_blocked(n, pod)  # its PodGroup's pods there stay (they never move)
+                if blocked:
+                    room = [0 if d in blocked else s for d, s in enumerate(room or [UNLIMITED] * len(free))]
                 slots = tuple((d, ask.milli, ask.memory_mib) for d in gpushare.usable(free, ask, memory, room))
                 if not slots or not gpushare.fits(free, ask, memory, nodes[n].devices[0].model, room):
                     continue
@@ -230,7 +235,7 @@ def _share_left(cap: Capacity, pod: Pod, node: str) -> int:
     devices = cap.nodes[node].devices
     ask = gpu_ask(pod, cap.nodes[node])
     chosen = gpushare.choose_devices(free, ask, cap.gpu_memory[node], devices[0].model,
-                                     free_slots=cap.gpu_slots[node])
+                                     free_slots=cap.slots_for(node, pod))
     if not chosen:
         return 2 * MILLI_PER_GPU
     return free[chosen[0]] - ask.milli if ask.is_share else MILLI_PER_GPU
@@ -315,7 +320,9 @@ def build_data(problem: GoalProblem, hint: GoalPlan | None = None, *, restrict: 
     sources: set[str] | None = None
     if restrict:
         sources = _sources(problem, eligible, free0, hint)
-    device_level = problem.repack.shares_move
+    # at device level when shares move, or when a gang's pod asks a share on a cluster whose nodes list GPUs
+    device_level = problem.repack.shares_move or (bool(cap.gpu_free) and any(
+        gp.pod.gpu_share is not None for g in problem.gangs for gp in g.pods))
     classes = _classes(problem, sources, cap if device_level else None)
     whole_total = dict(cap.whole_total) if device_level else {}
 

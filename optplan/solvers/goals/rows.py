@@ -247,11 +247,14 @@ def _devices(ex: ExactModel, data: Data) -> None:
         room = data.devices[n]
         on: dict[int, list[tuple[Key, int, int]]] = defaultdict(list)
         wholes: list[Term] = []
+        spread: dict[tuple[int, int], list[Key]] = defaultdict(list)  # (gang, device) -> its spread pods there
         for x, c in arriving.get(n, []):
             slots = c.slots.get(n, ())
             if slots:
                 family = "on" if x[0] == "send" else "gang_on"
                 xs = []
+                gang = c.gang if isinstance(c, GangClass) and (s := c.pods[0].pod.gpu_share) is not None and s.spread \
+                    else None
                 for d, milli, memory in slots:
                     most = (room.free[d] + _back(leaving[n], d)) // max(milli, 1)
                     if room.slots is not None:
@@ -259,6 +262,8 @@ def _devices(ex: ExactModel, data: Data) -> None:
                     y = ex.var((family, x[1], n, d), min(ex.upper[x], most), f"{family}_{x[1]}_{j}_{d}")
                     on[d].append((y, milli, memory))
                     xs.append((y, 1))
+                    if gang is not None:
+                        spread[gang, d].append(y)
                 ex.add("devices", [*xs, (x, -1)], EQ, 0)
             elif c.whole_devices:
                 wholes.append((x, c.whole_devices))
@@ -283,6 +288,8 @@ def _devices(ex: ExactModel, data: Data) -> None:
             if room.slots is not None and on.get(d):  # one pod slot each; a pod that leaves gives its back
                 pods_back = [(("moved", k.key), -1) for k in leaving[n] if d in k.held[2]]
                 ex.add("devices", [(y, 1) for y, _, _ in on[d]] + pods_back, LE, room.slots[d])
+        for ys in spread.values():  # vgpu-podgroup-policy spread: at most one pod of the gang a device
+            ex.add("devices", [(y, 1) for y in ys], LE, 1)
 
 
 def _back(leaving: list[MoveClass], d: int) -> int:

@@ -19,6 +19,7 @@ from optplan.solvers.core.oracle import Capacity
 from optplan.solvers.repack.run import plan_repack
 from tests.adapters.test_vgpu import REGISTER, SHARE, vnode, vpod
 from tests.adapters.test_vgpu_hami import hnode
+from tests.builders import podgroup
 from tests.repack.test_shares import loaded
 
 RUN = {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": {"name": "r"},
@@ -193,3 +194,93 @@ def test_a_share_naming_a_sharing_mode_fits_only_a_node_in_that_mode() -> None:
     cap = Capacity(snap)
     fits = {k: [n for n in ("n1", "n2") if cap.fit_reason(snap.pods[f"ns/{k}"], n) is None] for k in "pqr"}
     assert fits == {"p": ["n2"], "q": ["n1"], "r": ["n1", "n2"]}
+
+
+SPREAD = {"volcano.sh/vgpu-podgroup-policy": "spread"}
+
+
+def spread_share(name: str, node_name: str | None, device: str | None, group: str) -> dict[str, Any]:
+    """A 10% share of PodGroup ``group`` that spreads (``volcano.sh/vgpu-podgroup-policy: spread``)."""
+    ask = {**SHARE, "volcano.sh/vgpu-cores": "10", "volcano.sh/vgpu-memory": "1000"}
+    ids = f"{node_name}-{device},NVIDIA,1000,10:" if node_name and device else None
+    return vpod(name, ask, node=node_name, ids=ids, annotations={**SPREAD, "scheduling.k8s.io/group-name": group})
+
+
+def test_a_spread_share_takes_no_device_its_podgroup_holds() -> None:
+    """Volcano v1.15's vGPU fit (``deviceHasPodFromSameGroup``): with the annotation, a pod skips every device a
+    pod of its PodGroup holds; without it, or of another group, the device takes it."""
+    from optplan.adapters.kubefile import load_objects
+    objs = [node("n1", 10), spread_share("g-0", "n1", "a", "g"), spread_share("g-1", None, None, "g"),
+            spread_share("h-1", None, None, "h"),
+            vpod("g-2", {**SHARE, "volcano.sh/vgpu-cores": "10", "volcano.sh/vgpu-memory": "1000"}, node=None,
+                 annotations={"scheduling.k8s.io/group-name": "g"}), podgroup("g", ns="ns"), podgroup("h", ns="ns")]
+    snap = load_objects(objs).snapshot
+    cap = Capacity(snap)
+    pods = snap.pods
+    assert cap.spread_blocked("n1", pods["ns/g-1"]) == {0} and cap.slots_for("n1", pods["ns/g-1"]) == [0, 10]
+    assert cap.fit_reason(pods["ns/g-1"], "n1", devices=(0,)) is not None
+    assert cap.fit_reason(pods["ns/g-1"], "n1", devices=(1,)) is None
+    assert cap.fit_reason(pods["ns/h-1"], "n1", devices=(0,)) is None  # another PodGroup
+    assert cap.fit_reason(pods["ns/g-2"], "n1", devices=(0,)) is None  # no annotation
+    cap.add(pods["ns/g-1"], "n1")
+    assert cap.devices_of(pods["ns/g-1"]) == ("n1", (1,)) and cap.fit_reason(pods["ns/h-1"], "n1") is None
+    cap.remove(pods["ns/g-0"], "n1")
+    assert cap.spread_blocked("n1", pods["ns/g-1"]) == {1}
+
+
+def test_repack_leaves_a_spread_share_where_it_is() -> None:
+    """The Repack planners do not model the spread rule: such a share stays (``vgpu-spread-share``), so its node
+    is not vacated where another share would have moved."""
+    objs = loaded(node("n1", 10), node("n2", 10), spread_share("s1", "n1", "a", "s1"), share("t1", "n2", "a", 50),
+                  whole("w2", "n2"))
+    for solver in SOLVERS:
+        out = plan_repack(objs.snapshot, objs.runs["r"], solver=solver, options=PlanOptions(time_limit=5, workers=1))
+        p = out.result.plan
+        assert "ns/s1" not in {m.pod for m in p.moves} and "n1" not in p.freed_nodes, solver
+        assert out.result.rejections.get("vgpu-spread-share"), (solver, out.result.rejections)
+    plain = loaded(node("n1", 10), node("n2", 10), share("s1", "n1", "a"), share("t1", "n2", "a", 50),
+                   whole("w2", "n2"))
+    out = plan_repack(plain.snapshot, plain.runs["r"], solver="greedy", options=PlanOptions(time_limit=5, workers=1))
+    assert out.result.plan.freed_nodes == ("n1",)
+
+
+@pytest.mark.parametrize("planner", ["greedy", "cpsat", "milp", "auto"])
+def test_a_spread_gang_gets_one_device_per_pod(planner: str) -> None:
+    """A gang of two 10% shares that spread: n1's a is the only device free on n1 (b holds a whole card), n2's a
+    too. Without the rule both pods fit n1's a; with it, one pod a device."""
+    from optplan.solvers.core.registry import load as load_planner
+    from optplan.solvers.goals.validate import goal_violations
+    from tests.builders import IMAGE, job_task, vcjob
+    from tests.goals.test_goals_shares import OPTS, admitted_on, problem
+    limits = {**SHARE, "volcano.sh/vgpu-cores": "10"}
+    task = job_task("w", 2, 0, template_spec={"containers": [
+        {"name": "main", "image": IMAGE, "resources": {"limits": limits, "requests": limits}}]})
+    task["template"]["metadata"] = {"annotations": dict(SPREAD)}
+    p = problem(node("n1", 10), node("n2", 10), whole("w1", "n1"), whole("w2", "n2"),
+                vcjob("sp", "default", [task], ns="ns", min_available=2))
+    r = load_planner("goals", planner)().plan(p, OPTS)
+    assert goal_violations(p, r.plan, claimed=r.disruption) == []
+    assert sorted(admitted_on(r.plan, "sp") or []) == ["n1", "n2"], planner
+
+
+@pytest.mark.parametrize("spread", [False, True])
+def test_placement_keeps_a_spread_gang_on_distinct_devices(spread: bool) -> None:
+    """``optplan place``'s greedy (the oracle's fit): two 10% shares of one VCJob (minAvailable 2) on a node
+    whose only free device is a (b holds a whole card). Both fit a; with the spread policy only one may, and the
+    gang waits."""
+    from optplan.solvers.placement.jobs import jobs_to_place
+    from optplan.solvers.placement.place import plan_placement
+    from optplan.solvers.placement.validate import placement_violations
+    from tests.builders import IMAGE, job_task, queue, vcjob
+    limits = {**SHARE, "volcano.sh/vgpu-cores": "10"}
+    task = job_task("w", 2, 0, template_spec={"containers": [
+        {"name": "main", "image": IMAGE, "resources": {"limits": limits, "requests": limits}}]})
+    if spread:
+        task["template"]["metadata"] = {"annotations": dict(SPREAD)}
+    snap = loaded(node("n1", 10), whole("w1", "n1"), queue("default"),
+                  vcjob("sp", "default", [task], ns="ns", min_available=2)).snapshot
+    jobs = jobs_to_place(snap)
+    for solver in ("greedy", "auto"):
+        plan = plan_placement(snap, jobs, solver, PlanOptions(time_limit=5, workers=1), now="2025-06-01T12:00:00Z")
+        assert placement_violations(snap, jobs, plan) == []
+        assert plan.job("ns/sp").admitted is not spread, solver
