@@ -284,3 +284,50 @@ def test_placement_keeps_a_spread_gang_on_distinct_devices(spread: bool) -> None
         plan = plan_placement(snap, jobs, solver, PlanOptions(time_limit=5, workers=1), now="2025-06-01T12:00:00Z")
         assert placement_violations(snap, jobs, plan) == []
         assert plan.job("ns/sp").admitted is not spread, solver
+
+
+def random_goal(seed: int) -> Any:
+    """Three or four nodes of two T4s whose devices take 2 to 4 pods; each device empty, a whole card, or one to
+    three small shares (of their own PodGroups, some spreading); one or two pending VCJobs of 1-3 share pods
+    (10-40%), spreading or not. A goal problem admitting them (``test_goals_shares.problem``)."""
+    from tests.builders import IMAGE, job_task, vcjob
+    from tests.goals.test_goals_shares import problem
+    rng = random.Random(seed)
+    objs: list[dict[str, Any]] = []
+    for i in range(rng.choice((3, 4))):
+        name, count = f"n{i}", rng.choice([2, 3, 4])
+        objs.append(node(name, count))
+        for dev in ("a", "b"):
+            kind = rng.choice(["empty", "whole", "shares", "shares", "shares"])
+            if kind == "whole":
+                objs.append(whole(f"w{i}{dev}", name))
+            elif kind == "shares":
+                for j in range(rng.randint(1, min(count, 3))):
+                    cores, memory = rng.choice([10, 20, 30, 40]), rng.choice([500, 1000])
+                    objs.append(share(f"s{i}{dev}{j}", name, dev, cores, memory))
+    for k in range(rng.choice((1, 2))):
+        limits = {**SHARE, "volcano.sh/vgpu-cores": str(rng.choice((30, 50, 70)))}
+        replicas = rng.choice((2, 3, 4))
+        task = job_task("w", replicas, 0, template_spec={"containers": [
+            {"name": "main", "image": IMAGE, "resources": {"limits": limits, "requests": limits}}]})
+        if rng.random() < 0.6:
+            task["template"]["metadata"] = {"annotations": dict(SPREAD)}
+        objs.append(vcjob(f"g{k}", "default", [task], ns="ns", min_available=replicas))
+    return problem(*objs)
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_every_goal_planner_keeps_the_device_rules(seed: int) -> None:
+    """Every goal planner's plan passes the goal validator (the oracle's device fit: counts, spread) and the exact
+    models raise no model error (strict mode in the tests); the exact planners admit no fewer gangs than the
+    greedy."""
+    from optplan.solvers.core.registry import load as load_planner
+    from optplan.solvers.goals.validate import goal_violations
+    from tests.goals.test_goals_shares import OPTS
+    p = random_goal(seed)
+    admitted = {}
+    for planner in ("greedy", "cpsat", "milp", "auto"):
+        r = load_planner("goals", planner)().plan(p, OPTS)
+        assert goal_violations(p, r.plan, claimed=r.disruption) == [], planner
+        admitted[planner] = sum(a.admitted for a in r.plan.admissions)
+    assert min(admitted["cpsat"], admitted["auto"]) >= admitted["greedy"], admitted
