@@ -19,7 +19,6 @@ totals only.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -181,8 +180,8 @@ class Capacity:
     gpu_slots: dict[str, list[int] | None]
     """node with devices -> the pods each device may still take (its register's share count less the pods holding
     it, ``GpuDevice.shares``; ``UNLIMITED`` for a device without a count); None when no device has a count."""
-    gpu_groups: dict[str, list[Counter[str]]]
-    """node with devices -> per device, the PodGroups of the pods holding it (for ``GpuShare.spread``)."""
+    gpu_groups: dict[str, list[dict[str, int]]]
+    """node with devices -> per device, the PodGroups of the pods holding it and how many (``GpuShare.spread``)."""
     gpu_held: dict[str, tuple[str, tuple[int, ...], int, int]]
     """pod key -> (node, device positions, milli-GPU and memory taken on each)."""
     gpu_over: dict[str, list[str]]
@@ -227,7 +226,7 @@ class Capacity:
         self.gpu_memory[node.name] = [d.memory_mib if d.healthy else 0 for d in node.devices] if known else None
         self.gpu_slots[node.name] = None if all(d.shares is None for d in node.devices) else [
             UNLIMITED if d.shares is None else d.shares for d in node.devices]
-        self.gpu_groups[node.name] = [Counter() for _ in node.devices]
+        self.gpu_groups[node.name] = [{} for _ in node.devices]
         position = {d.index: i for i, d in enumerate(node.devices)}
         asks = [(p, gpu_ask(p, node)) for p in pods]
         for p, ask in asks:
@@ -247,8 +246,9 @@ class Capacity:
                 memory[d] -= ask.memory_mib
             if slots is not None:
                 slots[d] -= 1
-            if pod.group_key is not None:
-                self.gpu_groups[node][d][pod.group_key] += 1
+            if (gk := pod.group_key) is not None:
+                on = self.gpu_groups[node][d]
+                on[gk] = on.get(gk, 0) + 1
         self.gpu_held[pod.key] = (node, devices, milli, ask.memory_mib)
 
     def spread_blocked(self, node: str, pod: Pod) -> frozenset[int]:
@@ -257,7 +257,7 @@ class Capacity:
         share, gk = pod.gpu_share, pod.group_key
         if share is None or not share.spread or gk is None or node not in self.gpu_groups:
             return frozenset()
-        return frozenset(d for d, g in enumerate(self.gpu_groups[node]) if g[gk] > 0)
+        return frozenset(d for d, g in enumerate(self.gpu_groups[node]) if g.get(gk, 0) > 0)
 
     def slots_for(self, node: str, pod: Pod) -> list[int] | None:
         """``gpu_slots[node]`` as the pod may use them: none on a device ``spread_blocked`` names; None when
@@ -290,7 +290,7 @@ class Capacity:
         out.gpu_free = {n: list(f) for n, f in self.gpu_free.items()}
         out.gpu_memory = {n: None if m is None else list(m) for n, m in self.gpu_memory.items()}
         out.gpu_slots = {n: None if m is None else list(m) for n, m in self.gpu_slots.items()}
-        out.gpu_groups = {n: [Counter(c) for c in cs] for n, cs in self.gpu_groups.items()}
+        out.gpu_groups = {n: [dict(c) for c in cs] for n, cs in self.gpu_groups.items()}
         out.gpu_held = dict(self.gpu_held)
         out.gpu_over = {n: list(v) for n, v in self.gpu_over.items()}
         out.whole_total = dict(self.whole_total)
@@ -398,8 +398,10 @@ class Capacity:
                     memory[d] += memory_mib
                 if slots is not None:
                     slots[d] += 1
-                if pod.group_key is not None:
-                    self.gpu_groups[node][d][pod.group_key] -= 1
+                if (gk := pod.group_key) is not None and (on := self.gpu_groups[node][d]).get(gk, 0) > 0:
+                    on[gk] -= 1
+                    if not on[gk]:
+                        del on[gk]
         elif pod.key in self.gpu_over.get(node, ()):
             self.gpu_over[node].remove(pod.key)
 

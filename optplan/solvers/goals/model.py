@@ -256,7 +256,7 @@ def _device_receivers(problem: GoalProblem, classes: list[MoveClass], gang_class
                     receivers.append(r)
                     caps.append(c)
                 continue
-            free, memory, pods_on = cap.gpu_free[r], cap.gpu_memory[r], cap.gpu_slots[r]
+            free, memory, pods_on = cap.gpu_free[r], cap.gpu_memory[r], cap.slots_for(r, pod)
             ask = gpu_ask(pod, nodes[r])
             if not gpushare.fits(free, ask, memory, nodes[r].devices[0].model, pods_on):
                 continue

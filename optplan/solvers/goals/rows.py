@@ -247,14 +247,18 @@ def _devices(ex: ExactModel, data: Data) -> None:
         room = data.devices[n]
         on: dict[int, list[tuple[Key, int, int]]] = defaultdict(list)
         wholes: list[Term] = []
-        spread: dict[tuple[int, int], list[Key]] = defaultdict(list)  # (gang, device) -> its spread pods there
+        spread: dict[tuple[object, int], list[Key]] = defaultdict(list)  # (gang or group, device) -> its pods there
         for x, c in arriving.get(n, []):
             slots = c.slots.get(n, ())
             if slots:
                 family = "on" if x[0] == "send" else "gang_on"
                 xs = []
-                gang = c.gang if isinstance(c, GangClass) and (s := c.pods[0].pod.gpu_share) is not None and s.spread \
-                    else None
+                first = c.pods[0].pod if isinstance(c, GangClass) else c.pods[0]
+                spreads = (s := first.gpu_share) is not None and s.spread
+                # a gang's pods, or a PodGroup's moved shares, one a device (vgpu-podgroup-policy spread)
+                who: object = None
+                if spreads:
+                    who = ("gang", c.gang) if isinstance(c, GangClass) else ("group", c.group)
                 for d, milli, memory in slots:
                     most = (room.free[d] + _back(leaving[n], d)) // max(milli, 1)
                     if room.slots is not None:
@@ -262,8 +266,8 @@ def _devices(ex: ExactModel, data: Data) -> None:
                     y = ex.var((family, x[1], n, d), min(ex.upper[x], most), f"{family}_{x[1]}_{j}_{d}")
                     on[d].append((y, milli, memory))
                     xs.append((y, 1))
-                    if gang is not None:
-                        spread[gang, d].append(y)
+                    if who is not None:
+                        spread[who, d].append(y)
                 ex.add("devices", [*xs, (x, -1)], EQ, 0)
             elif c.whole_devices:
                 wholes.append((x, c.whole_devices))

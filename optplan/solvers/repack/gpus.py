@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import defaultdict
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -175,7 +176,7 @@ def fits_exactly(problem: RepackProblem, option: Option, predicates: Predicates,
             x = at[p.key, r] = m.new_bool_var(f"at[{p.key}->{r}]")
             if share:
                 ask = gpu_ask(p, nodes[r])
-                ds = gpushare.usable(cap.gpu_free[r], ask, cap.gpu_memory[r], cap.gpu_slots[r])
+                ds = gpushare.usable(cap.gpu_free[r], ask, cap.gpu_memory[r], cap.slots_for(r, p))
                 ys = [on.setdefault((p.key, r, d), m.new_bool_var(f"on[{p.key}->{r}#{d}]")) for d in ds]
                 m.add(sum(ys) == x)
         m.add_exactly_one([x for (k, _), x in at.items() if k == p.key])
@@ -204,6 +205,13 @@ def fits_exactly(problem: RepackProblem, option: Option, predicates: Predicates,
                 m.add(sum(a.memory_mib * y for y, a in shares) <= memory[d])
             if slots is not None:  # the register's share count
                 m.add(sum(y for y, _ in shares) <= slots[d])
+            spread: dict[str, list[cp_model.IntVar]] = defaultdict(list)  # vgpu-podgroup-policy spread
+            for p, _ in here:
+                if (p.key, r, d) in on and p.gpu_share is not None and p.gpu_share.spread and p.group_key:
+                    spread[p.group_key].append(on[p.key, r, d])
+            for ys in spread.values():  # one pod of the PodGroup a device
+                if len(ys) > 1:
+                    m.add(sum(ys) <= 1)
     s = cp_model.CpSolver()
     s.parameters.max_time_in_seconds = max(limit, 0.05)
     s.parameters.num_workers = options.workers

@@ -51,7 +51,15 @@ from optplan.solvers.core import gpushare
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.gpushare import GpuAsk
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, Predicates, constraint_signature, gpu_ask, pod_demand
+from optplan.solvers.core.oracle import (
+    NO_POD_LIMIT,
+    UNLIMITED,
+    Capacity,
+    Predicates,
+    constraint_signature,
+    gpu_ask,
+    pod_demand,
+)
 from optplan.solvers.core.planner import Planner
 from optplan.solvers.repack.rules import RepackProblem, RestartUnit, gang_impact, restart_total
 
@@ -409,6 +417,13 @@ class _Greedy:
         self.dev_mem: list[list[int] | None] = []
         self.dev_slots: list[list[int] | None] = []
         """Per receiver, the pods each device may still take (``Capacity.gpu_slots``), or None."""
+        self.spread_groups: frozenset[str] = frozenset(
+            gk for pod, dev in zip(self.row_pod, self.row_dev, strict=True)
+            if dev and pod.gpu_share is not None and pod.gpu_share.spread and (gk := pod.group_key) is not None)
+        """PodGroups with a moving share that spreads (``GpuShare.spread``)."""
+        self.dev_groups: list[list[Counter[str]]] = []
+        """Per receiver, per device, the pods of ``spread_groups`` on it (``Capacity.gpu_groups``, kept by
+        ``_take``)."""
         self.dev_model: list[str | None] = []
         self.dev_sig: list[int] = []
         self.asks: dict[tuple[int, int], GpuAsk] = {}
@@ -421,11 +436,13 @@ class _Greedy:
         """Per row, its whole cards as an ask (what a whole-card pod takes of untouched devices, ``_take``)."""
         shares: dict[str, int] = {}
         self.row_share = np.array([
-            shares.setdefault(repr(pod.gpu_share.model_copy(update={"devices": ()})), len(shares))
+            shares.setdefault(repr(pod.gpu_share.model_copy(update={"devices": ()}))
+                              + (f"@{pod.group_key}" if pod.gpu_share.spread else ""), len(shares))
             if dev and pod.gpu_share is not None else -1
             for pod, dev in zip(self.row_pod, self.row_dev, strict=True)], dtype=np.int64)
-        """Per device row, its share's id (alike shares, wherever they sit, one id: the same ask on a receiver);
-        -1 for the other rows. ``_mark_dirty`` asks a receiver's devices once per id."""
+        """Per device row, its share's id (alike shares, wherever they sit, one id: the same ask on a receiver; a
+        spreading share's of its PodGroup too); -1 for the other rows. ``_mark_dirty`` asks a receiver's devices
+        once per id."""
         self.dev_orders: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
         """``order`` restricted to receivers a device row may use: by (constraint signature, milli-GPU), the
         receivers its static predicates admit with a device that has that much free (``_dev_order_for``)."""
@@ -441,6 +458,8 @@ class _Greedy:
             self.dev_free.append(list(free) if free is not None else None)
             self.dev_mem.append(list(memory) if memory is not None else None)
             self.dev_slots.append(list(slots) if slots is not None else None)
+            self.dev_groups.append([Counter({g: n for g, n in c.items() if g in self.spread_groups and n > 0})
+                                    for c in cap.gpu_groups.get(name, [])])
             self.dev_model.append(devices[0].model if devices else None)
             self.dev_sig.append(sigs.setdefault((tuple(d.model for d in devices),
                                                  devices[0].memory_mib if devices else 0), len(sigs)))
@@ -471,7 +490,21 @@ class _Greedy:
         if free is None:
             return None
         return gpushare.choose_devices(free, self._ask(k, u), self.dev_mem[u], self.dev_model[u],
-                                       free_slots=self.dev_slots[u])
+                                       free_slots=self._slots(k, u))
+
+    def _slots(self, k: int, u: int) -> list[int] | None:
+        """Receiver ``u``'s free pod slots per device for row ``k``: none where a pod of its PodGroup sits when
+        its share spreads (``Capacity.slots_for``'s rule on this state)."""
+        slots = self.dev_slots[u]
+        pod = self.row_pod[k]
+        gk = pod.group_key
+        if gk not in self.spread_groups or pod.gpu_share is None or not pod.gpu_share.spread:
+            return slots
+        groups = self.dev_groups[u]
+        if not any(c[gk] for c in groups):
+            return slots
+        base = slots if slots is not None else [UNLIMITED] * len(groups)
+        return [0 if groups[d][gk] else s for d, s in enumerate(base)]
 
     def _take(self, k: int, u: int, choice: tuple[int, ...] | None = None) -> tuple[int, ...] | None:
         """Row ``k`` lands on receiver ``u``: its demand leaves ``free[u]``; at device level a share (or
@@ -497,6 +530,8 @@ class _Greedy:
             per = MILLI_PER_GPU
         opened = False  # an untouched device is taken: the whole cards left may drop
         slots = self.dev_slots[u]
+        gk = self.row_pod[k].group_key
+        groups = self.dev_groups[u] if gk in self.spread_groups else None
         for d in taken or ():
             opened = opened or free[d] == MILLI_PER_GPU
             free[d] -= per
@@ -504,6 +539,8 @@ class _Greedy:
                 memory[d] -= mem
             if slots is not None:
                 slots[d] -= 1
+            if groups is not None and gk is not None:
+                groups[d][gk] += 1
         if opened:
             room[iR] = min(room[iR], sum(1 for f in free if f == MILLI_PER_GPU) * MILLI_PER_GPU)
         return taken if self.row_dev[k] else None
@@ -547,7 +584,8 @@ class _Greedy:
         devices = bool(self.has_dev[ci])
         touched: dict[int, list[int]] = {}
         """receiver -> the candidate's rows placed there so far (their room is taken from ``free``)."""
-        saved: dict[int, tuple[list[int], list[int] | None, list[int] | None, list[int] | None]] = {}
+        saved: dict[int, tuple[list[int], list[int] | None, list[int] | None, list[int] | None,
+                               list[Counter[str]]]] = {}
         """At device level, receiver -> its room and devices before this evaluation (restored at its end)."""
         ok = True
         rows = cand.rows
@@ -648,7 +686,8 @@ class _Greedy:
                 if u not in saved:
                     df, dm, ds = self.dev_free[u], self.dev_mem[u], self.dev_slots[u]
                     saved[u] = (list(free[u]), None if df is None else list(df), None if dm is None else list(dm),
-                                None if ds is None else list(ds))
+                                None if ds is None else list(ds),
+                                [Counter(c) for c in self.dev_groups[u]] if self.spread_groups else [])
                 taken.append(self._take(k, u, fit))
             else:
                 room = free[u]
@@ -660,8 +699,10 @@ class _Greedy:
             if memo is not None:
                 memo.setdefault(classes[:tried], (chosen, left, reach))
         if devices:
-            for u, (room, df, dm, ds) in saved.items():
+            for u, (room, df, dm, ds, dg) in saved.items():
                 free[u][:] = room
+                if self.spread_groups:
+                    self.dev_groups[u][:] = dg
                 cur_free, cur_mem, cur_slots = self.dev_free[u], self.dev_mem[u], self.dev_slots[u]
                 if df is not None and cur_free is not None:
                     cur_free[:] = df

@@ -105,8 +105,6 @@ DISRUPTION_PROTECTED = "pod-disruption-protected"
 
 
 SUBGROUP_TOPOLOGY = "podgroup-subgroup-topology"
-SPREAD_SHARE = "vgpu-spread-share"
-"""A GPU share of ``volcano.sh/vgpu-podgroup-policy: spread`` stays where it is (``pod_block``)."""
 """Why a pod of a hard-topology subgroup (``RepackProblem.in_hard_subgroup``) does not move."""
 
 
@@ -340,8 +338,6 @@ class RepackProblem:
             return "podgroup-topology-unsatisfied"
         if self.snapshot.hyper_nodes and self.in_hard_subgroup(pod):
             return SUBGROUP_TOPOLOGY
-        if self.shares_move and pod.gpu_share is not None and pod.gpu_share.spread:
-            return SPREAD_SHARE  # its PodGroup's pods on distinct devices: the planners do not model it
         return None
 
     def in_hard_subgroup(self, pod: Pod) -> bool:

@@ -152,18 +152,22 @@ def add_devices(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
     its GPUs, the share classes' pods sent there are spread over the devices one pod fits
     (``on_device``), whole cards take untouched devices (``whole_on``: as many as the whole cards sent
     there), and per device the shares' milli-GPU plus a whole card's 1000 fit its free milli-GPU, the
-    shares' memory its free memory, the shares its free pod slots (the register's count). With the totals'
+    shares' memory its free memory, the shares its free pod slots (the register's count), a PodGroup whose
+    shares spread one pod a device (none where it sits already: ``model.device_rooms``). With the totals'
     rows (``add_capacity``: the free ``nvidia.com/gpu`` there is the whole cards its untouched devices leave)
     this is the oracle's device-level fit, exactly."""
+    spread_groups = data.spread_groups
     for r in data.receivers:
         room = data.devices.get(r)
         if room is None:
             continue
         on: dict[int, list[tuple[Any, int, int]]] = defaultdict(list)
         wholes: list[tuple[Any, int]] = []
+        spread: dict[tuple[str, int], list[Any]] = defaultdict(list)  # (PodGroup, device) -> its pods there
         for k in data.classes_at.get(r, ()):
             if k.share:
                 xs = []
+                spreads = k.group in spread_groups
                 for d, milli, memory in k.slots.get(r, ()):
                     most = min(k.count, room.free[d] // max(milli, 1))
                     if room.slots is not None:
@@ -171,6 +175,8 @@ def add_devices(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
                     x = v.on_device[k.key, r, d] = m.new_int_var(0, most, f"on_device[{k.key}->{r}#{d}]")
                     on[d].append((x, milli, memory))
                     xs.append(x)
+                    if spreads:
+                        spread[k.group, d].append(x)
                 m.add(cp_model.LinearExpr.sum(xs) == v.send[k.key, r])
             elif k.whole_devices:
                 wholes.append((v.send[k.key, r], k.whole_devices))
@@ -191,6 +197,8 @@ def add_devices(m: cp_model.CpModel, data: ModelData, v: Vars) -> None:
                       <= room.memory[d])
             if room.slots is not None:
                 m.add(cp_model.LinearExpr.sum([x for x, _, _ in terms]) <= room.slots[d])
+        for xs in spread.values():  # vgpu-podgroup-policy spread: one pod of the PodGroup a device
+            m.add(cp_model.LinearExpr.sum(xs) <= 1)
 
 
 def add_gang(m: cp_model.CpModel, data: ModelData, v: Vars) -> Penalties:

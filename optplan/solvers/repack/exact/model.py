@@ -59,6 +59,7 @@ from optplan.solvers.core.exact import Score
 from optplan.solvers.core.gpushare import GpuAsk
 from optplan.solvers.core.oracle import (
     NO_POD_LIMIT,
+    UNLIMITED,
     Capacity,
     Predicates,
     constraint_signature,
@@ -199,6 +200,12 @@ class ModelData:
     """(pod class shape, receiver) -> pods of that shape that fit on the receiver alone (a cache)."""
     devices: dict[str, DeviceRoom] = field(default_factory=dict)
     """When GPU shares move: every receiver that lists its GPUs, its devices (the model at device level)."""
+
+    @property
+    def spread_groups(self) -> frozenset[str]:
+        """PodGroups with a share class that spreads (``GpuShare.spread``: one pod a device)."""
+        return frozenset(k.group for k in self.classes if k.share and (s := k.pods[0].gpu_share) is not None
+                         and s.spread)
 
     def cards(self, milli: int) -> int:
         return milli // self.card_unit
@@ -501,12 +508,16 @@ def device_rooms(problem: RepackProblem, classes: list[PodClass], cap: Capacity)
                 continue
             ask = gpu_ask(pod, nodes[r])
             model = nodes[r].devices[0].model
-            if not gpushare.fits(room.free, ask, room.memory, model, room.slots):
+            pod_slots: tuple[int, ...] | None = room.slots
+            if blocked := cap.spread_blocked(r, pod):  # its PodGroup's pods there (spreading shares)
+                pod_slots = tuple(0 if d in blocked else s
+                                  for d, s in enumerate(pod_slots or [UNLIMITED] * len(room.free)))
+            if not gpushare.fits(room.free, ask, room.memory, model, pod_slots):
                 continue
             if ask.is_share:
                 k.share = True
                 k.slots[r] = tuple((d, ask.milli, ask.memory_mib)
-                                   for d in gpushare.usable(room.free, ask, room.memory, room.slots))
+                                   for d in gpushare.usable(room.free, ask, room.memory, pod_slots))
             else:
                 k.whole_devices = ask.whole
             kept.append(r)
