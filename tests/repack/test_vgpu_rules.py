@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -101,22 +102,35 @@ def test_repack_never_puts_more_pods_on_a_device_than_its_count(solver: str, cou
         assert p.freed_nodes == () and p.moves == (), solver
 
 
+MakeShare = Callable[[str, str, str, list[dict[str, Any]]], dict[str, Any]]
+
+
+def devices_cluster(rng: random.Random, nodes: int, counts: list[int], kinds: list[str],
+                    make_share: MakeShare) -> list[dict[str, Any]]:
+    """Nodes of two T4s, each device's share count drawn from ``counts``; each device a kind drawn from ``kinds``:
+    empty, a whole card, or one to min(count, 3) shares that ``make_share(name, node, device, objects so far)``
+    makes."""
+    objs: list[dict[str, Any]] = []
+    for i in range(nodes):
+        name, count = f"n{i}", rng.choice(counts)
+        objs.append(node(name, count))
+        for dev in ("a", "b"):
+            kind = rng.choice(kinds)
+            if kind == "whole":
+                objs.append(whole(f"w{i}{dev}", name))
+            elif kind == "shares":
+                for j in range(rng.randint(1, min(count, 3))):
+                    objs.append(make_share(f"s{i}{dev}{j}", name, dev, objs))
+    return objs
+
+
 def random_cluster(seed: int) -> Any:
     """Six nodes of two T4s whose devices take at most 2 or 3 pods; each device empty, a whole card, or one
     to three small shares (no more than its count)."""
     rng = random.Random(seed)
-    objs: list[dict[str, Any]] = []
-    for i in range(6):
-        name, count = f"n{i}", rng.choice([2, 3])
-        objs.append(node(name, count))
-        for dev in ("a", "b"):
-            kind = rng.choice(["empty", "whole", "shares", "shares"])
-            if kind == "whole":
-                objs.append(whole(f"w{i}{dev}", name))
-            elif kind == "shares":
-                for j in range(rng.randint(1, count)):
-                    objs.append(share(f"s{i}{dev}{j}", name, dev, rng.choice([5, 10, 20]), rng.choice([500, 1000])))
-    return loaded(*objs)
+    return loaded(*devices_cluster(rng, 6, [2, 3], ["empty", "whole", "shares", "shares"],
+                                   lambda n, at, dev, _objs: share(n, at, dev, rng.choice([5, 10, 20]),
+                                                                   rng.choice([500, 1000]))))
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -313,18 +327,9 @@ def random_goal(seed: int) -> Any:
     from tests.builders import IMAGE, job_task, vcjob
     from tests.goals.test_goals_shares import problem
     rng = random.Random(seed)
-    objs: list[dict[str, Any]] = []
-    for i in range(rng.choice((3, 4))):
-        name, count = f"n{i}", rng.choice([2, 3, 4])
-        objs.append(node(name, count))
-        for dev in ("a", "b"):
-            kind = rng.choice(["empty", "whole", "shares", "shares", "shares"])
-            if kind == "whole":
-                objs.append(whole(f"w{i}{dev}", name))
-            elif kind == "shares":
-                for j in range(rng.randint(1, min(count, 3))):
-                    cores, memory = rng.choice([10, 20, 30, 40]), rng.choice([500, 1000])
-                    objs.append(share(f"s{i}{dev}{j}", name, dev, cores, memory))
+    objs = devices_cluster(rng, rng.choice((3, 4)), [2, 3, 4], ["empty", "whole", "shares", "shares", "shares"],
+                           lambda n, at, dev, _objs: share(n, at, dev, rng.choice([10, 20, 30, 40]),
+                                                           rng.choice([500, 1000])))
     for k in range(rng.choice((1, 2))):
         limits = {**SHARE, "volcano.sh/vgpu-cores": str(rng.choice((30, 50, 70)))}
         replicas = rng.choice((2, 3, 4))
@@ -357,30 +362,23 @@ def random_spread(seed: int, nodes: int = 8) -> Any:
     """Nodes of two T4s whose devices take 2 to 4 pods; each device empty, a whole card, or one to three shares,
     each of one of three PodGroups (two of which spread) or of its own."""
     rng = random.Random(seed)
-    objs: list[dict[str, Any]] = []
-    for i in range(nodes):
-        name, count = f"n{i}", rng.choice([2, 3, 4])
-        objs.append(node(name, count))
-        for dev in ("a", "b"):
-            kind = rng.choice(["empty", "whole", "shares", "shares"])
-            if kind == "whole":
-                objs.append(whole(f"w{i}{dev}", name))
-            elif kind == "shares":
-                for j in range(rng.randint(1, min(count, 3))):
-                    group = rng.choice(["g0", "g1", "h", None])
-                    if group in ("g0", "g1") and any(o["metadata"]["annotations"].get("scheduling.k8s.io/group-name")
-                                                      == group and o["spec"].get("nodeName") == name
-                                                      and f"{name}-{dev}," in o["metadata"]["annotations"].get(
-                                                          "volcano.sh/vgpu-ids-new", "")
-                                                      for o in objs if o["kind"] == "Pod"):
-                        group = None  # a spreading group holds a device once (as Volcano leaves it)
-                    if group in ("g0", "g1"):
-                        objs.append(spread_share(f"s{i}{dev}{j}", name, dev, group))
-                    else:
-                        p = share(f"s{i}{dev}{j}", name, dev, rng.choice([10, 20, 30]), 1000)
-                        if group:
-                            p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = group
-                        objs.append(p)
+
+    def make(name: str, at: str, dev: str, objs: list[dict[str, Any]]) -> dict[str, Any]:
+        group = rng.choice(["g0", "g1", "h", None])
+        if group in ("g0", "g1") and any(o["metadata"]["annotations"].get("scheduling.k8s.io/group-name") == group
+                                         and o["spec"].get("nodeName") == at
+                                         and f"{at}-{dev}," in o["metadata"]["annotations"].get(
+                                             "volcano.sh/vgpu-ids-new", "")
+                                         for o in objs if o["kind"] == "Pod"):
+            group = None  # a spreading group holds a device once (as Volcano leaves it)
+        if group in ("g0", "g1"):
+            return spread_share(name, at, dev, group)
+        p = share(name, at, dev, rng.choice([10, 20, 30]), 1000)
+        if group:
+            p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = group
+        return p
+
+    objs = devices_cluster(rng, nodes, [2, 3, 4], ["empty", "whole", "shares", "shares"], make)
     return grouped(*objs)
 
 

@@ -51,15 +51,8 @@ from optplan.solvers.core import gpushare
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.gpushare import GpuAsk
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.core.oracle import (
-    NO_POD_LIMIT,
-    UNLIMITED,
-    Capacity,
-    Predicates,
-    constraint_signature,
-    gpu_ask,
-    pod_demand,
-)
+from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, Predicates, constraint_signature, gpu_ask, pod_demand
+from optplan.solvers.core.oracle import UNLIMITED as NO_SHARE_COUNT
 from optplan.solvers.core.planner import Planner
 from optplan.solvers.repack.rules import RepackProblem, RestartUnit, gang_impact, restart_total
 
@@ -503,7 +496,7 @@ class _Greedy:
         groups = self.dev_groups[u]
         if not any(c[gk] for c in groups):
             return slots
-        base = slots if slots is not None else [UNLIMITED] * len(groups)
+        base = slots if slots is not None else [NO_SHARE_COUNT] * len(groups)
         return [0 if groups[d][gk] else s for d, s in enumerate(base)]
 
     def _take(self, k: int, u: int, choice: tuple[int, ...] | None = None) -> tuple[int, ...] | None:
