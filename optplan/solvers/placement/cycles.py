@@ -37,8 +37,8 @@ from optplan.models.queues import VCJob
 from optplan.models.snapshot import Pod, PodGroup, Snapshot
 from optplan.solvers.placement.allocate import greedy_place
 from optplan.solvers.placement.context import Context
-from optplan.solvers.placement.evict import lost_text, plan_victims, remade_text
-from optplan.solvers.placement.jobs import lost_pods, remade_pods, task_pos
+from optplan.solvers.placement.evict import dropped_text, lost_text, plan_victims, remade_text
+from optplan.solvers.placement.jobs import dropped_pods, lost_pods, pod_group_job, remade_pods, task_pos
 from optplan.solvers.placement.validate import placement_violations
 
 log = logging.getLogger(__name__)
@@ -59,22 +59,26 @@ def greedy_cycles(ctx: Context) -> PlacementPlan:
     if not any(jp.victims for jp in plan.jobs):
         return plan
     cycles: list[PlacementPlan] = [plan]
+    contexts: list[Context] = [ctx]
     cur, snap = ctx, ctx.snapshot
     best = plan
     if any(jp.victims and not jp.admitted for jp in plan.jobs):  # a topology job's reclaim: as a cycle says it
-        best = merge(ctx, cycles) or plan
+        best = merge(ctx, cycles, contexts) or plan
     for _k in range(2, MAX_CYCLES + 1):
         last = cycles[-1]
         if not any(jp.victims for jp in last.jobs):
             break
         snap = after_cycle(cur, last)
         gone = {f"{v.namespace}/{v.name}" for p in cycles for jp in p.jobs for v in jp.victims}
-        jobs = [j for j in ctx.jobs if left_to_place(cycles, j, ctx, gone) and not lost_pods(j, ctx.snapshot, gone)]
+        jobs = [without_dropped(j, snap, ctx.snapshot, gone) for j in ctx.jobs
+                if left_to_place(cycles, j, ctx, gone) and not lost_pods(j, ctx.snapshot, gone)]
         nominated = {**cur.nominated, **cur.pipelined}  # kept until a later pipelining changes it
-        cur = Context.build(snap, jobs, ctx.weights, ctx.now, safety=ctx.safety, hyper_weights=ctx.hyper_weights,
-                            actions=ctx.actions, scheduler=ctx.scheduler, nominated=nominated)
+        cur = Context.build(snap, [j for j in jobs if j is not None], ctx.weights, ctx.now, safety=ctx.safety,
+                            hyper_weights=ctx.hyper_weights, actions=ctx.actions, scheduler=ctx.scheduler,
+                            nominated=nominated)
         cycles.append(one_cycle(cur))
-        merged = merge(ctx, cycles)
+        contexts.append(cur)
+        merged = merge(ctx, cycles, contexts)
         if merged is None:
             break
         why = placement_violations(ctx.snapshot, ctx.jobs, merged, safety=ctx.safety, now=ctx.now,
@@ -84,6 +88,16 @@ def greedy_cycles(ctx: Context) -> PlacementPlan:
             break
         best = merged
     return best
+
+
+def without_dropped(job: VCJob, snap: Snapshot, first: Snapshot, gone: set[str]) -> VCJob | None:
+    """The job as the cycle's snapshot ``snap`` has it: a bare PodGroup that lost running pods it may still be
+    ready without (``jobs.dropped_pods``) built again from its pods there (its replicas renumbered: ``merge``
+    maps them back by name); any other job as it is."""
+    if not dropped_pods(job, first, gone):
+        return job
+    group = snap.pod_groups.get(job.key)
+    return None if group is None else pod_group_job(group, snap)
 
 
 def left_to_place(cycles: list[PlacementPlan], job: VCJob, ctx: Context,
@@ -125,9 +139,23 @@ def after_cycle(ctx: Context, plan: PlacementPlan) -> Snapshot:
     return Snapshot(**{**fields, "pods": pods, "pod_groups": groups})
 
 
-def merge(ctx: Context, cycles: list[PlacementPlan]) -> PlacementPlan | None:
-    """The plan of the cycles so far (module docstring), or None when its shape cannot say it."""
+def merge(ctx: Context, cycles: list[PlacementPlan], contexts: list[Context] | None = None) -> PlacementPlan | None:
+    """The plan of the cycles so far (module docstring), or None when its shape cannot say it; ``contexts``: each
+    cycle's (a bare PodGroup built again without its dropped pods names its replicas otherwise: its bindings are
+    mapped back to the first cycle's job by pod name)."""
     original = set(ctx.snapshot.pods)
+    names = {key: {p.name: (t, i) for t, ps in by_task.items() for i, p in enumerate(ps)}
+             for key, by_task in ctx.pods.items()}
+
+    def rebind(cyc: Context, jp: JobPlacement) -> tuple[Binding, ...]:
+        if cyc is ctx or cyc.pods.get(jp.key) is ctx.pods.get(jp.key):
+            return jp.bindings
+        out = []
+        for b in jp.bindings:
+            t, i = names[jp.key][cyc.pods[jp.key][b.task][b.index].name]
+            out.append(b.model_copy(update={"task": t, "index": i}))
+        return tuple(out)
+
     bound: dict[str, list[Binding]] = defaultdict(list)
     entry: dict[str, JobPlacement] = {}  # the entry that admitted the job (its latest), or its latest word
     cycle_of: dict[str, int] = {}
@@ -135,10 +163,11 @@ def merge(ctx: Context, cycles: list[PlacementPlan]) -> PlacementPlan | None:
     named: set[str] = set()  # the victims so far (a pod a job controller made again is not one twice)
     last = len(cycles)
     for k, plan in enumerate(cycles, start=1):
+        cyc = contexts[k - 1] if contexts else ctx
         for jp in plan.jobs:
             keep = jp.admitted and (not jp.after_evictions or k == last)
             if keep:
-                bound[jp.key].extend(jp.bindings)
+                bound[jp.key].extend(rebind(cyc, jp))
                 entry[jp.key] = jp
                 cycle_of.setdefault(jp.key, k)
             elif jp.key not in cycle_of:
@@ -175,9 +204,10 @@ def merge(ctx: Context, cycles: list[PlacementPlan]) -> PlacementPlan | None:
             lost = lost_pods(job, ctx.snapshot, named)
             if lost and lost[0] not in jp.reason:  # another job took its exposed pod (``jobs.shield``)
                 jp = jp.model_copy(update={"reason": f"{jp.reason}; {lost_text(lost)}"})
-            again = remade_pods(job, ctx.snapshot, named)
+            again = remade_pods(job, ctx.snapshot, named) or dropped_pods(job, ctx.snapshot, named)
             if again and again[0] not in jp.reason:
-                jp = jp.model_copy(update={"reason": f"{jp.reason}; {remade_text(again)}"})
+                text = remade_text(again) if job.kind != "PodGroup" else dropped_text(again)
+                jp = jp.model_copy(update={"reason": f"{jp.reason}; {text}"})
             if victims:
                 k = unplaced[job.key] // CYCLE_STEPS
                 if job.key not in topo:

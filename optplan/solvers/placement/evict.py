@@ -17,6 +17,7 @@ from optplan.solvers.placement.gangevict import gang_evict, victim_actions
 from optplan.solvers.placement.gangrules import GANG_REASON
 from optplan.solvers.placement.greedy import Greedy, VictimChoice
 from optplan.solvers.placement.jobs import (
+    dropped_pods,
     gang_order,
     job_needs,
     lost_pods,
@@ -284,6 +285,10 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
                 notes[jp.key].append(f"{reason}: {remade_text(again)}")
                 cooling[jp.key] = None
                 continue
+            if dropped := dropped_pods(job, ctx.snapshot, state.evicted):  # a later cycle places its other pods
+                notes[jp.key].append(f"{reason}: {dropped_text(dropped)}")
+                cooling[jp.key] = None
+                continue
             twin = twin_key(ctx, job) if TWINS and not pre.get(jp.key) else None
             seen = twins.get((step, twin)) if twin is not None else None
             if seen is not None and seen[0] == commits:  # its twin found nothing on this same state
@@ -359,9 +364,16 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
 
 
 def lost_text(lost: list[str]) -> str:
-    """Why a bare PodGroup whose running pods another job evicted is not admitted (``jobs.lost_for_good``)."""
+    """Why a bare PodGroup whose running pods another job evicted is not admitted (``jobs.lost_pods``)."""
     return (f"its running pod {lost[0]} was evicted by another job's preempt or reclaim (the plugin tiers offer a "
             "starving gang's pods): its PodGroup cannot have minMember pods without it")
+
+
+def dropped_text(dropped: list[str]) -> str:
+    """Why a bare PodGroup whose running pod another job evicted waits in this cycle (``jobs.dropped_pods``)."""
+    return (f"its running pod {dropped[0]} was evicted by another job's preempt or reclaim (the plugin tiers offer a "
+            "gang's pods at minMember when the gang plugin offers nothing); nothing makes it again, and its other "
+            "pods may still make the PodGroup ready in a later scheduling cycle")
 
 
 def remade_text(again: list[str]) -> str:

@@ -378,16 +378,6 @@ def starving(job: VCJob, placed: Counter[str], held: Counter[str] | None = None)
     return sum(placed.values()) + sum((held or Counter()).values()) < job.min_available
 
 
-def lost_for_good(job: VCJob, task: JobTask) -> bool:
-    """A bare PodGroup that one running pod of ``task`` fewer leaves unable ever to be ready: nothing makes a
-    bare PodGroup's pod again (a VCJob's controller does), and the pods it has would number fewer than
-    minMember, or the task's fewer than its minimum (``task_minima``: minTaskMember, when the gang checks it)."""
-    if job.kind != "PodGroup":
-        return False
-    return sum(t.replicas for t in job.tasks) - 1 < job.min_available or \
-        task.replicas - 1 < task_minima(job).get(task.name, 0)
-
-
 def remade(job: VCJob, task: JobTask) -> bool:
     """A VCJob whose running pod of ``task`` another job evicts gets that pod again, pending, from its job
     controller (no lifecycle policy on PodEvicted, or SyncJob: the controller syncs the job and creates the
@@ -402,16 +392,17 @@ def shield(cat: Catalogue, snap: Snapshot, jobs: Sequence[VCJob]) -> Catalogue:
     ``shielded``: Volcano's preempt and reclaim hand them to the plugins with a node's other pods,
     ``plugin_view``). Volcano's actions filter no job state: a tier may offer the running pod of a starving
     gang to another job (the gang plugin offers nothing for it, its tier ends, the next decides). Those of a
-    bare PodGroup that can never be ready without the pod (``lost_for_good``) are ``exposed``: other jobs may take
-    them, and the PodGroup is then never admitted (``lost_pods``); so are a VCJob's whose controller makes the
-    pod again (``remade``: vcm-1-110 of the comparison with vc-scheduler, where reclaim's second tier took the
-    running pod of a gang at minAvailable with more replicas pending; the replica is placed again by a later
-    cycle, or waits); the others are never victims."""
+    bare PodGroup are ``exposed``: other jobs may take them; nothing makes a bare PodGroup's pod again, so the
+    PodGroup is then never admitted where it can no longer be ready (``lost_pods``), else it goes on with its other
+    pods (``dropped_pods``); so are a VCJob's whose controller makes the pod again (``remade``: vcm-1-110 of the
+    comparison with vc-scheduler, where reclaim's second tier took the running pod of a gang at minAvailable with
+    more replicas pending; the replica is placed again by a later cycle, or waits); the others are never
+    victims."""
     groups = {p.group_key for j in jobs for ps in held_pods(j, snap).values() for p in ps.values()}
     groups.discard(None)
     if not groups & set(cat.groups):
         return cat
-    exposed = {p.key for j in jobs for t in j.tasks if lost_for_good(j, t) or remade(j, t)
+    exposed = {p.key for j in jobs for t in j.tasks if j.kind == "PodGroup" or remade(j, t)
                for p in held_pods(j, snap).get(t.name, {}).values()}
     out = Catalogue(snapshot=cat.snapshot, now=cat.now, protected=dict(cat.protected), groups=dict(cat.groups),
                     exposed={k: c for k, c in cat.candidates.items() if k in exposed})
@@ -442,9 +433,30 @@ def remade_pods(job: VCJob, snap: Snapshot, gone: Collection[str]) -> list[str]:
 
 
 def lost_pods(job: VCJob, snap: Snapshot, gone: Collection[str]) -> list[str]:
-    """A bare PodGroup's running pods among the evicted pods ``gone`` (exposed pods another job took), by key;
-    none for a VCJob (its controller makes an exposed pod again: ``remade_pods``)."""
+    """A bare PodGroup's running pods among the evicted pods ``gone`` (exposed pods another job took), by key,
+    when without them it can never be ready: nothing makes a bare PodGroup's pod again, and the pods it has left
+    number fewer than minMember, or a task's fewer than its minimum (``task_minima``: minTaskMember, when the
+    gang checks it); none otherwise (``dropped_pods``), and none for a VCJob (its controller makes an exposed pod
+    again: ``remade_pods``)."""
     if job.kind != "PodGroup" or not gone:
+        return []
+    held = held_pods(job, snap)
+    out = {t.name: sorted(p.key for p in held.get(t.name, {}).values() if p.key in gone) for t in job.tasks}
+    n = sum(len(ks) for ks in out.values())
+    if not n:
+        return []
+    minima = task_minima(job)
+    if sum(t.replicas for t in job.tasks) - n < job.min_available or any(
+            t.replicas - len(out[t.name]) < minima.get(t.name, 0) for t in job.tasks):
+        return sorted(k for ks in out.values() for k in ks)
+    return []
+
+
+def dropped_pods(job: VCJob, snap: Snapshot, gone: Collection[str]) -> list[str]:
+    """A bare PodGroup's running pods among the evicted pods ``gone``, by key, when it may still be ready
+    without them (``lost_pods`` empty): the job goes on with its other pods (a later cycle places them, the
+    evicted ones never)."""
+    if job.kind != "PodGroup" or not gone or lost_pods(job, snap, gone):
         return []
     return sorted(p.key for ps in held_pods(job, snap).values() for p in ps.values() if p.key in gone)
 

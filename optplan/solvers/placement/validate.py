@@ -33,6 +33,7 @@ from optplan.solvers.placement.gangrules import (
     reclaim_check_for,
 )
 from optplan.solvers.placement.jobs import (
+    dropped_pods,
     gang_shortfall,
     held_pods,
     job_pods,
@@ -87,11 +88,11 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
             if jp.admitted and jp.key in given else []
         if lost:
             out.append(f"job {jp.key} is admitted but its running pod {lost[0]} is a victim")
-        again = [k for k in remade_pods(given[jp.key], snap, gone)
+        again = [k for k in [*remade_pods(given[jp.key], snap, gone), *dropped_pods(given[jp.key], snap, gone)]
                  if gone[k] > jp.step or (gone[k] == jp.step and not at_later_allocate(jp))] \
             if jp.admitted and jp.key in given else []
-        if again:  # its controller makes the pod again after the eviction (a later cycle's allocate places the
-            # victims of its jobs' earlier cycles first): a later cycle places it
+        if again:  # made again (a VCJob's) or dropped (a bare PodGroup's) after the eviction (a later cycle's
+            # allocate places the victims of its jobs' earlier cycles first): a later cycle places the job
             out.append(f"job {jp.key} is admitted at its running pod {again[0]}'s eviction or before it")
     cap = Capacity(snap)
     tree = QueueTree(snap.queues)
@@ -203,7 +204,8 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
         if partitioned(job) and any(vic.reason in GANG_REASON for vic in jp.victims):
             out.append(f"job {jp.key}: {NO_VICTIMS}")
         running = held_pods(job, snap)
-        for k in remade_pods(job, snap, gone):  # evicted before (above): its controller made the replica again
+        dropped = set(dropped_pods(job, snap, gone))  # a bare PodGroup's, evicted: gone for good
+        for k in [*remade_pods(job, snap, gone), *dropped]:  # evicted before (above); a VCJob's made again
             for ps in running.values():
                 for i in [i for i, p in ps.items() if p.key == k]:
                     del ps[i]
@@ -222,6 +224,9 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                 continue
             if b.index in running.get(b.task, {}):
                 out.append(f"{where}: that replica runs already")
+                continue
+            if f"{job.namespace}/{pods[b.task][b.index].name}" in dropped:
+                out.append(f"{where}: that pod was evicted and nothing makes it again")
                 continue
             if (b.task, b.index) in seen:
                 out.append(f"{where} is bound twice")
