@@ -39,6 +39,7 @@ from tests.realcluster.vcdiff import (
     Case,
     Verdict,
     compare,
+    dropped_case,
     generate,
     generate_more,
     generate_partitioned,
@@ -152,6 +153,20 @@ def test_reclaim_takes_a_running_vcjobs_pod_at_min_available_as_volcano_does(rea
     assert v.reclaim is (True if taken else None), v.details
     assert v.partial == [True], v.details
     assert v.details.get("reclaim", {}).get("volcano", []) == (["g-worker-0"] if taken else []), v.details
+
+
+@pytest.mark.parametrize(("deserved", "taken"), [(0, True), (8, False)], ids=["above-deserved", "within-deserved"])
+def test_reclaim_takes_a_bare_gangs_pod_it_may_be_ready_without_as_volcano_does(real_cluster: Cluster,
+                                                                               tmp_path: Path, deserved: int,
+                                                                               taken: bool) -> None:
+    """A bare PodGroup's running pod at minMember whose other pod could still make it ready
+    (``vcdiff.dropped_case``): above its queue's deserved vc-scheduler's reclaim takes it by the second tier and
+    nothing makes it again; within, nothing moves. The greedy agrees (it kept such a pod out of reach before)."""
+    case = dropped_case(f"vcd-dropped-{deserved}", deserved)
+    v = _verdict(real_cluster, tmp_path, case)
+    assert v.reclaim is (True if taken else None), v.details
+    assert v.partial == [True], v.details
+    assert v.details.get("reclaim", {}).get("volcano", []) == (["g-0"] if taken else []), v.details
 
 
 def test_the_recording_keeps_the_node_list_volcano_began_with(real_cluster: Cluster, tmp_path: Path) -> None:

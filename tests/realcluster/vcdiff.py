@@ -799,6 +799,24 @@ def remade_case(ns: str, deserved: int) -> Case:
     return case
 
 
+def dropped_case(ns: str, deserved: int) -> Case:
+    """``remade_case`` with a bare PodGroup (the rule ``placement.jobs.dropped_pods``): ``g`` of queue ``other``
+    (``deserved`` GPUs), minMember 1, runs ``g-0`` (8 GPUs) on ``n0`` and waits with ``g-1``, which fits nowhere;
+    ``n1`` runs ``b-0`` of queue ``keep``; ``j`` (queue ``mine``) needs a whole node. Above its deserved the
+    capacity plugin gives ``g-0`` up (the gang plugin offers nothing at minMember); nothing makes it again, and
+    ``g`` could still be ready with ``g-1`` if room came."""
+    case = remade_case(ns, deserved)
+    case.pending = [j for j in case.pending if j["metadata"]["name"] != "g"]
+    case.partial = {"g": [("g-0", f"{ns}-n0")]}
+    pending = _pod(ns, "g-1", "g", "", 8, 8, 64, "normal-job")
+    del pending["spec"]["nodeName"]
+    case.bare = [[_podgroup(ns, "g", {"minMember": 1, "queue": f"{ns}-other", "priorityClassName": "normal-job"}),
+                  _pod(ns, "g-0", "g", "", 8, 8, 64, "normal-job"), pending]]
+    del case.bare[0][1]["spec"]["nodeName"]  # bound by the recorder as a scheduler would (``partial``)
+    case.kinds = ("allocate", "partial", "podgroups", "reclaim")
+    return case
+
+
 def _spread(rng: random.Random, room: dict[str, int], count: int, per: int) -> list[str]:
     """Up to ``count`` pods of ``per`` GPUs, each on a node drawn among those of ``room`` (node -> free GPUs,
     taken as they are placed) with room for it; the nodes, as many as fit."""
