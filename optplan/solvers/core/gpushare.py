@@ -146,10 +146,15 @@ def choose_devices(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence
     if not whole and rule != "first-fit":  # a share, best or worst fit: one pass (a planner's hot path)
         memory, worst = ask.memory_mib, rule == "worst-fit"
         best, most = -1, 0
-        for d, f in enumerate(free_milli):
-            if f >= milli and (free_memory is None or free_memory[d] >= memory) and (
-                    free_slots is None or free_slots[d] > 0) and (
-                    best < 0 or (f > most if worst else f < most)):  # ties keep the lower index
+        if free_slots is None:
+            for d, f in enumerate(free_milli):
+                if f >= milli and (free_memory is None or free_memory[d] >= memory) and (
+                        best < 0 or (f > most if worst else f < most)):  # ties keep the lower index
+                    best, most = d, f
+            return (best,) if best >= 0 else None
+        for d, f in enumerate(free_milli):  # the same, on devices with a pod slot left
+            if f >= milli and free_slots[d] > 0 and (free_memory is None or free_memory[d] >= memory) and (
+                    best < 0 or (f > most if worst else f < most)):
                 best, most = d, f
         return (best,) if best >= 0 else None
     ok = usable(free_milli, ask, free_memory, free_slots)

@@ -410,10 +410,17 @@ class _Greedy:
         self.dev_mem: list[list[int] | None] = []
         self.dev_slots: list[list[int] | None] = []
         """Per receiver, the pods each device may still take (``Capacity.gpu_slots``), or None."""
+        self.row_spread: list[bool] = [dev and pod.gpu_share is not None and pod.gpu_share.spread
+                                       and pod.group_key is not None
+                                       for pod, dev in zip(self.row_pod, self.row_dev, strict=True)]
+        """Per row, a moving share that spreads (``GpuShare.spread``)."""
         self.spread_groups: frozenset[str] = frozenset(
-            gk for pod, dev in zip(self.row_pod, self.row_dev, strict=True)
-            if dev and pod.gpu_share is not None and pod.gpu_share.spread and (gk := pod.group_key) is not None)
-        """PodGroups with a moving share that spreads (``GpuShare.spread``)."""
+            pod.group_key or "" for pod, s in zip(self.row_pod, self.row_spread, strict=True) if s)
+        """Their PodGroups."""
+        self.row_spread_group: list[str | None] = [
+            pod.group_key if self.spread_groups and pod.group_key in self.spread_groups else None
+            for pod in self.row_pod]
+        """Per row, its PodGroup when it is one of ``spread_groups`` (its pods are kept per device), else None."""
         self.dev_groups: list[list[Counter[str]]] = []
         """Per receiver, per device, the pods of ``spread_groups`` on it (``Capacity.gpu_groups``, kept by
         ``_take``)."""
@@ -483,15 +490,14 @@ class _Greedy:
         if free is None:
             return None
         return gpushare.choose_devices(free, self._ask(k, u), self.dev_mem[u], self.dev_model[u],
-                                       free_slots=self._slots(k, u))
+                                       free_slots=self._slots(k, u) if self.row_spread[k] else self.dev_slots[u])
 
     def _slots(self, k: int, u: int) -> list[int] | None:
         """Receiver ``u``'s free pod slots per device for row ``k``: none where a pod of its PodGroup sits when
         its share spreads (``Capacity.slots_for``'s rule on this state)."""
         slots = self.dev_slots[u]
-        pod = self.row_pod[k]
-        gk = pod.group_key
-        if gk not in self.spread_groups or pod.gpu_share is None or not pod.gpu_share.spread:
+        gk = self.row_spread_group[k]
+        if not self.row_spread[k] or gk is None:
             return slots
         groups = self.dev_groups[u]
         if not any(c[gk] for c in groups):
@@ -523,8 +529,8 @@ class _Greedy:
             per = MILLI_PER_GPU
         opened = False  # an untouched device is taken: the whole cards left may drop
         slots = self.dev_slots[u]
-        gk = self.row_pod[k].group_key
-        groups = self.dev_groups[u] if gk in self.spread_groups else None
+        gk = self.row_spread_group[k]
+        groups = self.dev_groups[u] if gk is not None else None
         for d in taken or ():
             opened = opened or free[d] == MILLI_PER_GPU
             free[d] -= per
