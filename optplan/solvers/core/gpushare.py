@@ -36,7 +36,7 @@ in the paper.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,8 @@ import numpy as np
 
 MILLI = 1000
 RULES = ("best-fit", "first-fit", "worst-fit")
+NO_SHARE_COUNT = 1 << 30
+"""A device's free pod slots (``free_slots``) where its register names no share count."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,16 @@ def usable(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence[int] | 
             and (free_slots is None or free_slots[d] > 0)]
 
 
+def without(free_slots: Sequence[int] | None, blocked: Collection[int], devices: int) -> Sequence[int] | None:
+    """``free_slots`` (None: no count on any of the ``devices``) with none left on the ``blocked`` positions
+    (``volcano.sh/vgpu-podgroup-policy: spread``: devices a pod of the same PodGroup holds); as given when
+    nothing is blocked."""
+    if not blocked:
+        return free_slots
+    base = free_slots if free_slots is not None else [NO_SHARE_COUNT] * devices
+    return [0 if d in blocked else s for d, s in enumerate(base)]
+
+
 def fits(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence[int] | None = None,
          model: str | None = None, free_slots: Sequence[int] | None = None) -> bool:
     """Whether a node with these free milli (and GPU memory, and pod slots) per device, of this model, can take the
@@ -146,15 +158,10 @@ def choose_devices(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence
     if not whole and rule != "first-fit":  # a share, best or worst fit: one pass (a planner's hot path)
         memory, worst = ask.memory_mib, rule == "worst-fit"
         best, most = -1, 0
-        if free_slots is None:
-            for d, f in enumerate(free_milli):
-                if f >= milli and (free_memory is None or free_memory[d] >= memory) and (
-                        best < 0 or (f > most if worst else f < most)):  # ties keep the lower index
-                    best, most = d, f
-            return (best,) if best >= 0 else None
-        for d, f in enumerate(free_milli):  # the same, on devices with a pod slot left
-            if f >= milli and free_slots[d] > 0 and (free_memory is None or free_memory[d] >= memory) and (
-                    best < 0 or (f > most if worst else f < most)):
+        for d, f in enumerate(free_milli):
+            if f >= milli and (free_memory is None or free_memory[d] >= memory) and (
+                    free_slots is None or free_slots[d] > 0) and (
+                    best < 0 or (f > most if worst else f < most)):  # ties keep the lower index
                 best, most = d, f
         return (best,) if best >= 0 else None
     ok = usable(free_milli, ask, free_memory, free_slots)

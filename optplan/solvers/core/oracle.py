@@ -27,7 +27,7 @@ import numpy as np
 from optplan.models.devices import MILLI_PER_GPU, WHOLE_GPU
 from optplan.models.snapshot import Node, Pod, Resources, Snapshot
 from optplan.solvers.core import gpushare
-from optplan.solvers.core.gpushare import GpuAsk
+from optplan.solvers.core.gpushare import NO_SHARE_COUNT, GpuAsk
 
 POD_SLOT = 1000
 """One pod, in milli-units of the ``pods`` resource."""
@@ -127,8 +127,6 @@ def pod_demand(pod: Pod) -> Resources:
 NO_TYPE = "<no device type allowed>"
 """The model an ask accepts when ``nvidia.com/use-gputype`` / ``nouse-gputype`` rule out every device, or its
 ``volcano.sh/vgpu-mode`` is not the node's."""
-UNLIMITED = 1 << 30
-"""``Capacity.gpu_slots`` of a device without a share count."""
 
 
 def gpu_ask(pod: Pod, node: Node) -> GpuAsk:
@@ -179,7 +177,8 @@ class Capacity:
     """node with devices -> free GPU memory (MiB) per device; None when a device's memory is unknown."""
     gpu_slots: dict[str, list[int] | None]
     """node with devices -> the pods each device may still take (its register's share count less the pods holding
-    it, ``GpuDevice.shares``; ``UNLIMITED`` for a device without a count); None when no device has a count."""
+    it, ``GpuDevice.shares``; ``gpushare.NO_SHARE_COUNT`` for a device without a count); None when no device has a
+    count."""
     gpu_groups: dict[str, list[dict[str, int]]]
     """node with devices -> per device, the PodGroups of the pods holding it and how many (``GpuShare.spread``)."""
     gpu_held: dict[str, tuple[str, tuple[int, ...], int, int]]
@@ -225,7 +224,7 @@ class Capacity:
         known = all(d.memory_mib > 0 for d in node.devices)
         self.gpu_memory[node.name] = [d.memory_mib if d.healthy else 0 for d in node.devices] if known else None
         self.gpu_slots[node.name] = None if all(d.shares is None for d in node.devices) else [
-            UNLIMITED if d.shares is None else d.shares for d in node.devices]
+            NO_SHARE_COUNT if d.shares is None else d.shares for d in node.devices]
         self.gpu_groups[node.name] = [{} for _ in node.devices]
         position = {d.index: i for i, d in enumerate(node.devices)}
         asks = [(p, gpu_ask(p, node)) for p in pods]
@@ -259,15 +258,11 @@ class Capacity:
             return frozenset()
         return frozenset(d for d, g in enumerate(self.gpu_groups[node]) if g.get(gk, 0) > 0)
 
-    def slots_for(self, node: str, pod: Pod) -> list[int] | None:
+    def slots_for(self, node: str, pod: Pod) -> Sequence[int] | None:
         """``gpu_slots[node]`` as the pod may use them: none on a device ``spread_blocked`` names; None when
         neither limits it."""
-        slots = self.gpu_slots.get(node)
-        blocked = self.spread_blocked(node, pod)
-        if not blocked:
-            return slots
-        base = slots if slots is not None else [UNLIMITED] * len(self.gpu_groups[node])
-        return [0 if d in blocked else s for d, s in enumerate(base)]
+        return gpushare.without(self.gpu_slots.get(node), self.spread_blocked(node, pod),
+                                len(self.gpu_groups.get(node, ())))
 
     def _place_gpus(self, node: str, pod: Pod, ask: GpuAsk) -> None:
         devices = gpushare.choose_devices(self.gpu_free[node], ask, self.gpu_memory[node], self._model(node),

@@ -57,7 +57,7 @@ from optplan.models.snapshot import ROOT, Pod
 from optplan.solvers.core import gpushare
 from optplan.solvers.core.exact import exact_record
 from optplan.solvers.core.gpushare import GpuAsk
-from optplan.solvers.core.oracle import NO_POD_LIMIT, UNLIMITED, Capacity, constraint_signature, gpu_ask, pod_demand
+from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, constraint_signature, gpu_ask, pod_demand
 from optplan.solvers.goals.problem import Gang, GangPod, GoalProblem
 from optplan.solvers.placement.jobs import Region, bound_pod
 from optplan.solvers.placement.partitions import partitioned
@@ -212,10 +212,9 @@ def _gang_devices(problem: GoalProblem, gang_classes: list[GangClass], classes: 
                 free = [f + back.get(d, (0, 0, 0))[0] for d, f in enumerate(cap.gpu_free[n])]
                 mem, pods_on = cap.gpu_memory[n], cap.gpu_slots[n]
                 memory = None if mem is None else [f + back.get(d, (0, 0, 0))[1] for d, f in enumerate(mem)]
-                room = None if pods_on is None else [f + back.get(d, (0, 0, 0))[2] for d, f in enumerate(pods_on)]
-                blocked = cap.spread_blocked(n, pod)  # its PodGroup's pods there stay (they never move)
-                if blocked:
-                    room = [0 if d in blocked else s for d, s in enumerate(room or [UNLIMITED] * len(free))]
+                left = None if pods_on is None else [f + back.get(d, (0, 0, 0))[2] for d, f in enumerate(pods_on)]
+                # pod slots once the movable pods left, none where its PodGroup's pods stay (spreading shares)
+                room = gpushare.without(left, cap.spread_blocked(n, pod), len(free))
                 slots = tuple((d, ask.milli, ask.memory_mib) for d in gpushare.usable(free, ask, memory, room))
                 if not slots or not gpushare.fits(free, ask, memory, nodes[n].devices[0].model, room):
                     continue

@@ -83,9 +83,9 @@ from optplan.solvers.placement import gang_cpsat, victims_cpsat
 from optplan.solvers.placement.allocate import explain_rejections
 from optplan.solvers.placement.context import Context
 from optplan.solvers.placement.cycles import greedy_cycles
-from optplan.solvers.placement.evict import dropped_text, lost_text, remade_text, victim_notes, victim_text
+from optplan.solvers.placement.evict import lost_text, outlived_text, victim_notes, victim_text
 from optplan.solvers.placement.greedy import placed_reason
-from optplan.solvers.placement.jobs import dropped_pods, lost_pods, remade_pods
+from optplan.solvers.placement.jobs import lost_pods, outlived_pods
 from optplan.solvers.placement.model import (
     Data,
     PlanKey,
@@ -643,10 +643,8 @@ def solve(ctx: Context, options: PlanOptions, greedy: PlacementPlan | None = Non
     gone = {f"{x.namespace}/{x.name}" for jp in best.jobs for x in jp.victims}
     admitted = {jp.key for jp in best.jobs if jp.admitted}
     lost = {j.key: (lost[0], lost_text(lost)) for j in ctx.jobs if (lost := lost_pods(j, ctx.snapshot, gone))}
-    lost.update({j.key: (again[0], remade_text(again)) for j in ctx.jobs if j.key not in lost.keys() | admitted
-                 and (again := remade_pods(j, ctx.snapshot, gone))})  # its controller makes the pod again
-    lost.update({j.key: (dropped[0], dropped_text(dropped)) for j in ctx.jobs if j.key not in lost.keys() | admitted
-                 and (dropped := dropped_pods(j, ctx.snapshot, gone))})  # a bare PodGroup's, gone for good
+    lost.update({j.key: (again[0], outlived_text(j, again)) for j in ctx.jobs if j.key not in lost.keys() | admitted
+                 and (again := outlived_pods(j, ctx.snapshot, gone))})  # the job goes on without them
     best = best.model_copy(update={"jobs": tuple(
         jp.model_copy(update={"reason": f"{jp.reason}; {lost[jp.key][1]}"}) if jp.key in lost and
         lost[jp.key][0] not in jp.reason else

@@ -37,8 +37,8 @@ from optplan.models.queues import VCJob
 from optplan.models.snapshot import Pod, PodGroup, Snapshot
 from optplan.solvers.placement.allocate import greedy_place
 from optplan.solvers.placement.context import Context
-from optplan.solvers.placement.evict import dropped_text, lost_text, plan_victims, remade_text
-from optplan.solvers.placement.jobs import dropped_pods, lost_pods, pod_group_job, remade_pods, task_pos
+from optplan.solvers.placement.evict import lost_text, outlived_text, plan_victims
+from optplan.solvers.placement.jobs import dropped_pods, lost_pods, outlived_pods, pod_group_job, remade_pods, task_pos
 from optplan.solvers.placement.validate import placement_violations
 
 log = logging.getLogger(__name__)
@@ -139,7 +139,7 @@ def after_cycle(ctx: Context, plan: PlacementPlan) -> Snapshot:
     return Snapshot(**{**fields, "pods": pods, "pod_groups": groups})
 
 
-def merge(ctx: Context, cycles: list[PlacementPlan], contexts: list[Context] | None = None) -> PlacementPlan | None:
+def merge(ctx: Context, cycles: list[PlacementPlan], contexts: list[Context]) -> PlacementPlan | None:
     """The plan of the cycles so far (module docstring), or None when its shape cannot say it; ``contexts``: each
     cycle's (a bare PodGroup built again without its dropped pods names its replicas otherwise: its bindings are
     mapped back to the first cycle's job by pod name)."""
@@ -148,7 +148,7 @@ def merge(ctx: Context, cycles: list[PlacementPlan], contexts: list[Context] | N
              for key, by_task in ctx.pods.items()}
 
     def rebind(cyc: Context, jp: JobPlacement) -> tuple[Binding, ...]:
-        if cyc is ctx or cyc.pods.get(jp.key) is ctx.pods.get(jp.key):
+        if cyc is ctx:
             return jp.bindings
         out = []
         for b in jp.bindings:
@@ -163,7 +163,7 @@ def merge(ctx: Context, cycles: list[PlacementPlan], contexts: list[Context] | N
     named: set[str] = set()  # the victims so far (a pod a job controller made again is not one twice)
     last = len(cycles)
     for k, plan in enumerate(cycles, start=1):
-        cyc = contexts[k - 1] if contexts else ctx
+        cyc = contexts[k - 1]
         for jp in plan.jobs:
             keep = jp.admitted and (not jp.after_evictions or k == last)
             if keep:
@@ -204,10 +204,9 @@ def merge(ctx: Context, cycles: list[PlacementPlan], contexts: list[Context] | N
             lost = lost_pods(job, ctx.snapshot, named)
             if lost and lost[0] not in jp.reason:  # another job took its exposed pod (``jobs.shield``)
                 jp = jp.model_copy(update={"reason": f"{jp.reason}; {lost_text(lost)}"})
-            again = remade_pods(job, ctx.snapshot, named) or dropped_pods(job, ctx.snapshot, named)
+            again = outlived_pods(job, ctx.snapshot, named)
             if again and again[0] not in jp.reason:
-                text = remade_text(again) if job.kind != "PodGroup" else dropped_text(again)
-                jp = jp.model_copy(update={"reason": f"{jp.reason}; {text}"})
+                jp = jp.model_copy(update={"reason": f"{jp.reason}; {outlived_text(job, again)}"})
             if victims:
                 k = unplaced[job.key] // CYCLE_STEPS
                 if job.key not in topo:

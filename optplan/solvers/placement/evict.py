@@ -17,13 +17,12 @@ from optplan.solvers.placement.gangevict import gang_evict, victim_actions
 from optplan.solvers.placement.gangrules import GANG_REASON
 from optplan.solvers.placement.greedy import Greedy, VictimChoice
 from optplan.solvers.placement.jobs import (
-    dropped_pods,
     gang_order,
     job_needs,
     lost_pods,
+    outlived_pods,
     own_groups,
     preemptor_order,
-    remade_pods,
     starving,
 )
 from optplan.solvers.placement.partitions import evicts_anywhere, partitioned
@@ -281,12 +280,8 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
                 notes[jp.key].append(f"{reason}: {lost_text(lost)}")
                 cooling[jp.key] = None
                 continue
-            if again := remade_pods(job, ctx.snapshot, state.evicted):  # a later cycle places it with the replica
-                notes[jp.key].append(f"{reason}: {remade_text(again)}")
-                cooling[jp.key] = None
-                continue
-            if dropped := dropped_pods(job, ctx.snapshot, state.evicted):  # a later cycle places its other pods
-                notes[jp.key].append(f"{reason}: {dropped_text(dropped)}")
+            if gone := outlived_pods(job, ctx.snapshot, state.evicted):  # a later cycle places it
+                notes[jp.key].append(f"{reason}: {outlived_text(job, gone)}")
                 cooling[jp.key] = None
                 continue
             twin = twin_key(ctx, job) if TWINS and not pre.get(jp.key) else None
@@ -369,18 +364,14 @@ def lost_text(lost: list[str]) -> str:
             "starving gang's pods): its PodGroup cannot have minMember pods without it")
 
 
-def dropped_text(dropped: list[str]) -> str:
-    """Why a bare PodGroup whose running pod another job evicted waits in this cycle (``jobs.dropped_pods``)."""
-    return (f"its running pod {dropped[0]} was evicted by another job's preempt or reclaim (the plugin tiers offer a "
-            "gang's pods at minMember when the gang plugin offers nothing); nothing makes it again, and its other "
-            "pods may still make the PodGroup ready in a later scheduling cycle")
-
-
-def remade_text(again: list[str]) -> str:
-    """Why a VCJob whose running pod another job evicted waits in this cycle (``jobs.remade``)."""
-    return (f"its running pod {again[0]} was evicted by another job's preempt or reclaim (the plugin tiers offer a "
-            "gang's pods at minAvailable when the gang plugin offers nothing); its job controller makes the pod "
-            "again, pending, for a later scheduling cycle")
+def outlived_text(job: VCJob, gone: list[str]) -> str:
+    """Why a job whose running pod another job evicted waits in this cycle (``jobs.outlived_pods``): a VCJob's
+    controller makes the pod again, a bare PodGroup's other pods may still make it ready."""
+    bare = job.kind == "PodGroup"
+    then = ("nothing makes it again, and its other pods may still make the PodGroup ready in a later scheduling cycle"
+            if bare else "its job controller makes the pod again, pending, for a later scheduling cycle")
+    return (f"its running pod {gone[0]} was evicted by another job's preempt or reclaim (the plugin tiers offer a "
+            f"gang's pods at {'minMember' if bare else 'minAvailable'} when the gang plugin offers nothing); {then}")
 
 
 def victim_notes(ctx: Context, plan: PlacementPlan, proven: bool) -> dict[str, str]:

@@ -461,6 +461,13 @@ def dropped_pods(job: VCJob, snap: Snapshot, gone: Collection[str]) -> list[str]
     return sorted(p.key for ps in held_pods(job, snap).values() for p in ps.values() if p.key in gone)
 
 
+def outlived_pods(job: VCJob, snap: Snapshot, gone: Collection[str]) -> list[str]:
+    """The job's running pods among the evicted pods ``gone`` after which it goes on, by key: a VCJob's that its
+    controller makes again (``remade_pods``), or a bare PodGroup's it may still be ready without
+    (``dropped_pods``)."""
+    return remade_pods(job, snap, gone) or dropped_pods(job, snap, gone)
+
+
 def plugin_view(cat: Catalogue, node: str, pods: Sequence[Candidate], own: frozenset[str],
                 handed: Callable[[Candidate], bool], gone: Collection[str] = ()) -> list[Candidate]:
     """What Volcano's plugins are given on ``node`` for a preemptor pod (``Candidate.input_key``): ``pods`` (the

@@ -33,16 +33,15 @@ from optplan.solvers.placement.gangrules import (
     reclaim_check_for,
 )
 from optplan.solvers.placement.jobs import (
-    dropped_pods,
     gang_shortfall,
     held_pods,
     job_pods,
     job_priority,
     lost_pods,
+    outlived_pods,
     own_groups,
     plugin_view,
     preemptor_order,
-    remade_pods,
     shield,
     starving,
 )
@@ -88,7 +87,7 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
             if jp.admitted and jp.key in given else []
         if lost:
             out.append(f"job {jp.key} is admitted but its running pod {lost[0]} is a victim")
-        again = [k for k in [*remade_pods(given[jp.key], snap, gone), *dropped_pods(given[jp.key], snap, gone)]
+        again = [k for k in outlived_pods(given[jp.key], snap, gone)
                  if gone[k] > jp.step or (gone[k] == jp.step and not at_later_allocate(jp))] \
             if jp.admitted and jp.key in given else []
         if again:  # made again (a VCJob's) or dropped (a bare PodGroup's) after the eviction (a later cycle's
@@ -203,12 +202,9 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
             out.append(f"job {jp.key}: queue {job.queue} is not Open")
         if partitioned(job) and any(vic.reason in GANG_REASON for vic in jp.victims):
             out.append(f"job {jp.key}: {NO_VICTIMS}")
-        running = held_pods(job, snap)
-        dropped = set(dropped_pods(job, snap, gone))  # a bare PodGroup's, evicted: gone for good
-        for k in [*remade_pods(job, snap, gone), *dropped]:  # evicted before (above); a VCJob's made again
-            for ps in running.values():
-                for i in [i for i, p in ps.items() if p.key == k]:
-                    del ps[i]
+        outlived = set(outlived_pods(job, snap, gone))  # evicted before (above): not running
+        running = {t: {i: p for i, p in ps.items() if p.key not in outlived} for t, ps in held_pods(job, snap).items()}
+        dropped = outlived if job.kind == "PodGroup" else set()  # a bare PodGroup's: gone for good
         if jp.victims and not {v.reason for v in jp.victims} & set(GANG_REASON):
             out.extend(_never_violations(job, jp, running, never_tasks(snap, job)))
         if own_victims(jp) and jp.key not in freed:  # evicted_earlier's: replayed before the later cycles

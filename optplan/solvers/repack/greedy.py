@@ -38,6 +38,7 @@ import logging
 import time
 from bisect import bisect_left, insort
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,7 +53,6 @@ from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.gpushare import GpuAsk
 from optplan.solvers.core.options import PlanOptions
 from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, Predicates, constraint_signature, gpu_ask, pod_demand
-from optplan.solvers.core.oracle import UNLIMITED as NO_SHARE_COUNT
 from optplan.solvers.core.planner import Planner
 from optplan.solvers.repack.rules import RepackProblem, RestartUnit, gang_impact, restart_total
 
@@ -417,10 +417,9 @@ class _Greedy:
         self.spread_groups: frozenset[str] = frozenset(
             pod.group_key or "" for pod, s in zip(self.row_pod, self.row_spread, strict=True) if s)
         """Their PodGroups."""
-        self.row_spread_group: list[str | None] = [
-            pod.group_key if self.spread_groups and pod.group_key in self.spread_groups else None
-            for pod in self.row_pod]
-        """Per row, its PodGroup when it is one of ``spread_groups`` (its pods are kept per device), else None."""
+        self.row_spread_group: list[str] = [
+            pod.group_key if pod.group_key in self.spread_groups else "" for pod in self.row_pod]
+        """Per row, its PodGroup when it is one of ``spread_groups`` (its pods are kept per device), else ""."""
         self.dev_groups: list[list[Counter[str]]] = []
         """Per receiver, per device, the pods of ``spread_groups`` on it (``Capacity.gpu_groups``, kept by
         ``_take``)."""
@@ -492,18 +491,11 @@ class _Greedy:
         return gpushare.choose_devices(free, self._ask(k, u), self.dev_mem[u], self.dev_model[u],
                                        free_slots=self._slots(k, u) if self.row_spread[k] else self.dev_slots[u])
 
-    def _slots(self, k: int, u: int) -> list[int] | None:
-        """Receiver ``u``'s free pod slots per device for row ``k``: none where a pod of its PodGroup sits when
-        its share spreads (``Capacity.slots_for``'s rule on this state)."""
-        slots = self.dev_slots[u]
-        gk = self.row_spread_group[k]
-        if not self.row_spread[k] or gk is None:
-            return slots
-        groups = self.dev_groups[u]
-        if not any(c[gk] for c in groups):
-            return slots
-        base = slots if slots is not None else [NO_SHARE_COUNT] * len(groups)
-        return [0 if groups[d][gk] else s for d, s in enumerate(base)]
+    def _slots(self, k: int, u: int) -> Sequence[int] | None:
+        """Receiver ``u``'s free pod slots per device for spreading row ``k``: none where a pod of its PodGroup
+        sits (``Capacity.slots_for``'s rule on this state)."""
+        gk, groups = self.row_spread_group[k], self.dev_groups[u]
+        return gpushare.without(self.dev_slots[u], {d for d, c in enumerate(groups) if c[gk]}, len(groups))
 
     def _take(self, k: int, u: int, choice: tuple[int, ...] | None = None) -> tuple[int, ...] | None:
         """Row ``k`` lands on receiver ``u``: its demand leaves ``free[u]``; at device level a share (or
@@ -530,7 +522,7 @@ class _Greedy:
         opened = False  # an untouched device is taken: the whole cards left may drop
         slots = self.dev_slots[u]
         gk = self.row_spread_group[k]
-        groups = self.dev_groups[u] if gk is not None else None
+        groups = self.dev_groups[u] if gk else None
         for d in taken or ():
             opened = opened or free[d] == MILLI_PER_GPU
             free[d] -= per
@@ -538,7 +530,7 @@ class _Greedy:
                 memory[d] -= mem
             if slots is not None:
                 slots[d] -= 1
-            if groups is not None and gk is not None:
+            if groups is not None:
                 groups[d][gk] += 1
         if opened:
             room[iR] = min(room[iR], sum(1 for f in free if f == MILLI_PER_GPU) * MILLI_PER_GPU)

@@ -59,7 +59,6 @@ from optplan.solvers.core.exact import Score
 from optplan.solvers.core.gpushare import GpuAsk
 from optplan.solvers.core.oracle import (
     NO_POD_LIMIT,
-    UNLIMITED,
     Capacity,
     Predicates,
     constraint_signature,
@@ -508,10 +507,8 @@ def device_rooms(problem: RepackProblem, classes: list[PodClass], cap: Capacity)
                 continue
             ask = gpu_ask(pod, nodes[r])
             model = nodes[r].devices[0].model
-            pod_slots: tuple[int, ...] | None = room.slots
-            if blocked := cap.spread_blocked(r, pod):  # its PodGroup's pods there (spreading shares)
-                pod_slots = tuple(0 if d in blocked else s
-                                  for d, s in enumerate(pod_slots or [UNLIMITED] * len(room.free)))
+            # none on a device its PodGroup's pods hold (spreading shares)
+            pod_slots = gpushare.without(room.slots, cap.spread_blocked(r, pod), len(room.free))
             if not gpushare.fits(room.free, ask, room.memory, model, pod_slots):
                 continue
             if ask.is_share:
