@@ -141,7 +141,9 @@ def read_cluster(kubeconfig: str | None = None, context: str | None = None, *, t
     with kube.connect(kubeconfig, context, timeout=timeout, deadline=deadline) as client:
         objects = client.snapshot_objects()
         configmap = client.scheduler_configmap()
+        devices = client.device_configmap(configmap)
         source = f"cluster {client.host}"
+    objects.extend(cm for cm in (configmap, devices) if cm is not None)  # read as a snapshot file's are
     cluster = snapshot_from_objects(objects, source=source, orphans=True)
     return replace(cluster, scheduler_configmap=configmap, live=True)
 

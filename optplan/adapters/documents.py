@@ -131,7 +131,7 @@ def _parse(text: str, name: str, as_json: bool) -> list[Any]:
             docs = [json.loads(text)]
             _check_tree(docs[0], name, strings=_SURROGATE_ESCAPE.search(text) is not None)
             return docs
-        return yaml_documents(text, name)
+        return _yaml_documents(text, name)
     except json.JSONDecodeError as e:
         raise InputError(f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}", file=name) from None
     except yaml.YAMLError as e:
@@ -202,6 +202,12 @@ class _Frame:
 
 
 def yaml_documents(text: str, name: str) -> list[Any]:
+    """The YAML documents of ``text`` (a string read elsewhere: a ConfigMap's data), under the same limits as a
+    file's; malformed YAML is one InputError naming ``name``, line and column."""
+    return _parse(text, name, as_json=False)
+
+
+def _yaml_documents(text: str, name: str) -> list[Any]:
     loader = _Loader(text)
     try:
         return _build_yaml(loader, name)

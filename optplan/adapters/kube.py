@@ -3,8 +3,9 @@
 Every list goes through the generic request path and keeps the server's JSON as is: the objects are
 exactly what ``kubectl get -o json`` shows, so a written snapshot plans the same as the live cluster.
 Lists are paged; 429 and 5xx are retried with backoff; a custom resource whose CRD is not installed
-reads as none. Secrets are never read, and of the ConfigMaps only vc-scheduler's, by name
-(``scheduler_configmap``: the configuration the planners decide under).
+reads as none. Secrets are never read, and of the ConfigMaps only two, by name: vc-scheduler's
+(``scheduler_configmap``: the configuration the planners decide under) and its device-share plugin's
+(``device_configmap``: which GPU types have a MIG geometry).
 
 Limits: each request has a total deadline, connection to last byte (``timeout``), enforced by a watchdog
 that shuts the request's socket down, so a server trickling bytes cannot hold a command; all the requests
@@ -42,7 +43,8 @@ from kubernetes import config as k8s_config
 
 from optplan.adapters.kubelimits import API_DEADLINE, REQUEST_TIMEOUT
 from optplan.adapters.output import to_yaml, write_atomic
-from optplan.adapters.schedconf import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
+from optplan.adapters.schedconf import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, device_config_location
+from optplan.adapters.vgpu import DEVICE_CONFIG_NAME, DEVICE_CONFIG_NAMESPACE
 from optplan.errors import ConflictError, InputError, KubeError
 
 log = logging.getLogger(__name__)
@@ -189,13 +191,22 @@ class KubeClient:
         """The volcano-scheduler ConfigMap (``schedconf.CONFIGMAP_NAMESPACE``/``CONFIGMAP_NAME``) as a snapshot
         keeps it (kind, namespace, name, data), or None when the cluster has none or it may not be read
         (403: a warning says so); either way the planners then assume seed 002's configuration."""
-        ns, name = CONFIGMAP_NAMESPACE, CONFIGMAP_NAME
+        return self._configmap(CONFIGMAP_NAMESPACE, CONFIGMAP_NAME, "planning for seed 002's scheduler configuration")
+
+    def device_configmap(self, scheduler_configmap: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """The device-share plugin's ConfigMap (its MIG geometries: ``vgpu.DEVICE_CONFIG_NAMESPACE``/``NAME``, or
+        where ``scheduler_configmap``'s deviceshare arguments say), as ``scheduler_configmap`` keeps it; None
+        when absent or forbidden (Volcano then uses its default: no MIG geometry)."""
+        ns, name = device_config_location(scheduler_configmap, (DEVICE_CONFIG_NAMESPACE, DEVICE_CONFIG_NAME))
+        return self._configmap(ns, name, "a register's mig devices are read as hami-core (no MIG geometry known)")
+
+    def _configmap(self, ns: str, name: str, without: str) -> dict[str, Any] | None:
         what = f'configmaps "{name}" in namespace {ns}'
         resp = self._request("GET", f"/api/v1/namespaces/{ns}/configmaps/{name}", verb="get", what=what)
         if resp.status == 404:
             return None
         if resp.status == 403:
-            log.warning("forbidden: cannot get %s (403): planning for seed 002's scheduler configuration", what)
+            log.warning("forbidden: cannot get %s (403): %s", what, without)
             return None
         obj = self._ok(resp, "get", what)
         return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns},

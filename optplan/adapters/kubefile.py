@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from optplan.adapters import vgpu
 from optplan.adapters.documents import STDIN, STDIN_NAME, ReadBudget, read_documents, snapshot_paths
-from optplan.adapters.schedconf import is_scheduler_configmap
+from optplan.adapters.schedconf import device_config_location, is_scheduler_configmap
 from optplan.errors import InputError
 from optplan.models.limits import (
     HIGHEST_USER_PRIORITY,
@@ -803,11 +803,15 @@ def build(raws: Sequence[RawObject], *, cache: ParseCache | None = None,
                                          "ModelServing": servings}
     kept_parsed: ParseCache = {}
     configmap: dict[str, Any] | None = None
+    configmaps: list[dict[str, Any]] = []
     for i, raw in enumerate(raws):
         parser = _PARSERS.get((raw.group, raw.kind))
         if parser is None:
-            if raw.kind == "ConfigMap" and is_scheduler_configmap(raw.obj):
-                configmap = raw.obj
+            if raw.kind == "ConfigMap":
+                if is_scheduler_configmap(raw.obj):
+                    configmap = raw.obj
+                else:
+                    configmaps.append(raw.obj)
             continue  # kinds the planners do not use are skipped
         if cache is not None and originals is not None:
             original = originals[i]
@@ -827,6 +831,7 @@ def build(raws: Sequence[RawObject], *, cache: ParseCache | None = None,
         if raw.kind == "Pod":
             pod_raw[key] = raw
     warnings = list(warnings)
+    _device_modes(nodes, configmap, configmaps, warnings)
     for key, pod in sorted(pods.items()):
         if pod.occupying and pod.node_name not in nodes:
             raise pod_raw[key].error("spec.nodeName", f"bound to node {pod.node_name!r}, which is not in the snapshot")
@@ -866,6 +871,27 @@ def build(raws: Sequence[RawObject], *, cache: ParseCache | None = None,
                     priority_classes=dict(sorted(priority_classes.items())), jobs=dict(sorted(jobs.items())),
                     model_servings=dict(sorted(servings.items())), warnings=tuple(warnings))
     return LoadedInput(snapshot=snap, runs=dict(sorted(runs.items())), scheduler_configmap=configmap)
+
+
+def _device_modes(nodes: dict[str, Node], scheduler_cm: Mapping[str, Any] | None,
+                  configmaps: Sequence[Mapping[str, Any]], warnings: list[str]) -> None:
+    """Each registered device's sharing mode as Volcano's device-share plugin reads it (``vgpu.with_modes``), from
+    the plugin's device configuration among ``configmaps`` (where the scheduler's ConfigMap says it is); in place.
+    A device left in MIG mode is said once: its MIG geometry is not modelled."""
+    if not any(d.mode == "mig" for n in nodes.values() for d in n.devices):
+        return
+    ns, name = device_config_location(scheduler_cm, (vgpu.DEVICE_CONFIG_NAMESPACE, vgpu.DEVICE_CONFIG_NAME))
+    found = next((cm for cm in configmaps if vgpu.is_device_config(cm, ns, name)), None)
+    models, problem = vgpu.mig_models(found)
+    if problem:
+        warnings.append(problem)
+    for key in sorted(nodes):
+        nodes[key] = vgpu.with_modes(nodes[key], models)
+    mig = sorted(k for k, n in nodes.items() if any(d.mode == "mig" for d in n.devices))
+    if mig:
+        warnings.append(f"{len(mig)} nodes register MIG devices with a geometry in ConfigMap {ns}/{name} (e.g. "
+                        f"{mig[0]}): MIG geometry is not modelled, a share on them is checked against the device's "
+                        f"memory, count and cores, not rounded up to a MIG instance as Volcano does")
 
 
 def _resolve_tier_names(objs: dict[str, Any], kind: str, hyper: dict[str, HyperNode],

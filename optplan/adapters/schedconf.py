@@ -93,6 +93,9 @@ PARTLY = {
                  "node and pod affinity, taints, image locality and topology spread scores are not",
     "proportion": "queue shares by weight are not modelled (optplan plans with the capacity "
                   "plugin's deserved and capability)",
+    "deviceshare": "its device rules are applied wherever nodes list their GPUs, whatever its switches (share "
+                   "count, cores, memory, card types, sharing mode, PodGroup spread: docs/shared-gpus.md); which "
+                   "device it picks (deviceshare.SchedulePolicy) and its node score are not modelled",
 }
 
 ASSUMED = ("priority", "gang", "predicates")
@@ -146,6 +149,29 @@ def parse_scheduler_text(text: str, source: str) -> SchedulerConf:
     if doc.get("kind") == "ConfigMap":
         doc = configmap_conf(doc, source)
     return parse_scheduler_conf(doc, source)
+
+
+def device_config_location(cm: Mapping[str, Any] | None, default: tuple[str, str]) -> tuple[str, str]:
+    """(namespace, name) of the device-share plugin's ConfigMap: its arguments
+    ``deviceshare.KnownGeometriesCMNamespace`` / ``deviceshare.KnownGeometriesCMName`` in the volcano-scheduler
+    ConfigMap ``cm``, else ``default``. A configuration that cannot be read gives ``default`` here (reading it for
+    planning says why)."""
+    ns, name = default
+    try:
+        doc = configmap_conf(cm, "ConfigMap") if cm is not None else {}
+    except InputError:
+        return default
+    tiers = doc.get("tiers")
+    for tier in tiers if isinstance(tiers, list) else []:
+        plugins = tier.get("plugins") if isinstance(tier, dict) else None
+        for plugin in plugins if isinstance(plugins, list) else []:
+            if not isinstance(plugin, dict) or plugin.get("name") != "deviceshare":
+                continue
+            args = plugin.get("arguments")
+            if isinstance(args, dict):
+                ns = str(args.get("deviceshare.KnownGeometriesCMNamespace") or ns)
+                name = str(args.get("deviceshare.KnownGeometriesCMName") or name)
+    return ns, name
 
 
 def is_scheduler_configmap(obj: Mapping[str, Any]) -> bool:

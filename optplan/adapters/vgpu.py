@@ -37,6 +37,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from optplan.adapters.documents import yaml_documents
 from optplan.errors import InputError
 from optplan.models.devices import (
     GPU_NOUSE_TYPE,
@@ -73,6 +74,61 @@ Fail = Callable[[str, str], InputError]
 
 REGISTER_MODE = "hami-core"
 """The sharing mode written in a register entry (Volcano's default controller)."""
+DEVICE_CONFIG_NAMESPACE = "kube-system"
+DEVICE_CONFIG_NAME = "volcano-vgpu-device-config"
+"""Where Volcano's device-share plugin reads its device configuration (its MIG geometries among it), unless its
+arguments ``deviceshare.KnownGeometriesCMNamespace`` / ``deviceshare.KnownGeometriesCMName`` say otherwise."""
+DEVICE_CONFIG_KEY = "device-config.yaml"
+
+
+def is_device_config(obj: Mapping[str, Any], namespace: str, name: str) -> bool:
+    """``obj`` is the device-share plugin's ConfigMap at ``namespace``/``name``."""
+    meta = obj.get("metadata") or {}
+    return (obj.get("kind") == "ConfigMap" and isinstance(meta, dict) and meta.get("namespace") == namespace
+            and meta.get("name") == name)
+
+
+def mig_models(configmap: Mapping[str, Any] | None) -> tuple[tuple[str, ...], str | None]:
+    """The GPU types the device configuration gives a MIG geometry (``nvidia.knownMigGeometries[].models`` of its
+    ``device-config.yaml``), and a warning when the ConfigMap cannot be read as Volcano reads it. Volcano falls
+    back to its default configuration, which has no MIG geometry, when the ConfigMap is absent or malformed
+    (``config.InitDevicesConfig``): so does this, saying so."""
+    if configmap is None:
+        return (), None
+    where = f"ConfigMap {configmap['metadata'].get('namespace')}/{configmap['metadata'].get('name')}"
+    data = configmap.get("data")
+    text = data.get(DEVICE_CONFIG_KEY) if isinstance(data, dict) else None
+    if not isinstance(text, str):
+        return (), f"{where}: no data.{DEVICE_CONFIG_KEY}; Volcano then uses its default (no MIG geometry)"
+    try:
+        docs = yaml_documents(text, f"{where}: data.{DEVICE_CONFIG_KEY}")
+    except InputError as exc:  # Volcano falls back to its default on a YAML error, and so does this
+        return (), f"{exc}; Volcano then uses its default (no MIG geometry)"
+    doc = docs[0] if len(docs) == 1 else None
+    nvidia = doc.get("nvidia") if isinstance(doc, dict) else None
+    known = nvidia.get("knownMigGeometries") if isinstance(nvidia, dict) else None
+    if known is None:
+        return (), None
+    if not isinstance(known, list):
+        return (), f"{where}: nvidia.knownMigGeometries is not a list; Volcano then uses its default"
+    models: list[str] = []
+    for entry in known:
+        names = entry.get("models") if isinstance(entry, dict) else None
+        if isinstance(names, list):
+            models.extend(str(m) for m in names if isinstance(m, str) and m)
+    return tuple(models), None
+
+
+def with_modes(node: Node, models: Sequence[str]) -> Node:
+    """``node`` with each registered device's mode as Volcano's plugin reads it (``decodeNodeDevices``): a register
+    entry's ``mig`` is MIG only when the device configuration gives a geometry for its type (the type contains
+    one of ``models``, case-sensitive, as ``extractGeometryFromType`` compares); else the plugin falls back to
+    ``hami-core``. Unchanged when no device says ``mig``."""
+    if not any(d.mode == "mig" for d in node.devices):
+        return node
+    devices = tuple(d if d.mode != "mig" or any(m in d.model for m in models)
+                    else d.model_copy(update={"mode": REGISTER_MODE}) for d in node.devices)
+    return node.model_copy(update={"devices": devices})
 
 
 def _int(text: str, fail: Fail, where: str, what: str) -> int:

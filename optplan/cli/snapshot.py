@@ -27,6 +27,7 @@ def run(args: argparse.Namespace) -> str:
                       page_size=args.page_size) as client:
         objects = client.snapshot_objects()
         configmap = client.scheduler_configmap()
+        devices = client.device_configmap(configmap)
         host = client.host
     # what the planners would leave out reading the cluster live, left out of the file too (the same
     # rule), so that planning the file plans the live cluster
@@ -34,6 +35,8 @@ def run(args: argparse.Namespace) -> str:
     for w in warnings:
         log.warning("%s", w)
     objects = [dict(o) for o in kept]
+    if devices is not None:  # the device-share plugin's configuration (MIG geometries), read from the file
+        objects.append(devices)
     if configmap is None:  # said once: a plan from this file assumes the seed's configuration
         log.warning("%s has no ConfigMap %s/%s: plans from %s assume seed 002's scheduler configuration", host,
                     CONFIGMAP_NAMESPACE, CONFIGMAP_NAME, args.output)

@@ -56,9 +56,11 @@ def test_a_dump_plans_like_the_live_cluster(fake_kube: FakeKube, kubeconfig: str
     assert live == offline
     status = json.loads(live)["status"]
     assert status["plan"]["freedNodes"] == ["ascend-node-01"]
-    # no Secret is read, and no ConfigMap but vc-scheduler's, by name (tests/cli/test_live_schedconf.py)
-    scheduler_cm = "/api/v1/namespaces/volcano-system/configmaps/volcano-scheduler-configmap"
-    assert not any("secrets" in p or ("configmaps" in p and p != scheduler_cm) for p in fake_kube.paths())
+    # no Secret is read, and no ConfigMap but vc-scheduler's and its device-share plugin's, by name
+    # (tests/cli/test_live_schedconf.py)
+    named = {"/api/v1/namespaces/volcano-system/configmaps/volcano-scheduler-configmap",
+             "/api/v1/namespaces/kube-system/configmaps/volcano-vgpu-device-config"}
+    assert not any("secrets" in p or ("configmaps" in p and p not in named) for p in fake_kube.paths())
 
 
 def test_a_pod_left_on_a_deleted_node_is_left_out_of_the_snapshot_and_the_live_plan(

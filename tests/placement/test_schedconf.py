@@ -147,6 +147,24 @@ def test_configmap_dump_is_read(tmp_path: Path) -> None:
         read_scheduler_conf(str(path))
 
 
+@pytest.mark.parametrize("text", ["actions: [\n", "tiers: {a: b\n", "\tactions: allocate"])
+def test_a_configmaps_malformed_configuration_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          text: str) -> None:
+    """The configuration inside a ConfigMap (a snapshot's, or a dump given to --scheduler-conf) that is not YAML:
+    one line naming the file, the ConfigMap and its key, exit 2 (it was an internal error)."""
+    cm = {"apiVersion": "v1", "kind": "ConfigMap",
+          "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+          "data": {"volcano-scheduler.conf": text}}
+    path = tmp_path / "cm.yaml"
+    path.write_text(yaml.safe_dump(cm))
+    with pytest.raises(InputError, match=r"data\.volcano-scheduler\.conf: malformed YAML"):
+        read_scheduler_conf(str(path))
+    snap = ROOT_DIR / "instances" / "place-demo.yaml"
+    assert main(["place", str(snap), str(path), "--solver", "greedy"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ConfigMap volcano-system/volcano-scheduler-configmap" in err, err
+
+
 def test_default_is_the_seeds_configuration() -> None:
     assert SchedulerConf().actions == SEED_ACTIONS and SchedulerConf().hierarchy
     assert SchedulerConf().binpack is None and SchedulerConf().hyper_node_binpack is None

@@ -40,7 +40,7 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -981,10 +981,14 @@ def settle_volcano(c: Cluster, case: Case, *, sessions: int = 4, limit: float = 
 
 
 def run_case(c: Cluster, case: Case, workdir: Path, *, settle: int = 4, limit: float = WAIT,
-             solvers: Iterable[str] = ("greedy", "auto"), restart: bool = True) -> Observed:
+             solvers: Iterable[str] = ("greedy", "auto"), restart: bool = True,
+             start: Callable[[Cluster, Case], None] | None = None,
+             after: Callable[[Cluster, Observed], None] | None = None) -> Observed:
     """The case on the cluster (module docstring); the cluster is left without it, vc-scheduler running
     again when ``restart`` (else stopped, as the next case wants it). ``settle``: scheduling sessions without
-    a change that end Volcano's turn (``settle_volcano``)."""
+    a change that end Volcano's turn (``settle_volcano``). ``start``: how vc-scheduler is started once optplan
+    has its snapshot (``Cluster.start_scheduler`` by default). ``after``: called once Volcano is done and its
+    outcome read back, before the case is deleted (to look at the cluster as Volcano left it)."""
     obs = Observed()
     t0 = time.monotonic()
     c.stop_scheduler()
@@ -1069,7 +1073,10 @@ def run_case(c: Cluster, case: Case, workdir: Path, *, settle: int = 4, limit: f
         procs = {} if obs.snapshot_error else {s: place(snap, s) for s in solvers}
         log = c.logdir / "vc-scheduler.log"
         mark = log.stat().st_size if log.exists() else 0  # this start's lines come after it (the log is appended)
-        c.start_scheduler()
+        if start is None:
+            c.start_scheduler()
+        else:
+            start(c, case)
         obs.seconds["volcano"] = 0.0
         while True:  # a session that changes something after the quiet ones, before the read-back: settle again
             took, settled = settle_volcano(c, case, sessions=settle, limit=limit - obs.seconds["volcano"])
@@ -1085,6 +1092,8 @@ def run_case(c: Cluster, case: Case, workdir: Path, *, settle: int = 4, limit: f
             obs.node_list = node_list(text, [n["metadata"]["name"] for n in case.nodes])
         obs.plans = {s: result(proc) for s, proc in procs.items()}
         save(obs, workdir / f"{ns}.volcano.json")
+        if after is not None:
+            after(c, obs)
     finally:
         t2 = time.monotonic()
         c.stop_scheduler()

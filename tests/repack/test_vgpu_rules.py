@@ -198,18 +198,56 @@ def test_the_two_level_minimum_holds_no_more_shares_a_gpu_than_the_count() -> No
     assert (frag.share_gpus_min, frag.theoretical_min, frag.proven) == (1, 1, True)
 
 
-def test_a_share_naming_a_sharing_mode_fits_only_a_node_in_that_mode() -> None:
+def device_config(models: list[str], *, namespace: str = "kube-system",
+                  name: str = "volcano-vgpu-device-config", text: str | None = None) -> dict[str, Any]:
+    """The device-share plugin's ConfigMap, a MIG geometry for each of ``models`` (``text``: its file as given)."""
+    geometry = [{"group": "g1", "geometries": [{"name": "1g.5gb", "memory": 5120, "count": 7}]}]
+    doc = {"nvidia": {"knownMigGeometries": [{"models": [m], "allowedGeometries": geometry} for m in models]}}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
+            "data": {"device-config.yaml": json.dumps(doc) if text is None else text}}
+
+
+def scheduler_configmap(namespace: str, name: str) -> dict[str, Any]:
+    conf = ("actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n"
+            "  - name: predicates\n  - name: deviceshare\n    arguments:\n      deviceshare.VGPUEnable: true\n"
+            f"      deviceshare.KnownGeometriesCMNamespace: {namespace}\n"
+            f"      deviceshare.KnownGeometriesCMName: {name}\n")
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+            "data": {"volcano-scheduler.conf": conf}}
+
+
+MIG_FITS = {"p": ["n2"], "q": ["n1"], "r": ["n1", "n2"]}
+HAMI_FITS = {"p": [], "q": ["n1", "n2"], "r": ["n1", "n2"]}
+
+
+@pytest.mark.parametrize(("extra", "fits", "warned"), [
+    ([device_config(["Tesla T4"])], MIG_FITS, "MIG geometry is not modelled"),
+    ([], HAMI_FITS, None),
+    ([device_config(["A100"])], HAMI_FITS, None),
+    ([device_config(["tesla t4"])], HAMI_FITS, None),  # Volcano compares case-sensitively
+    ([device_config(["Tesla T4"], namespace="gpu", name="dev")], HAMI_FITS, None),  # not where Volcano reads
+    ([device_config(["Tesla T4"], namespace="gpu", name="dev"), scheduler_configmap("gpu", "dev")], MIG_FITS,
+     "MIG geometry is not modelled"),
+    ([device_config([], text="nvidia: [")], HAMI_FITS, "Volcano then uses its default"),
+], ids=["geometry", "no-config", "other-model", "case", "elsewhere", "moved-by-arguments", "malformed"])
+def test_a_share_naming_a_sharing_mode_fits_only_a_node_in_that_mode(extra: list[dict[str, Any]],
+                                                                     fits: dict[str, list[str]],
+                                                                     warned: str | None) -> None:
     """``volcano.sh/vgpu-mode`` on a pod (Volcano v1.15's vGPU predicate: the pod's mode must be the node's, read
-    from the register's last field: ``mig`` or else ``hami-core``)."""
+    from the register's last field); a register's ``mig`` is MIG only when the plugin's device configuration gives
+    the device's type a geometry (``extractGeometryFromType``, a case-sensitive substring), else the plugin falls
+    back to ``hami-core`` (checked on the real vc-scheduler: ``tests/realcluster/test_vgpu.py``, case ``mode``)."""
     hami = node("n1", 10)
     mig = vnode("n2", register=REGISTER.replace("GPU-a", "n2-a").replace("GPU-b", "n2-b").replace("hami-core", "mig"))
     ask = {**SHARE, "volcano.sh/vgpu-cores": "10", "volcano.sh/vgpu-memory": "1000"}
     snap = loaded(hami, mig, vpod("p", ask, node=None, annotations={"volcano.sh/vgpu-mode": "mig"}),
                   vpod("q", ask, node=None, annotations={"volcano.sh/vgpu-mode": "hami-core"}),
-                  vpod("r", ask, node=None)).snapshot
+                  vpod("r", ask, node=None), *extra).snapshot
     cap = Capacity(snap)
-    fits = {k: [n for n in ("n1", "n2") if cap.fit_reason(snap.pods[f"ns/{k}"], n) is None] for k in "pqr"}
-    assert fits == {"p": ["n2"], "q": ["n1"], "r": ["n1", "n2"]}
+    assert {k: [n for n in ("n1", "n2") if cap.fit_reason(snap.pods[f"ns/{k}"], n) is None] for k in "pqr"} == fits
+    said = [w for w in snap.warnings if warned and warned in w]
+    assert bool(said) == bool(warned), snap.warnings
 
 
 SPREAD = {"volcano.sh/vgpu-podgroup-policy": "spread"}
@@ -318,6 +356,48 @@ def test_placement_keeps_a_spread_gang_on_distinct_devices(spread: bool) -> None
         plan = plan_placement(snap, jobs, solver, PlanOptions(time_limit=5, workers=1), now="2025-06-01T12:00:00Z")
         assert placement_violations(snap, jobs, plan) == []
         assert plan.job("ns/sp").admitted is not spread, solver
+
+
+def job_asking(name: str, annotations: dict[str, str], at: str) -> dict[str, Any]:
+    """A pending one-pod VCJob (queue default) asking a 10% share, its pod template carrying ``annotations``."""
+    from tests.builders import IMAGE, job_task, vcjob
+    limits = {**SHARE, "volcano.sh/vgpu-cores": "10"}
+    task = job_task("w", 1, 0, template_spec={"containers": [
+        {"name": "main", "image": IMAGE, "resources": {"limits": limits, "requests": limits}}]})
+    task["template"]["metadata"] = {"annotations": dict(annotations)}
+    out = vcjob(name, "default", [task], ns="ns", min_available=1)
+    out["metadata"]["creationTimestamp"] = at
+    return out
+
+
+def mig_cluster() -> list[dict[str, Any]]:
+    """Node n1 registered hami-core, n2 registered mig (two T4s each), queue default."""
+    from tests.builders import queue
+    mig = vnode("n2", register=REGISTER.replace("GPU-a", "n2-a").replace("GPU-b", "n2-b").replace("hami-core", "mig"))
+    return [node("n1", 10), mig, queue("default")]
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    ({"volcano.sh/vgpu-mode": "mig"}, {"volcano.sh/vgpu-mode": "hami-core"}),
+    ({"nvidia.com/use-gputype": "A100"}, {"nvidia.com/use-gputype": "T4"}),
+    ({"nvidia.com/use-gputype": "A100"}, {}),
+], ids=["mode", "card-type", "any-type"])
+def test_placement_ranks_shares_of_equal_requests_apart(first: dict[str, str], second: dict[str, str]) -> None:
+    """Two pending one-pod VCJobs asking the same resources, the first a share that fits no node (its mode or card
+    type), the second one that fits: the second is placed. The greedy ranked nodes once per kind of pod and took
+    the two for one kind (same requests and node constraints), so the second found no node either (met on the
+    real vc-scheduler: ``tests/realcluster/test_vgpu.py``, case ``mode``)."""
+    from optplan.solvers.placement.jobs import jobs_to_place
+    from optplan.solvers.placement.place import plan_placement
+    from optplan.solvers.placement.validate import placement_violations
+    from tests.builders import queue
+    snap = loaded(node("n1", 10), queue("default"), job_asking("a", first, "2025-06-01T10:00:00Z"),
+                  job_asking("b", second, "2025-06-01T10:00:01Z")).snapshot
+    jobs = jobs_to_place(snap)
+    for solver in ("greedy", "auto"):
+        plan = plan_placement(snap, jobs, solver, PlanOptions(time_limit=5, workers=1), now="2025-06-01T12:00:00Z")
+        assert placement_violations(snap, jobs, plan) == []
+        assert (plan.job("ns/a").admitted, plan.job("ns/b").admitted) == (False, True), solver
 
 
 def random_goal(seed: int) -> Any:

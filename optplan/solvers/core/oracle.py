@@ -62,6 +62,16 @@ def constraint_signature(pod: Pod) -> tuple[object, ...]:
     )
 
 
+def share_signature(pod: Pod) -> object:
+    """What, beyond its requests and ``constraint_signature``, decides where a pod's GPU share fits: the share
+    (its mode, card types, memory percent, spread; not where a running one sits) and, for a spreading share, its
+    PodGroup. Pods alike in requests, constraint signature and this fit alike on every node."""
+    share = pod.gpu_share
+    if share is None:
+        return None
+    return share.model_copy(update={"devices": ()}), pod.group_key if share.spread else None
+
+
 class Predicates:
     """The static predicates of a snapshot, evaluated once per (constraint signature, node): every
     planner, baseline and validator asks through one table instead of keeping a cache of its own."""

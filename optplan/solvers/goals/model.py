@@ -57,7 +57,14 @@ from optplan.models.snapshot import ROOT, Pod
 from optplan.solvers.core import gpushare
 from optplan.solvers.core.exact import exact_record
 from optplan.solvers.core.gpushare import GpuAsk
-from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, constraint_signature, gpu_ask, pod_demand
+from optplan.solvers.core.oracle import (
+    NO_POD_LIMIT,
+    Capacity,
+    constraint_signature,
+    gpu_ask,
+    pod_demand,
+    share_signature,
+)
 from optplan.solvers.goals.problem import Gang, GangPod, GoalProblem
 from optplan.solvers.placement.jobs import Region, bound_pod
 from optplan.solvers.placement.partitions import partitioned
@@ -167,7 +174,7 @@ def _classes(problem: GoalProblem, sources: set[str] | None, cap: Capacity | Non
         for pod in problem.movable[n]:
             unit = rp.restart_unit(pod)
             key: tuple[object, ...] = (tuple(sorted(pod.requests.items())), constraint_signature(pod),
-                                       pod.group_key, tuple(rp.pdbs_charged(pod)),
+                                       share_signature(pod), pod.group_key, tuple(rp.pdbs_charged(pod)),
                                        unit.key if unit.policy is not None else None)
             if cap is not None:
                 key = (*key, _held(cap, pod, n))
@@ -283,7 +290,8 @@ def _device_receivers(problem: GoalProblem, classes: list[MoveClass], gang_class
 def _gang_classes(problem: GoalProblem, i: int, gang: Gang) -> list[GangClass]:
     buckets: dict[tuple[object, ...], list[GangPod]] = defaultdict(list)
     for gp in gang.pods:
-        buckets[(tuple(sorted(gp.pod.requests.items())), constraint_signature(gp.pod))].append(gp)
+        buckets[(tuple(sorted(gp.pod.requests.items())), constraint_signature(gp.pod),
+                 share_signature(gp.pod))].append(gp)
     return [GangClass(i, gps, pod_demand(gps[0].pod))
             for gps in sorted(buckets.values(), key=lambda gs: (gs[0].task, gs[0].index))]
 
@@ -463,7 +471,7 @@ def _receivers(problem: GoalProblem, classes: list[MoveClass], topo: dict[str, l
     out = []
     for k in classes:
         regions = tuple(topo[k.group]) if k.group in topo else None
-        akey = (constraint_signature(k.pods[0]), tuple(sorted(k.demand.items())), regions)
+        akey = (constraint_signature(k.pods[0]), share_signature(k.pods[0]), tuple(sorted(k.demand.items())), regions)
         row = rows.get(akey)
         if row is None:
             mask = problem.predicates.mask(k.pods[0], providers).copy()

@@ -20,7 +20,7 @@ from optplan.models.devices import WHOLE_GPU
 from optplan.models.placement import Binding, JobPlacement
 from optplan.models.queues import JobTask, VCJob
 from optplan.models.snapshot import ROOT, Pod, Resources
-from optplan.solvers.core.oracle import POD_SLOT, constraint_signature
+from optplan.solvers.core.oracle import POD_SLOT, constraint_signature, share_signature
 from optplan.solvers.placement.binpack import binpack_score, hyper_binpack
 from optplan.solvers.placement.context import Context, State, Statement
 from optplan.solvers.placement.hyperscore import Fabric, HyperScores, Near, summed_use
@@ -214,10 +214,12 @@ class Greedy:
         return out
 
     def kind(self, pod: Pod) -> tuple[tuple[tuple[str, int], ...], tuple[object, ...]]:
-        """The pod's sorted requests and constraint signature (pods alike in both rank nodes alike)."""
+        """The pod's sorted requests and its constraint and share signatures (pods alike in these rank nodes alike:
+        two shares of equal requests but another sharing mode, card type or spreading PodGroup do not)."""
         out = self._kinds.get(pod.key)
         if out is None or out[0] is not pod:
-            out = self._kinds[pod.key] = (pod, tuple(sorted(pod.requests.items())), constraint_signature(pod))
+            out = self._kinds[pod.key] = (pod, tuple(sorted(pod.requests.items())),
+                                          (constraint_signature(pod), share_signature(pod)))
         return out[1], out[2]
 
     def ranking(self, pod: Pod, nodes: list[str], fitting: bool = True) -> Ranking:
