@@ -45,6 +45,10 @@ running gangs).
 ``NS-xR`` namespaces or the case's own), each re-planned too; besides the table of the recording in ``--dir``, a
 second one counts a case's action as agreeing when optplan agrees with one of Volcano's recordings of it (its
 nondeterminism shown: the same cluster recorded again), the two never mixed.
+``--vgpu``: the shared-GPU cases of ``vgpucase.generate_vgpu(seed, i)`` (vGPU nodes of 1-4 devices with share
+counts, running shares, pending bare PodGroups of shares: cores, memory, spread, card types), vc-scheduler with the
+device-share plugin's vGPU part on (``vgpucase.vgpu_conf_text``, also the cluster's ConfigMap so that the
+snapshots carry it), started with the case's nodes held until its first session (``vgpucase.start_holding``).
 """
 
 from __future__ import annotations
@@ -89,6 +93,7 @@ from tests.realcluster.vcdiff import (  # noqa: E402
     volcano_did,
 )
 from tests.realcluster.vclog import rotation  # noqa: E402
+from tests.realcluster.vgpucase import generate_vgpu, start_holding, vgpu_conf_text  # noqa: E402
 
 SOLVERS = ("greedy", "auto")
 ROTATED = "greedy-rotated"
@@ -184,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="the cases vcdiff.generate_more draws (a parent queue's guarantee, preemptionPolicy Never by "
                          "task template, a running gang's own pods beside a starving task, two partly running gangs; "
                          "namespaces vcm-SEED-I) instead of the plain ones")
+    ap.add_argument("--vgpu", action="store_true",
+                    help="the shared-GPU cases (vgpucase.generate_vgpu: vGPU nodes, running shares, pending bare "
+                         "PodGroups of shares; vc-scheduler with deviceshare.VGPUEnable; namespaces vgv-SEED-I)")
     ap.add_argument("--also", type=Path, action="append", default=[],
                     help="with --replan: a folder of other recordings of the same cases (--repeat's NS-xR too); a "
                          "second table counts an action as agreeing when optplan agrees with one of Volcano's "
@@ -228,8 +236,16 @@ def main(argv: list[str] | None = None) -> int:
         cluster = Cluster(work / ("cluster" + (f"-{args.shard.split('/')[0]}" if args.shard else "")))
         if args.scheduler_v:
             _log_level(cluster, args.scheduler_v)
+        if args.vgpu:
+            conf = work / "vgpu.conf"
+            conf.write_text(vgpu_conf_text(), encoding="utf-8")
+            cluster.scheduler_conf = conf
         cluster.start()
         cluster.apply(priority_classes())
+        if args.vgpu:  # the cluster's ConfigMap too: `optplan snapshot` carries it, place decides under it
+            cluster.apply([{"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+                            "data": {"volcano-scheduler.conf": vgpu_conf_text()}}])
         print(f"cluster up in {time.monotonic() - started:.0f} s ({work})", file=sys.stderr)
     indices = args.only or list(range(args.start, args.start + args.clusters))
     if args.shard:
@@ -244,12 +260,13 @@ def main(argv: list[str] | None = None) -> int:
             for r in range(args.repeat):
                 case = (generate_partitioned_more if args.partitions_more else generate_partitioned
                         if args.partitions else generate_podgroups if args.podgroups
-                        else generate_more if args.more else generate)(args.seed, i)
+                        else generate_more if args.more else generate_vgpu if args.vgpu else generate)(args.seed, i)
                 if args.repeat > 1:
                     case = renamed(case, f"{case.ns}-x{r}")
                 if cluster is not None:
                     save_case(case, work / f"{case.ns}.case.json")
-                    obs = run_case(cluster, case, work, solvers=solvers, restart=False)
+                    obs = run_case(cluster, case, work, solvers=solvers, restart=False,
+                                   start=start_holding if args.vgpu else None)
                 else:
                     saved = work / f"{case.ns}.volcano.json"
                     if not saved.exists():

@@ -94,8 +94,9 @@ PARTLY = {
     "proportion": "queue shares by weight are not modelled (optplan plans with the capacity "
                   "plugin's deserved and capability)",
     "deviceshare": "its device rules are applied wherever nodes list their GPUs, whatever its switches (share "
-                   "count, cores, memory, card types, sharing mode, PodGroup spread: docs/shared-gpus.md); which "
-                   "device it picks (deviceshare.SchedulePolicy) and its node score are not modelled",
+                   "count, cores, memory, card types, sharing mode, PodGroup spread: docs/shared-gpus.md); with "
+                   "deviceshare.VGPUEnable, place takes a share's device in its order (deviceshare.SchedulePolicy); "
+                   "its node score is not modelled",
 }
 
 ASSUMED = ("priority", "gang", "predicates")
@@ -240,6 +241,7 @@ def parse_scheduler_conf(doc: Mapping[str, Any], source: str) -> SchedulerConf:
     max_hyper = DEFAULT_MAX_DOMAINS
     normal, fading, hyper_order, topo_order = True, NORMAL_POD_FADING, True, True
     least = balanced = 1
+    device_order = "best-fit"
     for name, (arguments, flags) in plugins.items():
         if name not in PLUGINS:
             warnings.append(f"plugin {name}: vc-scheduler does not know it and skips it")
@@ -276,6 +278,11 @@ def parse_scheduler_conf(doc: Mapping[str, Any], source: str) -> SchedulerConf:
                     balanced = int_argument(arguments, k, 1, warnings, name)
                 else:
                     warnings.append(f"plugin {name}: {k} is not modelled")
+        elif name == "deviceshare":
+            if "deviceshare.VGPUEnable" in arguments and bool_argument(arguments, "deviceshare.VGPUEnable", False,
+                                                                       warnings, name):
+                policy = arguments.get("deviceshare.SchedulePolicy", "")
+                device_order = {"binpack": "volcano-binpack", "spread": "volcano-spread"}.get(str(policy), "volcano")
         elif name == "capacity":
             hierarchy = flags.get("enableHierarchy") is True
             if not hierarchy:
@@ -293,7 +300,7 @@ def parse_scheduler_conf(doc: Mapping[str, Any], source: str) -> SchedulerConf:
                          tiers=tuple(layout), gang_args=gang_args, evict_max_hyper_nodes=max_hyper,
                          normal_pod_binpack=normal, normal_pod_fading=fading, hyper_node_order=hyper_order,
                          topology_node_order=topo_order, least_requested=least, balanced_resource=balanced,
-                         warnings=tuple(warnings), source=source)
+                         device_order=device_order, warnings=tuple(warnings), source=source)
 
 
 def action_arguments(raw: Any, error: Any, warnings: list[str]) -> tuple[tuple[str, GangArgs], ...]:

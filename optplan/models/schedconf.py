@@ -59,7 +59,9 @@ class SchedulerConf:
     HyperNode of a tier scores 0); ``topology_node_order``: its ``enableNodeOrder`` switch (false: none of its
     node scores, for pods with or without a network topology); ``least_requested``, ``balanced_resource``: the
     nodeorder plugin's ``leastrequested.weight`` and ``balancedresource.weight`` (its scores join the greedy's
-    node order when a file lists the plugin);
+    node order when a file lists the plugin); ``device_order``: which device a share takes (``oracle.DEVICE_ORDERS``):
+    Volcano's vGPU order when the ``deviceshare`` plugin has ``deviceshare.VGPUEnable`` (by its
+    ``deviceshare.SchedulePolicy``), else optplan's ``best-fit``;
     ``warnings``: one line for each action, plugin or argument optplan does not model; ``source``: the
     file, None for the default."""
 
@@ -76,6 +78,7 @@ class SchedulerConf:
     topology_node_order: bool = True
     least_requested: int = 1
     balanced_resource: int = 1
+    device_order: str = "best-fit"
     warnings: tuple[str, ...] = ()
     source: str | None = None
 

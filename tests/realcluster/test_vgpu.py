@@ -22,86 +22,19 @@ The device each pod gets is not compared: Volcano's plugin walks the devices in 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.realcluster.cluster import HACK, KWOK_ANNOTATION, Cluster, optplan
-from tests.realcluster.vcdiff import Case, Observed, _podgroup, priority_classes, run_case
+from tests.realcluster.cluster import CODE, Cluster, optplan
+from tests.realcluster.vcdiff import Case, Observed, priority_classes, run_case
+from tests.realcluster.vgpucase import Share, register, start_holding, vcase, vgpu_conf_text, vnode, vpod
 
 pytestmark = pytest.mark.realcluster
 SOLVERS = ("greedy", "auto")
-MIB = 16384  # each device's memory
-PC = "normal-job"
-HOLD = "optplan.io/hold=start"
-
-
-def vgpu_conf_text() -> str:
-    """The tier's scheduler configuration with the device-share plugin's vGPU part on."""
-    text = (HACK / "volcano-scheduler.conf").read_text()
-    plugin = "  - name: deviceshare\n    arguments:\n      deviceshare.VGPUEnable: true\n"
-    return text.replace("  - name: predicates\n", "  - name: predicates\n" + plugin)
-
-
-@dataclass
-class Share:
-    """One pod's share: ``cores`` percent (None: not asked), ``mem`` MiB; where it runs (node, device UUID)."""
-
-    name: str
-    cores: int | None = 10
-    mem: int = 1024
-    node: str = ""
-    device: str = ""
-    on: str = ""  # a pending pod's nodeSelector (kubernetes.io/hostname)
-    annotations: dict[str, str] = field(default_factory=dict)
-
-
-def register(uuids: Sequence[str], count: int, mode: str = "hami-core", model: str = "NVIDIA-Tesla T4",
-             health: str = "true") -> str:
-    return "".join(f"{u},{count},{MIB},{model},{health},{mode}:" for u in uuids)
-
-
-def vnode(name: str, reg: str, devices: int) -> dict[str, Any]:
-    cap = {"cpu": "32", "memory": "256Gi", "pods": "110", "volcano.sh/vgpu-number": str(devices * 10),
-           "volcano.sh/vgpu-cores": str(devices * 100), "volcano.sh/vgpu-memory": str(devices * MIB)}
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "annotations": {KWOK_ANNOTATION: "fake", "volcano.sh/node-vgpu-register": reg},
-                         "labels": {"kubernetes.io/hostname": name, "type": "kwok"}},
-            "spec": {}, "status": {"capacity": cap, "allocatable": cap}}
-
-
-def vpod(ns: str, group: str, s: Share) -> dict[str, Any]:
-    limits = {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": str(s.mem)}
-    if s.cores is not None:
-        limits["volcano.sh/vgpu-cores"] = str(s.cores)
-    annotations = {"scheduling.k8s.io/group-name": group, **s.annotations}
-    if s.device:
-        annotations["volcano.sh/vgpu-ids-new"] = f"{s.device},NVIDIA,{s.mem},{s.cores or 0}:"
-    spec: dict[str, Any] = {"schedulerName": "volcano", "priorityClassName": PC,
-                            "containers": [{"name": "main", "image": "infer:1", "resources": {
-                                "requests": {"cpu": "1", "memory": "1Gi"}, "limits": limits}}]}
-    if s.node:
-        spec["nodeName"] = s.node
-    if s.on:
-        spec["nodeSelector"] = {"kubernetes.io/hostname": s.on}
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": s.name, "namespace": ns, "annotations": annotations}, "spec": spec}
-
-
-def vcase(ns: str, nodes: list[dict[str, Any]], running: list[Share],
-          groups: list[tuple[str, int, list[Share]]]) -> Case:
-    """Running shares (each its own PodGroup of minMember 1, queue default) and pending bare PodGroups (name,
-    minMember, pods), in that order of creation."""
-    case = Case(0, 0, ns)
-    case.nodes = nodes
-    spec = {"minMember": 1, "queue": "default", "priorityClassName": PC}
-    case.running = [[_podgroup(ns, f"run-{s.name}", spec), vpod(ns, f"run-{s.name}", s)] for s in running]
-    case.bare = [[_podgroup(ns, g, {**spec, "minMember": m}), *(vpod(ns, g, s) for s in pods)] for g, m, pods in groups]
-    case.kinds = ("allocate", "podgroups", "vgpu")
-    return case
 
 
 def one(ns: str, *names: str, **share: Any) -> list[tuple[str, int, list[Share]]]:
@@ -170,6 +103,17 @@ def case_running(ns: str) -> tuple[Case, set[str]]:
     return vcase(ns, nodes, running, groups), {"b"}
 
 
+def case_order(ns: str) -> tuple[Case, set[str]]:
+    """Two devices, a 50% share running on the first: a 30% share goes to the second (no
+    ``deviceshare.SchedulePolicy``: the highest index first; best fit would take the first), so the 100% share
+    after it finds no empty device."""
+    uuids = [f"GPU-{ns}-0", f"GPU-{ns}-1"]
+    nodes = [vnode(f"{ns}-n0", register(uuids, 10), 2)]
+    running = [Share("r0", cores=50, mem=4000, node=f"{ns}-n0", device=uuids[0])]
+    groups = [("g-a", 1, [Share("a", cores=30)]), ("g-b", 1, [Share("b", cores=100)])]
+    return vcase(ns, nodes, running, groups), {"a"}
+
+
 def case_unhealthy(ns: str) -> tuple[Case, set[str]]:
     """A node whose one device is registered unhealthy: v1.15.1's fit never reads the health field, so Volcano
     binds a share there; optplan keeps shares off an unhealthy device (a difference by design, docs)."""
@@ -179,7 +123,8 @@ def case_unhealthy(ns: str) -> tuple[Case, set[str]]:
 
 CASES: dict[str, Callable[[str], tuple[Case, set[str]]]] = {
     "count": case_count, "cores": case_cores, "memory": case_memory, "exclusive": case_exclusive,
-    "spread": case_spread, "mode": case_mode, "running": case_running, "unhealthy": case_unhealthy}
+    "spread": case_spread, "mode": case_mode, "running": case_running, "order": case_order,
+    "unhealthy": case_unhealthy}
 OPTPLAN_DIFFERS: dict[str, set[str]] = {"unhealthy": set()}
 """What optplan binds where it differs from Volcano on purpose."""
 
@@ -214,19 +159,6 @@ def vgpu_cluster(real_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
         c.kubectl("delete", "configmap", "volcano-scheduler-configmap", "-n", "volcano-system", check=False)
 
 
-def start_holding(c: Cluster, case: Case) -> None:
-    """Start vc-scheduler with the case's nodes held (a taint no pod tolerates) until its first session is over,
-    then let them go: v1.15.1 reads a node's vGPU devices only while its plugin's ``VGPUEnable`` is set, which
-    the first session sets, after the node informer filled the cache at start-up; a node is read again when its
-    object changes. Without this, every node present at start-up is scheduled by its totals (module
-    docstring)."""
-    names = [n["metadata"]["name"] for n in case.nodes]
-    c.kubectl("taint", "nodes", *names, f"{HOLD}:NoSchedule")
-    c.start_scheduler()
-    c.wait_sessions(1)
-    c.kubectl("taint", "nodes", *names, f"{HOLD}:NoSchedule-")
-
-
 @pytest.mark.parametrize("name", list(CASES))
 def test_vgpu_rule_as_vc_scheduler_applies_it(vgpu_cluster: Cluster, tmp_path: Path, name: str) -> None:
     ns = f"vgpu-{name}"
@@ -250,3 +182,113 @@ def test_vgpu_rule_as_vc_scheduler_applies_it(vgpu_cluster: Cluster, tmp_path: P
         assert "error" not in plan, (solver, plan)
         assert bound_by(plan, ns) == OPTPLAN_DIFFERS.get(name, expected), (solver, sorted(bound_by(plan, ns)))
     assert bound_by(after["plan"], ns) == set(), ("after", sorted(bound_by(after["plan"], ns)))
+
+
+# ---- Execute: a share moved by the controller, placed by vc-scheduler ---------------------------------------
+
+EXEC_NS = "vgpu-exec"
+EXEC_NODES = (f"{EXEC_NS}-0", f"{EXEC_NS}-1")
+
+
+def _share_job(name: str) -> dict[str, Any]:
+    """A VCJob of one 30% share (4 GiB) on this test's nodes."""
+    limits = {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-cores": "30", "volcano.sh/vgpu-memory": "4096"}
+    spec = {"restartPolicy": "OnFailure", "nodeSelector": {"vgpu-exec": EXEC_NS},
+            "containers": [{"name": "infer", "image": "infer:1", "resources": {
+                "requests": {"cpu": "1", "memory": "1Gi", **limits}, "limits": limits}}]}
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name, "namespace": EXEC_NS},
+            "spec": {"schedulerName": "volcano", "queue": "default", "minAvailable": 1,
+                     "tasks": [{"name": "w", "replicas": 1, "template": {"spec": spec}}]}}
+
+
+def _job_pods(c: Cluster, job: str) -> list[dict[str, Any]]:
+    return [p for p in c.kubectl_json("get", "pods", "-n", EXEC_NS, "-l", f"volcano.sh/job-name={job}")["items"]
+            if "deletionTimestamp" not in p["metadata"]]
+
+
+def _device_of(pod: dict[str, Any]) -> str:
+    return str((pod["metadata"].get("annotations") or {}).get("volcano.sh/vgpu-ids-new", "")).split(",")[0]
+
+
+@pytest.mark.parametrize("keep", [False, True], ids=["one-device", "two-devices"])
+def test_the_controller_moves_a_share_and_vc_scheduler_places_it(vgpu_cluster: Cluster, sa_kubeconfig: Path,
+                                                                 keep: bool) -> None:
+    """Two vGPU nodes, a 30% share running on each (VCJobs, placed by vc-scheduler with the other node cordoned):
+    an Execute RepackRun scoped to them moves one share onto the other node; the controller evicts it, Volcano's
+    job controller makes it again, the controller nominates the planned node and pins the device (v1.15 honours
+    the card type, not the UUID), vc-scheduler binds it there, the node is freed and the device it landed on is
+    journaled. ``one-device``: each node has one T4, the planned device is the only one: Bound, as planned.
+    ``two-devices``: the receiving node has two T4s and a third share (a bare pod, out of the run's scope) on its
+    first, so the other share goes to its second (Volcano's default order: the highest index first) and the plan
+    (best fit) puts the moved share beside the third on the first; v1.15 passes over the pin and takes the
+    highest index with room: the relocation is BoundElsewhere, the run's outcome an alternative placement (the
+    node freed all the same)."""
+    c = vgpu_cluster
+    c.start_scheduler()
+    c.wait_sessions(1)  # VGPUEnable is set: nodes created from now on are read with their devices
+    c.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": EXEC_NS}}])
+    run_name = "vgpu-exec"
+    src, dst = EXEC_NODES
+    dst_devices = [f"GPU-{dst}-0", f"GPU-{dst}-1"] if keep else [f"GPU-{dst}-0"]
+    try:
+        c.wait_for(f"{EXEC_NS}'s default ServiceAccount", lambda: c.kubectl(
+            "get", "serviceaccount", "default", "-n", EXEC_NS, check=False).returncode == 0)
+        for name, devices in ((src, [f"GPU-{src}-0"]), (dst, dst_devices)):
+            node = vnode(name, register(devices, 10), len(devices))
+            node["metadata"]["labels"]["vgpu-exec"] = EXEC_NS
+            for field in ("capacity", "allocatable"):  # the cards as the device plugin counts them
+                node["status"][field]["nvidia.com/gpu"] = str(len(devices))
+            c.apply([node])
+        if keep:  # a share of no controller on dst's first device
+            c.apply([{**vpod(EXEC_NS, "keep", Share("keep", cores=30, mem=4096, node=dst, device=dst_devices[0])),
+                      "metadata": {"name": "keep", "namespace": EXEC_NS,
+                                   "annotations": {"volcano.sh/vgpu-ids-new": f"{dst_devices[0]},NVIDIA,4096,30:"}}}])
+        b_device = dst_devices[-1]
+        for job, node, other, device in (("share-a", src, dst, f"GPU-{src}-0"), ("share-b", dst, src, b_device)):
+            c.kubectl("cordon", other)
+            c.apply([_share_job(job)])
+            c.wait_for(f"{job} Running on {node}", lambda job=job, node=node, device=device: [
+                (p["status"].get("phase"), p["spec"].get("nodeName"), _device_of(p)) for p in _job_pods(c, job)]
+                == [("Running", node, device)])
+            c.kubectl("uncordon", other)
+        c.apply([{"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": {"name": run_name},
+                  "spec": {"mode": "Execute", "eviction": {"gracePeriodSeconds": 0},
+                           "scope": {"nodes": {"include": {"selector": {"matchLabels": {"vgpu-exec": EXEC_NS}}}}},
+                           "goals": [{"resource": "nvidia.com/gpu"}]}}])
+        controller = c.spawn("optplan-controller-vgpu", [
+            sys.executable, "-c", CODE, "controller", "--kubeconfig", str(sa_kubeconfig), "-v",
+            "--metrics-address", "127.0.0.1:0", "--cooldown", "0", "--solver", "greedy",
+            "--eviction-deadline", "60", "--replacement-deadline", "120"])
+        try:
+            def status() -> dict[str, Any]:
+                return dict(c.kubectl_json("get", "repackrun", run_name).get("status") or {})
+
+            c.wait_for(f"RepackRun {run_name} finished", lambda: status().get("phase") in ("Succeeded", "Failed"))
+        finally:
+            c.end(controller)
+        done = status()
+        print(json.dumps(done, indent=1)[:6000])
+        print(c.kubectl("get", "pods", "-n", EXEC_NS, "-o", "wide").stdout)
+        [move] = done["plan"]["moves"]
+        [moved] = move["pods"]
+        assert (moved["name"], moved["fromNode"], moved["toNode"]) == ("share-a-w-0", src, dst), moved
+        assert done["plan"]["freedNodes"] == [src]
+        [rel] = done["relocations"]
+        assert rel["eviction"]["phase"] == "Evicted", rel
+        assert rel["plannedDevice"] == dst_devices[0], rel
+        landed = (rel["placement"]["phase"], rel["placement"]["actualNodeName"], rel["placement"]["actualDevice"])
+        reasons = [x["reason"] for x in done["conditions"]]
+        if keep:
+            assert landed == ("BoundElsewhere", dst, dst_devices[1]), rel
+            assert "ExecutionCompletedWithAlternativePlacement" in reasons, reasons
+        else:
+            assert landed == ("Bound", dst, dst_devices[0]), rel
+            assert "ExecutionCompleted" in reasons, reasons
+        assert done["phase"] == "Succeeded", done["conditions"]
+        on = sorted((p["spec"].get("nodeName"), _device_of(p))
+                    for job in ("share-a", "share-b") for p in _job_pods(c, job))
+        assert on == [(dst, dst_devices[-1])] * 2, on
+    finally:
+        c.kubectl("delete", "repackrun", run_name, "--ignore-not-found", check=False)
+        c.kubectl("delete", "namespace", EXEC_NS, "--ignore-not-found", "--timeout=120s", check=False, timeout=150)
+        c.kubectl("delete", "node", *EXEC_NODES, "--ignore-not-found", check=False)

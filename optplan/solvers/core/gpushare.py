@@ -145,9 +145,11 @@ def fits(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence[int] | No
 
 def choose_devices(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence[int] | None = None,
                    model: str | None = None, rule: str = "best-fit",
-                   free_slots: Sequence[int] | None = None) -> tuple[int, ...] | None:
+                   free_slots: Sequence[int] | None = None,
+                   order: Sequence[int] | None = None) -> tuple[int, ...] | None:
     """The device indices the ask takes (module docstring: rules and ties), () for no GPU, None when it does
-    not fit."""
+    not fit. ``order``: the devices in the order a scheduler walks them (Volcano's vGPU plugin: ``Capacity``'s
+    ``device_order``), the first that can take the ask taken, ``rule`` then unused."""
     if rule not in RULES:
         raise ValueError(f"unknown device rule {rule!r} (one of {', '.join(RULES)})")
     if not _model_ok(ask, model):
@@ -155,6 +157,10 @@ def choose_devices(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence
     whole, milli = ask.whole, ask.milli
     if not whole and not milli:
         return ()
+    if order is not None:
+        can = set(usable(free_milli, ask, free_memory, free_slots))
+        picked = [d for d in order if d in can][: ask.devices]
+        return tuple(picked) if len(picked) == ask.devices else None
     if not whole and rule != "first-fit":  # a share, best or worst fit: one pass (a planner's hot path)
         memory, worst = ask.memory_mib, rule == "worst-fit"
         best, most = -1, 0

@@ -19,6 +19,7 @@ totals only.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -176,6 +177,12 @@ def _type_allowed(model: str, use: Sequence[str], nouse: Sequence[str]) -> bool:
     return not any(t.upper() in m for t in nouse)
 
 
+DEVICE_ORDERS = ("best-fit", "volcano", "volcano-binpack", "volcano-spread")
+"""Which device a share takes when a plan does not name it (``Capacity.device_order``): optplan's best fit, or the
+order Volcano's vGPU plugin walks them (``SchedulerConf.device_order``: the ``deviceshare`` plugin with
+``deviceshare.VGPUEnable``, by its ``deviceshare.SchedulePolicy``)."""
+
+
 class Capacity:
     """Free resources per node (allocatable minus occupying pods' requests), updated as moves are
     simulated. A node without ``pods`` in allocatable has no pod-count limit. On nodes with devices, the
@@ -199,7 +206,10 @@ class Capacity:
     """node with devices -> free ``nvidia.com/gpu`` by the totals (allocatable minus requests); ``free`` holds
     the whole cards its untouched devices leave (``_sync_whole``)."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, device_order: str = "best-fit") -> None:
+        if device_order not in DEVICE_ORDERS:
+            raise ValueError(f"unknown device order {device_order!r} (one of {', '.join(DEVICE_ORDERS)})")
+        self.device_order = device_order
         self.nodes = snapshot.nodes
         self.gpu_free, self.gpu_memory, self.gpu_held, self.gpu_over, self.whole_total = {}, {}, {}, {}, {}
         self.gpu_slots, self.gpu_groups = {}, {}
@@ -275,12 +285,34 @@ class Capacity:
                                 len(self.gpu_groups.get(node, ())))
 
     def _place_gpus(self, node: str, pod: Pod, ask: GpuAsk) -> None:
+        order = self._walk(node) if pod.gpu_share is not None else None
         devices = gpushare.choose_devices(self.gpu_free[node], ask, self.gpu_memory[node], self._model(node),
-                                          free_slots=self.slots_for(node, pod))
+                                          free_slots=self.slots_for(node, pod), order=order)
         if devices is None:
             self.gpu_over.setdefault(node, []).append(pod.key)
         else:
             self._take(node, pod, ask, devices)
+
+    def _walk(self, node: str) -> list[int] | None:
+        """The node's device positions in the order Volcano's vGPU plugin tries them for a share
+        (``sortedDeviceIndicesByPolicy``, v1.15.1), or None for ``best-fit``: ``volcano`` (no
+        ``deviceshare.SchedulePolicy``) the highest index first; ``volcano-binpack`` the most used memory first,
+        ``volcano-spread`` the fewest pods first, ties to the lower index."""
+        order = self.device_order
+        if order == "best-fit":
+            return None
+        devices = self.nodes[node].devices
+        n = len(devices)
+        if order == "volcano":
+            return list(range(n - 1, -1, -1))
+        if order == "volcano-binpack":
+            memory = self.gpu_memory[node]
+            used = [devices[d].memory_mib - memory[d] if memory is not None else 0 for d in range(n)]
+            return sorted(range(n), key=lambda d: (-used[d], d))
+        slots = self.gpu_slots[node]
+        pods = [(devices[d].shares or 0) - slots[d] if slots is not None and devices[d].shares is not None else 0
+                for d in range(n)]
+        return sorted(range(n), key=lambda d: (pods[d], d))
 
     def _model(self, node: str) -> str | None:
         devices = self.nodes[node].devices
@@ -289,6 +321,7 @@ class Capacity:
     def copy(self) -> Capacity:
         """An independent copy of the free room (cheaper than reading the snapshot's pods again)."""
         out = Capacity.__new__(Capacity)
+        out.device_order = self.device_order
         out.free = {name: dict(free) for name, free in self.free.items()}
         out._limits_pods = self._limits_pods
         out.nodes = self.nodes
@@ -383,6 +416,57 @@ class Capacity:
             elif not ask.none:
                 self._place_gpus(node, pod, ask)
             self._sync_whole(node)
+
+    def repack(self, node: str, placed: Sequence[Pod], pod: Pod, budget: int = 20_000) -> tuple[int, ...] | None:
+        """Device indices on which ``pod``'s GPU ask fits once the node's ``placed`` pods (added before, their
+        devices free to change: a plan names nodes, not devices) are packed again with it, or None. A plan's
+        pods met in another order than they were placed in take other devices by the fit rule, and a later one
+        may then find none where some packing takes them all: this searches for one (depth first, the largest
+        asks first, each device in the node's order; at most ``budget`` steps, then None). On success the
+        ``placed`` pods hold their new devices and ``pod`` holds none yet (``add(pod, node, devices)`` takes
+        them); on failure nothing changed."""
+        if node not in self.gpu_free:
+            return None
+        nodes = self.nodes[node]
+        mine = [p for p in placed if p.key in self.gpu_held and self.gpu_held[p.key][0] == node]
+        before = {p.key: self.gpu_held[p.key][1] for p in mine}
+        asks = {p.key: gpu_ask(p, nodes) for p in [*mine, pod]}
+        for p in mine:
+            self._release_gpus(p, node)
+        order = sorted([*mine, pod], key=lambda p: (-asks[p.key].whole, -asks[p.key].milli,
+                                                    -asks[p.key].memory_mib, p.key))
+        steps = 0
+
+        def place(i: int) -> bool:
+            nonlocal steps
+            if i == len(order):
+                return True
+            p = order[i]
+            ask = asks[p.key]
+            usable = gpushare.usable(self.gpu_free[node], ask, self.gpu_memory[node], self.slots_for(node, p))
+            if not usable or not gpushare.fits_on(self.gpu_free[node], ask, usable[:ask.devices],
+                                                  self.gpu_memory[node], self._model(node), self.slots_for(node, p)):
+                return False
+            for choice in itertools.combinations(usable, ask.devices):
+                steps += 1
+                if steps > budget:
+                    return False
+                self._take(node, p, ask, choice)
+                if place(i + 1):
+                    return True
+                self._release_gpus(p, node)
+            return False
+
+        if place(0):
+            held = self.gpu_held[pod.key][1]
+            self._release_gpus(pod, node)
+            return tuple(nodes.devices[d].index for d in held)
+        for p in order:  # as it was
+            if p.key in self.gpu_held:
+                self._release_gpus(p, node)
+        for p in mine:
+            self._take(node, p, asks[p.key], before[p.key])
+        return None
 
     def remove(self, pod: Pod, node: str) -> None:
         self._apply(node, pod, +1)

@@ -160,7 +160,8 @@ class Context:
         nodes = {k: frozenset(p.node_name for ps in by_task.values() for p in ps.values()
                               if p.occupying and p.node_name is not None) for k, by_task in running.items()}
         return cls(snapshot=snap, jobs=ordered, weights=weights,
-                   capacity=Capacity(snap) if capacity is None else capacity,
+                   capacity=Capacity(snap, (scheduler or SchedulerConf()).device_order) if capacity is None
+                   else capacity,
                    predicates=Predicates(snap) if predicates is None else predicates,
                    accounts=accounts,
                    pods={j.key: job_pods(j) for j in ordered}, priority={j.key: job_priority(j, snap) for j in ordered},

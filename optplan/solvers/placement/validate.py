@@ -93,7 +93,8 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
         if again:  # made again (a VCJob's) or dropped (a bare PodGroup's) after the eviction (a later cycle's
             # allocate places the victims of its jobs' earlier cycles first): a later cycle places the job
             out.append(f"job {jp.key} is admitted at its running pod {again[0]}'s eviction or before it")
-    cap = Capacity(snap)
+    cap = Capacity(snap, (scheduler or SchedulerConf()).device_order)
+    placed_on: dict[str, list[Pod]] = defaultdict(list)  # node -> the plan's pods added there so far
     tree = QueueTree(snap.queues)
     accounts = account_queues(snap, hierarchical=True)
     allocated = {q: dict(a.allocated) for q, a in accounts.items()}
@@ -235,9 +236,15 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
             if b.pod is not None and b.pod != pod.name:
                 out.append(f"{where}: the replica is pod {pod.name}")
             reason = static.reason(pod, b.node) or cap.fit_reason(pod, b.node)
+            devices = None
+            if reason is not None and reason == cap.device_reason(pod, b.node):  # the devices alone: may the
+                # plan's pods there be packed so that this one fits too? (the plan names nodes, not devices)
+                devices = cap.repack(b.node, placed_on[b.node], pod)
+                reason = None if devices is not None else reason
             if reason is not None:
                 out.append(f"{where} on {b.node}: {reason}")
-            cap.add(pod, b.node)
+            cap.add(pod, b.node, devices)
+            placed_on[b.node].append(pod)
             placed[b.task] += 1
             nodes.add(b.node)
             for q in (job.queue, *tree.ancestors(job.queue)):
