@@ -190,9 +190,9 @@ EXEC_NS = "vgpu-exec"
 EXEC_NODES = (f"{EXEC_NS}-0", f"{EXEC_NS}-1")
 
 
-def _share_job(name: str) -> dict[str, Any]:
-    """A VCJob of one 30% share (4 GiB) on this test's nodes."""
-    limits = {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-cores": "30", "volcano.sh/vgpu-memory": "4096"}
+def _share_job(name: str, cores: int = 30, memory: int = 4096) -> dict[str, Any]:
+    """A VCJob of one share (30%, 4 GiB by default) on this test's nodes."""
+    limits = {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-cores": str(cores), "volcano.sh/vgpu-memory": str(memory)}
     spec = {"restartPolicy": "OnFailure", "nodeSelector": {"vgpu-exec": EXEC_NS},
             "containers": [{"name": "infer", "image": "infer:1", "resources": {
                 "requests": {"cpu": "1", "memory": "1Gi", **limits}, "limits": limits}}]}
@@ -288,6 +288,72 @@ def test_the_controller_moves_a_share_and_vc_scheduler_places_it(vgpu_cluster: C
         on = sorted((p["spec"].get("nodeName"), _device_of(p))
                     for job in ("share-a", "share-b") for p in _job_pods(c, job))
         assert on == [(dst, dst_devices[-1])] * 2, on
+    finally:
+        c.kubectl("delete", "repackrun", run_name, "--ignore-not-found", check=False)
+        c.kubectl("delete", "namespace", EXEC_NS, "--ignore-not-found", "--timeout=120s", check=False, timeout=150)
+        c.kubectl("delete", "node", *EXEC_NODES, "--ignore-not-found", check=False)
+
+
+def test_an_admit_run_frees_a_device_for_an_exclusive_share_and_vc_scheduler_places_it(vgpu_cluster: Cluster,
+                                                                                       sa_kubeconfig: Path) -> None:
+    """Seed 000's case on shared GPUs: two vGPU nodes of one T4 each, a 30% share running on each, and a VCJob
+    ``whole`` asking a T4 alone (``vgpu-cores: 100``) that vc-scheduler leaves pending (no empty device; same
+    queue and priority, so nothing is preempted). An Execute RepackRun whose goal admits ``whole`` moves one
+    share beside the other (the controller evicts it, Volcano makes it again, the controller nominates and
+    pins), and vc-scheduler then places ``whole`` on the emptied device; the run ends Succeeded."""
+    c = vgpu_cluster
+    c.start_scheduler()
+    c.wait_sessions(1)
+    c.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": EXEC_NS}}])
+    run_name = "vgpu-admit"
+    src, dst = EXEC_NODES
+    try:
+        c.wait_for(f"{EXEC_NS}'s default ServiceAccount", lambda: c.kubectl(
+            "get", "serviceaccount", "default", "-n", EXEC_NS, check=False).returncode == 0)
+        for name in EXEC_NODES:
+            node = vnode(name, register([f"GPU-{name}-0"], 10), 1)
+            node["metadata"]["labels"]["vgpu-exec"] = EXEC_NS
+            for field in ("capacity", "allocatable"):
+                node["status"][field]["nvidia.com/gpu"] = "1"
+            c.apply([node])
+        for job, node, other in (("share-a", src, dst), ("share-b", dst, src)):
+            c.kubectl("cordon", other)
+            c.apply([_share_job(job)])
+            c.wait_for(f"{job} Running on {node}", lambda job=job, node=node: [
+                (p["status"].get("phase"), p["spec"].get("nodeName")) for p in _job_pods(c, job)]
+                == [("Running", node)])
+            c.kubectl("uncordon", other)
+        whole = _share_job("whole", cores=100, memory=8192)
+        c.apply([whole])
+        c.wait_for("the whole job's pod", lambda: len(_job_pods(c, "whole")) == 1)
+        c.wait_sessions(4)  # vc-scheduler has had its chances
+        [pending] = _job_pods(c, "whole")
+        assert not pending["spec"].get("nodeName") and pending["status"].get("phase") == "Pending", pending["spec"]
+        c.apply([{"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": {"name": run_name},
+                  "spec": {"mode": "Execute", "eviction": {"gracePeriodSeconds": 0},
+                           "scope": {"nodes": {"include": {"selector": {"matchLabels": {"vgpu-exec": EXEC_NS}}}}},
+                           "goals": [{"resource": "nvidia.com/gpu", "admit": {"jobs": [f"{EXEC_NS}/whole"]}}]}}])
+        controller = c.spawn("optplan-controller-vgpu-admit", [
+            sys.executable, "-c", CODE, "controller", "--kubeconfig", str(sa_kubeconfig), "-v",
+            "--metrics-address", "127.0.0.1:0", "--cooldown", "0",
+            "--eviction-deadline", "60", "--replacement-deadline", "120"])
+        try:
+            def status() -> dict[str, Any]:
+                return dict(c.kubectl_json("get", "repackrun", run_name).get("status") or {})
+
+            c.wait_for(f"RepackRun {run_name} finished", lambda: status().get("phase") in ("Succeeded", "Failed"))
+        finally:
+            c.end(controller)
+        done = status()
+        print(json.dumps(done, indent=1)[:6000])
+        print(c.kubectl("get", "pods", "-n", EXEC_NS, "-o", "wide").stdout)
+        [move] = done["plan"]["moves"]
+        [moved] = move["pods"]
+        assert {moved["fromNode"], moved["toNode"]} == set(EXEC_NODES), moved
+        c.wait_for("Volcano places the whole job", lambda: [
+            (p["status"].get("phase"), p["spec"].get("nodeName"), _device_of(p)) for p in _job_pods(c, "whole")]
+            == [("Running", moved["fromNode"], f"GPU-{moved['fromNode']}-0")])
+        assert done["phase"] == "Succeeded", done["conditions"]
     finally:
         c.kubectl("delete", "repackrun", run_name, "--ignore-not-found", check=False)
         c.kubectl("delete", "namespace", EXEC_NS, "--ignore-not-found", "--timeout=120s", check=False, timeout=150)

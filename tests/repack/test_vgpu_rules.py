@@ -616,3 +616,32 @@ def test_every_random_vgpu_case_gets_a_valid_placement(index: int) -> None:
         assert placement_violations(snap, jobs, plan, scheduler=conf) == []
         admitted[solver] = sum(jp.admitted for jp in plan.jobs)
     assert admitted["auto"] >= admitted["greedy"], admitted
+
+
+@pytest.mark.parametrize("solver", ["greedy", "cpsat", "auto"])
+def test_an_admit_runs_summary_counts_the_nodes_its_shares_occupy(solver: str) -> None:
+    """Two one-T4 nodes with a 30% share each and a pending VCJob asking a T4 alone: the admit goal moves one
+    share and frees a node. Its summary counted the nodes occupied by ``nvidia.com/gpu`` requests only (shares
+    ask none): occupied 0 before, -1 after, a status the real API server refuses (the CRD's minimum 0; the
+    controller could never write it: met on the real cluster, ``tests/realcluster/test_vgpu.py``). The goals'
+    metric counts shares as Repack's does: occupied 2 before, 1 after, fragmentation 50% to 0%."""
+    from optplan.solvers.goals.run import plan_goals
+    from tests.builders import IMAGE, job_task, queue, vcjob
+    objs: list[dict[str, Any]] = [queue("default")]
+    for n in ("n0", "n1"):
+        objs.append(vnode(n, register=f"{n}-a,10,16384,NVIDIA-Tesla T4,true,hami-core:"))
+        objs.append(share(f"s{n}", n, "a", cores=30, memory=4096))
+    limits = {**SHARE, "volcano.sh/vgpu-cores": "100", "volcano.sh/vgpu-memory": "8192"}
+    task = job_task("w", 1, 0, template_spec={"containers": [
+        {"name": "main", "image": IMAGE, "resources": {"limits": limits, "requests": limits}}]})
+    objs.append(vcjob("whole", "default", [task], ns="ns", min_available=1))
+    run = {"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": {"name": "r"},
+           "spec": {"mode": "DryRun", "goals": [{"resource": "nvidia.com/gpu", "admit": {"jobs": ["ns/whole"]}}]}}
+    snap = loaded(*objs)
+    out = plan_goals(snap.snapshot, load_objects([run]).runs["r"], solver=solver,
+                     options=PlanOptions(time_limit=5, workers=1))
+    assert out.status.plan is not None
+    s = out.status.plan.summary
+    got = (s.occupied_nodes_before, s.occupied_nodes_after, s.frag_before_percent, s.frag_after_percent)
+    assert got == (2, 1, 50, 0)
+    assert out.reason == "RepackRecommended"

@@ -115,7 +115,7 @@ def plan_goals(snapshot: Snapshot, run: RepackRun, *, solver: str = registry.DEF
                              reason=status.conditions[0].reason)
 
     return pipeline(snapshot, problem, lambda: get_goal_planner(solver), options, resource=problem.resource,
-                    frag_part=6, bound=bound, finish=finish)
+                    frag_part=6, bound=bound, finish=finish, shares=problem.repack.shares_move)
 
 
 def hyper_node_tiers(snap: Snapshot, resource: str, after: Snapshot,

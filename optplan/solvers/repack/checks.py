@@ -305,6 +305,9 @@ def _summary_violations(problem: RepackProblem, plan: RepackPlan, status: Repack
         out.append("summary.fragAfterPercent is wrong")
     if s.occupied_nodes_after != frag.occupied - n_freed:
         out.append("summary.occupiedNodesAfter is wrong")
+    if s.occupied_nodes_after < 0:  # the metric did not count a freed node as occupied (its pods were not R's)
+        out.append(f"summary.occupiedNodesAfter is {s.occupied_nodes_after}: {n_freed} freed of "
+                   f"{frag.occupied} occupied")
     moved_total = sum(problem.request(problem.snapshot.pods[m.pod]) for m in plan.moves)
     if s.moved_card_count != format_milli(moved_total):
         out.append("summary.movedCardCount is wrong")
