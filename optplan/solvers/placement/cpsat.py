@@ -633,7 +633,7 @@ def solve(ctx: Context, options: PlanOptions, greedy: PlacementPlan | None = Non
     proven = optimal and len(values) == len(phases)
     if best is not greedy:  # the second tier's bounds are built to hold; the validator has the last word
         bad = placement_violations(ctx.snapshot, ctx.jobs, best, safety=ctx.safety, now=ctx.now,
-                                   scheduler=ctx.scheduler)
+                                   scheduler=ctx.scheduler, repack=False)
         if bad:
             log.warning("placement cpsat: the validator refuses the exact plan (%s): the greedy's plan instead",
                         bad[0])

@@ -64,12 +64,16 @@ log = logging.getLogger(__name__)
 
 def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementPlan, *,
                          safety: SafePreemption = OFF, now: datetime | None = None,
-                         scheduler: SchedulerConf | None = None) -> list[str]:
+                         scheduler: SchedulerConf | None = None, repack: bool = True) -> list[str]:
     """Every rule the plan breaks, as short sentences; empty when valid. Shares only the oracle, the
     queue accounting, the pod facts and safe preemption's rules (``safety``, with the planners' ``now``)
     with the planners. Victims are checked as Volcano's plugin tiers choose them (``tiers``); victims of
     gangpreempt or gangreclaim by the bundle rule (``gangrules``) under the ``scheduler`` configuration's
-    tiers and arguments."""
+    tiers and arguments. A plan names nodes, not devices: its pods take devices by the configuration's device
+    order (``SchedulerConf.device_order``) in plan order, and where one finds none, the plan's pods on that node
+    may be packed again (``Capacity.repack``: Volcano gives a ready job's further pods later turns, so the
+    greedy placed them in another order than the plan lists them); ``repack`` False: not (the exact model's
+    plans, which must hold in plan order, the order Volcano's device walk meets them in)."""
     out: list[str] = []
     given = {j.key: j for j in jobs}
     listed = [jp.key for jp in plan.jobs]
@@ -237,8 +241,8 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
                 out.append(f"{where}: the replica is pod {pod.name}")
             reason = static.reason(pod, b.node) or cap.fit_reason(pod, b.node)
             devices = None
-            if reason is not None and reason == cap.device_reason(pod, b.node):  # the devices alone: may the
-                # plan's pods there be packed so that this one fits too? (the plan names nodes, not devices)
+            if repack and reason is not None and reason == cap.device_reason(pod, b.node):
+                # the devices alone: may the plan's pods there be packed so that this one fits too?
                 devices = cap.repack(b.node, placed_on[b.node], pod)
                 reason = None if devices is not None else reason
             if reason is not None:
