@@ -890,8 +890,8 @@ def _device_modes(nodes: dict[str, Node], scheduler_cm: Mapping[str, Any] | None
     mig = sorted(k for k, n in nodes.items() if any(d.mode == "mig" for d in n.devices))
     if mig:
         warnings.append(f"{len(mig)} nodes register MIG devices with a geometry in ConfigMap {ns}/{name} (e.g. "
-                        f"{mig[0]}): MIG geometry is not modelled, a share on them is checked against the device's "
-                        f"memory, count and cores, not rounded up to a MIG instance as Volcano does")
+                        f"{mig[0]}): MIG instances are not modelled, so no plan puts a pod on those devices (their "
+                        f"running pods stay as they are)")
 
 
 def _resolve_tier_names(objs: dict[str, Any], kind: str, hyper: dict[str, HyperNode],

@@ -364,9 +364,11 @@ def pin(pod: Pod, node: Node, fail: Fail) -> Pod:
                 parts = item.split(",")
                 if len(parts) < 4:
                     raise fail(where, f"device entry {item!r} has {len(parts)} fields, expected UUID,type,memory,cores")
-                device = by_uuid.get(parts[0].strip())
+                uuid = parts[0].strip()
+                device = by_uuid.get(uuid.split("[", 1)[0] if uuid.endswith("]") else uuid)  # a MIG instance:
+                # UUID[group-position] (Volcano's encodeMIGID), on the device of that UUID
                 if device is None:
-                    raise fail(where, f"names device {parts[0].strip()!r}, which node {node.name} lacks")
+                    raise fail(where, f"names device {uuid!r}, which node {node.name} lacks")
                 used_memory = max(used_memory, _int(parts[2], fail, where, "the used memory"))
                 devices.append(device)
     elif GPUSHARE_INDEX in pod.annotations:

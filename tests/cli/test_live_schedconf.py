@@ -87,23 +87,23 @@ def test_the_device_share_plugins_configmap_is_read_where_its_arguments_say(
         fake_kube: FakeKube, kubeconfig: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
     """The device-share plugin's ConfigMap (its MIG geometries; kube-system/volcano-vgpu-device-config, or where the
     scheduler ConfigMap's deviceshare arguments move it) is read with the cluster and kept in the snapshot: a
-    register's ``mig`` node is MIG only when it gives the card type a geometry, so a share asking ``mig`` is placed
-    there, live and from the file alike; without it, nowhere (Volcano reads the node as hami-core)."""
+    register's ``mig`` node is MIG only when it gives the card type a geometry. Without it the node is read as
+    hami-core and takes a share; with it, it is in MIG mode and takes no new pod (MIG instances are not modelled,
+    a warning says so), live and from the file alike."""
     from tests.repack.test_vgpu_rules import device_config, job_asking, mig_cluster
     conf = GANG_CONF + "  - name: deviceshare\n    arguments:\n      deviceshare.VGPUEnable: true\n" \
         "      deviceshare.KnownGeometriesCMNamespace: gpu\n      deviceshare.KnownGeometriesCMName: dev\n"
-    fake_kube.add(*mig_cluster(), job_asking("m", {"volcano.sh/vgpu-mode": "mig"}, "2025-06-01T10:00:00Z"),
-                  configmap(conf))
+    fake_kube.add(*mig_cluster(hami=False), job_asking("s", {}, "2025-06-01T10:00:00Z"), configmap(conf))
     place = ("place", "--solver", "greedy", "--now", "2025-06-01T12:00:00Z", "-o", "json")
 
     def admitted(out: str) -> bool:
-        return bool(next(j for j in json.loads(out)["jobs"] if j["name"] == "m")["admitted"])
+        return bool(next(j for j in json.loads(out)["jobs"] if j["name"] == "s")["admitted"])
 
-    code, live, _ = run_cli(capsys, *place, "--kubeconfig", kubeconfig)
-    assert code == 0 and not admitted(live)
+    code, live, err = run_cli(capsys, *place, "--kubeconfig", kubeconfig)
+    assert code == 0 and admitted(live) and "MIG" not in err, err
     fake_kube.add(device_config(["Tesla T4"], namespace="gpu", name="dev"))
     code, live, err = run_cli(capsys, *place, "--kubeconfig", kubeconfig)
-    assert code == 0 and admitted(live) and "MIG geometry is not modelled" in err, err
+    assert code == 0 and not admitted(live) and "MIG instances are not modelled" in err, err
     snap = tmp_path / "snap.yaml"
     code, out, _ = run_cli(capsys, "snapshot", "--kubeconfig", kubeconfig, "-o", str(snap))
     assert code == 0 and "2 ConfigMaps" in out, out

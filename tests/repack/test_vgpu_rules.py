@@ -217,18 +217,18 @@ def scheduler_configmap(namespace: str, name: str) -> dict[str, Any]:
             "data": {"volcano-scheduler.conf": conf}}
 
 
-MIG_FITS = {"p": ["n2"], "q": ["n1"], "r": ["n1", "n2"]}
+MIG_FITS = {"p": [], "q": ["n1"], "r": ["n1"]}  # a MIG device takes no new pod (MIG instances not modelled)
 HAMI_FITS = {"p": [], "q": ["n1", "n2"], "r": ["n1", "n2"]}
 
 
 @pytest.mark.parametrize(("extra", "fits", "warned"), [
-    ([device_config(["Tesla T4"])], MIG_FITS, "MIG geometry is not modelled"),
+    ([device_config(["Tesla T4"])], MIG_FITS, "MIG instances are not modelled"),
     ([], HAMI_FITS, None),
     ([device_config(["A100"])], HAMI_FITS, None),
     ([device_config(["tesla t4"])], HAMI_FITS, None),  # Volcano compares case-sensitively
     ([device_config(["Tesla T4"], namespace="gpu", name="dev")], HAMI_FITS, None),  # not where Volcano reads
     ([device_config(["Tesla T4"], namespace="gpu", name="dev"), scheduler_configmap("gpu", "dev")], MIG_FITS,
-     "MIG geometry is not modelled"),
+     "MIG instances are not modelled"),
     ([device_config([], text="nvidia: [")], HAMI_FITS, "Volcano then uses its default"),
 ], ids=["geometry", "no-config", "other-model", "case", "elsewhere", "moved-by-arguments", "malformed"])
 def test_a_share_naming_a_sharing_mode_fits_only_a_node_in_that_mode(extra: list[dict[str, Any]],
@@ -237,7 +237,8 @@ def test_a_share_naming_a_sharing_mode_fits_only_a_node_in_that_mode(extra: list
     """``volcano.sh/vgpu-mode`` on a pod (Volcano v1.15's vGPU predicate: the pod's mode must be the node's, read
     from the register's last field); a register's ``mig`` is MIG only when the plugin's device configuration gives
     the device's type a geometry (``extractGeometryFromType``, a case-sensitive substring), else the plugin falls
-    back to ``hami-core`` (checked on the real vc-scheduler: ``tests/realcluster/test_vgpu.py``, case ``mode``)."""
+    back to ``hami-core`` (checked on the real vc-scheduler: ``tests/realcluster/test_vgpu.py``, case ``mode``).
+    A device truly in MIG mode takes no new pod: optplan does not model MIG instances (a warning says so)."""
     hami = node("n1", 10)
     mig = vnode("n2", register=REGISTER.replace("GPU-a", "n2-a").replace("GPU-b", "n2-b").replace("hami-core", "mig"))
     ask = {**SHARE, "volcano.sh/vgpu-cores": "10", "volcano.sh/vgpu-memory": "1000"}
@@ -370,11 +371,11 @@ def job_asking(name: str, annotations: dict[str, str], at: str) -> dict[str, Any
     return out
 
 
-def mig_cluster() -> list[dict[str, Any]]:
-    """Node n1 registered hami-core, n2 registered mig (two T4s each), queue default."""
+def mig_cluster(hami: bool = True) -> list[dict[str, Any]]:
+    """Node n1 registered hami-core (unless not ``hami``), n2 registered mig (two T4s each), queue default."""
     from tests.builders import queue
     mig = vnode("n2", register=REGISTER.replace("GPU-a", "n2-a").replace("GPU-b", "n2-b").replace("hami-core", "mig"))
-    return [node("n1", 10), mig, queue("default")]
+    return [*([node("n1", 10)] if hami else []), mig, queue("default")]
 
 
 @pytest.mark.parametrize(("first", "second"), [
@@ -645,3 +646,20 @@ def test_an_admit_runs_summary_counts_the_nodes_its_shares_occupy(solver: str) -
     got = (s.occupied_nodes_before, s.occupied_nodes_after, s.frag_before_percent, s.frag_after_percent)
     assert got == (2, 1, 50, 0)
     assert out.reason == "RepackRecommended"
+
+
+def test_a_running_share_on_a_mig_instance_is_read_and_its_device_takes_no_new_pod() -> None:
+    """A running share on a MIG instance names it ``UUID[group-position]`` (Volcano's ``encodeMIGID``) in
+    ``vgpu-ids-new``: it sits on the device of that UUID (it was refused as a device the node lacks), holding the
+    instance's memory. A device in MIG mode takes no new pod (MIG instances are not modelled), however much room
+    it shows; a running pod on it stays where it is."""
+    mig = vnode("n2", register=REGISTER.replace("GPU-a", "n2-a").replace("GPU-b", "n2-b").replace("hami-core", "mig"))
+    running = vpod("m", {**SHARE, "volcano.sh/vgpu-memory": "5000"}, node="n2",
+                   ids="n2-a[group1-0],NVIDIA,5120,0:")
+    ask = {**SHARE, "volcano.sh/vgpu-cores": "10", "volcano.sh/vgpu-memory": "1000"}
+    snap = loaded(mig, running, vpod("p", ask, node=None), device_config(["Tesla T4"])).snapshot
+    pod = snap.pods["ns/m"]
+    assert pod.gpu_share is not None and pod.gpu_share.devices == (0,)
+    cap = Capacity(snap)
+    assert cap.devices_of(pod) == ("n2", (0,))
+    assert cap.fit_reason(snap.pods["ns/p"], "n2") is not None

@@ -240,7 +240,10 @@ class Capacity:
     def _hold_running(self, node: Node, pods: Sequence[Pod]) -> None:
         """The devices of the node's running pods: pinned shares where they sit, then whole cards, then the
         unpinned shares, each by ``gpushare.choose_devices`` in key order."""
-        self.gpu_free[node.name] = [MILLI_PER_GPU if d.healthy and d.shares != 0 else 0 for d in node.devices]
+        # a device in MIG mode (its geometry known: ``vgpu.with_modes``) takes no new pod: MIG instances of its
+        # geometry are not modelled, its running pods hold it as they are (a warning says so)
+        self.gpu_free[node.name] = [MILLI_PER_GPU if d.healthy and d.shares != 0 and d.mode != "mig" else 0
+                                    for d in node.devices]
         known = all(d.memory_mib > 0 for d in node.devices)
         self.gpu_memory[node.name] = [d.memory_mib if d.healthy else 0 for d in node.devices] if known else None
         self.gpu_slots[node.name] = None if all(d.shares is None for d in node.devices) else [
