@@ -16,6 +16,7 @@ runs until Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -29,7 +30,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -395,6 +396,27 @@ class Cluster:
         self.wait_for("vc-scheduler's metrics", lambda: self.scheduler_sessions() >= 0, timeout)
         first = self.scheduler_sessions() + 1  # the session in progress may have begun before this call
         self.wait_for(f"{n} sessions of vc-scheduler", lambda: self.scheduler_sessions() >= first + n, timeout)
+
+    @contextlib.contextmanager
+    def scheduler_configured(self, conf: Path) -> Iterator[Cluster]:
+        """vc-scheduler started again with the configuration file ``conf``, which is also the cluster's
+        volcano-scheduler ConfigMap (so that ``optplan snapshot`` carries it); back to the configuration before, and
+        no ConfigMap, at the end."""
+        self.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "volcano-system"}},
+                    {"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+                     "data": {"volcano-scheduler.conf": conf.read_text()}}])
+        before = self.scheduler_conf
+        self.stop_scheduler()
+        self.scheduler_conf = conf
+        self.start_scheduler()
+        try:
+            yield self
+        finally:
+            self.stop_scheduler()
+            self.scheduler_conf = before
+            self.start_scheduler()
+            self.kubectl("delete", "configmap", "volcano-scheduler-configmap", "-n", "volcano-system", check=False)
 
     def stop_scheduler(self) -> None:
         """Stop vc-scheduler (by its PID) until ``start_scheduler``; nothing is placed meanwhile."""

@@ -92,20 +92,8 @@ def run_under_gang_conf(c: Cluster, the_case: Case, tmp_path: Path) -> Any:
     c.apply(priority_classes())
     conf = tmp_path / "gang.conf"
     conf.write_text(gang_conf_text())
-    c.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "volcano-system"}},
-             {"apiVersion": "v1", "kind": "ConfigMap",
-              "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
-              "data": {"volcano-scheduler.conf": conf.read_text()}}])
-    seed_conf = c.scheduler_conf
-    c.stop_scheduler()
-    c.scheduler_conf = conf
-    try:
+    with c.scheduler_configured(conf):
         return run_case(c, the_case, tmp_path, solvers=SOLVERS)
-    finally:
-        c.stop_scheduler()
-        c.scheduler_conf = seed_conf
-        c.start_scheduler()
-        c.kubectl("delete", "configmap", "volcano-scheduler-configmap", "-n", "volcano-system", check=False)
 
 
 def exact_admits_no_fewer(the_case: Case, obs: Observed) -> None:

@@ -138,25 +138,11 @@ def bound_by(plan: dict[str, Any], ns: str) -> set[str]:
 def vgpu_cluster(real_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The cluster with vc-scheduler (and the cluster's ConfigMap, so that the snapshots carry it) on the vGPU
     configuration for this module, then back."""
-    c = real_cluster
-    c.apply(priority_classes())
+    real_cluster.apply(priority_classes())
     conf = tmp_path_factory.mktemp("vgpu") / "vgpu.conf"
     conf.write_text(vgpu_conf_text())
-    c.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "volcano-system"}},
-             {"apiVersion": "v1", "kind": "ConfigMap",
-              "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
-              "data": {"volcano-scheduler.conf": conf.read_text()}}])
-    seed_conf = c.scheduler_conf
-    c.stop_scheduler()
-    c.scheduler_conf = conf
-    c.start_scheduler()
-    try:
+    with real_cluster.scheduler_configured(conf) as c:
         yield c
-    finally:
-        c.stop_scheduler()
-        c.scheduler_conf = seed_conf
-        c.start_scheduler()
-        c.kubectl("delete", "configmap", "volcano-scheduler-configmap", "-n", "volcano-system", check=False)
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -210,6 +196,31 @@ def _device_of(pod: dict[str, Any]) -> str:
     return str((pod["metadata"].get("annotations") or {}).get("volcano.sh/vgpu-ids-new", "")).split(",")[0]
 
 
+def _execute(c: Cluster, sa_kubeconfig: Path, run_name: str, goal: dict[str, Any]) -> dict[str, Any]:
+    """An Execute RepackRun of ``goal`` scoped to this test's nodes, carried out by ``optplan controller`` (as its
+    ServiceAccount) until it ends; its status."""
+    c.apply([{"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": {"name": run_name},
+              "spec": {"mode": "Execute", "eviction": {"gracePeriodSeconds": 0},
+                       "scope": {"nodes": {"include": {"selector": {"matchLabels": {"vgpu-exec": EXEC_NS}}}}},
+                       "goals": [goal]}}])
+    controller = c.spawn(f"optplan-controller-{run_name}", [
+        sys.executable, "-c", CODE, "controller", "--kubeconfig", str(sa_kubeconfig), "-v",
+        "--metrics-address", "127.0.0.1:0", "--cooldown", "0", "--solver", "greedy",
+        "--eviction-deadline", "60", "--replacement-deadline", "120"])
+
+    def status() -> dict[str, Any]:
+        return dict(c.kubectl_json("get", "repackrun", run_name).get("status") or {})
+
+    try:
+        c.wait_for(f"RepackRun {run_name} finished", lambda: status().get("phase") in ("Succeeded", "Failed"))
+    finally:
+        c.end(controller)
+    done = status()
+    print(json.dumps(done, indent=1)[:6000])
+    print(c.kubectl("get", "pods", "-n", EXEC_NS, "-o", "wide").stdout)
+    return done
+
+
 @pytest.mark.parametrize("keep", [False, True], ids=["one-device", "two-devices"])
 def test_the_controller_moves_a_share_and_vc_scheduler_places_it(vgpu_cluster: Cluster, sa_kubeconfig: Path,
                                                                  keep: bool) -> None:
@@ -251,24 +262,7 @@ def test_the_controller_moves_a_share_and_vc_scheduler_places_it(vgpu_cluster: C
                 (p["status"].get("phase"), p["spec"].get("nodeName"), _device_of(p)) for p in _job_pods(c, job)]
                 == [("Running", node, device)])
             c.kubectl("uncordon", other)
-        c.apply([{"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": {"name": run_name},
-                  "spec": {"mode": "Execute", "eviction": {"gracePeriodSeconds": 0},
-                           "scope": {"nodes": {"include": {"selector": {"matchLabels": {"vgpu-exec": EXEC_NS}}}}},
-                           "goals": [{"resource": "nvidia.com/gpu"}]}}])
-        controller = c.spawn("optplan-controller-vgpu", [
-            sys.executable, "-c", CODE, "controller", "--kubeconfig", str(sa_kubeconfig), "-v",
-            "--metrics-address", "127.0.0.1:0", "--cooldown", "0", "--solver", "greedy",
-            "--eviction-deadline", "60", "--replacement-deadline", "120"])
-        try:
-            def status() -> dict[str, Any]:
-                return dict(c.kubectl_json("get", "repackrun", run_name).get("status") or {})
-
-            c.wait_for(f"RepackRun {run_name} finished", lambda: status().get("phase") in ("Succeeded", "Failed"))
-        finally:
-            c.end(controller)
-        done = status()
-        print(json.dumps(done, indent=1)[:6000])
-        print(c.kubectl("get", "pods", "-n", EXEC_NS, "-o", "wide").stdout)
+        done = _execute(c, sa_kubeconfig, run_name, {"resource": "nvidia.com/gpu"})
         [move] = done["plan"]["moves"]
         [moved] = move["pods"]
         assert (moved["name"], moved["fromNode"], moved["toNode"]) == ("share-a-w-0", src, dst), moved
@@ -329,24 +323,8 @@ def test_an_admit_run_frees_a_device_for_an_exclusive_share_and_vc_scheduler_pla
         c.wait_sessions(4)  # vc-scheduler has had its chances
         [pending] = _job_pods(c, "whole")
         assert not pending["spec"].get("nodeName") and pending["status"].get("phase") == "Pending", pending["spec"]
-        c.apply([{"apiVersion": "repack.volcano.sh/v1alpha1", "kind": "RepackRun", "metadata": {"name": run_name},
-                  "spec": {"mode": "Execute", "eviction": {"gracePeriodSeconds": 0},
-                           "scope": {"nodes": {"include": {"selector": {"matchLabels": {"vgpu-exec": EXEC_NS}}}}},
-                           "goals": [{"resource": "nvidia.com/gpu", "admit": {"jobs": [f"{EXEC_NS}/whole"]}}]}}])
-        controller = c.spawn("optplan-controller-vgpu-admit", [
-            sys.executable, "-c", CODE, "controller", "--kubeconfig", str(sa_kubeconfig), "-v",
-            "--metrics-address", "127.0.0.1:0", "--cooldown", "0",
-            "--eviction-deadline", "60", "--replacement-deadline", "120"])
-        try:
-            def status() -> dict[str, Any]:
-                return dict(c.kubectl_json("get", "repackrun", run_name).get("status") or {})
-
-            c.wait_for(f"RepackRun {run_name} finished", lambda: status().get("phase") in ("Succeeded", "Failed"))
-        finally:
-            c.end(controller)
-        done = status()
-        print(json.dumps(done, indent=1)[:6000])
-        print(c.kubectl("get", "pods", "-n", EXEC_NS, "-o", "wide").stdout)
+        done = _execute(c, sa_kubeconfig, run_name,
+                        {"resource": "nvidia.com/gpu", "admit": {"jobs": [f"{EXEC_NS}/whole"]}})
         [move] = done["plan"]["moves"]
         [moved] = move["pods"]
         assert {moved["fromNode"], moved["toNode"]} == set(EXEC_NODES), moved
