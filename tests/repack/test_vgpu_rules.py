@@ -13,6 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from optplan.adapters.kubefile import load_objects
 from optplan.solvers.core import gpushare
@@ -663,3 +665,29 @@ def test_a_running_share_on_a_mig_instance_is_read_and_its_device_takes_no_new_p
     cap = Capacity(snap)
     assert cap.devices_of(pod) == ("n2", (0,))
     assert cap.fit_reason(snap.pods["ns/p"], "n2") is not None
+
+
+_YAMLISH = st.recursive(st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=8),
+                        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+                            st.sampled_from(["nvidia", "knownMigGeometries", "models", "allowedGeometries", "x"]),
+                            inner, max_size=3), max_leaves=12)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(data=st.one_of(_YAMLISH, st.text(max_size=40)), model=st.sampled_from(["Tesla T4", "A100", ""]))
+def test_any_device_configuration_is_read_or_warned_about_never_a_crash(data: Any, model: str) -> None:
+    """Whatever a device-share ConfigMap holds (any YAML shape, or text that is not YAML), the snapshot loads: the
+    ConfigMap gives its MIG models or a warning, as Volcano falls back to its default; a ``mig`` register entry is
+    MIG only for a model the configuration names."""
+    import yaml
+    text = data if isinstance(data, str) else yaml.safe_dump(data)
+    mig = vnode("n2", register=REGISTER.replace("GPU-a", "n2-a").replace("GPU-b", "n2-b").replace("hami-core", "mig"))
+    cm = device_config([], text=text)
+    snap = loaded(mig, cm).snapshot
+    modes = {d.mode for d in snap.nodes["n2"].devices}
+    assert modes <= {"mig", "hami-core"}
+    if "mig" in modes:
+        assert any("MIG instances are not modelled" in w for w in snap.warnings)
+    if model:
+        named = loaded(mig, device_config([model])).snapshot
+        assert {d.mode for d in named.nodes["n2"].devices} == ({"mig"} if model in "NVIDIA-Tesla T4" else {"hami-core"})
