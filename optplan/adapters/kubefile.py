@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from optplan.adapters import vgpu
 from optplan.adapters.documents import STDIN, STDIN_NAME, ReadBudget, read_documents, snapshot_paths
-from optplan.adapters.schedconf import device_config_location, is_scheduler_configmap
+from optplan.adapters.schedconf import device_config_location, is_configmap, is_scheduler_configmap
 from optplan.errors import InputError
 from optplan.models.limits import (
     HIGHEST_USER_PRIORITY,
@@ -881,7 +881,7 @@ def _device_modes(nodes: dict[str, Node], scheduler_cm: Mapping[str, Any] | None
     if not any(d.mode == "mig" for n in nodes.values() for d in n.devices):
         return
     ns, name = device_config_location(scheduler_cm, (vgpu.DEVICE_CONFIG_NAMESPACE, vgpu.DEVICE_CONFIG_NAME))
-    found = next((cm for cm in configmaps if vgpu.is_device_config(cm, ns, name)), None)
+    found = next((cm for cm in configmaps if is_configmap(cm, ns, name)), None)
     models, problem = vgpu.mig_models(found)
     if problem:
         warnings.append(problem)

@@ -175,11 +175,16 @@ def device_config_location(cm: Mapping[str, Any] | None, default: tuple[str, str
     return ns, name
 
 
-def is_scheduler_configmap(obj: Mapping[str, Any]) -> bool:
-    """``obj`` is the volcano-scheduler ConfigMap (kind, namespace and name as Volcano's installer has them)."""
+def is_configmap(obj: Mapping[str, Any], namespace: str, name: str) -> bool:
+    """``obj`` is the ConfigMap ``namespace``/``name``."""
     meta = obj.get("metadata") or {}
     return (obj.get("kind") == "ConfigMap" and str(obj.get("apiVersion", "v1")) == "v1" and isinstance(meta, dict)
-            and meta.get("namespace") == CONFIGMAP_NAMESPACE and meta.get("name") == CONFIGMAP_NAME)
+            and meta.get("namespace") == namespace and meta.get("name") == name)
+
+
+def is_scheduler_configmap(obj: Mapping[str, Any]) -> bool:
+    """``obj`` is the volcano-scheduler ConfigMap (kind, namespace and name as Volcano's installer has them)."""
+    return is_configmap(obj, CONFIGMAP_NAMESPACE, CONFIGMAP_NAME)
 
 
 def configmap_scheduler_conf(cm: Mapping[str, Any], source: str) -> SchedulerConf:

@@ -81,13 +81,6 @@ arguments ``deviceshare.KnownGeometriesCMNamespace`` / ``deviceshare.KnownGeomet
 DEVICE_CONFIG_KEY = "device-config.yaml"
 
 
-def is_device_config(obj: Mapping[str, Any], namespace: str, name: str) -> bool:
-    """``obj`` is the device-share plugin's ConfigMap at ``namespace``/``name``."""
-    meta = obj.get("metadata") or {}
-    return (obj.get("kind") == "ConfigMap" and isinstance(meta, dict) and meta.get("namespace") == namespace
-            and meta.get("name") == name)
-
-
 def mig_models(configmap: Mapping[str, Any] | None) -> tuple[tuple[str, ...], str | None]:
     """The GPU types the device configuration gives a MIG geometry (``nvidia.knownMigGeometries[].models`` of its
     ``device-config.yaml``), and a warning when the ConfigMap cannot be read as Volcano reads it. Volcano falls

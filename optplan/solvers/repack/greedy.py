@@ -52,7 +52,15 @@ from optplan.solvers.core import gpushare
 from optplan.solvers.core.clock import Clock
 from optplan.solvers.core.gpushare import GpuAsk
 from optplan.solvers.core.options import PlanOptions
-from optplan.solvers.core.oracle import NO_POD_LIMIT, Capacity, Predicates, constraint_signature, gpu_ask, pod_demand
+from optplan.solvers.core.oracle import (
+    NO_POD_LIMIT,
+    Capacity,
+    Predicates,
+    constraint_signature,
+    gpu_ask,
+    pod_demand,
+    share_signature,
+)
 from optplan.solvers.core.planner import Planner
 from optplan.solvers.repack.rules import RepackProblem, RestartUnit, gang_impact, restart_total
 
@@ -433,11 +441,9 @@ class _Greedy:
         self.row_whole: list[GpuAsk] = [GpuAsk(whole=pod.requests.get(WHOLE_GPU, 0) // MILLI_PER_GPU)
                                         for pod in self.row_pod]
         """Per row, its whole cards as an ask (what a whole-card pod takes of untouched devices, ``_take``)."""
-        shares: dict[str, int] = {}
+        shares: dict[object, int] = {}
         self.row_share = np.array([
-            shares.setdefault(repr(pod.gpu_share.model_copy(update={"devices": ()}))
-                              + (f"@{pod.group_key}" if pod.gpu_share.spread else ""), len(shares))
-            if dev and pod.gpu_share is not None else -1
+            shares.setdefault(share_signature(pod), len(shares)) if dev and pod.gpu_share is not None else -1
             for pod, dev in zip(self.row_pod, self.row_dev, strict=True)], dtype=np.int64)
         """Per device row, its share's id (alike shares, wherever they sit, one id: the same ask on a receiver; a
         spreading share's of its PodGroup too); -1 for the other rows. ``_mark_dirty`` asks a receiver's devices

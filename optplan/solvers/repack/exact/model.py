@@ -64,6 +64,7 @@ from optplan.solvers.core.oracle import (
     constraint_signature,
     gpu_ask,
     pod_demand,
+    share_signature,
 )
 from optplan.solvers.repack.rules import Disruption, RepackProblem, Spent
 
@@ -284,7 +285,7 @@ def pod_classes(problem: RepackProblem) -> tuple[list[PodClass], dict[str, list[
         for pod in problem.r_pods[c]:
             key: tuple[object, ...] = (tuple(sorted(pod.requests.items())), constraint_signature(pod), pod.group_key)
             if problem.shares_move and pod.gpu_share is not None:  # its ask at device level too
-                key = (*key, pod.gpu_share.model_copy(update={"devices": ()}), problem.request(pod))
+                key = (*key, share_signature(pod), problem.request(pod))
             buckets[key].append(pod)
         mine = []
         for sig in sorted(buckets, key=lambda s: min(p.key for p in buckets[s])):
