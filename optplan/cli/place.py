@@ -135,6 +135,10 @@ def placement_table(plan: PlacementPlan) -> str:
     bound = [(j, b) for j in plan.jobs for b in j.bindings]
     if bound:
         brows = [["NAMESPACE", "POD", "NODE"]] + [[j.namespace, b.pod_name(j.name), b.node] for j, b in bound]
+        if any(b.devices is not None for _j, b in bound):  # the GPU devices, where the plan names them
+            brows[0].append("DEVICES")
+            for row, (_j, b) in zip(brows[1:], bound, strict=True):
+                row.append("-" if b.devices is None else ",".join(map(str, b.devices)))
         text += "\nBindings:\n" + table(brows)
     victims = [(j, v, "chosen") for j in plan.jobs for v in j.victims]
     victims += [(j, v, "greedy") for j in plan.jobs for v in j.greedy_victims or ()]

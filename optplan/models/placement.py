@@ -39,6 +39,10 @@ class Binding(KubeModel):
     pod: str | None = None
     """The pod's name when the job is a bare PodGroup's (its pods exist, named as they are); absent from the wire
     shape for a VCJob's replica."""
+    devices: tuple[int, ...] | None = None
+    """The GPU devices the pod takes on its node (device indices, as the node registers them), when the node lists
+    devices and the pod asks for GPUs; absent from the wire shape otherwise (a plan that does not name them, the
+    exact model's: its pods take devices by the configuration's device order, in plan order)."""
 
     def pod_name(self, job: str) -> str:
         """The pod: ``pod`` when given, else the one Volcano's job controller creates for this replica."""
@@ -111,6 +115,8 @@ class PlacementPlan(KubeModel):
             for b in j["bindings"]:
                 if b["pod"] is None:
                     del b["pod"]
+                if b["devices"] is None:
+                    del b["devices"]
             if j["greedyVictims"] is None:
                 del j["greedyVictims"]
             if j["approvalRequired"] is None:

@@ -10,9 +10,17 @@ from collections import Counter, defaultdict
 from optplan.models.placement import JobPlacement, PlacementPlan
 from optplan.models.queues import VCJob
 from optplan.models.repack import SolverRecord
-from optplan.solvers.placement.context import Context, State, job_key_in_queue, queue_order_key, replay
+from optplan.solvers.placement.context import (
+    Context,
+    State,
+    job_key_in_queue,
+    queue_order_key,
+    replay,
+    with_devices,
+)
 from optplan.solvers.placement.greedy import Greedy
 from optplan.solvers.placement.jobs import gang_shortfall
+from optplan.solvers.placement.validate import placement_violations
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +63,8 @@ def greedy_place(ctx: Context) -> PlacementPlan:
                 del waiting[queue]
     out = [results[job.key] for job in ctx.jobs]
     wall = round(time.perf_counter() - t0, 3)
-    plan = PlacementPlan(jobs=tuple(out), solver=SolverRecord(name="greedy", status="HEURISTIC", wall_seconds=wall))
+    plan = with_devices(ctx, state, PlacementPlan(jobs=tuple(out), solver=SolverRecord(
+        name="greedy", status="HEURISTIC", wall_seconds=wall)))
     log.info("placement greedy: %d of %d jobs admitted in %.3fs", sum(j.admitted for j in out), len(out), wall)
     return plan
 
@@ -70,9 +79,23 @@ def explain_rejections(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
     g = Greedy(ctx, replay(ctx, plan, victims=False))
     by_key = {j.key: j for j in ctx.jobs}
     out = []
+    added: set[str] = set()
     for jp in plan.jobs:
         if jp.admitted or jp.victims:  # victims of a job not admitted: an earlier cycle's (``cycles``)
             out.append(jp)
             continue
-        out.append(jp if jp.queue in reclaimers else g.place(by_key[jp.key]))
-    return plan.model_copy(update={"jobs": tuple(out)})
+        got = jp if jp.queue in reclaimers else g.place(by_key[jp.key])
+        if got.admitted:
+            added.add(got.key)
+        out.append(got)
+    if not added:
+        return plan.model_copy(update={"jobs": tuple(out)})
+    named = with_devices(ctx, g.state, plan.model_copy(update={"jobs": tuple(out)}))
+    jobs = tuple(jp if jp.key in added else old for jp, old in zip(named.jobs, out, strict=True))
+    more = plan.model_copy(update={"jobs": jobs})
+    why = placement_violations(ctx.snapshot, ctx.jobs, more, safety=ctx.safety, now=ctx.now, scheduler=ctx.scheduler)
+    if why:  # placed on the plan's final state, but not where the plan's own order leaves room: as it was
+        log.info("placement: the jobs the plan left room for are not added (%s)", why[0])
+        return plan.model_copy(update={"jobs": tuple(
+            orig if jp.key in added else jp for jp, orig in zip(out, plan.jobs, strict=True))})
+    return more

@@ -266,21 +266,25 @@ class Statement:
 
     def __init__(self, state: State) -> None:
         self.state = state
-        self.ops: list[tuple[Pod, str, str, str | None]] = []
-        """(pod, node, queue, PodGroup): an allocation when the PodGroup is None, else an eviction."""
+        self.ops: list[tuple[Pod, str, str, str | None, tuple[int, ...] | None]] = []
+        """(pod, node, queue, PodGroup, devices): an allocation when the PodGroup is None, else an eviction (the
+        devices it held, given back to it by a rollback)."""
         self.piped: list[bool] = []
         """Per operation: an allocation pipelined (``State.pipelining``) or an eviction (both shift ``unused``)."""
 
-    def allocate(self, pod: Pod, node: str, queue: str) -> None:
-        self.state.cap.add(pod, node)
+    def allocate(self, pod: Pod, node: str, queue: str, devices: Sequence[int] | None = None) -> None:
+        """The pod placed on the node, its GPU ask on ``devices`` (device indices: a plan's binding names them)
+        when given, else where the configuration's device order puts it."""
+        self.state.cap.add(pod, node, devices)
         self.state.touched.append(node)
         self.state.queues.add(queue, pod.requests)
-        self.ops.append((pod, node, queue, None))
+        self.ops.append((pod, node, queue, None, None))
         self.piped.append(self.state.pipelining)
         if self.state.pipelining:
             self.state.unuse(node, pod.requests, 1)
 
     def evict(self, pod: Pod, node: str, queue: str, group: str) -> None:
+        held = self.state.cap.devices_of(pod)
         self.state.cap.remove(pod, node)
         self.piped.append(True)
         self.state.unuse(node, pod.requests, -1)
@@ -288,18 +292,18 @@ class Statement:
         self.state.queues.add(queue, pod.requests, -1)
         self.state.evicted[pod.key] = node
         self.state.taken[group] += 1
-        self.ops.append((pod, node, queue, group))
+        self.ops.append((pod, node, queue, group, held[1] if held is not None and held[0] == node else None))
 
     def evictions(self) -> list[tuple[Pod, str]]:
-        return [(pod, node) for pod, node, _q, group in self.ops if group is not None]
+        return [(pod, node) for pod, node, _q, group, _d in self.ops if group is not None]
 
     def mark(self) -> int:
         return len(self.ops)
 
     def rollback(self, mark: int) -> None:
-        """Undo every operation after ``mark``."""
+        """Undo every operation after ``mark`` (an evicted pod back on the devices it held)."""
         while len(self.ops) > mark:
-            pod, node, queue, group = self.ops.pop()
+            pod, node, queue, group, devices = self.ops.pop()
             self.state.touched.append(node)
             if self.piped.pop():
                 self.state.unuse(node, pod.requests, -1 if group is None else 1)
@@ -307,7 +311,7 @@ class Statement:
                 self.state.cap.remove(pod, node)
                 self.state.queues.add(queue, pod.requests, -1)
             else:
-                self.state.cap.add(pod, node)
+                self.state.cap.add(pod, node, devices)
                 self.state.queues.add(queue, pod.requests)
                 del self.state.evicted[pod.key]
                 self.state.taken[group] -= 1
@@ -332,5 +336,26 @@ def replay(ctx: Context, plan: PlacementPlan, *, victims: bool) -> State:
                 stmt.evict(c.pod, c.node, c.queue, c.group)
         pods = ctx.pods[jp.key]
         for b in jp.bindings:
-            stmt.allocate(pods[b.task][b.index], b.node, jp.queue)
+            stmt.allocate(pods[b.task][b.index], b.node, jp.queue, b.devices)
     return state
+
+
+def with_devices(ctx: Context, state: State, plan: PlacementPlan) -> PlacementPlan:
+    """The plan with each binding naming the devices its pod holds in ``state`` (the greedy's, after its last
+    allocation): a replay, the validator's or a later cycle's, then puts each pod where the greedy did, whatever
+    order it meets them in (Volcano gives a ready job's further pods later turns, so the greedy placed them in
+    another order than the plan lists them). Bindings on nodes without device lists, and pods asking no GPU,
+    name none."""
+    jobs = []
+    for jp in plan.jobs:
+        pods = ctx.pods.get(jp.key)
+        if not jp.bindings or pods is None:
+            jobs.append(jp)
+            continue
+        out = []
+        for b in jp.bindings:
+            held = state.cap.devices_of(pods[b.task][b.index])
+            devices = held[1] if held is not None and held[0] == b.node else None
+            out.append(b if b.devices == devices else b.model_copy(update={"devices": devices}))
+        jobs.append(jp.model_copy(update={"bindings": tuple(out)}))
+    return plan.model_copy(update={"jobs": tuple(jobs)})

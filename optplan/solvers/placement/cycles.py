@@ -53,10 +53,11 @@ def one_cycle(ctx: Context) -> PlacementPlan:
 
 
 def greedy_cycles(ctx: Context) -> PlacementPlan:
-    """Volcano's cycles until one evicts nothing, or until the plan cannot say what the next one does
-    (module docstring); the first cycle's plan when that is already the case."""
+    """Volcano's cycles until one evicts nothing and binds nothing a waiting job could take (``next_may_evict``),
+    or until the plan cannot say what the next one does (module docstring; a job the next cycle would evict pods
+    of this plan for is told so, ``with_later_victims``); the first cycle's plan when that is already the case."""
     plan = one_cycle(ctx)
-    if not any(jp.victims for jp in plan.jobs):
+    if not any(jp.victims for jp in plan.jobs) and not next_may_evict(plan):
         return plan
     cycles: list[PlacementPlan] = [plan]
     contexts: list[Context] = [ctx]
@@ -66,7 +67,7 @@ def greedy_cycles(ctx: Context) -> PlacementPlan:
         best = merge(ctx, cycles, contexts) or plan
     for _k in range(2, MAX_CYCLES + 1):
         last = cycles[-1]
-        if not any(jp.victims for jp in last.jobs):
+        if not any(jp.victims for jp in last.jobs) and not next_may_evict(last):
             break
         snap = after_cycle(cur, last)
         gone = {f"{v.namespace}/{v.name}" for p in cycles for jp in p.jobs for v in jp.victims}
@@ -76,7 +77,13 @@ def greedy_cycles(ctx: Context) -> PlacementPlan:
         cur = Context.build(snap, [j for j in jobs if j is not None], ctx.weights, ctx.now, safety=ctx.safety,
                             hyper_weights=ctx.hyper_weights, actions=ctx.actions, scheduler=ctx.scheduler,
                             nominated=nominated)
-        cycles.append(one_cycle(cur))
+        nxt = one_cycle(cur)
+        if not any(jp.victims or jp.admitted for jp in nxt.jobs):
+            break  # a session that changes nothing: the plan so far stands
+        if placed_victims(ctx, nxt):
+            best = with_later_victims(best, ctx, nxt)
+            break
+        cycles.append(nxt)
         contexts.append(cur)
         merged = merge(ctx, cycles, contexts)
         if merged is None:
@@ -88,6 +95,37 @@ def greedy_cycles(ctx: Context) -> PlacementPlan:
             break
         best = merged
     return best
+
+
+def next_may_evict(plan: PlacementPlan) -> bool:
+    """A cycle that evicted nothing but bound pods while some job waits: Volcano's next session may preempt or
+    reclaim those pods for it (its actions take only Bound or Running pods, ``api.PreemptableStatus``, so not in
+    the session that bound them)."""
+    return any(jp.admitted and jp.bindings for jp in plan.jobs) and any(not jp.admitted for jp in plan.jobs)
+
+
+def placed_victims(ctx: Context, plan: PlacementPlan | JobPlacement) -> list[str]:
+    """The victims of a later cycle's plan (or of one job of it) that do not run in the snapshot: pods this plan
+    placed in an earlier cycle."""
+    running = {k for k, p in ctx.snapshot.pods.items() if p.node_name}
+    jobs = plan.jobs if isinstance(plan, PlacementPlan) else (plan,)
+    return sorted(k for jp in jobs for v in jp.victims if (k := f"{v.namespace}/{v.name}") not in running)
+
+
+def with_later_victims(plan: PlacementPlan, ctx: Context, nxt: PlacementPlan) -> PlacementPlan:
+    """The plan, each job of the next cycle ``nxt`` whose victims include pods this plan placed (the plan names
+    as victims only pods that run now, so it stops before that cycle) told so in its reason."""
+    said: dict[str, str] = {}
+    for jp in nxt.jobs:
+        mine = placed_victims(ctx, jp)
+        if mine:
+            said[jp.key] = (f"the next scheduling cycle's {jp.victims[0].reason} may evict {', '.join(mine)} "
+                            "for it, placed by this plan (not in it: a plan's victims are pods running now)")
+    if not said:
+        return plan
+    return plan.model_copy(update={"jobs": tuple(
+        jp.model_copy(update={"reason": f"{jp.reason}; {said[jp.key]}"}) if jp.key in said else jp
+        for jp in plan.jobs)})
 
 
 def without_dropped(job: VCJob, snap: Snapshot, first: Snapshot, gone: set[str]) -> VCJob | None:
@@ -114,9 +152,10 @@ def left_to_place(cycles: list[PlacementPlan], job: VCJob, ctx: Context,
 
 
 def after_cycle(ctx: Context, plan: PlacementPlan) -> Snapshot:
-    """The snapshot a cycle leaves: its victims gone, the pods its allocate placed running on their nodes
-    (a pending VCJob without a PodGroup in the snapshot gets one, as Volcano's job controller makes it);
-    the pipelined placements of its preempt and reclaim are not kept (nothing is bound)."""
+    """The snapshot a cycle leaves: its victims gone, the pods its allocate placed running on their nodes (a
+    share on the devices its binding names; a pending VCJob without a PodGroup in the snapshot gets one, as
+    Volcano's job controller makes it); the pipelined placements of its preempt and reclaim are not kept
+    (nothing is bound)."""
     snap = ctx.snapshot
     pods = dict(snap.pods)
     groups = dict(snap.pod_groups)
@@ -134,7 +173,10 @@ def after_cycle(ctx: Context, plan: PlacementPlan) -> Snapshot:
                                   queue=job.queue, priority_class_name=job.priority_class_name)
         for b in jp.bindings:
             p: Pod = ctx.pods[jp.key][b.task][b.index]
-            pods[p.key] = p.model_copy(update={"node_name": b.node, "phase": "Running", "ready": True})
+            update: dict[str, object] = {"node_name": b.node, "phase": "Running", "ready": True}
+            if b.devices is not None and p.gpu_share is not None:  # a share runs where the cycle put it
+                update["gpu_share"] = p.gpu_share.model_copy(update={"devices": b.devices})
+            pods[p.key] = p.model_copy(update=update)
     fields = {name: getattr(snap, name) for name in Snapshot.model_fields}
     return Snapshot(**{**fields, "pods": pods, "pod_groups": groups})
 
@@ -143,7 +185,7 @@ def merge(ctx: Context, cycles: list[PlacementPlan], contexts: list[Context]) ->
     """The plan of the cycles so far (module docstring), or None when its shape cannot say it; ``contexts``: each
     cycle's (a bare PodGroup built again without its dropped pods names its replicas otherwise: its bindings are
     mapped back to the first cycle's job by pod name)."""
-    original = set(ctx.snapshot.pods)
+    original = {k for k, p in ctx.snapshot.pods.items() if p.node_name}  # the pods running now
     names = {key: {p.name: (t, i) for t, ps in by_task.items() for i, p in enumerate(ps)}
              for key, by_task in ctx.pods.items()}
 

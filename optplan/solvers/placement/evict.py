@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from optplan.models.placement import Binding, JobPlacement, PlacementPlan, Victim, VictimReason
 from optplan.models.queues import VCJob
-from optplan.solvers.placement.context import Context, State, Statement, replay
+from optplan.solvers.placement.context import Context, State, Statement, replay, with_devices
 from optplan.solvers.placement.gangevict import gang_evict, victim_actions
 from optplan.solvers.placement.gangrules import GANG_REASON
 from optplan.solvers.placement.greedy import Greedy, VictimChoice
@@ -355,7 +355,7 @@ def plan_victims(ctx: Context, plan: PlacementPlan) -> PlacementPlan:
             said = notes[jp.key] + ([c] if (c := cooling[jp.key]) is not None else [])
             placed = jp.model_copy(update={"reason": f"{jp.reason}; no victims ({'; '.join(said)})"})
         jobs.append(placed)
-    return plan.model_copy(update={"jobs": tuple(jobs)})
+    return with_devices(ctx, state, plan.model_copy(update={"jobs": tuple(jobs)}))
 
 
 def lost_text(lost: list[str]) -> str:

@@ -914,7 +914,7 @@ class Greedy:
         out: dict[str, int] = defaultdict(int)
         held = self.ctx.held.get(job.key, {})
         mine = [self.ctx.pods[job.key][t][i] for t, idx in held.items() for i in idx]
-        mine += [p for p, _n, _q, g in stmt.ops if g is None]
+        mine += [p for p, _n, _q, g, _d in stmt.ops if g is None]
         for p in [*mine, pod]:
             for r, x in p.requests.items():
                 out[r] += x

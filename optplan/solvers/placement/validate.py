@@ -69,11 +69,11 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
     queue accounting, the pod facts and safe preemption's rules (``safety``, with the planners' ``now``)
     with the planners. Victims are checked as Volcano's plugin tiers choose them (``tiers``); victims of
     gangpreempt or gangreclaim by the bundle rule (``gangrules``) under the ``scheduler`` configuration's
-    tiers and arguments. A plan names nodes, not devices: its pods take devices by the configuration's device
-    order (``SchedulerConf.device_order``) in plan order, and where one finds none, the plan's pods on that node
-    may be packed again (``Capacity.repack``: Volcano gives a ready job's further pods later turns, so the
-    greedy placed them in another order than the plan lists them); ``repack`` False: not (the exact model's
-    plans, which must hold in plan order, the order Volcano's device walk meets them in)."""
+    tiers and arguments. A binding that names devices (``Binding.devices``: the greedy's plans name them) takes
+    exactly those; one that names none takes devices by the configuration's device order
+    (``SchedulerConf.device_order``) in plan order, and where it finds none, the plan's pods on that node that
+    name none may be packed again (``Capacity.repack``); ``repack`` False: not (the exact model's plans, which
+    name no devices and must hold in plan order, the order Volcano's device walk meets them in)."""
     out: list[str] = []
     given = {j.key: j for j in jobs}
     listed = [jp.key for jp in plan.jobs]
@@ -239,16 +239,17 @@ def placement_violations(snap: Snapshot, jobs: Sequence[VCJob], plan: PlacementP
             pod = pods[b.task][b.index]
             if b.pod is not None and b.pod != pod.name:
                 out.append(f"{where}: the replica is pod {pod.name}")
-            reason = static.reason(pod, b.node) or cap.fit_reason(pod, b.node)
-            devices = None
-            if repack and reason is not None and reason == cap.device_reason(pod, b.node):
-                # the devices alone: may the plan's pods there be packed so that this one fits too?
+            reason = static.reason(pod, b.node) or cap.fit_reason(pod, b.node, b.devices)
+            devices = b.devices
+            if repack and devices is None and reason is not None and reason == cap.device_reason(pod, b.node):
+                # the devices alone: may the plan's pods there that name none be packed so that this one fits too?
                 devices = cap.repack(b.node, placed_on[b.node], pod)
                 reason = None if devices is not None else reason
             if reason is not None:
                 out.append(f"{where} on {b.node}: {reason}")
             cap.add(pod, b.node, devices)
-            placed_on[b.node].append(pod)
+            if b.devices is None:
+                placed_on[b.node].append(pod)
             placed[b.task] += 1
             nodes.add(b.node)
             for q in (job.queue, *tree.ancestors(job.queue)):
