@@ -587,8 +587,8 @@ def test_a_plan_whose_shares_pack_only_in_its_own_order_is_valid(seed: int, inde
     plan's pods on a node were placed in another order than its jobs are listed in, and the validator, placing
     them job by job by the fit rule, put a share on the device a later pod needed: the greedy's own plan was
     refused (an internal error of ``optplan place``; met on a random case of ``benchmarks/volcano_diff.py
-    --vgpu``, seed 1 case 7). The plan names nodes, not devices: the validator now packs the plan's shares on
-    the node again (``Capacity.repack``) before it calls a device fit a violation."""
+    --vgpu``, seed 1 case 7). The greedy's plan now names each share's device where it put it, and the
+    validator holds it to them (``tests/placement/test_plan_devices.py``)."""
     from optplan.solvers.placement.jobs import jobs_to_place
     from optplan.solvers.placement.place import plan_placement
     from optplan.solvers.placement.validate import placement_violations
