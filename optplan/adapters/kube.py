@@ -160,6 +160,7 @@ class KubeClient:
         self.backoff = backoff
         self.max_delay = max_delay
         self._missing: set[str] = set()  # optional resources already reported absent
+        self._forbidden: set[str] = set()  # ConfigMaps already reported forbidden (a controller reads them again)
         self.on_error: Callable[[str, int], None] | None = None
         """Told of each request answered with an error (verb, HTTP code) or not answered at all (code 0):
         the controller counts them (``optplan_api_errors_total``)."""
@@ -203,10 +204,13 @@ class KubeClient:
     def _configmap(self, ns: str, name: str, without: str) -> dict[str, Any] | None:
         what = f'configmaps "{name}" in namespace {ns}'
         resp = self._request("GET", f"/api/v1/namespaces/{ns}/configmaps/{name}", verb="get", what=what)
-        if resp.status == 404:
+        if resp.status == 403:  # said once while it stays forbidden
+            if what not in self._forbidden:
+                self._forbidden.add(what)
+                log.warning("forbidden: cannot get %s (403): %s", what, without)
             return None
-        if resp.status == 403:
-            log.warning("forbidden: cannot get %s (403): %s", what, without)
+        self._forbidden.discard(what)
+        if resp.status == 404:
             return None
         obj = self._ok(resp, "get", what)
         return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns},

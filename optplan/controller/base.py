@@ -156,6 +156,11 @@ class Steps:
     def snapshot(self) -> Snapshot:  # pragma: no cover - the reconciler's
         raise NotImplementedError
 
+    def snapshot_version(self) -> tuple[int, ...]:
+        """Changes when what the snapshot is built from changes: an object the informers watch (RepackRuns
+        left out) or a ConfigMap of ``scheduler`` (``SchedulerConfSource.version``)."""
+        return (*self.store.snapshot_version(), self.scheduler.version if self.scheduler is not None else 0)
+
     def scheduler_conf(self) -> SchedulerConf:
         """The vc-scheduler configuration placement's rules follow now (``schedconf``; seed 002's without a
         source)."""

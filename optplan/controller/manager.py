@@ -51,7 +51,8 @@ class Controller:
                  admit: AdmitSettings | None = None, admit_record: ExecuteRecord | None = None,
                  recorder: Recorder | None = None, scheduler_refresh: float = REFRESH) -> None:
         """``recorder``: Kubernetes Events for each run's decisions (``events.py``; None: none written);
-        ``scheduler_refresh``: seconds between two reads of the cluster's scheduler ConfigMap (``schedconf``)."""
+        ``scheduler_refresh``: seconds between two reads of the cluster's scheduler ConfigMap and the device-share
+        plugin's (``schedconf``)."""
         self.client = client
         self.store = Store()
         self.clock = clock
@@ -60,7 +61,8 @@ class Controller:
         self.resync = resync
         self.min_interval = min_interval
         self.informers = [Informer(client, res, self.store, watch_timeout=watch_timeout) for res in RESOURCES]
-        # the cluster's vc-scheduler configuration, read as `optplan snapshot` reads it, again every minute
+        # the cluster's vc-scheduler configuration and device-share ConfigMap (MIG geometries: the snapshot's
+        # device modes), read as `optplan snapshot` reads them, again every minute
         self.scheduler = SchedulerConfSource(client, clock, scheduler_refresh)
         self.reconciler = Reconciler(self.store, client, settings, clock=clock, may_act=self.may_act,
                                      events=metrics, watchdog=metrics, record=record, recorder=recorder,

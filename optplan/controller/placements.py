@@ -36,7 +36,7 @@ class Placements(Steps):
             return view, None
         run = self._parse(view)
         snap = self.snapshot()
-        version = self.store.snapshot_version()
+        version = self.snapshot_version()
         run_uid = view.run_uid
         now = self.now()
         updates: list[RelocationChange] = []

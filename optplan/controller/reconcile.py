@@ -187,10 +187,14 @@ class Reconciler(Evictions, Placements):
     # ---- reading the cluster -------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
-        """The live state as the planners read it, built again only when an object they read changed."""
-        version = self.store.snapshot_version()
+        """The live state as the planners read it, built again only when an object they read changed: one the
+        informers watch, or the scheduler's or the device-share plugin's ConfigMap (``schedconf``), which go
+        among the objects as in a snapshot file of the cluster (``optplan snapshot``), so that the loader
+        applies its one rule (a register's ``mig`` device is MIG only with a geometry for its type)."""
+        configmaps = self.scheduler.configmaps() if self.scheduler is not None else ()  # read again when due
+        version = self.snapshot_version()
         if self._snapshot is None or self._snapshot[0] != version:
-            objects = self.store.snapshot_objects()
+            objects = [*self.store.snapshot_objects(), *configmaps]
             # Forget what cannot be reused before building (after a relist, every object is new): the
             # old objects and the old snapshot would otherwise live through the build beside the new ones.
             live = {id(o): o for o in objects}

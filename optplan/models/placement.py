@@ -4,7 +4,7 @@ The wire shape, read by other tools (camelCase, ``hyperNode``/``tier`` null when
 network topology constraint)::
 
     {"jobs": [{"namespace", "name", "queue", "admitted", "reason", "hyperNode", "tier",
-               "bindings": [{"task", "index", "node", "pod"?}],
+               "bindings": [{"task", "index", "node", "pod"?, "devices"?}],
                "victims": [{"namespace", "name", "node", "reason": "preempt" | "reclaim"}],
                "greedyVictims": [...]  # only when the optimal victims differ from the greedy's
               }],
@@ -12,7 +12,8 @@ network topology constraint)::
 
 ``task`` is the VCJob task name and ``index`` the replica index: the pod Volcano's job controller
 names ``<job>-<task>-<index>``. A bare PodGroup's job (its pods made by another controller or a user)
-names each pod in ``"pod"``, with ``task`` its ``volcano.sh/task-spec`` ("" without one).
+names each pod in ``"pod"``, with ``task`` its ``volcano.sh/task-spec`` ("" without one). ``"devices"``: the GPU
+devices a pod takes on a node that lists them (device indices), where the plan names them (the greedy's).
 A soft-topology job spread over the whole cluster (no HyperNode holds it) has ``hyperNode`` null and
 ``tier`` one above the highest tier (the virtual root).
 

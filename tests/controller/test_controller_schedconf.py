@@ -6,6 +6,7 @@ as an Event on each run planned under it. On the fake API server (tests/fakekube
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,15 +40,23 @@ def configmap(text: str) -> dict[str, Any]:
 class Reader:
     """An in-memory ConfigMap reader: what it returns (or raises) next, and how often it was asked."""
 
-    def __init__(self, answer: Any) -> None:
+    def __init__(self, answer: Any, devices: Any = None) -> None:
         self.answer = answer
+        self.devices = devices  # the device-share plugin's ConfigMap (or an exception)
         self.reads = 0
+        self.asked: list[Mapping[str, Any] | None] = []  # the scheduler ConfigMap each device read was given
 
     def scheduler_configmap(self) -> dict[str, Any] | None:
         self.reads += 1
         if isinstance(self.answer, Exception):
             raise self.answer
         return self.answer
+
+    def device_configmap(self, scheduler_configmap: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        self.asked.append(scheduler_configmap)
+        if isinstance(self.devices, Exception):
+            raise self.devices
+        return self.devices
 
 
 # ---- the source -----------------------------------------------------------------------------------------------
@@ -86,6 +95,27 @@ def test_a_change_takes_effect_after_the_refresh_and_a_failed_read_keeps_the_las
     reader.answer = RuntimeError("apiserver down")
     clock.advance(60)
     assert "shuffle" in src.current().actions and src.version == 2
+
+
+def test_the_device_configmap_is_read_with_it_and_a_failed_read_keeps_the_last() -> None:
+    """The device-share plugin's ConfigMap is read on the same refresh, where the scheduler ConfigMap last read
+    says (the reader is given it); both are kept as read for the snapshot (``configmaps``), ``version`` changes
+    with either, and a failed read keeps the one last read."""
+    from tests.repack.test_vgpu_rules import device_config
+    clock = Clock()
+    sched, t4, a100 = configmap(GANG), device_config(["Tesla T4"]), device_config(["A100"])
+    reader = Reader(sched, t4)
+    src = SchedulerConfSource(reader, clock, refresh=60)
+    assert src.configmaps() == (sched, t4) and src.version == 1 and reader.asked == [sched]
+    reader.devices = a100
+    clock.advance(60)
+    assert src.configmaps() == (sched, a100) and src.version == 2  # the device ConfigMap alone changed
+    reader.devices = RuntimeError("apiserver down")
+    clock.advance(60)
+    assert src.configmaps() == (sched, a100) and src.version == 2
+    reader.answer, reader.devices = None, None  # both gone: nothing for the snapshot, seed 002's configuration
+    clock.advance(60)
+    assert src.configmaps() == () and src.version == 3 and src.current().actions == SEED_ACTIONS
 
 
 # ---- the controller ----------------------------------------------------------------------------------------------

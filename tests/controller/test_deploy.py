@@ -41,7 +41,9 @@ NAMESPACE = "optplan-system"
 RUN_API = ("repack.volcano.sh/v1alpha1", "RepackRun")
 NAMESPACED = {"ServiceAccount", "Role", "RoleBinding", "Deployment"}
 CONF_NAMESPACE = "volcano-system"
-"""Where the one Role outside the controller's namespace lets it read vc-scheduler's ConfigMap."""
+"""Where a Role outside the controller's namespace lets it read vc-scheduler's ConfigMap."""
+DEVICE_NAMESPACE = "kube-system"
+"""Where a Role outside the controller's namespace lets it read the device-share plugin's ConfigMap."""
 LEASE_ROLE = "optplan-controller-leader-election"
 
 
@@ -99,7 +101,7 @@ def test_apply_order_creates_the_namespace_first() -> None:
     assert one("Namespace")["metadata"]["name"] == NAMESPACE
     for file, doc in docs:
         ns = doc["metadata"].get("namespace")
-        home = CONF_NAMESPACE if doc["kind"] in ("Role", "RoleBinding") and ns == CONF_NAMESPACE else NAMESPACE
+        home = ns if doc["kind"] in ("Role", "RoleBinding") and ns in (CONF_NAMESPACE, DEVICE_NAMESPACE) else NAMESPACE
         assert ns == (home if doc["kind"] in NAMESPACED else None), f"{file}: {doc['kind']} namespace {ns}"
     names = {(d["kind"], d["metadata"]["name"]) for _, d in docs}
     for file, doc in docs:
@@ -175,6 +177,10 @@ def conf_rules() -> list[dict[str, Any]]:
     return one("Role", CONF_NAMESPACE)["rules"]
 
 
+def device_rules() -> list[dict[str, Any]]:
+    return one("Role", DEVICE_NAMESPACE)["rules"]
+
+
 # What optplan reads (adapters/kube.py's RESOURCES, list + watch into the controller's caches) and what the
 # controller writes (issue 14 §1: the run's journal, TTL deletion, Eviction API, nominatedNodeName; issue 29
 # §1: events.k8s.io Events, created and their series patched, never read or deleted).
@@ -221,6 +227,21 @@ def test_the_scheduler_configmap_is_the_one_configmap_read_and_only_in_volcanos_
     assert not allows(conf_rules(), Attributes("get", "", "configmaps", CONF_NAMESPACE, "other"))
     assert not allows(conf_rules(), Attributes("list", "", "configmaps", CONF_NAMESPACE, ""))
     assert one("RoleBinding", CONF_NAMESPACE)["roleRef"]["name"] == one("Role", CONF_NAMESPACE)["metadata"]["name"]
+
+
+def test_the_device_configmap_is_the_one_configmap_read_in_kube_system() -> None:
+    """The device-share plugin's ConfigMap (its MIG geometries), where Volcano reads it by default; nothing else
+    in kube-system, and neither Role reads the other's ConfigMap."""
+    assert grants(device_rules()) == CONF
+    cm = Attributes("get", "", "configmaps", DEVICE_NAMESPACE, "volcano-vgpu-device-config")
+    assert allows(device_rules(), cm) and not allows(cluster_rules(), cm) and not allows(conf_rules(), cm)
+    assert not allows(device_rules(), Attributes("get", "", "configmaps", DEVICE_NAMESPACE, "kube-proxy"))
+    assert not allows(device_rules(), Attributes("list", "", "configmaps", DEVICE_NAMESPACE, ""))
+    assert not allows(device_rules(), Attributes("get", "", "configmaps", CONF_NAMESPACE,
+                                                 "volcano-scheduler-configmap"))  # that Role's, in its namespace
+    assert not allows(device_rules(), Attributes("get", "", "secrets", DEVICE_NAMESPACE, "volcano-vgpu-device-config"))
+    binding = one("RoleBinding", DEVICE_NAMESPACE)
+    assert binding["roleRef"]["name"] == one("Role", DEVICE_NAMESPACE)["metadata"]["name"]
 
 
 @pytest.mark.parametrize(("method", "path", "query", "expected"), [
@@ -283,8 +304,8 @@ def test_the_deployments_command_sends_only_requests_the_rbac_allows_and_uses_ev
     a DryRun (its first status write refused with 409) and the seed's Execute run to the end (a second
     Execute waiting its turn meanwhile), then deletes them after their TTL, against the fake API server and
     its simulated world. Every request it sent must be allowed by the ClusterRole or, in the controller's
-    namespace, by the Role (in Volcano's, by the scheduler ConfigMap's); every permission granted must have been
-    used by some request."""
+    namespace, by the Role (in Volcano's, by the scheduler ConfigMap's; in kube-system, by the device ConfigMap's);
+    every permission granted must have been used by some request."""
     fk = FakeKube(crd_schemas=True).start()
     world = World(fk, schedule_delay=100)  # 5 s at 20 steps a second: time to nominate the replacements
     try:
@@ -323,10 +344,13 @@ def test_the_deployments_command_sends_only_requests_the_rbac_allows_and_uses_ev
     seen = {attributes(r.method, r.path, r.query) for r in fk.requests}
     refused = [a for a in seen if not allows(cluster_rules(), a)
                and not (a.namespace == NAMESPACE and allows(lease_rules(), a))
-               and not (a.namespace == CONF_NAMESPACE and allows(conf_rules(), a))]
+               and not (a.namespace == CONF_NAMESPACE and allows(conf_rules(), a))
+               and not (a.namespace == DEVICE_NAMESPACE and allows(device_rules(), a))]
     assert not refused
     used = {(a.group, a.resource, a.verb) for a in seen}
     assert used == (grants(cluster_rules()) | grants(lease_rules()) | grants(conf_rules())) - OPT_IN - DEVICE_PIN
+    for namespace, rules in ((CONF_NAMESPACE, conf_rules()), (DEVICE_NAMESPACE, device_rules())):
+        assert any(a.namespace == namespace and allows(rules, a) for a in seen), f"no request used {namespace}'s Role"
 
 
 # ---- the Deployment ------------------------------------------------------------------------------
