@@ -264,6 +264,9 @@ def _container_requests(raw: RawObject, spec: Mapping[str, Any], key: str, prefi
         if not isinstance(c, dict):
             raise raw.error(p, "expected a mapping")
         req = _resources(raw, _get(raw, c, "resources.requests", None, prefix=p + "."), f"{p}.resources.requests")
+        limits = _resources(raw, _get(raw, c, "resources.limits", None, prefix=p + "."), f"{p}.resources.limits")
+        for r, v in limits.items():  # Kubernetes' SetDefaults_Pod: a limit without a request is the request too
+            req.setdefault(r, v)
         sidecar = c.get("restartPolicy") == "Always"
         out.append((req, sidecar))
     return out
@@ -271,7 +274,10 @@ def _container_requests(raw: RawObject, spec: Mapping[str, Any], key: str, prefi
 
 def effective_requests(raw: RawObject, spec: Mapping[str, Any], prefix: str = "spec.") -> Resources:
     """max(sum of containers (+ sidecars), max of init containers (+ sidecars started before)),
-    plus pod overhead: Kubernetes' own rule."""
+    plus pod overhead: Kubernetes' own rule. A container's limit for a resource it requests nothing of is its
+    request too (the API server's defaulting of every pod, ``SetDefaults_Pod``; a pod a VCJob's template makes gets
+    it on creation, and Volcano's ``AddPodTemplateRequest`` reads templates so): a file written by hand reads as
+    the cluster would hold it."""
     total: Resources = {}
     for req, _ in _container_requests(raw, spec, "containers", prefix):
         for r, v in req.items():

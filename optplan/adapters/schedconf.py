@@ -83,20 +83,17 @@ PLUGINS = ("drf", "gang", "deviceshare", "predicates", "priority", "nodeorder", 
            "extender", "resourcequota")
 """The plugins vc-scheduler v1.15 registers; it skips any other (and logs an error)."""
 
-MODELLED = ("priority", "gang", "conformance", "predicates", "capacity", "binpack", "network-topology-aware")
+MODELLED = ("priority", "gang", "conformance", "predicates", "capacity", "binpack", "network-topology-aware", "drf")
 """The plugins whose rules optplan's planners follow (with their arguments read here)."""
 
 PARTLY = {
-    "drf": "job order by dominant share is modelled only in the victim order (the larger share evicted first); "
-           "pending jobs of equal priority go by creation time",
     "nodeorder": "only its least-requested and balanced-resource scores are modelled (in place's greedy); "
                  "node and pod affinity, taints, image locality and topology spread scores are not",
     "proportion": "queue shares by weight are not modelled (optplan plans with the capacity "
                   "plugin's deserved and capability)",
     "deviceshare": "its device rules are applied wherever nodes list their GPUs, whatever its switches (share "
                    "count, cores, memory, card types, sharing mode, PodGroup spread: docs/shared-gpus.md); with "
-                   "deviceshare.VGPUEnable, place takes a share's device in its order (deviceshare.SchedulePolicy); "
-                   "its node score is not modelled",
+                   "deviceshare.VGPUEnable, place takes a share's device in its order (deviceshare.SchedulePolicy)",
 }
 
 ASSUMED = ("priority", "gang", "predicates")
@@ -253,8 +250,8 @@ def parse_scheduler_conf(doc: Mapping[str, Any], source: str) -> SchedulerConf:
             continue
         if name not in MODELLED:
             warnings.append(f"plugin {name}: {PARTLY.get(name, 'not modelled')}")
-        read = {"enableHierarchy"} | ({"enabledHyperNodeOrder", "enableNodeOrder"}
-                                      if name == "network-topology-aware" else set())
+        read = ({"enableHierarchy"} if name != "drf" else {"enableJobOrder"}) | (
+            {"enabledHyperNodeOrder", "enableNodeOrder"} if name == "network-topology-aware" else set())
         off = sorted(k for k, v in flags.items() if v is False and k not in read)
         if off and name in MODELLED:
             warnings.append(f"plugin {name}: {', '.join(off)} false is not modelled (optplan applies the whole "
@@ -288,6 +285,16 @@ def parse_scheduler_conf(doc: Mapping[str, Any], source: str) -> SchedulerConf:
                                                                        warnings, name):
                 policy = arguments.get("deviceshare.SchedulePolicy", "")
                 device_order = {"binpack": "volcano-binpack", "spread": "volcano-spread"}.get(str(policy), "volcano")
+            weight = arguments.get("deviceshare.ScheduleWeight", 0)
+            if isinstance(weight, int) and not isinstance(weight, bool) and weight > 0:
+                warnings.append(f"plugin deviceshare: deviceshare.ScheduleWeight {weight}: its node score (the "
+                                "devices' score by deviceshare.SchedulePolicy) is not modelled")
+        elif name == "drf":
+            if flags.get("enableHierarchy") is True:
+                warnings.append("plugin drf: enableHierarchy (hierarchical dominant resource fairness over queues) "
+                                "is not modelled; its job order, preemptable and victim order are")
+            if arguments:
+                warnings.append(f"plugin drf: arguments {', '.join(sorted(map(str, arguments)))} not modelled")
         elif name == "capacity":
             hierarchy = flags.get("enableHierarchy") is True
             if not hierarchy:
@@ -301,11 +308,14 @@ def parse_scheduler_conf(doc: Mapping[str, Any], source: str) -> SchedulerConf:
     if "capacity" not in plugins and "proportion" not in plugins:
         warnings.append("neither capacity nor proportion: optplan's planners apply the capacity plugin's queue "
                         "rules anyway")
+    drf = plugins.get("drf")
+    drf_job_order = drf is not None and drf[1].get("enableJobOrder") is not False
     return SchedulerConf(actions=actions, binpack=binpack, hyper_node_binpack=hyper, hierarchy=hierarchy,
                          tiers=tuple(layout), gang_args=gang_args, evict_max_hyper_nodes=max_hyper,
                          normal_pod_binpack=normal, normal_pod_fading=fading, hyper_node_order=hyper_order,
                          topology_node_order=topo_order, least_requested=least, balanced_resource=balanced,
-                         device_order=device_order, warnings=tuple(warnings), source=source)
+                         device_order=device_order, drf_job_order=drf_job_order, warnings=tuple(warnings),
+                         source=source)
 
 
 def action_arguments(raw: Any, error: Any, warnings: list[str]) -> tuple[tuple[str, GangArgs], ...]:

@@ -61,7 +61,9 @@ class SchedulerConf:
     nodeorder plugin's ``leastrequested.weight`` and ``balancedresource.weight`` (its scores join the greedy's
     node order when a file lists the plugin); ``device_order``: which device a share takes (``oracle.DEVICE_ORDERS``):
     Volcano's vGPU order when the ``deviceshare`` plugin has ``deviceshare.VGPUEnable`` (by its
-    ``deviceshare.SchedulePolicy``), else optplan's ``best-fit``;
+    ``deviceshare.SchedulePolicy``), else optplan's ``best-fit``; ``drf_job_order``: the drf plugin is listed
+    (its job order not switched off): jobs of equal priority and gang readiness go by their dominant share, the
+    smaller first;
     ``warnings``: one line for each action, plugin or argument optplan does not model; ``source``: the
     file, None for the default."""
 
@@ -79,6 +81,7 @@ class SchedulerConf:
     least_requested: int = 1
     balanced_resource: int = 1
     device_order: str = "best-fit"
+    drf_job_order: bool = True
     warnings: tuple[str, ...] = ()
     source: str | None = None
 

@@ -695,3 +695,27 @@ def test_snapshots_without_queues_are_unchanged() -> None:
     assert (s.queues, s.priority_classes, s.jobs) == ({}, {}, {})
     assert validate_queues(s) == []
     assert account_queues(s)[DEFAULT].allocated[GPU] == G
+
+
+@pytest.mark.parametrize(("resources", "expected"), [
+    ({"limits": {"cpu": "2", "memory": "4Gi"}}, {"cpu": 2 * G, "memory": 4 * 2**30 * 1000}),
+    ({"requests": {"cpu": "1"}, "limits": {"cpu": "2", "memory": "4Gi"}}, {"cpu": 1 * G, "memory": 4 * 2**30 * 1000}),
+    ({"limits": {"nvidia.com/gpu": "2"}}, {GPU: 2 * G}),
+    ({"requests": {"cpu": "1"}}, {"cpu": 1 * G}),
+])
+def test_a_limit_without_a_request_is_the_request_too(resources: dict[str, Any], expected: dict[str, int]) -> None:
+    """Kubernetes' defaulting of every pod (``SetDefaults_Pod``): a container's limit for a resource it requests
+    nothing of becomes its request; in a pod, an init container, and a VCJob's template (the pods it makes get it
+    on creation; Volcano's ``AddPodTemplateRequest`` reads templates so)."""
+    container = {"name": "c", "image": "x", "resources": resources}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+           "spec": {"containers": [container]}, "status": {"phase": "Pending"}}
+    init = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "i", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "x"}], "initContainers": [container]},
+            "status": {"phase": "Pending"}}
+    job = vcjob("j", "default", [job_task("w", 1, 0, cpu="0")])
+    job["spec"]["tasks"][0]["template"]["spec"]["containers"] = [container]
+    s = snap(pod, init, job)
+    assert s.pods["default/p"].requests == expected
+    assert s.pods["default/i"].requests == expected
+    assert s.jobs["default/j"].tasks[0].template.requests == expected

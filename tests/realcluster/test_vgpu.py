@@ -11,7 +11,10 @@ one-pod (or three-pod) bare PodGroups created a second apart. The table's expect
 - ``volcano.sh/vgpu-podgroup-policy: spread`` keeps a pod off every device a pod of its PodGroup holds;
 - ``volcano.sh/vgpu-mode`` asks the node's mode, and a register's ``mig`` with no MIG geometry configured for
   the type is read as ``hami-core`` (``extractGeometryFromType`` fails, the plugin falls back);
-- a running share holds the device ``vgpu-ids-new`` names, not where a fit rule would put it.
+- a running share holds the device ``vgpu-ids-new`` names, not where a fit rule would put it;
+- a share without cores counts 0 cores: the shares beside it may fill the device to 100;
+- the drf plugin's job order: among jobs of equal priority and gang readiness, the smaller dominant share takes
+  the next turn (``plugins/drf``'s JobOrderFn; not a device rule, but it decides which share gets the device).
 
 Each case asserts that Volcano bound exactly the expected pods, that ``optplan place`` (greedy and auto, on the
 snapshot taken before vc-scheduler starts) binds the same pods, and, on a snapshot of the cluster as Volcano left
@@ -121,10 +124,31 @@ def case_unhealthy(ns: str) -> tuple[Case, set[str]]:
     return vcase(ns, nodes, [], one(ns, "a")), {"a"}
 
 
+def case_no_cores(ns: str) -> tuple[Case, set[str]]:
+    """One device: 50 percent, then a share asking no cores, then 50 percent: Volcano counts the second 0 cores,
+    so the third fills the device to 100 (optplan held 1 milli for the second and refused the third); a fourth
+    share asking no cores then finds the device at 100 (``UsedCore == 100 && Coresreq == 0``)."""
+    nodes = [vnode(f"{ns}-n0", register([f"GPU-{ns}-0"], 10), 1)]
+    groups = [("g-a", 1, [Share("a", cores=50)]), ("g-z", 1, [Share("z", cores=None)]),
+              ("g-b", 1, [Share("b", cores=50)]), ("g-y", 1, [Share("y", cores=None)])]
+    return vcase(ns, nodes, [], groups), {"a", "z", "b"}
+
+
+def case_drf(ns: str) -> tuple[Case, set[str]]:
+    """One device, two PodGroups of two pods (minMember 1) created in turn: a's of 40 percent, b's of 15. Each gets
+    its first pod (55 taken); the next turn goes to the smaller dominant share (drf's job order: b's 15 against a's
+    40), so b's second pod comes first (70) and a's second (40) no longer fits; by creation order a's would have
+    taken the device to 95 and left b's second out."""
+    nodes = [vnode(f"{ns}-n0", register([f"GPU-{ns}-0"], 10), 1)]
+    groups = [("g-a", 1, [Share(f"a-w-{k}", cores=40) for k in range(2)]),
+              ("g-b", 1, [Share(f"b-w-{k}", cores=15) for k in range(2)])]
+    return vcase(ns, nodes, [], groups), {"a-w-0", "b-w-0", "b-w-1"}
+
+
 CASES: dict[str, Callable[[str], tuple[Case, set[str]]]] = {
     "count": case_count, "cores": case_cores, "memory": case_memory, "exclusive": case_exclusive,
     "spread": case_spread, "mode": case_mode, "running": case_running, "order": case_order,
-    "unhealthy": case_unhealthy}
+    "unhealthy": case_unhealthy, "no-cores": case_no_cores, "drf": case_drf}
 OPTPLAN_DIFFERS: dict[str, set[str]] = {"unhealthy": set()}
 """What optplan binds where it differs from Volcano on purpose."""
 

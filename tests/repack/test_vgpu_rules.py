@@ -564,11 +564,17 @@ def test_a_goal_moves_a_spread_groups_shares_to_distinct_devices(planner: str) -
 def vgpu_case_snapshot(seed: int, index: int) -> Any:
     """``tests.realcluster.vgpucase.generate_vgpu(seed, index)`` as a snapshot: its running shares Running where
     they are bound, its bare PodGroups' pods pending, under the vGPU scheduler configuration."""
+    from tests.realcluster.vgpucase import generate_vgpu
+    return case_snapshot(generate_vgpu(seed, index))
+
+
+def case_snapshot(case: Any, conf_text: str | None = None) -> Any:
+    """A real-cluster vGPU case (``tests.realcluster.vgpucase.vcase``) as a snapshot, as ``vgpu_case_snapshot``,
+    under ``conf_text`` (the vGPU scheduler configuration by default)."""
     from optplan.adapters.schedconf import parse_scheduler_text
     from tests.builders import queue
     from tests.realcluster.vcdiff import priority_classes
-    from tests.realcluster.vgpucase import generate_vgpu, vgpu_conf_text
-    case = generate_vgpu(seed, index)
+    from tests.realcluster.vgpucase import vgpu_conf_text
     docs: list[dict[str, Any]] = [*case.nodes, queue("default"), *priority_classes()]
     for k, group in enumerate([*case.running, *case.bare]):
         pg, *pods = group
@@ -578,7 +584,7 @@ def vgpu_case_snapshot(seed: int, index: int) -> Any:
             docs.append({**p, "metadata": {**p["metadata"], "creationTimestamp": f"2025-06-01T10:00:{k:02d}Z",
                                            "uid": f"uid-{p['metadata']['name']}"},
                          "status": {"phase": "Running" if running else "Pending"}})
-    return load_objects(docs).snapshot, parse_scheduler_text(vgpu_conf_text(), "vgpu.conf")
+    return load_objects(docs).snapshot, parse_scheduler_text(conf_text or vgpu_conf_text(), "vgpu.conf")
 
 
 @pytest.mark.parametrize(("seed", "index"), [(1, 7)])
@@ -691,3 +697,76 @@ def test_any_device_configuration_is_read_or_warned_about_never_a_crash(data: An
     if model:
         named = loaded(mig, device_config([model])).snapshot
         assert {d.mode for d in named.nodes["n2"].devices} == ({"mig"} if model in "NVIDIA-Tesla T4" else {"hami-core"})
+
+
+def placed_pods(case: Any, conf_text: str | None = None) -> dict[str, set[str]]:
+    """The pods greedy and auto bind on the case's snapshot (each plan checked by the validator)."""
+    from optplan.solvers.placement.jobs import jobs_to_place
+    from optplan.solvers.placement.place import plan_placement
+    from optplan.solvers.placement.validate import placement_violations
+    snap, conf = case_snapshot(case, conf_text)
+    jobs = jobs_to_place(snap)
+    out = {}
+    for solver in ("greedy", "auto"):
+        plan = plan_placement(snap, jobs, solver, PlanOptions(time_limit=5, workers=1), now="2025-06-01T12:00:00Z",
+                              scheduler=conf)
+        assert placement_violations(snap, jobs, plan, scheduler=conf) == []
+        out[solver] = {b.pod or "" for jp in plan.jobs for b in jp.bindings}
+    return out
+
+
+@pytest.mark.parametrize(("cores", "expected"), [
+    ((50, None, 50, None), {"p0", "p1", "p2"}),  # the share without cores counts 0: 50 + 0 + 50 fills the device
+    ((None, 50, 50, None), {"p0", "p1", "p2"}),
+    ((50, 50, None), {"p0", "p1"}),  # a share without cores finds the device at 100
+    ((99, None), {"p0", "p1"}),
+    ((None, 100), {"p0"}),  # 100 percent asks the device alone: a share without cores holds it
+    ((None, None, 30, 70), {"p0", "p1", "p2", "p3"}),
+])
+def test_a_share_asking_no_cores_counts_none_of_the_devices_compute(cores: tuple[int | None, ...],
+                                                                   expected: set[str]) -> None:
+    """Volcano's vGPU fit (v1.15 ``checkNodeGPUSharingPredicateAndScore``): a share's cores must fit within 100
+    (``UsedCore + Coresreq > 100``: no), a share without cores needs the device below 100 (``UsedCore == 100 &&
+    Coresreq == 0``: no) and adds 0, 100 percent needs no pod on the device. One T4, pending one-share PodGroups
+    created in turn (the real-cluster case ``no-cores`` is the first row)."""
+    from tests.realcluster.vgpucase import Share, register, vcase
+    from tests.realcluster.vgpucase import vnode as rc_vnode
+    ns = "zc"
+    nodes = [rc_vnode(f"{ns}-n0", register([f"GPU-{ns}-0"], 10), 1)]
+    groups = [(f"g{k}", 1, [Share(f"p{k}", cores=c)]) for k, c in enumerate(cores)]
+    got = placed_pods(vcase(ns, nodes, [], groups))
+    assert got == {"greedy": expected, "auto": expected}
+
+
+DRF_LESS_CONF = """
+actions: "enqueue, allocate, preempt, reclaim, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: predicates
+  - name: deviceshare
+    arguments:
+      deviceshare.VGPUEnable: true
+  - name: capacity
+    enableHierarchy: true
+  - name: nodeorder
+  - name: binpack
+"""
+
+
+@pytest.mark.parametrize(("conf", "expected"), [
+    (None, {"a-w-0", "b-w-0", "b-w-1"}),  # drf listed: b's smaller share takes the next turn
+    (DRF_LESS_CONF, {"a-w-0", "a-w-1", "b-w-0"}),  # no drf: the earlier PodGroup's second pod first
+])
+def test_drf_gives_the_next_turn_to_the_smaller_dominant_share(conf: str | None, expected: set[str]) -> None:
+    """drf's JobOrderFn (v1.15 ``plugins/drf``): among jobs of equal priority and gang readiness, the smaller
+    dominant share (its allocation over the cluster's allocatable) first. Two PodGroups of two shares (minMember
+    1) on one device: a's of 40 percent, b's of 15; after a turn each, b (15) goes before a (40), and a's second
+    no longer fits. The real-cluster case ``drf``; without drf in the configuration, creation order."""
+    from tests.realcluster.test_vgpu import case_drf
+    case, _ = case_drf("drf")
+    got = placed_pods(case, conf)
+    assert got == {"greedy": expected, "auto": expected}

@@ -56,6 +56,10 @@ class GpuAsk:
     milli: int = 0
     memory_mib: int = 0
     models: frozenset[str] = frozenset()
+    no_compute: bool = False
+    """A share naming no compute (Volcano's vGPU: no ``vgpu-cores``): ``milli`` is 1, so that it holds its device
+    (no whole ask takes it) and needs compute left there (Volcano refuses it on a device at 100 cores); Volcano
+    counts it 0 cores, so the shares on a device may still add up to all of it (``usable``'s ``zero``)."""
 
     @property
     def is_share(self) -> bool:
@@ -109,13 +113,19 @@ def _model_ok(ask: GpuAsk, model: str | None) -> bool:
 
 
 def usable(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence[int] | None = None,
-           free_slots: Sequence[int] | None = None) -> list[int]:
+           free_slots: Sequence[int] | None = None, zero: Sequence[int] | None = None) -> list[int]:
     """The device indices that could take (one device of) the ask, in index order. ``free_slots``: per device the
-    pods it may still take (the register's share count less the pods on it; None: no limit), one each."""
+    pods it may still take (the register's share count less the pods on it; None: no limit), one each.
+    ``zero``: per device the shares on it that ask no compute (each holds 1 milli so that it holds its device
+    and keeps whole asks off it; Volcano's vGPU fit counts them 0 cores, so a share fits where its milli is at
+    most the free milli plus these; None: none counted, which is stricter)."""
     whole, milli, memory = ask.whole, ask.milli, ask.memory_mib
     if not whole and not milli:
         return []
     if not whole:  # a share
+        if zero is not None and any(zero):
+            return [d for d, f in enumerate(free_milli) if f + zero[d] >= milli and (
+                free_memory is None or free_memory[d] >= memory) and (free_slots is None or free_slots[d] > 0)]
         if free_memory is None and free_slots is None:
             return [d for d, f in enumerate(free_milli) if f >= milli]
         return [d for d, f in enumerate(free_milli) if f >= milli and (free_memory is None or free_memory[d] >= memory)
@@ -135,21 +145,21 @@ def without(free_slots: Sequence[int] | None, blocked: Collection[int], devices:
 
 
 def fits(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence[int] | None = None,
-         model: str | None = None, free_slots: Sequence[int] | None = None) -> bool:
+         model: str | None = None, free_slots: Sequence[int] | None = None, zero: Sequence[int] | None = None) -> bool:
     """Whether a node with these free milli (and GPU memory, and pod slots) per device, of this model, can take the
-    ask's GPUs (cpu and memory of the host are the caller's; ``model`` None: not checked)."""
+    ask's GPUs (cpu and memory of the host are the caller's; ``model`` None: not checked; ``zero``: ``usable``)."""
     if not _model_ok(ask, model):
         return False
-    return ask.none or len(usable(free_milli, ask, free_memory, free_slots)) >= ask.devices
+    return ask.none or len(usable(free_milli, ask, free_memory, free_slots, zero)) >= ask.devices
 
 
 def choose_devices(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence[int] | None = None,
                    model: str | None = None, rule: str = "best-fit",
                    free_slots: Sequence[int] | None = None,
-                   order: Sequence[int] | None = None) -> tuple[int, ...] | None:
+                   order: Sequence[int] | None = None, zero: Sequence[int] | None = None) -> tuple[int, ...] | None:
     """The device indices the ask takes (module docstring: rules and ties), () for no GPU, None when it does
     not fit. ``order``: the devices in the order a scheduler walks them (Volcano's vGPU plugin: ``Capacity``'s
-    ``device_order``), the first that can take the ask taken, ``rule`` then unused."""
+    ``device_order``), the first that can take the ask taken, ``rule`` then unused; ``zero``: ``usable``."""
     if rule not in RULES:
         raise ValueError(f"unknown device rule {rule!r} (one of {', '.join(RULES)})")
     if not _model_ok(ask, model):
@@ -158,10 +168,11 @@ def choose_devices(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence
     if not whole and not milli:
         return ()
     if order is not None:
-        can = set(usable(free_milli, ask, free_memory, free_slots))
+        can = set(usable(free_milli, ask, free_memory, free_slots, zero))
         picked = [d for d in order if d in can][: ask.devices]
         return tuple(picked) if len(picked) == ask.devices else None
-    if not whole and rule != "first-fit":  # a share, best or worst fit: one pass (a planner's hot path)
+    if not whole and rule != "first-fit" and not (zero is not None and any(zero)):  # a share, best or worst
+        # fit: one pass (a planner's hot path)
         memory, worst = ask.memory_mib, rule == "worst-fit"
         best, most = -1, 0
         for d, f in enumerate(free_milli):
@@ -170,7 +181,7 @@ def choose_devices(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence
                     best < 0 or (f > most if worst else f < most)):  # ties keep the lower index
                 best, most = d, f
         return (best,) if best >= 0 else None
-    ok = usable(free_milli, ask, free_memory, free_slots)
+    ok = usable(free_milli, ask, free_memory, free_slots, zero)
     if len(ok) < ask.devices:
         return None
     if not ask.is_share or rule == "first-fit":
@@ -181,12 +192,21 @@ def choose_devices(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence
 
 
 def fits_on(free_milli: Sequence[int], ask: GpuAsk, devices: Sequence[int], free_memory: Sequence[int] | None = None,
-            model: str | None = None, free_slots: Sequence[int] | None = None) -> bool:
+            model: str | None = None, free_slots: Sequence[int] | None = None,
+            zero: Sequence[int] | None = None, closed: Collection[int] = ()) -> bool:
     """Whether the ask may take exactly these device positions (a plan that names them): as many distinct
-    devices as it asks, each one that ``usable`` admits, on a node of a model it accepts."""
+    devices as it asks, each one that ``usable`` admits, on a node of a model it accepts. With ``zero``, a share
+    naming no compute (``GpuAsk.no_compute``) may take any device but the ``closed`` ones (unhealthy, in MIG
+    mode, a count of 0) that has its memory and a pod slot: a plan's named devices hold in any order, and
+    Volcano takes such a share on a device whose other shares fill its compute when it comes before them."""
     if not _model_ok(ask, model):
         return False
-    ok = set(usable(free_milli, ask, free_memory, free_slots))
+    if ask.no_compute and zero is not None and ask.is_share:
+        return len(devices) == 1 and all(
+            0 <= d < len(free_milli) and d not in closed and free_milli[d] + zero[d] >= 0
+            and (free_memory is None or free_memory[d] >= ask.memory_mib)
+            and (free_slots is None or free_slots[d] > 0) for d in devices)
+    ok = set(usable(free_milli, ask, free_memory, free_slots, zero))
     return len(devices) == ask.devices and len(set(devices)) == len(devices) and all(d in ok for d in devices)
 
 

@@ -161,7 +161,14 @@ def gpu_ask(pod: Pod, node: Node) -> GpuAsk:
         models = frozenset({NO_TYPE})
     if share.whole:
         return GpuAsk(whole=share.count, memory_mib=memory, models=models)
-    return GpuAsk(milli=max(share.milli, 1), memory_mib=memory, models=models)
+    return GpuAsk(milli=max(share.milli, 1), memory_mib=memory, models=models, no_compute=share.milli == 0)
+
+
+def _asks_no_compute(pod: Pod) -> bool:
+    """A share naming no compute (``volcano.sh/vgpu-cores`` or HAMi's cores absent or 0): its ask holds 1 milli
+    (``gpu_ask``), which Volcano's vGPU fit does not count (``Capacity.gpu_zero``)."""
+    share = pod.gpu_share
+    return share is not None and not share.whole and share.milli == 0
 
 
 def node_mode(node: Node) -> str:
@@ -196,6 +203,8 @@ class Capacity:
     """node with devices -> the pods each device may still take (its register's share count less the pods holding
     it, ``GpuDevice.shares``; ``gpushare.NO_SHARE_COUNT`` for a device without a count); None when no device has a
     count."""
+    gpu_zero: dict[str, list[int]]
+    """node with devices -> per device, the shares on it that ask no compute (``gpushare.usable``'s ``zero``)."""
     gpu_groups: dict[str, list[dict[str, int]]]
     """node with devices -> per device, the PodGroups of the pods holding it and how many (``GpuShare.spread``)."""
     gpu_held: dict[str, tuple[str, tuple[int, ...], int, int]]
@@ -212,7 +221,7 @@ class Capacity:
         self.device_order = device_order
         self.nodes = snapshot.nodes
         self.gpu_free, self.gpu_memory, self.gpu_held, self.gpu_over, self.whole_total = {}, {}, {}, {}, {}
-        self.gpu_slots, self.gpu_groups = {}, {}
+        self.gpu_slots, self.gpu_groups, self.gpu_zero = {}, {}, {}
         self.free: dict[str, Resources] = {}
         for name, node in snapshot.nodes.items():
             self.free[name] = dict(node.allocatable)
@@ -249,6 +258,7 @@ class Capacity:
         self.gpu_slots[node.name] = None if all(d.shares is None for d in node.devices) else [
             NO_SHARE_COUNT if d.shares is None else d.shares for d in node.devices]
         self.gpu_groups[node.name] = [{} for _ in node.devices]
+        self.gpu_zero[node.name] = [0] * len(node.devices)
         position = {d.index: i for i, d in enumerate(node.devices)}
         asks = [(p, gpu_ask(p, node)) for p in pods]
         for p, ask in asks:
@@ -262,12 +272,15 @@ class Capacity:
     def _take(self, node: str, pod: Pod, ask: GpuAsk, devices: tuple[int, ...]) -> None:
         milli = ask.milli if ask.is_share else MILLI_PER_GPU
         free, memory, slots = self.gpu_free[node], self.gpu_memory[node], self.gpu_slots[node]
+        zero = self.gpu_zero[node] if _asks_no_compute(pod) else None
         for d in devices:
             free[d] -= milli
             if memory is not None:
                 memory[d] -= ask.memory_mib
             if slots is not None:
                 slots[d] -= 1
+            if zero is not None:
+                zero[d] += 1
             if (gk := pod.group_key) is not None:
                 on = self.gpu_groups[node][d]
                 on[gk] = on.get(gk, 0) + 1
@@ -290,7 +303,8 @@ class Capacity:
     def _place_gpus(self, node: str, pod: Pod, ask: GpuAsk) -> None:
         order = self._walk(node) if pod.gpu_share is not None else None
         devices = gpushare.choose_devices(self.gpu_free[node], ask, self.gpu_memory[node], self._model(node),
-                                          free_slots=self.slots_for(node, pod), order=order)
+                                          free_slots=self.slots_for(node, pod), order=order,
+                                          zero=self.gpu_zero[node])
         if devices is None:
             self.gpu_over.setdefault(node, []).append(pod.key)
         else:
@@ -317,6 +331,12 @@ class Capacity:
                 for d in range(n)]
         return sorted(range(n), key=lambda d: (pods[d], d))
 
+    def _closed(self, node: str) -> frozenset[int]:
+        """The node's device positions that take no new pod whatever is free (``_hold_running``: unhealthy, in MIG
+        mode, a share count of 0)."""
+        return frozenset(d for d, dev in enumerate(self.nodes[node].devices)
+                         if not dev.healthy or dev.shares == 0 or dev.mode == "mig")
+
     def _model(self, node: str) -> str | None:
         devices = self.nodes[node].devices
         return devices[0].model if devices else None
@@ -332,6 +352,7 @@ class Capacity:
         out.gpu_memory = {n: None if m is None else list(m) for n, m in self.gpu_memory.items()}
         out.gpu_slots = {n: None if m is None else list(m) for n, m in self.gpu_slots.items()}
         out.gpu_groups = {n: [dict(c) for c in cs] for n, cs in self.gpu_groups.items()}
+        out.gpu_zero = {n: list(z) for n, z in self.gpu_zero.items()}
         out.gpu_held = dict(self.gpu_held)
         out.gpu_over = {n: list(v) for n, v in self.gpu_over.items()}
         out.whole_total = dict(self.whole_total)
@@ -354,11 +375,11 @@ class Capacity:
             if positions is None:
                 return f"{node} has no device {', '.join(map(str, devices))}"
             if gpushare.fits_on(self.gpu_free[node], ask, positions, self.gpu_memory[node], self._model(node),
-                                self.slots_for(node, pod)):
+                                self.slots_for(node, pod), self.gpu_zero[node], self._closed(node)):
                 return None
             return f"devices {', '.join(map(str, devices))} cannot take {self._ask_text(ask)}"
         if ask.none or gpushare.fits(self.gpu_free[node], ask, self.gpu_memory[node], self._model(node),
-                                     self.slots_for(node, pod)):
+                                     self.slots_for(node, pod), self.gpu_zero[node]):
             return None
         return f"no device fits {self._ask_text(ask)}"
 
@@ -414,7 +435,8 @@ class Capacity:
             ask = gpu_ask(pod, self.nodes[node])
             positions = self._positions(node, devices) if devices else None
             if positions is not None and gpushare.fits_on(self.gpu_free[node], ask, positions, self.gpu_memory[node],
-                                                          self._model(node), self.slots_for(node, pod)):
+                                                          self._model(node), self.slots_for(node, pod),
+                                                          self.gpu_zero[node], self._closed(node)):
                 self._take(node, pod, ask, positions)
             elif not ask.none:
                 self._place_gpus(node, pod, ask)
@@ -446,9 +468,11 @@ class Capacity:
                 return True
             p = order[i]
             ask = asks[p.key]
-            usable = gpushare.usable(self.gpu_free[node], ask, self.gpu_memory[node], self.slots_for(node, p))
+            usable = gpushare.usable(self.gpu_free[node], ask, self.gpu_memory[node], self.slots_for(node, p),
+                                     self.gpu_zero[node])
             if not usable or not gpushare.fits_on(self.gpu_free[node], ask, usable[:ask.devices],
-                                                  self.gpu_memory[node], self._model(node), self.slots_for(node, p)):
+                                                  self.gpu_memory[node], self._model(node), self.slots_for(node, p),
+                                                  self.gpu_zero[node]):
                 return False
             for choice in itertools.combinations(usable, ask.devices):
                 steps += 1
@@ -484,12 +508,15 @@ class Capacity:
             del self.gpu_held[pod.key]
             _, devices, milli, memory_mib = held
             free, memory, slots = self.gpu_free[node], self.gpu_memory[node], self.gpu_slots[node]
+            zero = self.gpu_zero[node] if _asks_no_compute(pod) else None
             for d in devices:
                 free[d] += milli
                 if memory is not None:
                     memory[d] += memory_mib
                 if slots is not None:
                     slots[d] += 1
+                if zero is not None:
+                    zero[d] -= 1
                 if (gk := pod.group_key) is not None and (on := self.gpu_groups[node][d]).get(gk, 0) > 0:
                     on[gk] -= 1
                     if not on[gk]:

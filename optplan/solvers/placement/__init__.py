@@ -28,8 +28,10 @@ cannot be ready without them, when another job's tiers offer them (the PodGroup 
 ratio over the resources the effective deserved lists; below two queues' lowest common ancestor the
 shares of the subtrees' tops are compared), a queue with a deserved before a best-effort one, then the
 name. Jobs in a queue by ``job_key_in_queue``: higher PriorityClass value, a gang not ready yet before
-a ready one, earlier creationTimestamp (none: last), namespace/name. A job's pods by task priority (the
-task template's priorityClassName, else the job's), each task's required replicas first. The plan lists
+a ready one, in the greedy the smaller drf dominant share (its running and placed pods over the cluster's
+allocatable; ``SchedulerConf.drf_job_order``), earlier creationTimestamp (none: last), namespace/name. A job's
+pods by task priority (the task template's priorityClassName, else the job's), each task's required replicas
+first. The plan lists
 jobs in this order taken at the snapshot (``job_order``); the greedy interleaves as allocate does.
 
 **Queues.** For the job's queue and every ancestor, ``allocated + request ≤ realCapability`` on every

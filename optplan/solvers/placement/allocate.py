@@ -20,6 +20,7 @@ from optplan.solvers.placement.context import (
 )
 from optplan.solvers.placement.greedy import Greedy
 from optplan.solvers.placement.jobs import gang_shortfall
+from optplan.solvers.placement.tiers import share
 from optplan.solvers.placement.validate import placement_violations
 
 log = logging.getLogger(__name__)
@@ -40,12 +41,17 @@ def greedy_place(ctx: Context) -> PlacementPlan:
         waiting[job.queue].append(job)
     ready = {j.key for j in ctx.jobs if gang_shortfall(j, Counter(), ctx.held_count(j.key)) is None}
     qs = state.queues
+    drf = ctx.scheduler.drf_job_order
+    allocated = {j.key: job_running(ctx, j) for j in ctx.jobs} if drf else {}
+    shares = {k: share(a, g.total) for k, a in allocated.items()}
     ctx.turns.clear()
     while waiting:
         queue = min(waiting, key=queue_order_key(qs))
         jobs = waiting[queue]
-        job = min(jobs, key=lambda j: job_key_in_queue(j, ctx.priority[j.key], j.key in ready))
-        jp = results.get(job.key)
+        job = min(jobs, key=lambda j: job_key_in_queue(j, ctx.priority[j.key], j.key in ready,
+                                                      shares.get(j.key, 0.0)))
+        before = results.get(job.key)
+        jp = before
         if jp is None:
             ctx.turns.append(job.key)
             jp = results[job.key] = g.place(job)
@@ -57,6 +63,13 @@ def greedy_place(ctx: Context) -> PlacementPlan:
             more = nxt is not None
             if nxt is not None:
                 jp = results[job.key] = nxt
+        if drf and jp is not before and jp.admitted:  # drf's AllocateFunc: the job's share grows
+            pods = ctx.pods[job.key]
+            had = set() if before is None or not before.admitted else {(b.task, b.index) for b in before.bindings}
+            for b in jp.bindings:
+                if (b.task, b.index) not in had:
+                    allocated[job.key].update(pods[b.task][b.index].requests)
+            shares[job.key] = share(allocated[job.key], g.total)
         if not more or not g.remaining(job, jp):
             jobs.remove(job)
             if not jobs:
@@ -67,6 +80,16 @@ def greedy_place(ctx: Context) -> PlacementPlan:
         name="greedy", status="HEURISTIC", wall_seconds=wall)))
     log.info("placement greedy: %d of %d jobs admitted in %.3fs", sum(j.admitted for j in out), len(out), wall)
     return plan
+
+
+def job_running(ctx: Context, job: VCJob) -> Counter[str]:
+    """The requests of the job's running pods (drf's allocation at the session's start)."""
+    out: Counter[str] = Counter()
+    pods = ctx.pods[job.key]
+    for task, idx in ctx.held.get(job.key, {}).items():
+        for i in idx:
+            out.update(pods[task][i].requests)
+    return out
 
 
 def explain_rejections(ctx: Context, plan: PlacementPlan) -> PlacementPlan:

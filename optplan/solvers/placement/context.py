@@ -52,11 +52,14 @@ def resolve_tier_names(jobs: Sequence[VCJob], snap: Snapshot) -> list[VCJob]:
     return out
 
 
-def job_key_in_queue(job: VCJob, priority: int, ready: bool) -> tuple[int, bool, bool, str, str, str]:
+def job_key_in_queue(job: VCJob, priority: int, ready: bool, share: float = 0.0
+                     ) -> tuple[int, bool, float, bool, str, str, str]:
     """Volcano's JobOrderFn inside a queue: higher priority (priority plugin), a gang not ready yet before
-    a ready one (gang plugin), earlier creation (a job without a creationTimestamp was just submitted: last
-    among equals), then namespace/name (Volcano: UID)."""
-    return (-priority, ready, job.creation_timestamp == "", job.creation_timestamp, job.namespace, job.name)
+    a ready one (gang plugin), the smaller dominant share (drf plugin, ``share``: its allocation over the
+    cluster's, ``tiers.share``; 0 without drf), earlier creation (a job without a creationTimestamp was just
+    submitted: last among equals), then namespace/name (Volcano: UID)."""
+    return (-priority, ready, share, job.creation_timestamp == "", job.creation_timestamp, job.namespace,
+            job.name)
 
 
 def job_order(jobs: Iterable[VCJob], snap: Snapshot, held: dict[str, dict[str, frozenset[int]]] | None = None,
@@ -71,7 +74,7 @@ def job_order(jobs: Iterable[VCJob], snap: Snapshot, held: dict[str, dict[str, f
     queues = sorted({j.queue for j in jobs}, key=queue_order_key(qs))
     rank = {q: i for i, q in enumerate(queues)}
 
-    def key(j: VCJob) -> tuple[int, tuple[int, bool, bool, str, str, str]]:
+    def key(j: VCJob) -> tuple[int, tuple[int, bool, float, bool, str, str, str]]:
         ready = gang_shortfall(j, Counter(), held_counts(held.get(j.key, {}))) is None
         return rank[j.queue], job_key_in_queue(j, job_priority(j, snap), ready)
     return sorted(jobs, key=key)
