@@ -201,7 +201,7 @@ def device_pin(snapshot: Snapshot, replacement: str, node_name: str, planned: st
     if ask.is_share:
         cap = _capacity(snapshot, pod)
         takes = node.devices.index(device) in gpushare.usable(cap.gpu_free[node_name], ask, cap.gpu_memory[node_name],
-                                                              cap.slots_for(node_name, pod))
+                                                              cap.slots_for(node_name, pod), cap.gpu_zero[node_name])
     if not device.uuid or not takes:
         why = ("whole cards are not pinned to one device" if not ask.is_share else "it has no UUID" if takes
                else f"it no longer takes a share of {ask.milli} milli-GPU")

@@ -241,7 +241,7 @@ def _share_left(cap: Capacity, pod: Pod, node: str) -> int:
     devices = cap.nodes[node].devices
     ask = gpu_ask(pod, cap.nodes[node])
     chosen = gpushare.choose_devices(free, ask, cap.gpu_memory[node], devices[0].model,
-                                     free_slots=cap.slots_for(node, pod))
+                                     free_slots=cap.slots_for(node, pod), zero=cap.gpu_zero[node])
     if not chosen:
         return 2 * MILLI_PER_GPU
     return free[chosen[0]] - ask.milli if ask.is_share else MILLI_PER_GPU

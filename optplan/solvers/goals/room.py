@@ -279,7 +279,7 @@ class Room:
                 continue
             ask = gpu_ask(pod, nodes[n])
             chosen = gpushare.choose_devices(free, ask, cap.gpu_memory[n], nodes[n].devices[0].model,
-                                             free_slots=cap.slots_for(n, pod))
+                                             free_slots=cap.slots_for(n, pod), zero=cap.gpu_zero[n])
             if not chosen:
                 continue
             key = (free[chosen[0]] - ask.milli, self.free_r(n), n)

@@ -140,7 +140,7 @@ def place(problem: RepackProblem, option: Option, predicates: Predicates) -> lis
                 continue
             ask = gpu_ask(p, node)
             chosen = gpushare.choose_devices(cap.gpu_free[r], ask, cap.gpu_memory[r], node.devices[0].model,
-                                             free_slots=cap.slots_for(r, p))
+                                             free_slots=cap.slots_for(r, p), zero=cap.gpu_zero[r])
             if chosen is None:
                 continue
             left = cap.gpu_free[r][chosen[0]] - ask.milli if ask.is_share else 0
