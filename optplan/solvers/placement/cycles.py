@@ -114,13 +114,20 @@ def placed_victims(ctx: Context, plan: PlacementPlan | JobPlacement) -> list[str
 
 def with_later_victims(plan: PlacementPlan, ctx: Context, nxt: PlacementPlan) -> PlacementPlan:
     """The plan, each job of the next cycle ``nxt`` whose victims include pods this plan placed (the plan names
-    as victims only pods that run now, so it stops before that cycle) told so in its reason."""
+    as victims only pods that run now, so it stops before that cycle) told so in its reason, and so is each job
+    those pods belong to."""
+    owner = {p.key: key for key, by_task in ctx.pods.items() for ps in by_task.values() for p in ps}
     said: dict[str, str] = {}
     for jp in nxt.jobs:
         mine = placed_victims(ctx, jp)
         if mine:
             said[jp.key] = (f"the next scheduling cycle's {jp.victims[0].reason} may evict {', '.join(mine)} "
                             "for it, placed by this plan (not in it: a plan's victims are pods running now)")
+            for k in mine:
+                if (o := owner.get(k)) is not None and o != jp.key:
+                    said[o] = (f"{said[o]}; " if o in said else "") + (
+                        f"its pod {k} may be evicted by {jp.key}'s {jp.victims[0].reason} in the next scheduling "
+                        "cycle (not in this plan)")
     if not said:
         return plan
     return plan.model_copy(update={"jobs": tuple(
