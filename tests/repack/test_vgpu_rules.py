@@ -595,15 +595,7 @@ def test_a_plan_whose_shares_pack_only_in_its_own_order_is_valid(seed: int, inde
     refused (an internal error of ``optplan place``; met on a random case of ``benchmarks/volcano_diff.py
     --vgpu``, seed 1 case 7). The greedy's plan now names each share's device where it put it, and the
     validator holds it to them (``tests/placement/test_plan_devices.py``)."""
-    from optplan.solvers.placement.jobs import jobs_to_place
-    from optplan.solvers.placement.place import plan_placement
-    from optplan.solvers.placement.validate import placement_violations
-    snap, conf = vgpu_case_snapshot(seed, index)
-    jobs = jobs_to_place(snap)
-    for solver in ("greedy", "auto"):
-        plan = plan_placement(snap, jobs, solver, PlanOptions(time_limit=5, workers=1), now="2025-06-01T12:00:00Z",
-                              scheduler=conf)
-        assert placement_violations(snap, jobs, plan, scheduler=conf) == []
+    for solver, plan in valid_plans(*vgpu_case_snapshot(seed, index)).items():
         assert plan.job(f"vgv-{seed}-{index}/g5").admitted, solver
 
 
@@ -613,17 +605,8 @@ def test_every_random_vgpu_case_gets_a_valid_placement(index: int) -> None:
     60 of them), planned offline: greedy and auto each give a plan the validator accepts (property: no plan of
     theirs is refused, whatever the counts, cores, memory, spread and card types drawn), and auto admits no fewer
     jobs than the greedy."""
-    from optplan.solvers.placement.jobs import jobs_to_place
-    from optplan.solvers.placement.place import plan_placement
-    from optplan.solvers.placement.validate import placement_violations
-    snap, conf = vgpu_case_snapshot(1, index)
-    jobs = jobs_to_place(snap)
-    admitted = {}
-    for solver in ("greedy", "auto"):
-        plan = plan_placement(snap, jobs, solver, PlanOptions(time_limit=5, workers=1), now="2025-06-01T12:00:00Z",
-                              scheduler=conf)
-        assert placement_violations(snap, jobs, plan, scheduler=conf) == []
-        admitted[solver] = sum(jp.admitted for jp in plan.jobs)
+    admitted = {solver: sum(jp.admitted for jp in plan.jobs)
+                for solver, plan in valid_plans(*vgpu_case_snapshot(1, index)).items()}
     assert admitted["auto"] >= admitted["greedy"], admitted
 
 
@@ -699,20 +682,25 @@ def test_any_device_configuration_is_read_or_warned_about_never_a_crash(data: An
         assert {d.mode for d in named.nodes["n2"].devices} == ({"mig"} if model in "NVIDIA-Tesla T4" else {"hami-core"})
 
 
-def placed_pods(case: Any, conf_text: str | None = None) -> dict[str, set[str]]:
-    """The pods greedy and auto bind on the case's snapshot (each plan checked by the validator)."""
+def valid_plans(snap: Any, conf: Any) -> dict[str, Any]:
+    """The plans of greedy and auto for the snapshot's pending jobs, each one the validator accepts."""
     from optplan.solvers.placement.jobs import jobs_to_place
     from optplan.solvers.placement.place import plan_placement
     from optplan.solvers.placement.validate import placement_violations
-    snap, conf = case_snapshot(case, conf_text)
     jobs = jobs_to_place(snap)
     out = {}
     for solver in ("greedy", "auto"):
         plan = plan_placement(snap, jobs, solver, PlanOptions(time_limit=5, workers=1), now="2025-06-01T12:00:00Z",
                               scheduler=conf)
-        assert placement_violations(snap, jobs, plan, scheduler=conf) == []
-        out[solver] = {b.pod or "" for jp in plan.jobs for b in jp.bindings}
+        assert placement_violations(snap, jobs, plan, scheduler=conf) == [], solver
+        out[solver] = plan
     return out
+
+
+def placed_pods(case: Any, conf_text: str | None = None) -> dict[str, set[str]]:
+    """The pods greedy and auto bind on the case's snapshot (``valid_plans``)."""
+    return {solver: {b.pod or "" for jp in plan.jobs for b in jp.bindings}
+            for solver, plan in valid_plans(*case_snapshot(case, conf_text)).items()}
 
 
 @pytest.mark.parametrize(("cores", "expected"), [
