@@ -837,7 +837,10 @@ def build(raws: Sequence[RawObject], *, cache: ParseCache | None = None,
         if raw.kind == "Pod":
             pod_raw[key] = raw
     warnings = list(warnings)
-    _device_modes(nodes, configmap, configmaps, warnings)
+    device_cm = _device_configmap(configmap, configmaps)
+    _device_modes(nodes, device_cm, warnings)
+    if not vgpu.memory_percentage_read(device_cm[1]):
+        _unread_percentages(pods, jobs)
     for key, pod in sorted(pods.items()):
         if pod.occupying and pod.node_name not in nodes:
             raise pod_raw[key].error("spec.nodeName", f"bound to node {pod.node_name!r}, which is not in the snapshot")
@@ -879,15 +882,38 @@ def build(raws: Sequence[RawObject], *, cache: ParseCache | None = None,
     return LoadedInput(snapshot=snap, runs=dict(sorted(runs.items())), scheduler_configmap=configmap)
 
 
-def _device_modes(nodes: dict[str, Node], scheduler_cm: Mapping[str, Any] | None,
-                  configmaps: Sequence[Mapping[str, Any]], warnings: list[str]) -> None:
+def _device_configmap(scheduler_cm: Mapping[str, Any] | None, configmaps: Sequence[Mapping[str, Any]]
+                      ) -> tuple[str, Mapping[str, Any] | None]:
+    """Where the device-share plugin's configuration is (the scheduler's ConfigMap says, else Volcano's default)
+    as ``namespace/name``, and that ConfigMap among ``configmaps`` (None when absent)."""
+    ns, name = device_config_location(scheduler_cm, (vgpu.DEVICE_CONFIG_NAMESPACE, vgpu.DEVICE_CONFIG_NAME))
+    return f"{ns}/{name}", next((cm for cm in configmaps if is_configmap(cm, ns, name)), None)
+
+
+def _unread_percentages(pods: dict[str, Pod], jobs: dict[str, VCJob]) -> None:
+    """Shares asking a memory percentage as Volcano's vGPU plugin reads them under a device configuration naming
+    no percentage resource (``vgpu.without_unread_percentage``); in place, pods and VCJob templates."""
+    for key, pod in pods.items():
+        share = vgpu.without_unread_percentage(pod.gpu_share, pod.requests)
+        if share is not pod.gpu_share:
+            pods[key] = pod.model_copy(update={"gpu_share": share})
+    for key, job in jobs.items():
+        tasks = tuple(t if (sh := vgpu.without_unread_percentage(t.template.gpu_share, t.template.requests))
+                      is t.template.gpu_share else
+                      t.model_copy(update={"template": t.template.model_copy(update={"gpu_share": sh})})
+                      for t in job.tasks)
+        if any(a is not b for a, b in zip(tasks, job.tasks, strict=True)):
+            jobs[key] = job.model_copy(update={"tasks": tasks})
+
+
+def _device_modes(nodes: dict[str, Node], device_cm: tuple[str, Mapping[str, Any] | None],
+                  warnings: list[str]) -> None:
     """Each registered device's sharing mode as Volcano's device-share plugin reads it (``vgpu.with_modes``), from
-    the plugin's device configuration among ``configmaps`` (where the scheduler's ConfigMap says it is); in place.
-    A device left in MIG mode is said once: its MIG geometry is not modelled."""
+    the plugin's device configuration (``_device_configmap``); in place. A device left in MIG mode is said once:
+    its MIG geometry is not modelled."""
     if not any(d.mode == "mig" for n in nodes.values() for d in n.devices):
         return
-    ns, name = device_config_location(scheduler_cm, (vgpu.DEVICE_CONFIG_NAMESPACE, vgpu.DEVICE_CONFIG_NAME))
-    found = next((cm for cm in configmaps if is_configmap(cm, ns, name)), None)
+    where, found = device_cm
     models, problem = vgpu.mig_models(found)
     if problem:
         warnings.append(problem)
@@ -895,7 +921,7 @@ def _device_modes(nodes: dict[str, Node], scheduler_cm: Mapping[str, Any] | None
         nodes[key] = vgpu.with_modes(nodes[key], models)
     mig = sorted(k for k, n in nodes.items() if any(d.mode == "mig" for d in n.devices))
     if mig:
-        warnings.append(f"{len(mig)} nodes register MIG devices with a geometry in ConfigMap {ns}/{name} (e.g. "
+        warnings.append(f"{len(mig)} nodes register MIG devices with a geometry in ConfigMap {where} (e.g. "
                         f"{mig[0]}): MIG instances are not modelled, so no plan puts a pod on those devices (their "
                         f"running pods stay as they are)")
 

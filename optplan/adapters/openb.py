@@ -50,9 +50,10 @@ the replay tracks every node's GPUs one by one in milli-GPU (a whole-GPU pod tak
 pod touches; a share the device where it fits tightest, ties to the first, as the device-share plugin's
 binpack policy; the LeastAllocated GPU term counts milli-GPU, which leaves whole-GPU replays as they were).
 Nodes get Volcano's vGPU register annotation (``volcano.sh/node-vgpu-register``: device ``GPU-<node>-<i>``,
-type ``NVIDIA-<model>``, memory from ``MODEL_MEMORY_MIB``) and ``volcano.sh/vgpu-number|cores|memory`` in
-their allocatable; a share pod asks ``volcano.sh/vgpu-number: 1`` and ``volcano.sh/vgpu-cores``
-(``gpu_milli`` in whole percent, rounded up; the exact ``gpu_milli`` in ``optplan.io/gpu-milli``) and carries
+type ``NVIDIA-<model>``, memory from ``MODEL_MEMORY_MIB``, else ``NOMINAL_MEMORY_MIB``) and
+``volcano.sh/vgpu-number|cores|memory`` in their allocatable; a share pod asks ``volcano.sh/vgpu-number: 1``,
+``volcano.sh/vgpu-cores`` (``gpu_milli`` in whole percent, rounded up; the exact ``gpu_milli`` in
+``optplan.io/gpu-milli``) and ``volcano.sh/vgpu-memory`` in proportion (``SHARE_MEMORY_BASE_MIB``), and carries
 the device it sits on (``volcano.sh/vgpu-ids-new``, ``volcano.sh/vgpu-node``); ``gpu_spec`` stays the node
 affinity. The fill counts milli-GPU. Without ``shared`` the output is what it was.
 
@@ -109,8 +110,14 @@ NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 _MI_MILLI = 2**20 * 1000
 MODEL_MEMORY_MIB = {"P100": 16384, "T4": 15360, "V100M16": 16384, "V100M32": 32768, "A10": 24576}
-"""Device memory (MiB) of the trace's GPU models with a public datasheet; the anonymised ones (G2, G3) get 0,
-unknown (the trace's pods ask for no GPU memory)."""
+"""Device memory (MiB) of the trace's GPU models with a public datasheet; the anonymised ones (G2, G3) get
+``NOMINAL_MEMORY_MIB``."""
+NOMINAL_MEMORY_MIB = 16384
+"""The memory registered for a device of an anonymised model (the trace gives none)."""
+SHARE_MEMORY_BASE_MIB = min([*MODEL_MEMORY_MIB.values(), NOMINAL_MEMORY_MIB])
+"""A share asks ``volcano.sh/vgpu-memory`` in proportion to its milli-GPU of the smallest device memory (floor):
+the trace's pods ask no GPU memory, but Volcano's vGPU plugin makes a share naming none ask all of its device's
+(``ExtractResourceRequest``), and the shares a device's compute holds never need more memory than it has."""
 SHARES_PER_DEVICE = 100
 """Shares one device may hold (the register's count): above what the trace's smallest shares need."""
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -405,7 +412,7 @@ def _shape(p: PodRow) -> tuple[int, int, int, int, tuple[str, ...]]:
 
 def _devices(n: _NodeRow) -> list[GpuDevice]:
     return [GpuDevice(index=d, uuid=f"GPU-{n.name}-{d}", model=f"NVIDIA-{n.model}" if n.model else "NVIDIA",
-                      memory_mib=MODEL_MEMORY_MIB.get(n.model, 0)) for d in range(n.gpu)]
+                      memory_mib=MODEL_MEMORY_MIB.get(n.model, NOMINAL_MEMORY_MIB)) for d in range(n.gpu)]
 
 
 def _node(n: _NodeRow, shared: bool) -> dict[str, Any]:
@@ -455,9 +462,10 @@ def _gang_objects(cfg: ImportConfig, index: int, width: int, gang: list[PlacedPo
     limits = {RESOURCE: str(first.gpu)}
     share: GpuShare | None = None
     if first.gpu_milli < MILLI_PER_GPU:  # a share of one card: the device-share plugin's resources
-        share = GpuShare(count=1, milli=first.gpu_milli)
+        memory = max(1, SHARE_MEMORY_BASE_MIB * first.gpu_milli // MILLI_PER_GPU)
+        share = GpuShare(count=1, milli=first.gpu_milli, memory_mib=memory)
         del requests[RESOURCE]
-        limits = {VGPU_NUMBER: "1", VGPU_CORES: str(math.ceil(first.gpu_milli / 10))}
+        limits = {VGPU_NUMBER: "1", VGPU_CORES: str(math.ceil(first.gpu_milli / 10)), VGPU_MEMORY: str(memory)}
         requests.update(limits)
         annotations = {**annotations, SHARE_MILLI: str(first.gpu_milli)}
     affinity = _affinity(first.models)

@@ -81,25 +81,46 @@ arguments ``deviceshare.KnownGeometriesCMNamespace`` / ``deviceshare.KnownGeomet
 DEVICE_CONFIG_KEY = "device-config.yaml"
 
 
+def _nvidia_config(configmap: Mapping[str, Any] | None) -> tuple[Mapping[str, Any] | None, str | None]:
+    """The ``nvidia`` section of the device configuration's ``device-config.yaml`` as Volcano loads it (``{}``
+    when the document has none), or None with a warning when the ConfigMap cannot be read (Volcano then uses its
+    default configuration, ``config.InitDevicesConfig``); (None, None) without a ConfigMap."""
+    if configmap is None:
+        return None, None
+    where = f"ConfigMap {configmap['metadata'].get('namespace')}/{configmap['metadata'].get('name')}"
+    data = configmap.get("data")
+    text = data.get(DEVICE_CONFIG_KEY) if isinstance(data, dict) else None
+    if not isinstance(text, str):
+        return None, f"{where}: no data.{DEVICE_CONFIG_KEY}; Volcano then uses its default (no MIG geometry)"
+    try:
+        docs = yaml_documents(text, f"{where}: data.{DEVICE_CONFIG_KEY}")
+    except InputError as exc:  # Volcano falls back to its default on a YAML error, and so does this
+        return None, f"{exc}; Volcano then uses its default (no MIG geometry)"
+    doc = docs[0] if len(docs) == 1 else None
+    nvidia = doc.get("nvidia") if isinstance(doc, dict) else None
+    return (nvidia if isinstance(nvidia, dict) else {}), None
+
+
+def memory_percentage_read(configmap: Mapping[str, Any] | None) -> bool:
+    """Whether Volcano's vGPU plugin reads ``volcano.sh/vgpu-memory-percentage``: only when the device
+    configuration names it (``nvidia.resourceMemoryPercentageName``); its default configuration names no
+    percentage resource (``GetDefaultDevicesConfig``), so a share asking a percentage and no memory asks all of
+    a device's memory (``ExtractResourceRequest``: no memory, no percentage read, 100 percent)."""
+    nvidia, _problem = _nvidia_config(configmap)
+    return nvidia is not None and nvidia.get("resourceMemoryPercentageName") == VGPU_MEMORY_PERCENTAGE
+
+
 def mig_models(configmap: Mapping[str, Any] | None) -> tuple[tuple[str, ...], str | None]:
     """The GPU types the device configuration gives a MIG geometry (``nvidia.knownMigGeometries[].models`` of its
     ``device-config.yaml``), and a warning when the ConfigMap cannot be read as Volcano reads it. Volcano falls
     back to its default configuration, which has no MIG geometry, when the ConfigMap is absent or malformed
     (``config.InitDevicesConfig``): so does this, saying so."""
-    if configmap is None:
-        return (), None
-    where = f"ConfigMap {configmap['metadata'].get('namespace')}/{configmap['metadata'].get('name')}"
-    data = configmap.get("data")
-    text = data.get(DEVICE_CONFIG_KEY) if isinstance(data, dict) else None
-    if not isinstance(text, str):
-        return (), f"{where}: no data.{DEVICE_CONFIG_KEY}; Volcano then uses its default (no MIG geometry)"
-    try:
-        docs = yaml_documents(text, f"{where}: data.{DEVICE_CONFIG_KEY}")
-    except InputError as exc:  # Volcano falls back to its default on a YAML error, and so does this
-        return (), f"{exc}; Volcano then uses its default (no MIG geometry)"
-    doc = docs[0] if len(docs) == 1 else None
-    nvidia = doc.get("nvidia") if isinstance(doc, dict) else None
-    known = nvidia.get("knownMigGeometries") if isinstance(nvidia, dict) else None
+    nvidia, problem = _nvidia_config(configmap)
+    if nvidia is None:
+        return (), problem
+    where = f"ConfigMap {configmap['metadata'].get('namespace')}/{configmap['metadata'].get('name')}" \
+        if configmap is not None else ""
+    known = nvidia.get("knownMigGeometries")
     if known is None:
         return (), None
     if not isinstance(known, list):
@@ -327,7 +348,10 @@ def _vgpu_share(vgpu: Mapping[str, int], names: tuple[str, str, str, str], annot
     if count > 1 and milli < MILLI_PER_GPU and percent < 100:
         raise fail(f"{path}.{number_name}", f"a share on {count} devices ({cores} percent of each) is not modelled: "
                                             "a share sits on one device, several devices are taken whole")
-    return GpuShare(count=count, milli=milli, memory_mib=vgpu.get(memory_name, 0),
+    memory = vgpu.get(memory_name, 0)
+    if names == _VOLCANO_NAMES and not memory and not percent:  # ExtractResourceRequest: all the device's memory
+        percent = 100
+    return GpuShare(count=count, milli=milli, memory_mib=memory,
                     memory_percent=percent, use_types=_types(annotations.get(GPU_USE_TYPE)),
                     nouse_types=_types(annotations.get(GPU_NOUSE_TYPE)), mode=annotations.get(VGPU_MODE, "").strip(),
                     spread=names == _VOLCANO_NAMES and annotations.get(VGPU_PODGROUP_POLICY, "").strip() == "spread")
@@ -390,3 +414,12 @@ def ids_annotation(devices: Sequence[GpuDevice], share: GpuShare) -> str:
     """``volcano.sh/vgpu-ids-new`` for one container holding ``share`` on ``devices``."""
     cores = math.ceil(share.milli / 10)
     return "".join(f"{d.uuid},NVIDIA,{share.memory_mib},{cores}:" for d in devices)
+
+
+def without_unread_percentage(share: GpuShare | None, requests: Resources) -> GpuShare | None:
+    """The share as Volcano's vGPU plugin reads it when its device configuration names no memory-percentage
+    resource (``memory_percentage_read`` False): a share asking ``volcano.sh/vgpu-memory-percentage`` and no
+    ``volcano.sh/vgpu-memory`` asks all of a device's memory. Unchanged otherwise."""
+    if share is None or share.whole or not requests.get(VGPU_MEMORY_PERCENTAGE, 0) or requests.get(VGPU_MEMORY, 0):
+        return share
+    return share if share.memory_percent == 100 else share.model_copy(update={"memory_percent": 100})

@@ -202,15 +202,38 @@ def test_gpushare_plugin_devices_and_index() -> None:
                                  annotations={"volcano.sh/gpu-index": "2"})])
 
 
+PERCENTAGE_CONFIG = {"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"name": "volcano-vgpu-device-config", "namespace": "kube-system"},
+                     "data": {"device-config.yaml": "nvidia:\n  resourceMemoryPercentageName: "
+                                                    "volcano.sh/vgpu-memory-percentage\n"}}
+
+
 def test_memory_percentage_and_unpinned_share() -> None:
-    # a running share without vgpu-ids-new goes where the fit rule puts it (best fit: the fuller device)
+    """A running share without vgpu-ids-new goes where the fit rule puts it (best fit: the fuller device). Its
+    ``volcano.sh/vgpu-memory-percentage`` is read only under a device configuration naming that resource
+    (``resourceMemoryPercentageName``); Volcano's default names none, so a share asking a percentage and no
+    memory asks all of a device's memory: a device of its own (the real-cluster case ``memory-percentage``)."""
     unpinned = vpod("u", {"volcano.sh/vgpu-cores": "30", "volcano.sh/vgpu-memory-percentage": "50"})
-    snap = load_objects([vnode(), vpod("a", {**SHARE, "volcano.sh/vgpu-cores": "60"}, ids="GPU-b,NVIDIA,4000,60:"),
-                         unpinned]).snapshot
+    objs = [vnode(), vpod("a", {**SHARE, "volcano.sh/vgpu-cores": "60"}, ids="GPU-b,NVIDIA,4000,60:"), unpinned]
+    snap = load_objects([*objs, PERCENTAGE_CONFIG]).snapshot
     cap = Capacity(snap)
     assert cap.devices_of(snap.pods["ns/u"]) == ("n1", (1,)) and cap.gpu_free["n1"] == [1000, 100]
     assert gpu_ask(snap.pods["ns/u"], snap.nodes["n1"]).memory_mib == 8192
     assert cap.gpu_memory["n1"] == [16384, 16384 - 4000 - 8192]
+    snap = load_objects(objs).snapshot
+    cap = Capacity(snap)
+    assert cap.devices_of(snap.pods["ns/u"]) == ("n1", (0,)) and cap.gpu_free["n1"] == [0, 400]
+    assert cap.gpu_memory["n1"] == [0, 16384 - 4000]
+
+
+@pytest.mark.parametrize(("limits", "memory_percent"), [
+    ({"volcano.sh/vgpu-cores": "30"}, 100),  # no memory: all of the device's (ExtractResourceRequest)
+    ({"volcano.sh/vgpu-cores": "30", "volcano.sh/vgpu-memory": "2000"}, 0),
+    ({"volcano.sh/vgpu-cores": "100", "volcano.sh/vgpu-memory": "2000"}, 0),
+])
+def test_a_share_naming_no_memory_asks_all_of_a_devices(limits: dict[str, str], memory_percent: int) -> None:
+    share = load_objects([vnode(), vpod("p", limits, node=None)]).snapshot.pods["ns/p"].gpu_share
+    assert share is not None and share.memory_percent == memory_percent
 
 
 def test_shares_that_do_not_move_keep_their_node() -> None:

@@ -145,10 +145,34 @@ def case_drf(ns: str) -> tuple[Case, set[str]]:
     return vcase(ns, nodes, [], groups), {"a-w-0", "b-w-0", "b-w-1"}
 
 
+def case_no_memory(ns: str) -> tuple[Case, set[str]]:
+    """One T4 (16 GiB) holding a running 1 GiB share: a share naming no memory asks all of a device's
+    (``ExtractResourceRequest``: no memory and no percentage is 100 percent), so it finds none; one of 1 GiB fits."""
+    nodes = [vnode(f"{ns}-n0", register([f"GPU-{ns}-0"], 10), 1)]
+    running = [Share("r0", cores=10, mem=1024, node=f"{ns}-n0", device=f"GPU-{ns}-0")]
+    groups = [("g-a", 1, [Share("a", cores=10, mem=0)]), ("g-b", 1, [Share("b", cores=10, mem=1024)])]
+    return vcase(ns, nodes, running, groups), {"b"}
+
+
+def case_memory_percentage(ns: str) -> tuple[Case, set[str]]:
+    """The same device: a share asking ``volcano.sh/vgpu-memory-percentage: 50`` and no memory, on a node that
+    advertises that resource (else no node's totals hold it, in Volcano and in optplan alike). Volcano's default
+    device configuration names no percentage resource (``resourceMemoryPercentageName`` unset), so the plugin
+    reads no percentage and asks 100 percent: it finds no device; one of 1 GiB fits."""
+    node = vnode(f"{ns}-n0", register([f"GPU-{ns}-0"], 10), 1)
+    for field in ("capacity", "allocatable"):
+        node["status"][field]["volcano.sh/vgpu-memory-percentage"] = "100"
+    nodes = [node]
+    running = [Share("r0", cores=10, mem=1024, node=f"{ns}-n0", device=f"GPU-{ns}-0")]
+    groups = [("g-a", 1, [Share("a", cores=10, mem=0, percent=50)]), ("g-b", 1, [Share("b", cores=10, mem=1024)])]
+    return vcase(ns, nodes, running, groups), {"b"}
+
+
 CASES: dict[str, Callable[[str], tuple[Case, set[str]]]] = {
     "count": case_count, "cores": case_cores, "memory": case_memory, "exclusive": case_exclusive,
     "spread": case_spread, "mode": case_mode, "running": case_running, "order": case_order,
-    "unhealthy": case_unhealthy, "no-cores": case_no_cores, "drf": case_drf}
+    "unhealthy": case_unhealthy, "no-cores": case_no_cores, "drf": case_drf, "no-memory": case_no_memory,
+    "memory-percentage": case_memory_percentage}
 OPTPLAN_DIFFERS: dict[str, set[str]] = {"unhealthy": set()}
 """What optplan binds where it differs from Volcano on purpose."""
 

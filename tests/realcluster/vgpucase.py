@@ -46,7 +46,8 @@ class Share:
 
     name: str
     cores: int | None = 10
-    mem: int = 1024
+    mem: int = 1024  # 0: no volcano.sh/vgpu-memory
+    percent: int = 0  # volcano.sh/vgpu-memory-percentage (0: none)
     node: str = ""
     device: str = ""
     on: str = ""  # a pending pod's nodeSelector (kubernetes.io/hostname)
@@ -68,7 +69,11 @@ def vnode(name: str, reg: str, devices: int, memory: int = MIB) -> dict[str, Any
 
 
 def vpod(ns: str, group: str, s: Share) -> dict[str, Any]:
-    limits = {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": str(s.mem)}
+    limits = {"volcano.sh/vgpu-number": "1"}
+    if s.mem:
+        limits["volcano.sh/vgpu-memory"] = str(s.mem)
+    if s.percent:
+        limits["volcano.sh/vgpu-memory-percentage"] = str(s.percent)
     if s.cores is not None:
         limits["volcano.sh/vgpu-cores"] = str(s.cores)
     annotations = {"scheduling.k8s.io/group-name": group, **s.annotations}
