@@ -30,9 +30,9 @@ shares of the subtrees' tops are compared), a queue with a deserved before a bes
 name. Jobs in a queue by ``job_key_in_queue``: higher PriorityClass value, a gang not ready yet before
 a ready one, in the greedy the smaller drf dominant share (its running and placed pods over the cluster's
 allocatable; ``SchedulerConf.drf_job_order``), earlier creationTimestamp (none: last), namespace/name. A job's
-pods by task priority (the task template's priorityClassName, else the job's), each task's required replicas
-first. The plan lists
-jobs in this order taken at the snapshot (``job_order``); the greedy interleaves as allocate does.
+pods by Volcano's TaskOrderFn (``jobs.gang_steps``): the pod's priority (the task template's priorityClassName,
+else the job's), then the index its name ends in, creation, UID. The plan lists jobs in this order taken at the
+snapshot (``job_order``); the greedy interleaves as allocate does.
 
 **Queues.** For the job's queue and every ancestor, ``allocated + request ≤ realCapability`` on every
 requested resource (the capacity plugin with hierarchy, ``queues.account_queues``), checked per pod as
@@ -74,8 +74,7 @@ A partitioned job's HyperNodes are searched as a whole job's (the pre-filter wit
 pods), its HyperNode scored by the sum of its partitions' scores; each partition as a sub-job inside it
 (``partitions.partition_gradient``, ``Greedy.place_partition``). Where this simplifies: nodeorder's affinity,
 taint, image and spread scores are left out; queue ties go to the name, job ties to
-namespace/name (Volcano: creationTimestamp, then UID); the required replicas of each task come first
-(Volcano's task order knows only priorities).
+namespace/name (Volcano: creationTimestamp, then UID).
 
 **Greedy victims** (Volcano's preempt action, then its reclaim action; rules in ``victims``). After
 allocate, preempt for every job it did not admit, in job order, then reclaim for every job still not

@@ -521,16 +521,21 @@ def job_needs(job: VCJob) -> frozenset[str]:
 
 def gang_steps(job: VCJob, snap: Snapshot | None = None,
                held: dict[str, frozenset[int]] | None = None) -> list[tuple[str, int, bool]]:
-    """The pending pods in the order a dry run tries them, each with whether its task needs it for the gang:
-    the tasks by priority (Volcano's TaskOrderFn: the pod's priority, higher first, when ``snap`` is given;
-    then the job's task order), each task's required pending replicas first (its minimum less its running
-    pods ``held``), then the rest; a partitioned job's (with ``snap``) in its sub-jobs' order, ``subjob_order``."""
+    """The pending pods in the order a dry run tries them, each with whether its task needs it for the gang (the
+    first of its task's pending pods in that order, as many as its minimum less its running pods ``held``).
+    With ``snap``, Volcano's allocate order (v1.15.1: a sub-job's pending pods in one queue by the session's
+    TaskOrderFn, ``preemptor_order``: the pod's priority, then the job controller's ``CompareTask``), a
+    partitioned job's in its sub-jobs' order (``subjob_order``); without, by task and replica index."""
     held = held or {}
     minima, _need = needed(job, held_counts(held))
-    tasks = job.tasks if snap is None else sorted(job.tasks, key=lambda t: -task_priority(job, t, snap))
-    pending = {t.name: [i for i in range(t.replicas) if i not in held.get(t.name, frozenset())] for t in tasks}
-    order = [(t.name, i, True) for t in tasks for i in pending[t.name][:minima.get(t.name, 0)]]
-    order += [(t.name, i, False) for t in tasks for i in pending[t.name][minima.get(t.name, 0):]]
+    steps = [(t.name, i, False) for t in job.tasks for i in range(t.replicas) if i not in held.get(t.name, frozenset())]
+    if snap is not None:
+        steps = preemptor_order(job, steps, job_pods(job), snap)
+    taken: Counter[str] = Counter()
+    order = []
+    for t, i, _r in steps:
+        order.append((t, i, taken[t] < minima.get(t, 0)))
+        taken[t] += 1
     if snap is None or all(t.partition_policy is None for t in job.tasks):
         return order
     return subjob_order(job, order, snap, held)
@@ -576,14 +581,15 @@ def subjob_order(job: VCJob, steps: list[tuple[str, int, bool]], snap: Snapshot,
 
 def preemptor_order(job: VCJob, steps: Sequence[tuple[str, int, bool]], pods: dict[str, list[Pod]],
                     snap: Snapshot) -> list[tuple[str, int, bool]]:
-    """The pending pods ``steps`` (``gang_steps``) in the order Volcano's preempt and reclaim pop them
-    (vc-scheduler v1.15.1: one queue of every pending pod of the job by the session's TaskOrderFn,
-    ``preemptorTasks``, with no sub-job step): the pod's priority, higher first (the priority plugin); then
-    the job controller's ``CompareTask``: the smaller index the pod's name ends in (``pod_index``; read only
-    when every pod of the job has one, so that the order stays one order); among equal indices the earlier
-    creation, then the smaller UID. So a bare PodGroup's subgroups ``g-s0-0, g-s0-1, g-s1-0`` go ``g-s0-0,
-    g-s1-0`` (index 0) before ``g-s0-1``. A bare PodGroup's pods are read from the snapshot (its own
-    pods: their creation and UID; a VCJob's replicas have none yet)."""
+    """The pending pods ``steps`` in the order Volcano's allocate (per sub-job), preempt and reclaim pop them
+    (vc-scheduler v1.15.1: a queue of the pending pods by the session's TaskOrderFn; preempt's and reclaim's
+    ``preemptorTasks`` one queue of every pending pod of the job, with no sub-job step): the pod's priority,
+    higher first (the priority plugin); then the job controller's ``CompareTask``: the smaller index the pod's
+    name ends in (``pod_index``; read only when every pod of the job has one, so that the order stays one order);
+    among equal indices the earlier creation, then the smaller UID. So a bare PodGroup's subgroups ``g-s0-0,
+    g-s0-1, g-s1-0`` go ``g-s0-0, g-s1-0`` (index 0) before ``g-s0-1``. A bare PodGroup's pods are read from the
+    snapshot (its own pods: their creation and UID); a VCJob's replicas have none yet: replicas of one index keep
+    ``steps``' order, by task, where Volcano's UIDs, drawn when its job controller makes the pods, decide."""
     def key(step: tuple[str, int, bool]) -> tuple[int, int, str, str]:
         pod = pods[step[0]][step[1]]
         if job.kind == "PodGroup":
