@@ -838,6 +838,8 @@ def build(raws: Sequence[RawObject], *, cache: ParseCache | None = None,
             pod_raw[key] = raw
     warnings = list(warnings)
     device_cm = _device_configmap(configmap, configmaps)
+    if device_cm[1] is not None and any(n.devices for n in nodes.values()):
+        warnings.extend(vgpu.config_warnings(device_cm[1]))
     _device_modes(nodes, device_cm, warnings)
     if not vgpu.memory_percentage_read(device_cm[1]):
         _unread_percentages(pods, jobs)
@@ -915,7 +917,7 @@ def _device_modes(nodes: dict[str, Node], device_cm: tuple[str, Mapping[str, Any
         return
     where, found = device_cm
     models, problem = vgpu.mig_models(found)
-    if problem:
+    if problem and problem not in warnings:  # said already by ``vgpu.config_warnings``
         warnings.append(problem)
     for key in sorted(nodes):
         nodes[key] = vgpu.with_modes(nodes[key], models)

@@ -101,6 +101,30 @@ def _nvidia_config(configmap: Mapping[str, Any] | None) -> tuple[Mapping[str, An
     return (nvidia if isinstance(nvidia, dict) else {}), None
 
 
+_DEFAULT_NAMES = (("resourceCountName", VGPU_NUMBER), ("resourceMemoryName", VGPU_MEMORY),
+                  ("resourceCoreName", VGPU_CORES))
+"""The device configuration's resource names and Volcano's defaults for them (``GetDefaultDevicesConfig``)."""
+
+
+def config_warnings(configmap: Mapping[str, Any] | None) -> list[str]:
+    """What of the device configuration optplan does not follow: a ConfigMap Volcano cannot load (it then uses
+    its defaults, and so does optplan), and resource names other than Volcano's defaults. A loaded configuration
+    replaces the defaults whole (``loadConfigFromCM``): a name it leaves out is empty, and Volcano's vGPU plugin
+    then reads no such request from any pod; optplan reads Volcano's default names whatever the file says."""
+    nvidia, problem = _nvidia_config(configmap)
+    if nvidia is None or configmap is None:
+        return [problem] if problem else []
+    where = f"ConfigMap {configmap['metadata'].get('namespace')}/{configmap['metadata'].get('name')}"
+    out = []
+    for key, default in _DEFAULT_NAMES:
+        value = nvidia.get(key)
+        if value != default:
+            said = "names none (Volcano's vGPU plugin then reads no such request)" if not value else \
+                f"is {value!r}"
+            out.append(f"{where}: nvidia.{key} {said}; optplan reads {default}, Volcano's default")
+    return out
+
+
 def memory_percentage_read(configmap: Mapping[str, Any] | None) -> bool:
     """Whether Volcano's vGPU plugin reads ``volcano.sh/vgpu-memory-percentage``: only when the device
     configuration names it (``nvidia.resourceMemoryPercentageName``); its default configuration names no

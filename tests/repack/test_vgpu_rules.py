@@ -758,3 +758,29 @@ def test_drf_gives_the_next_turn_to_the_smaller_dominant_share(conf: str | None,
     case, _ = case_drf("drf")
     got = placed_pods(case, conf)
     assert got == {"greedy": expected, "auto": expected}
+
+
+DEFAULT_NAMES = "nvidia:\n  resourceCountName: volcano.sh/vgpu-number\n  resourceMemoryName: volcano.sh/vgpu-memory\n" \
+                "  resourceCoreName: volcano.sh/vgpu-cores\n"
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    (DEFAULT_NAMES, []),
+    ("nvidia:\n  knownMigGeometries: []\n", ["nvidia.resourceCountName names none",
+                                            "nvidia.resourceMemoryName names none",
+                                            "nvidia.resourceCoreName names none"]),
+    (DEFAULT_NAMES.replace("volcano.sh/vgpu-number", "nvidia.com/gpu"),
+     ["nvidia.resourceCountName is 'nvidia.com/gpu'"]),
+    ("nvidia: [", ["Volcano then uses its default"]),
+])
+def test_the_device_configurations_resource_names_are_warned_about(text: str, said: list[str]) -> None:
+    """A device ConfigMap Volcano loads replaces its default configuration whole (``loadConfigFromCM``): a resource
+    name it leaves out is empty, and the vGPU plugin reads no such request; a name other than the default is read
+    under that name. optplan reads Volcano's default names, and says so once per name on a snapshot with vGPU
+    nodes (none without)."""
+    cm = device_config([], text=text)
+    warnings = load_objects([node("n1", 10), cm]).snapshot.warnings
+    found = [w for w in warnings if "volcano-vgpu-device-config" in w]
+    assert len(found) == len(said) and all(any(s in w for w in found) for s in said), found
+    from tests.builders import node as plain_node
+    assert not [w for w in load_objects([plain_node("p1", 8), cm]).snapshot.warnings if "device-config" in w]
