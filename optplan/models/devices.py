@@ -120,3 +120,9 @@ class GpuShare(_Model):
     def whole(self) -> bool:
         """Each of its devices is taken whole."""
         return self.milli >= MILLI_PER_GPU or self.memory_percent >= 100
+
+    @property
+    def no_compute(self) -> bool:
+        """A share naming no compute (``volcano.sh/vgpu-cores`` or HAMi's cores absent or 0): Volcano's vGPU fit
+        counts it 0 cores (``gpushare.GpuAsk.no_compute``)."""
+        return not self.whole and self.milli == 0

@@ -123,13 +123,11 @@ def usable(free_milli: Sequence[int], ask: GpuAsk, free_memory: Sequence[int] | 
     if not whole and not milli:
         return []
     if not whole:  # a share
-        if zero is not None and any(zero):
-            return [d for d, f in enumerate(free_milli) if f + zero[d] >= milli and (
-                free_memory is None or free_memory[d] >= memory) and (free_slots is None or free_slots[d] > 0)]
-        if free_memory is None and free_slots is None:
+        counted = zero if zero is not None and any(zero) else None
+        if free_memory is None and free_slots is None and counted is None:
             return [d for d, f in enumerate(free_milli) if f >= milli]
-        return [d for d, f in enumerate(free_milli) if f >= milli and (free_memory is None or free_memory[d] >= memory)
-                and (free_slots is None or free_slots[d] > 0)]
+        return [d for d, f in enumerate(free_milli) if f + (counted[d] if counted else 0) >= milli
+                and (free_memory is None or free_memory[d] >= memory) and (free_slots is None or free_slots[d] > 0)]
     return [d for d, f in enumerate(free_milli) if f == MILLI and (free_memory is None or free_memory[d] >= memory)
             and (free_slots is None or free_slots[d] > 0)]
 

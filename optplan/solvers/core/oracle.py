@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from optplan.models.devices import MILLI_PER_GPU, WHOLE_GPU
+from optplan.models.devices import MILLI_PER_GPU, WHOLE_GPU, GpuDevice
 from optplan.models.snapshot import Node, Pod, Resources, Snapshot
 from optplan.solvers.core import gpushare
 from optplan.solvers.core.gpushare import NO_SHARE_COUNT, GpuAsk
@@ -161,14 +161,13 @@ def gpu_ask(pod: Pod, node: Node) -> GpuAsk:
         models = frozenset({NO_TYPE})
     if share.whole:
         return GpuAsk(whole=share.count, memory_mib=memory, models=models)
-    return GpuAsk(milli=max(share.milli, 1), memory_mib=memory, models=models, no_compute=share.milli == 0)
+    return GpuAsk(milli=max(share.milli, 1), memory_mib=memory, models=models, no_compute=share.no_compute)
 
 
-def _asks_no_compute(pod: Pod) -> bool:
-    """A share naming no compute (``volcano.sh/vgpu-cores`` or HAMi's cores absent or 0): its ask holds 1 milli
-    (``gpu_ask``), which Volcano's vGPU fit does not count (``Capacity.gpu_zero``)."""
-    share = pod.gpu_share
-    return share is not None and not share.whole and share.milli == 0
+def _takes_pods(device: GpuDevice) -> bool:
+    """The device may take a new pod: healthy, a share count other than 0, not in MIG mode (its geometry is not
+    modelled)."""
+    return device.healthy and device.shares != 0 and device.mode != "mig"
 
 
 def node_mode(node: Node) -> str:
@@ -251,8 +250,7 @@ class Capacity:
         unpinned shares, each by ``gpushare.choose_devices`` in key order."""
         # a device in MIG mode (its geometry known: ``vgpu.with_modes``) takes no new pod: MIG instances of its
         # geometry are not modelled, its running pods hold it as they are (a warning says so)
-        self.gpu_free[node.name] = [MILLI_PER_GPU if d.healthy and d.shares != 0 and d.mode != "mig" else 0
-                                    for d in node.devices]
+        self.gpu_free[node.name] = [MILLI_PER_GPU if _takes_pods(d) else 0 for d in node.devices]
         known = all(d.memory_mib > 0 for d in node.devices)
         self.gpu_memory[node.name] = [d.memory_mib if d.healthy else 0 for d in node.devices] if known else None
         self.gpu_slots[node.name] = None if all(d.shares is None for d in node.devices) else [
@@ -272,7 +270,7 @@ class Capacity:
     def _take(self, node: str, pod: Pod, ask: GpuAsk, devices: tuple[int, ...]) -> None:
         milli = ask.milli if ask.is_share else MILLI_PER_GPU
         free, memory, slots = self.gpu_free[node], self.gpu_memory[node], self.gpu_slots[node]
-        zero = self.gpu_zero[node] if _asks_no_compute(pod) else None
+        zero = self.gpu_zero[node] if ask.no_compute else None
         for d in devices:
             free[d] -= milli
             if memory is not None:
@@ -334,8 +332,7 @@ class Capacity:
     def _closed(self, node: str) -> frozenset[int]:
         """The node's device positions that take no new pod whatever is free (``_hold_running``: unhealthy, in MIG
         mode, a share count of 0)."""
-        return frozenset(d for d, dev in enumerate(self.nodes[node].devices)
-                         if not dev.healthy or dev.shares == 0 or dev.mode == "mig")
+        return frozenset(d for d, dev in enumerate(self.nodes[node].devices) if not _takes_pods(dev))
 
     def _model(self, node: str) -> str | None:
         devices = self.nodes[node].devices
@@ -508,7 +505,7 @@ class Capacity:
             del self.gpu_held[pod.key]
             _, devices, milli, memory_mib = held
             free, memory, slots = self.gpu_free[node], self.gpu_memory[node], self.gpu_slots[node]
-            zero = self.gpu_zero[node] if _asks_no_compute(pod) else None
+            zero = self.gpu_zero[node] if pod.gpu_share is not None and pod.gpu_share.no_compute else None
             for d in devices:
                 free[d] += milli
                 if memory is not None:
