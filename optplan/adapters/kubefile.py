@@ -837,11 +837,12 @@ def build(raws: Sequence[RawObject], *, cache: ParseCache | None = None,
         if raw.kind == "Pod":
             pod_raw[key] = raw
     warnings = list(warnings)
-    device_cm = _device_configmap(configmap, configmaps)
-    if device_cm[1] is not None and any(n.devices for n in nodes.values()):
-        warnings.extend(vgpu.config_warnings(device_cm[1]))
-    _device_modes(nodes, device_cm, warnings)
-    if not vgpu.memory_percentage_read(device_cm[1]):
+    where, found = _device_configmap(configmap, configmaps)
+    device = vgpu.read_device_config(found)
+    if found is not None and any(n.devices for n in nodes.values()):
+        warnings.extend(device.warnings)
+    _device_modes(nodes, where, device, warnings)
+    if not device.memory_percentage:
         _unread_percentages(pods, jobs)
     for key, pod in sorted(pods.items()):
         if pod.occupying and pod.node_name not in nodes:
@@ -908,19 +909,16 @@ def _unread_percentages(pods: dict[str, Pod], jobs: dict[str, VCJob]) -> None:
             jobs[key] = job.model_copy(update={"tasks": tasks})
 
 
-def _device_modes(nodes: dict[str, Node], device_cm: tuple[str, Mapping[str, Any] | None],
-                  warnings: list[str]) -> None:
+def _device_modes(nodes: dict[str, Node], where: str, device: vgpu.DeviceConfig, warnings: list[str]) -> None:
     """Each registered device's sharing mode as Volcano's device-share plugin reads it (``vgpu.with_modes``), from
-    the plugin's device configuration (``_device_configmap``); in place. A device left in MIG mode is said once:
-    its MIG geometry is not modelled."""
+    the plugin's device configuration (ConfigMap ``where``, ``_device_configmap``); in place. A device left in MIG
+    mode is said once: its MIG geometry is not modelled."""
     if not any(d.mode == "mig" for n in nodes.values() for d in n.devices):
         return
-    where, found = device_cm
-    models, problem = vgpu.mig_models(found)
-    if problem and problem not in warnings:  # said already by ``vgpu.config_warnings``
-        warnings.append(problem)
+    if device.mig_problem and device.mig_problem not in warnings:  # an unreadable ConfigMap: said already
+        warnings.append(device.mig_problem)
     for key in sorted(nodes):
-        nodes[key] = vgpu.with_modes(nodes[key], models)
+        nodes[key] = vgpu.with_modes(nodes[key], device.mig_models)
     mig = sorted(k for k, n in nodes.items() if any(d.mode == "mig" for d in n.devices))
     if mig:
         warnings.append(f"{len(mig)} nodes register MIG devices with a geometry in ConfigMap {where} (e.g. "

@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from optplan.adapters.documents import yaml_documents
@@ -81,24 +82,26 @@ arguments ``deviceshare.KnownGeometriesCMNamespace`` / ``deviceshare.KnownGeomet
 DEVICE_CONFIG_KEY = "device-config.yaml"
 
 
-def _nvidia_config(configmap: Mapping[str, Any] | None) -> tuple[Mapping[str, Any] | None, str | None]:
-    """The ``nvidia`` section of the device configuration's ``device-config.yaml`` as Volcano loads it (``{}``
-    when the document has none), or None with a warning when the ConfigMap cannot be read (Volcano then uses its
-    default configuration, ``config.InitDevicesConfig``); (None, None) without a ConfigMap."""
-    if configmap is None:
-        return None, None
-    where = f"ConfigMap {configmap['metadata'].get('namespace')}/{configmap['metadata'].get('name')}"
-    data = configmap.get("data")
-    text = data.get(DEVICE_CONFIG_KEY) if isinstance(data, dict) else None
-    if not isinstance(text, str):
-        return None, f"{where}: no data.{DEVICE_CONFIG_KEY}; Volcano then uses its default (no MIG geometry)"
-    try:
-        docs = yaml_documents(text, f"{where}: data.{DEVICE_CONFIG_KEY}")
-    except InputError as exc:  # Volcano falls back to its default on a YAML error, and so does this
-        return None, f"{exc}; Volcano then uses its default (no MIG geometry)"
-    doc = docs[0] if len(docs) == 1 else None
-    nvidia = doc.get("nvidia") if isinstance(doc, dict) else None
-    return (nvidia if isinstance(nvidia, dict) else {}), None
+@dataclass(frozen=True)
+class DeviceConfig:
+    """The device-share plugin's configuration (the ``device-config.yaml`` of its ConfigMap) as far as optplan
+    reads it, parsed once (``read_device_config``)."""
+
+    mig_models: tuple[str, ...] = ()
+    """The GPU types it gives a MIG geometry (``nvidia.knownMigGeometries[].models``)."""
+    mig_problem: str | None = None
+    """Why no geometry is read from it: it cannot be loaded (Volcano then uses its default configuration, which has
+    none, ``config.InitDevicesConfig``), or ``knownMigGeometries`` is not a list."""
+    memory_percentage: bool = False
+    """Volcano's vGPU plugin reads ``volcano.sh/vgpu-memory-percentage``: only when the configuration names it
+    (``nvidia.resourceMemoryPercentageName``); its default configuration names no percentage resource
+    (``GetDefaultDevicesConfig``), so a share asking a percentage and no memory asks all of a device's memory
+    (``ExtractResourceRequest``: no memory, no percentage read, 100 percent)."""
+    warnings: tuple[str, ...] = ()
+    """What of it optplan does not follow: a ConfigMap Volcano cannot load (it then uses its defaults, and so does
+    optplan), or resource names other than Volcano's defaults. A loaded configuration replaces the defaults whole
+    (``loadConfigFromCM``): a name it leaves out is empty, and Volcano's vGPU plugin then reads no such request
+    from any pod; optplan reads Volcano's default names whatever the file says."""
 
 
 _DEFAULT_NAMES = (("resourceCountName", VGPU_NUMBER), ("resourceMemoryName", VGPU_MEMORY),
@@ -106,55 +109,42 @@ _DEFAULT_NAMES = (("resourceCountName", VGPU_NUMBER), ("resourceMemoryName", VGP
 """The device configuration's resource names and Volcano's defaults for them (``GetDefaultDevicesConfig``)."""
 
 
-def config_warnings(configmap: Mapping[str, Any] | None) -> list[str]:
-    """What of the device configuration optplan does not follow: a ConfigMap Volcano cannot load (it then uses
-    its defaults, and so does optplan), and resource names other than Volcano's defaults. A loaded configuration
-    replaces the defaults whole (``loadConfigFromCM``): a name it leaves out is empty, and Volcano's vGPU plugin
-    then reads no such request from any pod; optplan reads Volcano's default names whatever the file says."""
-    nvidia, problem = _nvidia_config(configmap)
-    if nvidia is None or configmap is None:
-        return [problem] if problem else []
+def read_device_config(configmap: Mapping[str, Any] | None) -> DeviceConfig:
+    """The device configuration in ``configmap`` (None: absent, Volcano's default configuration)."""
+    if configmap is None:
+        return DeviceConfig()
     where = f"ConfigMap {configmap['metadata'].get('namespace')}/{configmap['metadata'].get('name')}"
-    out = []
+    data = configmap.get("data")
+    text = data.get(DEVICE_CONFIG_KEY) if isinstance(data, dict) else None
+    if not isinstance(text, str):
+        problem = f"{where}: no data.{DEVICE_CONFIG_KEY}; Volcano then uses its default (no MIG geometry)"
+        return DeviceConfig(mig_problem=problem, warnings=(problem,))
+    try:
+        docs = yaml_documents(text, f"{where}: data.{DEVICE_CONFIG_KEY}")
+    except InputError as exc:  # Volcano falls back to its default on a YAML error, and so does this
+        problem = f"{exc}; Volcano then uses its default (no MIG geometry)"
+        return DeviceConfig(mig_problem=problem, warnings=(problem,))
+    doc = docs[0] if len(docs) == 1 else None
+    found = doc.get("nvidia") if isinstance(doc, dict) else None
+    nvidia: Mapping[str, Any] = found if isinstance(found, dict) else {}
+    warnings = []
     for key, default in _DEFAULT_NAMES:
         value = nvidia.get(key)
         if value != default:
             said = "names none (Volcano's vGPU plugin then reads no such request)" if not value else \
                 f"is {value!r}"
-            out.append(f"{where}: nvidia.{key} {said}; optplan reads {default}, Volcano's default")
-    return out
-
-
-def memory_percentage_read(configmap: Mapping[str, Any] | None) -> bool:
-    """Whether Volcano's vGPU plugin reads ``volcano.sh/vgpu-memory-percentage``: only when the device
-    configuration names it (``nvidia.resourceMemoryPercentageName``); its default configuration names no
-    percentage resource (``GetDefaultDevicesConfig``), so a share asking a percentage and no memory asks all of
-    a device's memory (``ExtractResourceRequest``: no memory, no percentage read, 100 percent)."""
-    nvidia, _problem = _nvidia_config(configmap)
-    return nvidia is not None and nvidia.get("resourceMemoryPercentageName") == VGPU_MEMORY_PERCENTAGE
-
-
-def mig_models(configmap: Mapping[str, Any] | None) -> tuple[tuple[str, ...], str | None]:
-    """The GPU types the device configuration gives a MIG geometry (``nvidia.knownMigGeometries[].models`` of its
-    ``device-config.yaml``), and a warning when the ConfigMap cannot be read as Volcano reads it. Volcano falls
-    back to its default configuration, which has no MIG geometry, when the ConfigMap is absent or malformed
-    (``config.InitDevicesConfig``): so does this, saying so."""
-    nvidia, problem = _nvidia_config(configmap)
-    if nvidia is None:
-        return (), problem
-    where = f"ConfigMap {configmap['metadata'].get('namespace')}/{configmap['metadata'].get('name')}" \
-        if configmap is not None else ""
+            warnings.append(f"{where}: nvidia.{key} {said}; optplan reads {default}, Volcano's default")
+    percentage = nvidia.get("resourceMemoryPercentageName") == VGPU_MEMORY_PERCENTAGE
     known = nvidia.get("knownMigGeometries")
-    if known is None:
-        return (), None
-    if not isinstance(known, list):
-        return (), f"{where}: nvidia.knownMigGeometries is not a list; Volcano then uses its default"
+    if known is not None and not isinstance(known, list):
+        return DeviceConfig(mig_problem=f"{where}: nvidia.knownMigGeometries is not a list; Volcano then uses its "
+                                        "default", memory_percentage=percentage, warnings=tuple(warnings))
     models: list[str] = []
-    for entry in known:
+    for entry in known or ():
         names = entry.get("models") if isinstance(entry, dict) else None
         if isinstance(names, list):
             models.extend(str(m) for m in names if isinstance(m, str) and m)
-    return tuple(models), None
+    return DeviceConfig(mig_models=tuple(models), memory_percentage=percentage, warnings=tuple(warnings))
 
 
 def with_modes(node: Node, models: Sequence[str]) -> Node:
@@ -442,7 +432,7 @@ def ids_annotation(devices: Sequence[GpuDevice], share: GpuShare) -> str:
 
 def without_unread_percentage(share: GpuShare | None, requests: Resources) -> GpuShare | None:
     """The share as Volcano's vGPU plugin reads it when its device configuration names no memory-percentage
-    resource (``memory_percentage_read`` False): a share asking ``volcano.sh/vgpu-memory-percentage`` and no
+    resource (``DeviceConfig.memory_percentage`` False): a share asking ``volcano.sh/vgpu-memory-percentage`` and no
     ``volcano.sh/vgpu-memory`` asks all of a device's memory. Unchanged otherwise."""
     if share is None or share.whole or not requests.get(VGPU_MEMORY_PERCENTAGE, 0) or requests.get(VGPU_MEMORY, 0):
         return share

@@ -33,7 +33,7 @@ from optplan.adapters.schedconf import (
     configmap_scheduler_conf,
     device_config_location,
 )
-from optplan.adapters.vgpu import DEVICE_CONFIG_NAME, DEVICE_CONFIG_NAMESPACE, mig_models
+from optplan.adapters.vgpu import DEVICE_CONFIG_NAME, DEVICE_CONFIG_NAMESPACE, read_device_config
 from optplan.errors import InputError
 from optplan.models.schedconf import SchedulerConf
 
@@ -141,12 +141,12 @@ class SchedulerConfSource:
             log.warning("device configuration: no ConfigMap %s/%s (or it may not be read): a node's registered "
                         "mig devices are read as hami-core (no MIG geometry), as Volcano reads them", ns, name)
         else:
-            models, problem = mig_models(cm)  # the snapshot reads it by the same function
-            if problem:
-                log.warning("device configuration: %s", problem)
+            device = read_device_config(cm)  # the snapshot reads it by the same function
+            if device.mig_problem:
+                log.warning("device configuration: %s", device.mig_problem)
             else:
                 log.info("device configuration: ConfigMap %s/%s: MIG geometries for %s", ns, name,
-                         ", ".join(models) or "no GPU type")
+                         ", ".join(device.mig_models) or "no GPU type")
         return True
 
     @staticmethod
