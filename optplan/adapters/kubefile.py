@@ -7,7 +7,7 @@ YAML stream. Several files are merged. Every problem is an InputError naming fil
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from optplan.adapters import vgpu
 from optplan.adapters.documents import STDIN, STDIN_NAME, ReadBudget, read_documents, snapshot_paths
 from optplan.adapters.schedconf import device_config_location, is_configmap, is_scheduler_configmap
 from optplan.errors import InputError
+from optplan.models.devices import GpuShare
 from optplan.models.limits import (
     HIGHEST_USER_PRIORITY,
     INT32_MAX,
@@ -770,22 +771,31 @@ def load_objects(objects: Iterable[Mapping[str, Any]], source: str = "<objects>"
     return build([RawObject(source, dict(o)) for o in objs], cache=cache, originals=objs, warnings=warnings)
 
 
-def _hami_totals(pods: dict[str, Pod], jobs: dict[str, VCJob], devices: bool) -> None:
-    """HAMi shares' requests as the totals count them (``vgpu.hami_totals``), on pods and VCJob templates."""
+ShareMap = Callable[[GpuShare | None, Resources], tuple[GpuShare | None, Resources]]
+"""A pod's (or a VCJob template's) share and requests read again: the same objects when nothing changes."""
+
+
+def _each_share(pods: dict[str, Pod], jobs: dict[str, VCJob], read: ShareMap) -> None:
+    """``read`` applied to every pod's and VCJob template's share and requests, in place."""
     for key, pod in pods.items():
-        share, requests = vgpu.hami_totals(pod.gpu_share, pod.requests, devices)
+        share, requests = read(pod.gpu_share, pod.requests)
         if requests is not pod.requests or share is not pod.gpu_share:
             pods[key] = pod.model_copy(update={"gpu_share": share, "requests": requests})
     for key, job in jobs.items():
         tasks = []
         for t in job.tasks:
-            share, requests = vgpu.hami_totals(t.template.gpu_share, t.template.requests, devices)
+            share, requests = read(t.template.gpu_share, t.template.requests)
             if requests is not t.template.requests or share is not t.template.gpu_share:
                 t = t.model_copy(update={"template": t.template.model_copy(
                     update={"gpu_share": share, "requests": requests})})
             tasks.append(t)
         if any(a is not b for a, b in zip(tasks, job.tasks, strict=True)):
             jobs[key] = job.model_copy(update={"tasks": tuple(tasks)})
+
+
+def _hami_totals(pods: dict[str, Pod], jobs: dict[str, VCJob], devices: bool) -> None:
+    """HAMi shares' requests as the totals count them (``vgpu.hami_totals``), on pods and VCJob templates."""
+    _each_share(pods, jobs, lambda share, requests: vgpu.hami_totals(share, requests, devices))
 
 
 def build(raws: Sequence[RawObject], *, cache: ParseCache | None = None,
@@ -896,17 +906,7 @@ def _device_configmap(scheduler_cm: Mapping[str, Any] | None, configmaps: Sequen
 def _unread_percentages(pods: dict[str, Pod], jobs: dict[str, VCJob]) -> None:
     """Shares asking a memory percentage as Volcano's vGPU plugin reads them under a device configuration naming
     no percentage resource (``vgpu.without_unread_percentage``); in place, pods and VCJob templates."""
-    for key, pod in pods.items():
-        share = vgpu.without_unread_percentage(pod.gpu_share, pod.requests)
-        if share is not pod.gpu_share:
-            pods[key] = pod.model_copy(update={"gpu_share": share})
-    for key, job in jobs.items():
-        tasks = tuple(t if (sh := vgpu.without_unread_percentage(t.template.gpu_share, t.template.requests))
-                      is t.template.gpu_share else
-                      t.model_copy(update={"template": t.template.model_copy(update={"gpu_share": sh})})
-                      for t in job.tasks)
-        if any(a is not b for a, b in zip(tasks, job.tasks, strict=True)):
-            jobs[key] = job.model_copy(update={"tasks": tasks})
+    _each_share(pods, jobs, lambda share, requests: (vgpu.without_unread_percentage(share, requests), requests))
 
 
 def _device_modes(nodes: dict[str, Node], where: str, device: vgpu.DeviceConfig, warnings: list[str]) -> None:
