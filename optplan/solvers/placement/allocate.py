@@ -42,7 +42,7 @@ def greedy_place(ctx: Context) -> PlacementPlan:
     ready = {j.key for j in ctx.jobs if gang_shortfall(j, Counter(), ctx.held_count(j.key)) is None}
     qs = state.queues
     drf = ctx.scheduler.drf_job_order
-    allocated = {j.key: job_running(ctx, j) for j in ctx.jobs} if drf else {}
+    allocated = {j.key: ctx.running_requests(j.key) for j in ctx.jobs} if drf else {}
     shares = {k: share(a, g.total) for k, a in allocated.items()}
     ctx.turns.clear()
     while waiting:
@@ -80,16 +80,6 @@ def greedy_place(ctx: Context) -> PlacementPlan:
         name="greedy", status="HEURISTIC", wall_seconds=wall)))
     log.info("placement greedy: %d of %d jobs admitted in %.3fs", sum(j.admitted for j in out), len(out), wall)
     return plan
-
-
-def job_running(ctx: Context, job: VCJob) -> Counter[str]:
-    """The requests of the job's running pods (drf's allocation at the session's start)."""
-    out: Counter[str] = Counter()
-    pods = ctx.pods[job.key]
-    for task, idx in ctx.held.get(job.key, {}).items():
-        for i in idx:
-            out.update(pods[task][i].requests)
-    return out
 
 
 def explain_rejections(ctx: Context, plan: PlacementPlan) -> PlacementPlan:

@@ -186,6 +186,15 @@ class Context:
         """Task -> its pods already running."""
         return held_counts(self.held.get(job, {}))
 
+    def running_requests(self, job: str) -> Counter[str]:
+        """The requests of the job's running pods, summed (a new Counter each call)."""
+        out: Counter[str] = Counter()
+        pods = self.pods[job]
+        for task, idx in self.held.get(job, {}).items():
+            for i in idx:
+                out.update(pods[task][i].requests)
+        return out
+
     def pending(self, job: VCJob, task: str) -> list[int]:
         """The task's replica indices still to place, in index order."""
         held = self.held.get(job.key, {}).get(task, frozenset())

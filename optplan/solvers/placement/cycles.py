@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Iterable
 
 from optplan.models.placement import CYCLE_STEPS, Binding, JobPlacement, PlacementPlan, Victim
 from optplan.models.queues import VCJob
@@ -80,7 +81,7 @@ def greedy_cycles(ctx: Context) -> PlacementPlan:
         nxt = one_cycle(cur)
         if not any(jp.victims or jp.admitted for jp in nxt.jobs):
             break  # a session that changes nothing: the plan so far stands
-        if placed_victims(ctx, nxt):
+        if placed_victims(nxt.jobs, running_now(ctx)):
             best = with_later_victims(best, ctx, nxt)
             break
         cycles.append(nxt)
@@ -104,11 +105,14 @@ def next_may_evict(plan: PlacementPlan) -> bool:
     return any(jp.admitted and jp.bindings for jp in plan.jobs) and any(not jp.admitted for jp in plan.jobs)
 
 
-def placed_victims(ctx: Context, plan: PlacementPlan | JobPlacement) -> list[str]:
-    """The victims of a later cycle's plan (or of one job of it) that do not run in the snapshot: pods this plan
-    placed in an earlier cycle."""
-    running = {k for k, p in ctx.snapshot.pods.items() if p.node_name}
-    jobs = plan.jobs if isinstance(plan, PlacementPlan) else (plan,)
+def running_now(ctx: Context) -> frozenset[str]:
+    """The pods that run in the snapshot: the only ones a plan names as victims."""
+    return frozenset(k for k, p in ctx.snapshot.pods.items() if p.node_name)
+
+
+def placed_victims(jobs: Iterable[JobPlacement], running: frozenset[str]) -> list[str]:
+    """The victims of a later cycle's jobs that are not among the ``running`` pods (``running_now``): pods this
+    plan placed in an earlier cycle."""
     return sorted(k for jp in jobs for v in jp.victims if (k := f"{v.namespace}/{v.name}") not in running)
 
 
@@ -117,9 +121,10 @@ def with_later_victims(plan: PlacementPlan, ctx: Context, nxt: PlacementPlan) ->
     as victims only pods that run now, so it stops before that cycle) told so in its reason, and so is each job
     those pods belong to."""
     owner = {p.key: key for key, by_task in ctx.pods.items() for ps in by_task.values() for p in ps}
+    running = running_now(ctx)
     said: dict[str, str] = {}
     for jp in nxt.jobs:
-        mine = placed_victims(ctx, jp)
+        mine = placed_victims((jp,), running)
         if mine:
             said[jp.key] = (f"the next scheduling cycle's {jp.victims[0].reason} may evict {', '.join(mine)} "
                             "for it, placed by this plan (not in it: a plan's victims are pods running now)")
@@ -192,7 +197,7 @@ def merge(ctx: Context, cycles: list[PlacementPlan], contexts: list[Context]) ->
     """The plan of the cycles so far (module docstring), or None when its shape cannot say it; ``contexts``: each
     cycle's (a bare PodGroup built again without its dropped pods names its replicas otherwise: its bindings are
     mapped back to the first cycle's job by pod name)."""
-    original = {k for k, p in ctx.snapshot.pods.items() if p.node_name}  # the pods running now
+    original = running_now(ctx)
     names = {key: {p.name: (t, i) for t, ps in by_task.items() for i, p in enumerate(ps)}
              for key, by_task in ctx.pods.items()}
 

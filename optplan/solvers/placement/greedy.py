@@ -911,13 +911,9 @@ class Greedy:
 
     def job_allocated(self, job: VCJob, pod: Pod, stmt: Statement) -> dict[str, int]:
         """The preemptor job's allocation with ``pod`` added: its running pods, the pods this turn placed."""
-        out: dict[str, int] = defaultdict(int)
-        held = self.ctx.held.get(job.key, {})
-        mine = [self.ctx.pods[job.key][t][i] for t, idx in held.items() for i in idx]
-        mine += [p for p, _n, _q, g, _d in stmt.ops if g is None]
-        for p in [*mine, pod]:
-            for r, x in p.requests.items():
-                out[r] += x
+        out = self.ctx.running_requests(job.key)
+        for p in [*(p for p, _n, _q, g, _d in stmt.ops if g is None), pod]:
+            out.update(p.requests)
         return out
 
     def tier_victims(self, pod: Pod, node: str, job: VCJob, stmt: Statement, rules: Rules) -> list[Candidate]:
