@@ -4,14 +4,17 @@ Example::
 
     python benchmarks/shared_leftover.py --data ../shared/data --policy fgd --seed 42 --workloads default cpu100
     python benchmarks/shared_leftover.py --data ../shared/data --policy frag-hole-batch --batch 64 --workloads default
+    python benchmarks/shared_leftover.py --data ../shared/data --policy frag-defer --workloads default gpuspec10
 
 Per workload, one run (``shared.simulate`` on the table's cluster and workload), then the free milli-GPUs
 split three ways, each in points of the cluster's GPUs: on devices with less free than the smallest GPU ask
 among the rejected pods (no rejected pod fits there, whatever its cpu), on entirely free devices, and the
 rest; the hole size holding the most free milli; and the arrived requests (% of the GPUs) and the allocation
-at the first rejection. With ``--kinds N``, then per workload the N most frequent kinds of pod (GPUs, milli
-each): placed, rejected, and the arrived requests at the first rejection of the kind (or never). Without the
-data it says so and exits 0.
+at the first rejection. For ``frag-defer``, then per workload the shares it held back: how many, how many it
+placed after a wait and how long they waited (arrivals), how many it still holds at the end and how many of
+those fit the end state (a whole-GPU pod of FGD's target workload still fitting then). With ``--kinds N``,
+then per workload the N most frequent kinds of pod (GPUs, milli each): placed, rejected, and the arrived
+requests at the first rejection of the kind (or never). Without the data it says so and exits 0.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
           "| arrived % at the first rejection | alloc % then | the most free milli in one hole size |")
     print("|---|---|---|---|---|---|---|---|---|")
     listed: list[tuple[str, list[tuple[tuple[int, int], list[float]]]]] = []
+    held: list[tuple[str, int, int, list[int], int, int]] = []
     check = None if args.check is None else args.check == "on"
     for wl in args.workloads:
         trace = table.read_sim_pods(args.data / "openb" / f"openb_pod_list_{wl}.csv")
@@ -74,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
                     first = (100 * arrived / cl.total_milli, 100 * cl.allocated / cl.total_milli)
             arrived += p.ask.total_milli
         listed.append((wl, sorted(kinds.items(), key=lambda kv: -(kv[1][0] + kv[1][1]))[: args.kinds]))
+        if res.waits or res.waiting:
+            waits = sorted(w for _k, w in res.waits)
+            fitting = sum(bool(cl.fits(arrivals[k]).any()) for k in res.waiting)
+            held.append((wl, len(waits) + len(res.waiting), len(waits), waits, len(res.waiting), fitting))
         asks = [p.ask.milli if p.ask.is_share else MILLI for p, where in zip(arrivals, res.assignment, strict=True)
                 if where is None and not p.ask.none]
         smallest = min(asks, default=MILLI)
@@ -88,6 +96,13 @@ def main(argv: list[str] | None = None) -> int:
               f"(< {smallest}) | {whole / point:.2f} | {other / point:.2f} | {first[0]:.1f} | {first[1]:.2f} "
               f"| {hole} |",
               flush=True)
+    if held:
+        print("\n| workload | shares held back | placed after a wait | wait in arrivals: median, max | still held at "
+              "the end | of those, fitting the end state |")
+        print("|---|---|---|---|---|---|")
+        for wl, n, later, waits, left, fitting in held:
+            mid = f"{waits[len(waits) // 2]}, {waits[-1]}" if waits else "-"
+            print(f"| {wl} | {n} | {later} | {mid} | {left} | {fitting} |")
     if args.kinds:
         print("\n| workload | kind: GPUs × milli | placed | rejected | arrived % at its first rejection |")
         print("|---|---|---|---|---|")

@@ -86,6 +86,14 @@ optplan's:
 - ``frag-admit`` (**rejects pods that fit**: an admission policy, not work-conserving, so not a like-for-like
   peer of FGD): ``frag-hole`` refusing such a share when neither a partly used device nor a spare device can take
   it.
+- ``frag-defer`` (**holds back pods that fit**, so not work-conserving either; unlike ``frag-admit`` it refuses
+  none for good): ``frag-hole-batch``, but a share with an unfillable hole that neither a partly used device nor
+  a spare device can take waits (the solve offers it only those), oldest first, and is placed after a later
+  batch as soon as one of them can take it, or once no whole-GPU pod of FGD's target workload fits anywhere
+  (``saturated``: from then on a free device it takes is one no whole-GPU pod could have had), wherever it fits.
+  It needs no knowledge of when the stream ends, and at the end no held share fits anywhere: like FGD's, the
+  final state leaves out no pod that fits. The price is the wait of the shares it holds, and the shares still
+  waiting at the end (they fit nowhere then, but did when they arrived).
 
 **Metric.** GPU allocation ratio = allocated milli-GPUs / the cluster's milli-GPUs at the end (the paper's
 "GPU allocation ratio"; column 130 of its ``analysis_allo_discrete.csv``).
@@ -217,6 +225,10 @@ class SharedResult:
     curve: tuple[float, ...] = ()
     """Allocation (%) when the arrived requests first reach k% of the cluster's GPUs, k = 0, 1, ... (the paper's
     ``analysis_allo_discrete.csv`` columns)."""
+    waits: tuple[tuple[int, int], ...] = ()
+    """``frag-defer``: (arrival index, arrivals it waited) of each share placed after it was held back."""
+    waiting: tuple[int, ...] = ()
+    """``frag-defer``: the arrival index of each share still held back at the end."""
 
     @property
     def alloc_percent(self) -> float:
@@ -1014,6 +1026,68 @@ class FragHoleBatchPolicy(FragBatchPolicy, FragHolePolicy):
                 for p, options, cs in zip(pods, opts, out, strict=True)]
 
 
+class FragDeferPolicy(FragHoleBatchPolicy, FragAdmitPolicy):
+    """optplan's: ``frag-hole-batch`` that holds back a share with an unfillable hole while only a free device a
+    whole-GPU pod could have had takes it, and places it as soon as that changes (module docstring)."""
+
+    name = "frag-defer"
+
+    def __init__(self, cl: DevCluster, cfg: SharedConfig, target: TargetWorkload) -> None:
+        super().__init__(cl, cfg, target)
+        self.seen = 0
+        """Arrivals placed or held so far: the index of the next batch's first arrival."""
+        self.held: list[tuple[int, Arrival]] = []
+        """(arrival index, arrival) of each share held back, oldest first."""
+        self.whole = [t for t in self.target.types if t.ask.whole]
+        """The whole-GPU pods of FGD's target workload: the pods the held shares make room for."""
+
+    def _candidates(self, pods: Sequence[Arrival]) -> tuple[list[list[_Option]], list[int]]:
+        """``frag-hole-batch``'s, without the free devices of nodes that are not spare for a share it holds
+        back (the solve may not place it there either)."""
+        opts, hint = super()._candidates(pods)
+        for j, p in enumerate(pods):
+            if self.closes(p):
+                keep = [o for o, t in enumerate(self._tier(p, opts[j])) if t < HOLE_TIERS]
+                hint[j] = keep.index(hint[j]) if hint[j] in keep else -1
+                opts[j] = [opts[j][o] for o in keep]
+        return opts, hint
+
+    def place(self, pods: Sequence[Arrival]) -> list[Placement]:
+        """``frag-hole-batch``'s placement of the batch; an arrival left out that fits is held (only a share
+        ``frag-admit`` refuses can be: the others that fit are placed by the end of the batch)."""
+        base = self.seen
+        self.seen += len(pods)
+        out = super().place(pods)
+        self.held.extend((base + j, p) for j, p in enumerate(pods) if out[j] is None and self.cl.fits(p).any())
+        return out
+
+    def saturated(self) -> bool:
+        """No whole-GPU pod of the target workload fits anywhere (entirely free devices on a node of its model,
+        with its cpu): a held share then takes nothing a whole-GPU pod could have had. Always, without such
+        pods."""
+        cl = self.cl
+        return not any(((cl.full >= t.ask.whole) & (cl.free_cpu >= t.cpu) & cl.allowed(t.ask)).any()
+                       for t in self.whole)
+
+    def release(self) -> list[tuple[int, Placement]]:
+        """After each batch: the held shares that a partly used or spare device now takes (``frag-admit``'s
+        rule), oldest first; once ``saturated``, every held share that fits (``frag-hole``'s rule). Returns
+        (arrival index, placement) of each one placed."""
+        done: list[tuple[int, Placement]] = []
+        kept: list[tuple[int, Arrival]] = []
+        free = bool(self.held) and self.saturated()
+        for k, p in self.held:
+            fits = self.cl.fits(p)
+            if fits.any() and (free or self.admits(p, fits)):
+                i, devs = self.choose(p, fits)
+                self.cl.take(i, p, devs)
+                done.append((k, (i, devs)))
+            else:
+                kept.append((k, p))
+        self.held = kept
+        return done
+
+
 # ---- simulation --------------------------------------------------------------------------------
 
 def target_workload(trace: Sequence[SimPod]) -> TargetWorkload:
@@ -1034,11 +1108,16 @@ def simulate(nodes: Sequence[SimNode], arrivals: Sequence[SimPod], policy: str, 
     curve: list[float] = []
     arrived = 0
     out: list[Placement] = []
+    waits: list[tuple[int, int]] = []
     batch = getattr(pol, "batch", 1)
     for start in range(0, len(pods), batch):
         group = pods[start : start + batch]
         if isinstance(pol, FragBatchPolicy):
             out.extend(pol.place(group))
+            if isinstance(pol, FragDeferPolicy):
+                for k, where in pol.release():
+                    out[k] = where
+                    waits.append((k, len(out) - 1 - k))
         else:
             (p,) = group
             out.append(pol.arrive(p))
@@ -1055,7 +1134,8 @@ def simulate(nodes: Sequence[SimNode], arrivals: Sequence[SimPod], policy: str, 
     return SharedResult(policy=policy, seed=cfg.seed, total_milli=cl.total_milli,
                         requested_milli=sum(p.ask.total_milli for p in pods), allocated_milli=allocated,
                         placed=placed, rejected=len(out) - placed, wall_seconds=round(time.perf_counter() - t0, 3),
-                        assignment=tuple(out), curve=tuple(curve))
+                        assignment=tuple(out), curve=tuple(curve), waits=tuple(waits),
+                        waiting=tuple(k for k, _p in getattr(pol, "held", ())))
 
 
 def verify(nodes: Sequence[SimNode], pods: Sequence[Arrival],

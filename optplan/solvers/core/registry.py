@@ -85,6 +85,7 @@ _ENTRIES: tuple[Entry, ...] = (
     Entry(SIM_SHARED, "frag-hole", "optplan.experiments.sim.shared:FragHolePolicy"),
     Entry(SIM_SHARED, "frag-admit", "optplan.experiments.sim.shared:FragAdmitPolicy"),
     Entry(SIM_SHARED, "frag-hole-batch", "optplan.experiments.sim.shared:FragHoleBatchPolicy"),
+    Entry(SIM_SHARED, "frag-defer", "optplan.experiments.sim.shared:FragDeferPolicy"),
     Entry("provision", "greedy", "optplan.solvers.provision.greedy:GreedyProvisioner"),
     Entry("provision", "cpsat", "optplan.solvers.provision.cpsat:CpSatProvisioner"),
     Entry("provision", "auto", "optplan.solvers.provision.run:AutoProvisioner"),
