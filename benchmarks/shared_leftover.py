@@ -11,10 +11,11 @@ split three ways, each in points of the cluster's GPUs: on devices with less fre
 among the rejected pods (no rejected pod fits there, whatever its cpu), on entirely free devices, and the
 rest; the hole size holding the most free milli; and the arrived requests (% of the GPUs) and the allocation
 at the first rejection. For ``frag-defer``, then per workload the shares it held back: how many, how many it
-placed after a wait and how long they waited (arrivals), how many it still holds at the end and how many of
-those fit the end state (a whole-GPU pod of FGD's target workload still fitting then). With ``--kinds N``,
-then per workload the N most frequent kinds of pod (GPUs, milli each): placed, rejected, and the arrived
-requests at the first rejection of the kind (or never). Without the data it says so and exits 0.
+placed after a wait and how long they waited (arrivals), how many it still holds at the end, the arrivals
+since theirs, and how many of those fit the end state (a whole-GPU pod of FGD's target workload still
+fitting then). With ``--kinds N``, then per workload the N most frequent kinds of pod (GPUs, milli each):
+placed, rejected, and the arrived requests at the first rejection of the kind (or never). Without the data
+it says so and exits 0.
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         if res.waits or res.waiting:
             waits = sorted(w for _k, w in res.waits)
             fitting = sum(bool(cl.fits(arrivals[k]).any()) for k in res.waiting)
-            held.append((wl, len(waits) + len(res.waiting), len(waits), waits, len(res.waiting), fitting))
+            since = sorted(len(arrivals) - 1 - k for k in res.waiting)
+            held.append((wl, len(waits) + len(res.waiting), len(waits), waits, since, fitting))
         asks = [p.ask.milli if p.ask.is_share else MILLI for p, where in zip(arrivals, res.assignment, strict=True)
                 if where is None and not p.ask.none]
         smallest = min(asks, default=MILLI)
@@ -97,12 +99,13 @@ def main(argv: list[str] | None = None) -> int:
               f"| {hole} |",
               flush=True)
     if held:
-        print("\n| workload | shares held back | placed after a wait | wait in arrivals: median, max | still held at "
-              "the end | of those, fitting the end state |")
-        print("|---|---|---|---|---|---|")
-        for wl, n, later, waits, left, fitting in held:
+        print("\n| workload | shares held back | placed after a wait | their wait in arrivals: median, max "
+              "| still held at the end | arrivals since theirs: median, max | of those, fitting the end state |")
+        print("|---|---|---|---|---|---|---|")
+        for wl, n, later, waits, since, fitting in held:
             mid = f"{waits[len(waits) // 2]}, {waits[-1]}" if waits else "-"
-            print(f"| {wl} | {n} | {later} | {mid} | {left} | {fitting} |")
+            left = f"{since[len(since) // 2]}, {since[-1]}" if since else "-"
+            print(f"| {wl} | {n} | {later} | {mid} | {len(since)} | {left} | {fitting} |")
     if args.kinds:
         print("\n| workload | kind: GPUs × milli | placed | rejected | arrived % at its first rejection |")
         print("|---|---|---|---|---|")

@@ -319,6 +319,24 @@ def test_frag_defer_places_a_held_share_once_no_whole_gpu_pod_fits(
     assert got.waits == (((0, 1),) if policy == "frag-defer" and len(pods) == 2 else ())
 
 
+@pytest.mark.parametrize("max_wait, want, waits, waiting", [
+    # no bound: both shares held to the end, a device of v staying free for a whole-GPU pod
+    (None, (None, (1, (0,)), None), (), (0, 2)),
+    # the first share placed after one more arrival (on a, whose G2 device no whole-GPU pod takes); the second
+    # has not waited that long when the stream ends
+    (1, ((0, (0,)), (1, (0,)), None), ((0, 1),), (2,)),
+    # each placed after its own batch, as frag-hole-batch would place it
+    (0, ((0, (0,)), (1, (0,)), (1, (1,))), ((0, 0), (2, 0)), ()),
+])
+def test_frag_defer_places_a_share_that_waited_max_wait_arrivals(
+        max_wait: int | None, want: tuple[tuple[int, tuple[int, ...]] | None, ...],
+        waits: tuple[tuple[int, int], ...], waiting: tuple[int, ...]) -> None:
+    nodes = [SimNode("a", 64000, 64 * GI, 1, "G2"), SimNode("v", 64000, 64 * GI, 2, "V100")]
+    pods = [*SHARE_THEN_V100, SimPod("s2", 3000, GI, 1, 810)]
+    got = shared.simulate(nodes, pods, "frag-defer", TARGET_V100, shared.SharedConfig(batch=1, max_wait=max_wait))
+    assert (got.assignment, got.waits, got.waiting) == (want, waits, waiting)
+
+
 def _fits_at_the_end(nodes: list[SimNode], pods: list[SimPod],
                      assignment: tuple[tuple[int, tuple[int, ...]] | None, ...],
                      probes: tuple[SimPod, ...] = ()) -> list[str]:

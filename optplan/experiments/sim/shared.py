@@ -141,6 +141,9 @@ FAMILY = registry.SIM_SHARED
 """The policies' family in ``optplan.solvers.core.registry``."""
 PEERS = ("random", "dotprod", "gpu-clustering", "gpu-packing", "best-fit", "fgd")
 """The paper's policies, in its order."""
+HOLDS = ("frag-admit", "frag-defer")
+"""optplan's policies that leave out pods that fit when they arrive (refused, or held back): not work-conserving,
+reported apart from the others."""
 _EPS = 1e-9
 MAX_SCORE = 100
 """kube-scheduler's highest node score: the peers score nodes in integers 0..100, as its score plugins do."""
@@ -204,6 +207,9 @@ class SharedConfig:
     """``frag-batch``: extra candidate devices per share: the least free devices with room anywhere."""
     batch_dtime: float = 0.5
     """``frag-batch``: CP-SAT's deterministic time limit per solve (deterministic, unlike a wall-clock limit)."""
+    max_wait: int | None = None
+    """``frag-defer``: a held share is placed wherever it fits (``frag-hole``'s rule) once this many arrivals came
+    after it (checked after each batch); None: no bound."""
     batch_check: bool | None = None
     """``frag-hole-batch``: keep a solve that places as many milli-GPUs as ``frag-hole``'s sequence only when it
     leaves the nodes it touches less fragmented, by FGD's measure after the batch (docs/benchmarks.md, "Why
@@ -1040,6 +1046,7 @@ class FragDeferPolicy(FragHoleBatchPolicy, FragAdmitPolicy):
         """(arrival index, arrival) of each share held back, oldest first."""
         self.whole = [t for t in self.target.types if t.ask.whole]
         """The whole-GPU pods of FGD's target workload: the pods the held shares make room for."""
+        self.max_wait = cfg.max_wait
 
     def _candidates(self, pods: Sequence[Arrival]) -> tuple[list[list[_Option]], list[int]]:
         """``frag-hole-batch``'s, without the free devices of nodes that are not spare for a share it holds
@@ -1071,14 +1078,15 @@ class FragDeferPolicy(FragHoleBatchPolicy, FragAdmitPolicy):
 
     def release(self) -> list[tuple[int, Placement]]:
         """After each batch: the held shares that a partly used or spare device now takes (``frag-admit``'s
-        rule), oldest first; once ``saturated``, every held share that fits (``frag-hole``'s rule). Returns
-        (arrival index, placement) of each one placed."""
+        rule), oldest first; once ``saturated``, or once a share has waited ``SharedConfig.max_wait`` arrivals,
+        every such share that fits (``frag-hole``'s rule). Returns (arrival index, placement) of each one placed."""
         done: list[tuple[int, Placement]] = []
         kept: list[tuple[int, Arrival]] = []
         free = bool(self.held) and self.saturated()
+        last = self.seen - 1 - (self.max_wait if self.max_wait is not None else self.seen)
         for k, p in self.held:
             fits = self.cl.fits(p)
-            if fits.any() and (free or self.admits(p, fits)):
+            if fits.any() and (free or k <= last or self.admits(p, fits)):
                 i, devs = self.choose(p, fits)
                 self.cl.take(i, p, devs)
                 done.append((k, (i, devs)))
