@@ -91,9 +91,11 @@ optplan's:
   a spare device can take waits (the solve offers it only those), oldest first, and is placed after a later
   batch as soon as one of them can take it, or once no whole-GPU pod of FGD's target workload fits anywhere
   (``saturated``: from then on a free device it takes is one no whole-GPU pod could have had), wherever it fits.
-  It needs no knowledge of when the stream ends, and at the end no held share fits anywhere: like FGD's, the
-  final state leaves out no pod that fits. The price is the wait of the shares it holds, and the shares still
-  waiting at the end (they fit nowhere then, but did when they arrived).
+  It needs no knowledge of when the stream ends: a stream that ends after that point (every run of the table)
+  leaves no held share that fits, so like FGD's its final state leaves out no pod that fits; one that ends
+  before it leaves them waiting. The price is the wait of the shares it holds (``SharedConfig.max_wait``
+  bounds it: a share that waited that many arrivals is placed wherever it fits), and the shares still waiting
+  at the end (they fit nowhere then, but did when they arrived).
 
 **Metric.** GPU allocation ratio = allocated milli-GPUs / the cluster's milli-GPUs at the end (the paper's
 "GPU allocation ratio"; column 130 of its ``analysis_allo_discrete.csv``).
@@ -1047,6 +1049,7 @@ class FragDeferPolicy(FragHoleBatchPolicy, FragAdmitPolicy):
         self.whole = [t for t in self.target.types if t.ask.whole]
         """The whole-GPU pods of FGD's target workload: the pods the held shares make room for."""
         self.max_wait = cfg.max_wait
+        """``SharedConfig.max_wait``: the arrivals after which a held share is placed wherever it fits."""
 
     def _candidates(self, pods: Sequence[Arrival]) -> tuple[list[list[_Option]], list[int]]:
         """``frag-hole-batch``'s, without the free devices of nodes that are not spare for a share it holds
