@@ -91,11 +91,11 @@ optplan's:
   a spare device can take waits (the solve offers it only those), oldest first, and is placed after a later
   batch as soon as one of them can take it, or once no whole-GPU pod of FGD's target workload fits anywhere
   (``saturated``: from then on a free device it takes is one no whole-GPU pod could have had), wherever it fits.
-  It needs no knowledge of when the stream ends: a stream that ends after that point (every run of the table)
-  leaves no held share that fits, so like FGD's its final state leaves out no pod that fits; one that ends
-  before it leaves them waiting. The price is the wait of the shares it holds (``SharedConfig.max_wait``
-  bounds it: a share that waited that many arrivals is placed wherever it fits), and the shares still waiting
-  at the end (they fit nowhere then, but did when they arrived).
+  It needs no knowledge of when the stream ends: a stream that ends after that point (each run of the
+  default trace checked) leaves no held share that fits, so like FGD's its final state leaves out no pod that
+  fits; one that ends before it leaves them waiting. The price is the wait of the shares it holds
+  (``SharedConfig.max_wait`` bounds it: a share that waited that many arrivals is placed wherever it fits),
+  and the shares still waiting at the end (they fit nowhere then, but did when they arrived).
 
 **Metric.** GPU allocation ratio = allocated milli-GPUs / the cluster's milli-GPUs at the end (the paper's
 "GPU allocation ratio"; column 130 of its ``analysis_allo_discrete.csv``).
