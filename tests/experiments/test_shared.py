@@ -8,7 +8,7 @@ import pytest
 
 from optplan.errors import InputError, PlanInvalidError
 from optplan.experiments import bench
-from optplan.experiments.sim import shared, table
+from optplan.experiments.sim import lookahead, shared, table
 from optplan.experiments.sim.online import SimNode, SimPod, fgd_workload
 from optplan.solvers.core import registry
 from optplan.solvers.core.gpushare import GpuAsk, TargetWorkload
@@ -486,15 +486,15 @@ def test_frag_hole_batch_checks_a_solve_against_frag_holes_sequence_after_the_ba
     # half devices. Kept as the solve's without the check; with it, the sequence, which leaves the nodes less
     # fragmented after the batch. A solve that places more milli-GPUs is kept either way.
     nodes = [SimNode("a", 64000, 64 * GI, 2, "G2"), SimNode("b", 64000, 64 * GI, 2, "G2")]
-    pol = shared.FragHoleBatchPolicy(shared.DevCluster(nodes), shared.SharedConfig(batch_check=check),
+    pol = lookahead.FragHoleBatchPolicy(shared.DevCluster(nodes), shared.SharedConfig(batch_check=check),
                                      TargetWorkload.of([(1000, GpuAsk(whole=1))]))
     pods = [shared.arrival_of(SimPod(f"s{k}", 4000, GI, 1, 500)) for k in range(2)]
-    opts = [[shared._Option(0, 0, 0), shared._Option(0, 1, 0)] for _ in pods]
+    opts = [[lookahead.Option(0, 0, 0), lookahead.Option(0, 1, 0)] for _ in pods]
     hint, spread = [0, 0], [0, 1]
-    monkeypatch.setattr(shared.FragBatchPolicy, "_solve", lambda self, p, o, h: spread)
+    monkeypatch.setattr(lookahead.FragBatchPolicy, "_solve", lambda self, p, o, h: spread)
     assert pol._solve(pods, opts, hint) == (hint if check else spread)
     more = [0, 1]
-    monkeypatch.setattr(shared.FragBatchPolicy, "_solve", lambda self, p, o, h: more)
+    monkeypatch.setattr(lookahead.FragBatchPolicy, "_solve", lambda self, p, o, h: more)
     assert pol._solve(pods, opts, [0, -1]) == more
 
 
@@ -503,7 +503,7 @@ def test_frag_hole_batch_checks_by_default_where_pods_require_a_gpu_model() -> N
     t4 = GpuAsk(whole=1, models=frozenset({"T4"}))
     anywhere = TargetWorkload.of([(1000, GpuAsk(whole=1))])
     some_t4 = TargetWorkload.of([(1000, t4), (1000, GpuAsk(whole=1))])
-    assert not shared.FragHoleBatchPolicy(cl, shared.SharedConfig(), anywhere).check
-    assert shared.FragHoleBatchPolicy(cl, shared.SharedConfig(), some_t4).check
-    assert not shared.FragHoleBatchPolicy(cl, shared.SharedConfig(batch_check=False), some_t4).check
-    assert shared.FragHoleBatchPolicy(cl, shared.SharedConfig(batch_check=True), anywhere).check
+    assert not lookahead.FragHoleBatchPolicy(cl, shared.SharedConfig(), anywhere).check
+    assert lookahead.FragHoleBatchPolicy(cl, shared.SharedConfig(), some_t4).check
+    assert not lookahead.FragHoleBatchPolicy(cl, shared.SharedConfig(batch_check=False), some_t4).check
+    assert lookahead.FragHoleBatchPolicy(cl, shared.SharedConfig(batch_check=True), anywhere).check

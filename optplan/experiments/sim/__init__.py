@@ -5,6 +5,8 @@ The replay family reuses its numpy cluster state.
 
 ``shared``: the same for every pod (whole GPUs, shares of one GPU, cpu-only) on GPU devices, by
 ``optplan.solvers.core.gpushare``'s rule: the FGD paper's six peers and optplan's policies (the registry's
-``sim-shared`` family). ``table``: the paper's allocation table reproduced with them (workloads × seeds ×
-policies, mean and 95% interval beside the published means), the bench's "shared" section.
+``sim-shared`` family); ``lookahead``: optplan's policies placing a batch of arrivals together by one CP-SAT
+solve (``frag-batch``, ``frag-hole-batch``, ``frag-defer``), in the same family. ``table``: the paper's
+allocation table reproduced with them (workloads × seeds × policies, mean and 95% interval beside the
+published means), the bench's "shared" section.
 """

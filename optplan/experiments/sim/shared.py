@@ -55,18 +55,6 @@ optplan's:
   more ask ``MULTI_GPU_SHARE`` of the GPU demand or more, a GPU pod's ties go first to the least contested model,
   then to the fullest node. Remaining ties: the first node by name; no random stream. Each pod is placed on
   arrival, as FGD places it; nothing is delayed or moved.
-- ``frag-batch``: FGD with look-ahead over ``SharedConfig.batch`` arrivals (16 unless it says): they are placed
-  together by one CP-SAT solve on the state before the batch (``FragBatchPolicy``), lexicographically in two solves: the
-  most milli-GPUs placed (solved only when FGD's sequence on the candidates leaves a pod out), then the most
-  FGD integer score summed over the batch's pods, the first names among equal scores. Candidates per
-  arrival: FGD's ``batch_nodes`` best nodes (score, then name) with its device there, and for a share also
-  the ``batch_holes`` least free devices with room anywhere (hole filling), each scored by FGD's growth on
-  the state before the batch. Per node the batch's cpu and memory, per device its shares' milli, and per
-  node its whole GPUs plus the entirely free devices its shares open fit. One worker, ``seed``, a
-  deterministic time limit per solve (``batch_dtime``; ``BATCH_WALL_LIMIT`` seconds as a safety); FGD's
-  sequence on the candidates is the hint and the fallback (kept unless the solve's objectives are at least
-  its own). An arrival left out that still fits after the batch is placed by FGD's rule, so nobody is
-  refused while there is room; arrivals never leave and nothing is moved.
 - ``frag-hole``: ``frag-spread``, but a share that would leave an unfillable hole on an entirely free device
   (``MILLI`` minus its ask is below every hole size h where the trace's shares of h milli or less ask
   ``HOLE_DEMAND`` of its GPU demand: the 810-milli shares of openb, whose 190 milli only its rare shares of 50-160
@@ -74,28 +62,11 @@ optplan's:
   else to the nodes with a spare device (one more entirely free device than the node's free cpu after the share
   can feed with whole GPUs at the trace's whole-GPU cpu per GPU; every free device when the trace has no
   whole-GPU pod), else wherever ``frag-spread`` puts it. Each pod on arrival, every pod that fits placed.
-- ``frag-hole-batch``: ``frag-batch`` with ``frag-hole``'s rules where it has FGD's: the hint and fallback are
-  ``frag-hole``'s sequence of the batch, each pod on arrival (played on the cluster and undone); each arrival's
-  candidates are ``frag-batch``'s plus its place in that sequence; the second solve's weights are lexicographic:
-  first the hole tiers of a share ``frag-hole`` keeps off free devices (a partly used device before the batch, a
-  free device of a spare node, another free device), then FGD's scores in ``frag-spread``'s tie order (on the
-  state before the batch). Where some pods of the trace require a GPU model (``SharedConfig.batch_check``), a
-  solve that places only as many milli-GPUs as that sequence is kept only when it leaves the nodes it touches
-  less fragmented by FGD's measure after the batch. An arrival left out that still fits is placed by
-  ``frag-hole``'s rule: work-conserving at the end of each batch.
 - ``frag-admit`` (**rejects pods that fit**: an admission policy, not work-conserving, so not a like-for-like
   peer of FGD): ``frag-hole`` refusing such a share when neither a partly used device nor a spare device can take
   it.
-- ``frag-defer`` (**holds back pods that fit**, so not work-conserving either; unlike ``frag-admit`` it refuses
-  none for good): ``frag-hole-batch``, but a share with an unfillable hole that neither a partly used device nor
-  a spare device can take waits (the solve offers it only those), oldest first, and is placed after a later
-  batch as soon as one of them can take it, or once no whole-GPU pod of FGD's target workload fits anywhere
-  (``saturated``: from then on a free device it takes is one no whole-GPU pod could have had), wherever it fits.
-  It needs no knowledge of when the stream ends: a stream that ends after that point (each run of the
-  default trace checked) leaves no held share that fits, so like FGD's its final state leaves out no pod that
-  fits; one that ends before it leaves them waiting. The price is the wait of the shares it holds
-  (``SharedConfig.max_wait`` bounds it: a share that waited that many arrivals is placed wherever it fits),
-  and the shares still waiting at the end (they fit nowhere then, but did when they arrived).
+- the look-ahead policies over batches of arrivals, ``frag-batch``, ``frag-hole-batch`` and ``frag-defer``, are
+  in ``sim.lookahead``.
 
 **Metric.** GPU allocation ratio = allocated milli-GPUs / the cluster's milli-GPUs at the end (the paper's
 "GPU allocation ratio"; column 130 of its ``analysis_allo_discrete.csv``).
@@ -339,6 +310,9 @@ class _Policy:
     def __init__(self, cl: DevCluster, cfg: SharedConfig, target: TargetWorkload) -> None:
         self.cl = cl
         self.rng = random.Random(f"{cfg.seed}/{self.name}")
+        self.solves: dict[str, int] = {}
+        """Outcome of each batch's solve (CP-SAT status, or HINT when the policy's own sequence was kept),
+        counted; empty for a policy without solves."""
 
     random_ties = False
     """Among nodes of equal score: uniform at random (True), or the first by name (the paper's simulator)."""
@@ -367,6 +341,22 @@ class _Policy:
         ``frag-admit``."""
         return True
 
+    batch = 1
+    """Arrivals per ``place``: one, each on its arrival (the look-ahead policies of ``sim.lookahead``: more)."""
+
+    def place(self, pods: Sequence[Arrival]) -> list[Placement]:
+        """The placement of each of ``batch`` arrivals (None: left out), the cluster updated: each on arrival."""
+        return [self.arrive(p) for p in pods]
+
+    def release(self) -> list[tuple[int, Placement]]:
+        """After each ``place``: (arrival index, placement) of each arrival held back before and placed now; a
+        policy that holds nothing back places none."""
+        return []
+
+    def waiting(self) -> tuple[int, ...]:
+        """The arrival index of each arrival still held back (none unless the policy holds some back)."""
+        return ()
+
     def arrive(self, p: Arrival) -> Placement:
         """``p`` placed on its arrival by the policy's rule (``admits``, then ``choose``) where it fits, the
         cluster updated; None when it fits nowhere or is refused."""
@@ -378,7 +368,7 @@ class _Policy:
         return i, devs
 
 
-def _left(cl: DevCluster, p: Arrival) -> np.ndarray[Any, Any]:
+def left_after(cl: DevCluster, p: Arrival) -> np.ndarray[Any, Any]:
     """frag-aware's fullest-node measure: free cpu and free GPU (milli) after placing ``p``, each over the node's
     capacity (the GPU term 0 on nodes without GPUs)."""
     cap = cl.ngpu * MILLI
@@ -575,7 +565,7 @@ class FragAwarePolicy(FgdPolicy):
                 return self.pick(-(cl.free_cpu - p.cpu) / cl.cap_cpu, cpu_node), ()
         key = self.refresh(p, fits)
         score = np.where(fits, fgd_score(self.delta[key]), -1.0)
-        i = self.pick(-_left(cl, p), fits & (score == score.max()))
+        i = self.pick(-left_after(cl, p), fits & (score == score.max()))
         if p.ask.is_share:
             return i, (int(self.dev[key][i]),)
         return i, self.devices(i, p)
@@ -602,12 +592,6 @@ def model_pressure(cl: DevCluster, target: TargetWorkload) -> np.ndarray[Any, An
     return np.array([press[m] * scale for m in cl.models.tolist()])
 
 
-BATCH_WALL_LIMIT = 30.0
-"""``frag-batch``: a wall-clock cap per solve beside the deterministic limit (``batch_dtime``), against a solve
-that never ends. It is far above what the deterministic limit takes (at most about 2 s of wall on the 2-core
-reference machine at load 3), so a run's result does not depend on the machine's load; at 2 s it did (a loaded
-machine cut some solves: up to 0.02 points of allocation between runs)."""
-
 MULTI_GPU_SHARE = 0.15
 """``frag-spread`` packs when pods of 2 GPUs or more ask at least this share of the trace's GPU demand (the
 default trace: 7.3%; the multigpu workloads 20-50%): spreading would leave no idle node for them."""
@@ -632,7 +616,7 @@ class FragSpreadPolicy(FgdPolicy):
         key = self.refresh(p, fits)
         score = np.where(fits, -self.delta[key], -np.inf)
         best = np.flatnonzero(fits & (score == score.max()))
-        left = _left(self.cl, p)[best]
+        left = left_after(self.cl, p)[best]
         contested = self.pressure[best] if not p.ask.none else np.zeros(len(best))
         i = int(best[np.lexsort((best, left if self.pack else -left, contested))[0]])
         if p.ask.is_share:
@@ -710,395 +694,6 @@ class FragAdmitPolicy(FragHolePolicy):
         return not self.closes(p) or any(m.any() for m in self.refuge(p, fits))
 
 
-@dataclass(frozen=True)
-class _Option:
-    """One place a batch arrival may take: node, device (a share's; -1 for whole GPUs or none) and FGD's integer
-    score of that place on the state before the batch."""
-
-    node: int
-    device: int
-    score: int
-
-
-class FragBatchPolicy(FgdPolicy):
-    """optplan's: ``batch`` arrivals placed together by one CP-SAT solve over FGD's candidates (module
-    docstring); build, solve and extract are ``_options``/``_build``, ``_solve`` and ``_extract``."""
-
-    name = "frag-batch"
-    default_batch = 16
-    """Arrivals per solve unless ``SharedConfig.batch`` says."""
-
-    def __init__(self, cl: DevCluster, cfg: SharedConfig, target: TargetWorkload) -> None:
-        super().__init__(cl, cfg, target)
-        self.cfg = cfg
-        self.batch = cfg.batch or self.default_batch
-        self.solves: dict[str, int] = {}
-        """Outcome of each batch's solve (CP-SAT status, or HINT when FGD's sequence was kept), counted."""
-
-    def _options(self, p: Arrival) -> list[_Option]:
-        """FGD's best nodes for ``p`` (score, then name), its device on each; for a share also the least free
-        devices with room anywhere (hole filling), each scored by FGD's growth on that device."""
-        cl = self.cl
-        fits = cl.fits(p)
-        if not fits.any():
-            return []
-        key = self.refresh(p, fits)
-        score = -self.delta[key]
-        idx = np.flatnonzero(fits)
-        top = idx[np.lexsort((idx, -score[idx]))][: self.cfg.batch_nodes]
-        out = [_Option(int(i), int(self.dev[key][i]) if p.ask.is_share else -1, int(score[i])) for i in top]
-        if p.ask.is_share and self.cfg.batch_holes:
-            rows, devs = np.nonzero(fits[:, None] & (cl.free_gpu >= p.ask.milli))
-            room = cl.free_gpu[rows, devs]
-            seen = {(o.node, o.device) for o in out}
-            for k in np.lexsort((devs, rows, room))[: self.cfg.batch_holes + len(out)]:
-                i, d = int(rows[k]), int(devs[k])
-                if (i, d) in seen or len(out) >= self.cfg.batch_nodes + self.cfg.batch_holes:
-                    continue
-                out.append(self._option(p, i, d))
-                seen.add((i, d))
-        return out
-
-    def _option(self, p: Arrival, i: int, d: int) -> _Option:
-        """``p`` on node ``i`` (a share on its device ``d``), scored by FGD on the state before the batch (after
-        ``_options(p)``, which brings the node scores up to date)."""
-        cl = self.cl
-        if not p.ask.is_share:
-            return _Option(i, -1, int(-self.delta[self.refresh(p, cl.fits(p))][i]))
-        after = cl.free_gpu[i : i + 1].copy()
-        after[0, d] -= p.ask.milli
-        growth = self.frag(after, cl.free_cpu[i : i + 1] - p.cpu, self.model_ids[i : i + 1]) - self.before[i]
-        return _Option(i, d, int(fgd_score(np.asarray(growth))[0]))
-
-    def _order(self, nodes: list[int]) -> list[int]:
-        """The tie order of the objective among a batch's candidate nodes (given in name order): FGD's, by name."""
-        return nodes
-
-    def _coefs(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]]) -> list[list[int]]:
-        """The second objective's weight of each option, positive: its score, then the tie order (``_order``)
-        among equal scores."""
-        rank = {i: r for r, i in enumerate(self._order(sorted({o.node for options in opts for o in options})))}
-        w = len(pods) * len(rank) + 1
-        return [[(o.score + 1) * w - rank[o.node] for o in options] for options in opts]
-
-    @staticmethod
-    def _value(pods: Sequence[Arrival], coefs: Sequence[Sequence[int]], pick: Sequence[int]) -> tuple[int, int]:
-        """The two objectives of a pick: milli-GPUs placed, then the options' weights (``_coefs``) summed."""
-        chosen = [(j, o) for j, o in enumerate(pick) if o >= 0]
-        return sum(pods[j].ask.total_milli for j, _o in chosen), sum(coefs[j][o] for j, o in chosen)
-
-    def _candidates(self, pods: Sequence[Arrival]) -> tuple[list[list[_Option]], list[int]]:
-        """The options of each arrival and the hint: FGD's sequence on them (``_hint``)."""
-        opts = [self._options(p) for p in pods]
-        return opts, self._hint(pods, opts)
-
-    def _hint(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]]) -> list[int]:
-        """FGD's sequence on the options: each arrival in order takes its first option that still fits."""
-        cl = self.cl
-        cpu: dict[int, int] = {}
-        mem: dict[int, int] = {}
-        gpu: dict[tuple[int, int], int] = {}
-        whole: dict[int, int] = {}
-        touched: set[tuple[int, int]] = set()
-        pick = []
-        for p, options in zip(pods, opts, strict=True):
-            chosen = -1
-            for o, opt in enumerate(options):
-                i, d = opt.node, opt.device
-                if cl.free_cpu[i] - cpu.get(i, 0) < p.cpu or cl.free_mem[i] - mem.get(i, 0) < p.memory:
-                    continue
-                fresh = {e for (n, e) in touched if n == i and cl.free_gpu[i, e] == MILLI}
-                if p.ask.is_share:
-                    if cl.free_gpu[i, d] - gpu.get((i, d), 0) < p.ask.milli:
-                        continue
-                    if cl.free_gpu[i, d] == MILLI and (i, d) not in touched and \
-                            whole.get(i, 0) + len(fresh) + 1 > cl.full[i]:
-                        continue
-                    gpu[i, d] = gpu.get((i, d), 0) + p.ask.milli
-                    touched.add((i, d))
-                elif p.ask.whole:
-                    if whole.get(i, 0) + p.ask.whole + len(fresh) > cl.full[i]:
-                        continue
-                    whole[i] = whole.get(i, 0) + p.ask.whole
-                cpu[i] = cpu.get(i, 0) + p.cpu
-                mem[i] = mem.get(i, 0) + p.memory
-                chosen = o
-                break
-            pick.append(chosen)
-        return pick
-
-    def _solve(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]], hint: list[int]) -> list[int]:
-        """The chosen option per arrival (-1: none): CP-SAT's when its objective is at least the hint's."""
-        from ortools.sat.python import cp_model
-
-        cl = self.cl
-        if not any(opts):
-            return hint
-        m = cp_model.CpModel()
-        # x[j, o]: arrival j takes its option o
-        x = {(j, o): m.new_bool_var(f"x[{j},{o}]") for j, options in enumerate(opts) for o in range(len(options))}
-        for j, options in enumerate(opts):
-            if options:
-                m.add_at_most_one(x[j, o] for o in range(len(options)))
-        by_node: dict[int, list[tuple[int, int]]] = {}
-        for (j, o) in x:
-            by_node.setdefault(opts[j][o].node, []).append((j, o))
-        for i, keys in by_node.items():
-            m.add(sum(pods[j].cpu * x[j, o] for j, o in keys) <= int(cl.free_cpu[i]))
-            m.add(sum(pods[j].memory * x[j, o] for j, o in keys) <= int(cl.free_mem[i]))
-            shares: dict[int, list[tuple[int, int]]] = {}
-            for j, o in keys:
-                if pods[j].ask.is_share:
-                    shares.setdefault(opts[j][o].device, []).append((j, o))
-            for d, on in shares.items():
-                m.add(sum(pods[j].ask.milli * x[j, o] for j, o in on) <= int(cl.free_gpu[i, d]))
-            wholes = [(j, o) for j, o in keys if pods[j].ask.whole]
-            if wholes:
-                # whole GPUs and shares opening an entirely free device share the node's free devices
-                opened = []
-                for d, on in shares.items():
-                    if cl.free_gpu[i, d] == MILLI:
-                        u = m.new_bool_var(f"opened[{i},{d}]")
-                        for j, o in on:
-                            m.add_implication(x[j, o], u)
-                        opened.append(u)
-                m.add(sum(pods[j].ask.whole * x[j, o] for j, o in wholes) + sum(opened) <= int(cl.full[i]))
-        for (j, o), v in x.items():
-            m.add_hint(v, hint[j] == o)
-        coefs = self._coefs(pods, opts)
-        hint_value = self._value(pods, coefs, hint)
-        s = cp_model.CpSolver()
-        s.parameters.num_workers = 1
-        s.parameters.random_seed = self.cfg.seed
-        s.parameters.max_deterministic_time = self.cfg.batch_dtime
-        s.parameters.max_time_in_seconds = BATCH_WALL_LIMIT
-        s.parameters.max_presolve_iterations = 1  # light presolve: the models are small, solved many times
-        s.parameters.cp_model_probing_level = 0
-        s.parameters.symmetry_level = 0
-        placed = sum(pods[j].ask.total_milli * v for (j, _o), v in x.items())
-        outcome = "HINT"
-        if hint_value[0] < sum(p.ask.total_milli for p, options in zip(pods, opts, strict=True) if options):
-            # first the most milli-GPUs placed (only when FGD's sequence leaves a pod with candidates out)
-            m.maximize(placed)
-            st = s.solve(m)
-            if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE) or s.objective_value <= hint_value[0]:
-                self.solves[outcome] = self.solves.get(outcome, 0) + 1
-                return hint
-            m.add(placed >= round(s.objective_value))
-            hint = [next((o for o in range(len(options)) if s.value(x[j, o])), -1) for j, options in enumerate(opts)]
-            hint_value = self._value(pods, coefs, hint)
-            m.clear_hints()
-            for (j, o), v in x.items():
-                m.add_hint(v, hint[j] == o)
-        else:
-            m.add(placed >= hint_value[0])
-        # then the options' weights: FGD's scores, the first names among equal scores (each positive: nobody
-        # left out for it)
-        m.maximize(sum(coefs[j][o] * v for (j, o), v in x.items()))
-        st = s.solve(m)
-        ok = st in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-        pick = hint
-        if ok:
-            got = [next((o for o in range(len(options)) if s.value(x[j, o])), -1) for j, options in enumerate(opts)]
-            if self._value(pods, coefs, got) >= hint_value:
-                pick, outcome = got, s.status_name(st)
-        log.debug("%s of %d: %s objective %s bound %s hint %s in %.3fs", self.name, len(pods), s.status_name(st),
-                  s.objective_value if ok else None, s.best_objective_bound if ok else None, hint_value, s.wall_time)
-        self.solves[outcome] = self.solves.get(outcome, 0) + 1
-        return pick
-
-    def place(self, pods: Sequence[Arrival]) -> list[Placement]:
-        """Places a batch on the cluster; an arrival the solve left out that still fits somewhere afterwards is
-        placed by the policy's rule on arrival (FGD's; ``frag-hole``'s for ``frag-hole-batch``), so nobody is
-        refused while there is room."""
-        opts, hint = self._candidates(pods)
-        out = self._take(pods, opts, self._solve(pods, opts, hint))
-        for j, p in enumerate(pods):
-            if out[j] is None:
-                out[j] = self.arrive(p)
-        return out
-
-    def _take(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]], pick: Sequence[int]) -> list[Placement]:
-        """The batch's chosen options taken on the cluster: a share on its device, whole GPUs on the node's first
-        entirely free devices that no share of the batch takes; None for an arrival without one."""
-        cl = self.cl
-        taken: dict[int, set[int]] = {}
-        for j, o in enumerate(pick):
-            if o >= 0 and pods[j].ask.is_share:
-                taken.setdefault(opts[j][o].node, set()).add(opts[j][o].device)
-        out: list[Placement] = []
-        for j, (p, o) in enumerate(zip(pods, pick, strict=True)):
-            if o < 0:
-                out.append(None)
-                continue
-            i = opts[j][o].node
-            if p.ask.is_share:
-                devs: tuple[int, ...] = (opts[j][o].device,)
-            else:
-                free = [d for d in range(int(cl.ngpu[i])) if cl.free_gpu[i, d] == MILLI and d not in taken.get(i, ())]
-                devs = tuple(free[: p.ask.whole])
-                taken.setdefault(i, set()).update(devs)
-            cl.take(i, p, devs)
-            out.append((i, devs))
-        return out
-
-
-HOLE_TIERS = 2
-"""``frag-hole-batch``: the places of a share that ``frag-hole`` keeps off free devices, best first: a partly used
-device (0), a free device of a spare node (1), another free device (2)."""
-_NOTHING = Arrival("", 0, 0, GpuAsk())
-
-
-class FragHoleBatchPolicy(FragBatchPolicy, FragHolePolicy):
-    """optplan's: ``frag-batch`` with ``frag-hole``'s rules (module docstring): its sequence as the hint and the
-    fallback, its tie order, and the free devices its unfillable holes avoid weighed first."""
-
-    name = "frag-hole-batch"
-    default_batch = 64
-    """Measured at 64 (docs/benchmarks.md; 128 and 256 gave no more on the default trace)."""
-
-    def _sequence(self, pods: Sequence[Arrival]) -> list[Placement]:
-        """``frag-hole``'s placements of the batch, each pod on arrival; the cluster is left as it was."""
-        snap = self.cl.snapshot()
-        out = [self.arrive(p) for p in pods]
-        self.cl.restore(snap)
-        return out
-
-    def _candidates(self, pods: Sequence[Arrival]) -> tuple[list[list[_Option]], list[int]]:
-        """``frag-batch``'s options of each arrival and its place in ``frag-hole``'s sequence (added when not
-        among them), which is the hint."""
-        opts = [self._options(p) for p in pods]
-        hint = []
-        for p, options, where in zip(pods, opts, self._sequence(pods), strict=True):
-            if where is None:
-                hint.append(-1)
-                continue
-            place = (where[0], where[1][0] if p.ask.is_share else -1)
-            k = next((k for k, o in enumerate(options) if (o.node, o.device) == place), len(options))
-            if k == len(options):
-                options.append(self._option(p, *place))
-            hint.append(k)
-        return opts, hint
-
-    def _order(self, nodes: list[int]) -> list[int]:
-        """``frag-spread``'s tie order on the state before the batch: the least contested model, then the emptiest
-        node (the fullest when it packs), then the name."""
-        idx = np.array(nodes, dtype=np.int64)
-        left = _left(self.cl, _NOTHING)[idx]
-        return [int(i) for i in idx[np.lexsort((idx, left if self.pack else -left, self.pressure[idx]))]]
-
-    def _tier(self, p: Arrival, options: Sequence[_Option]) -> list[int]:
-        """``HOLE_TIERS``' tier of each option: 0 for every option of a pod that leaves no unfillable hole."""
-        if not self.closes(p):
-            return [0] * len(options)
-        cl = self.cl
-        _used, spare = self.refuge(p, cl.fits(p))
-        return [0 if cl.free_gpu[o.node, o.device] < MILLI else 1 if spare[o.node] else HOLE_TIERS for o in options]
-
-    def __init__(self, cl: DevCluster, cfg: SharedConfig, target: TargetWorkload) -> None:
-        super().__init__(cl, cfg, target)
-        self.check = bool(self.pressure.any()) if cfg.batch_check is None else cfg.batch_check
-        """Check each solve against ``frag-hole``'s sequence (``_solve``): by default where pods require a GPU
-        model, which meet on the few nodes of their model, and one solve on the weights before the batch sends
-        several to the same ones."""
-
-    def _solve(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]], hint: list[int]) -> list[int]:
-        """``frag-batch``'s solve; with ``check`` kept only when it places more milli-GPUs than ``frag-hole``'s
-        sequence (the hint), or as many and leaves the nodes it touches less fragmented by FGD's measure on the
-        state after the batch (the solve weighs each option on the state before it)."""
-        pick = super()._solve(pods, opts, hint)
-        if pick == hint or not self.check:
-            return pick
-        got, was = (sum(pods[j].ask.total_milli for j, o in enumerate(x) if o >= 0) for x in (pick, hint))
-        if got != was:
-            return pick if got > was else hint
-        nodes = sorted({opts[j][o].node for j, o in enumerate(pick) if o >= 0} |
-                       {opts[j][o].node for j, o in enumerate(hint) if o >= 0})
-        return pick if self._after(pods, opts, pick, nodes) < self._after(pods, opts, hint, nodes) else hint
-
-    def _after(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]], pick: Sequence[int],
-               nodes: list[int]) -> float:
-        """FGD's fragmentation of ``nodes`` summed, on the state after the batch takes ``pick``."""
-        cl = self.cl
-        snap = cl.snapshot()
-        self._take(pods, opts, pick)  # as ``place`` takes it
-        after = float(np.sum(self.frag(cl.free_gpu[nodes], cl.free_cpu[nodes], self.model_ids[nodes])))
-        cl.restore(snap)
-        return after
-
-    def _coefs(self, pods: Sequence[Arrival], opts: Sequence[Sequence[_Option]]) -> list[list[int]]:
-        """Lexicographic: the hole tiers, then ``frag-batch``'s weights in ``frag-spread``'s tie order."""
-        out = super()._coefs(pods, opts)
-        unit = sum(max(c, default=0) for c in out) + 1
-        return [[c + unit * (HOLE_TIERS - t) for c, t in zip(cs, self._tier(p, options), strict=True)]
-                for p, options, cs in zip(pods, opts, out, strict=True)]
-
-
-class FragDeferPolicy(FragHoleBatchPolicy, FragAdmitPolicy):
-    """optplan's: ``frag-hole-batch`` that holds back a share with an unfillable hole while only a free device a
-    whole-GPU pod could have had takes it, and places it as soon as that changes (module docstring)."""
-
-    name = "frag-defer"
-
-    def __init__(self, cl: DevCluster, cfg: SharedConfig, target: TargetWorkload) -> None:
-        super().__init__(cl, cfg, target)
-        self.seen = 0
-        """Arrivals placed or held so far: the index of the next batch's first arrival."""
-        self.held: list[tuple[int, Arrival]] = []
-        """(arrival index, arrival) of each share held back, oldest first."""
-        self.whole = [t for t in self.target.types if t.ask.whole]
-        """The whole-GPU pods of FGD's target workload: the pods the held shares make room for."""
-        self.max_wait = cfg.max_wait
-        """``SharedConfig.max_wait``: the arrivals after which a held share is placed wherever it fits."""
-
-    def _candidates(self, pods: Sequence[Arrival]) -> tuple[list[list[_Option]], list[int]]:
-        """``frag-hole-batch``'s, without the free devices of nodes that are not spare for a share it holds
-        back (the solve may not place it there either)."""
-        opts, hint = super()._candidates(pods)
-        for j, p in enumerate(pods):
-            if self.closes(p):
-                keep = [o for o, t in enumerate(self._tier(p, opts[j])) if t < HOLE_TIERS]
-                hint[j] = keep.index(hint[j]) if hint[j] in keep else -1
-                opts[j] = [opts[j][o] for o in keep]
-        return opts, hint
-
-    def place(self, pods: Sequence[Arrival]) -> list[Placement]:
-        """``frag-hole-batch``'s placement of the batch; an arrival left out that fits is held (only a share
-        ``frag-admit`` refuses can be: the others that fit are placed by the end of the batch)."""
-        base = self.seen
-        self.seen += len(pods)
-        out = super().place(pods)
-        self.held.extend((base + j, p) for j, p in enumerate(pods) if out[j] is None and self.cl.fits(p).any())
-        return out
-
-    def saturated(self) -> bool:
-        """No whole-GPU pod of the target workload fits anywhere (entirely free devices on a node of its model,
-        with its cpu): a held share then takes nothing a whole-GPU pod could have had. Always, without such
-        pods."""
-        cl = self.cl
-        return not any(((cl.full >= t.ask.whole) & (cl.free_cpu >= t.cpu) & cl.allowed(t.ask)).any()
-                       for t in self.whole)
-
-    def release(self) -> list[tuple[int, Placement]]:
-        """After each batch: the held shares that a partly used or spare device now takes (``frag-admit``'s
-        rule), oldest first; once ``saturated``, or once a share has waited ``SharedConfig.max_wait`` arrivals,
-        every such share that fits (``frag-hole``'s rule). Returns (arrival index, placement) of each one placed."""
-        done: list[tuple[int, Placement]] = []
-        kept: list[tuple[int, Arrival]] = []
-        free = bool(self.held) and self.saturated()
-        last = self.seen - 1 - (self.max_wait if self.max_wait is not None else self.seen)
-        for k, p in self.held:
-            fits = self.cl.fits(p)
-            if fits.any() and (free or k <= last or self.admits(p, fits)):
-                i, devs = self.choose(p, fits)
-                self.cl.take(i, p, devs)
-                done.append((k, (i, devs)))
-            else:
-                kept.append((k, p))
-        self.held = kept
-        return done
-
-
 # ---- simulation --------------------------------------------------------------------------------
 
 def target_workload(trace: Sequence[SimPod]) -> TargetWorkload:
@@ -1120,24 +715,18 @@ def simulate(nodes: Sequence[SimNode], arrivals: Sequence[SimPod], policy: str, 
     arrived = 0
     out: list[Placement] = []
     waits: list[tuple[int, int]] = []
-    batch = getattr(pol, "batch", 1)
-    for start in range(0, len(pods), batch):
-        group = pods[start : start + batch]
-        if isinstance(pol, FragBatchPolicy):
-            out.extend(pol.place(group))
-            if isinstance(pol, FragDeferPolicy):
-                for k, where in pol.release():
-                    out[k] = where
-                    waits.append((k, len(out) - 1 - k))
-        else:
-            (p,) = group
-            out.append(pol.arrive(p))
+    for start in range(0, len(pods), pol.batch):
+        group = pods[start : start + pol.batch]
+        out.extend(pol.place(group))
+        for k, where in pol.release():
+            out[k] = where
+            waits.append((k, len(out) - 1 - k))
         for p in group:
             arrived += p.ask.total_milli
             while cl.total_milli and len(curve) * cl.total_milli <= 100 * arrived:
                 curve.append(round(100.0 * cl.allocated / cl.total_milli, 2))
-    if isinstance(pol, FragBatchPolicy):
-        log.info("frag-batch solves: %s", pol.solves)
+    if pol.solves:
+        log.info("%s solves: %s", policy, pol.solves)
     allocated = verify(cl.nodes, pods, out)
     if allocated != cl.allocated:
         raise PlanInvalidError([f"the simulation counted {cl.allocated} allocated milli-GPUs, the check {allocated}"])
@@ -1146,7 +735,7 @@ def simulate(nodes: Sequence[SimNode], arrivals: Sequence[SimPod], policy: str, 
                         requested_milli=sum(p.ask.total_milli for p in pods), allocated_milli=allocated,
                         placed=placed, rejected=len(out) - placed, wall_seconds=round(time.perf_counter() - t0, 3),
                         assignment=tuple(out), curve=tuple(curve), waits=tuple(waits),
-                        waiting=tuple(k for k, _p in getattr(pol, "held", ())))
+                        waiting=pol.waiting())
 
 
 def verify(nodes: Sequence[SimNode], pods: Sequence[Arrival],
